@@ -1,0 +1,149 @@
+/* store.h -- the SQLite store: devices, stacks, shapes, measurements, jobs.
+ *
+ * One database file, WAL, busy_timeout, every write in its own BEGIN
+ * IMMEDIATE transaction (a measurement is durable when store_measurement_put
+ * returns). Schema version in PRAGMA user_version, migrated forward on open.
+ * A store handle is used by one thread at a time; open one handle per
+ * thread (SQLite's own locking serializes writers across handles and
+ * processes). */
+#ifndef ATTUNE_STORE_H
+#define ATTUNE_STORE_H
+
+#include <stdint.h>
+
+#include "../kernels/attn.h"
+
+typedef struct store store;
+
+/* Current schema version (PRAGMA user_version after open). */
+#define STORE_SCHEMA_VERSION 2
+
+typedef enum {
+    STORE_OK = 0,
+    STORE_UNSUPPORTED = 1,
+    STORE_FAILED = 2,
+    STORE_INACCURATE = 3
+} store_status;
+
+const char *store_status_name(store_status s);          /* "ok", ... */
+int store_status_parse(const char *s, store_status *out);
+
+/* One measurement row: (device, stack, shape, tactic) -> statistics. */
+typedef struct store_measurement {
+    char device_id[64];
+    char stack_id[24];
+    attn_shape shape;
+    char tactic[ATTN_TACTIC_STR_MAX];
+    store_status status;
+    double time_us;        /* median kernel time per call (NaN if none) */
+    double time_us_min, time_us_max;
+    double time_us_copies; /* median including pad/unpad copies; NaN if pad=1 */
+    int n;                 /* timing samples taken */
+    double max_abs_err;    /* NaN when not checked */
+    double rel_err;        /* relative L2 error vs float64 reference */
+    double err_ratio;      /* rel_err / min rel_err of the same (device, stack,
+                              shape) ok rows; filled on read, NaN if none */
+    char mode[24];         /* "wall", "cuda-graph" */
+    char l2[16];           /* "warm", "flushed" */
+    int rows_checked;      /* query rows compared against the reference */
+    char note[128];        /* why unsupported/failed, "" otherwise */
+    /* provenance */
+    char host[64];
+    int64_t taken_at;      /* unix seconds */
+} store_measurement;
+
+/* Open (create with create != 0) the database at path, migrate it to
+ * STORE_SCHEMA_VERSION. On error *out is NULL, err says why (missing
+ * directory, not a database, newer schema than this build knows). */
+int store_open(const char *path, int create, store **out, char *err, size_t errlen);
+void store_close(store *st);
+
+/* Insert or refresh the device and its stack (the stack's fields kept so
+ * exports and drift reports can show them). */
+int store_device_put(store *st, const attn_device_info *info, const attn_stack *stack);
+
+/* Look a device up by id ("GPU-..."/"CPU-...") or exact name
+ * (case-insensitive; the most recently seen if several). ATTUNE_ENOTFOUND
+ * if none. */
+int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
+                     attn_stack *latest_stack);
+
+/* Commit one measurement (insert or replace the row with the same device,
+ * stack, shape and tactic) in its own transaction. */
+int store_measurement_put(store *st, const store_measurement *m);
+
+/* 1 if a row exists for (device, stack, shape, tactic), 0 if not, <0 error. */
+int store_measurement_exists(store *st, const char *device_id, const char *stack_id,
+                             const attn_shape *s, const char *tactic);
+
+/* All measurements of device for shape s. stack_id NULL: every stack (the
+ * newest row per tactic first... ordered by tactic, then taken_at desc).
+ * *out is malloc'd (caller frees), *n its length; err_ratio filled. */
+int store_measurements_get(store *st, const char *device_id, const char *stack_id,
+                           const attn_shape *s, store_measurement **out, int *n);
+
+/* Every measurement of a device (all shapes), same ownership as above.
+ * Used to build the daemon's in-memory index. */
+int store_measurements_all(store *st, const char *device_id, store_measurement **out,
+                           int *n);
+
+/* Distinct shapes measured on a device (malloc'd array). */
+int store_shapes(store *st, const char *device_id, attn_shape **out, int *n);
+
+/* ---- jobs: tuning work that survives restarts */
+
+typedef enum {
+    STORE_JOB_QUEUED = 0,
+    STORE_JOB_RUNNING = 1,
+    STORE_JOB_DONE = 2,
+    STORE_JOB_FAILED = 3,
+    STORE_JOB_CANCELED = 4
+} store_job_state;
+
+const char *store_job_state_name(store_job_state s);
+
+typedef struct store_job {
+    int64_t id;
+    char device_id[64];
+    store_job_state state;
+    int done, total;         /* shapes finished / in the job */
+    int64_t created_at, updated_at;
+    char error[256];         /* failed: why */
+    attn_shape *shapes;      /* malloc'd, total entries (NULL from list calls) */
+} store_job;
+
+/* Create a queued job over n shapes; *id receives its id. */
+int store_job_create(store *st, const char *device_id, const attn_shape *shapes, int n,
+                     int64_t *id);
+/* Load a job with its shapes (job->shapes malloc'd; free with store_job_free). */
+int store_job_get(store *st, int64_t id, store_job *job);
+void store_job_free(store_job *job);
+/* Update state, progress and error text (error may be NULL). */
+int store_job_update(store *st, int64_t id, store_job_state state, int done,
+                     const char *error);
+/* Jobs in the given state (or all with state < 0), oldest first, without
+ * shapes; *out malloc'd. */
+int store_jobs_list(store *st, int state, store_job **out, int *n);
+
+/* ---- fleet tables (export/import, JSON, see docs/fleet.md) */
+
+/* Serialize every measurement of a device (all stacks) with provenance as
+ * a fleet table; *json is malloc'd UTF-8 text. */
+int store_export(store *st, const char *device_id, char **json);
+
+typedef struct store_import_stats {
+    int devices, stacks, measurements; /* rows written */
+    int skipped;                       /* rows identical to existing ones */
+} store_import_stats;
+
+/* Validate a fleet table completely, then merge it in one transaction:
+ * all or nothing. Any invalid field (type, range, unknown version, duplicate
+ * row, oversize) rejects the whole table with err naming the first problem
+ * (ATTUNE_EFORMAT / EVERSION / ETOOBIG) and the database unchanged. */
+int store_import(store *st, const char *json, size_t len, store_import_stats *stats,
+                 char *err, size_t errlen);
+
+/* Size of the database file(s) in bytes (for metrics). */
+int64_t store_size_bytes(store *st);
+
+#endif

@@ -1,0 +1,272 @@
+/* attn.c -- shapes, tactics and stacks: validation and canonical text. */
+#include "attn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hash.h"
+
+const int attn_pads[ATTN_NPADS] = {1, 8, 16, 64};
+
+static const char *const dtype_names[] = {"f16", "bf16", "f32"};
+static const char *const variant_names[ATTN_NVARIANTS] = {
+    "fused", "fused_splitkv", "split", "split_repeat", "folded"};
+
+const char *attn_dtype_name(attn_dtype t)
+{
+    return (unsigned)t < 3 ? dtype_names[t] : "?";
+}
+
+int attn_dtype_parse(const char *s, attn_dtype *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, dtype_names[i]) == 0) {
+            *out = (attn_dtype)i;
+            return 0;
+        }
+    return ATTUNE_EINVAL;
+}
+
+size_t attn_dtype_size(attn_dtype t)
+{
+    return t == ATTN_F32 ? 4 : 2;
+}
+
+int attn_shape_validate(const attn_shape *s, char *err, size_t errlen)
+{
+    const struct { const char *name; int64_t v; } f[] = {
+        {"b", s->b}, {"hq", s->hq}, {"hkv", s->hkv},
+        {"sq", s->sq}, {"skv", s->skv}, {"d", s->d}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].v < 1)
+            return attune_fail(err, errlen, ATTUNE_EINVAL,
+                               "%s=%lld must be at least 1", f[i].name, (long long)f[i].v);
+        if (f[i].v > ATTN_MAX_DIM)
+            return attune_fail(err, errlen, ATTUNE_ETOOBIG,
+                               "%s=%lld exceeds the limit %lld", f[i].name,
+                               (long long)f[i].v, (long long)ATTN_MAX_DIM);
+    }
+    if (s->d > ATTN_MAX_HEADDIM)
+        return attune_fail(err, errlen, ATTUNE_ETOOBIG, "d=%lld exceeds the limit %d",
+                           (long long)s->d, ATTN_MAX_HEADDIM);
+    if (s->hq % s->hkv != 0)
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "hq=%lld is not a multiple of hkv=%lld",
+                           (long long)s->hq, (long long)s->hkv);
+    if ((unsigned)s->dtype > ATTN_F32)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown dtype %d", (int)s->dtype);
+    if (s->causal != 0 && s->causal != 1)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "causal must be 0 or 1");
+    /* Each factor is <= 2^20, so pairwise products fit; check stepwise. */
+    double q = (double)s->b * (double)s->hq * (double)s->sq * (double)s->d;
+    double kv = (double)s->b * (double)s->hkv * (double)s->skv * (double)s->d;
+    if (q > (double)ATTN_MAX_ELEMS || kv > (double)ATTN_MAX_ELEMS)
+        return attune_fail(err, errlen, ATTUNE_ETOOBIG,
+                           "shape has %.3g query / %.3g key elements, over the limit %lld",
+                           q, kv, (long long)ATTN_MAX_ELEMS);
+    return 0;
+}
+
+char *attn_shape_key(const attn_shape *s, char *buf, size_t buflen)
+{
+    snprintf(buf, buflen, "b%lld.hq%lld.hkv%lld.sq%lld.skv%lld.d%lld.%s.%s",
+             (long long)s->b, (long long)s->hq, (long long)s->hkv, (long long)s->sq,
+             (long long)s->skv, (long long)s->d, attn_dtype_name(s->dtype),
+             s->causal ? "c" : "nc");
+    return buf;
+}
+
+/* Parse "<prefix><decimal>" from *p up to the next '.', advancing *p. */
+static int parse_field(const char **p, const char *prefix, int64_t *out,
+                       char *err, size_t errlen)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(*p, prefix, n) != 0)
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "expected field '%s' at '%.20s'", prefix, *p);
+    const char *s = *p + n;
+    if (*s < '0' || *s > '9')
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "field '%s' needs a number", prefix);
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE || v > ATTN_MAX_DIM)
+        return attune_fail(err, errlen, ATTUNE_ETOOBIG, "field '%s' is too large", prefix);
+    if (*end != '.')
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "field '%s' must be followed by '.'", prefix);
+    *out = v;
+    *p = end + 1;
+    return 0;
+}
+
+int attn_shape_parse(const char *key, attn_shape *out, char *err, size_t errlen)
+{
+    if (key == NULL || strlen(key) >= ATTN_SHAPE_KEY_MAX)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "shape key missing or too long");
+    attn_shape s = {0};
+    const char *p = key;
+    int rc;
+    if ((rc = parse_field(&p, "b", &s.b, err, errlen)) ||
+        (rc = parse_field(&p, "hq", &s.hq, err, errlen)) ||
+        (rc = parse_field(&p, "hkv", &s.hkv, err, errlen)) ||
+        (rc = parse_field(&p, "sq", &s.sq, err, errlen)) ||
+        (rc = parse_field(&p, "skv", &s.skv, err, errlen)) ||
+        (rc = parse_field(&p, "d", &s.d, err, errlen)))
+        return rc;
+    const char *dot = strchr(p, '.');
+    if (dot == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "shape key '%s' lacks the causal flag", key);
+    char dt[8];
+    size_t dl = (size_t)(dot - p);
+    if (dl >= sizeof dt)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown dtype in '%s'", key);
+    memcpy(dt, p, dl);
+    dt[dl] = 0;
+    if (attn_dtype_parse(dt, &s.dtype) != 0)
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "unknown dtype '%s' (expected f16, bf16 or f32)", dt);
+    if (strcmp(dot + 1, "c") == 0)
+        s.causal = 1;
+    else if (strcmp(dot + 1, "nc") == 0)
+        s.causal = 0;
+    else
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "causal flag must be 'c' or 'nc', not '%s'", dot + 1);
+    if ((rc = attn_shape_validate(&s, err, errlen)) != 0)
+        return rc;
+    *out = s;
+    return 0;
+}
+
+double attn_shape_flops(const attn_shape *s)
+{
+    double pairs;
+    if (!s->causal) {
+        pairs = (double)s->sq * (double)s->skv;
+    } else {
+        pairs = 0;
+        for (int64_t i = 0; i < s->sq; i++)
+            pairs += (double)attn_visible_keys(s, i);
+    }
+    return 4.0 * (double)s->b * (double)s->hq * pairs * (double)s->d;
+}
+
+const char *attn_variant_name(attn_variant v)
+{
+    return (unsigned)v < ATTN_NVARIANTS ? variant_names[v] : "?";
+}
+
+int attn_variant_parse(const char *s, attn_variant *out)
+{
+    for (int i = 0; i < ATTN_NVARIANTS; i++)
+        if (strcmp(s, variant_names[i]) == 0) {
+            *out = (attn_variant)i;
+            return 0;
+        }
+    return ATTUNE_EINVAL;
+}
+
+char *attn_tactic_str(const attn_tactic *t, char *buf, size_t buflen)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, buflen - n, "%s", attn_variant_name(t->variant));
+    /* keys in sorted order: acc, pad, splits, tile, warps */
+    if (t->acc != ATTN_ACC_NONE && n < buflen)
+        n += (size_t)snprintf(buf + n, buflen - n, "/acc=%s",
+                              t->acc == ATTN_ACC_F16 ? "f16" : "f32");
+    if (n < buflen)
+        n += (size_t)snprintf(buf + n, buflen - n, "/pad=%d", t->pad);
+    if (t->splits > 0 && n < buflen)
+        n += (size_t)snprintf(buf + n, buflen - n, "/splits=%d", t->splits);
+    if (t->tile_m > 0 && n < buflen)
+        n += (size_t)snprintf(buf + n, buflen - n, "/tile=%dx%d", t->tile_m, t->tile_n);
+    if (t->warps > 0 && n < buflen)
+        snprintf(buf + n, buflen - n, "/warps=%d", t->warps);
+    return buf;
+}
+
+/* Parse a positive int in [1, max] that fills the whole string. */
+static int parse_pos(const char *s, int max, int *out)
+{
+    if (*s < '0' || *s > '9')
+        return ATTUNE_EINVAL;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < 1 || v > max)
+        return ATTUNE_EINVAL;
+    *out = (int)v;
+    return 0;
+}
+
+int attn_tactic_parse(const char *s, attn_tactic *out, char *err, size_t errlen)
+{
+    if (s == NULL || strlen(s) >= ATTN_TACTIC_STR_MAX)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "tactic missing or too long");
+    char buf[ATTN_TACTIC_STR_MAX];
+    strcpy(buf, s);
+    attn_tactic t = {0};
+    char *save = NULL;
+    char *tok = strtok_r(buf, "/", &save);
+    if (tok == NULL || attn_variant_parse(tok, &t.variant) != 0)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown variant in tactic '%s'", s);
+    unsigned seen = 0;
+    while ((tok = strtok_r(NULL, "/", &save)) != NULL) {
+        char *eq = strchr(tok, '=');
+        if (eq == NULL)
+            return attune_fail(err, errlen, ATTUNE_EINVAL, "tactic parameter '%s' lacks '='", tok);
+        *eq = 0;
+        const char *k = tok, *v = eq + 1;
+        unsigned bit;
+        int bad = 0;
+        if (strcmp(k, "acc") == 0) {
+            bit = 1;
+            if (strcmp(v, "f16") == 0) t.acc = ATTN_ACC_F16;
+            else if (strcmp(v, "f32") == 0) t.acc = ATTN_ACC_F32;
+            else bad = 1;
+        } else if (strcmp(k, "pad") == 0) {
+            bit = 2;
+            bad = parse_pos(v, 64, &t.pad) != 0 ||
+                  (t.pad != 1 && t.pad != 8 && t.pad != 16 && t.pad != 64);
+        } else if (strcmp(k, "splits") == 0) {
+            bit = 4;
+            bad = parse_pos(v, 1024, &t.splits) != 0;
+        } else if (strcmp(k, "tile") == 0) {
+            bit = 8;
+            char *x = strchr(v, 'x');
+            if (x == NULL) {
+                bad = 1;
+            } else {
+                *x = 0;
+                bad = parse_pos(v, 1024, &t.tile_m) || parse_pos(x + 1, 1024, &t.tile_n);
+            }
+        } else if (strcmp(k, "warps") == 0) {
+            bit = 16;
+            bad = parse_pos(v, 32, &t.warps) != 0;
+        } else {
+            return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown tactic parameter '%s'", k);
+        }
+        if (bad)
+            return attune_fail(err, errlen, ATTUNE_EINVAL, "bad value for tactic parameter '%s'", k);
+        if (seen & bit)
+            return attune_fail(err, errlen, ATTUNE_EINVAL, "tactic parameter '%s' repeated", k);
+        seen |= bit;
+    }
+    if (!(seen & 2))
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "tactic '%s' lacks pad=", s);
+    *out = t;
+    return 0;
+}
+
+void attn_stack_finish(attn_stack *st)
+{
+    uint64_t h = hash_fnv1a64_init();
+    const char *parts[] = {st->driver, st->runtime, st->blas, st->attune, st->kernels};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        h = hash_fnv1a64(h, parts[i], strlen(parts[i]) + 1); /* NUL separates */
+    }
+    snprintf(st->id, sizeof st->id, "%016llx", (unsigned long long)h);
+}

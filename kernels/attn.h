@@ -1,0 +1,226 @@
+/* attn.h -- attention shapes, tactics, devices and the backend interface.
+ *
+ * The words of DESIGN.md as C types. A backend (kernels/cpu/, kernels/cuda/)
+ * fills an attn_ops table; everything above the kernels (tuner, store,
+ * daemon, CLI) talks to devices only through it.
+ *
+ * Data layout: q [b, hq, sq, d], k and v [b, hkv, skv, d], out [b, hq, sq, d],
+ * contiguous, in the shape's storage dtype. Query head h reads KV head
+ * h / (hq / hkv). Scale 1/sqrt(d). Causal: query i may see key j iff
+ * j <= i + (skv - sq), from the real lengths; a row that sees no key is 0. */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/attune_err.h"
+
+/* ---- shapes */
+
+typedef enum { ATTN_F16 = 0, ATTN_BF16 = 1, ATTN_F32 = 2 } attn_dtype;
+
+typedef struct attn_shape {
+    int64_t b, hq, hkv, sq, skv, d;
+    attn_dtype dtype;
+    int causal; /* 0 or 1 */
+} attn_shape;
+
+/* Upper bounds a shape must respect to be accepted at all (further limited
+ * by the device's memory when buffers are allocated). */
+#define ATTN_MAX_DIM     (1LL << 20) /* any single size */
+#define ATTN_MAX_HEADDIM 1024
+#define ATTN_MAX_ELEMS   (1LL << 34) /* elements in any one of q, k, v, out */
+
+/* Longest canonical shape key, NUL included. */
+#define ATTN_SHAPE_KEY_MAX 128
+
+const char *attn_dtype_name(attn_dtype t);        /* "f16", "bf16", "f32" */
+int attn_dtype_parse(const char *s, attn_dtype *out); /* 0 or ATTUNE_EINVAL */
+size_t attn_dtype_size(attn_dtype t);             /* bytes per element */
+
+/* Check every invariant of a shape: sizes >= 1 and <= ATTN_MAX_DIM,
+ * d <= ATTN_MAX_HEADDIM, hq % hkv == 0, known dtype, causal in {0,1},
+ * element counts under ATTN_MAX_ELEMS. Returns 0 or ATTUNE_EINVAL /
+ * ATTUNE_ETOOBIG with a message naming the field in err. */
+int attn_shape_validate(const attn_shape *s, char *err, size_t errlen);
+
+/* Format the canonical key `b1.hq8.hkv1.sq50.skv1018.d256.f16.nc` into buf
+ * (at least ATTN_SHAPE_KEY_MAX bytes). Returns buf. */
+char *attn_shape_key(const attn_shape *s, char *buf, size_t buflen);
+
+/* Parse a canonical key. Fields must appear in canonical order, each once;
+ * the result is validated. Returns 0, or ATTUNE_EINVAL/ETOOBIG with err. */
+int attn_shape_parse(const char *key, attn_shape *out, char *err, size_t errlen);
+
+/* Group size g = hq / hkv. */
+static inline int64_t attn_shape_group(const attn_shape *s) { return s->hq / s->hkv; }
+
+/* FLOPs of the attention proper (2 GEMMs, 4*b*hq*sq*skv*d), halved-ish for
+ * causal by counting only visible (query, key) pairs. */
+double attn_shape_flops(const attn_shape *s);
+
+/* Visible key count for query row i (0-based, real lengths). */
+static inline int64_t attn_visible_keys(const attn_shape *s, int64_t i)
+{
+    if (!s->causal)
+        return s->skv;
+    int64_t n = i + (s->skv - s->sq) + 1;
+    return n < 0 ? 0 : (n > s->skv ? s->skv : n);
+}
+
+/* ---- tactics */
+
+typedef enum {
+    ATTN_FUSED = 0,
+    ATTN_FUSED_SPLITKV = 1,
+    ATTN_SPLIT = 2,
+    ATTN_SPLIT_REPEAT = 3,
+    ATTN_FOLDED = 4,
+    ATTN_NVARIANTS = 5
+} attn_variant;
+
+/* A tactic: variant plus parameters. A parameter equal to 0 is absent
+ * (acc uses ATTN_ACC_NONE). Canonical text: `variant/key=value/...`, keys
+ * sorted: acc, pad, splits, tile, warps; pad is always present. */
+typedef enum { ATTN_ACC_NONE = 0, ATTN_ACC_F16 = 1, ATTN_ACC_F32 = 2 } attn_acc;
+
+typedef struct attn_tactic {
+    attn_variant variant;
+    int pad;          /* 1, 8, 16 or 64 */
+    attn_acc acc;     /* GEMM variants: cuBLAS compute type */
+    int tile_m, tile_n; /* fused: Br x Bc, 0 = absent */
+    int splits;       /* fused_splitkv: number of key splits, 0 = absent */
+    int warps;        /* fused: warps per block, 0 = absent */
+} attn_tactic;
+
+#define ATTN_TACTIC_STR_MAX 96
+
+const char *attn_variant_name(attn_variant v); /* "fused", "split", ... */
+int attn_variant_parse(const char *s, attn_variant *out);
+
+/* Canonical text of t into buf (>= ATTN_TACTIC_STR_MAX bytes). Returns buf. */
+char *attn_tactic_str(const attn_tactic *t, char *buf, size_t buflen);
+
+/* Parse canonical tactic text. Keys may come in any order but each once;
+ * unknown keys or values are errors. Returns 0 or ATTUNE_EINVAL with err. */
+int attn_tactic_parse(const char *s, attn_tactic *out, char *err, size_t errlen);
+
+/* The valid pads. */
+#define ATTN_NPADS 4
+extern const int attn_pads[ATTN_NPADS]; /* {1, 8, 16, 64} */
+
+static inline int64_t attn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* ---- devices and stacks */
+
+typedef struct attn_device_info {
+    char id[64];      /* CUDA: "GPU-<uuid>"; CPU: "CPU-<16 hex of host+model>" */
+    char name[128];   /* "NVIDIA H200", CPU model name */
+    char kind[8];     /* "cpu" or "cuda" */
+    int index;        /* CUDA ordinal; -1 for the CPU */
+    int cc_major, cc_minor; /* 0.0 for the CPU */
+    int sm_count;     /* CPU: logical cores */
+    int64_t memory_mb;
+    int clock_mhz, mem_clock_mhz; /* 0 when unknown */
+} attn_device_info;
+
+typedef struct attn_stack {
+    char driver[32];   /* CUDA driver version, "" for the CPU */
+    char runtime[32];  /* CUDA runtime version, or "cpu" */
+    char blas[32];     /* cuBLAS version, "" when unused */
+    char attune[32];   /* ATTUNE_VERSION */
+    char kernels[24];  /* hash of the kernels' build (sources + flags) */
+    char id[24];       /* 16 hex: hash of all fields above; the stack's key */
+} attn_stack;
+
+/* Fill st->id from the other fields. */
+void attn_stack_finish(attn_stack *st);
+
+/* ---- the backend interface
+ *
+ * A session owns one shape's buffers on one device: inputs filled with
+ * seeded standard-normal data, the output. A plan is one tactic prepared on
+ * a session (workspace, padded copies, cuBLAS handles, graphs). Rows are
+ * addressed by their flat index r = (bi * hq + h) * sq + i over the real
+ * (unpadded) output. */
+
+typedef struct attn_session attn_session;
+typedef struct attn_plan attn_plan;
+
+typedef struct attn_timing {
+    double us;        /* time per call, microseconds, one sample */
+} attn_timing;
+
+typedef struct attn_ops {
+    const char *name; /* "cpu", "cuda" */
+
+    /* Number of devices this backend drives (0 when none), never < 0. */
+    int (*device_count)(void);
+
+    /* Identity and stack of device index (0-based within the backend). */
+    int (*device_info)(int index, attn_device_info *info, attn_stack *stack);
+
+    /* Applicable tactics for shape s on device index, into out[0..max).
+     * Returns the count (may be 0) or a negative error. Tactics that do not
+     * apply (folded with hkv == hq, acc=f16 for f32 data) are not listed. */
+    int (*tactics)(int index, const attn_shape *s, attn_tactic *out, int max);
+
+    /* Allocate buffers for s and fill q, k, v with standard-normal values
+     * from seed (converted to the storage dtype, never zeros). On error
+     * *out is NULL and nothing is leaked; ATTUNE_ENOMEM when buffers do not
+     * fit on the device. */
+    int (*session_open)(int index, const attn_shape *s, uint64_t seed,
+                        attn_session **out);
+    void (*session_close)(attn_session *ss);
+
+    /* float64 reference of the given rows, from the session's inputs as
+     * stored (after dtype rounding): ref[k * d + c] for rows[k]. */
+    int (*reference)(attn_session *ss, const int64_t *rows, int nrows, double *ref);
+
+    /* Fill the output with NaN. */
+    int (*poison)(attn_session *ss);
+
+    /* Read rows of the output, converted to double: out[k * d + c]. */
+    int (*fetch_rows)(attn_session *ss, const int64_t *rows, int nrows, double *out);
+
+    /* Prepare tactic t on the session. ATTUNE_EUNSUPP when t cannot run on
+     * this shape/device (then *out is NULL). */
+    int (*plan)(attn_session *ss, const attn_tactic *t, attn_plan **out);
+    void (*plan_free)(attn_plan *p);
+
+    /* Run the plan once, to completion, writing the session's output
+     * (pad copies included). */
+    int (*run)(attn_plan *p);
+
+    /* One timing sample: run `iters` calls back to back and report the
+     * time per call. with_copies = 0 times the kernels alone (for padded
+     * tactics: on already padded buffers), 1 includes pad/unpad copies. */
+    int (*time)(attn_plan *p, int iters, int with_copies, attn_timing *out);
+} attn_ops;
+
+/* ---- device registry (kernels/registry.c) */
+
+typedef struct attn_device {
+    const attn_ops *ops;
+    int index;              /* within ops */
+    attn_device_info info;
+    attn_stack stack;
+} attn_device;
+
+/* All devices of all compiled-in backends: the CPU first, then CUDA
+ * ordinals. Writes up to max into out; returns the total count. */
+int attn_devices(attn_device *out, int max);
+
+/* Resolve a device spec: "cpu", a CUDA ordinal "0", a UUID "GPU-...", a
+ * CPU id "CPU-...", or a device name (exact, case-insensitive). Returns 0,
+ * or ATTUNE_ENODEV with a message in err. */
+int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t errlen);
+
+/* The backends compiled in (CPU always; CUDA when built with it). */
+extern const attn_ops attn_cpu_ops;
+#ifdef ATTUNE_HAVE_CUDA
+extern const attn_ops attn_cuda_ops;
+#endif
+
+#endif

@@ -1,0 +1,42 @@
+/* select.h -- the selection rule: the fastest accurate measurement wins.
+ *
+ * A measurement is eligible when its status is ok, its time is finite, and
+ * its relative L2 error is within both bounds:
+ *   rel_err <= max_rel_err              (absolute, per dtype by default)
+ *   rel_err <= max_ratio * best_rel_err (relative to the most accurate ok
+ *                                        tactic of the same shape)
+ * Defaults (docs/tuning.md explains them): f16 5e-3, bf16 3e-2, f32 1e-4;
+ * max_ratio 8 (folding in f16 was measured at up to 7x the unfolded error). */
+#ifndef ATTUNE_SELECT_H
+#define ATTUNE_SELECT_H
+
+#include "../db/store.h"
+
+typedef struct select_policy {
+    double max_rel_err[3]; /* indexed by attn_dtype; <= 0 means default */
+    double max_ratio;      /* <= 0 means default */
+} select_policy;
+
+#define SELECT_DEFAULT_F16 5e-3
+#define SELECT_DEFAULT_BF16 3e-2
+#define SELECT_DEFAULT_F32 1e-4
+#define SELECT_DEFAULT_RATIO 8.0
+
+/* Fill p with the defaults. */
+void select_policy_default(select_policy *p);
+
+/* Absolute bound for dtype under p (default if unset). */
+double select_max_rel_err(const select_policy *p, attn_dtype t);
+
+/* Index of the winner among m[0..n) (all of one shape), or -1 if none is
+ * eligible. override_max_rel_err > 0 replaces the absolute bound (the API's
+ * max_rel_err=). Ties on time go to the lower error. */
+int select_winner(const store_measurement *m, int n, const select_policy *p,
+                  double override_max_rel_err);
+
+/* 1 when challenger's median is faster than incumbent's by more than the
+ * measured noise (the larger of the two min..max spreads, relative), so a
+ * re-tune replaces a winner only on a real margin. */
+int select_beats(const store_measurement *challenger, const store_measurement *incumbent);
+
+#endif

@@ -1,0 +1,74 @@
+/* tuner.h -- measure every applicable tactic of a shape on a device.
+ *
+ * The protocol of DESIGN.md "Measuring": inputs drawn from a seed derived
+ * from the shape key; output poisoned with NaN before the checked run;
+ * float64 reference over all rows of small shapes, a sample of rows (every
+ * head: first, last, padding-boundary and random rows; >= 256 rows) for
+ * large ones; max abs and relative L2 error; NaN/Inf or an unwritten
+ * element fails. Then timing: warm-up, samples until the median is stable
+ * or the budget is spent, cut short when a candidate is far slower than the
+ * best so far. Each measurement is committed to the store as it is taken;
+ * tactics already stored for (device, stack, shape) are skipped, so an
+ * interrupted tune resumes where it stopped. */
+#ifndef ATTUNE_TUNER_H
+#define ATTUNE_TUNER_H
+
+#include "../db/store.h"
+#include "select.h"
+
+typedef struct tuner_progress {
+    int shape_index, shape_count;  /* 0-based shape, of how many */
+    int tactic_index, tactic_count;
+    const char *shape_key;
+    const char *tactic;            /* tactic being measured, NULL between */
+    double elapsed_s;
+    double eta_s;                  /* < 0 when unknown */
+} tuner_progress;
+
+typedef struct tuner_opts {
+    double budget_ms;      /* timing budget per tactic (default 200 ms) */
+    int min_samples;       /* default 5 */
+    int max_samples;       /* default 50 */
+    double stable_rel;     /* stop when the median moved less than this over
+                              the last samples (default 0.01) */
+    double cut_factor;     /* cut a candidate whose median after min_samples
+                              exceeds cut_factor x best (default 3.0) */
+    double target_sample_ms; /* calls per sample chosen so a sample lasts
+                              about this long (default 2 ms) */
+    int64_t full_check_rows; /* check all rows when b*hq*sq <= this (default 4096) */
+    int sample_rows;       /* rows in a sampled check (default 256) */
+    int force;             /* re-measure tactics already stored */
+    const select_policy *policy; /* NULL: defaults */
+    /* progress callback, may be NULL; return non-zero to cancel */
+    int (*progress)(void *ctx, const tuner_progress *p);
+    void *ctx;
+    volatile int *cancel;  /* checked between tactics and samples; may be NULL */
+    const char *host;      /* provenance; NULL: gethostname() */
+} tuner_opts;
+
+void tuner_opts_default(tuner_opts *o);
+
+typedef struct tuner_shape_result {
+    int measured;     /* tactics measured now */
+    int skipped;      /* already stored */
+    int failed;       /* status failed or inaccurate */
+    char winner[ATTN_TACTIC_STR_MAX]; /* "" if none */
+    double winner_us;
+} tuner_shape_result;
+
+/* Seed of a shape's inputs: FNV-1a of its canonical key. */
+uint64_t tuner_shape_seed(const attn_shape *s);
+
+/* Tune one shape. shape_index/shape_count only feed progress reports.
+ * Returns 0 (also when some tactics failed: that is data), ATTUNE_ECANCELED
+ * when canceled (measurements taken so far stay committed), or an error
+ * (ENOMEM when the shape's buffers do not fit, EDB). */
+int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
+                    const tuner_opts *o, int shape_index, int shape_count,
+                    tuner_shape_result *res);
+
+/* Rows checked for shape s under o: fills *rows (malloc'd, sorted, unique)
+ * and *n. Exposed for tests. */
+int tuner_check_rows(const attn_shape *s, const tuner_opts *o, int64_t **rows, int *n);
+
+#endif
