@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ATTUNE_ERRNO_MAP(X)                                  \
     X(EINVAL,    -1,  "invalid argument")                    \
     X(ENOMEM,    -2,  "out of memory")                       \
@@ -45,5 +49,9 @@ const char *attune_strerror(int code);
  * "hq=%d is not a multiple of hkv=%d", hq, hkv);` in one line. */
 int attune_fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

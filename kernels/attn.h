@@ -16,6 +16,10 @@
 
 #include "../common/attune_err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- shapes */
 
 typedef enum { ATTN_F16 = 0, ATTN_BF16 = 1, ATTN_F32 = 2 } attn_dtype;
@@ -221,6 +225,10 @@ int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t er
 extern const attn_ops attn_cpu_ops;
 #ifdef ATTUNE_HAVE_CUDA
 extern const attn_ops attn_cuda_ops;
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif
