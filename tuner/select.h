@@ -5,6 +5,9 @@
  *   rel_err <= max_rel_err              (absolute, per dtype by default)
  *   rel_err <= max_ratio * best_rel_err (relative to the most accurate ok
  *                                        tactic of the same shape)
+ * Time compared is select_time(): for padded tactics the time including the
+ * pad/unpad copies (what a runtime that holds unpadded tensors pays), else
+ * the kernel time.
  * Defaults (docs/tuning.md explains them): f16 5e-3, bf16 3e-2, f32 1e-4;
  * max_ratio 8 (folding in f16 was measured at up to 7x the unfolded error). */
 #ifndef ATTUNE_SELECT_H
@@ -21,6 +24,10 @@ typedef struct select_policy {
 #define SELECT_DEFAULT_BF16 3e-2
 #define SELECT_DEFAULT_F32 1e-4
 #define SELECT_DEFAULT_RATIO 8.0
+
+/* The time a measurement competes with: time_us_copies when stored, else
+ * time_us. */
+double select_time(const store_measurement *m);
 
 /* Fill p with the defaults. */
 void select_policy_default(select_policy *p);

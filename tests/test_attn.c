@@ -1,0 +1,128 @@
+/* test_attn.c -- shape keys, tactic strings, validation. */
+#include "kernels/attn.h"
+#include "test.h"
+
+static void shape_key_should_round_trip(void)
+{
+    const char *keys[] = {"b1.hq8.hkv1.sq50.skv1018.d256.f16.nc",
+                          "b2.hq16.hkv16.sq8192.skv8192.d128.bf16.c",
+                          "b16.hq32.hkv8.sq1.skv4096.d128.f32.nc"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        attn_shape s;
+        char err[ATTUNE_ERRLEN], buf[ATTN_SHAPE_KEY_MAX];
+        CHECK_EQ_INT(attn_shape_parse(keys[i], &s, err, sizeof err), 0);
+        CHECK_STR(attn_shape_key(&s, buf, sizeof buf), keys[i]);
+    }
+    attn_shape s;
+    attn_shape_parse(keys[0], &s, NULL, 0);
+    CHECK_EQ_INT(s.b, 1);
+    CHECK_EQ_INT(s.hq, 8);
+    CHECK_EQ_INT(s.hkv, 1);
+    CHECK_EQ_INT(s.sq, 50);
+    CHECK_EQ_INT(s.skv, 1018);
+    CHECK_EQ_INT(s.d, 256);
+    CHECK_EQ_INT(s.dtype, ATTN_F16);
+    CHECK_EQ_INT(s.causal, 0);
+}
+
+static void shape_parse_should_reject_bad_keys(void)
+{
+    const char *bad[] = {
+        "",                                        /* empty */
+        "b1.hq8.hkv3.sq50.skv1018.d256.f16.nc",    /* hq % hkv */
+        "b0.hq8.hkv1.sq50.skv1018.d256.f16.nc",    /* zero */
+        "b-1.hq8.hkv1.sq50.skv1018.d256.f16.nc",   /* negative */
+        "b1.hq8.hkv1.sq50.skv1018.d256.f8.nc",     /* dtype */
+        "b1.hq8.hkv1.sq50.skv1018.d256.f16.x",     /* causal flag */
+        "b1.hq8.hkv1.sq50.skv1018.d256.f16",       /* truncated */
+        "hq8.b1.hkv1.sq50.skv1018.d256.f16.nc",    /* order */
+        "b1.hq8.hkv1.sq50.skv1018.d2048.f16.nc",   /* head dim over limit */
+        "b99999999999999999999.hq8.hkv1.sq50.skv1018.d256.f16.nc", /* overflow */
+        "b1048576.hq1024.hkv1.sq1048576.skv1.d64.f16.nc", /* buffers too large */
+        "b1.hq8.hkv1.sq50.skv1018.d256.f16.nc.extra",
+        "b1.hq8.hkv1.sq5x.skv1018.d256.f16.nc",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        attn_shape s;
+        char err[ATTUNE_ERRLEN] = "";
+        int rc = attn_shape_parse(bad[i], &s, err, sizeof err);
+        CHECK_MSG(rc < 0, "accepted '%s'", bad[i]);
+        CHECK_MSG(err[0] != 0, "no message for '%s'", bad[i]);
+    }
+}
+
+static void tactic_should_round_trip_canonically(void)
+{
+    const char *canon[] = {"folded/acc=f32/pad=8", "fused/pad=1/tile=64x64",
+                           "fused_splitkv/pad=1/splits=16/tile=64x64/warps=4",
+                           "split/acc=f16/pad=64", "split_repeat/acc=f32/pad=16"};
+    for (size_t i = 0; i < sizeof canon / sizeof canon[0]; i++) {
+        attn_tactic t;
+        char buf[ATTN_TACTIC_STR_MAX];
+        CHECK_EQ_INT(attn_tactic_parse(canon[i], &t, NULL, 0), 0);
+        CHECK_STR(attn_tactic_str(&t, buf, sizeof buf), canon[i]);
+    }
+    /* keys out of order parse to the same tactic, printed sorted */
+    attn_tactic t;
+    char buf[ATTN_TACTIC_STR_MAX];
+    CHECK_EQ_INT(attn_tactic_parse("folded/pad=8/acc=f32", &t, NULL, 0), 0);
+    CHECK_STR(attn_tactic_str(&t, buf, sizeof buf), "folded/acc=f32/pad=8");
+}
+
+static void tactic_parse_should_reject_bad_text(void)
+{
+    const char *bad[] = {"", "warp/pad=1", "fused", "fused/pad=3", "fused/pad=8/pad=8",
+                         "split/acc=f64/pad=1", "fused/pad=1/tile=64", "fused/pad=1/colour=red",
+                         "fused/pad=1/tile=0x64", "fused/pad=-8"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        attn_tactic t;
+        char err[ATTUNE_ERRLEN] = "";
+        CHECK_MSG(attn_tactic_parse(bad[i], &t, err, sizeof err) < 0, "accepted '%s'", bad[i]);
+    }
+}
+
+static void visible_keys_should_align_bottom_right(void)
+{
+    attn_shape s = {1, 1, 1, 4, 10, 8, ATTN_F16, 1};
+    CHECK_EQ_INT(attn_visible_keys(&s, 0), 7); /* j <= 0 + 6 */
+    CHECK_EQ_INT(attn_visible_keys(&s, 3), 10);
+    attn_shape t = {1, 1, 1, 10, 4, 8, ATTN_F16, 1};
+    CHECK_EQ_INT(attn_visible_keys(&t, 0), 0); /* sq > skv: early rows see nothing */
+    CHECK_EQ_INT(attn_visible_keys(&t, 6), 1);
+    CHECK_EQ_INT(attn_visible_keys(&t, 9), 4);
+    t.causal = 0;
+    CHECK_EQ_INT(attn_visible_keys(&t, 0), 4);
+}
+
+static void flops_should_count_visible_pairs(void)
+{
+    attn_shape s = {2, 4, 4, 8, 8, 16, ATTN_F16, 0};
+    CHECK_NEAR(attn_shape_flops(&s), 4.0 * 2 * 4 * 8 * 8 * 16, 0);
+    s.causal = 1; /* 1+2+...+8 = 36 pairs */
+    CHECK_NEAR(attn_shape_flops(&s), 4.0 * 2 * 4 * 36 * 16, 0);
+}
+
+static void stack_id_should_depend_on_every_field(void)
+{
+    attn_stack a = {"580.1", "13.0", "13.0.1", "0.1.0", "abc", ""};
+    attn_stack b = a;
+    attn_stack_finish(&a);
+    attn_stack_finish(&b);
+    CHECK_STR(a.id, b.id);
+    CHECK_EQ_INT(strlen(a.id), 16);
+    snprintf(b.driver, sizeof b.driver, "580.2");
+    attn_stack_finish(&b);
+    CHECK(strcmp(a.id, b.id) != 0);
+}
+
+int main(void)
+{
+    RUN(shape_key_should_round_trip);
+    RUN(shape_parse_should_reject_bad_keys);
+    RUN(tactic_should_round_trip_canonically);
+    RUN(tactic_parse_should_reject_bad_text);
+    RUN(visible_keys_should_align_bottom_right);
+    RUN(flops_should_count_visible_pairs);
+    RUN(stack_id_should_depend_on_every_field);
+    return test_summary();
+}

@@ -1,0 +1,93 @@
+/* test_select.c -- the selection rule picks the fastest accurate tactic. */
+#include <math.h>
+
+#include "test.h"
+#include "tuner/select.h"
+
+static store_measurement meas(const char *tactic, double us, double rel, store_status st)
+{
+    store_measurement m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.tactic, sizeof m.tactic, "%s", tactic);
+    m.shape = (attn_shape){1, 8, 1, 50, 1018, 256, ATTN_F16, 0};
+    m.time_us = m.time_us_min = m.time_us_max = us;
+    m.time_us_copies = NAN;
+    m.rel_err = rel;
+    m.status = st;
+    return m;
+}
+
+static void winner_should_be_fastest_within_tolerance_not_fastest_overall(void)
+{
+    store_measurement m[3] = {
+        meas("fused/pad=1", 20.0, 3e-4, STORE_OK),
+        meas("folded/acc=f16/pad=1", 10.0, 4e-3, STORE_OK), /* fastest, 13x the best error */
+        meas("split/acc=f32/pad=1", 15.0, 4e-4, STORE_OK),
+    };
+    select_policy p;
+    select_policy_default(&p);
+    CHECK_EQ_INT(select_winner(m, 3, &p, 0), 2);
+    /* loosen the ratio: the fast folded tactic wins */
+    p.max_ratio = 20;
+    CHECK_EQ_INT(select_winner(m, 3, &p, 0), 1);
+    /* a per-query absolute bound below folded's error excludes it again */
+    CHECK_EQ_INT(select_winner(m, 3, &p, 1e-3), 2);
+    /* a bound below everything: no winner */
+    CHECK_EQ_INT(select_winner(m, 3, &p, 1e-5), -1);
+}
+
+static void winner_should_ignore_failed_and_inaccurate(void)
+{
+    store_measurement m[3] = {
+        meas("a/pad=1", 1.0, 1e-4, STORE_FAILED),
+        meas("b/pad=1", 2.0, 1e-4, STORE_INACCURATE),
+        meas("c/pad=1", 3.0, 1e-4, STORE_OK),
+    };
+    CHECK_EQ_INT(select_winner(m, 3, NULL, 0), 2);
+    m[2].time_us = NAN;
+    CHECK_EQ_INT(select_winner(m, 3, NULL, 0), -1);
+    CHECK_EQ_INT(select_winner(m, 0, NULL, 0), -1);
+}
+
+static void winner_should_use_time_with_copies_when_padded(void)
+{
+    store_measurement m[2] = {meas("fused/pad=1", 10.0, 1e-3, STORE_OK),
+                              meas("fused/pad=8", 8.0, 1e-3, STORE_OK)};
+    m[1].time_us_copies = 12.0; /* faster kernel, slower once copies count */
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 0), 0);
+    m[1].time_us_copies = 9.0;
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 0), 1);
+}
+
+static void default_bound_should_depend_on_dtype(void)
+{
+    store_measurement m = meas("x/pad=1", 1.0, 1e-2, STORE_OK);
+    CHECK_EQ_INT(select_winner(&m, 1, NULL, 0), -1); /* f16: 1e-2 > 5e-3 */
+    m.shape.dtype = ATTN_BF16;
+    CHECK_EQ_INT(select_winner(&m, 1, NULL, 0), 0); /* bf16: 1e-2 < 3e-2 */
+    select_policy p;
+    select_policy_default(&p);
+    p.max_rel_err[ATTN_BF16] = 5e-3;
+    CHECK_EQ_INT(select_winner(&m, 1, &p, 0), -1);
+}
+
+static void beats_should_require_margin_beyond_noise(void)
+{
+    store_measurement inc = meas("a/pad=1", 10.0, 1e-4, STORE_OK);
+    inc.time_us_min = 9.5;
+    inc.time_us_max = 10.5; /* 10% spread */
+    store_measurement ch = meas("b/pad=1", 9.5, 1e-4, STORE_OK);
+    CHECK(!select_beats(&ch, &inc));
+    ch.time_us = ch.time_us_min = ch.time_us_max = 8.5;
+    CHECK(select_beats(&ch, &inc));
+}
+
+int main(void)
+{
+    RUN(winner_should_be_fastest_within_tolerance_not_fastest_overall);
+    RUN(winner_should_ignore_failed_and_inaccurate);
+    RUN(winner_should_use_time_with_copies_when_padded);
+    RUN(default_bound_should_depend_on_dtype);
+    RUN(beats_should_require_margin_beyond_noise);
+    return test_summary();
+}

@@ -1,0 +1,76 @@
+/* select.c -- the selection rule: fastest accurate measurement wins. */
+#include "select.h"
+
+#include <math.h>
+
+void select_policy_default(select_policy *p)
+{
+    p->max_rel_err[ATTN_F16] = SELECT_DEFAULT_F16;
+    p->max_rel_err[ATTN_BF16] = SELECT_DEFAULT_BF16;
+    p->max_rel_err[ATTN_F32] = SELECT_DEFAULT_F32;
+    p->max_ratio = SELECT_DEFAULT_RATIO;
+}
+
+double select_max_rel_err(const select_policy *p, attn_dtype t)
+{
+    static const double defaults[3] = {SELECT_DEFAULT_F16, SELECT_DEFAULT_BF16,
+                                       SELECT_DEFAULT_F32};
+    if ((unsigned)t > ATTN_F32)
+        return 0;
+    if (p != NULL && p->max_rel_err[t] > 0)
+        return p->max_rel_err[t];
+    return defaults[t];
+}
+
+double select_time(const store_measurement *m)
+{
+    return isfinite(m->time_us_copies) ? m->time_us_copies : m->time_us;
+}
+
+static int usable(const store_measurement *m)
+{
+    return m->status == STORE_OK && isfinite(select_time(m)) && isfinite(m->rel_err) &&
+           m->rel_err >= 0;
+}
+
+int select_winner(const store_measurement *m, int n, const select_policy *p,
+                  double override_max_rel_err)
+{
+    if (n <= 0)
+        return -1;
+    double best_err = INFINITY;
+    for (int i = 0; i < n; i++)
+        if (usable(&m[i]) && m[i].rel_err < best_err)
+            best_err = m[i].rel_err;
+    if (!isfinite(best_err))
+        return -1;
+    double bound = override_max_rel_err > 0 ? override_max_rel_err
+                                            : select_max_rel_err(p, m[0].shape.dtype);
+    double ratio = (p != NULL && p->max_ratio > 0) ? p->max_ratio : SELECT_DEFAULT_RATIO;
+    /* The relative bound only bites when the best error is not ~0: a best
+     * of exactly 0 (f32 data where the reference rounds the same way) must
+     * not exclude tactics within the absolute bound. */
+    double rel_bound = best_err > 0 ? ratio * best_err : INFINITY;
+    int win = -1;
+    for (int i = 0; i < n; i++) {
+        const store_measurement *c = &m[i];
+        if (!usable(c) || c->rel_err > bound || c->rel_err > rel_bound)
+            continue;
+        double t = select_time(c), tw = win < 0 ? INFINITY : select_time(&m[win]);
+        if (win < 0 || t < tw || (t == tw && c->rel_err < m[win].rel_err))
+            win = i;
+    }
+    return win;
+}
+
+int select_beats(const store_measurement *challenger, const store_measurement *incumbent)
+{
+    if (!usable(challenger))
+        return 0;
+    if (!usable(incumbent))
+        return 1;
+    double spread_c = (challenger->time_us_max - challenger->time_us_min) / challenger->time_us;
+    double spread_i = (incumbent->time_us_max - incumbent->time_us_min) / incumbent->time_us;
+    double noise = fmax(isfinite(spread_c) ? spread_c : 0, isfinite(spread_i) ? spread_i : 0);
+    return select_time(challenger) < select_time(incumbent) * (1.0 - noise);
+}
