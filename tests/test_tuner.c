@@ -1,0 +1,269 @@
+/* test_tuner.c -- the measuring protocol against a scripted fake backend.
+ *
+ * The fake backend's tactics each misbehave in one known way, so the test
+ * can assert what the protocol records: a correct fast and a correct slow
+ * tactic, one that leaves an element unwritten, one that is inaccurate, one
+ * that is unsupported, and one that is hopelessly slow (cut early). */
+#include <math.h>
+
+#include "test.h"
+#include "tuner/tuner.h"
+
+enum { T_FAST, T_SLOW, T_UNWRITTEN, T_WRONG, T_UNSUPP, T_HOPELESS, T_COUNT };
+
+static const char *const fake_tactics[T_COUNT] = {
+    "fused/pad=1", "split/acc=f32/pad=1", "folded/acc=f32/pad=1",
+    "split_repeat/acc=f32/pad=1", "fused/pad=8", "split/acc=f32/pad=64"};
+static const double fake_us[T_COUNT] = {10.0, 20.0, 5.0, 5.0, 1.0, 1000.0};
+
+struct attn_session {
+    attn_shape s;
+    double *out; /* b*hq*sq*d */
+    int64_t rows;
+};
+struct attn_plan {
+    attn_session *ss;
+    int which;
+};
+
+static int time_calls[T_COUNT];
+
+static double ref_value(int64_t r, int64_t c) { return sin((double)(r * 7 + c)); }
+
+static int fake_count(void) { return 1; }
+static int fake_info(int index, attn_device_info *info, attn_stack *st)
+{
+    memset(info, 0, sizeof *info);
+    memset(st, 0, sizeof *st);
+    snprintf(info->id, sizeof info->id, "CPU-fake0000");
+    snprintf(info->name, sizeof info->name, "fake");
+    snprintf(info->kind, sizeof info->kind, "cpu");
+    info->index = -1;
+    snprintf(st->runtime, sizeof st->runtime, "fake");
+    attn_stack_finish(st);
+    return 0;
+}
+static int fake_tactics_fn(int index, const attn_shape *s, attn_tactic *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < T_COUNT && n < max; i++)
+        attn_tactic_parse(fake_tactics[i], &out[n++], NULL, 0);
+    return n;
+}
+static int fake_open(int index, const attn_shape *s, uint64_t seed, attn_session **out)
+{
+    attn_session *ss = calloc(1, sizeof *ss);
+    ss->s = *s;
+    ss->rows = s->b * s->hq * s->sq;
+    ss->out = calloc((size_t)(ss->rows * s->d), sizeof(double));
+    *out = ss;
+    return 0;
+}
+static void fake_close(attn_session *ss)
+{
+    free(ss->out);
+    free(ss);
+}
+static int fake_reference(attn_session *ss, const int64_t *rows, int n, double *ref)
+{
+    for (int k = 0; k < n; k++)
+        for (int64_t c = 0; c < ss->s.d; c++)
+            ref[k * ss->s.d + c] = ref_value(rows[k], c);
+    return 0;
+}
+static int fake_poison(attn_session *ss)
+{
+    for (int64_t i = 0; i < ss->rows * ss->s.d; i++)
+        ss->out[i] = NAN;
+    return 0;
+}
+static int fake_fetch(attn_session *ss, const int64_t *rows, int n, double *out)
+{
+    for (int k = 0; k < n; k++)
+        memcpy(&out[k * ss->s.d], &ss->out[rows[k] * ss->s.d], (size_t)ss->s.d * sizeof(double));
+    return 0;
+}
+static int fake_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
+{
+    char buf[ATTN_TACTIC_STR_MAX];
+    attn_tactic_str(t, buf, sizeof buf);
+    for (int i = 0; i < T_COUNT; i++)
+        if (strcmp(buf, fake_tactics[i]) == 0) {
+            if (i == T_UNSUPP)
+                return ATTUNE_EUNSUPP;
+            attn_plan *p = calloc(1, sizeof *p);
+            p->ss = ss;
+            p->which = i;
+            *out = p;
+            return 0;
+        }
+    return ATTUNE_EINVAL;
+}
+static void fake_plan_free(attn_plan *p) { free(p); }
+static int fake_run(attn_plan *p)
+{
+    attn_session *ss = p->ss;
+    for (int64_t r = 0; r < ss->rows; r++)
+        for (int64_t c = 0; c < ss->s.d; c++) {
+            double v = ref_value(r, c);
+            if (p->which == T_WRONG)
+                v += 0.5;
+            ss->out[r * ss->s.d + c] = v * (1 + 1e-6); /* within any tolerance */
+        }
+    if (p->which == T_UNWRITTEN) /* the last element of the last row */
+        ss->out[ss->rows * ss->s.d - 1] = NAN;
+    return 0;
+}
+static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
+{
+    time_calls[p->which]++;
+    out->us = fake_us[p->which] * (with_copies ? 1.5 : 1.0);
+    return 0;
+}
+
+static const attn_ops fake_ops = {"fake", fake_count, fake_info, fake_tactics_fn, fake_open,
+                                  fake_close, fake_reference, fake_poison, fake_fetch,
+                                  fake_plan, fake_plan_free, fake_run, fake_time};
+
+static attn_device fake_device(void)
+{
+    attn_device d;
+    d.ops = &fake_ops;
+    d.index = 0;
+    fake_info(0, &d.info, &d.stack);
+    return d;
+}
+
+static store *open_tmp_store(char *dir, size_t len)
+{
+    test_tmpdir(dir, len);
+    char path[512];
+    snprintf(path, sizeof path, "%s/t.db", dir);
+    store *st = NULL;
+    char err[ATTUNE_ERRLEN];
+    if (store_open(path, 1, &st, err, sizeof err) != 0) {
+        fprintf(stderr, "store_open: %s\n", err);
+        exit(2);
+    }
+    return st;
+}
+
+static const store_measurement *find(const store_measurement *m, int n, int which)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(m[i].tactic, fake_tactics[which]) == 0)
+            return &m[i];
+    return NULL;
+}
+
+static void tuner_should_record_each_outcome(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 50;
+    memset(time_calls, 0, sizeof time_calls);
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.measured, T_COUNT);
+    CHECK_EQ_INT(res.skipped, 0);
+    CHECK_EQ_INT(res.failed, 2);
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    CHECK_NEAR(res.winner_us, 10.0, 1e-9);
+
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    CHECK_EQ_INT(n, T_COUNT);
+    const store_measurement *x = find(m, n, T_UNWRITTEN);
+    CHECK(x && x->status == STORE_FAILED && isnan(x->time_us));
+    x = find(m, n, T_WRONG);
+    CHECK(x && x->status == STORE_INACCURATE && x->rel_err > 0.1);
+    x = find(m, n, T_UNSUPP);
+    CHECK(x && x->status == STORE_UNSUPPORTED);
+    x = find(m, n, T_SLOW);
+    CHECK(x && x->status == STORE_OK && fabs(x->time_us - 20.0) < 1e-9 && x->n >= o.min_samples);
+    CHECK(x && x->rel_err < 1e-5 && x->rows_checked == 10);
+    /* The hopeless candidate (100x the best) is cut after min_samples;
+     * its copies time is not taken. */
+    x = find(m, n, T_HOPELESS);
+    CHECK(x && x->status == STORE_OK && x->n == o.min_samples && strstr(x->note, "cut") != NULL);
+    /* Failed tactics are never timed. */
+    CHECK_EQ_INT(time_calls[T_UNWRITTEN], 0);
+    CHECK_EQ_INT(time_calls[T_WRONG], 0);
+    free(m);
+    store_close(st);
+}
+
+static int cancel_after_two(void *ctx, const tuner_progress *p)
+{
+    (void)ctx;
+    return p->tactic != NULL && p->tactic_index >= 2;
+}
+
+static void tuner_should_resume_without_remeasuring(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_BF16, 1};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    o.progress = cancel_after_two;
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), ATTUNE_ECANCELED);
+    CHECK_EQ_INT(res.measured, 2);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    CHECK_EQ_INT(n, 2);
+    free(m);
+    o.progress = NULL;
+    memset(time_calls, 0, sizeof time_calls);
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.skipped, 2);
+    CHECK_EQ_INT(res.measured, T_COUNT - 2);
+    CHECK_EQ_INT(time_calls[T_FAST] + time_calls[T_SLOW], 0); /* the first two */
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    store_close(st);
+}
+
+static void check_rows_should_cover_every_head_and_boundary(void)
+{
+    tuner_opts o;
+    tuner_opts_default(&o);
+    attn_shape s = {2, 8, 1, 900, 900, 32, ATTN_F16, 0}; /* 14400 rows > 4096 */
+    int64_t *rows;
+    int n;
+    CHECK_EQ_INT(tuner_check_rows(&s, &o, &rows, &n), 0);
+    CHECK(n >= o.sample_rows);
+    int first = 0, last = 0, edge = 0;
+    for (int i = 0; i < n; i++) {
+        CHECK(rows[i] >= 0 && rows[i] < 2 * 8 * 900);
+        if (i > 0)
+            CHECK(rows[i] > rows[i - 1]);
+        first += rows[i] % 900 == 0;
+        last += rows[i] % 900 == 899;
+        edge += rows[i] == 896; /* 900 rounded down to 64: first row of the partial tile */
+    }
+    CHECK_EQ_INT(first, 16);
+    CHECK(last >= 16);
+    CHECK_EQ_INT(edge, 1);
+    free(rows);
+    attn_shape small = {1, 2, 1, 7, 7, 8, ATTN_F16, 0};
+    CHECK_EQ_INT(tuner_check_rows(&small, &o, &rows, &n), 0);
+    CHECK_EQ_INT(n, 14);
+    free(rows);
+}
+
+int main(void)
+{
+    RUN(tuner_should_record_each_outcome);
+    RUN(tuner_should_resume_without_remeasuring);
+    RUN(check_rows_should_cover_every_head_and_boundary);
+    return test_summary();
+}
