@@ -72,6 +72,12 @@ int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
  * stack, shape and tactic) in its own transaction. */
 int store_measurement_put(store *st, const store_measurement *m);
 
+/* Every device in the store (local and imported) with its most recent
+ * stack; *infos and *stacks malloc'd (caller frees both), *n entries,
+ * most recently seen first. A device without a stack row gets an empty
+ * stack. */
+int store_devices_list(store *st, attn_device_info **infos, attn_stack **stacks, int *n);
+
 /* 1 if a row exists for (device, stack, shape, tactic), 0 if not, <0 error. */
 int store_measurement_exists(store *st, const char *device_id, const char *stack_id,
                              const attn_shape *s, const char *tactic);
