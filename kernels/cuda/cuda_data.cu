@@ -1,0 +1,240 @@
+/* cuda_data.cu -- data movement kernels of the CUDA backend: seeded normal
+ * fill, NaN poison, pad/unpad of sequence rows, repeat_kv, row gather.
+ *
+ * All copies are memory-bound: they move 16-byte words when the row length
+ * in bytes allows it (d*es % 16 == 0, true for every head size that is a
+ * multiple of 8 in f16/bf16, 4 in f32), else 4- or 2-byte words, and index
+ * in 32 bits when the element counts fit (64-bit division would make a copy
+ * of a large tensor arithmetic-bound). */
+#include <math.h>
+
+#include "cuda_internal.cuh"
+
+/* ---- GPU kernels */
+
+static __device__ __forceinline__ uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Element e of stream (seed, id): Box-Muller on the 64-bit hash of the pair
+ * e/2; even elements take the cosine, odd ones the sine. u1 is in (0, 1]
+ * so log(u1) is finite. */
+template <typename T>
+__global__ void fill_normal_kernel(T *x, int64_t n, uint64_t seed, uint32_t id)
+{
+    const uint64_t key = mix64(seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(id + 1)));
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t h = mix64(key + 0x9e3779b97f4a7c15ULL * (uint64_t)(e >> 1));
+        float u1 = ((float)(h >> 40) + 1.0f) * (1.0f / 16777216.0f);
+        float u2 = (float)(h & 0xffffffULL) * (1.0f / 16777216.0f);
+        float r = sqrtf(-2.0f * logf(u1));
+        float z = (e & 1) ? r * sinpif(2.0f * u2) : r * cospif(2.0f * u2);
+        x[e] = dt_traits<T>::from_f(z);
+    }
+}
+
+template <typename T>
+__global__ void fill_nan_kernel(T *x, int64_t n)
+{
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x)
+        x[e] = dt_traits<T>::from_f(__int_as_float(0x7fc00000));
+}
+
+/* dst [bh, s_pad, wpr] <- src [bh, s, wpr] in words W; rows >= s zeroed. */
+template <typename W, typename I>
+__global__ void pad_rows_kernel(W *__restrict__ dst, const W *__restrict__ src, I total,
+                                I wpr, I s, I s_pad)
+{
+    for (I w = blockIdx.x * (I)blockDim.x + threadIdx.x; w < total;
+         w += (I)gridDim.x * blockDim.x) {
+        I row = w / wpr, col = w - row * wpr;
+        I head = row / s_pad, i = row - head * s_pad;
+        W val;
+        if (i < s)
+            val = src[(head * s + i) * wpr + col];
+        else
+            memset(&val, 0, sizeof val);
+        dst[w] = val;
+    }
+}
+
+/* dst [bh, s, wpr] <- src [bh, s_pad, wpr]. */
+template <typename W, typename I>
+__global__ void unpad_rows_kernel(W *__restrict__ dst, const W *__restrict__ src, I total,
+                                  I wpr, I s, I s_pad)
+{
+    for (I w = blockIdx.x * (I)blockDim.x + threadIdx.x; w < total;
+         w += (I)gridDim.x * blockDim.x) {
+        I row = w / wpr, col = w - row * wpr;
+        I head = row / s, i = row - head * s;
+        dst[w] = src[(head * s_pad + i) * wpr + col];
+    }
+}
+
+/* dst [b, hkv*g, s, wpr] <- src [b, hkv, s, wpr]: dst head h reads h / g. */
+template <typename W, typename I>
+__global__ void repeat_kv_kernel(W *__restrict__ dst, const W *__restrict__ src, I total,
+                                 I wpr, I s, I g)
+{
+    const I per_head = s * wpr;
+    for (I w = blockIdx.x * (I)blockDim.x + threadIdx.x; w < total;
+         w += (I)gridDim.x * blockDim.x) {
+        I head = w / per_head, off = w - head * per_head;
+        /* flat dst head = bi*hq + h = (bi*hkv + h/g)*g + h%g, so the source
+         * head is head / g whatever bi is */
+        dst[w] = src[(head / g) * per_head + off];
+    }
+}
+
+template <typename T>
+__global__ void gather_rows_kernel(double *out, const T *x, const int64_t *rows, int nrows,
+                                   int64_t d)
+{
+    int64_t n = (int64_t)nrows * d;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t k = e / d, c = e - k * d;
+        out[e] = dt_traits<T>::to_d(x[rows[k] * d + c]);
+    }
+}
+
+/* ---- launchers */
+
+/* Grid for a grid-stride loop over n items: enough blocks to fill the
+ * device several times over, no more (the loop covers the rest). */
+static unsigned grid_for(int64_t n, int threads)
+{
+    int64_t b = (n + threads - 1) / threads;
+    const int64_t cap = 132 * 32; /* H200: 132 SMs x 32 blocks deep */
+    if (b > cap)
+        b = cap;
+    return (unsigned)(b < 1 ? 1 : b);
+}
+
+int cuda_fill_normal(void *x, attn_dtype t, int64_t n, uint64_t seed, uint32_t id,
+                     cudaStream_t stream)
+{
+    int rc = 0;
+    unsigned gr = grid_for(n, 256);
+    switch (t) {
+    case ATTN_F16: fill_normal_kernel<__half><<<gr, 256, 0, stream>>>((__half *)x, n, seed, id); break;
+    case ATTN_BF16: fill_normal_kernel<__nv_bfloat16><<<gr, 256, 0, stream>>>((__nv_bfloat16 *)x, n, seed, id); break;
+    case ATTN_F32: fill_normal_kernel<float><<<gr, 256, 0, stream>>>((float *)x, n, seed, id); break;
+    default: return ATTUNE_EINVAL;
+    }
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
+}
+
+int cuda_fill_nan(void *x, attn_dtype t, int64_t n, cudaStream_t stream)
+{
+    int rc = 0;
+    unsigned gr = grid_for(n, 256);
+    switch (t) {
+    case ATTN_F16: fill_nan_kernel<__half><<<gr, 256, 0, stream>>>((__half *)x, n); break;
+    case ATTN_BF16: fill_nan_kernel<__nv_bfloat16><<<gr, 256, 0, stream>>>((__nv_bfloat16 *)x, n); break;
+    case ATTN_F32: fill_nan_kernel<float><<<gr, 256, 0, stream>>>((float *)x, n); break;
+    default: return ATTUNE_EINVAL;
+    }
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
+}
+
+enum copy_kind { COPY_PAD, COPY_UNPAD, COPY_REPEAT };
+
+/* One word-size / index-width instantiation of a copy kind. */
+template <typename W, typename I>
+static void launch_copy(enum copy_kind kind, void *dst, const void *src, int64_t total,
+                        int64_t wpr, int64_t a, int64_t b, cudaStream_t stream)
+{
+    unsigned gr = grid_for(total, 256);
+    switch (kind) {
+    case COPY_PAD:
+        pad_rows_kernel<W, I><<<gr, 256, 0, stream>>>((W *)dst, (const W *)src, (I)total,
+                                                      (I)wpr, (I)a, (I)b);
+        break;
+    case COPY_UNPAD:
+        unpad_rows_kernel<W, I><<<gr, 256, 0, stream>>>((W *)dst, (const W *)src, (I)total,
+                                                        (I)wpr, (I)a, (I)b);
+        break;
+    case COPY_REPEAT:
+        repeat_kv_kernel<W, I><<<gr, 256, 0, stream>>>((W *)dst, (const W *)src, (I)total,
+                                                       (I)wpr, (I)a, (I)b);
+        break;
+    }
+}
+
+/* Pick the widest word that divides a row and the narrowest index that
+ * holds the largest offset (rows * words per row). */
+static int copy_rows(enum copy_kind kind, void *dst, const void *src, size_t row_bytes,
+                     int64_t rows_dst, int64_t rows_max, int64_t a, int64_t b,
+                     cudaStream_t stream)
+{
+    int rc = 0;
+    size_t w = (row_bytes % 16 == 0) ? 16 : (row_bytes % 4 == 0 ? 4 : 2);
+    int64_t wpr = (int64_t)(row_bytes / w);
+    int64_t total = rows_dst * wpr;
+    int small = rows_max * wpr < (int64_t)0xffffffffLL;
+    if (total == 0)
+        return 0;
+    if (w == 16)
+        small ? launch_copy<uint4, uint32_t>(kind, dst, src, total, wpr, a, b, stream)
+              : launch_copy<uint4, uint64_t>(kind, dst, src, total, wpr, a, b, stream);
+    else if (w == 4)
+        small ? launch_copy<uint32_t, uint32_t>(kind, dst, src, total, wpr, a, b, stream)
+              : launch_copy<uint32_t, uint64_t>(kind, dst, src, total, wpr, a, b, stream);
+    else
+        small ? launch_copy<uint16_t, uint32_t>(kind, dst, src, total, wpr, a, b, stream)
+              : launch_copy<uint16_t, uint64_t>(kind, dst, src, total, wpr, a, b, stream);
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
+}
+
+int cuda_pad_rows(void *dst, const void *src, size_t es, int64_t bh, int64_t s,
+                  int64_t s_pad, int64_t d, cudaStream_t stream)
+{
+    return copy_rows(COPY_PAD, dst, src, (size_t)d * es, bh * s_pad, bh * s_pad, s, s_pad,
+                     stream);
+}
+
+int cuda_unpad_rows(void *dst, const void *src, size_t es, int64_t bh, int64_t s,
+                    int64_t s_pad, int64_t d, cudaStream_t stream)
+{
+    return copy_rows(COPY_UNPAD, dst, src, (size_t)d * es, bh * s, bh * s_pad, s, s_pad,
+                     stream);
+}
+
+int cuda_repeat_kv(void *dst, const void *src, size_t es, int64_t b, int64_t hkv,
+                   int64_t g, int64_t s, int64_t d, cudaStream_t stream)
+{
+    int64_t rows = b * hkv * g * s;
+    return copy_rows(COPY_REPEAT, dst, src, (size_t)d * es, rows, rows, s, g, stream);
+}
+
+int cuda_gather_rows(double *out, const void *x, attn_dtype t, const int64_t *rows,
+                     int nrows, int64_t d, cudaStream_t stream)
+{
+    int rc = 0;
+    unsigned gr = grid_for((int64_t)nrows * d, 256);
+    switch (t) {
+    case ATTN_F16: gather_rows_kernel<__half><<<gr, 256, 0, stream>>>(out, (const __half *)x, rows, nrows, d); break;
+    case ATTN_BF16: gather_rows_kernel<__nv_bfloat16><<<gr, 256, 0, stream>>>(out, (const __nv_bfloat16 *)x, rows, nrows, d); break;
+    case ATTN_F32: gather_rows_kernel<float><<<gr, 256, 0, stream>>>(out, (const float *)x, rows, nrows, d); break;
+    default: return ATTUNE_EINVAL;
+    }
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
+}

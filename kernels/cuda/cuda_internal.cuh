@@ -1,0 +1,185 @@
+/* cuda_internal.cuh -- what the CUDA backend's translation units share.
+ *
+ * The backend is split by concept: cuda_device.cu (identity and stack),
+ * cuda_data.cu (fill, poison, pad/unpad, repeat_kv, row gather),
+ * cuda_reference.cu (float64 reference), cuda_split.cu (cuBLAS split,
+ * split_repeat and folded attention) and cuda_backend.cu (sessions, plans,
+ * timing, the attn_ops table). Kernels are launched only from the file that
+ * defines them (no separable compilation); files call each other's host
+ * launchers, declared here. Not installed, not included by C code. */
+#ifndef ATTUNE_CUDA_INTERNAL_CUH
+#define ATTUNE_CUDA_INTERNAL_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../attn.h"
+
+/* ---- errors
+ *
+ * Every CUDA/cuBLAS call goes through one of the macros below inside a
+ * function that declares `int rc` and has a `fail:` label. The error is
+ * mapped to an attune code (ENOMEM for allocation failures, else EGPU /
+ * EBLAS) and, when ATTUNE_CUDA_VERBOSE is set in the environment, printed
+ * with file and line: library code never prints otherwise and never exits. */
+int cuda_err(cudaError_t e, const char *what, const char *file, int line);
+int cuda_blas_err(cublasStatus_t e, const char *what, const char *file, int line);
+/* Print a note (verbose mode only). */
+void cuda_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define CU_TRY(call)                                                          \
+    do {                                                                      \
+        cudaError_t e_ = (call);                                              \
+        if (e_ != cudaSuccess) {                                              \
+            rc = cuda_err(e_, #call, __FILE__, __LINE__);                     \
+            goto fail;                                                        \
+        }                                                                     \
+    } while (0)
+
+/* After a <<<>>> launch: launch-configuration errors surface here. */
+#define CU_LAUNCHED() CU_TRY(cudaGetLastError())
+
+#define BLAS_TRY(call)                                                        \
+    do {                                                                      \
+        cublasStatus_t s_ = (call);                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                    \
+            rc = cuda_blas_err(s_, #call, __FILE__, __LINE__);                \
+            goto fail;                                                        \
+        }                                                                     \
+    } while (0)
+
+/* Propagate an attune code from a callee. */
+#define RC_TRY(call)                                                          \
+    do {                                                                      \
+        rc = (call);                                                          \
+        if (rc != 0)                                                          \
+            goto fail;                                                        \
+    } while (0)
+
+/* ---- storage dtypes: load/store through float (or double) */
+
+template <typename T> struct dt_traits;
+template <> struct dt_traits<float> {
+    static __device__ __forceinline__ float to_f(float x) { return x; }
+    static __device__ __forceinline__ float from_f(float x) { return x; }
+    static __device__ __forceinline__ double to_d(float x) { return (double)x; }
+};
+template <> struct dt_traits<__half> {
+    static __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+    static __device__ __forceinline__ __half from_f(float x) { return __float2half_rn(x); }
+    static __device__ __forceinline__ double to_d(__half x) { return (double)__half2float(x); }
+};
+template <> struct dt_traits<__nv_bfloat16> {
+    static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+    static __device__ __forceinline__ __nv_bfloat16 from_f(float x) { return __float2bfloat16_rn(x); }
+    static __device__ __forceinline__ double to_d(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
+};
+
+/* cuBLAS data type of a storage dtype. */
+static inline cudaDataType cuda_blas_type(attn_dtype t)
+{
+    return t == ATTN_F16 ? CUDA_R_16F : (t == ATTN_BF16 ? CUDA_R_16BF : CUDA_R_32F);
+}
+
+/* ---- sessions and plans */
+
+/* A cached CUDA graph: `iters` back-to-back launches of a plan. */
+typedef struct cuda_graph_entry {
+    int iters, with_copies;
+    cudaGraphExec_t exec;
+} cuda_graph_entry;
+
+#define CUDA_GRAPH_CACHE 4
+
+struct attn_session {
+    int dev;                 /* CUDA ordinal */
+    attn_shape s;
+    uint64_t seed;
+    size_t es;               /* bytes per element */
+    int64_t nq, nkv;         /* elements of q (= out) and of k (= v) */
+    void *q, *k, *v, *o;     /* [b,h,s,d] contiguous, storage dtype */
+    cudaStream_t stream;     /* every kernel of the session runs here */
+    cudaEvent_t ev0, ev1;    /* timing */
+    cublasHandle_t blas;     /* bound to stream, workspace below */
+    void *blas_ws;
+    size_t blas_ws_bytes;
+    attn_plan *plans;        /* live plans, so poison reaches padded outputs */
+};
+
+/* GEMM variants' prepared state (cuda_split.cu fills it at plan time). */
+typedef struct cuda_split_state {
+    int64_t g;               /* query heads per KV head */
+    int64_t units;           /* b * hkv: (batch, KV head) groups */
+    int64_t chunk;           /* groups per pass through the S/P workspace */
+    void *S, *P;             /* scores (f32 or f16) and probabilities (dtype) */
+    size_t s_es;             /* bytes per element of S */
+    void *kr, *vr;           /* split_repeat: K/V repeated to hq heads */
+} cuda_split_state;
+
+struct attn_plan {
+    attn_session *ss;
+    attn_tactic t;
+    int64_t sq_pad, skv_pad;
+    /* The variant kernel always reads qp/kp/vp and writes op: padded
+     * copies when the pad changes a length, else aliases of the session's
+     * buffers (own_* = 0). */
+    void *qp, *kp, *vp, *op;
+    int own_q, own_kv;       /* own_q also covers op */
+    cuda_split_state sp;     /* GEMM variants */
+    void *fused_ws;          /* fused variants' workspace */
+    size_t fused_ws_bytes;
+    cuda_graph_entry graphs[CUDA_GRAPH_CACHE];
+    int ngraphs, graph_next;
+    int warmed;              /* padded buffers hold this run's inputs */
+    attn_plan *next;         /* in ss->plans */
+};
+
+/* ---- cuda_device.cu */
+int cuda_device_count(void);
+int cuda_device_info(int index, attn_device_info *info, attn_stack *stack);
+
+/* ---- cuda_data.cu (all asynchronous on `stream`; 0 or an attune code) */
+
+/* Standard-normal values from (seed, stream_id, element index), rounded to
+ * dtype: a counter-based hash fed to Box-Muller, so any element can be
+ * regenerated alone and the data never depends on the launch shape. */
+int cuda_fill_normal(void *x, attn_dtype t, int64_t n, uint64_t seed, uint32_t stream_id,
+                     cudaStream_t stream);
+/* NaN in every element. */
+int cuda_fill_nan(void *x, attn_dtype t, int64_t n, cudaStream_t stream);
+/* dst [bh, s_pad, d] <- src [bh, s, d]; rows s..s_pad-1 zeroed, so padded
+ * keys hold finite values (masked scores times zero V rows stay zero). */
+int cuda_pad_rows(void *dst, const void *src, size_t es, int64_t bh, int64_t s,
+                  int64_t s_pad, int64_t d, cudaStream_t stream);
+/* dst [bh, s, d] <- src [bh, s_pad, d]: padded query rows dropped. */
+int cuda_unpad_rows(void *dst, const void *src, size_t es, int64_t bh, int64_t s,
+                    int64_t s_pad, int64_t d, cudaStream_t stream);
+/* repeat_kv: dst [b, hkv*g, s, d] <- src [b, hkv, s, d], head h from h/g. */
+int cuda_repeat_kv(void *dst, const void *src, size_t es, int64_t b, int64_t hkv,
+                   int64_t g, int64_t s, int64_t d, cudaStream_t stream);
+/* out[k*d + c] = (double) x[rows[k]*d + c]; rows and out on the device. */
+int cuda_gather_rows(double *out, const void *x, attn_dtype t, const int64_t *rows,
+                     int nrows, int64_t d, cudaStream_t stream);
+
+/* ---- cuda_reference.cu */
+
+/* float64 attention of rows (device array, flat indices over the real
+ * output) from the session's stored inputs into ref (device, nrows*d). */
+int cuda_reference_rows(const attn_session *ss, const int64_t *rows, int nrows,
+                        double *ref, cudaStream_t stream);
+
+/* ---- cuda_split.cu */
+
+/* Check t against the session's shape and allocate p->sp (S/P workspace,
+ * repeated K/V). p->sq_pad/skv_pad are set. ATTUNE_EUNSUPP when the tactic
+ * does not apply, ENOMEM when the workspace does not fit. */
+int cuda_split_prepare(attn_plan *p);
+void cuda_split_release(attn_plan *p);
+/* Enqueue the GEMM variant on the padded buffers (capturable). */
+int cuda_split_launch(attn_plan *p);
+
+#endif

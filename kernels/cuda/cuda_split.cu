@@ -1,0 +1,402 @@
+/* cuda_split.cu -- attention as GEMM -> softmax -> GEMM through cuBLAS:
+ * the `split`, `split_repeat` and `folded` variants.
+ *
+ *   split        S = Q K^T per query head (cuBLAS strided batched GEMM), a
+ *                softmax kernel (scale, causal bottom-right mask from the
+ *                real lengths, padded keys masked, f32 math), O = P V.
+ *                GQA/MQA read the shared KV head through the GEMM strides
+ *                (stride 0 or one call per head of the group): no copies.
+ *   split_repeat the Hugging Face eager path: repeat_kv copies K and V to
+ *                hq heads, then split as for MHA. The copy is part of every
+ *                call, as it is in the eager model.
+ *   folded       the g query heads of a KV head are g*sq_pad consecutive
+ *                rows of one GEMM per (batch, KV head); the softmax is the
+ *                same kernel (a row's query position is its index modulo
+ *                sq_pad). Only when hkv < hq.
+ *
+ * acc is the cuBLAS compute type: f32 -> CUBLAS_COMPUTE_32F, S stored in
+ * f32 (the scores keep their accumulator precision until the softmax);
+ * f16 -> CUBLAS_COMPUTE_16F, S stored in f16 (a 16F GEMM can only write
+ * 16-bit C: the accumulator's own precision). P is always stored in the
+ * storage dtype, because the PV GEMM takes A and B of one type, as in the
+ * eager frameworks (softmax in f32, cast back to the dtype). f32 data uses
+ * CUBLAS_COMPUTE_32F with the default math mode: no TF32.
+ *
+ * All variants run on the plan's padded buffers [b, h, sq_pad|skv_pad, d];
+ * padded key rows are zero (cuda_pad_rows) and masked here, padded query
+ * rows get zero probabilities and are dropped by the unpad copy.
+ *
+ * Memory: S and P for every head at once can reach gigabytes (b=2, h=16,
+ * 8192^2 scores: 13 GB). The workspace holds `chunk` KV groups and the
+ * three stages loop over chunks, so it stays under CUDA_SPLIT_BUDGET. */
+#include <limits.h>
+#include <math.h>
+
+#include "cuda_internal.cuh"
+
+#define CUDA_SPLIT_BUDGET ((size_t)2 << 30) /* bytes of S + P per chunk */
+
+/* ---- GPU kernels */
+
+template <int NT>
+static __device__ __forceinline__ float block_max(float x, float *red)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = x;
+    __syncthreads();
+    float m = red[0];
+#pragma unroll
+    for (int w = 1; w < NT / 32; w++)
+        m = fmaxf(m, red[w]);
+    __syncthreads(); /* red is reused by the next reduction */
+    return m;
+}
+
+template <int NT>
+static __device__ __forceinline__ float block_sum(float x, float *red)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = x;
+    __syncthreads();
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < NT / 32; w++)
+        s += red[w];
+    __syncthreads();
+    return s;
+}
+
+typedef struct softmax_args {
+    int64_t nrows;      /* rows of S in this chunk */
+    int64_t ld;         /* skv_pad: row stride of S and P */
+    int64_t sq_pad, sq, skv;
+    int causal;
+    float scale_log2e;  /* 1/sqrt(d) * log2(e): exp2 of scaled scores */
+} softmax_args;
+
+/* One block per row. Row r's query position is r % sq_pad (true for split,
+ * where rows are [head][i], and for folded, where a KV group's rows are
+ * [query head][i] too). Keys j >= n (causal mask, padded keys) get p = 0;
+ * padded query rows (i >= sq) and rows that see no key get all zeros.
+ * ITEMS > 0: the row is held in registers, ITEMS per thread (one read of
+ * S); ITEMS == 0: long rows, S is read twice (online max/sum, then write). */
+template <typename ST, typename PT, int NT, int ITEMS>
+__global__ void __launch_bounds__(NT)
+softmax_kernel(const ST *__restrict__ S, PT *__restrict__ P, softmax_args a)
+{
+    __shared__ float red[NT / 32];
+    for (int64_t r = blockIdx.x; r < a.nrows; r += gridDim.x) {
+        const ST *srow = S + r * a.ld;
+        PT *prow = P + r * a.ld;
+        const int64_t i = r % a.sq_pad;
+        int64_t n = a.skv;
+        if (i >= a.sq)
+            n = 0;
+        else if (a.causal) {
+            n = i + (a.skv - a.sq) + 1;
+            n = n < 0 ? 0 : (n > a.skv ? a.skv : n);
+        }
+        if (n == 0) { /* uniform over the block: no divergence at barriers */
+            for (int64_t j = threadIdx.x; j < a.ld; j += NT)
+                prow[j] = dt_traits<PT>::from_f(0.f);
+            continue;
+        }
+        if (ITEMS > 0) {
+            float x[ITEMS > 0 ? ITEMS : 1];
+            float m = -INFINITY;
+#pragma unroll
+            for (int it = 0; it < ITEMS; it++) {
+                int64_t j = (int64_t)it * NT + threadIdx.x;
+                x[it] = j < n ? dt_traits<ST>::to_f(srow[j]) * a.scale_log2e : -INFINITY;
+                m = fmaxf(m, x[it]);
+            }
+            m = block_max<NT>(m, red);
+            float l = 0.f;
+#pragma unroll
+            for (int it = 0; it < ITEMS; it++) {
+                x[it] = exp2f(x[it] - m); /* masked: exp2(-inf) = 0 */
+                l += x[it];
+            }
+            l = block_sum<NT>(l, red);
+            float inv = 1.f / l;
+#pragma unroll
+            for (int it = 0; it < ITEMS; it++) {
+                int64_t j = (int64_t)it * NT + threadIdx.x;
+                if (j < a.ld)
+                    prow[j] = dt_traits<PT>::from_f(x[it] * inv);
+            }
+        } else {
+            float m = -INFINITY, l = 0.f;
+            for (int64_t j = threadIdx.x; j < n; j += NT) {
+                float x = dt_traits<ST>::to_f(srow[j]) * a.scale_log2e;
+                if (x > m) {
+                    l = l * exp2f(m - x) + 1.f;
+                    m = x;
+                } else {
+                    l += exp2f(x - m);
+                }
+            }
+            float M = block_max<NT>(m, red);
+            l = (m == -INFINITY) ? 0.f : l * exp2f(m - M);
+            float inv = 1.f / block_sum<NT>(l, red);
+            for (int64_t j = threadIdx.x; j < a.ld; j += NT) {
+                float p = j < n ? exp2f(dt_traits<ST>::to_f(srow[j]) * a.scale_log2e - M) * inv
+                                : 0.f;
+                prow[j] = dt_traits<PT>::from_f(p);
+            }
+        }
+    }
+}
+
+/* ---- launchers */
+
+template <typename ST, typename PT, int NT, int ITEMS>
+static void softmax_go(const void *S, void *P, const softmax_args *a, cudaStream_t st)
+{
+    int64_t g = a->nrows < (int64_t)INT_MAX ? a->nrows : (int64_t)INT_MAX;
+    softmax_kernel<ST, PT, NT, ITEMS><<<(unsigned)g, NT, 0, st>>>((const ST *)S, (PT *)P, *a);
+}
+
+/* Threads and register items per row length: enough threads to cover the
+ * row with <= 16 items each, up to 8192 keys; longer rows stream. */
+template <typename ST, typename PT>
+static void softmax_pick(const void *S, void *P, const softmax_args *a, cudaStream_t st)
+{
+    if (a->ld <= 512)
+        softmax_go<ST, PT, 128, 4>(S, P, a, st);
+    else if (a->ld <= 1024)
+        softmax_go<ST, PT, 256, 4>(S, P, a, st);
+    else if (a->ld <= 2048)
+        softmax_go<ST, PT, 256, 8>(S, P, a, st);
+    else if (a->ld <= 4096)
+        softmax_go<ST, PT, 512, 8>(S, P, a, st);
+    else if (a->ld <= 8192)
+        softmax_go<ST, PT, 512, 16>(S, P, a, st);
+    else
+        softmax_go<ST, PT, 1024, 0>(S, P, a, st);
+}
+
+static int softmax_launch(const void *S, int s_f16, void *P, attn_dtype pt,
+                          const softmax_args *a, cudaStream_t st)
+{
+    int rc = 0;
+    if (s_f16) /* acc=f16 exists only for f16 data */
+        softmax_pick<__half, __half>(S, P, a, st);
+    else if (pt == ATTN_F16)
+        softmax_pick<float, __half>(S, P, a, st);
+    else if (pt == ATTN_BF16)
+        softmax_pick<float, __nv_bfloat16>(S, P, a, st);
+    else
+        softmax_pick<float, float>(S, P, a, st);
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
+}
+
+/* ---- GEMM schedule
+ *
+ * One strided batched GEMM call per entry: offsets (in elements) of the
+ * first Q/O head, K/V head and S/P block, the batch strides, the batch
+ * count and the number of query rows per batch entry. QK^T and PV use the
+ * same entries: K and V share offsets, as do S and P, and Q and O. */
+typedef struct gemm_call {
+    int64_t qo, ko, so;    /* element offsets: Q/O, K/V (absolute), S/P (chunk) */
+    int64_t qst, kst, sst; /* batch strides, elements; kst 0 = shared KV head */
+    int batch;
+    int64_t rows;          /* query rows per batch entry (sq_pad or g*sq_pad) */
+} gemm_call;
+
+#define MAX_CALLS_INLINE 64
+
+/* The calls covering KV groups [u0, u0 + U) of plan p into c (capacity
+ * cap); returns the count, or -1 if over cap (the caller loops then). */
+static int schedule(const attn_plan *p, int64_t u0, int64_t U, gemm_call *c, int cap)
+{
+    const attn_shape *s = &p->ss->s;
+    const int64_t g = p->sp.g, sqp = p->sq_pad, skp = p->skv_pad, d = s->d;
+    const int64_t head_q = sqp * d, head_k = skp * d, head_s = sqp * skp;
+    int n = 0;
+    switch (p->t.variant) {
+    case ATTN_FOLDED: /* one entry per KV group, g*sq_pad rows */
+        c[n++] = (gemm_call){u0 * g * head_q, u0 * head_k, 0,
+                             g * head_q, head_k, g * head_s, (int)U, g * sqp};
+        break;
+    case ATTN_SPLIT_REPEAT: /* repeated K/V: head (u, j) at u*g + j, MHA */
+        c[n++] = (gemm_call){u0 * g * head_q, u0 * g * head_k, 0,
+                             head_q, head_k, head_s, (int)(U * g), sqp};
+        break;
+    default: /* split */
+        if (g == 1) {
+            c[n++] = (gemm_call){u0 * head_q, u0 * head_k, 0,
+                                 head_q, head_k, head_s, (int)U, sqp};
+        } else if (g <= U) {
+            /* head j of every group in one call: K steps by KV head,
+             * Q and S by whole groups */
+            if (g > cap)
+                return -1;
+            for (int64_t j = 0; j < g; j++)
+                c[n++] = (gemm_call){(u0 * g + j) * head_q, u0 * head_k, j * head_s,
+                                     g * head_q, head_k, g * head_s, (int)U, sqp};
+        } else {
+            /* all heads of one group in one call, K broadcast (stride 0) */
+            if (U > cap)
+                return -1;
+            for (int64_t u = 0; u < U; u++)
+                c[n++] = (gemm_call){(u0 + u) * g * head_q, (u0 + u) * head_k,
+                                     u * g * head_s, head_q, 0, head_s, (int)g, sqp};
+        }
+    }
+    return n;
+}
+
+/* ---- plan */
+
+int cuda_split_prepare(attn_plan *p)
+{
+    int rc = 0;
+    attn_session *ss = p->ss;
+    const attn_shape *s = &ss->s;
+    const attn_tactic *t = &p->t;
+    cuda_split_state *sp = &p->sp;
+    size_t per_unit, s_bytes, p_bytes;
+
+    if (t->tile_m || t->tile_n || t->splits || t->warps)
+        return ATTUNE_EUNSUPP;
+    if ((t->variant == ATTN_FOLDED || t->variant == ATTN_SPLIT_REPEAT) && s->hkv == s->hq)
+        return ATTUNE_EUNSUPP;
+    if (t->acc == ATTN_ACC_F16 && s->dtype != ATTN_F16)
+        return ATTUNE_EUNSUPP; /* 16F compute needs 16F data */
+    if (t->acc != ATTN_ACC_F16 && t->acc != ATTN_ACC_F32)
+        return ATTUNE_EUNSUPP;
+
+    sp->g = s->hq / s->hkv;
+    sp->units = s->b * s->hkv;
+    sp->s_es = t->acc == ATTN_ACC_F16 ? 2 : 4;
+    /* cuBLAS takes int sizes and leading dimensions */
+    if (p->skv_pad > INT_MAX || sp->g * p->sq_pad > INT_MAX || s->b * s->hq > INT_MAX)
+        return ATTUNE_EUNSUPP;
+    per_unit = (size_t)(sp->g * p->sq_pad) * (size_t)p->skv_pad * (sp->s_es + ss->es);
+    sp->chunk = (int64_t)(CUDA_SPLIT_BUDGET / per_unit);
+    if (sp->chunk < 1)
+        sp->chunk = 1;
+    if (sp->chunk > sp->units)
+        sp->chunk = sp->units;
+    s_bytes = (size_t)sp->chunk * sp->g * p->sq_pad * p->skv_pad * sp->s_es;
+    p_bytes = (size_t)sp->chunk * sp->g * p->sq_pad * p->skv_pad * ss->es;
+    CU_TRY(cudaMalloc(&sp->S, s_bytes));
+    CU_TRY(cudaMalloc(&sp->P, p_bytes));
+    if (t->variant == ATTN_SPLIT_REPEAT) {
+        size_t kv = (size_t)(s->b * s->hq * p->skv_pad * s->d) * ss->es;
+        CU_TRY(cudaMalloc(&sp->kr, kv));
+        CU_TRY(cudaMalloc(&sp->vr, kv));
+    }
+    return 0;
+fail:
+    cuda_split_release(p);
+    return rc;
+}
+
+void cuda_split_release(attn_plan *p)
+{
+    cuda_split_state *sp = &p->sp;
+    cudaFree(sp->S);
+    cudaFree(sp->P);
+    cudaFree(sp->kr);
+    cudaFree(sp->vr);
+    sp->S = sp->P = sp->kr = sp->vr = NULL;
+}
+
+int cuda_split_launch(attn_plan *p)
+{
+    int rc = 0;
+    attn_session *ss = p->ss;
+    const attn_shape *s = &ss->s;
+    cuda_split_state *sp = &p->sp;
+    const size_t es = ss->es;
+    const int d = (int)s->d, skp = (int)p->skv_pad;
+    const cudaDataType dt = cuda_blas_type(s->dtype);
+    const int f16acc = p->t.acc == ATTN_ACC_F16;
+    const cudaDataType st = f16acc ? CUDA_R_16F : CUDA_R_32F;
+    const cublasComputeType_t ct = f16acc ? CUBLAS_COMPUTE_16F : CUBLAS_COMPUTE_32F;
+    /* alpha/beta have the compute type's type; the scale is applied in
+     * the softmax (f32), so S holds the raw dot products */
+    const float one_f = 1.f, zero_f = 0.f;
+    const __half one_h = __float2half(1.f), zero_h = __float2half(0.f);
+    const void *one = f16acc ? (const void *)&one_h : (const void *)&one_f;
+    const void *zero = f16acc ? (const void *)&zero_h : (const void *)&zero_f;
+    const char *K = (const char *)p->kp, *V = (const char *)p->vp;
+    gemm_call calls[MAX_CALLS_INLINE];
+    softmax_args sa;
+
+    if (p->t.variant == ATTN_SPLIT_REPEAT) {
+        RC_TRY(cuda_repeat_kv(sp->kr, p->kp, es, s->b, s->hkv, sp->g, p->skv_pad, s->d,
+                              ss->stream));
+        RC_TRY(cuda_repeat_kv(sp->vr, p->vp, es, s->b, s->hkv, sp->g, p->skv_pad, s->d,
+                              ss->stream));
+        K = (const char *)sp->kr;
+        V = (const char *)sp->vr;
+    }
+    sa.ld = p->skv_pad;
+    sa.sq_pad = p->sq_pad;
+    sa.sq = s->sq;
+    sa.skv = s->skv;
+    sa.causal = s->causal;
+    sa.scale_log2e = (float)(1.4426950408889634 / sqrt((double)s->d));
+
+    for (int64_t u0 = 0; u0 < sp->units; u0 += sp->chunk) {
+        int64_t U = sp->units - u0 < sp->chunk ? sp->units - u0 : sp->chunk;
+        /* a long schedule (g or U over the inline capacity) is issued in
+         * slices of MAX_CALLS_INLINE groups: a slice smaller than g takes
+         * the broadcast form, one call per group, so it always fits */
+        int n = schedule(p, u0, U, calls, MAX_CALLS_INLINE);
+        int64_t step = n < 0 ? MAX_CALLS_INLINE : U;
+        for (int64_t done = 0; done < U; done += step) {
+            int64_t Us = U - done < step ? U - done : step;
+            int64_t so_base = done * sp->g * p->sq_pad * p->skv_pad;
+            if (step != U && (n = schedule(p, u0 + done, Us, calls, MAX_CALLS_INLINE)) < 0) {
+                rc = ATTUNE_EUNSUPP; /* unreachable: Us <= cap < g */
+                goto fail;
+            }
+            for (int c = 0; c < n; c++) {
+                const gemm_call *gc = &calls[c];
+                /* S^T = K Q^T in column-major terms. Row-major K [skv_pad, d]
+                 * is column-major d x skv_pad (ld d), so op(A) = T gives
+                 * skv_pad x d; row-major Q [rows, d] is column-major
+                 * d x rows (ld d), op(B) = N; column-major C = S^T,
+                 * skv_pad x rows (ld skv_pad) is row-major S [rows, skv_pad].
+                 * m = skv_pad, n = rows, k = d. */
+                BLAS_TRY(cublasGemmStridedBatchedEx(
+                    ss->blas, CUBLAS_OP_T, CUBLAS_OP_N, skp, (int)gc->rows, d, one,
+                    K + gc->ko * es, dt, d, gc->kst,
+                    (const char *)p->qp + gc->qo * es, dt, d, gc->qst, zero,
+                    (char *)sp->S + (so_base + gc->so) * sp->s_es, st, skp, gc->sst, gc->batch,
+                    ct, CUBLAS_GEMM_DEFAULT));
+            }
+            sa.nrows = Us * sp->g * p->sq_pad;
+            RC_TRY(softmax_launch((const char *)sp->S + so_base * sp->s_es, f16acc,
+                                  (char *)sp->P + so_base * es, s->dtype, &sa, ss->stream));
+            for (int c = 0; c < n; c++) {
+                const gemm_call *gc = &calls[c];
+                /* O^T = V^T P^T in column-major terms. Row-major V
+                 * [skv_pad, d] is column-major d x skv_pad (ld d), op(A) = N;
+                 * row-major P [rows, skv_pad] is column-major skv_pad x rows
+                 * (ld skv_pad), op(B) = N; C = O^T, d x rows (ld d) is
+                 * row-major O [rows, d]. m = d, n = rows, k = skv_pad. */
+                BLAS_TRY(cublasGemmStridedBatchedEx(
+                    ss->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, (int)gc->rows, skp, one,
+                    V + gc->ko * es, dt, d, gc->kst,
+                    (const char *)sp->P + (so_base + gc->so) * es, dt, skp, gc->sst, zero,
+                    (char *)p->op + gc->qo * es, dt, d, gc->qst, gc->batch, ct,
+                    CUBLAS_GEMM_DEFAULT));
+            }
+        }
+    }
+    return 0;
+fail:
+    return rc;
+}
