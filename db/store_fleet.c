@@ -1,0 +1,682 @@
+/* store_fleet.c -- fleet tables: one device's measurements as JSON, out and in.
+ *
+ * The format (version 1) is described in docs/fleet.md. Export writes what
+ * the store holds; import treats the text as hostile: every field is
+ * type-, range- and length-checked and every row re-validated with the
+ * same checks store_measurement_put applies, all before the first write;
+ * then the whole table is merged in one transaction. JSON is read and
+ * written with jansson only. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/hash.h"
+#include "../common/shape_json.h"
+#include "store_internal.h"
+
+#define FLEET_FORMAT     "attune-fleet"
+#define FLEET_VERSION    1
+#define FLEET_MAX_BYTES  ((size_t)64 << 20) /* text accepted by import */
+#define FLEET_MAX_ROWS   1000000
+#define FLEET_MAX_STACKS 4096
+
+/* ---- export */
+
+static json_t *num_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+/* Object for one measurement, in the documented key order; NULL on ENOMEM. */
+static json_t *measurement_json(const store_measurement *m)
+{
+    char key[ATTN_SHAPE_KEY_MAX];
+    json_t *o = json_object();
+    int bad = o == NULL;
+    if (!bad) {
+        bad |= json_object_set_new(o, "shape", shape_json_new(&m->shape));
+        bad |= json_object_set_new(o, "shape_key",
+                                   json_string(attn_shape_key(&m->shape, key, sizeof key)));
+        bad |= json_object_set_new(o, "tactic", json_string(m->tactic));
+        bad |= json_object_set_new(o, "stack", json_string(m->stack_id));
+        bad |= json_object_set_new(o, "status", json_string(store_status_name(m->status)));
+        bad |= json_object_set_new(o, "time_us", num_or_null(m->time_us));
+        bad |= json_object_set_new(o, "time_us_min", num_or_null(m->time_us_min));
+        bad |= json_object_set_new(o, "time_us_max", num_or_null(m->time_us_max));
+        bad |= json_object_set_new(o, "time_us_copies", num_or_null(m->time_us_copies));
+        bad |= json_object_set_new(o, "n", json_integer(m->n));
+        bad |= json_object_set_new(o, "max_abs_err", num_or_null(m->max_abs_err));
+        bad |= json_object_set_new(o, "rel_err", num_or_null(m->rel_err));
+        bad |= json_object_set_new(o, "mode", json_string(m->mode));
+        bad |= json_object_set_new(o, "l2", json_string(m->l2));
+        bad |= json_object_set_new(o, "rows_checked", json_integer(m->rows_checked));
+        bad |= json_object_set_new(o, "note", json_string(m->note));
+        bad |= json_object_set_new(o, "host", json_string(m->host));
+        bad |= json_object_set_new(o, "taken_at", json_integer(m->taken_at));
+    }
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *device_json(const attn_device_info *d, const attn_stack *latest)
+{
+    char cc[16];
+    snprintf(cc, sizeof cc, "%d.%d", d->cc_major, d->cc_minor);
+    return json_pack("{ss ss ss ss si sI si si so}", "id", d->id, "name", d->name, "kind",
+                     d->kind, "cc", cc, "sm_count", d->sm_count, "memory_mb",
+                     (json_int_t)d->memory_mb, "clock_mhz", d->clock_mhz, "mem_clock_mhz",
+                     d->mem_clock_mhz, "latest_stack",
+                     latest->id[0] ? json_string(latest->id) : json_null());
+}
+
+/* Append the stacks used by the device's rows, and its latest one, to arr. */
+static int stacks_json(store *st, const char *device_id, json_t *arr)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = store_stmt(st, STMT_EXPORT_STACKS,
+                        "SELECT id, driver, runtime, blas, attune, kernels FROM stacks "
+                        "WHERE id IN (SELECT stack_id FROM measurements WHERE device_id = ?1 "
+                        "UNION SELECT latest_stack FROM devices WHERE id = ?1) "
+                        "ORDER BY first_seen, id",
+                        &q);
+    if (rc != 0)
+        goto fail;
+    if (sqlite3_bind_text(q, 1, device_id, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    int src;
+    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
+        attn_stack s;
+        store_column_text(q, 0, s.id, sizeof s.id);
+        store_column_text(q, 1, s.driver, sizeof s.driver);
+        store_column_text(q, 2, s.runtime, sizeof s.runtime);
+        store_column_text(q, 3, s.blas, sizeof s.blas);
+        store_column_text(q, 4, s.attune, sizeof s.attune);
+        store_column_text(q, 5, s.kernels, sizeof s.kernels);
+        json_t *o = json_pack("{ss ss ss ss ss ss}", "id", s.id, "driver", s.driver, "runtime",
+                              s.runtime, "blas", s.blas, "attune", s.attune, "kernels",
+                              s.kernels);
+        if (json_array_append_new(arr, o) != 0) {
+            rc = ATTUNE_ENOMEM;
+            goto fail;
+        }
+    }
+    if (src != SQLITE_DONE)
+        rc = store_sqlite_err(src);
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+/* Contract: see store.h. device_id may be anything store_device_get
+ * resolves (id or name). Reads one consistent snapshot (a read
+ * transaction). ATTUNE_ENOTFOUND for an unknown device; on error *json is
+ * NULL. Numbers are written with 17 significant digits, so doubles come
+ * back bit for bit; NaN is written as null. */
+int store_export(store *st, const char *device_id, char **json)
+{
+    attn_device_info info;
+    attn_stack latest;
+    store_measurement *rows = NULL;
+    json_t *root = NULL, *stacks = NULL, *meas = NULL;
+    int n = 0, rc, in_tx = 0;
+    char host[64];
+    if (json != NULL)
+        *json = NULL;
+    if (st == NULL || device_id == NULL || json == NULL)
+        return ATTUNE_EINVAL;
+    sqlite3_stmt *q = NULL;
+    if ((rc = store_stmt(st, STMT_BEGIN_READ, "BEGIN", &q)) != 0 || (rc = store_exec(q)) != 0)
+        goto fail;
+    store_stmt_done(q);
+    q = NULL;
+    in_tx = 1;
+    if ((rc = store_device_get(st, device_id, &info, &latest)) != 0 ||
+        (rc = store_measurements_all(st, info.id, &rows, &n)) != 0)
+        goto fail;
+    rc = ATTUNE_ENOMEM;
+    if ((stacks = json_array()) == NULL || (meas = json_array()) == NULL)
+        goto fail;
+    int src = stacks_json(st, info.id, stacks);
+    if (src != 0) {
+        rc = src;
+        goto fail;
+    }
+    store_rollback(st); /* read-only: ends the snapshot */
+    in_tx = 0;
+    for (int i = 0; i < n; i++)
+        if (json_array_append_new(meas, measurement_json(&rows[i])) != 0)
+            goto fail;
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = 0;
+    host[sizeof host - 1] = 0;
+    root = json_pack("{ss si sI ss so sO sO}", "format", FLEET_FORMAT, "version", FLEET_VERSION,
+                     "exported_at", (json_int_t)store_now(), "host", host, "device",
+                     device_json(&info, &latest), "stacks", stacks, "measurements", meas);
+    if (root == NULL)
+        goto fail;
+    /* Compact: a table has to fit the import limit (FLEET_MAX_BYTES). */
+    if ((*json = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17))) == NULL)
+        goto fail;
+    rc = 0;
+fail:
+    store_stmt_done(q);
+    if (in_tx)
+        store_rollback(st);
+    json_decref(root);
+    json_decref(stacks);
+    json_decref(meas);
+    free(rows);
+    return rc;
+}
+
+/* ---- import: reading untrusted JSON */
+
+/* obj[key], which must be present. */
+static int need(const json_t *obj, const char *key, const char *where, json_t **v, char *err,
+                size_t errlen)
+{
+    *v = json_object_get(obj, key);
+    if (*v == NULL)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s: missing field \"%s\"", where, key);
+    return 0;
+}
+
+/* Reject keys outside the known list (a table is versioned: new keys come
+ * with a new version). */
+static int only_keys(const json_t *obj, const char *const *keys, size_t nkeys,
+                     const char *where, char *err, size_t errlen)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val) {
+        size_t i = 0;
+        while (i < nkeys && strcmp(key, keys[i]) != 0)
+            i++;
+        if (i == nkeys)
+            return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s: unknown field \"%.40s\"",
+                               where, key);
+    }
+    return 0;
+}
+
+/* An integer field in [lo, hi] (JSON integers only: 1.0 and 1e3 are not). */
+static int get_int(const json_t *obj, const char *key, int64_t lo, int64_t hi,
+                   const char *where, int64_t *out, char *err, size_t errlen)
+{
+    json_t *v;
+    int rc = need(obj, key, where, &v, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (!json_is_integer(v))
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s.%s: must be an integer", where,
+                           key);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s.%s: %lld is outside [%lld, %lld]",
+                           where, key, (long long)x, (long long)lo, (long long)hi);
+    *out = (int64_t)x;
+    return 0;
+}
+
+/* A number or null (-> NaN); ranges are checked by store_check_measurement. */
+static int get_num(const json_t *obj, const char *key, const char *where, double *out,
+                   char *err, size_t errlen)
+{
+    json_t *v;
+    int rc = need(obj, key, where, &v, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (json_is_null(v)) {
+        *out = NAN;
+        return 0;
+    }
+    if (!json_is_number(v))
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s.%s: must be a number or null",
+                           where, key);
+    *out = json_number_value(v);
+    return 0;
+}
+
+/* A string shorter than len bytes, copied into buf. */
+static int get_str(const json_t *obj, const char *key, char *buf, size_t len,
+                   const char *where, char *err, size_t errlen)
+{
+    json_t *v;
+    int rc = need(obj, key, where, &v, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (!json_is_string(v))
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s.%s: must be a string", where, key);
+    size_t n = json_string_length(v);
+    if (n >= len)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                           "%s.%s: %zu bytes, longer than the limit of %zu", where, key, n,
+                           len - 1);
+    memcpy(buf, json_string_value(v), n + 1); /* no NUL inside: no JSON_ALLOW_NUL */
+    return 0;
+}
+
+/* Turn an EINVAL/ETOOBIG detail from a shared check into the import's
+ * EFORMAT, prefixed with where. */
+static int field_fail(char *err, size_t errlen, const char *where, const char *detail)
+{
+    return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s: %s", where, detail);
+}
+
+static const char *const device_keys[] = {"id",       "name",      "kind",
+                                          "cc",       "sm_count",  "memory_mb",
+                                          "clock_mhz", "mem_clock_mhz", "latest_stack"};
+
+/* The device object; *latest receives latest_stack ("" when null). */
+static int device_from_json(const json_t *o, attn_device_info *d, char *latest, char *err,
+                            size_t errlen)
+{
+    const char *where = "device";
+    char cc[8], detail[ATTUNE_ERRLEN];
+    int64_t v[5];
+    json_t *ls;
+    int rc;
+    memset(d, 0, sizeof *d);
+    if (!json_is_object(o))
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "device: must be an object");
+    if ((rc = only_keys(o, device_keys, sizeof device_keys / sizeof device_keys[0], where, err,
+                        errlen)) != 0 ||
+        (rc = get_str(o, "id", d->id, sizeof d->id, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "name", d->name, sizeof d->name, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "kind", d->kind, sizeof d->kind, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "cc", cc, sizeof cc, where, err, errlen)) != 0 ||
+        (rc = get_int(o, "sm_count", 0, STORE_MAX_COUNT, where, &v[0], err, errlen)) != 0 ||
+        (rc = get_int(o, "memory_mb", 0, STORE_MAX_MEMORY_MB, where, &v[1], err, errlen)) != 0 ||
+        (rc = get_int(o, "clock_mhz", 0, STORE_MAX_COUNT, where, &v[2], err, errlen)) != 0 ||
+        (rc = get_int(o, "mem_clock_mhz", 0, STORE_MAX_COUNT, where, &v[3], err, errlen)) != 0 ||
+        (rc = need(o, "latest_stack", where, &ls, err, errlen)) != 0)
+        return rc;
+    /* cc is "major.minor", one or two digits each. */
+    int maj = 0, min = 0;
+    char *dot = strchr(cc, '.');
+    size_t la = dot ? (size_t)(dot - cc) : 0, lb = dot ? strlen(dot + 1) : 0;
+    int ok = dot != NULL && la >= 1 && la <= 2 && lb >= 1 && lb <= 2;
+    for (size_t i = 0; ok && cc[i]; i++)
+        ok = cc[i] == '.' || (cc[i] >= '0' && cc[i] <= '9');
+    if (!ok || sscanf(cc, "%d.%d", &maj, &min) != 2)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                           "device.cc: \"%s\" is not of the form major.minor", cc);
+    d->cc_major = maj;
+    d->cc_minor = min;
+    d->index = -1; /* ordinals are local to the host that measured */
+    d->sm_count = (int)v[0];
+    d->memory_mb = v[1];
+    d->clock_mhz = (int)v[2];
+    d->mem_clock_mhz = (int)v[3];
+    latest[0] = 0;
+    if (!json_is_null(ls)) {
+        if (!json_is_string(ls) || json_string_length(ls) != 16)
+            return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                               "device.latest_stack: must be a stack id or null");
+        memcpy(latest, json_string_value(ls), 17);
+    }
+    if ((rc = store_check_device(d, detail, sizeof detail)) != 0)
+        return field_fail(err, errlen, where, detail);
+    return 0;
+}
+
+static const char *const stack_keys[] = {"id", "driver", "runtime", "blas", "attune",
+                                         "kernels"};
+
+static int stack_from_json(const json_t *o, int i, attn_stack *s, char *err, size_t errlen)
+{
+    char where[32], detail[ATTUNE_ERRLEN];
+    int rc;
+    snprintf(where, sizeof where, "stacks[%d]", i);
+    memset(s, 0, sizeof *s);
+    if (!json_is_object(o))
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s: must be an object", where);
+    if ((rc = only_keys(o, stack_keys, sizeof stack_keys / sizeof stack_keys[0], where, err,
+                        errlen)) != 0 ||
+        (rc = get_str(o, "id", s->id, sizeof s->id, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "driver", s->driver, sizeof s->driver, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "runtime", s->runtime, sizeof s->runtime, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "blas", s->blas, sizeof s->blas, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "attune", s->attune, sizeof s->attune, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "kernels", s->kernels, sizeof s->kernels, where, err, errlen)) != 0)
+        return rc;
+    if ((rc = store_check_stack(s, detail, sizeof detail)) != 0)
+        return field_fail(err, errlen, where, detail);
+    return 0;
+}
+
+static const char *const row_keys[] = {
+    "shape", "shape_key", "tactic", "stack", "status", "time_us", "time_us_min",
+    "time_us_max", "time_us_copies", "n", "max_abs_err", "rel_err", "mode", "l2",
+    "rows_checked", "note", "host", "taken_at"};
+
+/* Row i of measurements into *m (tactic in canonical form), for device_id.
+ * Checks everything but the stack's presence in the table (the caller's). */
+static int row_from_json(const json_t *o, int i, const char *device_id, store_measurement *m,
+                         char *err, size_t errlen)
+{
+    char where[40], detail[ATTUNE_ERRLEN], key[ATTN_SHAPE_KEY_MAX], given[ATTN_SHAPE_KEY_MAX];
+    char status[16], canon[ATTN_TACTIC_STR_MAX];
+    int64_t n, rows, taken;
+    json_t *shape;
+    int rc;
+    snprintf(where, sizeof where, "measurements[%d]", i);
+    memset(m, 0, sizeof *m);
+    if (!json_is_object(o))
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s: must be an object", where);
+    if ((rc = only_keys(o, row_keys, sizeof row_keys / sizeof row_keys[0], where, err,
+                        errlen)) != 0 ||
+        (rc = need(o, "shape", where, &shape, err, errlen)) != 0)
+        return rc;
+    if (shape_json_parse(shape, 0, &m->shape, detail, sizeof detail) != 0)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s.shape: %s", where, detail);
+    if ((rc = get_str(o, "shape_key", given, sizeof given, where, err, errlen)) != 0)
+        return rc;
+    if (strcmp(given, attn_shape_key(&m->shape, key, sizeof key)) != 0)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                           "%s.shape_key: \"%s\" does not match the shape (%s)", where, given,
+                           key);
+    if ((rc = get_str(o, "tactic", m->tactic, sizeof m->tactic, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "stack", m->stack_id, sizeof m->stack_id, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "status", status, sizeof status, where, err, errlen)) != 0)
+        return rc;
+    if (store_status_parse(status, &m->status) != 0)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                           "%s.status: unknown status \"%s\" (expected ok, unsupported, "
+                           "failed or inaccurate)",
+                           where, status);
+    if ((rc = get_num(o, "time_us", where, &m->time_us, err, errlen)) != 0 ||
+        (rc = get_num(o, "time_us_min", where, &m->time_us_min, err, errlen)) != 0 ||
+        (rc = get_num(o, "time_us_max", where, &m->time_us_max, err, errlen)) != 0 ||
+        (rc = get_num(o, "time_us_copies", where, &m->time_us_copies, err, errlen)) != 0 ||
+        (rc = get_int(o, "n", 0, STORE_MAX_N, where, &n, err, errlen)) != 0 ||
+        (rc = get_num(o, "max_abs_err", where, &m->max_abs_err, err, errlen)) != 0 ||
+        (rc = get_num(o, "rel_err", where, &m->rel_err, err, errlen)) != 0 ||
+        (rc = get_str(o, "mode", m->mode, sizeof m->mode, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "l2", m->l2, sizeof m->l2, where, err, errlen)) != 0 ||
+        (rc = get_int(o, "rows_checked", 0, 0x7fffffff, where, &rows, err, errlen)) != 0 ||
+        (rc = get_str(o, "note", m->note, sizeof m->note, where, err, errlen)) != 0 ||
+        (rc = get_str(o, "host", m->host, sizeof m->host, where, err, errlen)) != 0 ||
+        (rc = get_int(o, "taken_at", 0, STORE_MAX_TAKEN_AT, where, &taken, err, errlen)) != 0)
+        return rc;
+    m->n = (int)n;
+    m->rows_checked = (int)rows;
+    m->taken_at = taken;
+    m->err_ratio = NAN;
+    snprintf(m->device_id, sizeof m->device_id, "%s", device_id);
+    if (store_check_measurement(m, canon, detail, sizeof detail) != 0)
+        return field_fail(err, errlen, where, detail);
+    memcpy(m->tactic, canon, sizeof canon);
+    return 0;
+}
+
+/* ---- import: duplicates and stack references */
+
+typedef struct {
+    uint64_t h; /* FNV-1a of stack, shape key and canonical tactic */
+    int i;      /* row index */
+} row_hash;
+
+static int row_hash_cmp(const void *a, const void *b)
+{
+    const row_hash *x = a, *y = b;
+    if (x->h != y->h)
+        return x->h < y->h ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static uint64_t row_identity(const store_measurement *m)
+{
+    char key[ATTN_SHAPE_KEY_MAX];
+    uint64_t h = hash_fnv1a64_init();
+    h = hash_fnv1a64(h, m->stack_id, strlen(m->stack_id) + 1);
+    attn_shape_key(&m->shape, key, sizeof key);
+    h = hash_fnv1a64(h, key, strlen(key) + 1);
+    return hash_fnv1a64(h, m->tactic, strlen(m->tactic) + 1);
+}
+
+static int same_identity(const store_measurement *a, const store_measurement *b)
+{
+    char ka[ATTN_SHAPE_KEY_MAX], kb[ATTN_SHAPE_KEY_MAX];
+    return strcmp(a->stack_id, b->stack_id) == 0 && strcmp(a->tactic, b->tactic) == 0 &&
+           strcmp(attn_shape_key(&a->shape, ka, sizeof ka),
+                  attn_shape_key(&b->shape, kb, sizeof kb)) == 0;
+}
+
+/* After sorting by hash, rows with equal hashes are compared exactly (an
+ * adversarial FNV collision must not pass for, or hide, a duplicate). */
+static int find_duplicates(const json_t *arr, row_hash *keys, int n, const char *device_id,
+                           char *err, size_t errlen)
+{
+    store_measurement a, b;
+    qsort(keys, (size_t)n, sizeof *keys, row_hash_cmp);
+    for (int j = 1, start = 0; j < n; j++) {
+        if (keys[j].h != keys[j - 1].h) {
+            start = j;
+            continue;
+        }
+        for (int k = start; k < j; k++) {
+            if (row_from_json(json_array_get(arr, (size_t)keys[k].i), keys[k].i, device_id, &a,
+                              err, errlen) != 0 ||
+                row_from_json(json_array_get(arr, (size_t)keys[j].i), keys[j].i, device_id, &b,
+                              err, errlen) != 0)
+                return ATTUNE_EFORMAT; /* cannot happen: rows were validated */
+            if (same_identity(&a, &b))
+                return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                                   "measurements[%d] repeats measurements[%d] (stack %s, "
+                                   "tactic %s, same shape)",
+                                   keys[j].i, keys[k].i, b.stack_id, b.tactic);
+        }
+    }
+    return 0;
+}
+
+static int stack_id_cmp(const void *a, const void *b)
+{
+    return strcmp(((const attn_stack *)a)->id, ((const attn_stack *)b)->id);
+}
+
+/* bsearch comparator: key is a stack id string, elem an attn_stack. */
+static int stack_key_cmp(const void *key, const void *elem)
+{
+    return strcmp((const char *)key, ((const attn_stack *)elem)->id);
+}
+
+/* ---- import */
+
+/* Say why the merge failed (the transaction is rolled back by the caller). */
+static int merge_fail(store *st, int rc, char *err, size_t errlen)
+{
+    return attune_fail(err, errlen, rc, "merging the fleet table failed (%s): %s",
+                       attune_strerror(rc), sqlite3_errmsg(st->db));
+}
+
+static const char *const top_keys[] = {"format", "version", "exported_at", "host",
+                                       "device", "stacks", "measurements"};
+
+/* Contract: see store.h. Nothing is written unless every check passes;
+ * then one BEGIN IMMEDIATE transaction upserts the device and stacks and
+ * inserts each row, replacing an existing one only when the incoming
+ * taken_at is newer (others count as skipped). Any failure rolls the whole
+ * table back. *stats (may be NULL) is zeroed, and filled on success. */
+int store_import(store *st, const char *json, size_t len, store_import_stats *stats,
+                 char *err, size_t errlen)
+{
+    json_t *root = NULL, *v, *stacks_js, *rows_js;
+    attn_stack *stacks = NULL;
+    row_hash *keys = NULL;
+    attn_device_info dev;
+    store_measurement m;
+    store_import_stats got = {0, 0, 0, 0};
+    char host[64], latest[24];
+    int64_t version, exported_at;
+    int rc, in_tx = 0;
+    if (stats != NULL)
+        memset(stats, 0, sizeof *stats);
+    if (st == NULL || json == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no table given");
+    if (len > FLEET_MAX_BYTES)
+        return attune_fail(err, errlen, ATTUNE_ETOOBIG,
+                           "fleet table is %zu bytes, over the limit of %zu", len,
+                           FLEET_MAX_BYTES);
+
+    /* Duplicate keys in an object are an error, not "last one wins";
+     * NaN/Infinity literals and NUL in strings are rejected by the parser. */
+    json_error_t jerr;
+    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        rc = attune_fail(err, errlen, ATTUNE_EFORMAT,
+                         "fleet table is not valid JSON: line %d, column %d: %s", jerr.line,
+                         jerr.column, jerr.text);
+        goto fail;
+    }
+    if (!json_is_object(root)) {
+        rc = attune_fail(err, errlen, ATTUNE_EFORMAT, "fleet table must be a JSON object");
+        goto fail;
+    }
+    v = json_object_get(root, "format");
+    if (!json_is_string(v) || strcmp(json_string_value(v), FLEET_FORMAT) != 0) {
+        rc = attune_fail(err, errlen, ATTUNE_EFORMAT,
+                         "not a fleet table: \"format\" must be \"" FLEET_FORMAT "\"");
+        goto fail;
+    }
+    /* The version decides what the rest means: check it before the rest. */
+    if ((rc = get_int(root, "version", INT64_MIN, INT64_MAX, "table", &version, err,
+                      errlen)) != 0)
+        goto fail;
+    if (version != FLEET_VERSION) {
+        rc = attune_fail(err, errlen, ATTUNE_EVERSION,
+                         "fleet table version %lld is not supported (this build reads "
+                         "version %d)",
+                         (long long)version, FLEET_VERSION);
+        goto fail;
+    }
+    if ((rc = only_keys(root, top_keys, sizeof top_keys / sizeof top_keys[0], "table", err,
+                        errlen)) != 0 ||
+        (rc = get_int(root, "exported_at", 0, STORE_MAX_TAKEN_AT, "table", &exported_at, err,
+                      errlen)) != 0 ||
+        (rc = get_str(root, "host", host, sizeof host, "table", err, errlen)) != 0 ||
+        (rc = need(root, "device", "table", &v, err, errlen)) != 0 ||
+        (rc = device_from_json(v, &dev, latest, err, errlen)) != 0 ||
+        (rc = need(root, "stacks", "table", &stacks_js, err, errlen)) != 0 ||
+        (rc = need(root, "measurements", "table", &rows_js, err, errlen)) != 0)
+        goto fail;
+    char detail[ATTUNE_ERRLEN];
+    if (store_check_word(host, sizeof host, "host", detail, sizeof detail) != 0) {
+        rc = field_fail(err, errlen, "table", detail);
+        goto fail;
+    }
+    if (!json_is_array(stacks_js) || !json_is_array(rows_js)) {
+        rc = attune_fail(err, errlen, ATTUNE_EFORMAT,
+                         "table: \"stacks\" and \"measurements\" must be arrays");
+        goto fail;
+    }
+    size_t nstacks = json_array_size(stacks_js), nrows = json_array_size(rows_js);
+    if (nstacks > FLEET_MAX_STACKS || nrows > FLEET_MAX_ROWS) {
+        rc = attune_fail(err, errlen, ATTUNE_ETOOBIG,
+                         "fleet table has %zu stacks and %zu measurements, over the limits "
+                         "of %d and %d",
+                         nstacks, nrows, FLEET_MAX_STACKS, FLEET_MAX_ROWS);
+        goto fail;
+    }
+
+    /* Stacks: valid, distinct, sorted for lookups. */
+    rc = ATTUNE_ENOMEM;
+    if ((stacks = calloc(nstacks ? nstacks : 1, sizeof *stacks)) == NULL ||
+        (keys = calloc(nrows ? nrows : 1, sizeof *keys)) == NULL) {
+        attune_fail(err, errlen, rc, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < nstacks; i++)
+        if ((rc = stack_from_json(json_array_get(stacks_js, i), (int)i, &stacks[i], err,
+                                  errlen)) != 0)
+            goto fail;
+    qsort(stacks, nstacks, sizeof *stacks, stack_id_cmp);
+    for (size_t i = 1; i < nstacks; i++)
+        if (strcmp(stacks[i].id, stacks[i - 1].id) == 0) {
+            rc = attune_fail(err, errlen, ATTUNE_EFORMAT, "stacks: %s is listed twice",
+                             stacks[i].id);
+            goto fail;
+        }
+    if (latest[0] != 0 && bsearch(latest, stacks, nstacks, sizeof *stacks, stack_key_cmp) == NULL) {
+        rc = attune_fail(err, errlen, ATTUNE_EFORMAT,
+                         "device.latest_stack: %s is not in \"stacks\"", latest);
+        goto fail;
+    }
+
+    /* Rows: valid, with known stacks, distinct. */
+    int64_t seen = exported_at, newest = -1;
+    for (size_t i = 0; i < nrows; i++) {
+        if ((rc = row_from_json(json_array_get(rows_js, i), (int)i, dev.id, &m, err, errlen)) != 0)
+            goto fail;
+        if (bsearch(m.stack_id, stacks, nstacks, sizeof *stacks, stack_key_cmp) == NULL) {
+            rc = attune_fail(err, errlen, ATTUNE_EFORMAT,
+                             "measurements[%zu].stack: %s is not in \"stacks\"", i, m.stack_id);
+            goto fail;
+        }
+        keys[i].h = row_identity(&m);
+        keys[i].i = (int)i;
+        if (m.taken_at > newest)
+            newest = m.taken_at;
+    }
+    if ((rc = find_duplicates(rows_js, keys, (int)nrows, dev.id, err, errlen)) != 0)
+        goto fail;
+    if (newest >= 0)
+        seen = newest; /* the device was seen when it was last measured */
+
+    /* Merge: all or nothing. */
+    if ((rc = store_begin(st)) != 0) {
+        attune_fail(err, errlen, rc, "cannot lock the database: %s", sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    in_tx = 1;
+    int changed = 0;
+    for (size_t i = 0; i < nstacks; i++) {
+        if ((rc = store_upsert_stack(st, &stacks[i], &changed)) != 0) {
+            rc = merge_fail(st, rc, err, errlen);
+            goto fail;
+        }
+        got.stacks += changed;
+    }
+    if ((rc = store_upsert_device(st, &dev, seen, latest[0] ? latest : NULL, &changed)) != 0) {
+        rc = merge_fail(st, rc, err, errlen);
+        goto fail;
+    }
+    got.devices = changed;
+    for (size_t i = 0; i < nrows; i++) {
+        if ((rc = row_from_json(json_array_get(rows_js, i), (int)i, dev.id, &m, err,
+                                errlen)) != 0)
+            goto fail;
+        if ((rc = store_write_measurement(st, &m, m.tactic, 1, &changed)) != 0) {
+            rc = merge_fail(st, rc, err, errlen);
+            goto fail;
+        }
+        if (changed)
+            got.measurements++;
+        else
+            got.skipped++;
+    }
+    if ((rc = store_commit(st)) != 0) {
+        rc = merge_fail(st, rc, err, errlen);
+        goto fail;
+    }
+    in_tx = 0;
+    if (stats != NULL)
+        *stats = got;
+    rc = 0;
+fail:
+    if (in_tx)
+        store_rollback(st);
+    json_decref(root);
+    free(stacks);
+    free(keys);
+    return rc;
+}

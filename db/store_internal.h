@@ -1,0 +1,130 @@
+/* store_internal.h -- what store.c, store_schema.c and store_fleet.c share.
+ *
+ * Not part of the store's contract (db/store.h is): the handle's layout,
+ * SQLite error mapping, transactions and the field checks that both
+ * store_measurement_put and store_import apply, so that whatever the store
+ * accepts from the tuner it also accepts back from its own export. Tests
+ * may include it to look at the raw connection. */
+#ifndef ATTUNE_STORE_INTERNAL_H
+#define ATTUNE_STORE_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+/* Prepared statements, cached on the handle (SQLITE_PREPARE_PERSISTENT):
+ * the tuner commits one row per tactic and the daemon reads per request. */
+typedef enum {
+    STMT_BEGIN, STMT_BEGIN_READ, STMT_COMMIT, STMT_ROLLBACK,
+    STMT_SHAPE_INSERT, STMT_SHAPE_SELECT,
+    STMT_STACK_UPSERT, STMT_DEVICE_UPSERT, STMT_DEVICE_GET,
+    STMT_MEAS_PUT, STMT_MEAS_MERGE, STMT_MEAS_EXISTS, STMT_MEAS_READ, STMT_MEAS_READ_ALL,
+    STMT_SHAPES,
+    STMT_JOB_INSERT, STMT_JOB_SHAPE_INSERT, STMT_JOB_GET, STMT_JOB_SHAPES,
+    STMT_JOB_TOTAL, STMT_JOB_UPDATE, STMT_JOBS_LIST,
+    STMT_EXPORT_STACKS,
+    STMT_COUNT
+} store_stmt_id;
+
+struct store {
+    sqlite3 *db;  /* opened SQLITE_OPEN_NOMUTEX: one thread at a time */
+    char *path;   /* as given to store_open, for messages and sizes */
+    sqlite3_stmt *stmt[STMT_COUNT];
+};
+
+/* Bounds on imported/stored values (see docs/fleet.md). */
+#define STORE_MAX_TIME_US   1e12          /* 11.6 days per call */
+#define STORE_MAX_N         1000000000
+#define STORE_MAX_TAKEN_AT  4102444800LL  /* 2100-01-01 */
+#define STORE_MAX_MEMORY_MB (1LL << 40)
+#define STORE_MAX_COUNT     1000000       /* sm_count, clocks */
+#define STORE_MAX_JOB_SHAPES 1000000
+
+/* Busy timeout on every connection, milliseconds. */
+#define STORE_BUSY_TIMEOUT_MS 5000
+
+/* Map a SQLite result code to an attune code: BUSY/LOCKED -> EBUSY,
+ * NOMEM -> ENOMEM, FULL/IOERR/CANTOPEN/READONLY -> EIO, NOTADB -> EFORMAT,
+ * foreign key violations -> ENOTFOUND, anything else -> EDB. */
+int store_sqlite_err(int src);
+
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. store_rollback ignores errors (it is
+ * called on failure paths where the first error is the one to report). */
+int store_begin(store *st);
+int store_commit(store *st);
+void store_rollback(store *st);
+
+/* The cached statement id, prepared from sql on first use (each id has
+ * exactly one SQL text), reset and unbound otherwise. 0 or a mapped error.
+ * Every user calls store_stmt_done(q) when finished with it, on success
+ * and failure paths alike, so no read stays open on the connection. */
+int store_stmt(store *st, store_stmt_id id, const char *sql, sqlite3_stmt **out);
+void store_stmt_done(sqlite3_stmt *q);
+
+/* Step a statement that returns no row: 0 or a mapped error. */
+int store_exec(sqlite3_stmt *q);
+
+/* Bind a double, NaN as SQL NULL. */
+int store_bind_double(sqlite3_stmt *q, int i, double v);
+/* Column as double, SQL NULL as NaN. */
+double store_column_double(sqlite3_stmt *q, int i);
+/* Copy a text column into buf (truncating, always NUL-terminated). */
+void store_column_text(sqlite3_stmt *q, int i, char *buf, size_t len);
+
+/* Id of the shapes row of s, inserting it when new. Inside a transaction. */
+int store_shape_id(store *st, const attn_shape *s, int64_t *id);
+
+/* Current unix time, seconds. */
+int64_t store_now(void);
+
+/* ---- field checks (0 or ATTUNE_EINVAL with err naming the field) */
+
+/* A device id: 1..63 bytes of [A-Za-z0-9._:-]. */
+int store_check_id(const char *s, size_t max, const char *field, char *err, size_t errlen);
+/* 16 lowercase hex digits. */
+int store_check_hex16(const char *s, const char *field, char *err, size_t errlen);
+/* Free text: < max bytes, valid UTF-8, no control characters. */
+int store_check_text(const char *s, size_t max, const char *field, char *err, size_t errlen);
+/* A word: < max bytes of [A-Za-z0-9._-] (may be empty). */
+int store_check_word(const char *s, size_t max, const char *field, char *err, size_t errlen);
+
+/* Every field of a device description. */
+int store_check_device(const attn_device_info *d, char *err, size_t errlen);
+/* Every field of a stack; its id must be attn_stack_finish of the others. */
+int store_check_stack(const attn_stack *s, char *err, size_t errlen);
+/* Every field of a measurement except err_ratio (computed on read). The
+ * tactic must parse; its canonical text goes to canon (ATTN_TACTIC_STR_MAX
+ * bytes). */
+int store_check_measurement(const store_measurement *m, char *canon, char *err,
+                            size_t errlen);
+
+/* ---- rows */
+
+/* Write one measurement row (canonical tactic text in tactic) inside a
+ * transaction. only_newer = 0: insert or replace; 1: an existing row is
+ * replaced only when m->taken_at is newer. *written (may be NULL) is 1 when
+ * the row was inserted or replaced, 0 when kept. */
+int store_write_measurement(store *st, const store_measurement *m, const char *tactic,
+                            int only_newer, int *written);
+
+/* Upsert a device row (inside a transaction; the stack row must exist).
+ * seen is when the device was last seen (device_put: now; import: its
+ * newest measurement). An existing row takes the new description and
+ * latest_stack only when seen is not older than its last_seen, so an old
+ * table never overrides newer knowledge; index < 0 (imported) keeps the
+ * local CUDA ordinal. *changed (may be NULL) is 1 when the row was inserted
+ * or actually modified, 0 when it was already identical. */
+int store_upsert_device(store *st, const attn_device_info *d, int64_t seen,
+                        const char *latest_stack, int *changed);
+/* Insert a stack row unless present (its id is a hash of its fields, so an
+ * existing row is the same stack). *changed: 1 inserted, 0 present. */
+int store_upsert_stack(store *st, const attn_stack *s, int *changed);
+
+/* ---- schema (store_schema.c) */
+
+/* Bring a freshly opened database to STORE_SCHEMA_VERSION: create it when
+ * empty, migrate it forward when older, refuse it (ATTUNE_EVERSION) when
+ * newer, refuse a database that is not attune's (ATTUNE_EFORMAT). */
+int store_schema_migrate(store *st, char *err, size_t errlen);
+
+#endif

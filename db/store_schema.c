@@ -1,0 +1,219 @@
+/* store_schema.c -- the store's schema and its forward migrations.
+ *
+ * The version lives in PRAGMA user_version. Version history:
+ *
+ *   1  devices (no clocks), stacks, shapes, measurements (no time_us_copies,
+ *      rows_checked, note, host), jobs, job_shapes.
+ *   2  measurements gain time_us_copies (pad/unpad copies included),
+ *      rows_checked and note (why a tactic was unsupported or failed) and
+ *      the provenance host; devices gain clock_mhz and mem_clock_mhz.
+ *
+ * A new database is created at the current version directly; an older one
+ * is migrated step by step, each step and the user_version bump in one
+ * BEGIN IMMEDIATE transaction, so a crash mid-migration leaves the old
+ * version intact. docs/schema.md describes the tables. */
+#include <stdio.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+/* The current schema, created in one go on an empty database. Kept equal
+ * to version 1 + every migration, column order included (added columns go
+ * last), so a migrated database and a fresh one are the same tables. */
+static const char schema_current[] =
+    "CREATE TABLE stacks ("
+    "  id TEXT PRIMARY KEY NOT NULL,"     /* 16 hex, attn_stack_finish */
+    "  driver TEXT NOT NULL,"
+    "  runtime TEXT NOT NULL,"
+    "  blas TEXT NOT NULL,"
+    "  attune TEXT NOT NULL,"
+    "  kernels TEXT NOT NULL,"
+    "  first_seen INTEGER NOT NULL"       /* unix seconds */
+    ");"
+    "CREATE TABLE devices ("
+    "  id TEXT PRIMARY KEY NOT NULL,"     /* GPU-<uuid> / CPU-<hex> */
+    "  name TEXT NOT NULL,"
+    "  kind TEXT NOT NULL CHECK (kind IN ('cpu', 'cuda')),"
+    "  idx INTEGER NOT NULL DEFAULT -1,"  /* local CUDA ordinal, -1 CPU/remote */
+    "  cc_major INTEGER NOT NULL DEFAULT 0,"
+    "  cc_minor INTEGER NOT NULL DEFAULT 0,"
+    "  sm_count INTEGER NOT NULL DEFAULT 0,"
+    "  memory_mb INTEGER NOT NULL DEFAULT 0,"
+    "  latest_stack TEXT REFERENCES stacks(id),"
+    "  first_seen INTEGER NOT NULL,"
+    "  last_seen INTEGER NOT NULL,"
+    "  clock_mhz INTEGER NOT NULL DEFAULT 0,"
+    "  mem_clock_mhz INTEGER NOT NULL DEFAULT 0"
+    ");"
+    "CREATE INDEX devices_name ON devices(name COLLATE NOCASE);"
+    "CREATE TABLE shapes ("
+    "  id INTEGER PRIMARY KEY,"
+    "  key TEXT NOT NULL UNIQUE,"         /* attn_shape_key */
+    "  b INTEGER NOT NULL, hq INTEGER NOT NULL, hkv INTEGER NOT NULL,"
+    "  sq INTEGER NOT NULL, skv INTEGER NOT NULL, d INTEGER NOT NULL,"
+    "  dtype TEXT NOT NULL CHECK (dtype IN ('f16', 'bf16', 'f32')),"
+    "  causal INTEGER NOT NULL CHECK (causal IN (0, 1))"
+    ");"
+    "CREATE TABLE measurements ("
+    "  device_id TEXT NOT NULL REFERENCES devices(id),"
+    "  stack_id TEXT NOT NULL REFERENCES stacks(id),"
+    "  shape_id INTEGER NOT NULL REFERENCES shapes(id),"
+    "  tactic TEXT NOT NULL,"             /* canonical attn_tactic_str */
+    "  status TEXT NOT NULL"
+    "    CHECK (status IN ('ok', 'unsupported', 'failed', 'inaccurate')),"
+    "  time_us REAL, time_us_min REAL, time_us_max REAL," /* NULL = NaN */
+    "  n INTEGER NOT NULL DEFAULT 0,"
+    "  max_abs_err REAL, rel_err REAL,"
+    "  mode TEXT NOT NULL DEFAULT '',"
+    "  l2 TEXT NOT NULL DEFAULT '',"
+    "  taken_at INTEGER NOT NULL,"        /* unix seconds */
+    "  time_us_copies REAL,"
+    "  rows_checked INTEGER NOT NULL DEFAULT 0,"
+    "  note TEXT NOT NULL DEFAULT '',"
+    "  host TEXT NOT NULL DEFAULT '',"
+    "  PRIMARY KEY (device_id, stack_id, shape_id, tactic)"
+    ");"
+    "CREATE INDEX measurements_shape ON measurements(device_id, shape_id);"
+    "CREATE TABLE jobs ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  device_id TEXT NOT NULL,"          /* no FK: a job may precede its device row */
+    "  state TEXT NOT NULL"
+    "    CHECK (state IN ('queued', 'running', 'done', 'failed', 'canceled')),"
+    "  done INTEGER NOT NULL DEFAULT 0,"
+    "  total INTEGER NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  updated_at INTEGER NOT NULL,"
+    "  error TEXT NOT NULL DEFAULT '',"
+    "  CHECK (done >= 0 AND done <= total)"
+    ");"
+    "CREATE INDEX jobs_state ON jobs(state, created_at);"
+    "CREATE TABLE job_shapes ("
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  position INTEGER NOT NULL,"        /* 0-based order within the job */
+    "  shape_id INTEGER NOT NULL REFERENCES shapes(id),"
+    "  PRIMARY KEY (job_id, position)"
+    ");";
+
+/* Migration 1 -> 2: additive columns only. New measurement columns take
+ * their "not recorded" values: copies time unknown (NULL = NaN), no rows
+ * counted, empty note, unknown host. */
+static const char migrate_1_2[] =
+    "ALTER TABLE measurements ADD COLUMN time_us_copies REAL;"
+    "ALTER TABLE measurements ADD COLUMN rows_checked INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE measurements ADD COLUMN note TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE measurements ADD COLUMN host TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE devices ADD COLUMN clock_mhz INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE devices ADD COLUMN mem_clock_mhz INTEGER NOT NULL DEFAULT 0;";
+
+/* migrations[v] takes a database from version v to v + 1. */
+static const char *const migrations[STORE_SCHEMA_VERSION] = {
+    NULL, /* 0 -> 1 never runs: an empty database gets schema_current */
+    migrate_1_2,
+};
+
+/* Read user_version and the number of schema objects. The first read of a
+ * file is where SQLite notices that it is not a database. */
+static int read_version(store *st, int *version, int *objects, char *err, size_t errlen)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        *version = sqlite3_column_int(q, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_prepare_v2(st->db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL);
+        if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+            *objects = sqlite3_column_int(q, 0);
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(q);
+    }
+    if (rc == SQLITE_OK)
+        return 0;
+    if ((rc & 0xff) == SQLITE_NOTADB)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                           "'%s' is not a SQLite database (file is encrypted or corrupt)",
+                           st->path);
+    return attune_fail(err, errlen, store_sqlite_err(rc), "cannot read '%s': %s", st->path,
+                       sqlite3_errmsg(st->db));
+}
+
+/* Refuse what this build cannot use; 0 when version is one we can open. */
+static int check_version(store *st, int version, int objects, char *err, size_t errlen)
+{
+    if (version > STORE_SCHEMA_VERSION)
+        return attune_fail(err, errlen, ATTUNE_EVERSION,
+                           "database '%s' has schema version %d, newer than this build "
+                           "of attune knows (%d): upgrade attune to use it",
+                           st->path, version, STORE_SCHEMA_VERSION);
+    if (version < 0)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                           "database '%s' has an invalid schema version %d", st->path, version);
+    if (version == 0 && objects > 0)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                           "'%s' is a SQLite database but not an attune store "
+                           "(it has tables and no schema version)", st->path);
+    return 0;
+}
+
+/* Contract: see store_internal.h. store_open calls it before anything else
+ * touches the file (a refused database is left exactly as it was, journal
+ * mode included). The version is read again under the write lock, which
+ * settles races between processes opening the same new file. */
+int store_schema_migrate(store *st, char *err, size_t errlen)
+{
+    int version = 0, objects = 0, in_tx = 0;
+    int rc = read_version(st, &version, &objects, err, errlen);
+    if (rc != 0)
+        goto fail;
+    if ((rc = check_version(st, version, objects, err, errlen)) != 0)
+        goto fail;
+    if (version == STORE_SCHEMA_VERSION)
+        return 0;
+
+    if ((rc = store_begin(st)) != 0) {
+        attune_fail(err, errlen, rc, "cannot lock '%s' to set up its schema: %s", st->path,
+                    sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    in_tx = 1;
+    /* Another process may have created or migrated it meanwhile. */
+    if ((rc = read_version(st, &version, &objects, err, errlen)) != 0 ||
+        (rc = check_version(st, version, objects, err, errlen)) != 0)
+        goto fail;
+    const char *step_sql = NULL;
+    if (version == 0) {
+        step_sql = schema_current;
+        version = STORE_SCHEMA_VERSION;
+        if (sqlite3_exec(st->db, step_sql, NULL, NULL, NULL) != SQLITE_OK)
+            goto sqlfail;
+    }
+    for (; version < STORE_SCHEMA_VERSION; version++) {
+        step_sql = migrations[version];
+        if (sqlite3_exec(st->db, step_sql, NULL, NULL, NULL) != SQLITE_OK)
+            goto sqlfail;
+    }
+    /* PRAGMA takes no bound parameters; the value is a compile-time int. */
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", STORE_SCHEMA_VERSION);
+    if (sqlite3_exec(st->db, pragma, NULL, NULL, NULL) != SQLITE_OK)
+        goto sqlfail;
+    if ((rc = store_commit(st)) != 0) {
+        attune_fail(err, errlen, rc, "cannot commit the schema of '%s': %s", st->path,
+                    sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    return 0;
+
+sqlfail:
+    rc = attune_fail(err, errlen, store_sqlite_err(sqlite3_extended_errcode(st->db)),
+                     "cannot bring '%s' to schema version %d (at version %d): %s", st->path,
+                     STORE_SCHEMA_VERSION, version, sqlite3_errmsg(st->db));
+fail:
+    if (in_tx)
+        store_rollback(st);
+    return rc;
+}
