@@ -1,0 +1,429 @@
+/* cpu_attn.c -- the attention variants in plain C on fp32 arithmetic.
+ *
+ * Each variant reads q, k, v in the storage dtype, converts what it works on
+ * to fp32 (as a GPU kernel converts tiles on load), accumulates in fp32 and
+ * stores the output back with round-to-nearest-even. They run on the
+ * problem's (possibly padded) buffers; the mask always comes from the real
+ * lengths (cpu_problem.skv, .diag), never from the padded ones.
+ *
+ *   fused         FlashAttention-2 over key tiles: per block of FUSED_BR query
+ *                 rows, a running max and sum per row rescale the output as
+ *                 each FUSED_BC-key tile is folded in; the score row is never
+ *                 materialized. Tiles past the block's last visible key are
+ *                 skipped (the causal early exit). KV head h / g is read in
+ *                 place, never copied.
+ *   split         per (b, query head): S = Q K^T (sqp x skvp, materialized),
+ *                 masked softmax, O = P V. Both GEMMs are dense over the
+ *                 padded lengths, as a BLAS call would be. GQA by indexing
+ *                 the KV head, each head's GEMM reading its K and V afresh.
+ *   split_repeat  Hugging Face's path: K and V are first copied per query
+ *                 head (repeat_kv, into [b, hq, skvp, d]), then split.
+ *   folded        per (b, KV head): the g query heads sharing it are one
+ *                 GEMM of g * sqp rows (they are contiguous in q), so K and V
+ *                 are read once per group; row r has query position r % sqp.
+ *
+ * GEMMs are i-k-j loops (C row += a * B row) over fp32 copies laid out with
+ * row strides rounded up to LANES floats: the innermost loops then run in
+ * whole groups of LANES, which GCC vectorizes even at -O2 (its "very cheap"
+ * cost model refuses loops that would need a scalar remainder). K is stored
+ * transposed (kt[c][j]) so that Q K^T is also an i-k-j loop. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../dtype.h"
+#include "cpu_internal.h"
+
+#define LANES 8     /* floats per inner-loop group */
+#define FUSED_BR 32 /* fused: query rows per block */
+#define FUSED_BC 64 /* fused: keys per tile */
+
+struct cpu_work {
+    attn_variant variant;
+    int64_t rows;  /* query rows of one block: fused FUSED_BR, split sqp, folded g*sqp */
+    int64_t keys;  /* keys of one block: fused FUSED_BC, else skvp */
+    int64_t ldd;   /* d rounded up to LANES: row stride of qf, vf, of */
+    int64_t ldk;   /* keys rounded up to LANES: row stride of kt and s */
+    float *qf;     /* [rows][ldd] query rows, fp32 */
+    float *kt;     /* [d][ldk] keys, transposed */
+    float *vf;     /* [keys][ldd] values */
+    float *s;      /* [rows][ldk] scores, then probabilities */
+    float *of;     /* [rows][ldd] output accumulators */
+    float *m, *l;  /* [rows] fused: running max (raw score units) and sum */
+    float *tmp;    /* [d] one converted key row */
+    void *krep, *vrep; /* split_repeat: [b, hq, skvp, d] in the storage dtype */
+};
+
+static int64_t round_lanes(int64_t n) { return attn_round_up(n, LANES); }
+
+static size_t min_sz(int64_t a, int64_t b) { return (size_t)(a < b ? a : b); }
+
+/* Block sizes of variant v on pb; 0 when v has no CPU implementation. */
+static int block_dims(attn_variant v, const cpu_problem *pb, int64_t *rows, int64_t *keys)
+{
+    switch (v) {
+    case ATTN_FUSED:
+        *rows = (int64_t)min_sz(FUSED_BR, pb->sqp);
+        *keys = (int64_t)min_sz(FUSED_BC, pb->skvp);
+        return 1;
+    case ATTN_SPLIT:
+    case ATTN_SPLIT_REPEAT:
+        *rows = pb->sqp;
+        *keys = pb->skvp;
+        return 1;
+    case ATTN_FOLDED:
+        *rows = (pb->hq / pb->hkv) * pb->sqp;
+        *keys = pb->skvp;
+        return 1;
+    case ATTN_FUSED_SPLITKV: /* flash-decoding is a GPU occupancy trick: not on CPU */
+    case ATTN_NVARIANTS:
+        break;
+    }
+    return 0;
+}
+
+double cpu_work_bytes(attn_variant v, const cpu_problem *pb)
+{
+    int64_t rows, keys;
+    if (!block_dims(v, pb, &rows, &keys))
+        return 0;
+    double ldd = (double)round_lanes(pb->d), ldk = (double)round_lanes(keys);
+    double floats = (double)rows * ldd * 2      /* qf, of */
+                    + (double)pb->d * ldk       /* kt */
+                    + (double)keys * ldd        /* vf */
+                    + (double)rows * ldk        /* s */
+                    + 2.0 * (double)rows + (double)pb->d;
+    double bytes = floats * sizeof(float);
+    if (v == ATTN_SPLIT_REPEAT)
+        bytes += 2.0 * (double)pb->b * (double)pb->hq * (double)pb->skvp * (double)pb->d *
+                 (double)attn_dtype_size(pb->dtype);
+    return bytes;
+}
+
+/* calloc of n floats (zeroed: the LANES tails must read as 0). */
+static float *fzalloc(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+
+/* Contract in cpu_internal.h. All buffers are zeroed, so the padding
+ * columns of qf, vf and kt contribute nothing to any sum. */
+int cpu_work_alloc(attn_variant v, const cpu_problem *pb, cpu_work **out)
+{
+    int64_t rows, keys;
+    cpu_work *w = NULL;
+    int rc = ATTUNE_EUNSUPP;
+
+    *out = NULL;
+    if (!block_dims(v, pb, &rows, &keys))
+        goto fail;
+    rc = ATTUNE_ENOMEM;
+    w = calloc(1, sizeof *w);
+    if (w == NULL)
+        goto fail;
+    w->variant = v;
+    w->rows = rows;
+    w->keys = keys;
+    w->ldd = round_lanes(pb->d);
+    w->ldk = round_lanes(keys);
+    w->qf = fzalloc(rows * w->ldd);
+    w->kt = fzalloc(pb->d * w->ldk);
+    w->vf = fzalloc(keys * w->ldd);
+    w->s = fzalloc(rows * w->ldk);
+    w->of = fzalloc(rows * w->ldd);
+    w->m = fzalloc(rows);
+    w->l = fzalloc(rows);
+    w->tmp = fzalloc(pb->d);
+    if (!w->qf || !w->kt || !w->vf || !w->s || !w->of || !w->m || !w->l || !w->tmp)
+        goto fail;
+    if (v == ATTN_SPLIT_REPEAT) {
+        size_t n = (size_t)(pb->b * pb->hq * pb->skvp * pb->d) * attn_dtype_size(pb->dtype);
+        w->krep = malloc(n);
+        w->vrep = malloc(n);
+        if (w->krep == NULL || w->vrep == NULL)
+            goto fail;
+    }
+    *out = w;
+    return 0;
+fail:
+    cpu_work_free(w);
+    return rc;
+}
+
+void cpu_work_free(cpu_work *w)
+{
+    if (w == NULL)
+        return;
+    free(w->qf);
+    free(w->kt);
+    free(w->vf);
+    free(w->s);
+    free(w->of);
+    free(w->m);
+    free(w->l);
+    free(w->tmp);
+    free(w->krep);
+    free(w->vrep);
+    free(w);
+}
+
+/* ---- loading and storing tiles */
+
+/* rows x d elements of src (storage dtype t) from element off, row-major
+ * and contiguous, into dst with row stride ldd (columns d..ldd untouched). */
+static void load_rows(const void *src, attn_dtype t, size_t off, int64_t rows, int64_t d,
+                      float *dst, int64_t ldd)
+{
+    const size_t es = attn_dtype_size(t);
+    for (int64_t r = 0; r < rows; r++)
+        dtype_load_n((const char *)src + (off + (size_t)(r * d)) * es, t, dst + r * ldd,
+                     (size_t)d);
+}
+
+/* n key rows of src from element off, transposed: kt[c * ldk + j] = K[j][c].
+ * Columns n..round_lanes(n) are zeroed, so a GEMM over whole LANES groups
+ * reads zeros (never stale keys) there. tmp holds one converted row. */
+static void load_keys_t(const void *src, attn_dtype t, size_t off, int64_t n, int64_t d,
+                        float *restrict kt, int64_t ldk, float *restrict tmp)
+{
+    const size_t es = attn_dtype_size(t);
+    for (int64_t j = 0; j < n; j++) {
+        const float *row;
+        if (t == ATTN_F32) {
+            row = (const float *)src + off + (size_t)(j * d);
+        } else {
+            dtype_load_n((const char *)src + (off + (size_t)(j * d)) * es, t, tmp, (size_t)d);
+            row = tmp;
+        }
+        for (int64_t c = 0; c < d; c++)
+            kt[c * ldk + j] = row[c];
+    }
+    for (int64_t c = 0; c < d; c++)
+        for (int64_t j = n; j < round_lanes(n); j++)
+            kt[c * ldk + j] = 0.0f;
+}
+
+/* Store d floats as output row at element off of out (rounding RNE). */
+static void store_row(void *out, attn_dtype t, size_t off, const float *row, int64_t d)
+{
+    dtype_store_n((char *)out + off * attn_dtype_size(t), t, row, (size_t)d);
+}
+
+/* ---- GEMM pieces (fp32, i-k-j) */
+
+/* s[r * ldk + j] = sum_c qf[r * ldd + c] * kt[c * ldk + j] for r < rows,
+ * j < ncols (a multiple of LANES, <= ldk). */
+static void gemm_qk(int64_t rows, int64_t ncols, int64_t d, const float *restrict qf,
+                    int64_t ldd, const float *restrict kt, int64_t ldk, float *restrict s)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *restrict sr = s + r * ldk;
+        const float *restrict qr = qf + r * ldd;
+        for (int64_t j = 0; j < ncols; j++)
+            sr[j] = 0.0f;
+        for (int64_t c = 0; c < d; c++) {
+            const float a = qr[c];
+            const float *restrict kr = kt + c * ldk;
+            for (int64_t j = 0; j < ncols; j += LANES)
+                for (int u = 0; u < LANES; u++)
+                    sr[j + u] += a * kr[j + u];
+        }
+    }
+}
+
+/* orow[c] += sum_{j < nk} p[j] * vf[j * ldd + c] over c < ldd (a multiple
+ * of LANES): one output row of O = P V. */
+static void row_pv(const float *restrict p, int64_t nk, const float *restrict vf, int64_t ldd,
+                   float *restrict orow)
+{
+    for (int64_t j = 0; j < nk; j++) {
+        const float w = p[j];
+        const float *restrict vr = vf + j * ldd;
+        for (int64_t c = 0; c < ldd; c += LANES)
+            for (int u = 0; u < LANES; u++)
+                orow[c + u] += w * vr[c + u];
+    }
+}
+
+/* Masked softmax of one score row in place: entries j < nvis become
+ * exp((s_j - max) * scale) / sum; entries nvis..ncols (causally masked,
+ * padded keys, the LANES tail) become 0. nvis == 0 gives a zero row. The
+ * max is over raw scores; scale > 0 keeps it the max of scaled ones. */
+static void softmax_row(float *restrict s, int64_t nvis, int64_t ncols, float scale)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    for (int64_t j = 0; j < nvis; j++)
+        mx = s[j] > mx ? s[j] : mx;
+    for (int64_t j = 0; j < nvis; j++) {
+        s[j] = expf((s[j] - mx) * scale);
+        sum += s[j];
+    }
+    const float inv = nvis > 0 ? 1.0f / sum : 0.0f;
+    for (int64_t j = 0; j < nvis; j++)
+        s[j] *= inv;
+    for (int64_t j = nvis; j < ncols; j++)
+        s[j] = 0.0f;
+}
+
+/* ---- split and folded: one materialized block */
+
+/* Attention of `rows` consecutive query rows starting at element qoff of
+ * pb->q (row r has query position r % sqp) against the skvp keys of the KV
+ * head at element koff; output rows at qoff of pb->out. */
+static void attend_block(const cpu_problem *pb, cpu_work *w, int64_t rows, size_t qoff,
+                         size_t koff)
+{
+    const attn_dtype t = pb->dtype;
+    const int64_t d = pb->d, ldd = w->ldd, ldk = w->ldk, skvp = pb->skvp;
+    const float scale = (float)(1.0 / sqrt((double)d));
+
+    load_rows(pb->q, t, qoff, rows, d, w->qf, ldd);
+    load_keys_t(pb->k, t, koff, skvp, d, w->kt, ldk, w->tmp);
+    load_rows(pb->v, t, koff, skvp, d, w->vf, ldd);
+
+    gemm_qk(rows, ldk, d, w->qf, ldd, w->kt, ldk, w->s);
+    for (int64_t r = 0; r < rows; r++)
+        softmax_row(w->s + r * ldk, cpu_visible(pb, r % pb->sqp), ldk, scale);
+    for (int64_t r = 0; r < rows; r++) {
+        float *orow = w->of + r * ldd;
+        memset(orow, 0, (size_t)ldd * sizeof *orow);
+        row_pv(w->s + r * ldk, skvp, w->vf, ldd, orow); /* dense over padded keys, P = 0 there */
+        store_row(pb->out, t, qoff + (size_t)(r * d), orow, d);
+    }
+}
+
+static void run_split(const cpu_problem *pb, cpu_work *w)
+{
+    const int64_t g = pb->hq / pb->hkv, d = pb->d;
+    for (int64_t bi = 0; bi < pb->b; bi++)
+        for (int64_t h = 0; h < pb->hq; h++)
+            attend_block(pb, w, pb->sqp, (size_t)((bi * pb->hq + h) * pb->sqp * d),
+                         (size_t)((bi * pb->hkv + h / g) * pb->skvp * d));
+}
+
+/* Hugging Face repeat_kv: K and V copied to one head per query head, then
+ * split on the copies as if the shape were MHA. */
+static void run_split_repeat(const cpu_problem *pb, cpu_work *w)
+{
+    const int64_t g = pb->hq / pb->hkv;
+    const size_t head = (size_t)(pb->skvp * pb->d) * attn_dtype_size(pb->dtype);
+    for (int64_t bi = 0; bi < pb->b; bi++)
+        for (int64_t h = 0; h < pb->hq; h++) {
+            size_t dst = (size_t)(bi * pb->hq + h) * head;
+            size_t src = (size_t)(bi * pb->hkv + h / g) * head;
+            memcpy((char *)w->krep + dst, (const char *)pb->k + src, head);
+            memcpy((char *)w->vrep + dst, (const char *)pb->v + src, head);
+        }
+    cpu_problem mha = *pb;
+    mha.hkv = pb->hq;
+    mha.k = w->krep;
+    mha.v = w->vrep;
+    run_split(&mha, w);
+}
+
+/* Query heads kvh*g .. kvh*g+g-1 are adjacent in [b, hq, sqp, d], so the
+ * group is one contiguous block of g*sqp rows: one GEMM per (b, KV head). */
+static void run_folded(const cpu_problem *pb, cpu_work *w)
+{
+    const int64_t g = pb->hq / pb->hkv, d = pb->d;
+    for (int64_t bi = 0; bi < pb->b; bi++)
+        for (int64_t kvh = 0; kvh < pb->hkv; kvh++)
+            attend_block(pb, w, g * pb->sqp, (size_t)((bi * pb->hq + kvh * g) * pb->sqp * d),
+                         (size_t)((bi * pb->hkv + kvh) * pb->skvp * d));
+}
+
+/* ---- fused */
+
+/* One block of nr query rows (positions r0..r0+nr-1 of the head at element
+ * qoff) against the KV head at koff, FlashAttention-2 style: for each key
+ * tile, scores S = Q K^T (nr x FUSED_BC), then per row the running max m
+ * and sum l are updated and the accumulator rescaled by exp(m_old - m_new)
+ * before P V is added; the division by l happens once at the end. */
+static void fused_block(const cpu_problem *pb, cpu_work *w, int64_t r0, int64_t nr,
+                        size_t qoff, size_t koff)
+{
+    const attn_dtype t = pb->dtype;
+    const int64_t d = pb->d, ldd = w->ldd, ldk = w->ldk;
+    const float scale = (float)(1.0 / sqrt((double)d));
+    float *restrict m = w->m, *restrict l = w->l;
+
+    load_rows(pb->q, t, qoff + (size_t)(r0 * d), nr, d, w->qf, ldd);
+    for (int64_t r = 0; r < nr; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        memset(w->of + r * ldd, 0, (size_t)ldd * sizeof(float));
+    }
+    /* Visible counts grow with the position: the last row sees the most. */
+    const int64_t nmax = cpu_visible(pb, r0 + nr - 1);
+    for (int64_t j0 = 0; j0 < nmax; j0 += FUSED_BC) {
+        const int64_t nk = (int64_t)min_sz(FUSED_BC, pb->skvp - j0);
+        load_keys_t(pb->k, t, koff + (size_t)(j0 * d), nk, d, w->kt, ldk, w->tmp);
+        load_rows(pb->v, t, koff + (size_t)(j0 * d), nk, d, w->vf, ldd);
+        gemm_qk(nr, round_lanes(nk), d, w->qf, ldd, w->kt, ldk, w->s);
+        for (int64_t r = 0; r < nr; r++) {
+            int64_t nv = cpu_visible(pb, r0 + r) - j0; /* visible keys in this tile */
+            if (nv <= 0)
+                continue;
+            if (nv > nk)
+                nv = nk;
+            float *restrict sr = w->s + r * ldk;
+            float mx = m[r];
+            for (int64_t j = 0; j < nv; j++)
+                mx = sr[j] > mx ? sr[j] : mx;
+            const float alpha = expf((m[r] - mx) * scale); /* 0 on the first tile */
+            float sum = 0.0f;
+            for (int64_t j = 0; j < nv; j++) {
+                sr[j] = expf((sr[j] - mx) * scale);
+                sum += sr[j];
+            }
+            l[r] = l[r] * alpha + sum;
+            m[r] = mx;
+            float *restrict orow = w->of + r * ldd;
+            for (int64_t c = 0; c < ldd; c++)
+                orow[c] *= alpha;
+            row_pv(sr, nv, w->vf, ldd, orow);
+        }
+    }
+    for (int64_t r = 0; r < nr; r++) {
+        float *orow = w->of + r * ldd;
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* l = 0: no key, row stays 0 */
+        for (int64_t c = 0; c < d; c++)
+            orow[c] *= inv;
+        store_row(pb->out, t, qoff + (size_t)((r0 + r) * d), orow, d);
+    }
+}
+
+static void run_fused(const cpu_problem *pb, cpu_work *w)
+{
+    const int64_t g = pb->hq / pb->hkv, d = pb->d;
+    for (int64_t bi = 0; bi < pb->b; bi++)
+        for (int64_t h = 0; h < pb->hq; h++) {
+            size_t qoff = (size_t)((bi * pb->hq + h) * pb->sqp * d);
+            size_t koff = (size_t)((bi * pb->hkv + h / g) * pb->skvp * d);
+            for (int64_t r0 = 0; r0 < pb->sqp; r0 += FUSED_BR)
+                fused_block(pb, w, r0, (int64_t)min_sz(FUSED_BR, pb->sqp - r0), qoff, koff);
+        }
+}
+
+/* ---- dispatcher */
+
+int cpu_attn_run(attn_variant v, const cpu_problem *pb, cpu_work *w)
+{
+    if (w == NULL || w->variant != v)
+        return ATTUNE_EINVAL;
+    switch (v) {
+    case ATTN_FUSED:
+        run_fused(pb, w);
+        return 0;
+    case ATTN_SPLIT:
+        run_split(pb, w);
+        return 0;
+    case ATTN_SPLIT_REPEAT:
+        run_split_repeat(pb, w);
+        return 0;
+    case ATTN_FOLDED:
+        run_folded(pb, w);
+        return 0;
+    case ATTN_FUSED_SPLITKV:
+    case ATTN_NVARIANTS:
+        break;
+    }
+    return ATTUNE_EINVAL; /* no such CPU variant: fail loudly */
+}

@@ -1,0 +1,535 @@
+/* cpu_backend.c -- the CPU backend: attn_cpu_ops, the table the rest of
+ * attune drives the CPU through (device identity, tactics, sessions,
+ * plans with their pad copies, runs and timing).
+ *
+ * One device, index 0. A session owns q, k, v and out in the storage dtype;
+ * a plan owns the padded copies its pad needs and the variant's workspace.
+ * A plan holds a pointer to its session: close the session only after
+ * freeing its plans. Nothing here is thread-safe per session or plan;
+ * distinct sessions may be used from distinct threads. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/utsname.h>
+
+#include "../../common/hash.h"
+#include "../dtype.h"
+#include "cpu_internal.h"
+
+#ifndef ATTUNE_VERSION
+#error "ATTUNE_VERSION comes from CMakeLists.txt (add_compile_definitions)"
+#endif
+#ifndef ATTUNE_KERNELS_HASH
+#error "ATTUNE_KERNELS_HASH comes from CMakeLists.txt (attune_core's definitions)"
+#endif
+
+struct attn_session {
+    attn_shape s;
+    void *q, *k, *v, *out;
+    size_t nq, nkv; /* elements in q (= out) and in k (= v) */
+    double bytes;   /* of the four buffers */
+};
+
+struct attn_plan {
+    attn_session *ss;
+    attn_tactic t;
+    cpu_problem pb; /* on the padded buffers where the pad needs them, else the session's */
+    void *qp, *op;  /* [b, hq, sqp, d], NULL when sqp == sq */
+    void *kp, *vp;  /* [b, hkv, skvp, d], NULL when skvp == skv */
+    cpu_work *w;
+};
+
+/* ---- memory */
+
+double cpu_mem_budget(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psize <= 0)
+        return 8.0 * 1024 * 1024 * 1024; /* unknown: a laptop's worth */
+    return 0.5 * (double)pages * (double)psize;
+}
+
+/* ---- device identity */
+
+/* Copy s into buf without surrounding white space. */
+static void copy_trimmed(char *buf, size_t len, const char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    snprintf(buf, len, "%.*s", (int)n, s);
+}
+
+/* The "model name" of /proc/cpuinfo (x86; most ARM kernels lack it), else
+ * uname's machine ("aarch64"), else "unknown". */
+static void cpu_model_name(char *buf, size_t len)
+{
+    char line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    buf[0] = 0;
+    if (f != NULL) {
+        while (fgets(line, sizeof line, f) != NULL) {
+            char *colon = strchr(line, ':');
+            if (strncmp(line, "model name", 10) == 0 && colon != NULL) {
+                copy_trimmed(buf, len, colon + 1);
+                break;
+            }
+        }
+        fclose(f);
+    }
+    struct utsname u;
+    if (buf[0] == 0 && uname(&u) == 0)
+        copy_trimmed(buf, len, u.machine);
+    if (buf[0] == 0)
+        snprintf(buf, len, "unknown");
+}
+
+/* What tells this host apart: /etc/machine-id, else the host name. */
+static void host_key(char *buf, size_t len)
+{
+    FILE *f = fopen("/etc/machine-id", "r");
+    buf[0] = 0;
+    if (f != NULL) {
+        char line[128];
+        if (fgets(line, sizeof line, f) != NULL)
+            copy_trimmed(buf, len, line);
+        fclose(f);
+    }
+    if (buf[0] == 0 && gethostname(buf, len) != 0)
+        buf[0] = 0;
+    buf[len - 1] = 0;
+}
+
+/* Maximum frequency of CPU 0 in MHz from cpufreq (stable, unlike the
+ * current "cpu MHz"), 0 when not exposed (most VMs). */
+static int cpu_max_mhz(void)
+{
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    long khz = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &khz) != 1)
+            khz = 0;
+        fclose(f);
+    }
+    return khz > 0 ? (int)(khz / 1000) : 0;
+}
+
+static int cpu_device_count(void) { return 1; }
+
+/* The CPU as a device. id = "CPU-" + 16 hex of FNV-1a over the host key
+ * and the model name, NUL-separated: stable across reboots and attune
+ * versions, distinct between hosts. info or stack may be NULL.
+ * ATTUNE_ENODEV for an index other than 0. */
+static int cpu_device_info(int index, attn_device_info *info, attn_stack *stack)
+{
+    if (index != 0)
+        return ATTUNE_ENODEV;
+    if (info != NULL) {
+        char host[256], model[sizeof info->name];
+        host_key(host, sizeof host);
+        cpu_model_name(model, sizeof model);
+        uint64_t h = hash_fnv1a64_init();
+        h = hash_fnv1a64(h, host, strlen(host) + 1);
+        h = hash_fnv1a64(h, model, strlen(model) + 1);
+
+        memset(info, 0, sizeof *info);
+        snprintf(info->id, sizeof info->id, "CPU-%016llx", (unsigned long long)h);
+        snprintf(info->name, sizeof info->name, "%s", model);
+        snprintf(info->kind, sizeof info->kind, "cpu");
+        info->index = -1;
+        info->cc_major = info->cc_minor = 0;
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        info->sm_count = cores > 0 ? (int)cores : 1;
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        info->memory_mb = pages > 0 && psize > 0 ? (int64_t)pages * psize / (1024 * 1024) : 0;
+        info->clock_mhz = cpu_max_mhz();
+        info->mem_clock_mhz = 0;
+    }
+    if (stack != NULL) {
+        memset(stack, 0, sizeof *stack);
+        snprintf(stack->runtime, sizeof stack->runtime, "cpu");
+        snprintf(stack->attune, sizeof stack->attune, "%s", ATTUNE_VERSION);
+        snprintf(stack->kernels, sizeof stack->kernels, "%s", ATTUNE_KERNELS_HASH);
+        attn_stack_finish(stack);
+    }
+    return 0;
+}
+
+/* ---- tactics */
+
+/* Variants in listing order. fused_splitkv is absent: it exists to fill
+ * GPU SMs when sq is small, which means nothing to a single-threaded CPU. */
+static const attn_variant cpu_variants[] = {ATTN_FUSED, ATTN_SPLIT, ATTN_SPLIT_REPEAT,
+                                            ATTN_FOLDED};
+
+/* Every variant that applies x every pad: fused (no tile: the CPU tile is
+ * fixed), split, and for hkv < hq split_repeat and folded; GEMM variants
+ * with acc=f32 only (CPU arithmetic is fp32). A pad at or beyond the
+ * lengths is still listed: it is a distinct tactic, with its copies.
+ * Writes up to max, returns the total count (4 for each variant listed),
+ * or ATTUNE_ENODEV / the shape's validation error / ATTUNE_EINVAL. */
+static int cpu_tactics(int index, const attn_shape *s, attn_tactic *out, int max)
+{
+    if (index != 0)
+        return ATTUNE_ENODEV;
+    if (s == NULL || max < 0 || (max > 0 && out == NULL))
+        return ATTUNE_EINVAL;
+    int rc = attn_shape_validate(s, NULL, 0);
+    if (rc != 0)
+        return rc;
+    int n = 0;
+    for (size_t vi = 0; vi < sizeof cpu_variants / sizeof cpu_variants[0]; vi++) {
+        attn_variant v = cpu_variants[vi];
+        if ((v == ATTN_SPLIT_REPEAT || v == ATTN_FOLDED) && s->hkv == s->hq)
+            continue; /* DESIGN.md: they apply to hkv < hq only */
+        for (int pi = 0; pi < ATTN_NPADS; pi++) {
+            if (n < max) {
+                attn_tactic t = {0};
+                t.variant = v;
+                t.pad = attn_pads[pi];
+                t.acc = v == ATTN_FUSED ? ATTN_ACC_NONE : ATTN_ACC_F32;
+                out[n] = t;
+            }
+            n++;
+        }
+    }
+    return n;
+}
+
+/* ---- sessions */
+
+void cpu_fill_normal(void *buf, attn_dtype t, size_t n, uint64_t *state)
+{
+    const double two_pi = 6.283185307179586476925;
+    size_t i = 0;
+    while (i < n) {
+        /* Box-Muller on 53-bit uniforms: u1 in (0, 1] keeps log finite. */
+        double u1 = ((double)(hash_splitmix64(state) >> 11) + 1.0) * 0x1p-53;
+        double u2 = (double)(hash_splitmix64(state) >> 11) * 0x1p-53;
+        double rad = sqrt(-2.0 * log(u1));
+        float z[2] = {(float)(rad * cos(two_pi * u2)), (float)(rad * sin(two_pi * u2))};
+        for (int k = 0; k < 2 && i < n; k++)
+            if (dtype_round(t, z[k]) != 0.0f) /* |z| < 2^-25 in f16: redraw */
+                dtype_store(buf, t, i++, z[k]);
+    }
+}
+
+static void cpu_session_close(attn_session *ss)
+{
+    if (ss == NULL)
+        return;
+    free(ss->q);
+    free(ss->k);
+    free(ss->v);
+    free(ss->out);
+    free(ss);
+}
+
+/* Allocate q, k, v, out for s; fill q, then k, then v from one SplitMix64
+ * stream seeded with seed; out starts as NaN. ATTUNE_ENOMEM when the four
+ * buffers exceed cpu_mem_budget() or malloc fails; the shape's validation
+ * error for a bad shape; ATTUNE_ENODEV for an index other than 0. On error
+ * *out is NULL and nothing is leaked. */
+static int cpu_session_open(int index, const attn_shape *s, uint64_t seed, attn_session **out)
+{
+    attn_session *ss = NULL;
+    int rc = ATTUNE_EINVAL;
+
+    if (out == NULL)
+        return ATTUNE_EINVAL;
+    *out = NULL;
+    if (s == NULL)
+        goto fail;
+    rc = ATTUNE_ENODEV;
+    if (index != 0)
+        goto fail;
+    if ((rc = attn_shape_validate(s, NULL, 0)) != 0)
+        goto fail;
+
+    const size_t es = attn_dtype_size(s->dtype);
+    const double nq = (double)s->b * (double)s->hq * (double)s->sq * (double)s->d;
+    const double nkv = (double)s->b * (double)s->hkv * (double)s->skv * (double)s->d;
+    const double bytes = 2.0 * (nq + nkv) * (double)es;
+    rc = ATTUNE_ENOMEM;
+    if (bytes > cpu_mem_budget())
+        goto fail;
+    ss = calloc(1, sizeof *ss);
+    if (ss == NULL)
+        goto fail;
+    ss->s = *s;
+    ss->nq = (size_t)nq; /* validated: <= ATTN_MAX_ELEMS */
+    ss->nkv = (size_t)nkv;
+    ss->bytes = bytes;
+    ss->q = malloc(ss->nq * es);
+    ss->out = malloc(ss->nq * es);
+    ss->k = malloc(ss->nkv * es);
+    ss->v = malloc(ss->nkv * es);
+    if (!ss->q || !ss->out || !ss->k || !ss->v)
+        goto fail;
+
+    uint64_t state = seed;
+    cpu_fill_normal(ss->q, s->dtype, ss->nq, &state);
+    cpu_fill_normal(ss->k, s->dtype, ss->nkv, &state);
+    cpu_fill_normal(ss->v, s->dtype, ss->nkv, &state);
+    dtype_fill_nan(ss->out, s->dtype, ss->nq);
+    *out = ss;
+    return 0;
+fail:
+    cpu_session_close(ss);
+    return rc;
+}
+
+static int check_rows(const attn_session *ss, const int64_t *rows, int nrows, const double *dst)
+{
+    if (ss == NULL || nrows < 0 || (nrows > 0 && (rows == NULL || dst == NULL)))
+        return ATTUNE_EINVAL;
+    const int64_t total = ss->s.b * ss->s.hq * ss->s.sq;
+    for (int n = 0; n < nrows; n++)
+        if (rows[n] < 0 || rows[n] >= total)
+            return ATTUNE_EINVAL;
+    return 0;
+}
+
+/* float64 reference of rows (see cpu_reference). */
+static int cpu_session_reference(attn_session *ss, const int64_t *rows, int nrows, double *ref)
+{
+    int rc = check_rows(ss, rows, nrows, ref);
+    if (rc != 0)
+        return rc;
+    return cpu_reference(&ss->s, ss->q, ss->k, ss->v, rows, nrows, ref);
+}
+
+static int cpu_poison(attn_session *ss)
+{
+    if (ss == NULL)
+        return ATTUNE_EINVAL;
+    dtype_fill_nan(ss->out, ss->s.dtype, ss->nq);
+    return 0;
+}
+
+/* Output rows as double, out[n * d + c]; ATTUNE_EINVAL for a row out of range. */
+static int cpu_fetch_rows(attn_session *ss, const int64_t *rows, int nrows, double *out)
+{
+    int rc = check_rows(ss, rows, nrows, out);
+    if (rc != 0)
+        return rc;
+    const int64_t d = ss->s.d;
+    for (int n = 0; n < nrows; n++)
+        for (int64_t c = 0; c < d; c++)
+            out[(size_t)n * (size_t)d + (size_t)c] =
+                dtype_load_f64(ss->out, ss->s.dtype, (size_t)(rows[n] * d + c));
+    return 0;
+}
+
+/* ---- plans: pad copies, run, time */
+
+/* Copy `rows` rows of d elements (es bytes each) of each of nheads heads
+ * between buffers of src_rows and dst_rows rows per head: padding one way
+ * (rows = real length, dst longer), unpadding the other (src longer). */
+static void copy_heads(void *dst, int64_t dst_rows, const void *src, int64_t src_rows,
+                       int64_t nheads, int64_t rows, int64_t d, size_t es)
+{
+    const size_t n = (size_t)(rows * d) * es;
+    for (int64_t h = 0; h < nheads; h++)
+        memcpy((char *)dst + (size_t)(h * dst_rows * d) * es,
+               (const char *)src + (size_t)(h * src_rows * d) * es, n);
+}
+
+/* Real rows into the padded buffers; the padded rows stay as plan set them
+ * (zero: masked keys, dropped queries). */
+static void copy_in(attn_plan *p)
+{
+    const attn_session *ss = p->ss;
+    const cpu_problem *pb = &p->pb;
+    const size_t es = attn_dtype_size(pb->dtype);
+    if (p->qp != NULL)
+        copy_heads(p->qp, pb->sqp, ss->q, pb->sq, pb->b * pb->hq, pb->sq, pb->d, es);
+    if (p->kp != NULL) {
+        copy_heads(p->kp, pb->skvp, ss->k, pb->skv, pb->b * pb->hkv, pb->skv, pb->d, es);
+        copy_heads(p->vp, pb->skvp, ss->v, pb->skv, pb->b * pb->hkv, pb->skv, pb->d, es);
+    }
+}
+
+/* Real query rows of the padded output into the session's; padded rows dropped. */
+static void copy_out(attn_plan *p)
+{
+    const cpu_problem *pb = &p->pb;
+    if (p->op != NULL)
+        copy_heads(p->ss->out, pb->sq, p->op, pb->sqp, pb->b * pb->hq, pb->sq, pb->d,
+                   attn_dtype_size(pb->dtype));
+}
+
+static void cpu_plan_free(attn_plan *p)
+{
+    if (p == NULL)
+        return;
+    cpu_work_free(p->w);
+    free(p->qp);
+    free(p->op);
+    free(p->kp);
+    free(p->vp);
+    free(p);
+}
+
+/* Does the CPU run tactic t? fused takes no parameter but pad; the GEMM
+ * variants take acc=f32 only; nothing takes splits or warps. */
+static int cpu_runs(const attn_tactic *t)
+{
+    if (t->splits != 0 || t->warps != 0 || t->tile_m != 0 || t->tile_n != 0)
+        return 0;
+    switch (t->variant) {
+    case ATTN_FUSED:
+        return t->acc == ATTN_ACC_NONE;
+    case ATTN_SPLIT:
+    case ATTN_SPLIT_REPEAT:
+    case ATTN_FOLDED:
+        return t->acc == ATTN_ACC_F32;
+    case ATTN_FUSED_SPLITKV:
+    case ATTN_NVARIANTS:
+        break;
+    }
+    return 0;
+}
+
+/* Prepare tactic t on ss: padded buffers where the pad changes a length
+ * (inputs zero-padded and filled from the session at once, so time()
+ * without copies runs on valid data; the padded output starts as NaN, so a
+ * row the kernel never writes shows up after copy-out), and the variant's
+ * workspace. split_repeat and folded are accepted for hkv == hq too (they
+ * compute the same thing), though tactics() does not list them.
+ * ATTUNE_EINVAL for a bad pad or variant, ATTUNE_EUNSUPP for a tactic the
+ * CPU does not run, ATTUNE_ENOMEM beyond the memory budget; on error *out
+ * is NULL and nothing is leaked. */
+static int cpu_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
+{
+    attn_plan *p = NULL;
+    int rc = ATTUNE_EINVAL;
+
+    if (out == NULL)
+        return ATTUNE_EINVAL;
+    *out = NULL;
+    if (ss == NULL || t == NULL || (unsigned)t->variant >= ATTN_NVARIANTS)
+        goto fail;
+    if (t->pad != 1 && t->pad != 8 && t->pad != 16 && t->pad != 64)
+        goto fail;
+    rc = ATTUNE_EUNSUPP;
+    if (!cpu_runs(t))
+        goto fail;
+
+    rc = ATTUNE_ENOMEM;
+    p = calloc(1, sizeof *p);
+    if (p == NULL)
+        goto fail;
+    const attn_shape *s = &ss->s;
+    cpu_problem *pb = &p->pb;
+    p->ss = ss;
+    p->t = *t;
+    pb->dtype = s->dtype;
+    pb->b = s->b;
+    pb->hq = s->hq;
+    pb->hkv = s->hkv;
+    pb->d = s->d;
+    pb->sq = s->sq;
+    pb->skv = s->skv;
+    pb->sqp = attn_round_up(s->sq, t->pad);
+    pb->skvp = attn_round_up(s->skv, t->pad);
+    pb->diag = s->skv - s->sq; /* from the real lengths, always */
+    pb->causal = s->causal;
+
+    const size_t es = attn_dtype_size(s->dtype);
+    const double nqp = (double)pb->b * (double)pb->hq * (double)pb->sqp * (double)pb->d;
+    const double nkvp = (double)pb->b * (double)pb->hkv * (double)pb->skvp * (double)pb->d;
+    double bytes = cpu_work_bytes(t->variant, pb);
+    if (pb->sqp != pb->sq)
+        bytes += 2.0 * nqp * (double)es;
+    if (pb->skvp != pb->skv)
+        bytes += 2.0 * nkvp * (double)es;
+    if (ss->bytes + bytes > cpu_mem_budget())
+        goto fail;
+    if (pb->sqp != pb->sq) {
+        p->qp = calloc((size_t)nqp, es);
+        p->op = malloc((size_t)nqp * es);
+        if (p->qp == NULL || p->op == NULL)
+            goto fail;
+        dtype_fill_nan(p->op, s->dtype, (size_t)nqp);
+    }
+    if (pb->skvp != pb->skv) {
+        p->kp = calloc((size_t)nkvp, es);
+        p->vp = calloc((size_t)nkvp, es);
+        if (p->kp == NULL || p->vp == NULL)
+            goto fail;
+    }
+    pb->q = p->qp != NULL ? p->qp : ss->q;
+    pb->out = p->op != NULL ? p->op : ss->out;
+    pb->k = p->kp != NULL ? p->kp : ss->k;
+    pb->v = p->vp != NULL ? p->vp : ss->v;
+    if ((rc = cpu_work_alloc(t->variant, pb, &p->w)) != 0)
+        goto fail;
+    copy_in(p);
+    *out = p;
+    return 0;
+fail:
+    cpu_plan_free(p);
+    return rc;
+}
+
+/* Pad copies, the kernel, the unpad copy: the session's output is complete. */
+static int cpu_run(attn_plan *p)
+{
+    if (p == NULL)
+        return ATTUNE_EINVAL;
+    copy_in(p);
+    int rc = cpu_attn_run(p->t.variant, &p->pb, p->w);
+    if (rc == 0)
+        copy_out(p);
+    return rc;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* iters back-to-back runs on CLOCK_MONOTONIC; out->us per call. Without
+ * copies only the kernel runs, on the padded buffers filled at plan time
+ * (the session's output is then not updated where the pad needs a copy). */
+static int cpu_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
+{
+    if (p == NULL || out == NULL || iters < 1)
+        return ATTUNE_EINVAL;
+    const double t0 = now_us();
+    for (int it = 0; it < iters; it++) {
+        if (with_copies)
+            copy_in(p);
+        int rc = cpu_attn_run(p->t.variant, &p->pb, p->w);
+        if (rc != 0)
+            return rc;
+        if (with_copies)
+            copy_out(p);
+    }
+    out->us = (now_us() - t0) / iters;
+    return 0;
+}
+
+const attn_ops attn_cpu_ops = {
+    .name = "cpu",
+    .device_count = cpu_device_count,
+    .device_info = cpu_device_info,
+    .tactics = cpu_tactics,
+    .session_open = cpu_session_open,
+    .session_close = cpu_session_close,
+    .reference = cpu_session_reference,
+    .poison = cpu_poison,
+    .fetch_rows = cpu_fetch_rows,
+    .plan = cpu_plan,
+    .plan_free = cpu_plan_free,
+    .run = cpu_run,
+    .time = cpu_time,
+};
