@@ -1,0 +1,84 @@
+/* attuned.h -- the daemon's shared state: configuration, devices, and the
+ * modules every request and thread reaches (index, jobs, DB worker, HTTP). */
+#ifndef ATTUNED_H
+#define ATTUNED_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "../kernels/attn.h"
+#include "auth.h"
+#include "index.h"
+#include "jobs.h"
+#include "worker.h"
+
+#define ATTUNED_MAX_DEVICES 64
+#define ATTUNED_MAX_ALLOW_HOSTS 16
+
+/* Request body limits (413 beyond): a tune request is a grid at most; an
+ * import is a fleet table. */
+#define ATTUNED_TUNE_BODY_MAX   (1u << 20)
+#define ATTUNED_IMPORT_BODY_MAX (64u << 20)
+/* Body bytes buffered across all requests at once (503 beyond), so that
+ * max-connections simultaneous imports cannot exhaust memory. */
+#define ATTUNED_BODY_BUDGET     (160u << 20)
+/* Deepest JSON nesting accepted in a request body. */
+#define ATTUNED_JSON_DEPTH_MAX  32
+
+typedef struct attuned_config {
+    int port;                   /* 0: any free port (logged) */
+    const char *bind;           /* IPv4 or IPv6 literal */
+    const char *db_path;
+    const char *token_file;     /* NULL: credentials dir or beside the db */
+    int no_default_grid;
+    const char *default_grid;   /* grid tuned on the CPU at first start */
+    const char *default_grid_gpu; /* grid tuned on each GPU at first start */
+    const char *allow_hosts[ATTUNED_MAX_ALLOW_HOSTS + 1]; /* + the bind address */
+    int nallow_hosts;
+    int threads;                /* HTTP thread pool */
+    int max_connections;
+    int timeout_s;              /* idle connection timeout */
+    const char *log_path;       /* NULL: stderr */
+    int verbose;                /* log every request */
+    double tune_budget_ms;      /* tuner budget per tactic; <= 0: default */
+} attuned_config;
+
+typedef struct attuned {
+    attuned_config cfg;
+    attn_device devices[ATTUNED_MAX_DEVICES]; /* local, registry order */
+    int ndevices;
+    char token[AUTH_TOKEN_MAX];
+    index_state *ix;
+    jobs *jobs;
+    worker *worker;
+    struct MHD_Daemon *mhd;
+    int bound_port;
+    atomic_int stopping;
+    atomic_llong body_bytes;    /* request body bytes buffered now */
+} attuned;
+
+/* ---- server.c: the libmicrohttpd daemon */
+
+/* Start listening on cfg.bind:cfg.port with the thread pool (epoll, poll
+ * where epoll is unavailable). Sets d->mhd and d->bound_port. 0 or
+ * ATTUNE_EIO with err. */
+int server_start(attuned *d, char *err, size_t errlen);
+
+/* Stop accepting new connections (existing ones finish). */
+void server_quiesce(attuned *d);
+
+/* Close every connection and join the HTTP threads. No connection may be
+ * suspended (stop the DB worker first: it resumes them all). */
+void server_stop(attuned *d);
+
+/* ---- load.c: the index from the store */
+
+/* Put every local device (registry) in the store and the index, and load
+ * their rows, then every fleet device of the store. 0 or an error. */
+int attuned_load_index(attuned *d, store *st);
+
+/* (Re)load every row of device id into the index from st (after an
+ * import); puts the device first when the index lacks it. */
+int attuned_load_device(attuned *d, store *st, const char *device_id);
+
+#endif

@@ -1,0 +1,302 @@
+/* http.c -- responses, JSON errors, query arguments, deferred work. */
+#include "http.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+
+double req_elapsed(const req *r)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - r->t0.tv_sec) + (double)(now.tv_nsec - r->t0.tv_nsec) * 1e-9;
+}
+
+enum MHD_Result http_send(req *r, unsigned status, const char *ctype, char *buf, size_t len,
+                          const char *hname, const char *hval)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf,
+                                                                MHD_RESPMEM_MUST_FREE);
+    if (resp == NULL) {
+        free(buf);
+        return MHD_NO; /* out of memory: MHD closes the connection */
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (hname != NULL)
+        MHD_add_response_header(resp, hname, hval);
+    enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    metrics_request(r->route, status);
+    if (status >= 400 ? log_enabled(LOGL_INFO) : log_enabled(LOGL_DEBUG)) {
+        log_event(status >= 400 ? LOGL_INFO : LOGL_DEBUG, "request",
+                  "method=%.16s path=\"%.200s\" status=%u us=%.0f",
+                  r->method ? r->method : "?", r->url ? r->url : "?", status,
+                  req_elapsed(r) * 1e6);
+    }
+    return ret;
+}
+
+enum MHD_Result http_send_json(req *r, unsigned status, json_t *obj)
+{
+    char *text = obj != NULL ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    if (text == NULL) {
+        static const char oom[] = "{\"error\":\"out of memory\"}";
+        char *copy = strdup(oom);
+        if (copy == NULL)
+            return MHD_NO;
+        return http_send(r, 500, "application/json", copy, sizeof oom - 1, NULL, NULL);
+    }
+    return http_send(r, status, "application/json", text, strlen(text), NULL, NULL);
+}
+
+static json_t *error_obj(const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    /* a message quoting client input must still be valid UTF-8 JSON:
+     * jansson refuses invalid UTF-8, so fall back to a plain message */
+    json_t *o = json_pack("{s:s}", "error", msg);
+    if (o == NULL)
+        o = json_pack("{s:s}", "error", "invalid request (message not representable)");
+    return o;
+}
+
+enum MHD_Result http_send_error(req *r, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    json_t *o = error_obj(fmt, ap);
+    va_end(ap);
+    return http_send_json(r, status, o);
+}
+
+void req_result_text(req *r, unsigned status, char *text, size_t len)
+{
+    free(r->resp);
+    r->status = status;
+    r->resp = text;
+    r->resp_len = len;
+}
+
+void req_result(req *r, unsigned status, json_t *obj)
+{
+    char *text = obj != NULL ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    if (text == NULL) {
+        req_result_text(r, 500, strdup("{\"error\":\"out of memory\"}"), 25);
+        return;
+    }
+    req_result_text(r, status, text, strlen(text));
+}
+
+void req_error(req *r, unsigned status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    json_t *o = error_obj(fmt, ap);
+    va_end(ap);
+    req_result(r, status, o);
+}
+
+static void run_deferred(void *arg, store *st)
+{
+    req *r = arg;
+    r->work(r, st);
+    atomic_store(&r->ready, 1);
+    MHD_resume_connection(r->conn);
+}
+
+enum MHD_Result http_defer(req *r, req_work_fn fn)
+{
+    r->work = fn;
+    /* suspend before submitting: the worker may resume at once */
+    MHD_suspend_connection(r->conn);
+    if (atomic_load(&r->d->stopping) ||
+        worker_submit(r->d->worker, run_deferred, r) != 0) {
+        req_error(r, 503, "the daemon is shutting down");
+        atomic_store(&r->ready, 1);
+        MHD_resume_connection(r->conn);
+    }
+    return MHD_YES;
+}
+
+enum MHD_Result http_send_ready(req *r)
+{
+    char *text = r->resp;
+    r->resp = NULL;
+    if (text == NULL) {
+        text = strdup("{\"error\":\"internal error: no response\"}");
+        if (text == NULL)
+            return MHD_NO;
+        r->status = 500;
+        r->resp_len = strlen(text);
+    }
+    if (r->location[0] != 0)
+        return http_send(r, r->status, "application/json", text, r->resp_len,
+                         MHD_HTTP_HEADER_LOCATION, r->location);
+    return http_send(r, r->status, "application/json", text, r->resp_len, NULL, NULL);
+}
+
+/* ---- query arguments */
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    http_args *a = cls;
+    (void)kind;
+    if (a->n == HTTP_MAX_ARGS) {
+        a->overflow = 1;
+        return MHD_NO;
+    }
+    a->key[a->n] = key;
+    a->val[a->n] = value;
+    a->n++;
+    return MHD_YES;
+}
+
+/* Printable, bounded form of client text for error messages. */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+    size_t i = 0;
+    for (; s[i] != 0 && i + 1 < len; i++)
+        buf[i] = ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f) ? '?' : s[i];
+    buf[i] = 0;
+    return buf;
+}
+
+int http_args_get(struct MHD_Connection *c, const char *const *allowed, http_args *a,
+                  char *err, size_t errlen)
+{
+    char b1[48];
+    memset(a, 0, sizeof *a);
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, a);
+    if (a->overflow)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "more than %d query parameters",
+                           HTTP_MAX_ARGS);
+    for (int i = 0; i < a->n; i++) {
+        int known = 0;
+        for (const char *const *k = allowed; *k != NULL && !known; k++)
+            known = strcmp(*k, a->key[i]) == 0;
+        if (!known)
+            return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown parameter '%s'",
+                               shown(a->key[i], b1, sizeof b1));
+        for (int j = 0; j < i; j++)
+            if (strcmp(a->key[j], a->key[i]) == 0)
+                return attune_fail(err, errlen, ATTUNE_EINVAL, "parameter '%s' repeated",
+                                   a->key[i]);
+        if (a->val[i] == NULL || a->val[i][0] == 0)
+            return attune_fail(err, errlen, ATTUNE_EINVAL, "parameter '%s' has no value",
+                               a->key[i]);
+    }
+    return 0;
+}
+
+const char *http_arg(const http_args *a, const char *key)
+{
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->key[i], key) == 0)
+            return a->val[i];
+    return NULL;
+}
+
+int http_arg_int(const http_args *a, const char *key, int64_t min, int64_t max,
+                 int64_t *out, char *err, size_t errlen)
+{
+    char b1[48];
+    const char *v = http_arg(a, key);
+    if (v == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "missing parameter '%s'", key);
+    const char *p = v;
+    int neg = 0;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (*p < '0' || *p > '9')
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "%s='%s' is not an integer", key,
+                           shown(v, b1, sizeof b1));
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            return attune_fail(err, errlen, ATTUNE_EINVAL, "%s='%s' is not an integer", key,
+                               shown(v, b1, sizeof b1));
+    errno = 0;
+    long long x = strtoll(v, NULL, 10);
+    if (errno == ERANGE || x > max)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "%s=%s is too large (at most %lld)",
+                           key, shown(v, b1, sizeof b1), (long long)max);
+    if (neg || x < min)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "%s=%s is too small (at least %lld)",
+                           key, shown(v, b1, sizeof b1), (long long)min);
+    *out = x;
+    return 0;
+}
+
+int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen)
+{
+    static const char *const fields[] = {"b", "hq", "hkv", "sq", "skv", "d"};
+    char b1[48];
+    const char *key = http_arg(a, "shape");
+    memset(s, 0, sizeof *s);
+    if (key != NULL) {
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            if (http_arg(a, fields[i]) != NULL)
+                return attune_fail(err, errlen, ATTUNE_EINVAL,
+                                   "give either shape= or the shape fields, not both");
+        if (http_arg(a, "dtype") != NULL || http_arg(a, "causal") != NULL)
+            return attune_fail(err, errlen, ATTUNE_EINVAL,
+                               "give either shape= or the shape fields, not both");
+        return attn_shape_parse(key, s, err, errlen) == 0 ? 0 : ATTUNE_EINVAL;
+    }
+    int64_t *dst[] = {&s->b, &s->hq, &s->hkv, &s->sq, &s->skv, &s->d};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        int rc = http_arg_int(a, fields[i], 1, ATTN_MAX_DIM, dst[i], err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    const char *dt = http_arg(a, "dtype");
+    if (dt == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "missing parameter 'dtype'");
+    if (attn_dtype_parse(dt, &s->dtype) != 0)
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "unknown dtype '%s' (expected f16, bf16 or f32)",
+                           shown(dt, b1, sizeof b1));
+    const char *c = http_arg(a, "causal");
+    if (c == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "missing parameter 'causal'");
+    if (strcmp(c, "1") == 0 || strcmp(c, "true") == 0)
+        s->causal = 1;
+    else if (strcmp(c, "0") == 0 || strcmp(c, "false") == 0)
+        s->causal = 0;
+    else
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "causal='%s' must be 0, 1, true or false", shown(c, b1, sizeof b1));
+    return attn_shape_validate(s, err, errlen) == 0 ? 0 : ATTUNE_EINVAL;
+}
+
+int http_json_depth_ok(const char *s, size_t n, int max)
+{
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++; /* skip the escaped character */
+            else if (ch == '"')
+                in_str = 0;
+        } else if (ch == '"') {
+            in_str = 1;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > max)
+                return 0;
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        }
+    }
+    return 1;
+}

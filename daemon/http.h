@@ -1,0 +1,114 @@
+/* http.h -- per-request state and the helpers every handler uses:
+ * responses (created, queued, destroyed in one place), JSON errors, strict
+ * query-string parsing, and handing store work to the DB worker.
+ *
+ * Every answer is JSON (/metrics excepted); every error is
+ * {"error": "..."} with a 4xx/5xx status. */
+#ifndef ATTUNED_HTTP_H
+#define ATTUNED_HTTP_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "attuned.h"
+#include "routes.h"
+
+typedef struct req req;
+
+/* Store work of a deferred request: runs on the DB worker thread with its
+ * store handle and must set the response (req_result / req_error). */
+typedef void (*req_work_fn)(req *r, store *st);
+
+struct req {
+    attuned *d;
+    struct MHD_Connection *conn;
+    int route;              /* route table row: metrics label */
+    const char *method, *url; /* MHD's, valid until the request completes */
+    struct timespec t0;
+    /* body, accumulated up to limit; too_big: the rest was discarded */
+    char *body;
+    size_t len, cap, limit;
+    size_t reserved;        /* bytes counted in d->body_bytes */
+    int too_big;
+    /* deferred work: set by the worker, sent when MHD calls us again */
+    req_work_fn work;
+    atomic_int ready;
+    unsigned status;
+    char *resp;
+    size_t resp_len;
+    char location[64];      /* Location header of a 202, "" for none */
+    /* arguments copied for the worker (request memory is MHD's) */
+    char device_id[64];
+    int64_t job_id;
+    attn_shape *shapes;
+    int nshapes;
+};
+
+/* Queue a response: status, content type, body buf[0..len) (malloc'd;
+ * owned from here on, freed even on failure), and an optional extra header
+ * (name NULL for none). Counts the request in the metrics. */
+enum MHD_Result http_send(req *r, unsigned status, const char *ctype, char *buf, size_t len,
+                          const char *hname, const char *hval);
+
+/* Queue obj (reference stolen) as JSON. */
+enum MHD_Result http_send_json(req *r, unsigned status, json_t *obj);
+
+/* Queue {"error": <formatted message>}. */
+enum MHD_Result http_send_error(req *r, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Worker side: set the response of a deferred request. */
+void req_result(req *r, unsigned status, json_t *obj);
+void req_error(req *r, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Set raw JSON text (malloc'd, owned from here on). */
+void req_result_text(req *r, unsigned status, char *text, size_t len);
+
+/* Suspend the connection and run fn on the DB worker; MHD calls the access
+ * handler again once it is done and http_send_ready() answers. When the
+ * worker is stopping the answer is 503. Always MHD_YES. */
+enum MHD_Result http_defer(req *r, req_work_fn fn);
+
+/* Queue the response the worker prepared. */
+enum MHD_Result http_send_ready(req *r);
+
+/* ---- query string */
+
+#define HTTP_MAX_ARGS 24
+
+typedef struct http_args {
+    int n;
+    int overflow;                /* more than HTTP_MAX_ARGS arguments */
+    const char *key[HTTP_MAX_ARGS];
+    const char *val[HTTP_MAX_ARGS]; /* NULL for "?key" without '=' */
+} http_args;
+
+/* Collect the query arguments of c (pointers valid during this call of
+ * the access handler), then check that each is in allowed (NULL-ended),
+ * appears once and has a value. 0, or ATTUNE_EINVAL with err. */
+int http_args_get(struct MHD_Connection *c, const char *const *allowed, http_args *a,
+                  char *err, size_t errlen);
+
+/* Value of key, NULL when absent. */
+const char *http_arg(const http_args *a, const char *key);
+
+/* Parse a required integer argument in [min, max] (decimal digits, an
+ * optional '-' so negatives are named as such). 0 or ATTUNE_EINVAL. */
+int http_arg_int(const http_args *a, const char *key, int64_t min, int64_t max,
+                 int64_t *out, char *err, size_t errlen);
+
+/* Shape from either shape=<canonical key> or all of b, hq, hkv, sq, skv,
+ * d, dtype, causal (not both); validated. 0 or ATTUNE_EINVAL with err. */
+int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen);
+
+/* 1 when the JSON text s[0..n) nests arrays/objects at most max deep
+ * (strings skipped, escapes honoured). Checked before parsing, so a body
+ * of 100k '[' costs a scan, not a parser recursion. */
+int http_json_depth_ok(const char *s, size_t n, int max);
+
+/* Elapsed seconds since r->t0. */
+double req_elapsed(const req *r);
+
+#endif

@@ -1,0 +1,103 @@
+/* index.h -- the in-memory lookup index: what GET /v1/tactic reads.
+ *
+ * Per device: its identity and current stack, and a hash table from the
+ * canonical shape key to every stored measurement of that shape (all
+ * stacks). The request threads only read it, under a read lock; SQLite is
+ * never touched on the lookup path. The writers (the job threads after each
+ * committed measurement, the DB worker after an import, main at start)
+ * build replacement rows outside the lock and swap them in under the write
+ * lock.
+ *
+ * Answers (docs/api.md "Where an answer comes from"):
+ *   measured  the shape itself was tuned: the winner (select_winner) among
+ *             the rows of the device's current stack, else among the rows of
+ *             the most recent other stack that has one (stale = 1);
+ *   nearest   the closest tuned shape of the same device with the same
+ *             dtype, d, causal and group size hq/hkv, by
+ *             distance = |log2(b/b')| + |log2(hq/hq')| + |log2(sq/sq')|
+ *                        + |log2(skv/skv')|
+ *             (ties: fresh before stale, then the smaller key);
+ *   default   nothing applicable is known: INDEX_DEFAULT_TACTIC. */
+#ifndef ATTUNED_INDEX_H
+#define ATTUNED_INDEX_H
+
+#include <stdint.h>
+
+#include "../db/store.h"
+#include "../tuner/select.h"
+
+/* The answer when nothing is known: the fused kernel exists for every
+ * shape on every backend, and pad=8 keeps its rows aligned (DESIGN.md: an
+ * unaligned seq_len gave wrong results after a runtime upgrade). The C and
+ * Python clients fall back to the same tactic. */
+#define INDEX_DEFAULT_TACTIC "fused/pad=8"
+
+typedef enum { INDEX_MEASURED = 0, INDEX_NEAREST = 1, INDEX_DEFAULT = 2 } index_source;
+
+const char *index_source_name(index_source s); /* "measured", "nearest", "default" */
+
+typedef struct index_state index_state;
+
+/* New empty index using policy p (copied; NULL: defaults). NULL on ENOMEM. */
+index_state *index_new(const select_policy *p);
+void index_free(index_state *ix);
+
+/* Add a device, or refresh its identity and current stack (winners are
+ * recomputed against the new stack). local: a device of this host. */
+int index_device_put(index_state *ix, const attn_device_info *info, const attn_stack *stack,
+                     int local);
+
+/* Replace every row of one shape of a device by m[0..n). Takes ownership
+ * of m (malloc'd; freed even on error). ATTUNE_ENODEV when the device was
+ * never put. n == 0 removes nothing and keeps an empty entry. */
+int index_shape_put(index_state *ix, const char *device_id, const attn_shape *s,
+                    store_measurement *m, int n);
+
+/* Replace all rows of a device by m[0..n) (any shapes, any order). Takes
+ * ownership of m. ATTUNE_ENODEV when the device was never put. */
+int index_device_load(index_state *ix, const char *device_id, store_measurement *m, int n);
+
+/* A device as the index knows it. */
+typedef struct index_device_view {
+    attn_device_info info;
+    attn_stack stack;     /* local: the registry's; fleet: the latest stored */
+    int local;
+    int nshapes;
+    int64_t nmeasurements;
+} index_device_view;
+
+/* Resolve a device spec as attn_device_resolve does ("cpu", CUDA ordinal,
+ * id, name case-insensitively; local devices first). 0 or ATTUNE_ENODEV. */
+int index_device_find(index_state *ix, const char *spec, index_device_view *out);
+
+/* Copy of every device; *out malloc'd (caller frees). */
+int index_devices(index_state *ix, index_device_view **out, int *n);
+
+/* Totals for metrics. */
+void index_stats(index_state *ix, int *local, int *fleet, int64_t *measurements);
+
+typedef struct index_answer {
+    index_source source;
+    int stale;                       /* winner's stack != device's current stack */
+    double distance;                 /* 0 for measured */
+    char from_key[ATTN_SHAPE_KEY_MAX]; /* shape that answered ("" for default) */
+    char stack_id[24];               /* the device's current stack */
+    store_measurement m;             /* the winner; zeroed for default */
+} index_answer;
+
+/* Answer a lookup for shape s on device_id. max_rel_err > 0 overrides the
+ * policy's absolute bound (the API's max_rel_err=). Returns 0 (the answer
+ * may be the default) or ATTUNE_ENODEV. */
+int index_lookup(index_state *ix, const char *device_id, const attn_shape *s,
+                 double max_rel_err, index_answer *out);
+
+/* Copy of every row of shape s on device_id (sorted by stack, then tactic)
+ * into *out (malloc'd, NULL when n == 0), and the device's current stack.
+ * 0 or ATTUNE_ENODEV / ATTUNE_ENOMEM. */
+int index_results(index_state *ix, const char *device_id, const attn_shape *s,
+                  store_measurement **out, int *n, char stack_id[24]);
+
+/* The selection policy the index answers with. */
+const select_policy *index_policy(const index_state *ix);
+
+#endif

@@ -1,0 +1,559 @@
+/* jobs.c -- the job table and the per-device tuning threads. */
+#include "jobs.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../tuner/tuner.h"
+#include "log.h"
+#include "metrics.h"
+
+typedef struct jdev {
+    jobs *j;
+    attn_device dev;
+    pthread_t th;
+    int started;
+    pthread_cond_t cv;
+    int64_t *q;              /* ring of queued job ids */
+    int qhead, qlen, qcap;
+    volatile int cancel;     /* tuner_opts.cancel of the running job */
+    int user_cancel;         /* the cancel came from DELETE, not shutdown */
+    int64_t running;         /* job id, 0 when idle */
+} jdev;
+
+struct jobs {
+    pthread_mutex_t mu;      /* guards everything below and every jdev queue */
+    jobs_config cfg;
+    char *db_path;
+    select_policy policy;
+    jdev *devs;
+    int ndevs;
+    jobs_view *tab;          /* sorted by id */
+    int ntab, captab;
+    int stopping;
+};
+
+int jobs_new(const jobs_config *cfg, jobs **out)
+{
+    *out = NULL;
+    jobs *j = calloc(1, sizeof *j);
+    if (j == NULL)
+        return ATTUNE_ENOMEM;
+    pthread_mutex_init(&j->mu, NULL);
+    j->cfg = *cfg;
+    if (j->cfg.max_queued <= 0)
+        j->cfg.max_queued = JOBS_MAX_QUEUED;
+    if (cfg->policy != NULL)
+        j->policy = *cfg->policy;
+    else
+        select_policy_default(&j->policy);
+    j->db_path = strdup(cfg->db_path);
+    j->devs = calloc(cfg->ndevices > 0 ? (size_t)cfg->ndevices : 1, sizeof *j->devs);
+    if (j->db_path == NULL || j->devs == NULL)
+        goto fail;
+    j->ndevs = cfg->ndevices;
+    for (int i = 0; i < j->ndevs; i++) {
+        jdev *d = &j->devs[i];
+        d->j = j;
+        d->dev = cfg->devices[i];
+        d->qcap = j->cfg.max_queued + 1;
+        if ((d->q = malloc((size_t)d->qcap * sizeof *d->q)) == NULL)
+            goto fail;
+        pthread_cond_init(&d->cv, NULL);
+    }
+    *out = j;
+    return 0;
+fail:
+    for (int i = 0; i < j->ndevs; i++)
+        free(j->devs[i].q);
+    free(j->devs);
+    free(j->db_path);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+    return ATTUNE_ENOMEM;
+}
+
+/* ---- table helpers (j->mu held) */
+
+static jobs_view *find_job(jobs *j, int64_t id)
+{
+    int lo = 0, hi = j->ntab - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (j->tab[mid].id == id)
+            return &j->tab[mid];
+        if (j->tab[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return NULL;
+}
+
+static int add_job(jobs *j, const jobs_view *v)
+{
+    if (j->ntab == j->captab) {
+        int cap = j->captab ? j->captab * 2 : 64;
+        jobs_view *t = realloc(j->tab, (size_t)cap * sizeof *t);
+        if (t == NULL)
+            return ATTUNE_ENOMEM;
+        j->tab = t;
+        j->captab = cap;
+    }
+    int at = j->ntab;
+    while (at > 0 && j->tab[at - 1].id > v->id)
+        at--; /* ids grow; this loop only runs for out-of-order rows */
+    memmove(&j->tab[at + 1], &j->tab[at], (size_t)(j->ntab - at) * sizeof *j->tab);
+    j->tab[at] = *v;
+    j->ntab++;
+    return 0;
+}
+
+static jdev *find_dev(jobs *j, const char *device_id)
+{
+    for (int i = 0; i < j->ndevs; i++)
+        if (strcmp(j->devs[i].dev.info.id, device_id) == 0)
+            return &j->devs[i];
+    return NULL;
+}
+
+static int enqueue(jdev *d, int64_t id)
+{
+    if (d->qlen == d->qcap) {
+        /* a restart may bring back more queued rows than the HTTP limit */
+        int cap = d->qcap * 2;
+        int64_t *q = malloc((size_t)cap * sizeof *q);
+        if (q == NULL)
+            return ATTUNE_ENOMEM;
+        for (int i = 0; i < d->qlen; i++)
+            q[i] = d->q[(d->qhead + i) % d->qcap];
+        free(d->q);
+        d->q = q;
+        d->qhead = 0;
+        d->qcap = cap;
+    }
+    d->q[(d->qhead + d->qlen) % d->qcap] = id;
+    d->qlen++;
+    pthread_cond_signal(&d->cv);
+    return 0;
+}
+
+static void view_from_row(jobs_view *v, const store_job *row)
+{
+    memset(v, 0, sizeof *v);
+    v->id = row->id;
+    snprintf(v->device_id, sizeof v->device_id, "%s", row->device_id);
+    v->state = row->state;
+    v->done = row->done;
+    v->total = row->total;
+    v->created_at = row->created_at;
+    v->updated_at = row->updated_at;
+    snprintf(v->error, sizeof v->error, "%s", row->error);
+}
+
+int jobs_load(jobs *j, store *st, int *requeued)
+{
+    store_job *rows = NULL;
+    int n = 0;
+    *requeued = 0;
+    int rc = store_jobs_list(st, -1, &rows, &n);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&j->mu);
+    for (int i = 0; i < n && rc == 0; i++) {
+        jobs_view v;
+        view_from_row(&v, &rows[i]);
+        if (v.state == STORE_JOB_QUEUED || v.state == STORE_JOB_RUNNING) {
+            jdev *d = find_dev(j, v.device_id);
+            if (d == NULL) {
+                v.state = STORE_JOB_FAILED;
+                snprintf(v.error, sizeof v.error, "device %s is not on this host",
+                         v.device_id);
+                store_job_update(st, v.id, v.state, v.done, v.error);
+            } else {
+                if (v.state == STORE_JOB_RUNNING)
+                    store_job_update(st, v.id, STORE_JOB_QUEUED, v.done, NULL);
+                v.state = STORE_JOB_QUEUED;
+                if ((rc = enqueue(d, v.id)) == 0)
+                    (*requeued)++;
+            }
+        }
+        if (rc == 0)
+            rc = add_job(j, &v);
+    }
+    pthread_mutex_unlock(&j->mu);
+    free(rows);
+    return rc;
+}
+
+/* ---- the device thread */
+
+typedef struct run_ctx {
+    jdev *d;
+    store *reader;           /* second handle: re-reads rows for the index */
+    const attn_shape *shape;
+    int64_t job;
+    int last_tactic;
+} run_ctx;
+
+/* Reload one shape's rows (every stack) into the lookup index. */
+static void refresh_shape(run_ctx *c, const attn_shape *s)
+{
+    store_measurement *m = NULL;
+    int n = 0;
+    if (store_measurements_get(c->reader, c->d->dev.info.id, NULL, s, &m, &n) != 0) {
+        log_event(LOGL_WARN, "index_refresh_failed", "device=%s", c->d->dev.info.id);
+        return;
+    }
+    index_shape_put(c->d->j->cfg.ix, c->d->dev.info.id, s, m, n);
+}
+
+static int on_progress(void *ctx, const tuner_progress *p)
+{
+    run_ctx *c = ctx;
+    if (p->tactic_index != c->last_tactic) {
+        /* a new tactic starts: the previous one is committed */
+        if (c->last_tactic >= 0)
+            refresh_shape(c, c->shape);
+        c->last_tactic = p->tactic_index;
+        jobs *j = c->d->j;
+        pthread_mutex_lock(&j->mu);
+        jobs_view *v = find_job(j, c->job);
+        if (v != NULL) {
+            v->tactic_index = p->tactic_index;
+            v->tactic_count = p->tactic_count;
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    return c->d->cancel;
+}
+
+/* Record a job's progress in memory and in its row. */
+static void set_state(jdev *d, store *st, int64_t id, store_job_state state, int done,
+                      const char *error)
+{
+    jobs *j = d->j;
+    if (store_job_update(st, id, state, done, error) != 0)
+        log_event(LOGL_ERROR, "job_update_failed", "job=%lld", (long long)id);
+    pthread_mutex_lock(&j->mu);
+    jobs_view *v = find_job(j, id);
+    if (v != NULL) {
+        v->state = state;
+        v->done = done;
+        v->updated_at = (int64_t)time(NULL);
+        if (error != NULL)
+            snprintf(v->error, sizeof v->error, "%s", error);
+        if (state != STORE_JOB_RUNNING)
+            v->tactic_index = v->tactic_count = 0;
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void run_job(jdev *d, store *st, store *reader, int64_t id)
+{
+    jobs *j = d->j;
+    store_job job;
+    memset(&job, 0, sizeof job);
+    char err[256] = "";
+    int done = 0, nerr = 0, fatal = 0;
+    int rc = store_job_get(st, id, &job);
+    if (rc != 0) {
+        snprintf(err, sizeof err, "cannot load the job: %s", attune_strerror(rc));
+        set_state(d, st, id, STORE_JOB_FAILED, 0, err);
+        return;
+    }
+    done = job.done < 0 ? 0 : job.done;
+    set_state(d, st, id, STORE_JOB_RUNNING, done, NULL);
+    log_event(LOGL_INFO, "job_start", "job=%lld device=%s done=%d total=%d", (long long)id,
+              d->dev.info.id, done, job.total);
+
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.policy = &j->policy;
+    o.cancel = &d->cancel;
+    if (j->cfg.budget_ms > 0)
+        o.budget_ms = j->cfg.budget_ms;
+    run_ctx c = {.d = d, .reader = reader, .job = id};
+    o.progress = on_progress;
+    o.ctx = &c;
+
+    for (int i = done; i < job.total; i++) {
+        if (d->cancel)
+            break;
+        tuner_shape_result res;
+        memset(&res, 0, sizeof res);
+        c.shape = &job.shapes[i];
+        c.last_tactic = -1;
+        rc = tuner_run_shape(st, &d->dev, &job.shapes[i], &o, i, job.total, &res);
+        refresh_shape(&c, &job.shapes[i]);
+        metrics_measurements_add(res.measured);
+        if (rc == ATTUNE_ECANCELED)
+            break;
+        if (rc != 0) {
+            char key[ATTN_SHAPE_KEY_MAX];
+            attn_shape_key(&job.shapes[i], key, sizeof key);
+            log_event(LOGL_WARN, "job_shape_failed", "job=%lld shape=%s error=\"%s\"",
+                      (long long)id, key, attune_strerror(rc));
+            if (nerr++ == 0)
+                snprintf(err, sizeof err, "%s: %s", key, attune_strerror(rc));
+            if (rc == ATTUNE_EDB) {
+                fatal = 1; /* the store is failing: stop, keep progress */
+                break;
+            }
+        }
+        done = i + 1;
+        set_state(d, st, id, STORE_JOB_RUNNING, done, NULL);
+    }
+
+    store_job_state final;
+    pthread_mutex_lock(&j->mu);
+    int canceled = d->cancel && done < job.total;
+    int by_user = d->user_cancel;
+    pthread_mutex_unlock(&j->mu);
+    if (fatal) {
+        final = STORE_JOB_FAILED;
+    } else if (canceled) {
+        /* DELETE: canceled for good. Shutdown: queued, resumed at start. */
+        final = by_user ? STORE_JOB_CANCELED : STORE_JOB_QUEUED;
+    } else if (nerr > 0) {
+        final = STORE_JOB_FAILED;
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "%d of %d shapes failed; first: %.180s", nerr, job.total,
+                 err);
+        memcpy(err, tmp, sizeof err);
+    } else {
+        final = STORE_JOB_DONE;
+    }
+    set_state(d, st, id, final, done, final == STORE_JOB_FAILED ? err : NULL);
+    log_event(LOGL_INFO, "job_end", "job=%lld state=%s done=%d total=%d", (long long)id,
+              store_job_state_name(final), done, job.total);
+    store_job_free(&job);
+}
+
+static void *device_main(void *arg)
+{
+    jdev *d = arg;
+    jobs *j = d->j;
+    store *st = NULL, *reader = NULL;
+    char err[ATTUNE_ERRLEN];
+    if (store_open(j->db_path, 0, &st, err, sizeof err) != 0 ||
+        store_open(j->db_path, 0, &reader, err, sizeof err) != 0) {
+        log_event(LOGL_ERROR, "job_thread_store_failed", "device=%s error=\"%s\"",
+                  d->dev.info.id, err);
+        store_close(st);
+        return NULL;
+    }
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        while (!j->stopping && d->qlen == 0)
+            pthread_cond_wait(&d->cv, &j->mu);
+        if (j->stopping)
+            break;
+        int64_t id = d->q[d->qhead];
+        d->qhead = (d->qhead + 1) % d->qcap;
+        d->qlen--;
+        jobs_view *v = find_job(j, id);
+        if (v == NULL || v->state != STORE_JOB_QUEUED)
+            continue; /* canceled while queued */
+        v->state = STORE_JOB_RUNNING;
+        d->running = id;
+        d->cancel = 0;
+        d->user_cancel = 0;
+        pthread_mutex_unlock(&j->mu);
+        run_job(d, st, reader, id);
+        pthread_mutex_lock(&j->mu);
+        d->running = 0;
+    }
+    pthread_mutex_unlock(&j->mu);
+    store_close(reader);
+    store_close(st);
+    return NULL;
+}
+
+int jobs_start(jobs *j)
+{
+    for (int i = 0; i < j->ndevs; i++) {
+        if (pthread_create(&j->devs[i].th, NULL, device_main, &j->devs[i]) != 0)
+            return ATTUNE_ENOMEM;
+        j->devs[i].started = 1;
+    }
+    return 0;
+}
+
+/* ---- requests (HTTP and DB worker threads) */
+
+static int room_locked(jobs *j, const char *device_id, jdev **out)
+{
+    jdev *d = find_dev(j, device_id);
+    if (d == NULL)
+        return ATTUNE_ENODEV;
+    if (j->stopping || d->qlen >= j->cfg.max_queued)
+        return ATTUNE_EBUSY;
+    *out = d;
+    return 0;
+}
+
+int jobs_check_room(jobs *j, const char *device_id)
+{
+    jdev *d;
+    pthread_mutex_lock(&j->mu);
+    int rc = room_locked(j, device_id, &d);
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+int jobs_submit(jobs *j, store *st, const char *device_id, const attn_shape *shapes, int n,
+                jobs_view *out)
+{
+    jdev *d;
+    int rc = jobs_check_room(j, device_id);
+    if (rc != 0)
+        return rc;
+    int64_t id = 0;
+    if ((rc = store_job_create(st, device_id, shapes, n, &id)) != 0)
+        return rc;
+    jobs_view v;
+    memset(&v, 0, sizeof v);
+    v.id = id;
+    snprintf(v.device_id, sizeof v.device_id, "%s", device_id);
+    v.state = STORE_JOB_QUEUED;
+    v.total = n;
+    v.created_at = v.updated_at = (int64_t)time(NULL);
+    pthread_mutex_lock(&j->mu);
+    rc = add_job(j, &v);
+    if (rc == 0 && (rc = room_locked(j, device_id, &d)) == 0)
+        rc = enqueue(d, id);
+    pthread_mutex_unlock(&j->mu);
+    if (rc != 0) {
+        /* the row exists: do not leave it queued for the next start */
+        store_job_update(st, id, STORE_JOB_FAILED, 0, "not queued: daemon busy or stopping");
+        pthread_mutex_lock(&j->mu);
+        jobs_view *pv = find_job(j, id);
+        if (pv != NULL)
+            pv->state = STORE_JOB_FAILED;
+        pthread_mutex_unlock(&j->mu);
+        return rc;
+    }
+    *out = v;
+    return 0;
+}
+
+int jobs_get(jobs *j, int64_t id, jobs_view *out)
+{
+    pthread_mutex_lock(&j->mu);
+    jobs_view *v = find_job(j, id);
+    if (v != NULL)
+        *out = *v;
+    pthread_mutex_unlock(&j->mu);
+    return v != NULL ? 0 : ATTUNE_ENOTFOUND;
+}
+
+int jobs_list(jobs *j, jobs_view **out, int *n)
+{
+    int rc = 0;
+    pthread_mutex_lock(&j->mu);
+    *out = malloc((j->ntab > 0 ? (size_t)j->ntab : 1) * sizeof **out);
+    if (*out == NULL) {
+        rc = ATTUNE_ENOMEM;
+        *n = 0;
+    } else {
+        memcpy(*out, j->tab, (size_t)j->ntab * sizeof **out);
+        *n = j->ntab;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out)
+{
+    int rc = 0, write = 0;
+    pthread_mutex_lock(&j->mu);
+    jobs_view *v = find_job(j, id);
+    if (v == NULL) {
+        pthread_mutex_unlock(&j->mu);
+        return ATTUNE_ENOTFOUND;
+    }
+    switch (v->state) {
+    case STORE_JOB_QUEUED:
+        /* the device thread skips it when popped: it checks the state */
+        v->state = STORE_JOB_CANCELED;
+        v->updated_at = (int64_t)time(NULL);
+        write = 1;
+        break;
+    case STORE_JOB_RUNNING: {
+        jdev *d = find_dev(j, v->device_id);
+        if (d != NULL && d->running == id) {
+            d->user_cancel = 1;
+            d->cancel = 1;
+        }
+        v->cancel_requested = 1;
+        break;
+    }
+    case STORE_JOB_CANCELED:
+        break;
+    default:
+        rc = ATTUNE_EINVAL; /* done or failed: nothing to cancel */
+        break;
+    }
+    *out = *v;
+    pthread_mutex_unlock(&j->mu);
+    if (write && store_job_update(st, id, STORE_JOB_CANCELED, out->done, NULL) != 0)
+        rc = ATTUNE_EDB;
+    return rc;
+}
+
+int jobs_any_for_device(jobs *j, const char *device_id)
+{
+    int any = 0;
+    pthread_mutex_lock(&j->mu);
+    for (int i = 0; i < j->ntab && !any; i++)
+        any = strcmp(j->tab[i].device_id, device_id) == 0;
+    pthread_mutex_unlock(&j->mu);
+    return any;
+}
+
+void jobs_counts(jobs *j, int counts[5])
+{
+    memset(counts, 0, 5 * sizeof counts[0]);
+    pthread_mutex_lock(&j->mu);
+    for (int i = 0; i < j->ntab; i++)
+        if ((unsigned)j->tab[i].state < 5)
+            counts[j->tab[i].state]++;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void jobs_stop(jobs *j)
+{
+    if (j == NULL)
+        return;
+    pthread_mutex_lock(&j->mu);
+    j->stopping = 1;
+    for (int i = 0; i < j->ndevs; i++) {
+        j->devs[i].cancel = 1; /* user_cancel kept: a DELETE still wins */
+        pthread_cond_signal(&j->devs[i].cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    for (int i = 0; i < j->ndevs; i++)
+        if (j->devs[i].started) {
+            pthread_join(j->devs[i].th, NULL);
+            j->devs[i].started = 0;
+        }
+}
+
+void jobs_free(jobs *j)
+{
+    if (j == NULL)
+        return;
+    for (int i = 0; i < j->ndevs; i++) {
+        free(j->devs[i].q);
+        pthread_cond_destroy(&j->devs[i].cv);
+    }
+    free(j->devs);
+    free(j->tab);
+    free(j->db_path);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}

@@ -1,0 +1,98 @@
+/* jobs.h -- tuning jobs: one worker thread per local device.
+ *
+ * A job is a row of the store (store_job_*) and an entry of an in-memory
+ * table that GET /v1/jobs reads without SQLite. Each device thread owns two
+ * store handles (one the tuner writes through, one to re-read a shape's
+ * rows for the lookup index after each committed measurement) and runs its
+ * device's jobs one at a time, oldest first.
+ *
+ * States: queued -> running -> done | failed | canceled. A DELETE cancels a
+ * queued job at once and a running one between tactics (tuner_opts.cancel);
+ * what was committed stays. Shutdown interrupts a running job the same way
+ * but leaves its row queued, with its progress, so the next start resumes
+ * it (the tuner skips measurements already committed). */
+#ifndef ATTUNED_JOBS_H
+#define ATTUNED_JOBS_H
+
+#include "../db/store.h"
+#include "../tuner/select.h"
+#include "index.h"
+
+/* Queued jobs per device before POST /v1/tune answers 503. */
+#define JOBS_MAX_QUEUED 64
+/* Shapes in one job (POST /v1/tune), as a grid. */
+#define JOBS_MAX_SHAPES 4096
+
+typedef struct jobs jobs;
+
+typedef struct jobs_config {
+    const char *db_path;          /* each thread opens its own handles */
+    const attn_device *devices;   /* local devices: one thread each (copied) */
+    int ndevices;
+    index_state *ix;              /* refreshed after each measurement */
+    const select_policy *policy;  /* the tuner's; NULL: defaults */
+    double budget_ms;             /* tuner timing budget per tactic; <= 0: default */
+    int max_queued;               /* per device; <= 0: JOBS_MAX_QUEUED */
+} jobs_config;
+
+typedef struct jobs_view {
+    int64_t id;
+    char device_id[64];
+    store_job_state state;
+    int done, total;              /* shapes */
+    int tactic_index, tactic_count; /* running: position within the shape */
+    int cancel_requested;
+    int64_t created_at, updated_at;
+    char error[256];
+} jobs_view;
+
+/* New job table (no threads yet). 0 or ATTUNE_ENOMEM. */
+int jobs_new(const jobs_config *cfg, jobs **out);
+
+/* Load every job row from st. Queued and running rows of local devices are
+ * queued again (running ones written back as queued); those of devices not
+ * on this host are marked failed. *requeued: how many. Call before
+ * jobs_start. */
+int jobs_load(jobs *j, store *st, int *requeued);
+
+/* Start the device threads. 0 or ATTUNE_ENOMEM (threads already started
+ * are stopped by jobs_stop). */
+int jobs_start(jobs *j);
+
+/* 0 when device_id is a local device with room in its queue, ATTUNE_ENODEV
+ * when it is not local, ATTUNE_EBUSY when its queue is full or the daemon
+ * is stopping. */
+int jobs_check_room(jobs *j, const char *device_id);
+
+/* Create a job row through st (the caller's handle) and queue it.
+ * 0 (view in *out), ATTUNE_ENODEV, ATTUNE_EBUSY, ATTUNE_EDB. */
+int jobs_submit(jobs *j, store *st, const char *device_id, const attn_shape *shapes, int n,
+                jobs_view *out);
+
+/* Copy of job id. 0 or ATTUNE_ENOTFOUND. */
+int jobs_get(jobs *j, int64_t id, jobs_view *out);
+
+/* Copy of every job, oldest first; *out malloc'd. */
+int jobs_list(jobs *j, jobs_view **out, int *n);
+
+/* Cancel job id: a queued one becomes canceled now (row written through
+ * st), a running one is asked to stop after the tactic in flight
+ * (cancel_requested). Returns 0 with the job's view after the call, or
+ * ATTUNE_ENOTFOUND, ATTUNE_EINVAL (already done or failed; view filled),
+ * ATTUNE_EDB. Canceling a canceled job is 0. */
+int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
+
+/* 1 when any job (any state) exists for device_id. */
+int jobs_any_for_device(jobs *j, const char *device_id);
+
+/* Jobs by state (index: store_job_state). */
+void jobs_counts(jobs *j, int counts[5]);
+
+/* Stop: refuse new jobs, interrupt running ones between tactics (rows left
+ * queued for the next start), join the threads. */
+void jobs_stop(jobs *j);
+
+/* Free (after jobs_stop). NULL is a no-op. */
+void jobs_free(jobs *j);
+
+#endif

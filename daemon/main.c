@@ -1,0 +1,358 @@
+/* main.c -- attuned: arguments, start-up, signals, orderly shutdown.
+ *
+ * Threads: main (waits for signals), the HTTP pool (libmicrohttpd), the DB
+ * worker (store work of requests), one tuning thread per local device.
+ * Signals are blocked everywhere and taken synchronously by main with
+ * sigwait(), so no handler runs in an arbitrary thread. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../tuner/grid.h"
+#include "attuned.h"
+#include "log.h"
+#include "metrics.h"
+#include "sdnotify.h"
+
+static const char usage_text[] =
+    "usage: attuned [options]\n"
+    "\n"
+    "attune's daemon: serves tuned attention tactics over HTTP (API v1, see\n"
+    "docs/api.md) and runs tuning jobs on this host's devices.\n"
+    "\n"
+    "  --port N             TCP port (default 7373; 0 picks a free one, logged)\n"
+    "  --bind ADDR          IPv4/IPv6 address to listen on (default 127.0.0.1)\n"
+    "  --db PATH            SQLite database (default ./var/attune.db; its\n"
+    "                       directory is created)\n"
+    "  --token-file PATH    bearer token of POST/DELETE routes (default:\n"
+    "                       $CREDENTIALS_DIRECTORY/token when that exists, else\n"
+    "                       'token' beside the database); created 0600 with 32\n"
+    "                       random bytes as hex when missing\n"
+    "  --no-default-grid    do not tune anything at first start\n"
+    "  --default-grid FILE  grid tuned on the CPU at first start, i.e. when the\n"
+    "                       database has no measurement and no job for it\n"
+    "                       (default grids/cpu-small.json, relative to the\n"
+    "                       working directory; skipped with a warning if absent)\n"
+    "  --default-grid-gpu FILE  the same for each CUDA device\n"
+    "                       (default grids/default.json)\n"
+    "  --allow-host NAME    accept this Host header besides localhost, 127.0.0.1\n"
+    "                       and [::1] (repeatable, up to 16; the --bind address\n"
+    "                       is accepted too)\n"
+    "  --threads N          HTTP thread pool size (default 4)\n"
+    "  --max-connections N  simultaneous connections (default 512)\n"
+    "  --timeout S          idle connection timeout in seconds (default 30)\n"
+    "  --tune-budget-ms MS  tuner time budget per tactic (default: the tuner's)\n"
+    "  --log FILE           log to FILE instead of stderr; SIGHUP reopens it\n"
+    "  --verbose            log every request (default: errors and events)\n"
+    "  --version            print the version\n"
+    "  --help               this text\n"
+    "\n"
+    "SIGTERM/SIGINT stop cleanly: running tuning stops after the tactic in\n"
+    "flight and resumes at the next start. Under systemd (Type=notify) READY=1\n"
+    "is sent once the port is open.\n";
+
+enum {
+    OPT_PORT = 256, OPT_BIND, OPT_DB, OPT_TOKEN, OPT_NOGRID, OPT_GRID, OPT_GRID_GPU,
+    OPT_ALLOW, OPT_THREADS, OPT_MAXCONN, OPT_TIMEOUT, OPT_BUDGET, OPT_LOG, OPT_VERBOSE,
+    OPT_VERSION, OPT_HELP
+};
+
+/* Parse a decimal int in [min, max] that fills the whole string. */
+static int parse_int(const char *s, long min, long max, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, attuned_config *c)
+{
+    static const struct option opts[] = {
+        {"port", required_argument, NULL, OPT_PORT},
+        {"bind", required_argument, NULL, OPT_BIND},
+        {"db", required_argument, NULL, OPT_DB},
+        {"token-file", required_argument, NULL, OPT_TOKEN},
+        {"no-default-grid", no_argument, NULL, OPT_NOGRID},
+        {"default-grid", required_argument, NULL, OPT_GRID},
+        {"default-grid-gpu", required_argument, NULL, OPT_GRID_GPU},
+        {"allow-host", required_argument, NULL, OPT_ALLOW},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"max-connections", required_argument, NULL, OPT_MAXCONN},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"tune-budget-ms", required_argument, NULL, OPT_BUDGET},
+        {"log", required_argument, NULL, OPT_LOG},
+        {"verbose", no_argument, NULL, OPT_VERBOSE},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0}};
+    c->port = 7373;
+    c->bind = "127.0.0.1";
+    c->db_path = "./var/attune.db";
+    c->default_grid = "grids/cpu-small.json";
+    c->default_grid_gpu = "grids/default.json";
+    c->threads = 4;
+    c->max_connections = 512;
+    c->timeout_s = 30;
+    int ch, budget;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (ch) {
+        case OPT_PORT: if (parse_int(optarg, 0, 65535, &c->port)) bad = "--port"; break;
+        case OPT_BIND: c->bind = optarg; break;
+        case OPT_DB: c->db_path = optarg; break;
+        case OPT_TOKEN: c->token_file = optarg; break;
+        case OPT_NOGRID: c->no_default_grid = 1; break;
+        case OPT_GRID: c->default_grid = optarg; break;
+        case OPT_GRID_GPU: c->default_grid_gpu = optarg; break;
+        case OPT_ALLOW:
+            if (c->nallow_hosts == ATTUNED_MAX_ALLOW_HOSTS)
+                bad = "--allow-host (too many)";
+            else
+                c->allow_hosts[c->nallow_hosts++] = optarg;
+            break;
+        case OPT_THREADS: if (parse_int(optarg, 1, 256, &c->threads)) bad = "--threads"; break;
+        case OPT_MAXCONN:
+            if (parse_int(optarg, 1, 65536, &c->max_connections))
+                bad = "--max-connections";
+            break;
+        case OPT_TIMEOUT: if (parse_int(optarg, 1, 3600, &c->timeout_s)) bad = "--timeout"; break;
+        case OPT_BUDGET:
+            if (parse_int(optarg, 1, 600000, &budget))
+                bad = "--tune-budget-ms";
+            else
+                c->tune_budget_ms = budget;
+            break;
+        case OPT_LOG: c->log_path = optarg; break;
+        case OPT_VERBOSE: c->verbose = 1; break;
+        case OPT_VERSION: printf("attuned %s\n", ATTUNE_VERSION); exit(0);
+        case OPT_HELP: fputs(usage_text, stdout); exit(0);
+        default:
+            fprintf(stderr, "attuned: unknown or incomplete option '%s'\n%s",
+                    argv[optind - 1], usage_text);
+            return -1;
+        }
+        if (bad != NULL) {
+            fprintf(stderr, "attuned: bad value '%s' for %s\n", optarg, bad);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "attuned: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (c->threads > 1 && c->max_connections < c->threads)
+        c->max_connections = c->threads; /* MHD splits the limit across the pool */
+    /* the bound address is a fine Host too (bound to a LAN address, say) */
+    if (strcmp(c->bind, "0.0.0.0") != 0 && strcmp(c->bind, "::") != 0)
+        c->allow_hosts[c->nallow_hosts++] = c->bind;
+    return 0;
+}
+
+/* mkdir -p of the directory holding path. */
+static int make_parent_dirs(const char *path)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return ATTUNE_EINVAL;
+    char *slash = strrchr(buf, '/');
+    if (slash == NULL || slash == buf)
+        return 0;
+    *slash = 0;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0750) != 0 && errno != EEXIST)
+            return ATTUNE_EIO;
+        *p = '/';
+    }
+    if (mkdir(buf, 0750) != 0 && errno != EEXIST)
+        return ATTUNE_EIO;
+    return 0;
+}
+
+/* First start: queue the default grid on each local device that has
+ * neither measurements nor jobs. */
+static void queue_default_grids(attuned *d, store *st)
+{
+    for (int i = 0; i < d->ndevices; i++) {
+        const attn_device *dev = &d->devices[i];
+        index_device_view v;
+        if (index_device_find(d->ix, dev->info.id, &v) != 0 || v.nmeasurements > 0 ||
+            jobs_any_for_device(d->jobs, dev->info.id))
+            continue;
+        const char *path = strcmp(dev->info.kind, "cpu") == 0 ? d->cfg.default_grid
+                                                               : d->cfg.default_grid_gpu;
+        attn_shape *shapes = NULL;
+        int n = 0;
+        char err[ATTUNE_ERRLEN];
+        int rc = grid_load(path, &shapes, &n, err, sizeof err);
+        if (rc != 0) {
+            log_event(LOGL_WARN, "default_grid_skipped", "device=%s grid=\"%s\" error=\"%s\"",
+                      dev->info.id, path, err);
+            continue;
+        }
+        jobs_view jv;
+        rc = jobs_submit(d->jobs, st, dev->info.id, shapes, n, &jv);
+        free(shapes);
+        if (rc != 0)
+            log_event(LOGL_WARN, "default_grid_failed", "device=%s error=\"%s\"",
+                      dev->info.id, attune_strerror(rc));
+        else
+            log_event(LOGL_INFO, "default_grid_queued", "device=%s grid=\"%s\" job=%lld "
+                      "shapes=%d", dev->info.id, path, (long long)jv.id, n);
+    }
+}
+
+/* DB worker tick: the database size for /metrics. */
+static void refresh_db_size(void *arg, store *st)
+{
+    (void)arg;
+    metrics_set_db_size(store_size_bytes(st));
+}
+
+int main(int argc, char **argv)
+{
+    static attuned d; /* large (device table): not on the stack */
+    store *st = NULL;
+    char err[ATTUNE_ERRLEN];
+    int rc, exit_code = 1;
+
+    if (parse_args(argc, argv, &d.cfg) != 0)
+        return 2;
+    if (d.cfg.log_path != NULL && log_open(d.cfg.log_path) != 0) {
+        fprintf(stderr, "attuned: cannot open log file %s: %s\n", d.cfg.log_path,
+                strerror(errno));
+        return 1;
+    }
+    log_set_level(d.cfg.verbose ? LOGL_DEBUG : LOGL_INFO);
+
+    /* Signals: blocked in every thread (they inherit this mask), taken by
+     * sigwait below. SIGPIPE ignored: a client hanging up is not fatal. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    log_event(LOGL_INFO, "start", "version=%s db=\"%s\" pid=%ld", ATTUNE_VERSION,
+              d.cfg.db_path, (long)getpid());
+    if (make_parent_dirs(d.cfg.db_path) != 0) {
+        log_event(LOGL_ERROR, "db_dir_failed", "db=\"%s\" error=\"%s\"", d.cfg.db_path,
+                  strerror(errno));
+        goto out;
+    }
+    if ((rc = store_open(d.cfg.db_path, 1, &st, err, sizeof err)) != 0) {
+        log_event(LOGL_ERROR, "db_open_failed", "db=\"%s\" error=\"%s\"", d.cfg.db_path, err);
+        goto out;
+    }
+
+    char token_path[PATH_MAX];
+    int loose = 0;
+    if ((rc = auth_token_load(d.cfg.token_file, d.cfg.db_path, d.token, token_path,
+                              sizeof token_path, &loose, err, sizeof err)) != 0) {
+        log_event(LOGL_ERROR, "token_failed", "error=\"%s\"", err);
+        goto out;
+    }
+    if (loose)
+        log_event(LOGL_WARN, "token_file_readable", "path=\"%s\" hint=\"chmod 600\"",
+                  token_path);
+    log_event(LOGL_INFO, "token", "path=\"%s\"", token_path);
+
+    int n = attn_devices(d.devices, ATTUNED_MAX_DEVICES);
+    d.ndevices = n < ATTUNED_MAX_DEVICES ? n : ATTUNED_MAX_DEVICES;
+    for (int i = 0; i < d.ndevices; i++)
+        log_event(LOGL_INFO, "device", "id=%s kind=%s name=\"%s\" stack=%s",
+                  d.devices[i].info.id, d.devices[i].info.kind, d.devices[i].info.name,
+                  d.devices[i].stack.id);
+
+    select_policy policy;
+    select_policy_default(&policy);
+    if ((d.ix = index_new(&policy)) == NULL)
+        goto out;
+    if ((rc = attuned_load_index(&d, st)) != 0) {
+        log_event(LOGL_ERROR, "index_load_failed", "error=\"%s\"", attune_strerror(rc));
+        goto out;
+    }
+    int nlocal, nfleet;
+    int64_t nmeas;
+    index_stats(d.ix, &nlocal, &nfleet, &nmeas);
+    log_event(LOGL_INFO, "index_loaded", "local=%d fleet=%d measurements=%lld", nlocal,
+              nfleet, (long long)nmeas);
+
+    jobs_config jc = {.db_path = d.cfg.db_path, .devices = d.devices,
+                      .ndevices = d.ndevices, .ix = d.ix, .policy = &policy,
+                      .budget_ms = d.cfg.tune_budget_ms};
+    if ((rc = jobs_new(&jc, &d.jobs)) != 0)
+        goto out;
+    int requeued = 0;
+    if ((rc = jobs_load(d.jobs, st, &requeued)) != 0) {
+        log_event(LOGL_ERROR, "jobs_load_failed", "error=\"%s\"", attune_strerror(rc));
+        goto out;
+    }
+    if (requeued > 0)
+        log_event(LOGL_INFO, "jobs_resumed", "count=%d", requeued);
+    if (!d.cfg.no_default_grid)
+        queue_default_grids(&d, st);
+    if ((rc = jobs_start(d.jobs)) != 0)
+        goto out;
+
+    if ((rc = worker_start(st, refresh_db_size, NULL, 10, &d.worker)) != 0)
+        goto out;
+    st = NULL; /* the worker owns it now */
+
+    if ((rc = server_start(&d, err, sizeof err)) != 0) {
+        log_event(LOGL_ERROR, "listen_failed", "error=\"%s\"", err);
+        goto out;
+    }
+    sdnotify_send("READY=1");
+    log_event(LOGL_INFO, "ready", "url=http://%s%s%s:%d/", strchr(d.cfg.bind, ':') ? "[" : "",
+              d.cfg.bind, strchr(d.cfg.bind, ':') ? "]" : "", d.bound_port);
+
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&sigs, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            log_event(LOGL_INFO, "reopen_log", NULL);
+            if (log_reopen() != 0)
+                log_event(LOGL_ERROR, "reopen_log_failed", "path=\"%s\"",
+                          d.cfg.log_path ? d.cfg.log_path : "");
+            continue;
+        }
+        log_event(LOGL_INFO, "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
+        break;
+    }
+    exit_code = 0;
+
+out:
+    /* Order: no new connections; the DB worker drains (resuming every
+     * suspended connection, new deferrals answered 503); HTTP threads
+     * joined; tuning interrupted between tactics and joined; stores
+     * closed by their threads. */
+    sdnotify_send("STOPPING=1");
+    atomic_store(&d.stopping, 1);
+    server_quiesce(&d);
+    worker_stop(d.worker);
+    server_stop(&d);
+    jobs_stop(d.jobs);
+    jobs_free(d.jobs);
+    index_free(d.ix);
+    store_close(st);
+    log_event(exit_code == 0 ? LOGL_INFO : LOGL_ERROR, "exit", "code=%d", exit_code);
+    log_close();
+    return exit_code;
+}

@@ -1,0 +1,852 @@
+/* routes.c -- the route table of API v1 and its handlers.
+ *
+ * One static table {method, path, handler} ending in a 404 row; one access
+ * handler looks the route up, checks Host, token and body size, gathers
+ * the body, and calls the handler. Per-request state lives in *req_cls and
+ * is freed in routes_completed. Handlers never block: lookups read the
+ * in-memory index; anything that touches SQLite is deferred to the DB
+ * worker (http_defer). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../common/shape_json.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+
+typedef enum MHD_Result (*handler_fn)(req *r, const char *url);
+
+typedef struct route {
+    const char *method;   /* NULL: the final 404 row */
+    const char *path;
+    int prefix;           /* path is a prefix: "/v1/jobs/" + ID */
+    int auth;             /* needs Authorization: Bearer <token> */
+    size_t body_max;      /* 0: the route takes no body */
+    handler_fn fn;
+    const char *label;    /* metrics label */
+} route;
+
+static enum MHD_Result h_health(req *r, const char *url);
+static enum MHD_Result h_devices(req *r, const char *url);
+static enum MHD_Result h_tactic(req *r, const char *url);
+static enum MHD_Result h_results(req *r, const char *url);
+static enum MHD_Result h_tune(req *r, const char *url);
+static enum MHD_Result h_jobs_list(req *r, const char *url);
+static enum MHD_Result h_job_get(req *r, const char *url);
+static enum MHD_Result h_job_cancel(req *r, const char *url);
+static enum MHD_Result h_export(req *r, const char *url);
+static enum MHD_Result h_import(req *r, const char *url);
+static enum MHD_Result h_metrics(req *r, const char *url);
+static enum MHD_Result h_not_found(req *r, const char *url);
+
+static const route routes[] = {
+    {"GET", "/v1/health", 0, 0, 0, h_health, "/v1/health"},
+    {"GET", "/v1/devices", 0, 0, 0, h_devices, "/v1/devices"},
+    {"GET", "/v1/tactic", 0, 0, 0, h_tactic, "/v1/tactic"},
+    {"GET", "/v1/results", 0, 0, 0, h_results, "/v1/results"},
+    {"POST", "/v1/tune", 0, 1, ATTUNED_TUNE_BODY_MAX, h_tune, "/v1/tune"},
+    {"GET", "/v1/jobs", 0, 0, 0, h_jobs_list, "/v1/jobs"},
+    {"GET", "/v1/jobs/", 1, 0, 0, h_job_get, "/v1/jobs/ID"},
+    {"DELETE", "/v1/jobs/", 1, 1, 0, h_job_cancel, "/v1/jobs/ID"},
+    {"GET", "/v1/export", 0, 0, 0, h_export, "/v1/export"},
+    {"POST", "/v1/import", 0, 1, ATTUNED_IMPORT_BODY_MAX, h_import, "/v1/import"},
+    {"GET", "/metrics", 0, 0, 0, h_metrics, "/metrics"},
+    {NULL, NULL, 0, 0, 0, h_not_found, "unmatched"},
+};
+#define NROUTES ((int)(sizeof routes / sizeof routes[0]))
+#define ROW_NOT_FOUND (NROUTES - 1)
+#define ROW_TACTIC 2
+
+void routes_init(void)
+{
+    /* label sets of attune_http_requests_total: method and route */
+    static char labels[NROUTES][96];
+    static const char *ptrs[NROUTES];
+    for (int i = 0; i < NROUTES; i++) {
+        snprintf(labels[i], sizeof labels[i], "method=\"%s\",route=\"%s\"",
+                 routes[i].method ? routes[i].method : "any", routes[i].label);
+        ptrs[i] = labels[i];
+    }
+    metrics_init(ptrs, NROUTES);
+}
+
+static int path_matches(const route *rt, const char *url)
+{
+    if (rt->prefix)
+        return strncmp(url, rt->path, strlen(rt->path)) == 0;
+    return strcmp(url, rt->path) == 0;
+}
+
+/* ---- small JSON helpers */
+
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* Variant and pad of a canonical tactic, for the answers' convenience
+ * fields; unparsable text (an imported oddity) gives variant = prefix. */
+static void tactic_parts(const char *tactic, char *variant, size_t vlen, int *pad)
+{
+    attn_tactic t;
+    *pad = 0;
+    if (attn_tactic_parse(tactic, &t, NULL, 0) == 0) {
+        snprintf(variant, vlen, "%s", attn_variant_name(t.variant));
+        *pad = t.pad;
+        return;
+    }
+    size_t n = strcspn(tactic, "/");
+    snprintf(variant, vlen, "%.*s", (int)n, tactic);
+}
+
+static json_t *device_json(const index_device_view *v)
+{
+    char cc[16];
+    snprintf(cc, sizeof cc, "%d.%d", v->info.cc_major, v->info.cc_minor);
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:i, s:i, "
+                     "s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:b, s:i, s:I}",
+                     "id", v->info.id, "index", v->info.index, "name", v->info.name,
+                     "kind", v->info.kind, "cc", cc, "sm_count", v->info.sm_count,
+                     "memory_mb", (json_int_t)v->info.memory_mb, "clock_mhz",
+                     v->info.clock_mhz, "mem_clock_mhz", v->info.mem_clock_mhz, "stack",
+                     "id", v->stack.id, "driver", v->stack.driver, "runtime",
+                     v->stack.runtime, "blas", v->stack.blas, "attune", v->stack.attune,
+                     "kernels", v->stack.kernels, "local", v->local, "shapes", v->nshapes,
+                     "measurements", (json_int_t)v->nmeasurements);
+}
+
+/* Resolve the device= argument; on failure the error is queued and
+ * *ret holds the handler's return value. */
+static int arg_device(req *r, const http_args *a, index_device_view *v, enum MHD_Result *ret)
+{
+    const char *spec = http_arg(a, "device");
+    if (spec == NULL) {
+        *ret = http_send_error(r, 400, "missing parameter 'device'");
+        return -1;
+    }
+    if (strlen(spec) > 128 || index_device_find(r->d->ix, spec, v) != 0) {
+        *ret = http_send_error(r, 404, "unknown device '%.64s' (see GET /v1/devices)", spec);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- GET /v1/health, /v1/devices, /metrics */
+
+static enum MHD_Result h_health(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    http_args a;
+    static const char *const allowed[] = {NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    return http_send_json(r, 200, json_pack("{s:s, s:s, s:i}", "status",
+                                            atomic_load(&r->d->stopping) ? "stopping" : "ok",
+                                            "version", ATTUNE_VERSION, "devices",
+                                            r->d->ndevices));
+}
+
+static enum MHD_Result h_devices(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    http_args a;
+    static const char *const allowed[] = {NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    index_device_view *v = NULL;
+    int n = 0;
+    if (index_devices(r->d->ix, &v, &n) != 0)
+        return http_send_error(r, 500, "out of memory");
+    json_t *arr = json_array();
+    for (int i = 0; i < n && arr != NULL; i++)
+        if (json_array_append_new(arr, device_json(&v[i])) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    free(v);
+    if (arr == NULL)
+        return http_send_error(r, 500, "out of memory");
+    return http_send_json(r, 200, json_pack("{s:o}", "devices", arr));
+}
+
+static enum MHD_Result h_metrics(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    http_args a;
+    static const char *const allowed[] = {NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    metrics_snapshot snap;
+    memset(&snap, 0, sizeof snap);
+    jobs_counts(r->d->jobs, snap.jobs);
+    index_stats(r->d->ix, &snap.devices_local, &snap.devices_fleet, &snap.index_measurements);
+    char *text = NULL;
+    size_t len = 0;
+    if (metrics_render(&snap, &text, &len) != 0)
+        return http_send_error(r, 500, "out of memory");
+    return http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL,
+                     NULL);
+}
+
+/* ---- GET /v1/tactic */
+
+static const char *const shape_args[] = {"device", "shape", "b", "hq", "hkv", "sq",
+                                         "skv", "d", "dtype", "causal", "max_rel_err",
+                                         NULL};
+
+static enum MHD_Result h_tactic(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    enum MHD_Result ret;
+    http_args a;
+    index_device_view dev;
+    attn_shape s;
+    if (http_args_get(r->conn, shape_args, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    if (arg_device(r, &a, &dev, &ret) != 0)
+        return ret;
+    if (http_args_shape(&a, &s, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    double mre = 0;
+    const char *mv = http_arg(&a, "max_rel_err");
+    if (mv != NULL) {
+        char *end;
+        errno = 0;
+        mre = strtod(mv, &end);
+        if (end == mv || *end != 0 || errno == ERANGE || !isfinite(mre) || mre <= 0 ||
+            mre > 1)
+            return http_send_error(r, 400, "max_rel_err='%.32s' must be a number in (0, 1]",
+                                   mv);
+    }
+    index_answer ans;
+    if (index_lookup(r->d->ix, dev.info.id, &s, mre, &ans) != 0)
+        return http_send_error(r, 404, "unknown device '%.64s'", dev.info.id);
+
+    char key[ATTN_SHAPE_KEY_MAX], variant[32];
+    int pad;
+    attn_shape_key(&s, key, sizeof key);
+    const char *tactic = ans.source == INDEX_DEFAULT ? INDEX_DEFAULT_TACTIC : ans.m.tactic;
+    tactic_parts(tactic, variant, sizeof variant, &pad);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:b, s:s}", "device", dev.info.id,
+                          "shape", key, "tactic", tactic, "variant", variant, "pad", pad,
+                          "source", index_source_name(ans.source), "stale", ans.stale,
+                          "stack", ans.stack_id);
+    if (o == NULL)
+        return http_send_error(r, 500, "out of memory");
+    if (ans.source == INDEX_DEFAULT) {
+        json_object_set_new(o, "time_us", json_null());
+        json_object_set_new(o, "rel_err", json_null());
+        json_object_set_new(o, "max_abs_err", json_null());
+    } else {
+        json_object_set_new(o, "time_us", jnum(ans.m.time_us));
+        json_object_set_new(o, "time_us_copies", jnum(ans.m.time_us_copies));
+        json_object_set_new(o, "rel_err", jnum(ans.m.rel_err));
+        json_object_set_new(o, "max_abs_err", jnum(ans.m.max_abs_err));
+        json_object_set_new(o, "measured_stack", json_string(ans.m.stack_id));
+    }
+    if (ans.source == INDEX_NEAREST) {
+        json_object_set_new(o, "from_shape", json_string(ans.from_key));
+        json_object_set_new(o, "distance", json_real(ans.distance));
+    }
+    if (mre > 0)
+        json_object_set_new(o, "max_rel_err", json_real(mre));
+    ret = http_send_json(r, 200, o);
+    metrics_lookup((int)ans.source, req_elapsed(r));
+    return ret;
+}
+
+/* ---- GET /v1/results */
+
+static json_t *measurement_json(const store_measurement *m, const char *cur_stack)
+{
+    char variant[32];
+    int pad;
+    tactic_parts(m->tactic, variant, sizeof variant, &pad);
+    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:b, s:s, s:s, s:i, s:s, s:s, s:I}",
+                          "tactic", m->tactic, "variant", variant, "pad", pad, "n", m->n,
+                          "status", store_status_name(m->status), "stack", m->stack_id,
+                          "stale", strcmp(m->stack_id, cur_stack) != 0, "mode", m->mode,
+                          "l2", m->l2, "rows_checked", m->rows_checked, "note", m->note,
+                          "host", m->host, "taken_at", (json_int_t)m->taken_at);
+    if (o == NULL)
+        return NULL;
+    json_object_set_new(o, "time_us", jnum(m->time_us));
+    json_object_set_new(o, "time_us_min", jnum(m->time_us_min));
+    json_object_set_new(o, "time_us_max", jnum(m->time_us_max));
+    json_object_set_new(o, "time_us_copies", jnum(m->time_us_copies));
+    json_object_set_new(o, "rel_err", jnum(m->rel_err));
+    json_object_set_new(o, "max_abs_err", jnum(m->max_abs_err));
+    json_object_set_new(o, "err_ratio", jnum(m->err_ratio));
+    return o;
+}
+
+static enum MHD_Result h_results(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    enum MHD_Result ret;
+    http_args a;
+    index_device_view dev;
+    attn_shape s;
+    static const char *const allowed[] = {"device", "shape", "b", "hq", "hkv", "sq",
+                                          "skv", "d", "dtype", "causal", NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    if (arg_device(r, &a, &dev, &ret) != 0)
+        return ret;
+    if (http_args_shape(&a, &s, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    store_measurement *m = NULL;
+    int n = 0;
+    char stack[24];
+    if (index_results(r->d->ix, dev.info.id, &s, &m, &n, stack) != 0)
+        return http_send_error(r, 500, "out of memory");
+    json_t *arr = json_array();
+    for (int i = 0; i < n && arr != NULL; i++)
+        if (json_array_append_new(arr, measurement_json(&m[i], stack)) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    free(m);
+    if (arr == NULL)
+        return http_send_error(r, 500, "out of memory");
+    char key[ATTN_SHAPE_KEY_MAX];
+    const select_policy *p = index_policy(r->d->ix);
+    return http_send_json(
+        r, 200,
+        json_pack("{s:s, s:s, s:s, s:f, s:f, s:o}", "device", dev.info.id, "shape",
+                  attn_shape_key(&s, key, sizeof key), "stack", stack, "max_rel_err",
+                  select_max_rel_err(p, s.dtype), "max_ratio",
+                  p->max_ratio > 0 ? p->max_ratio : SELECT_DEFAULT_RATIO, "measurements",
+                  arr));
+}
+
+/* ---- jobs */
+
+static json_t *job_json(const jobs_view *v)
+{
+    json_t *o = json_pack("{s:I, s:s, s:s, s:i, s:i, s:I, s:I}", "id", (json_int_t)v->id,
+                          "device", v->device_id, "state", store_job_state_name(v->state),
+                          "done", v->done, "total", v->total, "created_at",
+                          (json_int_t)v->created_at, "updated_at", (json_int_t)v->updated_at);
+    if (o == NULL)
+        return NULL;
+    if (v->state == STORE_JOB_RUNNING) {
+        json_object_set_new(o, "tactic_index", json_integer(v->tactic_index));
+        json_object_set_new(o, "tactic_count", json_integer(v->tactic_count));
+    }
+    if (v->cancel_requested)
+        json_object_set_new(o, "cancel_requested", json_true());
+    if (v->error[0] != 0)
+        json_object_set_new(o, "error", json_string(v->error));
+    return o;
+}
+
+/* Job id from "/v1/jobs/<id>": 1..2^63-1, digits only. 0 or -1. */
+static int parse_job_id(const char *url, int64_t *id)
+{
+    const char *p = url + strlen("/v1/jobs/");
+    size_t n = strlen(p);
+    if (n == 0 || n > 18)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+    *id = strtoll(p, NULL, 10);
+    return *id >= 1 ? 0 : -1;
+}
+
+static enum MHD_Result h_jobs_list(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    http_args a;
+    static const char *const allowed[] = {"state", "device", "limit", NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    int64_t limit = 100;
+    if (http_arg(&a, "limit") != NULL &&
+        http_arg_int(&a, "limit", 1, 10000, &limit, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    int state = -1;
+    const char *sv = http_arg(&a, "state");
+    if (sv != NULL) {
+        for (int s = 0; s < 5 && state < 0; s++)
+            if (strcmp(sv, store_job_state_name((store_job_state)s)) == 0)
+                state = s;
+        if (state < 0)
+            return http_send_error(r, 400, "unknown state '%.32s' (queued, running, done, "
+                                   "failed, canceled)", sv);
+    }
+    index_device_view dev;
+    const char *dv = http_arg(&a, "device");
+    if (dv != NULL && (strlen(dv) > 128 || index_device_find(r->d->ix, dv, &dev) != 0))
+        return http_send_error(r, 404, "unknown device '%.64s'", dv);
+    jobs_view *v = NULL;
+    int n = 0;
+    if (jobs_list(r->d->jobs, &v, &n) != 0)
+        return http_send_error(r, 500, "out of memory");
+    json_t *arr = json_array();
+    int shown = 0;
+    /* newest first, up to limit */
+    for (int i = n - 1; i >= 0 && arr != NULL && shown < limit; i--) {
+        if ((state >= 0 && (int)v[i].state != state) ||
+            (dv != NULL && strcmp(v[i].device_id, dev.info.id) != 0))
+            continue;
+        if (json_array_append_new(arr, job_json(&v[i])) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+        shown++;
+    }
+    free(v);
+    if (arr == NULL)
+        return http_send_error(r, 500, "out of memory");
+    return http_send_json(r, 200, json_pack("{s:o}", "jobs", arr));
+}
+
+static enum MHD_Result h_job_get(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    http_args a;
+    static const char *const allowed[] = {NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    int64_t id;
+    if (parse_job_id(url, &id) != 0)
+        return http_send_error(r, 400, "job id must be a positive integer");
+    jobs_view v;
+    if (jobs_get(r->d->jobs, id, &v) != 0)
+        return http_send_error(r, 404, "no job %lld", (long long)id);
+    return http_send_json(r, 200, job_json(&v));
+}
+
+static void work_cancel(req *r, store *st)
+{
+    jobs_view v;
+    int rc = jobs_cancel(r->d->jobs, st, r->job_id, &v);
+    if (rc == ATTUNE_ENOTFOUND)
+        req_error(r, 404, "no job %lld", (long long)r->job_id);
+    else if (rc == ATTUNE_EINVAL)
+        req_error(r, 409, "job %lld is already %s", (long long)r->job_id,
+                  store_job_state_name(v.state));
+    else if (rc != 0)
+        req_error(r, 500, "cannot cancel job %lld: %s", (long long)r->job_id,
+                  attune_strerror(rc));
+    else {
+        log_event(LOGL_INFO, "job_cancel", "job=%lld state=%s", (long long)v.id,
+                  store_job_state_name(v.state));
+        req_result(r, 200, job_json(&v));
+    }
+}
+
+static enum MHD_Result h_job_cancel(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    http_args a;
+    static const char *const allowed[] = {NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    if (parse_job_id(url, &r->job_id) != 0)
+        return http_send_error(r, 400, "job id must be a positive integer");
+    jobs_view v;
+    if (jobs_get(r->d->jobs, r->job_id, &v) != 0)
+        return http_send_error(r, 404, "no job %lld", (long long)r->job_id);
+    return http_defer(r, work_cancel);
+}
+
+/* ---- POST /v1/tune */
+
+static void work_tune(req *r, store *st)
+{
+    jobs_view v;
+    int rc = jobs_submit(r->d->jobs, st, r->device_id, r->shapes, r->nshapes, &v);
+    if (rc == ATTUNE_EBUSY) {
+        req_error(r, 503, "the job queue of device %s is full; retry later", r->device_id);
+        return;
+    }
+    if (rc != 0) {
+        req_error(r, 500, "cannot create the job: %s", attune_strerror(rc));
+        return;
+    }
+    log_event(LOGL_INFO, "job_queued", "job=%lld device=%s shapes=%d", (long long)v.id,
+              v.device_id, v.total);
+    snprintf(r->location, sizeof r->location, "/v1/jobs/%lld", (long long)v.id);
+    req_result(r, 202, json_pack("{s:I, s:s, s:s, s:i}", "job", (json_int_t)v.id, "state",
+                                 "queued", "device", v.device_id, "total", v.total));
+}
+
+/* Parse a request body as a JSON object; on failure the error is queued. */
+static json_t *body_object(req *r, enum MHD_Result *ret)
+{
+    if (r->len == 0) {
+        *ret = http_send_error(r, 400, "empty body: a JSON object is expected");
+        return NULL;
+    }
+    if (!http_json_depth_ok(r->body, r->len, ATTUNED_JSON_DEPTH_MAX)) {
+        *ret = http_send_error(r, 400, "JSON nested deeper than %d levels",
+                               ATTUNED_JSON_DEPTH_MAX);
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(r->body, r->len, JSON_REJECT_DUPLICATES, &je);
+    if (root == NULL) {
+        *ret = http_send_error(r, 400, "invalid JSON at line %d column %d: %.120s",
+                               je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        *ret = http_send_error(r, 400, "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static enum MHD_Result h_tune(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    enum MHD_Result ret;
+    http_args a;
+    static const char *const allowed[] = {NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    json_t *root = body_object(r, &ret);
+    if (root == NULL)
+        return ret;
+    const char *k;
+    json_t *val;
+    json_object_foreach(root, k, val) {
+        if (strcmp(k, "device") != 0 && strcmp(k, "shapes") != 0) {
+            ret = http_send_error(r, 400, "unknown key '%.32s' (expected device, shapes)", k);
+            goto out;
+        }
+    }
+    json_t *jd = json_object_get(root, "device");
+    char spec[32];
+    const char *devspec;
+    if (json_is_string(jd)) {
+        devspec = json_string_value(jd);
+    } else if (json_is_integer(jd) && json_integer_value(jd) >= 0 &&
+               json_integer_value(jd) < 1000000) {
+        snprintf(spec, sizeof spec, "%lld", (long long)json_integer_value(jd));
+        devspec = spec;
+    } else {
+        ret = http_send_error(r, 400, "'device' must be a string (cpu, ordinal, id, name)");
+        goto out;
+    }
+    index_device_view dev;
+    if (strlen(devspec) > 128 || index_device_find(r->d->ix, devspec, &dev) != 0) {
+        ret = http_send_error(r, 404, "unknown device '%.64s' (see GET /v1/devices)",
+                              devspec);
+        goto out;
+    }
+    if (!dev.local) {
+        ret = http_send_error(r, 400, "device %s is not on this host: it cannot be tuned "
+                              "here", dev.info.id);
+        goto out;
+    }
+    json_t *js = json_object_get(root, "shapes");
+    size_t ns = json_array_size(js);
+    if (!json_is_array(js) || ns == 0) {
+        ret = http_send_error(r, 400, "'shapes' must be a non-empty array of shapes");
+        goto out;
+    }
+    if (ns > JOBS_MAX_SHAPES) {
+        ret = http_send_error(r, 413, "%zu shapes in one job; at most %d", ns,
+                              JOBS_MAX_SHAPES);
+        goto out;
+    }
+    r->shapes = malloc(ns * sizeof *r->shapes);
+    if (r->shapes == NULL) {
+        ret = http_send_error(r, 500, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        json_t *sj = json_array_get(js, i);
+        if (!json_is_object(sj)) {
+            ret = http_send_error(r, 400, "shapes[%zu] must be an object", i);
+            goto out;
+        }
+        if (shape_json_parse(sj, 0, &r->shapes[i], err, sizeof err) != 0) {
+            ret = http_send_error(r, 400, "shapes[%zu]: %s", i, err);
+            goto out;
+        }
+    }
+    r->nshapes = (int)ns;
+    int rc = jobs_check_room(r->d->jobs, dev.info.id);
+    if (rc != 0) {
+        ret = http_send_error(r, 503, "the job queue of device %s is full; retry later",
+                              dev.info.id);
+        goto out;
+    }
+    snprintf(r->device_id, sizeof r->device_id, "%s", dev.info.id);
+    ret = http_defer(r, work_tune);
+out:
+    json_decref(root);
+    return ret;
+}
+
+/* ---- GET /v1/export, POST /v1/import */
+
+static void work_export(req *r, store *st)
+{
+    char *json = NULL;
+    int rc = store_export(st, r->device_id, &json);
+    if (rc != 0) {
+        req_error(r, 500, "export failed: %s", attune_strerror(rc));
+        return;
+    }
+    req_result_text(r, 200, json, strlen(json));
+}
+
+static enum MHD_Result h_export(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    enum MHD_Result ret;
+    http_args a;
+    index_device_view dev;
+    static const char *const allowed[] = {"device", NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    if (arg_device(r, &a, &dev, &ret) != 0)
+        return ret;
+    snprintf(r->device_id, sizeof r->device_id, "%s", dev.info.id);
+    return http_defer(r, work_export);
+}
+
+static void work_import(req *r, store *st)
+{
+    char err[ATTUNE_ERRLEN] = "";
+    store_import_stats stats;
+    memset(&stats, 0, sizeof stats);
+    int rc = store_import(st, r->body, r->len, &stats, err, sizeof err);
+    if (rc == ATTUNE_ETOOBIG) {
+        req_error(r, 413, "fleet table rejected: %s", err[0] ? err : attune_strerror(rc));
+        return;
+    }
+    if (rc == ATTUNE_EFORMAT || rc == ATTUNE_EVERSION || rc == ATTUNE_EINVAL) {
+        req_error(r, 400, "fleet table rejected: %s", err[0] ? err : attune_strerror(rc));
+        return;
+    }
+    if (rc != 0) {
+        req_error(r, 500, "import failed: %s", err[0] ? err : attune_strerror(rc));
+        return;
+    }
+    /* the index follows the store: every device, since a table may carry
+     * rows of devices it already knew */
+    attn_device_info *infos = NULL;
+    attn_stack *stacks = NULL;
+    int n = 0;
+    if (store_devices_list(st, &infos, &stacks, &n) == 0) {
+        for (int i = 0; i < n; i++)
+            attuned_load_device(r->d, st, infos[i].id);
+    }
+    free(infos);
+    free(stacks);
+    log_event(LOGL_INFO, "import", "devices=%d stacks=%d measurements=%d skipped=%d",
+              stats.devices, stats.stacks, stats.measurements, stats.skipped);
+    req_result(r, 200, json_pack("{s:{s:i, s:i, s:i, s:i}}", "imported", "devices",
+                                 stats.devices, "stacks", stats.stacks, "measurements",
+                                 stats.measurements, "skipped", stats.skipped));
+}
+
+static enum MHD_Result h_import(req *r, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    http_args a;
+    static const char *const allowed[] = {NULL};
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    if (r->len == 0)
+        return http_send_error(r, 400, "empty body: a fleet table is expected");
+    if (!http_json_depth_ok(r->body, r->len, ATTUNED_JSON_DEPTH_MAX))
+        return http_send_error(r, 400, "JSON nested deeper than %d levels",
+                               ATTUNED_JSON_DEPTH_MAX);
+    return http_defer(r, work_import);
+}
+
+static enum MHD_Result h_not_found(req *r, const char *url)
+{
+    return http_send_error(r, 404, "no route for %.100s", url);
+}
+
+/* ---- the access handler */
+
+/* Grow r's body buffer to hold need bytes, charging the global budget. */
+static int body_reserve(req *r, size_t need)
+{
+    if (need <= r->cap)
+        return 0;
+    size_t cap = r->cap ? r->cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    if (cap > r->limit)
+        cap = r->limit;
+    size_t delta = cap - r->cap;
+    long long before = atomic_fetch_add(&r->d->body_bytes, (long long)delta);
+    if (before + (long long)delta > (long long)ATTUNED_BODY_BUDGET) {
+        atomic_fetch_sub(&r->d->body_bytes, (long long)delta);
+        return 503;
+    }
+    char *b = realloc(r->body, cap);
+    if (b == NULL) {
+        atomic_fetch_sub(&r->d->body_bytes, (long long)delta);
+        return 503;
+    }
+    r->body = b;
+    r->cap = cap;
+    r->reserved += delta;
+    return 0;
+}
+
+static enum MHD_Result reject_body(req *r, unsigned status)
+{
+    if (status == 413)
+        return http_send_error(r, 413, "request body too large (at most %zu bytes here)",
+                               r->limit);
+    return http_send_error(r, 503, "too many request bodies in flight; retry later");
+}
+
+/* First call for a request: route, Host, token, declared body size. */
+static enum MHD_Result first_call(req *r, const char *url, const char *method)
+{
+    attuned *d = r->d;
+    int row = -1, path_row = -1;
+    for (int i = 0; routes[i].method != NULL; i++)
+        if (path_matches(&routes[i], url)) {
+            if (path_row < 0)
+                path_row = i;
+            if (strcmp(method, routes[i].method) == 0) {
+                row = i;
+                break;
+            }
+        }
+    r->route = row >= 0 ? row : (path_row >= 0 ? path_row : ROW_NOT_FOUND);
+
+    const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                   MHD_HTTP_HEADER_HOST);
+    if (host == NULL)
+        return http_send_error(r, 400, "missing Host header");
+    if (!auth_host_allowed(host, d->cfg.allow_hosts, d->cfg.nallow_hosts))
+        return http_send_error(r, 403, "Host '%.64s' is not allowed (see --allow-host)",
+                               host);
+    if (row < 0 && path_row >= 0) {
+        char allow[64] = "";
+        for (int i = 0; routes[i].method != NULL; i++)
+            if (path_matches(&routes[i], url) && strstr(allow, routes[i].method) == NULL)
+                snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
+                         allow[0] ? ", " : "", routes[i].method);
+        json_t *o = json_pack("{s:s}", "error", "method not allowed on this route");
+        char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        if (text == NULL)
+            return MHD_NO;
+        return http_send(r, 405, "application/json", text, strlen(text),
+                         MHD_HTTP_HEADER_ALLOW, allow);
+    }
+    if (row < 0)
+        return routes[ROW_NOT_FOUND].fn(r, url);
+    const route *rt = &routes[row];
+    if (rt->auth &&
+        !auth_bearer_ok(d->token, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                               MHD_HTTP_HEADER_AUTHORIZATION))) {
+        json_t *o = json_pack("{s:s}", "error", "missing or wrong bearer token");
+        char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        if (text == NULL)
+            return MHD_NO;
+        return http_send(r, 401, "application/json", text, strlen(text),
+                         MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attune\"");
+    }
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    r->limit = rt->body_max;
+    if (rt->body_max == 0) {
+        if ((cl != NULL && strcmp(cl, "0") != 0) || te != NULL)
+            return http_send_error(r, 413, "%s %s takes no request body", rt->method,
+                                   rt->path);
+        return rt->fn(r, url); /* nothing to wait for */
+    }
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0)
+        return http_send_error(r, 415, "Content-Type must be application/json");
+    if (cl != NULL) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno == 0 && *end == 0 && n > rt->body_max)
+            return reject_body(r, 413);
+        if (errno == 0 && *end == 0 && n > 0) {
+            int st = body_reserve(r, (size_t)n);
+            if (st != 0)
+                return reject_body(r, (unsigned)st);
+        }
+    }
+    return MHD_YES; /* the body follows */
+}
+
+enum MHD_Result routes_access(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version,
+                              const char *upload_data, size_t *upload_data_size,
+                              void **req_cls)
+{
+    req *r = *req_cls;
+    if (r == NULL) {
+        r = calloc(1, sizeof *r);
+        if (r == NULL)
+            return MHD_NO;
+        r->d = cls;
+        r->conn = c;
+        r->method = method;
+        r->url = url;
+        clock_gettime(CLOCK_MONOTONIC, &r->t0);
+        *req_cls = r;
+        return first_call(r, url, method);
+    }
+    if (atomic_load(&r->ready))
+        return http_send_ready(r);
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->too_big)
+            return MHD_YES; /* discard the rest; answered when it ends */
+        if (r->len + n > r->limit) {
+            r->too_big = 413;
+            return MHD_YES;
+        }
+        int st = body_reserve(r, r->len + n);
+        if (st != 0) {
+            r->too_big = st;
+            return MHD_YES;
+        }
+        memcpy(r->body + r->len, upload_data, n);
+        r->len += n;
+        return MHD_YES;
+    }
+    if (r->work != NULL)
+        return MHD_YES; /* deferred and not done: cannot happen while suspended */
+    if (r->too_big)
+        return reject_body(r, (unsigned)r->too_big);
+    return routes[r->route].fn(r, url);
+}
+
+void routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    req *r = *req_cls;
+    if (r == NULL)
+        return;
+    if (r->reserved > 0)
+        atomic_fetch_sub(&r->d->body_bytes, (long long)r->reserved);
+    free(r->body);
+    free(r->resp);
+    free(r->shapes);
+    free(r);
+    *req_cls = NULL;
+}

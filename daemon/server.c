@@ -1,0 +1,106 @@
+/* server.c -- the libmicrohttpd daemon: bind, thread pool, limits, stop. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attuned.h"
+#include "log.h"
+#include "routes.h"
+
+/* MHD's own diagnostics (malformed requests it rejects itself, socket
+ * errors) become log events. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = 0;
+    for (char *p = msg; *p; p++)
+        if (*p == '"')
+            *p = '\'';
+    log_event(LOGL_DEBUG, "mhd", "message=\"%s\"", msg);
+}
+
+static struct MHD_Daemon *start_with(attuned *d, unsigned poll_flag,
+                                     const struct sockaddr *sa)
+{
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | poll_flag |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (sa->sa_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    return MHD_start_daemon(
+        flags, (uint16_t)d->cfg.port, NULL, NULL, routes_access, d,
+        MHD_OPTION_SOCK_ADDR, sa,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)d->cfg.threads,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)d->cfg.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)d->cfg.timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, routes_completed, d,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_END);
+}
+
+int server_start(attuned *d, char *err, size_t errlen)
+{
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    const struct sockaddr *sa;
+    memset(&a4, 0, sizeof a4);
+    memset(&a6, 0, sizeof a6);
+    if (inet_pton(AF_INET, d->cfg.bind, &a4.sin_addr) == 1) {
+        a4.sin_family = AF_INET;
+        a4.sin_port = htons((uint16_t)d->cfg.port);
+        sa = (const struct sockaddr *)&a4;
+    } else if (inet_pton(AF_INET6, d->cfg.bind, &a6.sin6_addr) == 1) {
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)d->cfg.port);
+        sa = (const struct sockaddr *)&a6;
+    } else {
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "--bind %s is not an IPv4 or IPv6 address", d->cfg.bind);
+    }
+    routes_init();
+    const char *mode = "epoll";
+    d->mhd = NULL;
+    if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES)
+        d->mhd = start_with(d, MHD_USE_EPOLL, sa);
+    if (d->mhd == NULL) {
+        mode = "poll";
+        d->mhd = start_with(d, MHD_USE_POLL, sa);
+    }
+    if (d->mhd == NULL)
+        return attune_fail(err, errlen, ATTUNE_EIO,
+                           "cannot listen on %s port %d (in use? permission?)", d->cfg.bind,
+                           d->cfg.port);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    d->bound_port = info != NULL && info->port != 0 ? (int)info->port : d->cfg.port;
+    log_event(LOGL_INFO, "http_started", "bind=%s port=%d mode=%s threads=%d "
+              "max_connections=%d timeout_s=%d", d->cfg.bind, d->bound_port, mode,
+              d->cfg.threads, d->cfg.max_connections, d->cfg.timeout_s);
+    return 0;
+}
+
+/* The listen socket MHD_quiesce_daemon hands back: ours to close, but
+ * only after MHD_stop_daemon (a pool thread may still look at it). */
+static MHD_socket quiesced = MHD_INVALID_SOCKET;
+
+void server_quiesce(attuned *d)
+{
+    if (d->mhd != NULL && quiesced == MHD_INVALID_SOCKET)
+        quiesced = MHD_quiesce_daemon(d->mhd);
+}
+
+void server_stop(attuned *d)
+{
+    if (d->mhd != NULL) {
+        MHD_stop_daemon(d->mhd);
+        d->mhd = NULL;
+    }
+    if (quiesced != MHD_INVALID_SOCKET) {
+        close(quiesced);
+        quiesced = MHD_INVALID_SOCKET;
+    }
+}
