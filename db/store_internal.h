@@ -79,7 +79,7 @@ int64_t store_now(void);
 
 /* ---- field checks (0 or ATTUNE_EINVAL with err naming the field) */
 
-/* A device id: 1..63 bytes of [A-Za-z0-9._:-]. */
+/* An id: 1..max-1 bytes of [A-Za-z0-9._:-] (device ids, job devices). */
 int store_check_id(const char *s, size_t max, const char *field, char *err, size_t errlen);
 /* 16 lowercase hex digits. */
 int store_check_hex16(const char *s, const char *field, char *err, size_t errlen);

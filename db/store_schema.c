@@ -184,18 +184,14 @@ int store_schema_migrate(store *st, char *err, size_t errlen)
     if ((rc = read_version(st, &version, &objects, err, errlen)) != 0 ||
         (rc = check_version(st, version, objects, err, errlen)) != 0)
         goto fail;
-    const char *step_sql = NULL;
     if (version == 0) {
-        step_sql = schema_current;
+        if (sqlite3_exec(st->db, schema_current, NULL, NULL, NULL) != SQLITE_OK)
+            goto sqlfail;
         version = STORE_SCHEMA_VERSION;
-        if (sqlite3_exec(st->db, step_sql, NULL, NULL, NULL) != SQLITE_OK)
-            goto sqlfail;
     }
-    for (; version < STORE_SCHEMA_VERSION; version++) {
-        step_sql = migrations[version];
-        if (sqlite3_exec(st->db, step_sql, NULL, NULL, NULL) != SQLITE_OK)
+    for (; version < STORE_SCHEMA_VERSION; version++)
+        if (sqlite3_exec(st->db, migrations[version], NULL, NULL, NULL) != SQLITE_OK)
             goto sqlfail;
-    }
     /* PRAGMA takes no bound parameters; the value is a compile-time int. */
     char pragma[64];
     snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", STORE_SCHEMA_VERSION);

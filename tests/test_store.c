@@ -646,6 +646,30 @@ static void store_should_migrate_a_version_1_database(void)
     store_close(st);
 }
 
+/* A migration that fails half-way leaves the database at its old version,
+ * with none of the step's changes (one transaction per step). */
+static void store_should_roll_back_a_failed_migration(void)
+{
+    char path[300], err[ATTUNE_ERRLEN] = "", buf[64];
+    tmp_db(path, sizeof path);
+    /* "version 1" without a devices table: the measurements columns are
+     * added, then ALTER TABLE devices fails */
+    CHECK_EQ_INT(raw_sql(path, "CREATE TABLE measurements (tactic TEXT)", NULL, 0), SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "PRAGMA user_version = 1", NULL, 0), SQLITE_OK);
+    store *st = NULL;
+    int rc = store_open(path, 0, &st, err, sizeof err);
+    CHECK_EQ_INT(rc, ATTUNE_EDB);
+    CHECK(st == NULL);
+    CHECK_MSG(strstr(err, "schema version 2") != NULL && strstr(err, path) != NULL, "err: %s",
+              err);
+    CHECK_EQ_INT(raw_sql(path, "PRAGMA user_version", buf, sizeof buf), SQLITE_OK);
+    CHECK_STR(buf, "1");
+    CHECK_EQ_INT(raw_sql(path, "SELECT count(*) FROM pragma_table_info('measurements')", buf,
+                         sizeof buf),
+                 SQLITE_OK);
+    CHECK_STR(buf, "1");
+}
+
 static void store_should_refuse_a_newer_schema(void)
 {
     char path[300], err[ATTUNE_ERRLEN] = "", buf[32];
@@ -707,6 +731,21 @@ static void store_open_should_name_missing_and_unwritable_paths(void)
     CHECK(st == NULL);
     CHECK_MSG(strstr(err, "does not exist") != NULL && strstr(err, "/no/such/dir") != NULL,
               "err: %s", err);
+
+    /* a "directory" that is a file: named, whoever runs the test */
+    char file[300];
+    snprintf(file, sizeof file, "%s/plain", dir);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f != NULL)
+        fclose(f);
+    snprintf(path, sizeof path, "%s/a.db", file);
+    CHECK_EQ_INT(store_open(path, 1, &st, err, sizeof err), ATTUNE_EIO);
+    CHECK_MSG(strstr(err, "not a directory") != NULL && strstr(err, file) != NULL, "err: %s",
+              err);
+    /* a directory where the database should be */
+    CHECK_EQ_INT(store_open(dir, 1, &st, err, sizeof err), ATTUNE_EIO);
+    CHECK_MSG(strstr(err, "is a directory") != NULL, "err: %s", err);
 
     if (geteuid() != 0) { /* root writes anywhere */
         char ro[300];
@@ -845,6 +884,7 @@ int main(void)
     RUN(store_should_reject_invalid_rows);
     RUN(store_should_use_wal_and_wait_for_locks);
     RUN(store_should_migrate_a_version_1_database);
+    RUN(store_should_roll_back_a_failed_migration);
     RUN(store_should_refuse_a_newer_schema);
     RUN(store_should_refuse_what_is_not_its_database);
     RUN(store_open_should_name_missing_and_unwritable_paths);
