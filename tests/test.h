@@ -17,9 +17,9 @@
 
 #define TEST_SKIP_CODE 77
 
-static int test_failures_;
-static int test_checks_;
-static const char *test_current_;
+static int test_failures_ __attribute__((unused));
+static int test_checks_ __attribute__((unused));
+static const char *test_current_ __attribute__((unused));
 
 #define CHECK(expr)                                                          \
     do {                                                                     \

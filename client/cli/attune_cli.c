@@ -658,6 +658,6 @@ int main(int argc, char **argv)
         return 1;
     }
 #endif
-    fprintf(stderr, "attune: unknown command '%s'\n%s", cmd, usage);
+    fprintf(stderr, "attune: unknown command '%s' (see attune --help)\n", cmd);
     return 2;
 }
