@@ -1,0 +1,129 @@
+/* attune.h -- the attune client library: ask a running attuned which
+ * attention implementation (tactic) to use for a shape on a device.
+ *
+ * What a C or C++ runtime links (libattune_client, libcurl inside). This
+ * header is self-contained: it needs nothing else from attune.
+ *
+ *   attune_client *c = attune_client_new("http://127.0.0.1:7373", 200);
+ *   attune_shape_q q = {.device = "0", .b = 1, .hq = 8, .hkv = 1, .sq = 50,
+ *                       .skv = 1018, .d = 256, .dtype = "f16", .causal = 0};
+ *   attune_answer a;
+ *   attune_lookup(c, &q, 0, &a);          // a.tactic: "folded/acc=f32/pad=8"
+ *   attune_client_free(c);
+ *
+ * A lookup never makes its runtime fail: when the daemon is unreachable,
+ * slow, or refuses the question, the answer is still filled, with the
+ * documented default tactic (ATTUNE_CLIENT_DEFAULT_TACTIC, source
+ * "default"), and the return code says it was a fallback. Answers from the
+ * daemon are cached in-process (bounded, with a time to live); after a
+ * failure to reach the daemon, lookups fall back at once for a short
+ * retry interval instead of waiting for the timeout each time.
+ *
+ * Thread safety: every function may be called from any thread on a shared
+ * client, except attune_client_free (no call may be in flight) and the
+ * setters (call them before sharing the client). */
+#ifndef ATTUNE_CLIENT_H
+#define ATTUNE_CLIENT_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The answer when nothing better is known: the fused kernel exists for
+ * every shape on every device, and pad=8 keeps rows aligned. Identical to
+ * the daemon's own default (docs/api.md). */
+#define ATTUNE_CLIENT_DEFAULT_TACTIC "fused/pad=8"
+#define ATTUNE_CLIENT_DEFAULT_URL "http://127.0.0.1:7373"
+
+/* Return codes of attune_lookup. Non-negative codes always come with a
+ * usable answer. */
+#define ATTUNE_CLIENT_OK 0          /* the daemon answered (maybe from the cache) */
+#define ATTUNE_CLIENT_FALLBACK 1    /* daemon unreachable, timed out or failing:
+                                       default answer */
+#define ATTUNE_CLIENT_REJECTED 2    /* the daemon refused the question (unknown
+                                       device, invalid shape): default answer */
+#define ATTUNE_CLIENT_EINVAL (-1)   /* bad arguments; the answer (if any) holds
+                                       the default */
+#define ATTUNE_CLIENT_ENOMEM (-2)
+#define ATTUNE_CLIENT_EIO (-3)      /* attune_request: no HTTP answer */
+
+typedef struct attune_client attune_client;
+
+/* A lookup: one attention shape on one device (DESIGN.md "Words"). */
+typedef struct attune_shape_q {
+    const char *device;  /* "cpu", CUDA ordinal "0", "GPU-<uuid>", or a device
+                            name; NULL means "0" */
+    long long b, hq, hkv, sq, skv, d; /* all >= 1, hq % hkv == 0 */
+    const char *dtype;   /* "f16", "bf16" or "f32" */
+    int causal;          /* 0 or 1 */
+} attune_shape_q;
+
+typedef struct attune_answer {
+    char tactic[96];     /* canonical, e.g. "folded/acc=f32/pad=8" */
+    char variant[32];    /* "fused", "fused_splitkv", "split", "split_repeat", "folded" */
+    int pad;             /* sq and skv rounded up to this multiple */
+    char source[16];     /* "measured", "nearest" or "default" */
+    int stale;           /* measured on another software stack */
+    double time_us;      /* kernel time per call; NaN when unknown */
+    double rel_err;      /* relative L2 error vs float64; NaN when unknown */
+    double max_abs_err;  /* NaN when unknown */
+    char device[64];     /* the device id the daemon resolved; "" on fallback */
+    char shape[128];     /* canonical shape key */
+    char error[160];     /* why this is a fallback; "" otherwise */
+} attune_answer;
+
+/* New client for the daemon at url (NULL: $ATTUNE_URL, else
+ * ATTUNE_CLIENT_DEFAULT_URL). timeout_ms bounds each request, connect
+ * included (<= 0: 1000). Cache: 256 answers, 60 s; retry interval after a
+ * failure: 1000 ms. Returns NULL on ENOMEM only: a daemon that is down is
+ * not an error here. */
+attune_client *attune_client_new(const char *url, long timeout_ms);
+
+/* Free the client and its cache. NULL is a no-op. */
+void attune_client_free(attune_client *c);
+
+/* Cache size in answers (0 disables caching) and their time to live.
+ * Returns ATTUNE_CLIENT_OK or ATTUNE_CLIENT_EINVAL / ENOMEM (the old cache
+ * is kept then). */
+int attune_client_set_cache(attune_client *c, int entries, long ttl_ms);
+
+/* After a failure to reach the daemon, fall back at once for retry_ms
+ * (0: always try the network). */
+void attune_client_set_retry(attune_client *c, long retry_ms);
+
+/* Bearer token sent by attune_request (for POST/DELETE routes); NULL
+ * clears it. Returns ATTUNE_CLIENT_OK or ATTUNE_CLIENT_ENOMEM. */
+int attune_client_set_token(attune_client *c, const char *token);
+
+/* Fill out with the default answer (source "default"), error text = why
+ * (may be NULL). */
+void attune_default_answer(attune_answer *out, const char *why);
+
+/* Which tactic to use for q. max_rel_err > 0 overrides the daemon's
+ * accuracy bound (relative L2 error); 0 uses it. out is always filled (when
+ * non-NULL). Returns ATTUNE_CLIENT_OK, ATTUNE_CLIENT_FALLBACK,
+ * ATTUNE_CLIENT_REJECTED or ATTUNE_CLIENT_EINVAL (c, q or out NULL, or q
+ * invalid: then no request is made). */
+int attune_lookup(attune_client *c, const attune_shape_q *q, double max_rel_err,
+                  attune_answer *out);
+
+/* Drop every cached answer. */
+void attune_client_clear_cache(attune_client *c);
+
+/* Raw request for tools: method ("GET", "POST", "DELETE"), path with query
+ * ("/v1/jobs/3"), body (JSON text or NULL). The token is sent when set.
+ * On an HTTP answer of any status returns ATTUNE_CLIENT_OK with *status and
+ * *response (malloc'd, NUL-terminated; release with attune_free); else
+ * ATTUNE_CLIENT_EIO (unreachable, timeout; *response NULL) or EINVAL /
+ * ENOMEM. */
+int attune_request(attune_client *c, const char *method, const char *path, const char *body,
+                   long *status, char **response);
+
+/* Free memory returned by this library. */
+void attune_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
