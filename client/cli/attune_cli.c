@@ -392,6 +392,15 @@ static json_t *num_or_null(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* A number, or "-" when not measured (NaN). */
+static void fmt_num(char *buf, size_t len, const char *fmt, double v)
+{
+    if (isfinite(v))
+        snprintf(buf, len, fmt, v);
+    else
+        snprintf(buf, len, "-");
+}
+
 static int cmd_results(int argc, char **argv)
 {
     const char *db = NULL, *device = NULL, *shape = NULL, *mre = NULL;
@@ -467,10 +476,17 @@ static int cmd_results(int argc, char **argv)
             printf("  %-34s %-10s %10s %10s %10s %10s %4s %9s %9s %6s\n", "tactic", "status",
                    "time_us", "min", "max", "w/copies", "n", "rel_err", "max_abs", "ratio");
         for (int i = 0; i < n; i++) {
-            printf("%c %-34s %-10s %10.2f %10.2f %10.2f %10.2f %4d %9.2e %9.2e %6.2f%s%s\n",
-                   i == w ? '*' : ' ', m[i].tactic, store_status_name(m[i].status), m[i].time_us,
-                   m[i].time_us_min, m[i].time_us_max, m[i].time_us_copies, m[i].n, m[i].rel_err,
-                   m[i].max_abs_err, m[i].err_ratio, m[i].note[0] ? "  " : "", m[i].note);
+            char t[4][16], e[3][16];
+            const double tv[4] = {m[i].time_us, m[i].time_us_min, m[i].time_us_max,
+                                  m[i].time_us_copies};
+            const double ev[3] = {m[i].rel_err, m[i].max_abs_err, m[i].err_ratio};
+            for (int k = 0; k < 4; k++)
+                fmt_num(t[k], sizeof t[k], "%.2f", tv[k]);
+            for (int k = 0; k < 3; k++)
+                fmt_num(e[k], sizeof e[k], k == 2 ? "%.2f" : "%.2e", ev[k]);
+            printf("%c %-34s %-10s %10s %10s %10s %10s %4d %9s %9s %6s%s%s\n",
+                   i == w ? '*' : ' ', m[i].tactic, store_status_name(m[i].status), t[0], t[1],
+                   t[2], t[3], m[i].n, e[0], e[1], e[2], m[i].note[0] ? "  " : "", m[i].note);
         }
         if (n > 0)
             printf("winner: %s\n", w >= 0 ? m[w].tactic : "(none within tolerance)");
