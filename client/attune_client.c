@@ -337,6 +337,8 @@ static int perform(attune_client *c, const char *method, const char *url, const 
 #else
     curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
+    /* an http_proxy from the environment must not swallow loopback lookups */
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1");
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);

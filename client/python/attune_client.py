@@ -1,0 +1,252 @@
+"""attune_client -- ask a running attuned which attention tactic to use.
+
+Standard library only (urllib, json), for Python runtimes, graph lowering
+passes and engine builders. The same behaviour as the C client
+(client/attune.h):
+
+    from attune_client import Client
+    c = Client("http://127.0.0.1:7373", timeout=0.2)
+    a = c.lookup(device="0", b=1, hq=8, hkv=1, sq=50, skv=1018, d=256, dtype="f16")
+    a.tactic   # "folded/acc=f32/pad=8"
+    a.source   # "measured", "nearest" or "default"
+
+A lookup never raises because of the daemon: when it is unreachable, slow
+or refuses the question, the answer is the documented default
+(DEFAULT_TACTIC, source "default") and ``answer.code`` says why (FALLBACK,
+REJECTED). Answers from the daemon are cached (bounded LRU with a time to
+live); after a failure to reach the daemon, lookups fall back at once for
+``retry_interval`` seconds instead of waiting for the timeout each time.
+A Client may be shared between threads.
+"""
+
+import json
+import math
+import os
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import OrderedDict
+
+__all__ = ["Client", "Answer", "DEFAULT_TACTIC", "DEFAULT_URL", "OK", "FALLBACK",
+           "REJECTED", "INVALID", "default_answer"]
+
+#: The answer when nothing better is known (identical to the daemon's and
+#: the C client's): the fused kernel runs every shape; pad=8 keeps rows aligned.
+DEFAULT_TACTIC = "fused/pad=8"
+DEFAULT_URL = "http://127.0.0.1:7373"
+
+OK = 0          # the daemon answered (maybe from the cache)
+FALLBACK = 1    # unreachable, timed out or failing: default answer
+REJECTED = 2    # the daemon refused the question (unknown device, bad shape)
+INVALID = -1    # bad arguments: default answer, no request made
+
+_DTYPES = ("f16", "bf16", "f32")
+_MAX_DIM = 1 << 20
+_LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+class Answer:
+    """One lookup's answer. Numbers are NaN when unknown."""
+
+    __slots__ = ("tactic", "variant", "pad", "source", "stale", "time_us", "rel_err",
+                 "max_abs_err", "device", "shape", "error", "code")
+
+    def __init__(self, tactic, variant, pad, source, stale=False, time_us=math.nan,
+                 rel_err=math.nan, max_abs_err=math.nan, device="", shape="", error="",
+                 code=OK):
+        self.tactic = tactic
+        self.variant = variant
+        self.pad = pad
+        self.source = source
+        self.stale = stale
+        self.time_us = time_us
+        self.rel_err = rel_err
+        self.max_abs_err = max_abs_err
+        self.device = device
+        self.shape = shape
+        self.error = error
+        self.code = code
+
+    @property
+    def fallback(self):
+        """True when this is the client's default, not the daemon's answer."""
+        return self.code != OK
+
+    def as_dict(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __repr__(self):
+        return "Answer(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+
+
+def default_answer(why="", code=FALLBACK):
+    """The documented default answer, with the reason in ``error``."""
+    return Answer(DEFAULT_TACTIC, "fused", 8, "default", error=why, code=code)
+
+
+def _num(v):
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+
+
+def _shape_key(b, hq, hkv, sq, skv, d, dtype, causal):
+    return "b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (b, hq, hkv, sq, skv, d, dtype,
+                                                    "c" if causal else "nc")
+
+
+class Client:
+    """Client of one attuned.
+
+    url: the daemon (default $ATTUNE_URL, else DEFAULT_URL). timeout: seconds
+    per request, connect included. cache_size answers are kept for
+    cache_ttl seconds (cache_size 0 disables the cache). token: bearer token
+    for request() on POST/DELETE routes.
+    """
+
+    def __init__(self, url=None, timeout=1.0, cache_size=256, cache_ttl=60.0,
+                 retry_interval=1.0, token=None):
+        self.url = (url or os.environ.get("ATTUNE_URL") or DEFAULT_URL).rstrip("/")
+        self.timeout = float(timeout) if timeout and timeout > 0 else 1.0
+        self.cache_size = max(0, int(cache_size))
+        self.cache_ttl = float(cache_ttl)
+        self.retry_interval = max(0.0, float(retry_interval))
+        self.token = token
+        self._lock = threading.Lock()
+        self._cache = OrderedDict()   # key -> (expires, Answer)
+        self._down_until = 0.0
+        host = urllib.parse.urlsplit(self.url).hostname or ""
+        # a proxy from the environment must not swallow loopback lookups
+        handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
+        self._opener = urllib.request.build_opener(*handlers)
+
+    # ---- raw requests
+
+    def request(self, method, path, body=None):
+        """Send one request; returns (status, decoded JSON or text). Raises
+        OSError (URLError, timeout) when no HTTP answer comes."""
+        data = None
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        req = urllib.request.Request(self.url + path, data=data, headers=headers,
+                                     method=method)
+        try:
+            with self._opener.open(req, timeout=self.timeout) as resp:
+                status, raw = resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            status, raw = e.code, e.read()
+        try:
+            return status, json.loads(raw.decode("utf-8"))
+        except ValueError:
+            return status, raw.decode("utf-8", "replace")
+
+    # ---- lookups
+
+    def lookup(self, device="0", b=1, hq=1, hkv=1, sq=1, skv=1, d=64, dtype="f16",
+               causal=False, max_rel_err=0.0):
+        """Which tactic to use for this shape on device ("cpu", a CUDA
+        ordinal, a UUID or a name). max_rel_err > 0 overrides the daemon's
+        accuracy bound. Always returns an Answer; never raises for daemon
+        trouble."""
+        sizes = (b, hq, hkv, sq, skv, d)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _MAX_DIM
+                   for v in sizes):
+            return default_answer("shape sizes must be integers in [1, 2^20]", INVALID)
+        if hq % hkv:
+            return default_answer("hq must be a multiple of hkv", INVALID)
+        if dtype not in _DTYPES:
+            return default_answer("dtype must be f16, bf16 or f32", INVALID)
+        if not isinstance(device, str) or not device or len(device) > 128:
+            return default_answer("device must be a non-empty string", INVALID)
+        try:
+            mre = float(max_rel_err)
+        except (TypeError, ValueError):
+            mre = -1.0
+        if not (0.0 <= mre <= 1.0):
+            return default_answer("max_rel_err must be 0 or in (0, 1]", INVALID)
+        causal = 1 if causal else 0
+        key = (device, _shape_key(b, hq, hkv, sq, skv, d, dtype, causal), mre)
+
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                if hit[0] > now:
+                    self._cache.move_to_end(key)
+                    return hit[1]
+                del self._cache[key]
+            if self._down_until > now:
+                return default_answer("attuned unreachable (recent failure; retrying later)")
+
+        q = [("device", device), ("b", b), ("hq", hq), ("hkv", hkv), ("sq", sq),
+             ("skv", skv), ("d", d), ("dtype", dtype), ("causal", causal)]
+        if mre > 0:
+            q.append(("max_rel_err", repr(mre)))
+        path = "/v1/tactic?" + urllib.parse.urlencode(q)
+        try:
+            status, obj = self.request("GET", path)
+        except Exception as e:  # any transport trouble is a fallback, never an error
+            self._mark_down()
+            return default_answer("attuned unreachable: %s" % (e,))
+        if status != 200:
+            msg = obj.get("error") if isinstance(obj, dict) else None
+            why = "HTTP %d: %s" % (status, msg or "no error text")
+            if status >= 500:
+                self._mark_down()
+                return default_answer(why)
+            return default_answer(why, REJECTED)
+        if (not isinstance(obj, dict) or not isinstance(obj.get("tactic"), str)
+                or not isinstance(obj.get("source"), str)):
+            return default_answer("malformed answer from attuned")
+        pad = obj.get("pad")
+        a = Answer(obj["tactic"], str(obj.get("variant") or ""),
+                   pad if isinstance(pad, int) else 0, obj["source"],
+                   stale=obj.get("stale") is True, time_us=_num(obj.get("time_us")),
+                   rel_err=_num(obj.get("rel_err")), max_abs_err=_num(obj.get("max_abs_err")),
+                   device=str(obj.get("device") or ""), shape=str(obj.get("shape") or ""))
+        if self.cache_size > 0 and self.cache_ttl > 0:
+            with self._lock:
+                self._cache[key] = (time.monotonic() + self.cache_ttl, a)
+                self._cache.move_to_end(key)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return a
+
+    def lookup_shape(self, shape, device="0", max_rel_err=0.0):
+        """lookup() with a shape dict as in the API:
+        {"b":1,"hq":8,"hkv":1,"sq":50,"skv":1018,"d":256,"dtype":"f16","causal":false}."""
+        try:
+            return self.lookup(device=device, b=shape["b"], hq=shape["hq"], hkv=shape["hkv"],
+                               sq=shape["sq"], skv=shape["skv"], d=shape["d"],
+                               dtype=shape["dtype"], causal=bool(shape.get("causal", False)),
+                               max_rel_err=max_rel_err)
+        except (KeyError, TypeError):
+            return default_answer("shape dict lacks a field", INVALID)
+
+    def clear_cache(self):
+        with self._lock:
+            self._cache.clear()
+
+    def _mark_down(self):
+        if self.retry_interval > 0:
+            with self._lock:
+                self._down_until = time.monotonic() + self.retry_interval
+
+    # ---- jobs (need the token)
+
+    def tune(self, device, shapes):
+        """Queue a tuning job; returns its id. Raises RuntimeError on refusal."""
+        status, obj = self.request("POST", "/v1/tune", {"device": device, "shapes": shapes})
+        if status != 202:
+            raise RuntimeError("tune refused: HTTP %d: %s" % (status, obj))
+        return obj["job"]
+
+    def job(self, job_id):
+        status, obj = self.request("GET", "/v1/jobs/%d" % int(job_id))
+        if status != 200:
+            raise RuntimeError("job %s: HTTP %d: %s" % (job_id, status, obj))
+        return obj
