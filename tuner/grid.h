@@ -1,6 +1,6 @@
 /* grid.h -- shape grids: JSON files listing the attention shapes to tune.
  *
- * Format (grids/*.json): {"name": "...", "description": "...",
+ * Format (the files under grids/): {"name": "...", "description": "...",
  * "shapes": [{"b":1,"hq":8,...,"causal":false, "source": "where it comes
  * from"}, ...]}. "source" and "model" are free text; other unknown keys in a
  * shape are rejected so typos do not silently tune the wrong shape. */
