@@ -332,7 +332,11 @@ static int cmd_tune(int argc, char **argv)
         if (trc == ATTUNE_ECANCELED)
             break;
         if (trc != 0) {
-            fprintf(stderr, "attune: %s: %s\n", key, attune_strerror(trc));
+            if (trc == ATTUNE_ENOMEM)
+                fprintf(stderr, "attune: %s: its buffers do not fit in %s's memory\n", key,
+                        dev.info.name);
+            else
+                fprintf(stderr, "attune: %s: %s\n", key, attune_strerror(trc));
             failures++;
             if (trc == ATTUNE_EDB) { /* the store is gone: nothing more can be kept */
                 rc = 1;
