@@ -1,0 +1,946 @@
+/* cuda_fused.cu -- fused attention on tensor cores: FlashAttention-2 style
+ * prefill (`fused`) and split-KV decode with a log-sum-exp combine
+ * (`fused_splitkv`), f16/bf16 inputs, f32 accumulation, mma.sync m16n8k16.
+ *
+ * o[b,h,i,:] = sum_j softmax_j(q[b,h,i,:] . k[b,h/g,j,:] / sqrt(d)) v[b,h/g,j,:]
+ * over the keys j that row i may see: j < skv, and for causal j <= i + skv - sq
+ * (bottom-right aligned, from the real lengths); a row that sees none is 0.
+ * GQA/MQA read KV head h / g directly (g = hq / hkv), never a copy.
+ *
+ * Compile alone, with the resource report that docs/kernels.md records:
+ *   nvcc -O3 -arch=sm_90 -Xptxas -v -c kernels/cuda/cuda_fused.cu -o /tmp/cuda_fused.o
+ * Check: tests/gpu/test_fused.c. Time: bench/fused_bench.cu (+ fused_bench.py, PyTorch).
+ *
+ * version 1 (fused): one block per Br query rows of one head; each warp owns
+ *   16*MI rows. Q stays in shared memory, K and V tiles of Bc keys stream
+ *   through it by cp.async (V lands while S = QK^T is computed, the next K
+ *   while O += PV is), ldmatrix feeds mma.sync; online softmax in f32 in the
+ *   base-2 domain, P converted in registers from the accumulator layout to
+ *   the A-operand layout. Causal blocks skip whole key tiles past their last
+ *   row's diagonal and mask only the tiles that cross it; key tiles are
+ *   visited last-first so the masked ones come first. An aligned fast path
+ *   (padded lengths multiples of the tile, d a power of two) drops the
+ *   bounds predicates on loads.
+ * version 2 (fused_splitkv): for decode (small sq, long skv). The keys are cut
+ *   into `splits` ranges, one block each; inside a block each warp takes its
+ *   own slice of every key tile (3-4 cp.async stages in flight), so a block
+ *   of 16 query rows still keeps all warps busy. The g query heads of a KV
+ *   head are folded into those 16 rows, so each K/V element is read once per
+ *   row tile, not once per query head. Warps merge in shared memory; splits
+ *   merge in a second kernel (log-sum-exp weighted), skipped for one split.
+ */
+#include "cuda_fused.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <limits.h>
+#include <math.h>
+#include <type_traits>
+
+/* ---- CPU reference
+ *
+ * What every version computes, in float64 from the inputs as stored (after
+ * rounding to f16/bf16); tests/gpu/test_fused.c implements exactly this
+ * (ref_row) and checks every configuration against it:
+ *
+ *   for each (bi, h, i < sq): kv = h / g; n = visible(i) = causal ?
+ *       clamp(i + skv - sq + 1, 0, skv) : skv
+ *     s_j = sum_c q[bi,h,i,c] k[bi,kv,j,c] / sqrt(d)       for j < n
+ *     o[bi,h,i,c] = n ? sum_j exp(s_j - max s) v[bi,kv,j,c] / sum_j exp(s_j - max s) : 0
+ *
+ * The GPU versions differ from it by f32 accumulation and by rounding the
+ * probabilities P to the input type before the PV product (as FA2 does). */
+
+/* ---- GPU kernels */
+
+namespace {
+
+/* Everything a kernel needs, by value. Lengths are ints: ATTN_MAX_DIM is 2^20. */
+struct fused_args {
+    const void *q, *k, *v;
+    void *o;
+    float *part_o;   /* splitkv, splits > 1: [splits][b*hq*sq][d] normalised partial outputs */
+    float *part_lse; /* splitkv, splits > 1: [splits][b*hq*sq] log2-sum-exp of each partial */
+    int b, hq, hkv, g, sq, skv, d;
+    int sq_pad, skv_pad; /* rows in the q/o and k/v buffers */
+    int causal;
+    float sl2;           /* log2(e) / sqrt(d): scores go straight to the exp2 domain */
+    int nrb;             /* fused: row blocks per head; splitkv: 16-row tiles per KV head */
+    int splits, tps;     /* splitkv: number of key ranges, key tiles per range */
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16-byte global->shared copies that bypass L1 (.cg): K/V tiles are reused
+ * from shared memory, never from L1. The zfill form copies src_size bytes
+ * and zero-fills the rest of the 16: src_size 0 writes zeros and reads
+ * nothing, which is how rows past the real length and columns past d are
+ * predicated. */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
+__device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void *src, bool ok)
+{
+    int n = ok ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+/* Wait until at most N committed groups are still in flight. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* Four 8x8 b16 matrices; lane l supplies the address of row l%8 of matrix
+ * l/8 and receives, of each matrix m, row l/4, columns 2(l%4), 2(l%4)+1 in
+ * r[m] (.trans: column l/4, rows 2(l%4), 2(l%4)+1). */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* c += a (16x16, row) * b (16x8, col), f32 accumulators. Fragments, with
+ * lane = 4*gr + tq: a0 = A[gr][2tq..+1], a1 = A[gr+8][2tq..+1], a2 =
+ * A[gr][2tq+8..+9], a3 = A[gr+8][2tq+8..+9]; b0 = B[2tq..+1][gr], b1 =
+ * B[2tq+8..+9][gr]; c0,c1 = C[gr][2tq..+1], c2,c3 = C[gr+8][2tq..+1]. */
+template <typename T>
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+/* Two floats -> one register of two T, lo in the low half (the lower
+ * column, as the fragments above want). */
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    } else {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+}
+
+/* 2^x, MUFU.EX2 (flushes denormals; ex2(-inf) = +0, which masking relies on). */
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Shared-memory tiles are rows of D b16 elements padded by one 16-byte
+ * chunk: row stride RS = 2D + 16 bytes. ldmatrix reads 8 rows at one chunk
+ * column per phase; with a plain 2D-byte stride (a multiple of 128 for
+ * D >= 64) all 8 would hit the same 4 banks. With RS/16 = D/8 + 1 odd, 8
+ * consecutive rows fall on 8 distinct 16-byte slots of a 128-byte line:
+ * conflict-free. Padding rather than an XOR swizzle keeps every address a
+ * per-lane base plus a compile-time offset (one register per operand, no
+ * per-(k, n) address registers, which pushed the 128-row tiles into spills).
+ * Costs 16/(2D) more shared memory (3-25%). */
+template <int D>
+struct tile_rs {
+    static constexpr int value = 2 * D + 16;
+};
+
+/* Copy ROWS rows of D elements (global row stride ld) into a padded tile
+ * at sbase, all threads of the block together. PRED: rows >= nrows and
+ * columns >= d are zero-filled, never read; otherwise every row is read and
+ * ld must equal D. The copies are only issued: commit and wait elsewhere. */
+template <int ROWS, int D, int NTH, bool PRED, typename T>
+__device__ __forceinline__ void load_tile(uint32_t sbase, const T *g, int ld, int nrows, int d, int tid)
+{
+    constexpr int CPR = D / 8, RS = tile_rs<D>::value, N = ROWS * CPR, ITERS = (N + NTH - 1) / NTH;
+#pragma unroll
+    for (int it = 0; it < ITERS; it++) {
+        int L = tid + it * NTH;
+        if (N % NTH != 0 && L >= N)
+            break;
+        int row = L / CPR, c = L % CPR;
+        uint32_t dst = sbase + (uint32_t)(row * RS + c * 16);
+        if (!PRED) {
+            cp_async16(dst, g + (int64_t)row * D + c * 8);
+        } else {
+            bool ok = row < nrows && c * 8 < d;
+            cp_async16_zfill(dst, ok ? (const void *)(g + (int64_t)row * ld + c * 8) : (const void *)g, ok);
+        }
+    }
+}
+
+/* One online-softmax step for one 16-row MMA tile: s holds this tile's raw
+ * scores (NT 8-key tiles, masked ones -inf); m and l are the running max
+ * (raw units) and this thread's partial row sums for rows gr and gr+8, o the
+ * output accumulators (DT 8-column tiles). On return s holds P = 2^(s*sl2 -
+ * m*sl2). The max is reduced over the quad of lanes that share a row; l
+ * stays per-lane (summed once at the end, as the scale factors are
+ * row-uniform). A row with no visible key yet keeps m = -inf and uses 0 as
+ * its exponent base, so every term is 2^-inf = 0 and nothing is NaN. */
+template <int NT, int DT>
+__device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2],
+                                             float (&l)[2], float sl2)
+{
+#pragma unroll
+    for (int rh = 0; rh < 2; rh++) {
+        float mx = m[rh];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            mx = fmaxf(mx, fmaxf(s[nt][2 * rh], s[nt][2 * rh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float ms = mx == -INFINITY ? 0.f : mx * sl2;
+        const float alpha = ex2(m[rh] * sl2 - ms); /* old m = -inf -> 0 */
+        m[rh] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            s[nt][2 * rh] = ex2(fmaf(s[nt][2 * rh], sl2, -ms));
+            s[nt][2 * rh + 1] = ex2(fmaf(s[nt][2 * rh + 1], sl2, -ms));
+            sum += s[nt][2 * rh] + s[nt][2 * rh + 1];
+        }
+        l[rh] = l[rh] * alpha + sum;
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+            o[dt][2 * rh] *= alpha;
+            o[dt][2 * rh + 1] *= alpha;
+        }
+    }
+}
+
+/* P (accumulator layout, keys 16kk..16kk+15 = 8-key tiles 2kk and 2kk+1)
+ * as the A operand of P V: the C fragment of two adjacent n8 tiles is
+ * exactly the A fragment of one k16 step, so this is a repack, no shuffle. */
+template <typename T, int NT>
+__device__ __forceinline__ void p_fragment(uint32_t a[4], const float (&s)[NT][4], int kk)
+{
+    a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+/* Version 1: fused. Block = BR query rows of one (batch, head); NW warps,
+ * warp w owns rows [w*16*MI, (w+1)*16*MI) of the block. Shared memory: Q
+ * (BR x D), K and V (BC x D each), rows padded. EVEN: sq_pad % BR == 0,
+ * skv_pad % BC == 0 and d == D, so every tile the loop touches lies inside
+ * the buffers and loads need no predicates; padded keys are still masked
+ * (by the real skv) on the last tile. */
+template <typename T, int D, int BR, int BC, int NW, bool EVEN>
+__global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(const fused_args p)
+{
+    constexpr int MI = BR / (16 * NW); /* 16-row MMA tiles per warp */
+    constexpr int NT = BC / 8;         /* 8-key tiles of S */
+    constexpr int DT = D / 8;          /* 8-column tiles of O */
+    constexpr int CPR = D / 8;         /* 16-byte chunks per row */
+    constexpr int NTH = NW * 32;
+    constexpr int RS = tile_rs<D>::value; /* bytes per shared row */
+    static_assert(MI >= 1 && BR == MI * 16 * NW, "BR must be 16 * warps * MI");
+    static_assert(BC % 16 == 0, "BC must be a multiple of 16");
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t aQ = smem_u32(smem);
+    const uint32_t aK = aQ + BR * RS;
+    const uint32_t aV = aK + BC * RS;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gr = lane >> 2, tq = lane & 3; /* fragment row group, column pair */
+    /* Per-lane ldmatrix offsets (bytes); every tile address below is one
+     * of these plus a compile-time constant. Q (A operand, x4 = rows 0-7 |
+     * 8-15 x k 0-7 | 8-15): lane l points at row l%16, chunk l/16. K (B
+     * operand, x4 = keys 0-7 x k 0-7, 0-7 x 8-15, 8-15 x 0-7, 8-15 x 8-15):
+     * key l%8 + 8(l/16), chunk (l/8)%2. V (B operand, .trans, x4 = keys
+     * 0-7 | 8-15 x cols 0-7, then cols 8-15): key l%8 + 8((l/8)%2), chunk l/16. */
+    const uint32_t qoff = (uint32_t)((warp * MI * 16 + (lane & 15)) * RS + (lane >> 4) * 16);
+    const uint32_t koff = (uint32_t)(((lane & 7) + ((lane >> 4) << 3)) * RS + ((lane >> 3) & 1) * 16);
+    const uint32_t voff = (uint32_t)(((lane & 7) + ((lane >> 3) & 1) * 8) * RS + (lane >> 4) * 16);
+
+    /* Block -> (row block, batch*head). Row blocks vary fastest, so the
+     * blocks resident together share a few heads' K/V in L2. Causal: the
+     * last row blocks see the most keys; start them first so the short
+     * ones fill the tail of the grid. */
+    const int bh = blockIdx.x / p.nrb;
+    int mb = blockIdx.x - bh * p.nrb;
+    if (p.causal)
+        mb = p.nrb - 1 - mb;
+    const int bi = bh / p.hq, h = bh - bi * p.hq, kvh = h / p.g;
+    const int m0 = mb * BR;
+    const int off = p.skv - p.sq; /* causal: row i sees keys j <= i + off */
+
+    const T *gQ = reinterpret_cast<const T *>(p.q) + ((int64_t)bh * p.sq_pad + m0) * p.d;
+    const int64_t kvbase = (int64_t)(bi * p.hkv + kvh) * p.skv_pad * p.d;
+    const T *gK = reinterpret_cast<const T *>(p.k) + kvbase;
+    const T *gV = reinterpret_cast<const T *>(p.v) + kvbase;
+
+    /* Keys this block visits: all real keys, or (causal) up to its last real
+     * row's diagonal. Tiles past that are skipped whole. */
+    int kend = p.skv;
+    if (p.causal)
+        kend = min(kend, min(m0 + BR, p.sq) - 1 + off + 1);
+    const int ntiles = kend > 0 ? (kend + BC - 1) / BC : 0;
+
+    float o[MI][DT][4];
+    float m[MI][2], l[MI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+            o[mi][dt][0] = o[mi][dt][1] = o[mi][dt][2] = o[mi][dt][3] = 0.f;
+        m[mi][0] = m[mi][1] = -INFINITY;
+        l[mi][0] = l[mi][1] = 0.f;
+    }
+
+    /* Loads: EVEN copies unpredicated; otherwise rows past the real length
+     * and columns past d are zero-filled. (Branching per tile between the
+     * two forms, so full tiles skip the predicates, cost 20-70 registers
+     * of spills in ptxas 13.0 on the 128-row tiles: not done.) */
+    if (ntiles > 0) {
+        if (EVEN || (p.d == D && m0 + BR <= p.sq))
+            load_tile<BR, D, NTH, false>(aQ, gQ, D, BR, D, tid);
+        else
+            load_tile<BR, D, NTH, true>(aQ, gQ, p.d, p.sq - m0, p.d, tid);
+        {
+            const int n0 = (ntiles - 1) * BC;
+            load_tile<BC, D, NTH, !EVEN>(aK, gK + (int64_t)n0 * p.d, p.d, p.skv - n0, p.d, tid);
+        }
+        cp_async_commit();
+
+        /* Last tile first: the tiles that need masks (the partial last one,
+         * the causal diagonal) come first, then the loop runs unmasked. */
+        for (int t = ntiles - 1; t >= 0; --t) {
+            const int n0 = t * BC;
+            cp_async_wait<0>(); /* K[t] (and Q) landed ... */
+            __syncthreads();    /* ... for every thread; all warps are done with V[t+1] */
+            load_tile<BC, D, NTH, !EVEN>(aV, gV + (int64_t)n0 * p.d, p.d, p.skv - n0, p.d, tid);
+            cp_async_commit();
+
+            /* S = Q K^T: A = Q rows of this warp, B = K rows (keys) read
+             * non-transposed, since B[k][n] = K[n][k] is K's row-major
+             * layout seen column-major. */
+            float s[MI][NT][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    s[mi][nt][0] = s[mi][nt][1] = s[mi][nt][2] = s[mi][nt][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint32_t qa[MI][4];
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++)
+                    ldmatrix_x4(qa[mi], aQ + qoff + mi * 16 * RS + kk * 32);
+#pragma unroll
+                for (int nj = 0; nj < NT / 2; nj++) {
+                    uint32_t kb[4];
+                    ldmatrix_x4(kb, aK + koff + nj * 16 * RS + kk * 32);
+#pragma unroll
+                    for (int mi = 0; mi < MI; mi++) {
+                        mma16816<T>(s[mi][2 * nj], qa[mi], kb[0], kb[1]);
+                        mma16816<T>(s[mi][2 * nj + 1], qa[mi], kb[2], kb[3]);
+                    }
+                }
+            }
+
+            /* Mask keys past the real skv (the partial or padded last tile)
+             * and, causal, past each row's diagonal; tiles wholly below the
+             * first row's diagonal need neither. */
+            if (n0 + BC > p.skv || (p.causal && n0 + BC - 1 > m0 + off)) {
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                    for (int rh = 0; rh < 2; rh++) {
+                        const int i = m0 + warp * MI * 16 + mi * 16 + gr + rh * 8;
+                        const int lim = p.causal ? min(p.skv, i + off + 1) : p.skv;
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                            for (int e = 0; e < 2; e++)
+                                if (n0 + nt * 8 + 2 * tq + e >= lim)
+                                    s[mi][nt][2 * rh + e] = -INFINITY;
+                    }
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+                softmax_step<NT, DT>(s[mi], o[mi], m[mi], l[mi], p.sl2);
+
+            cp_async_wait<0>(); /* V[t] landed ... */
+            __syncthreads();    /* ... for everyone; all warps are done reading K[t] */
+            if (t > 0) {
+                const int n1 = n0 - BC;
+                load_tile<BC, D, NTH, !EVEN>(aK, gK + (int64_t)n1 * p.d, p.d, p.skv - n1, p.d, tid);
+                cp_async_commit();
+            }
+
+            /* O += P V: B[k][n] = V[key k][col n] is row-major, so ldmatrix
+             * .trans hands each lane two consecutive keys of one column. */
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; kk++) {
+                uint32_t pa[MI][4];
+#pragma unroll
+                for (int mi = 0; mi < MI; mi++)
+                    p_fragment<T, NT>(pa[mi], s[mi], kk);
+#pragma unroll
+                for (int dn = 0; dn < D / 16; dn++) {
+                    uint32_t vb[4];
+                    ldmatrix_x4_trans(vb, aV + voff + kk * 16 * RS + dn * 32);
+#pragma unroll
+                    for (int mi = 0; mi < MI; mi++) {
+                        mma16816<T>(o[mi][2 * dn], pa[mi], vb[0], vb[1]);
+                        mma16816<T>(o[mi][2 * dn + 1], pa[mi], vb[2], vb[3]);
+                    }
+                }
+            }
+        }
+    }
+
+    /* Epilogue: full row sums over the quad, normalise (a row that saw no
+     * key has l = 0 and o = 0 and stays 0), stage the warp's rows in its own
+     * rows of sQ (only this warp ever read them, and no copy is in flight),
+     * then write 16-byte chunks, coalesced. */
+    __syncwarp();
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int rh = 0; rh < 2; rh++) {
+            float sum = l[mi][rh];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            const int row = warp * MI * 16 + mi * 16 + gr + rh * 8;
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++) {
+                uint32_t w = pack2<T>(o[mi][dt][2 * rh] * inv, o[mi][dt][2 * rh + 1] * inv);
+                *reinterpret_cast<uint32_t *>(smem + row * RS + dt * 16 + 4 * tq) = w;
+            }
+        }
+    __syncwarp();
+    T *gO = reinterpret_cast<T *>(p.o) + ((int64_t)bh * p.sq_pad + m0) * p.d;
+#pragma unroll
+    for (int it = 0; it < MI * 16 * CPR / 32; it++) {
+        const int L = lane + it * 32;
+        const int row = warp * MI * 16 + L / CPR, c = L % CPR;
+        if (m0 + row < p.sq && (EVEN || c * 8 < p.d))
+            *reinterpret_cast<uint4 *>(gO + (int64_t)row * p.d + c * 8) =
+                *reinterpret_cast<const uint4 *>(smem + row * RS + c * 16);
+    }
+}
+
+/* Pipeline depth of version 2: as many stages of K+V (2*BC*D elements) as
+ * fit in 96 KB, 2 to 4, so two blocks share an SM where they can. */
+template <int D, int BC>
+struct splitkv_stages {
+    static constexpr int bytes = 2 * BC * tile_rs<D>::value;
+    static constexpr int value = 98304 / bytes < 2 ? 2 : (98304 / bytes > 4 ? 4 : 98304 / bytes);
+};
+
+template <int D, int BC, int NW>
+constexpr size_t splitkv_smem()
+{
+    constexpr size_t q = 16 * tile_rs<D>::value;
+    constexpr size_t pipe = (size_t)splitkv_stages<D, BC>::value * 2 * BC * tile_rs<D>::value;
+    constexpr size_t merge = (size_t)NW * 16 * (D + 4) * 4 + (size_t)NW * 16 * 2 * 4;
+    return q + (pipe > merge ? pipe : merge);
+}
+
+/* Version 2: fused_splitkv. Block = 16 folded rows r = (query head within
+ * the group) * sq + i of one (batch, KV head), one key range (split). Key
+ * tiles of BC keys; warp w takes keys [w*KW, (w+1)*KW) of each tile, with its
+ * own running max/sum/output; the warps merge at the end. Loads are always
+ * predicated: this kernel waits on memory, not on instructions. */
+template <typename T, int D, int BC, int NW>
+__global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p)
+{
+    constexpr int KW = BC / NW; /* keys per warp per tile */
+    constexpr int NT = KW / 8, DT = D / 8, CPR = D / 8, NTH = NW * 32;
+    constexpr int STAGES = splitkv_stages<D, BC>::value;
+    constexpr int RS = tile_rs<D>::value;
+    static_assert(KW % 16 == 0, "each warp needs whole k16 steps of keys");
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t aQ = smem_u32(smem);
+    const uint32_t aK = aQ + 16 * RS;          /* STAGES x BC rows */
+    const uint32_t aV = aK + STAGES * BC * RS; /* STAGES x BC rows */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gr = lane >> 2, tq = lane & 3;
+    /* ldmatrix lane offsets as in version 1; K and V from this warp's keys. */
+    const uint32_t qoff = (uint32_t)((lane & 15) * RS + (lane >> 4) * 16);
+    const uint32_t koff = (uint32_t)((warp * KW + (lane & 7) + ((lane >> 4) << 3)) * RS + ((lane >> 3) & 1) * 16);
+    const uint32_t voff = (uint32_t)((warp * KW + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + (lane >> 4) * 16);
+
+    /* Block -> (row tile, split, batch*KV head); row tiles fastest (they
+     * share this split's K/V in L2), then splits. */
+    int idx = blockIdx.x;
+    const int rt = idx % p.nrb;
+    idx /= p.nrb;
+    const int split = idx % p.splits;
+    const int bk = idx / p.splits;
+    const int bi = bk / p.hkv, kvh = bk - bi * p.hkv;
+    const int R = p.g * p.sq; /* folded rows of this KV head */
+    const int r0 = rt * 16;
+    const int off = p.skv - p.sq;
+
+    /* Q: every folded row has its own (head, position) address. */
+    const T *q = reinterpret_cast<const T *>(p.q);
+    for (int L = tid; L < 16 * CPR; L += NTH) {
+        const int row = L / CPR, c = L % CPR, r = r0 + row;
+        const bool ok = r < R && c * 8 < p.d;
+        const T *src = q;
+        if (ok) {
+            const int hg = r / p.sq, i = r - hg * p.sq;
+            src = q + ((int64_t)(bi * p.hq + kvh * p.g + hg) * p.sq_pad + i) * p.d + c * 8;
+        }
+        cp_async16_zfill(aQ + (uint32_t)(row * RS + c * 16), src, ok);
+    }
+    cp_async_commit();
+
+    /* Keys the block's rows see (causal: up to the largest i among them;
+     * a tile that wraps to the next head holds i = sq-1), cut to this
+     * split's range of tiles. */
+    int kend = p.skv;
+    const int rlast = min(r0 + 16, R) - 1;
+    if (p.causal) {
+        const int imax = (r0 / p.sq != rlast / p.sq) ? p.sq - 1 : rlast % p.sq;
+        kend = min(kend, imax + off + 1);
+    }
+    const int ntot = kend > 0 ? (kend + BC - 1) / BC : 0;
+    const int tb = split * p.tps;
+    const int nt_blk = max(0, min(ntot, tb + p.tps) - tb);
+
+    /* Per-row key limits for this lane's rows gr and gr+8. */
+    int lim[2];
+#pragma unroll
+    for (int rh = 0; rh < 2; rh++) {
+        const int r = r0 + gr + rh * 8;
+        const int i = r < R ? r % p.sq : 0;
+        lim[rh] = p.causal ? min(p.skv, i + off + 1) : p.skv;
+    }
+
+    const int64_t kvbase = (int64_t)(bi * p.hkv + kvh) * p.skv_pad * p.d;
+    const T *gK = reinterpret_cast<const T *>(p.k) + kvbase;
+    const T *gV = reinterpret_cast<const T *>(p.v) + kvbase;
+    auto load_kv = [&](int stage, int tile) {
+        const int n0 = tile * BC;
+        const uint32_t off_s = (uint32_t)(stage * BC * RS);
+        load_tile<BC, D, NTH, true>(aK + off_s, gK + (int64_t)n0 * p.d, p.d, p.skv - n0, p.d, tid);
+        load_tile<BC, D, NTH, true>(aV + off_s, gV + (int64_t)n0 * p.d, p.d, p.skv - n0, p.d, tid);
+    };
+
+    /* Prologue: STAGES-1 tiles in flight (one commit group each, empty
+     * groups included, so the wait counts below stay exact). */
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st < nt_blk)
+            load_kv(st, tb + st);
+        cp_async_commit();
+    }
+    float o[DT][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+        o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+
+    for (int it = 0; it < nt_blk; ++it) {
+        cp_async_wait<STAGES - 2>(); /* tile it landed ... */
+        __syncthreads();             /* ... for all; all warps are done with tile it-1 */
+        {
+            const int nx = it + STAGES - 1; /* refill the buffer tile it-1 used */
+            if (nx < nt_blk)
+                load_kv(nx % STAGES, tb + nx);
+            cp_async_commit();
+        }
+        const uint32_t bofs = (uint32_t)((it % STAGES) * BC * RS);
+        const int n0 = (tb + it) * BC + warp * KW; /* this warp's first key */
+
+        float s[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+        /* Q fragments are re-read from shared memory each tile rather than
+         * held: 4*D/16 registers (64 at d = 256) this kernel spends better
+         * on the accumulators; shared bandwidth is not its limit. */
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            uint32_t qa[4];
+            ldmatrix_x4(qa, aQ + qoff + kk * 32);
+#pragma unroll
+            for (int nj = 0; nj < NT / 2; nj++) {
+                uint32_t kb[4];
+                ldmatrix_x4(kb, aK + bofs + koff + nj * 16 * RS + kk * 32);
+                mma16816<T>(s[2 * nj], qa, kb[0], kb[1]);
+                mma16816<T>(s[2 * nj + 1], qa, kb[2], kb[3]);
+            }
+        }
+#pragma unroll
+        for (int rh = 0; rh < 2; rh++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++)
+                    if (n0 + nt * 8 + 2 * tq + e >= lim[rh])
+                        s[nt][2 * rh + e] = -INFINITY;
+        softmax_step<NT, DT>(s, o, m, l, p.sl2);
+#pragma unroll
+        for (int kk = 0; kk < KW / 16; kk++) {
+            uint32_t pa[4];
+            p_fragment<T, NT>(pa, s, kk);
+#pragma unroll
+            for (int dn = 0; dn < D / 16; dn++) {
+                uint32_t vb[4];
+                ldmatrix_x4_trans(vb, aV + bofs + voff + kk * 16 * RS + dn * 32);
+                mma16816<T>(o[2 * dn], pa, vb[0], vb[1]);
+                mma16816<T>(o[2 * dn + 1], pa, vb[2], vb[3]);
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* no copy in flight, no warp reading: the stages become scratch */
+
+    /* Merge the warps: each writes its max, row sum and unnormalised output
+     * rows; then every thread merges 4 columns of one row across warps,
+     * weighting warp w by 2^(m_w*sl2 - M*sl2). */
+    float *so = reinterpret_cast<float *>(smem + 16 * RS); /* [NW][16][D+4] (+4: fewer bank conflicts) */
+    float *sm = so + NW * 16 * (D + 4);                       /* [NW][16] */
+    float *sl = sm + NW * 16;                                 /* [NW][16] */
+#pragma unroll
+    for (int rh = 0; rh < 2; rh++) {
+        float sum = l[rh];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const int row = gr + rh * 8;
+        if (tq == 0) {
+            sm[warp * 16 + row] = m[rh];
+            sl[warp * 16 + row] = sum;
+        }
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+            *reinterpret_cast<float2 *>(so + (warp * 16 + row) * (D + 4) + dt * 8 + 2 * tq) =
+                make_float2(o[dt][2 * rh], o[dt][2 * rh + 1]);
+    }
+    __syncthreads();
+
+    const int NR = p.b * p.hq * p.sq; /* flat real rows of the output */
+    for (int L = tid; L < 16 * (D / 4); L += NTH) {
+        const int row = L / (D / 4), c4 = (L % (D / 4)) * 4, r = r0 + row;
+        if (r >= R || c4 >= p.d)
+            continue;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            M = fmaxf(M, sm[w * 16 + row]);
+        const float ms = M == -INFINITY ? 0.f : M * p.sl2;
+        float den = 0.f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float sc = ex2(sm[w * 16 + row] * p.sl2 - ms);
+            const float4 x = *reinterpret_cast<const float4 *>(so + (w * 16 + row) * (D + 4) + c4);
+            den += sc * sl[w * 16 + row];
+            acc.x += sc * x.x;
+            acc.y += sc * x.y;
+            acc.z += sc * x.z;
+            acc.w += sc * x.w;
+        }
+        const float inv = den > 0.f ? 1.f / den : 0.f;
+        const int hg = r / p.sq, i = r - hg * p.sq;
+        const int64_t bh = (int64_t)bi * p.hq + kvh * p.g + hg;
+        if (p.splits == 1) {
+            uint2 w2;
+            w2.x = pack2<T>(acc.x * inv, acc.y * inv);
+            w2.y = pack2<T>(acc.z * inv, acc.w * inv);
+            *reinterpret_cast<uint2 *>(reinterpret_cast<T *>(p.o) + (bh * p.sq_pad + i) * p.d + c4) = w2;
+        } else {
+            const int64_t rg = (int64_t)split * NR + bh * p.sq + i;
+            *reinterpret_cast<float4 *>(p.part_o + rg * p.d + c4) =
+                make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+            if (c4 == 0) /* log2 of this split's softmax denominator, in the 2^(s*sl2) scale */
+                p.part_lse[rg] = den > 0.f ? ms + __log2f(den) : -INFINITY;
+        }
+    }
+}
+
+/* Version 2, second kernel: o[row] = sum_s w_s part_o[s][row] / sum_s w_s,
+ * w_s = 2^(lse_s - max lse). One warp per output row; a row that no split
+ * saw (all lse = -inf) is 0. */
+template <typename T>
+__global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t NR = (int64_t)p.b * p.hq * p.sq;
+    const int64_t rg = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
+    if (rg >= NR)
+        return;
+    float mx = -INFINITY;
+    for (int s = lane; s < p.splits; s += 32)
+        mx = fmaxf(mx, p.part_lse[s * NR + rg]);
+#pragma unroll
+    for (int x = 16; x > 0; x >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+    const int64_t bh = rg / p.sq, i = rg - bh * p.sq;
+    T *dst = reinterpret_cast<T *>(p.o) + (bh * p.sq_pad + i) * p.d;
+    for (int c4 = lane * 4; c4 < p.d; c4 += 128) {
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        float den = 0.f;
+        if (mx != -INFINITY)
+            for (int s = 0; s < p.splits; s++) {
+                const float w = ex2(p.part_lse[s * NR + rg] - mx);
+                const float4 x = *reinterpret_cast<const float4 *>(p.part_o + (s * NR + rg) * p.d + c4);
+                den += w;
+                acc.x += w * x.x;
+                acc.y += w * x.y;
+                acc.z += w * x.z;
+                acc.w += w * x.w;
+            }
+        const float inv = den > 0.f ? 1.f / den : 0.f;
+        uint2 w2;
+        w2.x = pack2<T>(acc.x * inv, acc.y * inv);
+        w2.y = pack2<T>(acc.z * inv, acc.w * inv);
+        *reinterpret_cast<uint2 *>(dst + c4) = w2;
+    }
+}
+
+} /* namespace */
+
+/* ---- launchers */
+
+/* The kernel configurations built: (D, Br, Bc, warps) for fused, (D, Bc,
+ * warps) for fused_splitkv (16 rows per block). Br = 16 * warps * MI; MI = 2
+ * halves the shared-memory reads of K and V per MMA (each B fragment feeds
+ * two row tiles), the choice FA2 makes for d <= 128; d = 256 keeps MI = 1
+ * for registers (the O accumulators alone take 128 per thread). */
+#define FUSED_CONFIGS(X)                                                    \
+    X(32, 128, 64, 4) X(32, 64, 64, 4) X(32, 128, 128, 4)                   \
+    X(64, 128, 64, 4) X(64, 64, 64, 4) X(64, 128, 128, 8)                   \
+    X(128, 128, 64, 4) X(128, 64, 64, 4) X(128, 128, 32, 4) X(128, 128, 128, 8) \
+    X(256, 64, 64, 4) X(256, 128, 64, 8) X(256, 64, 32, 4)
+
+#define SPLITKV_CONFIGS(X)                                                  \
+    X(32, 64, 4) X(32, 128, 4) X(64, 64, 4) X(64, 128, 4)                   \
+    X(128, 64, 4) X(128, 32, 2) X(256, 32, 2) X(256, 64, 4)
+
+/* Padded kernel head dim for d: the next of 32, 64, 128, 256; 0 if none. */
+static int kernel_dim(int64_t d)
+{
+    return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
+}
+
+template <typename T, int D, int BR, int BC, int NW>
+static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
+{
+    const size_t smem = (size_t)(BR + 2 * BC) * tile_rs<D>::value;
+    void (*kern)(const fused_args) = even ? fused_fwd_kernel<T, D, BR, BC, NW, true>
+                                          : fused_fwd_kernel<T, D, BR, BC, NW, false>;
+    /* Not a stream operation: allowed while a graph is being captured. */
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return ATTUNE_EGPU;
+    const int64_t blocks = (int64_t)p.nrb * p.b * p.hq;
+    if (blocks > INT_MAX)
+        return ATTUNE_EUNSUPP;
+    kern<<<(unsigned)blocks, NW * 32, smem, stream>>>(p);
+    return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
+}
+
+template <typename T, int D, int BC, int NW>
+static int launch_splitkv(const fused_args &p, cudaStream_t stream)
+{
+    const size_t smem = splitkv_smem<D, BC, NW>();
+    void (*kern)(const fused_args) = splitkv_fwd_kernel<T, D, BC, NW>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return ATTUNE_EGPU;
+    const int64_t blocks = (int64_t)p.nrb * p.splits * p.b * p.hkv;
+    if (blocks > INT_MAX)
+        return ATTUNE_EUNSUPP;
+    kern<<<(unsigned)blocks, NW * 32, smem, stream>>>(p);
+    if (cudaGetLastError() != cudaSuccess)
+        return ATTUNE_EGPU;
+    if (p.splits > 1) {
+        const int64_t rows = (int64_t)p.b * p.hq * p.sq;
+        splitkv_combine_kernel<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(p);
+        if (cudaGetLastError() != cudaSuccess)
+            return ATTUNE_EGPU;
+    }
+    return 0;
+}
+
+/* ---- dispatcher */
+
+/* Is shape s one these kernels take at all? f16/bf16, d a multiple of 8
+ * (16-byte rows for cp.async) up to 256. */
+static int shape_supported(const attn_shape *s)
+{
+    return (s->dtype == ATTN_F16 || s->dtype == ATTN_BF16) && s->d % 8 == 0 && kernel_dim(s->d) != 0;
+}
+
+/* Key tiles of BC keys over the real skv. */
+static int64_t kv_tiles(const attn_shape *s, int bc)
+{
+    return (s->skv + bc - 1) / bc;
+}
+
+/* fused_splitkv is for decode-like shapes: the folded rows of a KV head fit
+ * in a few 16-row tiles and there are enough keys to split. */
+static int splitkv_applies(const attn_shape *s)
+{
+    return attn_shape_group(s) * s->sq <= 64 && s->skv >= 128;
+}
+
+extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_minor, attn_tactic *out, int max)
+{
+    (void)cc_minor;
+    if (s == NULL || out == NULL || max <= 0 || cc_major < 8 || !shape_supported(s))
+        return 0;
+    const int D = kernel_dim(s->d);
+    int n = 0;
+#define ADD(t_)                                                              \
+    do {                                                                     \
+        for (int pi = 0; pi < ATTN_NPADS && n < max; pi++) {                 \
+            out[n] = (t_);                                                   \
+            out[n++].pad = attn_pads[pi];                                    \
+        }                                                                    \
+    } while (0)
+#define FUSED_TACTIC(D_, BR_, BC_, NW_)                                      \
+    if (D == D_) {                                                           \
+        attn_tactic t = {};                                                  \
+        t.variant = ATTN_FUSED;                                              \
+        t.tile_m = BR_, t.tile_n = BC_, t.warps = NW_;                       \
+        ADD(t);                                                              \
+    }
+    FUSED_CONFIGS(FUSED_TACTIC)
+#undef FUSED_TACTIC
+    if (splitkv_applies(s)) {
+        /* splits: 1, 2, 4, ... while the grid of the previous count stayed
+         * under ~8 blocks per SM of a large GPU (132 SMs), and a split keeps
+         * at least one key tile. The tuner measures which wins. */
+        const int64_t rows = (attn_shape_group(s) * s->sq + 15) / 16;
+        const int64_t base = rows * s->b * s->hkv;
+#define SPLITKV_TACTIC(D_, BC_, NW_)                                         \
+    if (D == D_)                                                             \
+        for (int sp = 1; sp <= 64 && sp <= kv_tiles(s, BC_); sp *= 2) {      \
+            if (sp > 1 && base * (sp / 2) >= 8 * 132)                        \
+                break;                                                       \
+            attn_tactic t = {};                                              \
+            t.variant = ATTN_FUSED_SPLITKV;                                  \
+            t.tile_m = 16, t.tile_n = BC_, t.warps = NW_, t.splits = sp;     \
+            ADD(t);                                                          \
+        }
+        SPLITKV_CONFIGS(SPLITKV_TACTIC)
+#undef SPLITKV_TACTIC
+    }
+#undef ADD
+    return n;
+}
+
+extern "C" size_t cuda_fused_workspace_bytes(const attn_shape *s, const attn_tactic *t)
+{
+    if (s == NULL || t == NULL || t->variant != ATTN_FUSED_SPLITKV || t->splits <= 1)
+        return 0;
+    const size_t rows = (size_t)(s->b * s->hq * s->sq) * (size_t)t->splits;
+    const size_t po = (rows * (size_t)s->d * 4 + 255) / 256 * 256;
+    const size_t pl = (rows * 4 + 255) / 256 * 256;
+    return po + pl;
+}
+
+template <typename T>
+static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, int64_t sq_pad,
+                    int64_t skv_pad, cudaStream_t stream)
+{
+    const int D = kernel_dim(s->d);
+    switch (t->variant) {
+    case ATTN_FUSED: {
+        if (t->splits > 1)
+            return ATTUNE_EUNSUPP;
+#define FUSED_LAUNCH(D_, BR_, BC_, NW_)                                          \
+    if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == NW_) {     \
+        p.nrb = (int)((s->sq + BR_ - 1) / BR_);                                  \
+        const bool even = sq_pad % BR_ == 0 && skv_pad % BC_ == 0 && s->d == D_; \
+        return launch_fused<T, D_, BR_, BC_, NW_>(p, even, stream);             \
+    }
+        FUSED_CONFIGS(FUSED_LAUNCH)
+#undef FUSED_LAUNCH
+        return ATTUNE_EUNSUPP; /* no such tile for this head dim */
+    }
+    case ATTN_FUSED_SPLITKV: {
+        if (t->tile_m != 16 || t->splits < 1)
+            return ATTUNE_EUNSUPP;
+#define SPLITKV_LAUNCH(D_, BC_, NW_)                                             \
+    if (D == D_ && t->tile_n == BC_ && t->warps == NW_) {                        \
+        const int64_t nt = kv_tiles(s, BC_);                                     \
+        p.nrb = (int)((attn_shape_group(s) * s->sq + 15) / 16);                  \
+        p.splits = t->splits;                                                    \
+        p.tps = (int)((nt + t->splits - 1) / t->splits);                         \
+        return launch_splitkv<T, D_, BC_, NW_>(p, stream);                       \
+    }
+        SPLITKV_CONFIGS(SPLITKV_LAUNCH)
+#undef SPLITKV_LAUNCH
+        return ATTUNE_EUNSUPP;
+    }
+    default: /* split, folded, ...: GEMM variants, not these kernels */
+        return ATTUNE_EUNSUPP;
+    }
+}
+
+extern "C" int cuda_fused_launch(const attn_shape *s, const attn_tactic *t, const void *q, const void *k,
+                                 const void *v, void *o, int64_t sq_pad, int64_t skv_pad, void *workspace,
+                                 cudaStream_t stream)
+{
+    if (s == NULL || t == NULL || q == NULL || k == NULL || v == NULL || o == NULL)
+        return ATTUNE_EINVAL;
+    if (s->b < 1 || s->hq < 1 || s->hkv < 1 || s->hq % s->hkv != 0 || s->sq < 1 || s->skv < 1 ||
+        s->d < 1 || sq_pad < s->sq || skv_pad < s->skv || sq_pad > INT_MAX / 2 || skv_pad > INT_MAX / 2)
+        return ATTUNE_EINVAL;
+    if (!shape_supported(s))
+        return ATTUNE_EUNSUPP;
+    /* Block and row counts are ints in the kernels. */
+    if (s->b * s->hq > INT_MAX || s->b * s->hq * s->sq > INT_MAX)
+        return ATTUNE_EUNSUPP;
+
+    fused_args p = {};
+    p.q = q, p.k = k, p.v = v, p.o = o;
+    p.b = (int)s->b, p.hq = (int)s->hq, p.hkv = (int)s->hkv, p.g = (int)(s->hq / s->hkv);
+    p.sq = (int)s->sq, p.skv = (int)s->skv, p.d = (int)s->d;
+    p.sq_pad = (int)sq_pad, p.skv_pad = (int)skv_pad;
+    p.causal = s->causal ? 1 : 0;
+    p.sl2 = (float)(1.4426950408889634 / sqrt((double)s->d));
+    p.splits = 1;
+    if (t->variant == ATTN_FUSED_SPLITKV && t->splits > 1) {
+        if (workspace == NULL)
+            return ATTUNE_EINVAL;
+        const size_t rows = (size_t)(s->b * s->hq * s->sq) * (size_t)t->splits;
+        p.part_o = static_cast<float *>(workspace);
+        p.part_lse = reinterpret_cast<float *>(static_cast<char *>(workspace) +
+                                               (rows * (size_t)s->d * 4 + 255) / 256 * 256);
+    }
+    return s->dtype == ATTN_BF16 ? dispatch<__nv_bfloat16>(s, t, p, sq_pad, skv_pad, stream)
+                                 : dispatch<__half>(s, t, p, sq_pad, skv_pad, stream);
+}

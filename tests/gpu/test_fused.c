@@ -1,0 +1,520 @@
+/* test_fused.c -- the fused and fused_splitkv kernels against a float64 CPU
+ * reference, on every head dim, dtype, mask, head grouping, length and pad.
+ *
+ * Each case draws fresh random inputs (seed from the clock, printed; set
+ * ATTUNE_TEST_SEED to replay one), fills the padded rows of q, k and v with
+ * large finite junk (so an unmasked padded key shows), poisons the whole
+ * output with NaN, then for every tactic cuda_fused_tactics lists at the
+ * case's pad (plus one fused_splitkv with an odd split count, listed or
+ * not): runs it twice and checks that every real output row was written
+ * and is finite, that padded output rows were left alone, that both runs
+ * agree bit for bit (a moving result is a race), and that the error against
+ * the reference is within the dtype's tolerance. Exits 77 without a GPU. */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../test.h"
+
+#ifndef ATTUNE_HAVE_CUDA
+int main(void)
+{
+    fprintf(stderr, "test_fused: built without CUDA, skipped\n");
+    return TEST_SKIP_CODE;
+}
+#else
+
+#include <cuda_runtime.h>
+
+#include "common/hash.h"
+#include "kernels/attn.h"
+#include "kernels/cuda/cuda_fused.h"
+
+#define CUDA_CHECK(x)                                                         \
+    do {                                                                      \
+        cudaError_t e_ = (x);                                                 \
+        if (e_ != cudaSuccess) {                                              \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,        \
+                    cudaGetErrorString(e_));                                  \
+            exit(1);                                                          \
+        }                                                                     \
+    } while (0)
+
+/* Relative L2 error bound per dtype, and max abs error: the output is
+ * rounded to the dtype, and P is rounded to it before the PV product. */
+#define TOL_REL_F16  2e-3
+#define TOL_REL_BF16 1.2e-2
+#define TOL_ABS_F16  1e-2
+#define TOL_ABS_BF16 6e-2
+
+/* ---- f16 / bf16 bits <-> float (round to nearest even) */
+
+static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static uint16_t float_to_bf16(float f)
+{
+    uint32_t u = f2u(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf16_to_float(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+static uint16_t float_to_f16(float f)
+{
+    uint32_t u = f2u(f), sign = (u >> 16) & 0x8000u;
+    u &= 0x7fffffffu;
+    if (u > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00u);
+    if (u >= 0x477ff000u) /* rounds to >= 65520: Inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (u < 0x38800000u) { /* below 2^-14: subnormal (or zero) */
+        float a = u2f(u) * 16777216.0f; /* scale by 2^24: units of 2^-24 */
+        return (uint16_t)(sign | (uint32_t)lrintf(a));
+    }
+    uint32_t mant = u & 0x7fffffu, exp = (u >> 23) - 112u;
+    uint32_t h = (exp << 10) | (mant >> 13);
+    uint32_t rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+static float f16_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (exp == 0)
+        return (sign ? -1.f : 1.f) * (float)mant * (1.f / 16777216.f);
+    if (exp == 31)
+        return u2f(sign | 0x7f800000u | (mant << 13));
+    return u2f(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+/* ---- random inputs */
+
+static double normal(uint64_t *st)
+{
+    double u1 = ((hash_splitmix64(st) >> 11) + 1.0) / 9007199254740993.0;
+    double u2 = (hash_splitmix64(st) >> 11) / 9007199254740992.0;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Fill a [heads, rows_pad, d] buffer: rows < rows_real standard normal,
+ * padded rows junk of scale 100 (finite: the contract for padded rows).
+ * bits gets the stored dtype, val the same values as doubles. */
+static void fill(uint16_t *bits, double *val, int64_t heads, int64_t rows_real, int64_t rows_pad,
+                 int64_t d, attn_dtype dt, uint64_t *st)
+{
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t r = 0; r < rows_pad; r++)
+            for (int64_t c = 0; c < d; c++) {
+                int64_t x = (h * rows_pad + r) * d + c;
+                float f = (float)(normal(st) * (r < rows_real ? 1.0 : 100.0));
+                uint16_t b = dt == ATTN_BF16 ? float_to_bf16(f) : float_to_f16(f);
+                bits[x] = b;
+                val[x] = dt == ATTN_BF16 ? bf16_to_float(b) : f16_to_float(b);
+            }
+}
+
+/* ---- float64 reference (the same definition as cuda_fused.cu's CPU
+ * reference section): row (bi, h, i) of the output from the stored inputs. */
+
+typedef struct ref_job {
+    const attn_shape *s;
+    const double *q, *k, *v; /* padded layouts */
+    int64_t sq_pad, skv_pad;
+    const int64_t *rows;      /* flat real rows r = (bi*hq + h)*sq + i */
+    int nrows;
+    double *out;              /* [nrows][d] */
+    int next;                 /* shared cursor, under lock */
+    pthread_mutex_t lock;
+} ref_job;
+
+static void ref_row(const ref_job *j, int64_t r, double *out, double *sc)
+{
+    const attn_shape *s = j->s;
+    int64_t bh = r / s->sq, i = r % s->sq, bi = bh / s->hq, h = bh % s->hq;
+    int64_t kv = bi * s->hkv + h / (s->hq / s->hkv), d = s->d;
+    int64_t n = attn_visible_keys(s, i);
+    const double *q = j->q + (bh * j->sq_pad + i) * d;
+    for (int64_t c = 0; c < d; c++)
+        out[c] = 0;
+    if (n == 0)
+        return;
+    double mx = -INFINITY, scale = 1.0 / sqrt((double)d), den = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const double *k = j->k + (kv * j->skv_pad + t) * d;
+        double acc = 0;
+        for (int64_t c = 0; c < d; c++)
+            acc += q[c] * k[c];
+        sc[t] = acc * scale;
+        if (sc[t] > mx)
+            mx = sc[t];
+    }
+    for (int64_t t = 0; t < n; t++) {
+        double e = exp(sc[t] - mx);
+        const double *v = j->v + (kv * j->skv_pad + t) * d;
+        den += e;
+        for (int64_t c = 0; c < d; c++)
+            out[c] += e * v[c];
+    }
+    for (int64_t c = 0; c < d; c++)
+        out[c] /= den;
+}
+
+static void *ref_worker(void *arg)
+{
+    ref_job *j = arg;
+    double *sc = malloc(sizeof(double) * (size_t)j->s->skv);
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        int k = j->next;
+        j->next += 4;
+        pthread_mutex_unlock(&j->lock);
+        if (k >= j->nrows)
+            break;
+        for (int e = k; e < k + 4 && e < j->nrows; e++)
+            ref_row(j, j->rows[e], j->out + (int64_t)e * j->s->d, sc);
+    }
+    free(sc);
+    return NULL;
+}
+
+static void reference(ref_job *j)
+{
+    enum { MAXT = 32 };
+    pthread_t th[MAXT];
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = ncpu < 1 ? 1 : ncpu > MAXT ? MAXT : (int)ncpu;
+    j->next = 0;
+    pthread_mutex_init(&j->lock, NULL);
+    for (int t = 0; t < nt; t++)
+        if (pthread_create(&th[t], NULL, ref_worker, j) != 0) {
+            nt = t;
+            break;
+        }
+    if (nt == 0)
+        ref_worker(j);
+    for (int t = 0; t < nt; t++)
+        pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&j->lock);
+}
+
+/* Rows checked against the reference: all of them for short sequences;
+ * otherwise, per (batch, head), the first and last rows, the rows around
+ * tile boundaries (63/64, 127/128) and around the causal start (the first
+ * rows that see a key), and a few random ones. Returns the count. */
+static int pick_rows(const attn_shape *s, int64_t *rows, int max, uint64_t *st)
+{
+    int n = 0;
+    for (int64_t bh = 0; bh < s->b * s->hq; bh++) {
+        if (s->sq <= 64) {
+            for (int64_t i = 0; i < s->sq && n < max; i++)
+                rows[n++] = bh * s->sq + i;
+            continue;
+        }
+        int64_t c0 = s->sq - s->skv; /* first row that sees key 0 */
+        int64_t fixed[] = {0, 1, 63, 64, 127, 128, c0 - 1, c0, c0 + 1, s->sq - 2, s->sq - 1};
+        for (size_t f = 0; f < sizeof fixed / sizeof fixed[0] && n < max; f++)
+            if (fixed[f] >= 0 && fixed[f] < s->sq)
+                rows[n++] = bh * s->sq + fixed[f];
+        for (int k = 0; k < 6 && n < max; k++)
+            rows[n++] = bh * s->sq + (int64_t)(hash_splitmix64(st) % (uint64_t)s->sq);
+    }
+    return n;
+}
+
+/* ---- one case */
+
+typedef struct tcase {
+    int64_t b, hq, hkv, sq, skv, d;
+    attn_dtype dt;
+    int causal, pad;
+} tcase;
+
+static int launches_run, cases_run;
+static double worst_rel[2]; /* per dtype: f16, bf16 */
+
+static double to_double(uint16_t b, attn_dtype dt)
+{
+    return dt == ATTN_BF16 ? bf16_to_float(b) : f16_to_float(b);
+}
+
+/* Run tactic t on the case's device buffers, twice; check and report. */
+static void run_tactic(const attn_shape *s, const attn_tactic *t, int64_t sq_pad, int64_t skv_pad,
+                       void *dq, void *dk, void *dv, void *dout, uint16_t *h1, uint16_t *h2,
+                       const int64_t *rows, int nrows, const double *ref)
+{
+    char key[ATTN_SHAPE_KEY_MAX], tname[ATTN_TACTIC_STR_MAX];
+    attn_shape_key(s, key, sizeof key);
+    attn_tactic_str(t, tname, sizeof tname);
+    size_t osize = (size_t)(s->b * s->hq * sq_pad * s->d) * 2;
+    size_t ws = cuda_fused_workspace_bytes(s, t);
+    void *dws = NULL;
+    if (ws)
+        CUDA_CHECK(cudaMalloc(&dws, ws));
+    for (int run = 0; run < 2; run++) {
+        CUDA_CHECK(cudaMemset(dout, 0xff, osize)); /* 0xffff: NaN in f16 and bf16 */
+        if (dws)
+            CUDA_CHECK(cudaMemset(dws, 0xff, ws));
+        int rc = cuda_fused_launch(s, t, dq, dk, dv, dout, sq_pad, skv_pad, dws, 0);
+        CHECK_MSG(rc == 0, "%s %s: launch returned %d (%s)", key, tname, rc, attune_strerror(rc));
+        if (rc != 0)
+            goto done;
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(run ? h2 : h1, dout, osize, cudaMemcpyDeviceToHost));
+    }
+    launches_run += 2;
+
+    /* Every real element written and finite; padded rows untouched; the
+     * two runs identical. */
+    int64_t bad = 0, touched = 0, moved = 0;
+    for (int64_t bh = 0; bh < s->b * s->hq; bh++)
+        for (int64_t i = 0; i < sq_pad; i++)
+            for (int64_t c = 0; c < s->d; c++) {
+                int64_t x = (bh * sq_pad + i) * s->d + c;
+                if (i < s->sq) {
+                    if (!isfinite(to_double(h1[x], s->dtype)))
+                        bad++;
+                    if (h1[x] != h2[x])
+                        moved++;
+                } else if (h1[x] != 0xffff) {
+                    touched++;
+                }
+            }
+    CHECK_MSG(bad == 0, "%s %s: %lld real outputs not written or not finite", key, tname, (long long)bad);
+    CHECK_MSG(touched == 0, "%s %s: %lld padded outputs written", key, tname, (long long)touched);
+    CHECK_MSG(moved == 0, "%s %s: %lld outputs differ between two runs (race?)", key, tname,
+              (long long)moved);
+
+    double num = 0, den = 0, maxabs = 0;
+    for (int e = 0; e < nrows; e++) {
+        int64_t bh = rows[e] / s->sq, i = rows[e] % s->sq;
+        for (int64_t c = 0; c < s->d; c++) {
+            double g = to_double(h1[(bh * sq_pad + i) * s->d + c], s->dtype), r = ref[(int64_t)e * s->d + c];
+            double df = fabs(g - r);
+            if (!(df <= maxabs)) /* NaN propagates */
+                maxabs = isnan(df) ? INFINITY : df;
+            num += (g - r) * (g - r);
+            den += r * r;
+        }
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    double tol_rel = s->dtype == ATTN_BF16 ? TOL_REL_BF16 : TOL_REL_F16;
+    double tol_abs = s->dtype == ATTN_BF16 ? TOL_ABS_BF16 : TOL_ABS_F16;
+    CHECK_MSG(rel <= tol_rel && maxabs <= tol_abs, "%s %s: rel err %.3g (tol %.3g), max abs %.3g (tol %.3g)",
+              key, tname, rel, tol_rel, maxabs, tol_abs);
+    if (rel > worst_rel[s->dtype == ATTN_BF16])
+        worst_rel[s->dtype == ATTN_BF16] = rel;
+done:
+    if (dws)
+        CUDA_CHECK(cudaFree(dws));
+}
+
+static void run_case(const tcase *tc, uint64_t seed)
+{
+    attn_shape s = {tc->b, tc->hq, tc->hkv, tc->sq, tc->skv, tc->d, tc->dt, tc->causal};
+    char key[ATTN_SHAPE_KEY_MAX];
+    attn_shape_key(&s, key, sizeof key);
+    const int64_t sq_pad = attn_round_up(s.sq, tc->pad), skv_pad = attn_round_up(s.skv, tc->pad);
+    const int64_t nq = s.b * s.hq * sq_pad * s.d, nkv = s.b * s.hkv * skv_pad * s.d;
+    uint64_t st = seed;
+
+    uint16_t *hq = malloc(2 * (size_t)nq), *hk = malloc(2 * (size_t)nkv), *hv = malloc(2 * (size_t)nkv);
+    uint16_t *h1 = malloc(2 * (size_t)nq), *h2 = malloc(2 * (size_t)nq);
+    double *vq = malloc(8 * (size_t)nq), *vk = malloc(8 * (size_t)nkv), *vv = malloc(8 * (size_t)nkv);
+    fill(hq, vq, s.b * s.hq, s.sq, sq_pad, s.d, s.dtype, &st);
+    fill(hk, vk, s.b * s.hkv, s.skv, skv_pad, s.d, s.dtype, &st);
+    fill(hv, vv, s.b * s.hkv, s.skv, skv_pad, s.d, s.dtype, &st);
+
+    int maxrows = (int)(s.b * s.hq * (s.sq <= 64 ? s.sq : 17));
+    int64_t *rows = malloc(sizeof(int64_t) * (size_t)maxrows);
+    int nrows = pick_rows(&s, rows, maxrows, &st);
+    double *ref = malloc(sizeof(double) * (size_t)nrows * (size_t)s.d);
+    ref_job job = {.s = &s, .q = vq, .k = vk, .v = vv, .sq_pad = sq_pad, .skv_pad = skv_pad,
+                   .rows = rows, .nrows = nrows, .out = ref};
+    reference(&job);
+
+    void *dq, *dk, *dv, *dout;
+    CUDA_CHECK(cudaMalloc(&dq, 2 * (size_t)nq));
+    CUDA_CHECK(cudaMalloc(&dk, 2 * (size_t)nkv));
+    CUDA_CHECK(cudaMalloc(&dv, 2 * (size_t)nkv));
+    CUDA_CHECK(cudaMalloc(&dout, 2 * (size_t)nq));
+    CUDA_CHECK(cudaMemcpy(dq, hq, 2 * (size_t)nq, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dk, hk, 2 * (size_t)nkv, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dv, hv, 2 * (size_t)nkv, cudaMemcpyHostToDevice));
+
+    enum { MAXTAC = 256 };
+    attn_tactic all[MAXTAC];
+    int n = cuda_fused_tactics(&s, 9, 0, all, MAXTAC);
+    CHECK_MSG(n > 0, "%s: no fused tactics", key);
+    int ran = 0, have_splitkv = 0;
+    for (int t = 0; t < n; t++) {
+        if (all[t].pad != tc->pad)
+            continue;
+        have_splitkv |= all[t].variant == ATTN_FUSED_SPLITKV;
+        run_tactic(&s, &all[t], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref);
+        ran++;
+    }
+    /* fused_splitkv with 3 splits (uneven ranges) on any shape, listed or
+     * not: the kernel must be right beyond the shapes it is listed for. */
+    {
+        attn_tactic t = {0};
+        t.variant = ATTN_FUSED_SPLITKV;
+        t.pad = tc->pad;
+        t.tile_m = 16;
+        t.tile_n = s.d > 128 ? 32 : 64;
+        t.warps = s.d > 128 ? 2 : 4;
+        t.splits = 3;
+        run_tactic(&s, &t, sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref);
+        ran++;
+    }
+    fprintf(stderr, "  %-44s pad=%-2d %2d tactics%s, %d rows checked\n", key, tc->pad, ran,
+            have_splitkv ? " (splitkv listed)" : "", nrows);
+    cases_run++;
+
+    CUDA_CHECK(cudaFree(dq));
+    CUDA_CHECK(cudaFree(dk));
+    CUDA_CHECK(cudaFree(dv));
+    CUDA_CHECK(cudaFree(dout));
+    free(hq), free(hk), free(hv), free(h1), free(h2), free(vq), free(vk), free(vv);
+    free(rows), free(ref);
+}
+
+/* ---- tests */
+
+static uint64_t g_seed;
+
+/* Every head dim (and three padded ones) x dtype x causal, over the
+ * length pairs; head grouping and pad rotate with the pair so that each
+ * dim/dtype/mask meets every grouping and every pad. */
+static void fused_should_match_reference_everywhere(void)
+{
+    static const int64_t dims[] = {32, 64, 128, 256};
+    static const int64_t lens[][2] = {{1, 1018}, {1, 4096}, {7, 7},     {7, 900},
+                                      {50, 1018}, {50, 50}, {197, 197}, {900, 900},
+                                      {1018, 50}, {1018, 1018}, {4096, 4096}, {197, 4096}};
+    static const int64_t heads[][2] = {{2, 2}, {8, 2}, {4, 1}}; /* MHA, GQA g=4, MQA */
+    const int nl = (int)(sizeof lens / sizeof lens[0]);
+    int k = 0;
+    for (int di = 0; di < 4; di++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int causal = 0; causal < 2; causal++)
+                for (int li = 0; li < nl; li++, k++) {
+                    tcase tc = {0};
+                    int hi = (li + di + causal) % 3;
+                    int big = lens[li][0] * lens[li][1] >= 4096 * 4096 / 4;
+                    tc.b = big ? 1 : 2;
+                    tc.hq = heads[hi][0] / (big && hi == 1 ? 2 : 1);
+                    tc.hkv = heads[hi][1];
+                    tc.sq = lens[li][0], tc.skv = lens[li][1];
+                    tc.d = dims[di];
+                    tc.dt = dt ? ATTN_BF16 : ATTN_F16;
+                    tc.causal = causal;
+                    tc.pad = attn_pads[(li + di + dt) % ATTN_NPADS];
+                    run_case(&tc, g_seed + (uint64_t)k * 7919u);
+                }
+}
+
+/* Head dims that are not powers of two run on the next kernel dim with
+ * the extra columns zero-filled. */
+static void fused_should_pad_odd_head_dims(void)
+{
+    static const int64_t dims[] = {8, 80, 200, 96};
+    for (int di = 0; di < 4; di++)
+        for (int causal = 0; causal < 2; causal++) {
+            tcase tc = {2, 4, 2, 197, 900, dims[di], (di & 1) ? ATTN_BF16 : ATTN_F16, causal,
+                        attn_pads[(di + causal) % ATTN_NPADS]};
+            run_case(&tc, g_seed + 1000003u * (uint64_t)(di * 2 + causal + 1));
+            tcase dec = {4, 8, 2, 1, 1018, dims[di], ATTN_BF16, causal, attn_pads[di % ATTN_NPADS]};
+            run_case(&dec, g_seed + 2000003u * (uint64_t)(di * 2 + causal + 1));
+        }
+}
+
+/* Decode shapes, where fused_splitkv is listed with several split counts. */
+static void splitkv_should_match_reference_on_decode(void)
+{
+    static const int64_t shapes[][5] = {/* b, hq, hkv, sq, skv */
+                                        {4, 32, 8, 1, 4096}, {2, 16, 1, 4, 2000}, {3, 8, 8, 2, 777},
+                                        {1, 64, 4, 1, 8192}};
+    for (int i = 0; i < 4; i++)
+        for (int dt = 0; dt < 2; dt++) {
+            tcase tc = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4],
+                        i == 2 ? 256 : 128, dt ? ATTN_BF16 : ATTN_F16, i & 1, attn_pads[(i + dt) % 4]};
+            run_case(&tc, g_seed + 3000017u * (uint64_t)(i * 2 + dt + 1));
+        }
+}
+
+static void fused_should_refuse_what_it_cannot_run(void)
+{
+    attn_shape s = {1, 2, 2, 64, 64, 64, ATTN_F32, 0};
+    attn_tactic out[64];
+    CHECK_EQ_INT(cuda_fused_tactics(&s, 9, 0, out, 64), 0);
+    attn_tactic t = {0};
+    t.variant = ATTN_FUSED, t.pad = 1, t.tile_m = 64, t.tile_n = 64, t.warps = 4;
+    char dummy[16];
+    CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
+    s.dtype = ATTN_F16;
+    s.d = 264;
+    CHECK_EQ_INT(cuda_fused_tactics(&s, 9, 0, out, 64), 0);
+    CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
+    s.d = 60;
+    CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
+    s.d = 64;
+    t.tile_m = 48; /* no such tile */
+    CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
+    t.tile_m = 64;
+    CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 32, 64, NULL, 0), ATTUNE_EINVAL);
+    t.variant = ATTN_SPLIT;
+    CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
+    CHECK_EQ_INT(cuda_fused_tactics(&s, 7, 5, out, 64), 0);
+    /* Every listed tactic names every pad, prints canonically and parses back. */
+    s.sq = 1, s.skv = 4096, s.hq = 8, s.hkv = 1;
+    int n = cuda_fused_tactics(&s, 9, 0, out, 64);
+    CHECK(n > 0 && n % ATTN_NPADS == 0);
+    for (int i = 0; i < n; i++) {
+        char buf[ATTN_TACTIC_STR_MAX], err[ATTUNE_ERRLEN];
+        attn_tactic back;
+        attn_tactic_str(&out[i], buf, sizeof buf);
+        CHECK_MSG(attn_tactic_parse(buf, &back, err, sizeof err) == 0 && back.variant == out[i].variant &&
+                      back.tile_m == out[i].tile_m && back.splits == out[i].splits && back.pad == out[i].pad,
+                  "tactic %s does not round-trip", buf);
+    }
+    CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+int main(void)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        fprintf(stderr, "test_fused: no CUDA device, skipped\n");
+        return TEST_SKIP_CODE;
+    }
+    const char *env = getenv("ATTUNE_TEST_SEED");
+    g_seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) * 1000003u ^ (uint64_t)getpid();
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    fprintf(stderr, "test_fused: device %s (sm_%d%d), seed %llu (ATTUNE_TEST_SEED to replay)\n", prop.name,
+            prop.major, prop.minor, (unsigned long long)g_seed);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    RUN(fused_should_refuse_what_it_cannot_run);
+    RUN(fused_should_match_reference_everywhere);
+    RUN(fused_should_pad_odd_head_dims);
+    RUN(splitkv_should_match_reference_on_decode);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr, "test_fused: %d cases, %d launches, worst rel err f16 %.3g bf16 %.3g, %.1f s\n", cases_run,
+            launches_run, worst_rel[0], worst_rel[1],
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    return test_summary();
+}
+
+#endif
