@@ -1,0 +1,594 @@
+#!/usr/bin/env python3
+"""it_daemon.py -- attuned over real HTTP on a free loopback port (CPU backend).
+
+Starts a real attuned with a temporary database and --no-default-grid, then:
+tunes small CPU shapes through POST /v1/tune and polls the job; checks that
+/v1/tactic serves the fastest accurate tactic of /v1/results (recomputed
+here from the rows, with the rule of tuner/select.h), that an untuned nearby
+shape is answered from the nearest tuned one, that max_rel_err changes the
+answer when a bound falls between two tactics' errors; cancels jobs;
+SIGKILLs the daemon in the middle of a job, restarts it and checks the job
+resumes with every committed measurement kept; compares the C client
+(ctypes on ATTUNE_CLIENT_LIB) and the Python client with raw HTTP and checks
+their fallback on a dead port; sends malformed requests, each of which must
+get the right 4xx and a JSON error, and checks the daemon still answers
+correctly afterwards; ends with SIGTERM and a clean exit.
+
+Environment: ATTUNED_BIN (required, else skip: 77), ATTUNE_CLIENT_LIB
+(optional), ATTUNE_SOURCE_DIR (for client/python).
+"""
+
+import ctypes
+import http.client
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+SKIP = 77
+BUDGET_MS = "10"
+
+failures = []
+
+
+def check(cond, what):
+    if cond:
+        print("ok   " + what)
+    else:
+        print("FAIL " + what)
+        failures.append(what)
+    return cond
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Daemon:
+    def __init__(self, binary, workdir, port):
+        self.binary = binary
+        self.workdir = workdir
+        self.port = port
+        self.db = os.path.join(workdir, "var", "attune.db")
+        self.proc = None
+        self.log = None
+
+    def start(self):
+        self.log = open(os.path.join(self.workdir, "attuned.log"), "ab")
+        self.proc = subprocess.Popen(
+            [self.binary, "--db", self.db, "--port", str(self.port), "--no-default-grid",
+             "--tune-budget-ms", BUDGET_MS, "--threads", "4"],
+            cwd=self.workdir, stdout=self.log, stderr=self.log)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("attuned exited with %d at start" % self.proc.returncode)
+            try:
+                st, obj = self.get("/v1/health")
+                if st == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("attuned did not answer within 20 s")
+
+    @property
+    def token(self):
+        with open(os.path.join(os.path.dirname(self.db), "token")) as f:
+            return f.read().strip()
+
+    def request(self, method, path, body=None, headers=None, timeout=30):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            h = {"Accept": "application/json"}
+            if body is not None and not isinstance(body, bytes):
+                body = json.dumps(body).encode()
+                h["Content-Type"] = "application/json"
+            h.update(headers or {})
+            c.request(method, path, body=body, headers=h)
+            r = c.getresponse()
+            raw = r.read()
+            try:
+                obj = json.loads(raw.decode())
+            except ValueError:
+                obj = raw.decode("utf-8", "replace")
+            return r.status, obj
+        finally:
+            c.close()
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def authed(self, method, path, body=None):
+        return self.request(method, path, body, {"Authorization": "Bearer " + self.token})
+
+    def raw(self, data, timeout=10):
+        """Send raw bytes; return (status, headers text, body bytes)."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        try:
+            s.sendall(data)
+            chunks = []
+            while True:
+                try:
+                    b = s.recv(65536)
+                except (ConnectionResetError, socket.timeout):
+                    break
+                if not b:
+                    break
+                chunks.append(b)
+        finally:
+            s.close()
+        resp = b"".join(chunks)
+        head, _, body = resp.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            status = int(lines[0].split()[1])
+        except (IndexError, ValueError):
+            status = 0
+        return status, "\n".join(lines[1:]), body
+
+    def kill(self, sig):
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=60)
+        finally:
+            self.log.close()
+
+
+def shape_query(key, device="cpu", extra=""):
+    return "device=%s&shape=%s%s" % (device, key, extra)
+
+
+def select_time(m):
+    return m["time_us_copies"] if m.get("time_us_copies") is not None else m["time_us"]
+
+
+def recompute_winner(results, bound):
+    """tuner/select.h on the rows of the current stack: ok, finite time and
+    error, rel_err <= bound and <= max_ratio * best; fastest, ties to the
+    lower error."""
+    rows = [m for m in results["measurements"] if not m["stale"]]
+    usable = [m for m in rows if m["status"] == "ok" and select_time(m) is not None
+              and m["rel_err"] is not None and m["rel_err"] >= 0]
+    if not usable:
+        return None
+    best = min(m["rel_err"] for m in usable)
+    rel_bound = results["max_ratio"] * best if best > 0 else math.inf
+    win = None
+    for m in usable:
+        if m["rel_err"] > bound or m["rel_err"] > rel_bound:
+            continue
+        if win is None or select_time(m) < select_time(win) or (
+                select_time(m) == select_time(win) and m["rel_err"] < win["rel_err"]):
+            win = m
+    return win
+
+
+def wait_job(d, job, states=("done", "failed", "canceled"), timeout=300):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        st, j = d.get("/v1/jobs/%d" % job)
+        if st == 200 and j["state"] in states:
+            return j
+        time.sleep(0.1)
+    raise RuntimeError("job %d did not reach %s" % (job, states))
+
+
+def key_of(s):
+    return "b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (
+        s["b"], s["hq"], s["hkv"], s["sq"], s["skv"], s["d"], s["dtype"],
+        "c" if s["causal"] else "nc")
+
+
+def shape(b, hq, hkv, sq, skv, d, dtype="f32", causal=False):
+    return {"b": b, "hq": hq, "hkv": hkv, "sq": sq, "skv": skv, "d": d, "dtype": dtype,
+            "causal": causal}
+
+
+# ---- parts of the test
+
+def test_tune_and_lookup(d):
+    st, h = d.get("/v1/health")
+    check(st == 200 and h["status"] == "ok" and h["devices"] >= 1, "health answers")
+    st, devs = d.get("/v1/devices")
+    cpu = [x for x in devs.get("devices", []) if x["kind"] == "cpu"]
+    check(st == 200 and len(cpu) == 1 and cpu[0]["local"] is True, "devices lists the CPU")
+
+    shapes = [shape(1, 4, 1, 16, 64, 32), shape(1, 4, 1, 32, 100, 32, causal=True),
+              shape(2, 8, 2, 8, 40, 16, dtype="f16")]
+    st, r = d.authed("POST", "/v1/tune", {"device": "cpu", "shapes": shapes})
+    check(st == 202 and isinstance(r.get("job"), int) and r.get("total") == 3,
+          "POST /v1/tune answers 202 with a job id")
+    j = wait_job(d, r["job"])
+    check(j["state"] == "done" and j["done"] == 3 and j["total"] == 3,
+          "the job ends done 3/3 (got %s %s/%s)" % (j["state"], j["done"], j["total"]))
+
+    winners = {}
+    for s in shapes:
+        k = key_of(s)
+        st, res = d.get("/v1/results?" + shape_query(k))
+        check(st == 200 and len(res["measurements"]) >= 4, "results of %s listed" % k)
+        win = recompute_winner(res, res["max_rel_err"])
+        st, ans = d.get("/v1/tactic?" + shape_query(k))
+        check(st == 200 and win is not None and ans["tactic"] == win["tactic"]
+              and ans["source"] == "measured" and ans["stale"] is False,
+              "tactic of %s is the fastest accurate one of its results (%s vs %s)"
+              % (k, ans.get("tactic"), win and win["tactic"]))
+        # the same answer through the separate fields form
+        q = urllib.parse.urlencode({"device": "cpu", "b": s["b"], "hq": s["hq"],
+                                    "hkv": s["hkv"], "sq": s["sq"], "skv": s["skv"],
+                                    "d": s["d"], "dtype": s["dtype"],
+                                    "causal": "true" if s["causal"] else "false"})
+        st, ans2 = d.get("/v1/tactic?" + q)
+        check(st == 200 and ans2["tactic"] == ans["tactic"], "field form = shape= form")
+        winners[k] = (ans, res)
+
+    # nearest: b doubled (distance 1) from the first shape
+    near = shape(2, 4, 1, 16, 64, 32)
+    st, ans = d.get("/v1/tactic?" + shape_query(key_of(near)))
+    check(st == 200 and ans["source"] == "nearest" and ans["from_shape"] == key_of(shapes[0])
+          and ans["tactic"] == winners[key_of(shapes[0])][0]["tactic"]
+          and abs(ans["distance"] - 1.0) < 1e-9,
+          "an untuned nearby shape is answered from the nearest (%s)" % ans.get("source"))
+    # different group size: nothing comparable -> default
+    far = shape(1, 4, 4, 16, 64, 32)
+    st, ans = d.get("/v1/tactic?" + shape_query(key_of(far)))
+    check(st == 200 and ans["source"] == "default" and ans["tactic"] == "fused/pad=8"
+          and ans["time_us"] is None, "nothing comparable: the documented default")
+
+    # max_rel_err between two tactics' errors changes the answer
+    changed = False
+    for k, (ans, res) in winners.items():
+        errs = sorted({m["rel_err"] for m in res["measurements"]
+                       if m["status"] == "ok" and m["rel_err"] is not None})
+        for lo, hi in zip(errs, errs[1:]):
+            bound = (lo + hi) / 2
+            if not (0 < bound <= 1):
+                continue
+            want = recompute_winner(res, bound)
+            st, a = d.get("/v1/tactic?" + shape_query(k, extra="&max_rel_err=%r" % bound))
+            if want is None:
+                ok = st == 200 and a["source"] != "measured"
+            else:
+                ok = st == 200 and a["tactic"] == want["tactic"] and a["source"] == "measured"
+            check(ok, "max_rel_err=%.3g on %s gives the recomputed winner (%s vs %s)"
+                  % (bound, k, a.get("tactic"), want and want["tactic"]))
+            if want is not None and want["tactic"] != ans["tactic"]:
+                changed = True
+    all_errs = [m["rel_err"] for _, res in winners.values() for m in res["measurements"]
+                if m["status"] == "ok" and m["rel_err"] is not None and m["rel_err"] > 0]
+    if all_errs:
+        tiny = min(all_errs) / 2
+        k0 = key_of(shapes[0])
+        st, a = d.get("/v1/tactic?" + shape_query(k0, extra="&max_rel_err=%r" % tiny))
+        check(st == 200 and a["source"] == "default",
+              "max_rel_err below every error: no tactic qualifies, default")
+        changed = changed or a["tactic"] != winners[k0][0]["tactic"]
+    check(changed, "max_rel_err changed at least one answer")
+    return shapes, winners
+
+
+def test_clients(d, shapes, winners, dead_port):
+    keys = [key_of(s) for s in shapes] + [key_of(shape(2, 4, 1, 16, 64, 32)),
+                                           key_of(shape(1, 4, 4, 16, 64, 32))]
+    raw = {}
+    for k in keys:
+        st, a = d.get("/v1/tactic?" + shape_query(k))
+        raw[k] = a
+
+    def parse_key(k):
+        f = k.split(".")
+        return dict(b=int(f[0][1:]), hq=int(f[1][2:]), hkv=int(f[2][3:]), sq=int(f[3][2:]),
+                    skv=int(f[4][3:]), d=int(f[5][1:]), dtype=f[6], causal=f[7] == "c")
+
+    # Python client
+    src = os.environ.get("ATTUNE_SOURCE_DIR",
+                         os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    sys.path.insert(0, os.path.join(src, "client", "python"))
+    import attune_client as ac
+    pc = ac.Client("http://127.0.0.1:%d" % d.port, timeout=2.0)
+    for k in keys:
+        a = pc.lookup(device="cpu", **parse_key(k))
+        check(a.code == ac.OK and a.tactic == raw[k]["tactic"] and a.source == raw[k]["source"]
+              and a.shape == k, "python client = raw HTTP for %s (%s)" % (k, a.tactic))
+    a2 = pc.lookup(device="cpu", **parse_key(keys[0]))
+    check(a2.tactic == raw[keys[0]]["tactic"], "python client cache hit gives the same answer")
+    bad = pc.lookup(device="nosuch", **parse_key(keys[0]))
+    check(bad.code == ac.REJECTED and bad.tactic == ac.DEFAULT_TACTIC,
+          "python client: unknown device -> rejected, default answer")
+    dead = ac.Client("http://127.0.0.1:%d" % dead_port, timeout=0.5)
+    t0 = time.time()
+    a = dead.lookup(device="cpu", **parse_key(keys[0]))
+    check(a.code == ac.FALLBACK and a.tactic == "fused/pad=8" and a.source == "default",
+          "python client falls back on a dead port")
+    a = dead.lookup(device="cpu", **parse_key(keys[1]))
+    check(a.code == ac.FALLBACK and time.time() - t0 < 2.0,
+          "python client: fast fallback within the retry interval")
+
+    # C client through ctypes
+    lib_path = os.environ.get("ATTUNE_CLIENT_LIB")
+    if not lib_path or not os.path.exists(lib_path):
+        print("skip C client: ATTUNE_CLIENT_LIB not set")
+        return
+
+    class Q(ctypes.Structure):
+        _fields_ = [("device", ctypes.c_char_p), ("b", ctypes.c_longlong),
+                    ("hq", ctypes.c_longlong), ("hkv", ctypes.c_longlong),
+                    ("sq", ctypes.c_longlong), ("skv", ctypes.c_longlong),
+                    ("d", ctypes.c_longlong), ("dtype", ctypes.c_char_p),
+                    ("causal", ctypes.c_int)]
+
+    class A(ctypes.Structure):
+        _fields_ = [("tactic", ctypes.c_char * 96), ("variant", ctypes.c_char * 32),
+                    ("pad", ctypes.c_int), ("source", ctypes.c_char * 16),
+                    ("stale", ctypes.c_int), ("time_us", ctypes.c_double),
+                    ("rel_err", ctypes.c_double), ("max_abs_err", ctypes.c_double),
+                    ("device", ctypes.c_char * 64), ("shape", ctypes.c_char * 128),
+                    ("error", ctypes.c_char * 160)]
+
+    lib = ctypes.CDLL(lib_path)
+    lib.attune_client_new.restype = ctypes.c_void_p
+    lib.attune_client_new.argtypes = [ctypes.c_char_p, ctypes.c_long]
+    lib.attune_client_free.argtypes = [ctypes.c_void_p]
+    lib.attune_lookup.argtypes = [ctypes.c_void_p, ctypes.POINTER(Q), ctypes.c_double,
+                                  ctypes.POINTER(A)]
+    lib.attune_lookup.restype = ctypes.c_int
+
+    def c_lookup(client, k, device=b"cpu", mre=0.0):
+        p = parse_key(k)
+        q = Q(device, p["b"], p["hq"], p["hkv"], p["sq"], p["skv"], p["d"],
+              p["dtype"].encode(), 1 if p["causal"] else 0)
+        a = A()
+        rc = lib.attune_lookup(client, ctypes.byref(q), mre, ctypes.byref(a))
+        return rc, a
+
+    c = lib.attune_client_new(("http://127.0.0.1:%d" % d.port).encode(), 2000)
+    for k in keys:
+        rc, a = c_lookup(c, k)
+        check(rc == 0 and a.tactic.decode() == raw[k]["tactic"]
+              and a.source.decode() == raw[k]["source"] and a.shape.decode() == k
+              and a.pad == raw[k]["pad"],
+              "C client = raw HTTP for %s (%s)" % (k, a.tactic.decode()))
+        if raw[k]["time_us"] is not None:
+            check(abs(a.time_us - raw[k]["time_us"]) <= 1e-9 * raw[k]["time_us"],
+                  "C client time_us = raw HTTP")
+    rc, a = c_lookup(c, keys[0], device=b"nosuch")
+    check(rc == 2 and a.tactic.decode() == "fused/pad=8", "C client: unknown device rejected")
+    lib.attune_client_free(c)
+    c = lib.attune_client_new(("http://127.0.0.1:%d" % dead_port).encode(), 500)
+    rc, a = c_lookup(c, keys[0])
+    check(rc == 1 and a.tactic.decode() == "fused/pad=8" and a.source.decode() == "default"
+          and math.isnan(a.time_us), "C client falls back on a dead port")
+    lib.attune_client_free(c)
+
+
+def test_malformed(d):
+    tok = d.token
+    host = "127.0.0.1:%d" % d.port
+    base = "/v1/tactic?device=cpu&b=1&hq=4&hkv=1&sq=16&skv=64&d=32&dtype=f32&causal=0"
+
+    def req(method, path, headers=None, body=b"", version="HTTP/1.1", host_hdr=True):
+        h = {"Connection": "close"}
+        if host_hdr:
+            h["Host"] = host
+        if body:
+            h["Content-Length"] = str(len(body))
+        h.update(headers or {})
+        head = "%s %s %s\r\n" % (method, path, version) + "".join(
+            "%s: %s\r\n" % kv for kv in h.items()) + "\r\n"
+        return d.raw(head.encode() + body)
+
+    def jpost(path, body, token=tok, ctype="application/json", extra=None):
+        h = {"Content-Type": ctype}
+        if token is not None:
+            h["Authorization"] = "Bearer " + token
+        h.update(extra or {})
+        return req("POST", path, h, body if isinstance(body, bytes) else body.encode())
+
+    good_shape = json.dumps(shape(1, 4, 1, 16, 64, 32))
+    deep = "[" * 100 + "]" * 100
+    cases = [
+        ("missing device", lambda: req("GET", base.replace("device=cpu&", "")), 400),
+        ("missing b", lambda: req("GET", base.replace("b=1&", "")), 400),
+        ("repeated b", lambda: req("GET", base + "&b=2"), 400),
+        ("non-numeric b", lambda: req("GET", base.replace("b=1", "b=abc")), 400),
+        ("negative hq", lambda: req("GET", base.replace("hq=4", "hq=-4")), 400),
+        ("overflowing sq", lambda: req("GET", base.replace("sq=16", "sq=99999999999999999999999")), 400),
+        ("absurd skv", lambda: req("GET", base.replace("skv=64", "skv=2000000")), 400),
+        ("absurd element count", lambda: req("GET", base.replace("b=1", "b=1048576").replace("sq=16", "sq=1048576")), 400),
+        ("hq not a multiple of hkv", lambda: req("GET", base.replace("hkv=1", "hkv=3")), 400),
+        ("unknown dtype", lambda: req("GET", base.replace("dtype=f32", "dtype=f64")), 400),
+        ("bad causal", lambda: req("GET", base.replace("causal=0", "causal=maybe")), 400),
+        ("unknown parameter", lambda: req("GET", base + "&foo=1"), 400),
+        ("empty value", lambda: req("GET", base.replace("d=32", "d=")), 400),
+        ("negative max_rel_err", lambda: req("GET", base + "&max_rel_err=-1"), 400),
+        ("nan max_rel_err", lambda: req("GET", base + "&max_rel_err=nan"), 400),
+        ("garbage shape key", lambda: req("GET", "/v1/tactic?device=cpu&shape=b1.hq"), 400),
+        ("shape= and fields", lambda: req("GET", base + "&shape=b1.hq4.hkv1.sq16.skv64.d32.f32.nc"), 400),
+        ("too many parameters", lambda: req("GET", base + "".join("&x%d=1" % i for i in range(30))), 400),
+        ("unknown device", lambda: req("GET", base.replace("device=cpu", "device=nosuch")), 404),
+        ("unknown CUDA ordinal", lambda: req("GET", base.replace("device=cpu", "device=7")), 404),
+        ("unknown route", lambda: req("GET", "/v2/tactic"), 404),
+        ("trailing slash", lambda: req("GET", "/v1/health/"), 404),
+        ("wrong method", lambda: req("PUT", base), 405),
+        ("POST on a GET route", lambda: jpost("/v1/health", "{}"), 405),
+        ("unknown job", lambda: req("GET", "/v1/jobs/999999"), 404),
+        ("non-numeric job", lambda: req("GET", "/v1/jobs/abc"), 400),
+        ("overflowing job id", lambda: req("GET", "/v1/jobs/99999999999999999999999"), 400),
+        ("zero job id", lambda: req("GET", "/v1/jobs/0"), 400),
+        ("results without shape", lambda: req("GET", "/v1/results?device=cpu"), 400),
+        ("export of unknown device", lambda: req("GET", "/v1/export?device=nosuch"), 404),
+        ("tune: invalid JSON", lambda: jpost("/v1/tune", "{device: cpu}"), 400),
+        ("tune: truncated JSON", lambda: jpost("/v1/tune", '{"device":"cpu","shapes":[' + good_shape[:20]), 400),
+        ("tune: deeply nested JSON", lambda: jpost("/v1/tune", '{"device":"cpu","shapes":' + deep + "}"), 400),
+        ("tune: not an object", lambda: jpost("/v1/tune", "[1,2]"), 400),
+        ("tune: empty body", lambda: jpost("/v1/tune", ""), 400),
+        ("tune: empty shapes", lambda: jpost("/v1/tune", '{"device":"cpu","shapes":[]}'), 400),
+        ("tune: string size", lambda: jpost("/v1/tune", '{"device":"cpu","shapes":[%s]}' % good_shape.replace('"hq": 4', '"hq": "4"')), 400),
+        ("tune: unknown key", lambda: jpost("/v1/tune", '{"device":"cpu","shapes":[%s],"x":1}' % good_shape), 400),
+        ("tune: duplicate key", lambda: jpost("/v1/tune", '{"device":"cpu","device":"cpu","shapes":[%s]}' % good_shape), 400),
+        ("tune: unknown device", lambda: jpost("/v1/tune", '{"device":"nosuch","shapes":[%s]}' % good_shape), 404),
+        ("tune: invalid UTF-8", lambda: jpost("/v1/tune", b'{"device":"cpu\xff","shapes":[]}'), 400),
+        ("tune: missing token", lambda: jpost("/v1/tune", '{"device":"cpu","shapes":[%s]}' % good_shape, token=None), 401),
+        ("tune: wrong token", lambda: jpost("/v1/tune", '{"device":"cpu","shapes":[%s]}' % good_shape, token=tok[:-1] + "x"), 401),
+        ("tune: token prefix", lambda: jpost("/v1/tune", '{"device":"cpu","shapes":[%s]}' % good_shape, token=tok[:10]), 401),
+        ("tune: wrong content type", lambda: jpost("/v1/tune", "device=cpu", ctype="application/x-www-form-urlencoded"), 415),
+        ("tune: oversized body", lambda: d.raw(("POST /v1/tune HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % (host, tok, 2 << 20)).encode()), 413),
+        ("tune: chunked oversized body", lambda: d.raw(("POST /v1/tune HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" % (host, tok)).encode() + b"".join(b"10000\r\n" + b" " * 0x10000 + b"\r\n" for _ in range(18)) + b"0\r\n\r\n", timeout=20), 413),
+        ("import: missing token", lambda: jpost("/v1/import", "{}", token=None), 401),
+        ("import: invalid JSON", lambda: jpost("/v1/import", "{not json"), 400),
+        ("import: deeply nested", lambda: jpost("/v1/import", deep), 400),
+        ("delete: missing token", lambda: req("DELETE", "/v1/jobs/1"), 401),
+        ("delete: unknown job", lambda: req("DELETE", "/v1/jobs/999999", {"Authorization": "Bearer " + tok}), 404),
+        ("GET with a body", lambda: req("GET", "/v1/health", body=b"hello"), 413),
+        ("foreign Host", lambda: req("GET", base, {"Host": "evil.example"}, host_hdr=False), 403),
+        ("foreign Host with port", lambda: req("GET", base, {"Host": "attacker.test:%d" % d.port}, host_hdr=False), 403),
+        ("foreign Host on POST", lambda: jpost("/v1/tune", '{"device":"cpu","shapes":[%s]}' % good_shape, extra={"Host": "evil.example"}), 403),
+        ("missing Host (HTTP/1.0)", lambda: req("GET", base, version="HTTP/1.0", host_hdr=False), 400),
+    ]
+    for name, fn, want in cases:
+        try:
+            st, headers, body = fn()
+        except OSError as e:
+            check(False, "malformed: %s (%s)" % (name, e))
+            continue
+        try:
+            obj = json.loads(body.decode("utf-8"))
+            is_err = isinstance(obj, dict) and isinstance(obj.get("error"), str) and obj["error"]
+        except ValueError:
+            is_err = False
+        check(st == want and is_err, "malformed: %s -> %d (got %d, %r)" % (
+            name, want, st, body[:100]))
+    check(len(cases) >= 20, "at least twenty malformed requests (%d)" % len(cases))
+    # still alive and correct
+    st, a = d.get(base.replace("causal=0", "causal=false"))
+    check(st == 200 and a["source"] == "measured", "the daemon answers correctly afterwards")
+    st, m = d.get("/metrics")
+    check(st == 200 and 'status="400"' in m, "metrics count the 400s")
+
+
+def test_cancel(d):
+    big = [shape(1, 8, 2, 64 + 8 * i, 256, 64) for i in range(12)]
+    st, r1 = d.authed("POST", "/v1/tune", {"device": "cpu", "shapes": big})
+    st2, r2 = d.authed("POST", "/v1/tune", {"device": "0" if False else "cpu", "shapes": big[:2]})
+    check(st == 202 and st2 == 202, "two jobs queued")
+    st, j2 = d.authed("DELETE", "/v1/jobs/%d" % r2["job"])
+    check(st == 200 and j2["state"] == "canceled", "a queued job is canceled at once")
+    wait_job(d, r1["job"], states=("running",), timeout=60)
+    st, j1 = d.authed("DELETE", "/v1/jobs/%d" % r1["job"])
+    check(st == 200, "a running job accepts a cancel")
+    j1 = wait_job(d, r1["job"], timeout=120)
+    check(j1["state"] == "canceled" and j1["done"] < j1["total"],
+          "the running job stops canceled between tactics (%s %d/%d)"
+          % (j1["state"], j1["done"], j1["total"]))
+    st, j = d.authed("DELETE", "/v1/jobs/%d" % r1["job"])
+    check(st == 200 and j["state"] == "canceled", "canceling a canceled job is harmless")
+    st, jl = d.get("/v1/jobs?state=canceled")
+    check(st == 200 and {r1["job"], r2["job"]} <= {x["id"] for x in jl["jobs"]},
+          "GET /v1/jobs?state=canceled lists both")
+
+
+def test_restart(d, dead_port):
+    shapes = [shape(1, 8, 2, 96 + 16 * i, 384, 64) for i in range(6)]
+    st, r = d.authed("POST", "/v1/tune", {"device": "cpu", "shapes": shapes})
+    check(st == 202, "job for the restart test queued")
+    job = r["job"]
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        st, j = d.get("/v1/jobs/%d" % job)
+        if j["done"] >= 1 or j["state"] != "running" and j["state"] != "queued":
+            break
+        time.sleep(0.05)
+    before = {}
+    for s in shapes:
+        st, res = d.get("/v1/results?" + shape_query(key_of(s)))
+        for m in res["measurements"]:
+            before[(key_of(s), m["tactic"])] = (m["taken_at"], m["time_us"], m["rel_err"])
+    rc = d.kill(signal.SIGKILL)
+    check(rc == -signal.SIGKILL, "attuned SIGKILLed in the middle of job %d (%d rows in)"
+          % (job, len(before)))
+    check(j["state"] == "running" and j["done"] < j["total"], "the job was still running")
+    d.start()
+    st, j = d.get("/v1/jobs/%d" % job)
+    check(st == 200 and j["state"] in ("queued", "running"),
+          "after restart the job is queued again (%s)" % j.get("state"))
+    j = wait_job(d, job, timeout=300)
+    check(j["state"] == "done" and j["done"] == j["total"] == len(shapes),
+          "the resumed job ends done %d/%d" % (j["done"], j["total"]))
+    after = {}
+    for s in shapes:
+        st, res = d.get("/v1/results?" + shape_query(key_of(s)))
+        for m in res["measurements"]:
+            after[(key_of(s), m["tactic"])] = (m["taken_at"], m["time_us"], m["rel_err"])
+        st, a = d.get("/v1/tactic?" + shape_query(key_of(s)))
+        check(a["source"] == "measured", "resumed shape %s is served as measured" % key_of(s))
+    kept = all(after.get(k) == v for k, v in before.items())
+    check(kept and len(after) >= len(before),
+          "every measurement committed before the kill is kept unchanged (%d before, %d after)"
+          % (len(before), len(after)))
+
+
+def test_export_import_metrics(d):
+    st, table = d.get("/v1/export?device=cpu")
+    check(st == 200 and isinstance(table, dict), "export answers the fleet table")
+    body = json.dumps(table).encode()
+    st, r = d.request("POST", "/v1/import", body, {"Authorization": "Bearer " + d.token,
+                                                   "Content-Type": "application/json"})
+    check(st == 200 and "imported" in r, "re-importing our own export is accepted (%s)" % r)
+    st, m = d.get("/metrics")
+    names = ["attune_http_requests_total", "attune_lookup_duration_seconds_bucket",
+             'attune_lookups_total{source="measured"}', 'attune_jobs{state="done"}',
+             "attune_measurements_taken_total", "attune_db_size_bytes"]
+    check(st == 200 and all(n in m for n in names), "metrics expose every family")
+
+
+def main():
+    binary = os.environ.get("ATTUNED_BIN")
+    if not binary or not os.path.exists(binary):
+        print("skip: ATTUNED_BIN not set (attuned not built: libmicrohttpd missing?)")
+        return SKIP
+    work = tempfile.mkdtemp(prefix="attune-it-daemon-")
+    d = Daemon(binary, work, free_port())
+    dead_port = free_port()
+    try:
+        d.start()
+        shapes, winners = test_tune_and_lookup(d)
+        test_clients(d, shapes, winners, dead_port)
+        test_malformed(d)
+        test_cancel(d)
+        test_restart(d, dead_port)
+        test_export_import_metrics(d)
+        rc = d.kill(signal.SIGTERM)
+        check(rc == 0, "SIGTERM: clean exit (%s)" % rc)
+    except Exception as e:  # report, then fail
+        import traceback
+        traceback.print_exc()
+        failures.append("exception: %s" % e)
+    finally:
+        if d.proc is not None and d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+    if failures:
+        print("---- attuned log (last 60 lines)")
+        with open(os.path.join(work, "attuned.log"), "rb") as f:
+            print(b"\n".join(f.read().splitlines()[-60:]).decode("utf-8", "replace"))
+        print("%d FAILED: %s" % (len(failures), "; ".join(failures)))
+        return 1
+    shutil.rmtree(work, ignore_errors=True)
+    print("all passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
