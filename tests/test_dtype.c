@@ -314,6 +314,34 @@ static void buffer_access_should_round_like_scalars(void)
     CHECK(dtype_round(ATTN_F32, 0.1f) == 0.1f);
 }
 
+/* The bulk loads take a grouped fast path for ordinary values; every bit
+ * pattern, in ordinary groups and in groups with specials, must convert
+ * exactly as the scalar functions do. */
+static void bulk_loads_should_match_scalar_conversions(void)
+{
+    uint16_t *h = malloc(65536 * sizeof *h);
+    float *f = malloc(65537 * sizeof *f);
+    for (uint32_t i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
+    int bad16 = 0, badbf = 0;
+    for (size_t off = 0; off < 3; off++) { /* shift the groups against the patterns */
+        dtype_load_n(h + off, ATTN_F16, f, 65536 - off);
+        for (uint32_t i = 0; i < 65536 - off; i++) {
+            float want = dtype_f16_to_f32(h[i + off]);
+            bad16 += bits_of(f[i]) != bits_of(want);
+        }
+        dtype_load_n(h + off, ATTN_BF16, f, 65536 - off);
+        for (uint32_t i = 0; i < 65536 - off; i++) {
+            float want = dtype_bf16_to_f32(h[i + off]);
+            badbf += bits_of(f[i]) != bits_of(want);
+        }
+    }
+    CHECK_EQ_INT(bad16, 0);
+    CHECK_EQ_INT(badbf, 0);
+    free(h);
+    free(f);
+}
+
 int main(void)
 {
     RUN(f16_should_round_trip_every_bit_pattern);
@@ -332,5 +360,6 @@ int main(void)
     RUN(conversions_should_keep_negative_zero);
     RUN(conversions_should_keep_nan_quiet);
     RUN(buffer_access_should_round_like_scalars);
+    RUN(bulk_loads_should_match_scalar_conversions);
     return test_summary();
 }

@@ -15,7 +15,8 @@
  *   split         per (b, query head): S = Q K^T (sqp x skvp, materialized),
  *                 masked softmax, O = P V. Both GEMMs are dense over the
  *                 padded lengths, as a BLAS call would be. GQA by indexing
- *                 the KV head, each head's GEMM reading its K and V afresh.
+ *                 the KV head (no copy); the fp32 form of a KV head is kept
+ *                 while the query heads of its group run.
  *   split_repeat  Hugging Face's path: K and V are first copied per query
  *                 head (repeat_kv, into [b, hq, skvp, d]), then split.
  *   folded        per (b, KV head): the g query heads sharing it are one
@@ -50,7 +51,9 @@ struct cpu_work {
     float *s;      /* [rows][ldk] scores, then probabilities */
     float *of;     /* [rows][ldd] output accumulators */
     float *m, *l;  /* [rows] fused: running max (raw score units) and sum */
-    float *tmp;    /* [d] one converted key row */
+    float *tmp;    /* [LANES][d] key rows on their way into kt */
+    const void *kv_src; /* split: the K buffer and offset now in kt and vf, */
+    size_t kv_off;      /* so query heads sharing a KV head load it once */
     void *krep, *vrep; /* split_repeat: [b, hq, skvp, d] in the storage dtype */
 };
 
@@ -92,7 +95,7 @@ double cpu_work_bytes(attn_variant v, const cpu_problem *pb)
                     + (double)pb->d * ldk       /* kt */
                     + (double)keys * ldd        /* vf */
                     + (double)rows * ldk        /* s */
-                    + 2.0 * (double)rows + (double)pb->d;
+                    + 2.0 * (double)rows + (double)LANES * (double)pb->d;
     double bytes = floats * sizeof(float);
     if (v == ATTN_SPLIT_REPEAT)
         bytes += 2.0 * (double)pb->b * (double)pb->hq * (double)pb->skvp * (double)pb->d *
@@ -130,7 +133,7 @@ int cpu_work_alloc(attn_variant v, const cpu_problem *pb, cpu_work **out)
     w->of = fzalloc(rows * w->ldd);
     w->m = fzalloc(rows);
     w->l = fzalloc(rows);
-    w->tmp = fzalloc(pb->d);
+    w->tmp = fzalloc(LANES * pb->d);
     if (!w->qf || !w->kt || !w->vf || !w->s || !w->of || !w->m || !w->l || !w->tmp)
         goto fail;
     if (v == ATTN_SPLIT_REPEAT) {
@@ -178,26 +181,23 @@ static void load_rows(const void *src, attn_dtype t, size_t off, int64_t rows, i
 }
 
 /* n key rows of src from element off, transposed: kt[c * ldk + j] = K[j][c].
- * Columns n..round_lanes(n) are zeroed, so a GEMM over whole LANES groups
- * reads zeros (never stale keys) there. tmp holds one converted row. */
+ * LANES rows at a time go through tmp ([LANES][d], converted), so each row
+ * of kt receives LANES consecutive floats per pass, not one. The rows
+ * n..round_lanes(n) come out zero: a GEMM over whole LANES groups reads
+ * zeros there, never stale keys. */
 static void load_keys_t(const void *src, attn_dtype t, size_t off, int64_t n, int64_t d,
                         float *restrict kt, int64_t ldk, float *restrict tmp)
 {
     const size_t es = attn_dtype_size(t);
-    for (int64_t j = 0; j < n; j++) {
-        const float *row;
-        if (t == ATTN_F32) {
-            row = (const float *)src + off + (size_t)(j * d);
-        } else {
-            dtype_load_n((const char *)src + (off + (size_t)(j * d)) * es, t, tmp, (size_t)d);
-            row = tmp;
-        }
+    for (int64_t j0 = 0; j0 < n; j0 += LANES) {
+        const int64_t nb = n - j0 < LANES ? n - j0 : LANES;
+        dtype_load_n((const char *)src + (off + (size_t)(j0 * d)) * es, t, tmp, (size_t)(nb * d));
+        if (nb < LANES)
+            memset(tmp + nb * d, 0, (size_t)((LANES - nb) * d) * sizeof *tmp);
         for (int64_t c = 0; c < d; c++)
-            kt[c * ldk + j] = row[c];
+            for (int u = 0; u < LANES; u++)
+                kt[c * ldk + j0 + u] = tmp[u * d + c];
     }
-    for (int64_t c = 0; c < d; c++)
-        for (int64_t j = n; j < round_lanes(n); j++)
-            kt[c * ldk + j] = 0.0f;
 }
 
 /* Store d floats as output row at element off of out (rounding RNE). */
@@ -209,7 +209,9 @@ static void store_row(void *out, attn_dtype t, size_t off, const float *row, int
 /* ---- GEMM pieces (fp32, i-k-j) */
 
 /* s[r * ldk + j] = sum_c qf[r * ldd + c] * kt[c * ldk + j] for r < rows,
- * j < ncols (a multiple of LANES, <= ldk). */
+ * j < ncols (a multiple of LANES, <= ldk). Four k-steps per pass over the
+ * score row: a quarter of the loads and stores of s, the bottleneck of a
+ * plain i-k-j loop once everything sits in cache. */
 static void gemm_qk(int64_t rows, int64_t ncols, int64_t d, const float *restrict qf,
                     int64_t ldd, const float *restrict kt, int64_t ldk, float *restrict s)
 {
@@ -218,7 +220,17 @@ static void gemm_qk(int64_t rows, int64_t ncols, int64_t d, const float *restric
         const float *restrict qr = qf + r * ldd;
         for (int64_t j = 0; j < ncols; j++)
             sr[j] = 0.0f;
-        for (int64_t c = 0; c < d; c++) {
+        int64_t c = 0;
+        for (; c + 4 <= d; c += 4) {
+            const float a0 = qr[c], a1 = qr[c + 1], a2 = qr[c + 2], a3 = qr[c + 3];
+            const float *restrict k0 = kt + c * ldk, *restrict k1 = k0 + ldk;
+            const float *restrict k2 = k1 + ldk, *restrict k3 = k2 + ldk;
+            for (int64_t j = 0; j < ncols; j += LANES)
+                for (int u = 0; u < LANES; u++)
+                    sr[j + u] += a0 * k0[j + u] + a1 * k1[j + u] + a2 * k2[j + u] +
+                                 a3 * k3[j + u];
+        }
+        for (; c < d; c++) {
             const float a = qr[c];
             const float *restrict kr = kt + c * ldk;
             for (int64_t j = 0; j < ncols; j += LANES)
@@ -229,11 +241,21 @@ static void gemm_qk(int64_t rows, int64_t ncols, int64_t d, const float *restric
 }
 
 /* orow[c] += sum_{j < nk} p[j] * vf[j * ldd + c] over c < ldd (a multiple
- * of LANES): one output row of O = P V. */
+ * of LANES): one output row of O = P V, four keys per pass over the row. */
 static void row_pv(const float *restrict p, int64_t nk, const float *restrict vf, int64_t ldd,
                    float *restrict orow)
 {
-    for (int64_t j = 0; j < nk; j++) {
+    int64_t j = 0;
+    for (; j + 4 <= nk; j += 4) {
+        const float w0 = p[j], w1 = p[j + 1], w2 = p[j + 2], w3 = p[j + 3];
+        const float *restrict v0 = vf + j * ldd, *restrict v1 = v0 + ldd;
+        const float *restrict v2 = v1 + ldd, *restrict v3 = v2 + ldd;
+        for (int64_t c = 0; c < ldd; c += LANES)
+            for (int u = 0; u < LANES; u++)
+                orow[c + u] += w0 * v0[c + u] + w1 * v1[c + u] + w2 * v2[c + u] +
+                               w3 * v3[c + u];
+    }
+    for (; j < nk; j++) {
         const float w = p[j];
         const float *restrict vr = vf + j * ldd;
         for (int64_t c = 0; c < ldd; c += LANES)
@@ -275,8 +297,16 @@ static void attend_block(const cpu_problem *pb, cpu_work *w, int64_t rows, size_
     const float scale = (float)(1.0 / sqrt((double)d));
 
     load_rows(pb->q, t, qoff, rows, d, w->qf, ldd);
-    load_keys_t(pb->k, t, koff, skvp, d, w->kt, ldk, w->tmp);
-    load_rows(pb->v, t, koff, skvp, d, w->vf, ldd);
+    if (w->kv_src != pb->k || w->kv_off != koff) {
+        /* Query heads of one group run back to back and share K and V:
+         * convert them once, as a GPU's L2 serves the repeated reads of a
+         * batched GEMM. split_repeat's copies are distinct buffers per
+         * head, so it converts every head's, as its GEMMs read every copy. */
+        load_keys_t(pb->k, t, koff, skvp, d, w->kt, ldk, w->tmp);
+        load_rows(pb->v, t, koff, skvp, d, w->vf, ldd);
+        w->kv_src = pb->k;
+        w->kv_off = koff;
+    }
 
     gemm_qk(rows, ldk, d, w->qf, ldd, w->kt, ldk, w->s);
     for (int64_t r = 0; r < rows; r++)
@@ -408,6 +438,7 @@ int cpu_attn_run(attn_variant v, const cpu_problem *pb, cpu_work *w)
 {
     if (w == NULL || w->variant != v)
         return ATTUNE_EINVAL;
+    w->kv_src = NULL; /* inputs may have changed since the last run */
     switch (v) {
     case ATTN_FUSED:
         run_fused(pb, w);
