@@ -66,9 +66,9 @@ static int ops_device_info(int index, attn_device_info *info, attn_stack *stack)
 
 /* Fused tactics first (from cuda_fused.cu), then the GEMM variants: split
  * always, split_repeat and folded when hkv < hq; acc f16 for f16 data only,
- * f32 always; a pad is listed only when it gives padded lengths no smaller
- * pad gives (pad=8 on sq=skv=904 is pad=1 again: measuring it twice would
- * only add noise). Writes at most max tactics, returns the number written. */
+ * f32 always; every pad of attn_pads (docs/tuning.md: a pad that changes no
+ * length is still listed and measured, it costs one tactic). Writes at most
+ * max tactics, returns the number written. */
 static int ops_tactics(int index, const attn_shape *s, attn_tactic *out, int max)
 {
     int rc = 0, n = 0, cmaj = 0, cmin = 0;
@@ -96,19 +96,12 @@ static int ops_tactics(int index, const attn_shape *s, attn_tactic *out, int max
             if (acc == ATTN_ACC_F16 && s->dtype != ATTN_F16)
                 continue;
             for (int pi = 0; pi < ATTN_NPADS; pi++) {
-                int pad = attn_pads[pi], dup = 0;
-                for (int pj = 0; pj < pi; pj++)
-                    if (attn_round_up(s->sq, attn_pads[pj]) == attn_round_up(s->sq, pad) &&
-                        attn_round_up(s->skv, attn_pads[pj]) == attn_round_up(s->skv, pad))
-                        dup = 1;
-                if (dup)
-                    continue;
                 if (n >= max)
                     return n;
                 memset(&out[n], 0, sizeof out[n]);
                 out[n].variant = v;
                 out[n].acc = (attn_acc)acc;
-                out[n].pad = pad;
+                out[n].pad = attn_pads[pi];
                 n++;
             }
         }

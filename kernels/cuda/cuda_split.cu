@@ -33,6 +33,7 @@
 #include <math.h>
 
 #include "cuda_internal.cuh"
+#include "cuda_profile.h"
 
 #define CUDA_SPLIT_BUDGET ((size_t)2 << 30) /* bytes of S + P per chunk */
 
@@ -311,7 +312,11 @@ void cuda_split_release(attn_plan *p)
     sp->S = sp->P = sp->kr = sp->vr = NULL;
 }
 
-int cuda_split_launch(attn_plan *p)
+/* The stages of a GEMM variant, as bits: cuda_split_launch runs them all,
+ * cuda_split_profile one at a time. */
+enum { STAGE_REPEAT = 1, STAGE_QK = 2, STAGE_SOFTMAX = 4, STAGE_PV = 8, STAGE_ALL = 15 };
+
+static int split_enqueue(attn_plan *p, int stages)
 {
     int rc = 0;
     attn_session *ss = p->ss;
@@ -333,11 +338,13 @@ int cuda_split_launch(attn_plan *p)
     gemm_call calls[MAX_CALLS_INLINE];
     softmax_args sa;
 
-    if (p->t.variant == ATTN_SPLIT_REPEAT) {
+    if (p->t.variant == ATTN_SPLIT_REPEAT && (stages & STAGE_REPEAT)) {
         RC_TRY(cuda_repeat_kv(sp->kr, p->kp, es, s->b, s->hkv, sp->g, p->skv_pad, s->d,
                               ss->stream));
         RC_TRY(cuda_repeat_kv(sp->vr, p->vp, es, s->b, s->hkv, sp->g, p->skv_pad, s->d,
                               ss->stream));
+    }
+    if (p->t.variant == ATTN_SPLIT_REPEAT) {
         K = (const char *)sp->kr;
         V = (const char *)sp->vr;
     }
@@ -362,7 +369,7 @@ int cuda_split_launch(attn_plan *p)
                 rc = ATTUNE_EUNSUPP; /* unreachable: Us <= cap < g */
                 goto fail;
             }
-            for (int c = 0; c < n; c++) {
+            for (int c = 0; c < n && (stages & STAGE_QK); c++) {
                 const gemm_call *gc = &calls[c];
                 /* S^T = K Q^T in column-major terms. Row-major K [skv_pad, d]
                  * is column-major d x skv_pad (ld d), so op(A) = T gives
@@ -378,9 +385,10 @@ int cuda_split_launch(attn_plan *p)
                     ct, CUBLAS_GEMM_DEFAULT));
             }
             sa.nrows = Us * sp->g * p->sq_pad;
-            RC_TRY(softmax_launch((const char *)sp->S + so_base * sp->s_es, f16acc,
+            if (stages & STAGE_SOFTMAX)
+                RC_TRY(softmax_launch((const char *)sp->S + so_base * sp->s_es, f16acc,
                                   (char *)sp->P + so_base * es, s->dtype, &sa, ss->stream));
-            for (int c = 0; c < n; c++) {
+            for (int c = 0; c < n && (stages & STAGE_PV); c++) {
                 const gemm_call *gc = &calls[c];
                 /* O^T = V^T P^T in column-major terms. Row-major V
                  * [skv_pad, d] is column-major d x skv_pad (ld d), op(A) = N;
@@ -398,5 +406,71 @@ int cuda_split_launch(attn_plan *p)
     }
     return 0;
 fail:
+    return rc;
+}
+
+int cuda_split_launch(attn_plan *p)
+{
+    return split_enqueue(p, STAGE_ALL);
+}
+
+/* Time `iters` back-to-back runs of the given stages in one graph replay
+ * (after one untimed replay); microseconds per run. */
+static int time_stages(attn_plan *p, int stages, int iters, double *us)
+{
+    int rc = 0, capturing = 0;
+    attn_session *ss = p->ss;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    float ms = 0.f;
+
+    CU_TRY(cudaStreamBeginCapture(ss->stream, cudaStreamCaptureModeThreadLocal));
+    capturing = 1;
+    for (int it = 0; it < iters; it++)
+        RC_TRY(split_enqueue(p, stages));
+    capturing = 0;
+    CU_TRY(cudaStreamEndCapture(ss->stream, &graph));
+    CU_TRY(cudaGraphInstantiate(&exec, graph, 0));
+    CU_TRY(cudaGraphLaunch(exec, ss->stream));
+    CU_TRY(cudaEventRecord(ss->ev0, ss->stream));
+    CU_TRY(cudaGraphLaunch(exec, ss->stream));
+    CU_TRY(cudaEventRecord(ss->ev1, ss->stream));
+    CU_TRY(cudaEventSynchronize(ss->ev1));
+    CU_TRY(cudaEventElapsedTime(&ms, ss->ev0, ss->ev1));
+    *us = (double)ms * 1000.0 / iters;
+fail:
+    if (capturing) {
+        cudaStreamEndCapture(ss->stream, &graph);
+        cudaGetLastError();
+    }
+    if (graph != NULL)
+        cudaGraphDestroy(graph);
+    if (exec != NULL)
+        cudaGraphExecDestroy(exec);
+    return rc;
+}
+
+int cuda_split_profile(attn_plan *p, int iters, double us[4])
+{
+    int rc = 0;
+    static const int stage[4] = {STAGE_QK, STAGE_SOFTMAX, STAGE_PV, STAGE_REPEAT};
+    if (p == NULL || us == NULL || iters < 1 ||
+        (p->t.variant != ATTN_SPLIT && p->t.variant != ATTN_SPLIT_REPEAT &&
+         p->t.variant != ATTN_FOLDED))
+        return ATTUNE_EINVAL;
+    CU_TRY(cudaSetDevice(p->ss->dev));
+    /* one full run first: S and P hold real values, so each stage alone
+     * reads the data it would read in a real call */
+    RC_TRY(split_enqueue(p, STAGE_ALL));
+    CU_TRY(cudaStreamSynchronize(p->ss->stream));
+    for (int i = 0; i < 4; i++) {
+        us[i] = 0.0;
+        if (stage[i] == STAGE_REPEAT && p->t.variant != ATTN_SPLIT_REPEAT)
+            continue;
+        RC_TRY(time_stages(p, stage[i], iters, &us[i]));
+    }
+    return 0;
+fail:
+    cudaStreamSynchronize(p->ss->stream);
     return rc;
 }

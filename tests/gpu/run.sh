@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# run.sh -- build attune on the lent GPU machine, run the GPU tests, and
+# optionally the peer benchmark. THE one script every session uses there.
+#
+# From a session (the run tool copies the working tree; .gpu-deps is
+# git-ignored, so name it in carry):
+#   run(command="ATTUNE_COMMIT=<hash> bash tests/gpu/run.sh [--bench]",
+#       carry=[".gpu-deps"])
+# Fill .gpu-deps once, here (Debian packages; the GPU machine reaches no
+# registry):
+#   cd .gpu-deps && apt-get download libsqlite3-dev libsqlite3-0 \
+#       libjansson-dev libjansson4 libmicrohttpd-dev libmicrohttpd12 \
+#       pkgconf pkgconf-bin libpkgconf3
+#
+# Steps: (1) for each library the machine lacks (header or runtime), dpkg -x
+# its .deb files into .gpu-deps/root (never into /) and point the .pc files'
+# prefix there; (2) configure CMake with -DCMAKE_CUDA_ARCHITECTURES=90,
+# PKG_CONFIG_PATH and LD_LIBRARY_PATH on that prefix; (3) build everything,
+# or, if someone's work in progress breaks the full build, the targets the
+# GPU work needs (attune_cuda, the gpu tests, the attune CLI); (4) ctest -L
+# gpu; (5) with --bench, tests/gpu/bench_split and bench/peers.py.
+#
+# Options: --bench (run the peer benchmark), --peers-args "ARGS" (extra
+# arguments to peers.py, e.g. "--only 0,1 --budget-ms 100"), --no-tests,
+# --ctest-args "ARGS". Logs and results go under $OUT (the run tool's
+# folder; ./gpu-out elsewhere): run.log, env.txt, build.log, ctest.log,
+# peers.log, peers.json, peers.md. At most 8 files: the run tool brings
+# back no more.
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+DEPS=$ROOT/.gpu-deps
+PREFIX=$DEPS/root
+BUILD=${ATTUNE_GPU_BUILD:-$ROOT/build-gpu}
+BENCH=0
+TESTS=1
+PEERS_ARGS=""
+CTEST_ARGS=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --bench) BENCH=1 ;;
+    --no-tests) TESTS=0 ;;
+    --peers-args) shift; PEERS_ARGS=${1:-} ;;
+    --ctest-args) shift; CTEST_ARGS=${1:-} ;;
+    *) echo "usage: run.sh [--bench] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
+       exit 2 ;;
+    esac
+    shift
+done
+mkdir -p "$OUT"
+RUNLOG=$OUT/run.log
+log() { echo "[run.sh $(date +%H:%M:%S)] $*" | tee -a "$RUNLOG" >&2; }
+START=$(date +%s)
+
+# ---- (1) libraries the machine lacks, from .deb files into the prefix
+
+unpack() { # deb files...
+    for f in "$@"; do
+        [ -f "$f" ] || { log "missing $f (fill .gpu-deps, see the header)"; return 1; }
+        if command -v dpkg-deb >/dev/null; then
+            dpkg-deb -x "$f" "$PREFIX" || return 1
+        else # no dpkg: a .deb is an ar archive holding data.tar.*
+            (cd "$PREFIX" && ar p "$f" "$(ar t "$f" | grep '^data.tar')" | tar -x -a -f - 2>/dev/null ||
+             ar p "$f" data.tar.xz | tar -xJ) || return 1
+        fi
+        log "unpacked $(basename "$f")"
+    done
+}
+
+# have HEADER SONAME: both the header (for building) and the runtime library.
+have() {
+    [ -f "/usr/include/$1" ] || [ -f "/usr/include/x86_64-linux-gnu/$1" ] || return 1
+    ldconfig -p 2>/dev/null | grep -q "$2" || return 1
+}
+
+mkdir -p "$PREFIX"
+have sqlite3.h libsqlite3.so.0 || unpack "$DEPS"/libsqlite3-dev_*.deb "$DEPS"/libsqlite3-0_*.deb
+have jansson.h libjansson.so.4 || unpack "$DEPS"/libjansson-dev_*.deb "$DEPS"/libjansson4_*.deb
+have microhttpd.h libmicrohttpd.so.12 ||
+    unpack "$DEPS"/libmicrohttpd-dev_*.deb "$DEPS"/libmicrohttpd12_*.deb ||
+    log "no libmicrohttpd: attuned will not be built (not needed for the GPU tests)"
+if ! command -v pkg-config >/dev/null; then
+    unpack "$DEPS"/pkgconf-bin_*.deb "$DEPS"/libpkgconf3_*.deb "$DEPS"/pkgconf_*.deb
+    export PATH=$PREFIX/usr/bin:$PATH
+fi
+# The .pc files say prefix=/usr: point them at the prefix.
+for pc in "$PREFIX"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$PREFIX"/usr/share/pkgconfig/*.pc; do
+    [ -f "$pc" ] && sed -i "s|^prefix=.*|prefix=$PREFIX/usr|" "$pc"
+done
+export PKG_CONFIG_PATH=$PREFIX/usr/lib/x86_64-linux-gnu/pkgconfig:$PREFIX/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
+
+{
+    echo "commit: ${ATTUNE_COMMIT:-unknown}"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "host: $(uname -srm)"
+    nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem \
+        --format=csv 2>&1
+    nvcc --version 2>&1 | tail -2
+    cmake --version | head -1
+    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+    echo "pkg-config: $(command -v pkg-config) sqlite3 $(pkg-config --modversion sqlite3 2>&1)" \
+         "jansson $(pkg-config --modversion jansson 2>&1)"
+} >"$OUT/env.txt" 2>&1
+log "environment in env.txt ($(head -c 300 "$OUT/env.txt" | tr '\n' ' '))"
+
+# ---- (2) configure, (3) build
+
+GEN=()
+command -v ninja >/dev/null && GEN=(-G Ninja)
+JOBS=$(nproc 2>/dev/null || echo 8)
+log "configure $BUILD"
+if ! cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 \
+        >"$OUT/build.log" 2>&1; then
+    log "configure failed: tail of build.log:"
+    tail -30 "$OUT/build.log" >&2
+    exit 1
+fi
+log "build (-j$JOBS)"
+if ! cmake --build "$BUILD" -j "$JOBS" >>"$OUT/build.log" 2>&1; then
+    log "full build failed (someone's work in progress?); building the GPU targets alone"
+    grep -E "error|FAILED" "$OUT/build.log" | grep -v "ptxas warning" | head -20 >&2
+    GPU_TARGETS="attune_cuda attune"
+    for t in "$ROOT"/tests/gpu/test_*.c; do
+        [ -f "$t" ] || continue
+        n=$(basename "$t" .c)
+        GPU_TARGETS="$GPU_TARGETS gpu_${n#test_}"
+    done
+    for t in $GPU_TARGETS; do
+        cmake --build "$BUILD" -j "$JOBS" --target "$t" >>"$OUT/build.log" 2>&1 ||
+            log "target $t failed"
+    done
+fi
+log "build done ($(($(date +%s) - START)) s)"
+
+# bench_split: not a ctest, linked by hand against the built libraries.
+BENCH_SPLIT=$BUILD/bench_split
+if [ -f "$BUILD/libattune_cuda.a" ] && [ -f "$BUILD/libattune_core.a" ]; then
+    CUDA_LIB=$(dirname "$(find /usr/local/cuda/ -name 'libcudart.so' 2>/dev/null | head -1)")
+    cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -DATTUNE_HAVE_CUDA=1 -I"$ROOT" \
+        "$ROOT/tests/gpu/bench_split.c" -Wl,--start-group "$BUILD/libattune_core.a" \
+        "$BUILD/libattune_cuda.a" -Wl,--end-group -L"$CUDA_LIB" \
+        $(pkg-config --libs sqlite3 jansson 2>/dev/null) -lcublas -lcudart -lstdc++ -lm \
+        -ldl -lpthread -o "$BENCH_SPLIT" >>"$OUT/build.log" 2>&1 ||
+        { log "bench_split did not link"; BENCH_SPLIT=""; }
+fi
+
+# ---- (4) GPU tests
+
+STATUS=0
+if [ "$TESTS" = 1 ]; then
+    log "ctest -L gpu"
+    # shellcheck disable=SC2086
+    (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 600 $CTEST_ARGS) \
+        >"$OUT/ctest.log" 2>&1
+    STATUS=$?
+    grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | tail -15 >&2
+    grep -E "worst relative|^  [a-z_]+ +(f16|bf16|f32) +acc=|device GPU|stack |planted|us kernels" \
+        "$OUT/ctest.log" >&2
+    log "ctest exit $STATUS ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (5) peer benchmark
+
+if [ "$BENCH" = 1 ]; then
+    log "bench/peers.py $PEERS_ARGS"
+    # shellcheck disable=SC2086
+    PYTHONUNBUFFERED=1 python3 "$ROOT/bench/peers.py" --attune "$BUILD/attune" \
+        ${BENCH_SPLIT:+--bench-split "$BENCH_SPLIT"} --out "$OUT" \
+        --db "${TMPDIR:-/tmp}/attune-peers-$$.db" $PEERS_ARGS \
+        2>"$OUT/peers.log" | tee -a "$RUNLOG"
+    rc=$?
+    [ $rc -ne 0 ] && { log "peers.py exit $rc"; tail -30 "$OUT/peers.log" >&2; STATUS=1; }
+    rm -f "${TMPDIR:-/tmp}/attune-peers-$$.db"*
+    log "bench done ($(($(date +%s) - START)) s)"
+fi
+exit $STATUS
