@@ -36,7 +36,7 @@
 #include "cpu_internal.h"
 
 #define LANES 8     /* floats per inner-loop group */
-#define FUSED_BR 32 /* fused: query rows per block */
+#define FUSED_BR 64 /* fused: query rows per block */
 #define FUSED_BC 64 /* fused: keys per tile */
 
 struct cpu_work {
@@ -59,15 +59,15 @@ struct cpu_work {
 
 static int64_t round_lanes(int64_t n) { return attn_round_up(n, LANES); }
 
-static size_t min_sz(int64_t a, int64_t b) { return (size_t)(a < b ? a : b); }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Block sizes of variant v on pb; 0 when v has no CPU implementation. */
 static int block_dims(attn_variant v, const cpu_problem *pb, int64_t *rows, int64_t *keys)
 {
     switch (v) {
     case ATTN_FUSED:
-        *rows = (int64_t)min_sz(FUSED_BR, pb->sqp);
-        *keys = (int64_t)min_sz(FUSED_BC, pb->skvp);
+        *rows = min64(FUSED_BR, pb->sqp);
+        *keys = min64(FUSED_BC, pb->skvp);
         return 1;
     case ATTN_SPLIT:
     case ATTN_SPLIT_REPEAT:
@@ -300,8 +300,8 @@ static void attend_block(const cpu_problem *pb, cpu_work *w, int64_t rows, size_
     if (w->kv_src != pb->k || w->kv_off != koff) {
         /* Query heads of one group run back to back and share K and V:
          * convert them once, as a GPU's L2 serves the repeated reads of a
-         * batched GEMM. split_repeat's copies are distinct buffers per
-         * head, so it converts every head's, as its GEMMs read every copy. */
+         * batched GEMM. split_repeat's per-head copies sit at distinct
+         * offsets, so it converts every copy, as its GEMMs read every one. */
         load_keys_t(pb->k, t, koff, skvp, d, w->kt, ldk, w->tmp);
         load_rows(pb->v, t, koff, skvp, d, w->vf, ldd);
         w->kv_src = pb->k;
@@ -383,7 +383,7 @@ static void fused_block(const cpu_problem *pb, cpu_work *w, int64_t r0, int64_t 
     /* Visible counts grow with the position: the last row sees the most. */
     const int64_t nmax = cpu_visible(pb, r0 + nr - 1);
     for (int64_t j0 = 0; j0 < nmax; j0 += FUSED_BC) {
-        const int64_t nk = (int64_t)min_sz(FUSED_BC, pb->skvp - j0);
+        const int64_t nk = min64(FUSED_BC, pb->skvp - j0);
         load_keys_t(pb->k, t, koff + (size_t)(j0 * d), nk, d, w->kt, ldk, w->tmp);
         load_rows(pb->v, t, koff + (size_t)(j0 * d), nk, d, w->vf, ldd);
         gemm_qk(nr, round_lanes(nk), d, w->qf, ldd, w->kt, ldk, w->s);
@@ -428,7 +428,7 @@ static void run_fused(const cpu_problem *pb, cpu_work *w)
             size_t qoff = (size_t)((bi * pb->hq + h) * pb->sqp * d);
             size_t koff = (size_t)((bi * pb->hkv + h / g) * pb->skvp * d);
             for (int64_t r0 = 0; r0 < pb->sqp; r0 += FUSED_BR)
-                fused_block(pb, w, r0, (int64_t)min_sz(FUSED_BR, pb->sqp - r0), qoff, koff);
+                fused_block(pb, w, r0, min64(FUSED_BR, pb->sqp - r0), qoff, koff);
         }
 }
 
