@@ -199,6 +199,9 @@ def shape(b, hq, hkv, sq, skv, d, dtype="f32", causal=False):
 # ---- parts of the test
 
 def test_tune_and_lookup(d):
+    tok_path = os.path.join(os.path.dirname(d.db), "token")
+    check(os.stat(tok_path).st_mode & 0o777 == 0o600 and len(d.token) == 64,
+          "token file created beside the db, 0600, 64 hex digits")
     st, h = d.get("/v1/health")
     check(st == 200 and h["status"] == "ok" and h["devices"] >= 1, "health answers")
     st, devs = d.get("/v1/devices")
@@ -553,6 +556,66 @@ def test_export_import_metrics(d):
     check(st == 200 and all(n in m for n in names), "metrics expose every family")
 
 
+def test_systemd_protocol(binary):
+    """READY=1/STOPPING=1 on $NOTIFY_SOCKET, the token from
+    $CREDENTIALS_DIRECTORY, SIGHUP reopening --log."""
+    work = tempfile.mkdtemp(prefix="attune-it-sd-")
+    try:
+        creds = os.path.join(work, "creds")
+        os.mkdir(creds)
+        cred_token = "credential-token-0123456789abcdef"
+        with open(os.path.join(creds, "token"), "w") as f:
+            f.write(cred_token + "\n")
+        sock_path = os.path.join(work, "notify")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(sock_path)
+        sock.settimeout(20)
+        port = free_port()
+        log_path = os.path.join(work, "attuned.log")
+        env = dict(os.environ, NOTIFY_SOCKET=sock_path, CREDENTIALS_DIRECTORY=creds)
+        proc = subprocess.Popen([binary, "--db", os.path.join(work, "var", "a.db"), "--port",
+                                 str(port), "--no-default-grid", "--log", log_path],
+                                cwd=work, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            msg = sock.recv(256)
+            check(msg == b"READY=1", "READY=1 sent to $NOTIFY_SOCKET (%r)" % msg)
+            d = Daemon(binary, work, port)
+            st, _ = d.get("/v1/health")
+            check(st == 200, "ready means answering")
+            check(not os.path.exists(os.path.join(work, "var", "token")),
+                  "with a credential no token file is created")
+            st, _ = d.request("POST", "/v1/tune", {"device": "cpu"},
+                              {"Authorization": "Bearer " + cred_token})
+            check(st == 400, "the credential token is accepted (got %d)" % st)
+            st, _ = d.request("POST", "/v1/tune", {"device": "cpu"},
+                              {"Authorization": "Bearer " + cred_token + "x"})
+            check(st == 401, "another token is refused")
+            os.rename(log_path, log_path + ".1")
+            proc.send_signal(signal.SIGHUP)
+            deadline = time.time() + 10
+            while not os.path.exists(log_path) and time.time() < deadline:
+                d.get("/v1/no-such-route")
+                time.sleep(0.05)
+            d.get("/v1/no-such-route")
+            text = open(log_path).read() if os.path.exists(log_path) else ""
+            check("status=404" in text, "SIGHUP reopens the log file")
+            old = open(log_path + ".1").read()
+            check("event=ready" in old and "event=reopen_log" in old,
+                  "one line per event: time, level, event, key=value")
+            proc.send_signal(signal.SIGTERM)
+            msg = sock.recv(256)
+            check(msg == b"STOPPING=1", "STOPPING=1 on SIGTERM (%r)" % msg)
+            check(proc.wait(timeout=60) == 0, "clean exit")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            sock.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     binary = os.environ.get("ATTUNED_BIN")
     if not binary or not os.path.exists(binary):
@@ -571,6 +634,7 @@ def main():
         test_export_import_metrics(d)
         rc = d.kill(signal.SIGTERM)
         check(rc == 0, "SIGTERM: clean exit (%s)" % rc)
+        test_systemd_protocol(binary)
     except Exception as e:  # report, then fail
         import traceback
         traceback.print_exc()
