@@ -38,6 +38,7 @@
 #define LANES 8     /* floats per inner-loop group */
 #define FUSED_BR 64 /* fused: query rows per block */
 #define FUSED_BC 64 /* fused: keys per tile */
+#define KBLOCK 128  /* split, folded: keys per cache block of both GEMMs (multiple of LANES and 4) */
 
 struct cpu_work {
     attn_variant variant;
@@ -209,33 +210,38 @@ static void store_row(void *out, attn_dtype t, size_t off, const float *row, int
 /* ---- GEMM pieces (fp32, i-k-j) */
 
 /* s[r * ldk + j] = sum_c qf[r * ldd + c] * kt[c * ldk + j] for r < rows,
- * j < ncols (a multiple of LANES, <= ldk). Four k-steps per pass over the
- * score row: a quarter of the loads and stores of s, the bottleneck of a
- * plain i-k-j loop once everything sits in cache. */
+ * j < ncols (a multiple of LANES, <= ldk). Columns go in blocks of KBLOCK,
+ * so the d x KBLOCK slice of kt stays in cache while every row passes over
+ * it (a whole kt is 1 MiB at d = 256, 1024 keys). Four k-steps per pass
+ * over a score row: a quarter of the loads and stores of s, the bottleneck
+ * of a plain i-k-j loop once everything sits in cache. */
 static void gemm_qk(int64_t rows, int64_t ncols, int64_t d, const float *restrict qf,
                     int64_t ldd, const float *restrict kt, int64_t ldk, float *restrict s)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        float *restrict sr = s + r * ldk;
-        const float *restrict qr = qf + r * ldd;
-        for (int64_t j = 0; j < ncols; j++)
-            sr[j] = 0.0f;
-        int64_t c = 0;
-        for (; c + 4 <= d; c += 4) {
-            const float a0 = qr[c], a1 = qr[c + 1], a2 = qr[c + 2], a3 = qr[c + 3];
-            const float *restrict k0 = kt + c * ldk, *restrict k1 = k0 + ldk;
-            const float *restrict k2 = k1 + ldk, *restrict k3 = k2 + ldk;
-            for (int64_t j = 0; j < ncols; j += LANES)
-                for (int u = 0; u < LANES; u++)
-                    sr[j + u] += a0 * k0[j + u] + a1 * k1[j + u] + a2 * k2[j + u] +
-                                 a3 * k3[j + u];
-        }
-        for (; c < d; c++) {
-            const float a = qr[c];
-            const float *restrict kr = kt + c * ldk;
-            for (int64_t j = 0; j < ncols; j += LANES)
-                for (int u = 0; u < LANES; u++)
-                    sr[j + u] += a * kr[j + u];
+    for (int64_t j0 = 0; j0 < ncols; j0 += KBLOCK) {
+        const int64_t nj = min64(KBLOCK, ncols - j0); /* a multiple of LANES */
+        for (int64_t r = 0; r < rows; r++) {
+            float *restrict sr = s + r * ldk + j0;
+            const float *restrict qr = qf + r * ldd;
+            for (int64_t j = 0; j < nj; j++)
+                sr[j] = 0.0f;
+            int64_t c = 0;
+            for (; c + 4 <= d; c += 4) {
+                const float a0 = qr[c], a1 = qr[c + 1], a2 = qr[c + 2], a3 = qr[c + 3];
+                const float *restrict k0 = kt + c * ldk + j0, *restrict k1 = k0 + ldk;
+                const float *restrict k2 = k1 + ldk, *restrict k3 = k2 + ldk;
+                for (int64_t j = 0; j < nj; j += LANES)
+                    for (int u = 0; u < LANES; u++)
+                        sr[j + u] += a0 * k0[j + u] + a1 * k1[j + u] + a2 * k2[j + u] +
+                                     a3 * k3[j + u];
+            }
+            for (; c < d; c++) {
+                const float a = qr[c];
+                const float *restrict kr = kt + c * ldk + j0;
+                for (int64_t j = 0; j < nj; j += LANES)
+                    for (int u = 0; u < LANES; u++)
+                        sr[j + u] += a * kr[j + u];
+            }
         }
     }
 }
@@ -311,12 +317,15 @@ static void attend_block(const cpu_problem *pb, cpu_work *w, int64_t rows, size_
     gemm_qk(rows, ldk, d, w->qf, ldd, w->kt, ldk, w->s);
     for (int64_t r = 0; r < rows; r++)
         softmax_row(w->s + r * ldk, cpu_visible(pb, r % pb->sqp), ldk, scale);
-    for (int64_t r = 0; r < rows; r++) {
-        float *orow = w->of + r * ldd;
-        memset(orow, 0, (size_t)ldd * sizeof *orow);
-        row_pv(w->s + r * ldk, skvp, w->vf, ldd, orow); /* dense over padded keys, P = 0 there */
-        store_row(pb->out, t, qoff + (size_t)(r * d), orow, d);
-    }
+    /* O = P V, dense over the padded keys (P is 0 there), in blocks of
+     * KBLOCK keys so that the block of V stays in cache across all rows. */
+    memset(w->of, 0, (size_t)(rows * ldd) * sizeof *w->of);
+    for (int64_t j0 = 0; j0 < skvp; j0 += KBLOCK)
+        for (int64_t r = 0; r < rows; r++)
+            row_pv(w->s + r * ldk + j0, min64(KBLOCK, skvp - j0), w->vf + j0 * ldd, ldd,
+                   w->of + r * ldd);
+    for (int64_t r = 0; r < rows; r++)
+        store_row(pb->out, t, qoff + (size_t)(r * d), w->of + r * ldd, d);
 }
 
 static void run_split(const cpu_problem *pb, cpu_work *w)
