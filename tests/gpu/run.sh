@@ -153,7 +153,7 @@ STATUS=0
 if [ "$TESTS" = 1 ]; then
     log "ctest -L gpu"
     # shellcheck disable=SC2086
-    (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 600 $CTEST_ARGS) \
+    (cd "$BUILD" && ctest -L gpu -V --timeout 600 $CTEST_ARGS) \
         >"$OUT/ctest.log" 2>&1
     STATUS=$?
     grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | tail -15 >&2
