@@ -44,6 +44,7 @@ struct attn_plan {
 
 /* ---- memory */
 
+/* Contract in cpu_internal.h. */
 double cpu_mem_budget(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
@@ -203,6 +204,7 @@ static int cpu_tactics(int index, const attn_shape *s, attn_tactic *out, int max
 
 /* ---- sessions */
 
+/* Contract in cpu_internal.h. */
 void cpu_fill_normal(void *buf, attn_dtype t, size_t n, uint64_t *state)
 {
     const double two_pi = 6.283185307179586476925;
@@ -284,6 +286,8 @@ fail:
     return rc;
 }
 
+/* 0 when rows[0..nrows) all index output rows of ss and dst can take them;
+ * ATTUNE_EINVAL otherwise. */
 static int check_rows(const attn_session *ss, const int64_t *rows, int nrows, const double *dst)
 {
     if (ss == NULL || nrows < 0 || (nrows > 0 && (rows == NULL || dst == NULL)))
