@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 typedef struct item {
@@ -28,6 +29,7 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     struct timespec next;
+    prctl(PR_SET_NAME, "attuned-db", 0, 0, 0);
     clock_gettime(CLOCK_MONOTONIC, &next);
     if (w->tick != NULL)
         w->tick(w->tick_ctx, w->st);

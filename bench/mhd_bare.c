@@ -1,0 +1,69 @@
+/* mhd_bare.c -- the floor for bench/http_load.sh: libmicrohttpd in the same
+ * mode as attuned (internal polling thread, epoll, thread pool) answering
+ * every request with one fixed JSON body, no parsing, no lookup. attuned's
+ * lookup throughput is reported relative to this.
+ *
+ *   cc -O2 -o mhd_bare mhd_bare.c $(pkg-config --cflags --libs libmicrohttpd)
+ *   ./mhd_bare PORT [THREADS]        (stops on SIGINT/SIGTERM) */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+/* The size and shape of an attuned /v1/tactic answer. */
+static const char body[] =
+    "{\"device\":\"CPU-0000000000000000\",\"shape\":\"b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\","
+    "\"tactic\":\"folded/acc=f32/pad=8\",\"variant\":\"folded\",\"pad\":8,"
+    "\"source\":\"measured\",\"stale\":false,\"stack\":\"0123456789abcdef\","
+    "\"time_us\":13.8,\"time_us_copies\":14.2,\"rel_err\":0.00021,"
+    "\"max_abs_err\":0.00049,\"measured_stack\":\"0123456789abcdef\"}";
+
+static struct MHD_Response *resp;
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload, size_t *upload_size, void **req_cls)
+{
+    (void)cls; (void)url; (void)method; (void)version; (void)upload; (void)upload_size;
+    (void)req_cls;
+    return MHD_queue_response(c, 200, resp);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: mhd_bare PORT [THREADS]\n");
+        return 2;
+    }
+    int port = atoi(argv[1]);
+    unsigned threads = argc > 2 ? (unsigned)atoi(argv[2]) : 4;
+    /* block before MHD starts its threads (they inherit the mask); main
+     * takes the signal with sigwait */
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &s, NULL);
+    resp = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    unsigned poll = MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL
+                                                                            : MHD_USE_POLL;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | poll, (uint16_t)port, NULL, NULL, on_request, NULL,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, 512u,
+        MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+    if (d == NULL) {
+        fprintf(stderr, "mhd_bare: cannot listen on port %d\n", port);
+        return 1;
+    }
+    int sig;
+    sigwait(&s, &sig);
+    MHD_stop_daemon(d);
+    MHD_destroy_response(resp);
+    return 0;
+}
