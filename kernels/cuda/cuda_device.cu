@@ -82,6 +82,32 @@ int cuda_device_count(void)
     return n < 0 ? 0 : n;
 }
 
+/* The version in the first line of /proc/driver/nvidia/version:
+ * "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.03  ..." or
+ * "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04 ...":
+ * the first token after "Kernel Module" made of digits and dots with at
+ * least one dot. Returns 0 and fills buf, or -1. */
+static int parse_nvrm_line(const char *line, char *buf, size_t len)
+{
+    const char *p = strstr(line, "Kernel Module");
+    if (p == NULL)
+        return -1;
+    p += strlen("Kernel Module");
+    for (;;) {
+        p += strspn(p, " \t");
+        size_t n = strcspn(p, " \t\n");
+        if (n == 0)
+            return -1;
+        if (strspn(p, "0123456789.") == n && p[0] != '.' && memchr(p, '.', n) != NULL &&
+            n < len) {
+            memcpy(buf, p, n);
+            buf[n] = '\0';
+            return 0;
+        }
+        p += n;
+    }
+}
+
 /* The kernel module's version ("580.159.03"), from /proc when the driver
  * exposes it, else from NVML loaded at run time (no link dependency).
  * Returns 0 and fills buf, or -1. */
@@ -90,22 +116,7 @@ static int driver_module_version(char *buf, size_t len)
     FILE *f = fopen("/proc/driver/nvidia/version", "r");
     if (f != NULL) {
         char line[512];
-        int found = 0;
-        /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.03  ..." */
-        if (fgets(line, sizeof line, f) != NULL) {
-            const char *p = strstr(line, "Kernel Module");
-            if (p != NULL) {
-                p += strlen("Kernel Module");
-                while (*p == ' ' || *p == '\t')
-                    p++;
-                size_t n = strcspn(p, " \t\n");
-                if (n > 0 && n < len) {
-                    memcpy(buf, p, n);
-                    buf[n] = '\0';
-                    found = 1;
-                }
-            }
-        }
+        int found = fgets(line, sizeof line, f) != NULL && parse_nvrm_line(line, buf, len) == 0;
         fclose(f);
         if (found)
             return 0;

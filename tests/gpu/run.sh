@@ -157,7 +157,7 @@ if [ "$TESTS" = 1 ]; then
         >"$OUT/ctest.log" 2>&1
     STATUS=$?
     grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | tail -15 >&2
-    grep -E "worst relative|^  [a-z_]+ +(f16|bf16|f32) +acc=|device GPU|stack |planted|us kernels" \
+    grep -E "worst relative| [a-z_]+ +(f16|bf16|f32) +acc=|device GPU|stack |planted|us kernels|failed" \
         "$OUT/ctest.log" >&2
     log "ctest exit $STATUS ($(($(date +%s) - START)) s)"
 fi

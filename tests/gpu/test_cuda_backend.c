@@ -121,6 +121,11 @@ static void device_info_should_describe_the_gpu(void)
     CHECK(info.sm_count > 0 && info.memory_mb > 0);
     CHECK(st.driver[0] && st.runtime[0] && st.blas[0] && st.attune[0] && st.kernels[0]);
     CHECK_EQ_INT(strlen(st.id), 16);
+    /* "580.159.04/cuda-13.0" when the module version is readable, else
+     * "cuda-13.0": never a word of the /proc line ("for/cuda-13.0") */
+    CHECK_MSG((st.driver[0] >= '0' && st.driver[0] <= '9' && strstr(st.driver, "/cuda-")) ||
+                  strncmp(st.driver, "cuda-", 5) == 0,
+              "driver \"%s\"", st.driver);
     CHECK_EQ_INT(ops->device_info(ops->device_count(), &info, &st), ATTUNE_ENODEV);
     fprintf(stderr, "  device %s \"%s\" cc %d.%d, %d SMs, %lld MiB, %d/%d MHz\n", info.id,
             info.name, info.cc_major, info.cc_minor, info.sm_count,
