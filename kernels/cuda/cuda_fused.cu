@@ -194,6 +194,13 @@ __device__ __forceinline__ void load_tile(uint32_t sbase, const T *g, int ld, in
         if (!PRED) {
             cp_async16(dst, g + (int64_t)row * D + c * 8);
         } else {
+            /* g, ld and nrows pass through opaque moves per chunk: otherwise
+             * ptxas hoists every chunk's 64-bit address out of the key loop
+             * (16-32 registers, spilled on the large tiles: 144 bytes at
+             * d = 256, 64x64) instead of recomputing it. */
+            asm volatile("mov.b32 %0, %0;" : "+r"(ld));
+            asm volatile("mov.b64 %0, %0;" : "+l"(g));
+            asm volatile("mov.b32 %0, %0;" : "+r"(nrows));
             bool ok = row < nrows && c * 8 < d;
             cp_async16_zfill(dst, ok ? (const void *)(g + (int64_t)row * ld + c * 8) : (const void *)g, ok);
         }
@@ -251,38 +258,63 @@ __device__ __forceinline__ void p_fragment(uint32_t a[4], const float (&s)[NT][4
     a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
-/* Version 1: fused. Block = BR query rows of one (batch, head); NW warps,
- * warp w owns rows [w*16*MI, (w+1)*16*MI) of the block. Shared memory: Q
- * (BR x D), K and V (BC x D each), rows padded. EVEN: sq_pad % BR == 0,
- * skv_pad % BC == 0 and d == D, so every tile the loop touches lies inside
- * the buffers and loads need no predicates; padded keys are still masked
- * (by the real skv) on the last tile. */
-template <typename T, int D, int BR, int BC, int NW, bool EVEN>
+/* Named barrier for the NT threads of one warp group (ids 1..; 0 is
+ * __syncthreads). "memory": shared accesses are not moved across it. */
+__device__ __forceinline__ void group_sync(int id, int nthreads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
+}
+
+/* Version 1: fused. Block = BR query rows of one (batch, head), NW warps in
+ * KG key groups of WG warps: warp w of group kg owns rows [w*16*MI,
+ * (w+1)*16*MI) and the key tiles t with t = ntiles-1-kg (mod KG). KG = 1
+ * is plain FA2; KG = 2 (a config with warps = 2 * BR/16) doubles the
+ * warps per SM when the grid has only about one block per SM, each group
+ * with its own K/V buffers and named barrier, the groups merged in shared
+ * memory at the end. Shared memory: Q (BR x D), then per group KVST
+ * buffers each of K and V (BC x D), rows padded. KVST = 2: tile t-KG is
+ * copied while tile t is computed (one barrier per tile); KVST = 1: V[t]
+ * lands during S = QK^T and K[t-KG] during O += PV (two barriers, half the
+ * buffers, FA2's scheme). Which is faster depends on the tile: the config
+ * table says (docs/kernels.md has the measurements). EVEN: sq_pad % BR ==
+ * 0, skv_pad % BC == 0 and d == D, so every tile the loop touches lies
+ * inside the buffers and loads need no predicates; padded keys are still
+ * masked (by the real skv) on the last tile. */
+template <typename T, int D, int BR, int BC, int NW, int KVST, bool EVEN>
 __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(const fused_args p)
 {
-    constexpr int MI = BR / (16 * NW); /* 16-row MMA tiles per warp */
-    constexpr int NT = BC / 8;         /* 8-key tiles of S */
-    constexpr int DT = D / 8;          /* 8-column tiles of O */
-    constexpr int CPR = D / 8;         /* 16-byte chunks per row */
-    constexpr int NTH = NW * 32;
-    constexpr int RS = tile_rs<D>::value; /* bytes per shared row */
-    static_assert(MI >= 1 && BR == MI * 16 * NW, "BR must be 16 * warps * MI");
-    static_assert(BC % 16 == 0, "BC must be a multiple of 16");
+    constexpr int KG = NW * 16 > BR ? NW * 16 / BR : 1; /* key groups */
+    constexpr int WG = NW / KG;                          /* warps per group */
+    constexpr int MI = BR / (16 * WG);                   /* 16-row MMA tiles per warp */
+    constexpr int NT = BC / 8;                           /* 8-key tiles of S */
+    constexpr int DT = D / 8;                            /* 8-column tiles of O */
+    constexpr int CPR = D / 8;                           /* 16-byte chunks per row */
+    constexpr int NTH = NW * 32, GTH = WG * 32;
+    constexpr int RS = tile_rs<D>::value;                /* bytes per shared row */
+    constexpr uint32_t KVB = BC * RS;                    /* bytes of one K (or V) buffer */
+    static_assert(MI >= 1 && BR == MI * 16 * WG && NW == KG * WG, "BR must be 16 * MI * warps/KG");
+    static_assert(BC % 16 == 0 && (KVST == 1 || KVST == 2), "BC multiple of 16, 1 or 2 buffers");
+    static_assert(KG == 1 || (size_t)(KG - 1) * (BR * D + 2 * MI * 2 * GTH) * 4 <= (size_t)KG * 2 * KVST * KVB,
+                  "the group merge must fit in the K/V buffers");
 
     extern __shared__ __align__(128) unsigned char smem[];
-    const uint32_t aQ = smem_u32(smem);
-    const uint32_t aK = aQ + BR * RS;
-    const uint32_t aV = aK + BC * RS;
-
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    /* KG == 1 spelled out as constants: the compiler cannot know warp < WG,
+     * and the extra live values cost the 128-row tiles spills. */
+    const int kg = KG == 1 ? 0 : warp / WG;
+    const int wi = KG == 1 ? warp : warp - kg * WG, gtid = KG == 1 ? tid : tid - kg * GTH;
     const int gr = lane >> 2, tq = lane & 3; /* fragment row group, column pair */
+
+    const uint32_t aQ = smem_u32(smem);
+    const uint32_t aK = aQ + BR * RS + (uint32_t)kg * 2 * KVST * KVB; /* this group's K buffers */
+    const uint32_t aV = aK + KVST * KVB;                               /* ... and V buffers */
     /* Per-lane ldmatrix offsets (bytes); every tile address below is one
      * of these plus a compile-time constant. Q (A operand, x4 = rows 0-7 |
      * 8-15 x k 0-7 | 8-15): lane l points at row l%16, chunk l/16. K (B
      * operand, x4 = keys 0-7 x k 0-7, 0-7 x 8-15, 8-15 x 0-7, 8-15 x 8-15):
      * key l%8 + 8(l/16), chunk (l/8)%2. V (B operand, .trans, x4 = keys
      * 0-7 | 8-15 x cols 0-7, then cols 8-15): key l%8 + 8((l/8)%2), chunk l/16. */
-    const uint32_t qoff = (uint32_t)((warp * MI * 16 + (lane & 15)) * RS + (lane >> 4) * 16);
+    const uint32_t qoff = (uint32_t)((wi * MI * 16 + (lane & 15)) * RS + (lane >> 4) * 16);
     const uint32_t koff = (uint32_t)(((lane & 7) + ((lane >> 4) << 3)) * RS + ((lane >> 3) & 1) * 16);
     const uint32_t voff = (uint32_t)(((lane & 7) + ((lane >> 3) & 1) * 8) * RS + (lane >> 4) * 16);
 
@@ -324,25 +356,48 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
     /* Loads: EVEN copies unpredicated; otherwise rows past the real length
      * and columns past d are zero-filled. (Branching per tile between the
      * two forms, so full tiles skip the predicates, cost 20-70 registers
-     * of spills in ptxas 13.0 on the 128-row tiles: not done.) */
+     * of spills in ptxas 13.0 on the 128-row tiles: not done.) The group's
+     * threads copy its own K/V tiles; all threads copy Q. */
+#define LOAD_K(buf, n)                                                                    \
+    load_tile<BC, D, GTH, !EVEN>(aK + (buf) * KVB, gK + (int64_t)(n) * p.d, p.d, p.skv - (n), p.d, gtid)
+#define LOAD_V(buf, n)                                                                    \
+    load_tile<BC, D, GTH, !EVEN>(aV + (buf) * KVB, gV + (int64_t)(n) * p.d, p.d, p.skv - (n), p.d, gtid)
+
     if (ntiles > 0) {
         if (EVEN || (p.d == D && m0 + BR <= p.sq))
             load_tile<BR, D, NTH, false>(aQ, gQ, D, BR, D, tid);
         else
             load_tile<BR, D, NTH, true>(aQ, gQ, p.d, p.sq - m0, p.d, tid);
-        {
-            const int n0 = (ntiles - 1) * BC;
-            load_tile<BC, D, NTH, !EVEN>(aK, gK + (int64_t)n0 * p.d, p.d, p.skv - n0, p.d, tid);
-        }
-        cp_async_commit();
-
         /* Last tile first: the tiles that need masks (the partial last one,
          * the causal diagonal) come first, then the loop runs unmasked. */
-        for (int t = ntiles - 1; t >= 0; --t) {
+        const int t0 = ntiles - 1 - kg; /* this group's first tile */
+        if (t0 >= 0) {
+            LOAD_K(0u, t0 * BC);
+            if (KVST == 2)
+                LOAD_V(0u, t0 * BC);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads(); /* Q (copied by all groups) visible to all */
+
+        int j = 0; /* this group's tile count: tile j uses buffer j & 1 (KVST = 2) */
+        for (int t = t0; t >= 0; t -= KG, ++j) {
             const int n0 = t * BC;
-            cp_async_wait<0>(); /* K[t] (and Q) landed ... */
-            __syncthreads();    /* ... for every thread; all warps are done with V[t+1] */
-            load_tile<BC, D, NTH, !EVEN>(aV, gV + (int64_t)n0 * p.d, p.d, p.skv - n0, p.d, tid);
+            const uint32_t cur = KVST == 2 ? (uint32_t)(j & 1) : 0u;
+            const uint32_t bK = aK + cur * KVB, bV = aV + cur * KVB;
+            cp_async_wait<0>(); /* this thread's copies of tile t landed ... */
+            if (KG == 1)        /* ... and everyone's; the group is done with the */
+                __syncthreads(); /* previous tile, whose buffers the next copy refills */
+            else
+                group_sync(1 + kg, GTH);
+            if (KVST == 2) {
+                if (t - KG >= 0) {
+                    LOAD_K(cur ^ 1u, n0 - KG * BC);
+                    LOAD_V(cur ^ 1u, n0 - KG * BC);
+                }
+            } else {
+                LOAD_V(0u, n0);
+            }
             cp_async_commit();
 
             /* S = Q K^T: A = Q rows of this warp, B = K rows (keys) read
@@ -363,7 +418,7 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
 #pragma unroll
                 for (int nj = 0; nj < NT / 2; nj++) {
                     uint32_t kb[4];
-                    ldmatrix_x4(kb, aK + koff + nj * 16 * RS + kk * 32);
+                    ldmatrix_x4(kb, bK + koff + nj * 16 * RS + kk * 32);
 #pragma unroll
                     for (int mi = 0; mi < MI; mi++) {
                         mma16816<T>(s[mi][2 * nj], qa[mi], kb[0], kb[1]);
@@ -380,7 +435,7 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
                 for (int mi = 0; mi < MI; mi++)
 #pragma unroll
                     for (int rh = 0; rh < 2; rh++) {
-                        const int i = m0 + warp * MI * 16 + mi * 16 + gr + rh * 8;
+                        const int i = m0 + wi * MI * 16 + mi * 16 + gr + rh * 8;
                         const int lim = p.causal ? min(p.skv, i + off + 1) : p.skv;
 #pragma unroll
                         for (int nt = 0; nt < NT; nt++)
@@ -394,11 +449,14 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
             for (int mi = 0; mi < MI; mi++)
                 softmax_step<NT, DT>(s[mi], o[mi], m[mi], l[mi], p.sl2);
 
-            cp_async_wait<0>(); /* V[t] landed ... */
-            __syncthreads();    /* ... for everyone; all warps are done reading K[t] */
-            if (t > 0) {
-                const int n1 = n0 - BC;
-                load_tile<BC, D, NTH, !EVEN>(aK, gK + (int64_t)n1 * p.d, p.d, p.skv - n1, p.d, tid);
+            if (KVST == 1) {
+                cp_async_wait<0>(); /* V[t] landed ... */
+                if (KG == 1)        /* ... for the group; all its warps are done with K[t] */
+                    __syncthreads();
+                else
+                    group_sync(1 + kg, GTH);
+                if (t - KG >= 0)
+                    LOAD_K(0u, n0 - KG * BC);
                 cp_async_commit();
             }
 
@@ -413,7 +471,7 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
 #pragma unroll
                 for (int dn = 0; dn < D / 16; dn++) {
                     uint32_t vb[4];
-                    ldmatrix_x4_trans(vb, aV + voff + kk * 16 * RS + dn * 32);
+                    ldmatrix_x4_trans(vb, bV + voff + kk * 16 * RS + dn * 32);
 #pragma unroll
                     for (int mi = 0; mi < MI; mi++) {
                         mma16816<T>(o[mi][2 * dn], pa[mi], vb[0], vb[1]);
@@ -423,11 +481,66 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
             }
         }
     }
+#undef LOAD_K
+#undef LOAD_V
 
-    /* Epilogue: full row sums over the quad, normalise (a row that saw no
-     * key has l = 0 and o = 0 and stays 0), stage the warp's rows in its own
-     * rows of sQ (only this warp ever read them, and no copy is in flight),
-     * then write 16-byte chunks, coalesced. */
+    if (KG > 1) {
+        /* Merge the key groups into group 0. Thread (wi, lane) of every
+         * group holds the same fragment elements, so group g > 0 parks its
+         * m, l (per lane, before the quad sum) and o in the K/V buffers,
+         * [g-1][wi][mi][dt][lane] float4s, lanes adjacent (no conflicts),
+         * and group 0 rescales both sides to the common max. */
+        cp_async_wait<0>();
+        __syncthreads(); /* every group done: no copy in flight, no reader of the buffers */
+        float *scr = reinterpret_cast<float *>(smem + BR * RS);
+        constexpr int SLOT = BR * D + 2 * MI * 2 * GTH; /* floats per parked group */
+        if (kg > 0) {
+            float *so = scr + (kg - 1) * SLOT;
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+                for (int dt = 0; dt < DT; dt++)
+                    *reinterpret_cast<float4 *>(so + (((wi * MI + mi) * DT + dt) * 32 + lane) * 4) =
+                        make_float4(o[mi][dt][0], o[mi][dt][1], o[mi][dt][2], o[mi][dt][3]);
+#pragma unroll
+                for (int rh = 0; rh < 2; rh++) {
+                    so[BR * D + ((wi * MI + mi) * 2 + rh) * 32 + lane] = m[mi][rh];
+                    so[BR * D + MI * 2 * GTH + ((wi * MI + mi) * 2 + rh) * 32 + lane] = l[mi][rh];
+                }
+            }
+        }
+        __syncthreads();
+        if (kg > 0)
+            return;
+#pragma unroll 1
+        for (int g = 1; g < KG; g++) {
+            const float *so = scr + (g - 1) * SLOT;
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int rh = 0; rh < 2; rh++) {
+                    const float m1 = so[BR * D + ((wi * MI + mi) * 2 + rh) * 32 + lane];
+                    const float l1 = so[BR * D + MI * 2 * GTH + ((wi * MI + mi) * 2 + rh) * 32 + lane];
+                    const float mx = fmaxf(m[mi][rh], m1);
+                    const float ms = mx == -INFINITY ? 0.f : mx * p.sl2;
+                    const float a0 = ex2(m[mi][rh] * p.sl2 - ms), a1 = ex2(m1 * p.sl2 - ms);
+                    m[mi][rh] = mx;
+                    l[mi][rh] = l[mi][rh] * a0 + l1 * a1;
+#pragma unroll
+                    for (int dt = 0; dt < DT; dt++) {
+                        const float4 x = *reinterpret_cast<const float4 *>(
+                            so + (((wi * MI + mi) * DT + dt) * 32 + lane) * 4);
+                        o[mi][dt][2 * rh] = o[mi][dt][2 * rh] * a0 + (rh ? x.z : x.x) * a1;
+                        o[mi][dt][2 * rh + 1] = o[mi][dt][2 * rh + 1] * a0 + (rh ? x.w : x.y) * a1;
+                    }
+                }
+        }
+    }
+
+    /* Epilogue (group 0): full row sums over the quad, normalise (a row
+     * that saw no key has l = 0 and o = 0 and stays 0), stage the warp's
+     * rows in its own rows of sQ (only this warp ever read them, and no copy
+     * is in flight), then write 16-byte chunks, coalesced. */
     __syncwarp();
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
@@ -437,7 +550,7 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
             const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            const int row = warp * MI * 16 + mi * 16 + gr + rh * 8;
+            const int row = wi * MI * 16 + mi * 16 + gr + rh * 8;
 #pragma unroll
             for (int dt = 0; dt < DT; dt++) {
                 uint32_t w = pack2<T>(o[mi][dt][2 * rh] * inv, o[mi][dt][2 * rh + 1] * inv);
@@ -449,19 +562,23 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
 #pragma unroll
     for (int it = 0; it < MI * 16 * CPR / 32; it++) {
         const int L = lane + it * 32;
-        const int row = warp * MI * 16 + L / CPR, c = L % CPR;
+        const int row = wi * MI * 16 + L / CPR, c = L % CPR;
         if (m0 + row < p.sq && (EVEN || c * 8 < p.d))
             *reinterpret_cast<uint4 *>(gO + (int64_t)row * p.d + c * 8) =
                 *reinterpret_cast<const uint4 *>(smem + row * RS + c * 16);
     }
 }
 
-/* Pipeline depth of version 2: as many stages of K+V (2*BC*D elements) as
- * fit in 96 KB, 2 to 4, so two blocks share an SM where they can. */
+/* Pipeline depth of version 2: as many stages of K+V as fit, with the Q
+ * tile, in 110 KB (two blocks per SM: 228 KB less 1 KB per block), 2 to 4.
+ * At d = 128, Bc = 64 that is 3 stages: two tiles in flight while one is
+ * computed. (A 96 KB budget gave 2 with the padded rows: 72 us, 3.7 TB/s
+ * on the decode target; see docs/kernels.md.) */
 template <int D, int BC>
 struct splitkv_stages {
     static constexpr int bytes = 2 * BC * tile_rs<D>::value;
-    static constexpr int value = 98304 / bytes < 2 ? 2 : (98304 / bytes > 4 ? 4 : 98304 / bytes);
+    static constexpr int fit = (112640 - 16 * tile_rs<D>::value) / bytes;
+    static constexpr int value = fit < 2 ? 2 : (fit > 4 ? 4 : fit);
 };
 
 template <int D, int BC, int NW>
@@ -734,16 +851,25 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
 
 /* ---- launchers */
 
-/* The kernel configurations built: (D, Br, Bc, warps) for fused, (D, Bc,
- * warps) for fused_splitkv (16 rows per block). Br = 16 * warps * MI; MI = 2
- * halves the shared-memory reads of K and V per MMA (each B fragment feeds
- * two row tiles), the choice FA2 makes for d <= 128; d = 256 keeps MI = 1
- * for registers (the O accumulators alone take 128 per thread). */
-#define FUSED_CONFIGS(X)                                                    \
-    X(32, 128, 64, 4) X(32, 64, 64, 4) X(32, 128, 128, 4)                   \
-    X(64, 128, 64, 4) X(64, 64, 64, 4) X(64, 128, 128, 8)                   \
-    X(128, 128, 64, 4) X(128, 64, 64, 4) X(128, 128, 32, 4) X(128, 128, 128, 8) \
-    X(256, 64, 64, 4) X(256, 128, 64, 8) X(256, 64, 32, 4)
+/* The kernel configurations built: (D, Br, Bc, warps, K/V buffers) for
+ * fused, (D, Bc, warps) for fused_splitkv (16 rows per block). A tactic
+ * names the first four (tile=BrxBc, warps); the buffer count belongs to the
+ * configuration, chosen by measurement on an H200 (docs/kernels.md):
+ * double buffering won on 64x64/d128 (+4-9%), 128x128/8 warps and d <= 64,
+ * lost on 128x64/d128 (335 -> 315 TFLOP/s) and 64x64/d256 (44.7 -> 48.5 us).
+ * Br = 16 * MI * warps (per key group); MI = 2 halves the shared-memory
+ * reads of K and V per MMA (each B fragment feeds two row tiles), FA2's
+ * choice for d <= 128; d = 256 keeps MI = 1 for registers (the O
+ * accumulators alone take 128 per thread). 64x64 and 64x32 with 8 warps at
+ * d = 256 are two key groups of 4 warps (KG = 2): for grids of about one
+ * block per SM (b1.hq8.sq968.d256: 128 blocks, 44.7 -> 42.3 us at 64x64). */
+#define FUSED_CONFIGS(X)                                                         \
+    X(32, 128, 64, 4, 2) X(32, 64, 64, 4, 2) X(32, 128, 128, 4, 2)               \
+    X(64, 128, 64, 4, 2) X(64, 64, 64, 4, 2) X(64, 128, 128, 8, 2)               \
+    X(128, 128, 64, 4, 1) X(128, 64, 64, 4, 2) X(128, 128, 32, 4, 1)             \
+    X(128, 128, 128, 8, 2)                                                       \
+    X(256, 64, 64, 4, 1) X(256, 128, 64, 8, 2) X(256, 64, 32, 4, 2) X(256, 64, 64, 8, 1)    \
+    X(256, 64, 32, 8, 2)
 
 #define SPLITKV_CONFIGS(X)                                                  \
     X(32, 64, 4) X(32, 128, 4) X(64, 64, 4) X(64, 128, 4)                   \
@@ -755,12 +881,13 @@ static int kernel_dim(int64_t d)
     return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
 }
 
-template <typename T, int D, int BR, int BC, int NW>
+template <typename T, int D, int BR, int BC, int NW, int KVST>
 static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
 {
-    const size_t smem = (size_t)(BR + 2 * BC) * tile_rs<D>::value;
-    void (*kern)(const fused_args) = even ? fused_fwd_kernel<T, D, BR, BC, NW, true>
-                                          : fused_fwd_kernel<T, D, BR, BC, NW, false>;
+    constexpr int KG = NW * 16 > BR ? NW * 16 / BR : 1;
+    const size_t smem = (size_t)(BR + KG * 2 * KVST * BC) * tile_rs<D>::value;
+    void (*kern)(const fused_args) = even ? fused_fwd_kernel<T, D, BR, BC, NW, KVST, true>
+                                          : fused_fwd_kernel<T, D, BR, BC, NW, KVST, false>;
     /* Not a stream operation: allowed while a graph is being captured. */
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return ATTUNE_EGPU;
@@ -808,11 +935,14 @@ static int64_t kv_tiles(const attn_shape *s, int bc)
     return (s->skv + bc - 1) / bc;
 }
 
-/* fused_splitkv is for decode-like shapes: the folded rows of a KV head fit
- * in a few 16-row tiles and there are enough keys to split. */
+/* fused_splitkv is for decode-like shapes: the folded rows of a KV head
+ * (g * sq) fill at most 32 16-row tiles, and there are enough keys to
+ * split. Up to 512 rows, not just a few, so that grouped shapes with few
+ * query rows per head (DESIGN.md's b1.hq8.hkv1.sq50.skv1018.d256: 8 blocks
+ * of fused 64-row tiles on 132 SMs) get key-split candidates too. */
 static int splitkv_applies(const attn_shape *s)
 {
-    return attn_shape_group(s) * s->sq <= 64 && s->skv >= 128;
+    return attn_shape_group(s) * s->sq <= 512 && s->skv >= 128;
 }
 
 extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_minor, attn_tactic *out, int max)
@@ -829,7 +959,7 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
             out[n++].pad = attn_pads[pi];                                    \
         }                                                                    \
     } while (0)
-#define FUSED_TACTIC(D_, BR_, BC_, NW_)                                      \
+#define FUSED_TACTIC(D_, BR_, BC_, NW_, KVST_)                               \
     if (D == D_) {                                                           \
         attn_tactic t = {};                                                  \
         t.variant = ATTN_FUSED;                                              \
@@ -880,11 +1010,11 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
     case ATTN_FUSED: {
         if (t->splits > 1)
             return ATTUNE_EUNSUPP;
-#define FUSED_LAUNCH(D_, BR_, BC_, NW_)                                          \
+#define FUSED_LAUNCH(D_, BR_, BC_, NW_, KVST_)                                   \
     if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == NW_) {     \
         p.nrb = (int)((s->sq + BR_ - 1) / BR_);                                  \
         const bool even = sq_pad % BR_ == 0 && skv_pad % BC_ == 0 && s->d == D_; \
-        return launch_fused<T, D_, BR_, BC_, NW_>(p, even, stream);             \
+        return launch_fused<T, D_, BR_, BC_, NW_, KVST_>(p, even, stream);      \
     }
         FUSED_CONFIGS(FUSED_LAUNCH)
 #undef FUSED_LAUNCH
