@@ -39,9 +39,13 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-pin() { # pin CPULIST cmd...: taskset when a CPU list is given
+pinned() { # (pinned CPULIST cmd...): exec cmd, under taskset when a CPU list is
+    # given; run in a subshell so that $! of a background one is cmd's own pid
     cpus=$1; shift
-    if [ -n "$cpus" ] && command -v taskset >/dev/null 2>&1; then taskset -c "$cpus" "$@"; else "$@"; fi
+    if [ -n "$cpus" ] && command -v taskset >/dev/null 2>&1; then
+        exec taskset -c "$cpus" "$@"
+    fi
+    exec "$@"
 }
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -62,8 +66,8 @@ fi
 
 # ---- attuned with a few tuned shapes
 pa=$(free_port)
-pin "${CPUS_SERVER:-}" "$ATTUNED" --db "$tmp/var/attune.db" --port "$pa" --no-default-grid \
-    --threads "$SERVER_THREADS" --tune-budget-ms 20 --log "$tmp/attuned.log" &
+(pinned "${CPUS_SERVER:-}" "$ATTUNED" --db "$tmp/var/attune.db" --port "$pa" --no-default-grid \
+    --threads "$SERVER_THREADS" --tune-budget-ms 20 --log "$tmp/attuned.log") &
 pids="$pids $!"
 apid=$!
 wait_http "http://127.0.0.1:$pa/v1/health"
@@ -85,12 +89,12 @@ curl -sf "http://127.0.0.1:$pa$path" | grep -q '"source":"measured"' ||
 
 # ---- bare MHD
 pb=$(free_port)
-pin "${CPUS_SERVER:-}" "$bare_bin" "$pb" "$SERVER_THREADS" &
+(pinned "${CPUS_SERVER:-}" "$bare_bin" "$pb" "$SERVER_THREADS") &
 pids="$pids $!"
 wait_http "http://127.0.0.1:$pb/"
 
 run_wrk() { # run_wrk URL OUTFILE
-    pin "${CPUS_WRK:-}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency "$1" >"$2"
+    (pinned "${CPUS_WRK:-}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency "$1") >"$2"
 }
 rps() { sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$1"; }
 p99_us() { # the 99% line of --latency, in microseconds
@@ -116,11 +120,13 @@ job=$(post "{\"device\":\"cpu\",\"shapes\":[${shapes%,}]}")
 while [ "$(job_state "$job")" != running ]; do sleep 0.05; done
 if [ -n "${CPUS_TUNER:-}" ] && command -v taskset >/dev/null 2>&1; then
     # the tuning thread (named attuned-job-cpu) gets its own CPUs
+    moved=0
     for t in /proc/"$apid"/task/*; do
         if [ "$(cat "$t/comm")" = attuned-job-cpu ]; then
-            taskset -p -c "$CPUS_TUNER" "${t##*/}" >/dev/null
+            taskset -p -c "$CPUS_TUNER" "${t##*/}" >/dev/null && moved=1
         fi
     done
+    [ $moved = 1 ] || { echo "http_load: no attuned-job-cpu thread in $apid" >&2; exit 1; }
 fi
 m0=$(measured)
 run_wrk "http://127.0.0.1:$pa$path" "$tmp/attuned.txt"
