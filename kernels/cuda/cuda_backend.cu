@@ -12,8 +12,8 @@
  * Timing: time() replays a CUDA graph of `iters` back-to-back calls of the
  * plan between two events, so launch gaps do not count; the graph is
  * captured once per (plan, iters, with_copies), cached, and replayed once
- * as a warm-up right after capture. Build: kernels/cuda/*.cu are globbed
- * into attune_cuda by CMake when nvcc is found. */
+ * as a warm-up right after capture. Build: every .cu file of kernels/cuda
+ * is globbed into attune_cuda by CMake when nvcc is found. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -172,7 +172,7 @@ int cuda_device_info(int index, attn_device_info *info, attn_stack *stack)
                  "%02x%02x%02x%02x%02x%02x",
                  u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
                  u[11], u[12], u[13], u[14], u[15]);
-        snprintf(info->name, sizeof info->name, "%s", prop.name);
+        snprintf(info->name, sizeof info->name, "%.127s", prop.name); /* name[128] */
         snprintf(info->kind, sizeof info->kind, "cuda");
         info->index = index;
         info->cc_major = prop.major;
@@ -190,9 +190,9 @@ int cuda_device_info(int index, attn_device_info *info, attn_stack *stack)
         /* The module version pins the driver build; the API version alone
          * would call two different 13.0 drivers the same stack. */
         if (driver_module_version(mod, sizeof mod) == 0)
-            snprintf(stack->driver, sizeof stack->driver, "%s/cuda-%s", mod, api);
+            snprintf(stack->driver, sizeof stack->driver, "%.16s/cuda-%.8s", mod, api);
         else
-            snprintf(stack->driver, sizeof stack->driver, "cuda-%s", api);
+            snprintf(stack->driver, sizeof stack->driver, "cuda-%.8s", api);
         version_str(stack->runtime, sizeof stack->runtime, rt);
         if (cublasGetProperty(MAJOR_VERSION, &bmaj) != CUBLAS_STATUS_SUCCESS ||
             cublasGetProperty(MINOR_VERSION, &bmin) != CUBLAS_STATUS_SUCCESS ||
