@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/grow.h"
 #include "store_internal.h"
 
 static const char *const status_names[] = {"ok", "unsupported", "failed", "inaccurate"};
@@ -929,20 +930,8 @@ static int collect(sqlite3_stmt *q, store_measurement **out, int *n)
     store_measurement *rows = NULL;
     int count = 0, cap = 0, rc = 0, src;
     while ((src = sqlite3_step(q)) == SQLITE_ROW) {
-        if (count == cap) {
-            if (cap > INT_MAX / 2) {
-                rc = ATTUNE_ENOMEM;
-                goto fail;
-            }
-            int ncap = cap ? cap * 2 : 16;
-            store_measurement *grown = realloc(rows, (size_t)ncap * sizeof *rows);
-            if (grown == NULL) {
-                rc = ATTUNE_ENOMEM;
-                goto fail;
-            }
-            rows = grown;
-            cap = ncap;
-        }
+        if ((rc = grow_array(&rows, &cap, count, sizeof *rows)) != 0)
+            goto fail;
         if ((rc = row_read(q, &rows[count])) != 0)
             goto fail;
         count++;
@@ -1327,20 +1316,8 @@ int store_jobs_list(store *st, int state, store_job **out, int *n)
         goto fail;
     }
     while ((src = sqlite3_step(q)) == SQLITE_ROW) {
-        if (count == cap) {
-            if (cap > INT_MAX / 2) {
-                rc = ATTUNE_ENOMEM;
-                goto fail;
-            }
-            int ncap = cap ? cap * 2 : 16;
-            store_job *grown = realloc(rows, (size_t)ncap * sizeof *rows);
-            if (grown == NULL) {
-                rc = ATTUNE_ENOMEM;
-                goto fail;
-            }
-            rows = grown;
-            cap = ncap;
-        }
+        if ((rc = grow_array(&rows, &cap, count, sizeof *rows)) != 0)
+            goto fail;
         if ((rc = job_read(q, &rows[count])) != 0)
             goto fail;
         count++;

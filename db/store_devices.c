@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/grow.h"
 #include "store_internal.h"
 
 int store_devices_list(store *st, attn_device_info **infos, attn_stack **stacks, int *n)
@@ -23,21 +24,10 @@ int store_devices_list(store *st, attn_device_info **infos, attn_stack **stacks,
     if (src != SQLITE_OK)
         return store_sqlite_err(src);
     while ((src = sqlite3_step(q)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? 2 * cap : 8;
-            attn_device_info *gi = realloc(inf, (size_t)cap * sizeof *gi);
-            if (gi == NULL) {
-                rc = ATTUNE_ENOMEM;
-                goto fail;
-            }
-            inf = gi;
-            attn_stack *gs = realloc(stk, (size_t)cap * sizeof *gs);
-            if (gs == NULL) {
-                rc = ATTUNE_ENOMEM;
-                goto fail;
-            }
-            stk = gs;
-        }
+        int cap2 = cap;
+        if ((rc = grow_array(&inf, &cap, cnt, sizeof *inf)) != 0 ||
+            (rc = grow_array(&stk, &cap2, cnt, sizeof *stk)) != 0)
+            goto fail;
         attn_device_info *d = &inf[cnt];
         attn_stack *s = &stk[cnt];
         memset(d, 0, sizeof *d);
