@@ -2,6 +2,7 @@
 #include "http.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,4 +300,113 @@ int http_json_depth_ok(const char *s, size_t n, int max)
         }
     }
     return 1;
+}
+
+/* ---- jbuf */
+
+static void jb_reserve(jbuf *b, size_t more)
+{
+    if (b->oom || b->len + more + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 256;
+    while (b->len + more + 1 > cap)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (p == NULL) {
+        b->oom = 1;
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+static void jb_put(jbuf *b, const char *s, size_t n)
+{
+    jb_reserve(b, n);
+    if (b->oom)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void jb_key(jbuf *b, const char *key)
+{
+    if (b->len > 1)
+        jb_put(b, ",", 1);
+    jb_put(b, "\"", 1);
+    jb_put(b, key, strlen(key));
+    jb_put(b, "\":", 2);
+}
+
+void jbuf_init(jbuf *b, size_t cap)
+{
+    memset(b, 0, sizeof *b);
+    jb_reserve(b, cap);
+    jb_put(b, "{", 1);
+}
+
+void jbuf_str(jbuf *b, const char *key, const char *val)
+{
+    static const char hex[] = "0123456789abcdef";
+    jb_key(b, key);
+    jb_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)val; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            jb_put(b, e, 2);
+        } else if (*p < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
+            jb_put(b, e, 6);
+        } else {
+            jb_put(b, (const char *)p, 1);
+        }
+    }
+    jb_put(b, "\"", 1);
+}
+
+void jbuf_num(jbuf *b, const char *key, double v)
+{
+    jb_key(b, key);
+    if (!isfinite(v)) {
+        jb_put(b, "null", 4);
+        return;
+    }
+    char t[40];
+    int n = snprintf(t, sizeof t, "%.17g", v);
+    if (strpbrk(t, ".e") == NULL && n + 2 < (int)sizeof t) {
+        t[n++] = '.'; /* a real stays a real: 2 -> 2.0 */
+        t[n++] = '0';
+        t[n] = 0;
+    }
+    jb_put(b, t, (size_t)n);
+}
+
+void jbuf_int(jbuf *b, const char *key, long long v)
+{
+    char t[24];
+    int n = snprintf(t, sizeof t, "%lld", v);
+    jb_key(b, key);
+    jb_put(b, t, (size_t)n);
+}
+
+void jbuf_bool(jbuf *b, const char *key, int v)
+{
+    jb_key(b, key);
+    if (v)
+        jb_put(b, "true", 4);
+    else
+        jb_put(b, "false", 5);
+}
+
+char *jbuf_finish(jbuf *b, size_t *len)
+{
+    jb_put(b, "}", 1);
+    if (b->oom) {
+        free(b->p);
+        b->p = NULL;
+        return NULL;
+    }
+    *len = b->len;
+    return b->p;
 }

@@ -226,35 +226,44 @@ static enum MHD_Result h_tactic(req *r, const char *url)
     if (index_lookup(r->d->ix, dev.info.id, &s, mre, &ans) != 0)
         return http_send_error(r, 404, "unknown device '%.64s'", dev.info.id);
 
+    /* the hot path: written straight into one buffer (see jbuf) */
     char key[ATTN_SHAPE_KEY_MAX], variant[32];
     int pad;
     attn_shape_key(&s, key, sizeof key);
     const char *tactic = ans.source == INDEX_DEFAULT ? INDEX_DEFAULT_TACTIC : ans.m.tactic;
     tactic_parts(tactic, variant, sizeof variant, &pad);
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:b, s:s}", "device", dev.info.id,
-                          "shape", key, "tactic", tactic, "variant", variant, "pad", pad,
-                          "source", index_source_name(ans.source), "stale", ans.stale,
-                          "stack", ans.stack_id);
-    if (o == NULL)
-        return http_send_error(r, 500, "out of memory");
+    jbuf b;
+    jbuf_init(&b, 640);
+    jbuf_str(&b, "device", dev.info.id);
+    jbuf_str(&b, "shape", key);
+    jbuf_str(&b, "tactic", tactic);
+    jbuf_str(&b, "variant", variant);
+    jbuf_int(&b, "pad", pad);
+    jbuf_str(&b, "source", index_source_name(ans.source));
+    jbuf_bool(&b, "stale", ans.stale);
+    jbuf_str(&b, "stack", ans.stack_id);
     if (ans.source == INDEX_DEFAULT) {
-        json_object_set_new(o, "time_us", json_null());
-        json_object_set_new(o, "rel_err", json_null());
-        json_object_set_new(o, "max_abs_err", json_null());
+        jbuf_num(&b, "time_us", NAN);
+        jbuf_num(&b, "rel_err", NAN);
+        jbuf_num(&b, "max_abs_err", NAN);
     } else {
-        json_object_set_new(o, "time_us", jnum(ans.m.time_us));
-        json_object_set_new(o, "time_us_copies", jnum(ans.m.time_us_copies));
-        json_object_set_new(o, "rel_err", jnum(ans.m.rel_err));
-        json_object_set_new(o, "max_abs_err", jnum(ans.m.max_abs_err));
-        json_object_set_new(o, "measured_stack", json_string(ans.m.stack_id));
+        jbuf_num(&b, "time_us", ans.m.time_us);
+        jbuf_num(&b, "time_us_copies", ans.m.time_us_copies);
+        jbuf_num(&b, "rel_err", ans.m.rel_err);
+        jbuf_num(&b, "max_abs_err", ans.m.max_abs_err);
+        jbuf_str(&b, "measured_stack", ans.m.stack_id);
     }
     if (ans.source == INDEX_NEAREST) {
-        json_object_set_new(o, "from_shape", json_string(ans.from_key));
-        json_object_set_new(o, "distance", json_real(ans.distance));
+        jbuf_str(&b, "from_shape", ans.from_key);
+        jbuf_num(&b, "distance", ans.distance);
     }
     if (mre > 0)
-        json_object_set_new(o, "max_rel_err", json_real(mre));
-    ret = http_send_json(r, 200, o);
+        jbuf_num(&b, "max_rel_err", mre);
+    size_t len = 0;
+    char *text = jbuf_finish(&b, &len);
+    if (text == NULL)
+        return http_send_error(r, 500, "out of memory");
+    ret = http_send(r, 200, "application/json", text, len, NULL, NULL);
     metrics_lookup((int)ans.source, req_elapsed(r));
     return ret;
 }
