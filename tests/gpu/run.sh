@@ -20,7 +20,8 @@
 # GPU work needs (attune_cuda, the gpu tests, the attune CLI); (4) ctest -L
 # gpu; (5) with --bench, tests/gpu/bench_split and bench/peers.py.
 #
-# Options: --bench (run the peer benchmark), --peers-args "ARGS" (extra
+# Options: --bench (run the peer benchmark), --daemon (start attuned, tune
+# grids/anchors.json through its API, check the served winners), --peers-args "ARGS" (extra
 # arguments to peers.py, e.g. "--only 0,1 --budget-ms 100"), --no-tests,
 # --ctest-args "ARGS". Logs and results go under $OUT (the run tool's
 # folder; ./gpu-out elsewhere): run.log, env.txt, build.log, ctest.log,
@@ -34,16 +35,18 @@ DEPS=$ROOT/.gpu-deps
 PREFIX=$DEPS/root
 BUILD=${ATTUNE_GPU_BUILD:-$ROOT/build-gpu}
 BENCH=0
+DAEMON=0
 TESTS=1
 PEERS_ARGS=""
 CTEST_ARGS=""
 while [ $# -gt 0 ]; do
     case $1 in
     --bench) BENCH=1 ;;
+    --daemon) DAEMON=1 ;;
     --no-tests) TESTS=0 ;;
     --peers-args) shift; PEERS_ARGS=${1:-} ;;
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
+    *) echo "usage: run.sh [--bench] [--daemon] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
        exit 2 ;;
     esac
     shift
@@ -160,6 +163,18 @@ if [ "$TESTS" = 1 ]; then
     grep -E "worst relative| [a-z_]+ +(f16|bf16|f32) +acc=|device GPU|stack |planted|us kernels|failed" \
         "$OUT/ctest.log" >&2
     log "ctest exit $STATUS ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (4b) attuned on the GPU: lists it, tunes the anchors, serves winners
+
+if [ "$DAEMON" = 1 ]; then
+    if [ -x "$BUILD/attuned" ]; then
+        log "attuned: tune grids/anchors.json on the GPU through POST /v1/tune"
+        bash "$ROOT/tests/gpu/daemon_gpu.sh" "$BUILD" "$ROOT/grids/anchors.json" 2>&1 | tee -a "$RUNLOG"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || STATUS=1
+    else
+        log "attuned was not built: daemon check skipped"
+    fi
 fi
 
 # ---- (5) peer benchmark

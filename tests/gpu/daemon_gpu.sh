@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# daemon_gpu.sh BUILD GRID -- on the GPU machine: start attuned, check it
+# lists the GPU, tune GRID's shapes on CUDA device 0 through POST /v1/tune,
+# and check that /v1/tactic serves, for each shape, the winner that
+# /v1/results implies (fastest ok tactic within tolerance). Prints one line
+# per shape; exit 1 on any mismatch. Called by tests/gpu/run.sh --daemon.
+set -u -o pipefail
+BUILD=$1 GRID=$2
+dir=$(mktemp -d)
+port=$((20000 + RANDOM % 20000))
+"$BUILD/attuned" --port $port --db "$dir/a.db" --no-default-grid >"$dir/attuned.log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/v1/health" >/dev/null && break; sleep 0.2; done
+python3 - "$port" "$dir/token" "$GRID" <<'PY'
+import json, sys, time, urllib.request
+port, token_path, grid = sys.argv[1], sys.argv[2], sys.argv[3]
+base = "http://127.0.0.1:%s" % port
+def get(path):
+    with urllib.request.urlopen(base + path, timeout=30) as r:
+        return json.load(r)
+devs = get("/v1/devices")["devices"]
+gpus = [d for d in devs if d["kind"] == "cuda" and d["local"]]
+print("devices:", ", ".join("%s %s cc %s" % (d["id"], d["name"], d["cc"]) for d in devs))
+assert gpus, "attuned lists no local CUDA device"
+gpu = gpus[0]
+shapes = [{k: s[k] for k in ("b", "hq", "hkv", "sq", "skv", "d", "dtype", "causal")}
+          for s in json.load(open(grid))["shapes"]]
+token = open(token_path).read().strip()
+req = urllib.request.Request(base + "/v1/tune", method="POST",
+        data=json.dumps({"device": gpu["id"], "shapes": shapes}).encode(),
+        headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=30) as r:
+    job = json.load(r)["job"]
+t0 = time.time()
+while True:
+    j = get("/v1/jobs/%d" % job)
+    if j["state"] not in ("queued", "running"):
+        break
+    time.sleep(0.5)
+print("job %d: %s, %d/%d shapes in %.1f s" % (job, j["state"], j["done"], j["total"], time.time() - t0))
+assert j["state"] == "done", j
+bad = 0
+for s in shapes:
+    q = "&".join("%s=%s" % (k, str(v).lower() if isinstance(v, bool) else v) for k, v in s.items())
+    t = get("/v1/tactic?device=%s&%s" % (gpu["id"], q))
+    res = get("/v1/results?device=%s&%s" % (gpu["id"], q))["measurements"]
+    ok = [m for m in res if m["status"] == "ok"]
+    print("%-44s %-44s %9.1f us  rel_err %.1e  source=%s  (%d tactics, %d ok)" % (
+        t["shape"], t["tactic"], t["time_us_copies"] or t["time_us"], t["rel_err"], t["source"],
+        len(res), len(ok)))
+    if t["source"] != "measured" or t["tactic"] not in [m["tactic"] for m in ok]:
+        bad += 1
+        print("  MISMATCH: served tactic is not a measured ok tactic")
+sys.exit(1 if bad else 0)
+PY
+rc=$?
+[ $rc -eq 0 ] || { echo "attuned log (tail):"; tail -20 "$dir/attuned.log"; }
+exit $rc
