@@ -603,10 +603,30 @@ def test_systemd_protocol(binary):
             old = open(log_path + ".1").read()
             check("event=ready" in old and "event=reopen_log" in old,
                   "one line per event: time, level, event, key=value")
+            # SIGTERM while a job runs: it stops between tactics, stays queued
+            big = [shape(1, 8, 2, 64 + 16 * i, 512, 64) for i in range(10)]
+            st, r = d.request("POST", "/v1/tune", {"device": "cpu", "shapes": big},
+                              {"Authorization": "Bearer " + cred_token})
+            check(st == 202, "job queued before SIGTERM")
+            wait_job(d, r["job"], states=("running",), timeout=60)
+            t0 = time.time()
             proc.send_signal(signal.SIGTERM)
             msg = sock.recv(256)
             check(msg == b"STOPPING=1", "STOPPING=1 on SIGTERM (%r)" % msg)
-            check(proc.wait(timeout=60) == 0, "clean exit")
+            check(proc.wait(timeout=60) == 0, "clean exit with a job running (%.1f s)"
+                  % (time.time() - t0))
+            proc = subprocess.Popen([binary, "--db", os.path.join(work, "var", "a.db"),
+                                     "--port", str(port), "--no-default-grid"], cwd=work,
+                                    env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+            check(sock.recv(256) == b"READY=1", "restarted")
+            st, j = d.get("/v1/jobs/%d" % r["job"])
+            check(st == 200 and j["state"] in ("queued", "running") and j["done"] < j["total"],
+                  "the job interrupted by SIGTERM resumes after restart (%s)" % j.get("state"))
+            st, _ = d.request("DELETE", "/v1/jobs/%d" % r["job"], None,
+                              {"Authorization": "Bearer " + cred_token})
+            proc.send_signal(signal.SIGTERM)
+            check(proc.wait(timeout=60) == 0, "clean exit again")
         finally:
             if proc.poll() is None:
                 proc.kill()
