@@ -87,6 +87,10 @@ if ! command -v pkg-config >/dev/null; then
     unpack "$DEPS"/pkgconf-bin_*.deb "$DEPS"/libpkgconf3_*.deb "$DEPS"/pkgconf_*.deb
     export PATH=$PREFIX/usr/bin:$PATH
 fi
+# libmicrohttpd.pc names gnutls as a private requirement, whose .pc the
+# machine lacks; linking the shared library needs none of it.
+[ -f "$PREFIX"/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc ] &&
+    sed -i '/^Requires.private/d' "$PREFIX"/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc
 # The .pc files say prefix=/usr: point them at the prefix.
 for pc in "$PREFIX"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$PREFIX"/usr/share/pkgconfig/*.pc; do
     [ -f "$pc" ] && sed -i "s|^prefix=.*|prefix=$PREFIX/usr|" "$pc"
