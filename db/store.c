@@ -879,7 +879,7 @@ fail:
     "SELECT m.device_id, m.stack_id, s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype, "     \
     "s.causal, m.tactic, m.status, m.time_us, m.time_us_min, m.time_us_max, "          \
     "m.time_us_copies, m.n, m.max_abs_err, m.rel_err, m.mode, m.l2, m.rows_checked, "  \
-    "m.note, m.host, m.taken_at, (SELECT min(o.rel_err) FROM measurements o "          \
+    "m.note, m.host, m.taken_at, m.incumbent, (SELECT min(o.rel_err) FROM measurements o "          \
     "WHERE o.device_id = m.device_id AND o.stack_id = m.stack_id "                     \
     "AND o.shape_id = m.shape_id AND o.status = 'ok') "                                \
     "FROM measurements m JOIN shapes s ON s.id = m.shape_id "                          \
@@ -919,7 +919,8 @@ static int row_read(sqlite3_stmt *q, store_measurement *m)
     store_column_text(q, 22, m->note, sizeof m->note);
     store_column_text(q, 23, m->host, sizeof m->host);
     m->taken_at = sqlite3_column_int64(q, 24);
-    double best = store_column_double(q, 25);
+    m->incumbent = sqlite3_column_int(q, 25) != 0;
+    double best = store_column_double(q, 26);
     m->err_ratio = isnan(m->rel_err) || isnan(best) || best == 0 ? NAN : m->rel_err / best;
     return 0;
 }

@@ -16,7 +16,7 @@
 typedef struct store store;
 
 /* Current schema version (PRAGMA user_version after open). */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 typedef enum {
     STORE_OK = 0,
@@ -47,6 +47,9 @@ typedef struct store_measurement {
     char l2[16];           /* "warm", "flushed" */
     int rows_checked;      /* query rows compared against the reference */
     char note[128];        /* why unsupported/failed, "" otherwise */
+    int incumbent;         /* 1: the winner chosen by the last tune of this
+                              (device, stack, shape); kept by re-measuring,
+                              set only by store_winner_mark; not exported */
     /* provenance */
     char host[64];
     int64_t taken_at;      /* unix seconds */
@@ -87,6 +90,12 @@ int store_measurement_exists(store *st, const char *device_id, const char *stack
  * *out is malloc'd (caller frees), *n its length; err_ratio filled. */
 int store_measurements_get(store *st, const char *device_id, const char *stack_id,
                            const attn_shape *s, store_measurement **out, int *n);
+
+/* Mark tactic as the incumbent winner of (device, stack, shape) and clear
+ * the mark on its other rows, in one transaction. tactic NULL clears all.
+ * ATTUNE_ENOTFOUND when the shape has no rows. */
+int store_winner_mark(store *st, const char *device_id, const char *stack_id,
+                      const attn_shape *s, const char *tactic);
 
 /* Every measurement of a device (all shapes), same ownership as above.
  * Used to build the daemon's in-memory index. */

@@ -7,6 +7,8 @@
  *   2  measurements gain time_us_copies (pad/unpad copies included),
  *      rows_checked and note (why a tactic was unsupported or failed) and
  *      the provenance host; devices gain clock_mhz and mem_clock_mhz.
+ *   3  measurements gain incumbent: 1 on the row the last tune of its
+ *      (device, stack, shape) chose as winner (tuner/select.h's hysteresis).
  *
  * A new database is created at the current version directly; an older one
  * is migrated step by step, each step and the user_version bump in one
@@ -71,6 +73,7 @@ static const char schema_current[] =
     "  rows_checked INTEGER NOT NULL DEFAULT 0,"
     "  note TEXT NOT NULL DEFAULT '',"
     "  host TEXT NOT NULL DEFAULT '',"
+    "  incumbent INTEGER NOT NULL DEFAULT 0 CHECK (incumbent IN (0, 1)),"
     "  PRIMARY KEY (device_id, stack_id, shape_id, tactic)"
     ");"
     "CREATE INDEX measurements_shape ON measurements(device_id, shape_id);"
@@ -105,10 +108,17 @@ static const char migrate_1_2[] =
     "ALTER TABLE devices ADD COLUMN clock_mhz INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE devices ADD COLUMN mem_clock_mhz INTEGER NOT NULL DEFAULT 0;";
 
+/* Migration 2 -> 3: no row was chosen by the hysteresis rule yet; the
+ * next read picks the fastest, the next tune marks it. */
+static const char migrate_2_3[] =
+    "ALTER TABLE measurements ADD COLUMN incumbent INTEGER NOT NULL DEFAULT 0"
+    " CHECK (incumbent IN (0, 1));";
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     NULL, /* 0 -> 1 never runs: an empty database gets schema_current */
     migrate_1_2,
+    migrate_2_3,
 };
 
 /* Read user_version and the number of schema objects. The first read of a

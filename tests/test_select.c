@@ -82,6 +82,27 @@ static void beats_should_require_margin_beyond_noise(void)
     CHECK(select_beats(&ch, &inc));
 }
 
+static void incumbent_should_stay_unless_beaten_beyond_noise(void)
+{
+    store_measurement m[2] = {meas("fused/pad=1", 10.0, 1e-3, STORE_OK),
+                              meas("split/acc=f32/pad=1", 9.8, 1e-3, STORE_OK)};
+    m[0].time_us_min = 9.5; /* 5% spread below the median */
+    m[0].incumbent = 1;
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 0), 0); /* 2% faster: within noise */
+    m[1].time_us = m[1].time_us_min = m[1].time_us_max = 9.0;
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 0), 1); /* 10% faster: replaces it */
+    m[1].time_us = m[1].time_us_min = m[1].time_us_max = 9.8;
+    m[0].status = STORE_INACCURATE; /* an ineligible incumbent never stays */
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 0), 1);
+    m[0].status = STORE_OK;
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 5e-4), -1);
+    m[0].rel_err = 4e-4; /* a per-query bound that excludes the challenger... */
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 5e-4), 0);
+    m[0].rel_err = 1e-3;
+    m[1].rel_err = 4e-4; /* ...or the incumbent */
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 5e-4), 1);
+}
+
 int main(void)
 {
     RUN(winner_should_be_fastest_within_tolerance_not_fastest_overall);
@@ -89,5 +110,6 @@ int main(void)
     RUN(winner_should_use_time_with_copies_when_padded);
     RUN(default_bound_should_depend_on_dtype);
     RUN(beats_should_require_margin_beyond_noise);
+    RUN(incumbent_should_stay_unless_beaten_beyond_noise);
     return test_summary();
 }

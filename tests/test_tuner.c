@@ -14,7 +14,8 @@ enum { T_FAST, T_SLOW, T_UNWRITTEN, T_WRONG, T_UNSUPP, T_HOPELESS, T_COUNT };
 static const char *const fake_tactics[T_COUNT] = {
     "fused/pad=1", "split/acc=f32/pad=1", "folded/acc=f32/pad=1",
     "split_repeat/acc=f32/pad=1", "fused/pad=8", "split/acc=f32/pad=64"};
-static const double fake_us[T_COUNT] = {10.0, 20.0, 5.0, 5.0, 1.0, 1000.0};
+static double fake_us[T_COUNT] = {10.0, 20.0, 5.0, 5.0, 1.0, 1000.0};
+static int fake_jitter; /* every third sample 5% fast: a measured noise */
 
 struct attn_session {
     attn_shape s;
@@ -118,6 +119,8 @@ static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
 {
     time_calls[p->which]++;
     out->us = fake_us[p->which] * (with_copies ? 1.5 : 1.0);
+    if (fake_jitter && time_calls[p->which] % 3 == 0)
+        out->us *= 0.95;
     return 0;
 }
 
@@ -232,6 +235,43 @@ static void tuner_should_resume_without_remeasuring(void)
     store_close(st);
 }
 
+static void retune_should_keep_winner_within_noise(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    o.force = 1;
+    fake_jitter = 1;
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    /* SLOW becomes 2% faster than FAST: inside FAST's 5% noise, FAST stays */
+    fake_us[T_SLOW] = 9.8;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    /* 20% faster: a real margin, SLOW takes over and is marked */
+    fake_us[T_SLOW] = 8.0;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_STR(res.winner, fake_tactics[T_SLOW]);
+    store_measurement *m;
+    int n, marked = 0;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    for (int i = 0; i < n; i++)
+        if (m[i].incumbent) {
+            marked++;
+            CHECK_STR(m[i].tactic, fake_tactics[T_SLOW]);
+        }
+    CHECK_EQ_INT(marked, 1);
+    free(m);
+    fake_us[T_SLOW] = 20.0;
+    fake_jitter = 0;
+    store_close(st);
+}
+
 static void check_rows_should_cover_every_head_and_boundary(void)
 {
     tuner_opts o;
@@ -264,6 +304,7 @@ int main(void)
 {
     RUN(tuner_should_record_each_outcome);
     RUN(tuner_should_resume_without_remeasuring);
+    RUN(retune_should_keep_winner_within_noise);
     RUN(check_rows_should_cover_every_head_and_boundary);
     return test_summary();
 }

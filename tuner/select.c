@@ -60,7 +60,25 @@ int select_winner(const store_measurement *m, int n, const select_policy *p,
         if (win < 0 || t < tw || (t == tw && c->rel_err < m[win].rel_err))
             win = i;
     }
+    /* Hysteresis: the winner of the last tune stays while it is eligible and
+     * the fastest does not beat it beyond the measured noise, so re-tunes
+     * do not flip answers on jitter. */
+    for (int i = 0; win >= 0 && i < n; i++) {
+        const store_measurement *c = &m[i];
+        if (i != win && c->incumbent && usable(c) && c->rel_err <= bound &&
+            c->rel_err <= rel_bound && !select_beats(&m[win], c))
+            return i;
+    }
     return win;
+}
+
+/* How far below its median a measurement's samples reached, relative: the
+ * run-to-run spread that a faster median must exceed. The slow tail (max)
+ * is left out: cold first samples and preemption only ever add time. */
+static double low_spread(const store_measurement *m)
+{
+    double s = (m->time_us - m->time_us_min) / m->time_us;
+    return isfinite(s) && s > 0 ? s : 0;
 }
 
 int select_beats(const store_measurement *challenger, const store_measurement *incumbent)
@@ -69,8 +87,6 @@ int select_beats(const store_measurement *challenger, const store_measurement *i
         return 0;
     if (!usable(incumbent))
         return 1;
-    double spread_c = (challenger->time_us_max - challenger->time_us_min) / challenger->time_us;
-    double spread_i = (incumbent->time_us_max - incumbent->time_us_min) / incumbent->time_us;
-    double noise = fmax(isfinite(spread_c) ? spread_c : 0, isfinite(spread_i) ? spread_i : 0);
+    double noise = fmax(low_spread(challenger), low_spread(incumbent));
     return select_time(challenger) < select_time(incumbent) * (1.0 - noise);
 }

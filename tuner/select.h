@@ -36,14 +36,17 @@ void select_policy_default(select_policy *p);
 double select_max_rel_err(const select_policy *p, attn_dtype t);
 
 /* Index of the winner among m[0..n) (all of one shape), or -1 if none is
- * eligible. override_max_rel_err > 0 replaces the absolute bound (the API's
- * max_rel_err=). Ties on time go to the lower error. */
+ * eligible: the fastest eligible row (ties on time go to the lower error),
+ * unless a row marked incumbent (the last tune's winner) is eligible and
+ * the fastest does not beat it beyond the noise (select_beats): then the
+ * incumbent. override_max_rel_err > 0 replaces the absolute bound (the
+ * API's max_rel_err=). */
 int select_winner(const store_measurement *m, int n, const select_policy *p,
                   double override_max_rel_err);
 
-/* 1 when challenger's median is faster than incumbent's by more than the
- * measured noise (the larger of the two min..max spreads, relative), so a
- * re-tune replaces a winner only on a real margin. */
+/* 1 when challenger's time is below incumbent's by more than the measured
+ * noise: the larger of the two relative (median - min) / median spreads,
+ * so a re-tune replaces a winner only on a real margin. */
 int select_beats(const store_measurement *challenger, const store_measurement *incumbent);
 
 #endif

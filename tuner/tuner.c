@@ -417,6 +417,11 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
     if ((rc = store_measurements_get(st, dev->info.id, dev->stack.id, s, &ms, &nms)) != 0)
         goto done;
     int w = select_winner(ms, nms, o->policy, 0);
+    /* Record the choice, so the next re-tune keeps it unless beaten beyond
+     * the noise (select_winner's hysteresis). */
+    if (w >= 0 && !ms[w].incumbent &&
+        (rc = store_winner_mark(st, dev->info.id, dev->stack.id, s, ms[w].tactic)) != 0)
+        goto done;
     if (w >= 0) {
         snprintf(res->winner, sizeof res->winner, "%s", ms[w].tactic);
         res->winner_us = select_time(&ms[w]);
