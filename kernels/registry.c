@@ -59,7 +59,8 @@ int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t er
         if (strcasecmp(spec, "cpu") == 0)
             match = strcmp(d->info.kind, "cpu") == 0;
         else if (all_digits(spec))
-            match = strcmp(d->info.kind, "cuda") == 0 && d->index == atoi(spec);
+            match = strcmp(d->info.kind, "cuda") == 0 && strlen(spec) <= 6 &&
+                    d->index == atoi(spec); /* <= 6 digits: atoi cannot overflow */
         else
             match = strcasecmp(spec, d->info.id) == 0 || strcasecmp(spec, d->info.name) == 0;
         if (match) {

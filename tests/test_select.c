@@ -36,6 +36,17 @@ static void winner_should_be_fastest_within_tolerance_not_fastest_overall(void)
     CHECK_EQ_INT(select_winner(m, 3, &p, 1e-5), -1);
 }
 
+static void query_bound_should_loosen_as_well_as_tighten(void)
+{
+    store_measurement m[2] = {meas("split/acc=f32/pad=1", 15.0, 3e-4, STORE_OK),
+                              meas("folded/acc=f16/pad=1", 10.0, 6e-3, STORE_INACCURATE)};
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 0), 0);    /* default f16 bound 5e-3 */
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 1e-2), 1); /* the caller accepts 1e-2 */
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 1e-3), 0);
+    m[1].status = STORE_FAILED; /* failed never competes */
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 1e-2), 0);
+}
+
 static void winner_should_ignore_failed_and_inaccurate(void)
 {
     store_measurement m[3] = {
@@ -107,6 +118,7 @@ int main(void)
 {
     RUN(winner_should_be_fastest_within_tolerance_not_fastest_overall);
     RUN(winner_should_ignore_failed_and_inaccurate);
+    RUN(query_bound_should_loosen_as_well_as_tighten);
     RUN(winner_should_use_time_with_copies_when_padded);
     RUN(default_bound_should_depend_on_dtype);
     RUN(beats_should_require_margin_beyond_noise);

@@ -27,10 +27,12 @@ double select_time(const store_measurement *m)
     return isfinite(m->time_us_copies) ? m->time_us_copies : m->time_us;
 }
 
-static int usable(const store_measurement *m)
+/* A row that can compete: ok, or inaccurate when the query set its own
+ * bound (max_rel_err may loosen the default), with a time and an error. */
+static int usable(const store_measurement *m, int override)
 {
-    return m->status == STORE_OK && isfinite(select_time(m)) && isfinite(m->rel_err) &&
-           m->rel_err >= 0;
+    int status_ok = m->status == STORE_OK || (override && m->status == STORE_INACCURATE);
+    return status_ok && isfinite(select_time(m)) && isfinite(m->rel_err) && m->rel_err >= 0;
 }
 
 int select_winner(const store_measurement *m, int n, const select_policy *p,
@@ -38,9 +40,10 @@ int select_winner(const store_measurement *m, int n, const select_policy *p,
 {
     if (n <= 0)
         return -1;
+    int ov = override_max_rel_err > 0;
     double best_err = INFINITY;
     for (int i = 0; i < n; i++)
-        if (usable(&m[i]) && m[i].rel_err < best_err)
+        if (usable(&m[i], ov) && m[i].rel_err < best_err)
             best_err = m[i].rel_err;
     if (!isfinite(best_err))
         return -1;
@@ -49,12 +52,13 @@ int select_winner(const store_measurement *m, int n, const select_policy *p,
     double ratio = (p != NULL && p->max_ratio > 0) ? p->max_ratio : SELECT_DEFAULT_RATIO;
     /* The relative bound only bites when the best error is not ~0: a best
      * of exactly 0 (f32 data where the reference rounds the same way) must
-     * not exclude tactics within the absolute bound. */
-    double rel_bound = best_err > 0 ? ratio * best_err : INFINITY;
+     * not exclude tactics within the absolute bound. A query's own bound
+     * replaces both: it says how much error its caller accepts. */
+    double rel_bound = (best_err > 0 && !ov) ? ratio * best_err : INFINITY;
     int win = -1;
     for (int i = 0; i < n; i++) {
         const store_measurement *c = &m[i];
-        if (!usable(c) || c->rel_err > bound || c->rel_err > rel_bound)
+        if (!usable(c, ov) || c->rel_err > bound || c->rel_err > rel_bound)
             continue;
         double t = select_time(c), tw = win < 0 ? INFINITY : select_time(&m[win]);
         if (win < 0 || t < tw || (t == tw && c->rel_err < m[win].rel_err))
@@ -65,7 +69,7 @@ int select_winner(const store_measurement *m, int n, const select_policy *p,
      * do not flip answers on jitter. */
     for (int i = 0; win >= 0 && i < n; i++) {
         const store_measurement *c = &m[i];
-        if (i != win && c->incumbent && usable(c) && c->rel_err <= bound &&
+        if (i != win && c->incumbent && usable(c, ov) && c->rel_err <= bound &&
             c->rel_err <= rel_bound && !select_beats(&m[win], c))
             return i;
     }
@@ -83,9 +87,9 @@ static double low_spread(const store_measurement *m)
 
 int select_beats(const store_measurement *challenger, const store_measurement *incumbent)
 {
-    if (!usable(challenger))
+    if (!usable(challenger, 1))
         return 0;
-    if (!usable(incumbent))
+    if (!usable(incumbent, 1))
         return 1;
     double noise = fmax(low_spread(challenger), low_spread(incumbent));
     return select_time(challenger) < select_time(incumbent) * (1.0 - noise);

@@ -37,10 +37,12 @@ double select_max_rel_err(const select_policy *p, attn_dtype t);
 
 /* Index of the winner among m[0..n) (all of one shape), or -1 if none is
  * eligible: the fastest eligible row (ties on time go to the lower error),
+ * where eligible means status ok within both bounds; with
+ * override_max_rel_err > 0 (the API's max_rel_err=) rows within that one
+ * bound alone, inaccurate ones included (their caller accepts the error),
  * unless a row marked incumbent (the last tune's winner) is eligible and
  * the fastest does not beat it beyond the noise (select_beats): then the
- * incumbent. override_max_rel_err > 0 replaces the absolute bound (the
- * API's max_rel_err=). */
+ * incumbent. */
 int select_winner(const store_measurement *m, int n, const select_policy *p,
                   double override_max_rel_err);
 

@@ -11,6 +11,8 @@
 #include "../common/hash.h"
 
 #define MAX_TACTICS 256
+/* Inaccurate tactics within this factor of the bound are still timed. */
+#define TUNER_TIME_INACCURATE 10.0
 
 void tuner_opts_default(tuner_opts *o)
 {
@@ -81,7 +83,7 @@ int tuner_check_rows(const attn_shape *s, const tuner_opts *o, int64_t **rows, i
     }
     int64_t pairs = s->b * s->hq;
     int all_batches = pairs <= 1024;
-    int64_t cap = (all_batches ? pairs : 2 * s->hq) * 2 + 6 + o->sample_rows;
+    int64_t cap = (all_batches ? pairs : 2 * s->hq) * 8 + o->sample_rows;
     r = malloc((size_t)cap * sizeof *r);
     if (r == NULL)
         return ATTUNE_ENOMEM;
@@ -92,14 +94,16 @@ int tuner_check_rows(const attn_shape *s, const tuner_opts *o, int64_t **rows, i
             int64_t base = (bi * s->hq + h) * s->sq;
             r[cnt++] = base;
             r[cnt++] = base + s->sq - 1;
-        }
-    }
-    static const int bounds[3] = {8, 16, 64};
-    for (int k = 0; k < 3; k++) {
-        int64_t edge = s->sq / bounds[k] * bounds[k]; /* first row of the partial tile */
-        if (edge > 0 && edge < s->sq) {
-            r[cnt++] = edge - 1;
-            r[cnt++] = edge;
+            /* Around the first row of the partial tile for pads 8, 16, 64
+             * (64 covers 16 and 8 when they coincide): where padding starts. */
+            static const int bounds[3] = {8, 16, 64};
+            for (int k = 0; k < 3; k++) {
+                int64_t edge = s->sq / bounds[k] * bounds[k];
+                if (edge > 0 && edge < s->sq) {
+                    r[cnt++] = base + edge - 1;
+                    r[cnt++] = base + edge;
+                }
+            }
         }
     }
     uint64_t st = tuner_shape_seed(s) ^ 0x5eedc0de5eedc0deULL;
@@ -166,6 +170,8 @@ static int time_plan(const attn_device *dev, attn_plan *p, int with_copies, cons
     if ((rc = dev->ops->time(p, iters, with_copies, &t)) != 0) /* warm-up */
         return rc;
     int cap = o->max_samples > min_samples ? o->max_samples : min_samples;
+    if (cap < 1)
+        cap = 1;
     double *v = malloc(2 * (size_t)cap * sizeof *v);
     if (v == NULL)
         return ATTUNE_ENOMEM;
@@ -364,9 +370,12 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
                         m.status = STORE_OK;
                     }
                 }
-                /* Only correct tactics are timed: a fast wrong answer is no
-                 * candidate, and a failed one may not even terminate. */
-                if (m.status == STORE_OK) {
+                /* Correct tactics are timed, and inaccurate ones within 10x
+                 * the bound: a query may loosen the bound (max_rel_err) and
+                 * then wants their speed. A failed one, or one off by more
+                 * (a wrong mask: errors of 0.1 and up), is no candidate. */
+                if (m.status == STORE_OK ||
+                    (m.status == STORE_INACCURATE && m.rel_err <= TUNER_TIME_INACCURATE * bound)) {
                     timing_stats ts;
                     prc = time_plan(dev, p, 0, o, best_us, o->min_samples, &ts);
                     if (prc == 0) {
@@ -392,7 +401,7 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
                     if (prc != 0) {
                         m.status = STORE_FAILED;
                         snprintf(m.note, sizeof m.note, "timing: %s", attune_strerror(prc));
-                    } else if (select_time(&m) < best_us) {
+                    } else if (m.status == STORE_OK && select_time(&m) < best_us) {
                         best_us = select_time(&m);
                     }
                 }

@@ -355,7 +355,7 @@ static int cmd_tune(int argc, char **argv)
     if (interrupted) {
         fprintf(stderr, "attune: interrupted; measurements taken so far are kept, re-run to resume\n");
         rc = 130;
-    } else if (rc == 0 && failures > 0) {
+    } else if (rc != 0 || failures > 0) {
         rc = 1;
     } else if (!quiet) {
         fprintf(stderr, "tuned %d shape%s on %s in %.1fs\n", n, n == 1 ? "" : "s", dev.info.name,
@@ -439,10 +439,28 @@ static int cmd_results(int argc, char **argv)
         fprintf(stderr, "attune: reading measurements failed\n");
         goto out;
     }
+    const char *stale_stack = NULL;
     if (n == 0) {
-        /* Nothing for the current stack: show what other stacks measured. */
+        /* Nothing for the current stack: show the most recent other stack's
+         * rows (stale until re-measured here), one stack at a time. */
+        free(m);
+        m = NULL;
         if (store_measurements_get(st, id, NULL, &s, &m, &n) != 0)
             goto out;
+        int newest = -1;
+        for (int i = 0; i < n; i++)
+            if (newest < 0 || m[i].taken_at > m[newest].taken_at)
+                newest = i;
+        if (newest >= 0) {
+            char keep[sizeof m[0].stack_id];
+            snprintf(keep, sizeof keep, "%s", m[newest].stack_id);
+            int k = 0;
+            for (int i = 0; i < n; i++)
+                if (strcmp(m[i].stack_id, keep) == 0)
+                    m[k++] = m[i];
+            n = k;
+            stale_stack = m[0].stack_id;
+        }
     }
     select_policy pol;
     select_policy_default(&pol);
@@ -450,8 +468,9 @@ static int cmd_results(int argc, char **argv)
     if (json) {
         json_t *arr = json_array();
         for (int i = 0; i < n; i++) {
-            attn_tactic t;
-            attn_tactic_parse(m[i].tactic, &t, NULL, 0);
+            attn_tactic t = {0};
+            if (attn_tactic_parse(m[i].tactic, &t, NULL, 0) != 0)
+                t.pad = 0; /* not canonical: shown as stored, pad unknown */
             json_array_append_new(
                 arr, json_pack("{ss ss si so so so so si so so so ss ss sb ss}", "tactic",
                                m[i].tactic, "variant", attn_variant_name(t.variant), "pad", t.pad,
@@ -465,14 +484,18 @@ static int cmd_results(int argc, char **argv)
                                store_status_name(m[i].status), "note", m[i].note, "winner",
                                i == w, "stack", m[i].stack_id));
         }
-        json_t *root = json_pack("{ss ss so so}", "device", id, "shape", shape, "winner",
-                                 w >= 0 ? json_string(m[w].tactic) : json_null(), "measurements",
-                                 arr);
+        json_t *root = json_pack("{ss ss ss sb so so}", "device", id, "shape", shape, "stack",
+                                 n > 0 ? m[0].stack_id : stack.id, "stale", stale_stack != NULL,
+                                 "winner", w >= 0 ? json_string(m[w].tactic) : json_null(),
+                                 "measurements", arr);
         json_dumpf(root, stdout, JSON_INDENT(2));
         putchar('\n');
         json_decref(root);
     } else {
         printf("%s on %s\n", shape, id);
+        if (stale_stack)
+            printf("  stale: measured on stack %s; this device's current stack is %s\n",
+                   stale_stack, stack.id);
         if (n == 0)
             printf("  no measurements (tune it with: attune tune --db %s --device %s --shape %s)\n",
                    db, device, shape);
@@ -584,6 +607,10 @@ static int read_file(const char *path, size_t max, char **buf, size_t *len)
         n += got;
         if (got == 0)
             break;
+    }
+    if (b != NULL && rc == 0 && ferror(f)) {
+        fprintf(stderr, "attune: cannot read %s: %s\n", path, strerror(errno));
+        rc = ATTUNE_EIO;
     }
     if (f != stdin)
         fclose(f);
