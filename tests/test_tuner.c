@@ -201,6 +201,32 @@ static void tuner_should_record_each_outcome(void)
     store_close(st);
 }
 
+static void budget_should_bind_slow_tactics(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 0.5; /* 500 us: room for 50 calls of FAST, not one of HOPELESS */
+    o.cut_factor = 1e9; /* no early cut: the budget alone must stop it */
+    memset(time_calls, 0, sizeof time_calls);
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    const store_measurement *x = find(m, n, T_HOPELESS);
+    CHECK(x && x->status == STORE_OK && x->n == 1 && fabs(x->time_us - 1000.0) < 1e-9);
+    /* calibration + one sample per timing (kernels; with copies: pad=64) */
+    CHECK_EQ_INT(time_calls[T_HOPELESS], 4);
+    x = find(m, n, T_FAST);
+    CHECK(x && x->n >= o.min_samples);
+    free(m);
+    store_close(st);
+}
+
 static int cancel_after_two(void *ctx, const tuner_progress *p)
 {
     (void)ctx;
@@ -305,6 +331,7 @@ int main(void)
     RUN(tuner_should_record_each_outcome);
     RUN(tuner_should_resume_without_remeasuring);
     RUN(retune_should_keep_winner_within_noise);
+    RUN(budget_should_bind_slow_tactics);
     RUN(check_rows_should_cover_every_head_and_boundary);
     return test_summary();
 }

@@ -153,7 +153,11 @@ typedef struct timing_stats {
 
 /* Time plan p: one calibration call, a warm-up sample, then samples of
  * `iters` calls each until the median is stable, the budget is spent, the
- * sample cap is reached, or the candidate is hopeless against best_us. */
+ * sample cap is reached, or the candidate is hopeless against best_us.
+ * The budget binds slow tactics too: when the warm-up and min_samples
+ * single calls would not fit in it, as many samples as fit are taken (at
+ * least one), and a call over half the budget skips the warm-up (the
+ * checked run and the calibration call already warmed it). */
 static int time_plan(const attn_device *dev, attn_plan *p, int with_copies, const tuner_opts *o,
                      double best_us, int min_samples, timing_stats *ts)
 {
@@ -167,7 +171,14 @@ static int time_plan(const attn_device *dev, attn_plan *p, int with_copies, cons
         iters = 1;
     if (iters > 1000)
         iters = 1000;
-    if ((rc = dev->ops->time(p, iters, with_copies, &t)) != 0) /* warm-up */
+    double budget_us = o->budget_ms * 1000.0;
+    if (est * (min_samples + 1) > budget_us) {
+        min_samples = (int)(budget_us / est);
+        if (min_samples < 1)
+            min_samples = 1;
+    }
+    if (est <= budget_us / 2 &&
+        (rc = dev->ops->time(p, iters, with_copies, &t)) != 0) /* warm-up */
         return rc;
     int cap = o->max_samples > min_samples ? o->max_samples : min_samples;
     if (cap < 1)
@@ -177,7 +188,7 @@ static int time_plan(const attn_device *dev, attn_plan *p, int with_copies, cons
         return ATTUNE_ENOMEM;
     double *tmp = v + cap;
     int n = 0;
-    double start = now_s(), prev_med = NAN;
+    double start = now_s(), prev_med = NAN, spent_us = 0;
     memset(ts, 0, sizeof *ts);
     while (n < cap) {
         if (o->cancel && *o->cancel) {
@@ -187,6 +198,7 @@ static int time_plan(const attn_device *dev, attn_plan *p, int with_copies, cons
         if ((rc = dev->ops->time(p, iters, with_copies, &t)) != 0)
             goto done;
         v[n++] = t.us;
+        spent_us += t.us * iters;
         if (n < min_samples)
             continue;
         double med = median(v, n, tmp);
@@ -198,7 +210,9 @@ static int time_plan(const attn_device *dev, attn_plan *p, int with_copies, cons
             break;
         if (n % 2 == 1)
             prev_med = med;
-        if ((now_s() - start) * 1000.0 > o->budget_ms)
+        /* The budget counts the calls' own time as well as the wall clock
+         * (which also holds graph capture and host overhead). */
+        if ((now_s() - start) * 1000.0 > o->budget_ms || spent_us > budget_us)
             break;
     }
     ts->n = n;

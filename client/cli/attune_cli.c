@@ -34,11 +34,66 @@ static const char usage[] =
     "                                        the winner marked with '*'\n"
     "  export --db FILE --device ID [-o FILE]  the device's table as fleet JSON\n"
     "  import --db FILE TABLE.json           validate a fleet table, then merge it\n"
-    "  query, jobs                           ask a running attuned (see --help of each)\n"
+    "  query, jobs                           ask a running attuned\n"
     "\n"
     "KEY is a canonical shape key, e.g. b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\n"
     "(.c for causal). ID is cpu, a CUDA ordinal, a device UUID or name.\n"
+    "`attune <command> --help` describes each command.\n"
     "Exit status: 0 success, 1 error, 2 usage, 130 interrupted.\n";
+
+/* Per-command help: `attune <command> --help`. */
+static const struct {
+    const char *cmd, *text;
+} cmd_help[] = {
+    {"devices",
+     "usage: attune devices [--json]\n"
+     "\n"
+     "Lists the devices this host can tune: the CPU (spec `cpu`) and each CUDA GPU\n"
+     "(spec = its ordinal), with id, name, compute capability, SMs, memory and the\n"
+     "id of the software stack their measurements belong to.\n"},
+    {"tune",
+     "usage: attune tune --db FILE --device ID (--shape KEY ... | --grid FILE)\n"
+     "                   [--force] [--budget-ms MS] [--quiet]\n"
+     "       attune tune --url URL --device ID ...   (as a job of a running attuned;\n"
+     "                   `attune tune --url URL --help` lists --wait, --token-file)\n"
+     "\n"
+     "Measures every applicable tactic of each shape on device ID and commits each\n"
+     "measurement to FILE (created if missing; its directory must exist) as it is\n"
+     "taken. Tactics already stored for this device and stack are skipped, so an\n"
+     "interrupted tune (Ctrl-C, kill) resumes when re-run; --force re-measures.\n"
+     "\n"
+     "  --shape KEY     canonical key, e.g. b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\n"
+     "                  (repeatable); --grid FILE: a grids/*.json file\n"
+     "  --budget-ms MS  timing budget per tactic (default 200); a tactic whose\n"
+     "                  single call takes longer still gets one timed sample\n"
+     "  --quiet         no per-shape lines; progress shows only on a terminal\n"
+     "\n"
+     "A running attuned sees tuning written to its database by this command after\n"
+     "a moment (or on SIGHUP); `--url` hands the work to the daemon instead.\n"
+     "Exit status: 0 all shapes tuned, 1 a shape or the database failed,\n"
+     "2 usage, 130 interrupted (measurements taken so far are kept).\n"},
+    {"results",
+     "usage: attune results --db FILE --device ID --shape KEY [--json]\n"
+     "                      [--max-rel-err X]\n"
+     "\n"
+     "Every measured tactic of the shape: median time, min, max, time with\n"
+     "pad/unpad copies, samples, relative L2 and max abs error against float64,\n"
+     "the error ratio to the most accurate tactic, status and note. The winner\n"
+     "(docs/tuning.md) is marked '*'. ID may also be a device known only from an\n"
+     "imported table. --max-rel-err X: the winner under the bound X instead of the\n"
+     "defaults (loosens or tightens).\n"},
+    {"export",
+     "usage: attune export --db FILE --device ID [-o FILE]\n"
+     "\n"
+     "Writes the device's measurements, all stacks, with provenance as a fleet\n"
+     "table (docs/fleet.md) to stdout or FILE (written beside, then renamed).\n"},
+    {"import",
+     "usage: attune import --db FILE TABLE.json\n"
+     "\n"
+     "Validates the fleet table completely (types, ranges, tactics, duplicates,\n"
+     "sizes), then merges it in one transaction: a row replaces a stored one only\n"
+     "when newer. Any problem rejects the whole table; the database is unchanged.\n"},
+};
 
 #define DIE_USAGE(...)                                                         \
     do {                                                                       \
@@ -249,6 +304,11 @@ static int cmd_tune(int argc, char **argv)
 #else
             DIE_USAGE("tune --url: this build has no client library (libcurl missing)");
 #endif
+        }
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--wait") == 0 || strcmp(argv[i], "--token-file") == 0) {
+            fprintf(stderr, "attune: tune: %s goes with --url (a daemon job)\n", argv[i]);
+            return 2;
         }
     int rc = parse_opts(argc, argv, opts, NULL, 0, &npos);
     if (rc)
@@ -674,15 +734,16 @@ int main(int argc, char **argv)
         printf("attune %s\n", ATTUNE_VERSION);
         return 0;
     }
+    int url = 0;
     for (int i = 2; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-#ifdef ATTUNE_HAVE_CLIENT
-            if (strcmp(cmd, "query") && strcmp(cmd, "jobs"))
-#endif
-            {
-                fputs(usage, stdout);
-                return 0;
-            }
+        url |= strcmp(argv[i], "--url") == 0;
+    for (int i = 2; i < argc; i++)
+        if ((strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) && !url) {
+            for (size_t k = 0; k < sizeof cmd_help / sizeof cmd_help[0]; k++)
+                if (strcmp(cmd, cmd_help[k].cmd) == 0) {
+                    fputs(cmd_help[k].text, stdout);
+                    return 0;
+                }
         }
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 1, argv + 1);
