@@ -408,6 +408,11 @@ int store_check_measurement(const store_measurement *m, char *canon, char *err,
         (rc = check_time(m->time_us_max, "time_us_max", err, errlen)) != 0 ||
         (rc = check_time(m->time_us_copies, "time_us_copies", err, errlen)) != 0)
         return rc;
+    /* An ok measurement was checked and timed: it has both numbers. */
+    if (m->status == STORE_OK && (!isfinite(m->time_us) || !isfinite(m->rel_err)))
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "status ok needs a time_us and a rel_err (got %g, %g)", m->time_us,
+                           m->rel_err);
     /* The median lies between min and max of the same samples. */
     if (!isnan(m->time_us) && !isnan(m->time_us_min) && !isnan(m->time_us_max) &&
         !(m->time_us_min <= m->time_us && m->time_us <= m->time_us_max))

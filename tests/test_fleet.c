@@ -405,6 +405,7 @@ static const struct {
     int rc;
 } bad_tables[] = {
     {"fleet_bad_truncated.json", ATTUNE_EFORMAT},
+    {"fleet_bad_ok_without_time.json", ATTUNE_EFORMAT},
     {"fleet_bad_trailing_garbage.json", ATTUNE_EFORMAT},
     {"fleet_bad_not_object.json", ATTUNE_EFORMAT},
     {"fleet_bad_empty.json", ATTUNE_EFORMAT},

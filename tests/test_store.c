@@ -293,7 +293,10 @@ static void store_should_compute_err_ratio_on_read(void)
     m.status = STORE_FAILED;
     CHECK_EQ_INT(store_measurement_put(st, &m), 0);
     measurement(&m, &d, &s, sh, "split/acc=f32/pad=1", 20, NAN);
+    m.status = STORE_UNSUPPORTED; /* an ok row always has an error */
     CHECK_EQ_INT(store_measurement_put(st, &m), 0);
+    m.status = STORE_OK;
+    CHECK_EQ_INT(store_measurement_put(st, &m), ATTUNE_EINVAL);
     /* another stack: its own reference (1e-3), not mixed with the first */
     measurement(&m, &d, &s2, sh, "split/acc=f32/pad=1", 20, 1e-3);
     CHECK_EQ_INT(store_measurement_put(st, &m), 0);
