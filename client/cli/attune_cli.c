@@ -577,6 +577,22 @@ static int cmd_results(int argc, char **argv)
         }
         if (n > 0)
             printf("winner: %s\n", w >= 0 ? m[w].tactic : "(none within tolerance)");
+        /* Say why when the winner is not the fastest eligible row: the
+         * hysteresis of docs/tuning.md kept the last tune's choice. */
+        if (w >= 0 && m[w].incumbent) {
+            store_measurement *mm = malloc((size_t)n * sizeof *mm);
+            if (mm != NULL) {
+                memcpy(mm, m, (size_t)n * sizeof *mm);
+                for (int i = 0; i < n; i++)
+                    mm[i].incumbent = 0;
+                int f = select_winner(mm, n, &pol, max_rel_err);
+                if (f >= 0 && f != w)
+                    printf("  kept from the last tune: %s measured %.2f us against %.2f us, "
+                           "within the measured noise\n",
+                           m[f].tactic, select_time(&m[f]), select_time(&m[w]));
+                free(mm);
+            }
+        }
     }
     rc = 0;
 out:
