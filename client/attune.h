@@ -11,6 +11,9 @@
  *   attune_lookup(c, &q, 0, &a);          // a.tactic: "folded/acc=f32/pad=8"
  *   attune_client_free(c);
  *
+ * Device "0" is the first CUDA GPU; on a host without one ask for "cpu"
+ * (an unknown device is refused: ATTUNE_CLIENT_REJECTED, default answer).
+ *
  * A lookup never makes its runtime fail: when the daemon is unreachable,
  * slow, or refuses the question, the answer is still filled, with the
  * documented default tactic (ATTUNE_CLIENT_DEFAULT_TACTIC, source
@@ -51,8 +54,8 @@ typedef struct attune_client attune_client;
 
 /* A lookup: one attention shape on one device (DESIGN.md "Words"). */
 typedef struct attune_shape_q {
-    const char *device;  /* "cpu", CUDA ordinal "0", "GPU-<uuid>", or a device
-                            name; NULL means "0" */
+    const char *device;  /* "cpu", CUDA ordinal "0" (the first GPU),
+                            "GPU-<uuid>", or a device name; NULL means "0" */
     long long b, hq, hkv, sq, skv, d; /* all >= 1, hq % hkv == 0 */
     const char *dtype;   /* "f16", "bf16" or "f32" */
     int causal;          /* 0 or 1 */
@@ -70,6 +73,17 @@ typedef struct attune_answer {
     char device[64];     /* the device id the daemon resolved; "" on fallback */
     char shape[128];     /* canonical shape key */
     char error[160];     /* why this is a fallback; "" otherwise */
+    /* Appended fields (new fields only ever go here, so the ones above keep
+     * their offsets; the struct grew, so a program built with an older
+     * attune.h must be rebuilt before it runs against this library). */
+    char from_shape[128]; /* source "nearest": the tuned shape that answered;
+                             "measured": the shape itself; "" for default */
+    double distance;     /* nearest: distance to from_shape (docs/api.md: each
+                            doubling or halving of a size counts 1); 0 for
+                            measured; NaN for default */
+    char measured_stack[24]; /* stack of the answering measurement; "" for default */
+    char stack[24];      /* the device's current stack; stale means the two
+                            differ; "" on fallback */
 } attune_answer;
 
 /* New client for the daemon at url (NULL: $ATTUNE_URL, else
@@ -78,6 +92,11 @@ typedef struct attune_answer {
  * failure: 1000 ms. Returns NULL on ENOMEM only: a daemon that is down is
  * not an error here. */
 attune_client *attune_client_new(const char *url, long timeout_ms);
+
+/* The daemon URL c talks to, as resolved by attune_client_new (argument,
+ * else $ATTUNE_URL, else the default; no trailing '/'), e.g. to name it in
+ * an error message. Valid until attune_client_free; "" for NULL. */
+const char *attune_client_url(const attune_client *c);
 
 /* Free the client and its cache. NULL is a no-op. */
 void attune_client_free(attune_client *c);

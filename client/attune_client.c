@@ -69,7 +69,7 @@ void attune_default_answer(attune_answer *out, const char *why)
     copy_str(out->variant, sizeof out->variant, "fused");
     out->pad = 8;
     copy_str(out->source, sizeof out->source, "default");
-    out->time_us = out->rel_err = out->max_abs_err = NAN;
+    out->time_us = out->rel_err = out->max_abs_err = out->distance = NAN;
     copy_str(out->error, sizeof out->error, why);
 }
 
@@ -115,6 +115,11 @@ fail:
     free(c->url);
     free(c);
     return NULL;
+}
+
+const char *attune_client_url(const attune_client *c)
+{
+    return c != NULL ? c->url : "";
 }
 
 void attune_client_free(attune_client *c)
@@ -453,6 +458,19 @@ static int parse_answer(const char *text, size_t len, attune_answer *a)
     a->time_us = num_or_nan(o, "time_us");
     a->rel_err = num_or_nan(o, "rel_err");
     a->max_abs_err = num_or_nan(o, "max_abs_err");
+    copy_str(a->measured_stack, sizeof a->measured_stack,
+             json_string_value(json_object_get(o, "measured_stack")));
+    copy_str(a->stack, sizeof a->stack, json_string_value(json_object_get(o, "stack")));
+    if (strcmp(a->source, "nearest") == 0) {
+        copy_str(a->from_shape, sizeof a->from_shape,
+                 json_string_value(json_object_get(o, "from_shape")));
+        a->distance = num_or_nan(o, "distance");
+    } else if (strcmp(a->source, "measured") == 0) {
+        copy_str(a->from_shape, sizeof a->from_shape, a->shape);
+        a->distance = 0;
+    } else {
+        a->distance = NAN;
+    }
     json_decref(o);
     return 0;
 }

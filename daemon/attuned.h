@@ -24,6 +24,10 @@
 #define ATTUNED_BODY_BUDGET     (160u << 20)
 /* Deepest JSON nesting accepted in a request body. */
 #define ATTUNED_JSON_DEPTH_MAX  32
+/* Seconds between two looks of the watcher at the database (reload.c). */
+#define ATTUNED_WATCH_PERIOD_S  2
+
+typedef struct attuned_watch attuned_watch;
 
 typedef struct attuned_config {
     int port;                   /* 0: any free port (logged) */
@@ -51,6 +55,7 @@ typedef struct attuned {
     index_state *ix;
     jobs *jobs;
     worker *worker;
+    attuned_watch *watch;       /* NULL: not watching (open failed) */
     struct MHD_Daemon *mhd;
     int bound_port;
     atomic_int stopping;
@@ -80,5 +85,28 @@ int attuned_load_index(attuned *d, store *st);
 /* (Re)load every row of device id into the index from st (after an
  * import); puts the device first when the index lacks it. */
 int attuned_load_device(attuned *d, store *st, const char *device_id);
+
+/* ---- reload.c: writes of other processes (docs/api.md) */
+
+/* SIGHUP: reload every device of st (local ones' rows; fleet ones'
+ * identity, stack and rows) into the index, one device at a time, each
+ * swapped in whole (never a half-built table). A device that fails keeps
+ * its old rows; failures are logged. Runs on the DB worker. 0 or the first
+ * error. */
+int attuned_reload_index(attuned *d, store *st);
+
+/* Open the watcher's own read-only connection to the database at path.
+ * 0, or an error with err (the daemon then runs without watching). */
+int attuned_watch_open(const char *path, attuned_watch **out, char *err, size_t errlen);
+
+/* One look (DB worker tick): when PRAGMA data_version moved since the last
+ * look (or on the first), reload each device whose measurements in the
+ * database (count, sum of taken_at, incumbent marks) differ from the
+ * index's, and add devices the index lacks. Errors are logged; the old
+ * index stays. */
+void attuned_watch_check(attuned *d, attuned_watch *w, store *st);
+
+/* NULL is a no-op. */
+void attuned_watch_close(attuned_watch *w);
 
 #endif

@@ -15,6 +15,8 @@ typedef struct ix_shape {
     uint64_t hash;
     store_measurement *m; /* sorted by stack id, then tactic */
     int n;
+    int64_t taken_sum;    /* sum of m[].taken_at, incumbent marks: the */
+    int64_t marks;        /* database fingerprint (index_device_view) */
     /* Winners under the daemon's policy, cached because almost every
      * lookup uses it: index into m, -1 if none. */
     int win_fresh;        /* among rows of the device's current stack */
@@ -30,6 +32,7 @@ typedef struct ix_device {
     int32_t *slots;       /* open addressing, linear probing; -1 empty */
     uint32_t nslots;      /* power of two, > 2 * nshapes */
     int64_t nmeas;
+    int64_t taken_sum, marks; /* totals of the shapes' */
 } ix_device;
 
 struct index_state {
@@ -151,12 +154,25 @@ static void cache_winners(ix_shape *sh, const char *cur_stack, const select_poli
     sh->win_stale = (w >= 0 && stale) ? w : -1;
 }
 
-static int64_t count_rows(const ix_shape *shapes, int n)
+/* Fill sh's fingerprint sums from its rows. */
+static void shape_sums(ix_shape *sh)
 {
-    int64_t t = 0;
-    for (int i = 0; i < n; i++)
-        t += shapes[i].n;
-    return t;
+    sh->taken_sum = sh->marks = 0;
+    for (int i = 0; i < sh->n; i++) {
+        sh->taken_sum += sh->m[i].taken_at;
+        sh->marks += sh->m[i].incumbent != 0;
+    }
+}
+
+/* Set d's row count and fingerprint sums from its shapes. */
+static void device_totals(ix_device *d)
+{
+    d->nmeas = d->taken_sum = d->marks = 0;
+    for (int i = 0; i < d->nshapes; i++) {
+        d->nmeas += d->shapes[i].n;
+        d->taken_sum += d->shapes[i].taken_sum;
+        d->marks += d->shapes[i].marks;
+    }
 }
 
 /* Build a slot table for shapes[0..n): *slots malloc'd. */
@@ -238,6 +254,7 @@ int index_shape_put(index_state *ix, const char *device_id, const attn_shape *s,
     fresh.hash = key_hash(fresh.key);
     fresh.m = m;
     fresh.n = n;
+    shape_sums(&fresh);
 
     pthread_rwlock_wrlock(&ix->lock);
     ix_device *d = find_device(ix, device_id);
@@ -249,6 +266,8 @@ int index_shape_put(index_state *ix, const char *device_id, const attn_shape *s,
     int i = find_slot_shape(d, fresh.key, fresh.hash);
     if (i >= 0) {
         d->nmeas += n - d->shapes[i].n;
+        d->taken_sum += fresh.taken_sum - d->shapes[i].taken_sum;
+        d->marks += fresh.marks - d->shapes[i].marks;
         free(d->shapes[i].m);
         d->shapes[i] = fresh;
         m = NULL;
@@ -266,6 +285,8 @@ int index_shape_put(index_state *ix, const char *device_id, const attn_shape *s,
     }
     d->shapes[d->nshapes++] = fresh;
     d->nmeas += n;
+    d->taken_sum += fresh.taken_sum;
+    d->marks += fresh.marks;
     m = NULL;
     if ((uint32_t)d->nshapes * 2 + 2 > d->nslots) {
         int32_t *slots;
@@ -274,6 +295,8 @@ int index_shape_put(index_state *ix, const char *device_id, const attn_shape *s,
             /* keep the entry findable: roll the append back */
             d->nshapes--;
             d->nmeas -= n;
+            d->taken_sum -= fresh.taken_sum;
+            d->marks -= fresh.marks;
             m = fresh.m;
             goto out;
         }
@@ -337,6 +360,7 @@ int index_device_load(index_state *ix, const char *device_id, store_measurement 
             sh->m[k - lo] = m[kr[k].row];
         if (sh->n > 1)
             qsort(sh->m, (size_t)sh->n, sizeof *sh->m, cmp_rows);
+        shape_sums(sh);
         lo = hi;
     }
     if ((rc = build_slots(shapes, nshapes, &slots, &nslots)) != 0)
@@ -358,7 +382,7 @@ int index_device_load(index_state *ix, const char *device_id, store_measurement 
     d->nshapes = d->cap = nshapes;
     d->slots = slots;
     d->nslots = nslots;
-    d->nmeas = count_rows(shapes, nshapes);
+    device_totals(d);
     pthread_rwlock_unlock(&ix->lock);
     free_shapes(old, nold);
     free(old_slots);
@@ -381,6 +405,8 @@ static void view_of(const ix_device *d, index_device_view *v)
     v->local = d->local;
     v->nshapes = d->nshapes;
     v->nmeasurements = d->nmeas;
+    v->taken_sum = d->taken_sum;
+    v->marks = d->marks;
 }
 
 static int all_digits(const char *s)

@@ -4,9 +4,9 @@
  * canonical shape key to every stored measurement of that shape (all
  * stacks). The request threads only read it, under a read lock; SQLite is
  * never touched on the lookup path. The writers (the job threads after each
- * committed measurement, the DB worker after an import, main at start)
- * build replacement rows outside the lock and swap them in under the write
- * lock.
+ * committed measurement, the DB worker after an import, a SIGHUP or a write
+ * by another process, main at start) build replacement rows outside the
+ * lock and swap them in under the write lock.
  *
  * Answers (docs/api.md "Where an answer comes from"):
  *   measured  the shape itself was tuned: the winner (select_winner) among
@@ -64,6 +64,11 @@ typedef struct index_device_view {
     int local;
     int nshapes;
     int64_t nmeasurements;
+    /* Fingerprint of the rows held, comparable with the database's
+     * (count(*), sum(taken_at), sum(incumbent) of the device's measurements):
+     * the watcher of reload.c reloads a device when they differ. */
+    int64_t taken_sum;    /* sum of taken_at */
+    int64_t marks;        /* rows marked incumbent */
 } index_device_view;
 
 /* Resolve a device spec as attn_device_resolve does ("cpu", CUDA ordinal,

@@ -226,6 +226,7 @@ static int on_progress(void *ctx, const tuner_progress *p)
         if (v != NULL) {
             v->tactic_index = p->tactic_index;
             v->tactic_count = p->tactic_count;
+            v->updated_at = (int64_t)time(NULL); /* progress shows in GET /v1/jobs/ID */
         }
         pthread_mutex_unlock(&j->mu);
     }

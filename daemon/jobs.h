@@ -42,7 +42,9 @@ typedef struct jobs_view {
     int done, total;              /* shapes */
     int tactic_index, tactic_count; /* running: position within the shape */
     int cancel_requested;
-    int64_t created_at, updated_at;
+    int64_t created_at;
+    int64_t updated_at;           /* last state change or progress: moves at each
+                                     tactic while running (the row: per shape) */
     char error[256];
 } jobs_view;
 

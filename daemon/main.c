@@ -48,13 +48,16 @@ static const char usage_text[] =
     "  --max-connections N  simultaneous connections (default 512)\n"
     "  --timeout S          idle connection timeout in seconds (default 30)\n"
     "  --tune-budget-ms MS  tuner time budget per tactic (default: the tuner's)\n"
-    "  --log FILE           log to FILE instead of stderr; SIGHUP reopens it\n"
+    "  --log FILE           log to FILE instead of stderr (reopened on SIGHUP)\n"
     "  --verbose            log every request (default: errors and events)\n"
     "  --version            print the version\n"
     "  --help               this text\n"
     "\n"
     "SIGTERM/SIGINT stop cleanly: running tuning stops after the tactic in\n"
-    "flight and resumes at the next start. Under systemd (Type=notify) READY=1\n"
+    "flight and resumes at the next start. SIGHUP reopens the log file and\n"
+    "reloads the lookup index from the database. Measurements written to the\n"
+    "database by another process (attune tune --db, attune import) are picked\n"
+    "up within about 2 s without a signal. Under systemd (Type=notify) READY=1\n"
     "is sent once the port is open.\n";
 
 enum {
@@ -215,11 +218,23 @@ static void queue_default_grids(attuned *d, store *st)
     }
 }
 
-/* DB worker tick: the database size for /metrics. */
-static void refresh_db_size(void *arg, store *st)
+/* DB worker tick, every ATTUNED_WATCH_PERIOD_S: the watcher (writes of
+ * other processes), and about every 10 s the database size for /metrics.
+ * Only the worker thread calls it. */
+static void db_tick(void *arg, store *st)
 {
-    (void)arg;
-    metrics_set_db_size(store_size_bytes(st));
+    static int ticks;
+    attuned *d = arg;
+    if (d->watch != NULL)
+        attuned_watch_check(d, d->watch, st);
+    if (ticks++ % (10 / ATTUNED_WATCH_PERIOD_S) == 0)
+        metrics_set_db_size(store_size_bytes(st));
+}
+
+/* SIGHUP's reload, on the DB worker (serialized with imports). */
+static void reload_work(void *arg, store *st)
+{
+    attuned_reload_index(arg, st);
 }
 
 int main(int argc, char **argv)
@@ -310,7 +325,10 @@ int main(int argc, char **argv)
     if ((rc = jobs_start(d.jobs)) != 0)
         goto out;
 
-    if ((rc = worker_start(st, refresh_db_size, NULL, 10, &d.worker)) != 0)
+    if (attuned_watch_open(d.cfg.db_path, &d.watch, err, sizeof err) != 0)
+        log_event(LOGL_WARN, "db_watch_disabled", "error=\"%s\" hint=\"send SIGHUP after "
+                  "writing the database from another process\"", err);
+    if ((rc = worker_start(st, db_tick, &d, ATTUNED_WATCH_PERIOD_S, &d.worker)) != 0)
         goto out;
     st = NULL; /* the worker owns it now */
 
@@ -331,6 +349,9 @@ int main(int argc, char **argv)
             if (log_reopen() != 0)
                 log_event(LOGL_ERROR, "reopen_log_failed", "path=\"%s\"",
                           d.cfg.log_path ? d.cfg.log_path : "");
+            if ((rc = worker_submit(d.worker, reload_work, &d)) != 0)
+                log_event(LOGL_ERROR, "index_reload_failed", "error=\"%s\"",
+                          attune_strerror(rc));
             continue;
         }
         log_event(LOGL_INFO, "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
@@ -350,6 +371,7 @@ out:
     server_stop(&d);
     jobs_stop(d.jobs);
     jobs_free(d.jobs);
+    attuned_watch_close(d.watch); /* after worker_stop: the worker used it */
     index_free(d.ix);
     store_close(st);
     log_event(exit_code == 0 ? LOGL_INFO : LOGL_ERROR, "exit", "code=%d", exit_code);

@@ -12,10 +12,14 @@ resumes with every committed measurement kept; compares the C client
 (ctypes on ATTUNE_CLIENT_LIB) and the Python client with raw HTTP and checks
 their fallback on a dead port; sends malformed requests, each of which must
 get the right 4xx and a JSON error, and checks the daemon still answers
-correctly afterwards; ends with SIGTERM and a clean exit.
+correctly afterwards; ends with SIGTERM and a clean exit. With the attune CLI
+(ATTUNE_BIN): measurements written into the daemon's database by `attune
+tune --db` are served without a restart (watcher, SIGHUP); `attune query`
+tells an answer, a refusal and an unreachable daemon apart; `attune jobs`
+cancels, waits and lists; a running job's updated_at moves.
 
-Environment: ATTUNED_BIN (required, else skip: 77), ATTUNE_CLIENT_LIB
-(optional), ATTUNE_SOURCE_DIR (for client/python).
+Environment: ATTUNED_BIN (required, else skip: 77), ATTUNE_BIN and
+ATTUNE_CLIENT_LIB (optional), ATTUNE_SOURCE_DIR (for client/python).
 """
 
 import ctypes
@@ -305,6 +309,17 @@ def test_clients(d, shapes, winners, dead_port):
         a = pc.lookup(device="cpu", **parse_key(k))
         check(a.code == ac.OK and a.tactic == raw[k]["tactic"] and a.source == raw[k]["source"]
               and a.shape == k, "python client = raw HTTP for %s (%s)" % (k, a.tactic))
+        if raw[k]["source"] == "nearest":
+            check(a.from_shape == raw[k]["from_shape"] and a.distance == raw[k]["distance"]
+                  and a.measured_stack == raw[k]["measured_stack"]
+                  and a.stack == raw[k]["stack"] and a.stale is raw[k]["stale"],
+                  "python client: from_shape, distance, stacks of a nearest answer")
+        a = pc.lookup_shape(k, device="cpu")
+        check(a.code == ac.OK and a.tactic == raw[k]["tactic"],
+              "python client: lookup_shape takes the canonical key %s" % k)
+    a = pc.lookup_shape("b1.hq4.nonsense", device="cpu")
+    check(a.code == ac.INVALID and a.tactic == ac.DEFAULT_TACTIC,
+          "python client: a malformed key is INVALID, default answer")
     a2 = pc.lookup(device="cpu", **parse_key(keys[0]))
     check(a2.tactic == raw[keys[0]]["tactic"], "python client cache hit gives the same answer")
     bad = pc.lookup(device="nosuch", **parse_key(keys[0]))
@@ -338,7 +353,9 @@ def test_clients(d, shapes, winners, dead_port):
                     ("stale", ctypes.c_int), ("time_us", ctypes.c_double),
                     ("rel_err", ctypes.c_double), ("max_abs_err", ctypes.c_double),
                     ("device", ctypes.c_char * 64), ("shape", ctypes.c_char * 128),
-                    ("error", ctypes.c_char * 160)]
+                    ("error", ctypes.c_char * 160), ("from_shape", ctypes.c_char * 128),
+                    ("distance", ctypes.c_double), ("measured_stack", ctypes.c_char * 24),
+                    ("stack", ctypes.c_char * 24)]
 
     lib = ctypes.CDLL(lib_path)
     lib.attune_client_new.restype = ctypes.c_void_p
@@ -366,6 +383,12 @@ def test_clients(d, shapes, winners, dead_port):
         if raw[k]["time_us"] is not None:
             check(abs(a.time_us - raw[k]["time_us"]) <= 1e-9 * raw[k]["time_us"],
                   "C client time_us = raw HTTP")
+        if raw[k]["source"] == "nearest":
+            check(a.from_shape.decode() == raw[k]["from_shape"]
+                  and a.distance == raw[k]["distance"]
+                  and a.measured_stack.decode() == raw[k]["measured_stack"]
+                  and a.stack.decode() == raw[k]["stack"],
+                  "C client: from_shape, distance, stacks of a nearest answer")
     rc, a = c_lookup(c, keys[0], device=b"nosuch")
     check(rc == 2 and a.tactic.decode() == "fused/pad=8", "C client: unknown device rejected")
     lib.attune_client_free(c)
@@ -374,6 +397,152 @@ def test_clients(d, shapes, winners, dead_port):
     check(rc == 1 and a.tactic.decode() == "fused/pad=8" and a.source.decode() == "default"
           and math.isnan(a.time_us), "C client falls back on a dead port")
     lib.attune_client_free(c)
+
+
+def attune_cli(*args, timeout=120):
+    """Run the attune CLI; (rc, stdout, stderr), or None without ATTUNE_BIN."""
+    binary = os.environ.get("ATTUNE_BIN")
+    if not binary or not os.path.exists(binary):
+        return None
+    env = dict(os.environ)
+    env.pop("ATTUNE_URL", None)
+    p = subprocess.run([binary] + list(args), capture_output=True, text=True, timeout=timeout,
+                       env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def wait_source(d, key, source, timeout=8.0):
+    """Poll /v1/tactic until key is answered from source; the last answer."""
+    deadline = time.time() + timeout
+    while True:
+        st, a = d.get("/v1/tactic?" + shape_query(key))
+        if (st == 200 and a["source"] == source) or time.time() > deadline:
+            return a
+        time.sleep(0.1)
+
+
+def test_external_writes(d):
+    """Measurements written to the daemon's database by another process are
+    served without a restart: the watcher within a few seconds, SIGHUP at once."""
+    key = key_of(shape(1, 2, 1, 24, 40, 16))
+    st, a = d.get("/v1/tactic?" + shape_query(key))
+    check(st == 200 and a["source"] != "measured", "external shape not measured before")
+    r = attune_cli("tune", "--db", d.db, "--device", "cpu", "--shape", key, "--budget-ms", "20")
+    if r is None:
+        print("skip external writes: ATTUNE_BIN not set")
+        return
+    check(r[0] == 0, "attune tune --db on the daemon's database (rc %d: %s)" % (r[0], r[2][-200:]))
+    t0 = time.time()
+    a = wait_source(d, key, "measured")
+    check(a["source"] == "measured",
+          "a measurement written by another process is served within a few seconds "
+          "(%s after %.1f s)" % (a["source"], time.time() - t0))
+    st, res = d.get("/v1/results?" + shape_query(key))
+    win = recompute_winner(res, res["max_rel_err"])
+    check(win is not None and a["tactic"] == win["tactic"],
+          "and it is the winner of its results")
+    d.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    st, a2 = d.get("/v1/tactic?" + shape_query(key))
+    check(st == 200 and a2["source"] == "measured" and a2["tactic"] == a["tactic"],
+          "after SIGHUP (full reload) it is still served as measured")
+    # SIGHUP alone: a second shape, the signal sent as soon as the CLI is done
+    key2 = key_of(shape(1, 2, 1, 20, 40, 16))
+    r = attune_cli("tune", "--db", d.db, "--device", "cpu", "--shape", key2, "--budget-ms", "20")
+    d.proc.send_signal(signal.SIGHUP)
+    a = wait_source(d, key2, "measured")
+    check(r[0] == 0 and a["source"] == "measured", "written, then SIGHUP: served as measured")
+    with open(os.path.join(d.workdir, "attuned.log")) as f:
+        log = f.read()
+    check("event=index_reloaded reason=watch" in log and
+          "event=index_reloaded reason=sighup" in log,
+          "the log says which reloads happened (watch, sighup)")
+
+
+def test_cli_query(d, dead_port):
+    url = "http://127.0.0.1:%d" % d.port
+    k0 = key_of(shape(1, 4, 1, 16, 64, 32))
+    near = key_of(shape(2, 4, 1, 16, 64, 32))
+    r = attune_cli("query", "--url", url, "--device", "cpu", "--shape", k0)
+    if r is None:
+        print("skip CLI query: ATTUNE_BIN not set")
+        return
+    check(r[0] == 0 and "source         measured" in r[1] and "measured_stack" in r[1]
+          and "stale          no" in r[1], "attune query: measured answer with its stack (%r)"
+          % r[1])
+    r = attune_cli("query", "--url", url, "--device", "cpu", "--shape", near)
+    check(r[0] == 0 and "source         nearest" in r[1]
+          and "from_shape     " + k0 in r[1] and "distance       1" in r[1],
+          "attune query: nearest answer names from_shape and distance (%r)" % r[1])
+    r = attune_cli("query", "--url", url, "--device", "cpu", "--shape", near, "--json")
+    j = json.loads(r[1]) if r[0] == 0 else {}
+    check(j.get("from_shape") == k0 and j.get("distance") == 1.0 and j.get("refused") is False,
+          "attune query --json: from_shape, distance")
+    r = attune_cli("query", "--url", url, "--device", "gpu9", "--shape", k0)
+    check(r[0] == 3 and "attuned refused the question: unknown device 'gpu9'" in r[2]
+          and "fallback" not in r[2] and "fused/pad=8" in r[1],
+          "attune query: a refusal exits 3 and says attuned refused (%r)" % r[2])
+    dead = "http://127.0.0.1:%d" % dead_port
+    r = attune_cli("query", "--url", dead, "--device", "cpu", "--shape", k0)
+    check(r[0] == 1 and "cannot reach attuned at " + dead in r[2] and "--url" in r[2]
+          and "ATTUNE_URL" in r[2] and "fused/pad=8" in r[1],
+          "attune query: unreachable exits 1, names the URL and --url/ATTUNE_URL (%r)" % r[2])
+    r = attune_cli("jobs", "--url", dead)
+    check(r[0] == 1 and "cannot reach attuned at " + dead in r[2] and "--url" in r[2],
+          "attune jobs: unreachable names the URL (%r)" % r[2])
+    r = attune_cli("tune", "--url", url, "--help")
+    check(r[0] == 0 and all(o in r[1] for o in ("--url", "--device", "--shape", "--grid",
+                                                "--wait", "--token-file")),
+          "attune tune --url --help lists its options")
+
+
+def test_job_progress_and_cli_cancel(d):
+    """updated_at moves while the tactics of one shape advance; attune jobs
+    --cancel says the cancel was requested; --wait exits 1 on canceled."""
+    slow = [shape(1, 8, 2, 256, 1024, 64)]
+    st, r = d.authed("POST", "/v1/tune", {"device": "cpu", "shapes": slow})
+    check(st == 202, "slow job queued")
+    job = r["job"]
+    j0 = wait_job(d, job, states=("running", "done"), timeout=60)
+    t0 = time.time()
+    last = j0
+    while j0["state"] == "running" and time.time() - t0 < 3.0:
+        st, j = d.get("/v1/jobs/%d" % job)
+        if j["state"] != "running" or j["done"] != 0:
+            break
+        last = j
+        if j["updated_at"] > j0["updated_at"] and j["tactic_index"] > j0["tactic_index"]:
+            break
+        time.sleep(0.1)
+    if last["state"] == "running" and last["tactic_index"] > j0.get("tactic_index", 0):
+        check(last["updated_at"] > j0["updated_at"],
+              "updated_at moves with the tactics of a shape (%d -> %d, tactic %d -> %d)"
+              % (j0["updated_at"], last["updated_at"], j0["tactic_index"],
+                 last["tactic_index"]))
+    else:
+        print("note: the slow shape finished too fast to see updated_at move within it")
+    url = "http://127.0.0.1:%d" % d.port
+    tok = os.path.join(os.path.dirname(d.db), "token")
+    r = attune_cli("jobs", "--url", url, "--cancel", "--token-file", tok, str(job))
+    if r is None:
+        d.authed("DELETE", "/v1/jobs/%d" % job)
+        wait_job(d, job)
+        return
+    st, j = d.get("/v1/jobs/%d" % job)
+    if j["state"] == "done":
+        print("note: the slow job ended before the cancel")
+        check(r[0] == 1 and "HTTP 409" in r[2], "canceling a done job is refused")
+    else:
+        check(r[0] == 0 and ("job %d: cancel requested" % job) in r[1],
+              "attune jobs --cancel says the cancel was requested (%r)" % r[1])
+    r = attune_cli("jobs", "--url", url, "--wait", str(job))
+    j = wait_job(d, job)
+    check(j["state"] in ("canceled", "done") and r[0] == (1 if j["state"] == "canceled" else 0),
+          "attune jobs --wait exits 1 for a canceled job (rc %d, %s)" % (r[0], j["state"]))
+    r = attune_cli("jobs", "--url", url)
+    lines = r[1].splitlines()
+    check(r[0] == 0 and lines and lines[0].split() == ["ID", "STATE", "DONE/TOTAL", "DEVICE"]
+          and len(lines) >= 2, "attune jobs lists with a header row (%r)" % lines[:2])
 
 
 def test_malformed(d):
@@ -648,6 +817,9 @@ def main():
         d.start()
         shapes, winners = test_tune_and_lookup(d)
         test_clients(d, shapes, winners, dead_port)
+        test_external_writes(d)
+        test_cli_query(d, dead_port)
+        test_job_progress_and_cli_cancel(d)
         test_malformed(d)
         test_cancel(d)
         test_restart(d, dead_port)

@@ -36,6 +36,7 @@ static struct {
                    char **);
     void (*free_)(void *);
     void (*default_answer)(attune_answer *, const char *);
+    const char *(*client_url)(const attune_client *);
 } api;
 #define attune_client_new (*api.client_new)
 #define attune_client_free (*api.client_free)
@@ -45,6 +46,7 @@ static struct {
 #define attune_request (*api.request)
 #define attune_free (*api.free_)
 #define attune_default_answer (*api.default_answer)
+#define attune_client_url (*api.client_url)
 
 /* Load the library; 0 or -1 (message printed). */
 static int load_api(void)
@@ -66,8 +68,9 @@ static int load_api(void)
     *(void **)&api.request = dlsym(h, "attune_request");
     *(void **)&api.free_ = dlsym(h, "attune_free");
     *(void **)&api.default_answer = dlsym(h, "attune_default_answer");
+    *(void **)&api.client_url = dlsym(h, "attune_client_url");
     if (!api.client_new || !api.client_free || !api.set_cache || !api.set_retry ||
-        !api.lookup || !api.request || !api.free_ || !api.default_answer) {
+        !api.lookup || !api.request || !api.free_ || !api.default_answer || !api.client_url) {
         fprintf(stderr, "%s lacks part of the attune.h API\n", path);
         exit(1);
     }
@@ -87,7 +90,16 @@ static const char answer_ok[] =
     "{\"device\":\"CPU-00\",\"shape\":\"b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\","
     "\"tactic\":\"split/acc=f32/pad=16\",\"variant\":\"split\",\"pad\":16,"
     "\"source\":\"measured\",\"stale\":true,\"time_us\":12.5,\"rel_err\":1e-06,"
-    "\"max_abs_err\":2e-06,\"stack\":\"0123456789abcdef\"}";
+    "\"max_abs_err\":2e-06,\"stack\":\"0123456789abcdef\","
+    "\"measured_stack\":\"fedcba9876543210\"}";
+
+static const char answer_nearest[] =
+    "{\"device\":\"CPU-00\",\"shape\":\"b4.hq8.hkv1.sq50.skv1018.d256.f16.nc\","
+    "\"tactic\":\"folded/acc=f32/pad=8\",\"variant\":\"folded\",\"pad\":8,"
+    "\"source\":\"nearest\",\"stale\":false,\"stack\":\"0123456789abcdef\","
+    "\"time_us\":7.25,\"time_us_copies\":null,\"rel_err\":3e-06,\"max_abs_err\":4e-06,"
+    "\"measured_stack\":\"0123456789abcdef\","
+    "\"from_shape\":\"b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\",\"distance\":2.0}";
 
 static void reply(int fd, int status, const char *body)
 {
@@ -132,6 +144,8 @@ static void *server_main(void *arg)
             reply(fd, 404, "{\"error\":\"unknown device 'gone'\"}");
         else if (strstr(buf, "device=broken") != NULL)
             reply(fd, 500, "{\"error\":\"database is on fire\"}");
+        else if (strstr(buf, "device=near") != NULL)
+            reply(fd, 200, answer_nearest);
         else if (strstr(buf, "device=junk") != NULL)
             reply(fd, 200, "this is not json");
         else if (strncmp(buf, "GET /v1/health", 14) == 0)
@@ -225,10 +239,51 @@ static void lookup_should_parse_the_daemon_answer(void)
     CHECK_NEAR(a.rel_err, 1e-6, 1e-18);
     CHECK_STR(a.device, "CPU-00");
     CHECK_STR(a.error, "");
+    CHECK_STR(a.stack, "0123456789abcdef");
+    CHECK_STR(a.measured_stack, "fedcba9876543210");
+    CHECK_STR(a.from_shape, "b1.hq8.hkv1.sq50.skv1018.d256.f16.nc"); /* measured: itself */
+    CHECK_NEAR(a.distance, 0, 0);
     requests_seen(last, sizeof last);
     CHECK_MSG(strstr(last, "GET /v1/tactic?device=cpu&b=1&hq=8&hkv=1&sq=50&skv=1018&d=256"
                            "&dtype=f16&causal=0 ") != NULL, "request line: %s", last);
     attune_client_free(c);
+}
+
+static void lookup_should_tell_where_a_nearest_answer_comes_from(void)
+{
+    attune_client *c = attune_client_new(server_url, 2000);
+    attune_shape_q q = query("near");
+    attune_answer a;
+    q.b = 4;
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK);
+    CHECK_STR(a.source, "nearest");
+    CHECK_STR(a.tactic, "folded/acc=f32/pad=8");
+    CHECK_STR(a.shape, "b4.hq8.hkv1.sq50.skv1018.d256.f16.nc");
+    CHECK_STR(a.from_shape, "b1.hq8.hkv1.sq50.skv1018.d256.f16.nc");
+    CHECK_NEAR(a.distance, 2.0, 0);
+    CHECK_EQ_INT(a.stale, 0);
+    CHECK_STR(a.measured_stack, "0123456789abcdef");
+    CHECK_STR(a.stack, "0123456789abcdef");
+    /* the cache keeps the appended fields too */
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK);
+    CHECK_STR(a.from_shape, "b1.hq8.hkv1.sq50.skv1018.d256.f16.nc");
+    attune_client_free(c);
+}
+
+static void client_url_should_be_the_resolved_one(void)
+{
+    attune_client *c = attune_client_new("http://127.0.0.1:9//", 100);
+    CHECK_STR(attune_client_url(c), "http://127.0.0.1:9");
+    attune_client_free(c);
+    setenv("ATTUNE_URL", "http://127.0.0.2:7", 1);
+    c = attune_client_new(NULL, 100);
+    CHECK_STR(attune_client_url(c), "http://127.0.0.2:7");
+    attune_client_free(c);
+    unsetenv("ATTUNE_URL");
+    c = attune_client_new(NULL, 100);
+    CHECK_STR(attune_client_url(c), ATTUNE_CLIENT_DEFAULT_URL);
+    attune_client_free(c);
+    CHECK_STR(attune_client_url(NULL), "");
 }
 
 static void lookup_should_cache_answers(void)
@@ -402,7 +457,9 @@ static void default_answer_should_be_the_documented_one(void)
     CHECK_EQ_INT(a.pad, 8);
     CHECK_STR(a.source, "default");
     CHECK_EQ_INT(a.stale, 0);
-    CHECK(isnan(a.rel_err) && isnan(a.max_abs_err));
+    CHECK(isnan(a.rel_err) && isnan(a.max_abs_err) && isnan(a.distance));
+    CHECK_STR(a.from_shape, "");
+    CHECK_STR(a.measured_stack, "");
     CHECK_STR(a.error, "why");
 }
 
@@ -417,6 +474,8 @@ int main(void)
     pthread_t th = server_start();
     snprintf(server_url, sizeof server_url, "http://127.0.0.1:%d/", srv_port);
     RUN(lookup_should_parse_the_daemon_answer);
+    RUN(lookup_should_tell_where_a_nearest_answer_comes_from);
+    RUN(client_url_should_be_the_resolved_one);
     RUN(lookup_should_cache_answers);
     RUN(lookup_should_escape_device_names);
     RUN(lookup_should_report_a_rejection_with_the_default);

@@ -19,25 +19,68 @@ static const char query_usage[] =
     "usage: attune query [--url URL] [--timeout-ms MS] --device ID\n"
     "                    (--shape KEY | --b N --hq N --hkv N --sq N --skv N --d N\n"
     "                     --dtype T [--causal]) [--max-rel-err X] [--json]\n"
-    "Which tactic attuned serves for a shape. Prints the answer even when the\n"
-    "daemon cannot be reached (the default tactic " ATTUNE_CLIENT_DEFAULT_TACTIC
-    ", source default);\n"
-    "exit status 0 when the daemon answered, 1 for a fallback, 2 usage.\n"
-    "URL defaults to $ATTUNE_URL, else " ATTUNE_CLIENT_DEFAULT_URL ".\n";
+    "\n"
+    "Which tactic attuned serves for a shape (GET /v1/tactic), with where the\n"
+    "answer comes from: source measured (this shape was tuned), nearest\n"
+    "(from_shape, the closest tuned shape, at distance: each doubling or\n"
+    "halving of a size counts 1) or default; stale yes when it was measured\n"
+    "under another software stack (measured_stack differs from the device's\n"
+    "current stack).\n"
+    "\n"
+    "  --url URL         the daemon (default $ATTUNE_URL, else " ATTUNE_CLIENT_DEFAULT_URL ")\n"
+    "  --device ID       cpu, a CUDA ordinal (0 is the first GPU), a device id\n"
+    "                    or name (fleet devices too)\n"
+    "  --shape KEY       e.g. b1.hq8.hkv1.sq50.skv128.d64.f16.nc (.c: causal)\n"
+    "  --max-rel-err X   accuracy bound for this query, 0 < X <= 1\n"
+    "  --timeout-ms MS   per request (default 2000)\n"
+    "  --json            the answer as JSON (fallback/refused flags, error)\n"
+    "\n"
+    "The answer is printed even when there is none from the daemon: the default\n"
+    "tactic " ATTUNE_CLIENT_DEFAULT_TACTIC " (source default), what a runtime's client falls back to.\n"
+    "Exit status: 0 attuned answered; 1 attuned could not be reached or failed\n"
+    "(default answer printed); 2 usage; 3 attuned refused the question, e.g. an\n"
+    "unknown device (default answer printed, its error on stderr).\n";
 
 static const char jobs_usage[] =
     "usage: attune jobs [--url URL] [--json] [--state S] [--device ID]   list jobs\n"
     "       attune jobs [--url URL] [--json] [--wait] ID                show one job\n"
     "       attune jobs [--url URL] --cancel [--token-file F] ID         cancel it\n"
-    "--wait polls until the job is done, failed or canceled. The token (for\n"
+    "\n"
+    "Jobs of a running attuned, newest first: id, state (queued, running, done,\n"
+    "failed, canceled), shapes done/total, device, and the error of a failed\n"
+    "job. --state and --device filter the list. --wait polls until the job is\n"
+    "done, failed or canceled, printing a line at each change. --cancel cancels\n"
+    "a queued job at once and asks a running one to stop after the tactic in\n"
+    "flight (it then reads canceled; measurements taken so far are kept).\n"
+    "URL defaults to $ATTUNE_URL, else " ATTUNE_CLIENT_DEFAULT_URL ". The token (for\n"
     "--cancel) comes from --token-file, else $ATTUNE_TOKEN, else the file\n"
-    "$ATTUNE_TOKEN_FILE, else ./var/token.\n";
+    "$ATTUNE_TOKEN_FILE, else ./var/token.\n"
+    "Exit status: 0 success (with --wait: the job ended done); 1 error, or with\n"
+    "--wait a job that ended failed or canceled; 2 usage.\n";
 
 static const char tune_usage[] =
     "usage: attune tune --url URL --device ID (--shape KEY ... | --grid FILE)\n"
     "                   [--token-file F] [--wait] [--quiet]\n"
-    "Queue a tuning job on a running attuned (POST /v1/tune) and print its id;\n"
-    "--wait follows it to the end. The token as for `attune jobs --cancel`.\n";
+    "\n"
+    "Queue a tuning job on a running attuned (POST /v1/tune) and print its id.\n"
+    "The daemon measures every applicable tactic of each shape on its device,\n"
+    "skipping tactics it already has, and serves each result as it is taken.\n"
+    "\n"
+    "  --url URL         the daemon, e.g. " ATTUNE_CLIENT_DEFAULT_URL "\n"
+    "  --device ID       a device of the daemon's host: cpu, a CUDA ordinal (0 is\n"
+    "                    the first GPU), a device id or name\n"
+    "  --shape KEY       canonical key, e.g. b1.hq8.hkv1.sq50.skv128.d64.f16.nc\n"
+    "                    (repeatable); or --grid FILE, a grids/*.json file\n"
+    "  --token-file F    the bearer token; default $ATTUNE_TOKEN, else the file\n"
+    "                    $ATTUNE_TOKEN_FILE, else ./var/token (the daemon's token\n"
+    "                    file; /etc/attune/token under systemd)\n"
+    "  --wait            follow the job to its end, a line at each change\n"
+    "  --quiet           with --wait: no progress lines\n"
+    "\n"
+    "Without --url, `attune tune --db FILE` tunes straight into a database file\n"
+    "(see `attune tune --help`).\n"
+    "Exit status: 0 queued (with --wait: the job ended done); 1 error, or with\n"
+    "--wait a job that ended failed or canceled; 2 usage.\n";
 
 /* ---- options: --name VALUE, --flag, positionals */
 
@@ -169,13 +212,24 @@ static void print_http_error(const char *what, long status, const char *body)
     json_decref(o);
 }
 
+/* Say that attuned at c's URL did not answer (why may be NULL), and how to
+ * point to it. */
+static void print_unreachable(const char *prefix, const attune_client *c, const char *why)
+{
+    fprintf(stderr, "%s: cannot reach attuned at %s%s%s (is it running? give its "
+                    "address with --url URL or ATTUNE_URL)\n",
+            prefix, attune_client_url(c), why != NULL ? ": " : "", why != NULL ? why : "");
+}
+
 /* GET path and parse the JSON answer; NULL (error printed) unless 200. */
 static json_t *get_json(attune_client *c, const char *path, const char *what)
 {
     long status = 0;
     char *body = NULL;
     if (attune_request(c, "GET", path, NULL, &status, &body) != ATTUNE_CLIENT_OK) {
-        fprintf(stderr, "attune: %s: cannot reach attuned\n", what);
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "attune: %s", what);
+        print_unreachable(prefix, c, NULL);
         return NULL;
     }
     json_t *o = NULL;
@@ -196,9 +250,43 @@ static json_t *get_json(attune_client *c, const char *path, const char *what)
 static void print_num(const char *name, double v)
 {
     if (isnan(v))
-        printf("%-10s -\n", name);
+        printf("%-14s -\n", name);
     else
-        printf("%-10s %.6g\n", name, v);
+        printf("%-14s %.6g\n", name, v);
+}
+
+/* The answer as text, one "name value" line per field (names as in the
+ * JSON answer). */
+static void print_answer(const attune_answer *a)
+{
+    printf("%-14s %s\n%-14s %s\n", "tactic", a->tactic, "source", a->source);
+    if (strcmp(a->source, "nearest") == 0) {
+        printf("%-14s %s\n", "from_shape", a->from_shape);
+        print_num("distance", a->distance);
+    }
+    if (strcmp(a->source, "default") != 0) {
+        printf("%-14s %s\n", "stale",
+               a->stale ? "yes (measured under another software stack)" : "no");
+        printf("%-14s %s\n", "measured_stack", a->measured_stack[0] ? a->measured_stack : "-");
+    }
+    if (a->stack[0])
+        printf("%-14s %s\n", "stack", a->stack);
+    if (a->device[0])
+        printf("%-14s %s\n", "device", a->device);
+    print_num("time_us", a->time_us);
+    print_num("rel_err", a->rel_err);
+}
+
+/* "HTTP 404: unknown device 'x'" -> its message and status, for saying
+ * what attuned refused. */
+static const char *refusal_text(const char *error, long *status)
+{
+    char *end;
+    *status = 0;
+    if (strncmp(error, "HTTP ", 5) != 0)
+        return error;
+    *status = strtol(error + 5, &end, 10);
+    return strncmp(end, ": ", 2) == 0 ? end + 2 : error;
 }
 
 int cli_query_main(int argc, char **argv)
@@ -276,21 +364,31 @@ int cli_query_main(int argc, char **argv)
     }
     attune_answer a;
     rc = attune_lookup(c, &q, mre, &a);
-    attune_client_free(c);
     if (rc == ATTUNE_CLIENT_EINVAL) {
         fprintf(stderr, "attune query: %s\n", a.error);
+        attune_client_free(c);
         return 2;
     }
     if (json) {
-        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b}", "device", a.device,
+        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b}", "device", a.device,
                               "shape", a.shape, "tactic", a.tactic, "pad", a.pad, "source",
-                              a.source, "stale", a.stale, "fallback", rc != ATTUNE_CLIENT_OK);
+                              a.source, "stale", a.stale, "fallback", rc != ATTUNE_CLIENT_OK,
+                              "refused", rc == ATTUNE_CLIENT_REJECTED);
         if (o != NULL) {
             json_object_set_new(o, "variant", json_string(a.variant));
             json_object_set_new(o, "time_us", isnan(a.time_us) ? json_null()
                                                                : json_real(a.time_us));
             json_object_set_new(o, "rel_err", isnan(a.rel_err) ? json_null()
                                                                : json_real(a.rel_err));
+            if (a.stack[0])
+                json_object_set_new(o, "stack", json_string(a.stack));
+            if (a.measured_stack[0])
+                json_object_set_new(o, "measured_stack", json_string(a.measured_stack));
+            if (strcmp(a.source, "nearest") == 0) {
+                json_object_set_new(o, "from_shape", json_string(a.from_shape));
+                json_object_set_new(o, "distance", isnan(a.distance) ? json_null()
+                                                                     : json_real(a.distance));
+            }
             if (a.error[0])
                 json_object_set_new(o, "error", json_string(a.error));
             char *text = json_dumps(o, JSON_INDENT(2));
@@ -300,18 +398,28 @@ int cli_query_main(int argc, char **argv)
             json_decref(o);
         }
     } else {
-        printf("%-10s %s\n%-10s %s%s\n", "tactic", a.tactic, "source", a.source,
-               a.stale ? " (stale: another software stack)" : "");
-        if (a.device[0])
-            printf("%-10s %s\n", "device", a.device);
-        print_num("time_us", a.time_us);
-        print_num("rel_err", a.rel_err);
+        print_answer(&a);
     }
-    if (rc != ATTUNE_CLIENT_OK) {
-        fprintf(stderr, "attune query: fallback answer: %s\n", a.error);
-        return 1;
+    if (rc == ATTUNE_CLIENT_REJECTED) {
+        long status;
+        const char *msg = refusal_text(a.error, &status);
+        fprintf(stderr, "attune query: attuned refused the question: %s", msg);
+        if (status > 0)
+            fprintf(stderr, " (HTTP %ld)", status);
+        fprintf(stderr, "; printed the default answer a runtime would get\n");
+        rc = 3;
+    } else if (rc != ATTUNE_CLIENT_OK) {
+        /* a 5xx or a garbled answer: reached, but failing */
+        if (strncmp(a.error, "HTTP ", 5) == 0 || strstr(a.error, "malformed") != NULL)
+            fprintf(stderr, "attune query: attuned at %s failed: %s\n", attune_client_url(c),
+                    a.error);
+        else
+            print_unreachable("attune query", c, a.error);
+        fprintf(stderr, "attune query: printed the default answer\n");
+        rc = 1;
     }
-    return 0;
+    attune_client_free(c);
+    return rc;
 }
 
 /* ---- attune jobs */
@@ -325,6 +433,12 @@ static void print_job_line(json_t *j)
            (long long)json_integer_value(json_object_get(j, "done")),
            (long long)json_integer_value(json_object_get(j, "total")),
            json_string_value(json_object_get(j, "device")), err ? "  " : "", err ? err : "");
+}
+
+/* The column names above print_job_line's. */
+static void print_job_header(void)
+{
+    printf("%6s  %-9s %-11s %s\n", "ID", "STATE", " DONE/TOTAL", "DEVICE");
 }
 
 static int job_finished(json_t *j)
@@ -348,6 +462,8 @@ static int wait_job(attune_client *c, long long id, int quiet)
         long long done = json_integer_value(json_object_get(j, "done"));
         const char *s = json_string_value(json_object_get(j, "state"));
         if (!quiet && (done != last_done || strcmp(s ? s : "", last_state) != 0)) {
+            if (last_done < 0)
+                print_job_header();
             print_job_line(j);
             last_done = done;
             snprintf(last_state, sizeof last_state, "%s", s ? s : "");
@@ -399,14 +515,22 @@ int cli_jobs_main(int argc, char **argv)
             goto out;
         snprintf(path, sizeof path, "/v1/jobs/%lld", id);
         if (attune_request(c, "DELETE", path, NULL, &status, &body) != ATTUNE_CLIENT_OK) {
-            fprintf(stderr, "attune jobs: cannot reach attuned\n");
+            print_unreachable("attune jobs", c, NULL);
             goto out;
         }
         if (status == 200) {
             json_error_t je;
             json_t *j = json_loads(body, 0, &je);
-            if (j != NULL)
+            if (json_is_true(json_object_get(j, "cancel_requested")))
+                printf("job %lld: cancel requested; it stops after the tactic in flight "
+                       "(measurements taken so far are kept); follow it with "
+                       "`attune jobs --wait %lld`\n", id, id);
+            else
+                printf("job %lld: canceled\n", id);
+            if (j != NULL) {
+                print_job_header();
                 print_job_line(j);
+            }
             json_decref(j);
             rc = 0;
         } else {
@@ -437,11 +561,17 @@ int cli_jobs_main(int argc, char **argv)
             puts(text);
         free(text);
     } else if (npos == 1) {
+        print_job_header();
         print_job_line(o);
     } else {
         size_t i;
         json_t *j;
-        json_array_foreach(json_object_get(o, "jobs"), i, j)
+        json_t *arr = json_object_get(o, "jobs");
+        if (json_array_size(arr) == 0)
+            printf("no jobs\n");
+        else
+            print_job_header();
+        json_array_foreach(arr, i, j)
             print_job_line(j);
     }
     json_decref(o);
@@ -512,7 +642,7 @@ int cli_tune_remote_main(int argc, char **argv)
         goto out;
     long status = 0;
     if (attune_request(c, "POST", "/v1/tune", text, &status, &resp) != ATTUNE_CLIENT_OK) {
-        fprintf(stderr, "attune tune: cannot reach attuned\n");
+        print_unreachable("attune tune", c, NULL);
         goto out;
     }
     if (status != 202) {

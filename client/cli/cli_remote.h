@@ -4,7 +4,8 @@
  * Each takes argv[0] = the subcommand name ("query", "jobs", "tune") and
  * its options after it, like a main(), prints its own usage on --help, and
  * returns the process exit status: 0 success, 1 error (or, for query, a
- * fallback answer), 2 usage. */
+ * fallback answer; for jobs/tune --wait, a job that ended failed or
+ * canceled), 2 usage, 3 (query) attuned refused the question. */
 #ifndef ATTUNE_CLI_REMOTE_H
 #define ATTUNE_CLI_REMOTE_H
 

@@ -6,14 +6,20 @@ passes and engine builders. The same behaviour as the C client
 
     from attune_client import Client
     c = Client("http://127.0.0.1:7373", timeout=0.2)
-    a = c.lookup(device="0", b=1, hq=8, hkv=1, sq=50, skv=1018, d=256, dtype="f16")
+    a = c.lookup(device="cpu", b=1, hq=8, hkv=1, sq=50, skv=128, d=64, dtype="f16")
+    a = c.lookup_shape("b1.hq8.hkv1.sq50.skv128.d64.f16.nc", device="cpu")  # the same
     a.tactic   # "folded/acc=f32/pad=8"
-    a.source   # "measured", "nearest" or "default"
+    a.source   # "measured", "nearest" (a.from_shape, a.distance) or "default"
+    a.stale    # True: measured under another software stack (a.measured_stack)
+
+``device`` is "cpu", a CUDA ordinal ("0" is the first GPU: on a host
+without one it is an unknown device, refused with the default answer), a
+device id or a device name. The default, "0", matches the C client's.
 
 A lookup never raises because of the daemon: when it is unreachable, slow
 or refuses the question, the answer is the documented default
 (DEFAULT_TACTIC, source "default") and ``answer.code`` says why (FALLBACK,
-REJECTED). Answers from the daemon are cached (bounded LRU with a time to
+REJECTED; INVALID when the arguments are wrong and nothing was asked). Answers from the daemon are cached (bounded LRU with a time to
 live); after a failure to reach the daemon, lookups fall back at once for
 ``retry_interval`` seconds instead of waiting for the timeout each time.
 A Client may be shared between threads.
@@ -22,6 +28,7 @@ A Client may be shared between threads.
 import json
 import math
 import os
+import re
 import threading
 import time
 import urllib.error
@@ -30,7 +37,7 @@ import urllib.request
 from collections import OrderedDict
 
 __all__ = ["Client", "Answer", "DEFAULT_TACTIC", "DEFAULT_URL", "OK", "FALLBACK",
-           "REJECTED", "INVALID", "default_answer"]
+           "REJECTED", "INVALID", "default_answer", "parse_shape_key"]
 
 #: The answer when nothing better is known (identical to the daemon's and
 #: the C client's): the fused kernel runs every shape; pad=8 keeps rows aligned.
@@ -45,17 +52,28 @@ INVALID = -1    # bad arguments: default answer, no request made
 _DTYPES = ("f16", "bf16", "f32")
 _MAX_DIM = 1 << 20
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
+_KEY_RE = re.compile(r"b(\d+)\.hq(\d+)\.hkv(\d+)\.sq(\d+)\.skv(\d+)\.d(\d+)\."
+                     r"(f16|bf16|f32)\.(c|nc)")
 
 
 class Answer:
-    """One lookup's answer. Numbers are NaN when unknown."""
+    """One lookup's answer. Numbers are NaN when unknown.
+
+    from_shape: the tuned shape that answered (the shape itself for
+    "measured", the closest one for "nearest", "" for "default"); distance:
+    how far it is (each doubling or halving of a size counts 1; 0 for
+    measured, NaN for default). stale: measured under another software
+    stack; measured_stack is the answering measurement's stack, stack the
+    device's current one ("" when unknown).
+    """
 
     __slots__ = ("tactic", "variant", "pad", "source", "stale", "time_us", "rel_err",
-                 "max_abs_err", "device", "shape", "error", "code")
+                 "max_abs_err", "device", "shape", "error", "code", "from_shape",
+                 "distance", "measured_stack", "stack")
 
     def __init__(self, tactic, variant, pad, source, stale=False, time_us=math.nan,
                  rel_err=math.nan, max_abs_err=math.nan, device="", shape="", error="",
-                 code=OK):
+                 code=OK, from_shape="", distance=math.nan, measured_stack="", stack=""):
         self.tactic = tactic
         self.variant = variant
         self.pad = pad
@@ -68,6 +86,10 @@ class Answer:
         self.shape = shape
         self.error = error
         self.code = code
+        self.from_shape = from_shape
+        self.distance = distance
+        self.measured_stack = measured_stack
+        self.stack = stack
 
     @property
     def fallback(self):
@@ -93,6 +115,18 @@ def _num(v):
 def _shape_key(b, hq, hkv, sq, skv, d, dtype, causal):
     return "b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (b, hq, hkv, sq, skv, d, dtype,
                                                     "c" if causal else "nc")
+
+
+def parse_shape_key(key):
+    """The shape dict of a canonical key such as
+    "b1.hq8.hkv1.sq50.skv128.d64.f16.nc" (".c": causal). Raises ValueError."""
+    m = _KEY_RE.fullmatch(key) if isinstance(key, str) else None
+    if m is None:
+        raise ValueError("%r is not a shape key like b1.hq8.hkv1.sq50.skv128.d64.f16.nc"
+                         % (key,))
+    v = [int(x) for x in m.groups()[:6]]
+    return {"b": v[0], "hq": v[1], "hkv": v[2], "sq": v[3], "skv": v[4], "d": v[5],
+            "dtype": m.group(7), "causal": m.group(8) == "c"}
 
 
 class Client:
@@ -149,9 +183,9 @@ class Client:
     def lookup(self, device="0", b=1, hq=1, hkv=1, sq=1, skv=1, d=64, dtype="f16",
                causal=False, max_rel_err=0.0):
         """Which tactic to use for this shape on device ("cpu", a CUDA
-        ordinal, a UUID or a name). max_rel_err > 0 overrides the daemon's
-        accuracy bound. Always returns an Answer; never raises for daemon
-        trouble."""
+        ordinal: "0" is the first GPU, a UUID or a name). max_rel_err > 0
+        overrides the daemon's accuracy bound. Always returns an Answer;
+        never raises for daemon trouble."""
         sizes = (b, hq, hkv, sq, skv, d)
         if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _MAX_DIM
                    for v in sizes):
@@ -180,7 +214,8 @@ class Client:
                     return hit[1]
                 del self._cache[key]
             if self._down_until > now:
-                return default_answer("attuned unreachable (recent failure; retrying later)")
+                return default_answer("attuned at %s unreachable (recent failure; retrying "
+                                      "later)" % self.url)
 
         q = [("device", device), ("b", b), ("hq", hq), ("hkv", hkv), ("sq", sq),
              ("skv", skv), ("d", d), ("dtype", dtype), ("causal", causal)]
@@ -191,7 +226,8 @@ class Client:
             status, obj = self.request("GET", path)
         except Exception as e:  # any transport trouble is a fallback, never an error
             self._mark_down()
-            return default_answer("attuned unreachable: %s" % (e,))
+            return default_answer("cannot reach attuned at %s: %s (give its address with "
+                                  "url= or ATTUNE_URL)" % (self.url, e))
         if status != 200:
             msg = obj.get("error") if isinstance(obj, dict) else None
             why = "HTTP %d: %s" % (status, msg or "no error text")
@@ -203,11 +239,20 @@ class Client:
                 or not isinstance(obj.get("source"), str)):
             return default_answer("malformed answer from attuned")
         pad = obj.get("pad")
+        shape = str(obj.get("shape") or "")
+        if obj["source"] == "nearest":
+            from_shape, distance = str(obj.get("from_shape") or ""), _num(obj.get("distance"))
+        elif obj["source"] == "measured":
+            from_shape, distance = shape, 0.0
+        else:
+            from_shape, distance = "", math.nan
         a = Answer(obj["tactic"], str(obj.get("variant") or ""),
                    pad if isinstance(pad, int) else 0, obj["source"],
                    stale=obj.get("stale") is True, time_us=_num(obj.get("time_us")),
                    rel_err=_num(obj.get("rel_err")), max_abs_err=_num(obj.get("max_abs_err")),
-                   device=str(obj.get("device") or ""), shape=str(obj.get("shape") or ""))
+                   device=str(obj.get("device") or ""), shape=shape, from_shape=from_shape,
+                   distance=distance, measured_stack=str(obj.get("measured_stack") or ""),
+                   stack=str(obj.get("stack") or ""))
         if self.cache_size > 0 and self.cache_ttl > 0:
             with self._lock:
                 self._cache[key] = (time.monotonic() + self.cache_ttl, a)
@@ -217,15 +262,25 @@ class Client:
         return a
 
     def lookup_shape(self, shape, device="0", max_rel_err=0.0):
-        """lookup() with a shape dict as in the API:
-        {"b":1,"hq":8,"hkv":1,"sq":50,"skv":1018,"d":256,"dtype":"f16","causal":false}."""
+        """lookup() with a shape given as a canonical key,
+        "b1.hq8.hkv1.sq50.skv128.d64.f16.nc", or as a dict as in the API:
+        {"b":1,"hq":8,"hkv":1,"sq":50,"skv":128,"d":64,"dtype":"f16","causal":False}
+        (causal may be a bool or 0/1, and may be left out: False). device as
+        in lookup(): "0" is the first GPU, "cpu" the CPU."""
+        if isinstance(shape, str):
+            try:
+                shape = parse_shape_key(shape)
+            except ValueError as e:
+                return default_answer(str(e), INVALID)
         try:
             return self.lookup(device=device, b=shape["b"], hq=shape["hq"], hkv=shape["hkv"],
                                sq=shape["sq"], skv=shape["skv"], d=shape["d"],
                                dtype=shape["dtype"], causal=bool(shape.get("causal", False)),
                                max_rel_err=max_rel_err)
-        except (KeyError, TypeError):
-            return default_answer("shape dict lacks a field", INVALID)
+        except KeyError as e:
+            return default_answer("shape dict lacks the field %s" % (e,), INVALID)
+        except (AttributeError, TypeError):
+            return default_answer("shape must be a canonical key or a dict", INVALID)
 
     def clear_cache(self):
         with self._lock:

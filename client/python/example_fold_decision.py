@@ -17,8 +17,12 @@ two rewrites a lowering pass controls:
 When attuned is unreachable the answer is the documented default
 (fused/pad=8): no folding, pad to 8. The pass never fails because of attune.
 
-    python3 example_fold_decision.py --url http://127.0.0.1:7373 --device 0 \
-        --b 1 --hq 8 --hkv 1 --sq 50 --skv 1018 --d 256 --dtype f16
+    python3 example_fold_decision.py --url http://127.0.0.1:7373 --device cpu \
+        --b 1 --hq 8 --hkv 1 --sq 50 --skv 128 --d 64 --dtype f16
+
+--device is "cpu" by default (what a fresh `make run` tunes); give a CUDA
+ordinal such as 0 (the first GPU) or a device name for a GPU, e.g.
+--device 0 --skv 1018 --d 256.
 """
 
 import argparse
@@ -58,6 +62,9 @@ def decide(node, answer):
             g * plan["sq_padded"], plan["skv_padded"])
     else:
         plan["gemm"] = "per query head (%s)" % (answer.variant or "fused")
+    if answer.source == "nearest":
+        plan["from_shape"] = answer.from_shape
+        plan["distance"] = answer.distance
     if answer.error:
         plan["why_fallback"] = answer.error
     return plan
@@ -66,9 +73,10 @@ def decide(node, answer):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", default=None)
-    ap.add_argument("--device", default="0")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu (default), a CUDA ordinal (0: the first GPU), id or name")
     ap.add_argument("--timeout", type=float, default=0.5)
-    for k, v in (("b", 1), ("hq", 8), ("hkv", 1), ("sq", 50), ("skv", 1018), ("d", 256)):
+    for k, v in (("b", 1), ("hq", 8), ("hkv", 1), ("sq", 50), ("skv", 128), ("d", 64)):
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--dtype", default="f16")
     ap.add_argument("--causal", action="store_true")
