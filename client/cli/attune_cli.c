@@ -39,7 +39,8 @@ static const char usage[] =
     "KEY is a canonical shape key, e.g. b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\n"
     "(.c for causal). ID is cpu, a CUDA ordinal, a device UUID or name.\n"
     "`attune <command> --help` describes each command.\n"
-    "Exit status: 0 success, 1 error, 2 usage, 130 interrupted.\n";
+    "Exit status: 0 success, 1 error, 2 usage, 130 interrupted; `attune query`\n"
+    "also 3 when attuned refused the question (see `attune query --help`).\n";
 
 /* Per-command help: `attune <command> --help`. */
 static const struct {
