@@ -689,6 +689,30 @@ fail:
     return rc;
 }
 
+void store_device_row(sqlite3_stmt *q, attn_device_info *info, attn_stack *stack)
+{
+    memset(info, 0, sizeof *info);
+    store_column_text(q, 0, info->id, sizeof info->id);
+    store_column_text(q, 1, info->name, sizeof info->name);
+    store_column_text(q, 2, info->kind, sizeof info->kind);
+    info->index = sqlite3_column_int(q, 3);
+    info->cc_major = sqlite3_column_int(q, 4);
+    info->cc_minor = sqlite3_column_int(q, 5);
+    info->sm_count = sqlite3_column_int(q, 6);
+    info->memory_mb = sqlite3_column_int64(q, 7);
+    info->clock_mhz = sqlite3_column_int(q, 8);
+    info->mem_clock_mhz = sqlite3_column_int(q, 9);
+    if (stack == NULL)
+        return;
+    memset(stack, 0, sizeof *stack);
+    store_column_text(q, 10, stack->id, sizeof stack->id);
+    store_column_text(q, 11, stack->driver, sizeof stack->driver);
+    store_column_text(q, 12, stack->runtime, sizeof stack->runtime);
+    store_column_text(q, 13, stack->blas, sizeof stack->blas);
+    store_column_text(q, 14, stack->attune, sizeof stack->attune);
+    store_column_text(q, 15, stack->kernels, sizeof stack->kernels);
+}
+
 /* Contract: see store.h. An exact id wins over a name match; among name
  * matches the most recently seen. latest_stack is zeroed when the device
  * has no stack recorded. */
@@ -699,11 +723,7 @@ int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
     if (st == NULL || id_or_name == NULL || info == NULL)
         return ATTUNE_EINVAL;
     int rc = store_stmt(st, STMT_DEVICE_GET,
-                        "SELECT d.id, d.name, d.kind, d.idx, d.cc_major, d.cc_minor, "
-                        "d.sm_count, d.memory_mb, d.clock_mhz, d.mem_clock_mhz, s.id, "
-                        "s.driver, s.runtime, s.blas, s.attune, s.kernels "
-                        "FROM devices d LEFT JOIN stacks s ON s.id = d.latest_stack "
-                        "WHERE d.id = ?1 OR d.name = ?1 COLLATE NOCASE "
+                        STORE_DEVICE_SELECT "WHERE d.id = ?1 OR d.name = ?1 COLLATE NOCASE "
                         "ORDER BY d.id = ?1 DESC, d.last_seen DESC, d.rowid DESC LIMIT 1",
                         &q);
     if (rc != 0)
@@ -721,26 +741,7 @@ int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
         rc = store_sqlite_err(src);
         goto fail;
     }
-    memset(info, 0, sizeof *info);
-    store_column_text(q, 0, info->id, sizeof info->id);
-    store_column_text(q, 1, info->name, sizeof info->name);
-    store_column_text(q, 2, info->kind, sizeof info->kind);
-    info->index = sqlite3_column_int(q, 3);
-    info->cc_major = sqlite3_column_int(q, 4);
-    info->cc_minor = sqlite3_column_int(q, 5);
-    info->sm_count = sqlite3_column_int(q, 6);
-    info->memory_mb = sqlite3_column_int64(q, 7);
-    info->clock_mhz = sqlite3_column_int(q, 8);
-    info->mem_clock_mhz = sqlite3_column_int(q, 9);
-    if (latest_stack != NULL) {
-        memset(latest_stack, 0, sizeof *latest_stack);
-        store_column_text(q, 10, latest_stack->id, sizeof latest_stack->id);
-        store_column_text(q, 11, latest_stack->driver, sizeof latest_stack->driver);
-        store_column_text(q, 12, latest_stack->runtime, sizeof latest_stack->runtime);
-        store_column_text(q, 13, latest_stack->blas, sizeof latest_stack->blas);
-        store_column_text(q, 14, latest_stack->attune, sizeof latest_stack->attune);
-        store_column_text(q, 15, latest_stack->kernels, sizeof latest_stack->kernels);
-    }
+    store_device_row(q, info, latest_stack);
 fail:
     store_stmt_done(q);
     return rc;

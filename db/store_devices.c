@@ -7,12 +7,7 @@
 
 int store_devices_list(store *st, attn_device_info **infos, attn_stack **stacks, int *n)
 {
-    static const char sql[] =
-        "SELECT d.id, d.name, d.kind, d.idx, d.cc_major, d.cc_minor, d.sm_count, d.memory_mb,"
-        "       d.clock_mhz, d.mem_clock_mhz,"
-        "       s.id, s.driver, s.runtime, s.blas, s.attune, s.kernels"
-        "  FROM devices d LEFT JOIN stacks s ON s.id = d.latest_stack"
-        " ORDER BY d.last_seen DESC, d.id";
+    static const char sql[] = STORE_DEVICE_SELECT "ORDER BY d.last_seen DESC, d.id";
     sqlite3_stmt *q = NULL;
     attn_device_info *inf = NULL;
     attn_stack *stk = NULL;
@@ -28,26 +23,7 @@ int store_devices_list(store *st, attn_device_info **infos, attn_stack **stacks,
         if ((rc = grow_array(&inf, &cap, cnt, sizeof *inf)) != 0 ||
             (rc = grow_array(&stk, &cap2, cnt, sizeof *stk)) != 0)
             goto fail;
-        attn_device_info *d = &inf[cnt];
-        attn_stack *s = &stk[cnt];
-        memset(d, 0, sizeof *d);
-        memset(s, 0, sizeof *s);
-        store_column_text(q, 0, d->id, sizeof d->id);
-        store_column_text(q, 1, d->name, sizeof d->name);
-        store_column_text(q, 2, d->kind, sizeof d->kind);
-        d->index = sqlite3_column_int(q, 3);
-        d->cc_major = sqlite3_column_int(q, 4);
-        d->cc_minor = sqlite3_column_int(q, 5);
-        d->sm_count = sqlite3_column_int(q, 6);
-        d->memory_mb = sqlite3_column_int64(q, 7);
-        d->clock_mhz = sqlite3_column_int(q, 8);
-        d->mem_clock_mhz = sqlite3_column_int(q, 9);
-        store_column_text(q, 10, s->id, sizeof s->id);
-        store_column_text(q, 11, s->driver, sizeof s->driver);
-        store_column_text(q, 12, s->runtime, sizeof s->runtime);
-        store_column_text(q, 13, s->blas, sizeof s->blas);
-        store_column_text(q, 14, s->attune, sizeof s->attune);
-        store_column_text(q, 15, s->kernels, sizeof s->kernels);
+        store_device_row(q, &inf[cnt], &stk[cnt]);
         cnt++;
     }
     if (src != SQLITE_DONE) {

@@ -71,6 +71,18 @@ double store_column_double(sqlite3_stmt *q, int i);
 /* Copy a text column into buf (truncating, always NUL-terminated). */
 void store_column_text(sqlite3_stmt *q, int i, char *buf, size_t len);
 
+/* A device with its latest stack: the SELECT ... FROM clause whose
+ * columns store_device_row reads (callers add WHERE / ORDER BY). */
+#define STORE_DEVICE_SELECT                                                      \
+    "SELECT d.id, d.name, d.kind, d.idx, d.cc_major, d.cc_minor, d.sm_count, "   \
+    "d.memory_mb, d.clock_mhz, d.mem_clock_mhz, s.id, s.driver, s.runtime, "     \
+    "s.blas, s.attune, s.kernels "                                              \
+    "FROM devices d LEFT JOIN stacks s ON s.id = d.latest_stack "
+
+/* Read the current row of a STORE_DEVICE_SELECT statement; stack may be
+ * NULL. A device without a stack row gets an all-empty stack. */
+void store_device_row(sqlite3_stmt *q, attn_device_info *info, attn_stack *stack);
+
 /* Id of the shapes row of s, inserting it when new. Inside a transaction. */
 int store_shape_id(store *st, const attn_shape *s, int64_t *id);
 
