@@ -409,25 +409,13 @@ static void view_of(const ix_device *d, index_device_view *v)
     v->marks = d->marks;
 }
 
-static int all_digits(const char *s)
-{
-    if (*s == 0)
-        return 0;
-    for (; *s; s++)
-        if (*s < '0' || *s > '9')
-            return 0;
-    return 1;
-}
-
 int index_device_find(index_state *ix, const char *spec, index_device_view *out)
 {
     int rc = ATTUNE_ENODEV;
     if (spec == NULL || *spec == 0)
         return rc;
     int is_cpu = strcasecmp(spec, "cpu") == 0;
-    int ordinal = -1;
-    if (all_digits(spec))
-        ordinal = strlen(spec) <= 6 ? atoi(spec) : -2;
+    int ordinal = attn_device_ordinal(spec);
     pthread_rwlock_rdlock(&ix->lock);
     /* pass 0: local devices, pass 1: fleet devices (names may repeat across
      * a fleet; the first imported wins, ids are unique) */

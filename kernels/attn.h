@@ -212,6 +212,12 @@ typedef struct attn_device {
     attn_stack stack;
 } attn_device;
 
+/* A device spec read as a CUDA ordinal: its value when spec is 1 to 6
+ * decimal digits, -2 when it is digits but longer (no such ordinal), -1
+ * when it is not an ordinal at all (cpu, a UUID, a name). One rule for the
+ * CLI's registry and the daemon's index. */
+int attn_device_ordinal(const char *spec);
+
 /* All devices of all compiled-in backends: the CPU first, then CUDA
  * ordinals. Writes up to max into out; returns the total count. */
 int attn_devices(attn_device *out, int max);

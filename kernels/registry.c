@@ -34,21 +34,22 @@ int attn_devices(attn_device *out, int max)
     return total;
 }
 
-/* 1 when s is a non-empty run of decimal digits. */
-static int all_digits(const char *s)
+int attn_device_ordinal(const char *spec)
 {
-    if (*s == 0)
-        return 0;
-    for (; *s; s++)
-        if (*s < '0' || *s > '9')
-            return 0;
-    return 1;
+    size_t n = 0;
+    for (; spec[n]; n++)
+        if (spec[n] < '0' || spec[n] > '9')
+            return -1;
+    if (n == 0)
+        return -1;
+    return n <= 6 ? atoi(spec) : -2; /* <= 6 digits: atoi cannot overflow */
 }
 
 int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t errlen)
 {
     if (spec == NULL || *spec == 0)
         return attune_fail(err, errlen, ATTUNE_ENODEV, "no device given");
+    int ordinal = attn_device_ordinal(spec);
     attn_device devs[64];
     int n = attn_devices(devs, 64);
     if (n > 64)
@@ -58,9 +59,8 @@ int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t er
         int match;
         if (strcasecmp(spec, "cpu") == 0)
             match = strcmp(d->info.kind, "cpu") == 0;
-        else if (all_digits(spec))
-            match = strcmp(d->info.kind, "cuda") == 0 && strlen(spec) <= 6 &&
-                    d->index == atoi(spec); /* <= 6 digits: atoi cannot overflow */
+        else if (ordinal != -1)
+            match = strcmp(d->info.kind, "cuda") == 0 && d->index == ordinal;
         else
             match = strcasecmp(spec, d->info.id) == 0 || strcasecmp(spec, d->info.name) == 0;
         if (match) {
@@ -68,7 +68,7 @@ int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t er
             return 0;
         }
     }
-    if (all_digits(spec))
+    if (ordinal != -1)
         return attune_fail(err, errlen, ATTUNE_ENODEV,
                            "no CUDA device with ordinal %.16s on this host (see `attune devices`)",
                            spec);

@@ -115,6 +115,18 @@ static void stack_id_should_depend_on_every_field(void)
     CHECK(strcmp(a.id, b.id) != 0);
 }
 
+static void device_ordinal_should_read_digits_only(void)
+{
+    CHECK_EQ_INT(attn_device_ordinal("0"), 0);
+    CHECK_EQ_INT(attn_device_ordinal("7"), 7);
+    CHECK_EQ_INT(attn_device_ordinal("999999"), 999999);
+    CHECK_EQ_INT(attn_device_ordinal("4294967296"), -2); /* would wrap to 0 in int */
+    CHECK_EQ_INT(attn_device_ordinal(""), -1);
+    CHECK_EQ_INT(attn_device_ordinal("cpu"), -1);
+    CHECK_EQ_INT(attn_device_ordinal("-1"), -1);
+    CHECK_EQ_INT(attn_device_ordinal("GPU-0"), -1);
+}
+
 int main(void)
 {
     RUN(shape_key_should_round_trip);
@@ -124,5 +136,6 @@ int main(void)
     RUN(visible_keys_should_align_bottom_right);
     RUN(flops_should_count_visible_pairs);
     RUN(stack_id_should_depend_on_every_field);
+    RUN(device_ordinal_should_read_digits_only);
     return test_summary();
 }
