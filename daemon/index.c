@@ -431,7 +431,9 @@ int index_device_find(index_state *ix, const char *spec, index_device_view *out)
                 match = d->local && strcmp(d->info.kind, "cuda") == 0 &&
                         d->info.index == ordinal;
             else
-                match = strcasecmp(spec, d->info.id) == 0 ||
+                /* ids are exact, as the store keeps them (two fleet ids
+                 * may differ only in case, issue 15); names are not */
+                match = strcmp(spec, d->info.id) == 0 ||
                         strcasecmp(spec, d->info.name) == 0;
             if (match) {
                 view_of(d, out);

@@ -1,0 +1,223 @@
+"""fleetlib.py -- helpers of the fleet integration tests (not a test itself).
+
+PgServer: a private PostgreSQL for one test: initdb into a temp dir, a Unix
+socket in that dir only (listen_addresses=''), a superuser `attune` with a
+random password that clients read from a libpq passfile (never from a URL
+or the command line), stopped and removed at the end. PostgreSQL refuses to
+run as root; under root the server runs as the `postgres` system user.
+
+Daemon: an attuned on a free loopback port over a given database.
+"""
+import glob
+import http.client
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def result():
+    if failures:
+        print("%d check(s) failed:" % len(failures))
+        for f in failures:
+            print("  " + f)
+        return 1
+    print("all checks passed")
+    return 0
+
+
+def pg_bindir():
+    """Directory of initdb/pg_ctl/postgres, or None when the server is absent."""
+    cands = []
+    try:
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True)
+        if out.returncode == 0:
+            cands.append(out.stdout.strip())
+    except OSError:
+        pass
+    cands += sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    for c in cands:
+        if all(os.access(os.path.join(c, b), os.X_OK) for b in ("initdb", "pg_ctl", "postgres")):
+            return c
+    return None
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class PgServer:
+    def __init__(self, bindir):
+        self.bindir = bindir
+        self.dir = tempfile.mkdtemp(prefix="attune-pg-")
+        os.chmod(self.dir, 0o755)
+        self.data = os.path.join(self.dir, "data")
+        self.sock = os.path.join(self.dir, "sock")
+        self.logfile = os.path.join(self.dir, "server.log")
+        self.port = 5432  # the socket is private to self.sock: no clash
+        self.password = secrets.token_hex(16)
+        self.passfile = os.path.join(self.dir, "pgpass")
+        with open(self.passfile, "w") as f:
+            f.write("*:*:*:attune:%s\n" % self.password)
+        os.chmod(self.passfile, 0o600)
+        self.url = "postgresql:///attune?host=%s&port=%d&user=attune" % (self.sock, self.port)
+        self.as_user = None
+        if os.geteuid() == 0:
+            self.as_user = pwd.getpwnam("postgres")
+        os.mkdir(self.sock)
+        if self.as_user:
+            for p in (self.sock,):
+                os.chown(p, self.as_user.pw_uid, self.as_user.pw_gid)
+            os.chmod(self.sock, 0o777)
+        pw = os.path.join(self.dir, "pw")
+        with open(pw, "w") as f:
+            f.write(self.password + "\n")
+        if self.as_user:
+            os.chown(pw, self.as_user.pw_uid, self.as_user.pw_gid)
+            open(self.logfile, "a").close()
+            os.chown(self.logfile, self.as_user.pw_uid, self.as_user.pw_gid)
+        self._run(["initdb", "-D", self.data, "-U", "attune", "--pwfile", pw,
+                   "--auth-local=scram-sha-256", "--auth-host=scram-sha-256",
+                   "-E", "UTF8", "--no-sync"])
+        os.unlink(pw)
+        self.start()
+        self._run(["psql", "-X", "-q", "-d", "postgres", "-c", "CREATE DATABASE attune"],
+                  client=True)
+
+    def env(self):
+        e = dict(os.environ)
+        e["PGPASSFILE"] = self.passfile
+        return e
+
+    def _preexec(self):
+        if self.as_user:
+            os.setgid(self.as_user.pw_gid)
+            os.setuid(self.as_user.pw_uid)
+
+    def _run(self, argv, client=False, check=True):
+        exe = os.path.join(self.bindir, argv[0])
+        if client:
+            argv = [exe] + argv[1:] + ["-h", self.sock, "-p", str(self.port), "-U", "attune"]
+            return subprocess.run(argv, env=self.env(), check=check, capture_output=True,
+                                  text=True)
+        return subprocess.run([exe] + argv[1:], preexec_fn=self._preexec, check=check,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
+
+    def start(self):
+        opts = ("-c listen_addresses='' -k %s -p %d -c fsync=off -c full_page_writes=off "
+                "-c synchronous_commit=off" % (self.sock, self.port))
+        self._run(["pg_ctl", "-D", self.data, "-l", self.logfile, "-w", "-t", "60",
+                   "-o", opts, "start"])
+
+    def stop(self, mode="fast"):
+        self._run(["pg_ctl", "-D", self.data, "-m", mode, "-w", "stop"], check=False)
+
+    def sql(self, query):
+        """Run a query with psql; returns stdout lines (unaligned, tuples only)."""
+        r = self._run(["psql", "-X", "-A", "-t", "-q", "-d", "attune", "-c", query],
+                      client=True)
+        return [l for l in r.stdout.splitlines() if l]
+
+    def close(self):
+        self.stop("immediate")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_pg():
+    """A fresh PgServer, or None (with the reason printed) when the server
+    binaries are absent: scripts/deps.sh installs them, so only a machine
+    that skipped deps.sh gets here."""
+    b = pg_bindir()
+    if b is None:
+        print("skip: PostgreSQL server binaries (initdb, pg_ctl, postgres) not found; "
+              "scripts/deps.sh installs them (Debian package postgresql)")
+        return None
+    return PgServer(b)
+
+
+class Daemon:
+    def __init__(self, binary, workdir, db, extra=(), env=None):
+        self.binary = binary
+        self.workdir = workdir
+        self.db = db
+        self.extra = list(extra)
+        self.env = env
+        self.port = free_port()
+        self.proc = None
+        self.logpath = os.path.join(workdir, "attuned.log")
+
+    def start(self, wait=True):
+        self.log = open(self.logpath, "ab")
+        self.proc = subprocess.Popen(
+            [self.binary, "--db", self.db, "--port", str(self.port), "--no-default-grid",
+             "--threads", "2"] + self.extra,
+            cwd=self.workdir, stdout=self.log, stderr=self.log, env=self.env)
+        if not wait:
+            return
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("attuned exited with %d at start" % self.proc.returncode)
+            try:
+                st, _ = self.get("/v1/health")
+                if st == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("attuned did not answer within 20 s")
+
+    def request(self, method, path, timeout=30):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, path, headers={"Accept": "application/json"})
+            r = c.getresponse()
+            raw = r.read().decode("utf-8", "replace")
+            try:
+                return r.status, json.loads(raw)
+            except ValueError:
+                return r.status, raw
+        finally:
+            c.close()
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.log.close()
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+    def logtext(self):
+        with open(self.logpath, "rb") as f:
+            return f.read().decode("utf-8", "replace")
