@@ -30,14 +30,14 @@ run: build
 	else \
 	    echo "attuned was not built (libmicrohttpd missing?); tuning offline instead" >&2; \
 	    $(BUILD)/attune tune --db $(DB) --device cpu --grid $(GRID) && \
-	    scripts/winners.sh $(BUILD)/attune $(DB) cpu $(GRID); \
+	    $(BUILD)/attune winners --db $(DB) --device cpu; \
 	fi
 
 # Offline: tune the CPU grid into $(DB) and print every shape's winner.
 tune: build
 	@mkdir -p $(dir $(DB))
 	$(BUILD)/attune tune --db $(DB) --device cpu --grid $(GRID)
-	@scripts/winners.sh $(BUILD)/attune $(DB) cpu $(GRID)
+	@$(BUILD)/attune winners --db $(DB) --device cpu
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "../tuner/winners.h"
 #include "attuned.h"
 #include "routes.h"
 
@@ -44,6 +45,7 @@ struct req {
     int64_t job_id;
     attn_shape *shapes;
     int nshapes;
+    winners_filter winners; /* GET /v1/winners */
 };
 
 /* Queue a response: status, content type, body buf[0..len) (malloc'd;

@@ -17,6 +17,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "page.h"
 
 typedef enum MHD_Result (*handler_fn)(req *r, const char *url);
 
@@ -55,6 +56,9 @@ static const route routes[] = {
     {"GET", "/v1/export", 0, 0, 0, h_export, "/v1/export"},
     {"POST", "/v1/import", 0, 1, ATTUNED_IMPORT_BODY_MAX, h_import, "/v1/import"},
     {"GET", "/metrics", 0, 0, 0, h_metrics, "/metrics"},
+    {"GET", "/v1/winners", 0, 0, 0, winners_get, "/v1/winners"},
+    {"GET", "/", 0, 0, 0, page_get, "/"},
+    {"GET", "/ui/", 1, 0, 0, page_get, "/ui/ASSET"},
     {NULL, NULL, 0, 0, 0, h_not_found, "unmatched"},
 };
 #define NROUTES ((int)(sizeof routes / sizeof routes[0]))

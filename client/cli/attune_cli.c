@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_winners.h"
 #include "common/shape_json.h"
 #include "db/store.h"
 #include "kernels/attn.h"
@@ -32,6 +33,8 @@ static const char usage[] =
     "  results --db FILE --device ID --shape KEY [--json] [--max-rel-err X]\n"
     "                                        every tactic with time, error, status;\n"
     "                                        the winner marked with '*'\n"
+    "  winners --db FILE --device ID [--json] every tuned shape's winner, runner-up\n"
+    "                                        and speedup over it\n"
     "  export --db FILE --device ID [-o FILE]  the device's table as fleet JSON\n"
     "  import --db FILE TABLE.json           validate a fleet table, then merge it\n"
     "  query, jobs                           ask a running attuned\n"
@@ -761,6 +764,10 @@ int main(int argc, char **argv)
                     fputs(cmd_help[k].text, stdout);
                     return 0;
                 }
+            if (strcmp(cmd, "winners") == 0) {
+                fputs(cli_winners_help, stdout);
+                return 0;
+            }
         }
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 1, argv + 1);
@@ -768,6 +775,8 @@ int main(int argc, char **argv)
         return cmd_tune(argc - 1, argv + 1);
     if (strcmp(cmd, "results") == 0)
         return cmd_results(argc - 1, argv + 1);
+    if (strcmp(cmd, "winners") == 0)
+        return cli_winners_main(argc - 1, argv + 1);
     if (strcmp(cmd, "export") == 0)
         return cmd_export(argc - 1, argv + 1);
     if (strcmp(cmd, "import") == 0)

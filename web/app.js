@@ -1,0 +1,1 @@
+/* app.js -- the attune dashboard (filled in by the next commit). */
