@@ -17,6 +17,7 @@
 #include "tuner/grid.h"
 #include "tuner/select.h"
 #include "tuner/tuner.h"
+#include "cli_predict.h"
 #ifdef ATTUNE_HAVE_CLIENT
 #include "cli_remote.h"
 #endif
@@ -37,6 +38,8 @@ static const char usage[] =
     "                                        and speedup over it\n"
     "  export --db FILE --device ID [-o FILE]  the device's table as fleet JSON\n"
     "  import --db FILE TABLE.json           validate a fleet table, then merge it\n"
+    "  tactics --device ID --shape KEY       every tactic the backend lists for a shape\n"
+    "  loo --db FILE --device ID [--grid FILE]  leave-one-out regret of predicted answers\n"
     "  query, jobs                           ask a running attuned\n"
     "\n"
     "KEY is a canonical shape key, e.g. b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\n"
@@ -781,6 +784,10 @@ int main(int argc, char **argv)
         return cmd_export(argc - 1, argv + 1);
     if (strcmp(cmd, "import") == 0)
         return cmd_import(argc - 1, argv + 1);
+    if (strcmp(cmd, "tactics") == 0)
+        return cli_tactics_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "loo") == 0)
+        return cli_loo_main(argc - 1, argv + 1);
 #ifdef ATTUNE_HAVE_CLIENT
     if (strcmp(cmd, "query") == 0)
         return cli_query_main(argc - 1, argv + 1);

@@ -1,0 +1,282 @@
+/* test_predict.c -- the prediction model of tuner/predict.c on synthetic
+ * devices whose true times are known, and the validity of its answers for
+ * thousands of random shapes against the backend's listing. */
+#include <math.h>
+#include <time.h>
+
+#include "test.h"
+#include "tuner/predict.h"
+
+static store_measurement row(const attn_shape *s, const char *tactic, double us, double rel)
+{
+    store_measurement m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.device_id, sizeof m.device_id, "CPU-test");
+    snprintf(m.stack_id, sizeof m.stack_id, "stack-a");
+    m.shape = *s;
+    snprintf(m.tactic, sizeof m.tactic, "%s", tactic);
+    m.status = STORE_OK;
+    m.time_us = m.time_us_min = m.time_us_max = us;
+    m.time_us_copies = NAN;
+    m.n = 10;
+    m.rel_err = rel;
+    m.max_abs_err = rel;
+    m.taken_at = 1000;
+    return m;
+}
+
+static attn_shape shp(int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t skv, int64_t d,
+                      attn_dtype t, int causal)
+{
+    attn_shape s = {b, hq, hkv, sq, skv, d, t, causal};
+    return s;
+}
+
+static attn_tactic tac(const char *s)
+{
+    attn_tactic t;
+    if (attn_tactic_parse(s, &t, NULL, 0) != 0) {
+        fprintf(stderr, "bad tactic %s\n", s);
+        exit(2);
+    }
+    return t;
+}
+
+static void family_should_drop_only_the_split_count(void)
+{
+    char buf[ATTN_TACTIC_STR_MAX];
+    int sp, pad;
+    CHECK_STR(predict_family("fused_splitkv/pad=8/splits=16/tile=16x64/warps=4", buf, sizeof buf,
+                             &sp, &pad),
+              "fused_splitkv/pad=8/tile=16x64/warps=4");
+    CHECK_EQ_INT(sp, 16);
+    CHECK_EQ_INT(pad, 8);
+    CHECK_STR(predict_family("split/acc=f32/pad=64", buf, sizeof buf, &sp, &pad),
+              "split/acc=f32/pad=64");
+    CHECK_EQ_INT(sp, 0);
+    CHECK_EQ_INT(pad, 64);
+    /* keys this build does not know still have a family */
+    CHECK_STR(predict_family("cudnn/eng=9/graph=sdpa/kcfg=7/pad=1", buf, sizeof buf, &sp, &pad),
+              "cudnn/eng=9/graph=sdpa/kcfg=7/pad=1");
+}
+
+static void empty_model_should_answer_not_found(void)
+{
+    predict_model *pm = predict_build(NULL, 0, "stack-a", NULL);
+    CHECK(pm != NULL);
+    attn_shape s = shp(1, 8, 1, 50, 1018, 256, ATTN_F16, 0);
+    attn_tactic c = tac("fused/pad=8");
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &s, &c, 1, 0, &a), ATTUNE_ENOTFOUND);
+    CHECK_EQ_INT(predict_answer_for(pm, &s, &c, 0, 0, &a), ATTUNE_EINVAL);
+    predict_free(pm);
+}
+
+/* A device where "split" wins decode (sq = 1) by 2x and "fused" wins
+ * prefill by 2x; the times scale with the shape's work. */
+static void model_should_pick_the_family_that_wins_nearby(void)
+{
+    store_measurement m[16];
+    int n = 0;
+    const int64_t lens[] = {256, 1024, 4096};
+    for (int i = 0; i < 3; i++) {
+        int64_t L = lens[i];
+        attn_shape dec = shp(1, 8, 8, 1, L, 64, ATTN_F16, 0);
+        attn_shape pre = shp(1, 8, 8, L, L, 64, ATTN_F16, 0);
+        double wd = 1e-3 * (double)L, wp = 1e-5 * (double)L * (double)L;
+        m[n++] = row(&dec, "split/acc=f32/pad=1", 5 + wd, 1e-4);
+        m[n++] = row(&dec, "fused/pad=1", 5 + 2 * wd, 1e-4);
+        m[n++] = row(&pre, "split/acc=f32/pad=1", 5 + 2 * wp, 1e-4);
+        m[n++] = row(&pre, "fused/pad=1", 5 + wp, 1e-4);
+    }
+    predict_model *pm = predict_build(m, n, "stack-a", NULL);
+    CHECK_EQ_INT(predict_nshapes(pm), 6);
+    attn_tactic c[2] = {tac("fused/pad=1"), tac("split/acc=f32/pad=1")};
+    predict_answer a;
+    attn_shape dec = shp(2, 8, 8, 1, 2000, 64, ATTN_F16, 0);
+    CHECK_EQ_INT(predict_answer_for(pm, &dec, c, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, "split/acc=f32/pad=1");
+    CHECK(a.nfrom >= 1);
+    CHECK(strstr(a.from[0], ".sq1.") != NULL); /* leaned on a decode shape first */
+    CHECK(a.time_us > 0 && isfinite(a.time_us));
+    CHECK(a.nearest == 0 || a.nearest == 1);
+    attn_shape pre = shp(1, 8, 8, 700, 700, 64, ATTN_F16, 0);
+    CHECK_EQ_INT(predict_answer_for(pm, &pre, c, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, "fused/pad=1");
+    CHECK_EQ_INT(a.nearest, 1);
+    CHECK_EQ_INT(a.stale, 0);
+    /* prediction between its neighbours' times, roughly following work */
+    CHECK_MSG(a.time_us > 5 && a.time_us < 5 + 1e-5 * 4096.0 * 4096.0, "%g", a.time_us);
+    predict_free(pm);
+}
+
+/* The split count follows keys per split: the best is always 256 keys
+ * per split; measured at 1k and 4k keys, asked at 2k. */
+static void split_count_should_follow_keys_per_split(void)
+{
+    store_measurement m[32];
+    int n = 0;
+    const int64_t lens[] = {1024, 4096};
+    for (int i = 0; i < 2; i++) {
+        attn_shape s = shp(1, 8, 1, 1, lens[i], 128, ATTN_BF16, 0);
+        for (int sp = 1; sp <= 64; sp *= 2) {
+            char t[ATTN_TACTIC_STR_MAX];
+            snprintf(t, sizeof t, "fused_splitkv/pad=1/splits=%d/tile=16x64/warps=4", sp);
+            double kps = (double)lens[i] / sp;
+            m[n++] = row(&s, t, 0.01 * (double)lens[i] * (1 + fabs(log2(kps / 256.0))), 1e-3);
+        }
+    }
+    predict_model *pm = predict_build(m, n, "stack-a", NULL);
+    attn_tactic c[7];
+    for (int k = 0; k < 7; k++) {
+        char t[ATTN_TACTIC_STR_MAX];
+        snprintf(t, sizeof t, "fused_splitkv/pad=1/splits=%d/tile=16x64/warps=4", 1 << k);
+        c[k] = tac(t);
+    }
+    attn_shape s = shp(1, 8, 1, 1, 2048, 128, ATTN_BF16, 0);
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &s, c, 7, 0, &a), 0);
+    CHECK_EQ_INT(a.tactic.splits, 8);
+    /* without a listing: instantiated from the measured families */
+    CHECK_EQ_INT(predict_answer_measured_families(pm, &s, 0, &a), 0);
+    CHECK_EQ_INT(a.tactic.variant, ATTN_FUSED_SPLITKV);
+    CHECK_EQ_INT(a.tactic.splits, 8);
+    predict_free(pm);
+}
+
+/* The fastest family is inaccurate on every neighbour: not answered,
+ * unless the query's own bound accepts its error. */
+static void inaccurate_family_should_not_be_answered(void)
+{
+    store_measurement m[8];
+    int n = 0;
+    const int64_t lens[] = {128, 512};
+    for (int i = 0; i < 2; i++) {
+        attn_shape s = shp(1, 8, 1, lens[i], lens[i], 64, ATTN_F16, 0);
+        m[n++] = row(&s, "folded/acc=f16/pad=1", 10, 8e-3);
+        m[n - 1].status = STORE_INACCURATE;
+        m[n++] = row(&s, "split/acc=f32/pad=1", 20, 3e-4);
+    }
+    predict_model *pm = predict_build(m, n, "stack-a", NULL);
+    attn_tactic c[2] = {tac("folded/acc=f16/pad=1"), tac("split/acc=f32/pad=1")};
+    attn_shape s = shp(1, 8, 1, 256, 256, 64, ATTN_F16, 0);
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &s, c, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, "split/acc=f32/pad=1");
+    CHECK_MSG(a.rel_err > 1e-4 && a.rel_err < 1e-3, "%g", a.rel_err);
+    CHECK_EQ_INT(predict_answer_for(pm, &s, c, 2, 1e-2, &a), 0);
+    CHECK_STR(a.tactic_str, "folded/acc=f16/pad=1");
+    predict_free(pm);
+}
+
+/* Rows of an older stack answer (marked stale) when the current stack has
+ * none for that shape. */
+static void other_stack_should_answer_stale(void)
+{
+    attn_shape s = shp(1, 4, 4, 64, 64, 64, ATTN_F32, 0);
+    store_measurement m[2] = {row(&s, "fused/pad=1", 10, 1e-6), row(&s, "split/acc=f32/pad=1", 20, 1e-6)};
+    predict_model *pm = predict_build(m, 2, "stack-new", NULL);
+    attn_tactic c[2] = {tac("fused/pad=1"), tac("split/acc=f32/pad=1")};
+    attn_shape q = shp(1, 4, 4, 80, 80, 64, ATTN_F32, 0);
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &q, c, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, "fused/pad=1");
+    CHECK_EQ_INT(a.stale, 1);
+    predict_free(pm);
+}
+
+static int64_t rnd(int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(((double)rand() / ((double)RAND_MAX + 1.0)) * (double)(hi - lo + 1));
+}
+
+static attn_shape random_shape(void)
+{
+    static const int64_t ds[] = {16, 32, 40, 64, 80, 96, 128, 160, 256};
+    static const int64_t gs[] = {1, 1, 2, 4, 5, 8, 16};
+    for (;;) {
+        attn_shape s;
+        s.b = rnd(1, 64);
+        s.hkv = rnd(1, 32);
+        s.hq = s.hkv * gs[rnd(0, 6)];
+        s.sq = rand() % 3 == 0 ? 1 : rnd(1, 1 << rnd(1, 14));
+        s.skv = rnd(1, 1 << rnd(1, 16));
+        s.d = ds[rnd(0, 8)];
+        s.dtype = (attn_dtype)rnd(0, 2);
+        s.causal = (int)rnd(0, 1);
+        if (attn_shape_validate(&s, NULL, 0) == 0)
+            return s;
+    }
+}
+
+/* Thousands of random valid shapes: every answer is one of the tactics the
+ * backend lists for that shape, complete (it parses back to itself). */
+static void every_answer_should_be_a_listed_tactic(void)
+{
+    srand(12345);
+    attn_device cpu;
+    char err[ATTUNE_ERRLEN];
+    CHECK(attn_device_resolve("cpu", &cpu, err, sizeof err) == 0);
+    /* a device that measured 60 random shapes with every listed tactic */
+    store_measurement *m = malloc(60 * 16 * sizeof *m);
+    attn_tactic list[64];
+    int n = 0;
+    for (int i = 0; i < 60; i++) {
+        attn_shape s = random_shape();
+        int nt = cpu.ops->tactics(cpu.index, &s, list, 64);
+        for (int k = 0; k < nt && k < 16; k++) {
+            char ts[ATTN_TACTIC_STR_MAX];
+            attn_tactic_str(&list[k], ts, sizeof ts);
+            double cost = 1e-6 * (double)(s.b * s.hq) * (double)attn_round_up(s.sq, list[k].pad) *
+                          (double)attn_round_up(s.skv, list[k].pad) * (double)s.d;
+            m[n++] = row(&s, ts, 3 + cost * (1 + 0.3 * (double)list[k].variant), 1e-5);
+        }
+    }
+    predict_model *pm = predict_build(m, n, "stack-a", NULL);
+    free(m);
+    int bad = 0, answered = 0;
+    double t0 = (double)clock();
+    const int N = 5000;
+    for (int i = 0; i < N; i++) {
+        attn_shape s = random_shape();
+        int nt = cpu.ops->tactics(cpu.index, &s, list, 64);
+        predict_answer a;
+        int rc = predict_answer_for(pm, &s, list, nt, 0, &a);
+        if (rc != 0) {
+            bad++;
+            continue;
+        }
+        answered++;
+        int found = 0;
+        for (int k = 0; k < nt && !found; k++)
+            found = memcmp(&list[k], &a.tactic, sizeof a.tactic) == 0;
+        attn_tactic back;
+        char ts[ATTN_TACTIC_STR_MAX];
+        int parses = attn_tactic_parse(a.tactic_str, &back, NULL, 0) == 0 &&
+                     strcmp(attn_tactic_str(&back, ts, sizeof ts), a.tactic_str) == 0;
+        if (!found || !parses || !(a.time_us > 0)) {
+            char key[ATTN_SHAPE_KEY_MAX];
+            fprintf(stderr, "  bad answer %s for %s\n", a.tactic_str,
+                    attn_shape_key(&s, key, sizeof key));
+            bad++;
+        }
+    }
+    double us = ((double)clock() - t0) / CLOCKS_PER_SEC * 1e6 / N;
+    fprintf(stderr, "  %d random shapes answered, %.1f us per answer (60 shapes known)\n",
+            answered, us);
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(answered, N);
+    predict_free(pm);
+}
+
+int main(void)
+{
+    RUN(family_should_drop_only_the_split_count);
+    RUN(empty_model_should_answer_not_found);
+    RUN(model_should_pick_the_family_that_wins_nearby);
+    RUN(split_count_should_follow_keys_per_split);
+    RUN(inaccurate_family_should_not_be_answered);
+    RUN(other_stack_should_answer_stale);
+    RUN(every_answer_should_be_a_listed_tactic);
+    return test_summary();
+}

@@ -1,0 +1,159 @@
+/* loo.c -- leave-one-out regret of predicted answers over tuned shapes. */
+#include "loo.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOO_MAX_TACTICS 4096
+
+typedef struct keyed {
+    char key[ATTN_SHAPE_KEY_MAX];
+    int i;
+} keyed;
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c != 0 ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void loo_result_free(loo_result *r)
+{
+    if (r == NULL)
+        return;
+    free(r->shapes);
+    memset(r, 0, sizeof *r);
+}
+
+/* Score one hidden shape whose rows (of the truth's stack) are own[0..nown). */
+static void score(const store_measurement *own, int nown, const select_policy *p,
+                  const predict_answer *a, int answered, loo_shape *ls)
+{
+    int w = select_winner(own, nown, p, 0);
+    snprintf(ls->winner, sizeof ls->winner, "%s", own[w].tactic);
+    ls->winner_us = select_time(&own[w]);
+    ls->regret = INFINITY;
+    ls->answer_us = NAN;
+    ls->predicted_us = NAN;
+    if (!answered)
+        return;
+    snprintf(ls->answer, sizeof ls->answer, "%s", a->tactic_str);
+    snprintf(ls->from, sizeof ls->from, "%s", a->nfrom > 0 ? a->from[0] : "");
+    ls->predicted_us = a->time_us;
+    /* eligible on the hidden shape: the selection rule over the answered
+     * row alone plus the rows that set the relative bound */
+    double best_err = INFINITY;
+    for (int k = 0; k < nown; k++)
+        if (own[k].status == STORE_OK && isfinite(own[k].rel_err) && isfinite(select_time(&own[k])) &&
+            own[k].rel_err < best_err)
+            best_err = own[k].rel_err;
+    for (int k = 0; k < nown; k++) {
+        if (strcmp(own[k].tactic, a->tactic_str) != 0)
+            continue;
+        ls->answer_us = select_time(&own[k]);
+        double ratio = p != NULL && p->max_ratio > 0 ? p->max_ratio : SELECT_DEFAULT_RATIO;
+        int ok = own[k].status == STORE_OK && isfinite(ls->answer_us) &&
+                 own[k].rel_err <= select_max_rel_err(p, own[k].shape.dtype) &&
+                 (best_err <= 0 || own[k].rel_err <= ratio * best_err);
+        if (ok)
+            ls->regret = ls->answer_us / ls->winner_us;
+    }
+}
+
+int loo_run(const store_measurement *m, int n, const char *cur_stack, const select_policy *p,
+            const attn_device *dev, loo_result *out)
+{
+    int rc = ATTUNE_ENOMEM;
+    keyed *kr = NULL;
+    store_measurement *rest = NULL, *own = NULL;
+    attn_tactic *cand = NULL;
+    double *reg = NULL;
+    memset(out, 0, sizeof *out);
+    if (n <= 0)
+        return 0;
+    if ((kr = malloc((size_t)n * sizeof *kr)) == NULL ||
+        (rest = malloc((size_t)n * sizeof *rest)) == NULL ||
+        (own = malloc((size_t)n * sizeof *own)) == NULL ||
+        (cand = malloc(LOO_MAX_TACTICS * sizeof *cand)) == NULL ||
+        (out->shapes = calloc((size_t)n, sizeof *out->shapes)) == NULL ||
+        (reg = malloc((size_t)n * sizeof *reg)) == NULL)
+        goto fail;
+    for (int i = 0; i < n; i++) {
+        attn_shape_key(&m[i].shape, kr[i].key, sizeof kr[i].key);
+        kr[i].i = i;
+    }
+    qsort(kr, (size_t)n, sizeof *kr, cmp_keyed);
+    for (int lo = 0; lo < n;) {
+        int hi = lo + 1;
+        while (hi < n && strcmp(kr[hi].key, kr[lo].key) == 0)
+            hi++;
+        /* the hidden shape's truth: its rows of cur_stack, else all of them */
+        int nown = 0, nrest = 0, cur = 0;
+        for (int k = lo; k < hi; k++)
+            cur |= cur_stack != NULL && strcmp(m[kr[k].i].stack_id, cur_stack) == 0;
+        for (int k = lo; k < hi; k++)
+            if (!cur || strcmp(m[kr[k].i].stack_id, cur_stack) == 0)
+                own[nown++] = m[kr[k].i];
+        if (select_winner(own, nown, p, 0) < 0) {
+            lo = hi;
+            continue;
+        }
+        for (int k = 0; k < lo; k++)
+            rest[nrest++] = m[kr[k].i];
+        for (int k = hi; k < n; k++)
+            rest[nrest++] = m[kr[k].i];
+        predict_model *pm = predict_build(rest, nrest, cur_stack, p);
+        if (pm == NULL)
+            goto fail;
+        const attn_shape *s = &m[kr[lo].i].shape;
+        predict_answer a;
+        int arc;
+        if (dev != NULL) {
+            int nc = dev->ops->tactics(dev->index, s, cand, LOO_MAX_TACTICS);
+            if (nc < 0) {
+                predict_free(pm);
+                rc = nc;
+                goto fail;
+            }
+            arc = nc > 0 ? predict_answer_for(pm, s, cand, nc > LOO_MAX_TACTICS ? LOO_MAX_TACTICS : nc,
+                                              0, &a)
+                         : ATTUNE_ENOTFOUND;
+        } else {
+            arc = predict_answer_measured_families(pm, s, 0, &a);
+        }
+        predict_free(pm);
+        loo_shape *ls = &out->shapes[out->n];
+        memcpy(ls->key, kr[lo].key, sizeof ls->key);
+        score(own, nown, p, &a, arc == 0, ls);
+        reg[out->n++] = ls->regret;
+        lo = hi;
+    }
+    if (out->n > 0) {
+        qsort(reg, (size_t)out->n, sizeof *reg, cmp_double);
+        out->median = out->n % 2 ? reg[out->n / 2] : 0.5 * (reg[out->n / 2 - 1] + reg[out->n / 2]);
+        out->worst = reg[out->n - 1];
+        double sl = 0;
+        for (int i = 0; i < out->n; i++)
+            sl += log(reg[i]);
+        out->geomean = exp(sl / out->n);
+    }
+    rc = 0;
+fail:
+    if (rc != 0)
+        loo_result_free(out);
+    free(kr);
+    free(rest);
+    free(own);
+    free(cand);
+    free(reg);
+    return rc;
+}

@@ -1,0 +1,42 @@
+/* loo.h -- leave-one-out evaluation of the prediction model.
+ *
+ * Over a device's tuned shapes: hide each shape in turn, build the model
+ * (predict.h) from the others, ask it for the hidden shape, and compare the
+ * answered tactic's measured time on that shape with the shape's winner:
+ *     regret = select_time(answered) / select_time(winner)
+ * 1.0 is a perfect answer. An answer that is not eligible on the hidden
+ * shape (inaccurate, failed, or not measured there) has regret INFINITY:
+ * a runtime could not use it. */
+#ifndef ATTUNE_LOO_H
+#define ATTUNE_LOO_H
+
+#include "../kernels/attn.h"
+#include "predict.h"
+
+typedef struct loo_shape {
+    char key[ATTN_SHAPE_KEY_MAX];
+    char answer[ATTN_TACTIC_STR_MAX]; /* "" when the model answered nothing */
+    char winner[ATTN_TACTIC_STR_MAX];
+    double answer_us, winner_us;      /* measured (select_time) */
+    double predicted_us;              /* what the model said */
+    double regret;                    /* INFINITY: unusable answer */
+    char from[ATTN_SHAPE_KEY_MAX];    /* the shape it leaned on most */
+} loo_shape;
+
+typedef struct loo_result {
+    loo_shape *shapes;  /* malloc'd, n entries, in shape-key order */
+    int n;              /* shapes with a winner (the others are not scored) */
+    double median, worst, geomean; /* of the regrets; INFINITY if any is */
+} loo_result;
+
+/* Run the evaluation over rows m[0..n) of one device (rows of other stacks
+ * than cur_stack are used as predict_build uses them). dev: the backend
+ * whose listing for each hidden shape gives the candidates; NULL: the
+ * families measured on the device (predict_answer_measured_families).
+ * p: policy (NULL: defaults). Fills *out (free with loo_result_free).
+ * Returns 0, ATTUNE_ENOMEM, or the backend's listing error. */
+int loo_run(const store_measurement *m, int n, const char *cur_stack, const select_policy *p,
+            const attn_device *dev, loo_result *out);
+void loo_result_free(loo_result *r);
+
+#endif

@@ -1,0 +1,654 @@
+/* predict.c -- a roofline-normalised nearest-shapes model of tactic times. */
+#include "predict.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- tuning constants of the model (docs/tuning.md "Predicted answers") */
+
+/* Measured shapes an answer leans on. */
+#define K_NEIGH 8
+/* Feature weights of the log-shape distance: log2(b*hkv), log2(g),
+ * log2(sq), log2(skv), log2(d). The query length weighs most: it decides
+ * between decode-like (bandwidth-bound, split-KV) and prefill kernels; the
+ * head size picks the kernel instantiation. */
+static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
+#define DIST_DTYPE_NEAR 0.3 /* f16 <-> bf16: same tensor-core paths */
+#define DIST_DTYPE_FAR 1.5  /* 16-bit <-> f32 */
+#define DIST_CAUSAL 1.0
+/* A split-KV row whose keys per split differ from the candidate's by a
+ * factor 2 counts as this much farther away. */
+#define DIST_SPLITS 0.5
+/* Inverse squared distance, softened so an almost identical shape does not
+ * take all the weight from an equally good one a hair farther. */
+#define W_SOFT 0.1
+/* A candidate is eligible when at least this share of the weight of the
+ * neighbours that measured its family found it eligible. */
+#define ELIG_SHARE 0.5
+
+/* ---- the model */
+
+typedef struct pm_row {
+    int fam;           /* index into pm->fams */
+    int splits;        /* 0 when the tactic has none */
+    int pad;
+    double lt;         /* log(select_time / cost at its pad); NAN untimed */
+    double lne;        /* log(rel_err / dtype scale); NAN without an error */
+    double rel_err;
+    unsigned char ok;  /* usable under the policy: status ok, timed, error known */
+    unsigned char ov;  /* usable under a query's own bound (inaccurate too) */
+} pm_row;
+
+typedef struct pm_shape {
+    attn_shape s;
+    char key[ATTN_SHAPE_KEY_MAX];
+    double f[5];
+    int r0, nr;        /* rows[r0..r0+nr), sorted by family, then splits */
+    double best_ok;    /* least rel_err of the ok rows; INFINITY if none */
+    char win[ATTN_TACTIC_STR_MAX]; /* winner under the policy, "" if none */
+    int timed;         /* has a row with a time */
+    int stale;
+} pm_shape;
+
+struct predict_model {
+    select_policy policy;
+    pm_shape *shapes;
+    int nshapes;
+    pm_row *rows;
+    int nrows;
+    char (*fams)[ATTN_TACTIC_STR_MAX]; /* sorted, unique */
+    int nfams;
+    double peak_flops, peak_bytes, lat_us; /* per microsecond */
+};
+
+/* Scale of errors per dtype: the default bounds, so errors of shapes of
+ * different dtypes compare in units of what each dtype is allowed. */
+static double err_scale(attn_dtype t)
+{
+    return select_max_rel_err(NULL, t);
+}
+
+/* (query, key) pairs a shape computes: sq*skv, or for causal the visible
+ * ones (key j <= i + skv - sq), in closed form (sq can be 10^6). */
+static double visible_pairs(int64_t sq, int64_t skv, int causal)
+{
+    if (!causal)
+        return (double)sq * (double)skv;
+    /* row i sees clamp(i + c, 0, skv) keys, c = skv - sq + 1: none before
+     * row lo, all from row sq - 1 on (>= lo since skv >= 1) */
+    int64_t c = skv - sq + 1;
+    int64_t lo = c > 0 ? 0 : 1 - c, full = sq - 1;
+    double n = (double)(full - lo);
+    double pairs = n * (double)c + ((double)lo + (double)(full - 1)) * n / 2.0;
+    pairs += (double)(sq - full) * (double)skv;
+    return pairs;
+}
+
+/* FLOPs and bytes of s computed at pad (padded lengths, real masks). */
+static void work_of(const attn_shape *s, int pad, double *flops, double *bytes)
+{
+    if (pad < 1)
+        pad = 1;
+    int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
+    double grow = ((double)sqp * (double)skvp) / ((double)s->sq * (double)s->skv);
+    double pairs = visible_pairs(s->sq, s->skv, s->causal) * grow;
+    double es = (double)attn_dtype_size(s->dtype);
+    *flops = 4.0 * (double)s->b * (double)s->hq * pairs * (double)s->d;
+    *bytes = es * (2.0 * (double)s->b * (double)s->hq * (double)sqp * (double)s->d +
+                   2.0 * (double)s->b * (double)s->hkv * (double)skvp * (double)s->d);
+}
+
+/* Roofline cost in microseconds of s at pad on the model's device. */
+static double cost_of(const predict_model *pm, const attn_shape *s, int pad)
+{
+    double fl, by;
+    work_of(s, pad, &fl, &by);
+    return fmax(fl / pm->peak_flops, by / pm->peak_bytes) + pm->lat_us;
+}
+
+static void features(const attn_shape *s, double f[5])
+{
+    f[0] = log2((double)(s->b * s->hkv));
+    f[1] = log2((double)attn_shape_group(s));
+    f[2] = log2((double)s->sq);
+    f[3] = log2((double)s->skv);
+    f[4] = log2((double)s->d);
+}
+
+static double shape_dist(const attn_shape *a, const double fa[5], const pm_shape *b)
+{
+    double d = 0;
+    for (int i = 0; i < 5; i++)
+        d += feat_w[i] * fabs(fa[i] - b->f[i]);
+    if (a->dtype != b->s.dtype)
+        d += (a->dtype == ATTN_F32 || b->s.dtype == ATTN_F32) ? DIST_DTYPE_FAR : DIST_DTYPE_NEAR;
+    if (a->causal != b->s.causal)
+        d += DIST_CAUSAL;
+    return d;
+}
+
+char *predict_family(const char *tactic, char *buf, size_t len, int *splits, int *pad)
+{
+    size_t n = 0;
+    *splits = 0;
+    *pad = 1;
+    const char *p = tactic;
+    while (*p != 0) {
+        const char *seg = p;
+        const char *end = strchr(p + 1, '/');
+        if (end == NULL)
+            end = p + strlen(p);
+        size_t sl = (size_t)(end - seg);
+        if (strncmp(seg, "/splits=", 8) == 0) {
+            *splits = atoi(seg + 8);
+        } else {
+            if (strncmp(seg, "/pad=", 5) == 0)
+                *pad = atoi(seg + 5);
+            if (n + sl < len) {
+                memcpy(buf + n, seg, sl);
+                n += sl;
+            }
+        }
+        p = end;
+    }
+    if (len > 0)
+        buf[n < len ? n : len - 1] = 0;
+    if (*pad < 1)
+        *pad = 1;
+    return buf;
+}
+
+/* ---- building */
+
+typedef struct keyed {
+    char key[ATTN_SHAPE_KEY_MAX];
+    int i;
+} keyed;
+
+static const store_measurement *sort_rows_; /* qsort has no context argument */
+
+static int cmp_keyed(const void *a, const void *b)
+{
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    if (c != 0)
+        return c;
+    c = strcmp(sort_rows_[x->i].stack_id, sort_rows_[y->i].stack_id);
+    return c != 0 ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+static int row_timed(const store_measurement *m)
+{
+    return isfinite(select_time(m)) && select_time(m) > 0;
+}
+
+static int row_usable(const store_measurement *m, int override)
+{
+    int st = m->status == STORE_OK || (override && m->status == STORE_INACCURATE);
+    return st && row_timed(m) && isfinite(m->rel_err) && m->rel_err >= 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+static int find_fam(const predict_model *pm, const char *fam)
+{
+    int lo = 0, hi = pm->nfams - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        int c = strcmp(pm->fams[mid], fam);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+    const pm_row *x = a, *y = b;
+    if (x->fam != y->fam)
+        return x->fam < y->fam ? -1 : 1;
+    return (x->splits > y->splits) - (x->splits < y->splits);
+}
+
+void predict_free(predict_model *pm)
+{
+    if (pm == NULL)
+        return;
+    free(pm->shapes);
+    free(pm->rows);
+    free(pm->fams);
+    free(pm);
+}
+
+int predict_nshapes(const predict_model *pm)
+{
+    return pm ? pm->nshapes : 0;
+}
+
+predict_model *predict_build(const store_measurement *m, int n, const char *cur_stack,
+                             const select_policy *p)
+{
+    predict_model *pm = calloc(1, sizeof *pm);
+    keyed *kr = NULL;
+    store_measurement *grp = NULL;
+    int *pick = NULL; /* chosen source rows, in shape order */
+    int npick = 0;
+    if (pm == NULL)
+        return NULL;
+    if (p != NULL)
+        pm->policy = *p;
+    else
+        select_policy_default(&pm->policy);
+    pm->peak_flops = pm->peak_bytes = 1;
+    if (n <= 0)
+        return pm;
+    if (cur_stack == NULL)
+        cur_stack = "";
+
+    if ((kr = malloc((size_t)n * sizeof *kr)) == NULL || (pick = malloc((size_t)n * sizeof *pick)) == NULL ||
+        (grp = malloc((size_t)n * sizeof *grp)) == NULL || (pm->shapes = calloc((size_t)n, sizeof *pm->shapes)) == NULL)
+        goto fail;
+    for (int i = 0; i < n; i++) {
+        attn_shape_key(&m[i].shape, kr[i].key, sizeof kr[i].key);
+        kr[i].i = i;
+    }
+    sort_rows_ = m;
+    qsort(kr, (size_t)n, sizeof *kr, cmp_keyed);
+    sort_rows_ = NULL;
+
+    /* per shape: the rows of one stack */
+    for (int lo = 0; lo < n;) {
+        int hi = lo + 1;
+        while (hi < n && strcmp(kr[hi].key, kr[lo].key) == 0)
+            hi++;
+        int best_lo = -1, best_hi = -1, best_usable = 0;
+        int64_t best_at = INT64_MIN;
+        for (int a = lo; a < hi;) {
+            int b = a + 1;
+            const char *st = m[kr[a].i].stack_id;
+            while (b < hi && strcmp(m[kr[b].i].stack_id, st) == 0)
+                b++;
+            int usable = 0;
+            int64_t newest = INT64_MIN;
+            for (int k = a; k < b; k++) {
+                usable |= row_usable(&m[kr[k].i], 1);
+                if (m[kr[k].i].taken_at > newest)
+                    newest = m[kr[k].i].taken_at;
+            }
+            int cur = strcmp(st, cur_stack) == 0;
+            int better;
+            if (best_lo < 0)
+                better = 1;
+            else if (usable != best_usable)
+                better = usable;
+            else if (cur)
+                better = 1;
+            else
+                better = newest > best_at && strcmp(m[kr[best_lo].i].stack_id, cur_stack) != 0;
+            if (better) {
+                best_lo = a;
+                best_hi = b;
+                best_usable = usable;
+                best_at = newest;
+            }
+            a = b;
+        }
+        pm_shape *sh = &pm->shapes[pm->nshapes++];
+        sh->s = m[kr[best_lo].i].shape;
+        memcpy(sh->key, kr[lo].key, sizeof sh->key);
+        features(&sh->s, sh->f);
+        sh->stale = strcmp(m[kr[best_lo].i].stack_id, cur_stack) != 0;
+        sh->r0 = npick;
+        sh->nr = best_hi - best_lo;
+        sh->best_ok = INFINITY;
+        for (int k = best_lo; k < best_hi; k++) {
+            const store_measurement *r = &m[kr[k].i];
+            grp[k - best_lo] = *r;
+            pick[npick++] = kr[k].i;
+            sh->timed |= row_timed(r);
+            if (row_usable(r, 0) && r->rel_err < sh->best_ok)
+                sh->best_ok = r->rel_err;
+        }
+        int w = select_winner(grp, sh->nr, &pm->policy, 0);
+        if (w >= 0)
+            snprintf(sh->win, sizeof sh->win, "%s", grp[w].tactic);
+        lo = hi;
+    }
+
+    /* families */
+    if ((pm->fams = malloc((size_t)npick * sizeof *pm->fams)) == NULL ||
+        (pm->rows = calloc((size_t)npick, sizeof *pm->rows)) == NULL)
+        goto fail;
+    for (int k = 0; k < npick; k++) {
+        int sp, pad;
+        predict_family(m[pick[k]].tactic, pm->fams[k], sizeof pm->fams[k], &sp, &pad);
+    }
+    qsort(pm->fams, (size_t)npick, sizeof *pm->fams, cmp_str);
+    for (int k = 0; k < npick; k++)
+        if (pm->nfams == 0 || strcmp(pm->fams[pm->nfams - 1], pm->fams[k]) != 0)
+            memmove(pm->fams[pm->nfams++], pm->fams[k], sizeof pm->fams[k]);
+
+    /* the device's roofline: the best rates any row reached; its launch
+     * floor: half the fastest row */
+    double pf = 0, pb = 0, tmin = INFINITY;
+    for (int k = 0; k < npick; k++) {
+        const store_measurement *r = &m[pick[k]];
+        if (!row_timed(r) || r->status != STORE_OK)
+            continue;
+        int sp, pad;
+        char fam[ATTN_TACTIC_STR_MAX];
+        predict_family(r->tactic, fam, sizeof fam, &sp, &pad);
+        double fl, by, t = select_time(r);
+        work_of(&r->shape, pad, &fl, &by);
+        pf = fmax(pf, fl / t);
+        pb = fmax(pb, by / t);
+        tmin = fmin(tmin, t);
+    }
+    if (pf > 0 && pb > 0 && isfinite(tmin)) {
+        pm->peak_flops = pf;
+        pm->peak_bytes = pb;
+        pm->lat_us = 0.5 * tmin;
+    }
+
+    for (int si = 0; si < pm->nshapes; si++) {
+        pm_shape *sh = &pm->shapes[si];
+        for (int k = sh->r0; k < sh->r0 + sh->nr; k++) {
+            const store_measurement *r = &m[pick[k]];
+            pm_row *row = &pm->rows[k];
+            char fam[ATTN_TACTIC_STR_MAX];
+            predict_family(r->tactic, fam, sizeof fam, &row->splits, &row->pad);
+            row->fam = find_fam(pm, fam);
+            row->lt = row_timed(r) ? log(select_time(r) / cost_of(pm, &r->shape, row->pad)) : NAN;
+            row->rel_err = r->rel_err;
+            row->lne = isfinite(r->rel_err) && r->rel_err > 0
+                           ? log(r->rel_err / err_scale(r->shape.dtype))
+                           : (r->rel_err == 0 ? log(1e-6) : NAN);
+            row->ok = (unsigned char)row_usable(r, 0);
+            row->ov = (unsigned char)row_usable(r, 1);
+        }
+        qsort(pm->rows + sh->r0, (size_t)sh->nr, sizeof *pm->rows, cmp_row);
+    }
+    pm->nrows = npick;
+    free(kr);
+    free(grp);
+    free(pick);
+    return pm;
+
+fail:
+    free(kr);
+    free(grp);
+    free(pick);
+    predict_free(pm);
+    return NULL;
+}
+
+/* ---- answering */
+
+typedef struct neigh {
+    int shape;
+    double dist;
+} neigh;
+
+/* The K measured shapes nearest to s (timed ones only), nearest first. */
+static int nearest_shapes(const predict_model *pm, const attn_shape *s, neigh *out)
+{
+    double f[5];
+    features(s, f);
+    int n = 0;
+    for (int i = 0; i < pm->nshapes; i++) {
+        const pm_shape *sh = &pm->shapes[i];
+        if (!sh->timed)
+            continue;
+        double d = shape_dist(s, f, sh);
+        if (n == K_NEIGH && d >= out[n - 1].dist)
+            continue;
+        int j = n < K_NEIGH ? n++ : K_NEIGH - 1;
+        while (j > 0 && out[j - 1].dist > d) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j].shape = i;
+        out[j].dist = d;
+    }
+    return n;
+}
+
+/* First row of family fam in sh's rows, or -1. */
+static int family_rows(const predict_model *pm, const pm_shape *sh, int fam, int *count)
+{
+    int lo = sh->r0, hi = sh->r0 + sh->nr; /* first row with fam >= wanted */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (pm->rows[mid].fam < fam)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int end = lo;
+    while (end < sh->r0 + sh->nr && pm->rows[end].fam == fam)
+        end++;
+    *count = end - lo;
+    return end > lo ? lo : -1;
+}
+
+typedef struct estimate {
+    double t;        /* predicted time, us; INFINITY when none */
+    double ne;       /* predicted error in units of the dtype scale */
+    double elig;     /* eligible share of the weight */
+    double wsum;
+} estimate;
+
+/* Eligibility of a row of shape sh under the query's normalised bound. */
+static int row_eligible(const predict_model *pm, const pm_shape *sh, const pm_row *r, int ov,
+                        double bound_norm)
+{
+    if (!(ov ? r->ov : r->ok))
+        return 0;
+    if (r->rel_err > bound_norm * err_scale(sh->s.dtype))
+        return 0;
+    double ratio = pm->policy.max_ratio > 0 ? pm->policy.max_ratio : SELECT_DEFAULT_RATIO;
+    if (!ov && sh->best_ok > 0 && isfinite(sh->best_ok) && r->rel_err > ratio * sh->best_ok)
+        return 0;
+    return 1;
+}
+
+/* Estimate candidate t (family fam, text ts) on s from the neighbours.
+ * used[] (K_NEIGH) receives which neighbours contributed. */
+static estimate estimate_of(const predict_model *pm, const attn_shape *s, const neigh *nb,
+                            int nnb, int fam, const attn_tactic *t, int ov, double bound_norm,
+                            int *used)
+{
+    estimate e = {INFINITY, INFINITY, 0, 0};
+    double wt = 0, st = 0, we = 0, se = 0, wel = 0;
+    int64_t skvp = attn_round_up(s->skv, t->pad > 0 ? t->pad : 1);
+    for (int j = 0; j < nnb; j++) {
+        used[j] = 0;
+        const pm_shape *sh = &pm->shapes[nb[j].shape];
+        int cnt, r0 = family_rows(pm, sh, fam, &cnt);
+        if (r0 < 0)
+            continue;
+        int best = r0;
+        double pen = 0;
+        if (t->splits > 0 && pm->rows[r0].splits > 0) {
+            /* keys per split of the candidate vs of each measured count */
+            double kc = log2((double)skvp / t->splits);
+            int64_t skvp_j = attn_round_up(sh->s.skv, pm->rows[r0].pad);
+            pen = INFINITY;
+            for (int k = r0; k < r0 + cnt; k++) {
+                double dk = fabs(kc - log2((double)skvp_j / pm->rows[k].splits));
+                if (dk < pen) {
+                    pen = dk;
+                    best = k;
+                }
+            }
+            pen *= DIST_SPLITS;
+        }
+        const pm_row *r = &pm->rows[best];
+        double d = nb[j].dist + pen + W_SOFT;
+        double w = 1.0 / (d * d);
+        used[j] = 1;
+        e.wsum += w;
+        if (row_eligible(pm, sh, r, ov, bound_norm))
+            wel += w;
+        if (isfinite(r->lt)) {
+            wt += w;
+            st += w * r->lt;
+        }
+        if (isfinite(r->lne)) {
+            we += w;
+            se += w * r->lne;
+        }
+    }
+    if (wt > 0)
+        e.t = exp(st / wt) * cost_of(pm, s, t->pad);
+    if (we > 0)
+        e.ne = exp(se / we);
+    e.elig = e.wsum > 0 ? wel / e.wsum : 0;
+    return e;
+}
+
+static int same_class(const attn_shape *a, const attn_shape *b)
+{
+    return a->dtype == b->dtype && a->d == b->d && a->causal == b->causal &&
+           attn_shape_group(a) == attn_shape_group(b);
+}
+
+int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_tactic *cand,
+                       int ncand, double max_rel_err, predict_answer *out)
+{
+    if (pm == NULL || s == NULL || out == NULL || cand == NULL || ncand <= 0 ||
+        attn_shape_validate(s, NULL, 0) != 0)
+        return ATTUNE_EINVAL;
+    memset(out, 0, sizeof *out);
+    neigh nb[K_NEIGH];
+    int nnb = nearest_shapes(pm, s, nb);
+    if (nnb == 0)
+        return ATTUNE_ENOTFOUND;
+    int ov = max_rel_err > 0;
+    double bound = ov ? max_rel_err : select_max_rel_err(&pm->policy, s->dtype);
+    double bound_norm = bound / err_scale(s->dtype);
+
+    int best = -1, best_ok = 0;
+    estimate be = {INFINITY, INFINITY, 0, 0};
+    int used[K_NEIGH], best_used[K_NEIGH] = {0};
+    for (int c = 0; c < ncand; c++) {
+        char ts[ATTN_TACTIC_STR_MAX], fam[ATTN_TACTIC_STR_MAX];
+        int sp, pad;
+        attn_tactic_str(&cand[c], ts, sizeof ts);
+        predict_family(ts, fam, sizeof fam, &sp, &pad);
+        int f = find_fam(pm, fam);
+        if (f < 0)
+            continue;
+        estimate e = estimate_of(pm, s, nb, nnb, f, &cand[c], ov, bound_norm, used);
+        if (!isfinite(e.t))
+            continue;
+        int ok = e.elig >= ELIG_SHARE && e.ne <= bound_norm;
+        /* an eligible candidate beats any ineligible one; among the
+         * ineligible (nothing known to meet the bound), the most accurate */
+        int better;
+        if (best < 0)
+            better = 1;
+        else if (ok != best_ok)
+            better = ok;
+        else if (ok)
+            better = e.t < be.t;
+        else
+            better = e.ne < be.ne || (e.ne == be.ne && e.t < be.t);
+        if (better) {
+            best = c;
+            best_ok = ok;
+            be = e;
+            memcpy(best_used, used, sizeof used);
+        }
+    }
+    if (best < 0)
+        return ATTUNE_ENOTFOUND;
+
+    out->tactic = cand[best];
+    attn_tactic_str(&cand[best], out->tactic_str, sizeof out->tactic_str);
+    out->time_us = be.t;
+    out->rel_err = isfinite(be.ne) ? be.ne * err_scale(s->dtype) : NAN;
+    int first = 1;
+    for (int j = 0; j < nnb; j++) {
+        if (!best_used[j])
+            continue;
+        const pm_shape *sh = &pm->shapes[nb[j].shape];
+        if (first) {
+            out->distance = nb[j].dist;
+            out->nearest = same_class(s, &sh->s) && strcmp(sh->win, out->tactic_str) == 0;
+            first = 0;
+        }
+        out->stale |= sh->stale;
+        if (out->nfrom < PREDICT_MAX_FROM)
+            memcpy(out->from[out->nfrom++], sh->key, ATTN_SHAPE_KEY_MAX);
+    }
+    return 0;
+}
+
+/* tactic text of family fam with "/splits=n" inserted among its keys in
+ * sorted order (keys after the variant are sorted: acc, pad, splits, ...). */
+static void with_splits(const char *fam, int n, char *buf, size_t len)
+{
+    const char *p = strchr(fam, '/');
+    while (p != NULL && strncmp(p + 1, "splits", 6) < 0)
+        p = strchr(p + 1, '/');
+    if (p == NULL)
+        snprintf(buf, len, "%s/splits=%d", fam, n);
+    else
+        snprintf(buf, len, "%.*s/splits=%d%s", (int)(p - fam), fam, n, p);
+}
+
+int predict_answer_measured_families(const predict_model *pm, const attn_shape *s,
+                                     double max_rel_err, predict_answer *out)
+{
+    if (pm == NULL || s == NULL || out == NULL || attn_shape_validate(s, NULL, 0) != 0)
+        return ATTUNE_EINVAL;
+    neigh nb[K_NEIGH];
+    int nnb = nearest_shapes(pm, s, nb);
+    if (nnb == 0)
+        return ATTUNE_ENOTFOUND;
+    int cap = 0, n = 0;
+    for (int j = 0; j < nnb; j++)
+        cap += pm->shapes[nb[j].shape].nr;
+    attn_tactic *cand = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *cand);
+    if (cand == NULL)
+        return ATTUNE_ENOMEM;
+    for (int j = 0; j < nnb; j++) {
+        const pm_shape *sh = &pm->shapes[nb[j].shape];
+        for (int k = sh->r0; k < sh->r0 + sh->nr; k++) {
+            const pm_row *r = &pm->rows[k];
+            char ts[ATTN_TACTIC_STR_MAX];
+            if (r->splits > 0) {
+                /* same keys per split on s: splits = skv' / (skv_j' / splits_j) */
+                double kps = (double)attn_round_up(sh->s.skv, r->pad) / r->splits;
+                double want = (double)attn_round_up(s->skv, r->pad) / kps;
+                int sp = 1;
+                while (sp < 64 && sp * 2 <= want * 1.4142 && sp * 2 <= attn_round_up(s->skv, r->pad))
+                    sp *= 2;
+                with_splits(pm->fams[r->fam], sp, ts, sizeof ts);
+            } else {
+                snprintf(ts, sizeof ts, "%s", pm->fams[r->fam]);
+            }
+            attn_tactic t;
+            if (attn_tactic_parse(ts, &t, NULL, 0) != 0)
+                continue;
+            int dup = 0;
+            for (int q = 0; q < n && !dup; q++)
+                dup = memcmp(&cand[q], &t, sizeof t) == 0;
+            if (!dup)
+                cand[n++] = t;
+        }
+    }
+    int rc = n > 0 ? predict_answer_for(pm, s, cand, n, max_rel_err, out) : ATTUNE_ENOTFOUND;
+    free(cand);
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* predict.h -- answers for shapes nobody tuned: a model over a device's
+ * measurements that predicts every tactic's time on a new shape.
+ *
+ * The model (issue 10). A tactic's *family* is its canonical text without
+ * the split count (`fused_splitkv/pad=1/tile=16x64/warps=4`); the split
+ * count is carried as keys per split (padded skv / splits), so a family
+ * measured with 4 splits on 1k keys answers with 16 splits on 4k keys
+ * ("the split count follows keys per block").
+ *
+ * Every measured row is turned into an efficiency: the log of its time over
+ * a roofline cost of its shape at its pad,
+ *     cost = max(flops / P, bytes / B) + L
+ * with P and B the highest FLOP/s and bytes/s any row of the device reached
+ * and L the device's launch floor (half its fastest time), so decode-like
+ * shapes (few queries per key) are costed by their bytes and prefill by
+ * their FLOPs. To answer shape s, the K measured shapes nearest to s in
+ * log-shape space (b*hkv, group size, sq, skv, d, plus a step for another
+ * dtype or causality) are weighted by inverse squared distance; each
+ * candidate tactic's efficiency (and error, in units of its dtype's default
+ * bound) is the weighted mean over those neighbours that measured its
+ * family, and its predicted time is exp(efficiency) x its cost on s. The
+ * answer is the candidate with the lowest predicted time among those whose
+ * neighbours mostly found it eligible and whose predicted error meets the
+ * bound. Candidates are the backend's listing for s, so the answer is
+ * always a complete tactic the backend can run on s.
+ *
+ * Cost: building is O(rows log rows); an answer is O(shapes + K x
+ * candidates x log tactics), in memory, no SQL (microseconds for hundreds
+ * of shapes). A model is immutable once built: any number of threads may
+ * answer from it at once. */
+#ifndef ATTUNE_PREDICT_H
+#define ATTUNE_PREDICT_H
+
+#include "../db/store.h"
+#include "select.h"
+
+/* Measured shapes an answer names as the ones it leaned on. */
+#define PREDICT_MAX_FROM 4
+
+typedef struct predict_model predict_model;
+
+/* Build a model over the rows m[0..n) of one device (any shapes, any
+ * stacks, any order). Per shape it keeps the rows of cur_stack when that
+ * stack has a usable row (ok, timed, with an error), else those of the
+ * stack with the newest row (those shapes are marked stale). p: the
+ * selection policy (NULL: defaults). Copies what it needs: m may be freed
+ * afterwards. Returns NULL only on ENOMEM; a model over no usable rows is
+ * valid and answers ATTUNE_ENOTFOUND. */
+predict_model *predict_build(const store_measurement *m, int n, const char *cur_stack,
+                             const select_policy *p);
+void predict_free(predict_model *pm);
+
+/* Shapes the model holds (those with at least one row). */
+int predict_nshapes(const predict_model *pm);
+
+typedef struct predict_answer {
+    attn_tactic tactic;                 /* complete, one of the candidates */
+    char tactic_str[ATTN_TACTIC_STR_MAX];
+    double time_us;                     /* predicted (select_time's sense) */
+    double rel_err;                     /* predicted relative L2 error */
+    double distance;                    /* log-shape distance to from[0] */
+    int nearest;  /* 1: the tactic is the winner of from[0], a shape of the
+                     same dtype, d, causal and group size */
+    int stale;    /* a leaned-on shape answered from another stack's rows */
+    int nfrom;
+    char from[PREDICT_MAX_FROM][ATTN_SHAPE_KEY_MAX]; /* heaviest first */
+} predict_answer;
+
+/* Answer shape s from the model, choosing among cand[0..ncand) (the
+ * backend's listing for s). max_rel_err > 0 overrides the policy's bound
+ * (the API's max_rel_err=, inaccurate rows then count). Returns 0,
+ * ATTUNE_ENOTFOUND when the model holds nothing usable or no candidate can
+ * be predicted, or ATTUNE_EINVAL (ncand <= 0, invalid shape). */
+int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_tactic *cand,
+                       int ncand, double max_rel_err, predict_answer *out);
+
+/* The same without a backend listing (a fleet device this host cannot
+ * list for): the candidates are the families the model measured,
+ * instantiated for s (split count from keys per split, within 1..64 and
+ * the padded key count). Returns as predict_answer_for. */
+int predict_answer_measured_families(const predict_model *pm, const attn_shape *s,
+                                     double max_rel_err, predict_answer *out);
+
+/* The family of a tactic: its text without "/splits=N" into buf (at least
+ * ATTN_TACTIC_STR_MAX); *splits receives N (0 when absent) and *pad the
+ * pad (1 when absent). Works on the text, so tactic keys this build does
+ * not parse still have a family. Returns buf. */
+char *predict_family(const char *tactic, char *buf, size_t len, int *splits, int *pad);
+
+#endif
