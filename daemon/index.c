@@ -113,11 +113,14 @@ static int cmp_rows(const void *a, const void *b)
 }
 
 /* Winner among m[0..n) of one shape under (p, mre), preferring the rows of
- * cur_stack; other stacks are tried by recency (their newest row). Sets
- * *stale. Returns the row index or -1. Rows are sorted by stack. */
-static int pick_winner(const store_measurement *m, int n, const char *cur_stack,
+ * the current stack cur; other stacks are tried by recency (their newest
+ * row), but only those of cur's power mode: a row taken in another mode
+ * belongs to another device state and is never served (kernels/power.h).
+ * Sets *stale. Returns the row index or -1. Rows are sorted by stack. */
+static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
                        const select_policy *p, double mre, int *stale)
 {
+    const char *cur_stack = cur->id;
     int best = -1;
     int64_t best_at = INT64_MIN;
     *stale = 0;
@@ -129,7 +132,8 @@ static int pick_winner(const store_measurement *m, int n, const char *cur_stack,
                 newest = m[hi].taken_at;
             hi++;
         }
-        int w = select_winner(m + lo, hi - lo, p, mre);
+        int w = strcmp(m[lo].power, cur->power) == 0 ? select_winner(m + lo, hi - lo, p, mre)
+                                                       : -1;
         if (w >= 0) {
             if (strcmp(m[lo].stack_id, cur_stack) == 0) {
                 *stale = 0;
@@ -146,7 +150,7 @@ static int pick_winner(const store_measurement *m, int n, const char *cur_stack,
     return best;
 }
 
-static void cache_winners(ix_shape *sh, const char *cur_stack, const select_policy *p)
+static void cache_winners(ix_shape *sh, const attn_stack *cur_stack, const select_policy *p)
 {
     int stale;
     int w = pick_winner(sh->m, sh->n, cur_stack, p, 0, &stale);
@@ -235,7 +239,7 @@ int index_device_put(index_state *ix, const attn_device_info *info, const attn_s
     d->stack = *stack;
     d->local = local || d->local; /* a fleet copy of a local device stays local */
     for (int i = 0; i < d->nshapes; i++)
-        cache_winners(&d->shapes[i], d->stack.id, &ix->policy);
+        cache_winners(&d->shapes[i], &d->stack, &ix->policy);
 out:
     pthread_rwlock_unlock(&ix->lock);
     return rc;
@@ -262,7 +266,7 @@ int index_shape_put(index_state *ix, const char *device_id, const attn_shape *s,
         rc = ATTUNE_ENODEV;
         goto out;
     }
-    cache_winners(&fresh, d->stack.id, &ix->policy);
+    cache_winners(&fresh, &d->stack, &ix->policy);
     int i = find_slot_shape(d, fresh.key, fresh.hash);
     if (i >= 0) {
         d->nmeas += n - d->shapes[i].n;
@@ -374,7 +378,7 @@ int index_device_load(index_state *ix, const char *device_id, store_measurement 
         goto fail;
     }
     for (int i = 0; i < nshapes; i++)
-        cache_winners(&shapes[i], d->stack.id, &ix->policy);
+        cache_winners(&shapes[i], &d->stack, &ix->policy);
     ix_shape *old = d->shapes;
     int nold = d->nshapes;
     int32_t *old_slots = d->slots;
@@ -486,7 +490,7 @@ static int shape_winner(const ix_shape *sh, const ix_device *d, const select_pol
         *stale = sh->win_fresh < 0 && sh->win_stale >= 0;
         return sh->win_fresh >= 0 ? sh->win_fresh : sh->win_stale;
     }
-    return pick_winner(sh->m, sh->n, d->stack.id, p, mre, stale);
+    return pick_winner(sh->m, sh->n, &d->stack, p, mre, stale);
 }
 
 static double log2_ratio(int64_t a, int64_t b)

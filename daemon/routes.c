@@ -112,14 +112,15 @@ static json_t *device_json(const index_device_view *v)
     char cc[16];
     snprintf(cc, sizeof cc, "%d.%d", v->info.cc_major, v->info.cc_minor);
     return json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:I, s:i, s:i, "
-                     "s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:b, s:i, s:I}",
+                     "s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s}, s:b, s:i, s:I}",
                      "id", v->info.id, "index", v->info.index, "name", v->info.name,
                      "kind", v->info.kind, "cc", cc, "sm_count", v->info.sm_count,
                      "memory_mb", (json_int_t)v->info.memory_mb, "clock_mhz",
                      v->info.clock_mhz, "mem_clock_mhz", v->info.mem_clock_mhz, "stack",
                      "id", v->stack.id, "driver", v->stack.driver, "runtime",
                      v->stack.runtime, "blas", v->stack.blas, "attune", v->stack.attune,
-                     "kernels", v->stack.kernels, "local", v->local, "shapes", v->nshapes,
+                     "kernels", v->stack.kernels, "power", v->stack.power, "local", v->local,
+                     "shapes", v->nshapes,
                      "measurements", (json_int_t)v->nmeasurements);
 }
 
@@ -294,6 +295,7 @@ static json_t *measurement_json(const store_measurement *m, const char *cur_stac
     json_object_set_new(o, "rel_err", jnum(m->rel_err));
     json_object_set_new(o, "max_abs_err", jnum(m->max_abs_err));
     json_object_set_new(o, "err_ratio", jnum(m->err_ratio));
+    json_object_set_new(o, "power", json_string(m->power)); /* the row's power mode */
     return o;
 }
 

@@ -353,6 +353,7 @@ int store_check_stack(const attn_stack *s, char *err, size_t errlen)
         (rc = store_check_text(s->blas, sizeof s->blas, "stack blas", err, errlen)) != 0 ||
         (rc = store_check_text(s->attune, sizeof s->attune, "stack attune", err, errlen)) != 0 ||
         (rc = store_check_text(s->kernels, sizeof s->kernels, "stack kernels", err, errlen)) != 0 ||
+        (rc = store_check_word(s->power, sizeof s->power, "stack power", err, errlen)) != 0 ||
         (rc = store_check_hex16(s->id, "stack id", err, errlen)) != 0)
         return rc;
     attn_stack want = *s;
@@ -593,14 +594,14 @@ int store_upsert_stack(store *st, const attn_stack *s, int *changed)
     sqlite3_stmt *q = NULL;
     int rc = store_stmt(st, STMT_STACK_UPSERT,
                         "INSERT INTO stacks(id, driver, runtime, blas, attune, kernels, "
-                        "first_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+                        "first_seen, power) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
                         "ON CONFLICT(id) DO NOTHING",
                         &q);
     if (rc != 0)
         goto fail;
     if (bind_text(q, 1, s->id) || bind_text(q, 2, s->driver) || bind_text(q, 3, s->runtime) ||
         bind_text(q, 4, s->blas) || bind_text(q, 5, s->attune) || bind_text(q, 6, s->kernels) ||
-        sqlite3_bind_int64(q, 7, store_now())) {
+        sqlite3_bind_int64(q, 7, store_now()) || bind_text(q, 8, s->power)) {
         rc = ATTUNE_EDB;
         goto fail;
     }
@@ -711,6 +712,7 @@ void store_device_row(sqlite3_stmt *q, attn_device_info *info, attn_stack *stack
     store_column_text(q, 13, stack->blas, sizeof stack->blas);
     store_column_text(q, 14, stack->attune, sizeof stack->attune);
     store_column_text(q, 15, stack->kernels, sizeof stack->kernels);
+    store_column_text(q, 16, stack->power, sizeof stack->power);
 }
 
 /* Contract: see store.h. An exact id wins over a name match; among name
@@ -887,7 +889,8 @@ fail:
     "m.time_us_copies, m.n, m.max_abs_err, m.rel_err, m.mode, m.l2, m.rows_checked, "  \
     "m.note, m.host, m.taken_at, m.incumbent, (SELECT min(o.rel_err) FROM measurements o "          \
     "WHERE o.device_id = m.device_id AND o.stack_id = m.stack_id "                     \
-    "AND o.shape_id = m.shape_id AND o.status = 'ok') "                                \
+    "AND o.shape_id = m.shape_id AND o.status = 'ok'), "                               \
+    "(SELECT k.power FROM stacks k WHERE k.id = m.stack_id) "                          \
     "FROM measurements m JOIN shapes s ON s.id = m.shape_id "                          \
     "WHERE m.device_id = ?1 AND (?2 IS NULL OR m.stack_id = ?2) "
 #define MEAS_ORDER " ORDER BY s.key, m.tactic, m.taken_at DESC, m.stack_id"
@@ -928,6 +931,7 @@ static int row_read(sqlite3_stmt *q, store_measurement *m)
     m->incumbent = sqlite3_column_int(q, 25) != 0;
     double best = store_column_double(q, 26);
     m->err_ratio = isnan(m->rel_err) || isnan(best) || best == 0 ? NAN : m->rel_err / best;
+    store_column_text(q, 27, m->power, sizeof m->power);
     return 0;
 }
 

@@ -16,7 +16,7 @@
 typedef struct store store;
 
 /* Current schema version (PRAGMA user_version after open). */
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 typedef enum {
     STORE_OK = 0,
@@ -47,6 +47,8 @@ typedef struct store_measurement {
     char l2[16];           /* "warm", "flushed" */
     int rows_checked;      /* query rows compared against the reference */
     char note[128];        /* why unsupported/failed, "" otherwise */
+    char power[48];        /* power mode of the row's stack (attn_stack.power),
+                              filled on read; "" when none is known */
     int incumbent;         /* 1: the winner chosen by the last tune of this
                               (device, stack, shape); kept by re-measuring,
                               set only by store_winner_mark; not exported */

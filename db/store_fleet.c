@@ -80,7 +80,7 @@ static int stacks_json(store *st, const char *device_id, json_t *arr)
 {
     sqlite3_stmt *q = NULL;
     int rc = store_stmt(st, STMT_EXPORT_STACKS,
-                        "SELECT id, driver, runtime, blas, attune, kernels FROM stacks "
+                        "SELECT id, driver, runtime, blas, attune, kernels, power FROM stacks "
                         "WHERE id IN (SELECT stack_id FROM measurements WHERE device_id = ?1 "
                         "UNION SELECT latest_stack FROM devices WHERE id = ?1) "
                         "ORDER BY first_seen, id",
@@ -100,9 +100,16 @@ static int stacks_json(store *st, const char *device_id, json_t *arr)
         store_column_text(q, 3, s.blas, sizeof s.blas);
         store_column_text(q, 4, s.attune, sizeof s.attune);
         store_column_text(q, 5, s.kernels, sizeof s.kernels);
+        store_column_text(q, 6, s.power, sizeof s.power);
         json_t *o = json_pack("{ss ss ss ss ss ss}", "id", s.id, "driver", s.driver, "runtime",
                               s.runtime, "blas", s.blas, "attune", s.attune, "kernels",
                               s.kernels);
+        /* "power" only when known: tables without it stay what they were. */
+        if (o != NULL && s.power[0] != 0 &&
+            json_object_set_new(o, "power", json_string(s.power)) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
         if (json_array_append_new(arr, o) != 0) {
             rc = ATTUNE_ENOMEM;
             goto fail;
@@ -329,7 +336,7 @@ static int device_from_json(const json_t *o, attn_device_info *d, char *latest, 
 }
 
 static const char *const stack_keys[] = {"id", "driver", "runtime", "blas", "attune",
-                                         "kernels"};
+                                         "kernels", "power"};
 
 static int stack_from_json(const json_t *o, int i, attn_stack *s, char *err, size_t errlen)
 {
@@ -347,6 +354,10 @@ static int stack_from_json(const json_t *o, int i, attn_stack *s, char *err, siz
         (rc = get_str(o, "blas", s->blas, sizeof s->blas, where, err, errlen)) != 0 ||
         (rc = get_str(o, "attune", s->attune, sizeof s->attune, where, err, errlen)) != 0 ||
         (rc = get_str(o, "kernels", s->kernels, sizeof s->kernels, where, err, errlen)) != 0)
+        return rc;
+    /* Optional: tables written before power modes have none. */
+    if (json_object_get(o, "power") != NULL &&
+        (rc = get_str(o, "power", s->power, sizeof s->power, where, err, errlen)) != 0)
         return rc;
     if ((rc = store_check_stack(s, detail, sizeof detail)) != 0)
         return field_fail(err, errlen, where, detail);

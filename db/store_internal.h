@@ -76,7 +76,7 @@ void store_column_text(sqlite3_stmt *q, int i, char *buf, size_t len);
 #define STORE_DEVICE_SELECT                                                      \
     "SELECT d.id, d.name, d.kind, d.idx, d.cc_major, d.cc_minor, d.sm_count, "   \
     "d.memory_mb, d.clock_mhz, d.mem_clock_mhz, s.id, s.driver, s.runtime, "     \
-    "s.blas, s.attune, s.kernels "                                              \
+    "s.blas, s.attune, s.kernels, s.power "                                     \
     "FROM devices d LEFT JOIN stacks s ON s.id = d.latest_stack "
 
 /* Read the current row of a STORE_DEVICE_SELECT statement; stack may be

@@ -9,6 +9,8 @@
  *      the provenance host; devices gain clock_mhz and mem_clock_mhz.
  *   3  measurements gain incumbent: 1 on the row the last tune of its
  *      (device, stack, shape) chose as winner (tuner/select.h's hysteresis).
+ *   4  stacks gain power: the power mode the stack's rows were taken in
+ *      (kernels/power.h; part of the stack id when not empty).
  *
  * A new database is created at the current version directly; an older one
  * is migrated step by step, each step and the user_version bump in one
@@ -30,7 +32,8 @@ static const char schema_current[] =
     "  blas TEXT NOT NULL,"
     "  attune TEXT NOT NULL,"
     "  kernels TEXT NOT NULL,"
-    "  first_seen INTEGER NOT NULL"       /* unix seconds */
+    "  first_seen INTEGER NOT NULL,"      /* unix seconds */
+    "  power TEXT NOT NULL DEFAULT ''"    /* kernels/power.h key, '' unknown */
     ");"
     "CREATE TABLE devices ("
     "  id TEXT PRIMARY KEY NOT NULL,"     /* GPU-<uuid> / CPU-<hex> */
@@ -114,11 +117,17 @@ static const char migrate_2_3[] =
     "ALTER TABLE measurements ADD COLUMN incumbent INTEGER NOT NULL DEFAULT 0"
     " CHECK (incumbent IN (0, 1));";
 
+/* Migration 3 -> 4: stacks recorded before power modes have none (''), and
+ * their ids, hashed without one, stay valid. */
+static const char migrate_3_4[] =
+    "ALTER TABLE stacks ADD COLUMN power TEXT NOT NULL DEFAULT '';";
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     NULL, /* 0 -> 1 never runs: an empty database gets schema_current */
     migrate_1_2,
     migrate_2_3,
+    migrate_3_4,
 };
 
 /* Read user_version and the number of schema objects. The first read of a

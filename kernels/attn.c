@@ -268,5 +268,9 @@ void attn_stack_finish(attn_stack *st)
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         h = hash_fnv1a64(h, parts[i], strlen(parts[i]) + 1); /* NUL separates */
     }
+    /* A measurement belongs to (device, power mode, stack): another mode is
+     * another stack, so its rows are never this mode's own. */
+    if (st->power[0] != 0)
+        h = hash_fnv1a64(h, st->power, strlen(st->power) + 1);
     snprintf(st->id, sizeof st->id, "%016llx", (unsigned long long)h);
 }

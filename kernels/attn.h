@@ -135,10 +135,13 @@ typedef struct attn_stack {
     char blas[32];     /* cuBLAS version, "" when unused */
     char attune[32];   /* ATTUNE_VERSION */
     char kernels[24];  /* hash of the kernels' build (sources + flags) */
+    char power[48];    /* power mode (kernels/power.h): "nvpmodel-0-MAXN",
+                          "pl-700W", "" when none is known */
     char id[24];       /* 16 hex: hash of all fields above; the stack's key */
 } attn_stack;
 
-/* Fill st->id from the other fields. */
+/* Fill st->id from the other fields. An empty power adds nothing to the
+ * hash, so stacks recorded before power modes keep their ids. */
 void attn_stack_finish(attn_stack *st);
 
 /* ---- the backend interface

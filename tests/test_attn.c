@@ -1,6 +1,7 @@
 /* test_attn.c -- shape keys, tactic strings, validation. */
 #include "kernels/attn.h"
 #include "test.h"
+#include "common/hash.h"
 
 static void shape_key_should_round_trip(void)
 {
@@ -104,7 +105,7 @@ static void flops_should_count_visible_pairs(void)
 
 static void stack_id_should_depend_on_every_field(void)
 {
-    attn_stack a = {"580.1", "13.0", "13.0.1", "0.1.0", "abc", ""};
+    attn_stack a = {"580.1", "13.0", "13.0.1", "0.1.0", "abc", "", ""};
     attn_stack b = a;
     attn_stack_finish(&a);
     attn_stack_finish(&b);
@@ -113,6 +114,28 @@ static void stack_id_should_depend_on_every_field(void)
     snprintf(b.driver, sizeof b.driver, "580.2");
     attn_stack_finish(&b);
     CHECK(strcmp(a.id, b.id) != 0);
+}
+
+/* The power mode is part of the identity; an unknown one ("") leaves the
+ * id as it was computed before power modes existed (the five fields). */
+static void stack_id_should_depend_on_power_mode_only_when_known(void)
+{
+    attn_stack a = {"580.1", "13.0", "13.0.1", "0.1.0", "abc", "", ""};
+    attn_stack_finish(&a);
+    uint64_t h = hash_fnv1a64_init();
+    const char *parts[] = {"580.1", "13.0", "13.0.1", "0.1.0", "abc"};
+    for (int i = 0; i < 5; i++)
+        h = hash_fnv1a64(h, parts[i], strlen(parts[i]) + 1);
+    char old[24];
+    snprintf(old, sizeof old, "%016llx", (unsigned long long)h);
+    CHECK_STR(a.id, old);
+    attn_stack maxn = a, w15 = a;
+    snprintf(maxn.power, sizeof maxn.power, "nvpmodel-0-MAXN");
+    snprintf(w15.power, sizeof w15.power, "nvpmodel-1-15W");
+    attn_stack_finish(&maxn);
+    attn_stack_finish(&w15);
+    CHECK(strcmp(maxn.id, a.id) != 0);
+    CHECK(strcmp(maxn.id, w15.id) != 0);
 }
 
 static void device_ordinal_should_read_digits_only(void)
@@ -136,6 +159,7 @@ int main(void)
     RUN(visible_keys_should_align_bottom_right);
     RUN(flops_should_count_visible_pairs);
     RUN(stack_id_should_depend_on_every_field);
+    RUN(stack_id_should_depend_on_power_mode_only_when_known);
     RUN(device_ordinal_should_read_digits_only);
     return test_summary();
 }

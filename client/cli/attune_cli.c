@@ -14,6 +14,7 @@
 #include "common/shape_json.h"
 #include "db/store.h"
 #include "kernels/attn.h"
+#include "kernels/power.h"
 #include "tuner/grid.h"
 #include "tuner/select.h"
 #include "tuner/tuner.h"
@@ -187,12 +188,12 @@ static void print_device_json(json_t *arr, const attn_device *d)
     char cc[16];
     snprintf(cc, sizeof cc, "%d.%d", d->info.cc_major, d->info.cc_minor);
     json_array_append_new(
-        arr, json_pack("{ss ss ss si ss si sI s{ss ss ss ss ss ss}}", "id", d->info.id, "name",
+        arr, json_pack("{ss ss ss si ss si sI s{ss ss ss ss ss ss ss}}", "id", d->info.id, "name",
                        d->info.name, "kind", d->info.kind, "index", d->info.index, "cc", cc,
                        "sm_count", d->info.sm_count, "memory_mb", (json_int_t)d->info.memory_mb,
                        "stack", "id", d->stack.id, "driver", d->stack.driver, "runtime",
                        d->stack.runtime, "blas", d->stack.blas, "attune", d->stack.attune,
-                       "kernels", d->stack.kernels));
+                       "kernels", d->stack.kernels, "power", d->stack.power));
 }
 
 static int cmd_devices(int argc, char **argv)
@@ -228,6 +229,9 @@ static int cmd_devices(int argc, char **argv)
         printf("%-6s %-5s %-40.40s %-24.24s %5s %5d %9lld  %s\n", spec, d->info.kind,
                d->info.name, d->info.id, cc, d->info.sm_count, (long long)d->info.memory_mb,
                d->stack.id);
+        char pw[256];
+        if (attn_power_describe(&d->info, pw, sizeof pw)[0] != 0)
+            printf("%-6s power: %s\n", "", pw);
     }
     return 0;
 }

@@ -16,6 +16,7 @@
 #include <sys/utsname.h>
 
 #include "../../common/hash.h"
+#include "../power.h"
 #include "../dtype.h"
 #include "cpu_internal.h"
 
@@ -156,6 +157,10 @@ static int cpu_device_info(int index, attn_device_info *info, attn_stack *stack)
         snprintf(stack->runtime, sizeof stack->runtime, "cpu");
         snprintf(stack->attune, sizeof stack->attune, "%s", ATTUNE_VERSION);
         snprintf(stack->kernels, sizeof stack->kernels, "%s", ATTUNE_KERNELS_HASH);
+        /* On a Jetson nvpmodel sets the CPU cores and clocks too. */
+        attn_power pw;
+        attn_power_read(NULL, &pw);
+        attn_power_key(&pw, stack->power, sizeof stack->power);
         attn_stack_finish(stack);
     }
     return 0;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cuda_internal.cuh"
+#include "../power.h"
 
 #ifndef ATTUNE_VERSION
 #define ATTUNE_VERSION "0.0.0"
@@ -152,7 +153,8 @@ int cuda_device_info(int index, attn_device_info *info, attn_stack *stack)
     cudaDeviceProp prop;
     int clk = 0, mclk = 0, drv = 0, rt = 0;
     int bmaj = 0, bmin = 0, bpat = 0;
-    char api[16], mod[24];
+    char api[16], mod[24], uuid[64];
+    const unsigned char *u;
 
     if (index < 0 || index >= cuda_device_count())
         return ATTUNE_ENODEV;
@@ -164,14 +166,15 @@ int cuda_device_info(int index, attn_device_info *info, attn_stack *stack)
         mclk = 0;
     cudaGetLastError();
 
+    u = (const unsigned char *)prop.uuid.bytes;
+    snprintf(uuid, sizeof uuid,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+             "%02x%02x%02x%02x%02x%02x",
+             u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+             u[13], u[14], u[15]);
     if (info != NULL) {
-        const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
         memset(info, 0, sizeof *info);
-        snprintf(info->id, sizeof info->id,
-                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-                 "%02x%02x%02x%02x%02x%02x",
-                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
-                 u[11], u[12], u[13], u[14], u[15]);
+        snprintf(info->id, sizeof info->id, "%s", uuid);
         snprintf(info->name, sizeof info->name, "%.127s", prop.name); /* name[128] */
         snprintf(info->kind, sizeof info->kind, "cuda");
         info->index = index;
@@ -201,6 +204,15 @@ int cuda_device_info(int index, attn_device_info *info, attn_stack *stack)
         snprintf(stack->blas, sizeof stack->blas, "cublas-%d.%d.%d", bmaj, bmin, bpat);
         snprintf(stack->attune, sizeof stack->attune, "%s", ATTUNE_VERSION);
         snprintf(stack->kernels, sizeof stack->kernels, "%s", ATTUNE_KERNELS_HASH);
+        /* The power mode the results will belong to (kernels/power.h):
+         * nvpmodel on a Jetson, the power limit through NVML elsewhere. */
+        attn_device_info self;
+        memset(&self, 0, sizeof self);
+        snprintf(self.kind, sizeof self.kind, "cuda");
+        snprintf(self.id, sizeof self.id, "%s", uuid);
+        attn_power pw;
+        attn_power_read(&self, &pw);
+        attn_power_key(&pw, stack->power, sizeof stack->power);
         attn_stack_finish(stack);
     }
     return 0;
