@@ -46,7 +46,8 @@ def make_db(attune, source_dir, workdir):
     con = sqlite3.connect(db)
     with con:
         cur_stack = con.execute("SELECT latest_stack FROM devices").fetchone()[0]
-        con.execute("INSERT INTO stacks SELECT ?, driver, runtime, blas, '0.0.1', kernels, "
+        con.execute("INSERT INTO stacks (id, driver, runtime, blas, attune, kernels, first_seen) "
+                    "SELECT ?, driver, runtime, blas, '0.0.1', kernels, "
                     "first_seen - 86400 FROM stacks WHERE id = ?", (OLD_STACK, cur_stack))
         con.execute("UPDATE measurements SET stack_id = ?, taken_at = taken_at - 86400, "
                     "incumbent = 0 WHERE shape_id = (SELECT id FROM shapes WHERE key = ?)",
