@@ -243,6 +243,7 @@ static void set_state(jdev *d, store *st, int64_t id, store_job_state state, int
     pthread_mutex_lock(&j->mu);
     jobs_view *v = find_job(j, id);
     if (v != NULL) {
+        int next_shape = done != v->done;
         v->state = state;
         v->done = done;
         v->updated_at = (int64_t)time(NULL);
@@ -250,6 +251,9 @@ static void set_state(jdev *d, store *st, int64_t id, store_job_state state, int
             snprintf(v->error, sizeof v->error, "%s", error);
         if (state != STORE_JOB_RUNNING)
             v->tactic_index = v->tactic_count = 0;
+        else if (next_shape)
+            v->tactic_index = 0; /* the next shape starts: not "tactic n of n" of
+                                    the last one, so progress never goes back */
     }
     pthread_mutex_unlock(&j->mu);
 }

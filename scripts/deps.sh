@@ -1,23 +1,41 @@
 #!/bin/sh
-# deps.sh -- make sure the Debian packages attune builds with are installed.
+# deps.sh -- make sure the Debian packages attune builds with are installed,
+# and the browser test's npm package (tests/browser, from its lockfile).
 # As root: installs what is missing (apt-get). Otherwise: names what is
 # missing and the command to install it, and fails.
 set -eu
 pkgs="build-essential cmake pkg-config libsqlite3-dev libjansson-dev libmicrohttpd-dev
-libcurl4-openssl-dev python3 sqlite3 curl"
+libcurl4-openssl-dev python3 sqlite3 curl chromium"
+# node and npm: Debian's packages unless the commands are already there
+# (another Node.js installation, e.g. the machine's own, is kept)
+command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-if [ "$(id -u)" -eq 0 ]; then
-    echo "deps: installing$missing" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y --no-install-recommends $missing >/dev/null 2>&1 || {
-        apt-get update -qq >/dev/null && apt-get install -y --no-install-recommends $missing
-    }
-else
-    echo "deps: missing Debian packages:$missing" >&2
-    echo "deps: install them with: sudo apt-get install$missing" >&2
-    exit 1
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "deps: installing$missing" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get install -y --no-install-recommends $missing >/dev/null 2>&1 || {
+            apt-get update -qq >/dev/null && apt-get install -y --no-install-recommends $missing
+        }
+    else
+        echo "deps: missing Debian packages:$missing" >&2
+        echo "deps: install them with: sudo apt-get install$missing" >&2
+        exit 1
+    fi
+fi
+# playwright-core for tests/it_page_browser.py, exactly as locked; again
+# only when the lockfile changed since the last install
+dir=$(cd "$(dirname "$0")/../tests/browser" && pwd)
+if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
+   ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.attune-lock"; then
+    echo "deps: npm ci in tests/browser (playwright-core)" >&2
+    if (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2); then
+        cp "$dir/package-lock.json" "$dir/node_modules/.attune-lock"
+    else # the build goes on; the browser test fails and names this step
+        echo "deps: npm ci failed in $dir: the browser test cannot run" >&2
+    fi
 fi
