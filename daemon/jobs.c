@@ -294,6 +294,10 @@ static void run_job(jdev *d, store *st, store *reader, int64_t id)
         c.shape = &job.shapes[i];
         c.last_tactic = -1;
         rc = tuner_run_shape(st, &d->dev, &job.shapes[i], &o, i, job.total, &res);
+        o.clock_ref_mhz = res.clock_ref_mhz; /* the job's start clock (tuner/throttle.h) */
+        if (res.throttled > 0)
+            log_event(LOGL_WARN, "tactics_throttled", "job=%lld throttled=%d retimed=%d",
+                      (long long)id, res.throttled, res.retimed);
         refresh_shape(&c, &job.shapes[i]);
         metrics_measurements_add(res.measured);
         if (rc == ATTUNE_ECANCELED)

@@ -115,9 +115,12 @@ static int fake_run(attn_plan *p)
         ss->out[ss->rows * ss->s.d - 1] = NAN;
     return 0;
 }
+static int last_timed = -1; /* the tactic fake_time ran last */
+
 static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
 {
     time_calls[p->which]++;
+    last_timed = p->which;
     out->us = fake_us[p->which] * (with_copies ? 1.5 : 1.0);
     if (fake_jitter && time_calls[p->which] % 3 == 0)
         out->us *= 0.95;
@@ -326,6 +329,126 @@ static void check_rows_should_cover_every_head_and_boundary(void)
     free(rows);
 }
 
+/* ---- throttling: a scripted clock source */
+
+static struct {
+    int target;       /* tactic whose end-of-timing samples run low */
+    int low_times;    /* how many of its end samples are low (-1: all) */
+    double mhz, low_mhz, temp;
+    int fail;         /* 1: no clock readable */
+    int calls;
+} fake_clock;
+
+static int fake_clock_fn(void *ctx, const attn_device *dev, double *mhz, double *temp_c)
+{
+    (void)ctx;
+    (void)dev;
+    fake_clock.calls++;
+    if (fake_clock.fail)
+        return ATTUNE_ENODEV;
+    *mhz = fake_clock.mhz;
+    *temp_c = fake_clock.temp;
+    /* After fake_time ran the target: its closing sample. */
+    if (last_timed == fake_clock.target && fake_clock.low_times != 0) {
+        *mhz = fake_clock.low_mhz;
+        if (fake_clock.low_times > 0)
+            fake_clock.low_times--;
+    }
+    last_timed = -1; /* the next sample opens the next tactic */
+    return 0;
+}
+
+static void throttle_run(tuner_opts *o, tuner_shape_result *res, store_measurement **m, int *n,
+                         store **st, char *dir, size_t dlen, attn_device *dev)
+{
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    *st = open_tmp_store(dir, dlen);
+    *dev = fake_device();
+    o->clock = fake_clock_fn;
+    memset(time_calls, 0, sizeof time_calls);
+    last_timed = -1;
+    fake_clock.calls = 0;
+    CHECK_EQ_INT(tuner_run_shape(*st, dev, &s, o, 0, 1, res), 0);
+    CHECK_EQ_INT(store_measurements_get(*st, dev->info.id, dev->stack.id, &s, m, n), 0);
+}
+
+static void throttled_tactic_should_be_retimed_and_noted(void)
+{
+    char dir[256];
+    store *st;
+    attn_device dev;
+    store_measurement *m;
+    int n;
+    tuner_opts o;
+    tuner_shape_result res;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+
+    /* A transient dip (10%) during SLOW: timed again, clean, no note. */
+    fake_clock.target = T_SLOW;
+    fake_clock.low_times = 1;
+    fake_clock.mhz = 1000;
+    fake_clock.low_mhz = 900;
+    fake_clock.temp = NAN;
+    fake_clock.fail = 0;
+    throttle_run(&o, &res, &m, &n, &st, dir, sizeof dir, &dev);
+    CHECK_EQ_INT(res.retimed, 1);
+    CHECK_EQ_INT(res.throttled, 0);
+    CHECK_NEAR(res.clock_ref_mhz, 1000, 0);
+    const store_measurement *x = find(m, n, T_SLOW);
+    CHECK(x && x->status == STORE_OK && x->note[0] == 0);
+    CHECK(time_calls[T_SLOW] > time_calls[T_FAST]); /* two timings, copies none (pad=1) */
+    CHECK(fake_clock.calls >= 2 * 3); /* before and after each timed tactic */
+    free(m);
+    store_close(st);
+
+    /* It persists (and the GPU is hot): the row says so. */
+    fake_clock.low_times = -1;
+    fake_clock.temp = 85;
+    fake_clock.mhz = 1000;
+    throttle_run(&o, &res, &m, &n, &st, dir, sizeof dir, &dev);
+    CHECK_EQ_INT(res.retimed, 1);
+    CHECK_EQ_INT(res.throttled, 1);
+    x = find(m, n, T_SLOW);
+    CHECK(x && x->status == STORE_OK && fabs(x->time_us - 20.0) < 1e-9);
+    CHECK_MSG(x && strcmp(x->note, "throttled: clock 900 MHz, 10% below the run's start "
+                                   "(1000 MHz), 85 C") == 0, "note: %s", x ? x->note : "-");
+    x = find(m, n, T_FAST);
+    CHECK(x && x->note[0] == 0);
+    free(m);
+    store_close(st);
+
+    /* 4% below is within the 5% rule: nothing happens. */
+    fake_clock.low_mhz = 960;
+    throttle_run(&o, &res, &m, &n, &st, dir, sizeof dir, &dev);
+    CHECK_EQ_INT(res.retimed, 0);
+    free(m);
+    store_close(st);
+
+    /* The run's start carries over from an earlier shape: a steady 1000
+     * MHz against a 1200 MHz start is throttled for every timed tactic
+     * (FAST, SLOW, HOPELESS), and the cut note of HOPELESS is kept after. */
+    fake_clock.low_times = 0;
+    o.clock_ref_mhz = 1200;
+    throttle_run(&o, &res, &m, &n, &st, dir, sizeof dir, &dev);
+    CHECK_EQ_INT(res.throttled, 3);
+    CHECK_NEAR(res.clock_ref_mhz, 1200, 0);
+    x = find(m, n, T_HOPELESS);
+    CHECK_MSG(x && strncmp(x->note, "throttled: clock 1000 MHz, 17% below", 36) == 0 &&
+                  strstr(x->note, "; cut after") != NULL, "note: %s", x ? x->note : "-");
+    free(m);
+    store_close(st);
+
+    /* No readable clock: no check, no re-timing. */
+    fake_clock.fail = 1;
+    throttle_run(&o, &res, &m, &n, &st, dir, sizeof dir, &dev);
+    CHECK_EQ_INT(res.retimed, 0);
+    CHECK_EQ_INT(res.throttled, 0);
+    free(m);
+    store_close(st);
+    fake_clock.fail = 0;
+}
+
 int main(void)
 {
     RUN(tuner_should_record_each_outcome);
@@ -333,5 +456,6 @@ int main(void)
     RUN(retune_should_keep_winner_within_noise);
     RUN(budget_should_bind_slow_tactics);
     RUN(check_rows_should_cover_every_head_and_boundary);
+    RUN(throttled_tactic_should_be_retimed_and_noted);
     return test_summary();
 }

@@ -15,6 +15,7 @@
 
 #include "../db/store.h"
 #include "select.h"
+#include "throttle.h"
 
 typedef struct tuner_progress {
     int shape_index, shape_count;  /* 0-based shape, of how many */
@@ -44,6 +45,14 @@ typedef struct tuner_opts {
     void *ctx;
     volatile int *cancel;  /* checked between tactics and samples; may be NULL */
     const char *host;      /* provenance; NULL: gethostname() */
+    /* Throttling check (tuner/throttle.h): the clock source sampled around
+     * every timed tactic (NULL: the device's own, attn_power_sample), and
+     * the run's starting clock carried from shape to shape (0: none yet;
+     * pass tuner_shape_result.clock_ref_mhz on to the next shape). */
+    tuner_clock_fn clock;
+    void *clock_ctx;
+    double clock_ref_mhz;
+    double throttle_rel;   /* default 0.05: a clock 5% below the start */
 } tuner_opts;
 
 void tuner_opts_default(tuner_opts *o);
@@ -54,6 +63,9 @@ typedef struct tuner_shape_result {
     int failed;       /* status failed or inaccurate */
     char winner[ATTN_TACTIC_STR_MAX]; /* "" if none */
     double winner_us;
+    int retimed;      /* tactics timed again because the clock had dropped */
+    int throttled;    /* of those, still throttled: noted in their rows */
+    double clock_ref_mhz; /* the run's starting clock after this shape */
 } tuner_shape_result;
 
 /* Seed of a shape's inputs: FNV-1a of its canonical key. */

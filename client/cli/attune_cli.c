@@ -397,6 +397,7 @@ static int cmd_tune(int argc, char **argv)
         tuner_shape_result res;
         double ts = mono_s();
         int trc = tuner_run_shape(st, &dev, &shapes[i], &o, i, n, &res);
+        o.clock_ref_mhz = res.clock_ref_mhz; /* the run's start, for the throttling check */
         ctx.shapes_done++;
         if (ctx.tty && !quiet)
             fprintf(stderr, "\r\033[K");
@@ -420,6 +421,10 @@ static int cmd_tune(int argc, char **argv)
                             "(%.2f us) in %.1fs\n",
                     i + 1, n, key, res.measured, res.skipped, res.failed,
                     res.winner[0] ? res.winner : "(none)", "", res.winner_us, mono_s() - ts);
+        if (res.throttled > 0 || (res.retimed > 0 && !quiet))
+            fprintf(stderr, "attune: %s: GPU clock dropped during %d tactic%s (timed again); "
+                            "%d still throttled, noted in their rows (attune results)\n",
+                    key, res.retimed, res.retimed == 1 ? "" : "s", res.throttled);
     }
     store_close(st);
     free(shapes);
