@@ -36,7 +36,7 @@ static void work_winners(req *r, store *st)
         req_error(r, 500, "reading the measurements failed: %s", attune_strerror(rc));
         goto out;
     }
-    rc = winners_compute(m, n, dev.stack.id, p, &r->winners, &rows, &nrows);
+    rc = winners_compute(m, n, &dev.stack, p, &r->winners, &rows, &nrows);
     if (rc != 0) {
         req_error(r, 500, "out of memory");
         goto out;

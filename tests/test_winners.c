@@ -8,6 +8,7 @@
 static const attn_shape A = {1, 8, 1, 50, 1018, 256, ATTN_F16, 0};
 static const attn_shape B = {1, 8, 8, 64, 64, 64, ATTN_F16, 1};
 static const attn_shape C = {1, 4, 4, 7, 7, 64, ATTN_F32, 0};
+static const attn_stack S1 = {.id = "s1"};
 
 static store_measurement meas(attn_shape s, const char *stack, const char *tactic, double us,
                               double rel, store_status st, int64_t at)
@@ -46,7 +47,7 @@ static void winner_and_runner_up_should_follow_the_selection_rule(void)
     m[4].time_us_copies = 16.0; /* competes with its copies: slower than split */
     winners_row *r = NULL;
     int n = 0;
-    CHECK_EQ_INT(winners_compute(m, 5, "s1", NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 5, &S1, NULL, NULL, &r, &n), 0);
     CHECK_EQ_INT(n, 1);
     CHECK(r[0].has_winner);
     CHECK_STR(r[0].winner.tactic, "split/acc=f32/pad=1");
@@ -72,14 +73,14 @@ static void runner_up_should_keep_the_bound_of_the_most_accurate_tactic(void)
     };
     winners_row *r = NULL;
     int n = 0;
-    CHECK_EQ_INT(winners_compute(m, 3, "s1", NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 3, &S1, NULL, NULL, &r, &n), 0);
     CHECK_EQ_INT(n, 1);
     CHECK_STR(r[0].winner.tactic, "fused/pad=1");
     CHECK_STR(r[0].runner_up.tactic, "split/acc=f32/pad=1");
     CHECK_NEAR(r[0].margin, 2.0, 1e-12);
     free(r);
     /* a lone eligible row has no runner-up */
-    CHECK_EQ_INT(winners_compute(m, 1, "s1", NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 1, &S1, NULL, NULL, &r, &n), 0);
     CHECK(r[0].has_winner && !r[0].has_runner_up && isnan(r[0].margin));
     free(r);
 }
@@ -94,7 +95,7 @@ static void incumbent_kept_within_noise_should_show_a_margin_below_one(void)
     m[0].time_us_min = 9.0; /* 10 % noise: 9.8 does not beat it */
     winners_row *r = NULL;
     int n = 0;
-    CHECK_EQ_INT(winners_compute(m, 2, "s1", NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 2, &S1, NULL, NULL, &r, &n), 0);
     CHECK_STR(r[0].winner.tactic, "fused/pad=1");
     CHECK_STR(r[0].runner_up.tactic, "split/acc=f32/pad=1");
     CHECK(r[0].margin < 1.0);
@@ -116,7 +117,7 @@ static void old_stack_should_answer_stale_and_show_as_previous(void)
     };
     winners_row *r = NULL;
     int n = 0;
-    CHECK_EQ_INT(winners_compute(m, 7, "s1", NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 7, &S1, NULL, NULL, &r, &n), 0);
     CHECK_EQ_INT(n, 2);
     const winners_row *b = find(r, n, &B), *a = find(r, n, &A);
     CHECK(b != NULL && a != NULL);
@@ -138,12 +139,12 @@ static void old_stack_should_answer_stale_and_show_as_previous(void)
     winners_filter f;
     winners_filter_all(&f);
     f.stale = 1;
-    CHECK_EQ_INT(winners_compute(m, 7, "s1", NULL, &f, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 7, &S1, NULL, &f, &r, &n), 0);
     CHECK_EQ_INT(n, 1);
     CHECK(n == 1 && memcmp(&r[0].shape, &A, sizeof A) == 0);
     free(r);
     f.stale = 0;
-    CHECK_EQ_INT(winners_compute(m, 7, "s1", NULL, &f, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 7, &S1, NULL, &f, &r, &n), 0);
     CHECK(n == 1 && memcmp(&r[0].shape, &B, sizeof B) == 0);
 out:
     free(r);
@@ -157,7 +158,7 @@ static void shape_without_winner_should_be_listed(void)
     };
     winners_row *r = NULL;
     int n = 0;
-    CHECK_EQ_INT(winners_compute(m, 2, "s1", NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 2, &S1, NULL, NULL, &r, &n), 0);
     CHECK_EQ_INT(n, 1);
     CHECK_EQ_INT(r[0].has_winner, 0);
     CHECK_EQ_INT(r[0].stale, 0);
@@ -175,7 +176,7 @@ static void filters_and_order_should_hold(void)
     };
     winners_row *r = NULL;
     int n = 0;
-    CHECK_EQ_INT(winners_compute(m, 3, "s1", NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 3, &S1, NULL, NULL, &r, &n), 0);
     CHECK_EQ_INT(n, 3);
     /* f16 before f32; within f16, d=64 before d=256 */
     CHECK(n == 3 && memcmp(&r[0].shape, &B, sizeof B) == 0 &&
@@ -184,20 +185,52 @@ static void filters_and_order_should_hold(void)
     winners_filter f;
     winners_filter_all(&f);
     f.dtype = ATTN_F16;
-    CHECK_EQ_INT(winners_compute(m, 3, "s1", NULL, &f, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 3, &S1, NULL, &f, &r, &n), 0);
     CHECK_EQ_INT(n, 2);
     free(r);
     f.d = 64;
-    CHECK_EQ_INT(winners_compute(m, 3, "s1", NULL, &f, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 3, &S1, NULL, &f, &r, &n), 0);
     CHECK_EQ_INT(n, 1);
     free(r);
     winners_filter_all(&f);
     f.causal = 0;
-    CHECK_EQ_INT(winners_compute(m, 3, "s1", NULL, &f, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 3, &S1, NULL, &f, &r, &n), 0);
     CHECK_EQ_INT(n, 2);
     free(r);
-    CHECK_EQ_INT(winners_compute(m, 0, "s1", NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(winners_compute(m, 0, &S1, NULL, NULL, &r, &n), 0);
     CHECK(n == 0 && r == NULL);
+}
+
+static void other_power_modes_should_never_count(void)
+{
+    /* A: s1 (current, mode "maxn") and s2 (mode "15w", newer, faster);
+     * B: only in mode "15w". attuned never serves another mode's rows. */
+    store_measurement m[] = {
+        meas(A, "s1", "fused/pad=1", 30.0, 3e-4, STORE_OK, 5),
+        meas(A, "s2", "split/acc=f32/pad=1", 10.0, 3e-4, STORE_OK, 9),
+        meas(B, "s2", "fused/pad=1", 10.0, 3e-4, STORE_OK, 9),
+    };
+    snprintf(m[0].power, sizeof m[0].power, "maxn");
+    snprintf(m[1].power, sizeof m[1].power, "15w");
+    snprintf(m[2].power, sizeof m[2].power, "15w");
+    attn_stack cur = {.id = "s1", .power = "maxn"};
+    winners_row *r = NULL;
+    int n = 0;
+    CHECK_EQ_INT(winners_compute(m, 3, &cur, NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) {
+        CHECK(memcmp(&r[0].shape, &A, sizeof A) == 0);
+        CHECK_STR(r[0].winner.tactic, "fused/pad=1");
+        CHECK_EQ_INT(r[0].has_previous, 0);
+    }
+    free(r);
+    /* the current stack in mode 15w without rows: A's s2 winner, stale */
+    attn_stack cur15 = {.id = "s3", .power = "15w"};
+    CHECK_EQ_INT(winners_compute(m, 3, &cur15, NULL, NULL, &r, &n), 0);
+    CHECK_EQ_INT(n, 2);
+    const winners_row *a = find(r, n, &A);
+    CHECK(a != NULL && a->stale && strcmp(a->winner.tactic, "split/acc=f32/pad=1") == 0);
+    free(r);
 }
 
 int main(void)
@@ -208,5 +241,6 @@ int main(void)
     RUN(old_stack_should_answer_stale_and_show_as_previous);
     RUN(shape_without_winner_should_be_listed);
     RUN(filters_and_order_should_hold);
+    RUN(other_power_modes_should_never_count);
     return test_summary();
 }

@@ -83,10 +83,13 @@ static int runner_up(const store_measurement *m, const group *g, const select_po
     return found;
 }
 
-/* Fill row from the rows m[lo..hi) of one shape, sorted by stack. */
-static int shape_row(const store_measurement *m, int lo, int hi, const char *cur_stack,
+/* Fill row from the rows m[lo..hi) of one shape, sorted by stack, leaving
+ * out stacks of another power mode than cur's. 1 when filled, 0 when no
+ * row of cur's mode exists, or ATTUNE_ENOMEM. */
+static int shape_row(const store_measurement *m, int lo, int hi, const attn_stack *cur,
                      const select_policy *p, winners_row *row)
 {
+    const char *cur_stack = cur->id;
     group gs[16];
     int ng = 0, rc = 0;
     group *g = gs;
@@ -98,6 +101,10 @@ static int shape_row(const store_measurement *m, int lo, int hi, const char *cur
             if (m[j].taken_at > newest)
                 newest = m[j].taken_at;
             j++;
+        }
+        if (strcmp(m[i].power, cur->power) != 0) {
+            i = j;
+            continue;
         }
         if (ng == cap) { /* many stacks: rare, grow off the stack */
             group *bigger = malloc((size_t)cap * 2 * sizeof *bigger);
@@ -118,16 +125,21 @@ static int shape_row(const store_measurement *m, int lo, int hi, const char *cur
     /* chosen: the current stack's group when it has a winner, else the
      * most recent group with a winner, else (no winner anywhere) the
      * current stack's group, else the most recent one */
-    int cur = -1, best_w = -1, newest = -1;
+    if (ng == 0)
+        goto out; /* rc 0: nothing in this power mode */
+    int here = -1, best_w = -1, newest = -1;
     for (int k = 0; k < ng; k++) {
         if (strcmp(m[g[k].lo].stack_id, cur_stack) == 0)
-            cur = k;
+            here = k;
         if (g[k].win >= 0 && (best_w < 0 || g[k].newest > g[best_w].newest))
             best_w = k;
         if (newest < 0 || g[k].newest > g[newest].newest)
             newest = k;
     }
-    int ch = (cur >= 0 && g[cur].win >= 0) ? cur : best_w >= 0 ? best_w : cur >= 0 ? cur : newest;
+    int ch = (here >= 0 && g[here].win >= 0) ? here
+             : best_w >= 0                    ? best_w
+             : here >= 0                      ? here
+                                              : newest;
     memset(row, 0, sizeof *row);
     row->shape = m[lo].shape;
     row->margin = NAN;
@@ -162,13 +174,14 @@ static int shape_row(const store_measurement *m, int lo, int hi, const char *cur
         row->has_previous = 1;
         row->previous = m[g[prev].win];
     }
+    rc = 1;
 out:
     if (g != gs)
         free(g);
     return rc;
 }
 
-int winners_compute(const store_measurement *m, int n, const char *cur_stack,
+int winners_compute(const store_measurement *m, int n, const attn_stack *cur,
                     const select_policy *p, const winners_filter *f, winners_row **out,
                     int *nout)
 {
@@ -195,12 +208,14 @@ int winners_compute(const store_measurement *m, int n, const char *cur_stack,
         if (keep_shape(&s[lo].shape, f)) {
             if ((rc = grow_array(&rows, &cap, nrows, sizeof *rows)) != 0)
                 goto fail;
-            if ((rc = shape_row(s, lo, hi, cur_stack, p, &rows[nrows])) != 0)
+            if ((rc = shape_row(s, lo, hi, cur, p, &rows[nrows])) < 0)
                 goto fail;
             const winners_row *w = &rows[nrows];
             /* stale filter: a shape without a winner is neither */
-            if (f == NULL || f->stale < 0 || (w->has_winner && w->stale == f->stale))
+            if (rc == 1 &&
+                (f == NULL || f->stale < 0 || (w->has_winner && w->stale == f->stale)))
                 nrows++;
+            rc = 0;
         }
         lo = hi;
     }

@@ -4,8 +4,11 @@
  * The winner of a shape follows the rule of the daemon's lookups (index.h
  * "measured"): select_winner among the rows of the device's current stack;
  * when that stack has none, among the rows of the most recent other stack
- * that has one (stale). A shape whose rows give no eligible tactic is still
- * listed, without a winner, so a broken or all-inaccurate shape shows up. */
+ * that has one (stale). Only stacks of the current stack's power mode count:
+ * a row taken in another mode belongs to another device state and is never
+ * served (kernels/power.h), so a shape measured only in other modes is not
+ * listed. A shape whose rows give no eligible tactic is still listed,
+ * without a winner, so a broken or all-inaccurate shape shows up. */
 #ifndef ATTUNE_WINNERS_H
 #define ATTUNE_WINNERS_H
 
@@ -41,16 +44,18 @@ typedef struct winners_row {
     double margin;
     int ntactics;          /* rows of stack_id */
     int nok, ninaccurate, nfailed, nunsupported;
-    int has_previous;      /* the winner of the most recent other stack */
+    int has_previous;      /* the winner of the most recent other stack of
+                              the same power mode */
     store_measurement previous;
 } winners_row;
 
 /* Group m[0..n) (rows of one device, any shapes and stacks, any order) by
  * shape and fill *out (malloc'd, caller frees; NULL when *nout == 0) with
  * one row per shape kept by f (NULL: all), sorted by (dtype, d, g, causal,
- * sq, skv, b, hq). p: selection policy (NULL: defaults). cur_stack: the
- * device's current stack id. m is not modified. 0 or ATTUNE_ENOMEM. */
-int winners_compute(const store_measurement *m, int n, const char *cur_stack,
+ * sq, skv, b, hq). p: selection policy (NULL: defaults). cur: the device's
+ * current stack (its id and power mode). m is not modified. 0 or
+ * ATTUNE_ENOMEM. */
+int winners_compute(const store_measurement *m, int n, const attn_stack *cur,
                     const select_policy *p, const winners_filter *f, winners_row **out,
                     int *nout);
 

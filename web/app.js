@@ -101,7 +101,8 @@ function renderDevices() {
     return;
   }
   let h = '<table><thead><tr><th>device</th><th>id</th><th>kind</th><th>cc</th><th>SMs</th>' +
-    '<th>memory</th><th>stack</th><th>driver / runtime / BLAS</th><th>attune</th>' +
+    '<th>memory</th><th>stack</th><th>driver / runtime / BLAS</th><th>power mode</th>' +
+    '<th>attune</th>' +
     '<th>shapes</th><th>measurements</th><th></th></tr></thead><tbody>';
   for (const d of state.devices) {
     const s = d.stack || {};
@@ -110,7 +111,8 @@ function renderDevices() {
       esc(d.kind) + '</td><td>' + (d.kind === 'cuda' ? esc(d.cc) : '-') + '</td><td>' + esc(d.sm_count) + '</td><td>' +
       (d.memory_mb ? esc(d.memory_mb) + ' MB' : '-') + '</td><td class="mono">' +
       esc(s.id || '-') + '</td><td>' + esc([s.driver, s.runtime, s.blas].filter((x) => x)
-      .join(' / ') || '-') + '</td><td>' + esc(s.attune || '-') + '</td><td>' +
+      .join(' / ') || '-') + '</td><td>' + esc(s.power || '-') + '</td><td>' +
+      esc(s.attune || '-') + '</td><td>' +
       esc(d.shapes) + '</td><td>' + esc(d.measurements) + '</td><td>' +
       (d.local ? 'this host' : 'fleet') + '</td></tr>';
   }

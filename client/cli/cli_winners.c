@@ -158,7 +158,7 @@ int cli_winners_main(int argc, char **argv)
     }
     select_policy pol;
     select_policy_default(&pol);
-    if (winners_compute(m, n, stack.id, &pol, &f, &rows, &nrows) != 0) {
+    if (winners_compute(m, n, &stack, &pol, &f, &rows, &nrows) != 0) {
         fprintf(stderr, "attune: out of memory\n");
         goto out;
     }
