@@ -226,6 +226,8 @@ static int on_progress(void *ctx, const tuner_progress *p)
         if (v != NULL) {
             v->tactic_index = p->tactic_index;
             v->tactic_count = p->tactic_count;
+            snprintf(v->shape, sizeof v->shape, "%s", p->shape_key ? p->shape_key : "");
+            snprintf(v->tactic, sizeof v->tactic, "%s", p->tactic ? p->tactic : "");
             v->updated_at = (int64_t)time(NULL); /* progress shows in GET /v1/jobs/ID */
         }
         pthread_mutex_unlock(&j->mu);
@@ -249,6 +251,9 @@ static void set_state(jdev *d, store *st, int64_t id, store_job_state state, int
         v->updated_at = (int64_t)time(NULL);
         if (error != NULL)
             snprintf(v->error, sizeof v->error, "%s", error);
+        if (state != STORE_JOB_RUNNING || next_shape) {
+            v->shape[0] = v->tactic[0] = 0;
+        }
         if (state != STORE_JOB_RUNNING)
             v->tactic_index = v->tactic_count = 0;
         else if (next_shape)

@@ -41,6 +41,8 @@ typedef struct jobs_view {
     store_job_state state;
     int done, total;              /* shapes */
     int tactic_index, tactic_count; /* running: position within the shape */
+    char shape[ATTN_SHAPE_KEY_MAX];   /* running: the shape being tuned, "" between */
+    char tactic[ATTN_TACTIC_STR_MAX]; /* running: the tactic being measured, "" between */
     int cancel_requested;
     int64_t created_at;
     int64_t updated_at;           /* last state change or progress: moves at each

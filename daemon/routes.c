@@ -352,6 +352,10 @@ static json_t *job_json(const jobs_view *v)
     if (v->state == STORE_JOB_RUNNING) {
         json_object_set_new(o, "tactic_index", json_integer(v->tactic_index));
         json_object_set_new(o, "tactic_count", json_integer(v->tactic_count));
+        if (v->shape[0] != 0)
+            json_object_set_new(o, "shape", json_string(v->shape));
+        if (v->tactic[0] != 0)
+            json_object_set_new(o, "tactic", json_string(v->tactic));
     }
     if (v->cancel_requested)
         json_object_set_new(o, "cancel_requested", json_true());

@@ -169,8 +169,9 @@ function renderJobs() {
     const running = j.state === 'running';
     const shape = running ? 'shape ' + Math.min(j.done + 1, j.total) + ' of ' + j.total
       : j.done + ' of ' + j.total + ' shapes';
-    const tactic = running && j.tactic_count ? 'tactic ' + Math.min(j.tactic_index + 1,
+    let tactic = running && j.tactic_count ? 'tactic ' + Math.min(j.tactic_index + 1,
       j.tactic_count) + ' of ' + j.tactic_count : '';
+    if (running && j.tactic) tactic += ': ' + j.tactic;
     const dev = state.devices.find((d) => d.id === j.device);
     h += '<tr class="job ' + esc(j.state) + '" data-job="' + esc(j.id) + '" data-state="' +
       esc(j.state) + '" data-done="' + esc(j.done) + '" data-total="' + esc(j.total) +
@@ -178,7 +179,9 @@ function renderJobs() {
       esc(dev ? dev.name : j.device) + '</td><td>' + esc(j.state) +
       (j.cancel_requested ? ' (cancel requested)' : '') + (j.error ? ': ' + esc(j.error) : '') +
       '</td><td><div class="bar"><div data-frac="' + frac.toFixed(4) +
-      '"></div></div></td><td class="progress">' + esc(shape) + '</td><td>' + esc(tactic) +
+      '"></div></div></td><td class="progress">' + esc(shape) + (running && j.shape
+      ? ' <span class="mono">' + esc(j.shape) + '</span>' : '') + '</td><td class="tactic">' +
+      esc(tactic) +
       '</td><td>' + esc(jobEta(j, frac)) + '</td><td>' +
       esc(new Date(j.updated_at * 1000).toLocaleTimeString()) + '</td></tr>';
   }
@@ -231,7 +234,7 @@ function drawPanel(name, rows) {
   for (const w of rows) {
     per = Math.max(per, rows.filter((x) => x.sq === w.sq && x.skv === w.skv).length);
   }
-  const cw = 112 * per, ch = 46, left = 64, top = 34;
+  const cw = 126 * per, ch = 46, left = 64, top = 34;
   const width = left + cw * skvs.length + 8, height = top + ch * sqs.length + 8;
   const root = svg('svg', { width, height, class: 'panel', 'data-panel': name });
   root.appendChild(svg('text', { x: left, y: 12, class: 'axis-title' }, 'skv (keys) \u2192'));

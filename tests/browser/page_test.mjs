@@ -10,7 +10,7 @@
 // (tactic, variant color, time); the shape view marks the same winner; a
 // running job's progress moves on the page; the job's shapes appear with
 // the API's winners within seconds of it finishing; no console error, page
-// error or failed request. Prints "N passed, N failed"; exit 1 on failure.
+// error or failed request, and no request but GET. Prints "N passed, N failed"; exit 1 on failure.
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -110,6 +110,9 @@ async function main() {
     });
     page.on('pageerror', (e) => problems.push('page error: ' + e.message));
     page.on('requestfailed', (r) => problems.push('request failed: ' + r.url()));
+    page.on('request', (r) => {
+      if (r.method() !== 'GET') problems.push('the page sent ' + r.method() + ' ' + r.url());
+    });
     page.on('response', (r) => {
       if (r.status() >= 400) problems.push('HTTP ' + r.status() + ': ' + r.url());
     });
@@ -160,7 +163,7 @@ async function main() {
         Authorization: 'Bearer ' + process.env.ATTUNE_TOKEN },
     });
     check(status === 202, 'POST /v1/tune queued job ' + queued.job);
-    const seen = [];
+    const seen = [], named = [];
     let shot = false;
     const t0 = Date.now();
     let jobState = '';
@@ -168,8 +171,9 @@ async function main() {
       const row = await page.$(`tr.job[data-job="${queued.job}"]`);
       if (row) {
         const p = await row.evaluate((e) => [e.dataset.state, e.dataset.progress,
-          e.querySelector('.progress').textContent]);
+          e.querySelector('.progress').textContent, e.querySelector('.tactic').textContent]);
         jobState = p[0];
+        if (p[0] === 'running') named.push([p[2], p[3]]);
         if (p[0] === 'running' && (seen.length === 0 || seen[seen.length - 1] !== p[1])) {
           seen.push(p[1]);
           if (!shot && seen.length >= 2) {
@@ -189,6 +193,11 @@ async function main() {
     const doneAt = Date.now();
     const keys = job.shapes.map((s) => `b${s.b}.hq${s.hq}.hkv${s.hkv}.sq${s.sq}.skv${s.skv}` +
       `.d${s.d}.${s.dtype}.${s.causal ? 'c' : 'nc'}`);
+    // while running, the row names a shape of the job and the tactic measured
+    const good = named.filter(([sh, ta]) => keys.some((k) => sh.includes(k)) &&
+      /^tactic \d+ of \d+: [a-z_]+\/\S+$/.test(ta));
+    check(good.length > 0, 'the running job names its shape and tactic, e.g. ' +
+      JSON.stringify(good[0] || named[0]));
     await page.waitForFunction((ks) => ks.every((k) =>
       document.querySelector(`#map g.cell[data-shape="${k}"]`)), keys, { timeout: 10000 })
       .catch(() => {});
