@@ -185,6 +185,8 @@ static void other_stack_should_answer_stale(void)
     predict_free(pm);
 }
 
+#define LIST_MAX 1024
+
 static int64_t rnd(int64_t lo, int64_t hi)
 {
     return lo + (int64_t)(((double)rand() / ((double)RAND_MAX + 1.0)) * (double)(hi - lo + 1));
@@ -211,20 +213,18 @@ static attn_shape random_shape(void)
 
 /* Thousands of random valid shapes: every answer is one of the tactics the
  * backend lists for that shape, complete (it parses back to itself). */
-static void every_answer_should_be_a_listed_tactic(void)
+static void every_answer_should_be_listed_on(const attn_device *dev)
 {
     srand(12345);
-    attn_device cpu;
-    char err[ATTUNE_ERRLEN];
-    CHECK(attn_device_resolve("cpu", &cpu, err, sizeof err) == 0);
+    const attn_device *cpu = dev;
     /* a device that measured 60 random shapes with every listed tactic */
-    store_measurement *m = malloc(60 * 16 * sizeof *m);
-    attn_tactic list[64];
+    store_measurement *m = malloc(60 * 24 * sizeof *m);
+    attn_tactic list[LIST_MAX];
     int n = 0;
     for (int i = 0; i < 60; i++) {
         attn_shape s = random_shape();
-        int nt = cpu.ops->tactics(cpu.index, &s, list, 64);
-        for (int k = 0; k < nt && k < 16; k++) {
+        int nt = cpu->ops->tactics(cpu->index, &s, list, LIST_MAX);
+        for (int k = 0; k < nt && k < LIST_MAX; k += 1 + nt / 24) {
             char ts[ATTN_TACTIC_STR_MAX];
             attn_tactic_str(&list[k], ts, sizeof ts);
             double cost = 1e-6 * (double)(s.b * s.hq) * (double)attn_round_up(s.sq, list[k].pad) *
@@ -239,7 +239,7 @@ static void every_answer_should_be_a_listed_tactic(void)
     const int N = 5000;
     for (int i = 0; i < N; i++) {
         attn_shape s = random_shape();
-        int nt = cpu.ops->tactics(cpu.index, &s, list, 64);
+        int nt = cpu->ops->tactics(cpu->index, &s, list, LIST_MAX);
         predict_answer a;
         int rc = predict_answer_for(pm, &s, list, nt, 0, &a);
         if (rc != 0) {
@@ -262,11 +262,21 @@ static void every_answer_should_be_a_listed_tactic(void)
         }
     }
     double us = ((double)clock() - t0) / CLOCKS_PER_SEC * 1e6 / N;
-    fprintf(stderr, "  %d random shapes answered, %.1f us per answer (60 shapes known)\n",
-            answered, us);
+    fprintf(stderr, "  %s (%s): %d random shapes answered, %.1f us per answer (60 shapes known)\n",
+            dev->info.name, dev->ops->name, answered, us);
     CHECK_EQ_INT(bad, 0);
     CHECK_EQ_INT(answered, N);
     predict_free(pm);
+}
+
+/* Every device of this host: the CPU, and each GPU where one is present
+ * (tests/gpu/run.sh runs this test on the GPU machine too). */
+static void every_answer_should_be_a_listed_tactic(void)
+{
+    attn_device devs[16];
+    int n = attn_devices(devs, 16);
+    for (int i = 0; i < n && i < 16; i++)
+        every_answer_should_be_listed_on(&devs[i]);
 }
 
 int main(void)

@@ -128,7 +128,13 @@ int loo_run(const store_measurement *m, int n, const char *cur_stack, const sele
                                               0, &a)
                          : ATTUNE_ENOTFOUND;
         } else {
-            arc = predict_answer_measured_families(pm, s, 0, &a);
+            /* the tactics the tuner measured on the hidden shape: what the
+             * backend listed for it when it was tuned */
+            int nc = 0;
+            for (int k = 0; k < nown && nc < LOO_MAX_TACTICS; k++)
+                if (attn_tactic_parse(own[k].tactic, &cand[nc], NULL, 0) == 0)
+                    nc++;
+            arc = nc > 0 ? predict_answer_for(pm, s, cand, nc, 0, &a) : ATTUNE_ENOTFOUND;
         }
         predict_free(pm);
         loo_shape *ls = &out->shapes[out->n];

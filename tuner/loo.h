@@ -32,7 +32,8 @@ typedef struct loo_result {
 /* Run the evaluation over rows m[0..n) of one device (rows of other stacks
  * than cur_stack are used as predict_build uses them). dev: the backend
  * whose listing for each hidden shape gives the candidates; NULL: the
- * families measured on the device (predict_answer_measured_families).
+ * tactics measured on the hidden shape (what the backend listed for it
+ * when it was tuned: a table from another host evaluates offline).
  * p: policy (NULL: defaults). Fills *out (free with loo_result_free).
  * Returns 0, ATTUNE_ENOMEM, or the backend's listing error. */
 int loo_run(const store_measurement *m, int n, const char *cur_stack, const select_policy *p,

@@ -30,7 +30,8 @@ static const char loo_usage[] =
     "time of the answered tactic on that shape / time of its winner (inf: the\n"
     "answer is not eligible there). Then median, worst and geometric mean.\n"
     "The candidates are the device's tactic listing for each hidden shape when the\n"
-    "device is on this host, else the families measured on it.\n"
+    "device is on this host, else the tactics measured on that shape (what its\n"
+    "backend listed when it was tuned), so an imported table evaluates anywhere.\n"
     "  --max-median R, --max-worst R   exit 1 when the median / worst exceeds R\n";
 
 static int want_help(int argc, char **argv)

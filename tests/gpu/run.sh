@@ -21,7 +21,10 @@
 # gpu; (5) with --bench, tests/gpu/bench_split and bench/peers.py.
 #
 # Options: --bench (run the peer benchmark), --daemon (start attuned, tune
-# grids/anchors.json through its API, check the served winners), --peers-args "ARGS" (extra
+# grids/anchors.json through its API, check the served winners), --loo
+# (tune grids/default.json on GPU 0, then the leave-one-out regret of
+# predicted answers: loo.txt, the tuned table loo-table.json for offline
+# evaluation with `attune import` + `attune loo`, loo-tune.log), --peers-args "ARGS" (extra
 # arguments to peers.py, e.g. "--only 0,1 --budget-ms 100"), --no-tests,
 # --ctest-args "ARGS". Logs and results go under $OUT (the run tool's
 # folder; ./gpu-out elsewhere): run.log, env.txt, build.log, ctest.log,
@@ -36,6 +39,7 @@ PREFIX=$DEPS/root
 BUILD=${ATTUNE_GPU_BUILD:-$ROOT/build-gpu}
 BENCH=0
 DAEMON=0
+LOO=0
 TESTS=1
 PEERS_ARGS=""
 CTEST_ARGS=""
@@ -43,10 +47,11 @@ while [ $# -gt 0 ]; do
     case $1 in
     --bench) BENCH=1 ;;
     --daemon) DAEMON=1 ;;
+    --loo) LOO=1 ;;
     --no-tests) TESTS=0 ;;
     --peers-args) shift; PEERS_ARGS=${1:-} ;;
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--daemon] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
+    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
        exit 2 ;;
     esac
     shift
@@ -179,6 +184,26 @@ if [ "$DAEMON" = 1 ]; then
     else
         log "attuned was not built: daemon check skipped"
     fi
+fi
+
+# ---- (4c) leave-one-out regret of predicted answers over the default grid
+
+if [ "$LOO" = 1 ]; then
+    DB=${TMPDIR:-/tmp}/attune-loo-$$.db
+    log "loo: tune grids/default.json on device 0"
+    if "$BUILD/attune" tune --db "$DB" --device 0 --grid "$ROOT/grids/default.json" \
+            >"$OUT/loo-tune.log" 2>&1; then
+        log "tuned ($(($(date +%s) - START)) s)"
+        "$BUILD/attune" loo --db "$DB" --device 0 --grid "$ROOT/grids/default.json" \
+            >"$OUT/loo.txt" 2>&1 || STATUS=1
+        cat "$OUT/loo.txt" | tee -a "$RUNLOG"
+    else
+        log "tuning failed"; tail -20 "$OUT/loo-tune.log" >&2; STATUS=1
+    fi
+    "$BUILD/attune" export --db "$DB" --device 0 -o "$OUT/loo-table.json" || STATUS=1
+    [ -x "$BUILD/tests/test_predict" ] && "$BUILD/tests/test_predict" 2>&1 | tail -4 | tee -a "$RUNLOG"
+    rm -f "$DB"*
+    log "loo done ($(($(date +%s) - START)) s)"
 fi
 
 # ---- (5) peer benchmark
