@@ -110,20 +110,21 @@ static void model_should_pick_the_family_that_wins_nearby(void)
     predict_free(pm);
 }
 
-/* The split count follows keys per split: the best is always 256 keys
- * per split; measured at 1k and 4k keys, asked at 2k. */
-static void split_count_should_follow_keys_per_split(void)
+/* The split count follows the grid it makes: on this device the best
+ * count always launches 128 blocks (b * hkv * splits for one query row
+ * block), as on the H200; measured at b*hkv = 16 and 64, asked at 32. */
+static void split_count_should_follow_the_grid(void)
 {
     store_measurement m[32];
     int n = 0;
-    const int64_t lens[] = {1024, 4096};
+    const int64_t kv[] = {16, 64};
     for (int i = 0; i < 2; i++) {
-        attn_shape s = shp(1, 8, 1, 1, lens[i], 128, ATTN_BF16, 0);
+        attn_shape s = shp(kv[i] / 8, 64, 8, 1, 4096, 128, ATTN_BF16, 0);
         for (int sp = 1; sp <= 64; sp *= 2) {
             char t[ATTN_TACTIC_STR_MAX];
             snprintf(t, sizeof t, "fused_splitkv/pad=1/splits=%d/tile=16x64/warps=4", sp);
-            double kps = (double)lens[i] / sp;
-            m[n++] = row(&s, t, 0.01 * (double)lens[i] * (1 + fabs(log2(kps / 256.0))), 1e-3);
+            double blocks = (double)(kv[i] * sp);
+            m[n++] = row(&s, t, 0.01 * (double)kv[i] * (1 + 0.3 * fabs(log2(blocks / 128.0))), 1e-3);
         }
     }
     predict_model *pm = predict_build(m, n, "stack-a", NULL);
@@ -133,14 +134,14 @@ static void split_count_should_follow_keys_per_split(void)
         snprintf(t, sizeof t, "fused_splitkv/pad=1/splits=%d/tile=16x64/warps=4", 1 << k);
         c[k] = tac(t);
     }
-    attn_shape s = shp(1, 8, 1, 1, 2048, 128, ATTN_BF16, 0);
+    attn_shape s = shp(4, 64, 8, 1, 4096, 128, ATTN_BF16, 0);
     predict_answer a;
     CHECK_EQ_INT(predict_answer_for(pm, &s, c, 7, 0, &a), 0);
-    CHECK_EQ_INT(a.tactic.splits, 8);
+    CHECK_EQ_INT(a.tactic.splits, 4);
     /* without a listing: instantiated from the measured families */
     CHECK_EQ_INT(predict_answer_measured_families(pm, &s, 0, &a), 0);
     CHECK_EQ_INT(a.tactic.variant, ATTN_FUSED_SPLITKV);
-    CHECK_EQ_INT(a.tactic.splits, 8);
+    CHECK_EQ_INT(a.tactic.splits, 4);
     predict_free(pm);
 }
 
@@ -284,7 +285,7 @@ int main(void)
     RUN(family_should_drop_only_the_split_count);
     RUN(empty_model_should_answer_not_found);
     RUN(model_should_pick_the_family_that_wins_nearby);
-    RUN(split_count_should_follow_keys_per_split);
+    RUN(split_count_should_follow_the_grid);
     RUN(inaccurate_family_should_not_be_answered);
     RUN(other_stack_should_answer_stale);
     RUN(every_answer_should_be_a_listed_tactic);

@@ -18,9 +18,13 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
 #define DIST_DTYPE_NEAR 0.3 /* f16 <-> bf16: same tensor-core paths */
 #define DIST_DTYPE_FAR 1.5  /* 16-bit <-> f32 */
 #define DIST_CAUSAL 1.0
-/* A split-KV row whose keys per split differ from the candidate's by a
- * factor 2 counts as this much farther away. */
-#define DIST_SPLITS 0.5
+/* Split-KV rows: a measured split count matches a candidate's by the grid
+ * it makes (blocks = b*hkv*ceil(g*sq/tile_m)*splits: flash-decoding splits
+ * to fill the SMs, so the best count on the H200 kept the grid at ~128
+ * blocks from b*hkv = 16 to 128) and, second, by keys per split; a factor
+ * 2 off counts as this much farther away. */
+#define DIST_SPLIT_BLOCKS 0.5
+#define DIST_SPLIT_KEYS 0.25
 /* Inverse squared distance, softened so an almost identical shape does not
  * take all the weight from an equally good one a hair farther. */
 #define W_SOFT 0.1
@@ -34,6 +38,7 @@ typedef struct pm_row {
     int fam;           /* index into pm->fams */
     int splits;        /* 0 when the tactic has none */
     int pad;
+    int tile_m;        /* query rows per block (0: not in the tactic) */
     double lt;         /* log(select_time / cost at its pad); NAN untimed */
     double lne;        /* log(rel_err / dtype scale); NAN without an error */
     double rel_err;
@@ -47,6 +52,7 @@ typedef struct pm_shape {
     double f[5];
     int r0, nr;        /* rows[r0..r0+nr), sorted by family, then splits */
     double best_ok;    /* least rel_err of the ok rows; INFINITY if none */
+    double best_lt;    /* least lt of the eligible rows; NAN if none */
     char win[ATTN_TACTIC_STR_MAX]; /* winner under the policy, "" if none */
     int timed;         /* has a row with a time */
     int stale;
@@ -86,25 +92,35 @@ static double visible_pairs(int64_t sq, int64_t skv, int causal)
     return pairs;
 }
 
-/* FLOPs and bytes of s computed at pad (padded lengths, real masks). */
-static void work_of(const attn_shape *s, int pad, double *flops, double *bytes)
+/* FLOPs and bytes of s computed at pad (padded lengths, real masks).
+ * dense: the tactic computes every (query, key) pair, masked or not (the
+ * GEMM variants: a GEMM cannot skip the masked half of a causal score
+ * matrix; fused kernels skip masked tiles). */
+static void work_of(const attn_shape *s, int pad, int dense, double *flops, double *bytes)
 {
     if (pad < 1)
         pad = 1;
     int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
     double grow = ((double)sqp * (double)skvp) / ((double)s->sq * (double)s->skv);
-    double pairs = visible_pairs(s->sq, s->skv, s->causal) * grow;
+    double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense) * grow;
     double es = (double)attn_dtype_size(s->dtype);
     *flops = 4.0 * (double)s->b * (double)s->hq * pairs * (double)s->d;
     *bytes = es * (2.0 * (double)s->b * (double)s->hq * (double)sqp * (double)s->d +
                    2.0 * (double)s->b * (double)s->hkv * (double)skvp * (double)s->d);
 }
 
+/* 1 for the GEMM variants (split, split_repeat, folded), from a tactic's
+ * text: they compute the whole score matrix. */
+static int dense_tactic(const char *tactic)
+{
+    return strncmp(tactic, "split", 5) == 0 || strncmp(tactic, "folded", 6) == 0;
+}
+
 /* Roofline cost in microseconds of s at pad on the model's device. */
-static double cost_of(const predict_model *pm, const attn_shape *s, int pad)
+static double cost_of(const predict_model *pm, const attn_shape *s, int pad, int dense)
 {
     double fl, by;
-    work_of(s, pad, &fl, &by);
+    work_of(s, pad, dense, &fl, &by);
     return fmax(fl / pm->peak_flops, by / pm->peak_bytes) + pm->lat_us;
 }
 
@@ -158,6 +174,21 @@ char *predict_family(const char *tactic, char *buf, size_t len, int *splits, int
     if (*pad < 1)
         *pad = 1;
     return buf;
+}
+
+/* The M of "/tile=MxN" in a tactic's text, 0 when absent. */
+static int tile_rows(const char *tactic)
+{
+    const char *t = strstr(tactic, "/tile=");
+    return t != NULL ? atoi(t + 6) : 0;
+}
+
+/* Blocks one split of a split-KV tactic launches on s: b * hkv * row
+ * blocks of the group's folded query rows. */
+static double split_grid(const attn_shape *s, int tile_m)
+{
+    int64_t tm = tile_m > 0 ? tile_m : 16;
+    return (double)(s->b * s->hkv) * (double)((attn_shape_group(s) * s->sq + tm - 1) / tm);
 }
 
 /* ---- building */
@@ -348,7 +379,7 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
         char fam[ATTN_TACTIC_STR_MAX];
         predict_family(r->tactic, fam, sizeof fam, &sp, &pad);
         double fl, by, t = select_time(r);
-        work_of(&r->shape, pad, &fl, &by);
+        work_of(&r->shape, pad, dense_tactic(r->tactic), &fl, &by);
         pf = fmax(pf, fl / t);
         pb = fmax(pb, by / t);
         tmin = fmin(tmin, t);
@@ -367,7 +398,10 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
             char fam[ATTN_TACTIC_STR_MAX];
             predict_family(r->tactic, fam, sizeof fam, &row->splits, &row->pad);
             row->fam = find_fam(pm, fam);
-            row->lt = row_timed(r) ? log(select_time(r) / cost_of(pm, &r->shape, row->pad)) : NAN;
+            row->tile_m = tile_rows(r->tactic);
+            row->lt = row_timed(r) ? log(select_time(r) / cost_of(pm, &r->shape, row->pad,
+                                                                  dense_tactic(r->tactic)))
+                                   : NAN;
             row->rel_err = r->rel_err;
             row->lne = isfinite(r->rel_err) && r->rel_err > 0
                            ? log(r->rel_err / err_scale(r->shape.dtype))
@@ -376,6 +410,19 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
             row->ov = (unsigned char)row_usable(r, 1);
         }
         qsort(pm->rows + sh->r0, (size_t)sh->nr, sizeof *pm->rows, cmp_row);
+        /* the shape's best efficiency among rows the policy accepts: the
+         * baseline of its relative slowdowns */
+        double bound = select_max_rel_err(&pm->policy, sh->s.dtype);
+        double ratio = pm->policy.max_ratio > 0 ? pm->policy.max_ratio : SELECT_DEFAULT_RATIO;
+        sh->best_lt = NAN;
+        for (int k = sh->r0; k < sh->r0 + sh->nr; k++) {
+            const pm_row *row = &pm->rows[k];
+            if (!row->ok || !isfinite(row->lt) || row->rel_err > bound ||
+                (sh->best_ok > 0 && row->rel_err > ratio * sh->best_ok))
+                continue;
+            if (!(row->lt >= sh->best_lt))
+                sh->best_lt = row->lt;
+        }
     }
     pm->nrows = npick;
     free(kr);
@@ -442,6 +489,7 @@ static int family_rows(const predict_model *pm, const pm_shape *sh, int fam, int
 
 typedef struct estimate {
     double t;        /* predicted time, us; INFINITY when none */
+    double score;    /* ranking: log predicted slowdown + log cost on s */
     double ne;       /* predicted error in units of the dtype scale */
     double elig;     /* eligible share of the weight */
     double wsum;
@@ -461,36 +509,48 @@ static int row_eligible(const predict_model *pm, const pm_shape *sh, const pm_ro
     return 1;
 }
 
-/* Estimate candidate t (family fam, text ts) on s from the neighbours.
- * used[] (K_NEIGH) receives which neighbours contributed. */
+/* Estimate candidate t (family fam) on s from the neighbours that
+ * measured its family (a neighbour without it does not list it: no
+ * evidence either way): its time from the efficiency they reached; its
+ * rank from its slowdown against each one's best, plus its cost on s at
+ * its pad. Comparing slowdowns, not raw efficiencies, keeps families
+ * measured on different neighbours comparable (a shape where everything
+ * is slow does not count against the families it happens to list). For a
+ * split-KV candidate each neighbour offers the measured split count
+ * closest in grid and keys per split, farther by the mismatch. used[]
+ * (K_NEIGH) receives which neighbours measured it. */
 static estimate estimate_of(const predict_model *pm, const attn_shape *s, const neigh *nb,
                             int nnb, int fam, const attn_tactic *t, int ov, double bound_norm,
                             int *used)
 {
-    estimate e = {INFINITY, INFINITY, 0, 0};
-    double wt = 0, st = 0, we = 0, se = 0, wel = 0;
-    int64_t skvp = attn_round_up(s->skv, t->pad > 0 ? t->pad : 1);
+    estimate e = {INFINITY, INFINITY, INFINITY, 0, 0};
+    double wt = 0, st = 0, we = 0, se = 0, wel = 0, wr = 0, srr = 0;
+    int pad = t->pad > 0 ? t->pad : 1;
+    double c_keys = 0, c_blocks = 0;
+    if (t->splits > 0) {
+        c_keys = log2((double)attn_round_up(s->skv, pad) / t->splits);
+        c_blocks = log2(split_grid(s, t->tile_m) * t->splits);
+    }
     for (int j = 0; j < nnb; j++) {
         used[j] = 0;
         const pm_shape *sh = &pm->shapes[nb[j].shape];
         int cnt, r0 = family_rows(pm, sh, fam, &cnt);
         if (r0 < 0)
-            continue;
+            continue; /* not listed there: no evidence either way */
         int best = r0;
         double pen = 0;
         if (t->splits > 0 && pm->rows[r0].splits > 0) {
-            /* keys per split of the candidate vs of each measured count */
-            double kc = log2((double)skvp / t->splits);
-            int64_t skvp_j = attn_round_up(sh->s.skv, pm->rows[r0].pad);
             pen = INFINITY;
             for (int k = r0; k < r0 + cnt; k++) {
-                double dk = fabs(kc - log2((double)skvp_j / pm->rows[k].splits));
+                const pm_row *r = &pm->rows[k];
+                double kk = log2((double)attn_round_up(sh->s.skv, r->pad) / r->splits);
+                double kb = log2(split_grid(&sh->s, r->tile_m) * r->splits);
+                double dk = DIST_SPLIT_BLOCKS * fabs(c_blocks - kb) + DIST_SPLIT_KEYS * fabs(c_keys - kk);
                 if (dk < pen) {
                     pen = dk;
                     best = k;
                 }
             }
-            pen *= DIST_SPLITS;
         }
         const pm_row *r = &pm->rows[best];
         double d = nb[j].dist + pen + W_SOFT;
@@ -507,9 +567,18 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
             we += w;
             se += w * r->lne;
         }
+        /* slowdown against the neighbour's best; a row without a time
+         * (failed there) counts as twice as slow */
+        double rel = isfinite(r->lt) && isfinite(sh->best_lt) ? r->lt - sh->best_lt : log(2.0);
+        wr += w;
+        srr += w * rel;
     }
-    if (wt > 0)
-        e.t = exp(st / wt) * cost_of(pm, s, t->pad);
+    double cost = cost_of(pm, s, pad, t->variant == ATTN_SPLIT || t->variant == ATTN_SPLIT_REPEAT ||
+                                          t->variant == ATTN_FOLDED);
+    if (wt > 0) {
+        e.t = exp(st / wt) * cost;
+        e.score = srr / wr + log(cost);
+    }
     if (we > 0)
         e.ne = exp(se / we);
     e.elig = e.wsum > 0 ? wel / e.wsum : 0;
@@ -538,7 +607,7 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
     double bound_norm = bound / err_scale(s->dtype);
 
     int best = -1, best_ok = 0;
-    estimate be = {INFINITY, INFINITY, 0, 0};
+    estimate be = {INFINITY, INFINITY, INFINITY, 0, 0};
     int used[K_NEIGH], best_used[K_NEIGH] = {0};
     for (int c = 0; c < ncand; c++) {
         char ts[ATTN_TACTIC_STR_MAX], fam[ATTN_TACTIC_STR_MAX];
@@ -549,7 +618,7 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
         if (f < 0)
             continue;
         estimate e = estimate_of(pm, s, nb, nnb, f, &cand[c], ov, bound_norm, used);
-        if (!isfinite(e.t))
+        if (!isfinite(e.t) || !isfinite(e.score))
             continue;
         int ok = e.elig >= ELIG_SHARE && e.ne <= bound_norm;
         /* an eligible candidate beats any ineligible one; among the
@@ -560,9 +629,9 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
         else if (ok != best_ok)
             better = ok;
         else if (ok)
-            better = e.t < be.t;
+            better = e.score < be.score;
         else
-            better = e.ne < be.ne || (e.ne == be.ne && e.t < be.t);
+            better = e.ne < be.ne || (e.ne == be.ne && e.score < be.score);
         if (better) {
             best = c;
             best_ok = ok;
@@ -628,9 +697,8 @@ int predict_answer_measured_families(const predict_model *pm, const attn_shape *
             const pm_row *r = &pm->rows[k];
             char ts[ATTN_TACTIC_STR_MAX];
             if (r->splits > 0) {
-                /* same keys per split on s: splits = skv' / (skv_j' / splits_j) */
-                double kps = (double)attn_round_up(sh->s.skv, r->pad) / r->splits;
-                double want = (double)attn_round_up(s->skv, r->pad) / kps;
+                /* the same grid on s: splits = blocks_j / blocks per split on s */
+                double want = split_grid(&sh->s, r->tile_m) * r->splits / split_grid(s, r->tile_m);
                 int sp = 1;
                 while (sp < 64 && sp * 2 <= want * 1.4142 && sp * 2 <= attn_round_up(s->skv, r->pad))
                     sp *= 2;

@@ -1,33 +1,37 @@
 /* predict.h -- answers for shapes nobody tuned: a model over a device's
  * measurements that predicts every tactic's time on a new shape.
  *
- * The model (issue 10). A tactic's *family* is its canonical text without
- * the split count (`fused_splitkv/pad=1/tile=16x64/warps=4`); the split
- * count is carried as keys per split (padded skv / splits), so a family
- * measured with 4 splits on 1k keys answers with 16 splits on 4k keys
- * ("the split count follows keys per block").
+ * The model (issue 10, docs/tuning.md "Predicted answers"). A tactic's
+ * *family* is its canonical text without the split count
+ * (`fused_splitkv/pad=1/tile=16x64/warps=4`); a measured split count
+ * transfers as the grid it launched (b * hkv * query row blocks * splits)
+ * and, second, its keys per split: on the H200 the best count kept the
+ * grid at ~128 blocks from 16 to 128 KV heads x batch.
  *
- * Every measured row is turned into an efficiency: the log of its time over
- * a roofline cost of its shape at its pad,
+ * Every measured row becomes an efficiency: the log of its time over a
+ * roofline cost of its shape at its pad,
  *     cost = max(flops / P, bytes / B) + L
  * with P and B the highest FLOP/s and bytes/s any row of the device reached
- * and L the device's launch floor (half its fastest time), so decode-like
- * shapes (few queries per key) are costed by their bytes and prefill by
- * their FLOPs. To answer shape s, the K measured shapes nearest to s in
- * log-shape space (b*hkv, group size, sq, skv, d, plus a step for another
- * dtype or causality) are weighted by inverse squared distance; each
- * candidate tactic's efficiency (and error, in units of its dtype's default
- * bound) is the weighted mean over those neighbours that measured its
- * family, and its predicted time is exp(efficiency) x its cost on s. The
- * answer is the candidate with the lowest predicted time among those whose
- * neighbours mostly found it eligible and whose predicted error meets the
- * bound. Candidates are the backend's listing for s, so the answer is
- * always a complete tactic the backend can run on s.
+ * and L its launch floor (half its fastest time), so decode-like shapes
+ * (few queries per key) are costed by their bytes and prefill by their
+ * FLOPs; GEMM variants are costed for the whole score matrix (they cannot
+ * skip a causal mask's zeros), fused ones for the visible pairs. To answer
+ * shape s, the K measured shapes nearest to s in log-shape space (b*hkv,
+ * group size, sq, skv, d, plus a step for another dtype or causality) are
+ * weighted by inverse squared distance. A candidate tactic's rank is its
+ * weighted slowdown against the best tactic of each neighbour that
+ * measured its family, plus the log of its cost on s; its predicted time
+ * is those neighbours' efficiency times its cost on s; its predicted error
+ * is their error in units of each dtype's default bound. The answer is
+ * the best-ranked candidate that most of those neighbours' weight found
+ * eligible and whose predicted error meets the bound. Candidates are the
+ * backend's listing for s, so the answer is always a complete tactic the
+ * backend runs on s.
  *
  * Cost: building is O(rows log rows); an answer is O(shapes + K x
- * candidates x log tactics), in memory, no SQL (microseconds for hundreds
- * of shapes). A model is immutable once built: any number of threads may
- * answer from it at once. */
+ * candidates x log tactics), in memory, no SQL (microseconds: 6-18 us for
+ * the CPU and H200 listings over 60 shapes). A model is immutable once
+ * built: any number of threads may answer from it at once. */
 #ifndef ATTUNE_PREDICT_H
 #define ATTUNE_PREDICT_H
 
@@ -76,8 +80,8 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
 
 /* The same without a backend listing (a fleet device this host cannot
  * list for): the candidates are the families the model measured,
- * instantiated for s (split count from keys per split, within 1..64 and
- * the padded key count). Returns as predict_answer_for. */
+ * instantiated for s (the split count that gives the grid it had where
+ * it was measured, within 1..64 and the padded key count). Returns as predict_answer_for. */
 int predict_answer_measured_families(const predict_model *pm, const attn_shape *s,
                                      double max_rel_err, predict_answer *out);
 
