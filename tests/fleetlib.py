@@ -85,9 +85,9 @@ class PgServer:
             self.as_user = pwd.getpwnam("postgres")
         os.mkdir(self.sock)
         if self.as_user:
-            for p in (self.sock,):
+            # the server's user creates data/ and its socket here
+            for p in (self.dir, self.sock):
                 os.chown(p, self.as_user.pw_uid, self.as_user.pw_gid)
-            os.chmod(self.sock, 0o777)
         pw = os.path.join(self.dir, "pw")
         with open(pw, "w") as f:
             f.write(self.password + "\n")
@@ -119,8 +119,11 @@ class PgServer:
             argv = [exe] + argv[1:] + ["-h", self.sock, "-p", str(self.port), "-U", "attune"]
             return subprocess.run(argv, env=self.env(), check=check, capture_output=True,
                                   text=True)
-        return subprocess.run([exe] + argv[1:], preexec_fn=self._preexec, check=check,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
+        r = subprocess.run([exe] + argv[1:], preexec_fn=self._preexec, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, cwd="/")
+        if check and r.returncode != 0:
+            raise RuntimeError("%s failed (%d): %s" % (argv[0], r.returncode, r.stderr.strip()))
+        return r
 
     def start(self):
         opts = ("-c listen_addresses='' -k %s -p %d -c fsync=off -c full_page_writes=off "

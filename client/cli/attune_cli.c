@@ -19,6 +19,7 @@
 #include "tuner/select.h"
 #include "tuner/tuner.h"
 #include "cli_predict.h"
+#include "cli_fleet.h"
 #ifdef ATTUNE_HAVE_CLIENT
 #include "cli_remote.h"
 #endif
@@ -42,6 +43,10 @@ static const char usage[] =
     "  tactics --device ID --shape KEY       every tactic the backend lists for a shape\n"
     "  loo --db FILE --device ID [--grid FILE]  leave-one-out regret of predicted answers\n"
     "  query, jobs                           ask a running attuned\n"
+    "  fleet push|pull|status --db FILE --fleet URL\n"
+    "                                        sync with the fleet server (PostgreSQL)\n"
+    "  drift --db FILE --device ID [--model]  what changed between two stacks,\n"
+    "                                        accuracy first\n"
     "\n"
     "KEY is a canonical shape key, e.g. b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\n"
     "(.c for causal). ID is cpu, a CUDA ordinal, a device UUID or name.\n"
@@ -797,6 +802,10 @@ int main(int argc, char **argv)
         return cli_tactics_main(argc - 1, argv + 1);
     if (strcmp(cmd, "loo") == 0)
         return cli_loo_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "fleet") == 0)
+        return cli_fleet_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "drift") == 0)
+        return cli_drift_main(argc - 1, argv + 1);
 #ifdef ATTUNE_HAVE_CLIENT
     if (strcmp(cmd, "query") == 0)
         return cli_query_main(argc - 1, argv + 1);

@@ -1,0 +1,315 @@
+/* cli_fleet.c -- `attune fleet push|pull|status` (a host syncing with the
+ * fleet server without attuned: a Jetson tuned offline pushes when it is
+ * back on the network) and `attune drift` (what changed between stacks). */
+#include "cli_fleet.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/fleet_local.h"
+#include "db/fleet_pg.h"
+#include "db/store.h"
+#include "kernels/attn.h"
+#include "tuner/drift.h"
+
+static const char fleet_usage[] =
+    "usage: attune fleet push   --db FILE --fleet URL [--batch N]\n"
+    "       attune fleet pull   --db FILE --fleet URL [--device ID ...]\n"
+    "       attune fleet status --db FILE [--fleet URL]\n"
+    "\n"
+    "Syncs the local database with the fleet server (PostgreSQL, docs/fleet.md):\n"
+    "  push    sends every committed row the server has not seen (batches of N\n"
+    "          rows, default 5000, each one server transaction; a push killed at\n"
+    "          any moment resends at most one batch, which changes nothing)\n"
+    "  pull    fetches the fleet's aggregates (median over devices, spread,\n"
+    "          outliers) for the models of the given devices (default: the\n"
+    "          devices of this host) into the database as fleet rows\n"
+    "  status  the local watermark and pending rows; with --fleet, the server's\n"
+    "\n"
+    "URL is a libpq URI or conninfo, e.g. postgresql://attune@fleet-db/attune.\n"
+    "It must not carry a password: libpq reads PGPASSFILE, ~/.pgpass or\n"
+    "PGPASSWORD. Exit status: 0 success, 1 error (or rows refused as malformed:\n"
+    "the others are pushed), 2 usage.\n";
+
+static const char drift_usage[] =
+    "usage: attune drift --db FILE --device ID [--model] [--from STACK --to STACK]\n"
+    "                    [--json]\n"
+    "\n"
+    "Compares two software stacks of a device (or, with --model, of every device of\n"
+    "its model in the database, pulled fleet rows included): accuracy changes first\n"
+    "(a tactic whose status changed, whose rel_err crossed the dtype's bound or grew\n"
+    "beyond 2x; regressions before improvements), then each shape whose winner\n"
+    "changed, then every shape's winner time ratio (newer / older), slowest first.\n"
+    "The two stacks default to the two most recent (by their first measurement).\n"
+    "A summary line ends the text. Exit status: 0 no accuracy regression, 1 error,\n"
+    "2 usage, 4 at least one accuracy regression.\n";
+
+typedef struct args {
+    const char *db, *url, *from, *to;
+    const char *devices[16];
+    int ndevices, json, model, batch;
+} args;
+
+static int parse(int argc, char **argv, int first, args *a, const char *usage)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = first; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            fputs(usage, stdout);
+            exit(0);
+        } else if (strcmp(o, "--json") == 0) {
+            a->json = 1;
+        } else if (strcmp(o, "--model") == 0) {
+            a->model = 1;
+        } else if (v == NULL) {
+            fprintf(stderr, "attune: unknown option or missing value: %s\n\n%s", o, usage);
+            return 2;
+        } else if (strcmp(o, "--db") == 0) {
+            a->db = v, i++;
+        } else if (strcmp(o, "--fleet") == 0) {
+            a->url = v, i++;
+        } else if (strcmp(o, "--from") == 0) {
+            a->from = v, i++;
+        } else if (strcmp(o, "--to") == 0) {
+            a->to = v, i++;
+        } else if (strcmp(o, "--batch") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 1000000) {
+                fprintf(stderr, "attune: --batch takes 1..1000000\n");
+                return 2;
+            }
+            a->batch = (int)n, i++;
+        } else if (strcmp(o, "--device") == 0) {
+            if (a->ndevices == 16) {
+                fprintf(stderr, "attune: at most 16 --device\n");
+                return 2;
+            }
+            a->devices[a->ndevices++] = v, i++;
+        } else {
+            fprintf(stderr, "attune: unknown option '%s'\n\n%s", o, usage);
+            return 2;
+        }
+    }
+    if (a->db == NULL) {
+        fprintf(stderr, "attune: --db FILE is required\n\n%s", usage);
+        return 2;
+    }
+    return 0;
+}
+
+static int open_db(const char *path, store **st)
+{
+    char err[ATTUNE_ERRLEN];
+    if (store_open(path, 0, st, err, sizeof err) != 0) {
+        fprintf(stderr, "attune: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int connect_fleet(const char *url, fleet_pg **c)
+{
+    char err[ATTUNE_ERRLEN];
+    if (fleet_pg_connect(url, c, err, sizeof err) != 0) {
+        fprintf(stderr, "attune: fleet server: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static int fleet_push(const args *a)
+{
+    store *st = NULL;
+    fleet_pg *c = NULL;
+    char err[512] = "", src[40];
+    fleet_local_push ps;
+    memset(&ps, 0, sizeof ps);
+    int rc = 1;
+    if (open_db(a->db, &st) || connect_fleet(a->url, &c))
+        goto out;
+    if (fleet_local_setup(st, src, sizeof src, err, sizeof err) != 0 ||
+        fleet_local_push_pending(st, c, a->batch, NULL, NULL, &ps, err, sizeof err) != 0) {
+        fprintf(stderr, "attune: fleet push failed after %" PRId64 " batches: %s\n",
+                ps.batches, err);
+        goto out;
+    }
+    printf("pushed %" PRId64 " rows in %" PRId64 " batches (%" PRId64
+           " already on the server); watermark %" PRId64 "\n",
+           ps.rows.sent, ps.batches, ps.rows.skipped, ps.acked);
+    rc = 0;
+    if (ps.rows.rejected > 0) {
+        fprintf(stderr, "attune: %" PRId64 " malformed rows refused (not pushed), first: %s\n",
+                ps.rows.rejected, ps.first_rejected);
+        rc = 1;
+    }
+out:
+    fleet_pg_close(c);
+    store_close(st);
+    return rc;
+}
+
+static int fleet_pull(const args *a)
+{
+    store *st = NULL;
+    fleet_pg *c = NULL;
+    char err[ATTUNE_ERRLEN] = "";
+    attn_device_info devs[16];
+    int n = 0, rc = 1;
+    if (open_db(a->db, &st) || connect_fleet(a->url, &c))
+        goto out;
+    if (a->ndevices > 0) {
+        for (int i = 0; i < a->ndevices; i++) {
+            attn_stack stack;
+            if (store_device_get(st, a->devices[i], &devs[n], &stack) != 0) {
+                fprintf(stderr, "attune: unknown device '%s' in %s\n", a->devices[i], a->db);
+                goto out;
+            }
+            n++;
+        }
+    } else {
+        attn_device local[16];
+        int k = attn_devices(local, 16);
+        for (int i = 0; i < k && i < 16; i++)
+            devs[n++] = local[i].info;
+    }
+    int64_t rows = 0;
+    if (fleet_local_pull(st, c, devs, n, &rows, err, sizeof err) != 0) {
+        fprintf(stderr, "attune: fleet pull failed: %s\n", err);
+        goto out;
+    }
+    printf("pulled %" PRId64 " aggregate rows for %d device(s)\n", rows, n);
+    rc = 0;
+out:
+    fleet_pg_close(c);
+    store_close(st);
+    return rc;
+}
+
+static int fleet_status(const args *a)
+{
+    store *st = NULL;
+    fleet_pg *c = NULL;
+    char err[ATTUNE_ERRLEN] = "", src[40];
+    int rc = 1;
+    fleet_local_state ls;
+    if (open_db(a->db, &st))
+        goto out;
+    if (fleet_local_setup(st, src, sizeof src, err, sizeof err) != 0 ||
+        fleet_local_state_get(st, &ls) != 0) {
+        fprintf(stderr, "attune: %s\n", err[0] ? err : "cannot read the fleet sync state");
+        goto out;
+    }
+    printf("source %s\nlocal watermark %" PRId64 "\nlast log entry %" PRId64
+           "\npending rows %" PRId64 "\n",
+           ls.source, ls.acked, ls.last_seq, ls.pending);
+    if (a->url == NULL) {
+        rc = 0;
+        goto out;
+    }
+    if (connect_fleet(a->url, &c))
+        goto out;
+    fleet_pg_info info;
+    if (fleet_pg_info_get(c, ls.source, &info, err, sizeof err) != 0) {
+        fprintf(stderr, "attune: fleet server: %s\n", err);
+        goto out;
+    }
+    char where[256];
+    fleet_pg_describe(c, where, sizeof where);
+    printf("server %s\nserver schema %d\nserver watermark %" PRId64 "\nmodels %" PRId64
+           "\ndevices %" PRId64 "\nstacks %" PRId64 "\nshapes %" PRId64
+           "\nmeasurements %" PRId64 "\naggregates %" PRId64 "\ngroups to aggregate %" PRId64
+           "\noutliers %" PRId64 "\n",
+           where, info.schema_version, info.source_seq, info.models, info.devices, info.stacks,
+           info.shapes, info.measurements, info.aggregates, info.dirty, info.outliers);
+    rc = 0;
+out:
+    fleet_pg_close(c);
+    store_close(st);
+    return rc;
+}
+
+int cli_fleet_main(int argc, char **argv)
+{
+    args a;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(fleet_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *sub = argv[1];
+    int rc = parse(argc, argv, 2, &a, fleet_usage);
+    if (rc != 0)
+        return rc;
+    if (strcmp(sub, "status") != 0 && a.url == NULL) {
+        fprintf(stderr, "attune: fleet %s needs --fleet URL\n", sub);
+        return 2;
+    }
+    if (a.url != NULL) {
+        char err[ATTUNE_ERRLEN];
+        if (fleet_pg_url_check(a.url, err, sizeof err) != 0) {
+            fprintf(stderr, "attune: %s\n", err);
+            return 2;
+        }
+    }
+    if (strcmp(sub, "push") == 0)
+        return fleet_push(&a);
+    if (strcmp(sub, "pull") == 0)
+        return fleet_pull(&a);
+    if (strcmp(sub, "status") == 0)
+        return fleet_status(&a);
+    fprintf(stderr, "attune: unknown fleet command '%s'\n\n%s", sub, fleet_usage);
+    return 2;
+}
+
+int cli_drift_main(int argc, char **argv)
+{
+    args a;
+    int rc = parse(argc, argv, 1, &a, drift_usage);
+    if (rc != 0)
+        return rc;
+    if (a.ndevices != 1) {
+        fprintf(stderr, "attune: drift needs one --device ID\n\n%s", drift_usage);
+        return 2;
+    }
+    store *st = NULL;
+    if (open_db(a.db, &st))
+        return 1;
+    select_policy p;
+    select_policy_default(&p);
+    drift_report r;
+    char err[ATTUNE_ERRLEN] = "";
+    rc = drift_compare(st, a.devices[0], a.model, a.from, a.to, &p, &r, err, sizeof err);
+    store_close(st);
+    if (rc != 0) {
+        fprintf(stderr, "attune: drift: %s\n", err[0] ? err : attune_strerror(rc));
+        return 1;
+    }
+    int regress = 0;
+    for (int i = 0; i < r.nacc; i++)
+        regress |= r.acc[i].regression;
+    if (a.json) {
+        json_t *j = drift_report_json(&r);
+        char *text = j ? json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) : NULL;
+        json_decref(j);
+        if (text == NULL) {
+            drift_report_free(&r);
+            return 1;
+        }
+        puts(text);
+        free(text);
+    } else {
+        char *text = NULL;
+        if (drift_report_text(&r, &text) != 0) {
+            drift_report_free(&r);
+            return 1;
+        }
+        fputs(text, stdout);
+        free(text);
+    }
+    drift_report_free(&r);
+    return regress ? 4 : 0;
+}

@@ -1,0 +1,475 @@
+/* fleet_local.c -- the local store's side of fleet sync (see fleet_local.h). */
+#include "fleet_local.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../common/grow.h"
+#include "../common/hash.h"
+#include "store_internal.h"
+
+/* The log and its triggers. Updates are logged only when a pushed field
+ * changed (the incumbent mark is local and not pushed). Fleet-aggregate
+ * devices (FLEET-...) are never logged. */
+static const char setup_sql[] =
+    "CREATE TABLE fleet_state (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);"
+    "CREATE TABLE fleet_log ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  device_id TEXT NOT NULL, stack_id TEXT NOT NULL,"
+    "  shape_id INTEGER NOT NULL, tactic TEXT NOT NULL);"
+    "CREATE TRIGGER fleet_log_insert AFTER INSERT ON measurements"
+    "  WHEN substr(NEW.device_id, 1, 6) <> 'FLEET-' BEGIN"
+    "  INSERT INTO fleet_log (device_id, stack_id, shape_id, tactic)"
+    "  VALUES (NEW.device_id, NEW.stack_id, NEW.shape_id, NEW.tactic); END;"
+    "CREATE TRIGGER fleet_log_update AFTER UPDATE ON measurements"
+    "  WHEN substr(NEW.device_id, 1, 6) <> 'FLEET-' AND ("
+    "   NEW.taken_at IS NOT OLD.taken_at OR NEW.status IS NOT OLD.status OR"
+    "   NEW.time_us IS NOT OLD.time_us OR NEW.time_us_min IS NOT OLD.time_us_min OR"
+    "   NEW.time_us_max IS NOT OLD.time_us_max OR NEW.time_us_copies IS NOT"
+    "   OLD.time_us_copies OR NEW.n IS NOT OLD.n OR NEW.max_abs_err IS NOT"
+    "   OLD.max_abs_err OR NEW.rel_err IS NOT OLD.rel_err OR NEW.note IS NOT OLD.note OR"
+    "   NEW.host IS NOT OLD.host) BEGIN"
+    "  INSERT INTO fleet_log (device_id, stack_id, shape_id, tactic)"
+    "  VALUES (NEW.device_id, NEW.stack_id, NEW.shape_id, NEW.tactic); END;";
+
+/* Rows committed before the log existed, oldest first. */
+static const char seed_sql[] =
+    "INSERT INTO fleet_log (device_id, stack_id, shape_id, tactic)"
+    " SELECT device_id, stack_id, shape_id, tactic FROM measurements"
+    " WHERE substr(device_id, 1, 6) <> 'FLEET-' ORDER BY taken_at, rowid";
+
+static int state_get(store *st, const char *key, char *buf, size_t len)
+{
+    sqlite3_stmt *q = NULL;
+    int src = sqlite3_prepare_v2(st->db, "SELECT value FROM fleet_state WHERE key = ?1", -1,
+                                 &q, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(q);
+    int rc = 0;
+    if (src == SQLITE_ROW)
+        store_column_text(q, 0, buf, len);
+    else if (src == SQLITE_DONE)
+        rc = ATTUNE_ENOTFOUND;
+    else
+        rc = store_sqlite_err(src);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+static int state_put(store *st, const char *key, const char *value)
+{
+    sqlite3_stmt *q = NULL;
+    int src = sqlite3_prepare_v2(st->db,
+                                 "INSERT INTO fleet_state VALUES (?1, ?2) ON CONFLICT(key) "
+                                 "DO UPDATE SET value = excluded.value",
+                                 -1, &q, NULL);
+    if (src == SQLITE_OK &&
+        (sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC) != SQLITE_OK ||
+         sqlite3_bind_text(q, 2, value, -1, SQLITE_STATIC) != SQLITE_OK))
+        src = SQLITE_ERROR;
+    if (src == SQLITE_OK)
+        src = sqlite3_step(q);
+    sqlite3_finalize(q);
+    return src == SQLITE_DONE ? 0 : store_sqlite_err(src);
+}
+
+static int64_t query_int(store *st, const char *sql, int64_t arg, int *rc)
+{
+    sqlite3_stmt *q = NULL;
+    int64_t v = 0;
+    int src = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
+    if (src == SQLITE_OK && strchr(sql, '?') != NULL)
+        src = sqlite3_bind_int64(q, 1, arg);
+    if (src == SQLITE_OK && (src = sqlite3_step(q)) == SQLITE_ROW) {
+        v = sqlite3_column_int64(q, 0);
+        src = SQLITE_OK;
+    }
+    if (src != SQLITE_OK && src != SQLITE_DONE && *rc == 0)
+        *rc = store_sqlite_err(src);
+    sqlite3_finalize(q);
+    return v;
+}
+
+/* A new source id: 128 random bits, so two stores (or a store restored
+ * from an old copy and given a new id) never share a watermark. */
+static void new_source(char *out, size_t len)
+{
+    unsigned char r[16];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(r, 1, sizeof r, f) : 0;
+    if (f)
+        fclose(f);
+    if (got != sizeof r) {
+        uint64_t s = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32) ^ (uintptr_t)out;
+        for (size_t i = 0; i < sizeof r; i += 8) {
+            uint64_t v = hash_splitmix64(&s);
+            memcpy(r + i, &v, 8);
+        }
+    }
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", r[i]);
+    snprintf(out, len, "src-%s", hex);
+}
+
+int fleet_local_setup(store *st, char *source, size_t len, char *err, size_t errlen)
+{
+    int rc = 0;
+    int have = (int)query_int(st,
+                              "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                              "name = 'fleet_log'",
+                              0, &rc);
+    if (rc != 0)
+        return attune_fail(err, errlen, rc, "cannot read the database: %s",
+                           sqlite3_errmsg(st->db));
+    if (have && state_get(st, "source", source, len) == 0)
+        return 0;
+    if ((rc = store_begin(st)) != 0)
+        return attune_fail(err, errlen, rc, "cannot lock the database: %s",
+                           sqlite3_errmsg(st->db));
+    /* another process may have set it up meanwhile */
+    have = (int)query_int(st,
+                          "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                          "name = 'fleet_log'",
+                          0, &rc);
+    if (rc == 0 && have && state_get(st, "source", source, len) == 0) {
+        store_rollback(st);
+        return 0;
+    }
+    char src[40];
+    new_source(src, sizeof src);
+    if (rc != 0 || sqlite3_exec(st->db, setup_sql, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK ||
+        (rc = state_put(st, "source", src)) != 0 || (rc = state_put(st, "acked", "0")) != 0) {
+        rc = attune_fail(err, errlen, rc ? rc : store_sqlite_err(sqlite3_errcode(st->db)),
+                         "cannot set up fleet sync in the database: %s",
+                         sqlite3_errmsg(st->db));
+        store_rollback(st);
+        return rc;
+    }
+    if ((rc = store_commit(st)) != 0)
+        return attune_fail(err, errlen, rc, "cannot commit the fleet sync setup: %s",
+                           sqlite3_errmsg(st->db));
+    snprintf(source, len, "%s", src);
+    return 0;
+}
+
+int fleet_local_state_get(store *st, fleet_local_state *out)
+{
+    char buf[40];
+    int rc;
+    memset(out, 0, sizeof *out);
+    if ((rc = state_get(st, "source", out->source, sizeof out->source)) != 0 ||
+        (rc = state_get(st, "acked", buf, sizeof buf)) != 0)
+        return rc;
+    out->acked = strtoll(buf, NULL, 10);
+    out->last_seq = query_int(st, "SELECT coalesce(max(seq), 0) FROM fleet_log", 0, &rc);
+    out->pending = query_int(st, "SELECT count(*) FROM fleet_log WHERE seq > ?1", out->acked,
+                             &rc);
+    /* pruned entries leave max(seq) behind: sqlite_sequence keeps the top */
+    int64_t top = query_int(st, "SELECT coalesce(max(seq), 0) FROM sqlite_sequence "
+                                "WHERE name = 'fleet_log'", 0, &rc);
+    if (top > out->last_seq)
+        out->last_seq = top;
+    return rc;
+}
+
+/* Acknowledge: the server has everything up to seq. Prunes the log. */
+static int ack(store *st, int64_t seq)
+{
+    char buf[24];
+    int rc = store_begin(st);
+    if (rc != 0)
+        return rc;
+    snprintf(buf, sizeof buf, "%" PRId64, seq);
+    sqlite3_stmt *q = NULL;
+    int src = sqlite3_prepare_v2(st->db, "DELETE FROM fleet_log WHERE seq <= ?1", -1, &q, NULL);
+    if (src == SQLITE_OK && (src = sqlite3_bind_int64(q, 1, seq)) == SQLITE_OK)
+        src = sqlite3_step(q);
+    sqlite3_finalize(q);
+    if (src != SQLITE_DONE) {
+        store_rollback(st);
+        return store_sqlite_err(src);
+    }
+    if ((rc = state_put(st, "acked", buf)) != 0) {
+        store_rollback(st);
+        return rc;
+    }
+    return store_commit(st);
+}
+
+/* The server's watermark is authoritative; but one above every sequence
+ * number this store ever handed out means the store is not the one the
+ * server remembers (restored from an older copy): take a new source id and
+ * log every row again rather than skip rows the server never saw. */
+static int reconcile(store *st, fleet_pg *c, fleet_local_state *s, char *err, size_t errlen)
+{
+    int64_t server = 0;
+    int rc = fleet_pg_source_seq(c, s->source, &server, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (server > s->last_seq) {
+        char src[40];
+        new_source(src, sizeof src);
+        if ((rc = store_begin(st)) != 0)
+            return rc;
+        if (sqlite3_exec(st->db, "DELETE FROM fleet_log", NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK ||
+            (rc = state_put(st, "source", src)) != 0 || (rc = state_put(st, "acked", "0")) != 0) {
+            rc = rc ? rc : store_sqlite_err(sqlite3_errcode(st->db));
+            store_rollback(st);
+            return rc;
+        }
+        if ((rc = store_commit(st)) != 0)
+            return rc;
+        return fleet_local_state_get(st, s);
+    }
+    if (server > s->acked) {
+        if ((rc = ack(st, server)) != 0)
+            return rc;
+        s->acked = server;
+    }
+    return 0;
+}
+
+/* One batch read from the log, with the devices and stacks it names. */
+typedef struct batch {
+    store_measurement *rows;
+    int nrows, cap;
+    attn_device_info devs[16];
+    char hosts[16][64];
+    const char *host_ptrs[16];
+    int ndevs;
+    attn_stack stacks[16];
+    int nstacks;
+    int64_t last_seq;
+    int64_t missing;   /* log entries whose row is gone or unreadable */
+} batch;
+
+static const char read_sql[] =
+    "SELECT l.seq, m.device_id, m.stack_id, s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype,"
+    " s.causal, m.tactic, m.status, m.time_us, m.time_us_min, m.time_us_max,"
+    " m.time_us_copies, m.n, m.max_abs_err, m.rel_err, m.mode, m.l2, m.rows_checked,"
+    " m.note, m.host, m.taken_at"
+    " FROM fleet_log l LEFT JOIN measurements m ON m.device_id = l.device_id"
+    "  AND m.stack_id = l.stack_id AND m.shape_id = l.shape_id AND m.tactic = l.tactic"
+    " LEFT JOIN shapes s ON s.id = m.shape_id"
+    " WHERE l.seq > ?1 ORDER BY l.seq LIMIT ?2";
+
+int fleet_local_stack(store *st, const char *id, attn_stack *out)
+{
+    sqlite3_stmt *q = NULL;
+    memset(out, 0, sizeof *out);
+    int src = sqlite3_prepare_v2(st->db,
+                                 "SELECT id, driver, runtime, blas, attune, kernels FROM "
+                                 "stacks WHERE id = ?1",
+                                 -1, &q, NULL);
+    if (src == SQLITE_OK && (src = sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC)) == SQLITE_OK)
+        src = sqlite3_step(q);
+    int rc = 0;
+    if (src == SQLITE_ROW) {
+        store_column_text(q, 0, out->id, sizeof out->id);
+        store_column_text(q, 1, out->driver, sizeof out->driver);
+        store_column_text(q, 2, out->runtime, sizeof out->runtime);
+        store_column_text(q, 3, out->blas, sizeof out->blas);
+        store_column_text(q, 4, out->attune, sizeof out->attune);
+        store_column_text(q, 5, out->kernels, sizeof out->kernels);
+    } else {
+        rc = src == SQLITE_DONE ? ATTUNE_ENOTFOUND : store_sqlite_err(src);
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+/* Read up to limit log entries after `after` in one read transaction.
+ * Rows of a device or stack beyond the batch's 16 end the batch early
+ * (the next batch takes them). */
+static int batch_read(store *st, int64_t after, int limit, batch *b)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = 0, src;
+    b->nrows = b->ndevs = b->nstacks = 0;
+    b->last_seq = after;
+    b->missing = 0;
+    if (sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        return store_sqlite_err(sqlite3_errcode(st->db));
+    src = sqlite3_prepare_v2(st->db, read_sql, -1, &q, NULL);
+    if (src == SQLITE_OK && ((src = sqlite3_bind_int64(q, 1, after)) != SQLITE_OK ||
+                             (src = sqlite3_bind_int(q, 2, limit)) != SQLITE_OK))
+        goto sqlfail;
+    if (src != SQLITE_OK)
+        goto sqlfail;
+    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
+        int64_t seq = sqlite3_column_int64(q, 0);
+        if (sqlite3_column_type(q, 1) == SQLITE_NULL || sqlite3_column_type(q, 3) == SQLITE_NULL) {
+            b->missing++; /* superseded by a later entry, or unreadable */
+            b->last_seq = seq;
+            continue;
+        }
+        char dev[64], stk[24];
+        store_column_text(q, 1, dev, sizeof dev);
+        store_column_text(q, 2, stk, sizeof stk);
+        int di = -1, si = -1;
+        for (int i = 0; i < b->ndevs; i++)
+            if (strcmp(b->devs[i].id, dev) == 0)
+                di = i;
+        for (int i = 0; i < b->nstacks; i++)
+            if (strcmp(b->stacks[i].id, stk) == 0)
+                si = i;
+        if ((di < 0 && b->ndevs == 16) || (si < 0 && b->nstacks == 16))
+            break;
+        if ((rc = grow_array(&b->rows, &b->cap, b->nrows, sizeof *b->rows)) != 0)
+            goto fail;
+        store_measurement *m = &b->rows[b->nrows];
+        memset(m, 0, sizeof *m);
+        snprintf(m->device_id, sizeof m->device_id, "%s", dev);
+        snprintf(m->stack_id, sizeof m->stack_id, "%s", stk);
+        m->shape.b = sqlite3_column_int64(q, 3);
+        m->shape.hq = sqlite3_column_int64(q, 4);
+        m->shape.hkv = sqlite3_column_int64(q, 5);
+        m->shape.sq = sqlite3_column_int64(q, 6);
+        m->shape.skv = sqlite3_column_int64(q, 7);
+        m->shape.d = sqlite3_column_int64(q, 8);
+        const char *dt = (const char *)sqlite3_column_text(q, 9);
+        if (dt == NULL || attn_dtype_parse(dt, &m->shape.dtype) != 0)
+            m->shape.d = 0; /* invalid: the push refuses it */
+        m->shape.causal = sqlite3_column_int(q, 10);
+        store_column_text(q, 11, m->tactic, sizeof m->tactic);
+        const char *status = (const char *)sqlite3_column_text(q, 12);
+        if (status == NULL || store_status_parse(status, &m->status) != 0)
+            m->status = (store_status)99; /* refused by store_check_measurement */
+        m->time_us = store_column_double(q, 13);
+        m->time_us_min = store_column_double(q, 14);
+        m->time_us_max = store_column_double(q, 15);
+        m->time_us_copies = store_column_double(q, 16);
+        m->n = sqlite3_column_int(q, 17);
+        m->max_abs_err = store_column_double(q, 18);
+        m->rel_err = store_column_double(q, 19);
+        store_column_text(q, 20, m->mode, sizeof m->mode);
+        store_column_text(q, 21, m->l2, sizeof m->l2);
+        m->rows_checked = sqlite3_column_int(q, 22);
+        store_column_text(q, 23, m->note, sizeof m->note);
+        store_column_text(q, 24, m->host, sizeof m->host);
+        m->taken_at = sqlite3_column_int64(q, 25);
+        if (di < 0) {
+            di = b->ndevs;
+            attn_stack latest;
+            if (store_device_get(st, dev, &b->devs[di], &latest) != 0 ||
+                strcmp(b->devs[di].id, dev) != 0) {
+                /* no device row: the push refuses the rows (unknown device) */
+                memset(&b->devs[di], 0, sizeof b->devs[di]);
+                snprintf(b->devs[di].id, sizeof b->devs[di].id, "%s", "?");
+            }
+            snprintf(b->hosts[di], sizeof b->hosts[di], "%s", m->host);
+            b->host_ptrs[di] = b->hosts[di];
+            b->ndevs++;
+        }
+        if (si < 0) {
+            si = b->nstacks;
+            if (fleet_local_stack(st, stk, &b->stacks[si]) != 0)
+                snprintf(b->stacks[si].id, sizeof b->stacks[si].id, "%s", "?");
+            b->nstacks++;
+        }
+        b->nrows++;
+        b->last_seq = seq;
+    }
+    if (src != SQLITE_ROW && src != SQLITE_DONE)
+        goto sqlfail;
+    sqlite3_finalize(q);
+    sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+    return 0;
+sqlfail:
+    rc = store_sqlite_err(src);
+fail:
+    sqlite3_finalize(q);
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_fn stop,
+                             void *stop_arg, fleet_local_push *stats, char *err,
+                             size_t errlen)
+{
+    fleet_local_state s;
+    batch b;
+    int rc;
+    memset(&b, 0, sizeof b);
+    if (batch_rows <= 0)
+        batch_rows = FLEET_PUSH_BATCH;
+    if ((rc = fleet_local_state_get(st, &s)) != 0)
+        return attune_fail(err, errlen, rc, "cannot read the fleet sync state: %s",
+                           attune_strerror(rc));
+    if ((rc = reconcile(st, c, &s, err, errlen)) != 0)
+        goto out;
+    int64_t after = s.acked;
+    for (;;) {
+        if (stop != NULL && stop(stop_arg))
+            break;
+        if ((rc = batch_read(st, after, batch_rows, &b)) != 0) {
+            attune_fail(err, errlen, rc, "cannot read pending rows: %s", attune_strerror(rc));
+            goto out;
+        }
+        if (b.last_seq == after)
+            break; /* nothing pending */
+        fleet_batch fb = {.devices = b.devs, .device_hosts = b.host_ptrs,
+                          .ndevices = b.ndevs, .stacks = b.stacks, .nstacks = b.nstacks,
+                          .rows = b.rows, .nrows = b.nrows, .source = s.source,
+                          .last_seq = b.last_seq};
+        char why[512] = "";
+        int64_t rejected = stats->rows.rejected;
+        if ((rc = fleet_pg_push(c, &fb, &stats->rows, why, sizeof why)) != 0) {
+            snprintf(err, errlen, "%s", why);
+            goto out;
+        }
+        if (stats->rows.rejected > rejected && !stats->first_rejected[0])
+            snprintf(stats->first_rejected, sizeof stats->first_rejected, "%s", why);
+        stats->batches++;
+        /* the server has committed: now the local watermark may follow */
+        if ((rc = ack(st, b.last_seq)) != 0) {
+            attune_fail(err, errlen, rc, "pushed, but cannot record it locally: %s",
+                        attune_strerror(rc));
+            goto out;
+        }
+        after = b.last_seq;
+        stats->acked = after;
+    }
+    stats->acked = after;
+out:
+    free(b.rows);
+    return rc;
+}
+
+int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
+                     int64_t *rows, char *err, size_t errlen)
+{
+    *rows = 0;
+    for (int i = 0; i < n; i++) {
+        char uid[32], other[32];
+        int seen = 0;
+        fleet_model_id(&devs[i], uid, sizeof uid);
+        for (int j = 0; j < i && !seen; j++) {
+            fleet_model_id(&devs[j], other, sizeof other);
+            seen = strcmp(uid, other) == 0;
+        }
+        if (seen || fleet_is_model_device(devs[i].id))
+            continue;
+        char *json = NULL;
+        int got = 0, rc = fleet_pg_pull(c, &devs[i], &json, &got, err, errlen);
+        if (rc != 0)
+            return rc;
+        if (json == NULL)
+            continue;
+        store_import_stats is;
+        rc = store_import(st, json, strlen(json), &is, err, errlen);
+        free(json);
+        if (rc != 0)
+            return rc;
+        *rows += got;
+    }
+    return 0;
+}

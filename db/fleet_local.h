@@ -1,0 +1,71 @@
+/* fleet_local.h -- the local store's side of fleet sync: which committed
+ * rows the fleet server has not seen yet, pushing them, and pulling the
+ * aggregates of this host's models back as fleet rows.
+ *
+ * Every committed write of a measurement (by attuned, attune tune, attune
+ * import) appends its key to the log table fleet_log through triggers, in
+ * the writer's own transaction, so the log is exactly the committed rows in
+ * commit order (SQLite serializes writers). Pushing sends the rows of log
+ * entries after the server's watermark for this store (its "source" id),
+ * and the server commits rows and watermark together; the local watermark
+ * and log pruning follow only after that commit. Kill either side at any
+ * moment: the next push resends at most one batch, which the server's keys
+ * make a no-op.
+ *
+ * Pulled aggregates (device FLEET-<hash>, fleet_pg.h) are never logged, so
+ * they never travel back to the server. */
+#ifndef ATTUNE_FLEET_LOCAL_H
+#define ATTUNE_FLEET_LOCAL_H
+
+#include <stdint.h>
+
+#include "fleet_pg.h"
+#include "store.h"
+
+/* Rows per push transaction by default. */
+#define FLEET_PUSH_BATCH 5000
+
+/* Create the log, its triggers and this store's source id when absent
+ * (seeding the log with every existing non-fleet row, in the same
+ * transaction); idempotent. source (>= 40 bytes) receives the id. */
+int fleet_local_setup(store *st, char *source, size_t len, char *err, size_t errlen);
+
+typedef struct fleet_local_state {
+    char source[40];
+    int64_t acked;     /* local copy of the server's watermark */
+    int64_t last_seq;  /* newest log entry (0: none) */
+    int64_t pending;   /* log entries after acked: rows not yet on the server */
+} fleet_local_state;
+
+/* Read the state (after fleet_local_setup). */
+int fleet_local_state_get(store *st, fleet_local_state *out);
+
+typedef struct fleet_local_push {
+    int64_t batches;   /* transactions committed on the server */
+    fleet_push_stats rows;
+    int64_t acked;     /* watermark after the push */
+    char first_rejected[512]; /* why the first malformed row was refused */
+} fleet_local_push;
+
+/* Asked between batches; nonzero ends a push early. */
+typedef int (*fleet_stop_fn)(void *arg);
+
+/* Push every pending row in batches of batch_rows (<= 0: default), each
+ * batch one server transaction, then its local acknowledgement. stop (may
+ * be NULL) is asked between batches: nonzero ends the push early (0 is
+ * returned; the rest stays pending). stats accumulates (caller zeroes).
+ * 0 or the first error (ATTUNE_EIO: the server went away). */
+int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_fn stop,
+                             void *stop_arg, fleet_local_push *stats, char *err,
+                             size_t errlen);
+
+/* Pull the aggregates of the models of devs[0..n) (duplicates pulled once)
+ * into st as fleet rows (store_import: validated, only newer rows replace
+ * older ones). *rows: aggregate rows received. */
+int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
+                     int64_t *rows, char *err, size_t errlen);
+
+/* The stack row id of st: 0, ATTUNE_ENOTFOUND, or a database error. */
+int fleet_local_stack(store *st, const char *id, attn_stack *out);
+
+#endif

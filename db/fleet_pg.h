@@ -1,0 +1,118 @@
+/* fleet_pg.h -- the fleet store on PostgreSQL: many attuned push their
+ * measurements into one server, which keeps per-model aggregates that each
+ * device pulls back (docs/fleet.md, "Fleet server").
+ *
+ * A connection is used by one thread at a time. Every push is one server
+ * transaction: the rows, the dimension rows they need, and the pushing
+ * store's watermark commit together or not at all, so a push killed at any
+ * moment is repeated whole and, keyed by (model, stack, shape, tactic,
+ * device), never doubles a row.
+ *
+ * Credentials never travel in the URL: a URL with a password is refused
+ * (without echoing it); libpq reads PGPASSWORD, PGPASSFILE or ~/.pgpass.
+ *
+ * Built without libpq (ATTUNE_HAVE_LIBPQ unset), every function returns
+ * ATTUNE_EUNSUPP. */
+#ifndef ATTUNE_FLEET_PG_H
+#define ATTUNE_FLEET_PG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+typedef struct fleet_pg fleet_pg;
+
+/* Server schema version (table attune_meta, key schema_version). */
+#define FLEET_PG_SCHEMA_VERSION 1
+
+/* Pulled aggregates live in the local store as one device per model whose
+ * id is this prefix + 16 hex digits of the model's hash (fleet_model_id),
+ * host "fleet", ordinal -1: the import format of docs/fleet.md. */
+#define FLEET_DEVICE_PREFIX "FLEET-"
+#define FLEET_HOST "fleet"
+
+/* A device is a "model" member when name, kind, compute capability, SM
+ * count and memory are equal. Writes "FLEET-<16 hex>" into out (>= 24). */
+void fleet_model_id(const attn_device_info *d, char *out, size_t len);
+
+/* 1 when id names a pulled fleet-aggregate device. */
+int fleet_is_model_device(const char *id);
+
+/* Check a connection URL/conninfo before use: ATTUNE_EINVAL (err says
+ * why, never quoting the URL) when it carries a password or is empty. */
+int fleet_pg_url_check(const char *url, char *err, size_t errlen);
+
+/* Connect and bring the server schema to FLEET_PG_SCHEMA_VERSION (created
+ * when absent, refused with ATTUNE_EVERSION when newer). On error *out is
+ * NULL and err says why (libpq's message; it never contains a password). */
+int fleet_pg_connect(const char *url, fleet_pg **out, char *err, size_t errlen);
+void fleet_pg_close(fleet_pg *c);
+
+/* "host=... db=..." of a live connection, for logs (no credentials). */
+void fleet_pg_describe(fleet_pg *c, char *buf, size_t len);
+
+/* One push: devices and stacks that rows refer to by id, the rows, and the
+ * pusher's watermark. */
+typedef struct fleet_batch {
+    const attn_device_info *devices;
+    const char *const *device_hosts; /* host of each device (may be NULL) */
+    int ndevices;
+    const attn_stack *stacks;
+    int nstacks;
+    const store_measurement *rows;  /* device_id/stack_id name entries above */
+    int nrows;
+    const char *source;             /* pushing store's id; NULL: no watermark */
+    int64_t last_seq;               /* its watermark once this batch commits */
+} fleet_batch;
+
+typedef struct fleet_push_stats {
+    int64_t sent;      /* rows sent to the server */
+    int64_t rejected;  /* malformed rows refused before sending */
+    int64_t skipped;   /* batches the server already had (watermark) */
+} fleet_push_stats;
+
+/* Validate every row (store_check_*), send the valid ones with COPY and
+ * merge them in one transaction: a row replaces the server's only when its
+ * taken_at is newer (or equal with different values), so re-pushes change
+ * nothing. Malformed rows are counted in stats->rejected (first reason in
+ * err, return value still 0) and never sent. When source is set and the
+ * server's watermark for it is already >= last_seq, nothing is written
+ * (stats->skipped). stats accumulates (caller zeroes it). 0 or an error
+ * (ATTUNE_EIO: connection lost; EDB: the server refused), with the
+ * transaction rolled back. */
+int fleet_pg_push(fleet_pg *c, const fleet_batch *b, fleet_push_stats *stats, char *err,
+                  size_t errlen);
+
+/* The server's watermark of source (0 when it never pushed). */
+int fleet_pg_source_seq(fleet_pg *c, const char *source, int64_t *seq, char *err,
+                        size_t errlen);
+
+/* Recompute the aggregates of groups pushed since the last refresh: of the
+ * model of d, or of every model with d NULL. *groups: groups recomputed. */
+int fleet_pg_refresh(fleet_pg *c, const attn_device_info *d, int64_t *groups, char *err,
+                     size_t errlen);
+
+/* The aggregates of d's model (refreshed first), every stack, as a fleet
+ * table (docs/fleet.md format, device FLEET-<hash>, host "fleet"): time_us
+ * the median over devices of their medians, min/max the extreme medians, n
+ * the devices with an ok row, rel_err and max_abs_err the largest of any
+ * device, status the most common one, note "fleet: N devices, spread S,
+ * K outliers". *json malloc'd (NULL with *nrows 0 when the model has no
+ * aggregates). */
+int fleet_pg_pull(fleet_pg *c, const attn_device_info *d, char **json, int *nrows,
+                  char *err, size_t errlen);
+
+typedef struct fleet_pg_info {
+    int schema_version;
+    int64_t models, devices, stacks, shapes, measurements, aggregates, dirty, outliers;
+    int64_t source_seq;     /* watermark of the asked source, 0 if none */
+} fleet_pg_info;
+
+int fleet_pg_info_get(fleet_pg *c, const char *source, fleet_pg_info *out, char *err,
+                      size_t errlen);
+
+/* Run one SQL text (benchmarks and tests: setup, counts). 0 or EDB. */
+int fleet_pg_exec(fleet_pg *c, const char *sql, char *err, size_t errlen);
+
+#endif
