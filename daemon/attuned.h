@@ -45,6 +45,10 @@ typedef struct attuned_config {
     const char *log_path;       /* NULL: stderr */
     int verbose;                /* log every request */
     double tune_budget_ms;      /* tuner budget per tactic; <= 0: default */
+    const char *fleet_url;      /* --fleet: fleet server (NULL: no sync) */
+    int fleet_period_s;         /* seconds between fleet syncs */
+    int fleet_batch;            /* rows per fleet push transaction */
+    int fleet_pause_ms;         /* pause between fleet push batches */
 } attuned_config;
 
 typedef struct attuned {
@@ -56,6 +60,7 @@ typedef struct attuned {
     jobs *jobs;
     worker *worker;
     attuned_watch *watch;       /* NULL: not watching (open failed) */
+    struct fleet_sync *fleet;   /* NULL: no --fleet */
     struct MHD_Daemon *mhd;
     int bound_port;
     atomic_int stopping;

@@ -46,6 +46,8 @@ struct req {
     attn_shape *shapes;
     int nshapes;
     winners_filter winners; /* GET /v1/winners */
+    char extra[2][64];      /* route-specific arguments (drift: the two stacks) */
+    int extra_flag;         /* (drift: model scope) */
 };
 
 /* Queue a response: status, content type, body buf[0..len) (malloc'd;

@@ -14,8 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../db/fleet_pg.h"
 #include "../tuner/grid.h"
 #include "attuned.h"
+#include "fleet_sync.h"
 #include "log.h"
 #include "metrics.h"
 #include "sdnotify.h"
@@ -48,6 +50,15 @@ static const char usage_text[] =
     "  --max-connections N  simultaneous connections (default 512)\n"
     "  --timeout S          idle connection timeout in seconds (default 30)\n"
     "  --tune-budget-ms MS  tuner time budget per tactic (default: the tuner's)\n"
+    "  --fleet URL          sync with a fleet server (PostgreSQL URI or conninfo,\n"
+    "                       no password in it: libpq reads PGPASSFILE, ~/.pgpass,\n"
+    "                       PGPASSWORD): push every committed row, pull this\n"
+    "                       host's models' aggregates (docs/fleet.md)\n"
+    "  --fleet-period S     seconds between fleet pushes (default 10); pulls\n"
+    "                       every 6 periods\n"
+    "  --fleet-batch N      rows per fleet push transaction (default 5000)\n"
+    "  --fleet-pause-ms MS  pause between push transactions, spreading a large\n"
+    "                       backlog's load on the server (default 0)\n"
     "  --log FILE           log to FILE instead of stderr (reopened on SIGHUP)\n"
     "  --verbose            log every request (default: errors and events)\n"
     "  --version            print the version\n"
@@ -63,7 +74,7 @@ static const char usage_text[] =
 enum {
     OPT_PORT = 256, OPT_BIND, OPT_DB, OPT_TOKEN, OPT_NOGRID, OPT_GRID, OPT_GRID_GPU,
     OPT_ALLOW, OPT_THREADS, OPT_MAXCONN, OPT_TIMEOUT, OPT_BUDGET, OPT_LOG, OPT_VERBOSE,
-    OPT_VERSION, OPT_HELP
+    OPT_VERSION, OPT_HELP, OPT_FLEET, OPT_FLEET_PERIOD, OPT_FLEET_BATCH, OPT_FLEET_PAUSE
 };
 
 /* Parse a decimal int in [min, max] that fills the whole string. */
@@ -97,6 +108,10 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         {"verbose", no_argument, NULL, OPT_VERBOSE},
         {"version", no_argument, NULL, OPT_VERSION},
         {"help", no_argument, NULL, OPT_HELP},
+        {"fleet", required_argument, NULL, OPT_FLEET},
+        {"fleet-period", required_argument, NULL, OPT_FLEET_PERIOD},
+        {"fleet-batch", required_argument, NULL, OPT_FLEET_BATCH},
+        {"fleet-pause-ms", required_argument, NULL, OPT_FLEET_PAUSE},
         {NULL, 0, NULL, 0}};
     c->port = 7373;
     c->bind = "127.0.0.1";
@@ -106,6 +121,7 @@ static int parse_args(int argc, char **argv, attuned_config *c)
     c->threads = 4;
     c->max_connections = 512;
     c->timeout_s = 30;
+    c->fleet_period_s = 10;
     int ch, budget;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -136,6 +152,19 @@ static int parse_args(int argc, char **argv, attuned_config *c)
             else
                 c->tune_budget_ms = budget;
             break;
+        case OPT_FLEET: c->fleet_url = optarg; break;
+        case OPT_FLEET_PERIOD:
+            if (parse_int(optarg, 1, 86400, &c->fleet_period_s))
+                bad = "--fleet-period";
+            break;
+        case OPT_FLEET_BATCH:
+            if (parse_int(optarg, 1, 1000000, &c->fleet_batch))
+                bad = "--fleet-batch";
+            break;
+        case OPT_FLEET_PAUSE:
+            if (parse_int(optarg, 0, 60000, &c->fleet_pause_ms))
+                bad = "--fleet-pause-ms";
+            break;
         case OPT_LOG: c->log_path = optarg; break;
         case OPT_VERBOSE: c->verbose = 1; break;
         case OPT_VERSION: printf("attuned %s\n", ATTUNE_VERSION); exit(0);
@@ -147,6 +176,14 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         }
         if (bad != NULL) {
             fprintf(stderr, "attuned: bad value '%s' for %s\n", optarg, bad);
+            return -1;
+        }
+    }
+    if (c->fleet_url != NULL) {
+        char err[ATTUNE_ERRLEN];
+        /* refused before anything is logged: the URL never reaches a log */
+        if (fleet_pg_url_check(c->fleet_url, err, sizeof err) != 0) {
+            fprintf(stderr, "attuned: --fleet: %s\n", err);
             return -1;
         }
     }
@@ -332,6 +369,23 @@ int main(int argc, char **argv)
         goto out;
     st = NULL; /* the worker owns it now */
 
+    if (d.cfg.fleet_url != NULL) {
+        attn_device_info infos[ATTUNED_MAX_DEVICES];
+        for (int i = 0; i < d.ndevices; i++)
+            infos[i] = d.devices[i].info;
+        fleet_sync_config fc = {.url = d.cfg.fleet_url, .db_path = d.cfg.db_path,
+                                .devices = infos, .ndevices = d.ndevices,
+                                .period_s = d.cfg.fleet_period_s,
+                                .pull_period_s = 6 * d.cfg.fleet_period_s,
+                                .batch_rows = d.cfg.fleet_batch,
+                                .pause_ms = d.cfg.fleet_pause_ms};
+        if ((rc = fleet_sync_start(&fc, &d.fleet, err, sizeof err)) != 0) {
+            log_event(LOGL_ERROR, "fleet_start_failed", "error=\"%s\"", err);
+            goto out;
+        }
+        log_event(LOGL_INFO, "fleet_sync", "period_s=%d", d.cfg.fleet_period_s);
+    }
+
     if ((rc = server_start(&d, err, sizeof err)) != 0) {
         log_event(LOGL_ERROR, "listen_failed", "error=\"%s\"", err);
         goto out;
@@ -369,6 +423,7 @@ out:
     server_quiesce(&d);
     worker_stop(d.worker);
     server_stop(&d);
+    fleet_sync_stop(d.fleet);
     jobs_stop(d.jobs);
     jobs_free(d.jobs);
     attuned_watch_close(d.watch); /* after worker_stop: the worker used it */

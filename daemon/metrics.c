@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "../common/attune_err.h"
+#include "fleet_sync.h"
 
 /* Statuses counted on their own; anything else lands in "other". */
 static const unsigned status_codes[] = {200, 202, 400, 401, 403, 404, 405,
@@ -152,6 +153,8 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
     fprintf(f, "# HELP attune_start_time_seconds Start time of the daemon, unix seconds.\n"
                "# TYPE attune_start_time_seconds gauge\nattune_start_time_seconds %lld\n",
             (long long)started_at);
+
+    fleet_sync_metrics(f);
 
     if (fclose(f) != 0 || buf == NULL) {
         free(buf);

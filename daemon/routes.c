@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "../common/shape_json.h"
+#include "drift_route.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -55,6 +56,7 @@ static const route routes[] = {
     {"DELETE", "/v1/jobs/", 1, 1, 0, h_job_cancel, "/v1/jobs/ID"},
     {"GET", "/v1/export", 0, 0, 0, h_export, "/v1/export"},
     {"POST", "/v1/import", 0, 1, ATTUNED_IMPORT_BODY_MAX, h_import, "/v1/import"},
+    {"GET", "/v1/drift", 0, 0, 0, drift_route_get, "/v1/drift"},
     {"GET", "/metrics", 0, 0, 0, h_metrics, "/metrics"},
     {"GET", "/v1/winners", 0, 0, 0, winners_get, "/v1/winners"},
     {"GET", "/", 0, 0, 0, page_get, "/"},

@@ -213,7 +213,11 @@ static int reconcile(store *st, fleet_pg *c, fleet_local_state *s, char *err, si
     int rc = fleet_pg_source_seq(c, s->source, &server, err, errlen);
     if (rc != 0)
         return rc;
-    if (server > s->last_seq) {
+    /* below our acknowledged mark: the server lost commits it had
+     * acknowledged (restored from a backup, asynchronous commit, a failover
+     * to a lagging replica), and our log no longer holds what it lost:
+     * log every row again under a new source (re-pushing is harmless) */
+    if (server > s->last_seq || server < s->acked) {
         char src[40];
         new_source(src, sizeof src);
         if ((rc = store_begin(st)) != 0)

@@ -24,8 +24,11 @@ import time
 failures = []
 
 
+_T0 = time.time()
+
+
 def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    print(("ok   " if cond else "FAIL ") + "[%5.1fs] " % (time.time() - _T0) + what, flush=True)
     if not cond:
         failures.append(what)
     return cond
@@ -126,8 +129,10 @@ class PgServer:
         return r
 
     def start(self):
-        opts = ("-c listen_addresses='' -k %s -p %d -c fsync=off -c full_page_writes=off "
-                "-c synchronous_commit=off" % (self.sock, self.port))
+        # fsync off: a test server never outlives its machine; commits stay
+        # synchronous, so a killed server keeps what it acknowledged
+        opts = ("-c listen_addresses='' -k %s -p %d -c fsync=off -c full_page_writes=off"
+                % (self.sock, self.port))
         self._run(["pg_ctl", "-D", self.data, "-l", self.logfile, "-w", "-t", "60",
                    "-o", opts, "start"])
 
@@ -224,3 +229,65 @@ class Daemon:
     def logtext(self):
         with open(self.logpath, "rb") as f:
             return f.read().decode("utf-8", "replace")
+
+
+# ---- synthetic fleet tables (docs/fleet.md format)
+
+TACTICS = ["split/acc=f32/pad=1", "split/acc=f16/pad=1", "fused/pad=1/tile=64x64",
+           "fused/pad=8/tile=64x64", "folded/acc=f32/pad=1", "folded/acc=f16/pad=1",
+           "split_repeat/acc=f32/pad=1", "fused/pad=1/tile=128x64"]
+
+
+def stack(driver, kernels="3f1c0d2a9b8e7f60"):
+    s = {"driver": driver, "runtime": "12.6", "blas": "12.6.4.1", "attune": "0.1.0",
+         "kernels": kernels}
+    h = 0xcbf29ce484222325
+    for k in ("driver", "runtime", "blas", "attune", "kernels"):
+        for b in s[k].encode() + b"\0":
+            h ^= b
+            h = (h * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    s["id"] = "%016x" % h
+    return s
+
+
+def shape_of(i, sq=None):
+    return {"b": 1, "hq": 8, "hkv": 1, "sq": sq if sq is not None else 16 + i, "skv": 512,
+            "d": 64, "dtype": "f16", "causal": False}
+
+
+def shape_key(s):
+    return "b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (
+        s["b"], s["hq"], s["hkv"], s["sq"], s["skv"], s["d"], s["dtype"],
+        "c" if s["causal"] else "nc")
+
+
+def row(shape, tactic, stk, time_us, taken_at, rel_err=1e-4, status="ok", host="node"):
+    t = None if status in ("unsupported", "failed") else time_us
+    return {"shape": shape, "shape_key": shape_key(shape), "tactic": tactic, "stack": stk["id"],
+            "status": status, "time_us": t, "time_us_min": t, "time_us_max": t,
+            "time_us_copies": None, "n": 10, "max_abs_err": rel_err, "rel_err": rel_err,
+            "mode": "wall", "l2": "warm", "rows_checked": 64, "note": "", "host": host,
+            "taken_at": taken_at}
+
+
+def table(dev_id, rows, stacks, name="Test GPU", sm=100, mem=80000, host="node"):
+    latest = max(stacks, key=lambda s: max([r["taken_at"] for r in rows
+                                            if r["stack"] == s["id"]] or [0]))
+    return {"format": "attune-fleet", "version": 1, "exported_at": 1767312000, "host": host,
+            "device": {"id": dev_id, "name": name, "kind": "cuda", "cc": "9.0",
+                       "sm_count": sm, "memory_mb": mem, "clock_mhz": 0, "mem_clock_mhz": 0,
+                       "latest_stack": latest["id"]},
+            "stacks": stacks, "measurements": rows}
+
+
+def grid_rows(stk, nshapes, ntactics, time_fn, taken_at, first_shape=0):
+    return [row(shape_of(first_shape + i), TACTICS[t], stk, time_fn(i, t), taken_at)
+            for i in range(nshapes) for t in range(ntactics)]
+
+
+def import_table(attune, db, tbl, workdir, name="t.json"):
+    path = os.path.join(workdir, name)
+    with open(path, "w") as f:
+        json.dump(tbl, f)
+    subprocess.run([attune, "import", "--db", db, path], check=True,
+                   stdout=subprocess.DEVNULL)

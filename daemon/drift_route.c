@@ -1,0 +1,76 @@
+/* drift_route.c -- GET /v1/drift (docs/api.md). The report reads every row
+ * of the device (or of every device of its model) from SQLite, so it runs
+ * on the DB worker like /v1/export, never on an HTTP thread. */
+#include "drift_route.h"
+
+#include <string.h>
+
+#include "../tuner/drift.h"
+
+static void work_drift(req *r, store *st)
+{
+    select_policy p;
+    select_policy_default(&p);
+    drift_report rep;
+    char err[ATTUNE_ERRLEN] = "";
+    int rc = drift_compare(st, r->device_id, r->extra_flag,
+                           r->extra[0][0] ? r->extra[0] : NULL,
+                           r->extra[1][0] ? r->extra[1] : NULL, &p, &rep, err, sizeof err);
+    if (rc == ATTUNE_ENOTFOUND) {
+        req_error(r, 404, "%s", err);
+        return;
+    }
+    if (rc == ATTUNE_EINVAL) {
+        req_error(r, 400, "%s", err);
+        return;
+    }
+    if (rc != 0) {
+        req_error(r, 500, "drift failed: %s", err[0] ? err : attune_strerror(rc));
+        return;
+    }
+    json_t *j = drift_report_json(&rep);
+    drift_report_free(&rep);
+    if (j == NULL) {
+        req_error(r, 500, "out of memory");
+        return;
+    }
+    req_result(r, 200, j);
+}
+
+/* 16 lowercase hex digits: a stack id. */
+static int stack_id_ok(const char *s)
+{
+    if (strlen(s) != 16)
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    return 1;
+}
+
+enum MHD_Result drift_route_get(req *r, const char *url)
+{
+    static const char *const allowed[] = {"device", "model", "from", "to", NULL};
+    char err[ATTUNE_ERRLEN];
+    http_args a;
+    index_device_view dev;
+    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
+        return http_send_error(r, 400, "%s", err);
+    const char *spec = http_arg(&a, "device"), *model = http_arg(&a, "model");
+    const char *from = http_arg(&a, "from"), *to = http_arg(&a, "to");
+    if (spec == NULL)
+        return http_send_error(r, 400, "missing parameter 'device'");
+    if (strlen(spec) > 128 || index_device_find(r->d->ix, spec, &dev) != 0)
+        return http_send_error(r, 404, "unknown device '%.64s' (see GET /v1/devices)", spec);
+    if (model != NULL && strcmp(model, "0") != 0 && strcmp(model, "1") != 0)
+        return http_send_error(r, 400, "model must be 0 or 1");
+    if ((from == NULL) != (to == NULL))
+        return http_send_error(r, 400, "give both 'from' and 'to' stacks, or neither");
+    if (from != NULL && (!stack_id_ok(from) || !stack_id_ok(to)))
+        return http_send_error(r, 400, "'from' and 'to' are stack ids (16 hex digits)");
+    snprintf(r->device_id, sizeof r->device_id, "%s", dev.info.id);
+    snprintf(r->extra[0], sizeof r->extra[0], "%s", from ? from : "");
+    snprintf(r->extra[1], sizeof r->extra[1], "%s", to ? to : "");
+    r->extra_flag = model != NULL && strcmp(model, "1") == 0;
+    return http_defer(r, work_drift);
+}

@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+"""it_fleet_pg.py -- the fleet store against a real PostgreSQL (issue 11).
+
+Starts a private server (fleetlib.PgServer: initdb into a temp dir, a Unix
+socket in it, password from a libpq passfile), then: credentials refused in
+URLs; push, re-push and merge from several stores; pull of a model's
+aggregates (median, spread, outlier flags) as fleet rows; malformed rows
+refused on both sides; attuned --fleet syncing, killed with SIGKILL 20
+times mid-push, and riding out a server stopped and restarted mid-sync;
+drift reports with a planted accuracy regression as line 1.
+Skips (77) only when the PostgreSQL server binaries are absent.
+"""
+import json
+import os
+import random
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fleetlib  # noqa: E402
+from fleetlib import check  # noqa: E402
+
+ATTUNE = os.environ["ATTUNE_BIN"]
+ATTUNED = os.environ.get("ATTUNED_BIN")
+T0 = 1767000000  # taken_at base of planted rows
+
+
+def run(pg, *args, ok=(0,)):
+    r = subprocess.run([ATTUNE] + list(args), env=pg.env(), capture_output=True, text=True)
+    if r.returncode not in ok:
+        print("attune %s -> %d\n%s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def server_rows(pg, device=None):
+    q = "SELECT count(*) FROM measurements"
+    if device:
+        q += " m JOIN devices d ON d.id = m.device_id WHERE d.uid = '%s'" % device
+    return int(pg.sql(q)[0])
+
+
+def local_rows(db, device):
+    c = sqlite3.connect(db)
+    try:
+        return c.execute("SELECT count(*) FROM measurements WHERE device_id = ?",
+                         (device,)).fetchone()[0]
+    finally:
+        c.close()
+
+
+def metrics(d):
+    st, text = d.get("/metrics")
+    out = {}
+    for line in text.splitlines() if isinstance(text, str) else []:
+        m = re.match(r"^(attune_fleet_\w+) (\S+)$", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def wait_for(cond, timeout, step=0.1):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def test_credentials(pg, tmp):
+    db = os.path.join(tmp, "cred.db")
+    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-cred-0", [], [fleetlib.stack("1")]),
+                          tmp)
+    bad = "postgresql://attune:hunter2secret@/attune?host=%s" % pg.sock
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", bad, ok=(2,))
+    check(r.returncode == 2 and "hunter2secret" not in r.stdout + r.stderr
+          and "password" in r.stderr, "a password in the URL is refused, not echoed")
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url + "&password=hunter2secret",
+            ok=(2,))
+    check(r.returncode == 2 and "hunter2secret" not in r.stderr,
+          "password= in the query string is refused too")
+    if ATTUNED:
+        r = subprocess.run([ATTUNED, "--db", db, "--port", "0", "--fleet", bad],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode != 0 and "hunter2secret" not in r.stdout + r.stderr,
+              "attuned --fleet with a password exits without logging it")
+    env = dict(os.environ)
+    env["PGPASSFILE"] = os.path.join(tmp, "nonexistent")
+    r = subprocess.run([ATTUNE, "fleet", "status", "--db", db, "--fleet", pg.url],
+                       env=env, capture_output=True, text=True)
+    check(r.returncode == 1 and "password" in r.stderr,
+          "without the passfile the server refuses (scram auth is on)")
+    r = run(pg, "fleet", "status", "--db", db, "--fleet", pg.url)
+    check(r.returncode == 0 and "server schema 1" in r.stdout,
+          "the passfile's credentials connect and create the schema")
+
+
+def test_push_pull_merge(pg, tmp):
+    s1 = fleetlib.stack("560.35.03")
+    times = {"GPU-m-1": 10.0, "GPU-m-2": 11.0, "GPU-m-3": 30.0}  # m-3: a slow card
+    dbs = {}
+    for dev, t in times.items():
+        db = os.path.join(tmp, dev + ".db")
+        rows = fleetlib.grid_rows(s1, 10, 4, lambda i, k, t=t: t * (1 + k), T0)
+        fleetlib.import_table(ATTUNE, db, fleetlib.table(dev, rows, [s1], host=dev), tmp)
+        dbs[dev] = db
+        r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+        check(r.returncode == 0 and "pushed 40 rows" in r.stdout,
+              "push of %s sends its 40 rows (%s)" % (dev, r.stdout.strip()))
+    check(server_rows(pg) >= 120, "the server holds the 3 x 40 rows")
+    before = server_rows(pg)
+    r = run(pg, "fleet", "push", "--db", dbs["GPU-m-1"], "--fleet", pg.url)
+    check(r.returncode == 0 and "pushed 0 rows" in r.stdout, "a re-push sends nothing")
+    # a copy of the same store (new source, same rows): sent again, changes nothing
+    checksum = "SELECT sum(time_us), count(*) FROM measurements"
+    sum_before = pg.sql(checksum)
+    copy = os.path.join(tmp, "copy.db")
+    rows = fleetlib.grid_rows(s1, 10, 4, lambda i, k: 10.0 * (1 + k), T0)
+    fleetlib.import_table(ATTUNE, copy, fleetlib.table("GPU-m-1", rows, [s1], host="GPU-m-1"),
+                          tmp)
+    r = run(pg, "fleet", "push", "--db", copy, "--fleet", pg.url)
+    check("pushed 40 rows" in r.stdout and pg.sql(checksum) == sum_before
+          and server_rows(pg) == before,
+          "the same rows from another store are idempotent (%s)" % pg.sql(checksum))
+    # a lost local watermark: the server's watermark skips the batch
+    c = sqlite3.connect(dbs["GPU-m-2"])
+    c.execute("UPDATE fleet_state SET value = '0' WHERE key = 'acked'")
+    c.execute("INSERT INTO fleet_log (device_id, stack_id, shape_id, tactic) "
+              "SELECT device_id, stack_id, shape_id, tactic FROM measurements")
+    c.commit()
+    c.close()
+    r = run(pg, "fleet", "push", "--db", dbs["GPU-m-2"], "--fleet", pg.url)
+    check(r.returncode == 0 and server_rows(pg) == before and pg.sql(checksum) == sum_before,
+          "re-sent log entries leave the server unchanged (%s)" % r.stdout.strip())
+
+    # pull: a fourth card of the model gets the aggregates
+    me = os.path.join(tmp, "me.db")
+    fleetlib.import_table(ATTUNE, me, fleetlib.table(
+        "GPU-m-4", [fleetlib.row(fleetlib.shape_of(900), fleetlib.TACTICS[0], s1, 5.0, T0)],
+        [s1]), tmp)
+    r = run(pg, "fleet", "pull", "--db", me, "--fleet", pg.url, "--device", "GPU-m-4")
+    check(r.returncode == 0 and "pulled 40 aggregate rows" in r.stdout,
+          "pull brings the model's 40 aggregate rows (%s)" % r.stdout.strip())
+    c = sqlite3.connect(me)
+    fleet = c.execute("SELECT id, idx, name FROM devices WHERE id LIKE 'FLEET-%'").fetchall()
+    got = dict(c.execute(
+        "SELECT m.tactic, m.time_us FROM measurements m JOIN shapes s ON s.id = m.shape_id "
+        "WHERE m.device_id LIKE 'FLEET-%%' AND s.key = '%s'"
+        % fleetlib.shape_key(fleetlib.shape_of(0))).fetchall())
+    note = c.execute("SELECT note, host, time_us_min, time_us_max FROM measurements "
+                     "WHERE device_id LIKE 'FLEET-%%' AND tactic = '%s' LIMIT 1"
+                     % fleetlib.TACTICS[0]).fetchone()
+    c.close()
+    check(len(fleet) == 1 and fleet[0][1] == -1 and fleet[0][2] == "Test GPU",
+          "one fleet device for the model, not attached (%s)" % fleet)
+    check(got.get(fleetlib.TACTICS[0]) == 11.0 and got.get(fleetlib.TACTICS[1]) == 22.0,
+          "fleet time is the median over devices (%s)" % got)
+    check(note[0].startswith("fleet: 3 devices") and note[1] == "fleet"
+          and note[2] == 10.0 and note[3] == 30.0,
+          "fleet rows say how many devices, min and max of them (%s)" % (note,))
+    outl = pg.sql("SELECT DISTINCT d.uid FROM outliers o JOIN devices d ON d.id = o.device_id")
+    check(outl == ["GPU-m-3"], "the slow card is flagged as the outlier (%s)" % outl)
+    spread = pg.sql("SELECT min(spread), max(spread) FROM aggregates WHERE devices = 3")
+    check(spread and spread[0] != "", "aggregates carry a spread (%s)" % spread)
+    r = run(pg, "fleet", "push", "--db", me, "--fleet", pg.url)
+    check("pushed 1 rows" in r.stdout,
+          "pulled fleet rows are never pushed back (%s)" % r.stdout.strip())
+    # merge: card 1 re-measures one tactic (newer), the server takes it
+    newer = [fleetlib.row(fleetlib.shape_of(0), fleetlib.TACTICS[0], s1, 12.5, T0 + 100)]
+    fleetlib.import_table(ATTUNE, dbs["GPU-m-1"], fleetlib.table("GPU-m-1", newer, [s1]), tmp)
+    r = run(pg, "fleet", "push", "--db", dbs["GPU-m-1"], "--fleet", pg.url)
+    v = pg.sql("SELECT m.time_us FROM measurements m JOIN devices d ON d.id = m.device_id "
+               "JOIN tactics t ON t.id = m.tactic_id JOIN shapes s ON s.id = m.shape_id "
+               "WHERE d.uid = 'GPU-m-1' AND t.text = '%s' AND s.key = '%s'"
+               % (fleetlib.TACTICS[0], fleetlib.shape_key(fleetlib.shape_of(0))))
+    check("pushed 1 rows" in r.stdout and v == ["12.5"] and server_rows(pg) == before + 1,
+          "a newer row replaces the server's, nothing added (%s)" % v)
+    # an older row from elsewhere does not override it
+    older = [fleetlib.row(fleetlib.shape_of(0), fleetlib.TACTICS[0], s1, 99.0, T0 + 50)]
+    stale = os.path.join(tmp, "stale.db")
+    fleetlib.import_table(ATTUNE, stale, fleetlib.table("GPU-m-1", older, [s1]), tmp)
+    run(pg, "fleet", "push", "--db", stale, "--fleet", pg.url)
+    v2 = pg.sql("SELECT max(time_us) FROM measurements m JOIN devices d ON d.id = m.device_id "
+                "WHERE d.uid = 'GPU-m-1' AND m.taken_at > %d" % T0)
+    check(v2 == ["12.5"], "an older row does not override a newer one (%s)" % v2)
+    r = run(pg, "fleet", "pull", "--db", me, "--fleet", pg.url, "--device", "GPU-m-4")
+    c = sqlite3.connect(me)
+    t = c.execute("SELECT m.time_us FROM measurements m JOIN shapes s ON s.id = m.shape_id "
+                  "WHERE m.device_id LIKE 'FLEET-%%' AND s.key = '%s' AND m.tactic = '%s'"
+                  % (fleetlib.shape_key(fleetlib.shape_of(0)), fleetlib.TACTICS[0])).fetchall()
+    c.close()
+    check(t == [(12.5,)], "a second pull updates the fleet row (median now %s)" % t)
+    return dbs
+
+
+def test_malformed(pg, tmp, dbs):
+    db = dbs["GPU-m-2"]
+    c = sqlite3.connect(db)
+    c.execute("UPDATE measurements SET time_us = -5, time_us_min = -5 WHERE rowid = "
+              "(SELECT min(rowid) FROM measurements)")
+    c.execute("UPDATE measurements SET tactic = 'magic/pad=3', taken_at = taken_at + 1 "
+              "WHERE rowid = (SELECT max(rowid) FROM measurements)")
+    c.execute("UPDATE measurements SET time_us = 11.5, time_us_min = 11.5, time_us_max = 11.5,"
+              " taken_at = taken_at + 1 WHERE rowid = (SELECT min(rowid) + 1 FROM measurements)")
+    c.commit()
+    c.close()
+    n = server_rows(pg)
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url, ok=(1,))
+    check(r.returncode == 1 and "2 malformed rows refused" in r.stderr and
+          "pushed 1 rows" in r.stdout,
+          "malformed local rows are refused, the good one pushed (%s | %s)"
+          % (r.stdout.strip(), r.stderr.strip()))
+    check(server_rows(pg) == n and pg.sql("SELECT count(*) FROM measurements WHERE "
+                                             "time_us < 0 OR time_us = 11.5") == ["1"],
+          "only the good re-measure reached the server")
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    check(r.returncode == 0 and "pushed 0 rows" in r.stdout,
+          "refused rows are not retried forever")
+    for bad in ("status = 'bogus'", "time_us = -1", "time_us_min = 50",
+                "rel_err = 'NaN'", "status = 'ok', time_us = NULL"):
+        try:
+            pg.sql("UPDATE measurements SET %s WHERE ctid = (SELECT min(ctid) FROM "
+                   "measurements)" % bad)
+            check(False, "the server refuses a row with %s" % bad)
+        except subprocess.CalledProcessError as e:
+            check("violates check constraint" in (e.stderr or ""),
+                  "the server refuses a row with %s" % bad)
+
+
+def test_server_lost_commits(pg, tmp, dbs):
+    """A server that lost acknowledged commits (restored from a backup): the
+    next push notices its watermark went back and sends every row again."""
+    db = dbs["GPU-m-3"]
+    pg.sql("DELETE FROM measurements WHERE device_id = (SELECT id FROM devices "
+           "WHERE uid = 'GPU-m-3')")
+    pg.sql("UPDATE sources SET pushed_seq = 0")
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    check(r.returncode == 0 and server_rows(pg, "GPU-m-3") == local_rows(db, "GPU-m-3"),
+          "rows the server lost are pushed again (%s)" % r.stdout.strip())
+
+
+def test_drift(pg, tmp):
+    old, new = fleetlib.stack("550.54.15"), fleetlib.stack("560.35.03")
+    rows = []
+    for i in range(6):
+        for k in range(4):
+            rows.append(fleetlib.row(fleetlib.shape_of(i), fleetlib.TACTICS[k], old,
+                                     10.0 + k, T0))
+            t, err, status = 10.0 + k, 1e-4, "ok"
+            if i == 2 and k == 0:
+                t = 15.0  # winner now k=1 at 11 us: a winner change
+            if i == 4 and k == 2:
+                err = 2e-2  # 200x error, beyond the f16 bound 5e-3: THE regression
+            if i == 5 and k == 3:
+                err = 3e-4  # 3x error, still within the bound
+            rows.append(fleetlib.row(fleetlib.shape_of(i), fleetlib.TACTICS[k], new, t,
+                                     T0 + 1000, rel_err=err, status=status))
+    db = os.path.join(tmp, "drift.db")
+    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-drift-1", rows, [old, new]), tmp)
+    r = run(pg, "drift", "--db", db, "--device", "GPU-drift-1", ok=(4,))
+    lines = r.stdout.splitlines()
+    print("\n".join("   | " + l for l in lines[:4]))
+    check(r.returncode == 4, "drift exits 4 on an accuracy regression (%d)" % r.returncode)
+    want = fleetlib.shape_key(fleetlib.shape_of(4))
+    check(lines and lines[0].startswith("ACCURACY REGRESSION %s %s" % (want, fleetlib.TACTICS[2]))
+          and "bound" in lines[0],
+          "the planted accuracy regression is line 1")
+    check(len(lines) > 1 and lines[1].startswith("ACCURACY REGRESSION")
+          and fleetlib.shape_key(fleetlib.shape_of(5)) in lines[1] and "error>2x" in lines[1],
+          "the 3x error growth (within bound) follows")
+    wl = [l for l in lines if l.startswith("winner changed")]
+    check(len(wl) == 1 and fleetlib.shape_key(fleetlib.shape_of(2)) in wl[0]
+          and "%s -> %s" % (fleetlib.TACTICS[0], fleetlib.TACTICS[1]) in wl[0],
+          "the winner change is reported (%s)" % wl)
+    check(lines[-1].startswith("drift of device GPU-drift-1") and "%s -> %s" % (
+        old["id"], new["id"]) in lines[-1] and "6 shapes compared" in lines[-1],
+        "the summary names the two latest stacks, oldest first")
+    r = run(pg, "drift", "--db", db, "--device", "GPU-drift-1", "--from", new["id"], "--to",
+            old["id"], "--json", ok=(0, 4))
+    j = json.loads(r.stdout)
+    check(j["stack_from"]["id"] == new["id"] and j["stack_from"]["driver"] == "560.35.03"
+          and j["accuracy"][0]["regression"] is False,
+          "--from/--to reverse the comparison: an improvement, not a regression")
+    # the model view: a second card of the model with the same drift
+    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-drift-2", rows, [old, new]), tmp)
+    r = run(pg, "drift", "--db", db, "--device", "GPU-drift-1", "--model", ok=(4,))
+    check(r.stdout.startswith("ACCURACY REGRESSION %s" % want)
+          and "model FLEET-" in r.stdout.splitlines()[-1] and "2 devices" in r.stdout,
+          "drift of the model across its devices")
+    return db
+
+
+def test_daemon(pg, tmp, drift_db):
+    if not ATTUNED:
+        print("skip: attuned not built, daemon checks skipped")
+        return
+    # drift over HTTP, on the store with the planted regression
+    work = tempfile.mkdtemp(dir=tmp)
+    d = fleetlib.Daemon(ATTUNED, work, drift_db, env=pg.env())
+    d.start()
+    try:
+        st, j = d.get("/v1/drift?device=GPU-drift-1")
+        check(st == 200 and j["accuracy"][0]["shape"] == fleetlib.shape_key(
+            fleetlib.shape_of(4)) and j["accuracy"][0]["regression"] is True
+            and "bound" in j["accuracy"][0]["changes"],
+            "GET /v1/drift lists the planted regression first")
+        st, j = d.get("/v1/drift?device=GPU-drift-1&from=abc&to=def")
+        check(st == 400, "bad stack ids are a 400 (%d)" % st)
+        st, j = d.get("/v1/drift?device=cpu")
+        check(st == 404, "a device without two stacks is a 404 (%d)" % st)
+    finally:
+        d.stop()
+
+    # kill -9 mid-push, 20 times, rows added between kills. Small batches
+    # with a pause make a push long enough to be caught in the middle: each
+    # kill waits for the pending gauge to drop (a batch committed), then
+    # strikes while batches remain.
+    s1 = fleetlib.stack("560.35.03")
+    db = os.path.join(tmp, "kill.db")
+    dev = "GPU-kill-1"
+    fleetlib.import_table(ATTUNE, db, fleetlib.table(
+        dev, fleetlib.grid_rows(s1, 100, 8, lambda i, k: 1.0 + i + k, T0), [s1]), tmp)
+    killed_mid = 0
+    next_shape = 100
+    random.seed(11)
+    for loop in range(20):
+        # more committed rows while attuned is down: new shapes and a re-measure
+        rows = [fleetlib.row(fleetlib.shape_of(next_shape + i), fleetlib.TACTICS[0], s1, 3.0,
+                             T0 + loop + 1) for i in range(150)]
+        rows += [fleetlib.row(fleetlib.shape_of(loop), fleetlib.TACTICS[1], s1, 7.0 + loop,
+                              T0 + loop + 1)]
+        next_shape += 150
+        fleetlib.import_table(ATTUNE, db, fleetlib.table(dev, rows, [s1]), tmp)
+        work = tempfile.mkdtemp(dir=tmp)
+        d = fleetlib.Daemon(ATTUNED, work, db, ["--fleet", pg.url, "--fleet-period", "1",
+                                                "--fleet-batch", "10", "--fleet-pause-ms",
+                                                "20"], env=pg.env())
+        d.start()
+        start = metrics(d).get("attune_fleet_pending_rows", 0)
+        wait_for(lambda: 0 < metrics(d).get("attune_fleet_pending_rows", 0) < start, 20,
+                 step=random.uniform(0.01, 0.05))
+        d.kill9()
+        if 0 < server_rows(pg, dev) < local_rows(db, dev):
+            killed_mid += 1
+    work = tempfile.mkdtemp(dir=tmp)
+    d = fleetlib.Daemon(ATTUNED, work, db, ["--fleet", pg.url, "--fleet-period", "1"],
+                        env=pg.env())
+    d.start()
+    try:
+        ok = wait_for(lambda: metrics(d).get("attune_fleet_pending_rows") == 0, 60)
+        total = local_rows(db, dev)
+        check(ok and server_rows(pg, dev) == total,
+              "after 20 kill -9 (%d mid-push): server %d rows = local %d rows"
+              % (killed_mid, server_rows(pg, dev), total))
+        check(killed_mid >= 18, "the kills landed mid-push (%d of 20)" % killed_mid)
+        c = sqlite3.connect(db)
+        local_sum = c.execute("SELECT sum(time_us), max(taken_at) FROM measurements "
+                              "WHERE device_id = ?", (dev,)).fetchone()
+        c.close()
+        srv = pg.sql("SELECT sum(m.time_us), max(m.taken_at) FROM measurements m JOIN devices "
+                     "d ON d.id = m.device_id WHERE d.uid = '%s'" % dev)[0].split("|")
+        check(abs(float(srv[0]) - local_sum[0]) < 1e-6 and int(srv[1]) == local_sum[1],
+              "server values equal the local ones (re-measures included): %s vs %s"
+              % (srv, local_sum))
+        m = metrics(d)
+        check(m.get("attune_fleet_up") == 1 and m.get("attune_fleet_enabled") == 1,
+              "/metrics: fleet enabled and up")
+
+        # server stopped mid-sync: attuned keeps serving, shows the lag, catches up
+        pg.stop()
+        more = [fleetlib.row(fleetlib.shape_of(next_shape + i), fleetlib.TACTICS[2], s1, 4.0,
+                             T0 + 500) for i in range(300)]
+        fleetlib.import_table(ATTUNE, db, fleetlib.table(dev, more, [s1]), tmp)
+        lagging = wait_for(lambda: metrics(d).get("attune_fleet_pending_rows", 0) >= 300
+                           and metrics(d).get("attune_fleet_up") == 0, 20)
+        m = metrics(d)
+        check(lagging and m.get("attune_fleet_errors_total", 0) >= 1,
+              "server down: /metrics shows pending rows and the connection down (%s)"
+              % {k: v for k, v in m.items() if "pending" in k or "up" in k or "err" in k})
+        st, _ = d.get("/v1/health")
+        st2, ans = d.get("/v1/tactic?device=%s&shape=%s" % (
+            dev, fleetlib.shape_key(fleetlib.shape_of(3))))
+        check(st == 200 and st2 == 200 and ans.get("source") == "measured",
+              "server down: attuned still answers (%d, %d)" % (st, st2))
+        pg.start()
+        caught = wait_for(lambda: metrics(d).get("attune_fleet_pending_rows") == 0, 90)
+        check(caught and server_rows(pg, dev) == local_rows(db, dev),
+              "server back: the backlog is pushed (%d = %d)"
+              % (server_rows(pg, dev), local_rows(db, dev)))
+        log = d.logtext()
+        check("fleet_unreachable" in log or "fleet_push_failed" in log,
+              "the outage is logged")
+        check(pg.password not in log and "PGPASS" not in log, "no credentials in the log")
+    finally:
+        d.stop()
+
+    # server killed while a big push is in flight
+    db2 = os.path.join(tmp, "restart.db")
+    dev2 = "GPU-restart-1"
+    fleetlib.import_table(ATTUNE, db2, fleetlib.table(
+        dev2, fleetlib.grid_rows(s1, 500, 8, lambda i, k: 2.0 + i, T0), [s1]), tmp)
+    work = tempfile.mkdtemp(dir=tmp)
+    d = fleetlib.Daemon(ATTUNED, work, db2, ["--fleet", pg.url, "--fleet-period", "1",
+                                             "--fleet-batch", "50"], env=pg.env())
+    d.start()
+    try:
+        wait_for(lambda: server_rows(pg, dev2) > 0, 20, step=0.02)
+        pg.stop("immediate")
+        mid = metrics(d).get("attune_fleet_pending_rows", 0)
+        pg.start()
+        caught = wait_for(lambda: metrics(d).get("attune_fleet_pending_rows") == 0, 90)
+        check(caught and server_rows(pg, dev2) == 4000,
+              "server killed mid-push (%d pending then): all 4000 rows arrive once (%d)"
+              % (mid, server_rows(pg, dev2)))
+    finally:
+        d.stop()
+
+
+def main():
+    pg = fleetlib.start_pg()
+    if pg is None:
+        return 77
+    tmp = tempfile.mkdtemp(prefix="attune-fleet-")
+    try:
+        test_credentials(pg, tmp)
+        dbs = test_push_pull_merge(pg, tmp)
+        test_malformed(pg, tmp, dbs)
+        test_server_lost_commits(pg, tmp, dbs)
+        drift_db = test_drift(pg, tmp)
+        test_daemon(pg, tmp, drift_db)
+    finally:
+        pg.close()
+        subprocess.run(["rm", "-rf", tmp])
+    return fleetlib.result()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
