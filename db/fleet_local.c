@@ -270,8 +270,8 @@ int fleet_local_stack(store *st, const char *id, attn_stack *out)
     sqlite3_stmt *q = NULL;
     memset(out, 0, sizeof *out);
     int src = sqlite3_prepare_v2(st->db,
-                                 "SELECT id, driver, runtime, blas, attune, kernels FROM "
-                                 "stacks WHERE id = ?1",
+                                 "SELECT id, driver, runtime, blas, attune, kernels, power "
+                                 "FROM stacks WHERE id = ?1",
                                  -1, &q, NULL);
     if (src == SQLITE_OK && (src = sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC)) == SQLITE_OK)
         src = sqlite3_step(q);
@@ -283,6 +283,7 @@ int fleet_local_stack(store *st, const char *id, attn_stack *out)
         store_column_text(q, 3, out->blas, sizeof out->blas);
         store_column_text(q, 4, out->attune, sizeof out->attune);
         store_column_text(q, 5, out->kernels, sizeof out->kernels);
+        store_column_text(q, 6, out->power, sizeof out->power);
     } else {
         rc = src == SQLITE_DONE ? ATTUNE_ENOTFOUND : store_sqlite_err(src);
     }

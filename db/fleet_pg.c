@@ -328,12 +328,13 @@ static int stack_id(fleet_pg *c, const attn_stack *s, int *id, char *err, size_t
 {
     if ((*id = idmap_get(&c->stacks, s->id)) >= 0)
         return 0;
-    const char *p[] = {s->id, s->driver, s->runtime, s->blas, s->attune, s->kernels};
+    const char *p[] = {s->id, s->driver, s->runtime, s->blas, s->attune, s->kernels,
+                       s->power};
     int rc = upsert_id(c,
-                       "INSERT INTO stacks (uid, driver, runtime, blas, attune, kernels) "
-                       "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (uid) DO UPDATE SET "
-                       "uid = excluded.uid RETURNING id",
-                       6, p, id, err, errlen);
+                       "INSERT INTO stacks (uid, driver, runtime, blas, attune, kernels, "
+                       "power) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid) DO "
+                       "UPDATE SET uid = excluded.uid RETURNING id",
+                       7, p, id, err, errlen);
     return rc ? rc : idmap_put(&c->stacks, s->id, *id);
 }
 
@@ -821,7 +822,7 @@ static const char pull_sql[] =
     "SELECT st.uid, st.driver, st.runtime, st.blas, st.attune, st.kernels,"
     " sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, sh.d, sh.dtype, sh.causal, t.text,"
     " a.status, a.median_us, a.min_us, a.max_us, a.copies_us, a.ok_devices, a.devices,"
-    " a.spread, a.rel_err, a.max_abs_err, a.outliers, a.updated_at"
+    " a.spread, a.rel_err, a.max_abs_err, a.outliers, a.updated_at, st.power"
     " FROM aggregates a JOIN stacks st ON st.id = a.stack_id"
     " JOIN shapes sh ON sh.id = a.shape_id JOIN tactics t ON t.id = a.tactic_id"
     " WHERE a.model_id = $1 ORDER BY st.uid, a.shape_id, t.text";
@@ -907,13 +908,18 @@ int fleet_pg_pull(fleet_pg *c, const attn_device_info *d, char **json, int *nrow
     for (int i = 0; i < n; i++) {
         const char *sid = PQgetvalue(r, i, 0);
         if (i == 0 || strcmp(sid, PQgetvalue(r, i - 1, 0)) != 0) {
-            if (json_array_append_new(stacks, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}",
-                                                        "id", sid, "driver",
-                                                        PQgetvalue(r, i, 1), "runtime",
-                                                        PQgetvalue(r, i, 2), "blas",
-                                                        PQgetvalue(r, i, 3), "attune",
-                                                        PQgetvalue(r, i, 4), "kernels",
-                                                        PQgetvalue(r, i, 5))) != 0) {
+            json_t *so = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", sid, "driver",
+                                   PQgetvalue(r, i, 1), "runtime", PQgetvalue(r, i, 2),
+                                   "blas", PQgetvalue(r, i, 3), "attune",
+                                   PQgetvalue(r, i, 4), "kernels", PQgetvalue(r, i, 5));
+            /* "power" only when known, as store_export writes it */
+            const char *power = PQgetvalue(r, i, 27);
+            if (so != NULL && power[0] != 0 &&
+                json_object_set_new(so, "power", json_string(power)) != 0) {
+                json_decref(so);
+                so = NULL;
+            }
+            if (so == NULL || json_array_append_new(stacks, so) != 0) {
                 rc = ATTUNE_ENOMEM;
                 goto out;
             }

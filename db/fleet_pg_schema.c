@@ -54,6 +54,7 @@ static const char schema_v1[] =
     "  blas text NOT NULL CHECK (length(blas) < 32),"
     "  attune text NOT NULL CHECK (length(attune) < 32),"
     "  kernels text NOT NULL CHECK (length(kernels) < 24),"
+    "  power text NOT NULL DEFAULT '' CHECK (power ~ '^[A-Za-z0-9._-]{0,47}$'),"
     "  first_push timestamptz NOT NULL DEFAULT now());"
     "CREATE TABLE shapes ("
     "  id serial PRIMARY KEY,"

@@ -421,6 +421,11 @@ def test_daemon(pg, tmp, drift_db):
 
 
 def main():
+    r = subprocess.run([ATTUNE, "fleet", "status", "--db", "/nonexistent/x.db", "--fleet",
+                        "postgresql:///x"], capture_output=True, text=True)
+    if "without libpq" in r.stderr:
+        print("skip: attune was built without libpq (libpq-dev, installed by scripts/deps.sh)")
+        return 77
     pg = fleetlib.start_pg()
     if pg is None:
         return 77
