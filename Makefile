@@ -26,6 +26,7 @@ build: deps $(BUILD)/CMakeCache.txt
 run: build
 	@mkdir -p $(dir $(DB))
 	@if [ -x $(BUILD)/attuned ]; then \
+	    echo "attune: dashboard at http://127.0.0.1:$(PORT)/ (API under /v1/, docs/api.md)"; \
 	    exec $(BUILD)/attuned --db $(DB) --port $(PORT) --default-grid $(GRID); \
 	else \
 	    echo "attuned was not built (libmicrohttpd missing?); tuning offline instead" >&2; \

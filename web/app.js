@@ -27,6 +27,7 @@ function esc(s) {
 
 function fmtUs(t) {
   if (t === null || t === undefined || !isFinite(t)) return '-';
+  if (t === 0) return '0';
   if (t >= 10000) return (t / 1000).toFixed(1) + ' ms';
   if (t >= 1000) return (t / 1000).toFixed(2) + ' ms';
   if (t >= 100) return t.toFixed(0) + ' us';
