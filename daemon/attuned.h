@@ -22,6 +22,18 @@
 /* Body bytes buffered across all requests at once (503 beyond), so that
  * max-connections simultaneous imports cannot exhaust memory. */
 #define ATTUNED_BODY_BUDGET     (160u << 20)
+/* Request line plus headers accepted (431 beyond, as JSON); the URI
+ * alone (414). libmicrohttpd's own per-connection memory is larger
+ * (ATTUNED_CONN_MEMORY) so that these limits, not its HTML answers, are
+ * what clients meet. */
+#define ATTUNED_HEADER_MAX      (16u << 10)
+#define ATTUNED_URI_MAX         (8u << 10)
+#define ATTUNED_CONN_MEMORY     (64u << 10)
+/* Seconds from the headers to the end of a request's body. */
+#define ATTUNED_BODY_TIMEOUT_S  120
+/* GET /v1/export streams at once (503 beyond): each holds a read
+ * transaction and a database connection until its reader is done. */
+#define ATTUNED_EXPORTS_MAX     4
 /* Deepest JSON nesting accepted in a request body. */
 #define ATTUNED_JSON_DEPTH_MAX  32
 /* Seconds between two looks of the watcher at the database (reload.c). */
@@ -42,6 +54,8 @@ typedef struct attuned_config {
     int threads;                /* HTTP thread pool */
     int max_connections;
     int timeout_s;              /* idle connection timeout */
+    int per_ip;                 /* connections per client address */
+    int request_timeout_s;      /* a new connection's request headers */
     const char *log_path;       /* NULL: stderr */
     int verbose;                /* log every request */
     double tune_budget_ms;      /* tuner budget per tactic; <= 0: default */
@@ -62,9 +76,11 @@ typedef struct attuned {
     attuned_watch *watch;       /* NULL: not watching (open failed) */
     struct fleet_sync *fleet;   /* NULL: no --fleet */
     struct MHD_Daemon *mhd;
+    struct conn_guard *guard;   /* request deadlines (conn.h) */
     int bound_port;
     atomic_int stopping;
     atomic_llong body_bytes;    /* request body bytes buffered now */
+    atomic_int exports;         /* GET /v1/export streams running (export.c) */
 } attuned;
 
 /* ---- server.c: the libmicrohttpd daemon */

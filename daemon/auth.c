@@ -1,6 +1,8 @@
 /* auth.c -- token file handling, constant-time compare, Host allow-list. */
 #include "auth.h"
 
+#include <arpa/inet.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -186,6 +188,30 @@ static int name_is(const char *name, size_t n, const char *want)
     return strlen(want) == n && strncasecmp(name, want, n) == 0;
 }
 
+/* 1 when the bracketed host name[0..n) ("[fd00::2]") and the allowed
+ * entry (bare "fd00::2", as --bind takes it, or bracketed) are the same
+ * IPv6 address, however each is spelled. */
+static int same_ipv6(const char *name, size_t n, const char *entry)
+{
+    char a[INET6_ADDRSTRLEN + 2], b[INET6_ADDRSTRLEN + 2];
+    struct in6_addr x, y;
+    if (n < 3 || name[0] != '[' || name[n - 1] != ']' || n - 2 >= sizeof a)
+        return 0;
+    memcpy(a, name + 1, n - 2);
+    a[n - 2] = 0;
+    size_t m = strlen(entry);
+    if (m >= 2 && entry[0] == '[' && entry[m - 1] == ']') {
+        entry++;
+        m -= 2;
+    }
+    if (m >= sizeof b)
+        return 0;
+    memcpy(b, entry, m);
+    b[m] = 0;
+    return inet_pton(AF_INET6, a, &x) == 1 && inet_pton(AF_INET6, b, &y) == 1 &&
+           memcmp(&x, &y, sizeof x) == 0;
+}
+
 int auth_host_allowed(const char *host, const char *const *extra, int nextra)
 {
     static const char *const loopback[] = {"localhost", "127.0.0.1", "[::1]"};
@@ -198,7 +224,7 @@ int auth_host_allowed(const char *host, const char *const *extra, int nextra)
         if (name_is(host, n, loopback[i]))
             return 1;
     for (int i = 0; i < nextra; i++)
-        if (extra[i] != NULL && name_is(host, n, extra[i]))
+        if (extra[i] != NULL && (name_is(host, n, extra[i]) || same_ipv6(host, n, extra[i])))
             return 1;
     return 0;
 }

@@ -7,9 +7,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "conn.h"
 #include "log.h"
 #include "metrics.h"
+
+/* Copy s into buf (len bytes) as the inside of a quoted log value: '"' and
+ * '\\' escaped, control and non-ASCII bytes as \xHH, so that client text
+ * can neither end the quoted field nor forge key=value fields after it.
+ * Truncated (with "...") past len. Returns buf. */
+static const char *log_quoted(const char *s, char *buf, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char e[4];
+        size_t n;
+        if (*p == '"' || *p == '\\') {
+            e[0] = '\\';
+            e[1] = (char)*p;
+            n = 2;
+        } else if (*p < 0x20 || *p >= 0x7f) {
+            e[0] = '\\';
+            e[1] = 'x';
+            e[2] = hex[*p >> 4];
+            e[3] = hex[*p & 15];
+            n = 4;
+        } else {
+            e[0] = (char)*p;
+            n = 1;
+        }
+        if (o + n + 4 > len) {
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(buf + o, e, n);
+        o += n;
+    }
+    buf[o] = 0;
+    return buf;
+}
 
 double req_elapsed(const req *r)
 {
@@ -30,13 +69,21 @@ enum MHD_Result http_send(req *r, unsigned status, const char *ctype, char *buf,
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (hname != NULL)
         MHD_add_response_header(resp, hname, hval);
+    return http_queue(r, status, resp);
+}
+
+enum MHD_Result http_queue(req *r, unsigned status, struct MHD_Response *resp)
+{
+    conn_request_busy(r->conn);
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     metrics_request(r->route, status);
     if (status >= 400 ? log_enabled(LOGL_INFO) : log_enabled(LOGL_DEBUG)) {
+        char m[40], u[420];
         log_event(status >= 400 ? LOGL_INFO : LOGL_DEBUG, "request",
-                  "method=%.16s path=\"%.200s\" status=%u us=%.0f",
-                  r->method ? r->method : "?", r->url ? r->url : "?", status,
+                  "method=\"%s\" path=\"%s\" status=%u us=%.0f",
+                  log_quoted(r->method ? r->method : "?", m, sizeof m),
+                  log_quoted(r->url ? r->url : "?", u, sizeof u), status,
                   req_elapsed(r) * 1e6);
     }
     return ret;
@@ -116,6 +163,7 @@ static void run_deferred(void *arg, store *st)
 enum MHD_Result http_defer(req *r, req_work_fn fn)
 {
     r->work = fn;
+    conn_request_busy(r->conn);
     /* suspend before submitting: the worker may resume at once */
     MHD_suspend_connection(r->conn);
     if (atomic_load(&r->d->stopping) ||
@@ -409,4 +457,177 @@ char *jbuf_finish(jbuf *b, size_t *len)
     }
     *len = b->len;
     return b->p;
+}
+
+/* ---- strict request checks */
+
+#define SCAN_MAX_HEADERS 64
+
+typedef struct header_scan {
+    int n;                  /* headers seen (first SCAN_MAX_HEADERS kept) */
+    const char *key[SCAN_MAX_HEADERS];
+    const char *val[SCAN_MAX_HEADERS];
+    size_t val_size[SCAN_MAX_HEADERS];
+    int hosts;
+    int bad;                /* a header value holds a NUL or control byte */
+    const char *cl;         /* first Content-Length value */
+    size_t cl_len;
+    int cl_differ;          /* a later Content-Length differs from the first */
+} header_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    header_scan *h = cls;
+    (void)kind;
+    if (h->n < SCAN_MAX_HEADERS) {
+        h->key[h->n] = key;
+        h->val[h->n] = value;
+        h->val_size[h->n] = value_size;
+    }
+    h->n++;
+    if (strlen(key) != key_size || (value != NULL && strlen(value) != value_size))
+        h->bad = 1;
+    for (size_t i = 0; value != NULL && i < value_size; i++) {
+        unsigned char ch = (unsigned char)value[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            h->bad = 1;
+    }
+    if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+        h->hosts++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 && value != NULL) {
+        if (h->cl == NULL) {
+            h->cl = value;
+            h->cl_len = value_size;
+        } else if (value_size != h->cl_len || memcmp(value, h->cl, value_size) != 0) {
+            h->cl_differ = 1;
+        }
+    }
+    return MHD_YES;
+}
+
+/* A raw NUL inside a header value: libmicrohttpd sizes values with
+ * strlen(), so "Host: localhost\0.evil.com" reads as "localhost". The
+ * header block is still in its read buffer, in place, from the method to
+ * method + header_size, each line ended by NUL bytes where its CR/LF were.
+ * After a value's end there may only be line-end or trailing-blank bytes
+ * (now NUL, CR, space, tab) up to the next header's name or the end of the
+ * block; a visible byte there is the rest of a value cut at a NUL. */
+static int hidden_nul(const header_scan *h, const char *block, size_t block_len)
+{
+    if (block == NULL || h->n > SCAN_MAX_HEADERS)
+        return 0; /* cannot tell */
+    const char *end = block + block_len;
+    for (int i = 0; i < h->n; i++) {
+        const char *p = h->val[i];
+        if (p == NULL || p < block || p >= end)
+            return 0; /* not laid out as expected: cannot tell */
+        p += h->val_size[i] + 1;
+        while (p < end && (*p == 0 || *p == '\r' || *p == '\n' || *p == ' ' || *p == '\t'))
+            p++;
+        if (p >= end)
+            continue;
+        int next_key = 0;
+        for (int j = 0; j < h->n && !next_key; j++)
+            next_key = h->key[j] == p;
+        if (!next_key)
+            return 1;
+    }
+    return 0;
+}
+
+unsigned http_request_check(req *r, char *err, size_t errlen)
+{
+    conn_request_info ci;
+    conn_request_begin(r->conn, &ci);
+    /* a raw NUL in the request line: the URI seen by the URI callback
+     * (before any parsing) ends short of the space before the version */
+    if (ci.uri != NULL && r->version != NULL && r->version > ci.uri &&
+        (size_t)(r->version - ci.uri) <= ATTUNED_CONN_MEMORY &&
+        r->version != ci.uri + ci.uri_len + 1)
+        ci.uri_nul = 1;
+    if (ci.uri_nul) {
+        attune_fail(err, errlen, ATTUNE_EINVAL, "NUL byte in the request URI");
+        return 400;
+    }
+    if (ci.uri_len > ATTUNED_URI_MAX) {
+        attune_fail(err, errlen, ATTUNE_EINVAL, "request URI longer than %u bytes",
+                    ATTUNED_URI_MAX);
+        return 414;
+    }
+    const union MHD_ConnectionInfo *hi =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t header_size = hi != NULL ? hi->header_size : 0;
+    if (header_size > ATTUNED_HEADER_MAX) {
+        attune_fail(err, errlen, ATTUNE_EINVAL, "request headers larger than %u bytes",
+                    ATTUNED_HEADER_MAX);
+        return 431;
+    }
+    header_scan h;
+    memset(&h, 0, sizeof h);
+    MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, scan_header, &h);
+    if (h.bad || (header_size > 0 && hidden_nul(&h, r->method, header_size))) {
+        attune_fail(err, errlen, ATTUNE_EINVAL, "NUL or control byte in a request header");
+        return 400;
+    }
+    if (h.hosts > 1) {
+        attune_fail(err, errlen, ATTUNE_EINVAL, "more than one Host header");
+        return 400;
+    }
+    if (h.cl_differ) {
+        attune_fail(err, errlen, ATTUNE_EINVAL, "Content-Length headers that differ");
+        return 400;
+    }
+    return 0;
+}
+
+int http_content_type_json(const char *ct)
+{
+    static const char want[] = "application/json";
+    size_t n = sizeof want - 1;
+    if (ct == NULL || strncasecmp(ct, want, n) != 0)
+        return 0;
+    const char *p = ct + n;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return *p == 0 || *p == ';'; /* parameters (charset=utf-8) may follow */
+}
+
+int http_parse_real(const char *s, double *out)
+{
+    /* [0-9]+ ( '.' [0-9]* )? ( [eE] [+-]? [0-9]+ )? | '.' [0-9]+ (...)?:
+     * what a person or a client library writes; strtod alone would also
+     * take spaces, a sign, hex floats, inf and nan */
+    const char *p = s;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') {
+        p++;
+        digits++;
+    }
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9') {
+            p++;
+            digits++;
+        }
+    }
+    if (digits == 0)
+        return ATTUNE_EINVAL;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (*p < '0' || *p > '9')
+            return ATTUNE_EINVAL;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p != 0)
+        return ATTUNE_EINVAL;
+    errno = 0;
+    double v = strtod(s, NULL);
+    if (errno == ERANGE || !isfinite(v))
+        return ATTUNE_EINVAL;
+    *out = v;
+    return 0;
 }

@@ -27,6 +27,7 @@ struct req {
     struct MHD_Connection *conn;
     int route;              /* route table row: metrics label */
     const char *method, *url; /* MHD's, valid until the request completes */
+    const char *version;    /* MHD's: the request line's HTTP version */
     struct timespec t0;
     /* body, accumulated up to limit; too_big: the rest was discarded */
     char *body;
@@ -56,6 +57,10 @@ struct req {
 enum MHD_Result http_send(req *r, unsigned status, const char *ctype, char *buf, size_t len,
                           const char *hname, const char *hval);
 
+/* Queue resp (destroyed here) with status: metrics, request log, and the
+ * connection marked as answering (conn.h). */
+enum MHD_Result http_queue(req *r, unsigned status, struct MHD_Response *resp);
+
 /* Queue obj (reference stolen) as JSON. */
 enum MHD_Result http_send_json(req *r, unsigned status, json_t *obj);
 
@@ -77,6 +82,25 @@ enum MHD_Result http_defer(req *r, req_work_fn fn);
 
 /* Queue the response the worker prepared. */
 enum MHD_Result http_send_ready(req *r);
+
+/* ---- strict request checks */
+
+/* First call of the access handler: starts the body deadline (conn.h) and
+ * checks what libmicrohttpd lets through although the API calls it an
+ * error: "%00" in the URI (path or query: a NUL would cut the value short
+ * where it is read as a C string), a URI over ATTUNED_URI_MAX (414),
+ * headers over ATTUNED_HEADER_MAX (431), a NUL or control byte in a
+ * header, two Host headers, Content-Length headers that differ. 0, or the
+ * status to answer with err set. */
+unsigned http_request_check(req *r, char *err, size_t errlen);
+
+/* 1 when a Content-Type value is application/json, alone or with
+ * parameters (";charset=utf-8"); "application/jsonx" is not. */
+int http_content_type_json(const char *ct);
+
+/* A plain decimal number ("0.01", "1e-3", ".5"): no sign, space, hex,
+ * inf or nan, and finite. 0 or ATTUNE_EINVAL. */
+int http_parse_real(const char *s, double *out);
 
 /* ---- query string */
 

@@ -47,8 +47,11 @@ static const char usage_text[] =
     "                       and [::1] (repeatable, up to 16; the --bind address\n"
     "                       is accepted too)\n"
     "  --threads N          HTTP thread pool size (default 4)\n"
-    "  --max-connections N  simultaneous connections (default 512)\n"
+    "  --max-connections N  simultaneous connections (default 2048)\n"
+    "  --per-ip N           simultaneous connections per client address (default 64)\n"
     "  --timeout S          idle connection timeout in seconds (default 30)\n"
+    "  --request-timeout S  a new connection's request headers must arrive within\n"
+    "                       S seconds (default 10); a kept-alive one has --timeout\n"
     "  --tune-budget-ms MS  tuner time budget per tactic (default: the tuner's)\n"
     "  --fleet URL          sync with a fleet server (PostgreSQL URI or conninfo,\n"
     "                       no password in it: libpq reads PGPASSFILE, ~/.pgpass,\n"
@@ -73,8 +76,9 @@ static const char usage_text[] =
 
 enum {
     OPT_PORT = 256, OPT_BIND, OPT_DB, OPT_TOKEN, OPT_NOGRID, OPT_GRID, OPT_GRID_GPU,
-    OPT_ALLOW, OPT_THREADS, OPT_MAXCONN, OPT_TIMEOUT, OPT_BUDGET, OPT_LOG, OPT_VERBOSE,
-    OPT_VERSION, OPT_HELP, OPT_FLEET, OPT_FLEET_PERIOD, OPT_FLEET_BATCH, OPT_FLEET_PAUSE
+    OPT_ALLOW, OPT_THREADS, OPT_MAXCONN, OPT_TIMEOUT, OPT_PERIP, OPT_REQTIMEOUT, OPT_BUDGET,
+    OPT_LOG, OPT_VERBOSE, OPT_VERSION, OPT_HELP, OPT_FLEET, OPT_FLEET_PERIOD, OPT_FLEET_BATCH,
+    OPT_FLEET_PAUSE
 };
 
 /* Parse a decimal int in [min, max] that fills the whole string. */
@@ -103,6 +107,8 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"max-connections", required_argument, NULL, OPT_MAXCONN},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"per-ip", required_argument, NULL, OPT_PERIP},
+        {"request-timeout", required_argument, NULL, OPT_REQTIMEOUT},
         {"tune-budget-ms", required_argument, NULL, OPT_BUDGET},
         {"log", required_argument, NULL, OPT_LOG},
         {"verbose", no_argument, NULL, OPT_VERBOSE},
@@ -119,9 +125,11 @@ static int parse_args(int argc, char **argv, attuned_config *c)
     c->default_grid = "grids/cpu-small.json";
     c->default_grid_gpu = "grids/default.json";
     c->threads = 4;
-    c->max_connections = 512;
+    c->max_connections = 2048;
     c->timeout_s = 30;
     c->fleet_period_s = 10;
+    c->per_ip = 64;
+    c->request_timeout_s = 10;
     int ch, budget;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -146,6 +154,11 @@ static int parse_args(int argc, char **argv, attuned_config *c)
                 bad = "--max-connections";
             break;
         case OPT_TIMEOUT: if (parse_int(optarg, 1, 3600, &c->timeout_s)) bad = "--timeout"; break;
+        case OPT_PERIP: if (parse_int(optarg, 1, 65536, &c->per_ip)) bad = "--per-ip"; break;
+        case OPT_REQTIMEOUT:
+            if (parse_int(optarg, 1, 3600, &c->request_timeout_s))
+                bad = "--request-timeout";
+            break;
         case OPT_BUDGET:
             if (parse_int(optarg, 1, 600000, &budget))
                 bad = "--tune-budget-ms";

@@ -14,7 +14,9 @@
 #include <strings.h>
 
 #include "../common/shape_json.h"
+#include "conn.h"
 #include "drift_route.h"
+#include "export.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -221,11 +223,7 @@ static enum MHD_Result h_tactic(req *r, const char *url)
     double mre = 0;
     const char *mv = http_arg(&a, "max_rel_err");
     if (mv != NULL) {
-        char *end;
-        errno = 0;
-        mre = strtod(mv, &end);
-        if (end == mv || *end != 0 || errno == ERANGE || !isfinite(mre) || mre <= 0 ||
-            mre > 1)
+        if (http_parse_real(mv, &mre) != 0 || mre <= 0 || mre > 1)
             return http_send_error(r, 400, "max_rel_err='%.32s' must be a number in (0, 1]",
                                    mv);
     }
@@ -612,17 +610,6 @@ out:
 
 /* ---- GET /v1/export, POST /v1/import */
 
-static void work_export(req *r, store *st)
-{
-    char *json = NULL;
-    int rc = store_export(st, r->device_id, &json);
-    if (rc != 0) {
-        req_error(r, 500, "export failed: %s", attune_strerror(rc));
-        return;
-    }
-    req_result_text(r, 200, json, strlen(json));
-}
-
 static enum MHD_Result h_export(req *r, const char *url)
 {
     char err[ATTUNE_ERRLEN];
@@ -634,8 +621,7 @@ static enum MHD_Result h_export(req *r, const char *url)
         return http_send_error(r, 400, "%s", err);
     if (arg_device(r, &a, &dev, &ret) != 0)
         return ret;
-    snprintf(r->device_id, sizeof r->device_id, "%s", dev.info.id);
-    return http_defer(r, work_export);
+    return export_stream(r, dev.info.id); /* no token: see export.h */
 }
 
 static void work_import(req *r, store *st)
@@ -736,6 +722,7 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
 {
     attuned *d = r->d;
     int row = -1, path_row = -1;
+
     for (int i = 0; routes[i].method != NULL; i++)
         if (path_matches(&routes[i], url)) {
             if (path_row < 0)
@@ -746,6 +733,10 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
             }
         }
     r->route = row >= 0 ? row : (path_row >= 0 ? path_row : ROW_NOT_FOUND);
+    char err[ATTUNE_ERRLEN];
+    unsigned bad = http_request_check(r, err, sizeof err);
+    if (bad != 0)
+        return http_send_error(r, bad, "%s", err);
 
     const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_HOST);
@@ -795,7 +786,7 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
     }
     const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (ct != NULL && strncasecmp(ct, "application/json", 16) != 0)
+    if (ct != NULL && !http_content_type_json(ct))
         return http_send_error(r, 415, "Content-Type must be application/json");
     if (cl != NULL) {
         char *end;
@@ -826,6 +817,7 @@ enum MHD_Result routes_access(void *cls, struct MHD_Connection *c, const char *u
         r->conn = c;
         r->method = method;
         r->url = url;
+        r->version = version;
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
         *req_cls = r;
         return first_call(r, url, method);
@@ -861,6 +853,7 @@ void routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                       enum MHD_RequestTerminationCode toe)
 {
     req *r = *req_cls;
+    conn_request_done(c);
     if (r == NULL)
         return;
     if (r->reserved > 0)

@@ -4,9 +4,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "attuned.h"
+#include "conn.h"
 #include "log.h"
 #include "routes.h"
 
@@ -38,6 +40,10 @@ static struct MHD_Daemon *start_with(attuned *d, unsigned poll_flag,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)d->cfg.threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)d->cfg.max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)d->cfg.timeout_s,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)d->cfg.per_ip,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ATTUNED_CONN_MEMORY,
+        MHD_OPTION_NOTIFY_CONNECTION, conn_notify, d->guard,
+        MHD_OPTION_URI_LOG_CALLBACK, conn_uri_seen, d->guard,
         MHD_OPTION_NOTIFY_COMPLETED, routes_completed, d,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_END);
@@ -63,6 +69,18 @@ int server_start(attuned *d, char *err, size_t errlen)
                            "--bind %s is not an IPv4 or IPv6 address", d->cfg.bind);
     }
     routes_init();
+    /* one descriptor per connection: make room for the connection limit
+     * (the soft limit is often 1024, the hard one far higher) */
+    struct rlimit rl;
+    rlim_t want = (rlim_t)d->cfg.max_connections + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    d->guard = conn_guard_start(d->cfg.request_timeout_s, ATTUNED_BODY_TIMEOUT_S,
+                                d->cfg.timeout_s);
+    if (d->guard == NULL)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "cannot start the connection watchdog");
     const char *mode = "epoll";
     d->mhd = NULL;
     if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES)
@@ -71,15 +89,19 @@ int server_start(attuned *d, char *err, size_t errlen)
         mode = "poll";
         d->mhd = start_with(d, MHD_USE_POLL, sa);
     }
-    if (d->mhd == NULL)
+    if (d->mhd == NULL) {
+        conn_guard_stop(d->guard);
+        d->guard = NULL;
         return attune_fail(err, errlen, ATTUNE_EIO,
                            "cannot listen on %s port %d (in use? permission?)", d->cfg.bind,
                            d->cfg.port);
+    }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d->mhd, MHD_DAEMON_INFO_BIND_PORT);
     d->bound_port = info != NULL && info->port != 0 ? (int)info->port : d->cfg.port;
     log_event(LOGL_INFO, "http_started", "bind=%s port=%d mode=%s threads=%d "
-              "max_connections=%d timeout_s=%d", d->cfg.bind, d->bound_port, mode,
-              d->cfg.threads, d->cfg.max_connections, d->cfg.timeout_s);
+              "max_connections=%d per_ip=%d timeout_s=%d request_timeout_s=%d", d->cfg.bind,
+              d->bound_port, mode, d->cfg.threads, d->cfg.max_connections, d->cfg.per_ip,
+              d->cfg.timeout_s, d->cfg.request_timeout_s);
     return 0;
 }
 
@@ -99,6 +121,8 @@ void server_stop(attuned *d)
         MHD_stop_daemon(d->mhd);
         d->mhd = NULL;
     }
+    conn_guard_stop(d->guard); /* after MHD: every connection is closed */
+    d->guard = NULL;
     if (quiesced != MHD_INVALID_SOCKET) {
         close(quiesced);
         quiesced = MHD_INVALID_SOCKET;

@@ -1345,3 +1345,15 @@ fail:
     free(rows);
     return rc;
 }
+
+/* ---- for store_stream.c: every row of a device, one step at a time */
+
+const char *store_meas_all_sql(void)
+{
+    return MEAS_SELECT MEAS_ORDER;
+}
+
+int store_meas_row_read(sqlite3_stmt *q, store_measurement *m)
+{
+    return row_read(q, m);
+}

@@ -148,6 +148,27 @@ int store_jobs_list(store *st, int state, store_job **out, int *n);
  * a fleet table; *json is malloc'd UTF-8 text. */
 int store_export(store *st, const char *device_id, char **json);
 
+/* ---- streamed export (store_stream.c): the same table as store_export,
+ * byte for byte except exported_at, written piece by piece from a
+ * read-only connection of its own, so neither the whole table nor the
+ * caller's store is held while a slow reader takes it. */
+
+typedef struct store_export_stream store_export_stream;
+
+/* Open the database at path read-only, start a read transaction (the
+ * table is one snapshot) and prepare the export of device_id (id or name,
+ * as store_device_get). ATTUNE_ENOTFOUND for an unknown device; on error
+ * *out is NULL (err set). */
+int store_export_open(const char *path, const char *device_id, store_export_stream **out,
+                      char *err, size_t errlen);
+
+/* The next piece of text: 1 with *text and *len set (valid until the next call),
+ * 0 at the end, or a negative error (the table is then incomplete). */
+int store_export_next(store_export_stream *x, const char **text, size_t *len);
+
+/* End the transaction, close the connection, free x. NULL is a no-op. */
+void store_export_close(store_export_stream *x);
+
 typedef struct store_import_stats {
     int devices, stacks, measurements; /* rows written */
     int skipped;                       /* rows identical to existing ones */

@@ -691,3 +691,28 @@ fail:
     free(keys);
     return rc;
 }
+
+/* ---- for store_stream.c: the same objects, piece by piece */
+
+json_t *store_fleet_measurement_json(const store_measurement *m)
+{
+    return measurement_json(m);
+}
+
+json_t *store_fleet_head_json(store *st, const attn_device_info *info,
+                              const attn_stack *latest)
+{
+    char host[64];
+    json_t *stacks = json_array();
+    if (stacks == NULL || stacks_json(st, info->id, stacks) != 0) {
+        json_decref(stacks);
+        return NULL;
+    }
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = 0;
+    host[sizeof host - 1] = 0;
+    /* the keys of store_export's root, in its order, measurements last */
+    return json_pack("{ss si sI ss so so}", "format", FLEET_FORMAT, "version", FLEET_VERSION,
+                     "exported_at", (json_int_t)store_now(), "host", host, "device",
+                     device_json(info, latest), "stacks", stacks);
+}

@@ -139,4 +139,20 @@ int store_upsert_stack(store *st, const attn_stack *s, int *changed);
  * newer, refuse a database that is not attune's (ATTUNE_EFORMAT). */
 int store_schema_migrate(store *st, char *err, size_t errlen);
 
+/* ---- shared with store_stream.c (streamed fleet export) */
+
+/* SELECT of every measurement of device ?1 (?2: stack or NULL), ordered as
+ * store_measurements_all; rows read with store_meas_row_read. */
+const char *store_meas_all_sql(void);
+int store_meas_row_read(sqlite3_stmt *q, store_measurement *m);
+
+/* The fleet-table objects of store_fleet.c (jansson; NULL on ENOMEM). */
+#include <jansson.h>
+json_t *store_fleet_measurement_json(const store_measurement *m);
+/* The root of a device's table without its "measurements" (format,
+ * version, exported_at, host, device, stacks), read inside the caller's
+ * transaction. */
+json_t *store_fleet_head_json(store *st, const attn_device_info *info,
+                              const attn_stack *latest);
+
 #endif

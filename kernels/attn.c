@@ -137,6 +137,12 @@ int attn_shape_parse(const char *key, attn_shape *out, char *err, size_t errlen)
                            "causal flag must be 'c' or 'nc', not '%s'", dot + 1);
     if ((rc = attn_shape_validate(&s, err, errlen)) != 0)
         return rc;
+    /* one spelling per shape: keys name rows in files, logs and caches, so
+     * "b01.hq08..." (which strtoll reads as b1.hq8) is refused, not folded */
+    char canon[ATTN_SHAPE_KEY_MAX];
+    if (strcmp(attn_shape_key(&s, canon, sizeof canon), key) != 0)
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "shape key '%.80s' is not canonical (expected %s)", key, canon);
     *out = s;
     return 0;
 }

@@ -42,6 +42,9 @@ static void shape_parse_should_reject_bad_keys(void)
         "b1048576.hq1024.hkv1.sq1048576.skv1.d64.f16.nc", /* buffers too large */
         "b1.hq8.hkv1.sq50.skv1018.d256.f16.nc.extra",
         "b1.hq8.hkv1.sq5x.skv1018.d256.f16.nc",
+        "b01.hq08.hkv1.sq50.skv1018.d256.f16.nc",  /* not canonical (leading zeros) */
+        "b1.hq8.hkv1.sq50.skv1018.d0256.f16.nc",
+        "b+1.hq8.hkv1.sq50.skv1018.d256.f16.nc",   /* sign */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         attn_shape s;

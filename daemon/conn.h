@@ -1,0 +1,63 @@
+/* conn.h -- per-connection state: the deadline for receiving a request,
+ * and what libmicrohttpd's callbacks saw of the raw request (a "%00" in
+ * the URI, the URI's length) before the access handler runs.
+ *
+ * libmicrohttpd's own timeout is an idle timeout: a client that sends one
+ * header byte every few seconds keeps its connection for ever. Here every
+ * connection has a deadline for the request it is receiving (headers,
+ * then body); a watchdog thread shuts down the socket of a connection past
+ * its deadline, which makes libmicrohttpd close it on its next read.
+ * While a request is being answered (handler, deferred work, response
+ * being sent) there is no deadline: the idle timeout covers a reader that
+ * stops reading. */
+#ifndef ATTUNED_CONN_H
+#define ATTUNED_CONN_H
+
+#include <microhttpd.h>
+#include <stddef.h>
+
+typedef struct conn_guard conn_guard;
+
+/* Start the watchdog. header_s: seconds a new connection has to deliver
+ * its first request's headers; body_s: seconds from the headers to the end
+ * of the body; idle_s: seconds a kept-alive connection has, after a
+ * response, to deliver the next request's headers. NULL on ENOMEM or when
+ * the thread cannot start. */
+conn_guard *conn_guard_start(int header_s, int body_s, int idle_s);
+
+/* Join the watchdog and free g; call after MHD_stop_daemon (every
+ * connection closed). NULL is a no-op. */
+void conn_guard_stop(conn_guard *g);
+
+/* MHD_OPTION_NOTIFY_CONNECTION callback (cls: the conn_guard). */
+void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                 enum MHD_ConnectionNotificationCode code);
+
+/* MHD_OPTION_URI_LOG_CALLBACK callback (cls: the conn_guard): notes the
+ * raw URI's length and whether it escapes a NUL byte. Returns NULL (no
+ * request state yet). */
+void *conn_uri_seen(void *cls, const char *uri, struct MHD_Connection *c);
+
+/* What the callbacks saw of the current request's raw URI. */
+typedef struct conn_request_info {
+    const char *uri;  /* the raw URI in libmicrohttpd's read buffer */
+    size_t uri_len;   /* strlen of the raw URI (path and query) */
+    int uri_nul;      /* the URI holds "%00" */
+} conn_request_info;
+
+/* The access handler's first call for a request: the headers are in, the
+ * body deadline starts. Fills info (zeros when c has no state). */
+void conn_request_begin(struct MHD_Connection *c, conn_request_info *info);
+
+/* The request is being answered (response queued or work deferred): no
+ * deadline until it completes. */
+void conn_request_busy(struct MHD_Connection *c);
+
+/* The request completed (MHD's completion callback): the connection may
+ * carry another request, whose headers are due within idle_s. */
+void conn_request_done(struct MHD_Connection *c);
+
+/* Connections shut down for a missed deadline since start (metrics). */
+long long conn_deadline_kills(void);
+
+#endif

@@ -1,0 +1,29 @@
+/* export.h -- GET /v1/export: a device's fleet table streamed to the
+ * client from a read-only database connection of its own.
+ *
+ * Why not the DB worker: an export of a large fleet device takes seconds
+ * to build and tens of MB to hold; on the one worker thread it delayed
+ * every job creation and cancel behind it (issue 15: 24 unread exports
+ * held a DELETE for 137 s and grew memory by 600 MB). Streamed, an export
+ * holds a connection and a snapshot, not the table, and the worker never
+ * sees it. At most ATTUNED_EXPORTS_MAX run at once (503 beyond).
+ *
+ * Why no token: the export is read-only, and every row of it is readable
+ * without a token through GET /v1/results (the API's rule: only mutating
+ * routes take the token). What the token would have protected against is
+ * cost, and the bound on concurrent exports, the per-address connection
+ * limit and the idle timeout for a reader that stops reading bound that. */
+#ifndef ATTUNED_EXPORT_H
+#define ATTUNED_EXPORT_H
+
+#include "http.h"
+
+/* Answer r with the table of device_id (a resolved id): 200 and a chunked
+ * stream, 404 for a device the database lacks, 503 when
+ * ATTUNED_EXPORTS_MAX exports are running. */
+enum MHD_Result export_stream(req *r, const char *device_id);
+
+/* Exports running now (metrics, tests). */
+int export_running(const attuned *d);
+
+#endif

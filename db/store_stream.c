@@ -1,0 +1,180 @@
+/* store_stream.c -- a fleet table written piece by piece (store.h).
+ *
+ * GET /v1/export streams a device's table to a client that may read it
+ * slowly, or never: the text is produced row by row as the client takes
+ * it, from a read-only connection and read transaction of the export's
+ * own, so no table is ever held whole in memory and the daemon's database
+ * thread is never occupied by an export. The pieces concatenate to what
+ * store_export returns (tests/test_store_stream.c compares them). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+struct store_export_stream {
+    store *st;            /* read-only, private to this export */
+    sqlite3_stmt *q;      /* the rows, stepped one per piece */
+    char *piece;          /* text handed out by the last call */
+    int state;            /* 0 head, 1 rows, 2 tail sent, 3 done */
+    int rows;             /* rows written (a ',' before every one but the first) */
+};
+
+/* Open path read-only as a store of its own: no migration (a read-only
+ * connection cannot write one), the schema version must be current. */
+static int open_readonly(const char *path, store **out, char *err, size_t errlen)
+{
+    sqlite3_stmt *v = NULL;
+    int rc;
+    store *st = calloc(1, sizeof *st);
+    if (st == NULL || (st->path = strdup(path)) == NULL) {
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+        goto fail;
+    }
+    int src = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    if (src != SQLITE_OK) {
+        rc = attune_fail(err, errlen, store_sqlite_err(src), "cannot open database '%s': %s",
+                         path, st->db != NULL ? sqlite3_errmsg(st->db) : sqlite3_errstr(src));
+        goto fail;
+    }
+    sqlite3_extended_result_codes(st->db, 1);
+    sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
+    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &v, NULL) != SQLITE_OK ||
+        sqlite3_step(v) != SQLITE_ROW) {
+        rc = attune_fail(err, errlen, ATTUNE_EDB, "cannot read database '%s': %s", path,
+                         sqlite3_errmsg(st->db));
+        goto fail;
+    }
+    if (sqlite3_column_int(v, 0) != STORE_SCHEMA_VERSION) {
+        rc = attune_fail(err, errlen, ATTUNE_EVERSION, "database '%s' has schema %d, not %d",
+                         path, sqlite3_column_int(v, 0), STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    sqlite3_finalize(v);
+    *out = st;
+    return 0;
+fail:
+    sqlite3_finalize(v);
+    store_close(st);
+    return rc;
+}
+
+int store_export_open(const char *path, const char *device_id, store_export_stream **out,
+                      char *err, size_t errlen)
+{
+    store_export_stream *x = NULL;
+    attn_device_info info;
+    attn_stack latest;
+    int rc;
+    if (out != NULL)
+        *out = NULL;
+    if (path == NULL || device_id == NULL || out == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no database or device given");
+    if ((x = calloc(1, sizeof *x)) == NULL)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    if ((rc = open_readonly(path, &x->st, err, errlen)) != 0)
+        goto fail;
+    /* one read transaction from here to store_export_close: every piece
+     * comes from the same snapshot (WAL: writers go on meanwhile) */
+    sqlite3_stmt *b = NULL;
+    rc = store_stmt(x->st, STMT_BEGIN_READ, "BEGIN", &b);
+    if (rc == 0)
+        rc = store_exec(b);
+    store_stmt_done(b);
+    if (rc != 0) {
+        attune_fail(err, errlen, rc, "cannot start a read transaction");
+        goto fail;
+    }
+    if ((rc = store_device_get(x->st, device_id, &info, &latest)) != 0) {
+        attune_fail(err, errlen, rc, "device '%.64s': %s", device_id, attune_strerror(rc));
+        goto fail;
+    }
+    json_t *head = store_fleet_head_json(x->st, &info, &latest);
+    char *text = head != NULL ? json_dumps(head, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(head);
+    size_t n = text != NULL ? strlen(text) : 0;
+    if (text == NULL || n < 2 || text[n - 1] != '}') {
+        free(text);
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+        goto fail;
+    }
+    static const char tail[] = ",\"measurements\":[";
+    x->piece = realloc(text, n + sizeof tail);
+    if (x->piece == NULL) {
+        free(text);
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+        goto fail;
+    }
+    memcpy(x->piece + n - 1, tail, sizeof tail); /* replaces the closing '}' */
+    if (sqlite3_prepare_v2(x->st->db, store_meas_all_sql(), -1, &x->q, NULL) != SQLITE_OK ||
+        sqlite3_bind_text(x->q, 1, info.id, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
+        rc = attune_fail(err, errlen, ATTUNE_EDB, "cannot read measurements: %s",
+                         sqlite3_errmsg(x->st->db));
+        goto fail;
+    }
+    *out = x;
+    return 0;
+fail:
+    store_export_close(x);
+    return rc;
+}
+
+int store_export_next(store_export_stream *x, const char **text, size_t *len)
+{
+    if (x->state == 0) { /* the head prepared by store_export_open */
+        x->state = 1;
+        *text = x->piece;
+        *len = strlen(x->piece);
+        return 1;
+    }
+    free(x->piece);
+    x->piece = NULL;
+    if (x->state == 1) {
+        int src = sqlite3_step(x->q);
+        if (src == SQLITE_ROW) {
+            store_measurement m;
+            int rc = store_meas_row_read(x->q, &m);
+            if (rc != 0)
+                return rc;
+            json_t *o = store_fleet_measurement_json(&m);
+            char *t = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+            json_decref(o);
+            if (t == NULL)
+                return ATTUNE_ENOMEM;
+            size_t n = strlen(t);
+            x->piece = malloc(n + 2);
+            if (x->piece == NULL) {
+                free(t);
+                return ATTUNE_ENOMEM;
+            }
+            size_t o0 = 0;
+            if (x->rows++ > 0)
+                x->piece[o0++] = ',';
+            memcpy(x->piece + o0, t, n + 1);
+            free(t);
+            *text = x->piece;
+            *len = o0 + n;
+            return 1;
+        }
+        if (src != SQLITE_DONE)
+            return store_sqlite_err(src);
+        x->state = 2;
+        *text = "]}";
+        *len = 2;
+        return 1;
+    }
+    x->state = 3;
+    return 0;
+}
+
+void store_export_close(store_export_stream *x)
+{
+    if (x == NULL)
+        return;
+    sqlite3_finalize(x->q);
+    if (x->st != NULL)
+        store_rollback(x->st); /* read-only: ends the snapshot */
+    store_close(x->st);
+    free(x->piece);
+    free(x);
+}
