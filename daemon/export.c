@@ -7,8 +7,10 @@
 #include "../common/attune_err.h"
 #include "log.h"
 
-/* Bytes handed to libmicrohttpd per read callback at most. */
-#define EXPORT_BLOCK (64u << 10)
+/* Bytes handed to libmicrohttpd per read callback at most: the callback
+ * runs on an HTTP thread, so this bounds how long one export holds the
+ * other connections of that thread (a few dozen rows of JSON). */
+#define EXPORT_BLOCK (16u << 10)
 
 typedef struct export_ctx {
     attuned *d;
@@ -54,6 +56,7 @@ static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void export_free(void *cls)
 {
     export_ctx *c = cls;
+    log_event(LOGL_DEBUG, "export_end", "failed=%d", c->failed);
     store_export_close(c->x);
     atomic_fetch_sub(&c->d->exports, 1);
     free(c);
@@ -68,7 +71,9 @@ enum MHD_Result export_stream(req *r, const char *device_id)
 {
     attuned *d = r->d;
     char err[ATTUNE_ERRLEN];
-    if (atomic_fetch_add(&d->exports, 1) >= ATTUNED_EXPORTS_MAX) {
+    int running = atomic_fetch_add(&d->exports, 1);
+    log_event(LOGL_DEBUG, "export_start", "device=%s running=%d", device_id, running);
+    if (running >= ATTUNED_EXPORTS_MAX) {
         atomic_fetch_sub(&d->exports, 1);
         char *text = strdup("{\"error\":\"too many exports running; retry later\"}");
         if (text == NULL)

@@ -142,7 +142,8 @@ int store_schema_migrate(store *st, char *err, size_t errlen);
 /* ---- shared with store_stream.c (streamed fleet export) */
 
 /* SELECT of every measurement of device ?1 (?2: stack or NULL), ordered as
- * store_measurements_all; rows read with store_meas_row_read. */
+ * store_measurements_all, cheap to start (no whole-table sort) and without
+ * err_ratio; rows read with store_meas_row_read. */
 const char *store_meas_all_sql(void);
 int store_meas_row_read(sqlite3_stmt *q, store_measurement *m);
 
