@@ -94,7 +94,7 @@ def loop_tune(attune, work, n, f, figures):
     for i in range(n):
         out = tempfile.TemporaryFile()
         p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        killed += kill_at_random(p, 0.05, 1.5)
+        killed += kill_at_random(p, 0.05, 4.0)
         db.after_kill(f, "tune loop %d" % i)
         out.seek(0)
         for line in out.read().decode("utf-8", "replace").splitlines():
@@ -109,7 +109,7 @@ def loop_tune(attune, work, n, f, figures):
     # the resume: a complete run measures only what the kills left out
     r = subprocess.run(args, capture_output=True, text=True, timeout=600)
     total = 0
-    for line in r.stdout.splitlines():
+    for line in r.stderr.splitlines():  # the per-shape lines go to stderr
         m = SHAPE_LINE.match(line)
         if m:
             total += int(m.group(2)) + int(m.group(3))
@@ -155,7 +155,7 @@ def loop_attuned(attuned, attune, work, n, f, figures):
         for k in keys:
             args += ["--shape", k]
         r = subprocess.run(args, capture_output=True, text=True, timeout=600)
-        measured = sum(int(m.group(2)) for m in map(SHAPE_LINE.match, r.stdout.splitlines())
+        measured = sum(int(m.group(2)) for m in map(SHAPE_LINE.match, r.stderr.splitlines())
                        if m)
         f.check(states == ["done"] and measured == 0 and db.rows() == final,
                 "attuned: %d kills mid-job, every job done after restarts (%s), nothing left "
@@ -171,6 +171,9 @@ def loop_import(attune, work, n, rows, f, figures):
                     "--shape", GRID_KEYS[0]], capture_output=True, timeout=300)
     db.last = db.rows()
     whole = none = 0
+    span = _calibrate(lambda p: subprocess.run([attune, "import", "--db", db.path, p],
+                                               capture_output=True), work, rows)
+    db.last = db.rows()
     for i in range(n):
         t = battery.big_table(rows)
         t["device"]["id"] = "GPU-00000000-1111-2222-3333-%012d" % i
@@ -180,7 +183,7 @@ def loop_import(attune, work, n, rows, f, figures):
         before = db.rows()
         p = subprocess.Popen([attune, "import", "--db", db.path, path],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        kill_at_random(p, 0.0, 1.2)
+        kill_at_random(p, 0.0, 1.3 * span)
         n_after = db.after_kill(f, "import loop %d" % i)
         got = n_after - before
         whole += got == rows
@@ -188,8 +191,8 @@ def loop_import(attune, work, n, rows, f, figures):
         if got not in (0, rows):
             f.check(False, "import loop %d: %d of %d rows (not all-or-nothing)" % (i, got, rows))
         os.unlink(path)
-    f.check(whole + none == n, "import: %d kills, %d tables whole, %d absent, none partial" % (
-        n, whole, none))
+    f.check(whole + none == n, "import: %d kills, %d tables whole, %d absent, none partial "
+            "(import %.1f s)" % (n, whole, none, span))
     figures["import"] = {"loops": n, "whole": whole, "absent": none, "rows_per_table": rows}
 
 
@@ -200,6 +203,10 @@ def loop_http_import(attuned, work, n, rows, f, figures):
     db = Db(d.db)
     whole = none = 0
     try:
+        d.start()
+        span = _calibrate(lambda p: d.authed("POST", "/v1/import", open(p, "rb").read(),
+                                             timeout=120), work, rows)
+        d.stop()
         for i in range(n):
             d.start()
             t = battery.big_table(rows)
@@ -207,7 +214,7 @@ def loop_http_import(attuned, work, n, rows, f, figures):
             before = db.rows()
             th = threading.Thread(target=lambda: _post_quiet(d, t))
             th.start()
-            kill_at_random(d.proc, 0.05, 1.5)
+            kill_at_random(d.proc, 0.05, 1.3 * span)
             d.logf.close()
             th.join()
             got = db.after_kill(f, "http-import loop %d" % i) - before
@@ -216,11 +223,25 @@ def loop_http_import(attuned, work, n, rows, f, figures):
             if got not in (0, rows):
                 f.check(False, "http-import loop %d: %d of %d rows" % (i, got, rows))
         f.check(whole + none == n, "POST /v1/import: %d kills of attuned, %d tables whole, %d "
-                "absent, none partial" % (n, whole, none))
+                "absent, none partial (import %.1f s)" % (n, whole, none, span))
         figures["http_import"] = {"loops": n, "whole": whole, "absent": none,
                                   "rows_per_table": rows}
     finally:
         d.cleanup()
+
+
+def _calibrate(run, work, rows):
+    """Seconds one whole import of a rows-row table takes (a device of its
+    own), so that kills fall before, during and after the commit."""
+    t = battery.big_table(rows)
+    t["device"]["id"] = "GPU-00000000-1111-2222-5555-000000000000"
+    path = os.path.join(work, "calibrate.json")
+    with open(path, "w") as fh:
+        json.dump(t, fh)
+    t0 = time.time()
+    run(path)
+    os.unlink(path)
+    return max(0.2, time.time() - t0)
 
 
 def _post_quiet(d, t):

@@ -97,6 +97,7 @@ class Daemon:
         h = {"Host": "127.0.0.1:%d" % self.port}
         if body is not None and not isinstance(body, bytes):
             body = json.dumps(body).encode()
+        if body is not None:  # urllib would say x-www-form-urlencoded
             h["Content-Type"] = "application/json"
         h.update(headers or {})
         req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), data=body,
