@@ -65,7 +65,8 @@ typedef struct attune_answer {
     char tactic[96];     /* canonical, e.g. "folded/acc=f32/pad=8" */
     char variant[32];    /* "fused", "fused_splitkv", "split", "split_repeat", "folded" */
     int pad;             /* sq and skv rounded up to this multiple */
-    char source[16];     /* "measured", "nearest" or "default" */
+    char source[16];     /* "measured", "fleet", "nearest", "predicted" or
+                            "default" (docs/api.md) */
     int stale;           /* measured on another software stack */
     double time_us;      /* kernel time per call; NaN when unknown */
     double rel_err;      /* relative L2 error vs float64; NaN when unknown */
@@ -84,12 +85,21 @@ typedef struct attune_answer {
     char measured_stack[24]; /* stack of the answering measurement; "" for default */
     char stack[24];      /* the device's current stack; stale means the two
                             differ; "" on fallback */
+    char tuning[16];     /* "queued" or "running": the daemon is tuning this
+                            shape (tune on miss); "" otherwise */
+    char fleet_device[64]; /* source "fleet": the device that measured it */
 } attune_answer;
+
+/* Cache lifetime of an answer that is not "measured" (predicted, nearest,
+ * fleet, default): short, so a runtime picks up the measured winner once
+ * the daemon's tune on miss has measured the shape. */
+#define ATTUNE_CLIENT_SHORT_TTL_MS 1000
 
 /* New client for the daemon at url (NULL: $ATTUNE_URL, else
  * ATTUNE_CLIENT_DEFAULT_URL). timeout_ms bounds each request, connect
- * included (<= 0: 1000). Cache: 256 answers, 60 s; retry interval after a
- * failure: 1000 ms. Returns NULL on ENOMEM only: a daemon that is down is
+ * included (<= 0: 1000). Cache: 256 answers, 60 s (answers not measured:
+ * ATTUNE_CLIENT_SHORT_TTL_MS, or the TTL when shorter); retry interval
+ * after a failure: 1000 ms. Returns NULL on ENOMEM only: a daemon that is down is
  * not an error here. */
 attune_client *attune_client_new(const char *url, long timeout_ms);
 

@@ -243,7 +243,12 @@ static void cache_put(attune_client *c, const char *key, const attune_answer *a)
     }
     copy_str(victim->key, sizeof victim->key, key);
     victim->ans = *a;
-    victim->expires_ms = now_ms() + c->ttl_ms;
+    /* an answer that is not measured yet is re-asked soon: the daemon may
+     * be tuning the shape (tune on miss) */
+    long ttl = c->ttl_ms;
+    if (strcmp(a->source, "measured") != 0 && ttl > ATTUNE_CLIENT_SHORT_TTL_MS)
+        ttl = ATTUNE_CLIENT_SHORT_TTL_MS;
+    victim->expires_ms = now_ms() + ttl;
     victim->used = ++c->stamp;
 }
 
@@ -461,10 +466,16 @@ static int parse_answer(const char *text, size_t len, attune_answer *a)
     copy_str(a->measured_stack, sizeof a->measured_stack,
              json_string_value(json_object_get(o, "measured_stack")));
     copy_str(a->stack, sizeof a->stack, json_string_value(json_object_get(o, "stack")));
-    if (strcmp(a->source, "nearest") == 0) {
+    copy_str(a->tuning, sizeof a->tuning, json_string_value(json_object_get(o, "tuning")));
+    if (strcmp(a->source, "nearest") == 0 || strcmp(a->source, "predicted") == 0) {
         copy_str(a->from_shape, sizeof a->from_shape,
                  json_string_value(json_object_get(o, "from_shape")));
         a->distance = num_or_nan(o, "distance");
+    } else if (strcmp(a->source, "fleet") == 0) {
+        copy_str(a->from_shape, sizeof a->from_shape, a->shape);
+        copy_str(a->fleet_device, sizeof a->fleet_device,
+                 json_string_value(json_object_get(o, "fleet_device")));
+        a->distance = 0;
     } else if (strcmp(a->source, "measured") == 0) {
         copy_str(a->from_shape, sizeof a->from_shape, a->shape);
         a->distance = 0;

@@ -47,6 +47,7 @@ typedef struct attuned_config {
     const char *db_path;
     const char *token_file;     /* NULL: credentials dir or beside the db */
     int no_default_grid;
+    int no_tune_on_miss;        /* --no-tune-on-miss */
     const char *default_grid;   /* grid tuned on the CPU at first start */
     const char *default_grid_gpu; /* grid tuned on each GPU at first start */
     const char *allow_hosts[ATTUNED_MAX_ALLOW_HOSTS + 1]; /* + the bind address */

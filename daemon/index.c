@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,10 +34,15 @@ typedef struct ix_device {
     uint32_t nslots;      /* power of two, > 2 * nshapes */
     int64_t nmeas;
     int64_t taken_sum, marks; /* totals of the shapes' */
+    /* The prediction model over the rows above: built by the first lookup
+     * that needs it (under model_mu, the read lock held), dropped by every
+     * write (the write lock excludes its readers). */
+    predict_model *model;
 } ix_device;
 
 struct index_state {
     pthread_rwlock_t lock;
+    pthread_mutex_t model_mu;   /* builds of ix_device.model */
     select_policy policy;
     ix_device *devs;
     int ndevs, cap;
@@ -47,6 +53,8 @@ const char *index_source_name(index_source s)
     switch (s) {
     case INDEX_MEASURED: return "measured";
     case INDEX_NEAREST: return "nearest";
+    case INDEX_PREDICTED: return "predicted";
+    case INDEX_FLEET: return "fleet";
     default: return "default";
     }
 }
@@ -60,6 +68,7 @@ index_state *index_new(const select_policy *p)
         free(ix);
         return NULL;
     }
+    pthread_mutex_init(&ix->model_mu, NULL);
     if (p != NULL)
         ix->policy = *p;
     else
@@ -81,8 +90,10 @@ void index_free(index_state *ix)
     for (int i = 0; i < ix->ndevs; i++) {
         free_shapes(ix->devs[i].shapes, ix->devs[i].nshapes);
         free(ix->devs[i].slots);
+        predict_free(ix->devs[i].model);
     }
     free(ix->devs);
+    pthread_mutex_destroy(&ix->model_mu);
     pthread_rwlock_destroy(&ix->lock);
     free(ix);
 }
@@ -238,6 +249,8 @@ int index_device_put(index_state *ix, const attn_device_info *info, const attn_s
     d->info = *info;
     d->stack = *stack;
     d->local = local || d->local; /* a fleet copy of a local device stays local */
+    predict_free(d->model); /* the write lock excludes every reader of it */
+    d->model = NULL;
     for (int i = 0; i < d->nshapes; i++)
         cache_winners(&d->shapes[i], &d->stack, &ix->policy);
 out:
@@ -267,6 +280,8 @@ int index_shape_put(index_state *ix, const char *device_id, const attn_shape *s,
         goto out;
     }
     cache_winners(&fresh, &d->stack, &ix->policy);
+    predict_free(d->model);
+    d->model = NULL;
     int i = find_slot_shape(d, fresh.key, fresh.hash);
     if (i >= 0) {
         d->nmeas += n - d->shapes[i].n;
@@ -387,6 +402,8 @@ int index_device_load(index_state *ix, const char *device_id, store_measurement 
     d->slots = slots;
     d->nslots = nslots;
     device_totals(d);
+    predict_free(d->model);
+    d->model = NULL;
     pthread_rwlock_unlock(&ix->lock);
     free_shapes(old, nold);
     free(old_slots);
@@ -493,9 +510,128 @@ static int shape_winner(const ix_shape *sh, const ix_device *d, const select_pol
     return pick_winner(sh->m, sh->n, &d->stack, p, mre, stale);
 }
 
-static double log2_ratio(int64_t a, int64_t b)
+/* ---- answers for shapes the device has not measured */
+
+/* Tactics a backend lists for one shape, per request thread. */
+#define INDEX_LIST_MAX 2048
+static _Thread_local attn_tactic list_buf[INDEX_LIST_MAX];
+
+/* List the tactics of s for d into list_buf: a local device's own backend;
+ * for a fleet device the CPU backend (the same listing on every CPU) or a
+ * local GPU of the same compute capability. Returns the count, 0 when no
+ * backend of this host can list for d (read lock held). */
+static int listing(const index_state *ix, const ix_device *d, const attn_shape *s)
 {
-    return fabs(log2((double)a / (double)b));
+    const attn_ops *ops = NULL;
+    int index = 0;
+    if (strcmp(d->info.kind, "cpu") == 0) {
+        ops = &attn_cpu_ops;
+    }
+#ifdef ATTUNE_HAVE_CUDA
+    else if (strcmp(d->info.kind, "cuda") == 0) {
+        for (int i = 0; i < ix->ndevs && ops == NULL; i++) {
+            const ix_device *o = &ix->devs[i];
+            if (o->local && strcmp(o->info.kind, "cuda") == 0 &&
+                (o == d || (o->info.cc_major == d->info.cc_major &&
+                            o->info.cc_minor == d->info.cc_minor))) {
+                ops = &attn_cuda_ops;
+                index = o->info.index;
+            }
+        }
+        if (d->local) {
+            ops = &attn_cuda_ops;
+            index = d->info.index;
+        }
+    }
+#else
+    (void)ix;
+#endif
+    if (ops == NULL)
+        return 0;
+    int n = ops->tactics(index, s, list_buf, INDEX_LIST_MAX);
+    return n < 0 ? 0 : (n > INDEX_LIST_MAX ? INDEX_LIST_MAX : n);
+}
+
+/* d's prediction model over its rows of the current power mode, built on
+ * first use (read lock held: the rows do not change under it; model_mu
+ * serialises the builders). NULL on ENOMEM. */
+static const predict_model *device_model(index_state *ix, ix_device *d)
+{
+    pthread_mutex_lock(&ix->model_mu);
+    if (d->model == NULL) {
+        const store_measurement **rows = malloc((size_t)(d->nmeas > 0 ? d->nmeas : 1) *
+                                                sizeof *rows);
+        if (rows != NULL) {
+            int n = 0;
+            for (int i = 0; i < d->nshapes; i++)
+                for (int k = 0; k < d->shapes[i].n && n < d->nmeas; k++)
+                    if (strcmp(d->shapes[i].m[k].power, d->stack.power) == 0)
+                        rows[n++] = &d->shapes[i].m[k];
+            d->model = predict_build_parts(rows, n, d->stack.id, &ix->policy);
+            free(rows);
+        }
+    }
+    const predict_model *pm = d->model;
+    pthread_mutex_unlock(&ix->model_mu);
+    return pm;
+}
+
+/* An answer row that no measurement backs: the tactic, the predicted time
+ * and error, every other number NaN. */
+static void predicted_row(const ix_device *d, const attn_shape *s, const char *tactic,
+                          double us, double rel_err, store_measurement *m)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->device_id, sizeof m->device_id, "%s", d->info.id);
+    m->shape = *s;
+    snprintf(m->tactic, sizeof m->tactic, "%s", tactic);
+    m->status = STORE_OK;
+    m->time_us = us;
+    m->time_us_min = m->time_us_max = m->time_us_copies = NAN;
+    m->max_abs_err = m->err_ratio = NAN;
+    m->rel_err = rel_err;
+}
+
+/* One model of device: name, compute capability, SM count, memory. */
+static int same_model(const ix_device *a, const ix_device *b)
+{
+    return strcmp(a->info.kind, b->info.kind) == 0 && strcmp(a->info.name, b->info.name) == 0 &&
+           a->info.cc_major == b->info.cc_major && a->info.cc_minor == b->info.cc_minor &&
+           a->info.sm_count == b->info.sm_count && a->info.memory_mb == b->info.memory_mb;
+}
+
+/* Fleet fallback for local device d: the winner of the shape (key, hash h)
+ * on a fleet device of the same model, fresh rows before stale ones. 0
+ * with *out filled, or ATTUNE_ENOTFOUND (read lock held). */
+static int fleet_answer(index_state *ix, const ix_device *d, const char *key, uint64_t h,
+                        double mre, index_answer *out)
+{
+    const ix_device *best = NULL;
+    int best_w = -1, best_stale = 1, best_i = -1;
+    for (int k = 0; k < ix->ndevs; k++) {
+        const ix_device *f = &ix->devs[k];
+        if (f->local || !same_model(d, f))
+            continue;
+        int stale, i = find_slot_shape(f, key, h);
+        if (i < 0)
+            continue;
+        int w = shape_winner(&f->shapes[i], f, &ix->policy, mre, &stale);
+        if (w < 0 || (best != NULL && (stale || !best_stale)))
+            continue;
+        best = f;
+        best_w = w;
+        best_i = i;
+        best_stale = stale;
+    }
+    if (best == NULL)
+        return ATTUNE_ENOTFOUND;
+    out->source = INDEX_FLEET;
+    out->stale = best_stale;
+    out->m = best->shapes[best_i].m[best_w];
+    memcpy(out->from_key, key, ATTN_SHAPE_KEY_MAX);
+    snprintf(out->fleet_device, sizeof out->fleet_device, "%s", best->info.id);
+    snprintf(out->fleet_host, sizeof out->fleet_host, "%s", out->m.host);
+    return 0;
 }
 
 int index_lookup(index_state *ix, const char *device_id, const attn_shape *s,
@@ -506,9 +642,10 @@ int index_lookup(index_state *ix, const char *device_id, const attn_shape *s,
     uint64_t h = key_hash(key);
     memset(out, 0, sizeof *out);
     out->source = INDEX_DEFAULT;
+    out->predicted_us = NAN;
 
     pthread_rwlock_rdlock(&ix->lock);
-    const ix_device *d = find_device(ix, device_id);
+    ix_device *d = find_device(ix, device_id);
     if (d == NULL) {
         pthread_rwlock_unlock(&ix->lock);
         return ATTUNE_ENODEV;
@@ -517,6 +654,8 @@ int index_lookup(index_state *ix, const char *device_id, const attn_shape *s,
     int stale;
     int i = find_slot_shape(d, key, h);
     if (i >= 0) {
+        for (int k = 0; k < d->shapes[i].n; k++)
+            out->own_rows += strcmp(d->shapes[i].m[k].stack_id, d->stack.id) == 0;
         int w = shape_winner(&d->shapes[i], d, &ix->policy, max_rel_err, &stale);
         if (w >= 0) {
             out->source = INDEX_MEASURED;
@@ -526,48 +665,69 @@ int index_lookup(index_state *ix, const char *device_id, const attn_shape *s,
             goto done;
         }
     }
-    /* nearest: same dtype, d, causal and group size; linear scan (a
-     * device holds hundreds to a few thousand shapes) */
-    int64_t g = attn_shape_group(s);
-    int best = -1, best_w = -1, best_stale = 1;
-    double best_dist = INFINITY;
-    for (int k = 0; k < d->nshapes; k++) {
-        const ix_shape *sh = &d->shapes[k];
-        const attn_shape *t = &sh->shape;
-        if (k == i || t->dtype != s->dtype || t->d != s->d || t->causal != s->causal ||
-            attn_shape_group(t) != g)
-            continue;
-        double dist = log2_ratio(s->b, t->b) + log2_ratio(s->hq, t->hq) +
-                      log2_ratio(s->sq, t->sq) + log2_ratio(s->skv, t->skv);
-        if (dist > best_dist + 1e-12)
-            continue;
-        int w = shape_winner(sh, d, &ix->policy, max_rel_err, &stale);
-        if (w < 0)
-            continue;
-        int better;
-        if (best < 0 || dist < best_dist - 1e-12)
-            better = 1;
-        else if (stale != best_stale)
-            better = !stale;
-        else
-            better = strcmp(sh->key, d->shapes[best].key) < 0;
-        if (better) {
-            best = k;
-            best_w = w;
-            best_stale = stale;
-            best_dist = dist;
+    if (d->local && fleet_answer(ix, d, key, h, max_rel_err, out) == 0)
+        goto done;
+    int nlist = listing(ix, d, s);
+    const predict_model *pm = device_model(ix, d);
+    predict_answer pa;
+    int prc = ATTUNE_ENOTFOUND;
+    if (pm != NULL)
+        prc = nlist > 0 ? predict_answer_for(pm, s, list_buf, nlist, max_rel_err, &pa)
+                        : predict_answer_measured_families(pm, s, max_rel_err, &pa);
+    if (prc == 0) {
+        out->source = pa.nearest ? INDEX_NEAREST : INDEX_PREDICTED;
+        out->stale = pa.stale;
+        out->distance = pa.distance;
+        out->predicted_us = pa.time_us;
+        out->nfrom = pa.nfrom;
+        memcpy(out->from, pa.from, sizeof out->from);
+        memcpy(out->from_key, pa.from[0], sizeof out->from_key);
+        predicted_row(d, s, pa.tactic_str, pa.time_us, pa.rel_err, &out->m);
+        goto done;
+    }
+    /* nothing qualifies: the backend's fused pad=8 tactic, else its first */
+    char dflt[ATTN_TACTIC_STR_MAX];
+    snprintf(dflt, sizeof dflt, "%s", INDEX_DEFAULT_TACTIC);
+    int pick = nlist > 0 ? 0 : -1;
+    for (int k = 0; k < nlist; k++)
+        if (list_buf[k].variant == ATTN_FUSED && list_buf[k].pad == 8) {
+            pick = k;
+            break;
         }
-    }
-    if (best >= 0) {
-        out->source = INDEX_NEAREST;
-        out->stale = best_stale;
-        out->distance = best_dist;
-        out->m = d->shapes[best].m[best_w];
-        memcpy(out->from_key, d->shapes[best].key, sizeof out->from_key);
-    }
+    if (pick >= 0)
+        attn_tactic_str(&list_buf[pick], dflt, sizeof dflt);
+    predicted_row(d, s, dflt, NAN, NAN, &out->m);
 done:
     pthread_rwlock_unlock(&ix->lock);
     return 0;
+}
+
+int index_predict_top(index_state *ix, const char *device_id, const attn_shape *s, int k,
+                      attn_tactic *out)
+{
+    int n = 0;
+    pthread_rwlock_rdlock(&ix->lock);
+    ix_device *d = find_device(ix, device_id);
+    if (d == NULL) {
+        pthread_rwlock_unlock(&ix->lock);
+        return ATTUNE_ENODEV;
+    }
+    int nlist = listing(ix, d, s);
+    const predict_model *pm = device_model(ix, d);
+    /* best first: answer, take the answer out of the candidates, again */
+    while (pm != NULL && n < k && nlist > 0) {
+        predict_answer pa;
+        if (predict_answer_for(pm, s, list_buf, nlist, 0, &pa) != 0)
+            break;
+        out[n++] = pa.tactic;
+        for (int c = 0; c < nlist; c++)
+            if (memcmp(&list_buf[c], &pa.tactic, sizeof pa.tactic) == 0) {
+                list_buf[c] = list_buf[--nlist];
+                break;
+            }
+    }
+    pthread_rwlock_unlock(&ix->lock);
+    return n;
 }
 
 int index_results(index_state *ix, const char *device_id, const attn_shape *s,

@@ -8,22 +8,30 @@
  * by another process, main at start) build replacement rows outside the
  * lock and swap them in under the write lock.
  *
- * Answers (docs/api.md "Where an answer comes from"):
+ * Answers (docs/api.md "Where an answer comes from"); every one is a
+ * complete tactic the device's backend lists for the asked shape:
  *   measured  the shape itself was tuned: the winner (select_winner) among
  *             the rows of the device's current stack, else among the rows of
  *             the most recent other stack that has one (stale = 1);
- *   nearest   the closest tuned shape of the same device with the same
- *             dtype, d, causal and group size hq/hkv, by
- *             distance = |log2(b/b')| + |log2(hq/hq')| + |log2(sq/sq')|
- *                        + |log2(skv/skv')|
- *             (ties: fresh before stale, then the smaller key);
- *   default   nothing applicable is known: INDEX_DEFAULT_TACTIC. */
+ *   fleet     a local device that has not measured the shape: the winner of
+ *             a fleet device of the same model (name, compute capability,
+ *             SM count, memory) that has, naming that device and its host;
+ *   nearest / predicted  the prediction model (tuner/predict.h) over every
+ *             shape the device measured: the tactic with the lowest
+ *             predicted time predicted to meet the bound, with that time and
+ *             the shapes it leaned on; `nearest` when the answer is the
+ *             winner of the closest of them and that one has the same dtype,
+ *             d, causal and group size;
+ *   default   the device has nothing that qualifies: the backend's first
+ *             fused tactic with pad=8 (INDEX_DEFAULT_TACTIC where the
+ *             backend cannot list). */
 #ifndef ATTUNED_INDEX_H
 #define ATTUNED_INDEX_H
 
 #include <stdint.h>
 
 #include "../db/store.h"
+#include "../tuner/predict.h"
 #include "../tuner/select.h"
 
 /* The answer when nothing is known: the fused kernel exists for every
@@ -32,9 +40,17 @@
  * Python clients fall back to the same tactic. */
 #define INDEX_DEFAULT_TACTIC "fused/pad=8"
 
-typedef enum { INDEX_MEASURED = 0, INDEX_NEAREST = 1, INDEX_DEFAULT = 2 } index_source;
+typedef enum {
+    INDEX_MEASURED = 0,
+    INDEX_NEAREST = 1,
+    INDEX_DEFAULT = 2,
+    INDEX_PREDICTED = 3,
+    INDEX_FLEET = 4
+} index_source;
+#define INDEX_NSOURCES 5
 
-const char *index_source_name(index_source s); /* "measured", "nearest", "default" */
+/* "measured", "nearest", "default", "predicted", "fleet" */
+const char *index_source_name(index_source s);
 
 typedef struct index_state index_state;
 
@@ -84,10 +100,21 @@ void index_stats(index_state *ix, int *local, int *fleet, int64_t *measurements)
 typedef struct index_answer {
     index_source source;
     int stale;                       /* winner's stack != device's current stack */
-    double distance;                 /* 0 for measured */
+    double distance;                 /* 0 for measured; log-shape distance to
+                                        from_key for nearest/predicted */
     char from_key[ATTN_SHAPE_KEY_MAX]; /* shape that answered ("" for default) */
     char stack_id[24];               /* the device's current stack */
-    store_measurement m;             /* the winner; zeroed for default */
+    /* measured/fleet: the winner's row; nearest/predicted: tactic, time_us
+     * (predicted), rel_err (predicted), other numbers NaN; default: the
+     * tactic, numbers NaN */
+    store_measurement m;
+    double predicted_us;             /* nearest/predicted; NaN otherwise */
+    int nfrom;                       /* nearest/predicted: shapes leaned on */
+    char from[PREDICT_MAX_FROM][ATTN_SHAPE_KEY_MAX];
+    char fleet_device[64];           /* fleet: the device and host it came from */
+    char fleet_host[64];
+    int own_rows;                    /* rows of this shape in the device's current
+                                        stack (0: never tuned here) */
 } index_answer;
 
 /* Answer a lookup for shape s on device_id. max_rel_err > 0 overrides the
@@ -95,6 +122,13 @@ typedef struct index_answer {
  * may be the default) or ATTUNE_ENODEV. */
 int index_lookup(index_state *ix, const char *device_id, const attn_shape *s,
                  double max_rel_err, index_answer *out);
+
+/* The k tactics the prediction model ranks best for shape s on device_id
+ * (among the backend's listing) into out[0..k); returns how many (0 when
+ * the device has no model or no listing), or ATTUNE_ENODEV. Tune on miss
+ * times these first. */
+int index_predict_top(index_state *ix, const char *device_id, const attn_shape *s, int k,
+                      attn_tactic *out);
 
 /* Copy of every row of shape s on device_id (sorted by stack, then tactic)
  * into *out (malloc'd, NULL when n == 0), and the device's current stack.

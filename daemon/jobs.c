@@ -21,9 +21,20 @@ typedef struct jdev {
     int64_t *q;              /* ring of queued job ids */
     int qhead, qlen, qcap;
     volatile int cancel;     /* tuner_opts.cancel of the running job */
+    attn_shape miss[JOBS_MISS_MAX_QUEUED]; /* ring of shapes missed by lookups */
+    int mhead, mlen;
+    char miss_running[ATTN_SHAPE_KEY_MAX]; /* "" when none */
+    double tokens, tokens_at; /* rate limit of jobs_miss (monotonic s) */
     int user_cancel;         /* the cancel came from DELETE, not shutdown */
     int64_t running;         /* job id, 0 when idle */
 } jdev;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 struct jobs {
     pthread_mutex_t mu;      /* guards everything below and every jdev queue */
@@ -61,6 +72,8 @@ int jobs_new(const jobs_config *cfg, jobs **out)
         d->j = j;
         d->dev = cfg->devices[i];
         d->qcap = j->cfg.max_queued + 1;
+        d->tokens = JOBS_MISS_BURST;
+        d->tokens_at = mono_s();
         if ((d->q = malloc((size_t)d->qcap * sizeof *d->q)) == NULL)
             goto fail;
         pthread_cond_init(&d->cv, NULL);
@@ -235,6 +248,133 @@ static int on_progress(void *ctx, const tuner_progress *p)
     return c->d->cancel;
 }
 
+/* ---- tune on miss */
+
+/* The quick pass lists only the tactics the model ranked best: the tuner
+ * asks the device's tactics() through a copy of its ops whose tactics()
+ * is this, fed per device thread. */
+static _Thread_local const attn_tactic *quick_list;
+static _Thread_local int quick_n;
+
+static int quick_tactics(int index, const attn_shape *s, attn_tactic *out, int max)
+{
+    (void)index;
+    (void)s;
+    int n = 0;
+    for (int k = 0; k < quick_n && n < max; k++)
+        out[n++] = quick_list[k];
+    return n;
+}
+
+typedef struct miss_ctx {
+    run_ctx run;
+    double deadline;         /* mono_s() */
+} miss_ctx;
+
+/* Progress of a miss tune: the index follows each tactic; stop on
+ * shutdown, past the shape's budget, or when an explicit job waits. */
+static int miss_stop(miss_ctx *m)
+{
+    jdev *d = m->run.d;
+    pthread_mutex_lock(&d->j->mu);
+    int stop = d->j->stopping || d->qlen > 0;
+    pthread_mutex_unlock(&d->j->mu);
+    return stop || mono_s() > m->deadline;
+}
+
+static int miss_progress(void *ctx, const tuner_progress *p)
+{
+    miss_ctx *m = ctx;
+    on_progress(&m->run, p);
+    return miss_stop(m);
+}
+
+static void run_miss(jdev *d, store *st, store *reader, const attn_shape *s)
+{
+    jobs *j = d->j;
+    char key[ATTN_SHAPE_KEY_MAX];
+    attn_shape_key(s, key, sizeof key);
+    attn_tactic top[JOBS_MISS_QUICK];
+    int k = index_predict_top(j->cfg.ix, d->dev.info.id, s, JOBS_MISS_QUICK, top);
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.policy = &j->policy;
+    o.cancel = &d->cancel;
+    if (j->cfg.budget_ms > 0)
+        o.budget_ms = j->cfg.budget_ms;
+    miss_ctx m = {.run = {.d = d, .reader = reader, .job = 0, .shape = s, .last_tactic = -1},
+                  .deadline = mono_s() + JOBS_MISS_BUDGET_S};
+    o.progress = miss_progress;
+    o.ctx = &m;
+    tuner_shape_result res;
+    int rc = 0, quick = 0;
+    log_event(LOGL_INFO, "miss_tune_start", "device=%s shape=%s quick=%d", d->dev.info.id, key,
+              k);
+    if (k > 0) {
+        attn_ops qops = *d->dev.ops;
+        qops.tactics = quick_tactics;
+        attn_device qdev = d->dev;
+        qdev.ops = &qops;
+        quick_list = top;
+        quick_n = k;
+        tuner_opts qo = o;
+        if (qo.budget_ms > JOBS_MISS_QUICK_BUDGET_MS)
+            qo.budget_ms = JOBS_MISS_QUICK_BUDGET_MS;
+        memset(&res, 0, sizeof res);
+        rc = tuner_run_shape(st, &qdev, s, &qo, 0, 1, &res);
+        quick = res.measured;
+        refresh_shape(&m.run, s);
+        metrics_measurements_add(res.measured);
+    }
+    if (rc == 0 && !miss_stop(&m)) {
+        memset(&res, 0, sizeof res);
+        m.run.last_tactic = -1;
+        rc = tuner_run_shape(st, &d->dev, s, &o, 0, 1, &res);
+        refresh_shape(&m.run, s);
+        metrics_measurements_add(res.measured);
+    }
+    log_event(LOGL_INFO, "miss_tune_end", "device=%s shape=%s quick=%d measured=%d rc=\"%s\"",
+              d->dev.info.id, key, quick, res.measured, rc ? attune_strerror(rc) : "ok");
+}
+
+int jobs_miss(jobs *j, const char *device_id, const attn_shape *s)
+{
+    if (j == NULL || j->cfg.no_tune_on_miss)
+        return JOBS_MISS_NONE;
+    char key[ATTN_SHAPE_KEY_MAX], other[ATTN_SHAPE_KEY_MAX];
+    attn_shape_key(s, key, sizeof key);
+    int state = JOBS_MISS_NONE;
+    pthread_mutex_lock(&j->mu);
+    jdev *d = find_dev(j, device_id);
+    if (d == NULL || j->stopping)
+        goto out;
+    if (strcmp(d->miss_running, key) == 0) {
+        state = JOBS_MISS_RUNNING;
+        goto out;
+    }
+    for (int i = 0; i < d->mlen; i++)
+        if (strcmp(attn_shape_key(&d->miss[(d->mhead + i) % JOBS_MISS_MAX_QUEUED], other,
+                                  sizeof other), key) == 0) {
+            state = JOBS_MISS_QUEUED;
+            goto out;
+        }
+    double now = mono_s();
+    d->tokens += (now - d->tokens_at) * JOBS_MISS_RATE;
+    if (d->tokens > JOBS_MISS_BURST)
+        d->tokens = JOBS_MISS_BURST;
+    d->tokens_at = now;
+    if (d->tokens < 1.0 || d->mlen == JOBS_MISS_MAX_QUEUED)
+        goto out;
+    d->tokens -= 1.0;
+    d->miss[(d->mhead + d->mlen) % JOBS_MISS_MAX_QUEUED] = *s;
+    d->mlen++;
+    pthread_cond_signal(&d->cv);
+    state = JOBS_MISS_QUEUED;
+out:
+    pthread_mutex_unlock(&j->mu);
+    return state;
+}
+
 /* Record a job's progress in memory and in its row. */
 static void set_state(jdev *d, store *st, int64_t id, store_job_state state, int done,
                       const char *error)
@@ -371,10 +511,23 @@ static void *device_main(void *arg)
     }
     pthread_mutex_lock(&j->mu);
     for (;;) {
-        while (!j->stopping && d->qlen == 0)
+        while (!j->stopping && d->qlen == 0 && d->mlen == 0)
             pthread_cond_wait(&d->cv, &j->mu);
         if (j->stopping)
             break;
+        if (d->qlen == 0) {
+            /* no explicit job: a shape a lookup missed */
+            attn_shape s = d->miss[d->mhead];
+            d->mhead = (d->mhead + 1) % JOBS_MISS_MAX_QUEUED;
+            d->mlen--;
+            attn_shape_key(&s, d->miss_running, sizeof d->miss_running);
+            d->cancel = 0;
+            pthread_mutex_unlock(&j->mu);
+            run_miss(d, st, reader, &s);
+            pthread_mutex_lock(&j->mu);
+            d->miss_running[0] = 0;
+            continue;
+        }
         int64_t id = d->q[d->qhead];
         d->qhead = (d->qhead + 1) % d->qcap;
         d->qlen--;

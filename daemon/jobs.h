@@ -33,6 +33,7 @@ typedef struct jobs_config {
     const select_policy *policy;  /* the tuner's; NULL: defaults */
     double budget_ms;             /* tuner timing budget per tactic; <= 0: default */
     int max_queued;               /* per device; <= 0: JOBS_MAX_QUEUED */
+    int no_tune_on_miss;          /* 1: jobs_miss never queues */
 } jobs_config;
 
 typedef struct jobs_view {
@@ -85,6 +86,32 @@ int jobs_list(jobs *j, jobs_view **out, int *n);
  * ATTUNE_ENOTFOUND, ATTUNE_EINVAL (already done or failed; view filled),
  * ATTUNE_EDB. Canceling a canceled job is 0. */
 int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
+
+/* ---- tune on miss (issue 10)
+ *
+ * A lookup whose answer is not `measured` queues its shape on that local
+ * device: in memory (no SQLite on the lookup path; a restart forgets the
+ * queue, the next miss queues again), deduplicated, behind every explicit
+ * job, at most JOBS_MISS_MAX_QUEUED per device and JOBS_MISS_RATE per
+ * second (bursts of JOBS_MISS_BURST). Its device thread, when no job is
+ * queued, first times the JOBS_MISS_QUICK tactics the prediction model
+ * ranks best (so the shape is `measured` within a second or two), then
+ * every tactic, for at most JOBS_MISS_BUDGET_S; an explicit job that
+ * arrives meanwhile stops it (what was measured stays). */
+#define JOBS_MISS_MAX_QUEUED 32
+#define JOBS_MISS_RATE 2.0
+#define JOBS_MISS_BURST 8.0
+#define JOBS_MISS_QUICK 3
+#define JOBS_MISS_QUICK_BUDGET_MS 30.0 /* per tactic of the quick pass */
+#define JOBS_MISS_BUDGET_S 60.0
+
+enum { JOBS_MISS_NONE = 0, JOBS_MISS_QUEUED = 1, JOBS_MISS_RUNNING = 2 };
+
+/* Queue shape s of local device device_id for tuning. Returns
+ * JOBS_MISS_QUEUED (queued now or already), JOBS_MISS_RUNNING (being
+ * tuned now), or JOBS_MISS_NONE (tune on miss off, not a local device,
+ * queue full, over the rate, stopping). Never blocks on I/O. */
+int jobs_miss(jobs *j, const char *device_id, const attn_shape *s);
 
 /* 1 when any job (any state) exists for device_id. */
 int jobs_any_for_device(jobs *j, const char *device_id);

@@ -37,6 +37,9 @@ static const char usage_text[] =
     "                       'token' beside the database); created 0600 with 32\n"
     "                       random bytes as hex when missing\n"
     "  --no-default-grid    do not tune anything at first start\n"
+    "  --no-tune-on-miss    do not queue shapes that lookups miss for tuning\n"
+    "                       (default: a lookup that is not `measured` queues its\n"
+    "                       shape on that local device, behind explicit jobs)\n"
     "  --default-grid FILE  grid tuned on the CPU at first start, i.e. when the\n"
     "                       database has no measurement and no job for it\n"
     "                       (default grids/cpu-small.json, relative to the\n"
@@ -78,7 +81,7 @@ enum {
     OPT_PORT = 256, OPT_BIND, OPT_DB, OPT_TOKEN, OPT_NOGRID, OPT_GRID, OPT_GRID_GPU,
     OPT_ALLOW, OPT_THREADS, OPT_MAXCONN, OPT_TIMEOUT, OPT_PERIP, OPT_REQTIMEOUT, OPT_BUDGET,
     OPT_LOG, OPT_VERBOSE, OPT_VERSION, OPT_HELP, OPT_FLEET, OPT_FLEET_PERIOD, OPT_FLEET_BATCH,
-    OPT_FLEET_PAUSE
+    OPT_FLEET_PAUSE, OPT_NOMISS
 };
 
 /* Parse a decimal int in [min, max] that fills the whole string. */
@@ -101,6 +104,7 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         {"db", required_argument, NULL, OPT_DB},
         {"token-file", required_argument, NULL, OPT_TOKEN},
         {"no-default-grid", no_argument, NULL, OPT_NOGRID},
+        {"no-tune-on-miss", no_argument, NULL, OPT_NOMISS},
         {"default-grid", required_argument, NULL, OPT_GRID},
         {"default-grid-gpu", required_argument, NULL, OPT_GRID_GPU},
         {"allow-host", required_argument, NULL, OPT_ALLOW},
@@ -140,6 +144,7 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         case OPT_DB: c->db_path = optarg; break;
         case OPT_TOKEN: c->token_file = optarg; break;
         case OPT_NOGRID: c->no_default_grid = 1; break;
+        case OPT_NOMISS: c->no_tune_on_miss = 1; break;
         case OPT_GRID: c->default_grid = optarg; break;
         case OPT_GRID_GPU: c->default_grid_gpu = optarg; break;
         case OPT_ALLOW:
@@ -360,7 +365,8 @@ int main(int argc, char **argv)
 
     jobs_config jc = {.db_path = d.cfg.db_path, .devices = d.devices,
                       .ndevices = d.ndevices, .ix = d.ix, .policy = &policy,
-                      .budget_ms = d.cfg.tune_budget_ms};
+                      .budget_ms = d.cfg.tune_budget_ms,
+                      .no_tune_on_miss = d.cfg.no_tune_on_miss};
     if ((rc = jobs_new(&jc, &d.jobs)) != 0)
         goto out;
     int requeued = 0;

@@ -25,7 +25,7 @@ static int route_count;
 static atomic_ullong requests[METRICS_MAX_ROUTES][NSTATUS];
 static atomic_ullong lat_buckets[NBUCKETS + 1]; /* last: +Inf */
 static atomic_ullong lat_sum_ns;
-static atomic_ullong lookups[3];
+static atomic_ullong lookups[5]; /* by index_source */
 static atomic_ullong measurements;
 static atomic_llong db_size = -1;
 static time_t started_at;
@@ -55,7 +55,7 @@ void metrics_request(int route, unsigned status)
 
 void metrics_lookup(int source, double seconds)
 {
-    if (source >= 0 && source < 3)
+    if (source >= 0 && source < 5)
         atomic_fetch_add_explicit(&lookups[source], 1, memory_order_relaxed);
     size_t b = 0;
     while (b < NBUCKETS && seconds > lat_bounds[b])
@@ -81,7 +81,8 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
 {
     static const char *const job_states[5] = {"queued", "running", "done", "failed",
                                               "canceled"};
-    static const char *const sources[3] = {"measured", "nearest", "default"};
+    static const char *const sources[5] = {"measured", "nearest", "default", "predicted",
+                                           "fleet"};
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
@@ -121,7 +122,7 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
 
     fprintf(f, "# HELP attune_lookups_total Lookups answered, by source of the answer.\n"
                "# TYPE attune_lookups_total counter\n");
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < 5; s++)
         fprintf(f, "attune_lookups_total{source=\"%s\"} %llu\n", sources[s],
                 atomic_load_explicit(&lookups[s], memory_order_relaxed));
 

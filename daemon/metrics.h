@@ -20,8 +20,8 @@ void metrics_init(const char *const *labels, int n);
 /* One answered request: route index (as given to metrics_init) and status. */
 void metrics_request(int route, unsigned status);
 
-/* One /v1/tactic lookup: source 0 measured, 1 nearest, 2 default, and the
- * time it took in seconds. */
+/* One /v1/tactic lookup: source 0 measured, 1 nearest, 2 default,
+ * 3 predicted, 4 fleet (index_source), and the time it took in seconds. */
 void metrics_lookup(int source, double seconds);
 
 /* Measurements committed by the job threads. */

@@ -235,8 +235,12 @@ static enum MHD_Result h_tactic(req *r, const char *url)
     char key[ATTN_SHAPE_KEY_MAX], variant[32];
     int pad;
     attn_shape_key(&s, key, sizeof key);
-    const char *tactic = ans.source == INDEX_DEFAULT ? INDEX_DEFAULT_TACTIC : ans.m.tactic;
+    const char *tactic = ans.m.tactic; /* complete, listed for the shape (index.h) */
     tactic_parts(tactic, variant, sizeof variant, &pad);
+    /* tune on miss: a shape not tuned on this (local) device is queued */
+    int tuning = ans.source != INDEX_MEASURED && ans.own_rows == 0 && dev.local
+                     ? jobs_miss(r->d->jobs, dev.info.id, &s)
+                     : JOBS_MISS_NONE;
     jbuf b;
     jbuf_init(&b, 640);
     jbuf_str(&b, "device", dev.info.id);
@@ -251,6 +255,21 @@ static enum MHD_Result h_tactic(req *r, const char *url)
         jbuf_num(&b, "time_us", NAN);
         jbuf_num(&b, "rel_err", NAN);
         jbuf_num(&b, "max_abs_err", NAN);
+    } else if (ans.source == INDEX_NEAREST || ans.source == INDEX_PREDICTED) {
+        /* predicted numbers: no measurement of this shape backs them */
+        jbuf_num(&b, "time_us", ans.m.time_us);
+        jbuf_num(&b, "predicted_us", ans.predicted_us);
+        jbuf_num(&b, "rel_err", ans.m.rel_err);
+        jbuf_num(&b, "max_abs_err", NAN);
+        jbuf_str(&b, "from_shape", ans.from_key);
+        jbuf_num(&b, "distance", ans.distance);
+        char from[PREDICT_MAX_FROM * (ATTN_SHAPE_KEY_MAX + 1)];
+        size_t fl = 0;
+        from[0] = 0;
+        for (int k = 0; k < ans.nfrom; k++)
+            fl += (size_t)snprintf(from + fl, sizeof from - fl, "%s%s", k ? "," : "",
+                                   ans.from[k]);
+        jbuf_str(&b, "from_shapes", from); /* comma-separated, heaviest first */
     } else {
         jbuf_num(&b, "time_us", ans.m.time_us);
         jbuf_num(&b, "time_us_copies", ans.m.time_us_copies);
@@ -258,10 +277,13 @@ static enum MHD_Result h_tactic(req *r, const char *url)
         jbuf_num(&b, "max_abs_err", ans.m.max_abs_err);
         jbuf_str(&b, "measured_stack", ans.m.stack_id);
     }
-    if (ans.source == INDEX_NEAREST) {
+    if (ans.source == INDEX_FLEET) {
         jbuf_str(&b, "from_shape", ans.from_key);
-        jbuf_num(&b, "distance", ans.distance);
+        jbuf_str(&b, "fleet_device", ans.fleet_device);
+        jbuf_str(&b, "fleet_host", ans.fleet_host);
     }
+    if (tuning == JOBS_MISS_QUEUED || tuning == JOBS_MISS_RUNNING)
+        jbuf_str(&b, "tuning", tuning == JOBS_MISS_QUEUED ? "queued" : "running");
     if (mre > 0)
         jbuf_num(&b, "max_rel_err", mre);
     size_t len = 0;

@@ -198,7 +198,9 @@ typedef struct keyed {
     int i;
 } keyed;
 
-static const store_measurement *sort_rows_; /* qsort has no context argument */
+/* qsort has no context argument: the rows being sorted, per thread */
+static _Thread_local const store_measurement *const *sort_rows_;
+#define M(i) (*m[(i)])
 
 static int cmp_keyed(const void *a, const void *b)
 {
@@ -206,7 +208,7 @@ static int cmp_keyed(const void *a, const void *b)
     int c = strcmp(x->key, y->key);
     if (c != 0)
         return c;
-    c = strcmp(sort_rows_[x->i].stack_id, sort_rows_[y->i].stack_id);
+    c = strcmp(sort_rows_[x->i]->stack_id, sort_rows_[y->i]->stack_id);
     return c != 0 ? c : (x->i > y->i) - (x->i < y->i);
 }
 
@@ -265,12 +267,26 @@ int predict_nshapes(const predict_model *pm)
     return pm ? pm->nshapes : 0;
 }
 
-predict_model *predict_build(const store_measurement *m, int n, const char *cur_stack,
+predict_model *predict_build(const store_measurement *rows, int n, const char *cur_stack,
                              const select_policy *p)
+{
+    const store_measurement **rp = malloc((size_t)(n > 0 ? n : 1) * sizeof *rp);
+    if (rp == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        rp[i] = &rows[i];
+    predict_model *pm = predict_build_parts(rp, n, cur_stack, p);
+    free(rp);
+    return pm;
+}
+
+predict_model *predict_build_parts(const store_measurement *const *m, int n,
+                                   const char *cur_stack, const select_policy *p)
 {
     predict_model *pm = calloc(1, sizeof *pm);
     keyed *kr = NULL;
-    store_measurement *grp = NULL;
+    store_measurement *grp = NULL; /* one shape's chosen rows, for select_winner */
+    int grpcap = 0;
     int *pick = NULL; /* chosen source rows, in shape order */
     int npick = 0;
     if (pm == NULL)
@@ -286,10 +302,10 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
         cur_stack = "";
 
     if ((kr = malloc((size_t)n * sizeof *kr)) == NULL || (pick = malloc((size_t)n * sizeof *pick)) == NULL ||
-        (grp = malloc((size_t)n * sizeof *grp)) == NULL || (pm->shapes = calloc((size_t)n, sizeof *pm->shapes)) == NULL)
+        (pm->shapes = calloc((size_t)n, sizeof *pm->shapes)) == NULL)
         goto fail;
     for (int i = 0; i < n; i++) {
-        attn_shape_key(&m[i].shape, kr[i].key, sizeof kr[i].key);
+        attn_shape_key(&M(i).shape, kr[i].key, sizeof kr[i].key);
         kr[i].i = i;
     }
     sort_rows_ = m;
@@ -305,15 +321,15 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
         int64_t best_at = INT64_MIN;
         for (int a = lo; a < hi;) {
             int b = a + 1;
-            const char *st = m[kr[a].i].stack_id;
-            while (b < hi && strcmp(m[kr[b].i].stack_id, st) == 0)
+            const char *st = M(kr[a].i).stack_id;
+            while (b < hi && strcmp(M(kr[b].i).stack_id, st) == 0)
                 b++;
             int usable = 0;
             int64_t newest = INT64_MIN;
             for (int k = a; k < b; k++) {
-                usable |= row_usable(&m[kr[k].i], 1);
-                if (m[kr[k].i].taken_at > newest)
-                    newest = m[kr[k].i].taken_at;
+                usable |= row_usable(&M(kr[k].i), 1);
+                if (M(kr[k].i).taken_at > newest)
+                    newest = M(kr[k].i).taken_at;
             }
             int cur = strcmp(st, cur_stack) == 0;
             int better;
@@ -324,7 +340,7 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
             else if (cur)
                 better = 1;
             else
-                better = newest > best_at && strcmp(m[kr[best_lo].i].stack_id, cur_stack) != 0;
+                better = newest > best_at && strcmp(M(kr[best_lo].i).stack_id, cur_stack) != 0;
             if (better) {
                 best_lo = a;
                 best_hi = b;
@@ -334,15 +350,22 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
             a = b;
         }
         pm_shape *sh = &pm->shapes[pm->nshapes++];
-        sh->s = m[kr[best_lo].i].shape;
+        sh->s = M(kr[best_lo].i).shape;
         memcpy(sh->key, kr[lo].key, sizeof sh->key);
         features(&sh->s, sh->f);
-        sh->stale = strcmp(m[kr[best_lo].i].stack_id, cur_stack) != 0;
+        sh->stale = strcmp(M(kr[best_lo].i).stack_id, cur_stack) != 0;
         sh->r0 = npick;
         sh->nr = best_hi - best_lo;
         sh->best_ok = INFINITY;
+        if (sh->nr > grpcap) {
+            store_measurement *g = realloc(grp, (size_t)sh->nr * sizeof *g);
+            if (g == NULL)
+                goto fail;
+            grp = g;
+            grpcap = sh->nr;
+        }
         for (int k = best_lo; k < best_hi; k++) {
-            const store_measurement *r = &m[kr[k].i];
+            const store_measurement *r = &M(kr[k].i);
             grp[k - best_lo] = *r;
             pick[npick++] = kr[k].i;
             sh->timed |= row_timed(r);
@@ -361,7 +384,7 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
         goto fail;
     for (int k = 0; k < npick; k++) {
         int sp, pad;
-        predict_family(m[pick[k]].tactic, pm->fams[k], sizeof pm->fams[k], &sp, &pad);
+        predict_family(M(pick[k]).tactic, pm->fams[k], sizeof pm->fams[k], &sp, &pad);
     }
     qsort(pm->fams, (size_t)npick, sizeof *pm->fams, cmp_str);
     for (int k = 0; k < npick; k++)
@@ -372,7 +395,7 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
      * floor: half the fastest row */
     double pf = 0, pb = 0, tmin = INFINITY;
     for (int k = 0; k < npick; k++) {
-        const store_measurement *r = &m[pick[k]];
+        const store_measurement *r = &M(pick[k]);
         if (!row_timed(r) || r->status != STORE_OK)
             continue;
         int sp, pad;
@@ -393,7 +416,7 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
     for (int si = 0; si < pm->nshapes; si++) {
         pm_shape *sh = &pm->shapes[si];
         for (int k = sh->r0; k < sh->r0 + sh->nr; k++) {
-            const store_measurement *r = &m[pick[k]];
+            const store_measurement *r = &M(pick[k]);
             pm_row *row = &pm->rows[k];
             char fam[ATTN_TACTIC_STR_MAX];
             predict_family(r->tactic, fam, sizeof fam, &row->splits, &row->pad);
@@ -425,6 +448,9 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
         }
     }
     pm->nrows = npick;
+    pm_shape *fit = realloc(pm->shapes, (size_t)(pm->nshapes > 0 ? pm->nshapes : 1) * sizeof *fit);
+    if (fit != NULL)
+        pm->shapes = fit; /* allocated for one shape per row: give the rest back */
     free(kr);
     free(grp);
     free(pick);
@@ -606,7 +632,7 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
     double bound = ov ? max_rel_err : select_max_rel_err(&pm->policy, s->dtype);
     double bound_norm = bound / err_scale(s->dtype);
 
-    int best = -1, best_ok = 0;
+    int best = -1;
     estimate be = {INFINITY, INFINITY, INFINITY, 0, 0};
     int used[K_NEIGH], best_used[K_NEIGH] = {0};
     for (int c = 0; c < ncand; c++) {
@@ -620,21 +646,10 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
         estimate e = estimate_of(pm, s, nb, nnb, f, &cand[c], ov, bound_norm, used);
         if (!isfinite(e.t) || !isfinite(e.score))
             continue;
-        int ok = e.elig >= ELIG_SHARE && e.ne <= bound_norm;
-        /* an eligible candidate beats any ineligible one; among the
-         * ineligible (nothing known to meet the bound), the most accurate */
-        int better;
-        if (best < 0)
-            better = 1;
-        else if (ok != best_ok)
-            better = ok;
-        else if (ok)
-            better = e.score < be.score;
-        else
-            better = e.ne < be.ne || (e.ne == be.ne && e.score < be.score);
-        if (better) {
+        if (e.elig < ELIG_SHARE || !(e.ne <= bound_norm))
+            continue; /* not predicted to meet the bound */
+        if (best < 0 || e.score < be.score) {
             best = c;
-            best_ok = ok;
             be = e;
             memcpy(best_used, used, sizeof used);
         }

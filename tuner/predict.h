@@ -52,6 +52,10 @@ typedef struct predict_model predict_model;
  * valid and answers ATTUNE_ENOTFOUND. */
 predict_model *predict_build(const store_measurement *m, int n, const char *cur_stack,
                              const select_policy *p);
+/* The same over rows given by pointer (m[0..n) point at rows that stay
+ * the caller's): builds without copying whole rows first. */
+predict_model *predict_build_parts(const store_measurement *const *m, int n,
+                                   const char *cur_stack, const select_policy *p);
 void predict_free(predict_model *pm);
 
 /* Shapes the model holds (those with at least one row). */
@@ -73,8 +77,9 @@ typedef struct predict_answer {
 /* Answer shape s from the model, choosing among cand[0..ncand) (the
  * backend's listing for s). max_rel_err > 0 overrides the policy's bound
  * (the API's max_rel_err=, inaccurate rows then count). Returns 0,
- * ATTUNE_ENOTFOUND when the model holds nothing usable or no candidate can
- * be predicted, or ATTUNE_EINVAL (ncand <= 0, invalid shape). */
+ * ATTUNE_ENOTFOUND when the model holds nothing usable or no candidate is
+ * predicted to meet the bound, or ATTUNE_EINVAL (ncand <= 0, invalid
+ * shape). */
 int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_tactic *cand,
                        int ncand, double max_rel_err, predict_answer *out);
 

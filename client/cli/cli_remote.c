@@ -21,11 +21,13 @@ static const char query_usage[] =
     "                     --dtype T [--causal]) [--max-rel-err X] [--json]\n"
     "\n"
     "Which tactic attuned serves for a shape (GET /v1/tactic), with where the\n"
-    "answer comes from: source measured (this shape was tuned), nearest\n"
-    "(from_shape, the closest tuned shape, at distance: each doubling or\n"
-    "halving of a size counts 1) or default; stale yes when it was measured\n"
-    "under another software stack (measured_stack differs from the device's\n"
-    "current stack).\n"
+    "answer comes from: source measured (this shape was tuned), fleet (tuned on\n"
+    "fleet_device, the same model), predicted or nearest (the prediction model:\n"
+    "time_us is predicted; from_shape is the closest tuned shape it leaned on, at\n"
+    "a log-shape distance; nearest when the answer is that shape's winner) or\n"
+    "default (nothing qualifies); stale yes when it was measured under another\n"
+    "software stack (measured_stack differs from the device's current stack);\n"
+    "tuning queued/running while attuned tunes the shape after this miss.\n"
     "\n"
     "  --url URL         the daemon (default $ATTUNE_URL, else " ATTUNE_CLIENT_DEFAULT_URL ")\n"
     "  --device ID       cpu, a CUDA ordinal (0 is the first GPU), a device id\n"
@@ -260,10 +262,14 @@ static void print_num(const char *name, double v)
 static void print_answer(const attune_answer *a)
 {
     printf("%-14s %s\n%-14s %s\n", "tactic", a->tactic, "source", a->source);
-    if (strcmp(a->source, "nearest") == 0) {
+    if (strcmp(a->source, "nearest") == 0 || strcmp(a->source, "predicted") == 0) {
         printf("%-14s %s\n", "from_shape", a->from_shape);
         print_num("distance", a->distance);
     }
+    if (strcmp(a->source, "fleet") == 0)
+        printf("%-14s %s\n", "fleet_device", a->fleet_device);
+    if (a->tuning[0])
+        printf("%-14s %s\n", "tuning", a->tuning);
     if (strcmp(a->source, "default") != 0) {
         printf("%-14s %s\n", "stale",
                a->stale ? "yes (measured under another software stack)" : "no");
@@ -384,7 +390,11 @@ int cli_query_main(int argc, char **argv)
                 json_object_set_new(o, "stack", json_string(a.stack));
             if (a.measured_stack[0])
                 json_object_set_new(o, "measured_stack", json_string(a.measured_stack));
-            if (strcmp(a.source, "nearest") == 0) {
+            if (a.tuning[0])
+                json_object_set_new(o, "tuning", json_string(a.tuning));
+            if (a.fleet_device[0])
+                json_object_set_new(o, "fleet_device", json_string(a.fleet_device));
+            if (strcmp(a.source, "nearest") == 0 || strcmp(a.source, "predicted") == 0) {
                 json_object_set_new(o, "from_shape", json_string(a.from_shape));
                 json_object_set_new(o, "distance", isnan(a.distance) ? json_null()
                                                                      : json_real(a.distance));

@@ -45,6 +45,7 @@ DEFAULT_TACTIC = "fused/pad=8"
 DEFAULT_URL = "http://127.0.0.1:7373"
 
 OK = 0          # the daemon answered (maybe from the cache)
+SHORT_TTL = 1.0  # seconds an answer that is not "measured" stays cached
 FALLBACK = 1    # unreachable, timed out or failing: default answer
 REJECTED = 2    # the daemon refused the question (unknown device, bad shape)
 INVALID = -1    # bad arguments: default answer, no request made
@@ -59,21 +60,25 @@ _KEY_RE = re.compile(r"b(\d+)\.hq(\d+)\.hkv(\d+)\.sq(\d+)\.skv(\d+)\.d(\d+)\."
 class Answer:
     """One lookup's answer. Numbers are NaN when unknown.
 
-    from_shape: the tuned shape that answered (the shape itself for
-    "measured", the closest one for "nearest", "" for "default"); distance:
-    how far it is (each doubling or halving of a size counts 1; 0 for
-    measured, NaN for default). stale: measured under another software
-    stack; measured_stack is the answering measurement's stack, stack the
-    device's current one ("" when unknown).
+    source: "measured", "fleet" (fleet_device measured it), "nearest" or
+    "predicted" (the prediction model), "default". from_shape: the tuned
+    shape that answered (the shape itself for "measured" and "fleet", the
+    closest one leaned on for "nearest"/"predicted", "" for "default");
+    distance: how far it is in log-shape space (0 for measured, NaN for
+    default). stale: measured under another software stack; measured_stack
+    is the answering measurement's stack, stack the device's current one
+    ("" when unknown). tuning: "queued"/"running" while the daemon tunes
+    this shape (tune on miss), else "".
     """
 
     __slots__ = ("tactic", "variant", "pad", "source", "stale", "time_us", "rel_err",
                  "max_abs_err", "device", "shape", "error", "code", "from_shape",
-                 "distance", "measured_stack", "stack")
+                 "distance", "measured_stack", "stack", "tuning", "fleet_device")
 
     def __init__(self, tactic, variant, pad, source, stale=False, time_us=math.nan,
                  rel_err=math.nan, max_abs_err=math.nan, device="", shape="", error="",
-                 code=OK, from_shape="", distance=math.nan, measured_stack="", stack=""):
+                 code=OK, from_shape="", distance=math.nan, measured_stack="", stack="",
+                 tuning="", fleet_device=""):
         self.tactic = tactic
         self.variant = variant
         self.pad = pad
@@ -90,6 +95,8 @@ class Answer:
         self.distance = distance
         self.measured_stack = measured_stack
         self.stack = stack
+        self.tuning = tuning
+        self.fleet_device = fleet_device
 
     @property
     def fallback(self):
@@ -240,9 +247,9 @@ class Client:
             return default_answer("malformed answer from attuned")
         pad = obj.get("pad")
         shape = str(obj.get("shape") or "")
-        if obj["source"] == "nearest":
+        if obj["source"] in ("nearest", "predicted"):
             from_shape, distance = str(obj.get("from_shape") or ""), _num(obj.get("distance"))
-        elif obj["source"] == "measured":
+        elif obj["source"] in ("measured", "fleet"):
             from_shape, distance = shape, 0.0
         else:
             from_shape, distance = "", math.nan
@@ -252,10 +259,15 @@ class Client:
                    rel_err=_num(obj.get("rel_err")), max_abs_err=_num(obj.get("max_abs_err")),
                    device=str(obj.get("device") or ""), shape=shape, from_shape=from_shape,
                    distance=distance, measured_stack=str(obj.get("measured_stack") or ""),
-                   stack=str(obj.get("stack") or ""))
+                   stack=str(obj.get("stack") or ""), tuning=str(obj.get("tuning") or ""),
+                   fleet_device=str(obj.get("fleet_device") or ""))
         if self.cache_size > 0 and self.cache_ttl > 0:
+            # an answer not measured yet is re-asked soon: the daemon may be
+            # tuning the shape (tune on miss)
+            ttl = self.cache_ttl if a.source == "measured" else min(self.cache_ttl,
+                                                                    SHORT_TTL)
             with self._lock:
-                self._cache[key] = (time.monotonic() + self.cache_ttl, a)
+                self._cache[key] = (time.monotonic() + ttl, a)
                 self._cache.move_to_end(key)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
