@@ -247,8 +247,12 @@ def test_tune_and_lookup(d):
     # weight of log2(b*hkv), tuner/predict.c)
     near = shape(2, 4, 1, 16, 64, 32)
     st, ans = d.get("/v1/tactic?" + shape_query(key_of(near)))
-    check(st == 200 and ans["source"] == "nearest" and ans["from_shape"] == key_of(shapes[0])
-          and ans["tactic"] == winners[key_of(shapes[0])][0]["tactic"]
+    # (nearest when the model's best is shapes[0]'s winner, else predicted:
+    # on the CPU tactics often time within noise of each other)
+    check(st == 200 and ans["from_shape"] == key_of(shapes[0])
+          and ((ans["source"] == "nearest"
+                and ans["tactic"] == winners[key_of(shapes[0])][0]["tactic"])
+               or ans["source"] == "predicted")
           and abs(ans["distance"] - 0.5) < 1e-9 and ans["time_us"] is not None
           and ans["predicted_us"] == ans["time_us"]
           and ans["from_shapes"].split(",")[0] == key_of(shapes[0]),
@@ -364,7 +368,7 @@ def test_clients(d, shapes, winners, dead_port):
         a = pc.lookup(device="cpu", **parse_key(k))
         check(a.code == ac.OK and a.tactic == raw[k]["tactic"] and a.source == raw[k]["source"]
               and a.shape == k, "python client = raw HTTP for %s (%s)" % (k, a.tactic))
-        if raw[k]["source"] == "nearest":
+        if raw[k]["source"] in ("nearest", "predicted"):
             check(a.from_shape == raw[k]["from_shape"] and a.distance == raw[k]["distance"]
                   and a.measured_stack == raw[k].get("measured_stack", "")
                   and a.stack == raw[k]["stack"] and a.stale is raw[k]["stale"],
@@ -439,7 +443,7 @@ def test_clients(d, shapes, winners, dead_port):
         if raw[k]["time_us"] is not None:
             check(abs(a.time_us - raw[k]["time_us"]) <= 1e-9 * raw[k]["time_us"],
                   "C client time_us = raw HTTP")
-        if raw[k]["source"] == "nearest":
+        if raw[k]["source"] in ("nearest", "predicted"):
             check(a.from_shape.decode() == raw[k]["from_shape"]
                   and a.distance == raw[k]["distance"]
                   and a.measured_stack.decode() == raw[k].get("measured_stack", "")
@@ -578,7 +582,7 @@ def test_cli_query(d, dead_port):
           and "stale          no" in r[1], "attune query: measured answer with its stack (%r)"
           % r[1])
     r = attune_cli("query", "--url", url, "--device", "cpu", "--shape", near)
-    check(r[0] == 0 and "source         nearest" in r[1]
+    check(r[0] == 0 and ("source         nearest" in r[1] or "source         predicted" in r[1])
           and "from_shape     " + k0 in r[1] and "distance       0.5" in r[1],
           "attune query: nearest answer names from_shape and distance (%r)" % r[1])
     r = attune_cli("query", "--url", url, "--device", "cpu", "--shape", near, "--json")
