@@ -109,7 +109,7 @@ static const char schema_v1[] =
     "  status text NOT NULL,"          /* most common status */
     "  median_us float8, min_us float8, max_us float8," /* over ok devices' medians */
     "  copies_us float8,"              /* median of time_us_copies */
-    "  spread float8,"                 /* median absolute deviation / median */
+    "  spread float8,"                 /* interquartile range / median */
     "  rel_err float8, max_abs_err float8," /* largest over ok devices (all if none) */
     "  outliers int NOT NULL DEFAULT 0,"
     "  updated_at bigint NOT NULL,"    /* unix seconds of the refresh */

@@ -69,8 +69,10 @@ def free_port():
 
 
 class PgServer:
-    def __init__(self, bindir):
+    def __init__(self, bindir, durable=False, extra_opts=""):
         self.bindir = bindir
+        self.durable = durable
+        self.extra_opts = extra_opts
         self.dir = tempfile.mkdtemp(prefix="attune-pg-")
         os.chmod(self.dir, 0o755)
         self.data = os.path.join(self.dir, "data")
@@ -131,8 +133,10 @@ class PgServer:
     def start(self):
         # fsync off: a test server never outlives its machine; commits stay
         # synchronous, so a killed server keeps what it acknowledged
-        opts = ("-c listen_addresses='' -k %s -p %d -c fsync=off -c full_page_writes=off"
-                % (self.sock, self.port))
+        opts = "-c listen_addresses='' -k %s -p %d " % (self.sock, self.port)
+        if not self.durable:
+            opts += "-c fsync=off -c full_page_writes=off "
+        opts += self.extra_opts
         self._run(["pg_ctl", "-D", self.data, "-l", self.logfile, "-w", "-t", "60",
                    "-o", opts, "start"])
 

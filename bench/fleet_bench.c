@@ -1,0 +1,321 @@
+/* fleet_bench.c -- the fleet server at scale: a synthetic fleet pushed
+ * through attune's own push path (fleet_pg_push: COPY into a staging table,
+ * one merge per device), then the aggregates and one device's pull.
+ *
+ *   fleet_bench --fleet URL [--devices 1000] [--models 10] [--shapes 200]
+ *               [--tactics 40] [--jobs 2] [--reset] [--db FILE]
+ *
+ * Defaults are issue 11's fleet: 1,000 devices of 10 models, 200 shapes,
+ * 40 tactics = 8,000,000 rows. Each device is one push (8,000 rows, one
+ * server transaction, its own watermark), --jobs connections push devices
+ * in parallel as that many attuned would. Times: wall clock, printed with
+ * rows/s. --reset drops attune's tables first (use a database of its own).
+ * bench/fleet_bench.py starts a private PostgreSQL and runs this. */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/hash.h"
+#include "db/fleet_local.h"
+#include "db/fleet_pg.h"
+#include "db/store.h"
+
+#define CHECK(x, what)                                                               \
+    do {                                                                             \
+        int rc_ = (x);                                                               \
+        if (rc_ != 0) {                                                              \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, what, \
+                    attune_strerror(rc_), err);                                      \
+            exit(1);                                                                 \
+        }                                                                            \
+    } while (0)
+
+static const char *url;
+static int ndev = 1000, nmodels = 10, nshapes = 200, ntactics = 40, jobs = 2;
+static char tactics[64][ATTN_TACTIC_STR_MAX];
+static attn_stack stack;
+static atomic_int next_dev;
+static atomic_llong rows_sent;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* 40 distinct canonical tactics: every variant family with its pads. */
+static void make_tactics(void)
+{
+    int n = 0;
+    static const int pads[] = {1, 8, 16, 64};
+    static const int tiles[] = {16, 32, 64, 128};
+    for (int p = 0; p < 4; p++)
+        for (int t = 0; t < 4; t++)
+            snprintf(tactics[n++], ATTN_TACTIC_STR_MAX, "fused/pad=%d/tile=%dx64", pads[p],
+                     tiles[t]);
+    static const char *const gemm[] = {"split", "split_repeat", "folded"};
+    for (int v = 0; v < 3; v++)
+        for (int a = 0; a < 2; a++)
+            for (int p = 0; p < 4; p++)
+                snprintf(tactics[n++], ATTN_TACTIC_STR_MAX, "%s/acc=%s/pad=%d", gemm[v],
+                         a ? "f32" : "f16", pads[p]);
+}
+
+static void model_of(int dev, attn_device_info *d)
+{
+    memset(d, 0, sizeof *d);
+    int m = dev % nmodels;
+    snprintf(d->id, sizeof d->id, "GPU-bench-%06d", dev);
+    snprintf(d->name, sizeof d->name, "Bench GPU %d", m);
+    snprintf(d->kind, sizeof d->kind, "cuda");
+    d->index = -1;
+    d->cc_major = 8 + m % 2;
+    d->cc_minor = 0;
+    d->sm_count = 100 + m;
+    d->memory_mb = 80000;
+}
+
+static void shape_of(int i, attn_shape *s)
+{
+    memset(s, 0, sizeof *s);
+    s->b = 1 + i % 4;
+    s->hq = 8 * (1 + i % 4);
+    s->hkv = 1 + (i / 4) % 2;
+    s->sq = 16 + 7 * i;
+    s->skv = 512 + 13 * i;
+    s->d = 64;
+    s->dtype = ATTN_F16;
+    s->causal = i % 2;
+}
+
+/* Deterministic noise in [-1, 1). */
+static double noise(uint64_t a, uint64_t b)
+{
+    uint64_t s = a * 0x9e3779b97f4a7c15ULL ^ b;
+    return (double)(hash_splitmix64(&s) >> 11) / (double)(1ULL << 52) - 1.0;
+}
+
+/* One device's rows: times vary 3% around a model/shape/tactic base; every
+ * 97th device is a slow card (+60%), for the outlier flags. */
+static void device_rows(int dev, store_measurement *rows)
+{
+    attn_device_info d;
+    model_of(dev, &d);
+    int k = 0;
+    for (int i = 0; i < nshapes; i++)
+        for (int t = 0; t < ntactics; t++, k++) {
+            store_measurement *m = &rows[k];
+            memset(m, 0, sizeof *m);
+            snprintf(m->device_id, sizeof m->device_id, "%s", d.id);
+            snprintf(m->stack_id, sizeof m->stack_id, "%s", stack.id);
+            shape_of(i, &m->shape);
+            snprintf(m->tactic, sizeof m->tactic, "%s", tactics[t]);
+            double base = (10.0 + i) * (1.0 + 0.05 * t) * (1.0 + 0.1 * (dev % nmodels));
+            double f = (1.0 + 0.03 * noise((uint64_t)dev, (uint64_t)k)) *
+                       (dev % 97 == 5 ? 1.6 : 1.0);
+            m->status = t % 13 == 12 ? STORE_UNSUPPORTED : STORE_OK;
+            m->time_us = m->status == STORE_OK ? base * f : NAN;
+            m->time_us_min = m->status == STORE_OK ? base * f * 0.98 : NAN;
+            m->time_us_max = m->status == STORE_OK ? base * f * 1.05 : NAN;
+            m->time_us_copies = NAN;
+            m->n = 20;
+            m->rel_err = m->status == STORE_OK ? 1e-4 * (1 + t % 5) : NAN;
+            m->max_abs_err = m->rel_err;
+            snprintf(m->mode, sizeof m->mode, "cuda-graph");
+            snprintf(m->l2, sizeof m->l2, "flushed");
+            m->rows_checked = 256;
+            snprintf(m->note, sizeof m->note, "%s", m->status == STORE_OK ? "" : "bench");
+            snprintf(m->host, sizeof m->host, "host-%04d", dev);
+            m->taken_at = 1767000000 + dev;
+        }
+}
+
+static void *pusher(void *arg)
+{
+    (void)arg;
+    char err[512] = "";
+    fleet_pg *c = NULL;
+    CHECK(fleet_pg_connect(url, &c, err, sizeof err), "connect");
+    int per = nshapes * ntactics;
+    store_measurement *rows = malloc(sizeof *rows * (size_t)per);
+    if (rows == NULL)
+        exit(1);
+    for (;;) {
+        int dev = atomic_fetch_add(&next_dev, 1);
+        if (dev >= ndev)
+            break;
+        attn_device_info d;
+        model_of(dev, &d);
+        device_rows(dev, rows);
+        char host[64], source[64];
+        snprintf(host, sizeof host, "host-%04d", dev);
+        snprintf(source, sizeof source, "bench-%06d", dev);
+        const char *hosts[] = {host};
+        fleet_batch b = {.devices = &d, .device_hosts = hosts, .ndevices = 1,
+                         .stacks = &stack, .nstacks = 1, .rows = rows, .nrows = per,
+                         .source = source, .last_seq = 1};
+        fleet_push_stats ps = {0, 0, 0};
+        CHECK(fleet_pg_push(c, &b, &ps, err, sizeof err), "push");
+        if (ps.rejected != 0) {
+            fprintf(stderr, "rows rejected: %s\n", err);
+            exit(1);
+        }
+        atomic_fetch_add(&rows_sent, ps.sent);
+    }
+    free(rows);
+    fleet_pg_close(c);
+    return NULL;
+}
+
+static const char reset_sql[] =
+    "DROP TABLE IF EXISTS attune_meta, models, devices, stacks, shapes, tactics, measurements,"
+    " sources, dirty, aggregates, outliers CASCADE";
+
+int main(int argc, char **argv)
+{
+    int reset = 0;
+    const char *dbpath = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(o, "--reset") == 0) {
+            reset = 1;
+            continue;
+        }
+        if (v == NULL) {
+            fprintf(stderr, "usage: see the header of bench/fleet_bench.c\n");
+            return 2;
+        }
+        i++;
+        if (strcmp(o, "--fleet") == 0)
+            url = v;
+        else if (strcmp(o, "--db") == 0)
+            dbpath = v;
+        else if (strcmp(o, "--devices") == 0)
+            ndev = atoi(v);
+        else if (strcmp(o, "--models") == 0)
+            nmodels = atoi(v);
+        else if (strcmp(o, "--shapes") == 0)
+            nshapes = atoi(v);
+        else if (strcmp(o, "--tactics") == 0)
+            ntactics = atoi(v);
+        else if (strcmp(o, "--jobs") == 0)
+            jobs = atoi(v);
+        else {
+            fprintf(stderr, "unknown option %s\n", o);
+            return 2;
+        }
+    }
+    if (url == NULL || ndev < 1 || nmodels < 1 || nshapes < 1 || ntactics < 1 ||
+        ntactics > 40 || jobs < 1 || jobs > 64) {
+        fprintf(stderr, "usage: fleet_bench --fleet URL [--devices N] [--models N] "
+                        "[--shapes N] [--tactics N<=40] [--jobs N] [--reset] [--db FILE]\n");
+        return 2;
+    }
+    make_tactics();
+    snprintf(stack.driver, sizeof stack.driver, "560.35.03");
+    snprintf(stack.runtime, sizeof stack.runtime, "12.6");
+    snprintf(stack.blas, sizeof stack.blas, "12.6.4.1");
+    snprintf(stack.attune, sizeof stack.attune, "0.1.0");
+    snprintf(stack.kernels, sizeof stack.kernels, "3f1c0d2a9b8e7f60");
+    attn_stack_finish(&stack);
+
+    char err[512] = "";
+    fleet_pg *c = NULL;
+    if (reset) {
+        CHECK(fleet_pg_connect(url, &c, err, sizeof err), "connect");
+        CHECK(fleet_pg_exec(c, reset_sql, err, sizeof err), "reset");
+        fleet_pg_close(c);
+    }
+    CHECK(fleet_pg_connect(url, &c, err, sizeof err), "connect");
+    int64_t total = (int64_t)ndev * nshapes * ntactics;
+    printf("fleet: %d devices x %d models, %d shapes x %d tactics = %" PRId64
+           " rows, %d push connections\n",
+           ndev, nmodels, nshapes, ntactics, total, jobs);
+    fflush(stdout);
+
+    double t0 = now_s();
+    pthread_t th[64];
+    for (int j = 0; j < jobs; j++)
+        pthread_create(&th[j], NULL, pusher, NULL);
+    for (int j = 0; j < jobs; j++)
+        pthread_join(th[j], NULL);
+    double push_s = now_s() - t0;
+    printf("push: %" PRId64 " rows in %.1f s = %.0f rows/s (%.1f ms per 8000-row device push)\n",
+           (int64_t)atomic_load(&rows_sent), push_s, (double)atomic_load(&rows_sent) / push_s,
+           1e3 * push_s * jobs / ndev);
+    fflush(stdout);
+
+    /* a re-push of one device: idempotent, and its cost */
+    attn_device_info d0;
+    model_of(0, &d0);
+    t0 = now_s();
+    int64_t groups = 0;
+    CHECK(fleet_pg_refresh(c, NULL, &groups, err, sizeof err), "refresh");
+    double agg_s = now_s() - t0;
+    printf("aggregates: %" PRId64 " (model, stack, shape) groups from %" PRId64
+           " rows in %.1f s\n",
+           groups, total, agg_s);
+    fflush(stdout);
+
+    char *json = NULL;
+    int nrows = 0;
+    t0 = now_s();
+    CHECK(fleet_pg_pull(c, &d0, &json, &nrows, err, sizeof err), "pull");
+    double pull_s = now_s() - t0;
+    printf("pull (server query + table): %d aggregate rows of one model in %.3f s "
+           "(%zu bytes)\n",
+           nrows, pull_s, json ? strlen(json) : 0);
+    free(json);
+
+    if (dbpath != NULL) {
+        store *st = NULL;
+        unlink(dbpath);
+        CHECK(store_open(dbpath, 1, &st, err, sizeof err), "store_open");
+        int64_t got = 0;
+        t0 = now_s();
+        CHECK(fleet_local_pull(st, c, &d0, 1, &got, err, sizeof err), "local pull");
+        printf("pull into a fresh local SQLite store: %" PRId64 " rows in %.3f s\n", got,
+               now_s() - t0);
+        store_close(st);
+    }
+
+    /* a sibling pushes fresh numbers (one device, 8000 rows), then a device
+     * of its model pulls: the pull refreshes the groups that push dirtied */
+    {
+        int per = nshapes * ntactics;
+        store_measurement *rows = malloc(sizeof *rows * (size_t)per);
+        int dev = nmodels; /* model 0, not device 0 */
+        attn_device_info d;
+        model_of(dev, &d);
+        device_rows(dev, rows);
+        for (int i = 0; i < per; i++)
+            rows[i].taken_at += 86400;
+        const char *hosts[] = {"host"};
+        fleet_batch b = {.devices = &d, .device_hosts = hosts, .ndevices = 1,
+                         .stacks = &stack, .nstacks = 1, .rows = rows, .nrows = per};
+        fleet_push_stats ps = {0, 0, 0};
+        t0 = now_s();
+        CHECK(fleet_pg_push(c, &b, &ps, err, sizeof err), "re-push");
+        double rp = now_s() - t0;
+        t0 = now_s();
+        CHECK(fleet_pg_pull(c, &d0, &json, &nrows, err, sizeof err), "pull");
+        printf("after one sibling's push (%d rows, %.3f s): pull with refresh %.3f s\n", per,
+               rp, now_s() - t0);
+        free(json);
+        free(rows);
+    }
+    fleet_pg_info info;
+    CHECK(fleet_pg_info_get(c, NULL, &info, err, sizeof err), "info");
+    printf("server: %" PRId64 " models, %" PRId64 " devices, %" PRId64 " measurements, %" PRId64
+           " aggregates, %" PRId64 " outliers\n",
+           info.models, info.devices, info.measurements, info.aggregates, info.outliers);
+    fleet_pg_close(c);
+    return 0;
+}
