@@ -13,7 +13,9 @@
  * bench/fleet_bench.py starts a private PostgreSQL and runs this. */
 #include <inttypes.h>
 #include <math.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,57 @@ static char tactics[64][ATTN_TACTIC_STR_MAX];
 static attn_stack stack;
 static atomic_int next_dev;
 static atomic_llong rows_sent;
+
+static int server_pid; /* postmaster, for CPU accounting (0: none) */
+
+/* CPU seconds of the server: the postmaster (with its reaped children:
+ * backends that exited) plus every live child. 0 without --server-pid. */
+static double server_cpu_s(void)
+{
+    if (server_pid <= 0)
+        return 0;
+    double tick = (double)sysconf(_SC_CLK_TCK), total = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0)
+            continue;
+        char path[64], buf[1024];
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *p = strrchr(buf, ')'); /* the command may hold spaces */
+        if (p == NULL)
+            continue;
+        int ppid = 0;
+        unsigned long long ut = 0, st = 0, cut = 0, cst = 0;
+        /* fields after ")": state ppid pgrp session tty tpgid flags minflt
+         * cminflt majflt cmajflt utime stime cutime cstime */
+        if (sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+                   &ppid, &ut, &st, &cut, &cst) != 5)
+            continue;
+        if (pid == server_pid)
+            total += (double)(ut + st + cut + cst) / tick;
+        else if (ppid == server_pid)
+            total += (double)(ut + st) / tick;
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
+
+static double client_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
 
 static double now_s(void)
 {
@@ -207,6 +260,8 @@ int main(int argc, char **argv)
             ntactics = atoi(v);
         else if (strcmp(o, "--jobs") == 0)
             jobs = atoi(v);
+        else if (strcmp(o, "--server-pid") == 0)
+            server_pid = atoi(v);
         else {
             fprintf(stderr, "unknown option %s\n", o);
             return 2;
@@ -240,38 +295,50 @@ int main(int argc, char **argv)
            ndev, nmodels, nshapes, ntactics, total, jobs);
     fflush(stdout);
 
-    double t0 = now_s();
+    double t0 = now_s(), scpu = server_cpu_s(), ccpu = client_cpu_s();
     pthread_t th[64];
     for (int j = 0; j < jobs; j++)
         pthread_create(&th[j], NULL, pusher, NULL);
     for (int j = 0; j < jobs; j++)
         pthread_join(th[j], NULL);
     double push_s = now_s() - t0;
-    printf("push: %" PRId64 " rows in %.1f s = %.0f rows/s (%.1f ms per 8000-row device push)\n",
-           (int64_t)atomic_load(&rows_sent), push_s, (double)atomic_load(&rows_sent) / push_s,
-           1e3 * push_s * jobs / ndev);
+    double sent = (double)atomic_load(&rows_sent);
+    printf("push: %.0f rows in %.1f s = %.0f rows/s (%.1f ms per %d-row device push)\n", sent,
+           push_s, sent / push_s, 1e3 * push_s * jobs / ndev, nshapes * ntactics);
+    /* On a shared machine wall time says as much about the neighbours as
+     * about the push: CPU time per row does not. */
+    if (server_pid > 0) {
+        double s_cpu = server_cpu_s() - scpu, c_cpu = client_cpu_s() - ccpu;
+        printf("push CPU: server %.1f s + client %.1f s = %.2f us per row, %.0f rows per "
+               "CPU-second\n",
+               s_cpu, c_cpu, 1e6 * (s_cpu + c_cpu) / sent, sent / (s_cpu + c_cpu));
+    }
     fflush(stdout);
 
     /* a re-push of one device: idempotent, and its cost */
     attn_device_info d0;
     model_of(0, &d0);
     t0 = now_s();
+    scpu = server_cpu_s();
     int64_t groups = 0;
     CHECK(fleet_pg_refresh(c, NULL, &groups, err, sizeof err), "refresh");
     double agg_s = now_s() - t0;
     printf("aggregates: %" PRId64 " (model, stack, shape) groups from %" PRId64
-           " rows in %.1f s\n",
-           groups, total, agg_s);
+           " rows in %.1f s (server CPU %.1f s)\n",
+           groups, total, agg_s, server_cpu_s() - scpu);
     fflush(stdout);
 
     char *json = NULL;
     int nrows = 0;
     t0 = now_s();
+    scpu = server_cpu_s();
+    ccpu = client_cpu_s();
     CHECK(fleet_pg_pull(c, &d0, &json, &nrows, err, sizeof err), "pull");
     double pull_s = now_s() - t0;
     printf("pull (server query + table): %d aggregate rows of one model in %.3f s "
-           "(%zu bytes)\n",
-           nrows, pull_s, json ? strlen(json) : 0);
+           "(%zu bytes; CPU server %.3f s, client %.3f s)\n",
+           nrows, pull_s, json ? strlen(json) : 0, server_cpu_s() - scpu,
+           client_cpu_s() - ccpu);
     free(json);
 
     if (dbpath != NULL) {
@@ -280,9 +347,12 @@ int main(int argc, char **argv)
         CHECK(store_open(dbpath, 1, &st, err, sizeof err), "store_open");
         int64_t got = 0;
         t0 = now_s();
+        scpu = server_cpu_s();
+        ccpu = client_cpu_s();
         CHECK(fleet_local_pull(st, c, &d0, 1, &got, err, sizeof err), "local pull");
-        printf("pull into a fresh local SQLite store: %" PRId64 " rows in %.3f s\n", got,
-               now_s() - t0);
+        printf("pull into a fresh local SQLite store: %" PRId64 " rows in %.3f s (CPU server "
+               "%.3f s, client %.3f s)\n",
+               got, now_s() - t0, server_cpu_s() - scpu, client_cpu_s() - ccpu);
         store_close(st);
     }
 
@@ -305,9 +375,11 @@ int main(int argc, char **argv)
         CHECK(fleet_pg_push(c, &b, &ps, err, sizeof err), "re-push");
         double rp = now_s() - t0;
         t0 = now_s();
+        scpu = server_cpu_s();
         CHECK(fleet_pg_pull(c, &d0, &json, &nrows, err, sizeof err), "pull");
-        printf("after one sibling's push (%d rows, %.3f s): pull with refresh %.3f s\n", per,
-               rp, now_s() - t0);
+        printf("after one sibling's push (%d rows, %.3f s): pull with refresh %.3f s "
+               "(server CPU %.3f s)\n",
+               per, rp, now_s() - t0, server_cpu_s() - scpu);
         free(json);
         free(rows);
     }

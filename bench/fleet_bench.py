@@ -47,7 +47,9 @@ def main():
     try:
         print("server: PostgreSQL %s, fsync on, synchronous_commit on" %
               pg.sql("SHOW server_version")[0], flush=True)
-        r = subprocess.run([exe, "--fleet", pg.url, "--db",
+        with open(os.path.join(pg.data, "postmaster.pid")) as f:
+            spid = f.readline().strip()
+        r = subprocess.run([exe, "--fleet", pg.url, "--server-pid", spid, "--db",
                             os.path.join(pg.dir, "pull.db")] + sys.argv[2:], env=pg.env())
         size = pg.sql("SELECT pg_size_pretty(pg_database_size('attune'))")[0]
         print("database size: %s; load average at the end %.1f" % (size, os.getloadavg()[0]))

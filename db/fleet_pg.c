@@ -738,10 +738,11 @@ int fleet_pg_source_seq(fleet_pg *c, const char *source, int64_t *seq, char *err
  * two at once could insert the same key. */
 #define REFRESH_LOCK_KEY 737302
 
-/* Spread: interquartile range / median over the ok devices. Outliers: a
- * device whose median is off the group's by more than 20% and by more than
- * 3 interquartile ranges, in groups of at least 3 ok devices (with 2 there
- * is no majority to be far from). */
+/* Spread: interquartile range / median over the ok devices. Outliers, in
+ * groups of at least 3 ok devices (with 2 there is no majority to be far
+ * from): a device whose median is off the group's by more than 25%, and,
+ * in groups of 8 or more where quartiles mean something, by more than 3
+ * interquartile ranges (a group that is wide by nature flags nobody). */
 static const char *const refresh_sql[] = {
     "CREATE TEMP TABLE IF NOT EXISTS fleet_groups (model_id int, stack_id int,"
     " shape_id int) ON COMMIT DELETE ROWS",
@@ -798,7 +799,9 @@ static const char *const refresh_sql[] = {
     "  AND a.shape_id = m.shape_id AND a.tactic_id = m.tactic_id"
     " WHERE m.status = 'ok' AND a.ok_devices >= 3 AND a.median_us > 0"
     "  AND abs(m.time_us - a.median_us) >"
-    "      greatest(0.2 * a.median_us, 3 * coalesce(a.spread, 0) * a.median_us)",
+    "      CASE WHEN a.ok_devices >= 8"
+    "       THEN greatest(0.25 * a.median_us, 3 * coalesce(a.spread, 0) * a.median_us)"
+    "       ELSE 0.25 * a.median_us END",
     "UPDATE aggregates a SET outliers = o.n FROM ("
     " SELECT o.model_id, o.stack_id, o.shape_id, o.tactic_id, count(*) AS n"
     " FROM outliers o JOIN fleet_groups g ON o.model_id = g.model_id"
