@@ -420,6 +420,51 @@ def test_daemon(pg, tmp, drift_db):
         d.stop()
 
 
+def test_fleet_answers(pg, tmp):
+    """Siblings of this host's CPU model push; attuned --fleet pulls their
+    aggregates and answers a shape it never measured from them."""
+    if not ATTUNED:
+        return
+    me = json.loads(subprocess.run([ATTUNE, "devices", "--json"], capture_output=True,
+                                   text=True, check=True).stdout)["devices"][0]
+    stk = dict(me["stack"])
+    stk.pop("power", None)
+    if me["stack"].get("power"):
+        stk["power"] = me["stack"]["power"]
+    shape = fleetlib.shape_of(0, sq=77)
+    tactics = ["split/acc=f32/pad=1", "fused/pad=1"]
+    for i, t_split in enumerate((30.0, 31.0, 29.0)):
+        rows = [fleetlib.row(shape, tactics[0], stk, t_split, T0),
+                fleetlib.row(shape, tactics[1], stk, 50.0, T0)]
+        tbl = fleetlib.table("CPU-sibling-%d" % i, rows, [stk], name=me["name"],
+                             sm=me["sm_count"], mem=me["memory_mb"])
+        tbl["device"]["kind"] = "cpu"
+        tbl["device"]["cc"] = "0.0"
+        db = os.path.join(tmp, "sib%d.db" % i)
+        fleetlib.import_table(ATTUNE, db, tbl, tmp)
+        run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    work = tempfile.mkdtemp(dir=tmp)
+    db = os.path.join(work, "fresh.db")
+    d = fleetlib.Daemon(ATTUNED, work, db, ["--fleet", pg.url, "--fleet-period", "1",
+                                            "--no-tune-on-miss"], env=pg.env())
+    d.start()
+    try:
+        key = fleetlib.shape_key(shape)
+        ans = {}
+
+        def fleet_answer():
+            st, a = d.get("/v1/tactic?device=cpu&shape=%s" % key)
+            ans.update(a if isinstance(a, dict) else {})
+            return st == 200 and ans.get("source") == "fleet"
+        ok = wait_for(fleet_answer, 30, step=0.3)
+        check(ok and ans.get("tactic") == tactics[0] and ans.get("time_us") == 30.0,
+              "a shape measured only by the fleet is answered source fleet with the "
+              "siblings' median (%s)" % {k: ans.get(k) for k in ("source", "tactic",
+                                                                 "time_us")})
+    finally:
+        d.stop()
+
+
 def main():
     r = subprocess.run([ATTUNE, "fleet", "status", "--db", "/nonexistent/x.db", "--fleet",
                         "postgresql:///x"], capture_output=True, text=True)
@@ -437,6 +482,7 @@ def main():
         test_server_lost_commits(pg, tmp, dbs)
         drift_db = test_drift(pg, tmp)
         test_daemon(pg, tmp, drift_db)
+        test_fleet_answers(pg, tmp)
     finally:
         pg.close()
         subprocess.run(["rm", "-rf", tmp])
