@@ -669,6 +669,10 @@ int fleet_pg_push(fleet_pg *c, const fleet_batch *b, fleet_push_stats *stats, ch
     if ((rc = fleet_pg_cmd(c, "BEGIN", err, errlen)) != 0)
         goto out;
     in_tx = 1;
+    /* again in each transaction: behind a transaction-pooling proxy the
+     * session that made it at connect may not be this one */
+    if ((rc = fleet_pg_cmd(c, stage_sql, err, errlen)) != 0)
+        goto out;
     if (b->source != NULL) {
         int64_t have = 0;
         if ((rc = source_lock(c, b->source, &have, err, errlen)) != 0)
