@@ -260,7 +260,8 @@ def test_drift(pg, tmp):
             rows.append(fleetlib.row(fleetlib.shape_of(i), fleetlib.TACTICS[k], new, t,
                                      T0 + 1000, rel_err=err, status=status))
     db = os.path.join(tmp, "drift.db")
-    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-drift-1", rows, [old, new]), tmp)
+    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-drift-1", rows, [old, new],
+                                                     name="Drift GPU"), tmp)
     r = run(pg, "drift", "--db", db, "--device", "GPU-drift-1", ok=(4,))
     lines = r.stdout.splitlines()
     print("\n".join("   | " + l for l in lines[:4]))
@@ -286,11 +287,23 @@ def test_drift(pg, tmp):
           and j["accuracy"][0]["regression"] is False,
           "--from/--to reverse the comparison: an improvement, not a regression")
     # the model view: a second card of the model with the same drift
-    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-drift-2", rows, [old, new]), tmp)
+    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-drift-2", rows, [old, new],
+                                                     name="Drift GPU"), tmp)
     r = run(pg, "drift", "--db", db, "--device", "GPU-drift-1", "--model", ok=(4,))
     check(r.stdout.startswith("ACCURACY REGRESSION %s" % want)
           and "model FLEET-" in r.stdout.splitlines()[-1] and "2 devices" in r.stdout,
           "drift of the model across its devices")
+    # the fleet's view from a host that has measured nothing of it yet
+    run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    fresh = os.path.join(tmp, "drift-fresh.db")
+    fleetlib.import_table(ATTUNE, fresh, fleetlib.table("GPU-drift-9", [], [new],
+                                                        name="Drift GPU"), tmp)
+    r = run(pg, "drift", "--db", fresh, "--device", "GPU-drift-9", "--fleet", pg.url, ok=(4,))
+    check(r.returncode == 4 and r.stdout.startswith("ACCURACY REGRESSION %s %s"
+                                                    % (want, fleetlib.TACTICS[2]))
+          and "model FLEET-" in r.stdout.splitlines()[-1],
+          "drift --fleet: the fleet's aggregates show the regression first (%s)"
+          % r.stdout.splitlines()[-1:])
     return db
 
 

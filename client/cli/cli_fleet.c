@@ -35,7 +35,7 @@ static const char fleet_usage[] =
 
 static const char drift_usage[] =
     "usage: attune drift --db FILE --device ID [--model] [--from STACK --to STACK]\n"
-    "                    [--json]\n"
+    "                    [--json] [--fleet URL]\n"
     "\n"
     "Compares two software stacks of a device (or, with --model, of every device of\n"
     "its model in the database, pulled fleet rows included): accuracy changes first\n"
@@ -43,7 +43,9 @@ static const char drift_usage[] =
     "beyond 2x; regressions before improvements), then each shape whose winner\n"
     "changed, then every shape's winner time ratio (newer / older), slowest first.\n"
     "The two stacks default to the two most recent (by their first measurement).\n"
-    "A summary line ends the text. Exit status: 0 no accuracy regression, 1 error,\n"
+    "A summary line ends the text. With --fleet URL the model's aggregates are\n"
+    "pulled from the fleet server first and the report is the model's (--model):\n"
+    "the whole fleet's drift. Exit status: 0 no accuracy regression, 1 error,\n"
     "2 usage, 4 at least one accuracy regression.\n";
 
 typedef struct args {
@@ -271,6 +273,13 @@ int cli_drift_main(int argc, char **argv)
     int rc = parse(argc, argv, 1, &a, drift_usage);
     if (rc != 0)
         return rc;
+    if (a.url != NULL) {
+        char err[ATTUNE_ERRLEN];
+        if (fleet_pg_url_check(a.url, err, sizeof err) != 0) {
+            fprintf(stderr, "attune: %s\n", err);
+            return 2;
+        }
+    }
     if (a.ndevices != 1) {
         fprintf(stderr, "attune: drift needs one --device ID\n\n%s", drift_usage);
         return 2;
@@ -278,6 +287,30 @@ int cli_drift_main(int argc, char **argv)
     store *st = NULL;
     if (open_db(a.db, &st))
         return 1;
+    if (a.url != NULL) {
+        /* the fleet's view: its aggregates of this device's model, pulled
+         * into the database as the model's fleet device */
+        fleet_pg *c = NULL;
+        attn_device_info info;
+        attn_stack latest;
+        char perr[ATTUNE_ERRLEN] = "";
+        int64_t rows = 0;
+        if (store_device_get(st, a.devices[0], &info, &latest) != 0) {
+            fprintf(stderr, "attune: unknown device '%s' in %s\n", a.devices[0], a.db);
+            store_close(st);
+            return 1;
+        }
+        if (connect_fleet(a.url, &c) != 0 ||
+            fleet_local_pull(st, c, &info, 1, &rows, perr, sizeof perr) != 0) {
+            if (perr[0])
+                fprintf(stderr, "attune: fleet pull failed: %s\n", perr);
+            fleet_pg_close(c);
+            store_close(st);
+            return 1;
+        }
+        fleet_pg_close(c);
+        a.model = 1;
+    }
     select_policy p;
     select_policy_default(&p);
     drift_report r;
