@@ -1,9 +1,9 @@
 /* app.js -- the attune dashboard: reads the API of the attuned that served
  * it (GET only) and draws plain SVG. No library, no build step.
  *
- * Polls /v1/jobs every second and /v1/devices + /v1/winners every two
- * seconds (at once when a job's progress moves), so winners show within
- * seconds of being measured. Everything drawn carries data-* attributes
+ * Polls /v1/jobs every second, and /v1/devices + /v1/winners when a job's
+ * progress moves (each tactic) or else every five seconds, so winners show
+ * within a second of being measured. Everything drawn carries data-* attributes
  * with the values it shows: the browser test reads them back. */
 'use strict';
 
@@ -625,11 +625,14 @@ async function tick() {
   try {
     const jobs = await api('/v1/jobs?limit=20');
     state.jobs = jobs.jobs;
-    const done = state.jobs.map((j) => j.id + ':' + j.state + ':' + j.done).join(',');
+    const done = state.jobs.map((j) => j.id + ':' + j.state + ':' + j.done + ':' +
+      (j.tactic_index || 0)).join(',');
     const moved = done !== state.lastDone;
     state.lastDone = done;
     renderJobs();
-    if (state.ticks % 2 === 0 || moved) {
+    /* winners are read from the database: at each step of a job, else
+     * every 5 s (writes by `attune tune --db` and imports) */
+    if (state.ticks % 5 === 0 || moved) {
       await refreshDevices();
       await refreshWinners();
     }
