@@ -399,7 +399,13 @@ function drawBars(rows, win, res, wrow) {
     }
     let label = (isWin ? '\u2605 ' : '') + m.tactic;
     if (m.status !== 'ok') label += '  [' + m.status + ']';
-    if (stale) label += '  [stale]';
+    const dev = state.devices.find((d) => d.id === state.device);
+    const power = dev && dev.stack ? dev.stack.power || '' : '';
+    if (stale && m.power !== undefined && (m.power || '') !== power) {
+      label += '  [power mode ' + (m.power || 'unset') + ']'; /* never served in this mode */
+    } else if (stale) {
+      label += '  [stale]';
+    }
     g.appendChild(svg('text', { x: 4, y: y + 15, class: 'label' }, label));
     const color = variantColor(m.variant);
     if (m.time_us !== null && isFinite(m.time_us)) {
