@@ -8,7 +8,7 @@ GRID    ?= grids/cpu-small.json
 CMAKE_FLAGS ?=
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build run tune test clean
+.PHONY: all deps build run tune test clean reliability fuzz
 
 all: build
 
@@ -42,6 +42,21 @@ tune: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The reliability campaign, long versions (docs/reliability.md): crash
+# loops (REL_N kills of each kind), the malformed-request battery, 1,000 slow
+# clients, lookups at 16 connections with a job writing. Prints figures;
+# latency goals are asserted here (--strict), not in `make test`.
+REL_N ?= 50
+reliability: build
+	@env ATTUNED_BIN=$(BUILD)/attuned ATTUNE_BIN=$(BUILD)/attune \
+	    LOOKUP_LOAD=$(BUILD)/tests/lookup_load tests/reliability/run_all.sh $(REL_N)
+
+# libFuzzer: every harness of fuzz/ for FUZZ_SECONDS from its seed corpus
+# (clang ASan+UBSan build in build-asan/).
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	fuzz/run.sh $(FUZZ_SECONDS) $(CURDIR)/build-asan
 
 clean:
 	rm -rf $(BUILD)

@@ -6,7 +6,9 @@
 set -eu
 pkgs="build-essential cmake pkg-config libsqlite3-dev libjansson-dev libmicrohttpd-dev
 libcurl4-openssl-dev python3 sqlite3 curl chromium
-libpq-dev postgresql"
+libpq-dev postgresql
+clang libclang-rt-dev"
+# clang and its runtimes: libFuzzer and the sanitizers (fuzz/, .ci/sanitizers)
 # node and npm: Debian's packages unless the commands are already there
 # (another Node.js installation, e.g. the machine's own, is kept)
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"

@@ -3,8 +3,9 @@
  *
  *   lookup_load -p PORT -u PATH [-c CONNS] [-t SECONDS] [-r RATE] [-n] [-s SRCADDR]
  *
- * One thread per connection, blocking sockets, HTTP/1.1 keep-alive (-n: a
- * new connection per request, so accepting is measured too). -r: requests
+ * One thread per connection, blocking sockets, HTTP/1.1 keep-alive where
+ * the server keeps the connection (a "Connection: close" answer: the next
+ * request opens a new one, as wrk does); -n: a new connection per request. -r: requests
  * per second per connection at most (0: as fast as answered). A request
  * is an error when the connection fails or the status is not 200; the
  * connection is then reopened. Prints one JSON line: requests, errors,
@@ -72,8 +73,9 @@ static int dial(void)
 }
 
 /* One request/response on fd; the status, or -1 when the connection
- * failed (closed, reset, timed out, unparsable). */
-static int exchange(int fd, const char *req, size_t reqlen)
+ * failed (closed, reset, timed out, unparsable). *closing: the server said
+ * Connection: close (the next request needs a new connection). */
+static int exchange(int fd, const char *req, size_t reqlen, int *closing)
 {
     char buf[16384];
     size_t off = 0;
@@ -97,6 +99,8 @@ static int exchange(int fd, const char *req, size_t reqlen)
         char *cl = strcasestr(buf, "\r\ncontent-length:");
         if (cl == NULL || cl > end)
             return -1;
+        char *conn = strcasestr(buf, "\r\nconnection: close");
+        *closing = conn != NULL && conn < end;
         size_t body = strtoul(cl + 17, NULL, 10);
         size_t have = off - (size_t)(end + 4 - buf);
         while (have < body) {
@@ -141,7 +145,8 @@ static void *run(void *arg)
         double t0 = now_s();
         if (fd < 0)
             fd = dial();
-        int st = fd >= 0 ? exchange(fd, req, (size_t)reqlen) : -1;
+        int closing = 0;
+        int st = fd >= 0 ? exchange(fd, req, (size_t)reqlen, &closing) : -1;
         double ms = (now_s() - t0) * 1e3;
         if (st != 200) {
             o->errors++;
@@ -151,7 +156,7 @@ static void *run(void *arg)
             continue;
         }
         record(o, ms);
-        if (fresh) {
+        if (fresh || closing) {
             close(fd);
             fd = -1;
         }
