@@ -62,11 +62,6 @@ static void export_free(void *cls)
     free(c);
 }
 
-int export_running(const attuned *d)
-{
-    return atomic_load(&((attuned *)d)->exports);
-}
-
 enum MHD_Result export_stream(req *r, const char *device_id)
 {
     attuned *d = r->d;

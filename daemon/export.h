@@ -23,7 +23,4 @@
  * ATTUNED_EXPORTS_MAX exports are running. */
 enum MHD_Result export_stream(req *r, const char *device_id);
 
-/* Exports running now (metrics, tests). */
-int export_running(const attuned *d);
-
 #endif
