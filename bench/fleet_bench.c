@@ -333,7 +333,7 @@ int main(int argc, char **argv)
     t0 = now_s();
     scpu = server_cpu_s();
     ccpu = client_cpu_s();
-    CHECK(fleet_pg_pull(c, &d0, &json, &nrows, err, sizeof err), "pull");
+    CHECK(fleet_pg_pull(c, &d0, 0, &json, &nrows, err, sizeof err), "pull");
     double pull_s = now_s() - t0;
     printf("pull (server query + table): %d aggregate rows of one model in %.3f s "
            "(%zu bytes; CPU server %.3f s, client %.3f s)\n",
@@ -349,7 +349,7 @@ int main(int argc, char **argv)
         t0 = now_s();
         scpu = server_cpu_s();
         ccpu = client_cpu_s();
-        CHECK(fleet_local_pull(st, c, &d0, 1, &got, err, sizeof err), "local pull");
+        CHECK(fleet_local_pull(st, c, &d0, 1, 0, &got, err, sizeof err), "local pull");
         printf("pull into a fresh local SQLite store: %" PRId64 " rows in %.3f s (CPU server "
                "%.3f s, client %.3f s)\n",
                got, now_s() - t0, server_cpu_s() - scpu, client_cpu_s() - ccpu);
@@ -374,13 +374,22 @@ int main(int argc, char **argv)
         t0 = now_s();
         CHECK(fleet_pg_push(c, &b, &ps, err, sizeof err), "re-push");
         double rp = now_s() - t0;
+        /* attuned's pull: the model was refreshed just now, so it reads
+         * the aggregates as they are */
         t0 = now_s();
         scpu = server_cpu_s();
-        CHECK(fleet_pg_pull(c, &d0, &json, &nrows, err, sizeof err), "pull");
-        printf("after one sibling's push (%d rows, %.3f s): pull with refresh %.3f s "
-               "(server CPU %.3f s)\n",
-               per, rp, now_s() - t0, server_cpu_s() - scpu);
+        ccpu = client_cpu_s();
+        CHECK(fleet_pg_pull(c, &d0, 300, &json, &nrows, err, sizeof err), "pull");
+        printf("after one sibling's push (%d rows, %.3f s): attuned's pull (no refresh due) "
+               "%.3f s (CPU server %.3f s, client %.3f s)\n",
+               per, rp, now_s() - t0, server_cpu_s() - scpu, client_cpu_s() - ccpu);
         free(json);
+        int64_t g = 0;
+        t0 = now_s();
+        scpu = server_cpu_s();
+        CHECK(fleet_pg_refresh(c, &d0, &g, err, sizeof err), "refresh");
+        printf("refresh of the model after that push: %" PRId64 " groups in %.3f s "
+               "(server CPU %.3f s)\n", g, now_s() - t0, server_cpu_s() - scpu);
         free(rows);
     }
     fleet_pg_info info;

@@ -117,7 +117,8 @@ static int sync_once(fleet_sync *s, int64_t *next_pull)
         return 0;
     if (time(NULL) >= *next_pull) {
         int64_t rows = 0;
-        if ((rc = fleet_local_pull(s->st, s->conn, s->devices, s->cfg.ndevices, &rows, err,
+        if ((rc = fleet_local_pull(s->st, s->conn, s->devices, s->cfg.ndevices,
+                                   FLEET_SYNC_REFRESH_S, &rows, err,
                                    sizeof err)) != 0) {
             log_event(LOGL_WARN, "fleet_pull_failed", "error=\"%s\"", err);
             return rc;

@@ -27,6 +27,10 @@ typedef struct fleet_sync_config {
     int pause_ms;                    /* pause between push batches (0: none) */
 } fleet_sync_config;
 
+/* attuned's pulls recompute its model's aggregates at most this often
+ * (seconds), and never while another host is at it (fleet_pg_pull). */
+#define FLEET_SYNC_REFRESH_S 300
+
 /* Longest wait between two attempts while the server is unreachable. */
 #define FLEET_SYNC_BACKOFF_MAX_S 60
 

@@ -450,7 +450,7 @@ out:
 }
 
 int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
-                     int64_t *rows, char *err, size_t errlen)
+                     int refresh_after_s, int64_t *rows, char *err, size_t errlen)
 {
     *rows = 0;
     for (int i = 0; i < n; i++) {
@@ -464,7 +464,7 @@ int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n
         if (seen || fleet_is_model_device(devs[i].id))
             continue;
         char *json = NULL;
-        int got = 0, rc = fleet_pg_pull(c, &devs[i], &json, &got, err, errlen);
+        int got = 0, rc = fleet_pg_pull(c, &devs[i], refresh_after_s, &json, &got, err, errlen);
         if (rc != 0)
             return rc;
         if (json == NULL)

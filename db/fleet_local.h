@@ -61,9 +61,10 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
 
 /* Pull the aggregates of the models of devs[0..n) (duplicates pulled once)
  * into st as fleet rows (store_import: validated, only newer rows replace
- * older ones). *rows: aggregate rows received. */
+ * older ones); refresh_after_s as fleet_pg_pull's. *rows: aggregate rows
+ * received. */
 int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
-                     int64_t *rows, char *err, size_t errlen);
+                     int refresh_after_s, int64_t *rows, char *err, size_t errlen);
 
 /* The stack row id of st: 0, ATTUNE_ENOTFOUND, or a database error. */
 int fleet_local_stack(store *st, const char *id, attn_stack *out);

@@ -55,8 +55,8 @@ int fleet_pg_source_seq(fleet_pg *c, const char *source, int64_t *seq, char *err
                         size_t errlen) { return NOPQ(err, errlen); }
 int fleet_pg_refresh(fleet_pg *c, const attn_device_info *d, int64_t *groups, char *err,
                      size_t errlen) { return NOPQ(err, errlen); }
-int fleet_pg_pull(fleet_pg *c, const attn_device_info *d, char **json, int *nrows,
-                  char *err, size_t errlen) { return NOPQ(err, errlen); }
+int fleet_pg_pull(fleet_pg *c, const attn_device_info *d, int refresh_after_s, char **json,
+                  int *nrows, char *err, size_t errlen) { return NOPQ(err, errlen); }
 int fleet_pg_info_get(fleet_pg *c, const char *source, fleet_pg_info *out, char *err,
                       size_t errlen) { return NOPQ(err, errlen); }
 int fleet_pg_exec(fleet_pg *c, const char *sql, char *err, size_t errlen)
@@ -833,44 +833,99 @@ static int model_lookup(fleet_pg *c, const attn_device_info *d, int *id, char *e
     return rc;
 }
 
-int fleet_pg_refresh(fleet_pg *c, const attn_device_info *d, int64_t *groups, char *err,
-                     size_t errlen)
+/* Recompute the dirty groups of one model in one transaction, under the
+ * model's advisory lock (two refreshes of a model would insert the same
+ * aggregate keys). wait = 0: when another session holds the lock, or the
+ * model was refreshed less than min_age_s ago, do nothing (a pull then
+ * reads the aggregates as they are). */
+static int refresh_model(fleet_pg *c, int model, int min_age_s, int wait, int64_t *groups,
+                         char *err, size_t errlen)
 {
-    int model = -1, rc;
-    char ms[16], lock[64];
-    *groups = 0;
-    if (d != NULL) {
-        if ((rc = model_lookup(c, d, &model, err, errlen)) != 0)
-            return rc;
-        if (model < 0)
-            return 0;
-    }
+    char ms[16], sql[160], age[16];
+    int rc;
     snprintf(ms, sizeof ms, "%d", model);
-    const char *p[] = {d != NULL ? ms : NULL};
+    snprintf(age, sizeof age, "%d", min_age_s);
+    const char *p[] = {ms, age};
     if ((rc = fleet_pg_cmd(c, "BEGIN", err, errlen)) != 0)
         return rc;
-    snprintf(lock, sizeof lock, "SELECT pg_advisory_xact_lock(%d)", REFRESH_LOCK_KEY);
+    snprintf(sql, sizeof sql, "SELECT %s(%d, %d)",
+             wait ? "pg_advisory_xact_lock" : "pg_try_advisory_xact_lock", REFRESH_LOCK_KEY,
+             model);
+    PGresult *r = PQexec(c->conn, sql);
+    int go = PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!go) {
+        rc = fleet_pg_fail(c, r, "fleet server (aggregates lock)", err, errlen);
+        PQclear(r);
+        goto fail;
+    }
+    go = wait || PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (go && min_age_s > 0) {
+        r = PQexecParams(c->conn,
+                         "SELECT refreshed_at IS NULL OR refreshed_at < now() - "
+                         "make_interval(secs => $2::int) FROM models WHERE id = $1::int",
+                         2, NULL, p, NULL, NULL, 0);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            rc = fleet_pg_fail(c, r, "fleet server (aggregates age)", err, errlen);
+            PQclear(r);
+            goto fail;
+        }
+        go = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+        PQclear(r);
+    }
+    if (!go)
+        return fleet_pg_cmd(c, "ROLLBACK", err, errlen);
     /* the window sort of a model's rows (800k for 8M) fits in memory
      * instead of spilling to disk at the default 4MB */
-    if ((rc = fleet_pg_cmd(c, lock, err, errlen)) != 0 ||
-        (rc = fleet_pg_cmd(c, "SET LOCAL work_mem = '256MB'", err, errlen)) != 0)
+    if ((rc = fleet_pg_cmd(c, "SET LOCAL work_mem = '256MB'", err, errlen)) != 0)
         goto fail;
     for (size_t i = 0; i < sizeof refresh_sql / sizeof refresh_sql[0]; i++) {
         int np = strstr(refresh_sql[i], "$1") != NULL;
-        PGresult *r = PQexecParams(c->conn, refresh_sql[i], np, NULL, np ? p : NULL, NULL,
-                                   NULL, 0);
+        r = PQexecParams(c->conn, refresh_sql[i], np, NULL, np ? p : NULL, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_COMMAND_OK) {
             rc = fleet_pg_fail(c, r, "fleet server (aggregates)", err, errlen);
             PQclear(r);
             goto fail;
         }
         if (i == 1)
-            *groups = strtoll(PQcmdTuples(r), NULL, 10);
+            *groups += strtoll(PQcmdTuples(r), NULL, 10);
         PQclear(r);
     }
+    r = PQexecParams(c->conn, "UPDATE models SET refreshed_at = now() WHERE id = $1::int", 1,
+                     NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        rc = fleet_pg_fail(c, r, "fleet server (aggregates)", err, errlen);
+        PQclear(r);
+        goto fail;
+    }
+    PQclear(r);
     return fleet_pg_cmd(c, "COMMIT", err, errlen);
 fail:
     rollback(c);
+    return rc;
+}
+
+int fleet_pg_refresh(fleet_pg *c, const attn_device_info *d, int64_t *groups, char *err,
+                     size_t errlen)
+{
+    int model = -1, rc;
+    *groups = 0;
+    if (d != NULL) {
+        if ((rc = model_lookup(c, d, &model, err, errlen)) != 0 || model < 0)
+            return rc;
+        return refresh_model(c, model, 0, 1, groups, err, errlen);
+    }
+    /* every model with dirty groups, one transaction each */
+    PGresult *r = PQexec(c->conn, "SELECT DISTINCT model_id FROM dirty ORDER BY 1");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        rc = fleet_pg_fail(c, r, "fleet server (aggregates)", err, errlen);
+        PQclear(r);
+        return rc;
+    }
+    rc = 0;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++)
+        rc = refresh_model(c, atoi(PQgetvalue(r, i, 0)), 0, 1, groups, err, errlen);
+    PQclear(r);
     return rc;
 }
 
@@ -930,8 +985,8 @@ static json_t *pull_row(const PGresult *r, int i)
                      "taken_at", (json_int_t)strtoll(PQgetvalue(r, i, 26), NULL, 10));
 }
 
-int fleet_pg_pull(fleet_pg *c, const attn_device_info *d, char **json, int *nrows,
-                  char *err, size_t errlen)
+int fleet_pg_pull(fleet_pg *c, const attn_device_info *d, int refresh_after_s, char **json,
+                  int *nrows, char *err, size_t errlen)
 {
     int model, rc;
     int64_t groups;
@@ -939,8 +994,10 @@ int fleet_pg_pull(fleet_pg *c, const attn_device_info *d, char **json, int *nrow
     json_t *root = NULL, *stacks = NULL, *rows = NULL;
     *json = NULL;
     *nrows = 0;
-    if ((rc = fleet_pg_refresh(c, d, &groups, err, errlen)) != 0 ||
-        (rc = model_lookup(c, d, &model, err, errlen)) != 0 || model < 0)
+    groups = 0;
+    if ((rc = model_lookup(c, d, &model, err, errlen)) != 0 || model < 0 ||
+        (rc = refresh_model(c, model, refresh_after_s, refresh_after_s <= 0, &groups, err,
+                            errlen)) != 0)
         return rc;
     char ms[16];
     snprintf(ms, sizeof ms, "%d", model);

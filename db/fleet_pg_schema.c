@@ -37,6 +37,7 @@ static const char schema_v1[] =
     "  cc_minor int NOT NULL CHECK (cc_minor BETWEEN 0 AND 99),"
     "  sm_count int NOT NULL CHECK (sm_count BETWEEN 0 AND 1000000),"
     "  memory_mb bigint NOT NULL CHECK (memory_mb BETWEEN 0 AND 1099511627776),"
+    "  refreshed_at timestamptz,"    /* last aggregate refresh of the model */
     "  UNIQUE (name, kind, cc_major, cc_minor, sm_count, memory_mb));"
     "CREATE TABLE devices ("
     "  id serial PRIMARY KEY,"

@@ -180,7 +180,7 @@ static int fleet_pull(const args *a)
             devs[n++] = local[i].info;
     }
     int64_t rows = 0;
-    if (fleet_local_pull(st, c, devs, n, &rows, err, sizeof err) != 0) {
+    if (fleet_local_pull(st, c, devs, n, 0, &rows, err, sizeof err) != 0) {
         fprintf(stderr, "attune: fleet pull failed: %s\n", err);
         goto out;
     }
@@ -301,7 +301,7 @@ int cli_drift_main(int argc, char **argv)
             return 1;
         }
         if (connect_fleet(a.url, &c) != 0 ||
-            fleet_local_pull(st, c, &info, 1, &rows, perr, sizeof perr) != 0) {
+            fleet_local_pull(st, c, &info, 1, 0, &rows, perr, sizeof perr) != 0) {
             if (perr[0])
                 fprintf(stderr, "attune: fleet pull failed: %s\n", perr);
             fleet_pg_close(c);
