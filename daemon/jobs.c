@@ -337,11 +337,17 @@ static void run_miss(jdev *d, store *st, store *reader, const attn_shape *s)
               d->dev.info.id, key, quick, res.measured, rc ? attune_strerror(rc) : "ok");
 }
 
+static int same_shape(const attn_shape *a, const attn_shape *b)
+{
+    return a->b == b->b && a->hq == b->hq && a->hkv == b->hkv && a->sq == b->sq &&
+           a->skv == b->skv && a->d == b->d && a->dtype == b->dtype && a->causal == b->causal;
+}
+
 int jobs_miss(jobs *j, const char *device_id, const attn_shape *s)
 {
     if (j == NULL || j->cfg.no_tune_on_miss)
         return JOBS_MISS_NONE;
-    char key[ATTN_SHAPE_KEY_MAX], other[ATTN_SHAPE_KEY_MAX];
+    char key[ATTN_SHAPE_KEY_MAX];
     attn_shape_key(s, key, sizeof key);
     int state = JOBS_MISS_NONE;
     pthread_mutex_lock(&j->mu);
@@ -353,8 +359,7 @@ int jobs_miss(jobs *j, const char *device_id, const attn_shape *s)
         goto out;
     }
     for (int i = 0; i < d->mlen; i++)
-        if (strcmp(attn_shape_key(&d->miss[(d->mhead + i) % JOBS_MISS_MAX_QUEUED], other,
-                                  sizeof other), key) == 0) {
+        if (same_shape(&d->miss[(d->mhead + i) % JOBS_MISS_MAX_QUEUED], s)) {
             state = JOBS_MISS_QUEUED;
             goto out;
         }

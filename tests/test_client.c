@@ -101,6 +101,14 @@ static const char answer_nearest[] =
     "\"measured_stack\":\"0123456789abcdef\","
     "\"from_shape\":\"b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\",\"distance\":2.0}";
 
+static const char answer_predicted[] =
+    "{\"device\":\"CPU-00\",\"shape\":\"b3.hq8.hkv1.sq50.skv1018.d256.f16.nc\","
+    "\"tactic\":\"folded/acc=f32/pad=8\",\"variant\":\"folded\",\"pad\":8,"
+    "\"source\":\"predicted\",\"stale\":false,\"stack\":\"0123456789abcdef\","
+    "\"time_us\":9.5,\"predicted_us\":9.5,\"rel_err\":3e-06,\"max_abs_err\":null,"
+    "\"from_shape\":\"b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\",\"distance\":0.79,"
+    "\"from_shapes\":\"b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\",\"tuning\":\"queued\"}";
+
 static void reply(int fd, int status, const char *body)
 {
     char head[256];
@@ -146,6 +154,8 @@ static void *server_main(void *arg)
             reply(fd, 500, "{\"error\":\"database is on fire\"}");
         else if (strstr(buf, "device=near") != NULL)
             reply(fd, 200, answer_nearest);
+        else if (strstr(buf, "device=pred") != NULL)
+            reply(fd, 200, answer_predicted);
         else if (strstr(buf, "device=junk") != NULL)
             reply(fd, 200, "this is not json");
         else if (strncmp(buf, "GET /v1/health", 14) == 0)
@@ -267,6 +277,32 @@ static void lookup_should_tell_where_a_nearest_answer_comes_from(void)
     /* the cache keeps the appended fields too */
     CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK);
     CHECK_STR(a.from_shape, "b1.hq8.hkv1.sq50.skv1018.d256.f16.nc");
+    attune_client_free(c);
+}
+
+/* A predicted answer (tune on miss queued) is cached for the short TTL
+ * only, so the runtime picks up the measured winner soon after. */
+static void predicted_answer_should_be_re_asked_after_the_short_ttl(void)
+{
+    attune_client *c = attune_client_new(server_url, 2000);
+    attune_shape_q q = query("pred");
+    attune_answer a;
+    q.b = 3;
+    int before = requests_seen(NULL, 0);
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK);
+    CHECK_STR(a.source, "predicted");
+    CHECK_STR(a.tuning, "queued");
+    CHECK_STR(a.from_shape, "b1.hq8.hkv1.sq50.skv1018.d256.f16.nc");
+    CHECK_NEAR(a.distance, 0.79, 0);
+    CHECK_NEAR(a.time_us, 9.5, 0);
+    CHECK(isnan(a.max_abs_err));
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK); /* within the TTL: cached */
+    CHECK_EQ_INT(requests_seen(NULL, 0), before + 1);
+    struct timespec ts = {.tv_sec = ATTUNE_CLIENT_SHORT_TTL_MS / 1000,
+                          .tv_nsec = (ATTUNE_CLIENT_SHORT_TTL_MS % 1000) * 1000000L + 100000000L};
+    nanosleep(&ts, NULL);
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK); /* expired: asked again */
+    CHECK_EQ_INT(requests_seen(NULL, 0), before + 2);
     attune_client_free(c);
 }
 
@@ -475,6 +511,7 @@ int main(void)
     snprintf(server_url, sizeof server_url, "http://127.0.0.1:%d/", srv_port);
     RUN(lookup_should_parse_the_daemon_answer);
     RUN(lookup_should_tell_where_a_nearest_answer_comes_from);
+    RUN(predicted_answer_should_be_re_asked_after_the_short_ttl);
     RUN(client_url_should_be_the_resolved_one);
     RUN(lookup_should_cache_answers);
     RUN(lookup_should_escape_device_names);
