@@ -1,4 +1,4 @@
-/* store_devices.c -- devices the store knows, and the incumbent-winner mark. */
+/* store_devices.c -- devices and stacks: upserts, lookup, listing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,41 +42,167 @@ fail:
     return rc;
 }
 
-int store_winner_mark(store *st, const char *device_id, const char *stack_id,
-                      const attn_shape *s, const char *tactic)
+
+/* ---- devices and stacks */
+
+int store_upsert_stack(store *st, const attn_stack *s, int *changed)
 {
-    static const char sql[] =
-        "UPDATE measurements SET incumbent = (?4 IS NOT NULL AND tactic = ?4)"
-        " WHERE device_id = ?1 AND stack_id = ?2"
-        "   AND shape_id = (SELECT id FROM shapes WHERE key = ?3)";
-    char key[ATTN_SHAPE_KEY_MAX];
-    attn_shape_key(s, key, sizeof key);
     sqlite3_stmt *q = NULL;
-    int rc = store_begin(st);
+    int rc = store_stmt(st, STMT_STACK_UPSERT,
+                        "INSERT INTO stacks(id, driver, runtime, blas, attune, kernels, "
+                        "first_seen, power) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+                        "ON CONFLICT(id) DO NOTHING",
+                        &q);
     if (rc != 0)
-        return rc;
-    int src = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL);
-    if (src == SQLITE_OK &&
-        (sqlite3_bind_text(q, 1, device_id, -1, SQLITE_STATIC) ||
-         sqlite3_bind_text(q, 2, stack_id, -1, SQLITE_STATIC) ||
-         sqlite3_bind_text(q, 3, key, -1, SQLITE_STATIC) ||
-         (tactic ? sqlite3_bind_text(q, 4, tactic, -1, SQLITE_STATIC)
-                 : sqlite3_bind_null(q, 4))))
-        src = SQLITE_ERROR;
-    if (src == SQLITE_OK)
-        src = sqlite3_step(q);
-    if (src != SQLITE_DONE) {
-        rc = store_sqlite_err(src);
+        goto fail;
+    if (store_bind_text(q, 1, s->id) || store_bind_text(q, 2, s->driver) || store_bind_text(q, 3, s->runtime) ||
+        store_bind_text(q, 4, s->blas) || store_bind_text(q, 5, s->attune) || store_bind_text(q, 6, s->kernels) ||
+        sqlite3_bind_int64(q, 7, store_now()) || store_bind_text(q, 8, s->power)) {
+        rc = ATTUNE_EDB;
         goto fail;
     }
-    if (sqlite3_changes(st->db) == 0) {
+    if ((rc = store_exec(q)) != 0)
+        goto fail;
+    if (changed != NULL)
+        *changed = sqlite3_changes(st->db) > 0;
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+int store_upsert_device(store *st, const attn_device_info *d, int64_t seen,
+                        const char *latest_stack, int *changed)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = store_stmt(
+        st, STMT_DEVICE_UPSERT,
+        "INSERT INTO devices(id, name, kind, idx, cc_major, cc_minor, sm_count, memory_mb, "
+        "clock_mhz, mem_clock_mhz, latest_stack, first_seen, last_seen) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12) "
+        "ON CONFLICT(id) DO UPDATE SET name = excluded.name, kind = excluded.kind, "
+        "idx = CASE WHEN excluded.idx >= 0 THEN excluded.idx ELSE devices.idx END, "
+        "cc_major = excluded.cc_major, cc_minor = excluded.cc_minor, "
+        "sm_count = excluded.sm_count, memory_mb = excluded.memory_mb, "
+        "clock_mhz = excluded.clock_mhz, mem_clock_mhz = excluded.mem_clock_mhz, "
+        "latest_stack = coalesce(excluded.latest_stack, devices.latest_stack), "
+        "last_seen = excluded.last_seen "
+        "WHERE excluded.last_seen >= devices.last_seen AND ("
+        "excluded.last_seen > devices.last_seen OR devices.name IS NOT excluded.name OR "
+        "devices.kind IS NOT excluded.kind OR "
+        "(excluded.idx >= 0 AND devices.idx IS NOT excluded.idx) OR "
+        "devices.cc_major IS NOT excluded.cc_major OR "
+        "devices.cc_minor IS NOT excluded.cc_minor OR "
+        "devices.sm_count IS NOT excluded.sm_count OR "
+        "devices.memory_mb IS NOT excluded.memory_mb OR "
+        "devices.clock_mhz IS NOT excluded.clock_mhz OR "
+        "devices.mem_clock_mhz IS NOT excluded.mem_clock_mhz OR "
+        "(excluded.latest_stack IS NOT NULL AND "
+        "devices.latest_stack IS NOT excluded.latest_stack))",
+        &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, d->id) || store_bind_text(q, 2, d->name) || store_bind_text(q, 3, d->kind) ||
+        sqlite3_bind_int(q, 4, d->index) || sqlite3_bind_int(q, 5, d->cc_major) ||
+        sqlite3_bind_int(q, 6, d->cc_minor) || sqlite3_bind_int(q, 7, d->sm_count) ||
+        sqlite3_bind_int64(q, 8, d->memory_mb) || sqlite3_bind_int(q, 9, d->clock_mhz) ||
+        sqlite3_bind_int(q, 10, d->mem_clock_mhz) || store_bind_text(q, 11, latest_stack) ||
+        sqlite3_bind_int64(q, 12, seen)) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    if ((rc = store_exec(q)) != 0)
+        goto fail;
+    if (changed != NULL)
+        *changed = sqlite3_changes(st->db) > 0;
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+/* Contract: see store.h. A stack with an empty id gets attn_stack_finish's;
+ * a given id must match its fields. ATTUNE_EINVAL for invalid fields. */
+typedef struct device_put_args {
+    const attn_device_info *info;
+    const attn_stack *stack;
+} device_put_args;
+
+static int device_put_tx(store *st, void *ctx)
+{
+    const device_put_args *a = ctx;
+    int rc = store_upsert_stack(st, a->stack, NULL);
+    return rc != 0 ? rc : store_upsert_device(st, a->info, store_now(), a->stack->id, NULL);
+}
+
+int store_device_put(store *st, const attn_device_info *info, const attn_stack *stack)
+{
+    int rc;
+    if (st == NULL || info == NULL || stack == NULL)
+        return ATTUNE_EINVAL;
+    attn_stack sk = *stack;
+    if (sk.id[0] == 0)
+        attn_stack_finish(&sk);
+    if ((rc = store_check_device(info, NULL, 0)) != 0 ||
+        (rc = store_check_stack(&sk, NULL, 0)) != 0)
+        return rc;
+    device_put_args a = {info, &sk};
+    return store_tx(st, device_put_tx, &a);
+}
+
+void store_device_row(sqlite3_stmt *q, attn_device_info *info, attn_stack *stack)
+{
+    memset(info, 0, sizeof *info);
+    store_column_text(q, 0, info->id, sizeof info->id);
+    store_column_text(q, 1, info->name, sizeof info->name);
+    store_column_text(q, 2, info->kind, sizeof info->kind);
+    info->index = sqlite3_column_int(q, 3);
+    info->cc_major = sqlite3_column_int(q, 4);
+    info->cc_minor = sqlite3_column_int(q, 5);
+    info->sm_count = sqlite3_column_int(q, 6);
+    info->memory_mb = sqlite3_column_int64(q, 7);
+    info->clock_mhz = sqlite3_column_int(q, 8);
+    info->mem_clock_mhz = sqlite3_column_int(q, 9);
+    if (stack == NULL)
+        return;
+    memset(stack, 0, sizeof *stack);
+    store_column_text(q, 10, stack->id, sizeof stack->id);
+    store_column_text(q, 11, stack->driver, sizeof stack->driver);
+    store_column_text(q, 12, stack->runtime, sizeof stack->runtime);
+    store_column_text(q, 13, stack->blas, sizeof stack->blas);
+    store_column_text(q, 14, stack->attune, sizeof stack->attune);
+    store_column_text(q, 15, stack->kernels, sizeof stack->kernels);
+    store_column_text(q, 16, stack->power, sizeof stack->power);
+}
+
+/* Contract: see store.h. An exact id wins over a name match; among name
+ * matches the most recently seen. latest_stack is zeroed when the device
+ * has no stack recorded. */
+int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
+                     attn_stack *latest_stack)
+{
+    sqlite3_stmt *q = NULL;
+    if (st == NULL || id_or_name == NULL || info == NULL)
+        return ATTUNE_EINVAL;
+    int rc = store_stmt(st, STMT_DEVICE_GET,
+                        STORE_DEVICE_SELECT "WHERE d.id = ?1 OR d.name = ?1 COLLATE NOCASE "
+                        "ORDER BY d.id = ?1 DESC, d.last_seen DESC, d.rowid DESC LIMIT 1",
+                        &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, id_or_name) != SQLITE_OK) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    int src = sqlite3_step(q);
+    if (src == SQLITE_DONE) {
         rc = ATTUNE_ENOTFOUND;
         goto fail;
     }
-    sqlite3_finalize(q);
-    return store_commit(st);
+    if (src != SQLITE_ROW) {
+        rc = store_sqlite_err(src);
+        goto fail;
+    }
+    store_device_row(q, info, latest_stack);
 fail:
-    sqlite3_finalize(q);
-    store_rollback(st);
+    store_stmt_done(q);
     return rc;
 }

@@ -510,6 +510,53 @@ static int merge_fail(store *st, int rc, char *err, size_t errlen)
                        attune_strerror(rc), sqlite3_errmsg(st->db));
 }
 
+/* What store_import's transaction merges: the checked table. */
+typedef struct merge_args {
+    const attn_stack *stacks;
+    size_t nstacks;
+    const attn_device_info *dev;
+    int64_t seen;
+    const char *latest;
+    json_t *rows_js;
+    store_import_stats got;   /* out */
+    int stage;                /* 0 BEGIN failed, 1 in the body, 2 body done */
+    char *err;
+    size_t errlen;
+} merge_args;
+
+/* store_import's transaction: stacks, the device, then each row (replaced
+ * only when newer). Sets a->err on failure. */
+static int merge_tx(store *st, void *ctx)
+{
+    merge_args *a = ctx;
+    store_measurement m;
+    int rc, changed = 0;
+    a->stage = 1;
+    for (size_t i = 0; i < a->nstacks; i++) {
+        if ((rc = store_upsert_stack(st, &a->stacks[i], &changed)) != 0)
+            return merge_fail(st, rc, a->err, a->errlen);
+        a->got.stacks += changed;
+    }
+    rc = store_upsert_device(st, a->dev, a->seen, a->latest[0] ? a->latest : NULL, &changed);
+    if (rc != 0)
+        return merge_fail(st, rc, a->err, a->errlen);
+    a->got.devices = changed;
+    size_t nrows = json_array_size(a->rows_js);
+    for (size_t i = 0; i < nrows; i++) {
+        if ((rc = row_from_json(json_array_get(a->rows_js, i), (int)i, a->dev->id, &m, a->err,
+                                a->errlen)) != 0)
+            return rc;
+        if ((rc = store_write_measurement(st, &m, m.tactic, 1, &changed)) != 0)
+            return merge_fail(st, rc, a->err, a->errlen);
+        if (changed)
+            a->got.measurements++;
+        else
+            a->got.skipped++;
+    }
+    a->stage = 2;
+    return 0;
+}
+
 static const char *const top_keys[] = {"format", "version", "exported_at", "host",
                                        "device", "stacks", "measurements"};
 
@@ -526,10 +573,9 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
     row_hash *keys = NULL;
     attn_device_info dev;
     store_measurement m;
-    store_import_stats got = {0, 0, 0, 0};
     char host[64], latest[24];
     int64_t version, exported_at;
-    int rc, in_tx = 0;
+    int rc;
     if (stats != NULL)
         memset(stats, 0, sizeof *stats);
     if (st == NULL || json == NULL)
@@ -644,48 +690,18 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
         seen = newest; /* the device was seen when it was last measured */
 
     /* Merge: all or nothing. */
-    if ((rc = store_begin(st)) != 0) {
-        attune_fail(err, errlen, rc, "cannot lock the database: %s", sqlite3_errmsg(st->db));
+    merge_args a = {.stacks = stacks, .nstacks = nstacks, .dev = &dev, .seen = seen,
+                    .latest = latest, .rows_js = rows_js, .err = err, .errlen = errlen};
+    if ((rc = store_tx(st, merge_tx, &a)) != 0) {
+        if (a.stage == 0)
+            attune_fail(err, errlen, rc, "cannot lock the database: %s", sqlite3_errmsg(st->db));
+        else if (a.stage == 2) /* COMMIT failed */
+            merge_fail(st, rc, err, errlen);
         goto fail;
     }
-    in_tx = 1;
-    int changed = 0;
-    for (size_t i = 0; i < nstacks; i++) {
-        if ((rc = store_upsert_stack(st, &stacks[i], &changed)) != 0) {
-            rc = merge_fail(st, rc, err, errlen);
-            goto fail;
-        }
-        got.stacks += changed;
-    }
-    if ((rc = store_upsert_device(st, &dev, seen, latest[0] ? latest : NULL, &changed)) != 0) {
-        rc = merge_fail(st, rc, err, errlen);
-        goto fail;
-    }
-    got.devices = changed;
-    for (size_t i = 0; i < nrows; i++) {
-        if ((rc = row_from_json(json_array_get(rows_js, i), (int)i, dev.id, &m, err,
-                                errlen)) != 0)
-            goto fail;
-        if ((rc = store_write_measurement(st, &m, m.tactic, 1, &changed)) != 0) {
-            rc = merge_fail(st, rc, err, errlen);
-            goto fail;
-        }
-        if (changed)
-            got.measurements++;
-        else
-            got.skipped++;
-    }
-    if ((rc = store_commit(st)) != 0) {
-        rc = merge_fail(st, rc, err, errlen);
-        goto fail;
-    }
-    in_tx = 0;
     if (stats != NULL)
-        *stats = got;
-    rc = 0;
+        *stats = a.got;
 fail:
-    if (in_tx)
-        store_rollback(st);
     json_decref(root);
     free(stacks);
     free(keys);

@@ -1,4 +1,4 @@
-/* store_internal.h -- what store.c, store_schema.c and store_fleet.c share.
+/* store_internal.h -- what the db/store*.c files share.
  *
  * Not part of the store's contract (db/store.h is): the handle's layout,
  * SQLite error mapping, transactions and the field checks that both
@@ -19,7 +19,7 @@ typedef enum {
     STMT_SHAPE_INSERT, STMT_SHAPE_SELECT,
     STMT_STACK_UPSERT, STMT_DEVICE_UPSERT, STMT_DEVICE_GET,
     STMT_MEAS_PUT, STMT_MEAS_MERGE, STMT_MEAS_EXISTS, STMT_MEAS_READ, STMT_MEAS_READ_ALL,
-    STMT_SHAPES,
+    STMT_SHAPES, STMT_WINNER_MARK,
     STMT_JOB_INSERT, STMT_JOB_SHAPE_INSERT, STMT_JOB_GET, STMT_JOB_SHAPES,
     STMT_JOB_TOTAL, STMT_JOB_UPDATE, STMT_JOBS_LIST,
     STMT_EXPORT_STACKS,
@@ -49,10 +49,18 @@ struct store {
 int store_sqlite_err(int src);
 
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK. store_rollback ignores errors (it is
- * called on failure paths where the first error is the one to report). */
+ * called on failure paths where the first error is the one to report).
+ * Writers go through store_tx; the bare calls are for the read snapshot
+ * of an export. */
 int store_begin(store *st);
 int store_commit(store *st);
 void store_rollback(store *st);
+
+/* The one write-transaction path: BEGIN IMMEDIATE, body(st, ctx), COMMIT;
+ * when BEGIN, the body or COMMIT fails, ROLLBACK and return that first
+ * error (the body's return value when it is the one). 0 on commit. */
+typedef int (*store_tx_body)(store *st, void *ctx);
+int store_tx(store *st, store_tx_body body, void *ctx);
 
 /* The cached statement id, prepared from sql on first use (each id has
  * exactly one SQL text), reset and unbound otherwise. 0 or a mapped error.
@@ -64,6 +72,8 @@ void store_stmt_done(sqlite3_stmt *q);
 /* Step a statement that returns no row: 0 or a mapped error. */
 int store_exec(sqlite3_stmt *q);
 
+/* Bind a text, NULL as SQL NULL (copied: SQLITE_TRANSIENT). */
+int store_bind_text(sqlite3_stmt *q, int i, const char *s);
 /* Bind a double, NaN as SQL NULL. */
 int store_bind_double(sqlite3_stmt *q, int i, double v);
 /* Column as double, SQL NULL as NaN. */
@@ -85,6 +95,10 @@ void store_device_row(sqlite3_stmt *q, attn_device_info *info, attn_stack *stack
 
 /* Id of the shapes row of s, inserting it when new. Inside a transaction. */
 int store_shape_id(store *st, const attn_shape *s, int64_t *id);
+
+/* Step q (columns b, hq, hkv, sq, skv, d, dtype, causal from column 0)
+ * to the end into a malloc'd array (*out NULL when none). */
+int store_collect_shapes(sqlite3_stmt *q, attn_shape **out, int *n);
 
 /* Current unix time, seconds. */
 int64_t store_now(void);

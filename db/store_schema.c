@@ -178,31 +178,23 @@ static int check_version(store *st, int version, int objects, char *err, size_t 
     return 0;
 }
 
-/* Contract: see store_internal.h. store_open calls it before anything else
- * touches the file (a refused database is left exactly as it was, journal
- * mode included). The version is read again under the write lock, which
- * settles races between processes opening the same new file. */
-int store_schema_migrate(store *st, char *err, size_t errlen)
-{
-    int version = 0, objects = 0, in_tx = 0;
-    int rc = read_version(st, &version, &objects, err, errlen);
-    if (rc != 0)
-        goto fail;
-    if ((rc = check_version(st, version, objects, err, errlen)) != 0)
-        goto fail;
-    if (version == STORE_SCHEMA_VERSION)
-        return 0;
+typedef struct migrate_args {
+    char *err;
+    size_t errlen;
+    int stage;   /* 0 BEGIN failed, 1 in the body, 2 body done */
+} migrate_args;
 
-    if ((rc = store_begin(st)) != 0) {
-        attune_fail(err, errlen, rc, "cannot lock '%s' to set up its schema: %s", st->path,
-                    sqlite3_errmsg(st->db));
-        goto fail;
-    }
-    in_tx = 1;
-    /* Another process may have created or migrated it meanwhile. */
-    if ((rc = read_version(st, &version, &objects, err, errlen)) != 0 ||
-        (rc = check_version(st, version, objects, err, errlen)) != 0)
-        goto fail;
+/* The migration under the write lock: read the version again (another
+ * process may have created or migrated the file meanwhile), create or
+ * migrate, set user_version. Sets a->err on failure. */
+static int migrate_tx(store *st, void *ctx)
+{
+    migrate_args *a = ctx;
+    int version = 0, objects = 0;
+    a->stage = 1;
+    int rc = read_version(st, &version, &objects, a->err, a->errlen);
+    if (rc != 0 || (rc = check_version(st, version, objects, a->err, a->errlen)) != 0)
+        return rc;
     if (version == 0) {
         if (sqlite3_exec(st->db, schema_current, NULL, NULL, NULL) != SQLITE_OK)
             goto sqlfail;
@@ -216,19 +208,36 @@ int store_schema_migrate(store *st, char *err, size_t errlen)
     snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", STORE_SCHEMA_VERSION);
     if (sqlite3_exec(st->db, pragma, NULL, NULL, NULL) != SQLITE_OK)
         goto sqlfail;
-    if ((rc = store_commit(st)) != 0) {
+    a->stage = 2;
+    return 0;
+sqlfail:
+    return attune_fail(a->err, a->errlen, store_sqlite_err(sqlite3_extended_errcode(st->db)),
+                       "cannot bring '%s' to schema version %d (at version %d): %s", st->path,
+                       STORE_SCHEMA_VERSION, version, sqlite3_errmsg(st->db));
+}
+
+/* Contract: see store_internal.h. store_open calls it before anything else
+ * touches the file (a refused database is left exactly as it was, journal
+ * mode included). The version is read again under the write lock, which
+ * settles races between processes opening the same new file. */
+int store_schema_migrate(store *st, char *err, size_t errlen)
+{
+    int version = 0, objects = 0;
+    int rc = read_version(st, &version, &objects, err, errlen);
+    if (rc != 0)
+        return rc;
+    if ((rc = check_version(st, version, objects, err, errlen)) != 0)
+        return rc;
+    if (version == STORE_SCHEMA_VERSION)
+        return 0;
+    migrate_args a = {err, errlen, 0};
+    if ((rc = store_tx(st, migrate_tx, &a)) == 0)
+        return 0;
+    if (a.stage == 0)
+        attune_fail(err, errlen, rc, "cannot lock '%s' to set up its schema: %s", st->path,
+                    sqlite3_errmsg(st->db));
+    else if (a.stage == 2)
         attune_fail(err, errlen, rc, "cannot commit the schema of '%s': %s", st->path,
                     sqlite3_errmsg(st->db));
-        goto fail;
-    }
-    return 0;
-
-sqlfail:
-    rc = attune_fail(err, errlen, store_sqlite_err(sqlite3_extended_errcode(st->db)),
-                     "cannot bring '%s' to schema version %d (at version %d): %s", st->path,
-                     STORE_SCHEMA_VERSION, version, sqlite3_errmsg(st->db));
-fail:
-    if (in_tx)
-        store_rollback(st);
     return rc;
 }

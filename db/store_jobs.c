@@ -1,0 +1,285 @@
+/* store_jobs.c -- tuning jobs as rows: create, read, update, list. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/grow.h"
+
+#include "store_internal.h"
+
+static int job_state_parse(const char *s, store_job_state *out)
+{
+    for (int i = 0; s != NULL && i < 5; i++)
+        if (strcmp(s, store_job_state_name((store_job_state)i)) == 0) {
+            *out = (store_job_state)i;
+            return 0;
+        }
+    return ATTUNE_EINVAL;
+}
+
+/* ---- jobs */
+
+typedef struct job_create_args {
+    const char *device_id;
+    const attn_shape *shapes;
+    int n;
+    int64_t id;  /* out */
+} job_create_args;
+
+/* store_job_create's transaction: the job row, then one row per shape. */
+static int job_create_tx(store *st, void *ctx)
+{
+    job_create_args *a = ctx;
+    sqlite3_stmt *q = NULL;
+    int rc = store_stmt(st, STMT_JOB_INSERT,
+                        "INSERT INTO jobs(device_id, state, done, total, created_at, "
+                        "updated_at, error) VALUES (?1, 'queued', 0, ?2, ?3, ?3, '')",
+                        &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, a->device_id) || sqlite3_bind_int(q, 2, a->n) ||
+        sqlite3_bind_int64(q, 3, store_now())) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    if ((rc = store_exec(q)) != 0)
+        goto fail;
+    store_stmt_done(q);
+    q = NULL;
+    a->id = sqlite3_last_insert_rowid(st->db);
+    for (int i = 0; i < a->n; i++) {
+        int64_t shape_id;
+        if ((rc = store_shape_id(st, &a->shapes[i], &shape_id)) != 0)
+            goto fail;
+        if ((rc = store_stmt(st, STMT_JOB_SHAPE_INSERT,
+                             "INSERT INTO job_shapes(job_id, position, shape_id) "
+                             "VALUES (?1, ?2, ?3)",
+                             &q)) != 0)
+            goto fail;
+        if (sqlite3_bind_int64(q, 1, a->id) || sqlite3_bind_int(q, 2, i) ||
+            sqlite3_bind_int64(q, 3, shape_id)) {
+            rc = ATTUNE_EDB;
+            goto fail;
+        }
+        if ((rc = store_exec(q)) != 0)
+            goto fail;
+        store_stmt_done(q);
+        q = NULL;
+    }
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+/* Contract: see store.h. n must be in [1, STORE_MAX_JOB_SHAPES] and every
+ * shape valid (ATTUNE_EINVAL otherwise); job and shapes are written in one
+ * transaction. */
+int store_job_create(store *st, const char *device_id, const attn_shape *shapes, int n,
+                     int64_t *id)
+{
+    int rc;
+    if (st == NULL || device_id == NULL || shapes == NULL || id == NULL || n < 1 ||
+        n > STORE_MAX_JOB_SHAPES)
+        return ATTUNE_EINVAL;
+    if ((rc = store_check_id(device_id, 64, "device id", NULL, 0)) != 0)
+        return rc;
+    for (int i = 0; i < n; i++)
+        if ((rc = attn_shape_validate(&shapes[i], NULL, 0)) != 0)
+            return ATTUNE_EINVAL;
+    job_create_args a = {device_id, shapes, n, 0};
+    if ((rc = store_tx(st, job_create_tx, &a)) == 0)
+        *id = a.id;
+    return rc;
+}
+
+#define JOB_COLS "id, device_id, state, done, total, created_at, updated_at, error"
+
+static int job_read(sqlite3_stmt *q, store_job *j)
+{
+    char state[16];
+    memset(j, 0, sizeof *j);
+    j->id = sqlite3_column_int64(q, 0);
+    store_column_text(q, 1, j->device_id, sizeof j->device_id);
+    store_column_text(q, 2, state, sizeof state);
+    if (job_state_parse(state, &j->state) != 0)
+        return ATTUNE_EDB;
+    j->done = sqlite3_column_int(q, 3);
+    j->total = sqlite3_column_int(q, 4);
+    j->created_at = sqlite3_column_int64(q, 5);
+    j->updated_at = sqlite3_column_int64(q, 6);
+    store_column_text(q, 7, j->error, sizeof j->error);
+    return 0;
+}
+
+/* Contract: see store.h. ATTUNE_ENOTFOUND when no job has that id. On
+ * error job->shapes is NULL. */
+int store_job_get(store *st, int64_t id, store_job *job)
+{
+    sqlite3_stmt *q = NULL;
+    attn_shape *shapes = NULL;
+    int n = 0;
+    if (st == NULL || job == NULL)
+        return ATTUNE_EINVAL;
+    memset(job, 0, sizeof *job);
+    int rc = store_stmt(st, STMT_JOB_GET, "SELECT " JOB_COLS " FROM jobs WHERE id = ?1", &q);
+    if (rc != 0)
+        goto fail;
+    if (sqlite3_bind_int64(q, 1, id) != SQLITE_OK) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    int src = sqlite3_step(q);
+    if (src != SQLITE_ROW) {
+        rc = src == SQLITE_DONE ? ATTUNE_ENOTFOUND : store_sqlite_err(src);
+        goto fail;
+    }
+    if ((rc = job_read(q, job)) != 0)
+        goto fail;
+    store_stmt_done(q);
+    if ((rc = store_stmt(st, STMT_JOB_SHAPES,
+                         "SELECT s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype, s.causal "
+                         "FROM job_shapes j JOIN shapes s ON s.id = j.shape_id "
+                         "WHERE j.job_id = ?1 ORDER BY j.position",
+                         &q)) != 0)
+        goto fail;
+    if (sqlite3_bind_int64(q, 1, id) != SQLITE_OK) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    if ((rc = store_collect_shapes(q, &shapes, &n)) != 0)
+        goto fail;
+    if (n != job->total) { /* the schema cannot say it; the rows can */
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    job->shapes = shapes;
+    shapes = NULL;
+fail:
+    store_stmt_done(q);
+    free(shapes);
+    return rc;
+}
+
+void store_job_free(store_job *job)
+{
+    if (job == NULL)
+        return;
+    free(job->shapes);
+    job->shapes = NULL;
+}
+
+/* Copy at most len - 1 bytes of s into buf without cutting a UTF-8
+ * sequence in two. */
+static void utf8_truncate(const char *s, char *buf, size_t len)
+{
+    size_t n = strlen(s);
+    if (n >= len) {
+        n = len - 1;
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--;
+    }
+    memcpy(buf, s, n);
+    buf[n] = 0;
+}
+
+typedef struct job_update_args {
+    int64_t id;
+    store_job_state state;
+    int done;
+    const char *error;
+} job_update_args;
+
+/* store_job_update's transaction: done checked against the row's total. */
+static int job_update_tx(store *st, void *ctx)
+{
+    const job_update_args *a = ctx;
+    sqlite3_stmt *q = NULL;
+    int rc = store_stmt(st, STMT_JOB_TOTAL, "SELECT total FROM jobs WHERE id = ?1", &q);
+    if (rc != 0)
+        goto fail;
+    if (sqlite3_bind_int64(q, 1, a->id) != SQLITE_OK) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    int src = sqlite3_step(q);
+    if (src != SQLITE_ROW) {
+        rc = src == SQLITE_DONE ? ATTUNE_ENOTFOUND : store_sqlite_err(src);
+        goto fail;
+    }
+    if (a->done > sqlite3_column_int(q, 0)) {
+        rc = ATTUNE_EINVAL;
+        goto fail;
+    }
+    store_stmt_done(q);
+    if ((rc = store_stmt(st, STMT_JOB_UPDATE,
+                         "UPDATE jobs SET state = ?2, done = ?3, error = ?4, updated_at = ?5 "
+                         "WHERE id = ?1",
+                         &q)) != 0)
+        goto fail;
+    if (sqlite3_bind_int64(q, 1, a->id) ||
+        store_bind_text(q, 2, store_job_state_name(a->state)) ||
+        sqlite3_bind_int(q, 3, a->done) || store_bind_text(q, 4, a->error) ||
+        sqlite3_bind_int64(q, 5, store_now())) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    rc = store_exec(q);
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+/* Contract: see store.h. error NULL clears the error text; a longer one is
+ * cut to what store_job.error holds. ATTUNE_EINVAL for an unknown state or
+ * done outside [0, total], ATTUNE_ENOTFOUND for an unknown job. */
+int store_job_update(store *st, int64_t id, store_job_state state, int done,
+                     const char *error)
+{
+    char msg[sizeof ((store_job *)0)->error];
+    if (st == NULL || (unsigned)state > STORE_JOB_CANCELED || done < 0)
+        return ATTUNE_EINVAL;
+    utf8_truncate(error != NULL ? error : "", msg, sizeof msg);
+    job_update_args a = {id, state, done, msg};
+    return store_tx(st, job_update_tx, &a);
+}
+
+/* Contract: see store.h. *out is NULL when there are no such jobs. */
+int store_jobs_list(store *st, int state, store_job **out, int *n)
+{
+    sqlite3_stmt *q = NULL;
+    store_job *rows = NULL;
+    int count = 0, cap = 0, src;
+    if (out != NULL)
+        *out = NULL;
+    if (n != NULL)
+        *n = 0;
+    if (st == NULL || out == NULL || n == NULL || state > (int)STORE_JOB_CANCELED)
+        return ATTUNE_EINVAL;
+    int rc = store_stmt(st, STMT_JOBS_LIST,
+                        "SELECT " JOB_COLS " FROM jobs WHERE ?1 IS NULL OR state = ?1 "
+                        "ORDER BY created_at, id",
+                        &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, state < 0 ? NULL : store_job_state_name((store_job_state)state))) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
+        if ((rc = grow_array(&rows, &cap, count, sizeof *rows)) != 0)
+            goto fail;
+        if ((rc = job_read(q, &rows[count])) != 0)
+            goto fail;
+        count++;
+    }
+    if (src != SQLITE_DONE) {
+        rc = store_sqlite_err(src);
+        goto fail;
+    }
+    *out = rows;
+    *n = count;
+    rows = NULL;
+fail:
+    store_stmt_done(q);
+    free(rows);
+    return rc;
+}

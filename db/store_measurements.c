@@ -1,0 +1,324 @@
+/* store_measurements.c -- measurement rows: write, commit, look up, read back. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../common/grow.h"
+
+#include "store_internal.h"
+
+/* ---- measurements */
+
+#define MEAS_UPSERT                                                                    \
+    "INSERT INTO measurements(device_id, stack_id, shape_id, tactic, status, time_us, " \
+    "time_us_min, time_us_max, time_us_copies, n, max_abs_err, rel_err, mode, l2, "    \
+    "rows_checked, note, host, taken_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " \
+    "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) "                                    \
+    "ON CONFLICT(device_id, stack_id, shape_id, tactic) DO UPDATE SET "               \
+    "status = excluded.status, time_us = excluded.time_us, "                           \
+    "time_us_min = excluded.time_us_min, time_us_max = excluded.time_us_max, "         \
+    "time_us_copies = excluded.time_us_copies, n = excluded.n, "                       \
+    "max_abs_err = excluded.max_abs_err, rel_err = excluded.rel_err, "                 \
+    "mode = excluded.mode, l2 = excluded.l2, rows_checked = excluded.rows_checked, "   \
+    "note = excluded.note, host = excluded.host, taken_at = excluded.taken_at"
+
+int store_write_measurement(store *st, const store_measurement *m, const char *tactic,
+                            int only_newer, int *written)
+{
+    sqlite3_stmt *q = NULL;
+    int64_t shape_id;
+    int rc = store_shape_id(st, &m->shape, &shape_id);
+    if (rc != 0)
+        goto fail;
+    if (only_newer)
+        rc = store_stmt(st, STMT_MEAS_MERGE,
+                        MEAS_UPSERT " WHERE excluded.taken_at > measurements.taken_at", &q);
+    else
+        rc = store_stmt(st, STMT_MEAS_PUT, MEAS_UPSERT, &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, m->device_id) || store_bind_text(q, 2, m->stack_id) ||
+        sqlite3_bind_int64(q, 3, shape_id) || store_bind_text(q, 4, tactic) ||
+        store_bind_text(q, 5, store_status_name(m->status)) || store_bind_double(q, 6, m->time_us) ||
+        store_bind_double(q, 7, m->time_us_min) || store_bind_double(q, 8, m->time_us_max) ||
+        store_bind_double(q, 9, m->time_us_copies) || sqlite3_bind_int(q, 10, m->n) ||
+        store_bind_double(q, 11, m->max_abs_err) || store_bind_double(q, 12, m->rel_err) ||
+        store_bind_text(q, 13, m->mode) || store_bind_text(q, 14, m->l2) ||
+        sqlite3_bind_int(q, 15, m->rows_checked) || store_bind_text(q, 16, m->note) ||
+        store_bind_text(q, 17, m->host) || sqlite3_bind_int64(q, 18, m->taken_at)) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    if ((rc = store_exec(q)) != 0)
+        goto fail;
+    if (written != NULL)
+        *written = sqlite3_changes(st->db) > 0;
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+/* store_measurement_put's transaction: ctx is the checked row, tactic
+ * canonical. */
+static int measurement_put_tx(store *st, void *ctx)
+{
+    const store_measurement *m = ctx;
+    return store_write_measurement(st, m, m->tactic, 0, NULL);
+}
+
+/* Contract: see store.h. ATTUNE_EINVAL for an invalid field (see
+ * store_check_measurement; the tactic is stored in canonical form),
+ * ATTUNE_ENOTFOUND when the device or stack was never stored with
+ * store_device_put, ATTUNE_EBUSY when the write lock stayed taken past the
+ * busy timeout. An infinite error statistic (inf output) is stored as
+ * unknown (NULL): the status carries the verdict. */
+int store_measurement_put(store *st, const store_measurement *m)
+{
+    char canon[ATTN_TACTIC_STR_MAX];
+    int rc;
+    if (st == NULL || m == NULL)
+        return ATTUNE_EINVAL;
+    store_measurement c = *m;
+    if (isinf(c.max_abs_err) && c.max_abs_err > 0)
+        c.max_abs_err = NAN;
+    if (isinf(c.rel_err) && c.rel_err > 0)
+        c.rel_err = NAN;
+    if ((rc = store_check_measurement(&c, canon, NULL, 0)) != 0)
+        return rc;
+    memcpy(c.tactic, canon, sizeof c.tactic);
+    return store_tx(st, measurement_put_tx, &c);
+}
+
+/* Canonical shape key and tactic text for a lookup. */
+static int lookup_keys(const attn_shape *s, const char *tactic, char *key, char *canon)
+{
+    attn_tactic t;
+    if (attn_shape_validate(s, NULL, 0) != 0)
+        return ATTUNE_EINVAL;
+    attn_shape_key(s, key, ATTN_SHAPE_KEY_MAX);
+    if (tactic != NULL) {
+        if (attn_tactic_parse(tactic, &t, NULL, 0) != 0)
+            return ATTUNE_EINVAL;
+        attn_tactic_str(&t, canon, ATTN_TACTIC_STR_MAX);
+    }
+    return 0;
+}
+
+int store_measurement_exists(store *st, const char *device_id, const char *stack_id,
+                             const attn_shape *s, const char *tactic)
+{
+    char key[ATTN_SHAPE_KEY_MAX], canon[ATTN_TACTIC_STR_MAX];
+    sqlite3_stmt *q = NULL;
+    if (st == NULL || device_id == NULL || stack_id == NULL || s == NULL || tactic == NULL)
+        return ATTUNE_EINVAL;
+    int rc = lookup_keys(s, tactic, key, canon);
+    if (rc != 0)
+        return rc;
+    rc = store_stmt(st, STMT_MEAS_EXISTS,
+                    "SELECT 1 FROM measurements m JOIN shapes s ON s.id = m.shape_id "
+                    "WHERE m.device_id = ?1 AND m.stack_id = ?2 AND s.key = ?3 "
+                    "AND m.tactic = ?4",
+                    &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, device_id) || store_bind_text(q, 2, stack_id) || store_bind_text(q, 3, key) ||
+        store_bind_text(q, 4, canon)) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    int src = sqlite3_step(q);
+    if (src == SQLITE_ROW)
+        rc = 1;
+    else if (src == SQLITE_DONE)
+        rc = 0;
+    else
+        rc = store_sqlite_err(src);
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+/* Columns read by row_read, in order; the last one is the smallest
+ * relative error of the ok rows of the same (device, stack, shape). */
+#define MEAS_COLUMNS                                                                   \
+    "SELECT m.device_id, m.stack_id, s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype, "     \
+    "s.causal, m.tactic, m.status, m.time_us, m.time_us_min, m.time_us_max, "          \
+    "m.time_us_copies, m.n, m.max_abs_err, m.rel_err, m.mode, m.l2, m.rows_checked, "  \
+    "m.note, m.host, m.taken_at, m.incumbent, "
+#define MEAS_SELECT                                                                    \
+    MEAS_COLUMNS "(SELECT min(o.rel_err) FROM measurements o "                         \
+    "WHERE o.device_id = m.device_id AND o.stack_id = m.stack_id "                     \
+    "AND o.shape_id = m.shape_id AND o.status = 'ok'), "                               \
+    "(SELECT k.power FROM stacks k WHERE k.id = m.stack_id) "                          \
+    "FROM measurements m JOIN shapes s ON s.id = m.shape_id "                          \
+    "WHERE m.device_id = ?1 AND (?2 IS NULL OR m.stack_id = ?2) "
+#define MEAS_ORDER " ORDER BY s.key, m.tactic, m.taken_at DESC, m.stack_id"
+
+static int row_read(sqlite3_stmt *q, store_measurement *m)
+{
+    char buf[16];
+    memset(m, 0, sizeof *m);
+    store_column_text(q, 0, m->device_id, sizeof m->device_id);
+    store_column_text(q, 1, m->stack_id, sizeof m->stack_id);
+    m->shape.b = sqlite3_column_int64(q, 2);
+    m->shape.hq = sqlite3_column_int64(q, 3);
+    m->shape.hkv = sqlite3_column_int64(q, 4);
+    m->shape.sq = sqlite3_column_int64(q, 5);
+    m->shape.skv = sqlite3_column_int64(q, 6);
+    m->shape.d = sqlite3_column_int64(q, 7);
+    store_column_text(q, 8, buf, sizeof buf);
+    if (attn_dtype_parse(buf, &m->shape.dtype) != 0)
+        return ATTUNE_EDB;
+    m->shape.causal = sqlite3_column_int(q, 9) != 0;
+    store_column_text(q, 10, m->tactic, sizeof m->tactic);
+    store_column_text(q, 11, buf, sizeof buf);
+    if (store_status_parse(buf, &m->status) != 0)
+        return ATTUNE_EDB;
+    m->time_us = store_column_double(q, 12);
+    m->time_us_min = store_column_double(q, 13);
+    m->time_us_max = store_column_double(q, 14);
+    m->time_us_copies = store_column_double(q, 15);
+    m->n = sqlite3_column_int(q, 16);
+    m->max_abs_err = store_column_double(q, 17);
+    m->rel_err = store_column_double(q, 18);
+    store_column_text(q, 19, m->mode, sizeof m->mode);
+    store_column_text(q, 20, m->l2, sizeof m->l2);
+    m->rows_checked = sqlite3_column_int(q, 21);
+    store_column_text(q, 22, m->note, sizeof m->note);
+    store_column_text(q, 23, m->host, sizeof m->host);
+    m->taken_at = sqlite3_column_int64(q, 24);
+    m->incumbent = sqlite3_column_int(q, 25) != 0;
+    double best = store_column_double(q, 26);
+    m->err_ratio = isnan(m->rel_err) || isnan(best) || best == 0 ? NAN : m->rel_err / best;
+    store_column_text(q, 27, m->power, sizeof m->power);
+    return 0;
+}
+
+/* Step q to the end, collecting rows into a malloc'd array. */
+static int collect(sqlite3_stmt *q, store_measurement **out, int *n)
+{
+    store_measurement *rows = NULL;
+    int count = 0, cap = 0, rc = 0, src;
+    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
+        if ((rc = grow_array(&rows, &cap, count, sizeof *rows)) != 0)
+            goto fail;
+        if ((rc = row_read(q, &rows[count])) != 0)
+            goto fail;
+        count++;
+    }
+    if (src != SQLITE_DONE) {
+        rc = store_sqlite_err(src);
+        goto fail;
+    }
+    *out = rows;
+    *n = count;
+    return 0;
+fail:
+    free(rows);
+    return rc;
+}
+
+/* Contract: see store.h. On error *out is NULL and *n 0. Rows come ordered
+ * by tactic, newest first within a tactic. */
+int store_measurements_get(store *st, const char *device_id, const char *stack_id,
+                           const attn_shape *s, store_measurement **out, int *n)
+{
+    char key[ATTN_SHAPE_KEY_MAX];
+    sqlite3_stmt *q = NULL;
+    if (out != NULL)
+        *out = NULL;
+    if (n != NULL)
+        *n = 0;
+    if (st == NULL || device_id == NULL || s == NULL || out == NULL || n == NULL)
+        return ATTUNE_EINVAL;
+    int rc = lookup_keys(s, NULL, key, NULL);
+    if (rc != 0)
+        return rc;
+    rc = store_stmt(st, STMT_MEAS_READ, MEAS_SELECT "AND s.key = ?3" MEAS_ORDER, &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, device_id) || store_bind_text(q, 2, stack_id) || store_bind_text(q, 3, key)) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    rc = collect(q, out, n);
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+/* Contract: see store.h; rows ordered by shape key, then as above. */
+int store_measurements_all(store *st, const char *device_id, store_measurement **out,
+                           int *n)
+{
+    sqlite3_stmt *q = NULL;
+    if (out != NULL)
+        *out = NULL;
+    if (n != NULL)
+        *n = 0;
+    if (st == NULL || device_id == NULL || out == NULL || n == NULL)
+        return ATTUNE_EINVAL;
+    int rc = store_stmt(st, STMT_MEAS_READ_ALL, MEAS_SELECT MEAS_ORDER, &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, device_id) != SQLITE_OK) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    rc = collect(q, out, n);
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+typedef struct winner_mark_args {
+    const char *device_id, *stack_id, *key, *tactic;
+} winner_mark_args;
+
+static int winner_mark_tx(store *st, void *ctx)
+{
+    const winner_mark_args *a = ctx;
+    sqlite3_stmt *q = NULL;
+    int rc = store_stmt(st, STMT_WINNER_MARK,
+                        "UPDATE measurements SET incumbent = (?4 IS NOT NULL AND tactic = ?4)"
+                        " WHERE device_id = ?1 AND stack_id = ?2"
+                        "   AND shape_id = (SELECT id FROM shapes WHERE key = ?3)",
+                        &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, a->device_id) || store_bind_text(q, 2, a->stack_id) ||
+        store_bind_text(q, 3, a->key) || store_bind_text(q, 4, a->tactic)) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    if ((rc = store_exec(q)) == 0 && sqlite3_changes(st->db) == 0)
+        rc = ATTUNE_ENOTFOUND;
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+int store_winner_mark(store *st, const char *device_id, const char *stack_id,
+                      const attn_shape *s, const char *tactic)
+{
+    char key[ATTN_SHAPE_KEY_MAX];
+    attn_shape_key(s, key, sizeof key);
+    winner_mark_args a = {device_id, stack_id, key, tactic};
+    return store_tx(st, winner_mark_tx, &a);
+}
+
+/* ---- for store_stream.c: every row of a device, one step at a time */
+
+const char *store_meas_all_sql(void)
+{
+    /* MEAS_SELECT's rows in MEAS_ORDER, but walked shape by shape in key
+     * order (CROSS JOIN keeps shapes outside): only each shape's few rows
+     * are sorted, so the first row comes at once however large the table,
+     * and err_ratio (NULL here) is not computed: exports do not carry it */
+    return MEAS_COLUMNS "NULL FROM shapes s CROSS JOIN measurements m ON m.shape_id = s.id "
+                        "WHERE m.device_id = ?1 AND (?2 IS NULL OR m.stack_id = ?2)" MEAS_ORDER;
+}
+
+int store_meas_row_read(sqlite3_stmt *q, store_measurement *m)
+{
+    return row_read(q, m);
+}

@@ -1,0 +1,132 @@
+/* store_shapes.c -- the shapes table: a shape's row id, and shape lists read back. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+/* Contract: see store_internal.h. Looks the key up first: shapes repeat
+ * across tactics, so the insert is the rare path. */
+int store_shape_id(store *st, const attn_shape *s, int64_t *id)
+{
+    char key[ATTN_SHAPE_KEY_MAX];
+    sqlite3_stmt *q = NULL;
+    attn_shape_key(s, key, sizeof key);
+    int rc = store_stmt(st, STMT_SHAPE_SELECT, "SELECT id FROM shapes WHERE key = ?1", &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, key) != SQLITE_OK) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    int src = sqlite3_step(q);
+    if (src == SQLITE_ROW) {
+        *id = sqlite3_column_int64(q, 0);
+        store_stmt_done(q);
+        return 0;
+    }
+    if (src != SQLITE_DONE) {
+        rc = store_sqlite_err(src);
+        goto fail;
+    }
+    store_stmt_done(q);
+    rc = store_stmt(st, STMT_SHAPE_INSERT,
+                    "INSERT INTO shapes(key, b, hq, hkv, sq, skv, d, dtype, causal) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, key) || sqlite3_bind_int64(q, 2, s->b) ||
+        sqlite3_bind_int64(q, 3, s->hq) || sqlite3_bind_int64(q, 4, s->hkv) ||
+        sqlite3_bind_int64(q, 5, s->sq) || sqlite3_bind_int64(q, 6, s->skv) ||
+        sqlite3_bind_int64(q, 7, s->d) || store_bind_text(q, 8, attn_dtype_name(s->dtype)) ||
+        sqlite3_bind_int(q, 9, s->causal ? 1 : 0)) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    if ((rc = store_exec(q)) != 0)
+        goto fail;
+    *id = sqlite3_last_insert_rowid(st->db);
+fail:
+    store_stmt_done(q);
+    return rc;
+}
+
+/* Read shape columns b, hq, hkv, sq, skv, d, dtype, causal from column i. */
+static int shape_read(sqlite3_stmt *q, int i, attn_shape *s)
+{
+    char dt[8];
+    memset(s, 0, sizeof *s);
+    s->b = sqlite3_column_int64(q, i);
+    s->hq = sqlite3_column_int64(q, i + 1);
+    s->hkv = sqlite3_column_int64(q, i + 2);
+    s->sq = sqlite3_column_int64(q, i + 3);
+    s->skv = sqlite3_column_int64(q, i + 4);
+    s->d = sqlite3_column_int64(q, i + 5);
+    store_column_text(q, i + 6, dt, sizeof dt);
+    s->causal = sqlite3_column_int(q, i + 7) != 0;
+    return attn_dtype_parse(dt, &s->dtype) == 0 ? 0 : ATTUNE_EDB;
+}
+
+/* Step q (shape columns from 0) into a malloc'd array. */
+int store_collect_shapes(sqlite3_stmt *q, attn_shape **out, int *n)
+{
+    attn_shape *rows = NULL;
+    int count = 0, cap = 0, rc = 0, src;
+    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
+        if (count == cap) {
+            if (cap > INT_MAX / 2) {
+                rc = ATTUNE_ENOMEM;
+                goto fail;
+            }
+            int ncap = cap ? cap * 2 : 16;
+            attn_shape *grown = realloc(rows, (size_t)ncap * sizeof *rows);
+            if (grown == NULL) {
+                rc = ATTUNE_ENOMEM;
+                goto fail;
+            }
+            rows = grown;
+            cap = ncap;
+        }
+        if ((rc = shape_read(q, 0, &rows[count])) != 0)
+            goto fail;
+        count++;
+    }
+    if (src != SQLITE_DONE) {
+        rc = store_sqlite_err(src);
+        goto fail;
+    }
+    *out = rows;
+    *n = count;
+    return 0;
+fail:
+    free(rows);
+    return rc;
+}
+
+/* Contract: see store.h; ordered by canonical key, *out NULL when none. */
+int store_shapes(store *st, const char *device_id, attn_shape **out, int *n)
+{
+    sqlite3_stmt *q = NULL;
+    if (out != NULL)
+        *out = NULL;
+    if (n != NULL)
+        *n = 0;
+    if (st == NULL || device_id == NULL || out == NULL || n == NULL)
+        return ATTUNE_EINVAL;
+    int rc = store_stmt(st, STMT_SHAPES,
+                        "SELECT b, hq, hkv, sq, skv, d, dtype, causal FROM shapes "
+                        "WHERE id IN (SELECT shape_id FROM measurements WHERE device_id = ?1) "
+                        "ORDER BY key",
+                        &q);
+    if (rc != 0)
+        goto fail;
+    if (store_bind_text(q, 1, device_id) != SQLITE_OK) {
+        rc = ATTUNE_EDB;
+        goto fail;
+    }
+    rc = store_collect_shapes(q, out, n);
+fail:
+    store_stmt_done(q);
+    return rc;
+}
