@@ -510,6 +510,52 @@ static int merge_fail(store *st, int rc, char *err, size_t errlen)
                        attune_strerror(rc), sqlite3_errmsg(st->db));
 }
 
+/* Stacks of a table into stacks[] (json_array_size(arr) entries, sorted by
+ * id): each valid, none listed twice, latest ("" or an id) among them. */
+static int check_stacks(const json_t *arr, const char *latest, attn_stack *stacks, char *err,
+                        size_t errlen)
+{
+    size_t n = json_array_size(arr);
+    int rc;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = stack_from_json(json_array_get(arr, i), (int)i, &stacks[i], err, errlen)) != 0)
+            return rc;
+    qsort(stacks, n, sizeof *stacks, stack_id_cmp);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(stacks[i].id, stacks[i - 1].id) == 0)
+            return attune_fail(err, errlen, ATTUNE_EFORMAT, "stacks: %s is listed twice",
+                               stacks[i].id);
+    if (latest[0] != 0 && bsearch(latest, stacks, n, sizeof *stacks, stack_key_cmp) == NULL)
+        return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                           "device.latest_stack: %s is not in \"stacks\"", latest);
+    return 0;
+}
+
+/* Rows of a table: each valid, with a stack among stacks[0..nstacks), no
+ * two the same row (keys: one per row, scratch). *newest: the latest
+ * taken_at, -1 when there are no rows. */
+static int check_rows(const json_t *arr, const char *device_id, const attn_stack *stacks,
+                      size_t nstacks, row_hash *keys, int64_t *newest, char *err,
+                      size_t errlen)
+{
+    size_t n = json_array_size(arr);
+    store_measurement m;
+    int rc;
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = row_from_json(json_array_get(arr, i), (int)i, device_id, &m, err, errlen)) != 0)
+            return rc;
+        if (bsearch(m.stack_id, stacks, nstacks, sizeof *stacks, stack_key_cmp) == NULL)
+            return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                               "measurements[%zu].stack: %s is not in \"stacks\"", i,
+                               m.stack_id);
+        keys[i].h = row_identity(&m);
+        keys[i].i = (int)i;
+        if (m.taken_at > *newest)
+            *newest = m.taken_at;
+    }
+    return find_duplicates(arr, keys, (int)n, device_id, err, errlen);
+}
+
 /* What store_import's transaction merges: the checked table. */
 typedef struct merge_args {
     const attn_stack *stacks;
@@ -572,7 +618,6 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
     attn_stack *stacks = NULL;
     row_hash *keys = NULL;
     attn_device_info dev;
-    store_measurement m;
     char host[64], latest[24];
     int64_t version, exported_at;
     int rc;
@@ -645,46 +690,15 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
         goto fail;
     }
 
-    /* Stacks: valid, distinct, sorted for lookups. */
     rc = ATTUNE_ENOMEM;
     if ((stacks = calloc(nstacks ? nstacks : 1, sizeof *stacks)) == NULL ||
         (keys = calloc(nrows ? nrows : 1, sizeof *keys)) == NULL) {
         attune_fail(err, errlen, rc, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < nstacks; i++)
-        if ((rc = stack_from_json(json_array_get(stacks_js, i), (int)i, &stacks[i], err,
-                                  errlen)) != 0)
-            goto fail;
-    qsort(stacks, nstacks, sizeof *stacks, stack_id_cmp);
-    for (size_t i = 1; i < nstacks; i++)
-        if (strcmp(stacks[i].id, stacks[i - 1].id) == 0) {
-            rc = attune_fail(err, errlen, ATTUNE_EFORMAT, "stacks: %s is listed twice",
-                             stacks[i].id);
-            goto fail;
-        }
-    if (latest[0] != 0 && bsearch(latest, stacks, nstacks, sizeof *stacks, stack_key_cmp) == NULL) {
-        rc = attune_fail(err, errlen, ATTUNE_EFORMAT,
-                         "device.latest_stack: %s is not in \"stacks\"", latest);
-        goto fail;
-    }
-
-    /* Rows: valid, with known stacks, distinct. */
     int64_t seen = exported_at, newest = -1;
-    for (size_t i = 0; i < nrows; i++) {
-        if ((rc = row_from_json(json_array_get(rows_js, i), (int)i, dev.id, &m, err, errlen)) != 0)
-            goto fail;
-        if (bsearch(m.stack_id, stacks, nstacks, sizeof *stacks, stack_key_cmp) == NULL) {
-            rc = attune_fail(err, errlen, ATTUNE_EFORMAT,
-                             "measurements[%zu].stack: %s is not in \"stacks\"", i, m.stack_id);
-            goto fail;
-        }
-        keys[i].h = row_identity(&m);
-        keys[i].i = (int)i;
-        if (m.taken_at > newest)
-            newest = m.taken_at;
-    }
-    if ((rc = find_duplicates(rows_js, keys, (int)nrows, dev.id, err, errlen)) != 0)
+    if ((rc = check_stacks(stacks_js, latest, stacks, err, errlen)) != 0 ||
+        (rc = check_rows(rows_js, dev.id, stacks, nstacks, keys, &newest, err, errlen)) != 0)
         goto fail;
     if (newest >= 0)
         seen = newest; /* the device was seen when it was last measured */

@@ -1,8 +1,8 @@
 /* store_shapes.c -- the shapes table: a shape's row id, and shape lists read back. */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/grow.h"
 #include "store_internal.h"
 
 /* Contract: see store_internal.h. Looks the key up first: shapes repeat
@@ -74,20 +74,8 @@ int store_collect_shapes(sqlite3_stmt *q, attn_shape **out, int *n)
     attn_shape *rows = NULL;
     int count = 0, cap = 0, rc = 0, src;
     while ((src = sqlite3_step(q)) == SQLITE_ROW) {
-        if (count == cap) {
-            if (cap > INT_MAX / 2) {
-                rc = ATTUNE_ENOMEM;
-                goto fail;
-            }
-            int ncap = cap ? cap * 2 : 16;
-            attn_shape *grown = realloc(rows, (size_t)ncap * sizeof *rows);
-            if (grown == NULL) {
-                rc = ATTUNE_ENOMEM;
-                goto fail;
-            }
-            rows = grown;
-            cap = ncap;
-        }
+        if ((rc = grow_array(&rows, &cap, count, sizeof *rows)) != 0)
+            goto fail;
         if ((rc = shape_read(q, 0, &rows[count])) != 0)
             goto fail;
         count++;

@@ -290,6 +290,245 @@ static int report(const tuner_opts *o, tuner_progress *pr, double t0, int done_t
     return o->progress ? o->progress(o->ctx, pr) : 0;
 }
 
+/* One shape's tune in progress: what tuner_run_shape's steps share. */
+typedef struct shape_run {
+    store *st;
+    const attn_device *dev;
+    const attn_shape *s;
+    const tuner_opts *o;
+    char key[ATTN_SHAPE_KEY_MAX];
+    char host[64];
+    attn_tactic *tactics;               /* every applicable tactic */
+    char (*names)[ATTN_TACTIC_STR_MAX]; /* their canonical text */
+    int *todo;                          /* indexes of those not stored yet */
+    int nt, ntodo;
+    attn_session *ss;
+    int64_t *rows;                      /* query rows checked */
+    int nrows;
+    double *ref, *got;                  /* reference and output of those rows */
+    double bound;                       /* the dtype's error bound */
+    double best_us;                     /* best time so far, for the early cut */
+    tuner_throttle thr;                 /* clock check around each timing */
+    tuner_shape_result *res;
+} shape_run;
+
+static void run_free(shape_run *r)
+{
+    free(r->names);
+    free(r->todo);
+    free(r->ref);
+    free(r->got);
+    free(r->rows);
+    if (r->ss)
+        r->dev->ops->session_close(r->ss);
+    free(r->tactics);
+}
+
+/* Step 1: the applicable tactics, and which of them still need measuring
+ * (what is committed for this stack is not measured again unless forced). */
+static int run_list_tactics(shape_run *r, tuner_shape_result *res)
+{
+    const attn_device *dev = r->dev;
+    if ((r->tactics = malloc(MAX_TACTICS * sizeof *r->tactics)) == NULL)
+        return ATTUNE_ENOMEM;
+    int nt = dev->ops->tactics(dev->index, r->s, r->tactics, MAX_TACTICS);
+    if (nt < 0)
+        return nt;
+    r->nt = nt > MAX_TACTICS ? MAX_TACTICS : nt;
+    r->names = malloc((size_t)(r->nt > 0 ? r->nt : 1) * sizeof *r->names);
+    r->todo = malloc((size_t)(r->nt > 0 ? r->nt : 1) * sizeof *r->todo);
+    if (r->names == NULL || r->todo == NULL)
+        return ATTUNE_ENOMEM;
+    for (int i = 0; i < r->nt; i++) {
+        attn_tactic_str(&r->tactics[i], r->names[i], sizeof r->names[i]);
+        int ex = r->o->force ? 0
+                             : store_measurement_exists(r->st, dev->info.id, dev->stack.id,
+                                                        r->s, r->names[i]);
+        if (ex < 0)
+            return ex;
+        if (ex)
+            res->skipped++;
+        else
+            r->todo[r->ntodo++] = i;
+    }
+    return 0;
+}
+
+/* Step 2: the best time already stored (it feeds the early cut of a
+ * resumed run), the session with the shape's seeded inputs, the rows to
+ * check and their float64 reference. */
+static int run_prepare(shape_run *r)
+{
+    store_measurement *ms = NULL;
+    int nms = 0;
+    const attn_device *dev = r->dev;
+    r->best_us = INFINITY;
+    if (store_measurements_get(r->st, dev->info.id, dev->stack.id, r->s, &ms, &nms) == 0) {
+        int w = select_winner(ms, nms, r->o->policy, 0);
+        if (w >= 0)
+            r->best_us = select_time(&ms[w]);
+        free(ms);
+    }
+    r->bound = select_max_rel_err(r->o->policy, r->s->dtype);
+    int rc = dev->ops->session_open(dev->index, r->s, tuner_shape_seed(r->s), &r->ss);
+    if (rc == 0)
+        rc = tuner_check_rows(r->s, r->o, &r->rows, &r->nrows);
+    if (rc != 0)
+        return rc;
+    size_t cells = (size_t)r->nrows * (size_t)r->s->d;
+    r->ref = malloc(cells * sizeof *r->ref);
+    r->got = malloc(cells * sizeof *r->got);
+    if (r->ref == NULL || r->got == NULL)
+        return ATTUNE_ENOMEM;
+    return dev->ops->reference(r->ss, r->rows, r->nrows, r->ref);
+}
+
+/* A row for tactic k of the todo list, before any result: identity,
+ * provenance, every statistic unknown. */
+static void run_blank_row(const shape_run *r, int k, store_measurement *m)
+{
+    const attn_device *dev = r->dev;
+    memset(m, 0, sizeof *m);
+    snprintf(m->device_id, sizeof m->device_id, "%s", dev->info.id);
+    snprintf(m->stack_id, sizeof m->stack_id, "%s", dev->stack.id);
+    m->shape = *r->s;
+    snprintf(m->tactic, sizeof m->tactic, "%s", r->names[r->todo[k]]);
+    snprintf(m->mode, sizeof m->mode, "%s",
+             strcmp(dev->info.kind, "cuda") == 0 ? "cuda-graph" : "wall");
+    snprintf(m->l2, sizeof m->l2, "warm");
+    snprintf(m->host, sizeof m->host, "%s", r->host);
+    m->time_us = m->time_us_min = m->time_us_max = m->time_us_copies = NAN;
+    m->max_abs_err = m->rel_err = m->err_ratio = NAN;
+    m->rows_checked = r->nrows;
+}
+
+/* Step 3a: the checked run: poisoned output, every checked row compared
+ * with the reference; sets m's errors and status. */
+static void run_check(shape_run *r, attn_plan *p, store_measurement *m)
+{
+    const attn_device *dev = r->dev;
+    size_t nonfinite = 0;
+    int prc = dev->ops->poison(r->ss);
+    if (prc == 0)
+        prc = dev->ops->run(p);
+    if (prc == 0)
+        prc = dev->ops->fetch_rows(r->ss, r->rows, r->nrows, r->got);
+    if (prc != 0) {
+        m->status = STORE_FAILED;
+        snprintf(m->note, sizeof m->note, "run: %s", attune_strerror(prc));
+        return;
+    }
+    compare(r->got, r->ref, (size_t)r->nrows * (size_t)r->s->d, &m->max_abs_err, &m->rel_err,
+            &nonfinite);
+    if (nonfinite > 0) {
+        m->status = STORE_FAILED;
+        snprintf(m->note, sizeof m->note, "%zu output elements non-finite or unwritten",
+                 nonfinite);
+    } else if (m->rel_err > r->bound) {
+        m->status = STORE_INACCURATE;
+        snprintf(m->note, sizeof m->note, "rel_err %.3g over the bound %.3g", m->rel_err,
+                 r->bound);
+    } else {
+        m->status = STORE_OK;
+    }
+}
+
+/* Step 3b: timing of a checked tactic t (plan p) under the throttling
+ * check. ATTUNE_ECANCELED when canceled (the row is then not committed);
+ * other timing errors mark the row failed. */
+static int run_time(shape_run *r, const attn_tactic *t, attn_plan *p, store_measurement *m)
+{
+    int prc = time_checked(r->dev, p, t, r->o, r->best_us, &r->thr, m, r->res);
+    if (prc == ATTUNE_ECANCELED)
+        return prc;
+    if (prc != 0) {
+        m->status = STORE_FAILED;
+        snprintf(m->note, sizeof m->note, "timing: %s", attune_strerror(prc));
+    } else if (m->status == STORE_OK && select_time(m) < r->best_us) {
+        r->best_us = select_time(m);
+    }
+    return 0;
+}
+
+/* Step 3: measure tactic k of the todo list into m: plan, check, and time
+ * the correct ones and the inaccurate ones within TUNER_TIME_INACCURATE x
+ * the bound (a query may loosen the bound with max_rel_err and then wants
+ * their speed; a failed one, or one off by more, a wrong mask with errors
+ * of 0.1 and up, is no candidate). 0 or ATTUNE_ECANCELED. */
+static int run_measure(shape_run *r, int k, store_measurement *m)
+{
+    const attn_tactic *t = &r->tactics[r->todo[k]];
+    attn_plan *p = NULL;
+    int rc = 0;
+    run_blank_row(r, k, m);
+    int prc = r->dev->ops->plan(r->ss, t, &p);
+    if (prc != 0) {
+        m->status = prc == ATTUNE_EUNSUPP ? STORE_UNSUPPORTED : STORE_FAILED;
+        snprintf(m->note, sizeof m->note, "plan: %s", attune_strerror(prc));
+        return 0;
+    }
+    run_check(r, p, m);
+    if (m->status == STORE_OK ||
+        (m->status == STORE_INACCURATE && m->rel_err <= TUNER_TIME_INACCURATE * r->bound))
+        rc = run_time(r, t, p, m);
+    r->dev->ops->plan_free(p);
+    return rc;
+}
+
+/* Steps 3 and 4 for every tactic to do: measure, then commit the row at
+ * once (a crash loses at most the tactic in flight). Progress is reported
+ * before each tactic and once after the last. */
+static int run_tactics(shape_run *r, int shape_index, int shape_count,
+                       tuner_shape_result *res)
+{
+    const tuner_opts *o = r->o;
+    int rc = 0;
+    double t0 = now_s();
+    tuner_progress pr = {.shape_index = shape_index, .shape_count = shape_count,
+                         .tactic_count = r->ntodo, .shape_key = r->key};
+    for (int k = 0; k < r->ntodo; k++) {
+        pr.tactic_index = k;
+        pr.tactic = r->names[r->todo[k]];
+        if (report(o, &pr, t0, k) != 0 || (o->cancel && *o->cancel))
+            return ATTUNE_ECANCELED;
+        store_measurement m;
+        if ((rc = run_measure(r, k, &m)) != 0)
+            return rc; /* canceled: a half-timed tactic is not committed */
+        m.taken_at = (int64_t)time(NULL);
+        if ((rc = store_measurement_put(r->st, &m)) != 0)
+            return rc;
+        res->measured++;
+        if (m.status == STORE_FAILED || m.status == STORE_INACCURATE)
+            res->failed++;
+    }
+    pr.tactic_index = r->ntodo;
+    pr.tactic = NULL;
+    report(o, &pr, t0, r->ntodo);
+    return 0;
+}
+
+/* Step 5: the winner over the stack's rows, recorded as the incumbent so
+ * the next re-tune keeps it unless beaten beyond the noise
+ * (select_winner's hysteresis). */
+static int run_mark_winner(shape_run *r, tuner_shape_result *res)
+{
+    const attn_device *dev = r->dev;
+    store_measurement *ms = NULL;
+    int nms = 0;
+    int rc = store_measurements_get(r->st, dev->info.id, dev->stack.id, r->s, &ms, &nms);
+    if (rc != 0)
+        return rc;
+    int w = select_winner(ms, nms, r->o->policy, 0);
+    if (w >= 0 && !ms[w].incumbent)
+        rc = store_winner_mark(r->st, dev->info.id, dev->stack.id, r->s, ms[w].tactic);
+    if (rc == 0 && w >= 0) {
+        snprintf(res->winner, sizeof res->winner, "%s", ms[w].tactic);
+        res->winner_us = select_time(&ms[w]);
+    }
+    free(ms);
+    return rc;
+}
+
 int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
                     const tuner_opts *o_in, int shape_index, int shape_count,
                     tuner_shape_result *res)
@@ -304,204 +543,30 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
     int rc = attn_shape_validate(s, NULL, 0);
     if (rc != 0)
         return rc;
-
-    attn_tactic *tactics = NULL;
-    attn_session *ss = NULL;
-    int64_t *rows = NULL;
-    double *ref = NULL, *got = NULL;
-    store_measurement *ms = NULL;
-    char (*names)[ATTN_TACTIC_STR_MAX] = NULL;
-    int *todo = NULL;
-    int nms = 0;
-    char key[ATTN_SHAPE_KEY_MAX], host[64];
-    attn_shape_key(s, key, sizeof key);
-    if (o->host)
-        snprintf(host, sizeof host, "%s", o->host);
-    else if (gethostname(host, sizeof host) != 0)
-        snprintf(host, sizeof host, "unknown");
-    host[sizeof host - 1] = 0;
-
-    tuner_throttle thr = {.clock = o->clock, .ctx = o->clock_ctx,
-                          .rel = o->throttle_rel > 0 ? o->throttle_rel : 0.05,
-                          .ref_mhz = o->clock_ref_mhz};
+    shape_run r = {.st = st, .dev = dev, .s = s, .o = o, .res = res};
+    r.thr = (tuner_throttle){.clock = o->clock, .ctx = o->clock_ctx,
+                             .rel = o->throttle_rel > 0 ? o->throttle_rel : 0.05,
+                             .ref_mhz = o->clock_ref_mhz};
     res->clock_ref_mhz = o->clock_ref_mhz;
-    if ((rc = store_device_put(st, &dev->info, &dev->stack)) != 0)
-        goto done;
-    tactics = malloc(MAX_TACTICS * sizeof *tactics);
-    if (tactics == NULL) {
-        rc = ATTUNE_ENOMEM;
-        goto done;
-    }
-    int nt = dev->ops->tactics(dev->index, s, tactics, MAX_TACTICS);
-    if (nt < 0) {
-        rc = nt;
-        goto done;
-    }
-    if (nt > MAX_TACTICS)
-        nt = MAX_TACTICS;
+    attn_shape_key(s, r.key, sizeof r.key);
+    if (o->host)
+        snprintf(r.host, sizeof r.host, "%s", o->host);
+    else if (gethostname(r.host, sizeof r.host) != 0)
+        snprintf(r.host, sizeof r.host, "unknown");
+    r.host[sizeof r.host - 1] = 0;
 
-    /* What is already committed for this stack is not measured again. */
-    names = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *names);
-    todo = malloc((size_t)(nt > 0 ? nt : 1) * sizeof *todo);
-    if (names == NULL || todo == NULL) {
-        rc = ATTUNE_ENOMEM;
+    if ((rc = store_device_put(st, &dev->info, &dev->stack)) != 0 ||
+        (rc = run_list_tactics(&r, res)) != 0)
         goto done;
-    }
-    int ntodo = 0;
-    for (int i = 0; i < nt; i++) {
-        attn_tactic_str(&tactics[i], names[i], sizeof names[i]);
-        int ex = o->force ? 0 : store_measurement_exists(st, dev->info.id, dev->stack.id, s,
-                                                         names[i]);
-        if (ex < 0) {
-            rc = ex;
+    if (r.ntodo > 0) {
+        if ((rc = run_prepare(&r)) == 0)
+            rc = run_tactics(&r, shape_index, shape_count, res);
+        res->clock_ref_mhz = r.thr.ref_mhz;
+        if (rc != 0)
             goto done;
-        }
-        if (ex)
-            res->skipped++;
-        else
-            todo[ntodo++] = i;
     }
-
-    double best_us = INFINITY;
-    if (ntodo > 0) {
-        /* The best time already stored feeds the early cut of a resumed run. */
-        if (store_measurements_get(st, dev->info.id, dev->stack.id, s, &ms, &nms) == 0) {
-            int w = select_winner(ms, nms, o->policy, 0);
-            if (w >= 0)
-                best_us = select_time(&ms[w]);
-            free(ms);
-            ms = NULL;
-            nms = 0;
-        }
-        int nrows = 0;
-        rc = dev->ops->session_open(dev->index, s, tuner_shape_seed(s), &ss);
-        if (rc == 0)
-            rc = tuner_check_rows(s, o, &rows, &nrows);
-        if (rc == 0) {
-            size_t cells = (size_t)nrows * (size_t)s->d;
-            ref = malloc(cells * sizeof *ref);
-            got = malloc(cells * sizeof *got);
-            rc = (ref && got) ? dev->ops->reference(ss, rows, nrows, ref) : ATTUNE_ENOMEM;
-        }
-        double bound = select_max_rel_err(o->policy, s->dtype);
-        double t0 = now_s();
-        tuner_progress pr = {.shape_index = shape_index, .shape_count = shape_count,
-                             .tactic_count = ntodo, .shape_key = key};
-        for (int k = 0; rc == 0 && k < ntodo; k++) {
-            const attn_tactic *t = &tactics[todo[k]];
-            pr.tactic_index = k;
-            pr.tactic = names[todo[k]];
-            if (report(o, &pr, t0, k) != 0 || (o->cancel && *o->cancel)) {
-                rc = ATTUNE_ECANCELED;
-                break;
-            }
-            store_measurement m;
-            memset(&m, 0, sizeof m);
-            snprintf(m.device_id, sizeof m.device_id, "%s", dev->info.id);
-            snprintf(m.stack_id, sizeof m.stack_id, "%s", dev->stack.id);
-            m.shape = *s;
-            snprintf(m.tactic, sizeof m.tactic, "%s", names[todo[k]]);
-            snprintf(m.mode, sizeof m.mode, "%s",
-                     strcmp(dev->info.kind, "cuda") == 0 ? "cuda-graph" : "wall");
-            snprintf(m.l2, sizeof m.l2, "warm");
-            snprintf(m.host, sizeof m.host, "%s", host);
-            m.time_us = m.time_us_min = m.time_us_max = m.time_us_copies = NAN;
-            m.max_abs_err = m.rel_err = m.err_ratio = NAN;
-            m.rows_checked = nrows;
-
-            attn_plan *p = NULL;
-            int prc = dev->ops->plan(ss, t, &p);
-            if (prc == ATTUNE_EUNSUPP) {
-                m.status = STORE_UNSUPPORTED;
-                snprintf(m.note, sizeof m.note, "plan: %s", attune_strerror(prc));
-            } else if (prc != 0) {
-                m.status = STORE_FAILED;
-                snprintf(m.note, sizeof m.note, "plan: %s", attune_strerror(prc));
-            } else {
-                /* Checked run: poisoned output, every row compared. */
-                size_t nonfinite = 0;
-                prc = dev->ops->poison(ss);
-                if (prc == 0)
-                    prc = dev->ops->run(p);
-                if (prc == 0)
-                    prc = dev->ops->fetch_rows(ss, rows, nrows, got);
-                if (prc != 0) {
-                    m.status = STORE_FAILED;
-                    snprintf(m.note, sizeof m.note, "run: %s", attune_strerror(prc));
-                } else {
-                    compare(got, ref, (size_t)nrows * (size_t)s->d, &m.max_abs_err, &m.rel_err,
-                            &nonfinite);
-                    if (nonfinite > 0) {
-                        m.status = STORE_FAILED;
-                        snprintf(m.note, sizeof m.note,
-                                 "%zu output elements non-finite or unwritten", nonfinite);
-                    } else if (m.rel_err > bound) {
-                        m.status = STORE_INACCURATE;
-                        snprintf(m.note, sizeof m.note, "rel_err %.3g over the bound %.3g",
-                                 m.rel_err, bound);
-                    } else {
-                        m.status = STORE_OK;
-                    }
-                }
-                /* Correct tactics are timed, and inaccurate ones within 10x
-                 * the bound: a query may loosen the bound (max_rel_err) and
-                 * then wants their speed. A failed one, or one off by more
-                 * (a wrong mask: errors of 0.1 and up), is no candidate. */
-                if (m.status == STORE_OK ||
-                    (m.status == STORE_INACCURATE && m.rel_err <= TUNER_TIME_INACCURATE * bound)) {
-                    prc = time_checked(dev, p, t, o, best_us, &thr, &m, res);
-                    if (prc == ATTUNE_ECANCELED) {
-                        dev->ops->plan_free(p);
-                        rc = prc;
-                        break; /* a half-timed tactic is not committed */
-                    }
-                    if (prc != 0) {
-                        m.status = STORE_FAILED;
-                        snprintf(m.note, sizeof m.note, "timing: %s", attune_strerror(prc));
-                    } else if (m.status == STORE_OK && select_time(&m) < best_us) {
-                        best_us = select_time(&m);
-                    }
-                }
-                dev->ops->plan_free(p);
-            }
-            m.taken_at = (int64_t)time(NULL);
-            if ((rc = store_measurement_put(st, &m)) != 0)
-                break;
-            res->measured++;
-            if (m.status == STORE_FAILED || m.status == STORE_INACCURATE)
-                res->failed++;
-        }
-        res->clock_ref_mhz = thr.ref_mhz;
-        if (rc == 0) {
-            pr.tactic_index = ntodo;
-            pr.tactic = NULL;
-            report(o, &pr, t0, ntodo);
-        }
-    }
-    if (rc != 0)
-        goto done;
-
-    if ((rc = store_measurements_get(st, dev->info.id, dev->stack.id, s, &ms, &nms)) != 0)
-        goto done;
-    int w = select_winner(ms, nms, o->policy, 0);
-    /* Record the choice, so the next re-tune keeps it unless beaten beyond
-     * the noise (select_winner's hysteresis). */
-    if (w >= 0 && !ms[w].incumbent &&
-        (rc = store_winner_mark(st, dev->info.id, dev->stack.id, s, ms[w].tactic)) != 0)
-        goto done;
-    if (w >= 0) {
-        snprintf(res->winner, sizeof res->winner, "%s", ms[w].tactic);
-        res->winner_us = select_time(&ms[w]);
-    }
+    rc = run_mark_winner(&r, res);
 done:
-    free(names);
-    free(todo);
-    free(ms);
-    free(ref);
-    free(got);
-    free(rows);
-    if (ss)
-        dev->ops->session_close(ss);
-    free(tactics);
+    run_free(&r);
     return rc;
 }
