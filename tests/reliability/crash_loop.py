@@ -92,9 +92,12 @@ def loop_tune(attune, work, n, f, figures):
     killed = 0
     checked = 0
     for i in range(n):
+        # a new shape each loop, so that every run has work to be killed in
+        # (the grid's done shapes are skipped: the resume path)
+        args += ["--shape", "b1.hq4.hkv1.sq%d.skv%d.d16.f32.nc" % (4 + i, 40 + 2 * i)]
         out = tempfile.TemporaryFile()
         p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        killed += kill_at_random(p, 0.05, 4.0)
+        killed += kill_at_random(p, 0.05, 2.5)
         db.after_kill(f, "tune loop %d" % i)
         out.seek(0)
         for line in out.read().decode("utf-8", "replace").splitlines():
