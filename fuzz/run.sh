@@ -18,7 +18,7 @@ command -v "$CC_FUZZ" >/dev/null 2>&1 || { echo "fuzz: $CC_FUZZ not found (scrip
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     CC=$CC_FUZZ cmake -S "$src" -B "$BUILD" -DATTUNE_WITH_CUDA=OFF -DATTUNE_FUZZ=ON \
         -DCMAKE_BUILD_TYPE=Debug \
-        "-DCMAKE_C_FLAGS=-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all" \
+        "-DCMAKE_C_FLAGS=-O2 -g -fno-omit-frame-pointer -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all" \
         >/dev/null
 fi
 targets=""
