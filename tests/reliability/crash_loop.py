@@ -52,6 +52,8 @@ class Db:
             c.close()
 
     def rows(self, device=None):
+        if not self.q("SELECT 1 FROM sqlite_master WHERE name = 'measurements'"):
+            return 0  # killed while creating the schema: nothing committed yet
         if device:
             return self.q("SELECT count(*) FROM measurements WHERE device_id = ?", device)[0][0]
         return self.q("SELECT count(*) FROM measurements")[0][0]
@@ -62,10 +64,14 @@ class Db:
 
     def after_kill(self, f, what):
         """The checks after every kill; returns the row count."""
+        if not os.path.exists(self.path):  # killed before it was created
+            if self.last != 0:
+                f.check(False, "%s: the database vanished" % what)
+            return 0
         ok = self.q("PRAGMA integrity_check")[0][0]
         n = self.rows()
         dup = self.q("SELECT count(*) FROM (SELECT 1 FROM measurements GROUP BY device_id, "
-                     "stack_id, shape_id, tactic HAVING count(*) > 1)")[0][0]
+                     "stack_id, shape_id, tactic HAVING count(*) > 1)")[0][0] if n else 0
         good = ok == "ok" and n >= self.last and dup == 0
         if not good:
             f.check(False, "%s: integrity %s, rows %d (before %d), doubled %d" % (
