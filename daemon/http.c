@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../common/json_num.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
@@ -91,7 +92,7 @@ enum MHD_Result http_queue(req *r, unsigned status, struct MHD_Response *resp)
 
 enum MHD_Result http_send_json(req *r, unsigned status, json_t *obj)
 {
-    char *text = obj != NULL ? json_dumps(obj, JSON_COMPACT) : NULL;
+    char *text = obj != NULL ? json_num_dumps(obj, JSON_COMPACT) : NULL;
     json_decref(obj);
     if (text == NULL) {
         static const char oom[] = "{\"error\":\"out of memory\"}";
@@ -134,7 +135,7 @@ void req_result_text(req *r, unsigned status, char *text, size_t len)
 
 void req_result(req *r, unsigned status, json_t *obj)
 {
-    char *text = obj != NULL ? json_dumps(obj, JSON_COMPACT) : NULL;
+    char *text = obj != NULL ? json_num_dumps(obj, JSON_COMPACT) : NULL;
     json_decref(obj);
     if (text == NULL) {
         req_result_text(r, 500, strdup("{\"error\":\"out of memory\"}"), 25);
@@ -415,18 +416,9 @@ void jbuf_str(jbuf *b, const char *key, const char *val)
 
 void jbuf_num(jbuf *b, const char *key, double v)
 {
+    char t[JSON_NUM_MAX];
+    int n = json_num_format(v, t); /* null when not finite */
     jb_key(b, key);
-    if (!isfinite(v)) {
-        jb_put(b, "null", 4);
-        return;
-    }
-    char t[40];
-    int n = snprintf(t, sizeof t, "%.17g", v);
-    if (strpbrk(t, ".e") == NULL && n + 2 < (int)sizeof t) {
-        t[n++] = '.'; /* a real stays a real: 2 -> 2.0 */
-        t[n++] = '0';
-        t[n] = 0;
-    }
     jb_put(b, t, (size_t)n);
 }
 

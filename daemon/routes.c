@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../common/json_num.h"
 #include "../common/shape_json.h"
 #include "conn.h"
 #include "drift_route.h"
@@ -90,11 +91,6 @@ static int path_matches(const route *rt, const char *url)
 }
 
 /* ---- small JSON helpers */
-
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
 
 /* Variant and pad of a canonical tactic, for the answers' convenience
  * fields; unparsable text (an imported oddity) gives variant = prefix. */
@@ -310,13 +306,13 @@ static json_t *measurement_json(const store_measurement *m, const char *cur_stac
                           "host", m->host, "taken_at", (json_int_t)m->taken_at);
     if (o == NULL)
         return NULL;
-    json_object_set_new(o, "time_us", jnum(m->time_us));
-    json_object_set_new(o, "time_us_min", jnum(m->time_us_min));
-    json_object_set_new(o, "time_us_max", jnum(m->time_us_max));
-    json_object_set_new(o, "time_us_copies", jnum(m->time_us_copies));
-    json_object_set_new(o, "rel_err", jnum(m->rel_err));
-    json_object_set_new(o, "max_abs_err", jnum(m->max_abs_err));
-    json_object_set_new(o, "err_ratio", jnum(m->err_ratio));
+    json_object_set_new(o, "time_us", json_num(m->time_us));
+    json_object_set_new(o, "time_us_min", json_num(m->time_us_min));
+    json_object_set_new(o, "time_us_max", json_num(m->time_us_max));
+    json_object_set_new(o, "time_us_copies", json_num(m->time_us_copies));
+    json_object_set_new(o, "rel_err", json_num(m->rel_err));
+    json_object_set_new(o, "max_abs_err", json_num(m->max_abs_err));
+    json_object_set_new(o, "err_ratio", json_num(m->err_ratio));
     json_object_set_new(o, "power", json_string(m->power)); /* the row's power mode */
     return o;
 }
@@ -774,7 +770,7 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
                 snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
                          allow[0] ? ", " : "", routes[i].method);
         json_t *o = json_pack("{s:s}", "error", "method not allowed on this route");
-        char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        char *text = o != NULL ? json_num_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         if (text == NULL)
             return MHD_NO;
@@ -788,7 +784,7 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
         !auth_bearer_ok(d->token, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                                MHD_HTTP_HEADER_AUTHORIZATION))) {
         json_t *o = json_pack("{s:s}", "error", "missing or wrong bearer token");
-        char *text = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+        char *text = o != NULL ? json_num_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         if (text == NULL)
             return MHD_NO;

@@ -68,6 +68,7 @@ int fleet_pg_exec(fleet_pg *c, const char *sql, char *err, size_t errlen)
 
 #include <jansson.h>
 
+#include "../common/json_num.h"
 #include "../common/shape_json.h"
 #include "fleet_pg_internal.h"
 #include "store_internal.h"
@@ -419,16 +420,18 @@ static void cb_int(cbuf *b, int64_t v, char sep)
         b->len += (size_t)snprintf(b->p + b->len, 24, "%" PRId64 "%c", v, sep);
 }
 
-/* NaN -> \N (NULL); 17 significant digits survive the round trip. */
+/* NaN -> \N (NULL); the shortest digits that read back exactly. */
 static void cb_num(cbuf *b, double v, char sep)
 {
-    cb_reserve(b, 32);
+    cb_reserve(b, JSON_NUM_MAX + 2);
     if (b->oom)
         return;
-    if (!isfinite(v))
-        b->len += (size_t)snprintf(b->p + b->len, 32, "\\N%c", sep);
-    else
-        b->len += (size_t)snprintf(b->p + b->len, 32, "%.17g%c", v, sep);
+    if (!isfinite(v)) {
+        b->len += (size_t)snprintf(b->p + b->len, 4, "\\N%c", sep);
+        return;
+    }
+    b->len += (size_t)json_num_shortest(v, b->p + b->len);
+    b->p[b->len++] = sep;
 }
 
 static int copy_send(fleet_pg *c, const char *sql, const cbuf *b, char *err, size_t errlen)
@@ -945,11 +948,6 @@ static double col_num(const PGresult *r, int row, int col)
     return PQgetisnull(r, row, col) ? NAN : strtod(PQgetvalue(r, row, col), NULL);
 }
 
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
 /* One aggregate row as a fleet-table measurement (docs/fleet.md). */
 static json_t *pull_row(const PGresult *r, int i)
 {
@@ -977,10 +975,10 @@ static json_t *pull_row(const PGresult *r, int i)
                      "s:s, s:s, s:i, s:s, s:s, s:I}",
                      "shape", shape_json_new(&s), "shape_key", key, "tactic",
                      PQgetvalue(r, i, 14), "stack", PQgetvalue(r, i, 0), "status",
-                     PQgetvalue(r, i, 15), "time_us", jnum(med), "time_us_min",
-                     jnum(col_num(r, i, 17)), "time_us_max", jnum(col_num(r, i, 18)),
-                     "time_us_copies", jnum(copies), "n", ok, "max_abs_err",
-                     jnum(col_num(r, i, 24)), "rel_err", jnum(col_num(r, i, 23)), "mode",
+                     PQgetvalue(r, i, 15), "time_us", json_num(med), "time_us_min",
+                     json_num(col_num(r, i, 17)), "time_us_max", json_num(col_num(r, i, 18)),
+                     "time_us_copies", json_num(copies), "n", ok, "max_abs_err",
+                     json_num(col_num(r, i, 24)), "rel_err", json_num(col_num(r, i, 23)), "mode",
                      "fleet", "l2", "", "rows_checked", 0, "note", note, "host", FLEET_HOST,
                      "taken_at", (json_int_t)strtoll(PQgetvalue(r, i, 26), NULL, 10));
 }
@@ -1060,7 +1058,7 @@ int fleet_pg_pull(fleet_pg *c, const attn_device_info *d, int refresh_after_s, c
                      d->name, "kind", d->kind, "cc", cc, "sm_count", d->sm_count, "memory_mb",
                      (json_int_t)d->memory_mb, "clock_mhz", 0, "mem_clock_mhz", 0,
                      "latest_stack", latest, "stacks", stacks, "measurements", rows);
-    if (root == NULL || (*json = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17))) ==
+    if (root == NULL || (*json = json_num_dumps(root, JSON_COMPACT)) ==
                             NULL) {
         rc = ATTUNE_ENOMEM;
         goto out;

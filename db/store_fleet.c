@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/hash.h"
+#include "../common/json_num.h"
 #include "../common/shape_json.h"
 #include "store_internal.h"
 
@@ -24,11 +25,6 @@
 #define FLEET_MAX_STACKS 4096
 
 /* ---- export */
-
-static json_t *num_or_null(double v)
-{
-    return isnan(v) ? json_null() : json_real(v);
-}
 
 /* Object for one measurement, in the documented key order; NULL on ENOMEM. */
 static json_t *measurement_json(const store_measurement *m)
@@ -43,13 +39,13 @@ static json_t *measurement_json(const store_measurement *m)
         bad |= json_object_set_new(o, "tactic", json_string(m->tactic));
         bad |= json_object_set_new(o, "stack", json_string(m->stack_id));
         bad |= json_object_set_new(o, "status", json_string(store_status_name(m->status)));
-        bad |= json_object_set_new(o, "time_us", num_or_null(m->time_us));
-        bad |= json_object_set_new(o, "time_us_min", num_or_null(m->time_us_min));
-        bad |= json_object_set_new(o, "time_us_max", num_or_null(m->time_us_max));
-        bad |= json_object_set_new(o, "time_us_copies", num_or_null(m->time_us_copies));
+        bad |= json_object_set_new(o, "time_us", json_num(m->time_us));
+        bad |= json_object_set_new(o, "time_us_min", json_num(m->time_us_min));
+        bad |= json_object_set_new(o, "time_us_max", json_num(m->time_us_max));
+        bad |= json_object_set_new(o, "time_us_copies", json_num(m->time_us_copies));
         bad |= json_object_set_new(o, "n", json_integer(m->n));
-        bad |= json_object_set_new(o, "max_abs_err", num_or_null(m->max_abs_err));
-        bad |= json_object_set_new(o, "rel_err", num_or_null(m->rel_err));
+        bad |= json_object_set_new(o, "max_abs_err", json_num(m->max_abs_err));
+        bad |= json_object_set_new(o, "rel_err", json_num(m->rel_err));
         bad |= json_object_set_new(o, "mode", json_string(m->mode));
         bad |= json_object_set_new(o, "l2", json_string(m->l2));
         bad |= json_object_set_new(o, "rows_checked", json_integer(m->rows_checked));
@@ -170,7 +166,7 @@ int store_export(store *st, const char *device_id, char **json)
     if (root == NULL)
         goto fail;
     /* Compact: a table has to fit the import limit (FLEET_MAX_BYTES). */
-    if ((*json = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17))) == NULL)
+    if ((*json = json_num_dumps(root, JSON_COMPACT)) == NULL)
         goto fail;
     rc = 0;
 fail:

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/json_num.h"
 #include "store_internal.h"
 
 struct store_export_stream {
@@ -90,7 +91,7 @@ int store_export_open(const char *path, const char *device_id, store_export_stre
         goto fail;
     }
     json_t *head = store_fleet_head_json(x->st, &info, &latest);
-    char *text = head != NULL ? json_dumps(head, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    char *text = head != NULL ? json_num_dumps(head, JSON_COMPACT) : NULL;
     json_decref(head);
     size_t n = text != NULL ? strlen(text) : 0;
     if (text == NULL || n < 2 || text[n - 1] != '}') {
@@ -137,7 +138,7 @@ int store_export_next(store_export_stream *x, const char **text, size_t *len)
             if (rc != 0)
                 return rc;
             json_t *o = store_fleet_measurement_json(&m);
-            char *t = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+            char *t = o != NULL ? json_num_dumps(o, JSON_COMPACT) : NULL;
             json_decref(o);
             if (t == NULL)
                 return ATTUNE_ENOMEM;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../common/grow.h"
+#include "../common/json_num.h"
 #include "../db/fleet_local.h"
 
 /* A measurement with its shape key, for sorting by (stack, shape, tactic). */
@@ -421,11 +422,6 @@ int drift_report_text(const drift_report *r, char **out)
     return 0;
 }
 
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
 static json_t *stack_json(const attn_stack *s)
 {
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", s->id, "driver", s->driver,
@@ -454,8 +450,8 @@ json_t *drift_report_json(const drift_report *r)
                                a->shape, "tactic", a->tactic, "regression", a->regression,
                                "changes", why, "status_from", store_status_name(a->status_a),
                                "status_to", store_status_name(a->status_b), "rel_err_from",
-                               jnum(a->rel_err_a), "rel_err_to", jnum(a->rel_err_b), "bound",
-                               jnum(a->bound))) != 0)
+                               json_num(a->rel_err_a), "rel_err_to", json_num(a->rel_err_b), "bound",
+                               json_num(a->bound))) != 0)
             goto fail;
     }
     for (int i = 0; i < r->nshapes; i++) {
@@ -465,8 +461,8 @@ json_t *drift_report_json(const drift_report *r)
                               "winner_changed", strcmp(s->winner_a, s->winner_b) != 0,
                               "winner_from", s->winner_a[0] ? s->winner_a : NULL, "winner_to",
                               s->winner_b[0] ? s->winner_b : NULL, "time_us_from",
-                              jnum(s->time_a), "time_us_to", jnum(s->time_b), "time_ratio",
-                              jnum(s->ratio))) != 0)
+                              json_num(s->time_a), "time_us_to", json_num(s->time_b), "time_ratio",
+                              json_num(s->ratio))) != 0)
             goto fail;
     }
     return json_pack("{s:s, s:s, s:s, s:i, s:o, s:o, s:i, s:i, s:o, s:o}", "subject",

@@ -4,12 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/json_num.h"
 #include "winners.h"
-
-static json_t *num(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
 
 /* One tactic's summary; all = 0 leaves out the fields a runner-up or a
  * previous winner does not need. */
@@ -30,14 +26,14 @@ static json_t *tactic_json(const store_measurement *m, int all)
         return NULL;
     /* time_us_total is what competes (select_time): with the pad copies
      * when the tactic pads, the kernel time otherwise */
-    json_object_set_new(o, "time_us", num(m->time_us));
-    json_object_set_new(o, "time_us_copies", num(m->time_us_copies));
-    json_object_set_new(o, "time_us_total", num(select_time(m)));
-    json_object_set_new(o, "rel_err", num(m->rel_err));
+    json_object_set_new(o, "time_us", json_num(m->time_us));
+    json_object_set_new(o, "time_us_copies", json_num(m->time_us_copies));
+    json_object_set_new(o, "time_us_total", json_num(select_time(m)));
+    json_object_set_new(o, "rel_err", json_num(m->rel_err));
     if (all) {
-        json_object_set_new(o, "time_us_min", num(m->time_us_min));
-        json_object_set_new(o, "time_us_max", num(m->time_us_max));
-        json_object_set_new(o, "max_abs_err", num(m->max_abs_err));
+        json_object_set_new(o, "time_us_min", json_num(m->time_us_min));
+        json_object_set_new(o, "time_us_max", json_num(m->time_us_max));
+        json_object_set_new(o, "max_abs_err", json_num(m->max_abs_err));
         json_object_set_new(o, "n", json_integer(m->n));
         json_object_set_new(o, "taken_at", json_integer(m->taken_at));
     }
@@ -62,7 +58,7 @@ static json_t *row_json(const winners_row *w)
     json_object_set_new(o, "winner", w->has_winner ? tactic_json(&w->winner, 1) : json_null());
     json_object_set_new(o, "runner_up",
                         w->has_runner_up ? tactic_json(&w->runner_up, 0) : json_null());
-    json_object_set_new(o, "margin", num(w->margin));
+    json_object_set_new(o, "margin", json_num(w->margin));
     json_object_set_new(o, "previous",
                         w->has_previous ? tactic_json(&w->previous, 0) : json_null());
     return o;

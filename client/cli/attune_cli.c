@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli_winners.h"
+#include "common/json_num.h"
 #include "common/shape_json.h"
 #include "db/store.h"
 #include "kernels/attn.h"
@@ -216,7 +217,7 @@ static int cmd_devices(int argc, char **argv)
         for (int i = 0; i < n; i++)
             print_device_json(arr, &devs[i]);
         json_t *root = json_pack("{so}", "devices", arr);
-        json_dumpf(root, stdout, JSON_INDENT(2));
+        json_num_dumpf(root, stdout, JSON_INDENT(2));
         putchar('\n');
         json_decref(root);
         return 0;
@@ -472,11 +473,6 @@ static int resolve_stored_device(store *st, const char *spec, char *id, size_t i
     return ATTUNE_ENODEV;
 }
 
-static json_t *num_or_null(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
 /* A number, or "-" when not measured (NaN). */
 static void fmt_num(char *buf, size_t len, const char *fmt, double v)
 {
@@ -555,13 +551,13 @@ static int cmd_results(int argc, char **argv)
             json_array_append_new(
                 arr, json_pack("{ss ss si so so so so si so so so ss ss sb ss}", "tactic",
                                m[i].tactic, "variant", attn_variant_name(t.variant), "pad", t.pad,
-                               "time_us", num_or_null(m[i].time_us), "time_us_min",
-                               num_or_null(m[i].time_us_min), "time_us_max",
-                               num_or_null(m[i].time_us_max), "time_us_copies",
-                               num_or_null(m[i].time_us_copies), "n", m[i].n, "rel_err",
-                               num_or_null(m[i].rel_err), "max_abs_err",
-                               num_or_null(m[i].max_abs_err), "err_ratio",
-                               num_or_null(m[i].err_ratio), "status",
+                               "time_us", json_num(m[i].time_us), "time_us_min",
+                               json_num(m[i].time_us_min), "time_us_max",
+                               json_num(m[i].time_us_max), "time_us_copies",
+                               json_num(m[i].time_us_copies), "n", m[i].n, "rel_err",
+                               json_num(m[i].rel_err), "max_abs_err",
+                               json_num(m[i].max_abs_err), "err_ratio",
+                               json_num(m[i].err_ratio), "status",
                                store_status_name(m[i].status), "note", m[i].note, "winner",
                                i == w, "stack", m[i].stack_id));
         }
@@ -569,7 +565,7 @@ static int cmd_results(int argc, char **argv)
                                  n > 0 ? m[0].stack_id : stack.id, "stale", stale_stack != NULL,
                                  "winner", w >= 0 ? json_string(m[w].tactic) : json_null(),
                                  "measurements", arr);
-        json_dumpf(root, stdout, JSON_INDENT(2));
+        json_num_dumpf(root, stdout, JSON_INDENT(2));
         putchar('\n');
         json_decref(root);
     } else {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_num.h"
 #include "db/fleet_local.h"
 #include "db/fleet_pg.h"
 #include "db/store.h"
@@ -326,7 +327,7 @@ int cli_drift_main(int argc, char **argv)
         regress |= r.acc[i].regression;
     if (a.json) {
         json_t *j = drift_report_json(&r);
-        char *text = j ? json_dumps(j, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) : NULL;
+        char *text = j ? json_num_dumps(j, JSON_INDENT(1)) : NULL;
         json_decref(j);
         if (text == NULL) {
             drift_report_free(&r);

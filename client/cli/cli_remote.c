@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../attune.h"
+#include "common/json_num.h"
 #include "common/shape_json.h"
 #include "kernels/attn.h"
 #include "tuner/grid.h"
@@ -382,10 +383,8 @@ int cli_query_main(int argc, char **argv)
                               "refused", rc == ATTUNE_CLIENT_REJECTED);
         if (o != NULL) {
             json_object_set_new(o, "variant", json_string(a.variant));
-            json_object_set_new(o, "time_us", isnan(a.time_us) ? json_null()
-                                                               : json_real(a.time_us));
-            json_object_set_new(o, "rel_err", isnan(a.rel_err) ? json_null()
-                                                               : json_real(a.rel_err));
+            json_object_set_new(o, "time_us", json_num(a.time_us));
+            json_object_set_new(o, "rel_err", json_num(a.rel_err));
             if (a.stack[0])
                 json_object_set_new(o, "stack", json_string(a.stack));
             if (a.measured_stack[0])
@@ -396,12 +395,11 @@ int cli_query_main(int argc, char **argv)
                 json_object_set_new(o, "fleet_device", json_string(a.fleet_device));
             if (strcmp(a.source, "nearest") == 0 || strcmp(a.source, "predicted") == 0) {
                 json_object_set_new(o, "from_shape", json_string(a.from_shape));
-                json_object_set_new(o, "distance", isnan(a.distance) ? json_null()
-                                                                     : json_real(a.distance));
+                json_object_set_new(o, "distance", json_num(a.distance));
             }
             if (a.error[0])
                 json_object_set_new(o, "error", json_string(a.error));
-            char *text = json_dumps(o, JSON_INDENT(2));
+            char *text = json_num_dumps(o, JSON_INDENT(2));
             if (text != NULL)
                 puts(text);
             free(text);
@@ -566,7 +564,7 @@ int cli_jobs_main(int argc, char **argv)
     if (o == NULL)
         goto out;
     if (json) {
-        char *text = json_dumps(o, JSON_INDENT(2));
+        char *text = json_num_dumps(o, JSON_INDENT(2));
         if (text != NULL)
             puts(text);
         free(text);
@@ -643,7 +641,7 @@ int cli_tune_remote_main(int argc, char **argv)
         goto out;
     for (int i = 0; i < n; i++)
         json_array_append_new(arr, shape_json_new(&shapes[i]));
-    if ((text = json_dumps(body, JSON_COMPACT)) == NULL)
+    if ((text = json_num_dumps(body, JSON_COMPACT)) == NULL)
         goto out;
     char tok[512];
     if (load_token(token_file, tok, sizeof tok) != 0)

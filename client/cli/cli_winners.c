@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli_winners.h"
+#include "common/json_num.h"
 #include "db/store.h"
 #include "kernels/attn.h"
 #include "tuner/winners.h"
@@ -168,7 +169,7 @@ int cli_winners_main(int argc, char **argv)
             "stack", stack.id, "max_rel_err", "f16", select_max_rel_err(&pol, ATTN_F16), "bf16",
             select_max_rel_err(&pol, ATTN_BF16), "f32", select_max_rel_err(&pol, ATTN_F32),
             "max_ratio", SELECT_DEFAULT_RATIO, "winners", winners_json(rows, nrows));
-        if (root == NULL || json_dumpf(root, stdout, JSON_INDENT(2)) != 0) {
+        if (root == NULL || json_num_dumpf(root, stdout, JSON_INDENT(2)) != 0) {
             json_decref(root);
             fprintf(stderr, "attune: out of memory\n");
             goto out;
