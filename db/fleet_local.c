@@ -11,20 +11,24 @@
 #include "../common/hash.h"
 #include "store_internal.h"
 
-/* The log and its triggers. Updates are logged only when a pushed field
- * changed (the incumbent mark is local and not pushed). Fleet-aggregate
- * devices (FLEET-...) are never logged. */
-static const char setup_sql[] =
-    "CREATE TABLE fleet_state (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);"
-    "CREATE TABLE fleet_log ("
+/* The log and the sync state. */
+static const char tables_sql[] =
+    "CREATE TABLE IF NOT EXISTS fleet_state (key TEXT PRIMARY KEY NOT NULL,"
+    "  value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS fleet_log ("
     "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
     "  device_id TEXT NOT NULL, stack_id TEXT NOT NULL,"
-    "  shape_id INTEGER NOT NULL, tactic TEXT NOT NULL);"
-    "CREATE TRIGGER fleet_log_insert AFTER INSERT ON measurements"
+    "  shape_id INTEGER NOT NULL, tactic TEXT NOT NULL);";
+
+/* The triggers that fill it. Updates are logged only when a pushed field
+ * changed (the incumbent mark is local and not pushed). Fleet-aggregate
+ * devices (FLEET-...) are never logged. */
+static const char triggers_sql[] =
+    "CREATE TRIGGER IF NOT EXISTS fleet_log_insert AFTER INSERT ON measurements"
     "  WHEN substr(NEW.device_id, 1, 6) <> 'FLEET-' BEGIN"
     "  INSERT INTO fleet_log (device_id, stack_id, shape_id, tactic)"
     "  VALUES (NEW.device_id, NEW.stack_id, NEW.shape_id, NEW.tactic); END;"
-    "CREATE TRIGGER fleet_log_update AFTER UPDATE ON measurements"
+    "CREATE TRIGGER IF NOT EXISTS fleet_log_update AFTER UPDATE ON measurements"
     "  WHEN substr(NEW.device_id, 1, 6) <> 'FLEET-' AND ("
     "   NEW.taken_at IS NOT OLD.taken_at OR NEW.status IS NOT OLD.status OR"
     "   NEW.time_us IS NOT OLD.time_us OR NEW.time_us_min IS NOT OLD.time_us_min OR"
@@ -34,6 +38,11 @@ static const char setup_sql[] =
     "   NEW.host IS NOT OLD.host) BEGIN"
     "  INSERT INTO fleet_log (device_id, stack_id, shape_id, tactic)"
     "  VALUES (NEW.device_id, NEW.stack_id, NEW.shape_id, NEW.tactic); END;";
+
+/* Ready when the log, both triggers and the source id exist: 3 objects. */
+static const char ready_sql[] =
+    "SELECT count(*) FROM sqlite_master WHERE (type = 'table' AND name = 'fleet_log')"
+    " OR (type = 'trigger' AND name IN ('fleet_log_insert', 'fleet_log_update'))";
 
 /* Rows committed before the log existed, oldest first. */
 static const char seed_sql[] =
@@ -120,34 +129,36 @@ static void new_source(char *out, size_t len)
 int fleet_local_setup(store *st, char *source, size_t len, char *err, size_t errlen)
 {
     int rc = 0;
-    int have = (int)query_int(st,
-                              "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                              "name = 'fleet_log'",
-                              0, &rc);
+    int have = (int)query_int(st, ready_sql, 0, &rc);
     if (rc != 0)
         return attune_fail(err, errlen, rc, "cannot read the database: %s",
                            sqlite3_errmsg(st->db));
-    if (have && state_get(st, "source", source, len) == 0)
+    if (have == 3 && state_get(st, "source", source, len) == 0)
         return 0;
     if ((rc = store_begin(st)) != 0)
         return attune_fail(err, errlen, rc, "cannot lock the database: %s",
                            sqlite3_errmsg(st->db));
     /* another process may have set it up meanwhile */
-    have = (int)query_int(st,
-                          "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                          "name = 'fleet_log'",
-                          0, &rc);
-    if (rc == 0 && have && state_get(st, "source", source, len) == 0) {
+    have = (int)query_int(st, ready_sql, 0, &rc);
+    if (rc == 0 && have == 3 && state_get(st, "source", source, len) == 0) {
         store_rollback(st);
         return 0;
     }
+    /* New, or triggers lost (a store migration that rebuilt measurements
+     * drops them): whatever was committed meanwhile went unlogged, so every
+     * row is logged again (re-pushing is harmless). A source id survives. */
     char src[40];
-    new_source(src, sizeof src);
-    if (rc != 0 || sqlite3_exec(st->db, setup_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        (rc = state_put(st, "source", src)) != 0 || (rc = state_put(st, "acked", "0")) != 0) {
-        rc = attune_fail(err, errlen, rc ? rc : store_sqlite_err(sqlite3_errcode(st->db)),
-                         "cannot set up fleet sync in the database: %s",
+    if (rc == 0 && (sqlite3_exec(st->db, tables_sql, NULL, NULL, NULL) != SQLITE_OK ||
+                    sqlite3_exec(st->db, triggers_sql, NULL, NULL, NULL) != SQLITE_OK ||
+                    sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK))
+        rc = store_sqlite_err(sqlite3_errcode(st->db));
+    if (rc == 0 && state_get(st, "source", src, sizeof src) != 0) {
+        new_source(src, sizeof src);
+        if ((rc = state_put(st, "source", src)) == 0)
+            rc = state_put(st, "acked", "0");
+    }
+    if (rc != 0) {
+        rc = attune_fail(err, errlen, rc, "cannot set up fleet sync in the database: %s",
                          sqlite3_errmsg(st->db));
         store_rollback(st);
         return rc;

@@ -162,6 +162,24 @@ static void fleet_log_should_hold_every_committed_row_once(void)
     CHECK_EQ_INT(fleet_local_state_get(st, &s), 0);
     CHECK_EQ_INT(s.pending, 18);
     CHECK_EQ_INT(count(st, "SELECT count(*) FROM fleet_log WHERE device_id LIKE 'FLEET-%'"), 0);
+    /* triggers lost (a migration that rebuilds measurements drops them): the
+     * next setup puts them back and logs every row again, same source */
+    CHECK_EQ_INT(count(st, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND "
+                           "name LIKE 'fleet_log_%'"), 2);
+    char path[600];
+    snprintf(path, sizeof path, "%s/b.db", dir);
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK &&
+          sqlite3_exec(db, "DROP TRIGGER fleet_log_insert", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    put(st, "GPU-drift-a", &new, 31, "split/acc=f32/pad=1", 9, 1e-4, 3002); /* unlogged */
+    CHECK_EQ_INT(fleet_local_setup(st, again, sizeof again, err, sizeof err), 0);
+    CHECK_STR(again, src);
+    CHECK_EQ_INT(count(st, "SELECT count(DISTINCT device_id || stack_id || shape_id || tactic) "
+                           "FROM fleet_log"), 18);
+    put(st, "GPU-drift-a", &new, 32, "split/acc=f32/pad=1", 9, 1e-4, 3003);
+    CHECK_EQ_INT(count(st, "SELECT count(DISTINCT device_id || stack_id || shape_id || tactic) "
+                           "FROM fleet_log"), 19);
     store_close(st);
 }
 
