@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -105,8 +106,37 @@ class PgServer:
                    "-E", "UTF8", "--no-sync"])
         os.unlink(pw)
         self.start()
+        self._watch()
         self._run(["psql", "-X", "-q", "-d", "postgres", "-c", "CREATE DATABASE attune"],
                   client=True)
+
+    def _watch(self):
+        """A watchdog in its own session: when this process dies without
+        close() (killed by a ctest timeout, say), it stops the server and
+        removes the directory, so no test leaves a server behind."""
+        src = ("import os, sys, time, shutil, subprocess\n"
+               "ppid, pg_ctl, data, d, uid, gid = sys.argv[1:7]\n"
+               "while True:\n"
+               "    try:\n"
+               "        os.kill(int(ppid), 0)\n"
+               "    except ProcessLookupError:\n"
+               "        break\n"
+               "    if not os.path.isdir(data):\n"
+               "        sys.exit(0)\n"
+               "    time.sleep(1)\n"
+               "def drop():\n"
+               "    if int(uid) >= 0:\n"
+               "        os.setgid(int(gid)); os.setuid(int(uid))\n"
+               "subprocess.run([pg_ctl, '-D', data, '-m', 'immediate', 'stop'],\n"
+               "               preexec_fn=drop, stdout=subprocess.DEVNULL,\n"
+               "               stderr=subprocess.DEVNULL)\n"
+               "shutil.rmtree(d, ignore_errors=True)\n")
+        uid = self.as_user.pw_uid if self.as_user else -1
+        gid = self.as_user.pw_gid if self.as_user else -1
+        self.watcher = subprocess.Popen(
+            [sys.executable, "-c", src, str(os.getpid()), os.path.join(self.bindir, "pg_ctl"),
+             self.data, self.dir, str(uid), str(gid)],
+            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def env(self):
         e = dict(os.environ)
@@ -152,6 +182,10 @@ class PgServer:
     def close(self):
         self.stop("immediate")
         shutil.rmtree(self.dir, ignore_errors=True)
+        w = getattr(self, "watcher", None)
+        if w is not None:
+            w.kill()
+            w.wait()
 
 
 def start_pg():
