@@ -15,10 +15,20 @@ all: build
 deps:
 	@scripts/deps.sh
 
+# The flags build/ was configured with are kept in $(BUILD)/cmake-flags:
+# CMAKE_FLAGS only apply at the first configure, so a later `make
+# CMAKE_FLAGS=...` with others warns instead of silently ignoring them.
+FLAGS_Q = '$(subst ','\'',$(strip $(CMAKE_FLAGS)))'
+
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	@printf '%s\n' $(FLAGS_Q) >$(BUILD)/cmake-flags
 
 build: deps $(BUILD)/CMakeCache.txt
+	@if [ -f $(BUILD)/cmake-flags ] && [ "$$(cat $(BUILD)/cmake-flags)" != $(FLAGS_Q) ]; then \
+	    echo "make: warning: $(BUILD)/ was configured with CMAKE_FLAGS='$$(cat $(BUILD)/cmake-flags)'," \
+	         "not $(FLAGS_Q): the new flags are NOT applied; 'make clean' first to use them" >&2; \
+	fi
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Start attuned on 127.0.0.1:$(PORT) with an embedded SQLite database; on

@@ -1,0 +1,78 @@
+#!/bin/sh
+# it_cmake_package.sh -- the client as another project sees it: installed
+# (`cmake --install --component client`) into a scratch prefix, a consumer
+# project (tests/consumer/) configured with find_package(attune) against
+# that prefix, built and run; and the installed pkg-config file names that
+# prefix's include and lib directories, not the default /usr/local.
+# Skipped (77) without the client library (libcurl missing) or pkg-config.
+set -eu
+: "${ATTUNE_BUILD_DIR:?}" "${ATTUNE_SOURCE_DIR:?}"
+[ -n "${ATTUNE_CLIENT_LIB:-}" ] || { echo "skip: attune_client not built"; exit 77; }
+command -v pkg-config >/dev/null 2>&1 || { echo "skip: pkg-config not found"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+fail=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fail=1; }
+
+prefix=$tmp/prefix
+cmake --install "$ATTUNE_BUILD_DIR" --prefix "$prefix" --component client >"$tmp/install.log" 2>&1 ||
+    { cat "$tmp/install.log"; echo "FAIL cmake --install"; exit 1; }
+ok "installed the client component into a scratch prefix"
+
+# find_package(attune) from a project that knows only the prefix
+if cmake -S "$ATTUNE_SOURCE_DIR/tests/consumer" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$prefix" \
+        -DCMAKE_BUILD_TYPE=Release >"$tmp/configure.log" 2>&1 &&
+    cmake --build "$tmp/build" >"$tmp/build.log" 2>&1; then
+    ok "consumer configured with find_package(attune) and built"
+else
+    cat "$tmp/configure.log" "$tmp/build.log" 2>/dev/null
+    bad "consumer configure/build"
+fi
+dir=$(sed -n 's/^attune_DIR:PATH=//p' "$tmp/build/CMakeCache.txt" 2>/dev/null)
+case $dir in
+"$prefix"/*) ok "attune_DIR=$dir (the prefix)" ;;
+*) bad "attune_DIR=$dir, not under $prefix" ;;
+esac
+# the consumer asks a port where nothing listens: the default answer
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+out=$("$tmp/build/consumer" "http://127.0.0.1:$port" 2>&1) || true
+case $out in
+*"fused/pad=8 default") ok "consumer runs against the installed library: $out" ;;
+*) bad "consumer output: $out" ;;
+esac
+if command -v ldd >/dev/null 2>&1; then
+    lib=$(ldd "$tmp/build/consumer" | sed -n 's/.*libattune_client[^ ]* => \([^ ]*\).*/\1/p')
+    case $lib in
+    "$prefix"/*) ok "consumer loads $lib" ;;
+    *) bad "consumer loads libattune_client from '$lib', not the prefix" ;;
+    esac
+fi
+
+# pkg-config: the prefix's directories, wherever it was installed
+real=$(cd "$prefix" && pwd -P)
+cflags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags attune_client 2>&1) || true
+libs=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --libs attune_client 2>&1) || true
+inc=$(echo "$cflags" | sed -n 's/^-I\([^ ]*\).*/\1/p')
+ldir=$(echo "$libs" | sed -n 's/^-L\([^ ]*\).*/\1/p')
+if [ -n "$inc" ] && [ "$(cd "$inc" 2>/dev/null && pwd -P)" = "$real/include" ] &&
+    [ -f "$inc/attune.h" ]; then
+    ok "pkg-config --cflags: $cflags (the prefix's include)"
+else
+    bad "pkg-config --cflags: $cflags"
+fi
+if [ -n "$ldir" ] && [ "$(cd "$ldir" 2>/dev/null && pwd -P)" = "$real/lib" ]; then
+    ok "pkg-config --libs: $libs"
+else
+    bad "pkg-config --libs: $libs"
+fi
+# and a program built with what it says compiles and links
+if cc $cflags -o "$tmp/pc_consumer" "$ATTUNE_SOURCE_DIR/tests/consumer/consumer.c" $libs \
+        >"$tmp/cc.log" 2>&1 &&
+    LD_LIBRARY_PATH=$prefix/lib "$tmp/pc_consumer" "http://127.0.0.1:$port" >/dev/null 2>&1; then
+    ok "a program built with pkg-config's flags links and runs"
+else
+    cat "$tmp/cc.log"
+    bad "build with pkg-config flags"
+fi
+exit $fail
