@@ -20,7 +20,8 @@ typedef struct jdev {
     pthread_cond_t cv;
     int64_t *q;              /* ring of queued job ids */
     int qhead, qlen, qcap;
-    volatile int cancel;     /* tuner_opts.cancel of the running job */
+    atomic_int cancel;       /* tuner_opts.cancel of the running job: read by the job
+                              * thread without the lock (issue 15 item 4) */
     attn_shape miss[JOBS_MISS_MAX_QUEUED]; /* ring of shapes missed by lookups */
     int mhead, mlen;
     char miss_running[ATTN_SHAPE_KEY_MAX]; /* "" when none */

@@ -13,6 +13,8 @@
 #ifndef ATTUNE_TUNER_H
 #define ATTUNE_TUNER_H
 
+#include <stdatomic.h>
+
 #include "../db/store.h"
 #include "select.h"
 #include "throttle.h"
@@ -43,7 +45,9 @@ typedef struct tuner_opts {
     /* progress callback, may be NULL; return non-zero to cancel */
     int (*progress)(void *ctx, const tuner_progress *p);
     void *ctx;
-    volatile int *cancel;  /* checked between tactics and samples; may be NULL */
+    /* checked between tactics and samples; may be NULL. Atomic: another
+     * thread (attuned's DELETE, shutdown) or a signal handler sets it. */
+    atomic_int *cancel;
     const char *host;      /* provenance; NULL: gethostname() */
     /* Throttling check (tuner/throttle.h): the clock source sampled around
      * every timed tactic (NULL: the device's own, attn_power_sample), and

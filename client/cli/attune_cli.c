@@ -245,7 +245,7 @@ static int cmd_devices(int argc, char **argv)
 /* ---- tune */
 
 static volatile sig_atomic_t interrupted;
-static volatile int cancel_flag;
+static atomic_int cancel_flag; /* lock-free: safe in a signal handler (C11 7.14.1.1) */
 
 static void on_sigint(int sig)
 {
