@@ -179,14 +179,18 @@ char *attn_tactic_str(const attn_tactic *t, char *buf, size_t buflen)
 {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, buflen - n, "%s", attn_variant_name(t->variant));
-    /* keys in sorted order: acc, pad, splits, tile, warps */
+    /* keys in sorted order: acc, arch, pad, splits, stages, tile, warps */
     if (t->acc != ATTN_ACC_NONE && n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/acc=%s",
                               t->acc == ATTN_ACC_F16 ? "f16" : "f32");
+    if (t->arch == ATTN_ARCH_SM90A && n < buflen)
+        n += (size_t)snprintf(buf + n, buflen - n, "/arch=sm90a");
     if (n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/pad=%d", t->pad);
     if (t->splits > 0 && n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/splits=%d", t->splits);
+    if (t->stages > 0 && n < buflen)
+        n += (size_t)snprintf(buf + n, buflen - n, "/stages=%d", t->stages);
     if (t->tile_m > 0 && n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/tile=%dx%d", t->tile_m, t->tile_n);
     if (t->warps > 0 && n < buflen)
@@ -252,6 +256,13 @@ int attn_tactic_parse(const char *s, attn_tactic *out, char *err, size_t errlen)
         } else if (strcmp(k, "warps") == 0) {
             bit = 16;
             bad = parse_pos(v, 32, &t.warps) != 0;
+        } else if (strcmp(k, "arch") == 0) {
+            bit = 32;
+            if (strcmp(v, "sm90a") == 0) t.arch = ATTN_ARCH_SM90A;
+            else bad = 1;
+        } else if (strcmp(k, "stages") == 0) {
+            bit = 64;
+            bad = parse_pos(v, 8, &t.stages) != 0;
         } else {
             return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown tactic parameter '%s'", k);
         }

@@ -86,7 +86,7 @@ typedef enum {
 
 /* A tactic: variant plus parameters. A parameter equal to 0 is absent
  * (acc uses ATTN_ACC_NONE). Canonical text: `variant/key=value/...`, keys
- * sorted: acc, pad, splits, tile, warps; pad is always present. */
+ * sorted: acc, arch, pad, splits, stages, tile, warps; pad is always present. */
 typedef enum { ATTN_ACC_NONE = 0, ATTN_ACC_F16 = 1, ATTN_ACC_F32 = 2 } attn_acc;
 
 typedef struct attn_tactic {
@@ -96,7 +96,13 @@ typedef struct attn_tactic {
     int tile_m, tile_n; /* fused: Br x Bc, 0 = absent */
     int splits;       /* fused_splitkv: number of key splits, 0 = absent */
     int warps;        /* fused: warps per block, 0 = absent */
+    int arch;         /* fused: kernel family for one architecture (ATTN_ARCH_*), 0 = absent */
+    int stages;       /* fused arch=sm90a: K/V shared-memory stages, 0 = absent */
 } attn_tactic;
+
+/* Values of attn_tactic.arch: text `arch=sm90a` (wgmma/TMA kernels, compute
+ * capability 9.0 only). */
+#define ATTN_ARCH_SM90A 90
 
 #define ATTN_TACTIC_STR_MAX 96
 

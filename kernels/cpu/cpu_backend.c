@@ -389,7 +389,8 @@ static void cpu_plan_free(attn_plan *p)
  * variants take acc=f32 only; nothing takes splits or warps. */
 static int cpu_runs(const attn_tactic *t)
 {
-    if (t->splits != 0 || t->warps != 0 || t->tile_m != 0 || t->tile_n != 0)
+    if (t->splits != 0 || t->warps != 0 || t->tile_m != 0 || t->tile_n != 0 ||
+        t->arch != 0 || t->stages != 0)
         return 0;
     switch (t->variant) {
     case ATTN_FUSED:

@@ -300,7 +300,8 @@ static int fused_listed(const attn_session *ss, const attn_tactic *t)
         found = list[i].variant == t->variant && list[i].pad == t->pad &&
                 list[i].acc == t->acc && list[i].tile_m == t->tile_m &&
                 list[i].tile_n == t->tile_n && list[i].splits == t->splits &&
-                list[i].warps == t->warps;
+                list[i].warps == t->warps && list[i].arch == t->arch &&
+                list[i].stages == t->stages;
     free(list);
     return found;
 }

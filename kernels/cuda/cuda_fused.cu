@@ -39,6 +39,9 @@
  *   H200: 67.8 us, 3.96 TB/s on the 16x32x8 x 4096 decode target.
  */
 #include "cuda_fused.h"
+#ifdef ATTUNE_HAVE_SM90A
+#include "cuda_fused_sm90a.h" /* version 3: the arch=sm90a tactics */
+#endif
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -956,7 +959,6 @@ static int splitkv_applies(const attn_shape *s)
 
 extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_minor, attn_tactic *out, int max)
 {
-    (void)cc_minor;
     if (s == NULL || out == NULL || max <= 0 || cc_major < 8 || !shape_supported(s))
         return 0;
     const int D = kernel_dim(s->d);
@@ -977,6 +979,15 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
     }
     FUSED_CONFIGS(FUSED_TACTIC)
 #undef FUSED_TACTIC
+#ifdef ATTUNE_HAVE_SM90A
+    /* Version 3 (cuda_fused_sm90a.cu): sm_90a code runs on 9.0 only. */
+    if (cc_major == 9 && cc_minor == 0) {
+        attn_tactic v3[8];
+        int nv3 = cuda_fused_sm90a_configs(s, v3, 8);
+        for (int i = 0; i < nv3; i++)
+            ADD(v3[i]);
+    }
+#endif
     if (splitkv_applies(s)) {
         /* splits: 1, 2, 4, ... while the grid of the previous count stayed
          * under ~8 blocks per SM of a large GPU (132 SMs), and a split keeps
@@ -1058,7 +1069,14 @@ extern "C" int cuda_fused_launch(const attn_shape *s, const attn_tactic *t, cons
     if (s->b < 1 || s->hq < 1 || s->hkv < 1 || s->hq % s->hkv != 0 || s->sq < 1 || s->skv < 1 ||
         s->d < 1 || sq_pad < s->sq || skv_pad < s->skv || sq_pad > INT_MAX / 2 || skv_pad > INT_MAX / 2)
         return ATTUNE_EINVAL;
-    if (!shape_supported(s))
+    if (t->arch != 0) {
+#ifdef ATTUNE_HAVE_SM90A
+        return cuda_fused_sm90a_launch(s, t, q, k, v, o, sq_pad, skv_pad, stream);
+#else
+        return ATTUNE_EUNSUPP;
+#endif
+    }
+    if (!shape_supported(s) || t->stages != 0)
         return ATTUNE_EUNSUPP;
     /* Block and row counts are ints in the kernels. */
     if (s->b * s->hq > INT_MAX || s->b * s->hq * s->sq > INT_MAX)

@@ -266,7 +266,7 @@ int cuda_split_prepare(attn_plan *p)
     cuda_split_state *sp = &p->sp;
     size_t per_unit, s_bytes, p_bytes;
 
-    if (t->tile_m || t->tile_n || t->splits || t->warps)
+    if (t->tile_m || t->tile_n || t->splits || t->warps || t->arch || t->stages)
         return ATTUNE_EUNSUPP;
     if ((t->variant == ATTN_FOLDED || t->variant == ATTN_SPLIT_REPEAT) && s->hkv == s->hq)
         return ATTUNE_EUNSUPP;

@@ -10,7 +10,10 @@
  * and is finite, that padded output rows were left alone, that both runs
  * agree bit for bit (a moving result is a race), and that the error against
  * the reference is within the dtype's tolerance. Exits 77 without a GPU.
- * ATTUNE_TEST_QUICK=1 keeps the small cases only, for compute-sanitizer. */
+ * ATTUNE_TEST_QUICK=1 keeps the small cases only, for compute-sanitizer;
+ * ATTUNE_TEST_TACTIC=TEXT runs only the tactics whose name contains TEXT
+ * (e.g. arch=sm90a). Tactics are listed for the device's own compute
+ * capability: on 9.0 that includes the sm90a family. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -241,22 +244,30 @@ typedef struct tcase {
     int causal, pad;
 } tcase;
 
-static int launches_run, cases_run;
+static int launches_run, cases_run, sm90a_launches;
+static int g_cc_major, g_cc_minor; /* the device's compute capability */
+static const char *g_filter;       /* ATTUNE_TEST_TACTIC: run only tactics whose name holds it */
 static double worst_rel[2]; /* per dtype: f16, bf16 */
+static int planted_caught;
 
 static double to_double(uint16_t b, attn_dtype dt)
 {
     return dt == ATTN_BF16 ? bf16_to_float(b) : f16_to_float(b);
 }
 
-/* Run tactic t on the case's device buffers, twice; check and report. */
+/* Run tactic t on the case's device buffers, twice; check and report.
+ * planted: s is the case's shape with the mask flipped (a planted mask
+ * error), and the check must catch it: the error against the case's
+ * reference has to exceed the tolerance. */
 static void run_tactic(const attn_shape *s, const attn_tactic *t, int64_t sq_pad, int64_t skv_pad,
                        void *dq, void *dk, void *dv, void *dout, uint16_t *h1, uint16_t *h2,
-                       const int64_t *rows, int nrows, const double *ref)
+                       const int64_t *rows, int nrows, const double *ref, int planted)
 {
     char key[ATTN_SHAPE_KEY_MAX], tname[ATTN_TACTIC_STR_MAX];
     attn_shape_key(s, key, sizeof key);
     attn_tactic_str(t, tname, sizeof tname);
+    if (g_filter != NULL && strstr(tname, g_filter) == NULL)
+        return;
     size_t osize = (size_t)(s->b * s->hq * sq_pad * s->d) * 2;
     size_t ws = cuda_fused_workspace_bytes(s, t);
     void *dws = NULL;
@@ -311,6 +322,12 @@ static void run_tactic(const attn_shape *s, const attn_tactic *t, int64_t sq_pad
     double rel = den > 0 ? sqrt(num / den) : sqrt(num);
     double tol_rel = s->dtype == ATTN_BF16 ? TOL_REL_BF16 : TOL_REL_F16;
     double tol_abs = s->dtype == ATTN_BF16 ? TOL_ABS_BF16 : TOL_ABS_F16;
+    if (planted) {
+        CHECK_MSG(rel > tol_rel || maxabs > tol_abs, "%s %s: planted mask error not caught (rel err %.3g)", key,
+                  tname, rel);
+        planted_caught += rel > tol_rel || maxabs > tol_abs;
+        goto done;
+    }
     CHECK_MSG(rel <= tol_rel && maxabs <= tol_abs, "%s %s: rel err %.3g (tol %.3g), max abs %.3g (tol %.3g)",
               key, tname, rel, tol_rel, maxabs, tol_abs);
     if (rel > worst_rel[s->dtype == ATTN_BF16])
@@ -355,15 +372,38 @@ static void run_case(const tcase *tc, uint64_t seed)
 
     enum { MAXTAC = 256 };
     attn_tactic all[MAXTAC];
-    int n = cuda_fused_tactics(&s, 9, 0, all, MAXTAC);
+    int n = cuda_fused_tactics(&s, g_cc_major, g_cc_minor, all, MAXTAC);
     CHECK_MSG(n > 0, "%s: no fused tactics", key);
     int ran = 0, have_splitkv = 0;
     for (int t = 0; t < n; t++) {
         if (all[t].pad != tc->pad)
             continue;
         have_splitkv |= all[t].variant == ATTN_FUSED_SPLITKV;
-        run_tactic(&s, &all[t], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref);
+        run_tactic(&s, &all[t], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref, 0);
+        sm90a_launches += all[t].arch == ATTN_ARCH_SM90A ? 2 : 0;
         ran++;
+    }
+    /* Planted mask error: the first tactic (and the first sm90a one) run
+     * with the causal flag flipped must fail the same check (where the
+     * flip changes the result: some row sees fewer than all keys). */
+    {
+        attn_shape flip = s;
+        flip.causal = !s.causal;
+        int planted[2] = {-1, -1};
+        for (int t = 0; t < n; t++)
+            if (all[t].pad == tc->pad) {
+                int fam = all[t].arch == ATTN_ARCH_SM90A;
+                if (planted[fam] < 0)
+                    planted[fam] = t;
+            }
+        /* Row 0 sees at most 90% of the keys it sees with the flip: a
+         * difference the tolerance cannot hide. */
+        int64_t va = attn_visible_keys(&s, 0), vb = attn_visible_keys(&flip, 0);
+        int64_t lo = va < vb ? va : vb, hi = va < vb ? vb : va;
+        for (int f = 0; f < 2; f++)
+            if (planted[f] >= 0 && 10 * lo < 9 * hi)
+                run_tactic(&flip, &all[planted[f]], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows,
+                           ref, 1);
     }
     /* fused_splitkv with 3 splits (uneven ranges) on any shape, listed or
      * not: the kernel must be right beyond the shapes it is listed for. */
@@ -375,7 +415,7 @@ static void run_case(const tcase *tc, uint64_t seed)
         t.tile_n = s.d > 128 ? 32 : 64;
         t.warps = s.d > 128 ? 2 : 4;
         t.splits = 3;
-        run_tactic(&s, &t, sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref);
+        run_tactic(&s, &t, sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref, 0);
         ran++;
     }
     fprintf(stderr, "  %-44s pad=%-2d %2d tactics%s, %d rows checked\n", key, tc->pad, ran,
@@ -404,7 +444,7 @@ static void fused_should_match_reference_everywhere(void)
     static const int64_t lens[][2] = {{1, 1018}, {1, 4096}, {7, 7},     {7, 900},
                                       {50, 1018}, {50, 50}, {197, 197}, {900, 900},
                                       {1018, 50}, {1018, 1018}, {4096, 4096}, {197, 4096}};
-    static const int64_t heads[][2] = {{2, 2}, {8, 2}, {4, 1}}; /* MHA, GQA g=4, MQA */
+    static const int64_t heads[][2] = {{2, 2}, {8, 2}, {8, 1}}; /* MHA, GQA g=4, MQA g=8 */
     const int nl = (int)(sizeof lens / sizeof lens[0]);
     int k = 0;
     for (int dj = 0; dj < 4; dj++) /* quick mode: d = 256 first, for a short sanitizer run */
@@ -497,6 +537,30 @@ static void fused_should_refuse_what_it_cannot_run(void)
     CHECK(cudaGetLastError() == cudaSuccess);
 }
 
+/* On a 9.0 device with the sm_90a kernels built, they are listed and were
+ * run by the cases above; elsewhere they are not listed, and a launch of
+ * one is refused, never run. */
+static void sm90a_should_run_on_hopper(void)
+{
+    attn_shape s = {2, 8, 2, 300, 300, 128, ATTN_BF16, 1};
+    attn_tactic out[256];
+    int n = cuda_fused_tactics(&s, g_cc_major, g_cc_minor, out, 256), n90 = 0;
+    for (int i = 0; i < n; i++)
+        n90 += out[i].arch == ATTN_ARCH_SM90A;
+#ifdef ATTUNE_HAVE_SM90A
+    if (g_cc_major == 9 && g_cc_minor == 0) {
+        CHECK_MSG(n90 > 0, "no sm90a tactics listed on a 9.0 device");
+        if (g_filter == NULL || strstr(g_filter, "sm90a") != NULL)
+            CHECK_MSG(sm90a_launches > 0, "no sm90a tactic was run");
+        return;
+    }
+#endif
+    CHECK_EQ_INT(n90, 0);
+    n = cuda_fused_tactics(&s, 8, 0, out, 256);
+    for (int i = 0; i < n; i++)
+        CHECK(out[i].arch == 0);
+}
+
 int main(void)
 {
     int ndev = 0;
@@ -505,10 +569,12 @@ int main(void)
         return TEST_SKIP_CODE;
     }
     g_quick = getenv("ATTUNE_TEST_QUICK") != NULL;
+    g_filter = getenv("ATTUNE_TEST_TACTIC");
     const char *env = getenv("ATTUNE_TEST_SEED");
     g_seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) * 1000003u ^ (uint64_t)getpid();
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    g_cc_major = prop.major, g_cc_minor = prop.minor;
     fprintf(stderr, "test_fused: device %s (sm_%d%d), seed %llu (ATTUNE_TEST_SEED to replay)\n", prop.name,
             prop.major, prop.minor, (unsigned long long)g_seed);
     struct timespec t0, t1;
@@ -517,9 +583,12 @@ int main(void)
     RUN(fused_should_match_reference_everywhere);
     RUN(fused_should_pad_odd_head_dims);
     RUN(splitkv_should_match_reference_on_decode);
+    RUN(sm90a_should_run_on_hopper);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    fprintf(stderr, "test_fused: %d cases, %d launches, worst rel err f16 %.3g bf16 %.3g, %.1f s\n", cases_run,
-            launches_run, worst_rel[0], worst_rel[1],
+    fprintf(stderr,
+            "test_fused: %d cases, %d launches (%d sm90a), %d planted mask errors caught, worst rel err f16 %.3g "
+            "bf16 %.3g, %.1f s\n",
+            cases_run, launches_run, sm90a_launches, planted_caught, worst_rel[0], worst_rel[1],
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     return test_summary();
 }

@@ -1,0 +1,35 @@
+/* cuda_fused_sm90a.h -- the Hopper (sm_90a) family of the `fused` variant:
+ * tactics `fused/arch=sm90a/...`, as cuda_fused.c lists and launches them.
+ * Same layouts, lengths and pad rules as cuda_fused.h; the functions exist
+ * only when the build could target sm_90a (ATTUNE_HAVE_SM90A). */
+#ifndef CUDA_FUSED_SM90A_H
+#define CUDA_FUSED_SM90A_H
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "../attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The sm90a kernel configurations for shape s, pad left 0, written to
+ * out[0..max): f16/bf16, d a multiple of 8 up to 256 (run on D = 64, 128
+ * or 256 with zero columns). Returns the count (0: none apply). The
+ * caller decides whether the device is one they run on (9.0 only). */
+int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max);
+
+/* Enqueue tactic t (variant fused, arch sm90a) on stream; contract of
+ * cuda_fused_launch (no workspace). ATTUNE_EUNSUPP also when the current
+ * device is not compute capability 9.0; ATTUNE_EINVAL for buffers not
+ * 16-byte aligned (TMA). */
+int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const void *q, const void *k,
+                            const void *v, void *o, int64_t sq_pad, int64_t skv_pad, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
