@@ -44,6 +44,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <type_traits>
 
 /* The device code exists only in the sm_90a pass; any other pass (a build
@@ -135,6 +136,19 @@ __device__ __forceinline__ void wgmma_wait()
 /* The accumulators of an in-flight wgmma are not to be touched by other
  * instructions: this empty asm makes the compiler treat them as rewritten
  * here, so no read of them is moved above the wait that precedes it. */
+/* Named barriers of the two consumer warpgroups' turns (ids 1, 2; 0 is
+ * __syncthreads): sync waits for the barrier's 256 threads, arrive counts
+ * this warp's and goes on. */
+__device__ __forceinline__ void named_sync(int id)
+{
+    asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+
+__device__ __forceinline__ void named_arrive(int id)
+{
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
+}
+
 template <int N>
 __device__ __forceinline__ void reg_fence(float (&r)[N])
 {
@@ -301,7 +315,7 @@ struct sm90_smem {
  * [b*hkv][skv][d] (box 64 x BC), all with the real lengths as their
  * extents, so rows past sq or skv and columns past d arrive as zeros (TMA
  * fills out-of-bounds elements with 0 and still counts the whole box). */
-template <typename T, int D, int BC, int STAGES>
+template <typename T, int D, int BC, int STAGES, bool PP>
 __global__ void __launch_bounds__(384, 1)
     fused_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                       const __grid_constant__ CUtensorMap tv, const sm90_args p)
@@ -462,15 +476,34 @@ __global__ void __launch_bounds__(384, 1)
         }
     };
 
+    /* Pingpong (PP): the two warpgroups take turns issuing their products,
+     * so that one's softmax runs under the other's GEMMs. Turn barrier
+     * 1 + cw is warpgroup cw's: it syncs on it before issuing and arrives
+     * on the other's after. Each warpgroup has ntiles + 1 turns; warpgroup
+     * 1 lets warpgroup 0 go first and skips its last arrive, so every
+     * arrive meets a sync. */
+    auto turn_begin = [&]() {
+        if (PP)
+            named_sync(1 + cw);
+    };
+    auto turn_end = [&](bool last) {
+        if (PP && !(last && cw == 1))
+            named_arrive(2 - cw);
+    };
+
     if (ntiles > 0) {
         mbar_wait(bQ, 0);
+        if (PP && cw == 1)
+            named_arrive(1);
         /* First tile (the last keys): S alone. */
         {
             float alpha[2];
             mbar_wait(BAR_FK(0), 0);
+            turn_begin();
             wgmma_fence();
             gemm_qk<T, D, BC, BR>(s, aQw, aK0);
             wgmma_commit();
+            turn_end(false);
             wgmma_wait<0>();
             reg_fence(s);
             if (lane == 0)
@@ -484,6 +517,7 @@ __global__ void __launch_bounds__(384, 1)
             const int st = it % STAGES, pst = (it - 1) % STAGES;
             float alpha[2];
             mbar_wait(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+            turn_begin();
             wgmma_fence();
             gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
             wgmma_commit();
@@ -491,6 +525,7 @@ __global__ void __launch_bounds__(384, 1)
             wgmma_fence();
             gemm_pv<T, D, BC, ON>(o, pf, aV0 + pst * L::kv);
             wgmma_commit();
+            turn_end(false);
             wgmma_wait<1>(); /* S_j done */
             reg_fence(s);
             if (lane == 0)
@@ -506,9 +541,11 @@ __global__ void __launch_bounds__(384, 1)
         }
         const int lst = (ntiles - 1) % STAGES;
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
+        turn_begin();
         wgmma_fence();
         gemm_pv<T, D, BC, ON>(o, pf, aV0 + lst * L::kv);
         wgmma_commit();
+        turn_end(true);
         wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < OC; c++)
@@ -519,27 +556,47 @@ __global__ void __launch_bounds__(384, 1)
 #undef BAR_FV
 #undef BAR_EV
 
-    /* Normalise and store the real rows and columns; padded rows untouched. */
-    T *go = reinterpret_cast<T *>(p.o) + (int64_t)bh * p.sq_pad * p.d;
+    /* Normalise, stage this warpgroup's 64 x D outputs in its own rows of
+     * the Q buffer (no longer read: its last S product retired; the other
+     * warpgroup's rows are elsewhere), in the same 128-byte swizzle, so
+     * that the 4-byte fragment writes are conflict-free, then copy the real
+     * rows and columns out in 16-byte pieces, 8 threads per 128 contiguous
+     * bytes. Padded rows are never written. */
+    const uint32_t aO = aQ + cw * 64 * 128;
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
         float den = l[rh];
         den += __shfl_xor_sync(0xffffffffu, den, 1);
         den += __shfl_xor_sync(0xffffffffu, den, 2);
         const float inv = den > 0.f ? 1.f / den : 0.f;
-        const int i = row0 + rh * 8;
-        if (i >= p.sq)
-            continue;
-        T *orow = go + (int64_t)i * p.d;
+        const int r = wq * 16 + gr + rh * 8;
 #pragma unroll
         for (int c = 0; c < OC; c++)
 #pragma unroll
             for (int j = 0; j < ON / 8; j++) {
                 const int col = c * ON + 8 * j + 2 * tq4;
-                if (col < p.d) /* d % 8 == 0: both columns or neither */
-                    *reinterpret_cast<uint32_t *>(orow + col) =
-                        pack2<T>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
+                const uint32_t a = aO + (col / 64) * BR * 128 + r * 128 + ((((col % 64) / 8) ^ (r & 7)) << 4) +
+                                   (col % 8) * 2;
+                const uint32_t v2 = pack2<T>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v2) : "memory");
             }
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory");
+    T *go = reinterpret_cast<T *>(p.o) + (int64_t)bh * p.sq_pad * p.d;
+    const int ctid = tid - 128 * wg; /* 0..127 in this warpgroup */
+#pragma unroll 4
+    for (int idx = ctid; idx < 64 * (D / 8); idx += 128) {
+        const int r = idx / (D / 8), cu = idx % (D / 8);
+        const int i = m0 + cw * 64 + r, col = cu * 8;
+        if (i >= p.sq || col >= p.d) /* d % 8 == 0: a 16-byte piece is all in or all out */
+            continue;
+        const uint32_t a = aO + (cu / 8) * BR * 128 + r * 128 + (((cu % 8) ^ (r & 7)) << 4);
+        uint4 v4;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v4.x), "=r"(v4.y), "=r"(v4.z), "=r"(v4.w)
+                     : "r"(a)
+                     : "memory");
+        *reinterpret_cast<uint4 *>(go + (int64_t)i * p.d + col) = v4;
     }
 #endif
 }
@@ -610,7 +667,7 @@ static bool device_is_sm90()
     return maj == 9 && min == 0;
 }
 
-template <typename T, int D, int BC, int STAGES>
+template <typename T, int D, int BC, int STAGES, bool PP>
 static int launch_sm90(const attn_shape *s, const void *q, const void *k, const void *v, sm90_args &p,
                        int64_t sq_pad, int64_t skv_pad, cudaStream_t stream)
 {
@@ -622,7 +679,7 @@ static int launch_sm90(const attn_shape *s, const void *q, const void *k, const 
         (rc = make_map(&tv, v, BF, s->b * s->hkv, s->skv, skv_pad, s->d, BC)) != 0)
         return rc;
     const size_t smem = sm90_smem<D, 128, BC, STAGES>::bytes;
-    void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) = fused_sm90_kernel<T, D, BC, STAGES>;
+    void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) = fused_sm90_kernel<T, D, BC, STAGES, PP>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return ATTUNE_EGPU;
     p.nrb = (int)((s->sq + 127) / 128);
@@ -683,10 +740,14 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
     p.sl2 = (float)(1.4426950408889634 / sqrt((double)s->d));
     const int D = sm90_kernel_dim(s->d);
     const bool bf = s->dtype == ATTN_BF16;
+    /* EXPERIMENT: ATTUNE_SM90_PP=0 turns pingpong off (bench comparison). */
+    static const bool pp = getenv("ATTUNE_SM90_PP") == NULL || atoi(getenv("ATTUNE_SM90_PP")) != 0;
 #define SM90_LAUNCH(D_, BC_, ST_)                                                                   \
     if (D == D_ && t->tile_m == 128 && t->tile_n == BC_ && t->warps == 12 && t->stages == ST_)     \
-        return bf ? launch_sm90<__nv_bfloat16, D_, BC_, ST_>(s, q, k, v, p, sq_pad, skv_pad, stream) \
-                  : launch_sm90<__half, D_, BC_, ST_>(s, q, k, v, p, sq_pad, skv_pad, stream);
+        return bf ? (pp ? launch_sm90<__nv_bfloat16, D_, BC_, ST_, true>(s, q, k, v, p, sq_pad, skv_pad, stream)   \
+                        : launch_sm90<__nv_bfloat16, D_, BC_, ST_, false>(s, q, k, v, p, sq_pad, skv_pad, stream))  \
+                  : (pp ? launch_sm90<__half, D_, BC_, ST_, true>(s, q, k, v, p, sq_pad, skv_pad, stream)          \
+                        : launch_sm90<__half, D_, BC_, ST_, false>(s, q, k, v, p, sq_pad, skv_pad, stream));
     SM90_CONFIGS(SM90_LAUNCH)
 #undef SM90_LAUNCH
     return ATTUNE_EUNSUPP;
