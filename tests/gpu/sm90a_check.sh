@@ -96,7 +96,7 @@ head -40 "$OUT/sass.txt" >&2
 log "fused_bench (version 1 and sm90a tactics)"
 timeout -k 10 240 "$BIN/fused_bench" "$BFILTER" >"$OUT/bench.log" 2>&1
 grep -E "^b|BEST|CEILING|arch=sm90a" "$OUT/bench.log" >&2
-if [ -n "${SM90_COMPARE_ENV:-}" ]; then # e.g. ATTUNE_SM90_PP=0: the sm90a tactics again under it
+if [ -n "${SM90_COMPARE_ENV:-}" ]; then # VAR=VALUE ...: the sm90a tactics again under them
     log "fused_bench, sm90a tactics, with $SM90_COMPARE_ENV"
     env $SM90_COMPARE_ENV timeout -k 10 120 "$BIN/fused_bench" "$BFILTER" arch=sm90a >"$OUT/bench_cmp.log" 2>&1
     grep -E "BEST-SM90A" "$OUT/bench_cmp.log" >&2
