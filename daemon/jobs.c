@@ -707,6 +707,24 @@ void jobs_counts(jobs *j, int counts[5])
     pthread_mutex_unlock(&j->mu);
 }
 
+int jobs_queue_depths(jobs *j, metrics_queue *out, int max)
+{
+    pthread_mutex_lock(&j->mu);
+    int n = j->ndevs < max ? j->ndevs : max;
+    for (int i = 0; i < n; i++) {
+        snprintf(out[i].device, sizeof out[i].device, "%s", j->devs[i].dev.info.id);
+        /* from the table, not the ring: a job canceled while queued
+         * stays in its device's ring until the thread pops it */
+        out[i].jobs = 0;
+        for (int k = 0; k < j->ntab; k++)
+            out[i].jobs += j->tab[k].state == STORE_JOB_QUEUED &&
+                           strcmp(j->tab[k].device_id, out[i].device) == 0;
+        out[i].misses = j->devs[i].mlen;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return n;
+}
+
 void jobs_stop(jobs *j)
 {
     if (j == NULL)

@@ -17,6 +17,7 @@
 #include "../db/store.h"
 #include "../tuner/select.h"
 #include "index.h"
+#include "metrics.h"
 
 /* Queued jobs per device before POST /v1/tune answers 503. */
 #define JOBS_MAX_QUEUED 64
@@ -118,6 +119,10 @@ int jobs_any_for_device(jobs *j, const char *device_id);
 
 /* Jobs by state (index: store_job_state). */
 void jobs_counts(jobs *j, int counts[5]);
+
+/* Queue depth of each local device (explicit jobs waiting, shapes queued
+ * by tune on miss) into out[0..max); returns how many were written. */
+int jobs_queue_depths(jobs *j, metrics_queue *out, int max);
 
 /* Stop: refuse new jobs, interrupt running ones between tactics (rows left
  * queued for the next start), join the threads. */

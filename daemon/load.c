@@ -5,8 +5,9 @@
 
 #include "attuned.h"
 #include "log.h"
+#include "metrics.h"
 
-int attuned_load_device(attuned *d, store *st, const char *device_id)
+static int load_device(attuned *d, store *st, const char *device_id)
 {
     index_device_view v;
     int known = index_device_find(d->ix, device_id, &v) == 0 &&
@@ -27,6 +28,16 @@ int attuned_load_device(attuned *d, store *st, const char *device_id)
     if (rc != 0)
         return rc;
     return index_device_load(d->ix, device_id, m, n);
+}
+
+/* Every reload of a device (start, SIGHUP, the watcher, imports) comes
+ * here: the one place that counts failures for GET /metrics. */
+int attuned_load_device(attuned *d, store *st, const char *device_id)
+{
+    int rc = load_device(d, st, device_id);
+    if (rc != 0)
+        metrics_reload_failed();
+    return rc;
 }
 
 int attuned_load_index(attuned *d, store *st)

@@ -422,9 +422,11 @@ int main(int argc, char **argv)
             if (log_reopen() != 0)
                 log_event(LOGL_ERROR, "reopen_log_failed", "path=\"%s\"",
                           d.cfg.log_path ? d.cfg.log_path : "");
-            if ((rc = worker_submit(d.worker, reload_work, &d)) != 0)
+            if ((rc = worker_submit(d.worker, reload_work, &d)) != 0) {
+                metrics_reload_failed();
                 log_event(LOGL_ERROR, "index_reload_failed", "error=\"%s\"",
                           attune_strerror(rc));
+            }
             continue;
         }
         log_event(LOGL_INFO, "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");

@@ -9,6 +9,15 @@
 #include "../common/attune_err.h"
 #include "fleet_sync.h"
 
+/* cmake/commit.cmake writes it at each build (build_commit.c). */
+extern const char attune_build_commit[];
+
+#ifdef ATTUNE_CUDA_VERSION
+#define BUILD_CUDA ATTUNE_CUDA_VERSION
+#else
+#define BUILD_CUDA "none"
+#endif
+
 /* Statuses counted on their own; anything else lands in "other". */
 static const unsigned status_codes[] = {200, 202, 400, 401, 403, 404, 405,
                                         409, 413, 415, 500, 503};
@@ -26,6 +35,8 @@ static atomic_ullong requests[METRICS_MAX_ROUTES][NSTATUS];
 static atomic_ullong lat_buckets[NBUCKETS + 1]; /* last: +Inf */
 static atomic_ullong lat_sum_ns;
 static atomic_ullong lookups[5]; /* by index_source */
+static atomic_ullong lookups_stale;
+static atomic_ullong reload_failures;
 static atomic_ullong measurements;
 static atomic_llong db_size = -1;
 static time_t started_at;
@@ -53,16 +64,23 @@ void metrics_request(int route, unsigned status)
                               memory_order_relaxed);
 }
 
-void metrics_lookup(int source, double seconds)
+void metrics_lookup(int source, int stale, double seconds)
 {
     if (source >= 0 && source < 5)
         atomic_fetch_add_explicit(&lookups[source], 1, memory_order_relaxed);
+    if (stale)
+        atomic_fetch_add_explicit(&lookups_stale, 1, memory_order_relaxed);
     size_t b = 0;
     while (b < NBUCKETS && seconds > lat_bounds[b])
         b++;
     atomic_fetch_add_explicit(&lat_buckets[b], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&lat_sum_ns, (unsigned long long)(seconds * 1e9),
                               memory_order_relaxed);
+}
+
+void metrics_reload_failed(void)
+{
+    atomic_fetch_add_explicit(&reload_failures, 1, memory_order_relaxed);
 }
 
 void metrics_measurements_add(int n)
@@ -77,6 +95,22 @@ void metrics_set_db_size(int64_t bytes)
     atomic_store(&db_size, (long long)bytes);
 }
 
+/* A label value as the text format wants it: backslash, quote and newline
+ * escaped (device ids are plain today; the format must not break if not). */
+static void label_escape(const char *in, char *out, size_t size)
+{
+    size_t n = 0;
+    for (; *in && n + 3 < size; in++) {
+        if (*in == '\\' || *in == '"' || *in == '\n') {
+            out[n++] = '\\';
+            out[n++] = *in == '\n' ? 'n' : *in;
+        } else {
+            out[n++] = *in;
+        }
+    }
+    out[n] = 0;
+}
+
 int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
 {
     static const char *const job_states[5] = {"queued", "running", "done", "failed",
@@ -89,14 +123,21 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
     if (f == NULL)
         return ATTUNE_ENOMEM;
 
+    fprintf(f, "# HELP attune_build_info The running build: version, commit, kernels' "
+               "build hash, CUDA toolkit (none: CPU only).\n"
+               "# TYPE attune_build_info gauge\n"
+               "attune_build_info{version=\"%s\",commit=\"%s\",kernels_hash=\"%s\","
+               "cuda=\"%s\"} 1\n",
+            ATTUNE_VERSION, attune_build_commit, ATTUNE_KERNELS_HASH, BUILD_CUDA);
+
     fprintf(f, "# HELP attune_http_requests_total HTTP requests answered, by route and "
                "status.\n# TYPE attune_http_requests_total counter\n");
     for (int r = 0; r < route_count; r++)
         for (size_t s = 0; s < NSTATUS; s++) {
+            /* every series from the start, at zero: an alert on a rate
+             * needs the series before the first event */
             unsigned long long v = atomic_load_explicit(&requests[r][s],
                                                         memory_order_relaxed);
-            if (v == 0)
-                continue;
             if (s < NSTATUS - 1)
                 fprintf(f, "attune_http_requests_total{%s,status=\"%u\"} %llu\n",
                         route_labels[r], status_codes[s], v);
@@ -125,6 +166,29 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
     for (int s = 0; s < 5; s++)
         fprintf(f, "attune_lookups_total{source=\"%s\"} %llu\n", sources[s],
                 atomic_load_explicit(&lookups[s], memory_order_relaxed));
+
+    fprintf(f, "# HELP attune_lookups_stale_total Lookups answered with a winner measured "
+               "on another stack than the device's current one.\n"
+               "# TYPE attune_lookups_stale_total counter\nattune_lookups_stale_total %llu\n",
+            atomic_load_explicit(&lookups_stale, memory_order_relaxed));
+
+    fprintf(f, "# HELP attune_index_reload_failures_total Reloads of a device's rows from "
+               "the database that failed (the index kept the old rows).\n"
+               "# TYPE attune_index_reload_failures_total counter\n"
+               "attune_index_reload_failures_total %llu\n",
+            atomic_load_explicit(&reload_failures, memory_order_relaxed));
+
+    fprintf(f, "# HELP attune_queue_depth Work queued on a local device: explicit jobs "
+               "(queue=\"jobs\") and shapes missed by lookups (queue=\"miss\").\n"
+               "# TYPE attune_queue_depth gauge\n");
+    for (int i = 0; i < snap->nqueues; i++) {
+        char dev[2 * sizeof snap->queues[i].device];
+        label_escape(snap->queues[i].device, dev, sizeof dev);
+        fprintf(f, "attune_queue_depth{device=\"%s\",queue=\"jobs\"} %d\n", dev,
+                snap->queues[i].jobs);
+        fprintf(f, "attune_queue_depth{device=\"%s\",queue=\"miss\"} %d\n", dev,
+                snap->queues[i].misses);
+    }
 
     fprintf(f, "# HELP attune_jobs Tuning jobs known to the daemon, by state.\n"
                "# TYPE attune_jobs gauge\n");

@@ -21,14 +21,29 @@ void metrics_init(const char *const *labels, int n);
 void metrics_request(int route, unsigned status);
 
 /* One /v1/tactic lookup: source 0 measured, 1 nearest, 2 default,
- * 3 predicted, 4 fleet (index_source), and the time it took in seconds. */
-void metrics_lookup(int source, double seconds);
+ * 3 predicted, 4 fleet (index_source), stale (1: the winner was measured
+ * on another stack than the device's current one), and the time it took
+ * in seconds. */
+void metrics_lookup(int source, int stale, double seconds);
+
+/* One failed reload of the index from the database (SIGHUP, the watcher,
+ * after an import): the device kept its old rows. */
+void metrics_reload_failed(void);
 
 /* Measurements committed by the job threads. */
 void metrics_measurements_add(int n);
 
 /* Latest database size (the DB worker refreshes it). */
 void metrics_set_db_size(int64_t bytes);
+
+/* Queued work of one local device: explicit jobs waiting for its thread,
+ * and shapes queued by tune on miss. */
+#define METRICS_MAX_DEVICES 16
+typedef struct metrics_queue {
+    char device[64];
+    int jobs;
+    int misses;
+} metrics_queue;
 
 /* State the metrics module cannot see itself, filled by the caller at
  * scrape time. */
@@ -37,6 +52,8 @@ typedef struct metrics_snapshot {
     int devices_local;
     int devices_fleet;
     int64_t index_measurements;
+    metrics_queue queues[METRICS_MAX_DEVICES]; /* local devices, all present */
+    int nqueues;
 } metrics_snapshot;
 
 /* Render all metrics as text; *out malloc'd (caller frees), *len its

@@ -19,6 +19,7 @@
 
 #include "attuned.h"
 #include "log.h"
+#include "metrics.h"
 
 int attuned_reload_index(attuned *d, store *st)
 {
@@ -27,6 +28,7 @@ int attuned_reload_index(attuned *d, store *st)
     int n = 0, first = 0, failed = 0;
     int rc = store_devices_list(st, &infos, &stacks, &n);
     if (rc != 0) {
+        metrics_reload_failed();
         log_event(LOGL_ERROR, "index_reload_failed", "error=\"%s\"", attune_strerror(rc));
         return rc;
     }

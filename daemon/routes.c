@@ -188,6 +188,7 @@ static enum MHD_Result h_metrics(req *r, const char *url)
     metrics_snapshot snap;
     memset(&snap, 0, sizeof snap);
     jobs_counts(r->d->jobs, snap.jobs);
+    snap.nqueues = jobs_queue_depths(r->d->jobs, snap.queues, METRICS_MAX_DEVICES);
     index_stats(r->d->ix, &snap.devices_local, &snap.devices_fleet, &snap.index_measurements);
     char *text = NULL;
     size_t len = 0;
@@ -287,7 +288,7 @@ static enum MHD_Result h_tactic(req *r, const char *url)
     if (text == NULL)
         return http_send_error(r, 500, "out of memory");
     ret = http_send(r, 200, "application/json", text, len, NULL, NULL);
-    metrics_lookup((int)ans.source, req_elapsed(r));
+    metrics_lookup((int)ans.source, ans.stale, req_elapsed(r));
     return ret;
 }
 
