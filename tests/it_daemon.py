@@ -234,6 +234,15 @@ def test_tune_and_lookup(d):
               and ans["source"] == "measured" and ans["stale"] is False,
               "tactic of %s is the fastest accurate one of its results (%s vs %s)"
               % (k, ans.get("tactic"), win and win["tactic"]))
+        check(win is not None and ans["time_us"] == select_time(win)
+              and ans["time_us_kernel"] == win["time_us"],
+              "tactic of %s shows what a caller pays: time with the copies of a padded "
+              "winner, the kernels alone as time_us_kernel" % k)
+        padded = [m for m in res["measurements"] if m["time_us_copies"] is not None]
+        check(all(m["time_us_copies"] >= m["time_us"] and m["time_us_paid"] == select_time(m)
+                  for m in padded) and len(padded) > 0,
+              "results of %s: with copies never below the kernels alone (%d padded rows)"
+              % (k, len(padded)))
         # the same answer through the separate fields form
         q = urllib.parse.urlencode({"device": "cpu", "b": s["b"], "hq": s["hq"],
                                     "hkv": s["hkv"], "sq": s["sq"], "skv": s["skv"],
