@@ -12,7 +12,8 @@ const int attn_pads[ATTN_NPADS] = {1, 8, 16, 64};
 
 static const char *const dtype_names[] = {"f16", "bf16", "f32"};
 static const char *const variant_names[ATTN_NVARIANTS] = {
-    "fused", "fused_splitkv", "split", "split_repeat", "folded"};
+    "fused", "fused_splitkv", "split", "split_repeat", "folded", "cudnn"};
+static const char *const graph_names[] = {"", "sdpa", "comp"};
 
 const char *attn_dtype_name(attn_dtype t)
 {
@@ -179,12 +180,17 @@ char *attn_tactic_str(const attn_tactic *t, char *buf, size_t buflen)
 {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, buflen - n, "%s", attn_variant_name(t->variant));
-    /* keys in sorted order: acc, arch, pad, splits, stages, tile, warps */
+    /* keys in sorted order: acc, arch, eng, graph, kcfg, pad, splits, stages,
+     * tile, warps */
     if (t->acc != ATTN_ACC_NONE && n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/acc=%s",
                               t->acc == ATTN_ACC_F16 ? "f16" : "f32");
     if (t->arch == ATTN_ARCH_SM90A && n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/arch=sm90a");
+    if (t->variant == ATTN_CUDNN && n < buflen)
+        n += (size_t)snprintf(buf + n, buflen - n, "/eng=%d/graph=%s/kcfg=%d", t->eng,
+                              (unsigned)t->graph <= ATTN_GRAPH_COMP ? graph_names[t->graph] : "?",
+                              t->kcfg);
     if (n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/pad=%d", t->pad);
     if (t->splits > 0 && n < buflen)
@@ -196,6 +202,20 @@ char *attn_tactic_str(const attn_tactic *t, char *buf, size_t buflen)
     if (t->warps > 0 && n < buflen)
         snprintf(buf + n, buflen - n, "/warps=%d", t->warps);
     return buf;
+}
+
+/* Parse a non-negative int in [0, max] that fills the whole string. */
+static int parse_nonneg(const char *s, long max, int *out)
+{
+    if (*s < '0' || *s > '9')
+        return ATTUNE_EINVAL;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < 0 || v > max)
+        return ATTUNE_EINVAL;
+    *out = (int)v;
+    return 0;
 }
 
 /* Parse a positive int in [1, max] that fills the whole string. */
@@ -263,6 +283,17 @@ int attn_tactic_parse(const char *s, attn_tactic *out, char *err, size_t errlen)
         } else if (strcmp(k, "stages") == 0) {
             bit = 64;
             bad = parse_pos(v, 8, &t.stages) != 0;
+        } else if (strcmp(k, "eng") == 0) {
+            bit = 128;
+            bad = parse_nonneg(v, 1000000, &t.eng) != 0;
+        } else if (strcmp(k, "graph") == 0) {
+            bit = 256;
+            if (strcmp(v, "sdpa") == 0) t.graph = ATTN_GRAPH_SDPA;
+            else if (strcmp(v, "comp") == 0) t.graph = ATTN_GRAPH_COMP;
+            else bad = 1;
+        } else if (strcmp(k, "kcfg") == 0) {
+            bit = 512;
+            bad = parse_nonneg(v, 2147483647L, &t.kcfg) != 0;
         } else {
             return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown tactic parameter '%s'", k);
         }
@@ -274,6 +305,16 @@ int attn_tactic_parse(const char *s, attn_tactic *out, char *err, size_t errlen)
     }
     if (!(seen & 2))
         return attune_fail(err, errlen, ATTUNE_EINVAL, "tactic '%s' lacks pad=", s);
+    /* The cudnn keys name one execution plan: all three or none. */
+    if (t.variant == ATTN_CUDNN && (seen & (128 | 256 | 512)) != (128 | 256 | 512))
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "cudnn tactic '%s' needs eng=, graph= and kcfg=", s);
+    if (t.variant == ATTN_CUDNN && (seen & (1 | 4 | 8 | 16 | 32 | 64)))
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "cudnn tactic '%s' takes only eng, graph, kcfg and pad", s);
+    if (t.variant != ATTN_CUDNN && (seen & (128 | 256 | 512)))
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "eng, graph and kcfg belong to cudnn tactics, not '%s'", s);
     *out = t;
     return 0;
 }

@@ -81,13 +81,22 @@ typedef enum {
     ATTN_SPLIT = 2,
     ATTN_SPLIT_REPEAT = 3,
     ATTN_FOLDED = 4,
-    ATTN_NVARIANTS = 5
+    ATTN_CUDNN = 5, /* cuDNN's SDPA forward (kernels/cuda/cuda_cudnn.c) */
+    ATTN_NVARIANTS = 6
 } attn_variant;
 
 /* A tactic: variant plus parameters. A parameter equal to 0 is absent
- * (acc uses ATTN_ACC_NONE). Canonical text: `variant/key=value/...`, keys
- * sorted: acc, arch, pad, splits, stages, tile, warps; pad is always present. */
+ * (acc uses ATTN_ACC_NONE), except the cudnn keys (eng, graph, kcfg), which
+ * are present exactly when the variant is cudnn (engine 0 and knob code 0
+ * are real values). Canonical text: `variant/key=value/...`, keys sorted:
+ * acc, arch, eng, graph, kcfg, pad, splits, stages, tile, warps; pad is
+ * always present. */
 typedef enum { ATTN_ACC_NONE = 0, ATTN_ACC_F16 = 1, ATTN_ACC_F32 = 2 } attn_acc;
+
+/* cudnn: the form of the operation graph handed to cuDNN. sdpa: the single
+ * SDPA_FWD operation (cuDNN >= 9.13.1); comp: matmul, pointwise and
+ * reduction operations that cuDNN fuses (every cuDNN 9). */
+typedef enum { ATTN_GRAPH_NONE = 0, ATTN_GRAPH_SDPA = 1, ATTN_GRAPH_COMP = 2 } attn_graph;
 
 typedef struct attn_tactic {
     attn_variant variant;
@@ -98,6 +107,10 @@ typedef struct attn_tactic {
     int warps;        /* fused: warps per block, 0 = absent */
     int arch;         /* fused: kernel family for one architecture (ATTN_ARCH_*), 0 = absent */
     int stages;       /* fused arch=sm90a: K/V shared-memory stages, 0 = absent */
+    int eng;          /* cudnn: engine global index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX) */
+    attn_graph graph; /* cudnn: graph form */
+    int kcfg;         /* cudnn: the engine's knob settings as one code
+                         (cuda_cudnn.h says how); 0 = engine defaults */
 } attn_tactic;
 
 /* Values of attn_tactic.arch: text `arch=sm90a` (wgmma/TMA kernels, compute
@@ -138,7 +151,8 @@ typedef struct attn_device_info {
 typedef struct attn_stack {
     char driver[32];   /* CUDA driver version, "" for the CPU */
     char runtime[32];  /* CUDA runtime version, or "cpu" */
-    char blas[32];     /* cuBLAS version, "" when unused */
+    char blas[32];     /* vendor libraries: "cublas-13.1.0", plus "+cudnn-9.14.0"
+                          when the cudnn variant is built in; "" when unused */
     char attune[32];   /* ATTUNE_VERSION */
     char kernels[24];  /* hash of the kernels' build (sources + flags) */
     char power[48];    /* power mode (kernels/power.h): "nvpmodel-0-MAXN",
@@ -210,6 +224,12 @@ typedef struct attn_ops {
      * time per call. with_copies = 0 times the kernels alone (for padded
      * tactics: on already padded buffers), 1 includes pad/unpad copies. */
     int (*time)(attn_plan *p, int iters, int with_copies, attn_timing *out);
+
+    /* Optional (NULL when the backend has none): a note on the session's
+     * last plan() call, "" when nothing to say: why it was refused
+     * (ATTUNE_EUNSUPP), or what building it cost ("cudnn plan built in
+     * 840 ms"). Valid until the next call on the session. */
+    const char *(*plan_note)(attn_session *ss);
 } attn_ops;
 
 /* ---- device registry (kernels/registry.c) */

@@ -510,9 +510,15 @@ static int run_measure(shape_run *r, int k, store_measurement *m)
     int rc = 0;
     run_blank_row(r, k, m);
     int prc = r->dev->ops->plan(r->ss, t, &p);
+    /* the backend's word on the plan: a refusal's reason, or what building
+     * it cost (cudnn); a later note (a cut, a failed check) replaces it */
+    const char *pnote = r->dev->ops->plan_note ? r->dev->ops->plan_note(r->ss) : NULL;
+    if (pnote != NULL && *pnote)
+        snprintf(m->note, sizeof m->note, "%s", pnote);
     if (prc != 0) {
         m->status = prc == ATTUNE_EUNSUPP ? STORE_UNSUPPORTED : STORE_FAILED;
-        snprintf(m->note, sizeof m->note, "plan: %s", attune_strerror(prc));
+        if (pnote == NULL || *pnote == 0)
+            snprintf(m->note, sizeof m->note, "plan: %s", attune_strerror(prc));
         return 0;
     }
     run_check(r, p, m);

@@ -80,6 +80,7 @@ static int block_dims(attn_variant v, const cpu_problem *pb, int64_t *rows, int6
         *keys = pb->skvp;
         return 1;
     case ATTN_FUSED_SPLITKV: /* flash-decoding is a GPU occupancy trick: not on CPU */
+    case ATTN_CUDNN: /* a vendor library: GPU only */
     case ATTN_NVARIANTS:
         break;
     }
@@ -462,6 +463,7 @@ int cpu_attn_run(attn_variant v, const cpu_problem *pb, cpu_work *w)
         run_folded(pb, w);
         return 0;
     case ATTN_FUSED_SPLITKV:
+    case ATTN_CUDNN: /* a vendor library: GPU only */
     case ATTN_NVARIANTS:
         break;
     }

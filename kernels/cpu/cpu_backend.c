@@ -400,6 +400,7 @@ static int cpu_runs(const attn_tactic *t)
     case ATTN_FOLDED:
         return t->acc == ATTN_ACC_F32;
     case ATTN_FUSED_SPLITKV:
+    case ATTN_CUDNN: /* a vendor library: GPU only */
     case ATTN_NVARIANTS:
         break;
     }

@@ -15,6 +15,7 @@
  * as a warm-up right after capture. Build: every .cu file of kernels/cuda
  * is globbed into attune_cuda by CMake when nvcc is found. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,14 @@ static int cuda_fused_launch(const attn_shape *, const attn_tactic *, const void
 {
     return ATTUNE_EUNSUPP;
 }
+#endif
+
+/* The cudnn variant (cuda_cudnn.c, plain C) when CMake found cuDNN;
+ * otherwise cudnn tactics are absent and planning one is unsupported. */
+#ifdef ATTUNE_HAVE_CUDNN
+#include "cuda_cudnn.h"
+#else
+static int cuda_cudnn_tactics(int, const attn_shape *, attn_tactic *, int) { return 0; }
 #endif
 
 /* cuBLAS workspace per session: 32 MiB is what cuBLAS recommends on
@@ -105,6 +114,10 @@ static int ops_tactics(int index, const attn_shape *s, attn_tactic *out, int max
                 n++;
             }
         }
+    }
+    if (n < max) {
+        int nd = cuda_cudnn_tactics(index, s, out + n, max - n);
+        n += nd > 0 ? nd : 0;
     }
     return n;
 fail:
@@ -195,6 +208,7 @@ static void ops_session_close(attn_session *ss)
     if (ss->blas != NULL)
         cublasDestroy(ss->blas);
     cudaFree(ss->blas_ws);
+    cudaFree(ss->dnn_ws);
     cudaFree(ss->q);
     cudaFree(ss->k);
     cudaFree(ss->v);
@@ -322,8 +336,15 @@ static int ops_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
     s = &ss->s;
     if (!valid_pad(t->pad) || (unsigned)t->variant >= ATTN_NVARIANTS)
         return ATTUNE_EINVAL;
+    ss->plan_note[0] = 0;
     if (is_fused(t->variant) && !fused_listed(ss, t))
         return ATTUNE_EUNSUPP;
+#ifndef ATTUNE_HAVE_CUDNN
+    if (t->variant == ATTN_CUDNN) {
+        snprintf(ss->plan_note, sizeof ss->plan_note, "cudnn: not built in (no cuDNN found by CMake)");
+        return ATTUNE_EUNSUPP;
+    }
+#endif
     p = (attn_plan *)calloc(1, sizeof *p);
     if (p == NULL)
         return ATTUNE_ENOMEM;
@@ -354,6 +375,20 @@ static int ops_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
         p->fused_ws_bytes = cuda_fused_workspace_bytes(s, t);
         if (p->fused_ws_bytes > 0)
             RC_TRY(dev_alloc(&p->fused_ws, p->fused_ws_bytes));
+    } else if (t->variant == ATTN_CUDNN) {
+#ifdef ATTUNE_HAVE_CUDNN
+        double built_ms = 0;
+        RC_TRY(cuda_cudnn_plan_get(ss->dev, s, t, p->sq_pad, p->skv_pad, &p->dnn, &built_ms,
+                                   ss->plan_note, sizeof ss->plan_note));
+        /* the build time rides in the measurement's note: it is paid once
+         * per (shape, tactic) and process, not per call */
+        if (built_ms > 0)
+            snprintf(ss->plan_note, sizeof ss->plan_note, "cudnn plan built in %.0f ms", built_ms);
+        if (cuda_cudnn_workspace_bytes(p->dnn) > 0 && ss->dnn_ws == NULL) {
+            RC_TRY(dev_alloc(&ss->dnn_ws, CUDA_CUDNN_WS_CAP));
+            ss->dnn_ws_bytes = CUDA_CUDNN_WS_CAP;
+        }
+#endif
     } else {
         RC_TRY(cuda_split_prepare(p));
     }
@@ -363,6 +398,9 @@ static int ops_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
     return 0;
 fail:
     if (p != NULL) {
+#ifdef ATTUNE_HAVE_CUDNN
+        cuda_cudnn_plan_put(p->dnn);
+#endif
         if (p->own_q) {
             cudaFree(p->qp);
             cudaFree(p->op);
@@ -391,7 +429,10 @@ static void ops_plan_free(attn_plan *p)
         }
     for (int i = 0; i < p->ngraphs; i++)
         cudaGraphExecDestroy(p->graphs[i].exec);
-    if (!is_fused(p->t.variant))
+#ifdef ATTUNE_HAVE_CUDNN
+    cuda_cudnn_plan_put(p->dnn);
+#endif
+    if (!is_fused(p->t.variant) && p->t.variant != ATTN_CUDNN)
         cuda_split_release(p);
     cudaFree(p->fused_ws);
     if (p->own_q) {
@@ -426,6 +467,10 @@ static int plan_enqueue(attn_plan *p, int with_copies)
     if (is_fused(p->t.variant))
         RC_TRY(cuda_fused_launch(s, &p->t, p->qp, p->kp, p->vp, p->op, p->sq_pad, p->skv_pad,
                                  p->fused_ws, ss->stream));
+#ifdef ATTUNE_HAVE_CUDNN
+    else if (p->t.variant == ATTN_CUDNN)
+        RC_TRY(cuda_cudnn_launch(p->dnn, p->qp, p->kp, p->vp, p->op, ss->dnn_ws, ss->stream));
+#endif
     else
         RC_TRY(cuda_split_launch(p));
     if (with_copies && p->own_q)
@@ -533,6 +578,11 @@ fail:
     return rc;
 }
 
+static const char *ops_plan_note(attn_session *ss)
+{
+    return ss != NULL ? ss->plan_note : "";
+}
+
 /* Positional: attn_ops's field order (kernels/attn.h). */
 extern "C" const attn_ops attn_cuda_ops = {
     "cuda",
@@ -548,4 +598,5 @@ extern "C" const attn_ops attn_cuda_ops = {
     ops_plan_free,
     ops_run,
     ops_time,
+    ops_plan_note,
 };

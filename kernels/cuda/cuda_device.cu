@@ -4,7 +4,8 @@
  * Identity: the UUID as nvidia-smi prints it ("GPU-8-4-4-4-12" hex), name,
  * compute capability, SMs, memory, peak clocks. Stack: driver (the kernel
  * module's version when readable, e.g. "580.159.03", with the CUDA API
- * version it offers), CUDA runtime, cuBLAS, ATTUNE_VERSION and
+ * version it offers), CUDA runtime, cuBLAS (+ cuDNN when the cudnn variant
+ * is built in), ATTUNE_VERSION and
  * ATTUNE_KERNELS_HASH (compile definitions from CMake).
  *
  * A host without a GPU or without a driver has 0 devices: every query
@@ -17,6 +18,9 @@
 
 #include "cuda_internal.cuh"
 #include "../power.h"
+#ifdef ATTUNE_HAVE_CUDNN
+#include "cuda_cudnn.h"
+#endif
 
 #ifndef ATTUNE_VERSION
 #define ATTUNE_VERSION "0.0.0"
@@ -202,6 +206,18 @@ int cuda_device_info(int index, attn_device_info *info, attn_stack *stack)
             cublasGetProperty(PATCH_LEVEL, &bpat) != CUBLAS_STATUS_SUCCESS)
             return ATTUNE_EBLAS;
         snprintf(stack->blas, sizeof stack->blas, "cublas-%d.%d.%d", bmaj, bmin, bpat);
+#ifdef ATTUNE_HAVE_CUDNN
+        {
+            /* The vendor libraries field carries cuDNN too ("cublas-13.1.0
+             * +cudnn-9.14.0"): the version loaded at run time, so results
+             * from another cuDNN are another stack (stale), with no schema
+             * change. */
+            char dnn[24];
+            size_t used = strlen(stack->blas);
+            cuda_cudnn_version(dnn, sizeof dnn);
+            snprintf(stack->blas + used, sizeof stack->blas - used, "+%s", dnn);
+        }
+#endif
         snprintf(stack->attune, sizeof stack->attune, "%s", ATTUNE_VERSION);
         snprintf(stack->kernels, sizeof stack->kernels, "%s", ATTUNE_KERNELS_HASH);
         /* The power mode the results will belong to (kernels/power.h):

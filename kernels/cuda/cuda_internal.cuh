@@ -108,6 +108,13 @@ struct attn_session {
     void *blas_ws;
     size_t blas_ws_bytes;
     attn_plan *plans;        /* live plans, so poison reaches padded outputs */
+    /* cudnn variant: one workspace for all the session's cuDNN plans,
+     * allocated at the cap on first need (never regrown: captured graphs
+     * hold its address); the last plan's note (refusal reason or build
+     * time) for attn_ops.plan_note. */
+    void *dnn_ws;
+    size_t dnn_ws_bytes;
+    char plan_note[128];
 };
 
 /* GEMM variants' prepared state (cuda_split.cu fills it at plan time). */
@@ -130,6 +137,7 @@ struct attn_plan {
     void *qp, *kp, *vp, *op;
     int own_q, own_kv;       /* own_q also covers op */
     cuda_split_state sp;     /* GEMM variants */
+    struct cuda_cudnn_plan *dnn; /* cudnn variant: a held cache entry */
     void *fused_ws;          /* fused variants' workspace */
     size_t fused_ws_bytes;
     cuda_graph_entry graphs[CUDA_GRAPH_CACHE];

@@ -179,9 +179,9 @@ static void plan_should_reject_what_does_not_apply(void)
     CHECK_EQ_INT(ops->session_open(0, &s, 7, &ss), 0);
     if (ss == NULL)
         return;
-    attn_tactic fold = {ATTN_FOLDED, 1, ATTN_ACC_F32, 0, 0, 0, 0, 0, 0};
-    attn_tactic f16acc = {ATTN_SPLIT, 1, ATTN_ACC_F16, 0, 0, 0, 0, 0, 0};
-    attn_tactic badpad = {ATTN_SPLIT, 3, ATTN_ACC_F32, 0, 0, 0, 0, 0, 0};
+    attn_tactic fold = {.variant = ATTN_FOLDED, .pad = 1, .acc = ATTN_ACC_F32};
+    attn_tactic f16acc = {.variant = ATTN_SPLIT, .pad = 1, .acc = ATTN_ACC_F16};
+    attn_tactic badpad = {.variant = ATTN_SPLIT, .pad = 3, .acc = ATTN_ACC_F32};
     CHECK_EQ_INT(ops->plan(ss, &fold, &p), ATTUNE_EUNSUPP);
     CHECK(p == NULL);
     CHECK_EQ_INT(ops->plan(ss, &f16acc, &p), ATTUNE_EUNSUPP);
@@ -296,9 +296,9 @@ done:
 
 static void planted_mask_errors_should_be_caught(void)
 {
-    attn_tactic split = {ATTN_SPLIT, 1, ATTN_ACC_F32, 0, 0, 0, 0, 0, 0};
-    attn_tactic pad64 = {ATTN_SPLIT, 64, ATTN_ACC_F32, 0, 0, 0, 0, 0, 0};
-    attn_tactic fold64 = {ATTN_FOLDED, 64, ATTN_ACC_F32, 0, 0, 0, 0, 0, 0};
+    attn_tactic split = {.variant = ATTN_SPLIT, .pad = 1, .acc = ATTN_ACC_F32};
+    attn_tactic pad64 = {.variant = ATTN_SPLIT, .pad = 64, .acc = ATTN_ACC_F32};
+    attn_tactic fold64 = {.variant = ATTN_FOLDED, .pad = 64, .acc = ATTN_ACC_F32};
     /* The fill depends on (seed, element index) only, so two sessions that
      * differ in the causal flag hold the same inputs. */
     attn_shape c = {1, 4, 1, 50, 197, 64, ATTN_F16, 1}, nc = c;
@@ -324,7 +324,7 @@ static void planted_mask_errors_should_be_caught(void)
 static void time_should_give_positive_times_and_cache_graphs(void)
 {
     attn_shape s = {1, 8, 1, 50, 1018, 256, ATTN_F16, 0};
-    attn_tactic t = {ATTN_FOLDED, 8, ATTN_ACC_F32, 0, 0, 0, 0, 0, 0};
+    attn_tactic t = {.variant = ATTN_FOLDED, .pad = 8, .acc = ATTN_ACC_F32};
     attn_session *ss = NULL;
     attn_plan *p = NULL;
     attn_timing a = {0}, b = {0}, c = {0};

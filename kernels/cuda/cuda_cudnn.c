@@ -1,0 +1,1116 @@
+/* cuda_cudnn.c -- cuDNN's fused attention as attune tactics, built with the
+ * cuDNN backend C API (cudnn_graph.h), no C++ frontend.
+ *
+ * The story of one tactic, top to bottom:
+ *   1. geometry: the shape, its pad and the causal rule become the tensors
+ *      cuDNN sees (dims, strides, a query row offset, the mask's shift);
+ *   2. graph: the operation graph of that geometry, in one of two forms:
+ *        sdpa  one SDPA_FWD operation (cuDNN >= 9.13.1; before 9.21 it takes
+ *              no mask, so it is offered for unmasked geometries only);
+ *        comp  Q.K^T matmul, scale, mask (generated row/column indices,
+ *              compare, select -inf), softmax as max/sub/exp/sum/div, P.V
+ *              matmul: the pattern cuDNN's flash-attention engines fuse
+ *              (what the C++ frontend builds for cuDNN 9.0-9.20);
+ *   3. engines: heuristics mode A and the fallback list propose engine
+ *      configurations; each distinct (engine, knobs) becomes a tactic;
+ *   4. plan: engine + knobs -> execution plan (runtime compilation: can
+ *      take a second), cached per (device, geometry, engine, knobs);
+ *   5. launch: a variant pack of device pointers and by-value scalars,
+ *      cudnnBackendExecute on the session's stream.
+ *
+ * Causal (DESIGN.md): query i sees key j iff j <= i + (skv - sq), from the
+ * real lengths. cuDNN's bottom-right mask does not take sq > skv, and rows
+ * that see no key would be NaN (softmax of all -inf), so for causal sq > skv
+ * the first sq - skv query rows (which see nothing) are left out of the
+ * graph by offsetting Q and O, and zeroed with a memset; the remaining rows
+ * see at least their diagonal key. Padded keys (pad > 1) are masked by a
+ * column compare for non-causal shapes; for causal ones the causal rule
+ * from the real lengths already hides them from every real row.
+ *
+ * GQA/MQA: K and V are described with hkv heads; cuDNN broadcasts each to
+ * its g = hq / hkv query heads. Nothing is copied.
+ *
+ * One cuDNN handle per device, shared by every session (plans are tied to
+ * the handle that built them), guarded by a mutex around set-stream +
+ * execute. Compile: part of attune_cuda when CMake finds cuDNN 9. */
+#include <cudnn.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_cudnn.h"
+
+/* ---- errors
+ *
+ * Every cuDNN call sits in a function with `int rc`, `char *note, size_t
+ * notelen` and a `fail:` label. Families of cudnnStatus_t: 2xxx bad
+ * parameter and 3xxx not supported are cuDNN refusing this graph or engine
+ * (ATTUNE_EUNSUPP, the reason in note); the rest are failures. */
+
+static int dnn_err(cudnnStatus_t st, const char *what, char *note, size_t notelen)
+{
+    char last[256] = "";
+    cudnnGetLastErrorString(last, sizeof last);
+    if (note != NULL && notelen > 0)
+        snprintf(note, notelen, "cudnn %s: %s%s%.96s", what, cudnnGetErrorString(st),
+                 last[0] ? ": " : "", last);
+    if (st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+        st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+        return ATTUNE_ENOMEM;
+    if ((int)st / 1000 == 2 || (int)st / 1000 == 3)
+        return ATTUNE_EUNSUPP;
+    return ATTUNE_EGPU;
+}
+
+#define DNN_TRY(what, call)                                                   \
+    do {                                                                      \
+        cudnnStatus_t st_ = (call);                                           \
+        if (st_ != CUDNN_STATUS_SUCCESS) {                                    \
+            rc = dnn_err(st_, what, note, notelen);                           \
+            goto fail;                                                        \
+        }                                                                     \
+    } while (0)
+
+#define RC_TRY(call)                                                          \
+    do {                                                                      \
+        rc = (call);                                                          \
+        if (rc != 0)                                                          \
+            goto fail;                                                        \
+    } while (0)
+
+static int refuse(char *note, size_t notelen, const char *fmt, const char *arg)
+{
+    if (note != NULL && notelen > 0)
+        snprintf(note, notelen, fmt, arg);
+    return ATTUNE_EUNSUPP;
+}
+
+typedef cudnnBackendDescriptor_t desc_t;
+
+static void destroy(desc_t *d)
+{
+    if (*d != NULL)
+        cudnnBackendDestroyDescriptor(*d);
+    *d = NULL;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- version */
+
+/* cuDNN 9.10.0 and 9.10.1: f16/bf16 SDPA forward has known bugs (the C++
+ * frontend refuses them: sdpa_support_surface.h). */
+static int version_refused(size_t v) { return v == 91000 || v == 91001; }
+
+int cuda_cudnn_version(char *buf, size_t len)
+{
+    size_t v = cudnnGetVersion();
+    int refused = version_refused(v);
+    snprintf(buf, len, "cudnn-%zu.%zu.%zu%s", v / 10000, (v / 100) % 100, v % 100,
+             refused ? "(refused)" : "");
+    return refused ? ATTUNE_EUNSUPP : 0;
+}
+
+/* ---- 1. geometry */
+
+/* Everything that shapes the cuDNN graph; equal geometries share graphs,
+ * engine lists and plans (two pads that change no length give equal ones). */
+typedef struct geom {
+    int dev;
+    attn_dtype dt;
+    attn_graph form;
+    int64_t b, hq, hkv, d;
+    int64_t q_rows, kv_rows; /* rows per head in the q/o and k/v buffers */
+    int64_t q0;              /* first query row handed to cuDNN */
+    int64_t sqv, skvv;       /* query rows and key columns cuDNN sees */
+    int causal;              /* view row r sees key j iff j <= r + shift */
+    int64_t shift;
+    int64_t kv_valid;        /* non-causal: keys >= kv_valid are padding */
+    int64_t zero_rows;       /* query rows per head set to 0 (= q0) */
+} geom;
+
+/* The geometry of shape s with buffers of sq_pad/skv_pad rows per head. */
+static void geom_of(int dev, const attn_shape *s, attn_graph form, int64_t sq_pad,
+                    int64_t skv_pad, geom *g)
+{
+    memset(g, 0, sizeof *g); /* padding bytes too: geometries are memcmp'd */
+    g->dev = dev;
+    g->dt = s->dtype;
+    g->form = form;
+    g->b = s->b;
+    g->hq = s->hq;
+    g->hkv = s->hkv;
+    g->d = s->d;
+    g->q_rows = sq_pad;
+    g->kv_rows = skv_pad;
+    g->q0 = (s->causal && s->sq > s->skv) ? s->sq - s->skv : 0;
+    g->zero_rows = g->q0;
+    g->sqv = sq_pad - g->q0;
+    g->skvv = skv_pad;
+    g->causal = s->causal;
+    /* real row i = q0 + r sees j <= i + skv - sq */
+    g->shift = s->causal ? g->q0 + s->skv - s->sq : 0;
+    g->kv_valid = s->causal ? skv_pad : s->skv;
+}
+
+static cudnnDataType_t io_type(attn_dtype t)
+{
+    return t == ATTN_F16 ? CUDNN_DATA_HALF : (t == ATTN_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT);
+}
+
+static size_t io_size(attn_dtype t) { return t == ATTN_F32 ? 4 : 2; }
+
+/* Refusals known before cuDNN is asked. */
+static int geom_check(const geom *g, char *note, size_t notelen)
+{
+    size_t v = cudnnGetVersion();
+    char ver[40];
+    if (g->dt == ATTN_F32)
+        return refuse(note, notelen, "%s", "cudnn: fused SDPA takes f16 and bf16 only, not f32");
+    if (version_refused(v)) {
+        cuda_cudnn_version(ver, sizeof ver);
+        return refuse(note, notelen, "%s: known-bad SDPA forward (NVIDIA), refused", ver);
+    }
+    if (g->form == ATTN_GRAPH_SDPA) {
+#if CUDNN_VERSION >= 91301
+        if (v < 91301)
+            return refuse(note, notelen, "%s", "cudnn: the SDPA_FWD operation needs cuDNN >= 9.13.1");
+        if (g->causal || g->kv_valid < g->skvv)
+            return refuse(note, notelen, "%s",
+                          "cudnn: the SDPA_FWD operation takes masks from cuDNN 9.21 on");
+#else
+        return refuse(note, notelen, "%s", "cudnn: built against headers older than 9.13.1 (no SDPA_FWD)");
+#endif
+    }
+    /* Bottom-right causal below 9.6.0: lengths must be multiples of 64
+     * (sdpa_support_surface.h); pad=64 tactics satisfy it. */
+    if (g->causal && g->shift != 0 && v < 90600 && (g->sqv % 64 != 0 || g->skvv % 64 != 0))
+        return refuse(note, notelen, "%s",
+                      "cudnn < 9.6: bottom-right causal needs lengths that are multiples of 64");
+    /* Q and O start q0 rows into the buffer: keep them 16-byte aligned. */
+    if ((g->q0 * g->d * (int64_t)io_size(g->dt)) % 16 != 0)
+        return refuse(note, notelen, "%s", "cudnn: query row offset not 16-byte aligned (d too odd)");
+    return 0;
+}
+
+/* ---- 2. graph */
+
+/* Unique ids of the non-virtual tensors (the variant pack's keys). */
+enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_SCALE, UID_NEGINF, UID_SHIFT_A, UID_SHIFT_B,
+       UID_KV_VALID, UID_VIRTUAL = 100 };
+
+typedef struct graph_build {
+    desc_t all[48]; /* every descriptor made, destroyed at the end */
+    int nall;
+    desc_t ops[24];
+    int nops;
+    int64_t next_uid;
+    char *note;
+    size_t notelen;
+} graph_build;
+
+static int keep(graph_build *gb, desc_t d)
+{
+    if (gb->nall >= (int)(sizeof gb->all / sizeof gb->all[0])) {
+        cudnnBackendDestroyDescriptor(d);
+        return ATTUNE_ENOMEM;
+    }
+    gb->all[gb->nall++] = d;
+    return 0;
+}
+
+static void graph_build_free(graph_build *gb)
+{
+    for (int i = gb->nall - 1; i >= 0; i--)
+        cudnnBackendDestroyDescriptor(gb->all[i]);
+    gb->nall = gb->nops = 0;
+}
+
+/* A tensor descriptor: uid 0 makes a virtual one (fresh uid); by_value
+ * for host scalars passed in the variant pack. */
+static int tensor(graph_build *gb, int64_t uid, cudnnDataType_t dt, const int64_t dims[4],
+                  const int64_t strides[4], int by_value, desc_t *out)
+{
+    int rc = 0;
+    char *note = gb->note;
+    size_t notelen = gb->notelen;
+    desc_t t = NULL;
+    bool virt = uid == 0, byv = by_value != 0;
+    int64_t align = 16;
+    if (virt)
+        uid = gb->next_uid++;
+    DNN_TRY("tensor", cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t));
+    RC_TRY(keep(gb, t));
+    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims));
+    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides));
+    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+    if (virt)
+        DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt));
+    if (byv)
+        DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byv));
+    DNN_TRY("tensor finalize", cudnnBackendFinalize(t));
+    *out = t;
+    return 0;
+fail:
+    return rc;
+}
+
+/* A virtual tensor shaped like S ([b, hq, sqv, skvv]) or a row statistic
+ * ([b, hq, sqv, 1]). */
+static int virt_scores(graph_build *gb, const geom *g, cudnnDataType_t dt, int rowstat, desc_t *out)
+{
+    int64_t n = rowstat ? 1 : g->skvv;
+    int64_t dims[4] = {g->b, g->hq, g->sqv, n};
+    int64_t strides[4] = {g->hq * g->sqv * n, g->sqv * n, n, 1};
+    return tensor(gb, 0, dt, dims, strides, 0, out);
+}
+
+static int scalar(graph_build *gb, int64_t uid, cudnnDataType_t dt, desc_t *out)
+{
+    static const int64_t one[4] = {1, 1, 1, 1};
+    return tensor(gb, uid, dt, one, one, 1, out);
+}
+
+/* y = mode(x [, b [, t]]), computed in prec; axis >= 0 for GEN_INDEX. */
+static int pointwise(graph_build *gb, cudnnPointwiseMode_t mode, cudnnDataType_t prec, int64_t axis,
+                     desc_t x, desc_t b, desc_t t, desc_t y)
+{
+    int rc = 0;
+    char *note = gb->note;
+    size_t notelen = gb->notelen;
+    desc_t pw = NULL, op = NULL;
+    DNN_TRY("pointwise", cudnnBackendCreateDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw));
+    RC_TRY(keep(gb, pw));
+    DNN_TRY("pointwise", cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+    DNN_TRY("pointwise", cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
+    if (axis >= 0)
+        DNN_TRY("pointwise", cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis));
+    DNN_TRY("pointwise finalize", cudnnBackendFinalize(pw));
+    DNN_TRY("pointwise op", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op));
+    RC_TRY(keep(gb, op));
+    DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
+                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw));
+    DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
+                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    if (b != NULL)
+        DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
+                                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
+    if (t != NULL)
+        DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC,
+                                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t));
+    DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
+                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+    DNN_TRY("pointwise op finalize", cudnnBackendFinalize(op));
+    gb->ops[gb->nops++] = op;
+    return 0;
+fail:
+    return rc;
+}
+
+/* y = reduce(x) over the last dimension (y's dims say which). */
+static int reduction(graph_build *gb, cudnnReduceTensorOp_t mode, desc_t x, desc_t y)
+{
+    int rc = 0;
+    char *note = gb->note;
+    size_t notelen = gb->notelen;
+    desc_t red = NULL, op = NULL;
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    DNN_TRY("reduction", cudnnBackendCreateDescriptor(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &red));
+    RC_TRY(keep(gb, red));
+    DNN_TRY("reduction", cudnnBackendSetAttribute(red, CUDNN_ATTR_REDUCTION_OPERATOR,
+                                                  CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode));
+    DNN_TRY("reduction", cudnnBackendSetAttribute(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+    DNN_TRY("reduction finalize", cudnnBackendFinalize(red));
+    DNN_TRY("reduction op", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, &op));
+    RC_TRY(keep(gb, op));
+    DNN_TRY("reduction op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
+                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red));
+    DNN_TRY("reduction op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC,
+                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
+    DNN_TRY("reduction op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
+                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
+    DNN_TRY("reduction op finalize", cudnnBackendFinalize(op));
+    gb->ops[gb->nops++] = op;
+    return 0;
+fail:
+    return rc;
+}
+
+/* c = a @ b (batched over the first two dims, broadcast where b has fewer
+ * heads: that is GQA), f32 accumulation. */
+static int matmul(graph_build *gb, desc_t a, desc_t b, desc_t c)
+{
+    int rc = 0;
+    char *note = gb->note;
+    size_t notelen = gb->notelen;
+    desc_t mm = NULL, op = NULL;
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    DNN_TRY("matmul", cudnnBackendCreateDescriptor(CUDNN_BACKEND_MATMUL_DESCRIPTOR, &mm));
+    RC_TRY(keep(gb, mm));
+    DNN_TRY("matmul", cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32));
+    DNN_TRY("matmul finalize", cudnnBackendFinalize(mm));
+    DNN_TRY("matmul op", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, &op));
+    RC_TRY(keep(gb, op));
+    DNN_TRY("matmul op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC,
+                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
+    DNN_TRY("matmul op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC,
+                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
+    DNN_TRY("matmul op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC,
+                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c));
+    DNN_TRY("matmul op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_DESC,
+                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm));
+    DNN_TRY("matmul op finalize", cudnnBackendFinalize(op));
+    gb->ops[gb->nops++] = op;
+    return 0;
+fail:
+    return rc;
+}
+
+/* Q, K (or K^T), V, O: the session's buffers, [b, h, rows, d] contiguous.
+ * Q and O start q0 rows in (the pointer offset is applied at launch). */
+static int io_tensors(graph_build *gb, const geom *g, int k_transposed, desc_t *q, desc_t *k,
+                      desc_t *v, desc_t *o)
+{
+    int rc = 0;
+    cudnnDataType_t dt = io_type(g->dt);
+    int64_t qd[4] = {g->b, g->hq, g->sqv, g->d};
+    int64_t qs[4] = {g->hq * g->q_rows * g->d, g->q_rows * g->d, g->d, 1};
+    int64_t vd[4] = {g->b, g->hkv, g->skvv, g->d};
+    int64_t vs[4] = {g->hkv * g->kv_rows * g->d, g->kv_rows * g->d, g->d, 1};
+    /* K^T: K's memory read with the last two dims (and strides) swapped */
+    int64_t ktd[4] = {g->b, g->hkv, g->d, g->skvv};
+    int64_t kts[4] = {vs[0], vs[1], 1, g->d};
+    RC_TRY(tensor(gb, UID_Q, dt, qd, qs, 0, q));
+    RC_TRY(tensor(gb, UID_K, dt, k_transposed ? ktd : vd, k_transposed ? kts : vs, 0, k));
+    RC_TRY(tensor(gb, UID_V, dt, vd, vs, 0, v));
+    RC_TRY(tensor(gb, UID_O, dt, qd, qs, 0, o));
+    return 0;
+fail:
+    return rc;
+}
+
+/* The composite graph (form comp). */
+static int build_comp(graph_build *gb, const geom *g)
+{
+    int rc = 0;
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, bl = CUDNN_DATA_BOOLEAN;
+    desc_t q, kt, v, o, s, scale, ss, neginf, row, col, mask, masked, mx, sub, ex, sum, lg, stats, p;
+    desc_t last;
+
+    RC_TRY(io_tensors(gb, g, 1, &q, &kt, &v, &o));
+    RC_TRY(virt_scores(gb, g, f32, 0, &s));
+    RC_TRY(matmul(gb, q, kt, s));
+    RC_TRY(scalar(gb, UID_SCALE, f32, &scale));
+    RC_TRY(virt_scores(gb, g, f32, 0, &ss));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_MUL, f32, -1, s, scale, NULL, ss));
+    last = ss;
+
+    if (g->causal || g->kv_valid < g->skvv) {
+        RC_TRY(scalar(gb, UID_NEGINF, f32, &neginf));
+        RC_TRY(virt_scores(gb, g, bl, 0, &mask));
+        RC_TRY(virt_scores(gb, g, i32, 0, &col));
+        RC_TRY(pointwise(gb, CUDNN_POINTWISE_GEN_INDEX, f32, 3, last, NULL, NULL, col));
+        if (g->causal) {
+            /* keep where row + shift >= col; the shift as (+A) then (-B),
+             * the order the frontend's bottom-right mask uses (cuDNN's
+             * fusion matches patterns: stay close to the known one) */
+            RC_TRY(virt_scores(gb, g, i32, 0, &row));
+            RC_TRY(pointwise(gb, CUDNN_POINTWISE_GEN_INDEX, f32, 2, last, NULL, NULL, row));
+            if (g->shift != 0) {
+                desc_t a, b, ra, rb;
+                RC_TRY(scalar(gb, UID_SHIFT_A, i32, &a));
+                RC_TRY(scalar(gb, UID_SHIFT_B, i32, &b));
+                RC_TRY(virt_scores(gb, g, i32, 0, &ra));
+                RC_TRY(virt_scores(gb, g, i32, 0, &rb));
+                RC_TRY(pointwise(gb, CUDNN_POINTWISE_ADD, i32, 3, row, a, NULL, ra));
+                RC_TRY(pointwise(gb, CUDNN_POINTWISE_SUB, i32, 3, ra, b, NULL, rb));
+                row = rb;
+            }
+            RC_TRY(pointwise(gb, CUDNN_POINTWISE_CMP_GE, bl, -1, row, col, NULL, mask));
+        } else {
+            /* padded keys: keep where col < skv (real) */
+            desc_t lim;
+            RC_TRY(scalar(gb, UID_KV_VALID, i32, &lim));
+            RC_TRY(pointwise(gb, CUDNN_POINTWISE_CMP_LT, bl, -1, col, lim, NULL, mask));
+        }
+        RC_TRY(virt_scores(gb, g, f32, 0, &masked));
+        RC_TRY(pointwise(gb, CUDNN_POINTWISE_BINARY_SELECT, f32, -1, last, neginf, mask, masked));
+        last = masked;
+    }
+
+    /* softmax: max, sub, exp, sum, (log + add: the stats the frontend
+     * always builds, left virtual), div */
+    RC_TRY(virt_scores(gb, g, f32, 1, &mx));
+    RC_TRY(reduction(gb, CUDNN_REDUCE_TENSOR_MAX, last, mx));
+    RC_TRY(virt_scores(gb, g, f32, 0, &sub));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_SUB, f32, -1, last, mx, NULL, sub));
+    RC_TRY(virt_scores(gb, g, f32, 0, &ex));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_EXP, f32, -1, sub, NULL, NULL, ex));
+    RC_TRY(virt_scores(gb, g, f32, 1, &sum));
+    RC_TRY(reduction(gb, CUDNN_REDUCE_TENSOR_ADD, ex, sum));
+    RC_TRY(virt_scores(gb, g, f32, 1, &lg));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_LOG, f32, -1, sum, NULL, NULL, lg));
+    RC_TRY(virt_scores(gb, g, f32, 1, &stats));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_ADD, f32, -1, mx, lg, NULL, stats));
+    /* P in the storage dtype: the second matmul's A operand must be */
+    RC_TRY(virt_scores(gb, g, io_type(g->dt), 0, &p));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_DIV, f32, -1, ex, sum, NULL, p));
+    RC_TRY(matmul(gb, p, v, o));
+    return 0;
+fail:
+    return rc;
+}
+
+/* The single SDPA operation (form sdpa). */
+static int build_sdpa(graph_build *gb, const geom *g)
+{
+    int rc = 0;
+#if CUDNN_VERSION >= 91301
+    char *note = gb->note;
+    size_t notelen = gb->notelen;
+    desc_t q, k, v, o, scale, op = NULL;
+    RC_TRY(io_tensors(gb, g, 0, &q, &k, &v, &o));
+    RC_TRY(scalar(gb, UID_SCALE, CUDNN_DATA_FLOAT, &scale));
+    DNN_TRY("sdpa op", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, &op));
+    RC_TRY(keep(gb, op));
+    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &q));
+    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k));
+    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v));
+    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o));
+    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &scale));
+    DNN_TRY("sdpa op finalize", cudnnBackendFinalize(op));
+    gb->ops[gb->nops++] = op;
+    return 0;
+fail:
+    return rc;
+#else
+    (void)g;
+    return refuse(gb->note, gb->notelen, "%s", "cudnn: headers older than 9.13.1 (no SDPA_FWD)");
+#endif
+}
+
+/* The finalized operation graph of g on handle h into *out; the graph's
+ * parts are kept in gb (freed by the caller after the graph is done). */
+static int build_graph(cudnnHandle_t h, const geom *g, graph_build *gb, desc_t *out)
+{
+    int rc = 0;
+    char *note = gb->note;
+    size_t notelen = gb->notelen;
+    desc_t og = NULL;
+    gb->next_uid = UID_VIRTUAL;
+    RC_TRY(g->form == ATTN_GRAPH_SDPA ? build_sdpa(gb, g) : build_comp(gb, g));
+    DNN_TRY("operation graph", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &og));
+    RC_TRY(keep(gb, og));
+    DNN_TRY("operation graph", cudnnBackendSetAttribute(og, CUDNN_ATTR_OPERATIONGRAPH_OPS,
+                                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, gb->nops, gb->ops));
+    DNN_TRY("operation graph", cudnnBackendSetAttribute(og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
+                                                        CUDNN_TYPE_HANDLE, 1, &h));
+    DNN_TRY("operation graph finalize", cudnnBackendFinalize(og));
+    *out = og;
+    return 0;
+fail:
+    return rc;
+}
+
+/* ---- handles: one per device, made on first use */
+
+#define MAX_DEVS 16
+
+static pthread_mutex_t dnn_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudnnHandle_t handles[MAX_DEVS];
+
+/* Caller holds dnn_lock. */
+static int handle_of(int dev, cudnnHandle_t *out, char *note, size_t notelen)
+{
+    int rc = 0;
+    if (dev < 0 || dev >= MAX_DEVS)
+        return ATTUNE_ENODEV;
+    if (handles[dev] == NULL) {
+        if (cudaSetDevice(dev) != cudaSuccess) {
+            cudaGetLastError();
+            return ATTUNE_EGPU;
+        }
+        DNN_TRY("create handle", cudnnCreate(&handles[dev]));
+    }
+    *out = handles[dev];
+    return 0;
+fail:
+    handles[dev] = NULL;
+    return rc;
+}
+
+/* ---- 3. engines and knobs */
+
+#define MAX_KNOBS 24
+
+typedef struct knob_info {
+    int64_t type, min, max, stride;
+} knob_info;
+
+static int knob_cmp(const void *a, const void *b)
+{
+    const knob_info *x = a, *y = b;
+    return (x->type > y->type) - (x->type < y->type);
+}
+
+/* The knobs of engine e, sorted by type. Returns the count or < 0. */
+static int engine_knobs(desc_t e, knob_info *ki, char *note, size_t notelen)
+{
+    int rc = 0;
+    desc_t infos[MAX_KNOBS] = {0};
+    int64_t n = 0;
+    for (int i = 0; i < MAX_KNOBS; i++)
+        DNN_TRY("knob info", cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, &infos[i]));
+    DNN_TRY("engine knobs", cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_KNOB_INFO,
+                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_KNOBS, &n, infos));
+    if (n > MAX_KNOBS)
+        n = MAX_KNOBS;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = 0;
+        cudnnBackendKnobType_t type;
+        DNN_TRY("knob type", cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_TYPE,
+                                                      CUDNN_TYPE_KNOB_TYPE, 1, &c, &type));
+        ki[i].type = (int64_t)type;
+        DNN_TRY("knob min", cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE,
+                                                     CUDNN_TYPE_INT64, 1, &c, &ki[i].min));
+        DNN_TRY("knob max", cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE,
+                                                     CUDNN_TYPE_INT64, 1, &c, &ki[i].max));
+        DNN_TRY("knob stride", cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_STRIDE,
+                                                        CUDNN_TYPE_INT64, 1, &c, &ki[i].stride));
+        if (ki[i].stride < 1)
+            ki[i].stride = 1;
+        if (ki[i].max < ki[i].min)
+            ki[i].max = ki[i].min;
+    }
+    qsort(ki, (size_t)n, sizeof *ki, knob_cmp);
+    rc = (int)n;
+fail:
+    for (int i = 0; i < MAX_KNOBS; i++)
+        destroy(&infos[i]);
+    return rc;
+}
+
+/* Knob code of choices (type, value)[n] against the engine's knobs ki[nk]
+ * (cuda_cudnn.h). -1 when a choice is not among the knobs or the code
+ * would pass 2^31. */
+static int64_t knob_encode(const knob_info *ki, int nk, const int64_t *types, const int64_t *vals,
+                           int n)
+{
+    int64_t code = 0, radix = 1;
+    for (int i = 0; i < nk; i++) {
+        int64_t nvals = (ki[i].max - ki[i].min) / ki[i].stride + 1, digit = 0;
+        for (int c = 0; c < n; c++)
+            if (types[c] == ki[i].type) {
+                if (vals[c] < ki[i].min || vals[c] > ki[i].max)
+                    return -1;
+                digit = 1 + (vals[c] - ki[i].min) / ki[i].stride;
+            }
+        if (nvals + 1 > (INT64_C(1) << 31) / radix)
+            return digit == 0 ? code : -1; /* higher knobs unset: code still fits */
+        code += digit * radix;
+        radix *= nvals + 1;
+    }
+    if (code >= (INT64_C(1) << 31))
+        return -1;
+    for (int c = 0; c < n; c++) { /* every choice must name a known knob */
+        int found = 0;
+        for (int i = 0; i < nk && !found; i++)
+            found = types[c] == ki[i].type;
+        if (!found)
+            return -1;
+    }
+    return code;
+}
+
+/* The inverse: the (type, value) pairs of code, into types/vals; count. */
+static int knob_decode(const knob_info *ki, int nk, int64_t code, int64_t *types, int64_t *vals)
+{
+    int n = 0;
+    for (int i = 0; i < nk && code > 0; i++) {
+        int64_t nvals = (ki[i].max - ki[i].min) / ki[i].stride + 1;
+        int64_t digit = code % (nvals + 1);
+        code /= nvals + 1;
+        if (digit > 0) {
+            types[n] = ki[i].type;
+            vals[n] = ki[i].min + (digit - 1) * ki[i].stride;
+            n++;
+        }
+    }
+    return code == 0 ? n : -1;
+}
+
+/* Engine global index and knob code of engine config cfg. */
+static int config_name(desc_t cfg, int *eng, int *kcfg, char *note, size_t notelen)
+{
+    int rc = 0;
+    desc_t e = NULL, choices[MAX_KNOBS] = {0};
+    int64_t n = 0, gi = -1, types[MAX_KNOBS], vals[MAX_KNOBS];
+    knob_info ki[MAX_KNOBS];
+    int nk;
+    DNN_TRY("engine", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e));
+    DNN_TRY("config engine", cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e));
+    DNN_TRY("engine index", cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64,
+                                                     1, &n, &gi));
+    if ((nk = engine_knobs(e, ki, note, notelen)) < 0)
+        RC_TRY(nk);
+    for (int i = 0; i < MAX_KNOBS; i++)
+        DNN_TRY("knob choice", cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &choices[i]));
+    n = 0;
+    DNN_TRY("config knobs", cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_KNOBS, &n, choices));
+    if (n > MAX_KNOBS)
+        n = MAX_KNOBS;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = 0;
+        cudnnBackendKnobType_t type;
+        DNN_TRY("knob choice type", cudnnBackendGetAttribute(choices[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                                             CUDNN_TYPE_KNOB_TYPE, 1, &c, &type));
+        types[i] = (int64_t)type;
+        DNN_TRY("knob choice value", cudnnBackendGetAttribute(choices[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                                              CUDNN_TYPE_INT64, 1, &c, &vals[i]));
+    }
+    int64_t code = knob_encode(ki, nk, types, vals, (int)n);
+    if (gi < 0 || gi > 1000000 || code < 0) {
+        rc = refuse(note, notelen, "%s", "cudnn: engine config without a nameable knob code");
+        goto fail;
+    }
+    *eng = (int)gi;
+    *kcfg = (int)code;
+fail:
+    for (int i = 0; i < MAX_KNOBS; i++)
+        destroy(&choices[i]);
+    destroy(&e);
+    return rc;
+}
+
+/* Engine configs of og proposed by heuristics of mode into names (eng,
+ * kcfg pairs), deduplicated against the n already there; new count. */
+#define MAX_CFGS 64
+static int heuristics(desc_t og, cudnnBackendHeurMode_t mode, int (*names)[2], int n, int max,
+                      char *note, size_t notelen)
+{
+    int rc = 0;
+    desc_t heur = NULL, cfgs[MAX_CFGS] = {0};
+    int64_t got = 0;
+    DNN_TRY("heuristics", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
+    DNN_TRY("heuristics", cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og));
+    DNN_TRY("heuristics", cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE,
+                                                   1, &mode));
+    DNN_TRY("heuristics finalize", cudnnBackendFinalize(heur));
+    for (int i = 0; i < MAX_CFGS; i++)
+        DNN_TRY("engine config", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]));
+    DNN_TRY("heuristics results", cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CFGS, &got, cfgs));
+    if (got > MAX_CFGS)
+        got = MAX_CFGS;
+    for (int64_t i = 0; i < got && n < max; i++) {
+        int eng, kcfg, dup = 0;
+        if (config_name(cfgs[i], &eng, &kcfg, note, notelen) != 0)
+            continue; /* one unreadable config does not hide the others */
+        for (int j = 0; j < n && !dup; j++)
+            dup = names[j][0] == eng && names[j][1] == kcfg;
+        if (!dup) {
+            names[n][0] = eng;
+            names[n][1] = kcfg;
+            n++;
+        }
+    }
+    rc = n;
+fail:
+    for (int i = 0; i < MAX_CFGS; i++)
+        destroy(&cfgs[i]);
+    destroy(&heur);
+    return rc;
+}
+
+/* Enumeration cache: geometry -> engine configs. */
+typedef struct enum_entry {
+    geom g;
+    int n;
+    int names[MAX_CFGS][2];
+} enum_entry;
+
+#define ENUM_CACHE 128
+static enum_entry *enum_cache[ENUM_CACHE];
+static int enum_next;
+
+/* The (eng, kcfg) configs cuDNN proposes for g, at most max into names.
+ * Caller holds dnn_lock. Returns the count (0: cuDNN proposes nothing). */
+static int configs_of(const geom *g, int (*names)[2], int max)
+{
+    int rc = 0, n = 0;
+    char note[160]; /* reasons are not kept: an empty list says enough */
+    size_t notelen = sizeof note;
+    cudnnHandle_t h;
+    graph_build gb;
+    desc_t og = NULL;
+    enum_entry *e;
+
+    for (int i = 0; i < ENUM_CACHE; i++)
+        if (enum_cache[i] != NULL && memcmp(&enum_cache[i]->g, g, sizeof *g) == 0) {
+            n = enum_cache[i]->n < max ? enum_cache[i]->n : max;
+            memcpy(names, enum_cache[i]->names, (size_t)n * sizeof names[0]);
+            return n;
+        }
+    memset(&gb, 0, sizeof gb);
+    gb.note = note;
+    gb.notelen = notelen;
+    if (geom_check(g, note, notelen) == 0 && handle_of(g->dev, &h, note, notelen) == 0 &&
+        build_graph(h, g, &gb, &og) == 0) {
+        int m = heuristics(og, CUDNN_HEUR_MODE_A, names, 0, max, note, notelen);
+        if (m >= 0)
+            n = m;
+        m = heuristics(og, CUDNN_HEUR_MODE_FALLBACK, names, n, max, note, notelen);
+        if (m >= 0)
+            n = m;
+    }
+    graph_build_free(&gb);
+    e = calloc(1, sizeof *e);
+    if (e != NULL) {
+        e->g = *g;
+        e->n = n < MAX_CFGS ? n : MAX_CFGS;
+        memcpy(e->names, names, (size_t)e->n * sizeof names[0]);
+        free(enum_cache[enum_next]);
+        enum_cache[enum_next] = e;
+        enum_next = (enum_next + 1) % ENUM_CACHE;
+    }
+    (void)rc;
+    return n;
+}
+
+int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
+{
+    int n = 0;
+    static const attn_graph forms[] = {ATTN_GRAPH_COMP, ATTN_GRAPH_SDPA};
+    int names[MAX_CFGS][2];
+
+    if (s == NULL || max < 0 || (out == NULL && max > 0))
+        return ATTUNE_EINVAL;
+    if (s->dtype == ATTN_F32 || version_refused(cudnnGetVersion())) {
+        /* one tactic, so the refusal is recorded with its reason */
+        if (max < 1)
+            return 0;
+        memset(&out[0], 0, sizeof out[0]);
+        out[0].variant = ATTN_CUDNN;
+        out[0].graph = ATTN_GRAPH_COMP;
+        out[0].pad = 1;
+        return 1;
+    }
+    pthread_mutex_lock(&dnn_lock);
+    for (int pi = 0; pi < ATTN_NPADS; pi++) {
+        int pad = attn_pads[pi];
+        int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
+        /* a pad that changes no length gives pad=1's graph again: same
+         * plans, nothing new to measure */
+        if (pad > 1 && sqp == s->sq && skvp == s->skv)
+            continue;
+        for (size_t fi = 0; fi < sizeof forms / sizeof forms[0]; fi++) {
+            geom g;
+            geom_of(dev, s, forms[fi], sqp, skvp, &g);
+            int m = configs_of(&g, names, MAX_CFGS);
+            for (int i = 0; i < m && n < max; i++) {
+                memset(&out[n], 0, sizeof out[n]);
+                out[n].variant = ATTN_CUDNN;
+                out[n].graph = forms[fi];
+                out[n].eng = names[i][0];
+                out[n].kcfg = names[i][1];
+                out[n].pad = pad;
+                n++;
+            }
+        }
+    }
+    pthread_mutex_unlock(&dnn_lock);
+    return n;
+}
+
+/* ---- 4. plans */
+
+struct cuda_cudnn_plan {
+    geom g;
+    int eng, kcfg;
+    desc_t plan;
+    size_t ws_bytes;
+    int refs;
+    float scale, neginf;
+    int32_t shift_a, shift_b, kv_valid;
+};
+
+#define PLAN_CACHE 256
+static cuda_cudnn_plan *plans[PLAN_CACHE];
+static int stat_builds, stat_hits;
+
+/* Build the execution plan of (g, eng, kcfg) into p->plan. Caller holds
+ * dnn_lock. */
+static int plan_build(cuda_cudnn_plan *p, char *note, size_t notelen)
+{
+    int rc = 0;
+    cudnnHandle_t h;
+    graph_build gb;
+    desc_t og = NULL, e = NULL, cfg = NULL, plan = NULL, choices[MAX_KNOBS] = {0};
+    knob_info ki[MAX_KNOBS];
+    int64_t gi = p->eng, types[MAX_KNOBS], vals[MAX_KNOBS], ws = 0, c = 0;
+    int nk, nc;
+
+    memset(&gb, 0, sizeof gb);
+    gb.note = note;
+    gb.notelen = notelen;
+    RC_TRY(handle_of(p->g.dev, &h, note, notelen));
+    RC_TRY(build_graph(h, &p->g, &gb, &og));
+    DNN_TRY("engine", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e));
+    DNN_TRY("engine", cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og));
+    DNN_TRY("engine", cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &gi));
+    DNN_TRY("engine finalize", cudnnBackendFinalize(e));
+    if ((nk = engine_knobs(e, ki, note, notelen)) < 0)
+        RC_TRY(nk);
+    if ((nc = knob_decode(ki, nk, p->kcfg, types, vals)) < 0) {
+        rc = refuse(note, notelen, "%s", "cudnn: kcfg out of range for this engine");
+        goto fail;
+    }
+    for (int i = 0; i < nc; i++) {
+        cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)types[i];
+        DNN_TRY("knob choice", cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &choices[i]));
+        DNN_TRY("knob choice", cudnnBackendSetAttribute(choices[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                                        CUDNN_TYPE_KNOB_TYPE, 1, &type));
+        DNN_TRY("knob choice", cudnnBackendSetAttribute(choices[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                                        CUDNN_TYPE_INT64, 1, &vals[i]));
+        DNN_TRY("knob choice finalize", cudnnBackendFinalize(choices[i]));
+    }
+    DNN_TRY("engine config", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg));
+    DNN_TRY("engine config", cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &e));
+    if (nc > 0)
+        DNN_TRY("engine config", cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                                          CUDNN_TYPE_BACKEND_DESCRIPTOR, nc, choices));
+    DNN_TRY("engine config finalize", cudnnBackendFinalize(cfg));
+    DNN_TRY("plan", cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
+    DNN_TRY("plan", cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+    DNN_TRY("plan", cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg));
+    DNN_TRY("plan finalize", cudnnBackendFinalize(plan));
+    DNN_TRY("plan workspace", cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                       CUDNN_TYPE_INT64, 1, &c, &ws));
+    if (ws < 0 || (size_t)ws > CUDA_CUDNN_WS_CAP) {
+        if (note != NULL && notelen > 0)
+            snprintf(note, notelen, "cudnn: workspace %lld bytes over the cap %zu", (long long)ws,
+                     (size_t)CUDA_CUDNN_WS_CAP);
+        rc = ATTUNE_EUNSUPP;
+        goto fail;
+    }
+    p->ws_bytes = (size_t)ws;
+    p->plan = plan;
+    plan = NULL;
+fail:
+    destroy(&plan);
+    destroy(&cfg);
+    for (int i = 0; i < MAX_KNOBS; i++)
+        destroy(&choices[i]);
+    destroy(&e);
+    graph_build_free(&gb); /* the plan keeps what it needs */
+    return rc;
+}
+
+int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int64_t sq_pad,
+                        int64_t skv_pad, cuda_cudnn_plan **out, double *built_ms, char *note,
+                        size_t notelen)
+{
+    int rc = 0, slot = -1;
+    cuda_cudnn_plan *p = NULL;
+    geom g;
+    double t0;
+
+    if (out == NULL || s == NULL || t == NULL)
+        return ATTUNE_EINVAL;
+    *out = NULL;
+    if (built_ms != NULL)
+        *built_ms = 0;
+    if (note != NULL && notelen > 0)
+        note[0] = 0;
+    if (t->variant != ATTN_CUDNN || (t->graph != ATTN_GRAPH_SDPA && t->graph != ATTN_GRAPH_COMP) ||
+        t->eng < 0 || t->kcfg < 0 || sq_pad < s->sq || skv_pad < s->skv)
+        return ATTUNE_EINVAL;
+    geom_of(dev, s, t->graph, sq_pad, skv_pad, &g);
+    if ((rc = geom_check(&g, note, notelen)) != 0)
+        return rc;
+
+    pthread_mutex_lock(&dnn_lock);
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        cuda_cudnn_plan *c = plans[i];
+        if (c != NULL && c->eng == t->eng && c->kcfg == t->kcfg && memcmp(&c->g, &g, sizeof g) == 0) {
+            c->refs++;
+            stat_hits++;
+            *out = c;
+            pthread_mutex_unlock(&dnn_lock);
+            return 0;
+        }
+    }
+    /* a free slot, else one whose plan nobody holds */
+    for (int i = 0; i < PLAN_CACHE && slot < 0; i++)
+        if (plans[i] == NULL)
+            slot = i;
+    for (int i = 0; i < PLAN_CACHE && slot < 0; i++)
+        if (plans[i]->refs == 0) {
+            cudnnBackendDestroyDescriptor(plans[i]->plan);
+            free(plans[i]);
+            plans[i] = NULL;
+            slot = i;
+        }
+    if (slot < 0) {
+        rc = ATTUNE_ENOMEM;
+        goto fail;
+    }
+    p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        rc = ATTUNE_ENOMEM;
+        goto fail;
+    }
+    p->g = g;
+    p->eng = t->eng;
+    p->kcfg = t->kcfg;
+    p->scale = (float)(1.0 / sqrt((double)s->d));
+    /* -inf from 9.10 on; older cuDNN wants the lowest float (frontend) */
+    p->neginf = cudnnGetVersion() >= 91000 ? -INFINITY : -3.402823466e38f;
+    p->shift_a = (int32_t)s->skv;
+    p->shift_b = (int32_t)(s->skv - g.shift); /* shift = a - b */
+    p->kv_valid = (int32_t)g.kv_valid;
+    t0 = now_ms();
+    RC_TRY(plan_build(p, note, notelen));
+    if (built_ms != NULL)
+        *built_ms = now_ms() - t0;
+    stat_builds++;
+    p->refs = 1;
+    plans[slot] = p;
+    *out = p;
+    pthread_mutex_unlock(&dnn_lock);
+    return 0;
+fail:
+    pthread_mutex_unlock(&dnn_lock);
+    free(p);
+    return rc;
+}
+
+void cuda_cudnn_plan_put(cuda_cudnn_plan *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&dnn_lock);
+    if (p->refs > 0)
+        p->refs--;
+    pthread_mutex_unlock(&dnn_lock);
+}
+
+size_t cuda_cudnn_workspace_bytes(const cuda_cudnn_plan *p) { return p ? p->ws_bytes : 0; }
+
+int cuda_cudnn_plan_describe(const cuda_cudnn_plan *p, int *eng, int *kcfg)
+{
+    int rc = 0;
+    char note[160];
+    size_t notelen = sizeof note;
+    desc_t cfg = NULL;
+    int64_t n = 0;
+    if (p == NULL || eng == NULL || kcfg == NULL)
+        return ATTUNE_EINVAL;
+    pthread_mutex_lock(&dnn_lock);
+    DNN_TRY("engine config", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg));
+    DNN_TRY("plan config", cudnnBackendGetAttribute(p->plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &cfg));
+    RC_TRY(config_name(cfg, eng, kcfg, note, notelen));
+fail:
+    destroy(&cfg);
+    pthread_mutex_unlock(&dnn_lock);
+    return rc == ATTUNE_EUNSUPP ? ATTUNE_EGPU : rc;
+}
+
+void cuda_cudnn_cache_stats(int *builds, int *hits, int *held)
+{
+    pthread_mutex_lock(&dnn_lock);
+    if (builds)
+        *builds = stat_builds;
+    if (hits)
+        *hits = stat_hits;
+    if (held) {
+        *held = 0;
+        for (int i = 0; i < PLAN_CACHE; i++)
+            *held += plans[i] != NULL && plans[i]->refs > 0;
+    }
+    pthread_mutex_unlock(&dnn_lock);
+}
+
+/* ---- 5. launch */
+
+int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
+                      void *ws, cudaStream_t stream)
+{
+    int rc = 0;
+    char *note = NULL;
+    size_t notelen = 0;
+    desc_t vp = NULL;
+    const geom *g;
+    size_t es, row_bytes;
+    int64_t uids[9];
+    void *ptrs[9];
+    int n = 0;
+    cudnnHandle_t h;
+
+    if (p == NULL || q == NULL || k == NULL || v == NULL || o == NULL || (p->ws_bytes > 0 && ws == NULL))
+        return ATTUNE_EINVAL;
+    g = &p->g;
+    es = io_size(g->dt);
+    row_bytes = (size_t)g->d * es;
+    if (g->zero_rows > 0 &&
+        cudaMemset2DAsync(o, (size_t)g->q_rows * row_bytes, 0, (size_t)g->zero_rows * row_bytes,
+                          (size_t)(g->b * g->hq), stream) != cudaSuccess) {
+        cudaGetLastError();
+        return ATTUNE_EGPU;
+    }
+    uids[n] = UID_Q, ptrs[n++] = (char *)q + (size_t)g->q0 * row_bytes;
+    uids[n] = UID_K, ptrs[n++] = (void *)k;
+    uids[n] = UID_V, ptrs[n++] = (void *)v;
+    uids[n] = UID_O, ptrs[n++] = (char *)o + (size_t)g->q0 * row_bytes;
+    uids[n] = UID_SCALE, ptrs[n++] = &p->scale;
+    if (g->form == ATTN_GRAPH_COMP && (g->causal || g->kv_valid < g->skvv)) {
+        uids[n] = UID_NEGINF, ptrs[n++] = &p->neginf;
+        if (g->causal && g->shift != 0) {
+            uids[n] = UID_SHIFT_A, ptrs[n++] = &p->shift_a;
+            uids[n] = UID_SHIFT_B, ptrs[n++] = &p->shift_b;
+        } else if (!g->causal) {
+            uids[n] = UID_KV_VALID, ptrs[n++] = &p->kv_valid;
+        }
+    }
+    pthread_mutex_lock(&dnn_lock);
+    h = handles[g->dev]; /* made when the plan was built */
+    DNN_TRY("variant pack", cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
+    DNN_TRY("variant pack", cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                                     CUDNN_TYPE_INT64, n, uids));
+    DNN_TRY("variant pack", cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                                     CUDNN_TYPE_VOID_PTR, n, ptrs));
+    DNN_TRY("variant pack", cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                                     CUDNN_TYPE_VOID_PTR, 1, &ws));
+    DNN_TRY("variant pack finalize", cudnnBackendFinalize(vp));
+    DNN_TRY("set stream", cudnnSetStream(h, stream));
+    DNN_TRY("execute", cudnnBackendExecute(h, p->plan, vp));
+fail:
+    destroy(&vp);
+    pthread_mutex_unlock(&dnn_lock);
+    /* launch-time refusals are failures: the plan said it could run */
+    return rc == ATTUNE_EUNSUPP ? ATTUNE_EGPU : rc;
+}

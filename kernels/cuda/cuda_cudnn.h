@@ -1,0 +1,86 @@
+/* cuda_cudnn.h -- the cudnn variant: cuDNN's fused SDPA forward through the
+ * cuDNN backend C API (kernels/cuda/cuda_cudnn.c).
+ *
+ * Plain C: cuda_backend.cu calls it for tactics whose variant is
+ * ATTN_CUDNN; tests call it to look into the plan cache. Compiled only when
+ * CMake finds cuDNN 9 (ATTUNE_HAVE_CUDNN); otherwise the variant is absent.
+ *
+ * A tactic `cudnn/eng=E/graph=G/kcfg=K/pad=P` names one execution plan:
+ * the operation graph of form G (sdpa: one SDPA_FWD operation; comp: the
+ * matmul/pointwise/reduction graph cuDNN fuses) for the shape padded to P,
+ * engine global index E, and K, the engine's knob settings as one code:
+ * with the engine's knobs sorted by knob type, each knob i contributes the
+ * digit k_i = 0 (not set: the engine's default) or 1 + (value - min) /
+ * stride, and K = sum k_i * prod_{j<i} (n_j + 1), n_j the knob's number of
+ * values. So K = 0 is the engine with every knob at its default, and the
+ * string alone (with the same cuDNN) rebuilds the same plan. */
+#ifndef ATTUNE_CUDA_CUDNN_H
+#define ATTUNE_CUDA_CUDNN_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Workspace cap per session: a plan asking for more is unsupported. */
+#define CUDA_CUDNN_WS_CAP ((size_t)256 << 20)
+
+/* The loaded cuDNN as "cudnn-9.14.0" into buf (cudnnGetVersion: the library
+ * in use at run time, not the header built against). Returns 0, or
+ * ATTUNE_EUNSUPP when that version is refused for SDPA (buf then says
+ * "cudnn-9.10.0(refused)" and no tactic is listed). */
+int cuda_cudnn_version(char *buf, size_t len);
+
+/* The cudnn tactics of shape s on CUDA device dev: for pad 1 and each pad
+ * of attn_pads that changes a length, for each graph form the loaded cuDNN
+ * has, the engine configurations of heuristics mode A and the fallback
+ * list, deduplicated. f32 lists one tactic (eng 0, comp, pad 1) so the
+ * tuner records it as unsupported with the reason. Writes at most max;
+ * returns the count (0 when cuDNN refuses every graph of the shape). The
+ * enumeration is cached per graph. */
+int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max);
+
+typedef struct cuda_cudnn_plan cuda_cudnn_plan;
+
+/* The execution plan of tactic t for shape s on device dev, the kernels
+ * reading q/k/v with sq_pad/skv_pad rows per head (the padded buffers of
+ * the backend's plan) and writing o likewise. Built on first use, then
+ * taken from a process-wide cache keyed by (device, graph, engine, knobs);
+ * each successful get holds a reference, dropped by cuda_cudnn_plan_put.
+ * *built_ms is the time spent building (0 on a cache hit). Returns 0,
+ * ATTUNE_EUNSUPP with the reason in note (f32, a refused version, a head
+ * size or a length cuDNN rejects, an engine that does not support the
+ * graph, a workspace over CUDA_CUDNN_WS_CAP), ATTUNE_EINVAL for a tactic
+ * that is not cudnn, ENOMEM or EGPU. */
+int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int64_t sq_pad,
+                        int64_t skv_pad, cuda_cudnn_plan **out, double *built_ms,
+                        char *note, size_t notelen);
+void cuda_cudnn_plan_put(cuda_cudnn_plan *p);
+
+/* Workspace bytes the plan needs at launch (<= CUDA_CUDNN_WS_CAP). */
+size_t cuda_cudnn_workspace_bytes(const cuda_cudnn_plan *p);
+
+/* Read the engine global index and knob code back from the built plan's
+ * engine configuration (what cuDNN holds, not what was asked). 0 or EGPU. */
+int cuda_cudnn_plan_describe(const cuda_cudnn_plan *p, int *eng, int *kcfg);
+
+/* Enqueue the plan on stream: q, k, v, o are the padded buffers ([b, h,
+ * rows, d], rows = sq_pad or skv_pad), ws at least the workspace bytes.
+ * Rows that see no key (causal, sq > skv) are zeroed here. Capturable. */
+int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
+                      void *ws, cudaStream_t stream);
+
+/* Plan cache counters since the process started: plans built, gets served
+ * from the cache, plans held now. For tests and logs. */
+void cuda_cudnn_cache_stats(int *builds, int *hits, int *held);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
