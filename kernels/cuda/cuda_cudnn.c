@@ -92,6 +92,15 @@ static int refuse(char *note, size_t notelen, const char *fmt, const char *arg)
 
 typedef cudnnBackendDescriptor_t desc_t;
 
+/* A note on stderr when ATTUNE_CUDA_VERBOSE is set (as cuda_device.cu's):
+ * why cuDNN proposed nothing for a graph is otherwise not kept. */
+static void dnn_log(const char *what, const char *note)
+{
+    const char *e = getenv("ATTUNE_CUDA_VERBOSE");
+    if (e != NULL && *e != 0 && strcmp(e, "0") != 0)
+        fprintf(stderr, "attune-cudnn: %s: %s\n", what, note);
+}
+
 static void destroy(desc_t *d)
 {
     if (*d != NULL)
@@ -434,8 +443,8 @@ static int build_comp(graph_build *gb, const geom *g)
                 RC_TRY(scalar(gb, UID_SHIFT_B, i32, &b));
                 RC_TRY(virt_scores(gb, g, i32, 0, &ra));
                 RC_TRY(virt_scores(gb, g, i32, 0, &rb));
-                RC_TRY(pointwise(gb, CUDNN_POINTWISE_ADD, i32, 3, row, a, NULL, ra));
-                RC_TRY(pointwise(gb, CUDNN_POINTWISE_SUB, i32, 3, ra, b, NULL, rb));
+                RC_TRY(pointwise(gb, CUDNN_POINTWISE_ADD, i32, -1, row, a, NULL, ra));
+                RC_TRY(pointwise(gb, CUDNN_POINTWISE_SUB, i32, -1, ra, b, NULL, rb));
                 row = rb;
             }
             RC_TRY(pointwise(gb, CUDNN_POINTWISE_CMP_GE, bl, -1, row, col, NULL, mask));
@@ -613,7 +622,16 @@ fail:
 static int64_t knob_encode(const knob_info *ki, int nk, const int64_t *types, const int64_t *vals,
                            int n)
 {
+    const int64_t lim = INT64_C(1) << 31;
     int64_t code = 0, radix = 1;
+    int overflow = 0; /* radix past 2^31: only unset knobs from here on */
+    for (int c = 0; c < n; c++) { /* every choice must name a known knob */
+        int found = 0;
+        for (int i = 0; i < nk && !found; i++)
+            found = types[c] == ki[i].type;
+        if (!found)
+            return -1;
+    }
     for (int i = 0; i < nk; i++) {
         int64_t nvals = (ki[i].max - ki[i].min) / ki[i].stride + 1, digit = 0;
         for (int c = 0; c < n; c++)
@@ -622,19 +640,15 @@ static int64_t knob_encode(const knob_info *ki, int nk, const int64_t *types, co
                     return -1;
                 digit = 1 + (vals[c] - ki[i].min) / ki[i].stride;
             }
-        if (nvals + 1 > (INT64_C(1) << 31) / radix)
-            return digit == 0 ? code : -1; /* higher knobs unset: code still fits */
-        code += digit * radix;
-        radix *= nvals + 1;
-    }
-    if (code >= (INT64_C(1) << 31))
-        return -1;
-    for (int c = 0; c < n; c++) { /* every choice must name a known knob */
-        int found = 0;
-        for (int i = 0; i < nk && !found; i++)
-            found = types[c] == ki[i].type;
-        if (!found)
-            return -1;
+        if (digit > 0) {
+            if (overflow || digit > (lim - 1 - code) / radix)
+                return -1;
+            code += digit * radix;
+        }
+        if (!overflow && radix > lim / (nvals + 1))
+            overflow = 1;
+        else if (!overflow)
+            radix *= nvals + 1;
     }
     return code;
 }
@@ -642,11 +656,19 @@ static int64_t knob_encode(const knob_info *ki, int nk, const int64_t *types, co
 /* The inverse: the (type, value) pairs of code, into types/vals; count. */
 static int knob_decode(const knob_info *ki, int nk, int64_t code, int64_t *types, int64_t *vals)
 {
+    const int64_t lim = INT64_C(1) << 31;
+    int64_t radix = 1;
     int n = 0;
     for (int i = 0; i < nk && code > 0; i++) {
         int64_t nvals = (ki[i].max - ki[i].min) / ki[i].stride + 1;
         int64_t digit = code % (nvals + 1);
         code /= nvals + 1;
+        if (radix > lim / (nvals + 1)) {
+            if (code > 0)
+                return -1; /* encode names no knob past this point */
+        } else {
+            radix *= nvals + 1;
+        }
         if (digit > 0) {
             types[n] = ki[i].type;
             vals[n] = ki[i].min + (digit - 1) * ki[i].stride;
@@ -758,7 +780,7 @@ static int enum_next;
 static int configs_of(const geom *g, int (*names)[2], int max)
 {
     int rc = 0, n = 0;
-    char note[160]; /* reasons are not kept: an empty list says enough */
+    char note[160]; /* reasons are logged (verbose), not kept: an empty list says enough */
     size_t notelen = sizeof note;
     cudnnHandle_t h;
     graph_build gb;
@@ -774,14 +796,21 @@ static int configs_of(const geom *g, int (*names)[2], int max)
     memset(&gb, 0, sizeof gb);
     gb.note = note;
     gb.notelen = notelen;
+    note[0] = 0;
     if (geom_check(g, note, notelen) == 0 && handle_of(g->dev, &h, note, notelen) == 0 &&
         build_graph(h, g, &gb, &og) == 0) {
         int m = heuristics(og, CUDNN_HEUR_MODE_A, names, 0, max, note, notelen);
         if (m >= 0)
             n = m;
+        else
+            dnn_log("heuristics mode A", note);
         m = heuristics(og, CUDNN_HEUR_MODE_FALLBACK, names, n, max, note, notelen);
         if (m >= 0)
             n = m;
+        else
+            dnn_log("heuristics fallback", note);
+    } else {
+        dnn_log(g->form == ATTN_GRAPH_SDPA ? "sdpa graph" : "comp graph", note);
     }
     graph_build_free(&gb);
     e = calloc(1, sizeof *e);
@@ -819,9 +848,14 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
     for (int pi = 0; pi < ATTN_NPADS; pi++) {
         int pad = attn_pads[pi];
         int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
-        /* a pad that changes no length gives pad=1's graph again: same
-         * plans, nothing new to measure */
-        if (pad > 1 && sqp == s->sq && skvp == s->skv)
+        /* a pad whose lengths an earlier pad already gave (one that
+         * changes no length: pad=1's) has the same graph and plans:
+         * nothing new to measure */
+        int seen = 0;
+        for (int pj = 0; pj < pi; pj++)
+            seen |= attn_round_up(s->sq, attn_pads[pj]) == sqp &&
+                    attn_round_up(s->skv, attn_pads[pj]) == skvp;
+        if (seen)
             continue;
         for (size_t fi = 0; fi < sizeof forms / sizeof forms[0]; fi++) {
             geom g;
@@ -848,6 +882,10 @@ struct cuda_cudnn_plan {
     geom g;
     int eng, kcfg;
     desc_t plan;
+    /* what the plan was made from, kept alive as long as it: the backend
+     * API does not promise that a plan outlives its graph and config */
+    graph_build gb;
+    desc_t engine, cfg, choices[MAX_KNOBS];
     size_t ws_bytes;
     int refs;
     float scale, neginf;
@@ -856,6 +894,17 @@ struct cuda_cudnn_plan {
 
 #define PLAN_CACHE 256
 static cuda_cudnn_plan *plans[PLAN_CACHE];
+
+/* Destroy the plan and what it was made from (not p itself). */
+static void plan_parts_free(cuda_cudnn_plan *p)
+{
+    destroy(&p->plan);
+    destroy(&p->cfg);
+    for (int i = 0; i < MAX_KNOBS; i++)
+        destroy(&p->choices[i]);
+    destroy(&p->engine);
+    graph_build_free(&p->gb);
+}
 static int stat_builds, stat_hits;
 
 /* Build the execution plan of (g, eng, kcfg) into p->plan. Caller holds
@@ -864,23 +913,24 @@ static int plan_build(cuda_cudnn_plan *p, char *note, size_t notelen)
 {
     int rc = 0;
     cudnnHandle_t h;
-    graph_build gb;
-    desc_t og = NULL, e = NULL, cfg = NULL, plan = NULL, choices[MAX_KNOBS] = {0};
+    graph_build *gb = &p->gb;
+    desc_t og = NULL, plan = NULL;
     knob_info ki[MAX_KNOBS];
     int64_t gi = p->eng, types[MAX_KNOBS], vals[MAX_KNOBS], ws = 0, c = 0;
     int nk, nc;
 
-    memset(&gb, 0, sizeof gb);
-    gb.note = note;
-    gb.notelen = notelen;
+    memset(gb, 0, sizeof *gb);
+    gb->note = note;
+    gb->notelen = notelen;
     RC_TRY(handle_of(p->g.dev, &h, note, notelen));
-    RC_TRY(build_graph(h, &p->g, &gb, &og));
-    DNN_TRY("engine", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e));
-    DNN_TRY("engine", cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
+    RC_TRY(build_graph(h, &p->g, gb, &og));
+    DNN_TRY("engine", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &p->engine));
+    DNN_TRY("engine", cudnnBackendSetAttribute(p->engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og));
-    DNN_TRY("engine", cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &gi));
-    DNN_TRY("engine finalize", cudnnBackendFinalize(e));
-    if ((nk = engine_knobs(e, ki, note, notelen)) < 0)
+    DNN_TRY("engine", cudnnBackendSetAttribute(p->engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+                                               CUDNN_TYPE_INT64, 1, &gi));
+    DNN_TRY("engine finalize", cudnnBackendFinalize(p->engine));
+    if ((nk = engine_knobs(p->engine, ki, note, notelen)) < 0)
         RC_TRY(nk);
     if ((nc = knob_decode(ki, nk, p->kcfg, types, vals)) < 0) {
         rc = refuse(note, notelen, "%s", "cudnn: kcfg out of range for this engine");
@@ -888,24 +938,25 @@ static int plan_build(cuda_cudnn_plan *p, char *note, size_t notelen)
     }
     for (int i = 0; i < nc; i++) {
         cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)types[i];
-        DNN_TRY("knob choice", cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &choices[i]));
-        DNN_TRY("knob choice", cudnnBackendSetAttribute(choices[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+        desc_t *kc = &p->choices[i];
+        DNN_TRY("knob choice", cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, kc));
+        DNN_TRY("knob choice", cudnnBackendSetAttribute(*kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
                                                         CUDNN_TYPE_KNOB_TYPE, 1, &type));
-        DNN_TRY("knob choice", cudnnBackendSetAttribute(choices[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+        DNN_TRY("knob choice", cudnnBackendSetAttribute(*kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
                                                         CUDNN_TYPE_INT64, 1, &vals[i]));
-        DNN_TRY("knob choice finalize", cudnnBackendFinalize(choices[i]));
+        DNN_TRY("knob choice finalize", cudnnBackendFinalize(*kc));
     }
-    DNN_TRY("engine config", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg));
-    DNN_TRY("engine config", cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
-                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &e));
+    DNN_TRY("engine config", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &p->cfg));
+    DNN_TRY("engine config", cudnnBackendSetAttribute(p->cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->engine));
     if (nc > 0)
-        DNN_TRY("engine config", cudnnBackendSetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                                          CUDNN_TYPE_BACKEND_DESCRIPTOR, nc, choices));
-    DNN_TRY("engine config finalize", cudnnBackendFinalize(cfg));
+        DNN_TRY("engine config", cudnnBackendSetAttribute(p->cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                                          CUDNN_TYPE_BACKEND_DESCRIPTOR, nc, p->choices));
+    DNN_TRY("engine config finalize", cudnnBackendFinalize(p->cfg));
     DNN_TRY("plan", cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
     DNN_TRY("plan", cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
     DNN_TRY("plan", cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg));
+                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->cfg));
     DNN_TRY("plan finalize", cudnnBackendFinalize(plan));
     DNN_TRY("plan workspace", cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                        CUDNN_TYPE_INT64, 1, &c, &ws));
@@ -918,14 +969,12 @@ static int plan_build(cuda_cudnn_plan *p, char *note, size_t notelen)
     }
     p->ws_bytes = (size_t)ws;
     p->plan = plan;
-    plan = NULL;
+    gb->note = NULL; /* the caller's buffer: not ours to keep */
+    gb->notelen = 0;
+    return 0;
 fail:
     destroy(&plan);
-    destroy(&cfg);
-    for (int i = 0; i < MAX_KNOBS; i++)
-        destroy(&choices[i]);
-    destroy(&e);
-    graph_build_free(&gb); /* the plan keeps what it needs */
+    plan_parts_free(p);
     return rc;
 }
 
@@ -969,7 +1018,7 @@ int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int6
             slot = i;
     for (int i = 0; i < PLAN_CACHE && slot < 0; i++)
         if (plans[i]->refs == 0) {
-            cudnnBackendDestroyDescriptor(plans[i]->plan);
+            plan_parts_free(plans[i]);
             free(plans[i]);
             plans[i] = NULL;
             slot = i;

@@ -104,6 +104,35 @@ export PKG_CONFIG_PATH=$PREFIX/usr/lib/x86_64-linux-gnu/pkgconfig:$PREFIX/usr/sh
 export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -d /usr/local/cuda/bin ] && export PATH=$PATH:/usr/local/cuda/bin
 
+# cuDNN for the cudnn variant: the newest cuDNN 9 among PyTorch's wheel
+# (nvidia/cudnn under site-packages: what torch loads, usually newer) and
+# the system's (/usr, /usr/local/cuda). CUDNN_ROOT goes to CMake; its lib/
+# goes first on LD_LIBRARY_PATH, so libcudnn finds its own sub-libraries.
+cudnn_version_of() { # dir holding include/cudnn_version.h -> 91400
+    local h
+    for h in "$1/include/cudnn_version.h" "$1/include/x86_64-linux-gnu/cudnn_version_v9.h"; do
+        [ -f "$h" ] || continue
+        awk '/^#define CUDNN_MAJOR /{a=$3}/^#define CUDNN_MINOR /{b=$3}/^#define CUDNN_PATCHLEVEL /{c=$3}
+             END{if (a) print a*10000+b*100+c}' "$h"
+        return
+    done
+}
+CUDNN_ROOT=${CUDNN_ROOT:-}
+if [ -z "$CUDNN_ROOT" ]; then
+    best=0
+    pydnn=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+    for d in $pydnn /usr/local/cuda /usr; do
+        v=$(cudnn_version_of "$d")
+        [ -n "$v" ] && [ "$v" -gt "$best" ] && { best=$v; CUDNN_ROOT=$d; }
+    done
+fi
+if [ -n "$CUDNN_ROOT" ]; then
+    export CUDNN_ROOT
+    for l in "$CUDNN_ROOT/lib" "$CUDNN_ROOT/lib64" "$CUDNN_ROOT/lib/x86_64-linux-gnu"; do
+        [ -d "$l" ] && export LD_LIBRARY_PATH=$l${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    done
+fi
+
 {
     echo "commit: ${ATTUNE_COMMIT:-unknown}"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -113,6 +142,11 @@ export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_L
     nvcc --version 2>&1 | tail -2
     cmake --version | head -1
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+    echo "cudnn: CUDNN_ROOT=${CUDNN_ROOT:-none} version $( [ -n "$CUDNN_ROOT" ] && cudnn_version_of "$CUDNN_ROOT")"
+    for d in $(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null) /usr/local/cuda /usr; do
+        echo "  cudnn candidate $d: $(cudnn_version_of "$d")"
+    done
+    python3 -c 'import torch; print("torch cudnn", torch.backends.cudnn.version())' 2>&1
     echo "pkg-config: $(command -v pkg-config) sqlite3 $(pkg-config --modversion sqlite3 2>&1)" \
          "jansson $(pkg-config --modversion jansson 2>&1)"
 } >"$OUT/env.txt" 2>&1
@@ -125,11 +159,12 @@ command -v ninja >/dev/null && GEN=(-G Ninja)
 JOBS=$(nproc 2>/dev/null || echo 8)
 log "configure $BUILD"
 if ! cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 \
-        >"$OUT/build.log" 2>&1; then
+        ${CUDNN_ROOT:+-DCUDNN_ROOT="$CUDNN_ROOT"} >"$OUT/build.log" 2>&1; then
     log "configure failed: tail of build.log:"
     tail -30 "$OUT/build.log" >&2
     exit 1
 fi
+grep "attune:" "$OUT/build.log" | tee -a "$RUNLOG" >&2
 log "build (-j$JOBS)"
 if ! cmake --build "$BUILD" -j "$JOBS" >>"$OUT/build.log" 2>&1; then
     log "full build failed (someone's work in progress?); building the GPU targets alone"
@@ -149,12 +184,13 @@ log "build done ($(($(date +%s) - START)) s)"
 
 # bench_split: not a ctest, linked by hand against the built libraries.
 BENCH_SPLIT=$BUILD/bench_split
+CUDNN_LINK=$(sed -n 's/^CUDNN_LIBRARY:FILEPATH=//p' "$BUILD/CMakeCache.txt" 2>/dev/null | grep -v NOTFOUND)
 if [ -f "$BUILD/libattune_cuda.a" ] && [ -f "$BUILD/libattune_core.a" ]; then
     CUDA_LIB=$(dirname "$(find /usr/local/cuda/ -name 'libcudart.so' 2>/dev/null | head -1)")
     cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -DATTUNE_HAVE_CUDA=1 -I"$ROOT" \
         "$ROOT/tests/gpu/bench_split.c" -Wl,--start-group "$BUILD/libattune_core.a" \
         "$BUILD/libattune_cuda.a" -Wl,--end-group -L"$CUDA_LIB" \
-        $(pkg-config --libs sqlite3 jansson 2>/dev/null) -lcublas -lcudart -lstdc++ -lm \
+        $(pkg-config --libs sqlite3 jansson 2>/dev/null) $CUDNN_LINK -lcublas -lcudart -lstdc++ -lm \
         -ldl -lpthread -o "$BENCH_SPLIT" >>"$OUT/build.log" 2>&1 ||
         { log "bench_split did not link"; BENCH_SPLIT=""; }
 fi
