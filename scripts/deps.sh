@@ -17,6 +17,19 @@ missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
+# cuDNN 9 (optional: the cudnn variant) where NVIDIA's packages put it:
+# CUDNN_ROOT, the CUDA toolkit, /usr (Debian/Ubuntu and JetPack packages,
+# multiarch), or a pip wheel (nvidia/cudnn, what PyTorch loads). Never
+# fatal: without it CMake leaves the variant out.
+if [ -z "${CUDNN_ROOT:-}" ]; then
+    for d in /usr/local/cuda /usr $(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null); do
+        for h in "$d/include/cudnn_graph.h" "$d/include/x86_64-linux-gnu/cudnn_graph_v9.h" \
+                 "$d/include/aarch64-linux-gnu/cudnn_graph_v9.h"; do
+            [ -f "$h" ] && { CUDNN_ROOT=$d; break 2; }
+        done
+    done
+fi
+[ -n "${CUDNN_ROOT:-}" ] || echo "deps: no cuDNN 9 found (optional: set CUDNN_ROOT for the cudnn variant)" >&2
 if [ -n "$missing" ]; then
     if [ "$(id -u)" -eq 0 ]; then
         echo "deps: installing$missing" >&2

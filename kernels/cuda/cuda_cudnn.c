@@ -219,9 +219,10 @@ enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_SCALE, UID_NEGINF, UID_SHIFT_A, UID_S
        UID_KV_VALID, UID_VIRTUAL = 100 };
 
 typedef struct graph_build {
-    desc_t all[48]; /* every descriptor made, destroyed at the end */
+    desc_t all[128]; /* every descriptor made, destroyed at the end (the
+                        bottom-right causal graph makes about 60) */
     int nall;
-    desc_t ops[24];
+    desc_t ops[32];
     int nops;
     int64_t next_uid;
     char *note;
@@ -232,9 +233,22 @@ static int keep(graph_build *gb, desc_t d)
 {
     if (gb->nall >= (int)(sizeof gb->all / sizeof gb->all[0])) {
         cudnnBackendDestroyDescriptor(d);
+        if (gb->note != NULL && gb->notelen > 0)
+            snprintf(gb->note, gb->notelen, "cudnn: graph_build holds too few descriptors");
         return ATTUNE_ENOMEM;
     }
     gb->all[gb->nall++] = d;
+    return 0;
+}
+
+static int add_op(graph_build *gb, desc_t op)
+{
+    if (gb->nops >= (int)(sizeof gb->ops / sizeof gb->ops[0])) {
+        if (gb->note != NULL && gb->notelen > 0)
+            snprintf(gb->note, gb->notelen, "cudnn: graph_build holds too few operations");
+        return ATTUNE_ENOMEM;
+    }
+    gb->ops[gb->nops++] = op;
     return 0;
 }
 
@@ -322,7 +336,7 @@ static int pointwise(graph_build *gb, cudnnPointwiseMode_t mode, cudnnDataType_t
     DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
     DNN_TRY("pointwise op finalize", cudnnBackendFinalize(op));
-    gb->ops[gb->nops++] = op;
+    RC_TRY(add_op(gb, op));
     return 0;
 fail:
     return rc;
@@ -351,7 +365,7 @@ static int reduction(graph_build *gb, cudnnReduceTensorOp_t mode, desc_t x, desc
     DNN_TRY("reduction op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
     DNN_TRY("reduction op finalize", cudnnBackendFinalize(op));
-    gb->ops[gb->nops++] = op;
+    RC_TRY(add_op(gb, op));
     return 0;
 fail:
     return rc;
@@ -381,7 +395,7 @@ static int matmul(graph_build *gb, desc_t a, desc_t b, desc_t c)
     DNN_TRY("matmul op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_DESC,
                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm));
     DNN_TRY("matmul op finalize", cudnnBackendFinalize(op));
-    gb->ops[gb->nops++] = op;
+    RC_TRY(add_op(gb, op));
     return 0;
 fail:
     return rc;
@@ -505,7 +519,7 @@ static int build_sdpa(graph_build *gb, const geom *g)
     DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC,
                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &scale));
     DNN_TRY("sdpa op finalize", cudnnBackendFinalize(op));
-    gb->ops[gb->nops++] = op;
+    RC_TRY(add_op(gb, op));
     return 0;
 fail:
     return rc;
@@ -779,51 +793,63 @@ static int enum_next;
  * Caller holds dnn_lock. Returns the count (0: cuDNN proposes nothing). */
 static int configs_of(const geom *g, int (*names)[2], int max)
 {
-    int rc = 0, n = 0;
+    int n = 0;
     char note[160]; /* reasons are logged (verbose), not kept: an empty list says enough */
     size_t notelen = sizeof note;
     cudnnHandle_t h;
     graph_build gb;
     desc_t og = NULL;
-    enum_entry *e;
+    enum_entry *e = NULL;
 
-    for (int i = 0; i < ENUM_CACHE; i++)
-        if (enum_cache[i] != NULL && memcmp(&enum_cache[i]->g, g, sizeof *g) == 0) {
-            n = enum_cache[i]->n < max ? enum_cache[i]->n : max;
-            memcpy(names, enum_cache[i]->names, (size_t)n * sizeof names[0]);
-            return n;
-        }
-    memset(&gb, 0, sizeof gb);
-    gb.note = note;
-    gb.notelen = notelen;
-    note[0] = 0;
-    if (geom_check(g, note, notelen) == 0 && handle_of(g->dev, &h, note, notelen) == 0 &&
-        build_graph(h, g, &gb, &og) == 0) {
-        int m = heuristics(og, CUDNN_HEUR_MODE_A, names, 0, max, note, notelen);
-        if (m >= 0)
-            n = m;
-        else
-            dnn_log("heuristics mode A", note);
-        m = heuristics(og, CUDNN_HEUR_MODE_FALLBACK, names, n, max, note, notelen);
-        if (m >= 0)
-            n = m;
-        else
-            dnn_log("heuristics fallback", note);
-    } else {
-        dnn_log(g->form == ATTN_GRAPH_SDPA ? "sdpa graph" : "comp graph", note);
-    }
-    graph_build_free(&gb);
-    e = calloc(1, sizeof *e);
-    if (e != NULL) {
+    for (int i = 0; i < ENUM_CACHE && e == NULL; i++)
+        if (enum_cache[i] != NULL && memcmp(&enum_cache[i]->g, g, sizeof *g) == 0)
+            e = enum_cache[i];
+    if (e == NULL) {
+        e = calloc(1, sizeof *e);
+        if (e == NULL)
+            return 0;
         e->g = *g;
-        e->n = n < MAX_CFGS ? n : MAX_CFGS;
-        memcpy(e->names, names, (size_t)e->n * sizeof names[0]);
+        memset(&gb, 0, sizeof gb);
+        gb.note = note;
+        gb.notelen = notelen;
+        note[0] = 0;
+        /* the whole ranked list, mode A's first: callers take a prefix */
+        if (geom_check(g, note, notelen) == 0 && handle_of(g->dev, &h, note, notelen) == 0 &&
+            build_graph(h, g, &gb, &og) == 0) {
+            int m = heuristics(og, CUDNN_HEUR_MODE_A, e->names, 0, MAX_CFGS, note, notelen);
+            if (m >= 0)
+                n = m;
+            else
+                dnn_log("heuristics mode A", note);
+            m = heuristics(og, CUDNN_HEUR_MODE_FALLBACK, e->names, n, MAX_CFGS, note, notelen);
+            if (m >= 0)
+                n = m;
+            else
+                dnn_log("heuristics fallback", note);
+        } else {
+            dnn_log(g->form == ATTN_GRAPH_SDPA ? "sdpa graph" : "comp graph", note);
+        }
+        graph_build_free(&gb);
+        e->n = n;
         free(enum_cache[enum_next]);
         enum_cache[enum_next] = e;
         enum_next = (enum_next + 1) % ENUM_CACHE;
     }
-    (void)rc;
+    n = e->n < max ? e->n : max;
+    memcpy(names, e->names, (size_t)n * sizeof names[0]);
     return n;
+}
+
+/* Engine configs listed per graph: ATTUNE_CUDNN_CONFIGS (1..64) when set,
+ * else 4: the head of mode A's ranking, then the fallback list's.
+ * Every config that heuristics offer on the H200 is correct (the GPU test
+ * checks them all with ATTUNE_CUDNN_CONFIGS=64); the first few hold the
+ * fastest, and each one listed costs a plan build (docs/perf.md). */
+static int max_configs(void)
+{
+    const char *e = getenv("ATTUNE_CUDNN_CONFIGS");
+    int v = e != NULL ? atoi(e) : 0;
+    return v >= 1 && v <= MAX_CFGS ? v : 4;
 }
 
 int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
@@ -860,7 +886,11 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
         for (size_t fi = 0; fi < sizeof forms / sizeof forms[0]; fi++) {
             geom g;
             geom_of(dev, s, forms[fi], sqp, skvp, &g);
-            int m = configs_of(&g, names, MAX_CFGS);
+            /* heuristics rank their configs: keep the first few, fewer
+             * for padded graphs (each costs a plan build when tuned:
+             * tuning a shape stays within seconds) */
+            int cap = pi == 0 ? max_configs() : (max_configs() + 1) / 2;
+            int m = configs_of(&g, names, cap);
             for (int i = 0; i < m && n < max; i++) {
                 memset(&out[n], 0, sizeof out[n]);
                 out[n].variant = ATTN_CUDNN;
