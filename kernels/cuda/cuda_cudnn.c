@@ -886,10 +886,10 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
         for (size_t fi = 0; fi < sizeof forms / sizeof forms[0]; fi++) {
             geom g;
             geom_of(dev, s, forms[fi], sqp, skvp, &g);
-            /* heuristics rank their configs: keep the first few, fewer
-             * for padded graphs (each costs a plan build when tuned:
-             * tuning a shape stays within seconds) */
-            int cap = pi == 0 ? max_configs() : (max_configs() + 1) / 2;
+            /* heuristics rank their configs: keep the first few, and
+             * for padded graphs the first (each costs a plan build when
+             * tuned: tuning a shape stays within seconds) */
+            int cap = pi == 0 ? max_configs() : (max_configs() + 3) / 4;
             int m = configs_of(&g, names, cap);
             for (int i = 0; i < m && n < max; i++) {
                 memset(&out[n], 0, sizeof out[n]);
