@@ -167,9 +167,26 @@ static void geom_of(int dev, const attn_shape *s, attn_graph form, int64_t sq_pa
     g->sqv = sq_pad - g->q0;
     g->skvv = skv_pad;
     g->causal = s->causal;
-    /* real row i = q0 + r sees j <= i + skv - sq */
+    /* real row i = q0 + r sees j <= i + skv - sq; shift > 0 only when sq <
+     * skv (then q0 = 0) */
     g->shift = s->causal ? g->q0 + s->skv - s->sq : 0;
     g->kv_valid = s->causal ? skv_pad : s->skv;
+    if (g->shift > 0 && (sq_pad > s->sq || skv_pad > s->skv)) {
+        /* cuDNN's fused engines align a shifted causal diagonal to the
+         * graph's own lengths (j <= r + skvv - sqv), whatever the scalars
+         * say (seen on the H200, cuDNN 9.19: padded graphs were off by the
+         * pad difference). So cut the padded view to make skvv - sqv the
+         * real shift: keep all padded keys and fewer padded rows, or all
+         * padded rows and fewer padded keys, whichever pad is smaller.
+         * Rows and keys left out of the view are padding either way. */
+        if (skv_pad - s->skv <= sq_pad - s->sq) {
+            g->skvv = skv_pad;
+            g->sqv = skv_pad - g->shift;
+        } else {
+            g->sqv = sq_pad;
+            g->skvv = sq_pad + g->shift;
+        }
+    }
 }
 
 static cudnnDataType_t io_type(attn_dtype t)
@@ -1068,8 +1085,9 @@ int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int6
     p->scale = (float)(1.0 / sqrt((double)s->d));
     /* -inf from 9.10 on; older cuDNN wants the lowest float (frontend) */
     p->neginf = cudnnGetVersion() >= 91000 ? -INFINITY : -3.402823466e38f;
-    p->shift_a = (int32_t)s->skv;
-    p->shift_b = (int32_t)(s->skv - g.shift); /* shift = a - b */
+    /* shift = a - b, given as the view's lengths (geom_of says why) */
+    p->shift_a = (int32_t)g.skvv;
+    p->shift_b = (int32_t)g.sqv;
     p->kv_valid = (int32_t)g.kv_valid;
     t0 = now_ms();
     RC_TRY(plan_build(p, note, notelen));
