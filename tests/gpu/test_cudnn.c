@@ -37,7 +37,9 @@ static const attn_ops *ops = &attn_cuda_ops;
 #define MAX_TACTICS 1024
 #define MAX_ROWS 3000
 
-static double now_s(void)
+/* The helpers below serve the cuDNN build's tests; the build without
+ * cuDNN (cudnn_should_be_absent) needs only a few of them. */
+__attribute__((unused)) static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -63,7 +65,7 @@ static attn_shape mk(int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t skv
 
 /* Rows to compare: all when few, else a stride through all (b, h, i)
  * with both ends of every head's rows, capped at MAX_ROWS. */
-static int64_t *pick_rows(const attn_shape *s, int *n)
+__attribute__((unused)) static int64_t *pick_rows(const attn_shape *s, int *n)
 {
     int64_t total = s->b * s->hq * s->sq;
     int64_t *rows = xmalloc(MAX_ROWS * sizeof *rows);
@@ -89,7 +91,7 @@ typedef struct errs {
     int64_t nonfinite, nonzero_empty;
 } errs;
 
-static errs compare(const attn_shape *s, const int64_t *rows, int nrows, const double *out,
+__attribute__((unused)) static errs compare(const attn_shape *s, const int64_t *rows, int nrows, const double *out,
                     const double *ref)
 {
     errs e = {0, 0, 0, 0};
@@ -115,7 +117,7 @@ static errs compare(const attn_shape *s, const int64_t *rows, int nrows, const d
     return e;
 }
 
-static double tol_for(attn_dtype t) { return t == ATTN_BF16 ? 2e-2 : 3e-3; }
+__attribute__((unused)) static double tol_for(attn_dtype t) { return t == ATTN_BF16 ? 2e-2 : 3e-3; }
 
 /* The cudnn tactics listed for s, into t (at most max). */
 static int cudnn_tactics(const attn_shape *s, attn_tactic *t, int max)
