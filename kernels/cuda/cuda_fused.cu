@@ -801,7 +801,11 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
             acc.z += sc * x.z;
             acc.w += sc * x.w;
         }
-        const float inv = den > 0.f ? 1.f / den : 0.f;
+        /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
+         * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
+         * output's rounding. IEEE division's slow-path call made ptxas report
+         * 8 B of spills on sm_87 (scripts/check_arch.sh). */
+        const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
         const int hg = r / p.sq, i = r - hg * p.sq;
         const int64_t bh = (int64_t)bi * p.hq + kvh * p.g + hg;
         if (p.splits == 1) {
@@ -851,7 +855,11 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
                 acc.z += w * x.z;
                 acc.w += w * x.w;
             }
-        const float inv = den > 0.f ? 1.f / den : 0.f;
+        /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
+         * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
+         * output's rounding. IEEE division's slow-path call made ptxas report
+         * 8 B of spills on sm_87 (scripts/check_arch.sh). */
+        const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
         uint2 w2;
         w2.x = pack2<T>(acc.x * inv, acc.y * inv);
         w2.y = pack2<T>(acc.z * inv, acc.w * inv);
@@ -887,6 +895,77 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
     X(32, 64, 4) X(32, 128, 4) X(64, 64, 4) X(64, 128, 4)                   \
     X(128, 64, 4) X(128, 32, 2) X(256, 32, 2) X(256, 64, 4)
 
+/* Configurations an architecture does not get, because ptxas spills
+ * registers in them there (scripts/check_arch.sh compiles every kernel for
+ * sm_87 and sm_110 and fails on any other spill; it reads these lines):
+ * (sm, variant, D, Br, Bc, warps), Br = 16 for fused_splitkv. Those over the
+ * architecture's shared memory per block are left out by smem_fits. */
+#define ARCH_EXCLUDED(X)                                                         \
+    X(87, ATTN_FUSED, 128, 128, 64, 4)    /* 4 B spilled on the aligned path */  \
+    X(87, ATTN_FUSED, 256, 64, 64, 8)     /* 24-36 B (and over 163 KB smem) */   \
+    X(87, ATTN_FUSED_SPLITKV, 128, 16, 32, 2) /* 12 B */                         \
+    X(87, ATTN_FUSED_SPLITKV, 256, 16, 32, 2) /* 8 B */                          \
+    X(110, ATTN_FUSED, 128, 128, 64, 4)   /* 20 B on the unaligned path */       \
+    X(110, ATTN_FUSED, 256, 64, 64, 4)    /* 8 B */                              \
+    X(110, ATTN_FUSED, 256, 64, 64, 8)    /* 8-12 B */                           \
+    X(110, ATTN_FUSED_SPLITKV, 64, 16, 128, 4) /* 8 B */
+
+/* Largest dynamic shared memory one block may opt in to, per compute
+ * capability (CUDA programming guide, technical specifications): 163 KB on
+ * 8.0 and 8.7 (Orin), 99 KB on 8.6, 8.9 and 12.x, 227 KB on 9.0, 10.x and
+ * 11.0 (Thor). Unknown ones get the smallest of these. */
+static size_t smem_block_max(int cc_major, int cc_minor)
+{
+    const int cc = cc_major * 10 + cc_minor;
+    if (cc == 80 || cc == 87)
+        return 163 * 1024;
+    if (cc == 90 || (cc >= 100 && cc < 120))
+        return 227 * 1024;
+    return 99 * 1024;
+}
+
+template <int D, int BR, int BC, int NW, int KVST>
+constexpr size_t fused_smem()
+{
+    /* Q tile, then per key group double-or-single-buffered K and V tiles */
+    return (size_t)(BR + (NW * 16 > BR ? NW * 16 / BR : 1) * 2 * KVST * BC) * tile_rs<D>::value;
+}
+
+/* Does architecture cc get this configuration? Shared memory within its
+ * per-block limit and not in ARCH_EXCLUDED. */
+static bool arch_gets(int cc_major, int cc_minor, attn_variant v, int d, int br, int bc, int nw,
+                      size_t smem)
+{
+    if (smem > smem_block_max(cc_major, cc_minor))
+        return false;
+    const int cc = cc_major * 10 + cc_minor;
+#define EXCLUDED(SM_, V_, D_, BR_, BC_, NW_)                                      \
+    if (cc == SM_ && v == V_ && d == D_ && br == BR_ && bc == BC_ && nw == NW_)   \
+        return false;
+    ARCH_EXCLUDED(EXCLUDED)
+#undef EXCLUDED
+    return true;
+}
+
+extern "C" size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d)
+{
+    const int D = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
+    if (t == NULL)
+        return 0;
+#define FUSED_SMEM(D_, BR_, BC_, NW_, KVST_)                                     \
+    if (t->variant == ATTN_FUSED && D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && \
+        t->warps == NW_)                                                         \
+        return fused_smem<D_, BR_, BC_, NW_, KVST_>();
+    FUSED_CONFIGS(FUSED_SMEM)
+#undef FUSED_SMEM
+#define SPLITKV_SMEM(D_, BC_, NW_)                                               \
+    if (t->variant == ATTN_FUSED_SPLITKV && D == D_ && t->tile_n == BC_ && t->warps == NW_) \
+        return splitkv_smem<D_, BC_, NW_>();
+    SPLITKV_CONFIGS(SPLITKV_SMEM)
+#undef SPLITKV_SMEM
+    return 0;
+}
+
 /* Padded kernel head dim for d: the next of 32, 64, 128, 256; 0 if none. */
 static int kernel_dim(int64_t d)
 {
@@ -896,8 +975,7 @@ static int kernel_dim(int64_t d)
 template <typename T, int D, int BR, int BC, int NW, int KVST>
 static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
 {
-    constexpr int KG = NW * 16 > BR ? NW * 16 / BR : 1;
-    const size_t smem = (size_t)(BR + KG * 2 * KVST * BC) * tile_rs<D>::value;
+    const size_t smem = fused_smem<D, BR, BC, NW, KVST>();
     void (*kern)(const fused_args) = even ? fused_fwd_kernel<T, D, BR, BC, NW, KVST, true>
                                           : fused_fwd_kernel<T, D, BR, BC, NW, KVST, false>;
     /* Not a stream operation: allowed while a graph is being captured. */
@@ -971,7 +1049,8 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
         }                                                                    \
     } while (0)
 #define FUSED_TACTIC(D_, BR_, BC_, NW_, KVST_)                               \
-    if (D == D_) {                                                           \
+    if (D == D_ && arch_gets(cc_major, cc_minor, ATTN_FUSED, D_, BR_, BC_, NW_,  \
+                             fused_smem<D_, BR_, BC_, NW_, KVST_>())) {      \
         attn_tactic t = {};                                                  \
         t.variant = ATTN_FUSED;                                              \
         t.tile_m = BR_, t.tile_n = BC_, t.warps = NW_;                       \
@@ -995,7 +1074,8 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
         const int64_t rows = (attn_shape_group(s) * s->sq + 15) / 16;
         const int64_t base = rows * s->b * s->hkv;
 #define SPLITKV_TACTIC(D_, BC_, NW_)                                         \
-    if (D == D_)                                                             \
+    if (D == D_ && arch_gets(cc_major, cc_minor, ATTN_FUSED_SPLITKV, D_, 16, BC_, NW_, \
+                             splitkv_smem<D_, BC_, NW_>()))                  \
         for (int sp = 1; sp <= 64 && sp <= kv_tiles(s, BC_); sp *= 2) {      \
             if (sp > 1 && base * (sp / 2) >= 8 * 132)                        \
                 break;                                                       \

@@ -27,11 +27,19 @@ extern "C" {
 /* Tactics of the fused variants that apply to shape s on a device of compute
  * capability cc_major.cc_minor, written to out[0..max): each kernel
  * configuration (tile=BrxBc, warps, and splits for fused_splitkv) combined
- * with every pad in attn_pads. Returns the number written; 0 when none apply
+ * with every pad in attn_pads. Only the configurations the architecture
+ * gets: within its shared memory per block, and none that spills registers
+ * there (ARCH_EXCLUDED in cuda_fused.cu, docs/kernels.md "Architectures").
+ * Returns the number written; 0 when none apply
  * (f32 data, d not a multiple of 8 or over 256, a device older than sm_80).
  * Stops at max without error. */
 int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_minor,
                        attn_tactic *out, int max);
+
+/* Dynamic shared memory per block the kernel of tactic t asks for at head
+ * dim d (bytes); 0 when t is not a fused configuration. The tactics listed
+ * for a compute capability all fit its per-block limit (tests/test_fused_arch.c). */
+size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d);
 
 /* Bytes of device workspace cuda_fused_launch needs for tactic t on shape s:
  * the split-KV partial outputs and log-sum-exps (f32), 0 for `fused` and for

@@ -1,0 +1,119 @@
+/* test_fused_arch.c -- which fused kernel configurations each architecture
+ * gets (docs/kernels.md, "Architectures"): every listed one fits the
+ * architecture's shared memory per block, the ones that spill there
+ * (scripts/check_arch.sh) are not listed, and the H200 (9.0) keeps all.
+ * Host code only: runs in a CUDA build without a GPU; skipped without CUDA. */
+#include "test.h"
+
+#ifndef ATTUNE_HAVE_CUDA
+int main(void)
+{
+    puts("built without CUDA: skipped");
+    return TEST_SKIP_CODE;
+}
+#else
+#include "kernels/cuda/cuda_fused.h"
+
+/* Per-block opt-in shared memory, from the CUDA programming guide's table,
+ * written out here independently of cuda_fused.cu's copy. */
+static size_t limit(int cc)
+{
+    switch (cc) {
+    case 80: case 87: return 166912;
+    case 90: case 100: case 110: return 232448;
+    default: return 101376;
+    }
+}
+
+static const int ccs[] = {80, 86, 87, 89, 90, 100, 110, 120};
+static const int dims[] = {32, 64, 128, 256};
+
+/* Distinct configurations (pad 1 only) listed for cc over every head dim,
+ * for a decode-like shape that gets both variants. */
+static int configs(int cc, attn_variant v, char (*names)[ATTN_TACTIC_STR_MAX], int max)
+{
+    int n = 0;
+    for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) {
+        attn_shape s = {1, 8, 1, 64, 4096, dims[k], ATTN_F16, 0};
+        attn_tactic t[512];
+        int nt = cuda_fused_tactics(&s, cc / 10, cc % 10, t, 512);
+        for (int i = 0; i < nt; i++) {
+            if (t[i].variant != v || t[i].pad != 1 || (v == ATTN_FUSED_SPLITKV && t[i].splits != 1))
+                continue;
+            size_t smem = cuda_fused_smem_bytes(&t[i], s.d);
+            CHECK_MSG(smem > 0 && smem <= limit(cc), "cc %d d %d: %zu B", cc, dims[k], smem);
+            if (n < max) {
+                char buf[ATTN_TACTIC_STR_MAX];
+                snprintf(names[n], ATTN_TACTIC_STR_MAX, "d%d:%s", dims[k],
+                         attn_tactic_str(&t[i], buf, sizeof buf));
+            }
+            n++;
+        }
+    }
+    return n;
+}
+
+static int listed(char (*names)[ATTN_TACTIC_STR_MAX], int n, const char *want)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], want) == 0)
+            return 1;
+    return 0;
+}
+
+static void every_listed_config_should_fit_its_architecture(void)
+{
+    char names[64][ATTN_TACTIC_STR_MAX];
+    for (size_t i = 0; i < sizeof ccs / sizeof ccs[0]; i++) {
+        int f = configs(ccs[i], ATTN_FUSED, names, 64);
+        int k = configs(ccs[i], ATTN_FUSED_SPLITKV, names, 64);
+        printf("sm_%d: %d fused, %d fused_splitkv configurations\n", ccs[i], f, k);
+        CHECK(f > 0 && k > 0);
+    }
+}
+
+static void h200_should_keep_every_configuration(void)
+{
+    char names[64][ATTN_TACTIC_STR_MAX];
+    CHECK_EQ_INT(configs(90, ATTN_FUSED, names, 64), 15);
+    CHECK_EQ_INT(configs(90, ATTN_FUSED_SPLITKV, names, 64), 8);
+}
+
+static void orin_and_thor_should_lose_what_spills_or_does_not_fit(void)
+{
+    char f[64][ATTN_TACTIC_STR_MAX], k[64][ATTN_TACTIC_STR_MAX];
+    int nf = configs(87, ATTN_FUSED, f, 64), nk = configs(87, ATTN_FUSED_SPLITKV, k, 64);
+    /* spills on sm_87 */
+    CHECK(!listed(f, nf, "d128:fused/pad=1/tile=128x64/warps=4"));
+    CHECK(!listed(f, nf, "d256:fused/pad=1/tile=64x64/warps=8"));
+    CHECK(!listed(k, nk, "d128:fused_splitkv/pad=1/splits=1/tile=16x32/warps=2"));
+    CHECK(!listed(k, nk, "d256:fused_splitkv/pad=1/splits=1/tile=16x32/warps=2"));
+    /* over 163 KB */
+    CHECK(!listed(f, nf, "d128:fused/pad=1/tile=128x128/warps=8"));
+    CHECK(!listed(f, nf, "d256:fused/pad=1/tile=128x64/warps=8"));
+    CHECK(!listed(f, nf, "d256:fused/pad=1/tile=64x32/warps=8"));
+    /* kept: 99 KB at d = 256 fits */
+    CHECK(listed(f, nf, "d256:fused/pad=1/tile=64x64/warps=4"));
+    CHECK(listed(k, nk, "d256:fused_splitkv/pad=1/splits=1/tile=16x64/warps=4"));
+    CHECK_EQ_INT(nf, 10);
+    CHECK_EQ_INT(nk, 6);
+
+    nf = configs(110, ATTN_FUSED, f, 64);
+    nk = configs(110, ATTN_FUSED_SPLITKV, k, 64);
+    CHECK(!listed(f, nf, "d128:fused/pad=1/tile=128x64/warps=4"));
+    CHECK(!listed(f, nf, "d256:fused/pad=1/tile=64x64/warps=4"));
+    CHECK(!listed(f, nf, "d256:fused/pad=1/tile=64x64/warps=8"));
+    CHECK(!listed(k, nk, "d64:fused_splitkv/pad=1/splits=1/tile=16x128/warps=4"));
+    CHECK(listed(f, nf, "d256:fused/pad=1/tile=128x64/warps=8")); /* 198 KB < 227 KB */
+    CHECK_EQ_INT(nf, 12);
+    CHECK_EQ_INT(nk, 7);
+}
+
+int main(void)
+{
+    RUN(every_listed_config_should_fit_its_architecture);
+    RUN(h200_should_keep_every_configuration);
+    RUN(orin_and_thor_should_lose_what_spills_or_does_not_fit);
+    return test_summary();
+}
+#endif
