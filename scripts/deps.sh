@@ -55,3 +55,24 @@ if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
         echo "deps: npm ci failed in $dir: the browser test cannot run" >&2
     fi
 fi
+# The arm64 cross toolchain and arm64 -dev libraries (Debian multiarch) for
+# the Jetson CPU-only cross build (tests/it_cross_arm64.sh, docs/jetson.md):
+# only when asked, ATTUNE_CROSS=arm64 (about 200 MB).
+if [ "${ATTUNE_CROSS:-}" = arm64 ]; then
+    cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross libsqlite3-dev:arm64 libjansson-dev:arm64
+           libmicrohttpd-dev:arm64 libcurl4-openssl-dev:arm64"
+    missing=""
+    for p in $cross; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+    done
+    if [ -n "$missing" ] && [ "$(id -u)" -eq 0 ]; then
+        echo "deps: installing the arm64 cross toolchain:$missing" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
+        apt-get update -qq >/dev/null
+        apt-get install -y --no-install-recommends $missing >/dev/null
+    elif [ -n "$missing" ]; then
+        echo "deps: missing for the arm64 cross build:$missing" >&2
+        echo "deps: sudo dpkg --add-architecture arm64 && sudo apt-get update && sudo apt-get install$missing" >&2
+    fi
+fi
