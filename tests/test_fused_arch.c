@@ -38,7 +38,10 @@ static int configs(int cc, attn_variant v, char (*names)[ATTN_TACTIC_STR_MAX], i
         attn_tactic t[512];
         int nt = cuda_fused_tactics(&s, cc / 10, cc % 10, t, 512);
         for (int i = 0; i < nt; i++) {
-            if (t[i].variant != v || t[i].pad != 1 || (v == ATTN_FUSED_SPLITKV && t[i].splits != 1))
+            /* arch=sm90a tactics (cuda_fused_sm90a.cu) are 9.0's own family,
+             * not configurations of these kernels */
+            if (t[i].variant != v || t[i].pad != 1 || t[i].arch != 0 ||
+                (v == ATTN_FUSED_SPLITKV && t[i].splits != 1))
                 continue;
             size_t smem = cuda_fused_smem_bytes(&t[i], s.d);
             CHECK_MSG(smem > 0 && smem <= limit(cc), "cc %d d %d: %zu B", cc, dims[k], smem);
