@@ -29,7 +29,7 @@ while [ "$i" -le "$n" ]; do
     else
         fail=$((fail + 1))
         cp "$log" "$build/loop-fail-$i.log"
-        failed=$(sed -n 's/^ *[0-9]* - \([^ ]*\) .*/\1/p' "$log" | tr '\n' ' ')
+        failed=$(sed -n '/(Skipped)/d; s/^[[:space:]]*[0-9]* - \([^ ]*\) .*/\1/p' "$log" | tr '\n' ' ')
         echo "run $i/$n: FAIL ($(( $(date +%s) - t0 )) s): ${failed:-see $build/loop-fail-$i.log}"
     fi
     i=$((i + 1))
