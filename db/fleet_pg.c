@@ -751,13 +751,20 @@ int fleet_pg_source_seq(fleet_pg *c, const char *source, int64_t *seq, char *err
  * in groups of 8 or more where quartiles mean something, by more than 3
  * interquartile ranges (a group that is wide by nature flags nobody). */
 static const char *const refresh_sql[] = {
+    /* prev_at: the group's last updated_at, so a new one is strictly later
+     * even within one second (pulled rows replace a local fleet row only
+     * when their taken_at is newer: two refreshes in one second would
+     * otherwise leave the first one's rows in place) */
     "CREATE TEMP TABLE IF NOT EXISTS fleet_groups (model_id int, stack_id int,"
-    " shape_id int) ON COMMIT DELETE ROWS",
+    " shape_id int, prev_at bigint) ON COMMIT DELETE ROWS",
     "WITH d AS (DELETE FROM dirty WHERE $1::int IS NULL OR model_id = $1::int RETURNING *)"
-    " INSERT INTO fleet_groups SELECT * FROM d",
+    " INSERT INTO fleet_groups (model_id, stack_id, shape_id)"
+    " SELECT model_id, stack_id, shape_id FROM d",
     /* a temporary table has no statistics: without them the planner takes
      * it for tiny and scans measurements once per group */
     "ANALYZE fleet_groups",
+    "UPDATE fleet_groups g SET prev_at = (SELECT max(a.updated_at) FROM aggregates a"
+    " WHERE a.model_id = g.model_id AND a.stack_id = g.stack_id AND a.shape_id = g.shape_id)",
     "DELETE FROM aggregates a USING fleet_groups g WHERE a.model_id = g.model_id"
     " AND a.stack_id = g.stack_id AND a.shape_id = g.shape_id",
     "DELETE FROM outliers o USING fleet_groups g WHERE o.model_id = g.model_id"
@@ -774,7 +781,7 @@ static const char *const refresh_sql[] = {
     "   WHEN c_in >= greatest(c_fa, c_un) THEN 'inaccurate'"
     "   WHEN c_fa >= c_un THEN 'failed' ELSE 'unsupported' END,"
     "  med, tmin, tmax, copies, CASE WHEN med > 0 THEN (q3 - q1) / med END, rel, abs_err,"
-    "  extract(epoch FROM now())::bigint"
+    "  greatest(extract(epoch FROM now())::bigint, coalesce(prev_at + 1, 0))"
     " FROM (SELECT model_id, stack_id, shape_id, tactic_id, count(*) AS devices,"
     "  count(*) FILTER (WHERE status = 'ok') AS c_ok,"
     "  count(*) FILTER (WHERE status = 'inaccurate') AS c_in,"
@@ -787,9 +794,11 @@ static const char *const refresh_sql[] = {
     "  max(time_us) FILTER (WHERE ok AND rn = (3 * nst + 3) / 4) AS q3,"
     "  min(time_us) FILTER (WHERE ok) AS tmin, max(time_us) FILTER (WHERE ok) AS tmax,"
     "  coalesce(max(rel_err) FILTER (WHERE ok), max(rel_err)) AS rel,"
-    "  coalesce(max(max_abs_err) FILTER (WHERE ok), max(max_abs_err)) AS abs_err"
+    "  coalesce(max(max_abs_err) FILTER (WHERE ok), max(max_abs_err)) AS abs_err,"
+    "  max(prev_at) AS prev_at"
     "  FROM (SELECT m.model_id, m.stack_id, m.shape_id, m.tactic_id, m.status,"
     "   m.status = 'ok' AS ok, m.time_us, m.time_us_copies, m.rel_err, m.max_abs_err,"
+    "   g.prev_at,"
     "   row_number() OVER w AS rn,"
     "   count(*) OVER (PARTITION BY m.model_id, m.stack_id, m.shape_id, m.tactic_id,"
     "    m.status) AS nst"
