@@ -46,7 +46,9 @@ static long long read_ll(const char *root, const char *rel)
 static int hz_to_mhz(long long hz) { return hz > 0 ? (int)(hz / 1000000) : 0; }
 
 /* The GPU's devfreq node under root/sys/class/devfreq: Orin's "*.ga10b",
- * Xavier's "*.gv11b", Thor's "*.gb10b" or a name starting with "gpu".
+ * Xavier's "*.gv11b", Thor's "gpu-gpc-0" (JetPack 7 also lists other GPU
+ * clock domains such as "gpu-nvd-0": a "gpu-gpc" node is preferred, then the
+ * first by name, so the choice is stable).
  * Writes "/sys/class/devfreq/<name>" into rel; 0 or -1 when none. */
 static int gpu_devfreq(const char *root, char *rel, size_t len)
 {
@@ -63,8 +65,9 @@ static int gpu_devfreq(const char *root, char *rel, size_t len)
         int gpu = strncmp(n, "gpu", 3) == 0 ||
                   (dot != NULL && (strcmp(dot, ".ga10b") == 0 || strcmp(dot, ".gv11b") == 0 ||
                                    strcmp(dot, ".gb10b") == 0 || strcmp(dot, ".gp10b") == 0));
-        /* Several GPC nodes (Thor): the first by name, so the choice is stable. */
-        if (gpu && strlen(n) < sizeof best && (found != 0 || strcmp(n, best) < 0)) {
+        int gpc = strncmp(n, "gpu-gpc", 7) == 0, best_gpc = strncmp(best, "gpu-gpc", 7) == 0;
+        if (gpu && strlen(n) < sizeof best &&
+            (found != 0 || gpc > best_gpc || (gpc == best_gpc && strcmp(n, best) < 0))) {
             snprintf(best, sizeof best, "%s", n);
             found = 0;
         }
@@ -198,8 +201,11 @@ int attn_power_jetson(const char *root, attn_power *out)
     }
     if (out->gpu_max_mhz == 0)
         out->gpu_max_mhz = conf_caps.gpu_max_mhz;
-    /* EMC through BPMP's debugfs (root only), else the mode's cap. */
-    long long emc = read_ll(root, "/sys/kernel/debug/bpmp/debug/clk/emc/max_rate");
+    /* EMC: the bandwidth manager's devfreq node (world-readable on JetPack 6
+     * and 7), else BPMP's debugfs (root only), else the mode's cap. */
+    long long emc = read_ll(root, "/sys/class/devfreq/bwmgr/max_freq");
+    if (emc <= 0)
+        emc = read_ll(root, "/sys/kernel/debug/bpmp/debug/clk/emc/max_rate");
     out->emc_max_mhz = emc > 0 ? hz_to_mhz(emc) : emc_cap;
     out->temp_c = gpu_temp(root);
     return 0;

@@ -75,10 +75,11 @@ static void thor_should_use_the_boot_default_and_see_locked_clocks(void)
     CHECK_EQ_INT(attn_power_jetson(thor, &p), 0);
     CHECK_EQ_INT(p.mode_id, 0);          /* no status file: PM_CONFIG DEFAULT */
     CHECK_STR(p.mode_name, "MAXN");
-    CHECK_EQ_INT(p.gpu_min_mhz, 1575);   /* gpu-gpc-0, min == max */
+    CHECK_EQ_INT(p.gpu_min_mhz, 1575);   /* gpu-gpc-0 (not gpu-nvd-0), min == max */
     CHECK_EQ_INT(p.gpu_max_mhz, 1575);
     CHECK_EQ_INT(p.locked, 1);
-    CHECK_EQ_INT(p.emc_max_mhz, 0);      /* MAXN: no cap, no debugfs */
+    CHECK_EQ_INT(p.gpu_cur_mhz, 1575);
+    CHECK_EQ_INT(p.emc_max_mhz, 4266);   /* devfreq/bwmgr (MAXN has no cap) */
     CHECK_NEAR(p.temp_c, 52.25, 1e-9);
     CHECK_STR(attn_power_key(&p, key, sizeof key), "nvpmodel-0-MAXN-locked");
 }
