@@ -69,14 +69,48 @@ static void score(const store_measurement *own, int nown, const select_policy *p
     }
 }
 
+/* The candidates for hidden shape s whose rows are own[0..nown): the
+ * device's listing, or without a device the tactics measured on s (what
+ * the backend listed for it when it was tuned). Returns how many, or the
+ * listing's error. */
+static int candidates(const attn_device *dev, const attn_shape *s, const store_measurement *own,
+                      int nown, attn_tactic *cand)
+{
+    if (dev != NULL) {
+        int nc = dev->ops->tactics(dev->index, s, cand, LOO_MAX_TACTICS);
+        return nc > LOO_MAX_TACTICS ? LOO_MAX_TACTICS : nc;
+    }
+    int nc = 0;
+    for (int k = 0; k < nown && nc < LOO_MAX_TACTICS; k++)
+        if (attn_tactic_parse(own[k].tactic, &cand[nc], NULL, 0) == 0)
+            nc++;
+    return nc;
+}
+
+static int in_set(const attn_shape *s, const attn_shape *set, int nset)
+{
+    for (int i = 0; i < nset; i++)
+        if (memcmp(s, &set[i], sizeof *s) == 0)
+            return 1;
+    return 0;
+}
+
 int loo_run(const store_measurement *m, int n, const char *cur_stack, const select_policy *p,
             const attn_device *dev, loo_result *out)
+{
+    return loo_run_holdout(m, n, cur_stack, p, dev, NULL, 0, out);
+}
+
+int loo_run_holdout(const store_measurement *m, int n, const char *cur_stack,
+                    const select_policy *p, const attn_device *dev, const attn_shape *hold,
+                    int nhold, loo_result *out)
 {
     int rc = ATTUNE_ENOMEM;
     keyed *kr = NULL;
     store_measurement *rest = NULL, *own = NULL;
     attn_tactic *cand = NULL;
     double *reg = NULL;
+    predict_model *shared = NULL; /* holdout: one model from the rows outside it */
     memset(out, 0, sizeof *out);
     if (n <= 0)
         return 0;
@@ -92,10 +126,19 @@ int loo_run(const store_measurement *m, int n, const char *cur_stack, const sele
         kr[i].i = i;
     }
     qsort(kr, (size_t)n, sizeof *kr, cmp_keyed);
+    if (hold != NULL) {
+        int nrest = 0;
+        for (int i = 0; i < n; i++)
+            if (!in_set(&m[i].shape, hold, nhold))
+                rest[nrest++] = m[i];
+        if ((shared = predict_build(rest, nrest, cur_stack, p)) == NULL)
+            goto fail;
+    }
     for (int lo = 0; lo < n;) {
         int hi = lo + 1;
         while (hi < n && strcmp(kr[hi].key, kr[lo].key) == 0)
             hi++;
+        const attn_shape *s = &m[kr[lo].i].shape;
         /* the hidden shape's truth: its rows of cur_stack, else all of them */
         int nown = 0, nrest = 0, cur = 0;
         for (int k = lo; k < hi; k++)
@@ -103,40 +146,29 @@ int loo_run(const store_measurement *m, int n, const char *cur_stack, const sele
         for (int k = lo; k < hi; k++)
             if (!cur || strcmp(m[kr[k].i].stack_id, cur_stack) == 0)
                 own[nown++] = m[kr[k].i];
-        if (select_winner(own, nown, p, 0) < 0) {
+        if ((hold != NULL && !in_set(s, hold, nhold)) || select_winner(own, nown, p, 0) < 0) {
             lo = hi;
             continue;
         }
-        for (int k = 0; k < lo; k++)
-            rest[nrest++] = m[kr[k].i];
-        for (int k = hi; k < n; k++)
-            rest[nrest++] = m[kr[k].i];
-        predict_model *pm = predict_build(rest, nrest, cur_stack, p);
-        if (pm == NULL)
-            goto fail;
-        const attn_shape *s = &m[kr[lo].i].shape;
-        predict_answer a;
-        int arc;
-        if (dev != NULL) {
-            int nc = dev->ops->tactics(dev->index, s, cand, LOO_MAX_TACTICS);
-            if (nc < 0) {
-                predict_free(pm);
-                rc = nc;
+        predict_model *pm = shared;
+        if (pm == NULL) {
+            for (int k = 0; k < lo; k++)
+                rest[nrest++] = m[kr[k].i];
+            for (int k = hi; k < n; k++)
+                rest[nrest++] = m[kr[k].i];
+            if ((pm = predict_build(rest, nrest, cur_stack, p)) == NULL)
                 goto fail;
-            }
-            arc = nc > 0 ? predict_answer_for(pm, s, cand, nc > LOO_MAX_TACTICS ? LOO_MAX_TACTICS : nc,
-                                              0, &a)
-                         : ATTUNE_ENOTFOUND;
-        } else {
-            /* the tactics the tuner measured on the hidden shape: what the
-             * backend listed for it when it was tuned */
-            int nc = 0;
-            for (int k = 0; k < nown && nc < LOO_MAX_TACTICS; k++)
-                if (attn_tactic_parse(own[k].tactic, &cand[nc], NULL, 0) == 0)
-                    nc++;
-            arc = nc > 0 ? predict_answer_for(pm, s, cand, nc, 0, &a) : ATTUNE_ENOTFOUND;
         }
-        predict_free(pm);
+        predict_answer a;
+        int nc = candidates(dev, s, own, nown, cand), arc = ATTUNE_ENOTFOUND;
+        if (nc > 0)
+            arc = predict_answer_for(pm, s, cand, nc, 0, &a);
+        if (pm != shared)
+            predict_free(pm);
+        if (nc < 0) {
+            rc = nc;
+            goto fail;
+        }
         loo_shape *ls = &out->shapes[out->n];
         memcpy(ls->key, kr[lo].key, sizeof ls->key);
         score(own, nown, p, &a, arc == 0, ls);
@@ -161,5 +193,6 @@ fail:
     free(own);
     free(cand);
     free(reg);
+    predict_free(shared);
     return rc;
 }

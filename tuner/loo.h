@@ -38,6 +38,14 @@ typedef struct loo_result {
  * Returns 0, ATTUNE_ENOMEM, or the backend's listing error. */
 int loo_run(const store_measurement *m, int n, const char *cur_stack, const select_policy *p,
             const attn_device *dev, loo_result *out);
+/* The same with the shapes hold[0..nhold) hidden together: one model is
+ * built from the rows of every other shape, and only the held-out shapes
+ * that have rows are scored (a new set of shapes asked of a device that
+ * tuned the rest: the real-model evaluation, bench/realmodels.sh).
+ * hold == NULL: loo_run. */
+int loo_run_holdout(const store_measurement *m, int n, const char *cur_stack,
+                    const select_policy *p, const attn_device *dev, const attn_shape *hold,
+                    int nhold, loo_result *out);
 void loo_result_free(loo_result *r);
 
 #endif

@@ -21,8 +21,8 @@ static const char tactics_usage[] =
     "with), so any answer can be checked against it.\n";
 
 static const char loo_usage[] =
-    "usage: attune loo --db FILE --device ID [--grid FILE] [--max-median R]\n"
-    "                  [--max-worst R]\n"
+    "usage: attune loo --db FILE --device ID [--grid FILE] [--holdout FILE]\n"
+    "                  [--max-median R] [--max-worst R]\n"
     "\n"
     "Leave-one-out evaluation of the prediction model (docs/tuning.md): for each\n"
     "shape tuned on device ID in FILE (only the shapes of --grid when given), hide\n"
@@ -32,6 +32,9 @@ static const char loo_usage[] =
     "The candidates are the device's tactic listing for each hidden shape when the\n"
     "device is on this host, else the tactics measured on that shape (what its\n"
     "backend listed when it was tuned), so an imported table evaluates anywhere.\n"
+    "  --holdout FILE   a grid of shapes hidden together instead: the model is built\n"
+    "                   from every other tuned shape (those of --grid when given)\n"
+    "                   and only the held-out shapes are scored (bench/realmodels.sh)\n"
     "  --max-median R, --max-worst R   exit 1 when the median / worst exceeds R\n";
 
 static int want_help(int argc, char **argv)
@@ -129,10 +132,10 @@ int cli_loo_main(int argc, char **argv)
         fputs(loo_usage, stdout);
         return 0;
     }
-    static const char *const names[] = {"--db", "--device", "--grid", "--max-median",
-                                        "--max-worst"};
-    const char *vals[5] = {NULL, NULL, NULL, NULL, NULL};
-    if (get_opts(argc, argv, names, vals, 5, loo_usage) != 0)
+    static const char *const names[] = {"--db",         "--device",    "--grid",
+                                        "--max-median", "--max-worst", "--holdout"};
+    const char *vals[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    if (get_opts(argc, argv, names, vals, 6, loo_usage) != 0)
         return 2;
     if (vals[0] == NULL || vals[1] == NULL) {
         fprintf(stderr, "attune: loo needs --db FILE --device ID\n");
@@ -144,10 +147,12 @@ int cli_loo_main(int argc, char **argv)
         return 2;
     }
     char err[ATTUNE_ERRLEN] = "";
-    attn_shape *grid = NULL;
-    int ngrid = 0;
-    if (vals[2] != NULL && grid_load(vals[2], &grid, &ngrid, err, sizeof err) != 0) {
+    attn_shape *grid = NULL, *hold = NULL;
+    int ngrid = 0, nhold = 0;
+    if ((vals[2] != NULL && grid_load(vals[2], &grid, &ngrid, err, sizeof err) != 0) ||
+        (vals[5] != NULL && grid_load(vals[5], &hold, &nhold, err, sizeof err) != 0)) {
         fprintf(stderr, "attune: %s\n", err);
+        free(grid);
         return 1;
     }
     store *st = NULL;
@@ -179,15 +184,18 @@ int cli_loo_main(int argc, char **argv)
     }
     if (grid != NULL) {
         int k = 0;
-        for (int i = 0; i < n; i++)
-            for (int g = 0; g < ngrid; g++)
-                if (memcmp(&m[i].shape, &grid[g], sizeof grid[g]) == 0) {
-                    m[k++] = m[i];
-                    break;
-                }
+        for (int i = 0; i < n; i++) {
+            int keep = 0;
+            for (int g = 0; g < ngrid && !keep; g++)
+                keep = memcmp(&m[i].shape, &grid[g], sizeof grid[g]) == 0;
+            for (int g = 0; g < nhold && !keep; g++)
+                keep = memcmp(&m[i].shape, &hold[g], sizeof hold[g]) == 0;
+            if (keep)
+                m[k++] = m[i];
+        }
         n = k;
     }
-    int lrc = loo_run(m, n, stack.id, NULL, devp, &r);
+    int lrc = loo_run_holdout(m, n, stack.id, NULL, devp, hold, nhold, &r);
     if (lrc != 0) {
         fprintf(stderr, "attune: leave-one-out failed: %s\n", attune_strerror(lrc));
         goto out;
@@ -209,6 +217,7 @@ out:
     loo_result_free(&r);
     free(m);
     free(grid);
+    free(hold);
     store_close(st);
     return rc;
 }

@@ -24,7 +24,10 @@
 # grids/anchors.json through its API, check the served winners), --loo
 # (tune grids/default.json on GPU 0, then the leave-one-out regret of
 # predicted answers: loo.txt, the tuned table loo-table.json for offline
-# evaluation with `attune import` + `attune loo`, loo-tune.log), --peers-args "ARGS" (extra
+# evaluation with `attune import` + `attune loo`, loo-tune.log), --realmodels
+# (bench/realmodels.sh on GPU 0: answers for grids/realmodels.json before
+# tuning, their regret, tune on miss; realmodels.txt, realmodels-table.json),
+# --peers-args "ARGS" (extra
 # arguments to peers.py, e.g. "--only 0,1 --budget-ms 100"), --no-tests,
 # --ctest-args "ARGS". Logs and results go under $OUT (the run tool's
 # folder; ./gpu-out elsewhere): run.log, env.txt, build.log, ctest.log,
@@ -40,6 +43,7 @@ BUILD=${ATTUNE_GPU_BUILD:-$ROOT/build-gpu}
 BENCH=0
 DAEMON=0
 LOO=0
+REALMODELS=0
 TESTS=1
 PEERS_ARGS=""
 CTEST_ARGS=""
@@ -48,10 +52,11 @@ while [ $# -gt 0 ]; do
     --bench) BENCH=1 ;;
     --daemon) DAEMON=1 ;;
     --loo) LOO=1 ;;
+    --realmodels) REALMODELS=1 ;;
     --no-tests) TESTS=0 ;;
     --peers-args) shift; PEERS_ARGS=${1:-} ;;
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
+    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--realmodels] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
        exit 2 ;;
     esac
     shift
@@ -240,6 +245,14 @@ if [ "$LOO" = 1 ]; then
     [ -x "$BUILD/tests/test_predict" ] && "$BUILD/tests/test_predict" 2>&1 | tail -4 | tee -a "$RUNLOG"
     rm -f "$DB"*
     log "loo done ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (4d) real-model shapes nobody tuned: answers, regret, tune on miss
+
+if [ "$REALMODELS" = 1 ]; then
+    log "bench/realmodels.sh on device 0"
+    OUT=$OUT bash "$ROOT/bench/realmodels.sh" --build "$BUILD" --device 0 || STATUS=1
+    log "realmodels done ($(($(date +%s) - START)) s)"
 fi
 
 # ---- (5) peer benchmark
