@@ -98,13 +98,15 @@ static int in_set(const attn_shape *s, const attn_shape *set, int nset)
 int loo_run(const store_measurement *m, int n, const char *cur_stack, const select_policy *p,
             const attn_device *dev, loo_result *out)
 {
-    return loo_run_holdout(m, n, cur_stack, p, dev, NULL, 0, out);
+    return loo_run_opts(m, n, cur_stack, p, dev, NULL, out);
 }
 
-int loo_run_holdout(const store_measurement *m, int n, const char *cur_stack,
-                    const select_policy *p, const attn_device *dev, const attn_shape *hold,
-                    int nhold, loo_result *out)
+int loo_run_opts(const store_measurement *m, int n, const char *cur_stack, const select_policy *p,
+                 const attn_device *dev, const loo_opts *o, loo_result *out)
 {
+    const attn_shape *hold = o != NULL ? o->hold : NULL;
+    int nhold = o != NULL ? o->nhold : 0;
+    const store_measurement *train = o != NULL && o->train != NULL ? o->train : m;
     int rc = ATTUNE_ENOMEM;
     keyed *kr = NULL;
     store_measurement *rest = NULL, *own = NULL;
@@ -130,7 +132,7 @@ int loo_run_holdout(const store_measurement *m, int n, const char *cur_stack,
         int nrest = 0;
         for (int i = 0; i < n; i++)
             if (!in_set(&m[i].shape, hold, nhold))
-                rest[nrest++] = m[i];
+                rest[nrest++] = train[i];
         if ((shared = predict_build(rest, nrest, cur_stack, p)) == NULL)
             goto fail;
     }
@@ -153,9 +155,9 @@ int loo_run_holdout(const store_measurement *m, int n, const char *cur_stack,
         predict_model *pm = shared;
         if (pm == NULL) {
             for (int k = 0; k < lo; k++)
-                rest[nrest++] = m[kr[k].i];
+                rest[nrest++] = train[kr[k].i];
             for (int k = hi; k < n; k++)
-                rest[nrest++] = m[kr[k].i];
+                rest[nrest++] = train[kr[k].i];
             if ((pm = predict_build(rest, nrest, cur_stack, p)) == NULL)
                 goto fail;
         }

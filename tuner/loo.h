@@ -38,14 +38,25 @@ typedef struct loo_result {
  * Returns 0, ATTUNE_ENOMEM, or the backend's listing error. */
 int loo_run(const store_measurement *m, int n, const char *cur_stack, const select_policy *p,
             const attn_device *dev, loo_result *out);
-/* The same with the shapes hold[0..nhold) hidden together: one model is
- * built from the rows of every other shape, and only the held-out shapes
- * that have rows are scored (a new set of shapes asked of a device that
- * tuned the rest: the real-model evaluation, bench/realmodels.sh).
- * hold == NULL: loo_run. */
-int loo_run_holdout(const store_measurement *m, int n, const char *cur_stack,
-                    const select_policy *p, const attn_device *dev, const attn_shape *hold,
-                    int nhold, loo_result *out);
+/* Variations of the evaluation (zero-initialise, set what differs). */
+typedef struct loo_opts {
+    /* hold[0..nhold): hide these shapes together instead of one at a
+     * time: one model is built from the rows of every other shape, and
+     * only the held-out shapes that have rows are scored (a new set of
+     * shapes asked of a device that tuned the rest: bench/realmodels.sh).
+     * NULL: leave one out. */
+    const attn_shape *hold;
+    int nhold;
+    /* NULL: the model learns from m. Else train[0..n) parallel to m: what
+     * the model sees of row m[i] (its time, error, status), while answers
+     * are still scored on m: tests feed the model wrong times to show the
+     * evaluation fails a wrong predictor. */
+    const store_measurement *train;
+} loo_opts;
+
+/* loo_run with options (o NULL: loo_run). */
+int loo_run_opts(const store_measurement *m, int n, const char *cur_stack, const select_policy *p,
+                 const attn_device *dev, const loo_opts *o, loo_result *out);
 void loo_result_free(loo_result *r);
 
 #endif

@@ -195,7 +195,8 @@ int cli_loo_main(int argc, char **argv)
         }
         n = k;
     }
-    int lrc = loo_run_holdout(m, n, stack.id, NULL, devp, hold, nhold, &r);
+    loo_opts lo = {.hold = hold, .nhold = nhold};
+    int lrc = loo_run_opts(m, n, stack.id, NULL, devp, &lo, &r);
     if (lrc != 0) {
         fprintf(stderr, "attune: leave-one-out failed: %s\n", attune_strerror(lrc));
         goto out;
