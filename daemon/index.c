@@ -567,7 +567,7 @@ static const predict_model *device_model(index_state *ix, ix_device *d)
                 for (int k = 0; k < d->shapes[i].n && n < d->nmeas; k++)
                     if (strcmp(d->shapes[i].m[k].power, d->stack.power) == 0)
                         rows[n++] = &d->shapes[i].m[k];
-            d->model = predict_build_parts(rows, n, d->stack.id, &ix->policy);
+            d->model = predict_build_dev(rows, n, d->stack.id, &ix->policy, &d->info);
             free(rows);
         }
     }

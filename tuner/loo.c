@@ -107,6 +107,9 @@ int loo_run_opts(const store_measurement *m, int n, const char *cur_stack, const
     const attn_shape *hold = o != NULL ? o->hold : NULL;
     int nhold = o != NULL ? o->nhold : 0;
     const store_measurement *train = o != NULL && o->train != NULL ? o->train : m;
+    const attn_device_info *info = o != NULL && o->info != NULL ? o->info
+                                   : dev != NULL                ? &dev->info
+                                                                : NULL;
     int rc = ATTUNE_ENOMEM;
     keyed *kr = NULL;
     store_measurement *rest = NULL, *own = NULL;
@@ -133,7 +136,7 @@ int loo_run_opts(const store_measurement *m, int n, const char *cur_stack, const
         for (int i = 0; i < n; i++)
             if (!in_set(&m[i].shape, hold, nhold))
                 rest[nrest++] = train[i];
-        if ((shared = predict_build(rest, nrest, cur_stack, p)) == NULL)
+        if ((shared = predict_build_on(rest, nrest, cur_stack, p, info)) == NULL)
             goto fail;
     }
     for (int lo = 0; lo < n;) {
@@ -158,7 +161,7 @@ int loo_run_opts(const store_measurement *m, int n, const char *cur_stack, const
                 rest[nrest++] = train[kr[k].i];
             for (int k = hi; k < n; k++)
                 rest[nrest++] = train[kr[k].i];
-            if ((pm = predict_build(rest, nrest, cur_stack, p)) == NULL)
+            if ((pm = predict_build_on(rest, nrest, cur_stack, p, info)) == NULL)
                 goto fail;
         }
         predict_answer a;

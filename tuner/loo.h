@@ -52,6 +52,9 @@ typedef struct loo_opts {
      * are still scored on m: tests feed the model wrong times to show the
      * evaluation fails a wrong predictor. */
     const store_measurement *train;
+    /* The device the rows were measured on (predict_build_dev: SM count,
+     * compute capability); NULL: dev's when dev is given. */
+    const attn_device_info *info;
 } loo_opts;
 
 /* loo_run with options (o NULL: loo_run). */

@@ -32,13 +32,29 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
  * neighbours that measured its family found it eligible. */
 #define ELIG_SHARE 0.5
 
+/* Wave quantisation of tiled GPU kernels (fused, fused_splitkv,
+ * fused/arch=sm90a): a grid of B blocks on S = SMs x resident blocks per
+ * SM runs ceil(B / S) waves, each as long as a full one (a block's time
+ * hardly depends on how many share its SM: on the H200, 120 blocks of the
+ * 128x64 d=64 tile in a last wave took as long as 240 in a full one), so
+ * the useful fraction is (B / S) / ceil(B / S). Which tile fills the SMs
+ * best flips with the block count (b1.hq20.sq1500 d=64: 240 blocks of
+ * 128x64 fill one wave of 264 slots, 480 of 64x64 take two of 396: 1.49x).
+ * Resident blocks per SM come from the kernel's resources: threads, shared
+ * memory (Q tile plus K and V tiles per stage), and registers, which grow
+ * with the accumulators a thread holds (rows per warp x (Bc + d) / 32
+ * floats); the register estimate is checked against ptxas -v for sm_90
+ * (docs/tuning.md "Predicted answers"). */
+#define REGS_FILE 65536    /* 32-bit registers per SM, sm_50 on */
+#define REGS_BASE 40.0     /* addresses, indices, softmax state */
+#define REGS_PER_ACC 1.5   /* per accumulator float a thread holds */
+#define REGS_MAX 255.0
+
 /* ---- the model */
 
 typedef struct pm_row {
     int fam;           /* index into pm->fams */
-    int splits;        /* 0 when the tactic has none */
-    int pad;
-    int tile_m;        /* query rows per block (0: not in the tactic) */
+    attn_tactic t;     /* parsed; variant/pad only when the text did not parse */
     double lt;         /* log(select_time / cost at its pad); NAN untimed */
     double lne;        /* log(rel_err / dtype scale); NAN without an error */
     double rel_err;
@@ -67,6 +83,10 @@ struct predict_model {
     char (*fams)[ATTN_TACTIC_STR_MAX]; /* sorted, unique */
     int nfams;
     double peak_flops, peak_bytes, lat_us; /* per microsecond */
+    double (*fam_peak)[2]; /* per family: the FLOP/s and bytes/s it reached */
+    int sms;           /* SMs of a CUDA device; 0: no wave model */
+    double smem_sm;    /* shared memory per SM, bytes */
+    int threads_sm;    /* resident threads per SM */
 };
 
 /* Scale of errors per dtype: the default bounds, so errors of shapes of
@@ -92,36 +112,119 @@ static double visible_pairs(int64_t sq, int64_t skv, int causal)
     return pairs;
 }
 
-/* FLOPs and bytes of s computed at pad (padded lengths, real masks).
- * dense: the tactic computes every (query, key) pair, masked or not (the
- * GEMM variants: a GEMM cannot skip the masked half of a causal score
- * matrix; fused kernels skip masked tiles). */
-static void work_of(const attn_shape *s, int pad, int dense, double *flops, double *bytes)
+/* 1 for the GEMM variants (split, split_repeat, folded): they compute the
+ * whole score matrix (a GEMM cannot skip the masked half of a causal
+ * one; fused kernels skip masked tiles). */
+static int dense_variant(attn_variant v)
 {
-    if (pad < 1)
-        pad = 1;
+    return v == ATTN_SPLIT || v == ATTN_SPLIT_REPEAT || v == ATTN_FOLDED;
+}
+
+/* Head dim the kernel of t computes at d: the CUDA fused kernels are
+ * instantiated for 32, 64, 128 and 256 (cuda_fused.cu kernel_dim; sm90a
+ * from 64), so d = 40 costs a d = 64 kernel; others compute d. */
+static int64_t kernel_dim(const attn_tactic *t, int64_t d)
+{
+    if (t->variant != ATTN_FUSED && t->variant != ATTN_FUSED_SPLITKV)
+        return d;
+    int64_t k = t->arch == ATTN_ARCH_SM90A ? 64 : 32;
+    while (k < d && k < 256)
+        k *= 2;
+    return k < d ? d : k;
+}
+
+/* Query rows per query head that t computes on s: a tiled kernel runs
+ * whole row tiles of the real rows (split KV: of the group's folded rows,
+ * so a decode step of group 4 fills 4 of 16), never the pad's rows; a GEMM
+ * variant computes the padded buffer; others the real rows. */
+static double rows_computed(const attn_shape *s, const attn_tactic *t)
+{
+    int64_t tm = t->tile_m;
+    if (tm > 0 && t->variant == ATTN_FUSED)
+        return (double)((s->sq + tm - 1) / tm * tm);
+    if (tm > 0 && t->variant == ATTN_FUSED_SPLITKV) {
+        int64_t g = attn_shape_group(s);
+        return (double)((g * s->sq + tm - 1) / tm * tm) / (double)g;
+    }
+    if (dense_variant(t->variant))
+        return (double)attn_round_up(s->sq, t->pad > 1 ? t->pad : 1);
+    return (double)s->sq;
+}
+
+/* FLOPs and bytes of s computed by t: the rows it computes against the
+ * padded keys, visible pairs only for fused kernels under a causal mask,
+ * at the kernel's head dim; bytes move the padded buffers' real head dim. */
+static void work_of(const attn_shape *s, const attn_tactic *t, double *flops, double *bytes)
+{
+    int pad = t->pad > 1 ? t->pad : 1;
     int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
-    double grow = ((double)sqp * (double)skvp) / ((double)s->sq * (double)s->skv);
-    double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense) * grow;
+    double grow = rows_computed(s, t) / (double)s->sq * (double)skvp / (double)s->skv;
+    double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense_variant(t->variant)) * grow;
     double es = (double)attn_dtype_size(s->dtype);
-    *flops = 4.0 * (double)s->b * (double)s->hq * pairs * (double)s->d;
+    *flops = 4.0 * (double)s->b * (double)s->hq * pairs * (double)kernel_dim(t, s->d);
     *bytes = es * (2.0 * (double)s->b * (double)s->hq * (double)sqp * (double)s->d +
                    2.0 * (double)s->b * (double)s->hkv * (double)skvp * (double)s->d);
 }
 
-/* 1 for the GEMM variants (split, split_repeat, folded), from a tactic's
- * text: they compute the whole score matrix. */
-static int dense_tactic(const char *tactic)
+/* Blocks one split of a split-KV tactic launches on s: b * hkv * row
+ * blocks of the group's folded query rows. */
+static double split_grid(const attn_shape *s, int tile_m)
 {
-    return strncmp(tactic, "split", 5) == 0 || strncmp(tactic, "folded", 6) == 0;
+    int64_t tm = tile_m > 0 ? tile_m : 16;
+    return (double)(s->b * s->hkv) * (double)((attn_shape_group(s) * s->sq + tm - 1) / tm);
 }
 
-/* Roofline cost in microseconds of s at pad on the model's device. */
-static double cost_of(const predict_model *pm, const attn_shape *s, int pad, int dense)
+/* Blocks tactic t launches on s (cuda_fused.cu: b * hq * row blocks); 0
+ * when t is not a tiled prefill kernel. Split-KV tactics are left out: the
+ * split count already sets their grid (it transfers by grid, above), and
+ * their decode shapes are bound by bytes, not by compute slots. */
+static double grid_blocks(const attn_shape *s, const attn_tactic *t)
+{
+    if (t->tile_m <= 0 || t->warps <= 0 || t->variant != ATTN_FUSED)
+        return 0;
+    int64_t sqp = attn_round_up(s->sq, t->pad > 1 ? t->pad : 1);
+    return (double)(s->b * s->hq) * (double)((sqp + t->tile_m - 1) / t->tile_m);
+}
+
+/* Blocks of t resident per SM at head dim d (see REGS_*): the least of
+ * the thread, shared memory and register limits, at least 1. */
+static int blocks_per_sm(const predict_model *pm, const attn_tactic *t, int64_t d)
+{
+    double threads = 32.0 * t->warps;
+    int64_t dk = kernel_dim(t, d);
+    int stages = t->stages > 1 ? t->stages : 1;
+    double smem = 2.0 * (double)dk * (double)(t->tile_m + 2 * stages * t->tile_n);
+    double acc = (double)t->tile_m / t->warps * (double)(t->tile_n + dk) / 32.0;
+    double regs = fmin(REGS_BASE + REGS_PER_ACC * acc, REGS_MAX);
+    double k = fmin(pm->threads_sm / threads, REGS_FILE / (threads * regs));
+    k = fmin(k, pm->smem_sm / smem);
+    return k >= 1 ? (int)k : 1;
+}
+
+/* Useful fraction of the waves t runs on s: 1 without a wave model. */
+static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_tactic *t)
+{
+    double blocks = grid_blocks(s, t);
+    if (pm->sms <= 0 || blocks <= 0)
+        return 1.0;
+    double slots = (double)pm->sms * blocks_per_sm(pm, t, s->d);
+    double waves = blocks / slots;
+    return waves / ceil(waves);
+}
+
+/* Roofline cost in microseconds of s run by t (family fam, -1 if none) on
+ * the model's device: at the rates the family reached on any shape, the
+ * compute side stretched by the waves' idle slots. A family's own peaks,
+ * not the device's: a split-KV decode kernel that never went past a few
+ * TFLOP/s on decode shapes is not credited the prefill kernels' 500 when
+ * asked for 50 queries of d = 256 (it ran 9x its device roofline there). */
+static double cost_of(const predict_model *pm, const attn_shape *s, const attn_tactic *t, int fam)
 {
     double fl, by;
-    work_of(s, pad, dense, &fl, &by);
-    return fmax(fl / pm->peak_flops, by / pm->peak_bytes) + pm->lat_us;
+    work_of(s, t, &fl, &by);
+    double pf = fam >= 0 ? pm->fam_peak[fam][0] : pm->peak_flops;
+    double pb = fam >= 0 ? pm->fam_peak[fam][1] : pm->peak_bytes;
+    return fmax(fl / pf / wave_eff(pm, s, t), by / pb) + pm->lat_us;
 }
 
 static void features(const attn_shape *s, double f[5])
@@ -176,19 +279,20 @@ char *predict_family(const char *tactic, char *buf, size_t len, int *splits, int
     return buf;
 }
 
-/* The M of "/tile=MxN" in a tactic's text, 0 when absent. */
-static int tile_rows(const char *tactic)
+/* A row's tactic, parsed; a text this build does not parse (another
+ * build's table) keeps its pad and whether it is a GEMM variant, and no
+ * tile (no wave model). */
+static attn_tactic row_tactic(const char *text)
 {
-    const char *t = strstr(tactic, "/tile=");
-    return t != NULL ? atoi(t + 6) : 0;
-}
-
-/* Blocks one split of a split-KV tactic launches on s: b * hkv * row
- * blocks of the group's folded query rows. */
-static double split_grid(const attn_shape *s, int tile_m)
-{
-    int64_t tm = tile_m > 0 ? tile_m : 16;
-    return (double)(s->b * s->hkv) * (double)((attn_shape_group(s) * s->sq + tm - 1) / tm);
+    attn_tactic t;
+    if (attn_tactic_parse(text, &t, NULL, 0) == 0)
+        return t;
+    memset(&t, 0, sizeof t);
+    char fam[ATTN_TACTIC_STR_MAX];
+    predict_family(text, fam, sizeof fam, &t.splits, &t.pad);
+    t.variant = strncmp(text, "split", 5) == 0 || strncmp(text, "folded", 6) == 0 ? ATTN_SPLIT
+                                                                                   : ATTN_FUSED;
+    return t;
 }
 
 /* ---- building */
@@ -249,7 +353,7 @@ static int cmp_row(const void *a, const void *b)
     const pm_row *x = a, *y = b;
     if (x->fam != y->fam)
         return x->fam < y->fam ? -1 : 1;
-    return (x->splits > y->splits) - (x->splits < y->splits);
+    return (x->t.splits > y->t.splits) - (x->t.splits < y->t.splits);
 }
 
 void predict_free(predict_model *pm)
@@ -259,6 +363,7 @@ void predict_free(predict_model *pm)
     free(pm->shapes);
     free(pm->rows);
     free(pm->fams);
+    free(pm->fam_peak);
     free(pm);
 }
 
@@ -270,12 +375,18 @@ int predict_nshapes(const predict_model *pm)
 predict_model *predict_build(const store_measurement *rows, int n, const char *cur_stack,
                              const select_policy *p)
 {
+    return predict_build_on(rows, n, cur_stack, p, NULL);
+}
+
+predict_model *predict_build_on(const store_measurement *rows, int n, const char *cur_stack,
+                                const select_policy *p, const attn_device_info *dev)
+{
     const store_measurement **rp = malloc((size_t)(n > 0 ? n : 1) * sizeof *rp);
     if (rp == NULL)
         return NULL;
     for (int i = 0; i < n; i++)
         rp[i] = &rows[i];
-    predict_model *pm = predict_build_parts(rp, n, cur_stack, p);
+    predict_model *pm = predict_build_dev(rp, n, cur_stack, p, dev);
     free(rp);
     return pm;
 }
@@ -283,27 +394,59 @@ predict_model *predict_build(const store_measurement *rows, int n, const char *c
 predict_model *predict_build_parts(const store_measurement *const *m, int n,
                                    const char *cur_stack, const select_policy *p)
 {
-    predict_model *pm = calloc(1, sizeof *pm);
-    keyed *kr = NULL;
-    store_measurement *grp = NULL; /* one shape's chosen rows, for select_winner */
-    int grpcap = 0;
-    int *pick = NULL; /* chosen source rows, in shape order */
-    int npick = 0;
-    if (pm == NULL)
-        return NULL;
-    if (p != NULL)
-        pm->policy = *p;
-    else
-        select_policy_default(&pm->policy);
-    pm->peak_flops = pm->peak_bytes = 1;
-    if (n <= 0)
-        return pm;
-    if (cur_stack == NULL)
-        cur_stack = "";
+    return predict_build_dev(m, n, cur_stack, p, NULL);
+}
 
-    if ((kr = malloc((size_t)n * sizeof *kr)) == NULL || (pick = malloc((size_t)n * sizeof *pick)) == NULL ||
-        (pm->shapes = calloc((size_t)n, sizeof *pm->shapes)) == NULL)
-        goto fail;
+/* Of one shape's rows kr[lo..hi) (sorted by stack), the stack the model
+ * keeps: one with a usable row first, then cur_stack, then the newest. */
+static void choose_stack(const store_measurement *const *m, const keyed *kr, int lo, int hi,
+                         const char *cur_stack, int *best_lo, int *best_hi)
+{
+    int best_usable = 0;
+    int64_t best_at = INT64_MIN;
+    *best_lo = *best_hi = -1;
+    for (int a = lo; a < hi;) {
+        int b = a + 1;
+        const char *st = M(kr[a].i).stack_id;
+        while (b < hi && strcmp(M(kr[b].i).stack_id, st) == 0)
+            b++;
+        int usable = 0;
+        int64_t newest = INT64_MIN;
+        for (int k = a; k < b; k++) {
+            usable |= row_usable(&M(kr[k].i), 1);
+            if (M(kr[k].i).taken_at > newest)
+                newest = M(kr[k].i).taken_at;
+        }
+        int better;
+        if (*best_lo < 0)
+            better = 1;
+        else if (usable != best_usable)
+            better = usable;
+        else if (strcmp(st, cur_stack) == 0)
+            better = 1;
+        else
+            better = newest > best_at && strcmp(M(kr[*best_lo].i).stack_id, cur_stack) != 0;
+        if (better) {
+            *best_lo = a;
+            *best_hi = b;
+            best_usable = usable;
+            best_at = newest;
+        }
+        a = b;
+    }
+}
+
+/* The model's shapes: per shape key the rows of one stack (their source
+ * indices appended to pick[0..*npick)), its features and winner. Returns
+ * 0 or ATTUNE_ENOMEM. */
+static int build_shapes(predict_model *pm, const store_measurement *const *m, int n,
+                        const char *cur_stack, int *pick, int *npick)
+{
+    int rc = ATTUNE_ENOMEM, grpcap = 0;
+    store_measurement *grp = NULL; /* one shape's chosen rows, for select_winner */
+    keyed *kr = malloc((size_t)n * sizeof *kr);
+    if (kr == NULL || (pm->shapes = calloc((size_t)n, sizeof *pm->shapes)) == NULL)
+        goto out;
     for (int i = 0; i < n; i++) {
         attn_shape_key(&M(i).shape, kr[i].key, sizeof kr[i].key);
         kr[i].i = i;
@@ -311,63 +454,30 @@ predict_model *predict_build_parts(const store_measurement *const *m, int n,
     sort_rows_ = m;
     qsort(kr, (size_t)n, sizeof *kr, cmp_keyed);
     sort_rows_ = NULL;
-
-    /* per shape: the rows of one stack */
-    for (int lo = 0; lo < n;) {
-        int hi = lo + 1;
-        while (hi < n && strcmp(kr[hi].key, kr[lo].key) == 0)
+    for (int lo = 0, hi; lo < n; lo = hi) {
+        for (hi = lo + 1; hi < n && strcmp(kr[hi].key, kr[lo].key) == 0;)
             hi++;
-        int best_lo = -1, best_hi = -1, best_usable = 0;
-        int64_t best_at = INT64_MIN;
-        for (int a = lo; a < hi;) {
-            int b = a + 1;
-            const char *st = M(kr[a].i).stack_id;
-            while (b < hi && strcmp(M(kr[b].i).stack_id, st) == 0)
-                b++;
-            int usable = 0;
-            int64_t newest = INT64_MIN;
-            for (int k = a; k < b; k++) {
-                usable |= row_usable(&M(kr[k].i), 1);
-                if (M(kr[k].i).taken_at > newest)
-                    newest = M(kr[k].i).taken_at;
-            }
-            int cur = strcmp(st, cur_stack) == 0;
-            int better;
-            if (best_lo < 0)
-                better = 1;
-            else if (usable != best_usable)
-                better = usable;
-            else if (cur)
-                better = 1;
-            else
-                better = newest > best_at && strcmp(M(kr[best_lo].i).stack_id, cur_stack) != 0;
-            if (better) {
-                best_lo = a;
-                best_hi = b;
-                best_usable = usable;
-                best_at = newest;
-            }
-            a = b;
-        }
+        int best_lo, best_hi;
+        choose_stack(m, kr, lo, hi, cur_stack, &best_lo, &best_hi);
         pm_shape *sh = &pm->shapes[pm->nshapes++];
         sh->s = M(kr[best_lo].i).shape;
         memcpy(sh->key, kr[lo].key, sizeof sh->key);
         features(&sh->s, sh->f);
         sh->stale = strcmp(M(kr[best_lo].i).stack_id, cur_stack) != 0;
-        sh->r0 = npick;
+        sh->r0 = *npick;
         sh->nr = best_hi - best_lo;
         sh->best_ok = INFINITY;
         if (sh->nr > grpcap) {
             store_measurement *g = realloc(grp, (size_t)sh->nr * sizeof *g);
             if (g == NULL)
-                goto fail;
+                goto out;
             grp = g;
             grpcap = sh->nr;
         }
         for (int k = best_lo; k < best_hi; k++) {
             const store_measurement *r = &M(kr[k].i);
             grp[k - best_lo] = *r;
-            pick[npick++] = kr[k].i;
+            pick[(*npick)++] = kr[k].i;
             sh->timed |= row_timed(r);
             if (row_usable(r, 0) && r->rel_err < sh->best_ok)
                 sh->best_ok = r->rel_err;
@@ -375,13 +485,23 @@ predict_model *predict_build_parts(const store_measurement *const *m, int n,
         int w = select_winner(grp, sh->nr, &pm->policy, 0);
         if (w >= 0)
             snprintf(sh->win, sizeof sh->win, "%s", grp[w].tactic);
-        lo = hi;
     }
+    pm_shape *fit = realloc(pm->shapes, (size_t)(pm->nshapes > 0 ? pm->nshapes : 1) * sizeof *fit);
+    if (fit != NULL)
+        pm->shapes = fit; /* allocated for one shape per row: give the rest back */
+    rc = 0;
+out:
+    free(kr);
+    free(grp);
+    return rc;
+}
 
-    /* families */
-    if ((pm->fams = malloc((size_t)npick * sizeof *pm->fams)) == NULL ||
-        (pm->rows = calloc((size_t)npick, sizeof *pm->rows)) == NULL)
-        goto fail;
+/* The sorted, unique families of the picked rows. 0 or ATTUNE_ENOMEM. */
+static int build_families(predict_model *pm, const store_measurement *const *m, const int *pick,
+                          int npick)
+{
+    if ((pm->fams = malloc((size_t)(npick > 0 ? npick : 1) * sizeof *pm->fams)) == NULL)
+        return ATTUNE_ENOMEM;
     for (int k = 0; k < npick; k++) {
         int sp, pad;
         predict_family(M(pick[k]).tactic, pm->fams[k], sizeof pm->fams[k], &sp, &pad);
@@ -390,40 +510,70 @@ predict_model *predict_build_parts(const store_measurement *const *m, int n,
     for (int k = 0; k < npick; k++)
         if (pm->nfams == 0 || strcmp(pm->fams[pm->nfams - 1], pm->fams[k]) != 0)
             memmove(pm->fams[pm->nfams++], pm->fams[k], sizeof pm->fams[k]);
+    return 0;
+}
 
-    /* the device's roofline: the best rates any row reached; its launch
-     * floor: half the fastest row */
-    double pf = 0, pb = 0, tmin = INFINITY;
-    for (int k = 0; k < npick; k++) {
+/* Each picked row's family and parsed tactic. */
+static void parse_rows(predict_model *pm, const store_measurement *const *m, const int *pick)
+{
+    for (int k = 0; k < pm->nrows; k++) {
         const store_measurement *r = &M(pick[k]);
+        pm_row *row = &pm->rows[k];
+        char fam[ATTN_TACTIC_STR_MAX];
+        int sp, pad;
+        row->fam = find_fam(pm, predict_family(r->tactic, fam, sizeof fam, &sp, &pad));
+        row->t = row_tactic(r->tactic);
+    }
+}
+
+/* The roofline: the best rates any ok row reached, on the device and per
+ * family (as run: a row's waves' idle slots are not discounted, or a
+ * few-block decode row would claim a peak no kernel reaches); the launch
+ * floor: half the fastest row. A family without an ok row gets the
+ * device's. 0 or ATTUNE_ENOMEM. */
+static int roofline(predict_model *pm, const store_measurement *const *m, const int *pick)
+{
+    double tmin = INFINITY;
+    if ((pm->fam_peak = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), sizeof *pm->fam_peak)) == NULL)
+        return ATTUNE_ENOMEM;
+    pm->peak_flops = pm->peak_bytes = 0;
+    for (int k = 0; k < pm->nrows; k++) {
+        const store_measurement *r = &M(pick[k]);
+        const pm_row *row = &pm->rows[k];
         if (!row_timed(r) || r->status != STORE_OK)
             continue;
-        int sp, pad;
-        char fam[ATTN_TACTIC_STR_MAX];
-        predict_family(r->tactic, fam, sizeof fam, &sp, &pad);
-        double fl, by, t = select_time(r);
-        work_of(&r->shape, pad, dense_tactic(r->tactic), &fl, &by);
-        pf = fmax(pf, fl / t);
-        pb = fmax(pb, by / t);
-        tmin = fmin(tmin, t);
+        double fl, by, tm = select_time(r);
+        work_of(&r->shape, &row->t, &fl, &by);
+        pm->peak_flops = fmax(pm->peak_flops, fl / tm);
+        pm->peak_bytes = fmax(pm->peak_bytes, by / tm);
+        pm->fam_peak[row->fam][0] = fmax(pm->fam_peak[row->fam][0], fl / tm);
+        pm->fam_peak[row->fam][1] = fmax(pm->fam_peak[row->fam][1], by / tm);
+        tmin = fmin(tmin, tm);
     }
-    if (pf > 0 && pb > 0 && isfinite(tmin)) {
-        pm->peak_flops = pf;
-        pm->peak_bytes = pb;
-        pm->lat_us = 0.5 * tmin;
+    if (!(pm->peak_flops > 0 && pm->peak_bytes > 0 && isfinite(tmin))) {
+        pm->peak_flops = pm->peak_bytes = 1;
+        tmin = 0;
     }
+    pm->lat_us = 0.5 * tmin;
+    for (int f = 0; f < pm->nfams; f++)
+        for (int i = 0; i < 2; i++)
+            if (!(pm->fam_peak[f][i] > 0))
+                pm->fam_peak[f][i] = i == 0 ? pm->peak_flops : pm->peak_bytes;
+    return 0;
+}
 
+/* Every picked row as an efficiency against the roofline, rows sorted per
+ * shape by family, and each shape's best efficiency among the rows the
+ * policy accepts (the baseline of its slowdowns). */
+static void build_rows(predict_model *pm, const store_measurement *const *m, const int *pick)
+{
+    double ratio = pm->policy.max_ratio > 0 ? pm->policy.max_ratio : SELECT_DEFAULT_RATIO;
     for (int si = 0; si < pm->nshapes; si++) {
         pm_shape *sh = &pm->shapes[si];
         for (int k = sh->r0; k < sh->r0 + sh->nr; k++) {
             const store_measurement *r = &M(pick[k]);
             pm_row *row = &pm->rows[k];
-            char fam[ATTN_TACTIC_STR_MAX];
-            predict_family(r->tactic, fam, sizeof fam, &row->splits, &row->pad);
-            row->fam = find_fam(pm, fam);
-            row->tile_m = tile_rows(r->tactic);
-            row->lt = row_timed(r) ? log(select_time(r) / cost_of(pm, &r->shape, row->pad,
-                                                                  dense_tactic(r->tactic)))
+            row->lt = row_timed(r) ? log(select_time(r) / cost_of(pm, &r->shape, &row->t, row->fam))
                                    : NAN;
             row->rel_err = r->rel_err;
             row->lne = isfinite(r->rel_err) && r->rel_err > 0
@@ -433,10 +583,7 @@ predict_model *predict_build_parts(const store_measurement *const *m, int n,
             row->ov = (unsigned char)row_usable(r, 1);
         }
         qsort(pm->rows + sh->r0, (size_t)sh->nr, sizeof *pm->rows, cmp_row);
-        /* the shape's best efficiency among rows the policy accepts: the
-         * baseline of its relative slowdowns */
         double bound = select_max_rel_err(&pm->policy, sh->s.dtype);
-        double ratio = pm->policy.max_ratio > 0 ? pm->policy.max_ratio : SELECT_DEFAULT_RATIO;
         sh->best_lt = NAN;
         for (int k = sh->r0; k < sh->r0 + sh->nr; k++) {
             const pm_row *row = &pm->rows[k];
@@ -447,18 +594,53 @@ predict_model *predict_build_parts(const store_measurement *const *m, int n,
                 sh->best_lt = row->lt;
         }
     }
+}
+
+/* Shared memory (bytes) and resident threads per SM of compute
+ * capability cc (the CUDA programming guide's table). */
+static void sm_limits(int major, int minor, double *smem, int *threads)
+{
+    int cc = major * 10 + minor;
+    *smem = cc == 80 || cc == 87 ? 164 * 1024.0 : cc == 90 || cc >= 100 ? 228 * 1024.0
+                                                                        : 100 * 1024.0;
+    *threads = cc == 86 || cc == 87 || cc == 89 || cc >= 120 ? 1536 : 2048;
+}
+
+predict_model *predict_build_dev(const store_measurement *const *m, int n, const char *cur_stack,
+                                 const select_policy *p, const attn_device_info *dev)
+{
+    predict_model *pm = calloc(1, sizeof *pm);
+    int *pick = NULL; /* chosen source rows, in shape order */
+    int npick = 0;
+    if (pm == NULL)
+        return NULL;
+    if (p != NULL)
+        pm->policy = *p;
+    else
+        select_policy_default(&pm->policy);
+    pm->peak_flops = pm->peak_bytes = 1;
+    if (dev != NULL && strcmp(dev->kind, "cuda") == 0 && dev->sm_count > 0) {
+        pm->sms = dev->sm_count;
+        sm_limits(dev->cc_major, dev->cc_minor, &pm->smem_sm, &pm->threads_sm);
+    }
+    if (n <= 0)
+        return pm;
+    if (cur_stack == NULL)
+        cur_stack = "";
+    if ((pick = malloc((size_t)n * sizeof *pick)) == NULL ||
+        build_shapes(pm, m, n, cur_stack, pick, &npick) != 0 ||
+        build_families(pm, m, pick, npick) != 0 ||
+        (pm->rows = calloc((size_t)(npick > 0 ? npick : 1), sizeof *pm->rows)) == NULL)
+        goto fail;
     pm->nrows = npick;
-    pm_shape *fit = realloc(pm->shapes, (size_t)(pm->nshapes > 0 ? pm->nshapes : 1) * sizeof *fit);
-    if (fit != NULL)
-        pm->shapes = fit; /* allocated for one shape per row: give the rest back */
-    free(kr);
-    free(grp);
+    parse_rows(pm, m, pick);
+    if (roofline(pm, m, pick) != 0)
+        goto fail;
+    build_rows(pm, m, pick);
     free(pick);
     return pm;
 
 fail:
-    free(kr);
-    free(grp);
     free(pick);
     predict_free(pm);
     return NULL;
@@ -565,12 +747,12 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
             continue; /* not listed there: no evidence either way */
         int best = r0;
         double pen = 0;
-        if (t->splits > 0 && pm->rows[r0].splits > 0) {
+        if (t->splits > 0 && pm->rows[r0].t.splits > 0) {
             pen = INFINITY;
             for (int k = r0; k < r0 + cnt; k++) {
                 const pm_row *r = &pm->rows[k];
-                double kk = log2((double)attn_round_up(sh->s.skv, r->pad) / r->splits);
-                double kb = log2(split_grid(&sh->s, r->tile_m) * r->splits);
+                double kk = log2((double)attn_round_up(sh->s.skv, r->t.pad) / r->t.splits);
+                double kb = log2(split_grid(&sh->s, r->t.tile_m) * r->t.splits);
                 double dk = DIST_SPLIT_BLOCKS * fabs(c_blocks - kb) + DIST_SPLIT_KEYS * fabs(c_keys - kk);
                 if (dk < pen) {
                     pen = dk;
@@ -599,8 +781,7 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
         wr += w;
         srr += w * rel;
     }
-    double cost = cost_of(pm, s, pad, t->variant == ATTN_SPLIT || t->variant == ATTN_SPLIT_REPEAT ||
-                                          t->variant == ATTN_FOLDED);
+    double cost = cost_of(pm, s, t, fam);
     if (wt > 0) {
         e.t = exp(st / wt) * cost;
         e.score = srr / wr + log(cost);
@@ -711,11 +892,11 @@ int predict_answer_measured_families(const predict_model *pm, const attn_shape *
         for (int k = sh->r0; k < sh->r0 + sh->nr; k++) {
             const pm_row *r = &pm->rows[k];
             char ts[ATTN_TACTIC_STR_MAX];
-            if (r->splits > 0) {
+            if (r->t.splits > 0) {
                 /* the same grid on s: splits = blocks_j / blocks per split on s */
-                double want = split_grid(&sh->s, r->tile_m) * r->splits / split_grid(s, r->tile_m);
+                double want = split_grid(&sh->s, r->t.tile_m) * r->t.splits / split_grid(s, r->t.tile_m);
                 int sp = 1;
-                while (sp < 64 && sp * 2 <= want * 1.4142 && sp * 2 <= attn_round_up(s->skv, r->pad))
+                while (sp < 64 && sp * 2 <= want * 1.4142 && sp * 2 <= attn_round_up(s->skv, r->t.pad))
                     sp *= 2;
                 with_splits(pm->fams[r->fam], sp, ts, sizeof ts);
             } else {

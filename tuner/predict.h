@@ -9,14 +9,26 @@
  * grid at ~128 blocks from 16 to 128 KV heads x batch.
  *
  * Every measured row becomes an efficiency: the log of its time over a
- * roofline cost of its shape at its pad,
- *     cost = max(flops / P, bytes / B) + L
- * with P and B the highest FLOP/s and bytes/s any row of the device reached
- * and L its launch floor (half its fastest time), so decode-like shapes
+ * roofline cost of its shape for its tactic,
+ *     cost = max(flops / (P_f * W), bytes / B_f) + L
+ * with P_f and B_f the highest FLOP/s and bytes/s any row of its family
+ * reached on the device (a family is credited only the rates it showed:
+ * a split-KV decode kernel is not costed at the prefill kernels' peak)
+ * and L the launch floor (half the fastest time), so decode-like shapes
  * (few queries per key) are costed by their bytes and prefill by their
- * FLOPs; GEMM variants are costed for the whole score matrix (they cannot
- * skip a causal mask's zeros), fused ones for the visible pairs. To answer
- * shape s, the K measured shapes nearest to s in log-shape space (b*hkv,
+ * FLOPs. The FLOPs count the rows the tactic computes (whole row tiles of
+ * a tiled kernel, the padded buffer of a GEMM variant), against the
+ * padded keys, at the kernel's head dim (the CUDA fused kernels run d=40
+ * as d=64); GEMM variants are costed for the whole score matrix (they
+ * cannot skip a causal mask's zeros), fused ones for the visible pairs.
+ * W is the wave efficiency of a tiled prefill kernel on a CUDA device
+ * whose SM count the model knows (predict_build_dev): blocks / (SMs x
+ * resident blocks per SM) over its ceiling, the resident blocks estimated
+ * from the tile's threads, shared memory and accumulator registers; it is
+ * what decides between tiles (128x64 vs 64x64) that the shapes' sizes
+ * alone do not.
+ *
+ * To answer shape s, the K measured shapes nearest to s in log-shape space (b*hkv,
  * group size, sq, skv, d, plus a step for another dtype or causality) are
  * weighted by inverse squared distance. A candidate tactic's rank is its
  * weighted slowdown against the best tactic of each neighbour that
@@ -56,6 +68,14 @@ predict_model *predict_build(const store_measurement *m, int n, const char *cur_
  * the caller's): builds without copying whole rows first. */
 predict_model *predict_build_parts(const store_measurement *const *m, int n,
                                    const char *cur_stack, const select_policy *p);
+/* The same knowing the device the rows were measured on (dev NULL: as
+ * above): on a CUDA device its SM count and compute capability give the
+ * wave quantisation of tiled kernels (blocks over SMs x resident blocks
+ * per SM), which decides between tiles that the shapes alone do not. */
+predict_model *predict_build_dev(const store_measurement *const *m, int n, const char *cur_stack,
+                                 const select_policy *p, const attn_device_info *dev);
+predict_model *predict_build_on(const store_measurement *m, int n, const char *cur_stack,
+                                const select_policy *p, const attn_device_info *dev);
 void predict_free(predict_model *pm);
 
 /* Shapes the model holds (those with at least one row). */

@@ -164,14 +164,15 @@ int cli_loo_main(int argc, char **argv)
         goto out;
     }
     attn_device dev, *devp = NULL;
+    attn_device_info info;
     attn_stack stack;
     char id[64];
     if (attn_device_resolve(vals[1], &dev, err, sizeof err) == 0) {
         devp = &dev;
+        info = dev.info;
         stack = dev.stack;
         snprintf(id, sizeof id, "%s", dev.info.id);
     } else {
-        attn_device_info info;
         if (store_device_get(st, vals[1], &info, &stack) != 0) {
             fprintf(stderr, "attune: unknown device '%s'\n", vals[1]);
             goto out;
@@ -195,7 +196,7 @@ int cli_loo_main(int argc, char **argv)
         }
         n = k;
     }
-    loo_opts lo = {.hold = hold, .nhold = nhold};
+    loo_opts lo = {.hold = hold, .nhold = nhold, .info = &info};
     int lrc = loo_run_opts(m, n, stack.id, NULL, devp, &lo, &r);
     if (lrc != 0) {
         fprintf(stderr, "attune: leave-one-out failed: %s\n", attune_strerror(lrc));
