@@ -28,7 +28,7 @@ typedef struct fleet_sync_config {
 } fleet_sync_config;
 
 /* attuned's pulls recompute its model's aggregates at most this often
- * (seconds), and never while another host is at it (fleet_pg_pull). */
+ * (seconds), and never while another host is at it (fleet_pg_pull_open). */
 #define FLEET_SYNC_REFRESH_S 300
 
 /* Longest wait between two attempts while the server is unreachable. */

@@ -460,6 +460,53 @@ out:
     return rc;
 }
 
+/* One model's pull into the store: what store_import does with a fleet
+ * table (docs/fleet.md, "Merging"), row by row as the rows arrive: every
+ * value checked, stacks inserted unless present, the fleet device
+ * upserted (not over newer knowledge), each row inserted or replacing an
+ * older one; one transaction, so a refused row or a lost connection
+ * leaves the store as it was. */
+typedef struct pull_args {
+    fleet_pg_pull *p;
+    int64_t rows;      /* rows received */
+    char *err;
+    size_t errlen;
+} pull_args;
+
+static int pull_fail(store *st, int rc, const char *what, const char *why, char *err,
+                     size_t errlen)
+{
+    return attune_fail(err, errlen, rc, "pulled %s: %s", what,
+                       why != NULL ? why : sqlite3_errmsg(st->db));
+}
+
+static int pull_tx(store *st, void *ctx)
+{
+    pull_args *a = ctx;
+    const fleet_pg_pull_head *h = fleet_pg_pull_head_get(a->p);
+    char why[ATTUNE_ERRLEN], canon[ATTN_TACTIC_STR_MAX];
+    store_measurement m;
+    int rc, changed;
+    if (store_check_device(&h->device, why, sizeof why) != 0)
+        return pull_fail(st, ATTUNE_EFORMAT, "model", why, a->err, a->errlen);
+    for (int i = 0; i < h->nstacks; i++) {
+        if (store_check_stack(&h->stacks[i], why, sizeof why) != 0)
+            return pull_fail(st, ATTUNE_EFORMAT, "stack", why, a->err, a->errlen);
+        if ((rc = store_upsert_stack(st, &h->stacks[i], &changed)) != 0)
+            return pull_fail(st, rc, "stack", NULL, a->err, a->errlen);
+    }
+    if ((rc = store_upsert_device(st, &h->device, h->newest, h->latest_stack, &changed)) != 0)
+        return pull_fail(st, rc, "model", NULL, a->err, a->errlen);
+    while ((rc = fleet_pg_pull_next(a->p, &m, a->err, a->errlen)) == 1) {
+        if (store_check_measurement(&m, canon, why, sizeof why) != 0)
+            return pull_fail(st, ATTUNE_EFORMAT, "row", why, a->err, a->errlen);
+        if ((rc = store_write_measurement(st, &m, canon, 1, &changed)) != 0)
+            return pull_fail(st, rc, "row", NULL, a->err, a->errlen);
+        a->rows++;
+    }
+    return rc;
+}
+
 int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
                      int refresh_after_s, int64_t *rows, char *err, size_t errlen)
 {
@@ -474,18 +521,22 @@ int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n
         }
         if (seen || fleet_is_model_device(devs[i].id))
             continue;
-        char *json = NULL;
-        int got = 0, rc = fleet_pg_pull(c, &devs[i], refresh_after_s, &json, &got, err, errlen);
+        pull_args a = {.err = err, .errlen = errlen};
+        int rc = fleet_pg_pull_open(c, &devs[i], refresh_after_s, &a.p, err, errlen);
         if (rc != 0)
             return rc;
-        if (json == NULL)
-            continue;
-        store_import_stats is;
-        rc = store_import(st, json, strlen(json), &is, err, errlen);
-        free(json);
+        if (a.p == NULL)
+            continue; /* no aggregates of this model */
+        if (err != NULL && errlen > 0)
+            err[0] = 0;
+        rc = store_tx(st, pull_tx, &a);
+        if (rc != 0 && err != NULL && errlen > 0 && err[0] == 0)
+            attune_fail(err, errlen, rc, "cannot store the pulled rows: %s",
+                        sqlite3_errmsg(st->db));
+        fleet_pg_pull_close(a.p);
         if (rc != 0)
             return rc;
-        *rows += got;
+        *rows += a.rows;
     }
     return 0;
 }

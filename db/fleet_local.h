@@ -60,9 +60,10 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
                              size_t errlen);
 
 /* Pull the aggregates of the models of devs[0..n) (duplicates pulled once)
- * into st as fleet rows (store_import: validated, only newer rows replace
- * older ones); refresh_after_s as fleet_pg_pull's. *rows: aggregate rows
- * received. */
+ * into st as fleet rows, one transaction per model, rows written as they
+ * stream in (validated and merged as store_import would: only newer rows
+ * replace older ones); refresh_after_s as fleet_pg_pull_open's. *rows:
+ * aggregate rows received. */
 int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
                      int refresh_after_s, int64_t *rows, char *err, size_t errlen);
 

@@ -67,7 +67,7 @@ typedef struct fleet_batch {
 } fleet_batch;
 
 typedef struct fleet_push_stats {
-    int64_t sent;      /* rows sent to the server */
+    int64_t sent;      /* rows the server committed (merged or not) */
     int64_t rejected;  /* malformed rows refused before sending */
     int64_t skipped;   /* batches the server already had (watermark) */
 } fleet_push_stats;
@@ -94,20 +94,47 @@ int fleet_pg_source_seq(fleet_pg *c, const char *source, int64_t *seq, char *err
 int fleet_pg_refresh(fleet_pg *c, const attn_device_info *d, int64_t *groups, char *err,
                      size_t errlen);
 
-/* The aggregates of d's model, every stack, as a fleet table (docs/fleet.md
- * format, device FLEET-<hash>, host "fleet"): time_us the median over
- * devices of their medians, min/max the extreme medians, n the devices
- * with an ok row, rel_err and max_abs_err the largest of any device,
- * status the most common one, note "fleet: N devices (K ok), spread S, M
- * outliers". Groups pushed since the model's last refresh are recomputed
- * first: always, waiting for a refresh in progress, with refresh_after_s
- * <= 0; otherwise only when the last refresh is older than that and no
- * other session is refreshing the model (a pull of a busy fleet then
- * reads the aggregates as they are: recomputing 200 groups of a
- * 100-device model sorts 800k rows). *json malloc'd (NULL with *nrows 0
- * when the model has no aggregates). */
-int fleet_pg_pull(fleet_pg *c, const attn_device_info *d, int refresh_after_s, char **json,
-                  int *nrows, char *err, size_t errlen);
+/* Pulling the aggregates of d's model, every stack, as fleet rows of the
+ * model's fleet device (docs/fleet.md, "fleet rows": device FLEET-<hash>,
+ * host "fleet"; time_us the median over devices of their medians, min/max
+ * the extreme medians, n the devices with an ok row, rel_err and
+ * max_abs_err the largest of any device, status the most common one,
+ * taken_at when the aggregate was computed, note "fleet: N devices (K
+ * ok), spread S, M outliers"). The server's values are untrusted like any
+ * fleet table's: the caller checks each row before it stores it
+ * (fleet_local_pull). */
+typedef struct fleet_pg_pull fleet_pg_pull;
+
+typedef struct fleet_pg_pull_head {
+    attn_device_info device;   /* the model: FLEET-<hash>, clocks 0, index -1 */
+    const attn_stack *stacks;  /* the stacks the rows name */
+    int nstacks;
+    const char *latest_stack;  /* id of the stack refreshed last (in stacks) */
+    int64_t newest;            /* the newest row's taken_at */
+    int64_t rows;              /* rows that follow */
+} fleet_pg_pull_head;
+
+/* Start a pull. Groups pushed since the model's last refresh are
+ * recomputed first: always, waiting for a refresh in progress, with
+ * refresh_after_s <= 0; otherwise only when the last refresh is older than
+ * that and no other session is refreshing the model (a pull of a busy
+ * fleet then reads the aggregates as they are: recomputing 200 groups of a
+ * 100-device model sorts 800k rows). Then the head is read and the rows
+ * start streaming. *out is NULL (and 0 returned) when the server has no
+ * aggregates of the model. On success the caller reads the rows with
+ * fleet_pg_pull_next and ends with fleet_pg_pull_close. */
+int fleet_pg_pull_open(fleet_pg *c, const attn_device_info *d, int refresh_after_s,
+                       fleet_pg_pull **out, char *err, size_t errlen);
+
+/* The model's fleet device and stacks (owned by p, valid until close). */
+const fleet_pg_pull_head *fleet_pg_pull_head_get(const fleet_pg_pull *p);
+
+/* The next row into *m: 1, or 0 after the last, or a negative error
+ * (ATTUNE_EIO: connection lost). */
+int fleet_pg_pull_next(fleet_pg_pull *p, store_measurement *m, char *err, size_t errlen);
+
+/* End the pull (the rows not read are dropped) and free p. */
+void fleet_pg_pull_close(fleet_pg_pull *p);
 
 typedef struct fleet_pg_info {
     int schema_version;

@@ -1,6 +1,6 @@
-/* fleet_pg_internal.h -- what fleet_pg.c and fleet_pg_schema.c share: the
- * connection handle and libpq error mapping. Not part of the contract
- * (db/fleet_pg.h is). */
+/* fleet_pg_internal.h -- what the db/fleet_pg*.c files share: the
+ * connection handle, libpq error mapping, dimension ids and the model
+ * refresh. Not part of the contract (db/fleet_pg.h is). */
 #ifndef ATTUNE_FLEET_PG_INTERNAL_H
 #define ATTUNE_FLEET_PG_INTERNAL_H
 
@@ -34,7 +34,38 @@ int fleet_pg_cmd(fleet_pg *c, const char *sql, char *err, size_t errlen);
 int fleet_pg_fail(fleet_pg *c, const PGresult *r, const char *what, char *err,
                   size_t errlen);
 
+/* ROLLBACK when the connection is up, ignoring errors (failure paths,
+ * where the first error is the one to report). */
+void fleet_pg_rollback(fleet_pg *c);
+
 /* Create or migrate the server schema (fleet_pg_schema.c). */
 int fleet_pg_schema_migrate(fleet_pg *c, char *err, size_t errlen);
+
+/* ---- dimension rows (fleet_pg_dims.c): the server id of a value,
+ * upserted in its own autocommit statement on first use and cached on c.
+ * Must not run inside a push's transaction (a failed upsert would abort
+ * it). 0 or the mapped error. */
+void fleet_pg_idmap_free(fleet_idmap *m);
+int fleet_pg_model_dim(fleet_pg *c, const attn_device_info *d, int *id, char *err,
+                       size_t errlen);
+int fleet_pg_device_dim(fleet_pg *c, const attn_device_info *d, const char *host, int model,
+                        int *id, char *err, size_t errlen);
+int fleet_pg_stack_dim(fleet_pg *c, const attn_stack *s, int *id, char *err, size_t errlen);
+int fleet_pg_shape_dim(fleet_pg *c, const attn_shape *s, const char *key, int *id, char *err,
+                       size_t errlen);
+int fleet_pg_tactic_dim(fleet_pg *c, const char *tactic, int *id, char *err, size_t errlen);
+
+/* ---- aggregates (fleet_pg_agg.c) */
+
+/* Server id of d's model, -1 when the server has never seen it. */
+int fleet_pg_model_lookup(fleet_pg *c, const attn_device_info *d, int *id, char *err,
+                          size_t errlen);
+
+/* Recompute the dirty groups of one model in one transaction, under the
+ * model's advisory lock. wait = 0: when another session holds the lock,
+ * or the model was refreshed less than min_age_s ago, do nothing. *groups
+ * accumulates the groups recomputed. */
+int fleet_pg_refresh_model(fleet_pg *c, int model, int min_age_s, int wait, int64_t *groups,
+                           char *err, size_t errlen);
 
 #endif

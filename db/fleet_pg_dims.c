@@ -1,0 +1,178 @@
+/* fleet_pg_dims.c -- the fleet server's dimension rows (models, devices,
+ * stacks, shapes, tactics): each upserted in its own small autocommit
+ * statement that returns its id, cached per connection. Orphan dimension
+ * rows are harmless, and a committed id never changes, so a push resolves
+ * each distinct value once per connection and the rows carry only ids. */
+#ifdef ATTUNE_HAVE_LIBPQ
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/hash.h"
+#include "fleet_pg_internal.h"
+
+/* ---- id maps */
+
+void fleet_pg_idmap_free(fleet_idmap *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->keys ? m->keys[i] : NULL);
+    free(m->keys);
+    free(m->ids);
+    memset(m, 0, sizeof *m);
+}
+
+static size_t idmap_slot(const fleet_idmap *m, const char *key)
+{
+    uint64_t h = hash_fnv1a64(hash_fnv1a64_init(), key, strlen(key));
+    size_t i = (size_t)h & (m->cap - 1);
+    while (m->keys[i] != NULL && strcmp(m->keys[i], key) != 0)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+/* id of key, or -1 when not mapped. */
+static int idmap_get(const fleet_idmap *m, const char *key)
+{
+    if (m->cap == 0)
+        return -1;
+    size_t i = idmap_slot(m, key);
+    return m->keys[i] ? m->ids[i] : -1;
+}
+
+static int idmap_put(fleet_idmap *m, const char *key, int id)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        fleet_idmap g = {0};
+        g.cap = m->cap ? m->cap * 2 : 256;
+        g.keys = calloc(g.cap, sizeof *g.keys);
+        g.ids = calloc(g.cap, sizeof *g.ids);
+        if (g.keys == NULL || g.ids == NULL) {
+            free(g.keys);
+            free(g.ids);
+            return ATTUNE_ENOMEM;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i] != NULL) {
+                size_t j = idmap_slot(&g, m->keys[i]);
+                g.keys[j] = m->keys[i];
+                g.ids[j] = m->ids[i];
+            }
+        g.n = m->n;
+        free(m->keys);
+        free(m->ids);
+        *m = g;
+    }
+    size_t i = idmap_slot(m, key);
+    if (m->keys[i] == NULL) {
+        if ((m->keys[i] = strdup(key)) == NULL)
+            return ATTUNE_ENOMEM;
+        m->n++;
+    }
+    m->ids[i] = id;
+    return 0;
+}
+
+/* ---- dimension rows */
+
+/* Run an upsert that returns one id; params are text. */
+static int upsert_id(fleet_pg *c, const char *sql, int nparams, const char *const *params,
+                     int *id, char *err, size_t errlen)
+{
+    PGresult *r = PQexecParams(c->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    int rc = 0;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+        rc = fleet_pg_fail(c, r, "fleet server (dimension row)", err, errlen);
+    else
+        *id = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
+/* "DO UPDATE SET x = excluded.x" (no change) makes RETURNING answer for an
+ * existing row too, in one round trip. */
+int fleet_pg_model_dim(fleet_pg *c, const attn_device_info *d, int *id, char *err, size_t errlen)
+{
+    char uid[32], ccma[8], ccmi[8], sm[16], mem[24];
+    fleet_model_id(d, uid, sizeof uid);
+    if ((*id = idmap_get(&c->models, uid)) >= 0)
+        return 0;
+    snprintf(ccma, sizeof ccma, "%d", d->cc_major);
+    snprintf(ccmi, sizeof ccmi, "%d", d->cc_minor);
+    snprintf(sm, sizeof sm, "%d", d->sm_count);
+    snprintf(mem, sizeof mem, "%" PRId64, d->memory_mb);
+    const char *p[] = {uid, d->name, d->kind, ccma, ccmi, sm, mem};
+    int rc = upsert_id(c,
+                       "INSERT INTO models (uid, name, kind, cc_major, cc_minor, sm_count, "
+                       "memory_mb) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid) "
+                       "DO UPDATE SET uid = excluded.uid RETURNING id",
+                       7, p, id, err, errlen);
+    return rc ? rc : idmap_put(&c->models, uid, *id);
+}
+
+int fleet_pg_device_dim(fleet_pg *c, const attn_device_info *d, const char *host, int model,
+                     int *id, char *err, size_t errlen)
+{
+    if ((*id = idmap_get(&c->devices, d->id)) >= 0)
+        return 0;
+    char ms[16], clk[16], mclk[16];
+    snprintf(ms, sizeof ms, "%d", model);
+    snprintf(clk, sizeof clk, "%d", d->clock_mhz);
+    snprintf(mclk, sizeof mclk, "%d", d->mem_clock_mhz);
+    const char *p[] = {d->id, ms, host ? host : "", clk, mclk};
+    int rc = upsert_id(c,
+                       "INSERT INTO devices (uid, model_id, host, clock_mhz, mem_clock_mhz) "
+                       "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (uid) DO UPDATE SET "
+                       "model_id = excluded.model_id, host = excluded.host, clock_mhz = "
+                       "excluded.clock_mhz, mem_clock_mhz = excluded.mem_clock_mhz, "
+                       "last_push = now() RETURNING id",
+                       5, p, id, err, errlen);
+    return rc ? rc : idmap_put(&c->devices, d->id, *id);
+}
+
+int fleet_pg_stack_dim(fleet_pg *c, const attn_stack *s, int *id, char *err, size_t errlen)
+{
+    if ((*id = idmap_get(&c->stacks, s->id)) >= 0)
+        return 0;
+    const char *p[] = {s->id, s->driver, s->runtime, s->blas, s->attune, s->kernels,
+                       s->power};
+    int rc = upsert_id(c,
+                       "INSERT INTO stacks (uid, driver, runtime, blas, attune, kernels, "
+                       "power) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid) DO "
+                       "UPDATE SET uid = excluded.uid RETURNING id",
+                       7, p, id, err, errlen);
+    return rc ? rc : idmap_put(&c->stacks, s->id, *id);
+}
+
+int fleet_pg_shape_dim(fleet_pg *c, const attn_shape *s, const char *key, int *id, char *err,
+                    size_t errlen)
+{
+    if ((*id = idmap_get(&c->shapes, key)) >= 0)
+        return 0;
+    char v[6][24];
+    const int64_t f[6] = {s->b, s->hq, s->hkv, s->sq, s->skv, s->d};
+    for (int i = 0; i < 6; i++)
+        snprintf(v[i], sizeof v[i], "%" PRId64, f[i]);
+    const char *p[] = {key, v[0], v[1], v[2], v[3], v[4], v[5], attn_dtype_name(s->dtype),
+                       s->causal ? "true" : "false"};
+    int rc = upsert_id(c,
+                       "INSERT INTO shapes (key, b, hq, hkv, sq, skv, d, dtype, causal) "
+                       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO "
+                       "UPDATE SET key = excluded.key RETURNING id",
+                       9, p, id, err, errlen);
+    return rc ? rc : idmap_put(&c->shapes, key, *id);
+}
+
+int fleet_pg_tactic_dim(fleet_pg *c, const char *tactic, int *id, char *err, size_t errlen)
+{
+    if ((*id = idmap_get(&c->tactics, tactic)) >= 0)
+        return 0;
+    const char *p[] = {tactic};
+    int rc = upsert_id(c,
+                       "INSERT INTO tactics (text) VALUES ($1) ON CONFLICT (text) DO "
+                       "UPDATE SET text = excluded.text RETURNING id",
+                       1, p, id, err, errlen);
+    return rc ? rc : idmap_put(&c->tactics, tactic, *id);
+}
+#endif

@@ -1,0 +1,695 @@
+/* fleet_pg_push.c -- pushing measurement rows to the fleet server.
+ *
+ * One push is one server transaction: the rows and the pusher's watermark
+ * commit together or not at all (fleet_pg.h). Its steps, one function each:
+ *
+ *   1. check_dims, resolve_rows: devices and stacks (a malformed one
+ *      rejects its rows), then every row (store_check_measurement), and the
+ *      server ids of the dimension rows they name (fleet_pg_dims.c, cached;
+ *      autocommit upserts, before the transaction);
+ *   2. dedupe: one row per server key (model, stack, shape, tactic,
+ *      device), the newest;
+ *   3. push_tx: BEGIN; lock the source's watermark (a batch that is
+ *      already there is skipped whole); probe which keys the server has;
+ *      rows with new keys go straight into measurements with one binary
+ *      COPY; rows with known keys go through a temporary staging table and
+ *      one INSERT ... ON CONFLICT that replaces a row only when newer; mark
+ *      the touched groups dirty; move the watermark; COMMIT.
+ *
+ * Why new and known rows part ways: a new key needs no conflict handling,
+ * and COPY into the table itself is PostgreSQL's cheapest way to add rows
+ * (heap pages filled and logged in batches, no speculative insertion, no
+ * second pass over a staging table); the probe costs one index descent
+ * per row. A first push of a device, the bulk of any fleet's load, is all
+ * new keys. Should another session insert one of the "new" keys after the
+ * probe (two stores holding the same device's rows), the COPY fails with a
+ * unique violation, is rolled back to its savepoint, and every row takes
+ * the merge path instead.
+ *
+ * Why binary COPY: doubles travel as their 8 bytes (exact, and neither
+ * side formats or parses decimal text, which was most of a push's client
+ * time), integers as 4 or 8. */
+#ifdef ATTUNE_HAVE_LIBPQ
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet_pg_internal.h"
+#include "store_internal.h"
+
+/* ---- binary COPY and array buffers (network byte order) */
+
+typedef struct cbuf {
+    unsigned char *p;
+    size_t len, cap;
+    int oom;
+} cbuf;
+
+static int cb_room(cbuf *b, size_t extra)
+{
+    if (b->oom)
+        return 0;
+    if (b->len + extra <= b->cap)
+        return 1;
+    size_t cap = b->cap ? b->cap : 1 << 20;
+    while (cap < b->len + extra)
+        cap *= 2;
+    unsigned char *p = realloc(b->p, cap);
+    if (p == NULL) {
+        b->oom = 1;
+        return 0;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 1;
+}
+
+static void cb_be(cbuf *b, uint64_t v, int bytes)
+{
+    if (!cb_room(b, (size_t)bytes))
+        return;
+    for (int i = bytes - 1; i >= 0; i--)
+        b->p[b->len++] = (unsigned char)(v >> (8 * i));
+}
+
+static void cb_i16(cbuf *b, int v) { cb_be(b, (uint16_t)v, 2); }
+static void cb_i32(cbuf *b, int32_t v) { cb_be(b, (uint32_t)v, 4); }
+
+/* A field: its length, then its bytes. */
+static void cb_f_int(cbuf *b, int32_t v)
+{
+    cb_i32(b, 4);
+    cb_i32(b, v);
+}
+
+static void cb_f_bigint(cbuf *b, int64_t v)
+{
+    cb_i32(b, 8);
+    cb_be(b, (uint64_t)v, 8);
+}
+
+/* NaN (unknown) is NULL: length -1. */
+static void cb_f_num(cbuf *b, double v)
+{
+    if (!isfinite(v)) {
+        cb_i32(b, -1);
+        return;
+    }
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    cb_i32(b, 8);
+    cb_be(b, bits, 8);
+}
+
+static void cb_f_text(cbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    cb_i32(b, (int32_t)n);
+    if (cb_room(b, n)) {
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+    }
+}
+
+/* COPY ... (FORMAT binary): signature, flags, header extension length. */
+static void cb_copy_header(cbuf *b)
+{
+    static const unsigned char sig[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n', 0};
+    b->len = 0;
+    if (cb_room(b, sizeof sig)) {
+        memcpy(b->p, sig, sizeof sig);
+        b->len = sizeof sig;
+    }
+    cb_i32(b, 0);
+    cb_i32(b, 0);
+}
+
+/* Send b (header, tuples, and the trailer this adds) with sql, a COPY ...
+ * FROM STDIN (FORMAT binary). On a server error its SQLSTATE goes to state
+ * (6 bytes; "" otherwise). */
+static int copy_send(fleet_pg *c, const char *sql, cbuf *b, char *state, char *err,
+                     size_t errlen)
+{
+    state[0] = 0;
+    cb_i16(b, -1);
+    if (b->oom)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    PGresult *r = PQexec(c->conn, sql);
+    if (PQresultStatus(r) != PGRES_COPY_IN) {
+        int rc = fleet_pg_fail(c, r, "fleet server (COPY)", err, errlen);
+        PQclear(r);
+        return rc;
+    }
+    PQclear(r);
+    int ok = 1;
+    for (size_t off = 0; off < b->len && ok;) {
+        size_t chunk = b->len - off < (1u << 20) ? b->len - off : (1u << 20);
+        ok = PQputCopyData(c->conn, (const char *)b->p + off, (int)chunk) == 1;
+        off += chunk;
+    }
+    if (PQputCopyEnd(c->conn, ok ? NULL : "client failed") != 1)
+        ok = 0;
+    int rc = 0;
+    while ((r = PQgetResult(c->conn)) != NULL) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && rc == 0) {
+            const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+            snprintf(state, 6, "%s", s ? s : "");
+            rc = fleet_pg_fail(c, r, "fleet server (COPY)", err, errlen);
+        }
+        PQclear(r);
+    }
+    if (rc == 0 && !ok)
+        rc = fleet_pg_fail(c, NULL, "fleet server (COPY)", err, errlen);
+    return rc;
+}
+
+/* ---- the plan of one push */
+
+/* A row's server key (model, stack, shape, tactic, device ids), its age,
+ * its index in the batch, and whether the server has the key. */
+typedef struct prow {
+    int k[5];
+    int64_t taken_at;
+    int idx;
+    int known;
+} prow;
+
+typedef struct push_plan {
+    int *dev_state;   /* per device: -1 malformed, 0 not resolved yet, 1 resolved */
+    int *dev_model, *dev_id;
+    int *stk_id;      /* per stack: -2 malformed, -1 not resolved yet, else the id */
+    prow *keys;       /* the rows to send */
+    int nkeys;
+    char first_bad[512]; /* why the first malformed entry was refused */
+} push_plan;
+
+static void plan_free(push_plan *p)
+{
+    free(p->dev_state);
+    free(p->dev_model);
+    free(p->dev_id);
+    free(p->stk_id);
+    free(p->keys);
+}
+
+static int plan_init(push_plan *p, const fleet_batch *b)
+{
+    size_t nd = b->ndevices > 0 ? (size_t)b->ndevices : 1;
+    size_t ns = b->nstacks > 0 ? (size_t)b->nstacks : 1;
+    memset(p, 0, sizeof *p);
+    p->dev_state = calloc(nd, sizeof *p->dev_state);
+    p->dev_model = calloc(nd, sizeof *p->dev_model);
+    p->dev_id = calloc(nd, sizeof *p->dev_id);
+    p->stk_id = calloc(ns, sizeof *p->stk_id);
+    p->keys = malloc(sizeof *p->keys * (size_t)(b->nrows > 0 ? b->nrows : 1));
+    if (!p->dev_state || !p->dev_model || !p->dev_id || !p->stk_id || !p->keys) {
+        plan_free(p);
+        return ATTUNE_ENOMEM;
+    }
+    return 0;
+}
+
+/* Step 1a: devices and stacks; a malformed one marks its rows rejected. */
+static void check_dims(const fleet_batch *b, push_plan *p)
+{
+    char why[ATTUNE_ERRLEN];
+    for (int i = 0; i < b->ndevices; i++) {
+        const char *host = b->device_hosts && b->device_hosts[i] ? b->device_hosts[i] : "";
+        if (store_check_device(&b->devices[i], why, sizeof why) != 0 ||
+            store_check_text(host, 64, "host", why, sizeof why) != 0) {
+            p->dev_state[i] = -1;
+            if (!p->first_bad[0])
+                snprintf(p->first_bad, sizeof p->first_bad, "device %.64s: %.200s",
+                         b->devices[i].id, why);
+        }
+    }
+    for (int i = 0; i < b->nstacks; i++) {
+        p->stk_id[i] = -1; /* valid, id not resolved yet */
+        if (store_check_stack(&b->stacks[i], why, sizeof why) != 0) {
+            p->stk_id[i] = -2;
+            if (!p->first_bad[0])
+                snprintf(p->first_bad, sizeof p->first_bad, "stack %.24s: %.200s",
+                         b->stacks[i].id, why);
+        }
+    }
+}
+
+/* Index of the entry named id in a batch's devices or stacks, -1 if none.
+ * Batches name a handful (fleet_local reads at most 16 of each): a linear
+ * search beats a map. The last hit is tried first: rows come grouped. */
+static int find_device(const fleet_batch *b, const char *id, int hint)
+{
+    if (hint >= 0 && hint < b->ndevices && strcmp(b->devices[hint].id, id) == 0)
+        return hint;
+    for (int i = 0; i < b->ndevices; i++)
+        if (strcmp(b->devices[i].id, id) == 0)
+            return i;
+    return -1;
+}
+
+static int find_stack(const fleet_batch *b, const char *id, int hint)
+{
+    if (hint >= 0 && hint < b->nstacks && strcmp(b->stacks[hint].id, id) == 0)
+        return hint;
+    for (int i = 0; i < b->nstacks; i++)
+        if (strcmp(b->stacks[i].id, id) == 0)
+            return i;
+    return -1;
+}
+
+/* The ids of device di (and its model) and stack si, upserted on first
+ * use. */
+static int resolve_dims(fleet_pg *c, const fleet_batch *b, push_plan *p, int di, int si,
+                        char *err, size_t errlen)
+{
+    int rc;
+    if (p->dev_state[di] == 0) {
+        const char *host = b->device_hosts ? b->device_hosts[di] : "";
+        if ((rc = fleet_pg_model_dim(c, &b->devices[di], &p->dev_model[di], err, errlen)) != 0 ||
+            (rc = fleet_pg_device_dim(c, &b->devices[di], host, p->dev_model[di],
+                                      &p->dev_id[di], err, errlen)) != 0)
+            return rc;
+        p->dev_state[di] = 1;
+    }
+    if (p->stk_id[si] == -1 &&
+        (rc = fleet_pg_stack_dim(c, &b->stacks[si], &p->stk_id[si], err, errlen)) != 0)
+        return rc;
+    return 0;
+}
+
+/* Step 1b: check every row and resolve its key; malformed rows are
+ * counted in stats->rejected (the first reason in p->first_bad). */
+static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p,
+                        fleet_push_stats *stats, char *err, size_t errlen)
+{
+    int di = -1, si = -1, rc;
+    for (int i = 0; i < b->nrows; i++) {
+        const store_measurement *m = &b->rows[i];
+        char canon[ATTN_TACTIC_STR_MAX], key[ATTN_SHAPE_KEY_MAX], why[ATTUNE_ERRLEN];
+        di = find_device(b, m->device_id, di);
+        si = find_stack(b, m->stack_id, si);
+        int bad = di < 0 || si < 0 || p->dev_state[di] < 0 || p->stk_id[si] == -2;
+        if (bad)
+            snprintf(why, sizeof why, "%s",
+                     di < 0 || si < 0 ? "unknown device or stack"
+                                      : "its device or stack is malformed");
+        else
+            bad = store_check_measurement(m, canon, why, sizeof why) != 0;
+        if (bad) {
+            stats->rejected++;
+            if (!p->first_bad[0])
+                snprintf(p->first_bad, sizeof p->first_bad, "row %d (%.64s %.96s): %.200s", i,
+                         m->device_id, m->tactic, why);
+            continue;
+        }
+        prow *pr = &p->keys[p->nkeys];
+        attn_shape_key(&m->shape, key, sizeof key);
+        if ((rc = resolve_dims(c, b, p, di, si, err, errlen)) != 0 ||
+            (rc = fleet_pg_shape_dim(c, &m->shape, key, &pr->k[2], err, errlen)) != 0 ||
+            (rc = fleet_pg_tactic_dim(c, canon, &pr->k[3], err, errlen)) != 0)
+            return rc;
+        pr->k[0] = p->dev_model[di];
+        pr->k[1] = p->stk_id[si];
+        pr->k[4] = p->dev_id[di];
+        pr->taken_at = m->taken_at;
+        pr->idx = i;
+        pr->known = 0;
+        p->nkeys++;
+    }
+    return 0;
+}
+
+static int prow_cmp(const void *pa, const void *pb)
+{
+    const prow *a = pa, *b = pb;
+    for (int i = 0; i < 5; i++)
+        if (a->k[i] != b->k[i])
+            return a->k[i] < b->k[i] ? -1 : 1;
+    if (a->taken_at != b->taken_at)
+        return a->taken_at > b->taken_at ? -1 : 1; /* newest first */
+    return a->idx > b->idx ? -1 : a->idx < b->idx;  /* then the later row */
+}
+
+/* Step 2: one row per key, the newest (a log may name a row twice, and ON
+ * CONFLICT DO UPDATE may touch a row once per statement). Leaves the keys
+ * in the primary key's order, which is also the order of index inserts
+ * that touches each leaf page once. */
+static void dedupe(push_plan *p)
+{
+    qsort(p->keys, (size_t)p->nkeys, sizeof *p->keys, prow_cmp);
+    int n = 0;
+    for (int k = 0; k < p->nkeys; k++)
+        if (n == 0 || memcmp(p->keys[k].k, p->keys[n - 1].k, sizeof p->keys[k].k) != 0)
+            p->keys[n++] = p->keys[k];
+    p->nkeys = n;
+}
+
+/* ---- step 3: the transaction */
+
+/* Columns of a pushed row, in the order of the staging table and of
+ * copy_row. */
+#define PUSH_COLUMNS                                                                     \
+    "model_id, stack_id, shape_id, tactic_id, device_id, status, time_us, time_us_min," \
+    " time_us_max, time_us_copies, n, max_abs_err, rel_err, mode, l2, rows_checked,"     \
+    " note, host, taken_at"
+#define PUSH_NCOLUMNS 19
+
+/* The staging table of known rows, private to the session and emptied by
+ * every commit or rollback. */
+static const char stage_sql[] =
+    "CREATE TEMP TABLE IF NOT EXISTS fleet_stage ("
+    " model_id int, stack_id int, shape_id int, tactic_id int, device_id int,"
+    " status text, time_us float8, time_us_min float8, time_us_max float8,"
+    " time_us_copies float8, n int, max_abs_err float8, rel_err float8, mode text,"
+    " l2 text, rows_checked int, note text, host text, taken_at bigint)"
+    " ON COMMIT DELETE ROWS";
+
+static const char merge_sql[] =
+    "INSERT INTO measurements AS m (" PUSH_COLUMNS ")"
+    " SELECT " PUSH_COLUMNS " FROM fleet_stage"
+    " ON CONFLICT (model_id, stack_id, shape_id, tactic_id, device_id) DO UPDATE SET"
+    " status = excluded.status, time_us = excluded.time_us,"
+    " time_us_min = excluded.time_us_min, time_us_max = excluded.time_us_max,"
+    " time_us_copies = excluded.time_us_copies, n = excluded.n,"
+    " max_abs_err = excluded.max_abs_err, rel_err = excluded.rel_err,"
+    " mode = excluded.mode, l2 = excluded.l2, rows_checked = excluded.rows_checked,"
+    " note = excluded.note, host = excluded.host, taken_at = excluded.taken_at,"
+    " pushed_at = now()"
+    " WHERE excluded.taken_at > m.taken_at OR (excluded.taken_at = m.taken_at AND"
+    " (excluded.status, excluded.time_us, excluded.time_us_min, excluded.time_us_max,"
+    "  excluded.time_us_copies, excluded.n, excluded.max_abs_err, excluded.rel_err)"
+    " IS DISTINCT FROM (m.status, m.time_us, m.time_us_min, m.time_us_max,"
+    "  m.time_us_copies, m.n, m.max_abs_err, m.rel_err))";
+
+/* One row as a binary COPY tuple, the columns of PUSH_COLUMNS. */
+static void copy_row(cbuf *buf, const prow *k, const store_measurement *m)
+{
+    cb_i16(buf, PUSH_NCOLUMNS);
+    for (int f = 0; f < 5; f++)
+        cb_f_int(buf, k->k[f]);
+    cb_f_text(buf, store_status_name(m->status));
+    cb_f_num(buf, m->time_us);
+    cb_f_num(buf, m->time_us_min);
+    cb_f_num(buf, m->time_us_max);
+    cb_f_num(buf, m->time_us_copies);
+    cb_f_int(buf, m->n);
+    cb_f_num(buf, m->max_abs_err);
+    cb_f_num(buf, m->rel_err);
+    cb_f_text(buf, m->mode);
+    cb_f_text(buf, m->l2);
+    cb_f_int(buf, m->rows_checked);
+    cb_f_text(buf, m->note);
+    cb_f_text(buf, m->host);
+    cb_f_bigint(buf, m->taken_at);
+}
+
+/* COPY the keys whose known flag equals known into target. */
+static int copy_rows(fleet_pg *c, const fleet_batch *b, const push_plan *p, int known,
+                     const char *sql, cbuf *buf, char *state, char *err, size_t errlen)
+{
+    cb_copy_header(buf);
+    for (int k = 0; k < p->nkeys; k++)
+        if (p->keys[k].known == known)
+            copy_row(buf, &p->keys[k], &b->rows[p->keys[k].idx]);
+    return copy_send(c, sql, buf, state, err, errlen);
+}
+
+/* A binary int4[] parameter (array_recv's format): field f of the keys
+ * sel[0..n). */
+static void int_array(cbuf *a, const push_plan *p, int f, const int *sel, int n)
+{
+    a->len = 0;
+    cb_i32(a, 1);  /* dimensions */
+    cb_i32(a, 0);  /* no NULLs */
+    cb_i32(a, 23); /* int4 */
+    cb_i32(a, n);
+    cb_i32(a, 1);  /* lower bound */
+    for (int i = 0; i < n; i++)
+        cb_f_int(a, p->keys[sel[i]].k[f]);
+}
+
+/* Run sql with nparams binary int4[] parameters: fields f[0..nparams) of
+ * the keys sel[0..n). NULL when out of memory. */
+static PGresult *exec_arrays(fleet_pg *c, const char *sql, const push_plan *p, const int *f,
+                             int nparams, const int *sel, int n)
+{
+    cbuf a[5];
+    const char *vals[5];
+    int lens[5], fmts[5];
+    Oid types[5];
+    PGresult *r = NULL;
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < nparams; i++) {
+        int_array(&a[i], p, f[i], sel, n);
+        if (a[i].oom)
+            goto out;
+        vals[i] = (const char *)a[i].p;
+        lens[i] = (int)a[i].len;
+        fmts[i] = 1;
+        types[i] = 1007; /* int4[] */
+    }
+    r = PQexecParams(c->conn, sql, nparams, types, vals, lens, fmts, 0);
+out:
+    for (int i = 0; i < nparams; i++)
+        free(a[i].p);
+    return r;
+}
+
+/* Which of the keys sel[0..n) the server has: marked known, counted in
+ * *nknown. OFFSET 0 keeps the EXISTS a per-row index probe: pulled up
+ * into a join, the planner may choose to hash the whole table for a large
+ * batch. */
+static int probe(fleet_pg *c, push_plan *p, const int *sel, int n, int *nknown, char *err,
+                 size_t errlen)
+{
+    static const char sql[] =
+        "SELECT k.i FROM unnest($1, $2, $3, $4, $5) WITH ORDINALITY AS k(m, s, h, t, d, i)"
+        " WHERE EXISTS (SELECT 1 FROM measurements x WHERE x.model_id = k.m AND"
+        " x.stack_id = k.s AND x.shape_id = k.h AND x.tactic_id = k.t AND"
+        " x.device_id = k.d OFFSET 0)";
+    static const int fields[5] = {0, 1, 2, 3, 4};
+    PGresult *r = exec_arrays(c, sql, p, fields, 5, sel, n);
+    int rc = 0;
+    *nknown = 0;
+    if (r == NULL)
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    else if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        rc = fleet_pg_fail(c, r, "fleet server (probe)", err, errlen);
+    for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
+        long k = strtol(PQgetvalue(r, i, 0), NULL, 10) - 1;
+        if (k >= 0 && k < n && !p->keys[sel[k]].known) {
+            p->keys[sel[k]].known = 1;
+            (*nknown)++;
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* Keys probed first, one in PROBE_SAMPLE_STRIDE (and the last): when none
+ * of them is on the server, the batch is taken for new (a device's first
+ * push) and goes straight to COPY without probing every key; a wrong
+ * guess costs one rolled-back COPY, then the full probe. */
+#define PROBE_SAMPLE_STRIDE 256
+
+/* New keys straight into measurements, under a savepoint. *conflict = 1
+ * (and 0 returned) when another session has inserted one of them: the
+ * COPY is rolled back to the savepoint. */
+static int copy_new(fleet_pg *c, const fleet_batch *b, push_plan *p, cbuf *buf, int *conflict,
+                    char *err, size_t errlen)
+{
+    static const char sql[] = "COPY measurements (" PUSH_COLUMNS ") FROM STDIN (FORMAT binary)";
+    char state[6];
+    int rc;
+    *conflict = 0;
+    if ((rc = fleet_pg_cmd(c, "SAVEPOINT fleet_new", err, errlen)) != 0)
+        return rc;
+    rc = copy_rows(c, b, p, 0, sql, buf, state, err, errlen);
+    if (rc == 0)
+        return fleet_pg_cmd(c, "RELEASE SAVEPOINT fleet_new", err, errlen);
+    if (strcmp(state, "23505") != 0) /* not unique_violation */
+        return rc;
+    *conflict = 1;
+    return fleet_pg_cmd(c, "ROLLBACK TO SAVEPOINT fleet_new", err, errlen);
+}
+
+/* Known keys through the staging table and the merge. */
+static int merge_known(fleet_pg *c, const fleet_batch *b, const push_plan *p, cbuf *buf,
+                       char *err, size_t errlen)
+{
+    char state[6];
+    int rc;
+    /* created in each transaction that needs it: behind a transaction-
+     * pooling proxy, the session that made it before may not be this one */
+    if ((rc = fleet_pg_cmd(c, stage_sql, err, errlen)) != 0 ||
+        (rc = copy_rows(c, b, p, 1, "COPY fleet_stage FROM STDIN (FORMAT binary)", buf, state,
+                        err, errlen)) != 0)
+        return rc;
+    return fleet_pg_cmd(c, merge_sql, err, errlen);
+}
+
+/* Send every key: new ones by COPY, known ones by the merge (see the top
+ * of the file). sel: scratch of p->nkeys. */
+static int send_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int *sel, char *err,
+                     size_t errlen)
+{
+    cbuf buf = {0};
+    int rc, n = 0, known = 0, all = 0, conflict = 0;
+    for (int k = 0; k < p->nkeys; k += PROBE_SAMPLE_STRIDE)
+        sel[n++] = k;
+    if (sel[n - 1] != p->nkeys - 1)
+        sel[n++] = p->nkeys - 1;
+    if ((rc = probe(c, p, sel, n, &known, err, errlen)) != 0)
+        goto out;
+    for (;;) {
+        if (known > 0 || conflict) {
+            for (int k = 0; k < p->nkeys; k++)
+                sel[k] = k;
+            if ((rc = probe(c, p, sel, p->nkeys, &n, err, errlen)) != 0)
+                goto out;
+            all = 1;
+        }
+        known = 0;
+        for (int k = 0; k < p->nkeys; k++)
+            known += p->keys[k].known;
+        if (known == p->nkeys || (rc = copy_new(c, b, p, &buf, &conflict, err, errlen)) != 0 ||
+            !conflict)
+            break;
+        if (all) { /* raced twice: let the merge sort it out */
+            for (int k = 0; k < p->nkeys; k++)
+                p->keys[k].known = 1;
+            known = p->nkeys;
+            break;
+        }
+    }
+    if (rc == 0 && known > 0)
+        rc = merge_known(c, b, p, &buf, err, errlen);
+out:
+    free(buf.p);
+    return rc;
+}
+
+/* The (model, stack, shape) groups of the keys, for the next refresh. The
+ * keys are sorted, so each group is one run; they are inserted in key
+ * order, so concurrent pushers take the row locks in one order and never
+ * deadlock. sel: scratch of p->nkeys. */
+static int mark_dirty(fleet_pg *c, const push_plan *p, int *sel, char *err, size_t errlen)
+{
+    static const char sql[] =
+        "INSERT INTO dirty SELECT * FROM unnest($1, $2, $3) AS g(m, s, h)"
+        " ORDER BY 1, 2, 3 ON CONFLICT DO NOTHING";
+    static const int fields[3] = {0, 1, 2};
+    int n = 0, rc = 0;
+    for (int k = 0; k < p->nkeys; k++)
+        if (k == 0 || memcmp(p->keys[k].k, p->keys[k - 1].k, 3 * sizeof(int)) != 0)
+            sel[n++] = k;
+    PGresult *r = exec_arrays(c, sql, p, fields, 3, sel, n);
+    if (r == NULL)
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    else if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = fleet_pg_fail(c, r, "fleet server (dirty groups)", err, errlen);
+    PQclear(r);
+    return rc;
+}
+
+/* Lock the source's row and read its watermark (inside the transaction). */
+static int source_lock(fleet_pg *c, const char *source, int64_t *seq, char *err,
+                       size_t errlen)
+{
+    const char *p[] = {source};
+    PGresult *r = PQexecParams(c->conn,
+                               "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) "
+                               "ON CONFLICT (id) DO NOTHING",
+                               1, NULL, p, NULL, NULL, 0);
+    int rc = 0;
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = fleet_pg_fail(c, r, "fleet server (source)", err, errlen);
+    PQclear(r);
+    if (rc != 0)
+        return rc;
+    r = PQexecParams(c->conn, "SELECT pushed_seq FROM sources WHERE id = $1 FOR UPDATE", 1,
+                     NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+        rc = fleet_pg_fail(c, r, "fleet server (source)", err, errlen);
+    else
+        *seq = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return rc;
+}
+
+static int watermark_set(fleet_pg *c, const char *source, int64_t last_seq, char *err,
+                         size_t errlen)
+{
+    char seq[24];
+    snprintf(seq, sizeof seq, "%" PRId64, last_seq);
+    const char *p[] = {source, seq};
+    PGresult *r = PQexecParams(c->conn,
+                               "UPDATE sources SET pushed_seq = $2, updated_at = now() "
+                               "WHERE id = $1",
+                               2, NULL, p, NULL, NULL, 0);
+    int rc = 0;
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = fleet_pg_fail(c, r, "fleet server (watermark)", err, errlen);
+    PQclear(r);
+    return rc;
+}
+
+/* Step 3: everything the server writes, in one transaction, rolled back
+ * on any failure. */
+static int push_tx(fleet_pg *c, const fleet_batch *b, push_plan *p, fleet_push_stats *stats,
+                   char *err, size_t errlen)
+{
+    int rc, *sel = malloc(sizeof *sel * (size_t)(p->nkeys > 0 ? p->nkeys : 1));
+    if (sel == NULL)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    if ((rc = fleet_pg_cmd(c, "BEGIN", err, errlen)) != 0)
+        goto out;
+    if (b->source != NULL) {
+        int64_t have = 0;
+        if ((rc = source_lock(c, b->source, &have, err, errlen)) != 0)
+            goto fail;
+        if (have >= b->last_seq) {
+            /* a push that committed before its pusher died: already here */
+            stats->skipped++;
+            rc = fleet_pg_cmd(c, "ROLLBACK", err, errlen);
+            goto out;
+        }
+    }
+    if (p->nkeys > 0 && ((rc = send_rows(c, b, p, sel, err, errlen)) != 0 ||
+                         (rc = mark_dirty(c, p, sel, err, errlen)) != 0))
+        goto fail;
+    if (b->source != NULL && (rc = watermark_set(c, b->source, b->last_seq, err, errlen)) != 0)
+        goto fail;
+    if ((rc = fleet_pg_cmd(c, "COMMIT", err, errlen)) != 0)
+        goto fail;
+    stats->sent += p->nkeys;
+    goto out;
+fail:
+    fleet_pg_rollback(c);
+out:
+    free(sel);
+    return rc;
+}
+
+int fleet_pg_push(fleet_pg *c, const fleet_batch *b, fleet_push_stats *stats, char *err,
+                  size_t errlen)
+{
+    push_plan p;
+    int rc;
+    if (c == NULL || b == NULL || stats == NULL)
+        return ATTUNE_EINVAL;
+    if ((rc = plan_init(&p, b)) != 0)
+        return attune_fail(err, errlen, rc, "out of memory");
+    check_dims(b, &p);
+    if ((rc = resolve_rows(c, b, &p, stats, err, errlen)) == 0) {
+        dedupe(&p);
+        rc = push_tx(c, b, &p, stats, err, errlen);
+    }
+    if (rc == 0 && p.first_bad[0])
+        snprintf(err, errlen, "%s", p.first_bad);
+    plan_free(&p);
+    return rc;
+}
+#endif
