@@ -4,11 +4,11 @@
  * Two queries in one read-only REPEATABLE READ transaction, so they see
  * the same refresh: the head (the stacks the model's aggregates name,
  * which stack was refreshed last, how many rows follow), then the rows
- * themselves in the order of the aggregates' primary key (model, stack,
- * shape, tactic): an index range scan that streams without a sort, read
- * in libpq's single-row mode with binary results (no float text on either
- * side), so the caller writes each row as it arrives and holds nothing but
- * the row. */
+ * themselves, in no particular order (a sort would hold back the first
+ * row until the last is read): a range of the aggregates' primary key,
+ * whose first column is the model, read in libpq's single-row mode with
+ * binary results (no float text on either side), so the caller writes
+ * each row as it arrives and holds nothing but the row. */
 #ifdef ATTUNE_HAVE_LIBPQ
 #include <inttypes.h>
 #include <math.h>
@@ -44,7 +44,7 @@ static const char rows_sql[] =
     " a.devices, a.spread, a.rel_err, a.max_abs_err, a.outliers, a.updated_at"
     " FROM aggregates a JOIN shapes sh ON sh.id = a.shape_id"
     " JOIN tactics t ON t.id = a.tactic_id"
-    " WHERE a.model_id = $1::int ORDER BY a.stack_id, a.shape_id, a.tactic_id";
+    " WHERE a.model_id = $1::int";
 
 /* rows_sql's column types (pg_type oids: int4 23, int8 20, text 25,
  * bool 16, float8 701): binary values are read by these. */

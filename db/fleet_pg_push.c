@@ -284,7 +284,10 @@ static int resolve_dims(fleet_pg *c, const fleet_batch *b, push_plan *p, int di,
 static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p,
                         fleet_push_stats *stats, char *err, size_t errlen)
 {
-    int di = -1, si = -1, rc;
+    int di = -1, si = -1, rc, shape = -1;
+    attn_shape last; /* the previous row's shape, whose id is shape: rows
+                      * come grouped by shape, and its text key is costly */
+    memset(&last, 0, sizeof last);
     for (int i = 0; i < b->nrows; i++) {
         const store_measurement *m = &b->rows[i];
         char canon[ATTN_TACTIC_STR_MAX], key[ATTN_SHAPE_KEY_MAX], why[ATTUNE_ERRLEN];
@@ -305,9 +308,14 @@ static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p,
             continue;
         }
         prow *pr = &p->keys[p->nkeys];
-        attn_shape_key(&m->shape, key, sizeof key);
+        if (shape < 0 || memcmp(&last, &m->shape, sizeof last) != 0) {
+            attn_shape_key(&m->shape, key, sizeof key);
+            if ((rc = fleet_pg_shape_dim(c, &m->shape, key, &shape, err, errlen)) != 0)
+                return rc;
+            last = m->shape;
+        }
+        pr->k[2] = shape;
         if ((rc = resolve_dims(c, b, p, di, si, err, errlen)) != 0 ||
-            (rc = fleet_pg_shape_dim(c, &m->shape, key, &pr->k[2], err, errlen)) != 0 ||
             (rc = fleet_pg_tactic_dim(c, canon, &pr->k[3], err, errlen)) != 0)
             return rc;
         pr->k[0] = p->dev_model[di];

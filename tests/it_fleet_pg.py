@@ -197,6 +197,33 @@ def test_push_pull_merge(pg, tmp):
     return dbs
 
 
+def test_new_and_known(pg, tmp):
+    """A push whose rows are mostly new with one the server already has:
+    the new ones go by COPY straight into measurements, and the known row,
+    missed by the sampled probe, makes that COPY fail and roll back to its
+    savepoint; then every row is probed and sent once."""
+    s1 = fleetlib.stack("560.35.03")
+    db = os.path.join(tmp, "mixed.db")
+    known = fleetlib.row(fleetlib.shape_of(0, sq=2040), fleetlib.TACTICS[5], s1, 10.0, T0)
+    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-mix-1", [known], [s1],
+                                                     name="Mixed GPU"), tmp)
+    run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    check(server_rows(pg, "GPU-mix-1") == 1, "the known row is on the server")
+    rows = [fleetlib.row(fleetlib.shape_of(0, sq=2000 + i), fleetlib.TACTICS[t], s1, 20.0,
+                         T0 + 10) for i in range(75) for t in range(8)]
+    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-mix-1", rows, [s1],
+                                                     name="Mixed GPU"), tmp, name="mix.json")
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    got = pg.sql("SELECT count(*), count(DISTINCT (m.shape_id, m.tactic_id)), min(m.time_us),"
+                 " max(m.time_us) FROM measurements m JOIN devices d ON d.id = m.device_id"
+                 " WHERE d.uid = 'GPU-mix-1'")
+    check(r.returncode == 0 and "pushed 600 rows" in r.stdout and got == ["600|600|20|20"],
+          "599 new rows and one newer known row arrive once each (%s; %s)"
+          % (r.stdout.strip(), got))
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    check(server_rows(pg, "GPU-mix-1") == 600, "a re-push changes nothing")
+
+
 def test_malformed(pg, tmp, dbs):
     db = dbs["GPU-m-2"]
     c = sqlite3.connect(db)
@@ -491,6 +518,7 @@ def main():
     try:
         test_credentials(pg, tmp)
         dbs = test_push_pull_merge(pg, tmp)
+        test_new_and_known(pg, tmp)
         test_malformed(pg, tmp, dbs)
         test_server_lost_commits(pg, tmp, dbs)
         drift_db = test_drift(pg, tmp)
