@@ -1,16 +1,22 @@
 /* fleet_bench.c -- the fleet server at scale: a synthetic fleet pushed
- * through attune's own push path (fleet_pg_push: COPY into a staging table,
- * one merge per device), then the aggregates and one device's pull.
+ * through attune's own push path (fleet_pg_push: binary COPY straight into
+ * measurements for a device's first push), then the aggregates, one
+ * device's pull (fleet_local_pull into a local SQLite store), a sibling's
+ * merged push and the pulls after it.
  *
  *   fleet_bench --fleet URL [--devices 1000] [--models 10] [--shapes 200]
  *               [--tactics 40] [--jobs 2] [--reset] [--db FILE]
+ *               [--server-pid PID]
  *
  * Defaults are issue 11's fleet: 1,000 devices of 10 models, 200 shapes,
  * 40 tactics = 8,000,000 rows. Each device is one push (8,000 rows, one
  * server transaction, its own watermark), --jobs connections push devices
  * in parallel as that many attuned would. Times: wall clock, printed with
- * rows/s. --reset drops attune's tables first (use a database of its own).
- * bench/fleet_bench.py starts a private PostgreSQL and runs this. */
+ * rows/s and the load average; with --server-pid (the postmaster) also the
+ * CPU time of the server's processes and of this client, which the
+ * neighbours on a shared machine do not change. --reset drops attune's
+ * tables first (use a database of its own). bench/fleet_bench.py starts a
+ * private PostgreSQL and runs this. */
 #include <inttypes.h>
 #include <math.h>
 #include <dirent.h>
@@ -118,6 +124,20 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The 1-minute load average (/proc/loadavg), -1 when unknown: on a shared
+ * machine it says how much of the wall time was the neighbours'. */
+static double load1(void)
+{
+    double v = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &v) != 1)
+            v = -1;
+        fclose(f);
+    }
+    return v;
 }
 
 /* 40 distinct canonical tactics: every variant family with its pads. */
@@ -254,8 +274,9 @@ static void pull_into(store *st, fleet_pg *c, const attn_device_info *d, int ref
     int64_t got = 0;
     double t0 = now_s(), scpu = server_cpu_s(), ccpu = client_cpu_s();
     CHECK(fleet_local_pull(st, c, d, 1, refresh_after_s, &got, err, sizeof err), "local pull");
-    printf("%s: %" PRId64 " rows in %.3f s (CPU server %.3f s, client %.3f s)\n", what, got,
-           now_s() - t0, server_cpu_s() - scpu, client_cpu_s() - ccpu);
+    printf("%s: %" PRId64 " rows in %.3f s (CPU server %.3f s, client %.3f s; load average "
+           "%.1f)\n",
+           what, got, now_s() - t0, server_cpu_s() - scpu, client_cpu_s() - ccpu, load1());
     fflush(stdout);
 }
 
@@ -263,25 +284,21 @@ static const char reset_sql[] =
     "DROP TABLE IF EXISTS attune_meta, models, devices, stacks, shapes, tactics, measurements,"
     " sources, dirty, aggregates, outliers CASCADE";
 
-int main(int argc, char **argv)
+static int parse_args(int argc, char **argv, int *reset, const char **dbpath)
 {
-    int reset = 0;
-    const char *dbpath = NULL;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(o, "--reset") == 0) {
-            reset = 1;
+            *reset = 1;
             continue;
         }
-        if (v == NULL) {
-            fprintf(stderr, "usage: see the header of bench/fleet_bench.c\n");
+        if (v == NULL)
             return 2;
-        }
         i++;
         if (strcmp(o, "--fleet") == 0)
             url = v;
         else if (strcmp(o, "--db") == 0)
-            dbpath = v;
+            *dbpath = v;
         else if (strcmp(o, "--devices") == 0)
             ndev = atoi(v);
         else if (strcmp(o, "--models") == 0)
@@ -294,15 +311,113 @@ int main(int argc, char **argv)
             jobs = atoi(v);
         else if (strcmp(o, "--server-pid") == 0)
             server_pid = atoi(v);
-        else {
-            fprintf(stderr, "unknown option %s\n", o);
+        else
             return 2;
-        }
     }
     if (url == NULL || ndev < 1 || nmodels < 1 || nshapes < 1 || ntactics < 1 ||
-        ntactics > 40 || jobs < 1 || jobs > 64) {
+        ntactics > 40 || jobs < 1 || jobs > 64)
+        return 2;
+    return 0;
+}
+
+/* Every device pushes its rows, jobs connections at a time. */
+static void push_all(void)
+{
+    int64_t total = (int64_t)ndev * nshapes * ntactics;
+    printf("fleet: %d devices x %d models, %d shapes x %d tactics = %" PRId64
+           " rows, %d push connections\n",
+           ndev, nmodels, nshapes, ntactics, total, jobs);
+    fflush(stdout);
+    double t0 = now_s(), scpu = server_cpu_s(), ccpu = client_cpu_s(), l0 = load1();
+    pthread_t th[64];
+    for (int j = 0; j < jobs; j++)
+        pthread_create(&th[j], NULL, pusher, NULL);
+    for (int j = 0; j < jobs; j++)
+        pthread_join(th[j], NULL);
+    double push_s = now_s() - t0;
+    double sent = (double)atomic_load(&rows_sent);
+    printf("push: %.0f rows in %.1f s = %.0f rows/s (%.1f ms per %d-row device push; load "
+           "average %.1f before, %.1f after)\n",
+           sent, push_s, sent / push_s, 1e3 * push_s * jobs / ndev, nshapes * ntactics, l0,
+           load1());
+    /* On a shared machine wall time says as much about the neighbours as
+     * about the push: CPU time per row does not. */
+    if (server_pid > 0) {
+        double gen = 1e-6 * (double)atomic_load(&gen_cpu_us);
+        double s_cpu = server_cpu_s() - scpu, c_cpu = client_cpu_s() - ccpu - gen;
+        printf("push CPU: server %.1f s + client %.1f s = %.2f us per row, %.0f rows per "
+               "CPU-second (client excludes %.1f s making the synthetic rows)\n",
+               s_cpu, c_cpu, 1e6 * (s_cpu + c_cpu) / sent, sent / (s_cpu + c_cpu), gen);
+    }
+    fflush(stdout);
+}
+
+/* One pull of d's model read and decoded, not stored: the server's part. */
+static void pull_stream(fleet_pg *c, const attn_device_info *d)
+{
+    char err[512] = "";
+    double t0 = now_s(), scpu = server_cpu_s(), ccpu = client_cpu_s();
+    fleet_pg_pull *pl = NULL;
+    int64_t nrows = 0;
+    store_measurement m;
+    int more;
+    CHECK(fleet_pg_pull_open(c, d, 0, &pl, err, sizeof err), "pull");
+    while (pl != NULL && (more = fleet_pg_pull_next(pl, &m, err, sizeof err)) != 0) {
+        CHECK(more < 0 ? more : 0, "pull row");
+        nrows++;
+    }
+    fleet_pg_pull_close(pl);
+    printf("pull (server query + rows decoded, not stored): %" PRId64 " aggregate rows of one "
+           "model in %.3f s (CPU server %.3f s, client %.3f s; load average %.1f)\n",
+           nrows, now_s() - t0, server_cpu_s() - scpu, client_cpu_s() - ccpu, load1());
+}
+
+/* A sibling of d0 pushes fresh numbers (8000 rows, every one merged),
+ * then d0's host pulls into st (may be NULL: no local store): as attuned
+ * does (the model was just refreshed: the aggregates as they are), then
+ * after the refresh that push made due (every row replaced). */
+static void sibling_then_pull(fleet_pg *c, store *st, const attn_device_info *d0)
+{
+    char err[512] = "";
+    int per = nshapes * ntactics, dev = nmodels; /* model 0, not device 0 */
+    store_measurement *rows = malloc(sizeof *rows * (size_t)per);
+    attn_device_info d;
+    if (rows == NULL)
+        exit(1);
+    model_of(dev, &d);
+    device_rows(dev, rows);
+    for (int i = 0; i < per; i++)
+        rows[i].taken_at += 86400;
+    const char *hosts[] = {"host"};
+    fleet_batch b = {.devices = &d, .device_hosts = hosts, .ndevices = 1, .stacks = &stack,
+                     .nstacks = 1, .rows = rows, .nrows = per};
+    fleet_push_stats ps = {0, 0, 0};
+    double t0 = now_s(), scpu = server_cpu_s();
+    CHECK(fleet_pg_push(c, &b, &ps, err, sizeof err), "re-push");
+    printf("a sibling's push of %d newer rows (merged): %.3f s (server CPU %.3f s)\n", per,
+           now_s() - t0, server_cpu_s() - scpu);
+    if (st != NULL)
+        pull_into(st, c, d0, 300, "attuned's pull after it (no refresh due)");
+    int64_t g = 0;
+    t0 = now_s();
+    scpu = server_cpu_s();
+    CHECK(fleet_pg_refresh(c, d0, &g, err, sizeof err), "refresh");
+    printf("refresh of the model after that push: %" PRId64 " groups in %.3f s "
+           "(server CPU %.3f s)\n",
+           g, now_s() - t0, server_cpu_s() - scpu);
+    if (st != NULL)
+        pull_into(st, c, d0, 300, "pull after the refresh (every row replaced)");
+    free(rows);
+}
+
+int main(int argc, char **argv)
+{
+    int reset = 0;
+    const char *dbpath = NULL;
+    if (parse_args(argc, argv, &reset, &dbpath) != 0) {
         fprintf(stderr, "usage: fleet_bench --fleet URL [--devices N] [--models N] "
-                        "[--shapes N] [--tactics N<=40] [--jobs N] [--reset] [--db FILE]\n");
+                        "[--shapes N] [--tactics N<=40] [--jobs N] [--reset] [--db FILE] "
+                        "[--server-pid PID]\n");
         return 2;
     }
     make_tactics();
@@ -321,104 +436,26 @@ int main(int argc, char **argv)
         fleet_pg_close(c);
     }
     CHECK(fleet_pg_connect(url, &c, err, sizeof err), "connect");
-    int64_t total = (int64_t)ndev * nshapes * ntactics;
-    printf("fleet: %d devices x %d models, %d shapes x %d tactics = %" PRId64
-           " rows, %d push connections\n",
-           ndev, nmodels, nshapes, ntactics, total, jobs);
-    fflush(stdout);
+    push_all();
 
-    double t0 = now_s(), scpu = server_cpu_s(), ccpu = client_cpu_s();
-    pthread_t th[64];
-    for (int j = 0; j < jobs; j++)
-        pthread_create(&th[j], NULL, pusher, NULL);
-    for (int j = 0; j < jobs; j++)
-        pthread_join(th[j], NULL);
-    double push_s = now_s() - t0;
-    double sent = (double)atomic_load(&rows_sent);
-    printf("push: %.0f rows in %.1f s = %.0f rows/s (%.1f ms per %d-row device push)\n", sent,
-           push_s, sent / push_s, 1e3 * push_s * jobs / ndev, nshapes * ntactics);
-    /* On a shared machine wall time says as much about the neighbours as
-     * about the push: CPU time per row does not. */
-    if (server_pid > 0) {
-        double gen = 1e-6 * (double)atomic_load(&gen_cpu_us);
-        double s_cpu = server_cpu_s() - scpu, c_cpu = client_cpu_s() - ccpu - gen;
-        printf("push CPU: server %.1f s + client %.1f s = %.2f us per row, %.0f rows per "
-               "CPU-second (client excludes %.1f s making the synthetic rows)\n",
-               s_cpu, c_cpu, 1e6 * (s_cpu + c_cpu) / sent, sent / (s_cpu + c_cpu), gen);
-    }
-    fflush(stdout);
-
-    /* a re-push of one device: idempotent, and its cost */
     attn_device_info d0;
     model_of(0, &d0);
-    t0 = now_s();
-    scpu = server_cpu_s();
+    double t0 = now_s(), scpu = server_cpu_s();
     int64_t groups = 0;
     CHECK(fleet_pg_refresh(c, NULL, &groups, err, sizeof err), "refresh");
-    double agg_s = now_s() - t0;
     printf("aggregates: %" PRId64 " (model, stack, shape) groups from %" PRId64
            " rows in %.1f s (server CPU %.1f s)\n",
-           groups, total, agg_s, server_cpu_s() - scpu);
+           groups, (int64_t)ndev * nshapes * ntactics, now_s() - t0, server_cpu_s() - scpu);
     fflush(stdout);
 
-    /* the rows a pull streams, read and decoded but not stored */
-    t0 = now_s();
-    scpu = server_cpu_s();
-    ccpu = client_cpu_s();
-    fleet_pg_pull *pl = NULL;
-    int64_t nrows = 0;
-    CHECK(fleet_pg_pull_open(c, &d0, 0, &pl, err, sizeof err), "pull");
-    store_measurement m;
-    int more;
-    while (pl != NULL && (more = fleet_pg_pull_next(pl, &m, err, sizeof err)) != 0) {
-        CHECK(more < 0 ? more : 0, "pull row");
-        nrows++;
-    }
-    fleet_pg_pull_close(pl);
-    printf("pull (server query + rows decoded, not stored): %" PRId64 " aggregate rows of one "
-           "model in %.3f s (CPU server %.3f s, client %.3f s)\n",
-           nrows, now_s() - t0, server_cpu_s() - scpu, client_cpu_s() - ccpu);
-
+    pull_stream(c, &d0);
     store *st = NULL;
     if (dbpath != NULL) {
         unlink(dbpath);
         CHECK(store_open(dbpath, 1, &st, err, sizeof err), "store_open");
         pull_into(st, c, &d0, 0, "pull into a fresh local SQLite store");
     }
-
-    /* a sibling pushes fresh numbers (one device, 8000 rows), then a device
-     * of its model pulls: the pull refreshes the groups that push dirtied */
-    {
-        int per = nshapes * ntactics;
-        store_measurement *rows = malloc(sizeof *rows * (size_t)per);
-        int dev = nmodels; /* model 0, not device 0 */
-        attn_device_info d;
-        model_of(dev, &d);
-        device_rows(dev, rows);
-        for (int i = 0; i < per; i++)
-            rows[i].taken_at += 86400;
-        const char *hosts[] = {"host"};
-        fleet_batch b = {.devices = &d, .device_hosts = hosts, .ndevices = 1,
-                         .stacks = &stack, .nstacks = 1, .rows = rows, .nrows = per};
-        fleet_push_stats ps = {0, 0, 0};
-        t0 = now_s();
-        CHECK(fleet_pg_push(c, &b, &ps, err, sizeof err), "re-push");
-        printf("a sibling's push of %d newer rows (merged): %.3f s\n", per, now_s() - t0);
-        /* attuned's pull: the model was refreshed just now, so it reads
-         * the aggregates as they are (every row already stored: kept) */
-        if (st != NULL)
-            pull_into(st, c, &d0, 300, "attuned's pull after it (no refresh due)");
-        int64_t g = 0;
-        t0 = now_s();
-        scpu = server_cpu_s();
-        CHECK(fleet_pg_refresh(c, &d0, &g, err, sizeof err), "refresh");
-        printf("refresh of the model after that push: %" PRId64 " groups in %.3f s "
-               "(server CPU %.3f s)\n", g, now_s() - t0, server_cpu_s() - scpu);
-        /* every aggregate of the model is newer now: each row replaced */
-        if (st != NULL)
-            pull_into(st, c, &d0, 300, "pull after the refresh (every row replaced)");
-        free(rows);
-    }
+    sibling_then_pull(c, st, &d0);
     store_close(st);
     fleet_pg_info info;
     CHECK(fleet_pg_info_get(c, NULL, &info, err, sizeof err), "info");
