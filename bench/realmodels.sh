@@ -25,7 +25,8 @@
 # On the GPU machine: tests/gpu/run.sh --no-tests --realmodels (device 0).
 # On the CPU, to try the script itself:
 #   bench/realmodels.sh --device cpu --train grids/cpu-loo.json --hold grids/cpu-small.json
-# Writes $OUT/realmodels.txt (everything printed) and
+# Writes $OUT/realmodels.txt (everything printed), realmodels-before.json
+# and realmodels-miss.json (the answers of steps 2 and 3) and
 # $OUT/realmodels-table.json (the tuned rows as fleet JSON: rerun step 5
 # anywhere with `attune import` + `attune loo --grid TRAIN --holdout HOLD`).
 # Exit 0 when every step ran (the figures are reported, not judged).
@@ -70,7 +71,7 @@ say "tuned in $(($(date +%s) - t0)) s"
 
 say "step 2: answers before tuning (tune on miss off)"
 start_daemon --no-tune-on-miss || exit 1
-python3 - "$port" "$DEVICE" "$HOLD" >"$dir/before.json" <<'PY' || { say "queries failed"; exit 1; }
+python3 - "$port" "$DEVICE" "$HOLD" >"$OUT/realmodels-before.json" <<'PY' || { say "queries failed"; exit 1; }
 import json, sys, urllib.request
 port, dev, grid = sys.argv[1:4]
 out = []
@@ -85,7 +86,7 @@ stop_daemon
 
 say "step 3: tune on miss: ask, 3 s later ask again, one shape at a time"
 start_daemon || exit 1
-python3 - "$port" "$DEVICE" "$HOLD" "$BUILD/attune" >"$dir/miss.json" 2>>"$TXT" <<'PY' || { say "miss check failed"; exit 1; }
+python3 - "$port" "$DEVICE" "$HOLD" "$BUILD/attune" >"$OUT/realmodels-miss.json" 2>>"$TXT" <<'PY' || { say "miss check failed"; exit 1; }
 import json, subprocess, sys, time, urllib.request
 port, dev, grid, attune = sys.argv[1:5]
 def ask(key):
@@ -130,7 +131,7 @@ say "step 4: complete the held-out shapes' tuning"
 say "tuned ($(($(date +%s) - t0)) s)"
 
 say "step 5: regret of the answers given before tuning"
-python3 - "$OUT/realmodels-table.json" "$dir/before.json" "$dir/miss.json" <<'PY' | tee -a "$TXT"
+python3 - "$OUT/realmodels-table.json" "$OUT/realmodels-before.json" "$OUT/realmodels-miss.json" <<'PY' | tee -a "$TXT"
 import json, math, statistics, sys
 table, before, miss = (json.load(open(p)) for p in sys.argv[1:4])
 bound = {"f16": 5e-3, "bf16": 3e-2, "f32": 1e-4}  # select_max_rel_err's defaults
