@@ -270,6 +270,57 @@ static void every_answer_should_be_listed_on(const attn_device *dev)
     predict_free(pm);
 }
 
+/* A GPU of 132 SMs where a block's time does not depend on how many share
+ * its SM, so a grid runs ceil(blocks / slots) waves: the 128x64 tile (2
+ * blocks per SM) does a row in 3/4 of the time the 64x64 tile (3 per SM)
+ * takes. Trained on shapes whose block counts fill their waves about as
+ * well for both tiles, the model must still pick the tile that fills the
+ * SMs on b1.hq20.sq1500 (240 blocks of 128 rows: one wave of 264 slots;
+ * 480 of 64: two waves of 396), where it wins by 1.3x: the wave model
+ * knows it from the SM count; without the device the model picks the
+ * other tile, which wins on all four training shapes. */
+static double wave_time(const attn_shape *s, int tile, int per_sm, double per_row_us)
+{
+    double blocks = (double)(s->b * s->hq) * (double)((s->sq + tile - 1) / tile);
+    double waves = ceil(blocks / (132.0 * per_sm));
+    return 3 + waves * tile * per_row_us * (double)s->skv / 1000.0;
+}
+
+static void wave_model_should_pick_the_tile_that_fills_the_sms(void)
+{
+    const char *big = "fused/pad=1/tile=128x64/warps=4", *small = "fused/pad=1/tile=64x64/warps=4";
+    const attn_shape train[] = {shp(4, 8, 8, 1500, 1500, 64, ATTN_F16, 0),
+                                shp(8, 12, 12, 512, 512, 64, ATTN_F16, 0),
+                                shp(32, 12, 12, 197, 197, 64, ATTN_F16, 0),
+                                shp(8, 16, 16, 577, 577, 64, ATTN_F16, 0)};
+    store_measurement m[8];
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        m[n++] = row(&train[i], big, wave_time(&train[i], 128, 2, 0.75), 3e-4);
+        m[n++] = row(&train[i], small, wave_time(&train[i], 64, 3, 1.0), 3e-4);
+    }
+    attn_device_info h200;
+    memset(&h200, 0, sizeof h200);
+    snprintf(h200.kind, sizeof h200.kind, "cuda");
+    h200.cc_major = 9;
+    h200.sm_count = 132;
+    predict_model *pm = predict_build_on(m, n, "stack-a", NULL, &h200);
+    attn_tactic c[2] = {tac(small), tac(big)};
+    attn_shape s = shp(1, 20, 20, 1500, 1500, 64, ATTN_F16, 0);
+    double tb = wave_time(&s, 128, 2, 0.75), ts = wave_time(&s, 64, 3, 1.0);
+    CHECK_MSG(ts > 1.25 * tb, "the test's own premise: %g vs %g", ts, tb);
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &s, c, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, big);
+    CHECK_MSG(a.time_us > 0.8 * tb && a.time_us < 1.25 * tb, "predicted %g, true %g", a.time_us, tb);
+    predict_free(pm);
+    /* the same rows without the device: no wave model, the other tile */
+    pm = predict_build(m, n, "stack-a", NULL);
+    CHECK_EQ_INT(predict_answer_for(pm, &s, c, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, small);
+    predict_free(pm);
+}
+
 /* Every device of this host: the CPU, and each GPU where one is present
  * (tests/gpu/run.sh runs this test on the GPU machine too). */
 static void every_answer_should_be_a_listed_tactic(void)
@@ -288,6 +339,7 @@ int main(void)
     RUN(split_count_should_follow_the_grid);
     RUN(inaccurate_family_should_not_be_answered);
     RUN(other_stack_should_answer_stale);
+    RUN(wave_model_should_pick_the_tile_that_fills_the_sms);
     RUN(every_answer_should_be_a_listed_tactic);
     return test_summary();
 }

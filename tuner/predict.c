@@ -28,6 +28,9 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
 /* Inverse squared distance, softened so an almost identical shape does not
  * take all the weight from an equally good one a hair farther. */
 #define W_SOFT 0.1
+/* Prior weight of a candidate's slowdown, as a share of all neighbours'
+ * weight (shrink_w). */
+#define EVIDENCE_SHARE 0.25
 /* A candidate is eligible when at least this share of the weight of the
  * neighbours that measured its family found it eligible. */
 #define ELIG_SHARE 0.5
@@ -83,7 +86,7 @@ struct predict_model {
     char (*fams)[ATTN_TACTIC_STR_MAX]; /* sorted, unique */
     int nfams;
     double peak_flops, peak_bytes, lat_us; /* per microsecond */
-    double (*fam_peak)[2]; /* per family: the FLOP/s and bytes/s it reached */
+    double *fam_flops; /* per family: the FLOP/s per busy wave slot it reached */
     int sms;           /* SMs of a CUDA device; 0: no wave model */
     double smem_sm;    /* shared memory per SM, bytes */
     int threads_sm;    /* resident threads per SM */
@@ -133,18 +136,18 @@ static int64_t kernel_dim(const attn_tactic *t, int64_t d)
     return k < d ? d : k;
 }
 
-/* Query rows per query head that t computes on s: a tiled kernel runs
- * whole row tiles of the real rows (split KV: of the group's folded rows,
- * so a decode step of group 4 fills 4 of 16), never the pad's rows; a GEMM
- * variant computes the padded buffer; others the real rows. */
+/* Query rows per query head that t computes on s: a tensor-core kernel
+ * computes rows 16 at a time (the MMA's M) from the real rows (split KV:
+ * the group's folded rows, so a decode step of group 4 fills 4 of 16),
+ * never the pad's rows; a GEMM variant computes the padded buffer; others
+ * the real rows. */
 static double rows_computed(const attn_shape *s, const attn_tactic *t)
 {
-    int64_t tm = t->tile_m;
-    if (tm > 0 && t->variant == ATTN_FUSED)
-        return (double)((s->sq + tm - 1) / tm * tm);
-    if (tm > 0 && t->variant == ATTN_FUSED_SPLITKV) {
+    if (t->tile_m > 0 && t->variant == ATTN_FUSED)
+        return (double)attn_round_up(s->sq, 16);
+    if (t->tile_m > 0 && t->variant == ATTN_FUSED_SPLITKV) {
         int64_t g = attn_shape_group(s);
-        return (double)((g * s->sq + tm - 1) / tm * tm) / (double)g;
+        return (double)attn_round_up(g * s->sq, 16) / (double)g;
     }
     if (dense_variant(t->variant))
         return (double)attn_round_up(s->sq, t->pad > 1 ? t->pad : 1);
@@ -174,12 +177,20 @@ static double split_grid(const attn_shape *s, int tile_m)
     return (double)(s->b * s->hkv) * (double)((attn_shape_group(s) * s->sq + tm - 1) / tm);
 }
 
+/* cuDNN's tiling is not in its tactic: its SDPA engines for sm_90 are
+ * taken to be FlashAttention-3-like, as the sm90a kernel here (128 query
+ * rows per block, one block per SM), so a shape that leaves most SMs idle
+ * is no cheaper for it than for the tiled kernels that know it. */
+#define CUDNN_TILE_ROWS 128
+
 /* Blocks tactic t launches on s (cuda_fused.cu: b * hq * row blocks); 0
  * when t is not a tiled prefill kernel. Split-KV tactics are left out: the
  * split count already sets their grid (it transfers by grid, above), and
  * their decode shapes are bound by bytes, not by compute slots. */
 static double grid_blocks(const attn_shape *s, const attn_tactic *t)
 {
+    if (t->variant == ATTN_CUDNN)
+        return (double)(s->b * s->hq) * (double)((s->sq + CUDNN_TILE_ROWS - 1) / CUDNN_TILE_ROWS);
     if (t->tile_m <= 0 || t->warps <= 0 || t->variant != ATTN_FUSED)
         return 0;
     int64_t sqp = attn_round_up(s->sq, t->pad > 1 ? t->pad : 1);
@@ -190,6 +201,8 @@ static double grid_blocks(const attn_shape *s, const attn_tactic *t)
  * the thread, shared memory and register limits, at least 1. */
 static int blocks_per_sm(const predict_model *pm, const attn_tactic *t, int64_t d)
 {
+    if (t->variant == ATTN_CUDNN)
+        return 1;
     double threads = 32.0 * t->warps;
     int64_t dk = kernel_dim(t, d);
     int stages = t->stages > 1 ? t->stages : 1;
@@ -213,18 +226,19 @@ static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_
 }
 
 /* Roofline cost in microseconds of s run by t (family fam, -1 if none) on
- * the model's device: at the rates the family reached on any shape, the
- * compute side stretched by the waves' idle slots. A family's own peaks,
- * not the device's: a split-KV decode kernel that never went past a few
- * TFLOP/s on decode shapes is not credited the prefill kernels' 500 when
- * asked for 50 queries of d = 256 (it ran 9x its device roofline there). */
+ * the model's device: FLOPs at the rate the family reached on any shape,
+ * stretched by the waves' idle slots; bytes at the device's best rate. The
+ * family's own FLOP peak, not the device's: a split-KV decode kernel that
+ * never went past a few TFLOP/s on decode shapes is not credited the
+ * prefill kernels' 500 when asked for 50 queries of d = 256 (it ran 9x
+ * its device roofline there). Bytes at the device's: a prefill kernel
+ * measured only on compute-bound shapes never showed its byte rate. */
 static double cost_of(const predict_model *pm, const attn_shape *s, const attn_tactic *t, int fam)
 {
     double fl, by;
     work_of(s, t, &fl, &by);
-    double pf = fam >= 0 ? pm->fam_peak[fam][0] : pm->peak_flops;
-    double pb = fam >= 0 ? pm->fam_peak[fam][1] : pm->peak_bytes;
-    return fmax(fl / pf / wave_eff(pm, s, t), by / pb) + pm->lat_us;
+    double pf = fam >= 0 ? pm->fam_flops[fam] : pm->peak_flops;
+    return fmax(fl / pf / wave_eff(pm, s, t), by / pm->peak_bytes) + pm->lat_us;
 }
 
 static void features(const attn_shape *s, double f[5])
@@ -363,7 +377,7 @@ void predict_free(predict_model *pm)
     free(pm->shapes);
     free(pm->rows);
     free(pm->fams);
-    free(pm->fam_peak);
+    free(pm->fam_flops);
     free(pm);
 }
 
@@ -526,15 +540,16 @@ static void parse_rows(predict_model *pm, const store_measurement *const *m, con
     }
 }
 
-/* The roofline: the best rates any ok row reached, on the device and per
- * family (as run: a row's waves' idle slots are not discounted, or a
- * few-block decode row would claim a peak no kernel reaches); the launch
- * floor: half the fastest row. A family without an ok row gets the
- * device's. 0 or ATTUNE_ENOMEM. */
+/* The roofline: the best rates any ok row reached on the device (as run);
+ * per family the best FLOP rate per busy wave slot any of its rows reached
+ * (its FLOP/s over its wave efficiency: a family measured only where a
+ * shape left most slots idle is not judged by that), at most the
+ * device's; the launch floor: half the fastest row. A family without an
+ * ok row gets the device's. 0 or ATTUNE_ENOMEM. */
 static int roofline(predict_model *pm, const store_measurement *const *m, const int *pick)
 {
     double tmin = INFINITY;
-    if ((pm->fam_peak = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), sizeof *pm->fam_peak)) == NULL)
+    if ((pm->fam_flops = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), sizeof *pm->fam_flops)) == NULL)
         return ATTUNE_ENOMEM;
     pm->peak_flops = pm->peak_bytes = 0;
     for (int k = 0; k < pm->nrows; k++) {
@@ -546,8 +561,8 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         work_of(&r->shape, &row->t, &fl, &by);
         pm->peak_flops = fmax(pm->peak_flops, fl / tm);
         pm->peak_bytes = fmax(pm->peak_bytes, by / tm);
-        pm->fam_peak[row->fam][0] = fmax(pm->fam_peak[row->fam][0], fl / tm);
-        pm->fam_peak[row->fam][1] = fmax(pm->fam_peak[row->fam][1], by / tm);
+        pm->fam_flops[row->fam] =
+            fmax(pm->fam_flops[row->fam], fl / tm / wave_eff(pm, &r->shape, &row->t));
         tmin = fmin(tmin, tm);
     }
     if (!(pm->peak_flops > 0 && pm->peak_bytes > 0 && isfinite(tmin))) {
@@ -556,9 +571,8 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
     }
     pm->lat_us = 0.5 * tmin;
     for (int f = 0; f < pm->nfams; f++)
-        for (int i = 0; i < 2; i++)
-            if (!(pm->fam_peak[f][i] > 0))
-                pm->fam_peak[f][i] = i == 0 ? pm->peak_flops : pm->peak_bytes;
+        pm->fam_flops[f] = pm->fam_flops[f] > 0 ? fmin(pm->fam_flops[f], pm->peak_flops)
+                                                : pm->peak_flops;
     return 0;
 }
 
@@ -717,6 +731,21 @@ static int row_eligible(const predict_model *pm, const pm_shape *sh, const pm_ro
     return 1;
 }
 
+/* The weight of the prior in a candidate's slowdown: a share of all the
+ * neighbours' weight, so a family the nearest shapes did not measure
+ * (their backend did not list it there: cuDNN lists other engines per
+ * shape, a pad that changes nothing is left out) does not win on the
+ * word of far ones alone; the prior is log 2, what a failed row counts. */
+static double shrink_w(const neigh *nb, int nnb)
+{
+    double wall = 0;
+    for (int j = 0; j < nnb; j++) {
+        double d = nb[j].dist + W_SOFT;
+        wall += 1.0 / (d * d);
+    }
+    return EVIDENCE_SHARE * wall;
+}
+
 /* Estimate candidate t (family fam) on s from the neighbours that
  * measured its family (a neighbour without it does not list it: no
  * evidence either way): its time from the efficiency they reached; its
@@ -784,7 +813,7 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
     double cost = cost_of(pm, s, t, fam);
     if (wt > 0) {
         e.t = exp(st / wt) * cost;
-        e.score = srr / wr + log(cost);
+        e.score = (srr + shrink_w(nb, nnb) * log(2.0)) / (wr + shrink_w(nb, nnb)) + log(cost);
     }
     if (we > 0)
         e.ne = exp(se / we);

@@ -10,11 +10,12 @@
  *
  * Every measured row becomes an efficiency: the log of its time over a
  * roofline cost of its shape for its tactic,
- *     cost = max(flops / (P_f * W), bytes / B_f) + L
- * with P_f and B_f the highest FLOP/s and bytes/s any row of its family
- * reached on the device (a family is credited only the rates it showed:
- * a split-KV decode kernel is not costed at the prefill kernels' peak)
- * and L the launch floor (half the fastest time), so decode-like shapes
+ *     cost = max(flops / (P_f * W), bytes / B) + L
+ * with P_f the highest FLOP/s per busy wave slot any row of its family
+ * reached on the device (a family is credited only the rate it showed: a
+ * split-KV decode kernel is not costed at the prefill kernels' peak), B
+ * the highest bytes/s any row reached and L the launch floor (half the
+ * fastest time), so decode-like shapes
  * (few queries per key) are costed by their bytes and prefill by their
  * FLOPs. The FLOPs count the rows the tactic computes (whole row tiles of
  * a tiled kernel, the padded buffer of a GEMM variant), against the
@@ -24,15 +25,18 @@
  * W is the wave efficiency of a tiled prefill kernel on a CUDA device
  * whose SM count the model knows (predict_build_dev): blocks / (SMs x
  * resident blocks per SM) over its ceiling, the resident blocks estimated
- * from the tile's threads, shared memory and accumulator registers; it is
- * what decides between tiles (128x64 vs 64x64) that the shapes' sizes
- * alone do not.
+ * from the tile's threads, shared memory and accumulator registers
+ * (cuDNN's tiling is not in its tactic: taken as 128 rows, one block per
+ * SM); it is what decides between tiles (128x64 vs 64x64) that the
+ * shapes' sizes alone do not.
  *
  * To answer shape s, the K measured shapes nearest to s in log-shape space (b*hkv,
  * group size, sq, skv, d, plus a step for another dtype or causality) are
  * weighted by inverse squared distance. A candidate tactic's rank is its
  * weighted slowdown against the best tactic of each neighbour that
- * measured its family, plus the log of its cost on s; its predicted time
+ * measured its family (shrunk toward 2x by a quarter of all neighbours'
+ * weight: a family the nearest shapes did not list does not win on the
+ * word of far ones alone), plus the log of its cost on s; its predicted time
  * is those neighbours' efficiency times its cost on s; its predicted error
  * is their error in units of each dtype's default bound. The answer is
  * the best-ranked candidate that most of those neighbours' weight found
