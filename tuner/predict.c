@@ -136,18 +136,26 @@ static int64_t kernel_dim(const attn_tactic *t, int64_t d)
     return k < d ? d : k;
 }
 
-/* Query rows per query head that t computes on s: a tensor-core kernel
- * computes rows 16 at a time (the MMA's M) from the real rows (split KV:
- * the group's folded rows, so a decode step of group 4 fills 4 of 16),
- * never the pad's rows; a GEMM variant computes the padded buffer; others
- * the real rows. */
+/* cuDNN's tiling is not in its tactic: its SDPA engines for sm_90 are
+ * taken to be FlashAttention-3-like, as the sm90a kernel here (128 query
+ * rows per block, one block per SM), so a shape that leaves most SMs idle
+ * is no cheaper for it than for the tiled kernels that know it. */
+#define CUDNN_TILE_ROWS 128
+
+/* Query rows per query head that t computes on s: a tiled kernel computes
+ * whole row tiles of the real rows (split KV: of the group's folded rows,
+ * so a decode step of group 4 fills 4 of 16), never the pad's rows: on
+ * the H200 a decode step (sq = 1) took 151 us with 128-row tiles, 97 with
+ * 64-row ones; cuDNN is taken to tile by 128 rows (CUDNN_TILE_ROWS); a
+ * GEMM variant computes the padded buffer; others the real rows. */
 static double rows_computed(const attn_shape *s, const attn_tactic *t)
 {
-    if (t->tile_m > 0 && t->variant == ATTN_FUSED)
-        return (double)attn_round_up(s->sq, 16);
-    if (t->tile_m > 0 && t->variant == ATTN_FUSED_SPLITKV) {
+    int64_t tm = t->tile_m;
+    if (tm > 0 && t->variant == ATTN_FUSED)
+        return (double)attn_round_up(s->sq, tm);
+    if (tm > 0 && t->variant == ATTN_FUSED_SPLITKV) {
         int64_t g = attn_shape_group(s);
-        return (double)attn_round_up(g * s->sq, 16) / (double)g;
+        return (double)attn_round_up(g * s->sq, tm) / (double)g;
     }
     if (dense_variant(t->variant))
         return (double)attn_round_up(s->sq, t->pad > 1 ? t->pad : 1);
@@ -177,11 +185,6 @@ static double split_grid(const attn_shape *s, int tile_m)
     return (double)(s->b * s->hkv) * (double)((attn_shape_group(s) * s->sq + tm - 1) / tm);
 }
 
-/* cuDNN's tiling is not in its tactic: its SDPA engines for sm_90 are
- * taken to be FlashAttention-3-like, as the sm90a kernel here (128 query
- * rows per block, one block per SM), so a shape that leaves most SMs idle
- * is no cheaper for it than for the tiled kernels that know it. */
-#define CUDNN_TILE_ROWS 128
 
 /* Blocks tactic t launches on s (cuda_fused.cu: b * hq * row blocks); 0
  * when t is not a tiled prefill kernel. Split-KV tactics are left out: the
@@ -222,7 +225,21 @@ static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_
         return 1.0;
     double slots = (double)pm->sms * blocks_per_sm(pm, t, s->d);
     double waves = blocks / slots;
-    return waves / ceil(waves);
+    if (!s->causal)
+        return waves / ceil(waves);
+    /* Causal: row tile j sees the keys up to its last row, a share
+     * w_j = (skv - sq + (j + 1) tm) / skv of them, from w_min (the first)
+     * to 1, f on average. A block is its w_min part, run in whole waves,
+     * plus the rest, balanced over the slots but for half the largest
+     * (the SMs that took the last row tiles finish last): the sm90a d=256
+     * kernel ran 2048 causal rows at 386 TFLOP/s per busy slot by the
+     * equal-blocks waves, 556 on 968 rows without a mask. */
+    double tm = t->variant == ATTN_CUDNN ? CUDNN_TILE_ROWS : t->tile_m;
+    double n = ceil((double)s->sq / tm), c = (double)(s->skv - s->sq);
+    double wmin = fmin(fmax((c + tm) / (double)s->skv, 0.0), 1.0);
+    double f = fmin(fmax((c + tm * (n + 1) / 2) / (double)s->skv, wmin), 1.0);
+    double time = ceil(waves) * wmin + waves * (f - wmin) + 0.5 * (1 - wmin);
+    return waves * f / time;
 }
 
 /* Roofline cost in microseconds of s run by t (family fam, -1 if none) on
@@ -549,7 +566,8 @@ static void parse_rows(predict_model *pm, const store_measurement *const *m, con
 static int roofline(predict_model *pm, const store_measurement *const *m, const int *pick)
 {
     double tmin = INFINITY;
-    if ((pm->fam_flops = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), sizeof *pm->fam_flops)) == NULL)
+    pm->fam_flops = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), sizeof *pm->fam_flops);
+    if (pm->fam_flops == NULL)
         return ATTUNE_ENOMEM;
     pm->peak_flops = pm->peak_bytes = 0;
     for (int k = 0; k < pm->nrows; k++) {

@@ -18,26 +18,28 @@
  * fastest time), so decode-like shapes
  * (few queries per key) are costed by their bytes and prefill by their
  * FLOPs. The FLOPs count the rows the tactic computes (whole row tiles of
- * a tiled kernel, the padded buffer of a GEMM variant), against the
+ * a fused kernel, the padded buffer of a GEMM variant), against the
  * padded keys, at the kernel's head dim (the CUDA fused kernels run d=40
  * as d=64); GEMM variants are costed for the whole score matrix (they
  * cannot skip a causal mask's zeros), fused ones for the visible pairs.
  * W is the wave efficiency of a tiled prefill kernel on a CUDA device
  * whose SM count the model knows (predict_build_dev): blocks / (SMs x
- * resident blocks per SM) over its ceiling, the resident blocks estimated
- * from the tile's threads, shared memory and accumulator registers
- * (cuDNN's tiling is not in its tactic: taken as 128 rows, one block per
- * SM); it is what decides between tiles (128x64 vs 64x64) that the
- * shapes' sizes alone do not.
+ * resident blocks per SM) over its ceiling (under a causal mask, with the
+ * blocks' unequal work balanced but for half the largest), the resident
+ * blocks estimated from the tile's threads, shared memory and accumulator
+ * registers (cuDNN's tiling is not in its tactic: taken as 128 rows, one
+ * block per SM); it is what decides between tiles (128x64 vs 64x64) that
+ * the shapes' sizes alone do not.
  *
- * To answer shape s, the K measured shapes nearest to s in log-shape space (b*hkv,
- * group size, sq, skv, d, plus a step for another dtype or causality) are
- * weighted by inverse squared distance. A candidate tactic's rank is its
- * weighted slowdown against the best tactic of each neighbour that
- * measured its family (shrunk toward 2x by a quarter of all neighbours'
- * weight: a family the nearest shapes did not list does not win on the
- * word of far ones alone), plus the log of its cost on s; its predicted time
- * is those neighbours' efficiency times its cost on s; its predicted error
+ * To answer shape s, the K measured shapes nearest to s in log-shape
+ * space (b*hkv, group size, sq, skv, d, plus a step for another dtype or
+ * causality) are weighted by inverse squared distance. A candidate
+ * tactic's rank is its weighted slowdown against the best tactic of each
+ * neighbour that measured its family (shrunk toward 2x by a quarter of
+ * all neighbours' weight: a family the nearest shapes did not list does
+ * not win on the word of far ones alone), plus the log of its cost on s;
+ * its predicted time is those neighbours' efficiency times its cost on
+ * s; its predicted error
  * is their error in units of each dtype's default bound. The answer is
  * the best-ranked candidate that most of those neighbours' weight found
  * eligible and whose predicted error meets the bound. Candidates are the
