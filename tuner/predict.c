@@ -35,8 +35,9 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
  * neighbours that measured its family found it eligible. */
 #define ELIG_SHARE 0.5
 
-/* Wave quantisation of tiled GPU kernels (fused, fused_splitkv,
- * fused/arch=sm90a): a grid of B blocks on S = SMs x resident blocks per
+/* Wave quantisation of tiled GPU prefill kernels (fused and
+ * fused/arch=sm90a; cuDNN taken as 128-row tiles; split-KV's grid is set by
+ * its split count, which transfers by grid instead): a grid of B blocks on S = SMs x resident blocks per
  * SM runs ceil(B / S) waves, each as long as a full one (a block's time
  * hardly depends on how many share its SM: on the H200, 120 blocks of the
  * 128x64 d=64 tile in a last wave took as long as 240 in a full one), so
