@@ -92,7 +92,8 @@ static int upsert_id(fleet_pg *c, const char *sql, int nparams, const char *cons
 
 /* "DO UPDATE SET x = excluded.x" (no change) makes RETURNING answer for an
  * existing row too, in one round trip. */
-int fleet_pg_model_dim(fleet_pg *c, const attn_device_info *d, int *id, char *err, size_t errlen)
+int fleet_pg_model_dim(fleet_pg *c, const attn_device_info *d, int *id, char *err,
+                       size_t errlen)
 {
     char uid[32], ccma[8], ccmi[8], sm[16], mem[24];
     fleet_model_id(d, uid, sizeof uid);

@@ -21,7 +21,6 @@ typedef struct fleet_idmap {
 struct fleet_pg {
     PGconn *conn;
     int schema_version;
-    int staged;      /* the temporary staging tables exist */
     fleet_idmap shapes, tactics, stacks, devices, models;
 };
 

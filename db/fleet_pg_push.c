@@ -116,7 +116,8 @@ static void cb_f_text(cbuf *b, const char *s)
 /* COPY ... (FORMAT binary): signature, flags, header extension length. */
 static void cb_copy_header(cbuf *b)
 {
-    static const unsigned char sig[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n', 0};
+    static const unsigned char sig[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n',
+                                          0xff, '\r', '\n', 0};
     b->len = 0;
     if (cb_room(b, sizeof sig)) {
         memcpy(b->p, sig, sizeof sig);
@@ -267,9 +268,10 @@ static int resolve_dims(fleet_pg *c, const fleet_batch *b, push_plan *p, int di,
     int rc;
     if (p->dev_state[di] == 0) {
         const char *host = b->device_hosts ? b->device_hosts[di] : "";
-        if ((rc = fleet_pg_model_dim(c, &b->devices[di], &p->dev_model[di], err, errlen)) != 0 ||
-            (rc = fleet_pg_device_dim(c, &b->devices[di], host, p->dev_model[di],
-                                      &p->dev_id[di], err, errlen)) != 0)
+        const attn_device_info *d = &b->devices[di];
+        if ((rc = fleet_pg_model_dim(c, d, &p->dev_model[di], err, errlen)) != 0 ||
+            (rc = fleet_pg_device_dim(c, d, host, p->dev_model[di], &p->dev_id[di], err,
+                                      errlen)) != 0)
             return rc;
         p->dev_state[di] = 1;
     }
