@@ -10,6 +10,7 @@
 #include "auth.h"
 #include "index.h"
 #include "jobs.h"
+#include "sync.h"
 #include "worker.h"
 
 #define ATTUNED_MAX_DEVICES 64
@@ -36,10 +37,8 @@
 #define ATTUNED_EXPORTS_MAX     4
 /* Deepest JSON nesting accepted in a request body. */
 #define ATTUNED_JSON_DEPTH_MAX  32
-/* Seconds between two looks of the watcher at the database (reload.c). */
+/* Seconds between two looks of the watcher at the database (sync.h). */
 #define ATTUNED_WATCH_PERIOD_S  2
-
-typedef struct attuned_watch attuned_watch;
 
 typedef struct attuned_config {
     int port;                   /* 0: any free port (logged) */
@@ -74,7 +73,7 @@ typedef struct attuned {
     index_state *ix;
     jobs *jobs;
     worker *worker;
-    attuned_watch *watch;       /* NULL: not watching (open failed) */
+    sync_state sync;            /* the index follows the database (sync.h) */
     struct fleet_sync *fleet;   /* NULL: no --fleet */
     struct MHD_Daemon *mhd;
     struct conn_guard *guard;   /* request deadlines (conn.h) */
@@ -97,38 +96,5 @@ void server_quiesce(attuned *d);
 /* Close every connection and join the HTTP threads. No connection may be
  * suspended (stop the DB worker first: it resumes them all). */
 void server_stop(attuned *d);
-
-/* ---- load.c: the index from the store */
-
-/* Put every local device (registry) in the store and the index, and load
- * their rows, then every fleet device of the store. 0 or an error. */
-int attuned_load_index(attuned *d, store *st);
-
-/* (Re)load every row of device id into the index from st (after an
- * import); puts the device first when the index lacks it. */
-int attuned_load_device(attuned *d, store *st, const char *device_id);
-
-/* ---- reload.c: writes of other processes (docs/api.md) */
-
-/* SIGHUP: reload every device of st (local ones' rows; fleet ones'
- * identity, stack and rows) into the index, one device at a time, each
- * swapped in whole (never a half-built table). A device that fails keeps
- * its old rows; failures are logged. Runs on the DB worker. 0 or the first
- * error. */
-int attuned_reload_index(attuned *d, store *st);
-
-/* Open the watcher's own read-only connection to the database at path.
- * 0, or an error with err (the daemon then runs without watching). */
-int attuned_watch_open(const char *path, attuned_watch **out, char *err, size_t errlen);
-
-/* One look (DB worker tick): when PRAGMA data_version moved since the last
- * look (or on the first), reload each device whose measurements in the
- * database (count, sum of taken_at, incumbent marks) differ from the
- * index's, and add devices the index lacks. Errors are logged; the old
- * index stays. */
-void attuned_watch_check(attuned *d, attuned_watch *w, store *st);
-
-/* NULL is a no-op. */
-void attuned_watch_close(attuned_watch *w);
 
 #endif

@@ -126,10 +126,12 @@ static int cmp_rows(const void *a, const void *b)
 /* Winner among m[0..n) of one shape under (p, mre), preferring the rows of
  * the current stack cur; other stacks are tried by recency (their newest
  * row), but only those of cur's power mode: a row taken in another mode
- * belongs to another device state and is never served (kernels/power.h).
+ * belongs to another device state and is never served (kernels/power.h),
+ * and only complete ones (select_complete; need_mark: a local device):
+ * rows of a tune in flight are never a winner's source.
  * Sets *stale. Returns the row index or -1. Rows are sorted by stack. */
 static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
-                       const select_policy *p, double mre, int *stale)
+                       const select_policy *p, double mre, int need_mark, int *stale)
 {
     const char *cur_stack = cur->id;
     int best = -1;
@@ -143,8 +145,9 @@ static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
                 newest = m[hi].taken_at;
             hi++;
         }
-        int w = strcmp(m[lo].power, cur->power) == 0 ? select_winner(m + lo, hi - lo, p, mre)
-                                                       : -1;
+        int usable = strcmp(m[lo].power, cur->power) == 0 &&
+                     select_complete(m + lo, hi - lo, need_mark);
+        int w = usable ? select_winner(m + lo, hi - lo, p, mre) : -1;
         if (w >= 0) {
             if (strcmp(m[lo].stack_id, cur_stack) == 0) {
                 *stale = 0;
@@ -161,10 +164,10 @@ static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
     return best;
 }
 
-static void cache_winners(ix_shape *sh, const attn_stack *cur_stack, const select_policy *p)
+static void cache_winners(ix_shape *sh, const ix_device *d, const select_policy *p)
 {
     int stale;
-    int w = pick_winner(sh->m, sh->n, cur_stack, p, 0, &stale);
+    int w = pick_winner(sh->m, sh->n, &d->stack, p, 0, d->local, &stale);
     sh->win_fresh = (w >= 0 && !stale) ? w : -1;
     sh->win_stale = (w >= 0 && stale) ? w : -1;
 }
@@ -252,86 +255,134 @@ int index_device_put(index_state *ix, const attn_device_info *info, const attn_s
     predict_free(d->model); /* the write lock excludes every reader of it */
     d->model = NULL;
     for (int i = 0; i < d->nshapes; i++)
-        cache_winners(&d->shapes[i], &d->stack, &ix->policy);
+        cache_winners(&d->shapes[i], d, &ix->policy);
 out:
     pthread_rwlock_unlock(&ix->lock);
     return rc;
 }
 
-int index_shape_put(index_state *ix, const char *device_id, const attn_shape *s,
-                    store_measurement *m, int n)
+/* Append shape entry fresh (owning its rows) to d and its slot table
+ * (write lock held). 0, or ATTUNE_ENOMEM with d unchanged. */
+static int append_shape(ix_device *d, const ix_shape *fresh)
 {
-    int rc = 0;
-    if (n > 1)
-        qsort(m, (size_t)n, sizeof *m, cmp_rows);
-    ix_shape fresh;
-    memset(&fresh, 0, sizeof fresh);
-    fresh.shape = *s;
-    attn_shape_key(s, fresh.key, sizeof fresh.key);
-    fresh.hash = key_hash(fresh.key);
-    fresh.m = m;
-    fresh.n = n;
-    shape_sums(&fresh);
-
-    pthread_rwlock_wrlock(&ix->lock);
-    ix_device *d = find_device(ix, device_id);
-    if (d == NULL) {
-        rc = ATTUNE_ENODEV;
-        goto out;
-    }
-    cache_winners(&fresh, &d->stack, &ix->policy);
-    predict_free(d->model);
-    d->model = NULL;
-    int i = find_slot_shape(d, fresh.key, fresh.hash);
-    if (i >= 0) {
-        d->nmeas += n - d->shapes[i].n;
-        d->taken_sum += fresh.taken_sum - d->shapes[i].taken_sum;
-        d->marks += fresh.marks - d->shapes[i].marks;
-        free(d->shapes[i].m);
-        d->shapes[i] = fresh;
-        m = NULL;
-        goto out;
-    }
     if (d->nshapes == d->cap) {
         int cap = d->cap ? d->cap * 2 : 64;
         ix_shape *ns = realloc(d->shapes, (size_t)cap * sizeof *ns);
-        if (ns == NULL) {
-            rc = ATTUNE_ENOMEM;
-            goto out;
-        }
+        if (ns == NULL)
+            return ATTUNE_ENOMEM;
         d->shapes = ns;
         d->cap = cap;
     }
-    d->shapes[d->nshapes++] = fresh;
-    d->nmeas += n;
-    d->taken_sum += fresh.taken_sum;
-    d->marks += fresh.marks;
-    m = NULL;
-    if ((uint32_t)d->nshapes * 2 + 2 > d->nslots) {
+    if ((uint32_t)d->nshapes * 2 + 4 > d->nslots) {
         int32_t *slots;
         uint32_t nslots;
-        if ((rc = build_slots(d->shapes, d->nshapes, &slots, &nslots)) != 0) {
-            /* keep the entry findable: roll the append back */
-            d->nshapes--;
-            d->nmeas -= n;
-            d->taken_sum -= fresh.taken_sum;
-            d->marks -= fresh.marks;
-            m = fresh.m;
-            goto out;
-        }
+        d->shapes[d->nshapes] = *fresh; /* build_slots sees it, nshapes does not yet */
+        if (build_slots(d->shapes, d->nshapes + 1, &slots, &nslots) != 0)
+            return ATTUNE_ENOMEM;
         free(d->slots);
         d->slots = slots;
         d->nslots = nslots;
     } else {
         uint32_t mask = d->nslots - 1;
-        uint32_t j = (uint32_t)fresh.hash & mask;
+        uint32_t j = (uint32_t)fresh->hash & mask;
         while (d->slots[j] >= 0)
             j = (j + 1) & mask;
-        d->slots[j] = d->nshapes - 1;
+        d->slots[j] = d->nshapes;
     }
+    d->shapes[d->nshapes++] = *fresh;
+    return 0;
+}
+
+/* err_ratio of the rows of stack stack_id in sh: rel_err over the smallest
+ * rel_err of that stack's ok rows, as a read from the store fills it. */
+static void stack_err_ratios(ix_shape *sh, const char *stack_id)
+{
+    double best = NAN;
+    for (int i = 0; i < sh->n; i++) {
+        const store_measurement *m = &sh->m[i];
+        if (strcmp(m->stack_id, stack_id) == 0 && m->status == STORE_OK &&
+            !isnan(m->rel_err) && !(best <= m->rel_err))
+            best = m->rel_err;
+    }
+    for (int i = 0; i < sh->n; i++) {
+        store_measurement *m = &sh->m[i];
+        if (strcmp(m->stack_id, stack_id) == 0)
+            m->err_ratio = isnan(m->rel_err) || isnan(best) || best == 0 ? NAN
+                                                                          : m->rel_err / best;
+    }
+}
+
+/* Put row into sh (write lock held) as the store applied it: a new row is
+ * added; a row with the same stack and tactic is replaced and keeps its
+ * mark (store_measurement_put leaves incumbent alone); a marked row takes
+ * the mark from the other rows of its stack (store_winner_mark). 0 or
+ * ATTUNE_ENOMEM with sh unchanged. */
+static int shape_row_put(ix_shape *sh, const store_measurement *row)
+{
+    int at = -1;
+    for (int i = 0; i < sh->n && at < 0; i++)
+        if (strcmp(sh->m[i].stack_id, row->stack_id) == 0 &&
+            strcmp(sh->m[i].tactic, row->tactic) == 0)
+            at = i;
+    if (at < 0) {
+        store_measurement *m = realloc(sh->m, (size_t)(sh->n + 1) * sizeof *m);
+        if (m == NULL)
+            return ATTUNE_ENOMEM;
+        sh->m = m;
+        at = sh->n++;
+        sh->m[at] = *row;
+    } else {
+        int kept = sh->m[at].incumbent;
+        sh->m[at] = *row;
+        sh->m[at].incumbent = row->incumbent || kept;
+    }
+    if (row->incumbent)
+        for (int i = 0; i < sh->n; i++)
+            if (i != at && strcmp(sh->m[i].stack_id, row->stack_id) == 0)
+                sh->m[i].incumbent = 0;
+    stack_err_ratios(sh, row->stack_id);
+    if (sh->n > 1)
+        qsort(sh->m, (size_t)sh->n, sizeof *sh->m, cmp_rows);
+    shape_sums(sh);
+    return 0;
+}
+
+int index_row_put(index_state *ix, const store_measurement *row)
+{
+    int rc = 0;
+    ix_shape fresh;
+    memset(&fresh, 0, sizeof fresh);
+    fresh.shape = row->shape;
+    attn_shape_key(&row->shape, fresh.key, sizeof fresh.key);
+    fresh.hash = key_hash(fresh.key);
+
+    pthread_rwlock_wrlock(&ix->lock);
+    ix_device *d = find_device(ix, row->device_id);
+    if (d == NULL) {
+        rc = ATTUNE_ENODEV;
+        goto out;
+    }
+    int i = find_slot_shape(d, fresh.key, fresh.hash);
+    ix_shape *sh;
+    if (i >= 0) {
+        sh = &d->shapes[i];
+        if ((rc = shape_row_put(sh, row)) != 0)
+            goto out;
+    } else {
+        if ((rc = shape_row_put(&fresh, row)) != 0)
+            goto out;
+        if ((rc = append_shape(d, &fresh)) != 0) {
+            free(fresh.m);
+            goto out;
+        }
+        sh = &d->shapes[d->nshapes - 1];
+    }
+    cache_winners(sh, d, &ix->policy);
+    device_totals(d);
+    predict_free(d->model); /* the write lock excludes every reader of it */
+    d->model = NULL;
 out:
     pthread_rwlock_unlock(&ix->lock);
-    free(m);
     return rc;
 }
 
@@ -393,7 +444,7 @@ int index_device_load(index_state *ix, const char *device_id, store_measurement 
         goto fail;
     }
     for (int i = 0; i < nshapes; i++)
-        cache_winners(&shapes[i], &d->stack, &ix->policy);
+        cache_winners(&shapes[i], d, &ix->policy);
     ix_shape *old = d->shapes;
     int nold = d->nshapes;
     int32_t *old_slots = d->slots;
@@ -507,7 +558,7 @@ static int shape_winner(const ix_shape *sh, const ix_device *d, const select_pol
         *stale = sh->win_fresh < 0 && sh->win_stale >= 0;
         return sh->win_fresh >= 0 ? sh->win_fresh : sh->win_stale;
     }
-    return pick_winner(sh->m, sh->n, &d->stack, p, mre, stale);
+    return pick_winner(sh->m, sh->n, &d->stack, p, mre, d->local, stale);
 }
 
 /* ---- answers for shapes the device has not measured */

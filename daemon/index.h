@@ -3,10 +3,15 @@
  * Per device: its identity and current stack, and a hash table from the
  * canonical shape key to every stored measurement of that shape (all
  * stacks). The request threads only read it, under a read lock; SQLite is
- * never touched on the lookup path. The writers (the job threads after each
- * committed measurement, the DB worker after an import, a SIGHUP or a write
- * by another process, main at start) build replacement rows outside the
- * lock and swap them in under the write lock.
+ * never touched on the lookup path. Every write comes through sync.h (the
+ * job threads' committed rows, the DB worker's reloads after an import, a
+ * SIGHUP or a write by another process, the load at start): whole devices
+ * are built outside the lock and swapped in under the write lock.
+ *
+ * A shape answers `measured` only from a complete tune (select_complete):
+ * on a local device, rows of a (stack, shape) count once one carries the
+ * tuner's winner mark, so a tune in flight (here or in another process)
+ * never answers from its partial rows (issue 15 item 5).
  *
  * Answers (docs/api.md "Where an answer comes from"); every one is a
  * complete tactic the device's backend lists for the asked shape:
@@ -63,11 +68,13 @@ void index_free(index_state *ix);
 int index_device_put(index_state *ix, const attn_device_info *info, const attn_stack *stack,
                      int local);
 
-/* Replace every row of one shape of a device by m[0..n). Takes ownership
- * of m (malloc'd; freed even on error). ATTUNE_ENODEV when the device was
- * never put. n == 0 removes nothing and keeps an empty entry. */
-int index_shape_put(index_state *ix, const char *device_id, const attn_shape *s,
-                    store_measurement *m, int n);
+/* Put one committed row (tuner_opts.committed) as the store applied it:
+ * added, or replacing the row of the same (stack, tactic) and keeping that
+ * row's mark; a marked row (the tuner's winner mark) clears the mark of
+ * the other rows of its stack. err_ratio is recomputed over the stack's
+ * rows of the shape. The row is taken as given, never read back.
+ * 0, ATTUNE_ENODEV (device never put) or ATTUNE_ENOMEM (index unchanged). */
+int index_row_put(index_state *ix, const store_measurement *row);
 
 /* Replace all rows of a device by m[0..n) (any shapes, any order). Takes
  * ownership of m. ATTUNE_ENODEV when the device was never put. */
@@ -82,7 +89,7 @@ typedef struct index_device_view {
     int64_t nmeasurements;
     /* Fingerprint of the rows held, comparable with the database's
      * (count(*), sum(taken_at), sum(incumbent) of the device's measurements):
-     * the watcher of reload.c reloads a device when they differ. */
+     * sync_watch (sync.h) reloads a device when they differ. */
     int64_t taken_sum;    /* sum of taken_at */
     int64_t marks;        /* rows marked incumbent */
 } index_device_view;

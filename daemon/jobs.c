@@ -208,31 +208,28 @@ int jobs_load(jobs *j, store *st, int *requeued)
 
 typedef struct run_ctx {
     jdev *d;
-    store *reader;           /* second handle: re-reads rows for the index */
-    const attn_shape *shape;
     int64_t job;
     int last_tactic;
 } run_ctx;
 
-/* Reload one shape's rows (every stack) into the lookup index. */
-static void refresh_shape(run_ctx *c, const attn_shape *s)
+/* Tuner options of a device thread: the daemon's policy and budget, the
+ * device's cancel flag, committed rows to jobs_config.committed. */
+static void run_opts(jdev *d, tuner_opts *o)
 {
-    store_measurement *m = NULL;
-    int n = 0;
-    if (store_measurements_get(c->reader, c->d->dev.info.id, NULL, s, &m, &n) != 0) {
-        log_event(LOGL_WARN, "index_refresh_failed", "device=%s", c->d->dev.info.id);
-        return;
-    }
-    index_shape_put(c->d->j->cfg.ix, c->d->dev.info.id, s, m, n);
+    jobs *j = d->j;
+    tuner_opts_default(o);
+    o->policy = &j->policy;
+    o->cancel = &d->cancel;
+    if (j->cfg.budget_ms > 0)
+        o->budget_ms = j->cfg.budget_ms;
+    o->committed = j->cfg.committed;
+    o->committed_ctx = j->cfg.committed_ctx;
 }
 
 static int on_progress(void *ctx, const tuner_progress *p)
 {
     run_ctx *c = ctx;
     if (p->tactic_index != c->last_tactic) {
-        /* a new tactic starts: the previous one is committed */
-        if (c->last_tactic >= 0)
-            refresh_shape(c, c->shape);
         c->last_tactic = p->tactic_index;
         jobs *j = c->d->j;
         pthread_mutex_lock(&j->mu);
@@ -290,20 +287,18 @@ static int miss_progress(void *ctx, const tuner_progress *p)
     return miss_stop(m);
 }
 
-static void run_miss(jdev *d, store *st, store *reader, const attn_shape *s)
+static void run_miss(jdev *d, store *st, const attn_shape *s)
 {
     jobs *j = d->j;
     char key[ATTN_SHAPE_KEY_MAX];
     attn_shape_key(s, key, sizeof key);
     attn_tactic top[JOBS_MISS_QUICK];
-    int k = index_predict_top(j->cfg.ix, d->dev.info.id, s, JOBS_MISS_QUICK, top);
+    int k = j->cfg.ix != NULL
+                ? index_predict_top(j->cfg.ix, d->dev.info.id, s, JOBS_MISS_QUICK, top)
+                : 0;
     tuner_opts o;
-    tuner_opts_default(&o);
-    o.policy = &j->policy;
-    o.cancel = &d->cancel;
-    if (j->cfg.budget_ms > 0)
-        o.budget_ms = j->cfg.budget_ms;
-    miss_ctx m = {.run = {.d = d, .reader = reader, .job = 0, .shape = s, .last_tactic = -1},
+    run_opts(d, &o);
+    miss_ctx m = {.run = {.d = d, .job = 0, .last_tactic = -1},
                   .deadline = mono_s() + JOBS_MISS_BUDGET_S};
     o.progress = miss_progress;
     o.ctx = &m;
@@ -324,14 +319,12 @@ static void run_miss(jdev *d, store *st, store *reader, const attn_shape *s)
         memset(&res, 0, sizeof res);
         rc = tuner_run_shape(st, &qdev, s, &qo, 0, 1, &res);
         quick = res.measured;
-        refresh_shape(&m.run, s);
         metrics_measurements_add(res.measured);
     }
     if (rc == 0 && !miss_stop(&m)) {
         memset(&res, 0, sizeof res);
         m.run.last_tactic = -1;
         rc = tuner_run_shape(st, &d->dev, s, &o, 0, 1, &res);
-        refresh_shape(&m.run, s);
         metrics_measurements_add(res.measured);
     }
     log_event(LOGL_INFO, "miss_tune_end", "device=%s shape=%s quick=%d measured=%d rc=\"%s\"",
@@ -409,7 +402,7 @@ static void set_state(jdev *d, store *st, int64_t id, store_job_state state, int
     pthread_mutex_unlock(&j->mu);
 }
 
-static void run_job(jdev *d, store *st, store *reader, int64_t id)
+static void run_job(jdev *d, store *st, int64_t id)
 {
     jobs *j = d->j;
     store_job job;
@@ -428,12 +421,8 @@ static void run_job(jdev *d, store *st, store *reader, int64_t id)
               d->dev.info.id, done, job.total);
 
     tuner_opts o;
-    tuner_opts_default(&o);
-    o.policy = &j->policy;
-    o.cancel = &d->cancel;
-    if (j->cfg.budget_ms > 0)
-        o.budget_ms = j->cfg.budget_ms;
-    run_ctx c = {.d = d, .reader = reader, .job = id};
+    run_opts(d, &o);
+    run_ctx c = {.d = d, .job = id};
     o.progress = on_progress;
     o.ctx = &c;
 
@@ -442,14 +431,12 @@ static void run_job(jdev *d, store *st, store *reader, int64_t id)
             break;
         tuner_shape_result res;
         memset(&res, 0, sizeof res);
-        c.shape = &job.shapes[i];
         c.last_tactic = -1;
         rc = tuner_run_shape(st, &d->dev, &job.shapes[i], &o, i, job.total, &res);
         o.clock_ref_mhz = res.clock_ref_mhz; /* the job's start clock (tuner/throttle.h) */
         if (res.throttled > 0)
             log_event(LOGL_WARN, "tactics_throttled", "job=%lld throttled=%d retimed=%d",
                       (long long)id, res.throttled, res.retimed);
-        refresh_shape(&c, &job.shapes[i]);
         metrics_measurements_add(res.measured);
         if (rc == ATTUNE_ECANCELED)
             break;
@@ -498,7 +485,7 @@ static void *device_main(void *arg)
 {
     jdev *d = arg;
     jobs *j = d->j;
-    store *st = NULL, *reader = NULL;
+    store *st = NULL;
     char err[ATTUNE_ERRLEN];
     char name[16];
     /* "attuned-job-cpu", "attuned-job-0": visible in top -H, ps -L; the
@@ -508,11 +495,9 @@ static void *device_main(void *arg)
     else
         snprintf(name, sizeof name, "attuned-job-%u", (unsigned)d->dev.info.index % 1000u);
     prctl(PR_SET_NAME, name, 0, 0, 0);
-    if (store_open(j->db_path, 0, &st, err, sizeof err) != 0 ||
-        store_open(j->db_path, 0, &reader, err, sizeof err) != 0) {
+    if (store_open(j->db_path, 0, &st, err, sizeof err) != 0) {
         log_event(LOGL_ERROR, "job_thread_store_failed", "device=%s error=\"%s\"",
                   d->dev.info.id, err);
-        store_close(st);
         return NULL;
     }
     pthread_mutex_lock(&j->mu);
@@ -529,7 +514,7 @@ static void *device_main(void *arg)
             attn_shape_key(&s, d->miss_running, sizeof d->miss_running);
             d->cancel = 0;
             pthread_mutex_unlock(&j->mu);
-            run_miss(d, st, reader, &s);
+            run_miss(d, st, &s);
             pthread_mutex_lock(&j->mu);
             d->miss_running[0] = 0;
             continue;
@@ -545,12 +530,11 @@ static void *device_main(void *arg)
         d->cancel = 0;
         d->user_cancel = 0;
         pthread_mutex_unlock(&j->mu);
-        run_job(d, st, reader, id);
+        run_job(d, st, id);
         pthread_mutex_lock(&j->mu);
         d->running = 0;
     }
     pthread_mutex_unlock(&j->mu);
-    store_close(reader);
     store_close(st);
     return NULL;
 }

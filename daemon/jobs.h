@@ -1,10 +1,11 @@
 /* jobs.h -- tuning jobs: one worker thread per local device.
  *
  * A job is a row of the store (store_job_*) and an entry of an in-memory
- * table that GET /v1/jobs reads without SQLite. Each device thread owns two
- * store handles (one the tuner writes through, one to re-read a shape's
- * rows for the lookup index after each committed measurement) and runs its
- * device's jobs one at a time, oldest first.
+ * table that GET /v1/jobs reads without SQLite. Each device thread owns a
+ * store handle that the tuner writes through, hands each committed row to
+ * jobs_config.committed (attuned: sync_row, so the lookup index follows
+ * without reading back), and runs its device's jobs one at a time, oldest
+ * first.
  *
  * States: queued -> running -> done | failed | canceled. A DELETE cancels a
  * queued job at once and a running one between tactics (tuner_opts.cancel);
@@ -30,7 +31,10 @@ typedef struct jobs_config {
     const char *db_path;          /* each thread opens its own handles */
     const attn_device *devices;   /* local devices: one thread each (copied) */
     int ndevices;
-    index_state *ix;              /* refreshed after each measurement */
+    index_state *ix;              /* ranks tune-on-miss tactics (index_predict_top) */
+    /* every committed row and winner mark (tuner_opts.committed); NULL: none */
+    void (*committed)(void *ctx, const store_measurement *m);
+    void *committed_ctx;
     const select_policy *policy;  /* the tuner's; NULL: defaults */
     double budget_ms;             /* tuner timing budget per tactic; <= 0: default */
     int max_queued;               /* per device; <= 0: JOBS_MAX_QUEUED */

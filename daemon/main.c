@@ -280,8 +280,7 @@ static void db_tick(void *arg, store *st)
 {
     static int ticks;
     attuned *d = arg;
-    if (d->watch != NULL)
-        attuned_watch_check(d, d->watch, st);
+    sync_watch(&d->sync, st);
     if (ticks++ % (10 / ATTUNED_WATCH_PERIOD_S) == 0)
         metrics_set_db_size(store_size_bytes(st));
 }
@@ -289,7 +288,8 @@ static void db_tick(void *arg, store *st)
 /* SIGHUP's reload, on the DB worker (serialized with imports). */
 static void reload_work(void *arg, store *st)
 {
-    attuned_reload_index(arg, st);
+    attuned *d = arg;
+    sync_reload(&d->sync, st, "sighup");
 }
 
 int main(int argc, char **argv)
@@ -353,7 +353,8 @@ int main(int argc, char **argv)
     select_policy_default(&policy);
     if ((d.ix = index_new(&policy)) == NULL)
         goto out;
-    if ((rc = attuned_load_index(&d, st)) != 0) {
+    sync_init(&d.sync, d.ix, d.devices, d.ndevices);
+    if ((rc = sync_load(&d.sync, st)) != 0) {
         log_event(LOGL_ERROR, "index_load_failed", "error=\"%s\"", attune_strerror(rc));
         goto out;
     }
@@ -365,6 +366,7 @@ int main(int argc, char **argv)
 
     jobs_config jc = {.db_path = d.cfg.db_path, .devices = d.devices,
                       .ndevices = d.ndevices, .ix = d.ix, .policy = &policy,
+                      .committed = sync_row, .committed_ctx = d.ix,
                       .budget_ms = d.cfg.tune_budget_ms,
                       .no_tune_on_miss = d.cfg.no_tune_on_miss};
     if ((rc = jobs_new(&jc, &d.jobs)) != 0)
@@ -381,9 +383,6 @@ int main(int argc, char **argv)
     if ((rc = jobs_start(d.jobs)) != 0)
         goto out;
 
-    if (attuned_watch_open(d.cfg.db_path, &d.watch, err, sizeof err) != 0)
-        log_event(LOGL_WARN, "db_watch_disabled", "error=\"%s\" hint=\"send SIGHUP after "
-                  "writing the database from another process\"", err);
     if ((rc = worker_start(st, db_tick, &d, ATTUNED_WATCH_PERIOD_S, &d.worker)) != 0)
         goto out;
     st = NULL; /* the worker owns it now */
@@ -447,7 +446,6 @@ out:
     fleet_sync_stop(d.fleet);
     jobs_stop(d.jobs);
     jobs_free(d.jobs);
-    attuned_watch_close(d.watch); /* after worker_stop: the worker used it */
     index_free(d.ix);
     store_close(st);
     log_event(exit_code == 0 ? LOGL_INFO : LOGL_ERROR, "exit", "code=%d", exit_code);

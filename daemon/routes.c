@@ -668,15 +668,7 @@ static void work_import(req *r, store *st)
     }
     /* the index follows the store: every device, since a table may carry
      * rows of devices it already knew */
-    attn_device_info *infos = NULL;
-    attn_stack *stacks = NULL;
-    int n = 0;
-    if (store_devices_list(st, &infos, &stacks, &n) == 0) {
-        for (int i = 0; i < n; i++)
-            attuned_load_device(r->d, st, infos[i].id);
-    }
-    free(infos);
-    free(stacks);
+    sync_reload(&r->d->sync, st, "import");
     log_event(LOGL_INFO, "import", "devices=%d stacks=%d measurements=%d skipped=%d",
               stats.devices, stats.stacks, stats.measurements, stats.skipped);
     req_result(r, 200, json_pack("{s:{s:i, s:i, s:i, s:i}}", "imported", "devices",

@@ -76,6 +76,7 @@ enum MHD_Result winners_get(req *r, const char *url)
         return http_send_error(r, 404, "unknown device '%.64s' (see GET /v1/devices)", spec);
     winners_filter *f = &r->winners;
     winners_filter_all(f);
+    f->need_mark = dev.local; /* the rule of the lookups (select_complete) */
     const char *v = http_arg(&a, "dtype");
     attn_dtype dt;
     if (v != NULL) {

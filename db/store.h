@@ -104,6 +104,27 @@ int store_winner_mark(store *st, const char *device_id, const char *stack_id,
 int store_measurements_all(store *st, const char *device_id, store_measurement **out,
                            int *n);
 
+/* ---- following other connections' writes (store_watch.c) */
+
+/* PRAGMA data_version of this handle: it changes whenever another
+ * connection (thread or process) commits, never for this handle's own
+ * commits. 0 or an error. */
+int store_data_version(store *st, int64_t *version);
+
+/* One device's measurements summed up: rows, sum of taken_at, rows marked
+ * incumbent. A reader holding the same rows computes the same three
+ * numbers; a difference means rows were added, replaced, removed or
+ * (un)marked since. */
+typedef struct store_fingerprint {
+    char device_id[64];
+    int64_t rows, taken_sum, marks;
+} store_fingerprint;
+
+/* The fingerprint of every device that has measurements, by device id;
+ * *out malloc'd (NULL when *n == 0; caller frees). One statement: one
+ * snapshot. 0 or an error. */
+int store_fingerprints(store *st, store_fingerprint **out, int *n);
+
 /* Distinct shapes measured on a device (malloc'd array). */
 int store_shapes(store *st, const char *device_id, attn_shape **out, int *n);
 

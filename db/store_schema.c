@@ -111,11 +111,25 @@ static const char migrate_1_2[] =
     "ALTER TABLE devices ADD COLUMN clock_mhz INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE devices ADD COLUMN mem_clock_mhz INTEGER NOT NULL DEFAULT 0;";
 
-/* Migration 2 -> 3: no row was chosen by the hysteresis rule yet; the
- * next read picks the fastest, the next tune marks it. */
+/* Migration 2 -> 3: the mark is also what says a shape's tune completed
+ * (select_complete: rows of a tune in flight are never answered as
+ * measured), and the rows of an older database are whole tunes, so each
+ * (device, stack, shape) gets its mark where the tuner would have put it
+ * with nothing to keep: on the fastest ok row (time with copies when
+ * stored), else on the fastest timed inaccurate one. The fastest ok row is
+ * what the selection picks anyway whenever it is eligible, so the mark's
+ * hysteresis changes no answer. */
 static const char migrate_2_3[] =
     "ALTER TABLE measurements ADD COLUMN incumbent INTEGER NOT NULL DEFAULT 0"
-    " CHECK (incumbent IN (0, 1));";
+    " CHECK (incumbent IN (0, 1));"
+    "UPDATE measurements SET incumbent = 1 WHERE rowid IN ("
+    "  SELECT (SELECT o.rowid FROM measurements o"
+    "          WHERE o.device_id = g.device_id AND o.stack_id = g.stack_id"
+    "            AND o.shape_id = g.shape_id AND o.status IN ('ok', 'inaccurate')"
+    "            AND coalesce(o.time_us_copies, o.time_us) IS NOT NULL"
+    "          ORDER BY o.status <> 'ok', coalesce(o.time_us_copies, o.time_us),"
+    "                   o.rel_err, o.tactic LIMIT 1)"
+    "  FROM (SELECT DISTINCT device_id, stack_id, shape_id FROM measurements) g);";
 
 /* Migration 3 -> 4: stacks recorded before power modes have none (''), and
  * their ids, hashed without one, stay valid. */

@@ -4,7 +4,8 @@ winners/dashboard tests (it_winners.py, it_page_browser.py).
 The database: grids/cpu-small.json tuned on the CPU by `attune tune` (a few
 seconds), then edited the way a stack change leaves it: the rows of one
 shape moved to an older stack (its winner is stale), and the rows of another
-copied to that stack, slower (it has a previous winner). Nothing measured is
+copied to that stack, slower (it has a previous winner); both with their
+winner marks, as a completed tune on the old stack would have left them. Nothing measured is
 hard-coded: the tests compare the API, the CLI and the page with each other.
 """
 
@@ -49,15 +50,18 @@ def make_db(attune, source_dir, workdir):
         con.execute("INSERT INTO stacks (id, driver, runtime, blas, attune, kernels, first_seen) "
                     "SELECT ?, driver, runtime, blas, '0.0.1', kernels, "
                     "first_seen - 86400 FROM stacks WHERE id = ?", (OLD_STACK, cur_stack))
-        con.execute("UPDATE measurements SET stack_id = ?, taken_at = taken_at - 86400, "
-                    "incumbent = 0 WHERE shape_id = (SELECT id FROM shapes WHERE key = ?)",
+        # Each edit models a whole tune on the old stack, so it keeps the
+        # winner mark the tuner sets as a tune's last step: without it the
+        # rows would be a tune still in flight, which attuned never answers
+        # from (select_complete, issue 15 item 5).
+        con.execute("UPDATE measurements SET stack_id = ?, taken_at = taken_at - 86400 "
+                    "WHERE shape_id = (SELECT id FROM shapes WHERE key = ?)",
                     (OLD_STACK, STALE_SHAPE))
         cols = [r[1] for r in con.execute("PRAGMA table_info(measurements)")]
         sel = ", ".join({"stack_id": "?", "taken_at": "taken_at - 86400",
                          "time_us": "time_us * 1.5", "time_us_min": "time_us_min * 1.5",
                          "time_us_max": "time_us_max * 1.5",
-                         "time_us_copies": "time_us_copies * 1.5",
-                         "incumbent": "0"}.get(c, c) for c in cols)
+                         "time_us_copies": "time_us_copies * 1.5"}.get(c, c) for c in cols)
         con.execute("INSERT INTO measurements (%s) SELECT %s FROM measurements WHERE "
                     "shape_id = (SELECT id FROM shapes WHERE key = ?)" % (", ".join(cols), sel),
                     (OLD_STACK, CHANGED_SHAPE))

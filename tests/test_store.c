@@ -612,6 +612,10 @@ static void store_should_migrate_a_version_1_database(void)
         CHECK_STR(rows[1].tactic, "fused/pad=8");
         CHECK_EQ_INT(rows[1].status, STORE_FAILED);
         CHECK(isnan(rows[1].time_us) && isnan(rows[1].rel_err));
+        /* rows from before marks are whole tunes: the fastest ok row
+         * carries the mark (select_complete), the failed one not */
+        CHECK_EQ_INT(rows[0].incumbent, 1);
+        CHECK_EQ_INT(rows[1].incumbent, 0);
     }
     free(rows);
     CHECK_EQ_INT(store_device_get(st, d.id, &got, &latest), 0);

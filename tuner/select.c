@@ -94,3 +94,13 @@ int select_beats(const store_measurement *challenger, const store_measurement *i
     double noise = fmax(low_spread(challenger), low_spread(incumbent));
     return select_time(challenger) < select_time(incumbent) * (1.0 - noise);
 }
+
+int select_complete(const store_measurement *m, int n, int need_mark)
+{
+    if (!need_mark)
+        return n > 0;
+    for (int i = 0; i < n; i++)
+        if (m[i].incumbent)
+            return 1;
+    return 0;
+}

@@ -46,6 +46,20 @@ double select_max_rel_err(const select_policy *p, attn_dtype t);
 int select_winner(const store_measurement *m, int n, const select_policy *p,
                   double override_max_rel_err);
 
+/* 1 when the rows m[0..n) of one (device, stack, shape) come from a
+ * completed tune and may answer as measured: one of them carries the
+ * winner mark that the tuner sets as the shape's last step
+ * (tuner_run_shape; schema v3's migration marked the rows of older
+ * databases the same way), or need_mark is 0 (a fleet device's rows come
+ * from an imported table, whole by construction; marks are not exported).
+ * Rows of a tune still in flight, in this process or another, carry no
+ * mark yet and are not a winner's source (issue 15 item 5). A completed
+ * tune whose timed tactics are all inaccurate marks its fastest one (a
+ * query's looser max_rel_err may pick among them); one with no timed
+ * tactic marks nothing and has no winner anyway. The daemon's lookups and
+ * GET /v1/winners (tuner/winners.h) apply this same rule. */
+int select_complete(const store_measurement *m, int n, int need_mark);
+
 /* 1 when challenger's time is below incumbent's by more than the measured
  * noise: the larger of the two relative (median - min) / median spreads,
  * so a re-tune replaces a winner only on a real margin. */

@@ -551,6 +551,10 @@ static int run_tactics(shape_run *r, int shape_index, int shape_count,
         m.taken_at = (int64_t)time(NULL);
         if ((rc = store_measurement_put(r->st, &m)) != 0)
             return rc;
+        if (o->committed != NULL) {
+            snprintf(m.power, sizeof m.power, "%s", r->dev->stack.power);
+            o->committed(o->committed_ctx, &m);
+        }
         res->measured++;
         if (m.status == STORE_FAILED || m.status == STORE_INACCURATE)
             res->failed++;
@@ -573,8 +577,19 @@ static int run_mark_winner(shape_run *r, tuner_shape_result *res)
     if (rc != 0)
         return rc;
     int w = select_winner(ms, nms, r->o->policy, 0);
-    if (w >= 0 && !ms[w].incumbent)
-        rc = store_winner_mark(r->st, dev->info.id, dev->stack.id, r->s, ms[w].tactic);
+    /* No eligible winner (every timed tactic inaccurate): the fastest timed
+     * one is marked all the same, because the mark also says "this tune
+     * completed" (select_complete): a query that loosens the bound
+     * (max_rel_err) may then be answered from these rows. Not eligible
+     * under the policy, the mark changes no default answer. */
+    int mark = w >= 0 ? w : select_winner(ms, nms, r->o->policy, INFINITY);
+    if (mark >= 0 && !ms[mark].incumbent)
+        rc = store_winner_mark(r->st, dev->info.id, dev->stack.id, r->s, ms[mark].tactic);
+    if (rc == 0 && mark >= 0) {
+        ms[mark].incumbent = 1;
+        if (r->o->committed != NULL)
+            r->o->committed(r->o->committed_ctx, &ms[mark]);
+    }
     if (rc == 0 && w >= 0) {
         snprintf(res->winner, sizeof res->winner, "%s", ms[w].tactic);
         res->winner_us = select_time(&ms[w]);

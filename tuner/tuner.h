@@ -42,6 +42,15 @@ typedef struct tuner_opts {
     int sample_rows;       /* rows in a sampled check (default 256) */
     int force;             /* re-measure tactics already stored */
     const select_policy *policy; /* NULL: defaults */
+    /* Called after each row is committed with that row (power filled as a
+     * read gives it; incumbent 0 and err_ratio NaN: a replaced row keeps
+     * its stored mark, and err_ratio depends on the shape's other rows),
+     * and once more after the shape's winner is marked with the winner's
+     * row as stored (incumbent 1: store_winner_mark moved the mark to it
+     * from the other rows of its stack). May be NULL. attuned's lookup
+     * index follows a tune through it without reading rows back. */
+    void (*committed)(void *ctx, const store_measurement *m);
+    void *committed_ctx;
     /* progress callback, may be NULL; return non-zero to cancel */
     int (*progress)(void *ctx, const tuner_progress *p);
     void *ctx;

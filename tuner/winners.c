@@ -15,6 +15,7 @@ void winners_filter_all(winners_filter *f)
     f->d = 0;
     f->causal = -1;
     f->stale = -1;
+    f->need_mark = 0;
 }
 
 static int cmp_i64(int64_t a, int64_t b)
@@ -87,7 +88,7 @@ static int runner_up(const store_measurement *m, const group *g, const select_po
  * out stacks of another power mode than cur's. 1 when filled, 0 when no
  * row of cur's mode exists, or ATTUNE_ENOMEM. */
 static int shape_row(const store_measurement *m, int lo, int hi, const attn_stack *cur,
-                     const select_policy *p, winners_row *row)
+                     const select_policy *p, int need_mark, winners_row *row)
 {
     const char *cur_stack = cur->id;
     group gs[16];
@@ -118,7 +119,8 @@ static int shape_row(const store_measurement *m, int lo, int hi, const attn_stac
             g = bigger;
             cap *= 2;
         }
-        int w = select_winner(m + i, j - i, p, 0);
+        int w = select_complete(m + i, j - i, need_mark) ? select_winner(m + i, j - i, p, 0)
+                                                         : -1;
         g[ng++] = (group){i, j, newest, w >= 0 ? i + w : -1};
         i = j;
     }
@@ -208,7 +210,8 @@ int winners_compute(const store_measurement *m, int n, const attn_stack *cur,
         if (keep_shape(&s[lo].shape, f)) {
             if ((rc = grow_array(&rows, &cap, nrows, sizeof *rows)) != 0)
                 goto fail;
-            if ((rc = shape_row(s, lo, hi, cur, p, &rows[nrows])) < 0)
+            if ((rc = shape_row(s, lo, hi, cur, p, f != NULL && f->need_mark,
+                                &rows[nrows])) < 0)
                 goto fail;
             const winners_row *w = &rows[nrows];
             /* stale filter: a shape without a winner is neither */

@@ -2,7 +2,8 @@
  * margin: what GET /v1/winners, `attune winners` and the dashboard show.
  *
  * The winner of a shape follows the rule of the daemon's lookups (index.h
- * "measured"): select_winner among the rows of the device's current stack;
+ * "measured"): select_winner among the complete rows (select_complete, see
+ * winners_filter.need_mark) of the device's current stack;
  * when that stack has none, among the rows of the most recent other stack
  * that has one (stale). Only stacks of the current stack's power mode count:
  * a row taken in another mode belongs to another device state and is never
@@ -23,9 +24,14 @@ typedef struct winners_filter {
     int d;      /* head size, or 0 */
     int causal; /* 0, 1, or -1 */
     int stale;  /* 0: fresh winners only, 1: stale ones only, -1: all */
+    /* 1 (a device of this host): a stack's rows give a winner only once
+     * complete (select_complete: the tuner marked one), as the daemon's
+     * lookups do; a tune in flight lists the shape without a winner.
+     * 0 (fleet devices; winners_filter_all): every stack's rows count. */
+    int need_mark;
 } winners_filter;
 
-/* Fill f with "everything". */
+/* Fill f with "everything" (need_mark 0). */
 void winners_filter_all(winners_filter *f);
 
 typedef struct winners_row {

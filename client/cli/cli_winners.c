@@ -147,6 +147,7 @@ int cli_winners_main(int argc, char **argv)
     if (attn_device_resolve(device, &dev, err, sizeof err) == 0) {
         info = dev.info;
         stack = dev.stack;
+        f.need_mark = 1; /* as attuned answers for its own devices */
     } else if (store_device_get(st, device, &info, &stack) != 0) {
         fprintf(stderr, "attune: unknown device '%s': not on this host and not in the "
                         "database\n",

@@ -1,0 +1,182 @@
+/* sync.c -- the lookup index follows the database (sync.h). */
+#include "sync.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "metrics.h"
+
+void sync_init(sync_state *s, index_state *ix, const attn_device *local, int nlocal)
+{
+    memset(s, 0, sizeof *s);
+    s->ix = ix;
+    s->local = local;
+    s->nlocal = nlocal;
+}
+
+static int is_local(const sync_state *s, const char *id)
+{
+    for (int i = 0; i < s->nlocal; i++)
+        if (strcmp(s->local[i].info.id, id) == 0)
+            return 1;
+    return 0;
+}
+
+/* (Re)load every row of device id from st into the index. A fleet device
+ * first gets its identity and latest stack as the store has them now; a
+ * local one keeps the registry's. */
+static int load_device(sync_state *s, store *st, const char *id)
+{
+    int rc = 0;
+    if (!is_local(s, id)) {
+        attn_device_info info;
+        attn_stack stack;
+        if ((rc = store_device_get(st, id, &info, &stack)) != 0 ||
+            (rc = index_device_put(s->ix, &info, &stack, 0)) != 0)
+            goto out;
+    }
+    store_measurement *m = NULL;
+    int n = 0;
+    if ((rc = store_measurements_all(st, id, &m, &n)) == 0)
+        rc = index_device_load(s->ix, id, m, n); /* takes m */
+out:
+    if (rc != 0)
+        metrics_reload_failed();
+    return rc;
+}
+
+int sync_load(sync_state *s, store *st)
+{
+    int rc;
+    for (int i = 0; i < s->nlocal; i++) {
+        const attn_device *dev = &s->local[i];
+        if ((rc = store_device_put(st, &dev->info, &dev->stack)) != 0) {
+            log_event(LOGL_ERROR, "device_register_failed", "device=%s error=\"%s\"",
+                      dev->info.id, attune_strerror(rc));
+            return rc;
+        }
+        if ((rc = index_device_put(s->ix, &dev->info, &dev->stack, 1)) != 0 ||
+            (rc = load_device(s, st, dev->info.id)) != 0)
+            return rc;
+    }
+    attn_device_info *infos = NULL;
+    attn_stack *stacks = NULL;
+    int n = 0;
+    if ((rc = store_devices_list(st, &infos, &stacks, &n)) != 0)
+        return rc;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (!is_local(s, infos[i].id))
+            rc = load_device(s, st, infos[i].id);
+    free(infos);
+    free(stacks);
+    return rc;
+}
+
+/* Log the index's totals after a reload of some devices. */
+static void log_reloaded(sync_state *s, const char *reason, int ok, int failed)
+{
+    int nlocal, nfleet;
+    int64_t nmeas;
+    index_stats(s->ix, &nlocal, &nfleet, &nmeas);
+    log_event(failed ? LOGL_WARN : LOGL_INFO, "index_reloaded",
+              "reason=%s devices=%d failed=%d local=%d fleet=%d measurements=%lld", reason, ok,
+              failed, nlocal, nfleet, (long long)nmeas);
+}
+
+/* Reload one device, counting into *ok / *failed; the first error into
+ * *first. */
+static void reload_one(sync_state *s, store *st, const char *id, const char *reason, int *ok,
+                       int *failed, int *first)
+{
+    int rc = load_device(s, st, id);
+    if (rc == 0) {
+        (*ok)++;
+        return;
+    }
+    if ((*failed)++ == 0)
+        *first = rc;
+    log_event(LOGL_ERROR, "index_reload_failed", "reason=%s device=%s error=\"%s\" kept=old",
+              reason, id, attune_strerror(rc));
+}
+
+int sync_reload(sync_state *s, store *st, const char *reason)
+{
+    attn_device_info *infos = NULL;
+    attn_stack *stacks = NULL;
+    int n = 0, ok = 0, failed = 0, first = 0;
+    int rc = store_devices_list(st, &infos, &stacks, &n);
+    if (rc != 0) {
+        metrics_reload_failed();
+        log_event(LOGL_ERROR, "index_reload_failed", "reason=%s error=\"%s\"", reason,
+                  attune_strerror(rc));
+        return rc;
+    }
+    /* the store lists local devices too (registered at start) */
+    for (int i = 0; i < n; i++)
+        reload_one(s, st, infos[i].id, reason, &ok, &failed, &first);
+    free(infos);
+    free(stacks);
+    log_reloaded(s, reason, ok, failed);
+    return first;
+}
+
+/* 1 when the index's rows of v differ from the database's fingerprint p
+ * (NULL: the database has no row of v's device). */
+static int differs(const index_device_view *v, const store_fingerprint *p)
+{
+    if (p == NULL)
+        return v->nmeasurements > 0;
+    return v->nmeasurements != p->rows || v->taken_sum != p->taken_sum ||
+           v->marks != p->marks;
+}
+
+void sync_watch(sync_state *s, store *st)
+{
+    int64_t version;
+    store_fingerprint *p = NULL;
+    index_device_view *views = NULL;
+    int np = 0, nv = 0, ok = 0, failed = 0, first = 0;
+    int rc = store_data_version(st, &version);
+    if (rc == 0 && s->looked && version == s->version)
+        return; /* no other connection committed since the last look */
+    if (rc == 0)
+        rc = store_fingerprints(st, &p, &np);
+    if (rc == 0)
+        rc = index_devices(s->ix, &views, &nv);
+    if (rc != 0) {
+        log_event(LOGL_WARN, "db_watch_failed", "error=\"%s\"", attune_strerror(rc));
+        goto out; /* looked at again at the next call */
+    }
+    s->version = version;
+    s->looked = 1;
+    for (int i = 0; i < np; i++) { /* rows added, replaced, (un)marked */
+        const index_device_view *v = NULL;
+        for (int k = 0; k < nv && v == NULL; k++)
+            if (strcmp(views[k].info.id, p[i].device_id) == 0)
+                v = &views[k];
+        if (v == NULL || differs(v, &p[i]))
+            reload_one(s, st, p[i].device_id, "watch", &ok, &failed, &first);
+    }
+    for (int k = 0; k < nv; k++) { /* rows removed from the database */
+        const store_fingerprint *f = NULL;
+        for (int i = 0; i < np && f == NULL; i++)
+            if (strcmp(views[k].info.id, p[i].device_id) == 0)
+                f = &p[i];
+        if (f == NULL && differs(&views[k], NULL))
+            reload_one(s, st, views[k].info.id, "watch", &ok, &failed, &first);
+    }
+    if (ok > 0 || failed > 0)
+        log_reloaded(s, "watch", ok, failed);
+out:
+    free(views);
+    free(p);
+}
+
+void sync_row(void *ctx, const store_measurement *m)
+{
+    int rc = index_row_put(ctx, m);
+    if (rc != 0)
+        log_event(LOGL_WARN, "index_row_failed", "device=%s tactic=%s error=\"%s\" "
+                  "next=watch_reload", m->device_id, m->tactic, attune_strerror(rc));
+}

@@ -1,0 +1,63 @@
+/* sync.h -- keeping the lookup index equal to the database: the one module
+ * that puts rows into the index (index.h), whoever wrote them.
+ *
+ *   start      sync_load: this host's devices registered in the store and
+ *              the index, then every device's rows;
+ *   own tunes  sync_row, the tuner's commit callback (tuner_opts.committed):
+ *              each committed row, and the winner's mark, taken as they
+ *              are; nothing is read back;
+ *   imports    sync_reload after POST /v1/import, on the DB worker;
+ *   SIGHUP     sync_reload, on the DB worker;
+ *   others     sync_watch, on the DB worker every ATTUNED_WATCH_PERIOD_S:
+ *              when the database's data_version moved (another connection
+ *              committed: another process, or this one's job threads), each
+ *              device's fingerprint in the database (store_fingerprints:
+ *              rows, sum of taken_at, marks) is compared with the index's
+ *              (index_device_view), and a device that differs is reloaded
+ *              whole. The daemon's own rows are in the index already (via
+ *              sync_row), so they match and cost only the comparison; a
+ *              look between a commit and its sync_row costs an extra
+ *              reload, no more.
+ *
+ * A reload builds a device's rows outside the index lock and swaps them in
+ * whole (index_device_load): readers see the old table or the new one,
+ * never a mix. A device that fails to reload keeps its old rows; the
+ * failure is logged and counted (attune_index_reload_failures_total). */
+#ifndef ATTUNED_SYNC_H
+#define ATTUNED_SYNC_H
+
+#include "../db/store.h"
+#include "index.h"
+
+typedef struct sync_state {
+    index_state *ix;
+    const attn_device *local;   /* this host's devices, registry order */
+    int nlocal;
+    int64_t version;            /* data_version at the last complete look */
+    int looked;                 /* 0 until then */
+} sync_state;
+
+/* Set s up over ix and the local devices (kept by reference). */
+void sync_init(sync_state *s, index_state *ix, const attn_device *local, int nlocal);
+
+/* Start: put every local device in st and the index and load its rows,
+ * then every other device st knows (fleet) with its identity, latest
+ * stack and rows. 0 or the first error. */
+int sync_load(sync_state *s, store *st);
+
+/* Reload every device of st (local ones' rows; fleet ones' identity,
+ * stack and rows), one at a time, each swapped in whole. reason names
+ * the caller in the log ("sighup", "import"). 0 or the first error; the
+ * devices that failed keep their old rows. */
+int sync_reload(sync_state *s, store *st, const char *reason);
+
+/* One look at st for other connections' commits (see above). Errors are
+ * logged and the look is tried again at the next call. */
+void sync_watch(sync_state *s, store *st);
+
+/* The tuner's commit callback: ctx is the index_state. Puts m into the
+ * index (index_row_put); a failure is logged, and the next sync_watch
+ * reloads the device, whose fingerprint then differs. */
+void sync_row(void *ctx, const store_measurement *m);
+
+#endif
