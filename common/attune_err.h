@@ -13,26 +13,29 @@
 extern "C" {
 #endif
 
-#define ATTUNE_ERRNO_MAP(X)                                  \
-    X(EINVAL,    -1,  "invalid argument")                    \
-    X(ENOMEM,    -2,  "out of memory")                       \
-    X(ENODEV,    -3,  "no such device")                      \
-    X(EUNSUPP,   -4,  "not supported for this shape")        \
-    X(EIO,       -5,  "I/O error")                           \
-    X(EDB,       -6,  "database error")                      \
-    X(EFORMAT,   -7,  "malformed input")                     \
-    X(ECANCELED, -8,  "canceled")                            \
-    X(EGPU,      -9,  "GPU runtime error")                   \
-    X(EBLAS,     -10, "BLAS library error")                  \
-    X(ENOTFOUND, -11, "not found")                           \
-    X(EBUSY,     -12, "busy")                                \
-    X(ERANGE,    -13, "value out of range")                  \
-    X(EVERSION,  -14, "unsupported version")                 \
-    X(ETOOBIG,   -15, "too large")                           \
-    X(EEXIST,    -16, "already exists")
+/* name, code, description, HTTP status: the one place where attuned maps
+ * an error to a status (attune_http_status; daemon/http.h http_fail). */
+#define ATTUNE_ERRNO_MAP(X)                                          \
+    X(EINVAL,    -1,  "invalid argument",                 400)       \
+    X(ENOMEM,    -2,  "out of memory",                    500)       \
+    X(ENODEV,    -3,  "no such device",                   404)       \
+    X(EUNSUPP,   -4,  "not supported for this shape",     400)       \
+    X(EIO,       -5,  "I/O error",                        500)       \
+    X(EDB,       -6,  "database error",                   500)       \
+    X(EFORMAT,   -7,  "malformed input",                  400)       \
+    X(ECANCELED, -8,  "canceled",                         409)       \
+    X(EGPU,      -9,  "GPU runtime error",                500)       \
+    X(EBLAS,     -10, "BLAS library error",               500)       \
+    X(ENOTFOUND, -11, "not found",                        404)       \
+    X(EBUSY,     -12, "busy",                             503)       \
+    X(ERANGE,    -13, "value out of range",               400)       \
+    X(EVERSION,  -14, "unsupported version",              400)       \
+    X(ETOOBIG,   -15, "too large",                        413)       \
+    X(EEXIST,    -16, "already exists",                   409)       \
+    X(ESTATE,    -17, "not possible in the current state", 409)
 
 typedef enum {
-#define ATTUNE_ERR_ENUM(name, code, msg) ATTUNE_##name = (code),
+#define ATTUNE_ERR_ENUM(name, code, msg, http) ATTUNE_##name = (code),
     ATTUNE_ERRNO_MAP(ATTUNE_ERR_ENUM)
 #undef ATTUNE_ERR_ENUM
 } attune_errno;
@@ -43,6 +46,10 @@ typedef enum {
 /* Fixed description of code; "unknown error" for codes not in the map,
  * "success" for 0. Never NULL. */
 const char *attune_strerror(int code);
+
+/* The HTTP status that answers code (the map's last column): 4xx for the
+ * caller's errors, 5xx for the server's; 500 for codes not in the map. */
+int attune_http_status(int code);
 
 /* snprintf into err (if err != NULL and errlen > 0), then return code.
  * Lets a failing function say `return attune_fail(err, errlen, ATTUNE_EINVAL,

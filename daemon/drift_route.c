@@ -16,22 +16,14 @@ static void work_drift(req *r, store *st)
     int rc = drift_compare(st, r->device_id, r->extra_flag,
                            r->extra[0][0] ? r->extra[0] : NULL,
                            r->extra[1][0] ? r->extra[1] : NULL, &p, &rep, err, sizeof err);
-    if (rc == ATTUNE_ENOTFOUND) {
-        req_error(r, 404, "%s", err);
-        return;
-    }
-    if (rc == ATTUNE_EINVAL) {
-        req_error(r, 400, "%s", err);
-        return;
-    }
     if (rc != 0) {
-        req_error(r, 500, "drift failed: %s", err[0] ? err : attune_strerror(rc));
+        req_fail(r, rc, "%s", err[0] ? err : attune_strerror(rc));
         return;
     }
     json_t *j = drift_report_json(&rep);
     drift_report_free(&rep);
     if (j == NULL) {
-        req_error(r, 500, "out of memory");
+        req_fail(r, ATTUNE_ENOMEM, "out of memory");
         return;
     }
     req_result(r, 200, j);
@@ -55,19 +47,19 @@ enum MHD_Result drift_route_get(req *r, const char *url)
     http_args a;
     index_device_view dev;
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     const char *spec = http_arg(&a, "device"), *model = http_arg(&a, "model");
     const char *from = http_arg(&a, "from"), *to = http_arg(&a, "to");
     if (spec == NULL)
-        return http_send_error(r, 400, "missing parameter 'device'");
+        return http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
     if (strlen(spec) > 128 || index_device_find(r->d->ix, spec, &dev) != 0)
-        return http_send_error(r, 404, "unknown device '%.64s' (see GET /v1/devices)", spec);
+        return http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s' (see GET /v1/devices)", spec);
     if (model != NULL && strcmp(model, "0") != 0 && strcmp(model, "1") != 0)
-        return http_send_error(r, 400, "model must be 0 or 1");
+        return http_fail(r, ATTUNE_EINVAL, "model must be 0 or 1");
     if ((from == NULL) != (to == NULL))
-        return http_send_error(r, 400, "give both 'from' and 'to' stacks, or neither");
+        return http_fail(r, ATTUNE_EINVAL, "give both 'from' and 'to' stacks, or neither");
     if (from != NULL && (!stack_id_ok(from) || !stack_id_ok(to)))
-        return http_send_error(r, 400, "'from' and 'to' are stack ids (16 hex digits)");
+        return http_fail(r, ATTUNE_EINVAL, "'from' and 'to' are stack ids (16 hex digits)");
     snprintf(r->device_id, sizeof r->device_id, "%s", dev.info.id);
     snprintf(r->extra[0], sizeof r->extra[0], "%s", from ? from : "");
     snprintf(r->extra[1], sizeof r->extra[1], "%s", to ? to : "");

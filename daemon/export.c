@@ -79,7 +79,7 @@ enum MHD_Result export_stream(req *r, const char *device_id)
     export_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {
         atomic_fetch_sub(&d->exports, 1);
-        return http_send_error(r, 500, "out of memory");
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     }
     c->d = d;
     int rc = store_export_open(d->cfg.db_path, device_id, &c->x, err, sizeof err);
@@ -87,9 +87,8 @@ enum MHD_Result export_stream(req *r, const char *device_id)
         free(c);
         atomic_fetch_sub(&d->exports, 1);
         if (rc == ATTUNE_ENOTFOUND)
-            return http_send_error(r, 404, "device %s has no table in the database",
-                                   device_id);
-        return http_send_error(r, 500, "export failed: %s", err);
+            return http_fail(r, rc, "device %s has no table in the database", device_id);
+        return http_fail(r, rc, "export failed: %s", err);
     }
     struct MHD_Response *resp = MHD_create_response_from_callback(
         MHD_SIZE_UNKNOWN, EXPORT_BLOCK, export_read, c, export_free);

@@ -125,6 +125,15 @@ enum MHD_Result http_send_error(req *r, unsigned status, const char *fmt, ...)
     return http_send_json(r, status, o);
 }
 
+enum MHD_Result http_fail(req *r, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    json_t *o = error_obj(fmt, ap);
+    va_end(ap);
+    return http_send_json(r, (unsigned)attune_http_status(rc), o);
+}
+
 void req_result_text(req *r, unsigned status, char *text, size_t len)
 {
     free(r->resp);
@@ -144,13 +153,13 @@ void req_result(req *r, unsigned status, json_t *obj)
     req_result_text(r, status, text, strlen(text));
 }
 
-void req_error(req *r, unsigned status, const char *fmt, ...)
+void req_fail(req *r, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     json_t *o = error_obj(fmt, ap);
     va_end(ap);
-    req_result(r, status, o);
+    req_result(r, (unsigned)attune_http_status(rc), o);
 }
 
 static void run_deferred(void *arg, store *st)
@@ -169,7 +178,7 @@ enum MHD_Result http_defer(req *r, req_work_fn fn)
     MHD_suspend_connection(r->conn);
     if (atomic_load(&r->d->stopping) ||
         worker_submit(r->d->worker, run_deferred, r) != 0) {
-        req_error(r, 503, "the daemon is shutting down");
+        req_fail(r, ATTUNE_EBUSY, "the daemon is shutting down");
         atomic_store(&r->ready, 1);
         MHD_resume_connection(r->conn);
     }
@@ -223,9 +232,14 @@ static const char *shown(const char *s, char *buf, size_t len)
 int http_args_get(struct MHD_Connection *c, const char *const *allowed, http_args *a,
                   char *err, size_t errlen)
 {
-    char b1[48];
     memset(a, 0, sizeof *a);
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, a);
+    return http_args_check(a, allowed, err, errlen);
+}
+
+int http_args_check(const http_args *a, const char *const *allowed, char *err, size_t errlen)
+{
+    char b1[48];
     if (a->overflow)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "more than %d query parameters",
                            HTTP_MAX_ARGS);
@@ -327,6 +341,21 @@ int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen)
         return attune_fail(err, errlen, ATTUNE_EINVAL,
                            "causal='%s' must be 0, 1, true or false", shown(c, b1, sizeof b1));
     return attn_shape_validate(s, err, errlen) == 0 ? 0 : ATTUNE_EINVAL;
+}
+
+int http_arg_max_rel_err(const http_args *a, double *out, char *err, size_t errlen)
+{
+    char b1[48];
+    const char *v = http_arg(a, "max_rel_err");
+    *out = 0;
+    if (v == NULL)
+        return 0;
+    double x;
+    if (http_parse_real(v, &x) != 0 || x <= 0 || x > 1)
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "max_rel_err='%s' must be a number in (0, 1]", shown(v, b1, sizeof b1));
+    *out = x;
+    return 0;
 }
 
 int http_json_depth_ok(const char *s, size_t n, int max)

@@ -64,14 +64,22 @@ enum MHD_Result http_queue(req *r, unsigned status, struct MHD_Response *resp);
 /* Queue obj (reference stolen) as JSON. */
 enum MHD_Result http_send_json(req *r, unsigned status, json_t *obj);
 
-/* Queue {"error": <formatted message>}. */
+/* The one error path of handlers: queue {"error": <formatted message>}
+ * with the status the error map gives rc (attune_http_status: EINVAL 400,
+ * ENODEV/ENOTFOUND 404, ESTATE 409, ETOOBIG 413, EBUSY 503, ENOMEM/EDB
+ * 500, ...). No handler picks a status itself. */
+enum MHD_Result http_fail(req *r, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Queue {"error": ...} with an explicit status: for the protocol checks of
+ * the router (401, 403, 405, 414, 415, 431) that no library error names. */
 enum MHD_Result http_send_error(req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Worker side: set the response of a deferred request. */
+/* Worker side: set the response of a deferred request; errors as
+ * http_fail. */
 void req_result(req *r, unsigned status, json_t *obj);
-void req_error(req *r, unsigned status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void req_fail(req *r, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Set raw JSON text (malloc'd, owned from here on). */
 void req_result_text(req *r, unsigned status, char *text, size_t len);
 
@@ -119,6 +127,9 @@ typedef struct http_args {
 int http_args_get(struct MHD_Connection *c, const char *const *allowed, http_args *a,
                   char *err, size_t errlen);
 
+/* The checks of http_args_get over arguments already collected in a. */
+int http_args_check(const http_args *a, const char *const *allowed, char *err, size_t errlen);
+
 /* Value of key, NULL when absent. */
 const char *http_arg(const http_args *a, const char *key);
 
@@ -130,6 +141,10 @@ int http_arg_int(const http_args *a, const char *key, int64_t min, int64_t max,
 /* Shape from either shape=<canonical key> or all of b, hq, hkv, sq, skv,
  * d, dtype, causal (not both); validated. 0 or ATTUNE_EINVAL with err. */
 int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen);
+
+/* The optional max_rel_err= of a lookup: *out 0 when absent, else a plain
+ * decimal number (http_parse_real) in (0, 1]. 0 or ATTUNE_EINVAL with err. */
+int http_arg_max_rel_err(const http_args *a, double *out, char *err, size_t errlen);
 
 /* 1 when the JSON text s[0..n) nests arrays/objects at most max deep
  * (strings skipped, escapes honoured). Checked before parsing, so a body

@@ -661,7 +661,7 @@ int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out)
     case STORE_JOB_CANCELED:
         break;
     default:
-        rc = ATTUNE_EINVAL; /* done or failed: nothing to cancel */
+        rc = ATTUNE_ESTATE; /* done or failed: nothing to cancel */
         break;
     }
     *out = *v;

@@ -88,7 +88,7 @@ int jobs_list(jobs *j, jobs_view **out, int *n);
 /* Cancel job id: a queued one becomes canceled now (row written through
  * st), a running one is asked to stop after the tactic in flight
  * (cancel_requested). Returns 0 with the job's view after the call, or
- * ATTUNE_ENOTFOUND, ATTUNE_EINVAL (already done or failed; view filled),
+ * ATTUNE_ENOTFOUND, ATTUNE_ESTATE (already done or failed; view filled),
  * ATTUNE_EDB. Canceling a canceled job is 0. */
 int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
 

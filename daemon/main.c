@@ -292,12 +292,169 @@ static void reload_work(void *arg, store *st)
     sync_reload(&d->sync, st, "sighup");
 }
 
+/* Step 1: signals blocked in every thread (they inherit this mask) and
+ * taken by sigwait in serve(); SIGPIPE ignored: a client hanging up is not
+ * fatal. */
+static void block_signals(sigset_t *sigs)
+{
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* Step 2: the database (its directory created), the token, this host's
+ * devices. *st open on success. 0 or an error (logged). */
+static int open_store(attuned *d, store **st)
+{
+    char err[ATTUNE_ERRLEN], token_path[PATH_MAX];
+    int rc, loose = 0;
+    if (make_parent_dirs(d->cfg.db_path) != 0) {
+        log_event(LOGL_ERROR, "db_dir_failed", "db=\"%s\" error=\"%s\"", d->cfg.db_path,
+                  strerror(errno));
+        return ATTUNE_EIO;
+    }
+    if ((rc = store_open(d->cfg.db_path, 1, st, err, sizeof err)) != 0) {
+        log_event(LOGL_ERROR, "db_open_failed", "db=\"%s\" error=\"%s\"", d->cfg.db_path, err);
+        return rc;
+    }
+    if ((rc = auth_token_load(d->cfg.token_file, d->cfg.db_path, d->token, token_path,
+                              sizeof token_path, &loose, err, sizeof err)) != 0) {
+        log_event(LOGL_ERROR, "token_failed", "error=\"%s\"", err);
+        return rc;
+    }
+    if (loose)
+        log_event(LOGL_WARN, "token_file_readable", "path=\"%s\" hint=\"chmod 600\"",
+                  token_path);
+    log_event(LOGL_INFO, "token", "path=\"%s\"", token_path);
+    int n = attn_devices(d->devices, ATTUNED_MAX_DEVICES);
+    d->ndevices = n < ATTUNED_MAX_DEVICES ? n : ATTUNED_MAX_DEVICES;
+    for (int i = 0; i < d->ndevices; i++)
+        log_event(LOGL_INFO, "device", "id=%s kind=%s name=\"%s\" stack=%s",
+                  d->devices[i].info.id, d->devices[i].info.kind, d->devices[i].info.name,
+                  d->devices[i].stack.id);
+    return 0;
+}
+
+/* Step 3: the lookup index, loaded (sync_load), and the job threads with
+ * the jobs of the last run resumed and, at first start, the default grids
+ * queued. 0 or an error (logged). */
+static int start_index_and_jobs(attuned *d, store *st)
+{
+    select_policy policy; /* copied by the index and the jobs */
+    select_policy_default(&policy);
+    if ((d->ix = index_new(&policy)) == NULL)
+        return ATTUNE_ENOMEM;
+    sync_init(&d->sync, d->ix, d->devices, d->ndevices);
+    int rc = sync_load(&d->sync, st);
+    if (rc != 0) {
+        log_event(LOGL_ERROR, "index_load_failed", "error=\"%s\"", attune_strerror(rc));
+        return rc;
+    }
+    int nlocal, nfleet;
+    int64_t nmeas;
+    index_stats(d->ix, &nlocal, &nfleet, &nmeas);
+    log_event(LOGL_INFO, "index_loaded", "local=%d fleet=%d measurements=%lld", nlocal,
+              nfleet, (long long)nmeas);
+    jobs_config jc = {.db_path = d->cfg.db_path, .devices = d->devices,
+                      .ndevices = d->ndevices, .ix = d->ix, .policy = &policy,
+                      .committed = sync_row, .committed_ctx = d->ix,
+                      .budget_ms = d->cfg.tune_budget_ms,
+                      .no_tune_on_miss = d->cfg.no_tune_on_miss};
+    if ((rc = jobs_new(&jc, &d->jobs)) != 0)
+        return rc;
+    int requeued = 0;
+    if ((rc = jobs_load(d->jobs, st, &requeued)) != 0) {
+        log_event(LOGL_ERROR, "jobs_load_failed", "error=\"%s\"", attune_strerror(rc));
+        return rc;
+    }
+    if (requeued > 0)
+        log_event(LOGL_INFO, "jobs_resumed", "count=%d", requeued);
+    if (!d->cfg.no_default_grid)
+        queue_default_grids(d, st);
+    return jobs_start(d->jobs);
+}
+
+/* Step 4 (--fleet): the fleet sync thread. 0 or an error (logged). */
+static int start_fleet(attuned *d)
+{
+    char err[ATTUNE_ERRLEN];
+    attn_device_info infos[ATTUNED_MAX_DEVICES];
+    for (int i = 0; i < d->ndevices; i++)
+        infos[i] = d->devices[i].info;
+    fleet_sync_config fc = {.url = d->cfg.fleet_url, .db_path = d->cfg.db_path,
+                            .devices = infos, .ndevices = d->ndevices,
+                            .period_s = d->cfg.fleet_period_s,
+                            .pull_period_s = 6 * d->cfg.fleet_period_s,
+                            .batch_rows = d->cfg.fleet_batch,
+                            .pause_ms = d->cfg.fleet_pause_ms};
+    int rc = fleet_sync_start(&fc, &d->fleet, err, sizeof err);
+    if (rc != 0) {
+        log_event(LOGL_ERROR, "fleet_start_failed", "error=\"%s\"", err);
+        return rc;
+    }
+    log_event(LOGL_INFO, "fleet_sync", "period_s=%d", d->cfg.fleet_period_s);
+    return 0;
+}
+
+/* Step 5: the HTTP server; then signals until SIGTERM or SIGINT (SIGHUP:
+ * reopen the log, reload the index on the DB worker). 0 or an error. */
+static int serve(attuned *d, const sigset_t *sigs)
+{
+    char err[ATTUNE_ERRLEN];
+    int rc = server_start(d, err, sizeof err);
+    if (rc != 0) {
+        log_event(LOGL_ERROR, "listen_failed", "error=\"%s\"", err);
+        return rc;
+    }
+    sdnotify_send("READY=1");
+    log_event(LOGL_INFO, "ready", "url=http://%s%s%s:%d/", strchr(d->cfg.bind, ':') ? "[" : "",
+              d->cfg.bind, strchr(d->cfg.bind, ':') ? "]" : "", d->bound_port);
+    for (;;) {
+        int sig = 0;
+        if (sigwait(sigs, &sig) != 0)
+            continue;
+        if (sig != SIGHUP) {
+            log_event(LOGL_INFO, "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
+            return 0;
+        }
+        log_event(LOGL_INFO, "reopen_log", NULL);
+        if (log_reopen() != 0)
+            log_event(LOGL_ERROR, "reopen_log_failed", "path=\"%s\"",
+                      d->cfg.log_path ? d->cfg.log_path : "");
+        if ((rc = worker_submit(d->worker, reload_work, d)) != 0) {
+            metrics_reload_failed();
+            log_event(LOGL_ERROR, "index_reload_failed", "error=\"%s\"", attune_strerror(rc));
+        }
+    }
+}
+
+/* Step 6: no new connections; the DB worker drains (resuming every
+ * suspended connection, new deferrals answered 503); HTTP threads joined;
+ * tuning interrupted between tactics and joined; stores closed by their
+ * threads. Safe after any step failed. */
+static void shutdown_all(attuned *d, store *st)
+{
+    sdnotify_send("STOPPING=1");
+    atomic_store(&d->stopping, 1);
+    server_quiesce(d);
+    worker_stop(d->worker);
+    server_stop(d);
+    fleet_sync_stop(d->fleet);
+    jobs_stop(d->jobs);
+    jobs_free(d->jobs);
+    index_free(d->ix);
+    store_close(st);
+}
+
 int main(int argc, char **argv)
 {
     static attuned d; /* large (device table): not on the stack */
     store *st = NULL;
-    char err[ATTUNE_ERRLEN];
-    int rc, exit_code = 1;
+    sigset_t sigs;
+    int exit_code = 1;
 
     if (parse_args(argc, argv, &d.cfg) != 0)
         return 2;
@@ -307,147 +464,20 @@ int main(int argc, char **argv)
         return 1;
     }
     log_set_level(d.cfg.verbose ? LOGL_DEBUG : LOGL_INFO);
-
-    /* Signals: blocked in every thread (they inherit this mask), taken by
-     * sigwait below. SIGPIPE ignored: a client hanging up is not fatal. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+    block_signals(&sigs);
     log_event(LOGL_INFO, "start", "version=%s db=\"%s\" pid=%ld", ATTUNE_VERSION,
               d.cfg.db_path, (long)getpid());
-    if (make_parent_dirs(d.cfg.db_path) != 0) {
-        log_event(LOGL_ERROR, "db_dir_failed", "db=\"%s\" error=\"%s\"", d.cfg.db_path,
-                  strerror(errno));
+    if (open_store(&d, &st) != 0 || start_index_and_jobs(&d, st) != 0)
         goto out;
-    }
-    if ((rc = store_open(d.cfg.db_path, 1, &st, err, sizeof err)) != 0) {
-        log_event(LOGL_ERROR, "db_open_failed", "db=\"%s\" error=\"%s\"", d.cfg.db_path, err);
-        goto out;
-    }
-
-    char token_path[PATH_MAX];
-    int loose = 0;
-    if ((rc = auth_token_load(d.cfg.token_file, d.cfg.db_path, d.token, token_path,
-                              sizeof token_path, &loose, err, sizeof err)) != 0) {
-        log_event(LOGL_ERROR, "token_failed", "error=\"%s\"", err);
-        goto out;
-    }
-    if (loose)
-        log_event(LOGL_WARN, "token_file_readable", "path=\"%s\" hint=\"chmod 600\"",
-                  token_path);
-    log_event(LOGL_INFO, "token", "path=\"%s\"", token_path);
-
-    int n = attn_devices(d.devices, ATTUNED_MAX_DEVICES);
-    d.ndevices = n < ATTUNED_MAX_DEVICES ? n : ATTUNED_MAX_DEVICES;
-    for (int i = 0; i < d.ndevices; i++)
-        log_event(LOGL_INFO, "device", "id=%s kind=%s name=\"%s\" stack=%s",
-                  d.devices[i].info.id, d.devices[i].info.kind, d.devices[i].info.name,
-                  d.devices[i].stack.id);
-
-    select_policy policy;
-    select_policy_default(&policy);
-    if ((d.ix = index_new(&policy)) == NULL)
-        goto out;
-    sync_init(&d.sync, d.ix, d.devices, d.ndevices);
-    if ((rc = sync_load(&d.sync, st)) != 0) {
-        log_event(LOGL_ERROR, "index_load_failed", "error=\"%s\"", attune_strerror(rc));
-        goto out;
-    }
-    int nlocal, nfleet;
-    int64_t nmeas;
-    index_stats(d.ix, &nlocal, &nfleet, &nmeas);
-    log_event(LOGL_INFO, "index_loaded", "local=%d fleet=%d measurements=%lld", nlocal,
-              nfleet, (long long)nmeas);
-
-    jobs_config jc = {.db_path = d.cfg.db_path, .devices = d.devices,
-                      .ndevices = d.ndevices, .ix = d.ix, .policy = &policy,
-                      .committed = sync_row, .committed_ctx = d.ix,
-                      .budget_ms = d.cfg.tune_budget_ms,
-                      .no_tune_on_miss = d.cfg.no_tune_on_miss};
-    if ((rc = jobs_new(&jc, &d.jobs)) != 0)
-        goto out;
-    int requeued = 0;
-    if ((rc = jobs_load(d.jobs, st, &requeued)) != 0) {
-        log_event(LOGL_ERROR, "jobs_load_failed", "error=\"%s\"", attune_strerror(rc));
-        goto out;
-    }
-    if (requeued > 0)
-        log_event(LOGL_INFO, "jobs_resumed", "count=%d", requeued);
-    if (!d.cfg.no_default_grid)
-        queue_default_grids(&d, st);
-    if ((rc = jobs_start(d.jobs)) != 0)
-        goto out;
-
-    if ((rc = worker_start(st, db_tick, &d, ATTUNED_WATCH_PERIOD_S, &d.worker)) != 0)
+    if (worker_start(st, db_tick, &d, ATTUNED_WATCH_PERIOD_S, &d.worker) != 0)
         goto out;
     st = NULL; /* the worker owns it now */
-
-    if (d.cfg.fleet_url != NULL) {
-        attn_device_info infos[ATTUNED_MAX_DEVICES];
-        for (int i = 0; i < d.ndevices; i++)
-            infos[i] = d.devices[i].info;
-        fleet_sync_config fc = {.url = d.cfg.fleet_url, .db_path = d.cfg.db_path,
-                                .devices = infos, .ndevices = d.ndevices,
-                                .period_s = d.cfg.fleet_period_s,
-                                .pull_period_s = 6 * d.cfg.fleet_period_s,
-                                .batch_rows = d.cfg.fleet_batch,
-                                .pause_ms = d.cfg.fleet_pause_ms};
-        if ((rc = fleet_sync_start(&fc, &d.fleet, err, sizeof err)) != 0) {
-            log_event(LOGL_ERROR, "fleet_start_failed", "error=\"%s\"", err);
-            goto out;
-        }
-        log_event(LOGL_INFO, "fleet_sync", "period_s=%d", d.cfg.fleet_period_s);
-    }
-
-    if ((rc = server_start(&d, err, sizeof err)) != 0) {
-        log_event(LOGL_ERROR, "listen_failed", "error=\"%s\"", err);
+    if (d.cfg.fleet_url != NULL && start_fleet(&d) != 0)
         goto out;
-    }
-    sdnotify_send("READY=1");
-    log_event(LOGL_INFO, "ready", "url=http://%s%s%s:%d/", strchr(d.cfg.bind, ':') ? "[" : "",
-              d.cfg.bind, strchr(d.cfg.bind, ':') ? "]" : "", d.bound_port);
-
-    for (;;) {
-        int sig = 0;
-        if (sigwait(&sigs, &sig) != 0)
-            continue;
-        if (sig == SIGHUP) {
-            log_event(LOGL_INFO, "reopen_log", NULL);
-            if (log_reopen() != 0)
-                log_event(LOGL_ERROR, "reopen_log_failed", "path=\"%s\"",
-                          d.cfg.log_path ? d.cfg.log_path : "");
-            if ((rc = worker_submit(d.worker, reload_work, &d)) != 0) {
-                metrics_reload_failed();
-                log_event(LOGL_ERROR, "index_reload_failed", "error=\"%s\"",
-                          attune_strerror(rc));
-            }
-            continue;
-        }
-        log_event(LOGL_INFO, "stopping", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
-        break;
-    }
-    exit_code = 0;
-
+    if (serve(&d, &sigs) == 0)
+        exit_code = 0;
 out:
-    /* Order: no new connections; the DB worker drains (resuming every
-     * suspended connection, new deferrals answered 503); HTTP threads
-     * joined; tuning interrupted between tactics and joined; stores
-     * closed by their threads. */
-    sdnotify_send("STOPPING=1");
-    atomic_store(&d.stopping, 1);
-    server_quiesce(&d);
-    worker_stop(d.worker);
-    server_stop(&d);
-    fleet_sync_stop(d.fleet);
-    jobs_stop(d.jobs);
-    jobs_free(d.jobs);
-    index_free(d.ix);
-    store_close(st);
+    shutdown_all(&d, st);
     log_event(exit_code == 0 ? LOGL_INFO : LOGL_ERROR, "exit", "code=%d", exit_code);
     log_close();
     return exit_code;

@@ -30,10 +30,10 @@ enum MHD_Result page_get(req *r, const char *url)
     /* names are flat file names of web/: nothing else is served */
     const page_asset *a = strchr(name, '/') == NULL ? find_asset(name) : NULL;
     if (a == NULL || (strcmp(a->name, "index.html") == 0 && strcmp(url, "/") != 0))
-        return http_send_error(r, 404, "no route for %.100s", url);
+        return http_fail(r, ATTUNE_ENOTFOUND, "no route for %.100s", url);
     char *copy = malloc(a->len + 1); /* http_send frees what it sends */
     if (copy == NULL)
-        return http_send_error(r, 500, "out of memory");
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     memcpy(copy, a->data, a->len);
     return http_send(r, 200, a->ctype, copy, a->len, "Content-Security-Policy", PAGE_CSP);
 }

@@ -130,11 +130,11 @@ static int arg_device(req *r, const http_args *a, index_device_view *v, enum MHD
 {
     const char *spec = http_arg(a, "device");
     if (spec == NULL) {
-        *ret = http_send_error(r, 400, "missing parameter 'device'");
+        *ret = http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
         return -1;
     }
     if (strlen(spec) > 128 || index_device_find(r->d->ix, spec, v) != 0) {
-        *ret = http_send_error(r, 404, "unknown device '%.64s' (see GET /v1/devices)", spec);
+        *ret = http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s' (see GET /v1/devices)", spec);
         return -1;
     }
     return 0;
@@ -148,7 +148,7 @@ static enum MHD_Result h_health(req *r, const char *url)
     http_args a;
     static const char *const allowed[] = {NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     return http_send_json(r, 200, json_pack("{s:s, s:s, s:i}", "status",
                                             atomic_load(&r->d->stopping) ? "stopping" : "ok",
                                             "version", ATTUNE_VERSION, "devices",
@@ -161,11 +161,11 @@ static enum MHD_Result h_devices(req *r, const char *url)
     http_args a;
     static const char *const allowed[] = {NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     index_device_view *v = NULL;
     int n = 0;
     if (index_devices(r->d->ix, &v, &n) != 0)
-        return http_send_error(r, 500, "out of memory");
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     json_t *arr = json_array();
     for (int i = 0; i < n && arr != NULL; i++)
         if (json_array_append_new(arr, device_json(&v[i])) != 0) {
@@ -174,7 +174,7 @@ static enum MHD_Result h_devices(req *r, const char *url)
         }
     free(v);
     if (arr == NULL)
-        return http_send_error(r, 500, "out of memory");
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     return http_send_json(r, 200, json_pack("{s:o}", "devices", arr));
 }
 
@@ -184,7 +184,7 @@ static enum MHD_Result h_metrics(req *r, const char *url)
     http_args a;
     static const char *const allowed[] = {NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     metrics_snapshot snap;
     memset(&snap, 0, sizeof snap);
     jobs_counts(r->d->jobs, snap.jobs);
@@ -193,7 +193,7 @@ static enum MHD_Result h_metrics(req *r, const char *url)
     char *text = NULL;
     size_t len = 0;
     if (metrics_render(&snap, &text, &len) != 0)
-        return http_send_error(r, 500, "out of memory");
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     return http_send(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL,
                      NULL);
 }
@@ -212,21 +212,18 @@ static enum MHD_Result h_tactic(req *r, const char *url)
     index_device_view dev;
     attn_shape s;
     if (http_args_get(r->conn, shape_args, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     if (arg_device(r, &a, &dev, &ret) != 0)
         return ret;
     if (http_args_shape(&a, &s, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
-    double mre = 0;
-    const char *mv = http_arg(&a, "max_rel_err");
-    if (mv != NULL) {
-        if (http_parse_real(mv, &mre) != 0 || mre <= 0 || mre > 1)
-            return http_send_error(r, 400, "max_rel_err='%.32s' must be a number in (0, 1]",
-                                   mv);
-    }
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
+    double mre;
+    if (http_arg_max_rel_err(&a, &mre, err, sizeof err) != 0)
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     index_answer ans;
-    if (index_lookup(r->d->ix, dev.info.id, &s, mre, &ans) != 0)
-        return http_send_error(r, 404, "unknown device '%.64s'", dev.info.id);
+    int rc = index_lookup(r->d->ix, dev.info.id, &s, mre, &ans);
+    if (rc != 0)
+        return http_fail(r, rc, "device '%.64s': %s", dev.info.id, attune_strerror(rc));
 
     /* the hot path: written straight into one buffer (see jbuf) */
     char key[ATTN_SHAPE_KEY_MAX], variant[32];
@@ -290,7 +287,7 @@ static enum MHD_Result h_tactic(req *r, const char *url)
     size_t len = 0;
     char *text = jbuf_finish(&b, &len);
     if (text == NULL)
-        return http_send_error(r, 500, "out of memory");
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     ret = http_send(r, 200, "application/json", text, len, NULL, NULL);
     metrics_lookup((int)ans.source, ans.stale, req_elapsed(r));
     return ret;
@@ -333,16 +330,17 @@ static enum MHD_Result h_results(req *r, const char *url)
     static const char *const allowed[] = {"device", "shape", "b", "hq", "hkv", "sq",
                                           "skv", "d", "dtype", "causal", NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     if (arg_device(r, &a, &dev, &ret) != 0)
         return ret;
     if (http_args_shape(&a, &s, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     store_measurement *m = NULL;
     int n = 0;
     char stack[24];
-    if (index_results(r->d->ix, dev.info.id, &s, &m, &n, stack) != 0)
-        return http_send_error(r, 500, "out of memory");
+    int rc = index_results(r->d->ix, dev.info.id, &s, &m, &n, stack);
+    if (rc != 0) /* ENODEV (the device went since arg_device): 404, not 500 */
+        return http_fail(r, rc, "device '%.64s': %s", dev.info.id, attune_strerror(rc));
     json_t *arr = json_array();
     for (int i = 0; i < n && arr != NULL; i++)
         if (json_array_append_new(arr, measurement_json(&m[i], stack)) != 0) {
@@ -351,7 +349,7 @@ static enum MHD_Result h_results(req *r, const char *url)
         }
     free(m);
     if (arr == NULL)
-        return http_send_error(r, 500, "out of memory");
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     char key[ATTN_SHAPE_KEY_MAX];
     const select_policy *p = index_policy(r->d->ix);
     return http_send_json(
@@ -408,11 +406,11 @@ static enum MHD_Result h_jobs_list(req *r, const char *url)
     http_args a;
     static const char *const allowed[] = {"state", "device", "limit", NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     int64_t limit = 100;
     if (http_arg(&a, "limit") != NULL &&
         http_arg_int(&a, "limit", 1, 10000, &limit, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     int state = -1;
     const char *sv = http_arg(&a, "state");
     if (sv != NULL) {
@@ -420,17 +418,17 @@ static enum MHD_Result h_jobs_list(req *r, const char *url)
             if (strcmp(sv, store_job_state_name((store_job_state)s)) == 0)
                 state = s;
         if (state < 0)
-            return http_send_error(r, 400, "unknown state '%.32s' (queued, running, done, "
+            return http_fail(r, ATTUNE_EINVAL, "unknown state '%.32s' (queued, running, done, "
                                    "failed, canceled)", sv);
     }
     index_device_view dev;
     const char *dv = http_arg(&a, "device");
     if (dv != NULL && (strlen(dv) > 128 || index_device_find(r->d->ix, dv, &dev) != 0))
-        return http_send_error(r, 404, "unknown device '%.64s'", dv);
+        return http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s'", dv);
     jobs_view *v = NULL;
     int n = 0;
     if (jobs_list(r->d->jobs, &v, &n) != 0)
-        return http_send_error(r, 500, "out of memory");
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     json_t *arr = json_array();
     int shown = 0;
     /* newest first, up to limit */
@@ -446,7 +444,7 @@ static enum MHD_Result h_jobs_list(req *r, const char *url)
     }
     free(v);
     if (arr == NULL)
-        return http_send_error(r, 500, "out of memory");
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     return http_send_json(r, 200, json_pack("{s:o}", "jobs", arr));
 }
 
@@ -456,13 +454,13 @@ static enum MHD_Result h_job_get(req *r, const char *url)
     http_args a;
     static const char *const allowed[] = {NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     int64_t id;
     if (parse_job_id(url, &id) != 0)
-        return http_send_error(r, 400, "job id must be a positive integer");
+        return http_fail(r, ATTUNE_EINVAL, "job id must be a positive integer");
     jobs_view v;
     if (jobs_get(r->d->jobs, id, &v) != 0)
-        return http_send_error(r, 404, "no job %lld", (long long)id);
+        return http_fail(r, ATTUNE_ENOTFOUND, "no job %lld", (long long)id);
     return http_send_json(r, 200, job_json(&v));
 }
 
@@ -470,15 +468,13 @@ static void work_cancel(req *r, store *st)
 {
     jobs_view v;
     int rc = jobs_cancel(r->d->jobs, st, r->job_id, &v);
-    if (rc == ATTUNE_ENOTFOUND)
-        req_error(r, 404, "no job %lld", (long long)r->job_id);
-    else if (rc == ATTUNE_EINVAL)
-        req_error(r, 409, "job %lld is already %s", (long long)r->job_id,
-                  store_job_state_name(v.state));
-    else if (rc != 0)
-        req_error(r, 500, "cannot cancel job %lld: %s", (long long)r->job_id,
-                  attune_strerror(rc));
-    else {
+    if (rc == ATTUNE_ESTATE) {
+        req_fail(r, rc, "job %lld is already %s", (long long)r->job_id,
+                 store_job_state_name(v.state));
+    } else if (rc != 0) {
+        req_fail(r, rc, "cannot cancel job %lld: %s", (long long)r->job_id,
+                 attune_strerror(rc));
+    } else {
         log_event(LOGL_INFO, "job_cancel", "job=%lld state=%s", (long long)v.id,
                   store_job_state_name(v.state));
         req_result(r, 200, job_json(&v));
@@ -491,12 +487,12 @@ static enum MHD_Result h_job_cancel(req *r, const char *url)
     http_args a;
     static const char *const allowed[] = {NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     if (parse_job_id(url, &r->job_id) != 0)
-        return http_send_error(r, 400, "job id must be a positive integer");
+        return http_fail(r, ATTUNE_EINVAL, "job id must be a positive integer");
     jobs_view v;
     if (jobs_get(r->d->jobs, r->job_id, &v) != 0)
-        return http_send_error(r, 404, "no job %lld", (long long)r->job_id);
+        return http_fail(r, ATTUNE_ENOTFOUND, "no job %lld", (long long)r->job_id);
     return http_defer(r, work_cancel);
 }
 
@@ -507,11 +503,11 @@ static void work_tune(req *r, store *st)
     jobs_view v;
     int rc = jobs_submit(r->d->jobs, st, r->device_id, r->shapes, r->nshapes, &v);
     if (rc == ATTUNE_EBUSY) {
-        req_error(r, 503, "the job queue of device %s is full; retry later", r->device_id);
+        req_fail(r, rc, "the job queue of device %s is full; retry later", r->device_id);
         return;
     }
     if (rc != 0) {
-        req_error(r, 500, "cannot create the job: %s", attune_strerror(rc));
+        req_fail(r, rc, "cannot create the job: %s", attune_strerror(rc));
         return;
     }
     log_event(LOGL_INFO, "job_queued", "job=%lld device=%s shapes=%d", (long long)v.id,
@@ -525,24 +521,24 @@ static void work_tune(req *r, store *st)
 static json_t *body_object(req *r, enum MHD_Result *ret)
 {
     if (r->len == 0) {
-        *ret = http_send_error(r, 400, "empty body: a JSON object is expected");
+        *ret = http_fail(r, ATTUNE_EINVAL, "empty body: a JSON object is expected");
         return NULL;
     }
     if (!http_json_depth_ok(r->body, r->len, ATTUNED_JSON_DEPTH_MAX)) {
-        *ret = http_send_error(r, 400, "JSON nested deeper than %d levels",
+        *ret = http_fail(r, ATTUNE_EINVAL, "JSON nested deeper than %d levels",
                                ATTUNED_JSON_DEPTH_MAX);
         return NULL;
     }
     json_error_t je;
     json_t *root = json_loadb(r->body, r->len, JSON_REJECT_DUPLICATES, &je);
     if (root == NULL) {
-        *ret = http_send_error(r, 400, "invalid JSON at line %d column %d: %.120s",
+        *ret = http_fail(r, ATTUNE_EINVAL, "invalid JSON at line %d column %d: %.120s",
                                je.line, je.column, je.text);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        *ret = http_send_error(r, 400, "the body must be a JSON object");
+        *ret = http_fail(r, ATTUNE_EINVAL, "the body must be a JSON object");
         return NULL;
     }
     return root;
@@ -555,7 +551,7 @@ static enum MHD_Result h_tune(req *r, const char *url)
     http_args a;
     static const char *const allowed[] = {NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     json_t *root = body_object(r, &ret);
     if (root == NULL)
         return ret;
@@ -563,7 +559,7 @@ static enum MHD_Result h_tune(req *r, const char *url)
     json_t *val;
     json_object_foreach(root, k, val) {
         if (strcmp(k, "device") != 0 && strcmp(k, "shapes") != 0) {
-            ret = http_send_error(r, 400, "unknown key '%.32s' (expected device, shapes)", k);
+            ret = http_fail(r, ATTUNE_EINVAL, "unknown key '%.32s' (expected device, shapes)", k);
             goto out;
         }
     }
@@ -577,51 +573,51 @@ static enum MHD_Result h_tune(req *r, const char *url)
         snprintf(spec, sizeof spec, "%lld", (long long)json_integer_value(jd));
         devspec = spec;
     } else {
-        ret = http_send_error(r, 400, "'device' must be a string (cpu, ordinal, id, name)");
+        ret = http_fail(r, ATTUNE_EINVAL, "'device' must be a string (cpu, ordinal, id, name)");
         goto out;
     }
     index_device_view dev;
     if (strlen(devspec) > 128 || index_device_find(r->d->ix, devspec, &dev) != 0) {
-        ret = http_send_error(r, 404, "unknown device '%.64s' (see GET /v1/devices)",
+        ret = http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s' (see GET /v1/devices)",
                               devspec);
         goto out;
     }
     if (!dev.local) {
-        ret = http_send_error(r, 400, "device %s is not on this host: it cannot be tuned "
+        ret = http_fail(r, ATTUNE_EINVAL, "device %s is not on this host: it cannot be tuned "
                               "here", dev.info.id);
         goto out;
     }
     json_t *js = json_object_get(root, "shapes");
     size_t ns = json_array_size(js);
     if (!json_is_array(js) || ns == 0) {
-        ret = http_send_error(r, 400, "'shapes' must be a non-empty array of shapes");
+        ret = http_fail(r, ATTUNE_EINVAL, "'shapes' must be a non-empty array of shapes");
         goto out;
     }
     if (ns > JOBS_MAX_SHAPES) {
-        ret = http_send_error(r, 413, "%zu shapes in one job; at most %d", ns,
+        ret = http_fail(r, ATTUNE_ETOOBIG, "%zu shapes in one job; at most %d", ns,
                               JOBS_MAX_SHAPES);
         goto out;
     }
     r->shapes = malloc(ns * sizeof *r->shapes);
     if (r->shapes == NULL) {
-        ret = http_send_error(r, 500, "out of memory");
+        ret = http_fail(r, ATTUNE_ENOMEM, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < ns; i++) {
         json_t *sj = json_array_get(js, i);
         if (!json_is_object(sj)) {
-            ret = http_send_error(r, 400, "shapes[%zu] must be an object", i);
+            ret = http_fail(r, ATTUNE_EINVAL, "shapes[%zu] must be an object", i);
             goto out;
         }
         if (shape_json_parse(sj, 0, &r->shapes[i], err, sizeof err) != 0) {
-            ret = http_send_error(r, 400, "shapes[%zu]: %s", i, err);
+            ret = http_fail(r, ATTUNE_EINVAL, "shapes[%zu]: %s", i, err);
             goto out;
         }
     }
     r->nshapes = (int)ns;
     int rc = jobs_check_room(r->d->jobs, dev.info.id);
     if (rc != 0) {
-        ret = http_send_error(r, 503, "the job queue of device %s is full; retry later",
+        ret = http_fail(r, ATTUNE_EBUSY, "the job queue of device %s is full; retry later",
                               dev.info.id);
         goto out;
     }
@@ -642,7 +638,7 @@ static enum MHD_Result h_export(req *r, const char *url)
     index_device_view dev;
     static const char *const allowed[] = {"device", NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     if (arg_device(r, &a, &dev, &ret) != 0)
         return ret;
     return export_stream(r, dev.info.id); /* no token: see export.h */
@@ -654,16 +650,11 @@ static void work_import(req *r, store *st)
     store_import_stats stats;
     memset(&stats, 0, sizeof stats);
     int rc = store_import(st, r->body, r->len, &stats, err, sizeof err);
-    if (rc == ATTUNE_ETOOBIG) {
-        req_error(r, 413, "fleet table rejected: %s", err[0] ? err : attune_strerror(rc));
-        return;
-    }
-    if (rc == ATTUNE_EFORMAT || rc == ATTUNE_EVERSION || rc == ATTUNE_EINVAL) {
-        req_error(r, 400, "fleet table rejected: %s", err[0] ? err : attune_strerror(rc));
-        return;
-    }
     if (rc != 0) {
-        req_error(r, 500, "import failed: %s", err[0] ? err : attune_strerror(rc));
+        /* a bad table is the client's (4xx), a failing store the server's */
+        req_fail(r, rc, "%s: %s", attune_http_status(rc) < 500 ? "fleet table rejected"
+                                                                 : "import failed",
+                 err[0] ? err : attune_strerror(rc));
         return;
     }
     /* the index follows the store: every device, since a table may carry
@@ -682,18 +673,18 @@ static enum MHD_Result h_import(req *r, const char *url)
     http_args a;
     static const char *const allowed[] = {NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     if (r->len == 0)
-        return http_send_error(r, 400, "empty body: a fleet table is expected");
+        return http_fail(r, ATTUNE_EINVAL, "empty body: a fleet table is expected");
     if (!http_json_depth_ok(r->body, r->len, ATTUNED_JSON_DEPTH_MAX))
-        return http_send_error(r, 400, "JSON nested deeper than %d levels",
+        return http_fail(r, ATTUNE_EINVAL, "JSON nested deeper than %d levels",
                                ATTUNED_JSON_DEPTH_MAX);
     return http_defer(r, work_import);
 }
 
 static enum MHD_Result h_not_found(req *r, const char *url)
 {
-    return http_send_error(r, 404, "no route for %.100s", url);
+    return http_fail(r, ATTUNE_ENOTFOUND, "no route for %.100s", url);
 }
 
 /* ---- the access handler */
@@ -728,9 +719,9 @@ static int body_reserve(req *r, size_t need)
 static enum MHD_Result reject_body(req *r, unsigned status)
 {
     if (status == 413)
-        return http_send_error(r, 413, "request body too large (at most %zu bytes here)",
+        return http_fail(r, ATTUNE_ETOOBIG, "request body too large (at most %zu bytes here)",
                                r->limit);
-    return http_send_error(r, 503, "too many request bodies in flight; retry later");
+    return http_fail(r, ATTUNE_EBUSY, "too many request bodies in flight; retry later");
 }
 
 /* First call for a request: route, Host, token, declared body size. */
@@ -757,7 +748,7 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
     const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_HOST);
     if (host == NULL)
-        return http_send_error(r, 400, "missing Host header");
+        return http_fail(r, ATTUNE_EINVAL, "missing Host header");
     if (!auth_host_allowed(host, d->cfg.allow_hosts, d->cfg.nallow_hosts))
         return http_send_error(r, 403, "Host '%.64s' is not allowed (see --allow-host)",
                                host);
@@ -796,7 +787,7 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
     r->limit = rt->body_max;
     if (rt->body_max == 0) {
         if ((cl != NULL && strcmp(cl, "0") != 0) || te != NULL)
-            return http_send_error(r, 413, "%s %s takes no request body", rt->method,
+            return http_fail(r, ATTUNE_ETOOBIG, "%s %s takes no request body", rt->method,
                                    rt->path);
         return rt->fn(r, url); /* nothing to wait for */
     }

@@ -24,7 +24,7 @@ static void work_winners(req *r, store *st)
 {
     index_device_view dev;
     if (index_device_find(r->d->ix, r->device_id, &dev) != 0) {
-        req_error(r, 404, "unknown device '%.64s'", r->device_id);
+        req_fail(r, ATTUNE_ENODEV, "unknown device '%.64s'", r->device_id);
         return;
     }
     store_measurement *m = NULL;
@@ -33,12 +33,12 @@ static void work_winners(req *r, store *st)
     const select_policy *p = index_policy(r->d->ix);
     int rc = store_measurements_all(st, dev.info.id, &m, &n);
     if (rc != 0) {
-        req_error(r, 500, "reading the measurements failed: %s", attune_strerror(rc));
+        req_fail(r, rc, "reading the measurements failed: %s", attune_strerror(rc));
         goto out;
     }
     rc = winners_compute(m, n, &dev.stack, p, &r->winners, &rows, &nrows);
     if (rc != 0) {
-        req_error(r, 500, "out of memory");
+        req_fail(r, ATTUNE_ENOMEM, "out of memory");
         goto out;
     }
     json_t *arr = winners_json(rows, nrows);
@@ -48,7 +48,7 @@ static void work_winners(req *r, store *st)
     if (arr == NULL || bounds == NULL) {
         json_decref(arr);
         json_decref(bounds);
-        req_error(r, 500, "out of memory");
+        req_fail(r, ATTUNE_ENOMEM, "out of memory");
         goto out;
     }
     req_result(r, 200,
@@ -67,13 +67,13 @@ enum MHD_Result winners_get(req *r, const char *url)
     http_args a;
     static const char *const allowed[] = {"device", "dtype", "d", "causal", "stale", NULL};
     if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_send_error(r, 400, "%s", err);
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     const char *spec = http_arg(&a, "device");
     index_device_view dev;
     if (spec == NULL)
-        return http_send_error(r, 400, "missing parameter 'device'");
+        return http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
     if (strlen(spec) > 128 || index_device_find(r->d->ix, spec, &dev) != 0)
-        return http_send_error(r, 404, "unknown device '%.64s' (see GET /v1/devices)", spec);
+        return http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s' (see GET /v1/devices)", spec);
     winners_filter *f = &r->winners;
     winners_filter_all(f);
     f->need_mark = dev.local; /* the rule of the lookups (select_complete) */
@@ -81,19 +81,19 @@ enum MHD_Result winners_get(req *r, const char *url)
     attn_dtype dt;
     if (v != NULL) {
         if (attn_dtype_parse(v, &dt) != 0)
-            return http_send_error(r, 400, "dtype='%.16s' must be f16, bf16 or f32", v);
+            return http_fail(r, ATTUNE_EINVAL, "dtype='%.16s' must be f16, bf16 or f32", v);
         f->dtype = (int)dt;
     }
     if (http_arg(&a, "d") != NULL) {
         int64_t d;
         if (http_arg_int(&a, "d", 1, ATTN_MAX_HEADDIM, &d, err, sizeof err) != 0)
-            return http_send_error(r, 400, "%s", err);
+            return http_fail(r, ATTUNE_EINVAL, "%s", err);
         f->d = (int)d;
     }
     if ((v = http_arg(&a, "causal")) != NULL && arg_bool(v, &f->causal) != 0)
-        return http_send_error(r, 400, "causal='%.16s' must be true or false", v);
+        return http_fail(r, ATTUNE_EINVAL, "causal='%.16s' must be true or false", v);
     if ((v = http_arg(&a, "stale")) != NULL && arg_bool(v, &f->stale) != 0)
-        return http_send_error(r, 400, "stale='%.16s' must be true or false", v);
+        return http_fail(r, ATTUNE_EINVAL, "stale='%.16s' must be true or false", v);
     snprintf(r->device_id, sizeof r->device_id, "%s", dev.info.id);
     return http_defer(r, work_winners);
 }

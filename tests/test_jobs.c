@@ -1,0 +1,310 @@
+/* test_jobs.c -- the daemon's job table and device threads (daemon/jobs.c)
+ * on the CPU: queue bounds, cancel of queued and running jobs, the rows a
+ * running job hands to its commit callback, and resume after a shutdown.
+ *
+ * Ordering comes from the commit callback, which can hold the device
+ * thread at its first row until the test has done what it checks (a
+ * cancel, a shutdown): no test waits on a delay. */
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+#include "daemon/jobs.h"
+#include "daemon/log.h"
+#include "test.h"
+
+static const attn_shape S1 = {1, 2, 1, 8, 16, 16, ATTN_F32, 0};
+static const attn_shape S2 = {1, 2, 2, 12, 16, 16, ATTN_F32, 0};
+
+#define RUN_ARG(fn, arg)                                                         \
+    do {                                                                         \
+        int before_ = test_failures_;                                            \
+        test_current_ = #fn;                                                     \
+        fn(arg);                                                                 \
+        fprintf(stderr, "%s %s\n", test_failures_ == before_ ? "ok  " : "FAIL", #fn); \
+    } while (0)
+
+/* The commit callback: counts rows, feeds an index, and may hold the
+ * thread at the first row until released. */
+typedef struct hook {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    index_state *ix;
+    int rows, marks;
+    int hold;        /* hold at the next row */
+    int held;        /* the thread waits in the callback */
+} hook;
+
+static hook H = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void committed(void *ctx, const store_measurement *m)
+{
+    hook *h = ctx;
+    index_row_put(h->ix, m);
+    pthread_mutex_lock(&h->mu);
+    h->rows++;
+    h->marks += m->incumbent;
+    if (h->hold) {
+        h->held = 1;
+        pthread_cond_broadcast(&h->cv);
+        while (h->hold)
+            pthread_cond_wait(&h->cv, &h->mu);
+        h->held = 0;
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void wait_held(void)
+{
+    pthread_mutex_lock(&H.mu);
+    while (!H.held)
+        pthread_cond_wait(&H.cv, &H.mu);
+    pthread_mutex_unlock(&H.mu);
+}
+
+static void release(void)
+{
+    pthread_mutex_lock(&H.mu);
+    H.hold = 0;
+    pthread_cond_broadcast(&H.cv);
+    pthread_mutex_unlock(&H.mu);
+}
+
+/* Poll job id's state (the device thread's progress) until it is want. */
+static int wait_state(jobs *j, int64_t id, store_job_state want)
+{
+    for (long i = 0; i < 600000; i++) {
+        jobs_view v;
+        if (jobs_get(j, id, &v) == 0 && v.state == want)
+            return 1;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL); /* a poll interval, not an ordering */
+    }
+    return 0;
+}
+
+static char db_path[400];
+static attn_device cpu;
+
+static jobs *new_jobs(int max_queued)
+{
+    jobs_config cfg = {.db_path = db_path, .devices = &cpu, .ndevices = 1, .ix = H.ix,
+                       .budget_ms = 2, .max_queued = max_queued, .no_tune_on_miss = 1,
+                       .committed = committed, .committed_ctx = &H};
+    jobs *j = NULL;
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    return j;
+}
+
+static void queue_should_be_bounded_and_cancel_queued_jobs(store *st)
+{
+    jobs *j = new_jobs(2);
+    jobs_view v1, v2, v;
+    CHECK_EQ_INT(jobs_submit(j, st, cpu.info.id, &S1, 1, &v1), 0);
+    CHECK_EQ_INT(jobs_submit(j, st, cpu.info.id, &S2, 1, &v2), 0);
+    CHECK(v2.id > v1.id);
+    CHECK_EQ_INT(jobs_check_room(j, cpu.info.id), ATTUNE_EBUSY);
+    CHECK_EQ_INT(jobs_submit(j, st, cpu.info.id, &S1, 1, &v), ATTUNE_EBUSY);
+    CHECK_EQ_INT(jobs_check_room(j, "GPU-not-here"), ATTUNE_ENODEV);
+    metrics_queue q[2];
+    CHECK_EQ_INT(jobs_queue_depths(j, q, 2), 1);
+    CHECK_EQ_INT(q[0].jobs, 2);
+
+    CHECK_EQ_INT(jobs_cancel(j, st, v1.id, &v), 0);
+    CHECK_EQ_INT(v.state, STORE_JOB_CANCELED);
+    CHECK_EQ_INT(jobs_cancel(j, st, v1.id, &v), 0); /* again: still canceled */
+    CHECK_EQ_INT(jobs_cancel(j, st, 999999, &v), ATTUNE_ENOTFOUND);
+    store_job row;
+    CHECK_EQ_INT(store_job_get(st, v1.id, &row), 0);
+    CHECK_EQ_INT(row.state, STORE_JOB_CANCELED);
+    store_job_free(&row);
+    jobs_queue_depths(j, q, 2);
+    CHECK_EQ_INT(q[0].jobs, 1);
+    int counts[5];
+    jobs_counts(j, counts);
+    CHECK(counts[STORE_JOB_QUEUED] == 1 && counts[STORE_JOB_CANCELED] == 1);
+    jobs_stop(j);
+    jobs_free(j);
+}
+
+/* Starts from the rows the test above left: job 1 canceled, job 2 queued.
+ * A row left running by a crash and one of a device not on this host are
+ * added; loading requeues the first two and fails the foreign one. Job 2
+ * is canceled while queued; the threads run the other (S1) to done, every
+ * row and the mark through the callback. */
+static void load_should_requeue_and_run_to_done(store *st)
+{
+    int64_t running = 0, foreign = 0;
+    CHECK_EQ_INT(store_job_create(st, cpu.info.id, &S1, 1, &running), 0);
+    CHECK_EQ_INT(store_job_update(st, running, STORE_JOB_RUNNING, 0, NULL), 0);
+    CHECK_EQ_INT(store_job_create(st, "GPU-elsewhere", &S1, 1, &foreign), 0);
+    jobs *j = new_jobs(8);
+    int requeued = 0;
+    CHECK_EQ_INT(jobs_load(j, st, &requeued), 0);
+    CHECK_EQ_INT(requeued, 2);
+    store_job row;
+    CHECK_EQ_INT(store_job_get(st, running, &row), 0);
+    CHECK_EQ_INT(row.state, STORE_JOB_QUEUED); /* written back for the next start */
+    store_job_free(&row);
+    jobs_view v;
+    CHECK_EQ_INT(jobs_get(j, foreign, &v), 0);
+    CHECK_EQ_INT(v.state, STORE_JOB_FAILED);
+    CHECK_MSG(strstr(v.error, "not on this host") != NULL, "%s", v.error);
+    CHECK_EQ_INT(jobs_cancel(j, st, foreign, &v), ATTUNE_ESTATE); /* failed: nothing to do */
+    jobs_view *all = NULL;
+    int nall = 0;
+    CHECK_EQ_INT(jobs_list(j, &all, &nall), 0);
+    for (int i = 0; i < nall; i++)
+        if (all[i].state == STORE_JOB_QUEUED && all[i].id != running)
+            CHECK_EQ_INT(jobs_cancel(j, st, all[i].id, &v), 0);
+    free(all);
+
+    CHECK_EQ_INT(jobs_start(j), 0);
+    CHECK(wait_state(j, running, STORE_JOB_DONE));
+    store_measurement *m = NULL;
+    int n = 0;
+    CHECK_EQ_INT(store_measurements_get(st, cpu.info.id, cpu.stack.id, &S1, &m, &n), 0);
+    CHECK(n >= 4);
+    /* every row reached the index through the callback, and the mark */
+    store_measurement *im = NULL;
+    int in = 0;
+    char stack[24];
+    CHECK_EQ_INT(index_results(H.ix, cpu.info.id, &S1, &im, &in, stack), 0);
+    CHECK_EQ_INT(in, n);
+    int marked = -1;
+    for (int i = 0; i < n; i++)
+        if (m[i].incumbent)
+            marked = i;
+    CHECK(marked >= 0);
+    index_answer a;
+    CHECK_EQ_INT(index_lookup(H.ix, cpu.info.id, &S1, 0, &a), 0);
+    CHECK_EQ_INT(a.source, INDEX_MEASURED);
+    if (marked >= 0)
+        CHECK_STR(a.m.tactic, m[marked].tactic);
+    free(m);
+    free(im);
+    jobs_stop(j);
+    jobs_free(j);
+}
+
+/* A running job: DELETE stops it after the tactic in flight, what was
+ * committed stays, the shape is not marked (not complete). */
+static void cancel_should_stop_a_running_job_between_tactics(store *st)
+{
+    jobs *j = new_jobs(8);
+    int requeued;
+    CHECK_EQ_INT(jobs_load(j, st, &requeued), 0);
+    CHECK_EQ_INT(requeued, 0);
+    jobs_view v;
+    CHECK_EQ_INT(jobs_submit(j, st, cpu.info.id, &S2, 1, &v), 0);
+    int64_t id = v.id;
+    H.hold = 1;
+    H.rows = H.marks = 0;
+    CHECK_EQ_INT(jobs_start(j), 0);
+    wait_held(); /* the first row of S2 is committed; the thread waits */
+    CHECK_EQ_INT(jobs_cancel(j, st, id, &v), 0);
+    CHECK_EQ_INT(v.state, STORE_JOB_RUNNING);
+    CHECK_EQ_INT(v.cancel_requested, 1);
+    release();
+    CHECK(wait_state(j, id, STORE_JOB_CANCELED));
+    store_measurement *m = NULL;
+    int n = 0;
+    CHECK_EQ_INT(store_measurements_get(st, cpu.info.id, cpu.stack.id, &S2, &m, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(H.rows, 1);
+    CHECK_EQ_INT(H.marks, 0);
+    free(m);
+    index_answer a;
+    CHECK_EQ_INT(index_lookup(H.ix, cpu.info.id, &S2, 0, &a), 0);
+    CHECK(a.source != INDEX_MEASURED); /* one row of a canceled tune */
+    jobs_stop(j);
+    jobs_free(j);
+}
+
+static void *stop_thread(void *j)
+{
+    jobs_stop(j);
+    return NULL;
+}
+
+/* Shutdown mid-job leaves the row queued with its progress; the next
+ * start resumes it and the tuner skips what was committed. */
+static void stop_should_leave_the_job_queued_and_load_resume_it(store *st)
+{
+    attn_shape shapes[2] = {S2, S1}; /* S1 is complete: skipped whole */
+    jobs *j = new_jobs(8);
+    int requeued;
+    CHECK_EQ_INT(jobs_load(j, st, &requeued), 0);
+    jobs_view v;
+    CHECK_EQ_INT(jobs_submit(j, st, cpu.info.id, shapes, 2, &v), 0);
+    H.hold = 1;
+    H.rows = H.marks = 0;
+    CHECK_EQ_INT(jobs_start(j), 0);
+    wait_held(); /* S2's second row committed (its first is from the cancel) */
+    pthread_t stopper;
+    CHECK_EQ_INT(pthread_create(&stopper, NULL, stop_thread, j), 0);
+    /* jobs_stop sets stopping and the cancel flags in one critical section:
+     * once new jobs are refused, the running one is asked to stop */
+    while (jobs_check_room(j, cpu.info.id) != ATTUNE_EBUSY)
+        sched_yield();
+    release();
+    pthread_join(stopper, NULL);
+    store_job row;
+    CHECK_EQ_INT(store_job_get(st, v.id, &row), 0);
+    CHECK_EQ_INT(row.state, STORE_JOB_QUEUED);
+    CHECK_EQ_INT(row.done, 0);
+    store_job_free(&row);
+    jobs_free(j);
+
+    store_measurement *m = NULL;
+    int before = 0, after = 0;
+    CHECK_EQ_INT(store_measurements_get(st, cpu.info.id, cpu.stack.id, &S2, &m, &before), 0);
+    free(m);
+    CHECK_EQ_INT(before, 2);
+    j = new_jobs(8);
+    CHECK_EQ_INT(jobs_load(j, st, &requeued), 0);
+    CHECK_EQ_INT(requeued, 1);
+    H.rows = H.marks = 0;
+    CHECK_EQ_INT(jobs_start(j), 0);
+    CHECK(wait_state(j, v.id, STORE_JOB_DONE));
+    CHECK_EQ_INT(store_measurements_get(st, cpu.info.id, cpu.stack.id, &S2, &m, &after), 0);
+    free(m);
+    CHECK(after > before);
+    /* S2's new rows and its mark; S1 all skipped, its mark reported again */
+    CHECK_EQ_INT(H.rows, after - before + 2);
+    CHECK_EQ_INT(H.marks, 2);
+    CHECK_EQ_INT(jobs_get(j, v.id, &v), 0);
+    CHECK_EQ_INT(v.done, 2);
+    index_answer a;
+    CHECK_EQ_INT(index_lookup(H.ix, cpu.info.id, &S2, 0, &a), 0);
+    CHECK_EQ_INT(a.source, INDEX_MEASURED);
+    jobs_stop(j);
+    jobs_free(j);
+}
+
+int main(void)
+{
+    char dir[300], err[ATTUNE_ERRLEN];
+    test_tmpdir(dir, sizeof dir);
+    snprintf(db_path, sizeof db_path, "%s/attune.db", dir);
+    log_set_level(LOGL_WARN);
+    if (attn_device_resolve("cpu", &cpu, err, sizeof err) != 0) {
+        fprintf(stderr, "no CPU device: %s\n", err);
+        return 1;
+    }
+    store *st = NULL;
+    if (store_open(db_path, 1, &st, err, sizeof err) != 0) {
+        fprintf(stderr, "store_open: %s\n", err);
+        return 1;
+    }
+    store_device_put(st, &cpu.info, &cpu.stack);
+    H.ix = index_new(NULL);
+    index_device_put(H.ix, &cpu.info, &cpu.stack, 1);
+    RUN_ARG(queue_should_be_bounded_and_cancel_queued_jobs, st);
+    RUN_ARG(load_should_requeue_and_run_to_done, st);
+    RUN_ARG(cancel_should_stop_a_running_job_between_tactics, st);
+    RUN_ARG(stop_should_leave_the_job_queued_and_load_resume_it, st);
+    index_free(H.ix);
+    store_close(st);
+    return test_summary();
+}

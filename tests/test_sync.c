@@ -1,0 +1,123 @@
+/* test_sync.c -- the index follows the database (daemon/sync.c): the load
+ * at start, another connection's commits seen by sync_watch through
+ * data_version and the per-device fingerprints, rows of a tune in flight
+ * held but not answered measured, and the reload after which the index
+ * equals the store. */
+#include "daemon/log.h"
+#include "daemon/sync.h"
+#include "test.h"
+
+static const attn_shape S = {1, 4, 2, 24, 40, 16, ATTN_F32, 0};
+
+static store_measurement row(const attn_device *d, const char *tactic, double us, int64_t at)
+{
+    store_measurement m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.device_id, sizeof m.device_id, "%s", d->info.id);
+    snprintf(m.stack_id, sizeof m.stack_id, "%s", d->stack.id);
+    m.shape = S;
+    snprintf(m.tactic, sizeof m.tactic, "%s", tactic);
+    m.status = STORE_OK;
+    m.time_us = m.time_us_min = m.time_us_max = us;
+    m.time_us_copies = NAN;
+    m.n = 5;
+    m.rel_err = m.max_abs_err = 1e-6;
+    m.taken_at = at;
+    return m;
+}
+
+/* The index's view of the device equals the store's fingerprint. */
+static int same_as_store(sync_state *s, store *st, const char *id)
+{
+    store_fingerprint *p = NULL;
+    int n = 0;
+    index_device_view v;
+    if (store_fingerprints(st, &p, &n) != 0 || index_device_find(s->ix, id, &v) != 0)
+        return 0;
+    int same = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(p[i].device_id, id) == 0)
+            same = p[i].rows == v.nmeasurements && p[i].taken_sum == v.taken_sum &&
+                   p[i].marks == v.marks;
+    free(p);
+    return same;
+}
+
+static void watch_should_follow_another_connection(void)
+{
+    char dir[300], path[400], err[ATTUNE_ERRLEN];
+    test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/attune.db", dir);
+    attn_device cpu;
+    CHECK_EQ_INT(attn_device_resolve("cpu", &cpu, err, sizeof err), 0);
+    store *mine = NULL, *other = NULL;
+    CHECK_EQ_INT(store_open(path, 1, &mine, err, sizeof err), 0);
+    CHECK_EQ_INT(store_open(path, 0, &other, err, sizeof err), 0);
+    if (mine == NULL || other == NULL)
+        return;
+    sync_state s;
+    sync_init(&s, index_new(NULL), &cpu, 1);
+    CHECK_EQ_INT(sync_load(&s, mine), 0);
+    index_device_view v;
+    CHECK_EQ_INT(index_device_find(s.ix, "cpu", &v), 0);
+    CHECK_EQ_INT(v.local, 1);
+    CHECK_EQ_INT(v.nmeasurements, 0);
+    sync_watch(&s, mine); /* the first look */
+    int64_t v0 = s.version;
+
+    /* a tune in flight in another process: two rows, no mark */
+    store_measurement a = row(&cpu, "fused/pad=1", 30, 100);
+    store_measurement b = row(&cpu, "split/acc=f32/pad=1", 20, 101);
+    CHECK_EQ_INT(store_measurement_put(other, &a), 0);
+    CHECK_EQ_INT(store_measurement_put(other, &b), 0);
+    sync_watch(&s, mine);
+    CHECK(s.version != v0); /* data_version moved: another connection committed */
+    CHECK(same_as_store(&s, mine, cpu.info.id));
+    CHECK_EQ_INT(index_device_find(s.ix, "cpu", &v), 0);
+    CHECK_EQ_INT(v.nmeasurements, 2);
+    index_answer ans;
+    CHECK_EQ_INT(index_lookup(s.ix, cpu.info.id, &S, 0, &ans), 0);
+    CHECK(ans.source != INDEX_MEASURED);
+
+    /* the tune completes: the mark moves the fingerprint */
+    CHECK_EQ_INT(store_winner_mark(other, cpu.info.id, cpu.stack.id, &S, b.tactic), 0);
+    sync_watch(&s, mine);
+    CHECK(same_as_store(&s, mine, cpu.info.id));
+    CHECK_EQ_INT(index_lookup(s.ix, cpu.info.id, &S, 0, &ans), 0);
+    CHECK_EQ_INT(ans.source, INDEX_MEASURED);
+    CHECK_STR(ans.m.tactic, b.tactic);
+
+    /* own commits (this handle) do not move data_version: the index gets
+     * them from the tuner's callback instead (sync_row) */
+    int64_t v1 = s.version;
+    store_measurement c = row(&cpu, "folded/acc=f32/pad=1", 5, 102);
+    CHECK_EQ_INT(store_measurement_put(mine, &c), 0);
+    sync_row(s.ix, &c);
+    sync_watch(&s, mine);
+    CHECK(s.version == v1);
+    CHECK(same_as_store(&s, mine, cpu.info.id));
+
+    /* a row the index missed (a failed sync_row) is found by the
+     * fingerprint at the next commit of another connection */
+    store_measurement d = row(&cpu, "split_repeat/acc=f32/pad=1", 50, 103);
+    CHECK_EQ_INT(store_measurement_put(mine, &d), 0);
+    int64_t jid;
+    CHECK_EQ_INT(store_job_create(other, cpu.info.id, &S, 1, &jid), 0); /* any commit */
+    sync_watch(&s, mine);
+    CHECK(same_as_store(&s, mine, cpu.info.id));
+    CHECK_EQ_INT(index_device_find(s.ix, "cpu", &v), 0);
+    CHECK_EQ_INT(v.nmeasurements, 4);
+
+    CHECK_EQ_INT(sync_reload(&s, mine, "test"), 0);
+    CHECK(same_as_store(&s, mine, cpu.info.id));
+    index_free(s.ix);
+    store_close(other);
+    store_close(mine);
+}
+
+int main(void)
+{
+    log_set_level(LOGL_WARN);
+    RUN(watch_should_follow_another_connection);
+    return test_summary();
+}
