@@ -481,19 +481,20 @@ static void view_of(const ix_device *d, index_device_view *v)
     v->marks = d->marks;
 }
 
-int index_device_find(index_state *ix, const char *spec, index_device_view *out)
+/* The device that spec names, as attn_device_resolve resolves it (read
+ * lock held): "cpu", a CUDA ordinal, an id (exact: two fleet ids may
+ * differ only in case, issue 15), a name (any case); local devices first,
+ * then fleet devices (names may repeat across a fleet; the first imported
+ * wins). NULL when none. */
+static ix_device *find_spec(index_state *ix, const char *spec)
 {
-    int rc = ATTUNE_ENODEV;
     if (spec == NULL || *spec == 0)
-        return rc;
+        return NULL;
     int is_cpu = strcasecmp(spec, "cpu") == 0;
     int ordinal = attn_device_ordinal(spec);
-    pthread_rwlock_rdlock(&ix->lock);
-    /* pass 0: local devices, pass 1: fleet devices (names may repeat across
-     * a fleet; the first imported wins, ids are unique) */
-    for (int pass = 0; pass < 2 && rc != 0; pass++)
+    for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < ix->ndevs; i++) {
-            const ix_device *d = &ix->devs[i];
+            ix_device *d = &ix->devs[i];
             if (d->local != (pass == 0))
                 continue;
             int match;
@@ -503,18 +504,21 @@ int index_device_find(index_state *ix, const char *spec, index_device_view *out)
                 match = d->local && strcmp(d->info.kind, "cuda") == 0 &&
                         d->info.index == ordinal;
             else
-                /* ids are exact, as the store keeps them (two fleet ids
-                 * may differ only in case, issue 15); names are not */
-                match = strcmp(spec, d->info.id) == 0 ||
-                        strcasecmp(spec, d->info.name) == 0;
-            if (match) {
-                view_of(d, out);
-                rc = 0;
-                break;
-            }
+                match = strcmp(spec, d->info.id) == 0 || strcasecmp(spec, d->info.name) == 0;
+            if (match)
+                return d;
         }
+    return NULL;
+}
+
+int index_device_find(index_state *ix, const char *spec, index_device_view *out)
+{
+    pthread_rwlock_rdlock(&ix->lock);
+    const ix_device *d = find_spec(ix, spec);
+    if (d != NULL)
+        view_of(d, out);
     pthread_rwlock_unlock(&ix->lock);
-    return rc;
+    return d != NULL ? 0 : ATTUNE_ENODEV;
 }
 
 int index_devices(index_state *ix, index_device_view **out, int *n)
@@ -685,22 +689,25 @@ static int fleet_answer(index_state *ix, const ix_device *d, const char *key, ui
     return 0;
 }
 
-int index_lookup(index_state *ix, const char *device_id, const attn_shape *s,
+int index_lookup(index_state *ix, const char *device, const attn_shape *s,
                  double max_rel_err, index_answer *out)
 {
-    char key[ATTN_SHAPE_KEY_MAX];
-    attn_shape_key(s, key, sizeof key);
-    uint64_t h = key_hash(key);
     memset(out, 0, sizeof *out);
+    /* the shape key, built once: the hash probe, the answer, tune on miss */
+    char *key = out->key;
+    attn_shape_key(s, key, sizeof out->key);
+    uint64_t h = key_hash(key);
     out->source = INDEX_DEFAULT;
     out->predicted_us = NAN;
 
     pthread_rwlock_rdlock(&ix->lock);
-    ix_device *d = find_device(ix, device_id);
+    ix_device *d = find_spec(ix, device); /* the device, found once */
     if (d == NULL) {
         pthread_rwlock_unlock(&ix->lock);
         return ATTUNE_ENODEV;
     }
+    memcpy(out->device_id, d->info.id, sizeof out->device_id);
+    out->local = d->local;
     memcpy(out->stack_id, d->stack.id, sizeof out->stack_id);
     int stale;
     int i = find_slot_shape(d, key, h);
@@ -712,7 +719,7 @@ int index_lookup(index_state *ix, const char *device_id, const attn_shape *s,
             out->source = INDEX_MEASURED;
             out->stale = stale;
             out->m = d->shapes[i].m[w];
-            memcpy(out->from_key, key, sizeof key);
+            memcpy(out->from_key, key, sizeof out->from_key);
             goto done;
         }
     }

@@ -105,6 +105,9 @@ int index_devices(index_state *ix, index_device_view **out, int *n);
 void index_stats(index_state *ix, int *local, int *fleet, int64_t *measurements);
 
 typedef struct index_answer {
+    char device_id[64];              /* the device the spec named */
+    int local;                       /* a device of this host */
+    char key[ATTN_SHAPE_KEY_MAX];    /* the asked shape's canonical key */
     index_source source;
     int stale;                       /* winner's stack != device's current stack */
     double distance;                 /* 0 for measured; log-shape distance to
@@ -124,10 +127,14 @@ typedef struct index_answer {
                                         stack (0: never tuned here) */
 } index_answer;
 
-/* Answer a lookup for shape s on device_id. max_rel_err > 0 overrides the
- * policy's absolute bound (the API's max_rel_err=). Returns 0 (the answer
- * may be the default) or ATTUNE_ENODEV. */
-int index_lookup(index_state *ix, const char *device_id, const attn_shape *s,
+/* Answer a lookup for shape s on the device that device names (any spec
+ * index_device_find takes: the device is resolved here, under the same
+ * read lock as the answer, once). max_rel_err > 0 overrides the policy's
+ * absolute bound (the API's max_rel_err=). Fills the answer with the
+ * device's id, whether it is local, and s's canonical key (built once
+ * here; callers reuse it). Returns 0 (the answer may be the default) or
+ * ATTUNE_ENODEV. */
+int index_lookup(index_state *ix, const char *device, const attn_shape *s,
                  double max_rel_err, index_answer *out);
 
 /* The k tactics the prediction model ranks best for shape s on device_id

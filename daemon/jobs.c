@@ -337,12 +337,10 @@ static int same_shape(const attn_shape *a, const attn_shape *b)
            a->skv == b->skv && a->d == b->d && a->dtype == b->dtype && a->causal == b->causal;
 }
 
-int jobs_miss(jobs *j, const char *device_id, const attn_shape *s)
+int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *key)
 {
     if (j == NULL || j->cfg.no_tune_on_miss)
         return JOBS_MISS_NONE;
-    char key[ATTN_SHAPE_KEY_MAX];
-    attn_shape_key(s, key, sizeof key);
     int state = JOBS_MISS_NONE;
     pthread_mutex_lock(&j->mu);
     jdev *d = find_dev(j, device_id);

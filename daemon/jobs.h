@@ -112,11 +112,12 @@ int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
 
 enum { JOBS_MISS_NONE = 0, JOBS_MISS_QUEUED = 1, JOBS_MISS_RUNNING = 2 };
 
-/* Queue shape s of local device device_id for tuning. Returns
+/* Queue shape s (canonical key key, as the lookup built it) of local
+ * device device_id for tuning. Returns
  * JOBS_MISS_QUEUED (queued now or already), JOBS_MISS_RUNNING (being
  * tuned now), or JOBS_MISS_NONE (tune on miss off, not a local device,
  * queue full, over the rate, stopping). Never blocks on I/O. */
-int jobs_miss(jobs *j, const char *device_id, const attn_shape *s);
+int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *key);
 
 /* 1 when any job (any state) exists for device_id. */
 int jobs_any_for_device(jobs *j, const char *device_id);

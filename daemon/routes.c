@@ -204,41 +204,41 @@ static const char *const shape_args[] = {"device", "shape", "b", "hq", "hkv", "s
                                          "skv", "d", "dtype", "causal", "max_rel_err",
                                          NULL};
 
+/* handler -> index -> answer: the arguments are checked here, the device
+ * is resolved and the shape key built once, in index_lookup, and both are
+ * reused for the answer and tune on miss (docs/design.md). */
 static enum MHD_Result h_tactic(req *r, const char *url)
 {
     char err[ATTUNE_ERRLEN];
-    enum MHD_Result ret;
     http_args a;
-    index_device_view dev;
     attn_shape s;
+    double mre;
     if (http_args_get(r->conn, shape_args, &a, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "%s", err);
-    if (arg_device(r, &a, &dev, &ret) != 0)
-        return ret;
-    if (http_args_shape(&a, &s, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
-    double mre;
-    if (http_arg_max_rel_err(&a, &mre, err, sizeof err) != 0)
+    const char *spec = http_arg(&a, "device");
+    if (spec == NULL)
+        return http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
+    if (http_args_shape(&a, &s, err, sizeof err) != 0 ||
+        http_arg_max_rel_err(&a, &mre, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "%s", err);
     index_answer ans;
-    int rc = index_lookup(r->d->ix, dev.info.id, &s, mre, &ans);
+    int rc = strlen(spec) > 128 ? ATTUNE_ENODEV : index_lookup(r->d->ix, spec, &s, mre, &ans);
     if (rc != 0)
-        return http_fail(r, rc, "device '%.64s': %s", dev.info.id, attune_strerror(rc));
+        return http_fail(r, rc, "unknown device '%.64s' (see GET /v1/devices)", spec);
 
     /* the hot path: written straight into one buffer (see jbuf) */
-    char key[ATTN_SHAPE_KEY_MAX], variant[32];
+    char variant[32];
     int pad;
-    attn_shape_key(&s, key, sizeof key);
     const char *tactic = ans.m.tactic; /* complete, listed for the shape (index.h) */
     tactic_parts(tactic, variant, sizeof variant, &pad);
     /* tune on miss: a shape not tuned on this (local) device is queued */
-    int tuning = ans.source != INDEX_MEASURED && ans.own_rows == 0 && dev.local
-                     ? jobs_miss(r->d->jobs, dev.info.id, &s)
+    int tuning = ans.source != INDEX_MEASURED && ans.own_rows == 0 && ans.local
+                     ? jobs_miss(r->d->jobs, ans.device_id, &s, ans.key)
                      : JOBS_MISS_NONE;
     jbuf b;
     jbuf_init(&b, 640);
-    jbuf_str(&b, "device", dev.info.id);
-    jbuf_str(&b, "shape", key);
+    jbuf_str(&b, "device", ans.device_id);
+    jbuf_str(&b, "shape", ans.key);
     jbuf_str(&b, "tactic", tactic);
     jbuf_str(&b, "variant", variant);
     jbuf_int(&b, "pad", pad);
@@ -288,7 +288,7 @@ static enum MHD_Result h_tactic(req *r, const char *url)
     char *text = jbuf_finish(&b, &len);
     if (text == NULL)
         return http_fail(r, ATTUNE_ENOMEM, "out of memory");
-    ret = http_send(r, 200, "application/json", text, len, NULL, NULL);
+    enum MHD_Result ret = http_send(r, 200, "application/json", text, len, NULL, NULL);
     metrics_lookup((int)ans.source, ans.stale, req_elapsed(r));
     return ret;
 }

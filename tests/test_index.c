@@ -200,6 +200,11 @@ static void lookup_should_answer_default_when_nothing_is_known(void)
     CHECK_STR(a.m.tactic, INDEX_DEFAULT_TACTIC);
     CHECK(isnan(a.m.time_us));
     CHECK_EQ_INT(index_lookup(ix, "GPU-nope", &Z, 0, &a), ATTUNE_ENODEV);
+    /* the lookup resolves the spec itself and hands back the id and key */
+    CHECK_EQ_INT(index_lookup(ix, "cpu", &Z, 0, &a), 0);
+    CHECK_STR(a.device_id, "CPU-1");
+    CHECK_EQ_INT(a.local, 1);
+    CHECK_STR(a.key, "b1.hq8.hkv8.sq512.skv512.d128.f16.c");
     index_device_view v;
     CHECK_EQ_INT(index_device_find(ix, "cpu", &v), 0);
     CHECK_STR(v.info.id, "CPU-1");
