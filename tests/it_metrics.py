@@ -19,17 +19,18 @@ temporary database and checks:
 Environment: ATTUNED_BIN (required, else skip: 77), ATTUNE_TEST_INPUTS.
 """
 
-import http.client
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemonlib  # noqa: E402
 
 SKIP = 77
 failures = []
@@ -45,57 +46,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
     return cond
-
-
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Daemon:
-    def __init__(self, binary, workdir):
-        self.port = free_port()
-        self.log = open(os.path.join(workdir, "attuned.log"), "ab")
-        self.proc = subprocess.Popen(
-            [binary, "--db", os.path.join(workdir, "attune.db"), "--port", str(self.port),
-             "--no-default-grid", "--no-tune-on-miss", "--tune-budget-ms", "10"],
-            cwd=workdir, stdout=self.log, stderr=self.log)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                if self.request("GET", "/v1/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        with open(os.path.join(workdir, "token")) as f:
-            self.token = f.read().strip()
-
-    def request(self, method, path, body=None, auth=False):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        if auth:
-            headers["Authorization"] = "Bearer " + self.token
-        c.request(method, path, body=body, headers=headers)
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, data
-
-    def json(self, method, path, obj=None):
-        st, data = self.request(method, path, None if obj is None else json.dumps(obj).encode(),
-                                auth=method != "GET")
-        return st, json.loads(data) if data else None
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
 
 
 def parse(text):
@@ -194,7 +144,7 @@ def main():
     version = subprocess.run([binary, "--version"], capture_output=True,
                              text=True).stdout.split()[-1]
     work = tempfile.mkdtemp(prefix="attune-it-metrics-")
-    d = Daemon(binary, work)
+    d = daemonlib.Daemon(binary, work, ["--no-tune-on-miss"])
     try:
         st, devs = d.json("GET", "/v1/devices")
         cpu = [x["id"] for x in devs["devices"] if x["kind"] == "cpu" and x["local"]][0]

@@ -6,8 +6,8 @@ tunes three small CPU shapes through POST /v1/tune, then:
 - an untuned shape gets a predicted (or nearest) answer: a complete tactic
   that `attune tactics` lists for it, with a predicted time, the shapes it
   leaned on, and "tuning": "queued" or "running";
-- the second lookup, 3 s after the first, is `measured` (the quick pass of
-  the top predicted tactics has run);
+- a later lookup is `measured` once the quick pass of the top predicted
+  tactics has completed (polled; the time it took is printed);
 - the Python client, asked for another untuned shape, gets the predicted
   answer, and after its short cache TTL the measured one;
 - a fleet table of another CPU of the same model (name, SM count, memory)
@@ -19,15 +19,16 @@ Environment: ATTUNED_BIN (required, else skip: 77), ATTUNE_BIN (for the
 tactic listing), ATTUNE_SOURCE_DIR (client/python), ATTUNE_TEST_INPUTS.
 """
 
-import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemonlib  # noqa: E402
 
 SKIP = 77
 failures = []
@@ -40,65 +41,8 @@ def check(cond, what):
     return cond
 
 
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Daemon:
-    def __init__(self, binary, workdir, extra=()):
-        self.port = free_port()
-        self.db = os.path.join(workdir, "attune.db")
-        self.log = open(os.path.join(workdir, "attuned.log"), "ab")
-        self.proc = subprocess.Popen(
-            [binary, "--db", self.db, "--port", str(self.port), "--no-default-grid",
-             "--tune-budget-ms", "10"] + list(extra),
-            cwd=workdir, stdout=self.log, stderr=self.log)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                if self.get("/v1/health")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        with open(os.path.join(workdir, "token")) as f:
-            self.token = f.read().strip()
-
-    def request(self, method, path, body=None, headers=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, json.loads(data) if data else None
-
-    def get(self, path):
-        return self.request("GET", path)
-
-    def post(self, path, obj):
-        return self.request("POST", path, json.dumps(obj).encode(),
-                            {"Authorization": "Bearer " + self.token,
-                             "Content-Type": "application/json"})
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
-def key_of(b, hq, hkv, sq, skv, d, dtype="f32", causal=False):
-    return "b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (b, hq, hkv, sq, skv, d, dtype,
-                                                   "c" if causal else "nc")
-
-
-def shape(b, hq, hkv, sq, skv, d, dtype="f32", causal=False):
-    return dict(b=b, hq=hq, hkv=hkv, sq=sq, skv=skv, d=d, dtype=dtype, causal=causal)
+key_of = daemonlib.key_of
+shape = daemonlib.shape
 
 
 def q(key, device="cpu"):
@@ -120,7 +64,7 @@ def main():
         print("skip: ATTUNED_BIN not set")
         return SKIP
     work = tempfile.mkdtemp(prefix="attune-it-miss-")
-    d = Daemon(binary, work)
+    d = daemonlib.Daemon(binary, work)
     try:
         tuned = [shape(1, 4, 1, 16, 64, 32), shape(1, 4, 1, 32, 128, 32),
                  shape(1, 4, 4, 16, 64, 32)]
@@ -134,7 +78,7 @@ def main():
             time.sleep(0.1)
         check(j["state"] == "done", "three shapes tuned (%s)" % j["state"])
 
-        # an untuned shape: predicted now, measured 3 s later
+        # an untuned shape: predicted now, measured once the quick pass is done
         miss = key_of(1, 4, 1, 24, 96, 32)
         t0 = time.time()
         st, a = d.get(q(miss))
@@ -144,10 +88,16 @@ def main():
               and a["predicted_us"] == a["time_us"] and a["from_shapes"]
               and (lst is None or a["tactic"] in lst),
               "a miss: a listed predicted tactic, tuning queued (%s)" % json.dumps(a))
-        time.sleep(max(0.0, 3.0 - (time.time() - t0)))
-        st, b = d.get(q(miss))
+        # the quick pass's completion (its winner mark), waited for as a
+        # state: how soon it comes is a figure, not a check (2 shared cores)
+        deadline = time.time() + 60
+        while True:
+            st, b = d.get(q(miss))
+            if (st == 200 and b["source"] == "measured") or time.time() > deadline:
+                break
+            time.sleep(0.1)
         check(st == 200 and b["source"] == "measured" and "tuning" not in b,
-              "the second lookup 3 s later is measured (%s, %.1f s)"
+              "a later lookup is measured once the quick pass completed (%s, after %.1f s)"
               % (b.get("source"), time.time() - t0))
         st, res = d.get("/v1/results?device=cpu&shape=" + miss)
         check(st == 200 and len(res["measurements"]) >= 3, "the miss's rows are stored")
@@ -216,7 +166,7 @@ def main():
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(d.db + suffix):
             shutil.copy(d.db + suffix, os.path.join(work2, "attune.db" + suffix))
-    d2 = Daemon(binary, work2, ["--no-tune-on-miss"])
+    d2 = daemonlib.Daemon(binary, work2, ["--no-tune-on-miss"])
     try:
         st, a = d2.get(q(key_of(1, 4, 1, 40, 72, 32)))
         check(st == 200 and a["source"] in ("predicted", "nearest") and "tuning" not in a,
