@@ -789,7 +789,11 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
         if ((cl != NULL && strcmp(cl, "0") != 0) || te != NULL)
             return http_fail(r, ATTUNE_ETOOBIG, "%s %s takes no request body", rt->method,
                                    rt->path);
-        return rt->fn(r, url); /* nothing to wait for */
+        /* answered on the next call: a response queued in this first call
+         * is an "early" one to libmicrohttpd, which then closes the
+         * connection (Connection: close) instead of keeping it alive for
+         * the client's next request */
+        return MHD_YES;
     }
     const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_TYPE);
