@@ -13,8 +13,9 @@
  *              (what the C++ frontend builds for cuDNN 9.0-9.20);
  *   3. engines: heuristics mode A and the fallback list propose engine
  *      configurations; each distinct (engine, knobs) becomes a tactic;
- *   4. plan: engine + knobs -> execution plan (runtime compilation: can
- *      take a second), cached per (device, geometry, engine, knobs);
+ *   4. plan: engine + knobs -> execution plan (runtime compilation: up to
+ *      seconds the first time on a machine), cached per (device, geometry,
+ *      engine, knobs), built ahead on builder threads (below);
  *   5. launch: a variant pack of device pointers and by-value scalars,
  *      cudnnBackendExecute on the session's stream.
  *
@@ -30,18 +31,28 @@
  * GQA/MQA: K and V are described with hkv heads; cuDNN broadcasts each to
  * its g = hq / hkv query heads. Nothing is copied.
  *
- * One cuDNN handle per device, shared by every session (plans are tied to
- * the handle that built them), guarded by a mutex around set-stream +
- * execute. Compile: part of attune_cuda when CMake finds cuDNN 9. */
+ * Plan building is what a first tune pays for (cuDNN compiles its runtime
+ * engines' kernels), so it runs ahead and in parallel: when a session
+ * opens (cuda_cudnn_prefetch), every cudnn tactic of its shape is queued,
+ * and builder threads, each with its own cuDNN handle, build the plans
+ * while the tuner measures the other variants; plan_get waits only for the
+ * plan it needs, or builds it itself when no builder has started it.
+ * cuDNN handles are not to be used by two threads at once, and a plan is
+ * executed on the handle that built it, so each handle has a mutex held
+ * while it builds or executes. Compile: part of attune_cuda when CMake
+ * finds cuDNN 9. */
 #include <cudnn.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda_cudnn.h"
 
@@ -101,6 +112,28 @@ static void dnn_log(const char *what, const char *note)
         fprintf(stderr, "attune-cudnn: %s: %s\n", what, note);
 }
 
+static double now_ms(void);
+
+/* One line on stderr when ATTUNE_CUDNN_TRACE is set: where the time of
+ * enumerations and plan builds goes (ms since the first line), per
+ * thread. For measuring, not for logs. */
+static void dnn_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void dnn_trace(const char *fmt, ...)
+{
+    static double t0 = -1;
+    const char *e = getenv("ATTUNE_CUDNN_TRACE");
+    char line[256];
+    va_list ap;
+    if (e == NULL || *e == 0 || strcmp(e, "0") == 0)
+        return;
+    if (t0 < 0)
+        t0 = now_ms();
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "attune-cudnn %9.1f ms: %s\n", now_ms() - t0, line);
+}
+
 static void destroy(desc_t *d)
 {
     if (*d != NULL)
@@ -113,6 +146,57 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- descriptors
+ *
+ * Every descriptor is made the same way: create, set attributes, finalize.
+ * An attribute list says what to set; a row with n = 0 is left unset (an
+ * optional input), so one list serves every variant of a descriptor. */
+
+typedef struct dnn_attr {
+    cudnnBackendAttributeName_t name;
+    cudnnBackendAttributeType_t type;
+    int64_t n;       /* element count; 0: not set */
+    const void *val; /* n elements of type */
+} dnn_attr;
+
+#define NATTR(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Create a descriptor of kind, set the attributes a[na] in order and
+ * finalize it; `what` names it in the note. On error *out is NULL. */
+static int dnn_make(cudnnBackendDescriptorType_t kind, const char *what, const dnn_attr *a,
+                    int na, desc_t *out, char *note, size_t notelen)
+{
+    int rc = 0;
+    char step[64];
+    *out = NULL;
+    DNN_TRY(what, cudnnBackendCreateDescriptor(kind, out));
+    for (int i = 0; i < na; i++)
+        if (a[i].n > 0)
+            DNN_TRY(what, cudnnBackendSetAttribute(*out, a[i].name, a[i].type, a[i].n, a[i].val));
+    snprintf(step, sizeof step, "%s finalize", what);
+    DNN_TRY(step, cudnnBackendFinalize(*out));
+    return 0;
+fail:
+    destroy(out);
+    return rc;
+}
+
+/* Create n empty descriptors of kind into d (to be filled by
+ * cudnnBackendGetAttribute). On error all of d is NULL. */
+static int dnn_empty(cudnnBackendDescriptorType_t kind, const char *what, desc_t *d, int n,
+                     char *note, size_t notelen)
+{
+    int rc = 0;
+    memset(d, 0, (size_t)n * sizeof *d);
+    for (int i = 0; i < n; i++)
+        DNN_TRY(what, cudnnBackendCreateDescriptor(kind, &d[i]));
+    return 0;
+fail:
+    for (int i = 0; i < n; i++)
+        destroy(&d[i]);
+    return rc;
 }
 
 /* ---- version */
@@ -276,35 +360,44 @@ static void graph_build_free(graph_build *gb)
     gb->nall = gb->nops = 0;
 }
 
+/* dnn_make for a part of the graph: kept in gb, freed with it. */
+static int gb_make(graph_build *gb, cudnnBackendDescriptorType_t kind, const char *what,
+                   const dnn_attr *a, int na, desc_t *out)
+{
+    int rc = dnn_make(kind, what, a, na, out, gb->note, gb->notelen);
+    if (rc == 0 && (rc = keep(gb, *out)) != 0)
+        *out = NULL; /* keep destroyed it */
+    return rc;
+}
+
+/* gb_make for an operation: also one of the graph's operations. */
+static int gb_op(graph_build *gb, cudnnBackendDescriptorType_t kind, const char *what,
+                 const dnn_attr *a, int na)
+{
+    desc_t op;
+    int rc = gb_make(gb, kind, what, a, na, &op);
+    return rc == 0 ? add_op(gb, op) : rc;
+}
+
 /* A tensor descriptor: uid 0 makes a virtual one (fresh uid); by_value
  * for host scalars passed in the variant pack. */
 static int tensor(graph_build *gb, int64_t uid, cudnnDataType_t dt, const int64_t dims[4],
                   const int64_t strides[4], int by_value, desc_t *out)
 {
-    int rc = 0;
-    char *note = gb->note;
-    size_t notelen = gb->notelen;
-    desc_t t = NULL;
     bool virt = uid == 0, byv = by_value != 0;
     int64_t align = 16;
     if (virt)
         uid = gb->next_uid++;
-    DNN_TRY("tensor", cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t));
-    RC_TRY(keep(gb, t));
-    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
-    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims));
-    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides));
-    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-    DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
-    if (virt)
-        DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt));
-    if (byv)
-        DNN_TRY("tensor", cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byv));
-    DNN_TRY("tensor finalize", cudnnBackendFinalize(t));
-    *out = t;
-    return 0;
-fail:
-    return rc;
+    dnn_attr a[] = {
+        {CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt},
+        {CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims},
+        {CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides},
+        {CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid},
+        {CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align},
+        {CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, virt, &virt},
+        {CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, byv, &byv},
+    };
+    return gb_make(gb, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor", a, NATTR(a), out);
 }
 
 /* A virtual tensor shaped like S ([b, hq, sqv, skvv]) or a row statistic
@@ -328,32 +421,21 @@ static int pointwise(graph_build *gb, cudnnPointwiseMode_t mode, cudnnDataType_t
                      desc_t x, desc_t b, desc_t t, desc_t y)
 {
     int rc = 0;
-    char *note = gb->note;
-    size_t notelen = gb->notelen;
-    desc_t pw = NULL, op = NULL;
-    DNN_TRY("pointwise", cudnnBackendCreateDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw));
-    RC_TRY(keep(gb, pw));
-    DNN_TRY("pointwise", cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
-    DNN_TRY("pointwise", cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
-    if (axis >= 0)
-        DNN_TRY("pointwise", cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis));
-    DNN_TRY("pointwise finalize", cudnnBackendFinalize(pw));
-    DNN_TRY("pointwise op", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op));
-    RC_TRY(keep(gb, op));
-    DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
-                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw));
-    DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
-                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-    if (b != NULL)
-        DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
-                                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
-    if (t != NULL)
-        DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC,
-                                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t));
-    DNN_TRY("pointwise op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
-                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
-    DNN_TRY("pointwise op finalize", cudnnBackendFinalize(op));
-    RC_TRY(add_op(gb, op));
+    desc_t pw;
+    dnn_attr pa[] = {
+        {CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode},
+        {CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec},
+        {CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, axis >= 0, &axis},
+    };
+    RC_TRY(gb_make(gb, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise", pa, NATTR(pa), &pw));
+    dnn_attr oa[] = {
+        {CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw},
+        {CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x},
+        {CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, b != NULL, &b},
+        {CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, t != NULL, &t},
+        {CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y},
+    };
+    RC_TRY(gb_op(gb, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "pointwise op", oa, NATTR(oa)));
     return 0;
 fail:
     return rc;
@@ -363,26 +445,19 @@ fail:
 static int reduction(graph_build *gb, cudnnReduceTensorOp_t mode, desc_t x, desc_t y)
 {
     int rc = 0;
-    char *note = gb->note;
-    size_t notelen = gb->notelen;
-    desc_t red = NULL, op = NULL;
+    desc_t red;
     cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-    DNN_TRY("reduction", cudnnBackendCreateDescriptor(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &red));
-    RC_TRY(keep(gb, red));
-    DNN_TRY("reduction", cudnnBackendSetAttribute(red, CUDNN_ATTR_REDUCTION_OPERATOR,
-                                                  CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode));
-    DNN_TRY("reduction", cudnnBackendSetAttribute(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32));
-    DNN_TRY("reduction finalize", cudnnBackendFinalize(red));
-    DNN_TRY("reduction op", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, &op));
-    RC_TRY(keep(gb, op));
-    DNN_TRY("reduction op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
-                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red));
-    DNN_TRY("reduction op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC,
-                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-    DNN_TRY("reduction op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
-                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
-    DNN_TRY("reduction op finalize", cudnnBackendFinalize(op));
-    RC_TRY(add_op(gb, op));
+    dnn_attr ra[] = {
+        {CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode},
+        {CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32},
+    };
+    RC_TRY(gb_make(gb, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction", ra, NATTR(ra), &red));
+    dnn_attr oa[] = {
+        {CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red},
+        {CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x},
+        {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y},
+    };
+    RC_TRY(gb_op(gb, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "reduction op", oa, NATTR(oa)));
     return 0;
 fail:
     return rc;
@@ -393,26 +468,17 @@ fail:
 static int matmul(graph_build *gb, desc_t a, desc_t b, desc_t c)
 {
     int rc = 0;
-    char *note = gb->note;
-    size_t notelen = gb->notelen;
-    desc_t mm = NULL, op = NULL;
+    desc_t mm;
     cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
-    DNN_TRY("matmul", cudnnBackendCreateDescriptor(CUDNN_BACKEND_MATMUL_DESCRIPTOR, &mm));
-    RC_TRY(keep(gb, mm));
-    DNN_TRY("matmul", cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32));
-    DNN_TRY("matmul finalize", cudnnBackendFinalize(mm));
-    DNN_TRY("matmul op", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, &op));
-    RC_TRY(keep(gb, op));
-    DNN_TRY("matmul op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC,
-                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
-    DNN_TRY("matmul op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC,
-                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
-    DNN_TRY("matmul op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC,
-                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c));
-    DNN_TRY("matmul op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_DESC,
-                                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm));
-    DNN_TRY("matmul op finalize", cudnnBackendFinalize(op));
-    RC_TRY(add_op(gb, op));
+    dnn_attr ma[] = {{CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32}};
+    RC_TRY(gb_make(gb, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul", ma, NATTR(ma), &mm));
+    dnn_attr oa[] = {
+        {CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a},
+        {CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b},
+        {CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c},
+        {CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm},
+    };
+    RC_TRY(gb_op(gb, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul op", oa, NATTR(oa)));
     return 0;
 fail:
     return rc;
@@ -516,27 +582,19 @@ fail:
 /* The single SDPA operation (form sdpa). */
 static int build_sdpa(graph_build *gb, const geom *g)
 {
-    int rc = 0;
 #if CUDNN_VERSION >= 91301
-    char *note = gb->note;
-    size_t notelen = gb->notelen;
-    desc_t q, k, v, o, scale, op = NULL;
+    int rc = 0;
+    desc_t q, k, v, o, scale;
     RC_TRY(io_tensors(gb, g, 0, &q, &k, &v, &o));
     RC_TRY(scalar(gb, UID_SCALE, CUDNN_DATA_FLOAT, &scale));
-    DNN_TRY("sdpa op", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, &op));
-    RC_TRY(keep(gb, op));
-    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC,
-                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &q));
-    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC,
-                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k));
-    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC,
-                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v));
-    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC,
-                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o));
-    DNN_TRY("sdpa op", cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC,
-                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &scale));
-    DNN_TRY("sdpa op finalize", cudnnBackendFinalize(op));
-    RC_TRY(add_op(gb, op));
+    dnn_attr a[] = {
+        {CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &q},
+        {CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k},
+        {CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v},
+        {CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o},
+        {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &scale},
+    };
+    RC_TRY(gb_op(gb, CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, "sdpa op", a, NATTR(a)));
     return 0;
 fail:
     return rc;
@@ -551,48 +609,57 @@ fail:
 static int build_graph(cudnnHandle_t h, const geom *g, graph_build *gb, desc_t *out)
 {
     int rc = 0;
-    char *note = gb->note;
-    size_t notelen = gb->notelen;
-    desc_t og = NULL;
     gb->next_uid = UID_VIRTUAL;
     RC_TRY(g->form == ATTN_GRAPH_SDPA ? build_sdpa(gb, g) : build_comp(gb, g));
-    DNN_TRY("operation graph", cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &og));
-    RC_TRY(keep(gb, og));
-    DNN_TRY("operation graph", cudnnBackendSetAttribute(og, CUDNN_ATTR_OPERATIONGRAPH_OPS,
-                                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, gb->nops, gb->ops));
-    DNN_TRY("operation graph", cudnnBackendSetAttribute(og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
-                                                        CUDNN_TYPE_HANDLE, 1, &h));
-    DNN_TRY("operation graph finalize", cudnnBackendFinalize(og));
-    *out = og;
+    dnn_attr a[] = {
+        {CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, gb->nops, gb->ops},
+        {CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h},
+    };
+    RC_TRY(gb_make(gb, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph", a, NATTR(a), out));
     return 0;
 fail:
     return rc;
 }
 
-/* ---- handles: one per device, made on first use */
+/* ---- handles
+ *
+ * Per device: slot 0 serves the calling threads (enumeration, plans built
+ * on demand), slot 1 + i builder thread i. A plan runs on the handle that
+ * built it; each handle's mutex is held while it builds or executes. */
 
 #define MAX_DEVS 16
+#define MAX_BUILDERS 16
 
+typedef struct dnn_handle {
+    cudnnHandle_t h;
+    pthread_mutex_t mu;
+} dnn_handle;
+
+/* dnn_lock guards the plan cache, the build queue, the builders and the
+ * handle table; never held while cuDNN builds or executes. */
 static pthread_mutex_t dnn_lock = PTHREAD_MUTEX_INITIALIZER;
-static cudnnHandle_t handles[MAX_DEVS];
+static dnn_handle hpool[MAX_DEVS][1 + MAX_BUILDERS];
 
-/* Caller holds dnn_lock. */
-static int handle_of(int dev, cudnnHandle_t *out, char *note, size_t notelen)
+/* The handle of (dev, slot), made on first use. Caller holds dnn_lock. */
+static int handle_of(int dev, int slot, dnn_handle **out, char *note, size_t notelen)
 {
     int rc = 0;
-    if (dev < 0 || dev >= MAX_DEVS)
+    dnn_handle *dh;
+    if (dev < 0 || dev >= MAX_DEVS || slot < 0 || slot > MAX_BUILDERS)
         return ATTUNE_ENODEV;
-    if (handles[dev] == NULL) {
+    dh = &hpool[dev][slot];
+    if (dh->h == NULL) {
         if (cudaSetDevice(dev) != cudaSuccess) {
             cudaGetLastError();
             return ATTUNE_EGPU;
         }
-        DNN_TRY("create handle", cudnnCreate(&handles[dev]));
+        DNN_TRY("create handle", cudnnCreate(&dh->h));
+        pthread_mutex_init(&dh->mu, NULL);
     }
-    *out = handles[dev];
+    *out = dh;
     return 0;
 fail:
-    handles[dev] = NULL;
+    dh->h = NULL;
     return rc;
 }
 
@@ -614,10 +681,11 @@ static int knob_cmp(const void *a, const void *b)
 static int engine_knobs(desc_t e, knob_info *ki, char *note, size_t notelen)
 {
     int rc = 0;
-    desc_t infos[MAX_KNOBS] = {0};
+    desc_t infos[MAX_KNOBS];
     int64_t n = 0;
-    for (int i = 0; i < MAX_KNOBS; i++)
-        DNN_TRY("knob info", cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, &infos[i]));
+    if ((rc = dnn_empty(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, "knob info", infos, MAX_KNOBS, note,
+                        notelen)) != 0)
+        return rc;
     DNN_TRY("engine knobs", cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_KNOB_INFO,
                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_KNOBS, &n, infos));
     if (n > MAX_KNOBS)
@@ -724,8 +792,8 @@ static int config_name(desc_t cfg, int *eng, int *kcfg, char *note, size_t notel
                                                      1, &n, &gi));
     if ((nk = engine_knobs(e, ki, note, notelen)) < 0)
         RC_TRY(nk);
-    for (int i = 0; i < MAX_KNOBS; i++)
-        DNN_TRY("knob choice", cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &choices[i]));
+    RC_TRY(dnn_empty(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, "knob choice", choices, MAX_KNOBS, note,
+                     notelen));
     n = 0;
     DNN_TRY("config knobs", cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_KNOBS, &n, choices));
@@ -763,14 +831,14 @@ static int heuristics(desc_t og, cudnnBackendHeurMode_t mode, int (*names)[2], i
     int rc = 0;
     desc_t heur = NULL, cfgs[MAX_CFGS] = {0};
     int64_t got = 0;
-    DNN_TRY("heuristics", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
-    DNN_TRY("heuristics", cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og));
-    DNN_TRY("heuristics", cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE,
-                                                   1, &mode));
-    DNN_TRY("heuristics finalize", cudnnBackendFinalize(heur));
-    for (int i = 0; i < MAX_CFGS; i++)
-        DNN_TRY("engine config", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]));
+    dnn_attr a[] = {
+        {CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og},
+        {CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode},
+    };
+    RC_TRY(dnn_make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics", a, NATTR(a), &heur, note,
+                    notelen));
+    RC_TRY(dnn_empty(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config", cfgs, MAX_CFGS, note,
+                     notelen));
     DNN_TRY("heuristics results", cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CFGS, &got, cfgs));
     if (got > MAX_CFGS)
@@ -803,17 +871,20 @@ typedef struct enum_entry {
 } enum_entry;
 
 #define ENUM_CACHE 128
+/* enum_lock guards the cache and serializes enumerations; taken before
+ * dnn_lock and a handle's mutex, never after them */
+static pthread_mutex_t enum_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum_entry *enum_cache[ENUM_CACHE];
 static int enum_next;
 
 /* The (eng, kcfg) configs cuDNN proposes for g, at most max into names.
- * Caller holds dnn_lock. Returns the count (0: cuDNN proposes nothing). */
+ * Caller holds enum_lock. Returns the count (0: cuDNN proposes nothing). */
 static int configs_of(const geom *g, int (*names)[2], int max)
 {
     int n = 0;
     char note[160]; /* reasons are logged (verbose), not kept: an empty list says enough */
     size_t notelen = sizeof note;
-    cudnnHandle_t h;
+    dnn_handle *dh = NULL;
     graph_build gb;
     desc_t og = NULL;
     enum_entry *e = NULL;
@@ -826,13 +897,21 @@ static int configs_of(const geom *g, int (*names)[2], int max)
         if (e == NULL)
             return 0;
         e->g = *g;
+        double t0 = now_ms();
         memset(&gb, 0, sizeof gb);
         gb.note = note;
         gb.notelen = notelen;
         note[0] = 0;
         /* the whole ranked list, mode A's first: callers take a prefix */
-        if (geom_check(g, note, notelen) == 0 && handle_of(g->dev, &h, note, notelen) == 0 &&
-            build_graph(h, g, &gb, &og) == 0) {
+        int ok = geom_check(g, note, notelen) == 0;
+        if (ok) {
+            pthread_mutex_lock(&dnn_lock);
+            ok = handle_of(g->dev, 0, &dh, note, notelen) == 0;
+            pthread_mutex_unlock(&dnn_lock);
+        }
+        if (ok)
+            pthread_mutex_lock(&dh->mu);
+        if (ok && build_graph(dh->h, g, &gb, &og) == 0) {
             int m = heuristics(og, CUDNN_HEUR_MODE_A, e->names, 0, MAX_CFGS, note, notelen);
             if (m >= 0)
                 n = m;
@@ -847,6 +926,11 @@ static int configs_of(const geom *g, int (*names)[2], int max)
             dnn_log(g->form == ATTN_GRAPH_SDPA ? "sdpa graph" : "comp graph", note);
         }
         graph_build_free(&gb);
+        if (ok)
+            pthread_mutex_unlock(&dh->mu);
+        dnn_trace("enumerate %s %lldx%lld: %d configs in %.1f ms",
+                  g->form == ATTN_GRAPH_SDPA ? "sdpa" : "comp", (long long)g->sqv,
+                  (long long)g->skvv, n, now_ms() - t0);
         e->n = n;
         free(enum_cache[enum_next]);
         enum_cache[enum_next] = e;
@@ -887,7 +971,7 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
         out[0].pad = 1;
         return 1;
     }
-    pthread_mutex_lock(&dnn_lock);
+    pthread_mutex_lock(&enum_lock);
     for (int pi = 0; pi < ATTN_NPADS; pi++) {
         int pad = attn_pads[pi];
         int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
@@ -919,15 +1003,37 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
             }
         }
     }
-    pthread_mutex_unlock(&dnn_lock);
+    pthread_mutex_unlock(&enum_lock);
     return n;
 }
 
-/* ---- 4. plans */
+/* ---- 4. plans
+ *
+ * The cache holds one entry per (device, geometry, engine, knobs) in one
+ * of these states; QUEUED and BUILDING entries are never evicted:
+ *   QUEUED    waiting for a builder (cuda_cudnn_prefetch), or for plan_get,
+ *             which builds it itself rather than wait behind the queue;
+ *   BUILDING  a thread is building it; others wait on done_cv;
+ *   READY     built: plan_get hands it out (refs counts the holders);
+ *   REFUSED   cuDNN refused it (EUNSUPP): the reason is kept and handed
+ *             out again, the refusal is not rebuilt;
+ *   FAILED    a builder failed for another reason (memory, GPU): the next
+ *             plan_get drops the entry and tries again itself. */
+
+typedef enum { PLAN_QUEUED, PLAN_BUILDING, PLAN_READY, PLAN_REFUSED, PLAN_FAILED } plan_state;
 
 struct cuda_cudnn_plan {
     geom g;
     int eng, kcfg;
+    attn_shape shape; /* the shape it was queued for (prefetch_cancel) */
+    plan_state state;
+    int64_t seq;      /* queue order */
+    int rc;           /* REFUSED, FAILED: the error, and why in note */
+    char note[160];
+    double built_ms;  /* READY: what building took */
+    int by_builder;   /* READY: built by a builder thread */
+    int reported;     /* READY: plan_get has reported the build once */
+    dnn_handle *dh;   /* READY: the handle that built it, which runs it */
     desc_t plan;
     /* what the plan was made from, kept alive as long as it: the backend
      * API does not promise that a plan outlives its graph and config */
@@ -941,6 +1047,14 @@ struct cuda_cudnn_plan {
 
 #define PLAN_CACHE 256
 static cuda_cudnn_plan *plans[PLAN_CACHE];
+static int stat_builds, stat_hits, stat_prefetched;
+
+/* builders: threads that build QUEUED plans, oldest first */
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER; /* queued work, or stop */
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER; /* a build ended */
+static pthread_t builders[MAX_BUILDERS];
+static int nbuilders, builders_stop, shutdown_registered;
+static int64_t queue_seq;
 
 /* Destroy the plan and what it was made from (not p itself). */
 static void plan_parts_free(cuda_cudnn_plan *p)
@@ -952,14 +1066,84 @@ static void plan_parts_free(cuda_cudnn_plan *p)
     destroy(&p->engine);
     graph_build_free(&p->gb);
 }
-static int stat_builds, stat_hits;
 
-/* Build the execution plan of (g, eng, kcfg) into p->plan. Caller holds
- * dnn_lock. */
-static int plan_build(cuda_cudnn_plan *p, char *note, size_t notelen)
+/* A new entry for (g, tactic t of shape s), not yet built. */
+static cuda_cudnn_plan *plan_new(const geom *g, const attn_shape *s, const attn_tactic *t)
+{
+    cuda_cudnn_plan *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL;
+    p->g = *g;
+    p->shape = *s;
+    p->eng = t->eng;
+    p->kcfg = t->kcfg;
+    p->scale = (float)(1.0 / sqrt((double)s->d));
+    /* -inf from 9.10 on; older cuDNN wants the lowest float (frontend) */
+    p->neginf = cudnnGetVersion() >= 91000 ? -INFINITY : -3.402823466e38f;
+    /* shift = a - b, given as the view's lengths (geom_of says why) */
+    p->shift_a = (int32_t)g->skvv;
+    p->shift_b = (int32_t)g->sqv;
+    p->kv_valid = (int32_t)g->kv_valid;
+    return p;
+}
+
+/* Caller holds dnn_lock. */
+static cuda_cudnn_plan *cache_find(const geom *g, int eng, int kcfg)
+{
+    for (int i = 0; i < PLAN_CACHE; i++) {
+        cuda_cudnn_plan *c = plans[i];
+        if (c != NULL && c->eng == eng && c->kcfg == kcfg && memcmp(&c->g, g, sizeof *g) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+/* Remove p from the cache and free it. Caller holds dnn_lock; p is
+ * neither held nor BUILDING. */
+static void cache_drop(cuda_cudnn_plan *p)
+{
+    for (int i = 0; i < PLAN_CACHE; i++)
+        if (plans[i] == p)
+            plans[i] = NULL;
+    plan_parts_free(p);
+    free(p);
+}
+
+/* 1 when c may be evicted: done and unheld; with spare_fresh, not a plan
+ * built ahead that nobody has taken yet either. */
+static int evictable(const cuda_cudnn_plan *c, int spare_fresh)
+{
+    if (c->refs > 0 || c->state == PLAN_QUEUED || c->state == PLAN_BUILDING)
+        return 0;
+    return !(spare_fresh && c->state == PLAN_READY && !c->reported);
+}
+
+/* Put p in the cache: a free slot, else one whose entry may be evicted,
+ * plans built ahead and not yet taken last (prefetch: never). ENOMEM when
+ * no slot is free. Caller holds dnn_lock. */
+static int cache_insert(cuda_cudnn_plan *p, int prefetch)
+{
+    int slot = -1;
+    for (int i = 0; i < PLAN_CACHE && slot < 0; i++)
+        if (plans[i] == NULL)
+            slot = i;
+    for (int pass = 0; pass < (prefetch ? 1 : 2) && slot < 0; pass++)
+        for (int i = 0; i < PLAN_CACHE && slot < 0; i++)
+            if (evictable(plans[i], pass == 0)) {
+                cache_drop(plans[i]);
+                slot = i;
+            }
+    if (slot < 0)
+        return ATTUNE_ENOMEM;
+    plans[slot] = p;
+    return 0;
+}
+
+/* Build the execution plan of (p->g, eng, kcfg) on handle h into p->plan.
+ * The caller holds h's mutex, not dnn_lock. */
+static int plan_build(cuda_cudnn_plan *p, cudnnHandle_t h, char *note, size_t notelen)
 {
     int rc = 0;
-    cudnnHandle_t h;
     graph_build *gb = &p->gb;
     desc_t og = NULL, plan = NULL;
     knob_info ki[MAX_KNOBS];
@@ -969,14 +1153,17 @@ static int plan_build(cuda_cudnn_plan *p, char *note, size_t notelen)
     memset(gb, 0, sizeof *gb);
     gb->note = note;
     gb->notelen = notelen;
-    RC_TRY(handle_of(p->g.dev, &h, note, notelen));
+    if (cudaSetDevice(p->g.dev) != cudaSuccess) {
+        cudaGetLastError();
+        return ATTUNE_EGPU;
+    }
     RC_TRY(build_graph(h, &p->g, gb, &og));
-    DNN_TRY("engine", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &p->engine));
-    DNN_TRY("engine", cudnnBackendSetAttribute(p->engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
-                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og));
-    DNN_TRY("engine", cudnnBackendSetAttribute(p->engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
-                                               CUDNN_TYPE_INT64, 1, &gi));
-    DNN_TRY("engine finalize", cudnnBackendFinalize(p->engine));
+    dnn_attr ea[] = {
+        {CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og},
+        {CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &gi},
+    };
+    RC_TRY(dnn_make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine", ea, NATTR(ea), &p->engine, note,
+                    notelen));
     if ((nk = engine_knobs(p->engine, ki, note, notelen)) < 0)
         RC_TRY(nk);
     if ((nc = knob_decode(ki, nk, p->kcfg, types, vals)) < 0) {
@@ -985,26 +1172,26 @@ static int plan_build(cuda_cudnn_plan *p, char *note, size_t notelen)
     }
     for (int i = 0; i < nc; i++) {
         cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)types[i];
-        desc_t *kc = &p->choices[i];
-        DNN_TRY("knob choice", cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, kc));
-        DNN_TRY("knob choice", cudnnBackendSetAttribute(*kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
-                                                        CUDNN_TYPE_KNOB_TYPE, 1, &type));
-        DNN_TRY("knob choice", cudnnBackendSetAttribute(*kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
-                                                        CUDNN_TYPE_INT64, 1, &vals[i]));
-        DNN_TRY("knob choice finalize", cudnnBackendFinalize(*kc));
+        dnn_attr ka[] = {
+            {CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type},
+            {CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &vals[i]},
+        };
+        RC_TRY(dnn_make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, "knob choice", ka, NATTR(ka),
+                        &p->choices[i], note, notelen));
     }
-    DNN_TRY("engine config", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &p->cfg));
-    DNN_TRY("engine config", cudnnBackendSetAttribute(p->cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
-                                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->engine));
-    if (nc > 0)
-        DNN_TRY("engine config", cudnnBackendSetAttribute(p->cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                                          CUDNN_TYPE_BACKEND_DESCRIPTOR, nc, p->choices));
-    DNN_TRY("engine config finalize", cudnnBackendFinalize(p->cfg));
-    DNN_TRY("plan", cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
-    DNN_TRY("plan", cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-    DNN_TRY("plan", cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->cfg));
-    DNN_TRY("plan finalize", cudnnBackendFinalize(plan));
+    dnn_attr ca[] = {
+        {CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->engine},
+        {CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, nc, p->choices},
+    };
+    RC_TRY(dnn_make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config", ca, NATTR(ca), &p->cfg,
+                    note, notelen));
+    /* finalizing the plan is the slow step: runtime compilation */
+    dnn_attr pa[] = {
+        {CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h},
+        {CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &p->cfg},
+    };
+    RC_TRY(dnn_make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "plan", pa, NATTR(pa), &plan, note,
+                    notelen));
     DNN_TRY("plan workspace", cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                        CUDNN_TYPE_INT64, 1, &c, &ws));
     if (ws < 0 || (size_t)ws > CUDA_CUDNN_WS_CAP) {
@@ -1022,15 +1209,242 @@ static int plan_build(cuda_cudnn_plan *p, char *note, size_t notelen)
 fail:
     destroy(&plan);
     plan_parts_free(p);
+    gb->note = NULL;
+    gb->notelen = 0;
     return rc;
+}
+
+/* Build p (state BUILDING, in the cache) on handle slot of its device and
+ * record the outcome. Called with dnn_lock held; drops it while cuDNN
+ * works. Returns the build's error (note says why). */
+static int build_entry(cuda_cudnn_plan *p, int slot, char *note, size_t notelen)
+{
+    dnn_handle *dh = NULL;
+    double t0 = now_ms();
+    int rc = handle_of(p->g.dev, slot, &dh, note, notelen);
+    if (rc == 0) {
+        pthread_mutex_unlock(&dnn_lock);
+        pthread_mutex_lock(&dh->mu);
+        rc = plan_build(p, dh->h, note, notelen);
+        pthread_mutex_unlock(&dh->mu);
+        pthread_mutex_lock(&dnn_lock);
+    }
+    if (rc == 0) {
+        p->state = PLAN_READY;
+        p->dh = dh;
+        p->built_ms = now_ms() - t0;
+        p->by_builder = slot > 0;
+        if (slot > 0)
+            stat_prefetched++;
+        else
+            stat_builds++;
+    } else {
+        p->state = rc == ATTUNE_EUNSUPP ? PLAN_REFUSED : PLAN_FAILED;
+        p->rc = rc;
+        snprintf(p->note, sizeof p->note, "%s", note != NULL ? note : "");
+    }
+    dnn_trace("build %s %lldx%lld eng=%d kcfg=%d on handle %d: %s in %.1f ms",
+              p->g.form == ATTN_GRAPH_SDPA ? "sdpa" : "comp", (long long)p->g.sqv,
+              (long long)p->g.skvv, p->eng, p->kcfg, slot, rc == 0 ? "ok" : attune_strerror(rc),
+              now_ms() - t0);
+    pthread_cond_broadcast(&done_cv);
+    return rc;
+}
+
+/* Builder thread of handle slot 1 + i: builds the oldest QUEUED entry until
+ * told to stop. */
+static void *builder_main(void *arg)
+{
+    int slot = (int)(intptr_t)arg;
+    char note[160];
+    pthread_mutex_lock(&dnn_lock);
+    while (!builders_stop) {
+        cuda_cudnn_plan *p = NULL;
+        for (int i = 0; i < PLAN_CACHE; i++)
+            if (plans[i] != NULL && plans[i]->state == PLAN_QUEUED &&
+                (p == NULL || plans[i]->seq < p->seq))
+                p = plans[i];
+        if (p == NULL) {
+            pthread_cond_wait(&work_cv, &dnn_lock);
+            continue;
+        }
+        p->state = PLAN_BUILDING;
+        note[0] = 0;
+        if (build_entry(p, slot, note, sizeof note) != 0)
+            dnn_log("background plan build", note);
+    }
+    pthread_mutex_unlock(&dnn_lock);
+    return NULL;
+}
+
+/* At exit: no new builds; wait for the builds in flight (a thread inside
+ * cuDNN while the process tears the library down would crash it). */
+static void builders_shutdown(void)
+{
+    int n;
+    pthread_mutex_lock(&dnn_lock);
+    builders_stop = 1;
+    for (int i = 0; i < PLAN_CACHE; i++)
+        if (plans[i] != NULL && plans[i]->state == PLAN_QUEUED)
+            cache_drop(plans[i]);
+    pthread_cond_broadcast(&work_cv);
+    n = nbuilders;
+    pthread_mutex_unlock(&dnn_lock);
+    for (int i = 0; i < n; i++)
+        pthread_join(builders[i], NULL);
+}
+
+/* Builder threads: ATTUNE_CUDNN_BUILDERS (0..16; 0 builds every plan on
+ * demand, in the caller, as before builders existed) when set, else the
+ * online CPUs less two (the tuner's own thread and the system), 1 to 12:
+ * on the H200 host (16 cores) 12. */
+static int builder_count(void)
+{
+    const char *e = getenv("ATTUNE_CUDNN_BUILDERS");
+    if (e != NULL && *e != 0) {
+        int v = atoi(e);
+        return v < 0 ? 0 : (v > MAX_BUILDERS ? MAX_BUILDERS : v);
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = cpus - 2;
+    return n < 1 ? 1 : (n > 12 ? 12 : (int)n);
+}
+
+/* Start builders up to want. Caller holds dnn_lock. Returns how many run. */
+static int builders_start(int want)
+{
+    if (builders_stop)
+        return 0;
+    if (!shutdown_registered && want > 0) {
+        if (atexit(builders_shutdown) != 0)
+            return 0; /* no clean exit for threads: build on demand only */
+        shutdown_registered = 1;
+    }
+    while (nbuilders < want &&
+           pthread_create(&builders[nbuilders], NULL, builder_main,
+                          (void *)(intptr_t)(nbuilders + 1)) == 0)
+        nbuilders++;
+    return nbuilders;
+}
+
+/* When plans are built ahead: ATTUNE_CUDNN_PREFETCH = open (default): at
+ * session open, so the builds overlap the other variants' measurements;
+ * first: at the first plan_get of the shape, which then waits until all
+ * of the shape's plans are built (nothing builds while anything is timed
+ * or captured); off: each plan on demand, in the caller. No builders
+ * (ATTUNE_CUDNN_BUILDERS=0) is off too. */
+typedef enum { PREFETCH_OFF, PREFETCH_OPEN, PREFETCH_FIRST } prefetch_mode;
+
+static prefetch_mode prefetch_mode_of_env(void)
+{
+    const char *e = getenv("ATTUNE_CUDNN_PREFETCH");
+    if (builder_count() == 0 || (e != NULL && strcmp(e, "off") == 0))
+        return PREFETCH_OFF;
+    return e != NULL && strcmp(e, "first") == 0 ? PREFETCH_FIRST : PREFETCH_OPEN;
+}
+
+/* Queue every cudnn tactic of s on dev that is not cached yet, oldest
+ * first, and wake the builders. Returns the number queued or < 0. */
+static int prefetch_queue(int dev, const attn_shape *s)
+{
+    attn_tactic *t;
+    int n, queued = 0, want = builder_count();
+
+    if (want == 0 || s->dtype == ATTN_F32)
+        return 0;
+    t = malloc(MAX_CFGS * 2 * ATTN_NPADS * sizeof *t);
+    if (t == NULL)
+        return ATTUNE_ENOMEM;
+    n = cuda_cudnn_tactics(dev, s, t, MAX_CFGS * 2 * ATTN_NPADS);
+    pthread_mutex_lock(&dnn_lock);
+    if (n > 0 && builders_start(want) > 0) {
+        for (int i = 0; i < n; i++) {
+            geom g;
+            geom_of(dev, s, t[i].graph, attn_round_up(s->sq, t[i].pad),
+                    attn_round_up(s->skv, t[i].pad), &g);
+            if (geom_check(&g, NULL, 0) != 0 || cache_find(&g, t[i].eng, t[i].kcfg) != NULL)
+                continue;
+            cuda_cudnn_plan *p = plan_new(&g, s, &t[i]);
+            if (p == NULL)
+                break;
+            if (cache_insert(p, 1) != 0) {
+                free(p);
+                break;
+            }
+            p->state = PLAN_QUEUED;
+            p->seq = ++queue_seq;
+            queued++;
+        }
+        pthread_cond_broadcast(&work_cv);
+    }
+    pthread_mutex_unlock(&dnn_lock);
+    dnn_trace("prefetch %lldx%lld: %d of %d tactics queued for %d builders", (long long)s->sq,
+              (long long)s->skv, queued, n, want);
+    free(t);
+    return queued;
+}
+
+int cuda_cudnn_prefetch(int dev, const attn_shape *s)
+{
+    if (s == NULL)
+        return ATTUNE_EINVAL;
+    return prefetch_mode_of_env() == PREFETCH_OPEN ? prefetch_queue(dev, s) : 0;
+}
+
+static int shape_eq(const attn_shape *a, const attn_shape *b)
+{
+    return a->b == b->b && a->hq == b->hq && a->hkv == b->hkv && a->sq == b->sq &&
+           a->skv == b->skv && a->d == b->d && a->dtype == b->dtype && a->causal == b->causal;
+}
+
+void cuda_cudnn_prefetch_cancel(int dev, const attn_shape *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&dnn_lock);
+    for (int i = 0; i < PLAN_CACHE; i++)
+        if (plans[i] != NULL && plans[i]->state == PLAN_QUEUED && plans[i]->g.dev == dev &&
+            shape_eq(&plans[i]->shape, s))
+            cache_drop(plans[i]);
+    pthread_mutex_unlock(&dnn_lock);
+}
+
+/* Wait until no plan of shape s on dev is QUEUED or BUILDING. Caller
+ * holds dnn_lock. */
+static void wait_shape(int dev, const attn_shape *s)
+{
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < PLAN_CACHE && !busy; i++)
+            busy = plans[i] != NULL && plans[i]->g.dev == dev && shape_eq(&plans[i]->shape, s) &&
+                   (plans[i]->state == PLAN_QUEUED || plans[i]->state == PLAN_BUILDING);
+        if (!busy || nbuilders == 0)
+            return;
+        pthread_cond_wait(&done_cv, &dnn_lock);
+    }
+}
+
+void cuda_cudnn_prefetch_wait(void)
+{
+    pthread_mutex_lock(&dnn_lock);
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < PLAN_CACHE && !busy; i++)
+            busy = plans[i] != NULL &&
+                   (plans[i]->state == PLAN_QUEUED || plans[i]->state == PLAN_BUILDING);
+        if (!busy || nbuilders == 0)
+            break;
+        pthread_cond_wait(&done_cv, &dnn_lock);
+    }
+    pthread_mutex_unlock(&dnn_lock);
 }
 
 int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int64_t sq_pad,
                         int64_t skv_pad, cuda_cudnn_plan **out, double *built_ms, char *note,
                         size_t notelen)
 {
-    int rc = 0, slot = -1;
-    cuda_cudnn_plan *p = NULL;
+    int rc = 0;
+    cuda_cudnn_plan *p;
     geom g;
     double t0;
 
@@ -1048,60 +1462,65 @@ int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int6
     if ((rc = geom_check(&g, note, notelen)) != 0)
         return rc;
 
+    if (prefetch_mode_of_env() == PREFETCH_FIRST)
+        prefetch_queue(dev, s); /* queues nothing once the shape's plans exist */
     pthread_mutex_lock(&dnn_lock);
-    for (int i = 0; i < PLAN_CACHE; i++) {
-        cuda_cudnn_plan *c = plans[i];
-        if (c != NULL && c->eng == t->eng && c->kcfg == t->kcfg && memcmp(&c->g, &g, sizeof g) == 0) {
-            c->refs++;
-            stat_hits++;
-            *out = c;
-            pthread_mutex_unlock(&dnn_lock);
-            return 0;
-        }
-    }
-    /* a free slot, else one whose plan nobody holds */
-    for (int i = 0; i < PLAN_CACHE && slot < 0; i++)
-        if (plans[i] == NULL)
-            slot = i;
-    for (int i = 0; i < PLAN_CACHE && slot < 0; i++)
-        if (plans[i]->refs == 0) {
-            plan_parts_free(plans[i]);
-            free(plans[i]);
-            plans[i] = NULL;
-            slot = i;
-        }
-    if (slot < 0) {
-        rc = ATTUNE_ENOMEM;
-        goto fail;
-    }
-    p = calloc(1, sizeof *p);
-    if (p == NULL) {
-        rc = ATTUNE_ENOMEM;
-        goto fail;
-    }
-    p->g = g;
-    p->eng = t->eng;
-    p->kcfg = t->kcfg;
-    p->scale = (float)(1.0 / sqrt((double)s->d));
-    /* -inf from 9.10 on; older cuDNN wants the lowest float (frontend) */
-    p->neginf = cudnnGetVersion() >= 91000 ? -INFINITY : -3.402823466e38f;
-    /* shift = a - b, given as the view's lengths (geom_of says why) */
-    p->shift_a = (int32_t)g.skvv;
-    p->shift_b = (int32_t)g.sqv;
-    p->kv_valid = (int32_t)g.kv_valid;
     t0 = now_ms();
-    RC_TRY(plan_build(p, note, notelen));
-    if (built_ms != NULL)
-        *built_ms = now_ms() - t0;
-    stat_builds++;
-    p->refs = 1;
-    plans[slot] = p;
-    *out = p;
+    if (prefetch_mode_of_env() == PREFETCH_FIRST)
+        wait_shape(dev, s);
+    while ((p = cache_find(&g, t->eng, t->kcfg)) != NULL && p->state == PLAN_BUILDING)
+        pthread_cond_wait(&done_cv, &dnn_lock); /* a builder has it: wait for it alone */
+    if (now_ms() - t0 >= 1)
+        dnn_trace("plan_get eng=%d kcfg=%d waited %.1f ms", t->eng, t->kcfg, now_ms() - t0);
+    if (p != NULL && p->state == PLAN_READY) {
+        p->refs++;
+        stat_hits++;
+        if (!p->reported) { /* built ahead: report the build once, as if built here */
+            p->reported = 1;
+            if (built_ms != NULL)
+                *built_ms = p->built_ms;
+            if (note != NULL && notelen > 0)
+                snprintf(note, notelen, "cudnn plan built in %.0f ms by a builder thread%s",
+                         p->built_ms, now_ms() - t0 >= 1 ? " (waited for it)" : "");
+        }
+        *out = p;
+        goto done;
+    }
+    if (p != NULL && p->state == PLAN_REFUSED) {
+        rc = p->rc;
+        if (note != NULL && notelen > 0)
+            snprintf(note, notelen, "%s", p->note);
+        goto done;
+    }
+    if (p != NULL && p->state == PLAN_FAILED) { /* a builder's failure: try again here */
+        cache_drop(p);
+        p = NULL;
+    }
+    if (p == NULL) { /* not queued: a new entry, built here */
+        if ((p = plan_new(&g, s, t)) == NULL) {
+            rc = ATTUNE_ENOMEM;
+            goto done;
+        }
+        if ((rc = cache_insert(p, 0)) != 0) {
+            free(p);
+            goto done;
+        }
+    }
+    /* new, or queued and not started: this thread builds it now */
+    p->state = PLAN_BUILDING;
+    if ((rc = build_entry(p, 0, note, notelen)) == 0) {
+        p->refs++;
+        p->reported = 1;
+        if (built_ms != NULL)
+            *built_ms = p->built_ms;
+        if (note != NULL && notelen > 0)
+            snprintf(note, notelen, "cudnn plan built in %.0f ms", p->built_ms);
+        *out = p;
+    } else if (rc != ATTUNE_EUNSUPP) {
+        cache_drop(p); /* memory, GPU: not remembered, the next get tries again */
+    }
+done:
     pthread_mutex_unlock(&dnn_lock);
-    return 0;
-fail:
-    pthread_mutex_unlock(&dnn_lock);
-    free(p);
     return rc;
 }
 
@@ -1124,16 +1543,16 @@ int cuda_cudnn_plan_describe(const cuda_cudnn_plan *p, int *eng, int *kcfg)
     size_t notelen = sizeof note;
     desc_t cfg = NULL;
     int64_t n = 0;
-    if (p == NULL || eng == NULL || kcfg == NULL)
+    if (p == NULL || eng == NULL || kcfg == NULL || p->dh == NULL)
         return ATTUNE_EINVAL;
-    pthread_mutex_lock(&dnn_lock);
+    pthread_mutex_lock(&p->dh->mu);
     DNN_TRY("engine config", cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg));
     DNN_TRY("plan config", cudnnBackendGetAttribute(p->plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &cfg));
     RC_TRY(config_name(cfg, eng, kcfg, note, notelen));
 fail:
     destroy(&cfg);
-    pthread_mutex_unlock(&dnn_lock);
+    pthread_mutex_unlock(&p->dh->mu);
     return rc == ATTUNE_EUNSUPP ? ATTUNE_EGPU : rc;
 }
 
@@ -1152,6 +1571,16 @@ void cuda_cudnn_cache_stats(int *builds, int *hits, int *held)
     pthread_mutex_unlock(&dnn_lock);
 }
 
+void cuda_cudnn_prefetch_stats(int *built, int *builders_running)
+{
+    pthread_mutex_lock(&dnn_lock);
+    if (built)
+        *built = stat_prefetched;
+    if (builders_running)
+        *builders_running = nbuilders;
+    pthread_mutex_unlock(&dnn_lock);
+}
+
 /* ---- 5. launch */
 
 int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
@@ -1166,9 +1595,9 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
     int64_t uids[9];
     void *ptrs[9];
     int n = 0;
-    cudnnHandle_t h;
 
-    if (p == NULL || q == NULL || k == NULL || v == NULL || o == NULL || (p->ws_bytes > 0 && ws == NULL))
+    if (p == NULL || p->dh == NULL || q == NULL || k == NULL || v == NULL || o == NULL ||
+        (p->ws_bytes > 0 && ws == NULL))
         return ATTUNE_EINVAL;
     g = &p->g;
     es = io_size(g->dt);
@@ -1193,21 +1622,23 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
             uids[n] = UID_KV_VALID, ptrs[n++] = &p->kv_valid;
         }
     }
-    pthread_mutex_lock(&dnn_lock);
-    h = handles[g->dev]; /* made when the plan was built */
-    DNN_TRY("variant pack", cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
-    DNN_TRY("variant pack", cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
-                                                     CUDNN_TYPE_INT64, n, uids));
-    DNN_TRY("variant pack", cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                                     CUDNN_TYPE_VOID_PTR, n, ptrs));
-    DNN_TRY("variant pack", cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
-                                                     CUDNN_TYPE_VOID_PTR, 1, &ws));
-    DNN_TRY("variant pack finalize", cudnnBackendFinalize(vp));
-    DNN_TRY("set stream", cudnnSetStream(h, stream));
-    DNN_TRY("execute", cudnnBackendExecute(h, p->plan, vp));
+    dnn_attr a[] = {
+        {CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids},
+        {CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs},
+        {CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws},
+    };
+    RC_TRY(dnn_make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack", a, NATTR(a), &vp, note,
+                    notelen));
+    /* the handle that built the plan runs it; set-stream + execute as one */
+    pthread_mutex_lock(&p->dh->mu);
+    cudnnStatus_t st = cudnnSetStream(p->dh->h, stream);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = cudnnBackendExecute(p->dh->h, p->plan, vp);
+    pthread_mutex_unlock(&p->dh->mu);
+    if (st != CUDNN_STATUS_SUCCESS)
+        rc = dnn_err(st, "execute", note, notelen);
 fail:
     destroy(&vp);
-    pthread_mutex_unlock(&dnn_lock);
     /* launch-time refusals are failures: the plan said it could run */
     return rc == ATTUNE_EUNSUPP ? ATTUNE_EGPU : rc;
 }

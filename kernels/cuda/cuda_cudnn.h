@@ -49,10 +49,12 @@ typedef struct cuda_cudnn_plan cuda_cudnn_plan;
 
 /* The execution plan of tactic t for shape s on device dev, the kernels
  * reading q/k/v with sq_pad/skv_pad rows per head (the padded buffers of
- * the backend's plan) and writing o likewise. Built on first use, then
- * taken from a process-wide cache keyed by (device, graph, engine, knobs);
- * each successful get holds a reference, dropped by cuda_cudnn_plan_put.
- * *built_ms is the time spent building (0 on a cache hit). Returns 0,
+ * the backend's plan) and writing o likewise. Built on first use (or ahead,
+ * cuda_cudnn_prefetch), then taken from a process-wide cache keyed by
+ * (device, graph, engine, knobs); each successful get holds a reference,
+ * dropped by cuda_cudnn_plan_put. *built_ms is the time its build took,
+ * reported to the first get only (0 afterwards), and note then says so
+ * ("cudnn plan built in 63 ms", "... by a builder thread"). Returns 0,
  * ATTUNE_EUNSUPP with the reason in note (f32, a refused version, a head
  * size or a length cuDNN rejects, an engine that does not support the
  * graph, a workspace over CUDA_CUDNN_WS_CAP), ATTUNE_EINVAL for a tactic
@@ -75,9 +77,35 @@ int cuda_cudnn_plan_describe(const cuda_cudnn_plan *p, int *eng, int *kcfg);
 int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
                       void *ws, cudaStream_t stream);
 
-/* Plan cache counters since the process started: plans built, gets served
- * from the cache, plans held now. For tests and logs. */
+/* Build the plans of shape s's cudnn tactics on dev ahead, on builder
+ * threads (each with its own cuDNN handle), while the caller goes on: the
+ * backend calls it when a session opens, so the builds (runtime
+ * compilation, seconds on a fresh machine) overlap the measurements of the
+ * other variants, and plan_get then waits only for the plan it needs, or
+ * builds it itself if no builder has started it. Builders:
+ * ATTUNE_CUDNN_BUILDERS (0 = none), default the online CPUs less two, at
+ * most 12. ATTUNE_CUDNN_PREFETCH=first defers the builds to the shape's
+ * first plan_get (which waits for all of them: nothing builds while other
+ * variants are timed), =off builds each plan on demand. Returns the
+ * number of plans queued (0 when nothing is to build or prefetch is off),
+ * or ATTUNE_EINVAL / ENOMEM. Failures of a build are kept for plan_get. */
+int cuda_cudnn_prefetch(int dev, const attn_shape *s);
+
+/* Drop the plans of s on dev that are queued and not started (a session
+ * closing: what it did not plan is not built). Plans being built finish. */
+void cuda_cudnn_prefetch_cancel(int dev, const attn_shape *s);
+
+/* Wait until no plan is queued or being built. For tests. */
+void cuda_cudnn_prefetch_wait(void);
+
+/* Plan cache counters since the process started: plans built by
+ * cuda_cudnn_plan_get in its caller's thread, gets served from the cache
+ * (a plan built ahead counts as a hit), plans held now. For tests, logs. */
 void cuda_cudnn_cache_stats(int *builds, int *hits, int *held);
+
+/* Plans built ahead by builder threads since the process started, and the
+ * builder threads running. */
+void cuda_cudnn_prefetch_stats(int *built, int *builders_running);
 
 #ifdef __cplusplus
 }

@@ -10,12 +10,8 @@
  * factorial. For each tactic: poison the output, run, read every row back,
  * compare with the float64 reference of the backend (all rows).
  *
- * Tolerances on the relative L2 error ||out - ref|| / ||ref|| (tol_for):
- *   f32, acc=f32      1e-5  no TF32: plain f32 GEMMs and softmax, ~1e-6 seen
- *   f16, acc=f32      3e-3  P and O rounded to f16 (2^-11 each, ~4e-4 L2)
- *   f16, acc=f16      1e-2  plus S stored in f16 and f16 accumulation
- *   bf16, acc=f32     2e-2  P and O rounded to bf16 (2^-8 each, ~4e-3 L2)
- * fused tactics (no acc) take their dtype's acc=f32 bound. Rows that see no
+ * Tolerances on the relative L2 error ||out - ref|| / ||ref||: gpu_tol
+ * (gpu_check.h says why each); f32 ~1e-6 seen. Rows that see no
  * key (causal, sq > skv) must be exactly 0. A planted error must be large:
  * the causal output against the non-causal reference of the same inputs, and
  * a pad=64 output (padded keys masked) against the reference of a shape
@@ -27,6 +23,7 @@
 #include <string.h>
 
 #include "../test.h"
+#include "gpu_check.h"
 #include "kernels/attn.h"
 
 #ifdef ATTUNE_HAVE_CUDA
@@ -39,73 +36,6 @@ static const attn_ops *ops = &attn_cuda_ops;
 static double worst[ATTN_NVARIANTS][3][3];
 static int counted[ATTN_NVARIANTS][3][3];
 static int nvariant_seen[ATTN_NVARIANTS];
-
-static double tol_for(attn_dtype t, attn_acc acc)
-{
-    switch (t) {
-    case ATTN_F32: return 1e-5;
-    case ATTN_BF16: return 2e-2;
-    default: return acc == ATTN_ACC_F16 ? 1e-2 : 3e-3;
-    }
-}
-
-typedef struct errs {
-    double rel, max_abs;
-    int64_t nonfinite, nonzero_empty;
-} errs;
-
-/* Errors of out against ref over nrows rows of d; rows that see no key must
- * be exact zeros (counted in nonzero_empty). */
-static errs compare(const attn_shape *s, const int64_t *rows, int nrows, const double *out,
-                    const double *ref)
-{
-    errs e = {0, 0, 0, 0};
-    double num = 0, den = 0;
-    for (int k = 0; k < nrows; k++) {
-        int64_t i = rows[k] % s->sq;
-        int empty = attn_visible_keys(s, i) == 0;
-        for (int64_t c = 0; c < s->d; c++) {
-            double o = out[k * s->d + c], r = ref[k * s->d + c];
-            if (!isfinite(o)) {
-                e.nonfinite++;
-                continue;
-            }
-            if (empty && o != 0.0)
-                e.nonzero_empty++;
-            double a = fabs(o - r);
-            if (a > e.max_abs)
-                e.max_abs = a;
-            num += a * a;
-            den += r * r;
-        }
-    }
-    e.rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    return e;
-}
-
-static int64_t *all_rows(const attn_shape *s, int *n)
-{
-    int64_t total = s->b * s->hq * s->sq;
-    int64_t *rows = malloc((size_t)total * sizeof *rows);
-    if (rows == NULL) {
-        perror("malloc");
-        exit(2);
-    }
-    for (int64_t r = 0; r < total; r++)
-        rows[r] = r;
-    *n = (int)total;
-    return rows;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (p == NULL) {
-        perror("malloc");
-        exit(2);
-    }
-    return p;
-}
 
 /* ---- unit tests */
 
@@ -199,9 +129,9 @@ static void check_shape(const attn_shape *s)
     attn_tactic t[MAX_TACTICS];
     attn_session *ss = NULL;
     int nrows, n;
-    int64_t *rows = all_rows(s, &nrows);
-    double *ref = xmalloc((size_t)nrows * s->d * sizeof *ref);
-    double *out = xmalloc((size_t)nrows * s->d * sizeof *out);
+    int64_t *rows = gpu_all_rows(s, &nrows);
+    double *ref = gpu_xmalloc((size_t)nrows * s->d * sizeof *ref);
+    double *out = gpu_xmalloc((size_t)nrows * s->d * sizeof *out);
 
     attn_shape_key(s, key, sizeof key);
     n = ops->tactics(0, s, t, MAX_TACTICS);
@@ -224,8 +154,8 @@ static void check_shape(const attn_shape *s)
         CHECK_MSG(rc == 0, "%s %s: run: %s", key, ts, attune_strerror(rc));
         rc = ops->fetch_rows(ss, rows, nrows, out);
         CHECK_MSG(rc == 0, "%s %s: fetch: %s", key, ts, attune_strerror(rc));
-        errs e = compare(s, rows, nrows, out, ref);
-        double tol = tol_for(s->dtype, t[i].acc);
+        gpu_errs e = gpu_compare(s, rows, nrows, out, ref);
+        double tol = gpu_tol(s->dtype, t[i].acc);
         CHECK_MSG(e.nonfinite == 0, "%s %s: %lld elements not written or not finite", key, ts,
                   (long long)e.nonfinite);
         CHECK_MSG(e.nonzero_empty == 0, "%s %s: %lld elements of rows without keys not 0",
@@ -270,42 +200,20 @@ static void every_tactic_should_match_the_reference(void)
         check_shape(&cases[c]);
 }
 
-/* rel err of tactic t on session a's output against session b's reference
- * (same inputs, different mask), for all rows of a's shape. */
-static double cross_error(const attn_shape *sa, const attn_shape *sb, const attn_tactic *t)
-{
-    attn_session *a = NULL, *b = NULL;
-    attn_plan *p = NULL;
-    int nrows;
-    int64_t *rows = all_rows(sa, &nrows);
-    double *ref = xmalloc((size_t)nrows * sa->d * sizeof *ref);
-    double *out = xmalloc((size_t)nrows * sa->d * sizeof *out);
-    double rel = -1;
-    if (ops->session_open(0, sa, 42, &a) != 0 || ops->session_open(0, sb, 42, &b) != 0 ||
-        ops->plan(a, t, &p) != 0 || ops->run(p) != 0 ||
-        ops->fetch_rows(a, rows, nrows, out) != 0 || ops->reference(b, rows, nrows, ref) != 0)
-        goto done;
-    rel = compare(sa, rows, nrows, out, ref).rel;
-done:
-    ops->plan_free(p);
-    ops->session_close(a);
-    ops->session_close(b);
-    free(rows);
-    free(ref);
-    free(out);
-    return rel;
-}
+/* The planted-error checks' seed: the fill depends on (seed, element
+ * index) only, so two sessions that differ in the mask hold the same
+ * inputs. */
+#define CROSS_SEED 42
 
 static void planted_mask_errors_should_be_caught(void)
 {
     attn_tactic split = {.variant = ATTN_SPLIT, .pad = 1, .acc = ATTN_ACC_F32};
     attn_tactic pad64 = {.variant = ATTN_SPLIT, .pad = 64, .acc = ATTN_ACC_F32};
     attn_tactic fold64 = {.variant = ATTN_FOLDED, .pad = 64, .acc = ATTN_ACC_F32};
-    /* The fill depends on (seed, element index) only, so two sessions that
-     * differ in the causal flag hold the same inputs. */
     attn_shape c = {1, 4, 1, 50, 197, 64, ATTN_F16, 1}, nc = c;
     nc.causal = 0;
-    double right = cross_error(&c, &c, &split), wrong = cross_error(&c, &nc, &split);
+    double right = gpu_cross_error(ops, &c, &c, &split, CROSS_SEED);
+    double wrong = gpu_cross_error(ops, &c, &nc, &split, CROSS_SEED);
     CHECK_MSG(right >= 0 && right < 3e-3, "causal vs its own reference: %.3g", right);
     CHECK_MSG(wrong > 0.1, "causal output vs non-causal reference: %.3g", wrong);
     /* b = hkv = 1: keys 0..49 of skv=50 and skv=64 are the same values; a
@@ -313,9 +221,9 @@ static void planted_mask_errors_should_be_caught(void)
      * over 64 real keys. */
     attn_shape k50 = {1, 4, 1, 16, 50, 64, ATTN_F16, 0}, k64 = k50;
     k64.skv = 64;
-    double pad_right = cross_error(&k50, &k50, &pad64);
-    double pad_wrong = cross_error(&k50, &k64, &pad64);
-    double fold_wrong = cross_error(&k50, &k64, &fold64);
+    double pad_right = gpu_cross_error(ops, &k50, &k50, &pad64, CROSS_SEED);
+    double pad_wrong = gpu_cross_error(ops, &k50, &k64, &pad64, CROSS_SEED);
+    double fold_wrong = gpu_cross_error(ops, &k50, &k64, &fold64, CROSS_SEED);
     CHECK_MSG(pad_right >= 0 && pad_right < 3e-3, "pad=64 vs own reference: %.3g", pad_right);
     CHECK_MSG(pad_wrong > 0.1, "pad=64 vs 64-key reference: %.3g", pad_wrong);
     CHECK_MSG(fold_wrong > 0.1, "folded pad=64 vs 64-key reference: %.3g", fold_wrong);
@@ -371,7 +279,7 @@ int main(void)
                     fprintf(stderr, "  %-13s %-4s acc=%-4s %.3e (tol %.0e) [%d]\n",
                             variant_short(v), attn_dtype_name((attn_dtype)d),
                             a == 0 ? "-" : (a == 1 ? "f16" : "f32"), worst[v][d][a],
-                            tol_for((attn_dtype)d, (attn_acc)a), counted[v][d][a]);
+                            gpu_tol((attn_dtype)d, (attn_acc)a), counted[v][d][a]);
     CHECK(nvariant_seen[ATTN_SPLIT] > 0 && nvariant_seen[ATTN_SPLIT_REPEAT] > 0 &&
           nvariant_seen[ATTN_FOLDED] > 0);
     return test_summary();

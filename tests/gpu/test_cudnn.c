@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "../test.h"
+#include "gpu_check.h"
 #include "kernels/attn.h"
 
 #ifdef ATTUNE_HAVE_CUDA
@@ -35,26 +36,8 @@
 static const attn_ops *ops = &attn_cuda_ops;
 
 #define MAX_TACTICS 1024
+/* Rows compared per shape: all of them when there are fewer. */
 #define MAX_ROWS 3000
-
-/* The helpers below serve the cuDNN build's tests; the build without
- * cuDNN (cudnn_should_be_absent) needs only a few of them. */
-__attribute__((unused)) static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (p == NULL) {
-        perror("malloc");
-        exit(2);
-    }
-    return p;
-}
 
 static attn_shape mk(int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t skv, int64_t d,
                      attn_dtype t, int causal)
@@ -63,66 +46,10 @@ static attn_shape mk(int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t skv
     return s;
 }
 
-/* Rows to compare: all when few, else a stride through all (b, h, i)
- * with both ends of every head's rows, capped at MAX_ROWS. */
-__attribute__((unused)) static int64_t *pick_rows(const attn_shape *s, int *n)
-{
-    int64_t total = s->b * s->hq * s->sq;
-    int64_t *rows = xmalloc(MAX_ROWS * sizeof *rows);
-    int k = 0;
-    if (total <= MAX_ROWS) {
-        for (int64_t r = 0; r < total; r++)
-            rows[k++] = r;
-    } else {
-        int64_t step = total / (MAX_ROWS / 2) + 1;
-        for (int64_t bh = 0; bh < s->b * s->hq && k < MAX_ROWS / 4; bh++) {
-            rows[k++] = bh * s->sq;
-            rows[k++] = bh * s->sq + s->sq - 1;
-        }
-        for (int64_t r = 7; r < total && k < MAX_ROWS; r += step)
-            rows[k++] = r;
-    }
-    *n = k;
-    return rows;
-}
-
-typedef struct errs {
-    double rel, max_abs;
-    int64_t nonfinite, nonzero_empty;
-} errs;
-
-__attribute__((unused)) static errs compare(const attn_shape *s, const int64_t *rows, int nrows, const double *out,
-                    const double *ref)
-{
-    errs e = {0, 0, 0, 0};
-    double num = 0, den = 0;
-    for (int k = 0; k < nrows; k++) {
-        int empty = attn_visible_keys(s, rows[k] % s->sq) == 0;
-        for (int64_t c = 0; c < s->d; c++) {
-            double o = out[k * s->d + c], r = ref[k * s->d + c];
-            if (!isfinite(o)) {
-                e.nonfinite++;
-                continue;
-            }
-            if (empty && o != 0.0)
-                e.nonzero_empty++;
-            double a = fabs(o - r);
-            if (a > e.max_abs)
-                e.max_abs = a;
-            num += a * a;
-            den += r * r;
-        }
-    }
-    e.rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    return e;
-}
-
-__attribute__((unused)) static double tol_for(attn_dtype t) { return t == ATTN_BF16 ? 2e-2 : 3e-3; }
-
 /* The cudnn tactics listed for s, into t (at most max). */
 static int cudnn_tactics(const attn_shape *s, attn_tactic *t, int max)
 {
-    attn_tactic *all = xmalloc(MAX_TACTICS * sizeof *all);
+    attn_tactic *all = gpu_xmalloc(MAX_TACTICS * sizeof *all);
     int n = ops->tactics(0, s, all, MAX_TACTICS), k = 0;
     for (int i = 0; i < n && k < max; i++)
         if (all[i].variant == ATTN_CUDNN)
@@ -143,11 +70,12 @@ static void check_shape(const attn_shape *s)
     char key[ATTN_SHAPE_KEY_MAX], ts[ATTN_TACTIC_STR_MAX];
     attn_tactic t[64];
     attn_session *ss = NULL;
-    int nrows, ok = 0, refused = 0;
-    int64_t *rows = pick_rows(s, &nrows);
-    double *ref = xmalloc((size_t)nrows * s->d * sizeof *ref);
-    double *out = xmalloc((size_t)nrows * s->d * sizeof *out);
-    double worst_here = 0, t0 = now_s();
+    int nrows, ok = 0, ok_comp = 0, refused = 0;
+    const double tol = gpu_tol(s->dtype, ATTN_ACC_NONE);
+    int64_t *rows = gpu_sample_rows(s, MAX_ROWS, &nrows);
+    double *ref = gpu_xmalloc((size_t)nrows * s->d * sizeof *ref);
+    double *out = gpu_xmalloc((size_t)nrows * s->d * sizeof *out);
+    double worst_here = 0, t0 = gpu_now_s();
 
     attn_shape_key(s, key, sizeof key);
     int n = cudnn_tactics(s, t, 64);
@@ -159,9 +87,9 @@ static void check_shape(const attn_shape *s)
     for (int i = 0; i < n; i++) {
         attn_plan *p = NULL;
         attn_tactic_str(&t[i], ts, sizeof ts);
-        double b0 = now_s();
+        double b0 = gpu_now_s();
         int rc = ops->plan(ss, &t[i], &p);
-        build_s += now_s() - b0;
+        build_s += gpu_now_s() - b0;
         const char *note = ops->plan_note(ss);
         if (rc == ATTUNE_EUNSUPP) {
             refused++;
@@ -177,26 +105,30 @@ static void check_shape(const attn_shape *s)
         CHECK_MSG(rc == 0, "%s %s: run: %s", key, ts, attune_strerror(rc));
         rc = ops->fetch_rows(ss, rows, nrows, out);
         CHECK_MSG(rc == 0, "%s %s: fetch: %s", key, ts, attune_strerror(rc));
-        errs e = compare(s, rows, nrows, out, ref);
+        gpu_errs e = gpu_compare(s, rows, nrows, out, ref);
         CHECK_MSG(e.nonfinite == 0, "%s %s: %lld elements not written or not finite", key, ts,
                   (long long)e.nonfinite);
         CHECK_MSG(e.nonzero_empty == 0, "%s %s: %lld elements of rows without keys not 0", key,
                   ts, (long long)e.nonzero_empty);
-        CHECK_MSG(e.rel <= tol_for(s->dtype), "%s %s: rel err %.3g > %.3g (max abs %.3g)", key,
-                  ts, e.rel, tol_for(s->dtype), e.max_abs);
+        CHECK_MSG(e.rel <= tol, "%s %s: rel err %.3g > %.3g (max abs %.3g)", key, ts, e.rel, tol,
+                  e.max_abs);
         if (e.nonfinite == 0 && e.rel > worst_here)
             worst_here = e.rel;
         ok++;
+        ok_comp += t[i].graph == ATTN_GRAPH_COMP;
         ops->plan_free(p);
     }
     CHECK_MSG(ok > 0, "%s: none of %d cudnn tactics ran", key, n);
+    /* the composite graph alone must serve every shape: it is all that
+     * cuDNN < 9.13.1 has (JetPack 6: 9.3), whatever SDPA_FWD does here */
+    CHECK_MSG(ok_comp > 0, "%s: no composite-graph tactic ran", key);
     if (worst_here > worst[s->dtype == ATTN_BF16][s->causal])
         worst[s->dtype == ATTN_BF16][s->causal] = worst_here;
     nchecked += ok;
     nrefused += refused;
     nshapes_ok += ok > 0;
-    fprintf(stderr, "  %-40s %2d tactics: %2d ok, %d unsupported, worst rel %.2e, %.2f s\n", key,
-            n, ok, refused, worst_here, now_s() - t0);
+    fprintf(stderr, "  %-40s %2d tactics: %2d ok (%d comp), %d unsupported, worst rel %.2e, %.2f s\n",
+            key, n, ok, ok_comp, refused, worst_here, gpu_now_s() - t0);
 done:
     if (ss != NULL)
         ops->session_close(ss);
@@ -235,14 +167,14 @@ static const attn_shape cases[] = {
 
 static void every_tactic_should_match_the_reference(void)
 {
-    double t0 = now_s();
+    double t0 = gpu_now_s();
     /* every config heuristics offer, not the head the tuner lists */
     setenv("ATTUNE_CUDNN_CONFIGS", "64", 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_shape(&cases[i]);
     fprintf(stderr, "  %d tactic runs checked, %d unsupported, %d/%zu shapes with a tactic; "
                     "%.1f s (%.1f s planning)\n",
-            nchecked, nrefused, nshapes_ok, sizeof cases / sizeof cases[0], now_s() - t0, build_s);
+            nchecked, nrefused, nshapes_ok, sizeof cases / sizeof cases[0], gpu_now_s() - t0, build_s);
     unsetenv("ATTUNE_CUDNN_CONFIGS");
     fprintf(stderr, "  worst relative L2: f16 nc %.2e c %.2e; bf16 nc %.2e c %.2e\n", worst[0][0],
             worst[0][1], worst[1][0], worst[1][1]);
@@ -373,14 +305,14 @@ static void plan_cache_should_serve_repeat_plans(void)
     /* and it computes the second session's data, not the first's */
     if (pb != NULL) {
         int nrows;
-        int64_t *rows = pick_rows(&s, &nrows);
-        double *ref = xmalloc((size_t)nrows * s.d * sizeof *ref);
-        double *out = xmalloc((size_t)nrows * s.d * sizeof *out);
+        int64_t *rows = gpu_sample_rows(&s, MAX_ROWS, &nrows);
+        double *ref = gpu_xmalloc((size_t)nrows * s.d * sizeof *ref);
+        double *out = gpu_xmalloc((size_t)nrows * s.d * sizeof *out);
         CHECK_EQ_INT(ops->reference(b, rows, nrows, ref), 0);
         CHECK_EQ_INT(ops->poison(b), 0);
         CHECK_EQ_INT(ops->run(pb), 0);
         CHECK_EQ_INT(ops->fetch_rows(b, rows, nrows, out), 0);
-        errs e = compare(&s, rows, nrows, out, ref);
+        gpu_errs e = gpu_compare(&s, rows, nrows, out, ref);
         CHECK_MSG(e.rel < 3e-3 && e.nonfinite == 0, "second session: rel %.3g", e.rel);
         free(rows);
         free(ref);
@@ -401,37 +333,102 @@ done:
         ops->session_close(b);
 }
 
-/* Relative error of the output of tactic t on shape `run` against the
- * reference of shape `refs` (same seed: same inputs where they overlap). */
-static double cross_error(const attn_shape *run, const attn_shape *refs, const attn_tactic *t)
+/* Opening a session builds its shape's plans ahead on builder threads:
+ * once they are done, planning every tactic builds nothing in the caller,
+ * and a plan built on a builder's handle computes the right output. With
+ * ATTUNE_CUDNN_PREFETCH=first the builds wait for the shape's first plan,
+ * which then finds them all done. */
+static void prefetch_should_build_plans_ahead(void)
 {
-    attn_session *a = NULL, *b = NULL;
-    attn_plan *p = NULL;
+    attn_shape s = mk(1, 8, 2, 300, 700, 128, ATTN_BF16, 1), s2 = s;
+    attn_tactic t[64];
+    attn_session *ss = NULL;
+    int builds0, builds1, hits0, hits1, pre0, pre1, nb = 0, ok = 0;
+    int n = cudnn_tactics(&s, t, 64);
+    double t0;
+    CHECK(n > 0);
+    cuda_cudnn_prefetch_wait();
+    cuda_cudnn_cache_stats(&builds0, &hits0, NULL);
+    cuda_cudnn_prefetch_stats(&pre0, NULL);
+    t0 = gpu_now_s();
+    CHECK_EQ_INT(ops->session_open(0, &s, 9, &ss), 0);
+    if (ss == NULL || n <= 0)
+        return;
+    cuda_cudnn_prefetch_wait();
+    cuda_cudnn_prefetch_stats(&pre1, &nb);
+    fprintf(stderr, "  %d tactics: %d plans built ahead by %d builders in %.2f s\n", n, pre1 - pre0,
+            nb, gpu_now_s() - t0);
+    CHECK(nb >= 1);
+    CHECK(pre1 > pre0);
     int nrows;
-    double rel = -1;
-    int64_t *rows = pick_rows(run, &nrows);
-    double *ref = xmalloc((size_t)nrows * run->d * sizeof *ref);
-    double *out = xmalloc((size_t)nrows * run->d * sizeof *out);
-    if (ops->session_open(0, run, 11, &a) != 0 || ops->session_open(0, refs, 11, &b) != 0)
-        goto done;
-    if (ops->plan(a, t, &p) != 0)
-        goto done;
-    if (ops->poison(a) == 0 && ops->run(p) == 0 && ops->fetch_rows(a, rows, nrows, out) == 0 &&
-        ops->reference(b, rows, nrows, ref) == 0) {
-        errs e = compare(run, rows, nrows, out, ref);
-        rel = e.nonfinite ? 1e9 : e.rel;
+    int64_t *rows = gpu_sample_rows(&s, MAX_ROWS, &nrows);
+    double *ref = gpu_xmalloc((size_t)nrows * s.d * sizeof *ref);
+    double *out = gpu_xmalloc((size_t)nrows * s.d * sizeof *out);
+    CHECK_EQ_INT(ops->reference(ss, rows, nrows, ref), 0);
+    for (int i = 0; i < n; i++) {
+        attn_plan *p = NULL;
+        int rc = ops->plan(ss, &t[i], &p);
+        const char *note = ops->plan_note(ss);
+        if (rc == ATTUNE_EUNSUPP) {
+            CHECK_MSG(note != NULL && note[0] != 0, "refused without a reason");
+            continue;
+        }
+        CHECK_EQ_INT(rc, 0);
+        if (p == NULL)
+            continue;
+        CHECK_MSG(note != NULL && strstr(note, "builder thread") != NULL, "note '%s'",
+                  note ? note : "(null)");
+        CHECK_EQ_INT(ops->poison(ss), 0);
+        CHECK_EQ_INT(ops->run(p), 0);
+        CHECK_EQ_INT(ops->fetch_rows(ss, rows, nrows, out), 0);
+        gpu_errs e = gpu_compare(&s, rows, nrows, out, ref);
+        CHECK_MSG(e.nonfinite == 0 && e.rel <= gpu_tol(s.dtype, ATTN_ACC_NONE),
+                  "built ahead: rel %.3g, %lld not finite", e.rel, (long long)e.nonfinite);
+        ok++;
+        ops->plan_free(p);
     }
-    ops->plan_free(p);
-done:
-    if (a)
-        ops->session_close(a);
-    if (b)
-        ops->session_close(b);
+    CHECK(ok > 0);
+    cuda_cudnn_cache_stats(&builds1, &hits1, NULL);
+    CHECK_EQ_INT(builds1, builds0); /* nothing built in the caller */
+    CHECK_EQ_INT(hits1, hits0 + ok);
+    ops->session_close(ss);
+    ss = NULL;
+
+    /* first: nothing queued at open; the first plan queues and waits for
+     * all, so it is served from the builders too */
+    setenv("ATTUNE_CUDNN_PREFETCH", "first", 1);
+    s2.skv = 701;
+    n = cudnn_tactics(&s2, t, 64);
+    cuda_cudnn_prefetch_stats(&pre0, NULL);
+    cuda_cudnn_cache_stats(&builds0, NULL, NULL);
+    CHECK_EQ_INT(ops->session_open(0, &s2, 9, &ss), 0);
+    cuda_cudnn_prefetch_wait();
+    cuda_cudnn_prefetch_stats(&pre1, NULL);
+    CHECK_EQ_INT(pre1, pre0); /* nothing built at open */
+    int planned = 0;
+    for (int i = 0; i < n && ss != NULL; i++) {
+        attn_plan *p = NULL;
+        if (ops->plan(ss, &t[i], &p) == 0) {
+            planned++;
+            ops->plan_free(p);
+        }
+    }
+    CHECK(planned > 0);
+    cuda_cudnn_prefetch_stats(&pre1, NULL);
+    cuda_cudnn_cache_stats(&builds1, NULL, NULL);
+    CHECK_EQ_INT(builds1, builds0); /* every plan came from the builders */
+    CHECK_MSG(pre1 - pre0 >= planned, "first mode: %d plans built ahead, %d planned",
+              pre1 - pre0, planned);
+    unsetenv("ATTUNE_CUDNN_PREFETCH");
+    if (ss != NULL)
+        ops->session_close(ss);
     free(rows);
     free(ref);
     free(out);
-    return rel;
 }
+
+/* The planted-error checks' seed (gpu_cross_error). */
+#define CROSS_SEED 11
 
 /* The first listed cudnn tactic of s with the given pad that plans. */
 static int first_tactic(const attn_shape *s, int pad, attn_tactic *out)
@@ -452,7 +449,8 @@ static void planted_mask_errors_should_be_caught(void)
     attn_shape c = mk(1, 4, 1, 50, 197, 64, ATTN_F16, 1), nc = c;
     nc.causal = 0;
     CHECK(first_tactic(&c, 1, &t));
-    double right = cross_error(&c, &c, &t), wrong = cross_error(&c, &nc, &t);
+    double right = gpu_cross_error(ops, &c, &c, &t, CROSS_SEED);
+    double wrong = gpu_cross_error(ops, &c, &nc, &t, CROSS_SEED);
     CHECK_MSG(right >= 0 && right < 3e-3, "causal vs its own reference: %.3g", right);
     CHECK_MSG(wrong > 0.1, "causal output vs non-causal reference: %.3g", wrong);
     /* b = hkv = 1: keys 0..49 of skv=50 and skv=64 hold the same values;
@@ -462,7 +460,8 @@ static void planted_mask_errors_should_be_caught(void)
     k64.skv = 64;
     attn_tactic tp;
     CHECK(first_tactic(&k50, 64, &tp));
-    double pad_right = cross_error(&k50, &k50, &tp), pad_wrong = cross_error(&k50, &k64, &tp);
+    double pad_right = gpu_cross_error(ops, &k50, &k50, &tp, CROSS_SEED);
+    double pad_wrong = gpu_cross_error(ops, &k50, &k64, &tp, CROSS_SEED);
     CHECK_MSG(pad_right >= 0 && pad_right < 3e-3, "pad=64 vs own reference: %.3g", pad_right);
     CHECK_MSG(pad_wrong > 0.1, "pad=64 vs 64-key reference: %.3g", pad_wrong);
     fprintf(stderr, "  planted: causal right %.2e wrong %.2e; pad right %.2e wrong %.2e\n", right,
@@ -525,6 +524,7 @@ int main(void)
     RUN(f32_should_be_unsupported_with_a_reason);
     RUN(tactic_string_should_rebuild_its_plan);
     RUN(plan_cache_should_serve_repeat_plans);
+    RUN(prefetch_should_build_plans_ahead);
     RUN(planted_mask_errors_should_be_caught);
     RUN(time_should_run_in_cuda_graphs);
     RUN(every_tactic_should_match_the_reference);
