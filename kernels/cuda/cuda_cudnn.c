@@ -103,12 +103,29 @@ static int refuse(char *note, size_t notelen, const char *fmt, const char *arg)
 
 typedef cudnnBackendDescriptor_t desc_t;
 
+/* ATTUNE_CUDA_VERBOSE and ATTUNE_CUDNN_TRACE, read once: builder threads
+ * log too, and getenv beside another thread's setenv is a race. */
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static int env_verbose, env_trace;
+
+static int env_flag(const char *name)
+{
+    const char *e = getenv(name);
+    return e != NULL && *e != 0 && strcmp(e, "0") != 0;
+}
+
+static void env_read(void)
+{
+    env_verbose = env_flag("ATTUNE_CUDA_VERBOSE");
+    env_trace = env_flag("ATTUNE_CUDNN_TRACE");
+}
+
 /* A note on stderr when ATTUNE_CUDA_VERBOSE is set (as cuda_device.cu's):
  * why cuDNN proposed nothing for a graph is otherwise not kept. */
 static void dnn_log(const char *what, const char *note)
 {
-    const char *e = getenv("ATTUNE_CUDA_VERBOSE");
-    if (e != NULL && *e != 0 && strcmp(e, "0") != 0)
+    pthread_once(&env_once, env_read);
+    if (env_verbose)
         fprintf(stderr, "attune-cudnn: %s: %s\n", what, note);
 }
 
@@ -121,13 +138,13 @@ static void dnn_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 static void dnn_trace(const char *fmt, ...)
 {
     static double t0 = -1;
-    const char *e = getenv("ATTUNE_CUDNN_TRACE");
     char line[256];
     va_list ap;
-    if (e == NULL || *e == 0 || strcmp(e, "0") == 0)
+    pthread_once(&env_once, env_read);
+    if (!env_trace)
         return;
     if (t0 < 0)
-        t0 = now_ms();
+        t0 = now_ms(); /* a race here costs one line's offset, nothing else */
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);

@@ -169,12 +169,14 @@ static void every_tactic_should_match_the_reference(void)
 {
     double t0 = gpu_now_s();
     /* every config heuristics offer, not the head the tuner lists */
+    cuda_cudnn_prefetch_wait(); /* no builder beside setenv */
     setenv("ATTUNE_CUDNN_CONFIGS", "64", 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_shape(&cases[i]);
     fprintf(stderr, "  %d tactic runs checked, %d unsupported, %d/%zu shapes with a tactic; "
                     "%.1f s (%.1f s planning)\n",
             nchecked, nrefused, nshapes_ok, sizeof cases / sizeof cases[0], gpu_now_s() - t0, build_s);
+    cuda_cudnn_prefetch_wait();
     unsetenv("ATTUNE_CUDNN_CONFIGS");
     fprintf(stderr, "  worst relative L2: f16 nc %.2e c %.2e; bf16 nc %.2e c %.2e\n", worst[0][0],
             worst[0][1], worst[1][0], worst[1][1]);
@@ -396,6 +398,7 @@ static void prefetch_should_build_plans_ahead(void)
 
     /* first: nothing queued at open; the first plan queues and waits for
      * all, so it is served from the builders too */
+    cuda_cudnn_prefetch_wait(); /* no builder beside setenv */
     setenv("ATTUNE_CUDNN_PREFETCH", "first", 1);
     s2.skv = 701;
     n = cudnn_tactics(&s2, t, 64);
@@ -419,6 +422,7 @@ static void prefetch_should_build_plans_ahead(void)
     CHECK_EQ_INT(builds1, builds0); /* every plan came from the builders */
     CHECK_MSG(pre1 - pre0 >= planned, "first mode: %d plans built ahead, %d planned",
               pre1 - pre0, planned);
+    cuda_cudnn_prefetch_wait();
     unsetenv("ATTUNE_CUDNN_PREFETCH");
     if (ss != NULL)
         ops->session_close(ss);
