@@ -1306,6 +1306,7 @@ static void builders_shutdown(void)
             cache_drop(plans[i]);
     pthread_cond_broadcast(&work_cv);
     n = nbuilders;
+    nbuilders = 0; /* joined once, whoever calls again */
     pthread_mutex_unlock(&dnn_lock);
     for (int i = 0; i < n; i++)
         pthread_join(builders[i], NULL);
@@ -1414,18 +1415,6 @@ static int shape_eq(const attn_shape *a, const attn_shape *b)
            a->skv == b->skv && a->d == b->d && a->dtype == b->dtype && a->causal == b->causal;
 }
 
-void cuda_cudnn_prefetch_cancel(int dev, const attn_shape *s)
-{
-    if (s == NULL)
-        return;
-    pthread_mutex_lock(&dnn_lock);
-    for (int i = 0; i < PLAN_CACHE; i++)
-        if (plans[i] != NULL && plans[i]->state == PLAN_QUEUED && plans[i]->g.dev == dev &&
-            shape_eq(&plans[i]->shape, s))
-            cache_drop(plans[i]);
-    pthread_mutex_unlock(&dnn_lock);
-}
-
 /* Wait until no plan of shape s on dev is QUEUED or BUILDING. Caller
  * holds dnn_lock. */
 static void wait_shape(int dev, const attn_shape *s)
@@ -1439,6 +1428,24 @@ static void wait_shape(int dev, const attn_shape *s)
             return;
         pthread_cond_wait(&done_cv, &dnn_lock);
     }
+}
+
+/* Waiting for the builds in flight matters at exit: cuDNN loads its
+ * engine libraries on first use, after builders_shutdown was registered,
+ * so their destructors run before it does, and a builder still inside
+ * them crashes the process (seen: gpu_cuda_backend, which lists cudnn
+ * tactics, never plans them, and exits right after its last session). */
+void cuda_cudnn_prefetch_cancel(int dev, const attn_shape *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&dnn_lock);
+    for (int i = 0; i < PLAN_CACHE; i++)
+        if (plans[i] != NULL && plans[i]->state == PLAN_QUEUED && plans[i]->g.dev == dev &&
+            shape_eq(&plans[i]->shape, s))
+            cache_drop(plans[i]);
+    wait_shape(dev, s);
+    pthread_mutex_unlock(&dnn_lock);
 }
 
 void cuda_cudnn_prefetch_wait(void)

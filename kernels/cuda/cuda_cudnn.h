@@ -92,7 +92,8 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
 int cuda_cudnn_prefetch(int dev, const attn_shape *s);
 
 /* Drop the plans of s on dev that are queued and not started (a session
- * closing: what it did not plan is not built). Plans being built finish. */
+ * closing: what it did not plan is not built), and wait for those being
+ * built (no builder may still be inside cuDNN when the process exits). */
 void cuda_cudnn_prefetch_cancel(int dev, const attn_shape *s);
 
 /* Wait until no plan is queued or being built. For tests. */
