@@ -1048,8 +1048,8 @@ struct cuda_cudnn_plan {
     int rc;           /* REFUSED, FAILED: the error, and why in note */
     char note[160];
     double built_ms;  /* READY: what building took */
-    int by_builder;   /* READY: built by a builder thread */
-    int reported;     /* READY: plan_get has reported the build once */
+    int reported;     /* READY: plan_get has reported the build (unreported:
+                         built ahead and not taken yet) */
     dnn_handle *dh;   /* READY: the handle that built it, which runs it */
     desc_t plan;
     /* what the plan was made from, kept alive as long as it: the backend
@@ -1250,7 +1250,6 @@ static int build_entry(cuda_cudnn_plan *p, int slot, char *note, size_t notelen)
         p->state = PLAN_READY;
         p->dh = dh;
         p->built_ms = now_ms() - t0;
-        p->by_builder = slot > 0;
         if (slot > 0)
             stat_prefetched++;
         else
