@@ -27,6 +27,10 @@
 # evaluation with `attune import` + `attune loo`, loo-tune.log), --realmodels
 # (bench/realmodels.sh on GPU 0: answers for grids/realmodels.json before
 # tuning, their regret, tune on miss; realmodels.txt, realmodels-table.json),
+# --tune-time (bench/cudnn_tune_time.py: wall time of `attune tune` per
+# anchor with the JIT cache emptied, then warm, builders at session open;
+# then cold with ATTUNE_CUDNN_PREFETCH=first and warm without builders, for
+# the measurements' comparison; tune-time.txt, tune-time.jsonl),
 # --peers-args "ARGS" (extra
 # arguments to peers.py, e.g. "--only 0,1 --budget-ms 100"), --no-tests,
 # --ctest-args "ARGS". Logs and results go under $OUT (the run tool's
@@ -44,6 +48,7 @@ BENCH=0
 DAEMON=0
 LOO=0
 REALMODELS=0
+TUNETIME=0
 TESTS=1
 PEERS_ARGS=""
 CTEST_ARGS=""
@@ -53,10 +58,11 @@ while [ $# -gt 0 ]; do
     --daemon) DAEMON=1 ;;
     --loo) LOO=1 ;;
     --realmodels) REALMODELS=1 ;;
+    --tune-time) TUNETIME=1 ;;
     --no-tests) TESTS=0 ;;
     --peers-args) shift; PEERS_ARGS=${1:-} ;;
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--realmodels] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
+    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
        exit 2 ;;
     esac
     shift
@@ -253,6 +259,22 @@ if [ "$REALMODELS" = 1 ]; then
     log "bench/realmodels.sh on device 0"
     OUT=$OUT bash "$ROOT/bench/realmodels.sh" --build "$BUILD" --device 0 || STATUS=1
     log "realmodels done ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (4e) tune time per anchor with the cudnn tactics, cold and warm
+
+if [ "$TUNETIME" = 1 ]; then
+    log "bench/cudnn_tune_time.py on device 0"
+    JITC=${TMPDIR:-/tmp}/attune-jit-$$
+    for run in "cold open" "warm open" "cold first ATTUNE_CUDNN_PREFETCH=first" \
+               "warm off ATTUNE_CUDNN_BUILDERS=0"; do
+        set -- $run
+        python3 "$ROOT/bench/cudnn_tune_time.py" --attune "$BUILD/attune" \
+            --grid "$ROOT/grids/anchors.json" --cache "$JITC" --out "$OUT/tune-time.jsonl" \
+            --mode "$1" --label "$2" ${3:+--env "$3"} 2>&1 | tee -a "$OUT/tune-time.txt" || STATUS=1
+    done
+    rm -rf "$JITC"
+    log "tune time done ($(($(date +%s) - START)) s)"
 fi
 
 # ---- (5) peer benchmark
