@@ -70,11 +70,8 @@ enum MHD_Result export_stream(req *r, const char *device_id)
     log_event(LOGL_DEBUG, "export_start", "device=%s running=%d", device_id, running);
     if (running >= ATTUNED_EXPORTS_MAX) {
         atomic_fetch_sub(&d->exports, 1);
-        char *text = strdup("{\"error\":\"too many exports running; retry later\"}");
-        if (text == NULL)
-            return MHD_NO;
-        return http_send(r, 503, "application/json", text, strlen(text),
-                         MHD_HTTP_HEADER_RETRY_AFTER, "5");
+        return http_fail_header(r, ATTUNE_EBUSY, MHD_HTTP_HEADER_RETRY_AFTER, "5",
+                                "too many exports running; retry later");
     }
     export_ctx *c = calloc(1, sizeof *c);
     if (c == NULL) {

@@ -116,22 +116,44 @@ static json_t *error_obj(const char *fmt, va_list ap)
     return o;
 }
 
+/* {"error": message} with status and one extra header (hname NULL: none). */
+static enum MHD_Result send_error(req *r, unsigned status, const char *hname,
+                                  const char *hval, const char *fmt, va_list ap)
+{
+    json_t *o = error_obj(fmt, ap);
+    char *text = o != NULL ? json_num_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (text == NULL)
+        return http_send_json(r, status, NULL); /* answers 500 out of memory */
+    return http_send(r, status, "application/json", text, strlen(text), hname, hval);
+}
+
 enum MHD_Result http_send_error(req *r, unsigned status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    json_t *o = error_obj(fmt, ap);
+    enum MHD_Result ret = send_error(r, status, NULL, NULL, fmt, ap);
     va_end(ap);
-    return http_send_json(r, status, o);
+    return ret;
 }
 
 enum MHD_Result http_fail(req *r, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    json_t *o = error_obj(fmt, ap);
+    enum MHD_Result ret = send_error(r, (unsigned)attune_http_status(rc), NULL, NULL, fmt, ap);
     va_end(ap);
-    return http_send_json(r, (unsigned)attune_http_status(rc), o);
+    return ret;
+}
+
+enum MHD_Result http_fail_header(req *r, int rc, const char *hname, const char *hval,
+                                 const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result ret = send_error(r, (unsigned)attune_http_status(rc), hname, hval, fmt, ap);
+    va_end(ap);
+    return ret;
 }
 
 void req_result_text(req *r, unsigned status, char *text, size_t len)

@@ -71,6 +71,10 @@ enum MHD_Result http_send_json(req *r, unsigned status, json_t *obj);
 enum MHD_Result http_fail(req *r, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* http_fail with one extra response header (Retry-After of a 503, say). */
+enum MHD_Result http_fail_header(req *r, int rc, const char *hname, const char *hval,
+                                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* Queue {"error": ...} with an explicit status: for the protocol checks of
  * the router (401, 403, 405, 414, 415, 431) that no library error names. */
 enum MHD_Result http_send_error(req *r, unsigned status, const char *fmt, ...)
