@@ -137,6 +137,16 @@ enum MHD_Result http_send_error(req *r, unsigned status, const char *fmt, ...)
     return ret;
 }
 
+enum MHD_Result http_send_error_header(req *r, unsigned status, const char *hname,
+                                       const char *hval, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result ret = send_error(r, status, hname, hval, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
 enum MHD_Result http_fail(req *r, int rc, const char *fmt, ...)
 {
     va_list ap;

@@ -79,6 +79,9 @@ enum MHD_Result http_fail_header(req *r, int rc, const char *hname, const char *
  * the router (401, 403, 405, 414, 415, 431) that no library error names. */
 enum MHD_Result http_send_error(req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+enum MHD_Result http_send_error_header(req *r, unsigned status, const char *hname,
+                                       const char *hval, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* Worker side: set the response of a deferred request; errors as
  * http_fail. */

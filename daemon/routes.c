@@ -758,13 +758,8 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
             if (path_matches(&routes[i], url) && strstr(allow, routes[i].method) == NULL)
                 snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
                          allow[0] ? ", " : "", routes[i].method);
-        json_t *o = json_pack("{s:s}", "error", "method not allowed on this route");
-        char *text = o != NULL ? json_num_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
-        if (text == NULL)
-            return MHD_NO;
-        return http_send(r, 405, "application/json", text, strlen(text),
-                         MHD_HTTP_HEADER_ALLOW, allow);
+        return http_send_error_header(r, 405, MHD_HTTP_HEADER_ALLOW, allow,
+                                      "method not allowed on this route");
     }
     if (row < 0)
         return routes[ROW_NOT_FOUND].fn(r, url);
@@ -772,13 +767,8 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
     if (rt->auth &&
         !auth_bearer_ok(d->token, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                                MHD_HTTP_HEADER_AUTHORIZATION))) {
-        json_t *o = json_pack("{s:s}", "error", "missing or wrong bearer token");
-        char *text = o != NULL ? json_num_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
-        if (text == NULL)
-            return MHD_NO;
-        return http_send(r, 401, "application/json", text, strlen(text),
-                         MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attune\"");
+        return http_send_error_header(r, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                      "Bearer realm=\"attune\"", "missing or wrong bearer token");
     }
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
