@@ -10,7 +10,7 @@
  *   nvcc -O3 -arch=sm_90 -DATTUNE_HAVE_SM90A=1 -I. -o fused_bench bench/fused_bench.cu \
  *        kernels/cuda/cuda_fused.cu cuda_fused_sm90a.o kernels/attn.c common/attune_err.c
  * Run: ./fused_bench [filter [tfilter]]   (substrings of the shape key and
- * of the tactic name)
+ * of the tactic name; either may list alternatives separated by '|')
  *
  * Time: per tactic, a CUDA graph of N back-to-back launches on padded
  * buffers (kernel time only, no pad copies), replayed after a warm-up; each
@@ -63,6 +63,20 @@ struct bench_shape {
     attn_shape s;
     const char *note;
 };
+
+/* 1 when text holds one of the '|'-separated alternatives of pat ("" matches all). */
+static bool matches(const char *text, const char *pat)
+{
+    if (!*pat)
+        return true;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", pat);
+    char *save = NULL;
+    for (char *alt = strtok_r(buf, "|", &save); alt != NULL; alt = strtok_r(NULL, "|", &save))
+        if (strstr(text, alt))
+            return true;
+    return false;
+}
 
 static double median(std::vector<double> v)
 {
@@ -134,6 +148,10 @@ int main(int argc, char **argv)
         {{4, 32, 32, 2048, 2048, 64, ATTN_F16, 1}, "d=64 prefill"},
         {{2, 8, 1, 2048, 2048, 256, ATTN_BF16, 1}, "issue 9: within 1.1x of cuDNN"},
         {{4, 32, 8, 2048, 2048, 128, ATTN_BF16, 1}, "issue 9: within 1.1x of cuDNN"},
+        {{1, 32, 8, 16, 4096, 128, ATTN_BF16, 0}, "fold: GQA, short queries"},
+        {{1, 32, 8, 16, 4096, 128, ATTN_BF16, 1}, "fold: GQA, short queries, causal"},
+        {{8, 8, 1, 64, 2048, 128, ATTN_BF16, 0}, "fold: MQA prefill, small sq"},
+        {{8, 8, 1, 64, 2048, 128, ATTN_BF16, 1}, "fold: MQA prefill, small sq, causal"},
     };
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -170,15 +188,16 @@ int main(int argc, char **argv)
         const attn_shape *s = &bs.s;
         char key[ATTN_SHAPE_KEY_MAX];
         attn_shape_key(s, key, sizeof key);
-        if (!strstr(key, filter))
+        if (!matches(key, filter))
             continue;
         attn_tactic tac[256];
         int nt = cuda_fused_tactics(s, prop.major, prop.minor, tac, 256);
         double flops = attn_shape_flops(s);
         double bytes = 2.0 * (2 * s->b * s->hq * s->sq * s->d + 2 * s->b * s->hkv * s->skv * s->d);
         printf("\n%s  (%s)  %.3g GFLOP, %.3g MB min traffic\n", key, bs.note, flops / 1e9, bytes / 1e6);
-        double best = 1e30, best3 = 1e30;
+        double best = 1e30, best3 = 1e30, bestf = 1e30;
         char bestname[ATTN_TACTIC_STR_MAX] = "", best3name[ATTN_TACTIC_STR_MAX] = "";
+        char bestfname[ATTN_TACTIC_STR_MAX] = "";
         for (int pad : {1, 64}) {
             int64_t sq_pad = attn_round_up(s->sq, pad), skv_pad = attn_round_up(s->skv, pad);
             size_t nq = (size_t)(s->b * s->hq * sq_pad * s->d), nkv = (size_t)(s->b * s->hkv * skv_pad * s->d);
@@ -194,7 +213,7 @@ int main(int argc, char **argv)
             CUDA_CHECK(cudaDeviceSynchronize());
             for (int i = 0; i < nt; i++) {
                 char tn[ATTN_TACTIC_STR_MAX];
-                if (tac[i].pad != pad || !strstr(attn_tactic_str(&tac[i], tn, sizeof tn), tfilter))
+                if (tac[i].pad != pad || !matches(attn_tactic_str(&tac[i], tn, sizeof tn), tfilter))
                     continue;
                 size_t wsb = cuda_fused_workspace_bytes(s, &tac[i]);
                 void *ws = NULL;
@@ -212,9 +231,13 @@ int main(int argc, char **argv)
                     best = us;
                     strcpy(bestname, name);
                 }
-                if (us > 0 && us < best3 && tac[i].arch == ATTN_ARCH_SM90A) {
+                if (us > 0 && us < best3 && tac[i].arch == ATTN_ARCH_SM90A && !tac[i].fold) {
                     best3 = us;
                     strcpy(best3name, name);
+                }
+                if (us > 0 && us < bestf && tac[i].fold) {
+                    bestf = us;
+                    strcpy(bestfname, name);
                 }
                 if (ws)
                     CUDA_CHECK(cudaFree(ws));
@@ -228,6 +251,8 @@ int main(int argc, char **argv)
                bytes / best / 1e3);
         if (best3name[0])
             printf("BEST-SM90A %s %s %.2f us %.1f TFLOP/s\n", key, best3name, best3, flops / best3 / 1e6);
+        if (bestfname[0])
+            printf("BEST-FOLD %s %s %.2f us %.1f TFLOP/s\n", key, bestfname, bestf, flops / bestf / 1e6);
     }
     return 0;
 }

@@ -6,8 +6,10 @@ for comparison in the same run.
 Time: CUDA graph of N back-to-back calls, replayed; each replay timed with
 CUDA events; median / N per call. Each SDPA backend is forced in turn
 (flash, efficient, cudnn) and also left to PyTorch's own dispatch ("auto").
-Causal uses is_causal=True, which PyTorch aligns top-left; the causal shapes
-here have sq == skv, where that equals attune's bottom-right alignment.
+Causal uses is_causal=True, which PyTorch aligns top-left: equal to attune's
+bottom-right alignment where sq == skv; elsewhere the mask is
+torch.nn.attention.bias.causal_lower_right (backends that refuse it are
+reported unsupported).
 """
 import statistics
 import sys
@@ -15,6 +17,7 @@ import sys
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
 
 SHAPES = [  # b, hq, hkv, sq, skv, d, dtype, causal
     (2, 16, 16, 8192, 8192, 128, torch.bfloat16, False),
@@ -25,6 +28,10 @@ SHAPES = [  # b, hq, hkv, sq, skv, d, dtype, causal
     (4, 32, 32, 2048, 2048, 64, torch.float16, True),
     (2, 8, 1, 2048, 2048, 256, torch.bfloat16, True),
     (4, 32, 8, 2048, 2048, 128, torch.bfloat16, True),
+    (1, 32, 8, 16, 4096, 128, torch.bfloat16, False),
+    (1, 32, 8, 16, 4096, 128, torch.bfloat16, True),
+    (8, 8, 1, 64, 2048, 128, torch.bfloat16, False),
+    (8, 8, 1, 64, 2048, 128, torch.bfloat16, True),
 ]
 
 
@@ -89,7 +96,7 @@ def main():
 
     for (b, hq, hkv, sq, skv, d, dt, causal) in SHAPES:
         key = f"b{b}.hq{hq}.hkv{hkv}.sq{sq}.skv{skv}.d{d}.{'bf16' if dt == torch.bfloat16 else 'f16'}.{'c' if causal else 'nc'}"
-        if filt not in key:
+        if filt and not any(f in key for f in filt.split("|")):
             continue
         q = torch.randn(b, hq, sq, d, device="cuda", dtype=dt)
         k = torch.randn(b, hkv, skv, d, device="cuda", dtype=dt)
@@ -101,7 +108,11 @@ def main():
         for name, be in [("auto", None), ("flash", SDPBackend.FLASH_ATTENTION),
                          ("efficient", SDPBackend.EFFICIENT_ATTENTION),
                          ("cudnn", SDPBackend.CUDNN_ATTENTION)]:
-            fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hkv != hq)
+            if causal and sq != skv:
+                mask = causal_lower_right(sq, skv)
+                fn = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=hkv != hq)
+            else:
+                fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hkv != hq)
             try:
                 if be is None:
                     us = time_graph(fn)

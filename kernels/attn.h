@@ -89,8 +89,8 @@ typedef enum {
  * (acc uses ATTN_ACC_NONE), except the cudnn keys (eng, graph, kcfg), which
  * are present exactly when the variant is cudnn (engine 0 and knob code 0
  * are real values). Canonical text: `variant/key=value/...`, keys sorted:
- * acc, arch, eng, graph, kcfg, pad, splits, stages, tile, warps; pad is
- * always present. */
+ * acc, arch, eng, fold, graph, kcfg, pad, splits, stages, tile, warps; pad
+ * is always present. */
 typedef enum { ATTN_ACC_NONE = 0, ATTN_ACC_F16 = 1, ATTN_ACC_F32 = 2 } attn_acc;
 
 /* cudnn: the form of the operation graph handed to cuDNN. sdpa: the single
@@ -107,6 +107,8 @@ typedef struct attn_tactic {
     int warps;        /* fused: warps per block, 0 = absent */
     int arch;         /* fused: kernel family for one architecture (ATTN_ARCH_*), 0 = absent */
     int stages;       /* fused arch=sm90a: K/V shared-memory stages, 0 = absent */
+    int fold;         /* fused arch=sm90a: 1 = the g query heads of a KV head packed
+                         into the rows of one block (text `fold=1`), 0 = absent */
     int eng;          /* cudnn: engine global index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX) */
     attn_graph graph; /* cudnn: graph form */
     int kcfg;         /* cudnn: the engine's knob settings as one code

@@ -60,7 +60,8 @@ static void tactic_should_round_trip_canonically(void)
     const char *canon[] = {"folded/acc=f32/pad=8", "fused/pad=1/tile=64x64",
                            "fused_splitkv/pad=1/splits=16/tile=64x64/warps=4",
                            "split/acc=f16/pad=64", "split_repeat/acc=f32/pad=16",
-                           "fused/arch=sm90a/pad=8/stages=2/tile=128x128/warps=12"};
+                           "fused/arch=sm90a/pad=8/stages=2/tile=128x128/warps=12",
+                           "fused/arch=sm90a/fold=1/pad=1/splits=8/stages=2/tile=128x128/warps=12"};
     for (size_t i = 0; i < sizeof canon / sizeof canon[0]; i++) {
         attn_tactic t;
         char buf[ATTN_TACTIC_STR_MAX];
@@ -79,7 +80,8 @@ static void tactic_parse_should_reject_bad_text(void)
     const char *bad[] = {"", "warp/pad=1", "fused", "fused/pad=3", "fused/pad=8/pad=8",
                          "split/acc=f64/pad=1", "fused/pad=1/tile=64", "fused/pad=1/colour=red",
                          "fused/pad=1/tile=0x64", "fused/pad=-8", "fused/arch=sm80/pad=1",
-                         "fused/arch=sm90a/arch=sm90a/pad=1", "fused/pad=1/stages=0"};
+                         "fused/arch=sm90a/arch=sm90a/pad=1", "fused/pad=1/stages=0",
+                         "fused/fold=1/pad=1", "fused/arch=sm90a/fold=2/pad=1", "split/fold=1/pad=1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         attn_tactic t;
         char err[ATTUNE_ERRLEN] = "";

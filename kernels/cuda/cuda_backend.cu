@@ -321,7 +321,7 @@ static int fused_listed(const attn_session *ss, const attn_tactic *t)
                 list[i].acc == t->acc && list[i].tile_m == t->tile_m &&
                 list[i].tile_n == t->tile_n && list[i].splits == t->splits &&
                 list[i].warps == t->warps && list[i].arch == t->arch &&
-                list[i].stages == t->stages;
+                list[i].stages == t->stages && list[i].fold == t->fold;
     free(list);
     return found;
 }

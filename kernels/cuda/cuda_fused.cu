@@ -39,6 +39,7 @@
  *   H200: 67.8 us, 3.96 TB/s on the 16x32x8 x 4096 decode target.
  */
 #include "cuda_fused.h"
+#include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
 #ifdef ATTUNE_HAVE_SM90A
 #include "cuda_fused_sm90a.h" /* version 3: the arch=sm90a tactics */
 #endif
@@ -81,11 +82,6 @@ struct fused_args {
     int nrb;             /* fused: row blocks per head; splitkv: 16-row tiles per KV head */
     int splits, tps;     /* splitkv: number of key ranges, key tiles per range */
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 
 /* 16-byte global->shared copies that bypass L1 (.cg): K/V tiles are reused
  * from shared memory, never from L1. The zfill form copies src_size bytes
@@ -150,28 +146,6 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
-}
-
-/* Two floats -> one register of two T, lo in the low half (the lower
- * column, as the fragments above want). */
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi)
-{
-    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    } else {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-}
-
-/* 2^x, MUFU.EX2 (flushes denormals; ex2(-inf) = +0, which masking relies on). */
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
 }
 
 /* Shared-memory tiles are rows of D b16 elements padded by one 16-byte
@@ -988,6 +962,15 @@ static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
     return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
 }
 
+/* The combine step of p.splits > 1 key ranges: one warp per output row. */
+template <typename T>
+static int launch_combine(const fused_args &p, cudaStream_t stream)
+{
+    const int64_t rows = (int64_t)p.b * p.hq * p.sq;
+    splitkv_combine_kernel<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(p);
+    return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
+}
+
 template <typename T, int D, int BC, int NW>
 static int launch_splitkv(const fused_args &p, cudaStream_t stream)
 {
@@ -1001,13 +984,21 @@ static int launch_splitkv(const fused_args &p, cudaStream_t stream)
     kern<<<(unsigned)blocks, NW * 32, smem, stream>>>(p);
     if (cudaGetLastError() != cudaSuccess)
         return ATTUNE_EGPU;
-    if (p.splits > 1) {
-        const int64_t rows = (int64_t)p.b * p.hq * p.sq;
-        splitkv_combine_kernel<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(p);
-        if (cudaGetLastError() != cudaSuccess)
-            return ATTUNE_EGPU;
-    }
-    return 0;
+    return p.splits > 1 ? launch_combine<T>(p, stream) : 0;
+}
+
+/* Version 2's combine kernel for version 3's folded splits (the same
+ * partials layout). */
+int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, const float *part_lse, void *o,
+                       int64_t sq_pad, cudaStream_t stream)
+{
+    fused_args p = {};
+    p.o = o;
+    p.part_o = const_cast<float *>(part_o), p.part_lse = const_cast<float *>(part_lse);
+    p.b = (int)s->b, p.hq = (int)s->hq, p.sq = (int)s->sq, p.d = (int)s->d;
+    p.sq_pad = (int)sq_pad;
+    p.splits = splits;
+    return s->dtype == ATTN_BF16 ? launch_combine<__nv_bfloat16>(p, stream) : launch_combine<__half>(p, stream);
 }
 
 /* ---- dispatcher */
@@ -1061,8 +1052,8 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
 #ifdef ATTUNE_HAVE_SM90A
     /* Version 3 (cuda_fused_sm90a.cu): sm_90a code runs on 9.0 only. */
     if (cc_major == 9 && cc_minor == 0) {
-        attn_tactic v3[8];
-        int nv3 = cuda_fused_sm90a_configs(s, v3, 8);
+        attn_tactic v3[32];
+        int nv3 = cuda_fused_sm90a_configs(s, v3, 32);
         for (int i = 0; i < nv3; i++)
             ADD(v3[i]);
     }
@@ -1091,14 +1082,29 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
     return n;
 }
 
-extern "C" size_t cuda_fused_workspace_bytes(const attn_shape *s, const attn_tactic *t)
+size_t cuda_fused_partials_bytes(const attn_shape *s, int splits)
 {
-    if (s == NULL || t == NULL || t->variant != ATTN_FUSED_SPLITKV || t->splits <= 1)
-        return 0;
-    const size_t rows = (size_t)(s->b * s->hq * s->sq) * (size_t)t->splits;
+    const size_t rows = (size_t)(s->b * s->hq * s->sq) * (size_t)splits;
     const size_t po = (rows * (size_t)s->d * 4 + 255) / 256 * 256;
     const size_t pl = (rows * 4 + 255) / 256 * 256;
     return po + pl;
+}
+
+void cuda_fused_partials(const attn_shape *s, int splits, void *ws, float **part_o, float **part_lse)
+{
+    const size_t rows = (size_t)(s->b * s->hq * s->sq) * (size_t)splits;
+    *part_o = static_cast<float *>(ws);
+    *part_lse = reinterpret_cast<float *>(static_cast<char *>(ws) + (rows * (size_t)s->d * 4 + 255) / 256 * 256);
+}
+
+/* Split tactics: fused_splitkv and the folded sm90a kernel (fused, arch,
+ * splits > 1) write partials that a combine step merges. */
+extern "C" size_t cuda_fused_workspace_bytes(const attn_shape *s, const attn_tactic *t)
+{
+    if (s == NULL || t == NULL || t->splits <= 1 ||
+        !(t->variant == ATTN_FUSED_SPLITKV || (t->variant == ATTN_FUSED && t->arch != 0)))
+        return 0;
+    return cuda_fused_partials_bytes(s, t->splits);
 }
 
 template <typename T>
@@ -1151,7 +1157,7 @@ extern "C" int cuda_fused_launch(const attn_shape *s, const attn_tactic *t, cons
         return ATTUNE_EINVAL;
     if (t->arch != 0) {
 #ifdef ATTUNE_HAVE_SM90A
-        return cuda_fused_sm90a_launch(s, t, q, k, v, o, sq_pad, skv_pad, stream);
+        return cuda_fused_sm90a_launch(s, t, q, k, v, o, sq_pad, skv_pad, workspace, stream);
 #else
         return ATTUNE_EUNSUPP;
 #endif
@@ -1173,10 +1179,7 @@ extern "C" int cuda_fused_launch(const attn_shape *s, const attn_tactic *t, cons
     if (t->variant == ATTN_FUSED_SPLITKV && t->splits > 1) {
         if (workspace == NULL)
             return ATTUNE_EINVAL;
-        const size_t rows = (size_t)(s->b * s->hq * s->sq) * (size_t)t->splits;
-        p.part_o = static_cast<float *>(workspace);
-        p.part_lse = reinterpret_cast<float *>(static_cast<char *>(workspace) +
-                                               (rows * (size_t)s->d * 4 + 255) / 256 * 256);
+        cuda_fused_partials(s, t->splits, workspace, &p.part_o, &p.part_lse);
     }
     return s->dtype == ATTN_BF16 ? dispatch<__nv_bfloat16>(s, t, p, sq_pad, skv_pad, stream)
                                  : dispatch<__half>(s, t, p, sq_pad, skv_pad, stream);

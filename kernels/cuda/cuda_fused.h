@@ -42,8 +42,8 @@ int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_minor,
 size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d);
 
 /* Bytes of device workspace cuda_fused_launch needs for tactic t on shape s:
- * the split-KV partial outputs and log-sum-exps (f32), 0 for `fused` and for
- * one split. */
+ * the split-KV partial outputs and log-sum-exps (f32) of `fused_splitkv` and
+ * of the folded sm90a `fused` tactics with splits > 1; 0 otherwise. */
 size_t cuda_fused_workspace_bytes(const attn_shape *s, const attn_tactic *t);
 
 /* Enqueue tactic t for shape s on stream: o = softmax(q k^T / sqrt(d)) v with

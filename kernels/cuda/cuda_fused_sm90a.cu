@@ -11,7 +11,7 @@
  * padded keys masked, d padded with zero columns to D = 64, 128 or 256.
  *
  * Compile alone, with the resource report docs/kernels.md records:
- *   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I. \
+ *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -I. \
  *        -c kernels/cuda/cuda_fused_sm90a.cu -o /tmp/sm90a.o
  * Built by CMake only when nvcc can target sm_90a (a target of its own
  * that carries only that code: the wgmma and setmaxnreg instructions do
@@ -34,10 +34,23 @@
  *   named barriers), so one's softmax runs under the other's GEMMs. Key
  *   tiles are visited last-first so that the masked ones (the partial last
  *   tile, the causal diagonal) come first; causal blocks skip whole tiles
- *   past their last row's diagonal. The output goes from the accumulators
- *   straight to global memory (only the real rows and columns).
+ *   past their last row's diagonal. The output is normalised, staged in
+ *   shared memory and stored in 16-byte pieces (only real rows and columns).
+ * version 3.1 (fold=1): for GQA/MQA with g in {2, 4, 8, 16}, a block owns one
+ *   KV head and QB = 128 / g queries of each of its g query heads: packed
+ *   row r of the 128 is query head r / QB, query i0 + r % QB. Q arrives as
+ *   g TMA boxes of QB rows (one per head, each a whole number of 1024-byte
+ *   swizzle atoms since QB >= 8), and every K/V tile is loaded once for the
+ *   g heads instead of once per head. Each row's mask comes from its own
+ *   query index. For short queries the keys can also be cut into `splits`
+ *   ranges of whole tiles, one block each, writing f32 partials that
+ *   version 2's combine kernel merges (cuda_fused.cu).
+ * version 3.2: causal grids in longest-first order over chunks of heads
+ *   whose K/V fit in about 24 MB of L2 (was: head after head, longest row
+ *   block first within each), so the last wave holds the shortest blocks.
  */
 #include "cuda_fused_sm90a.h"
+#include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -46,6 +59,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <type_traits>
 
 /* The device code exists only in the sm_90a pass; any other pass (a build
@@ -59,19 +73,19 @@ namespace {
 
 struct sm90_args {
     void *o;
+    float *part_o, *part_lse; /* splits > 1: cuda_fused_common.cuh's partials */
     int b, hq, hkv, g, sq, skv, d;
     int sq_pad;      /* rows of the o buffer per head */
     int causal;
     float sl2;       /* log2(e) / sqrt(d) */
-    int nrb;         /* row blocks per head */
+    int units;       /* blocks' heads: b*hq, or b*hkv folded (one unit = one KV head's g heads) */
+    int nrb;         /* row blocks per unit: ceil(sq / QB) */
+    int lqb;         /* folded: log2 QB, QB = 128 / g queries per head in a block */
+    int splits;      /* folded: key ranges per row block (1: none) */
+    int chunk;       /* causal: units per longest-first chunk */
 };
 
 /* ---- PTX wrappers (sm_90a) */
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 
 #ifdef SM90A_DEVICE
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
@@ -134,9 +148,6 @@ __device__ __forceinline__ void wgmma_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-/* The accumulators of an in-flight wgmma are not to be touched by other
- * instructions: this empty asm makes the compiler treat them as rewritten
- * here, so no read of them is moved above the wait that precedes it. */
 /* Named barriers of the two consumer warpgroups' turns (ids 1, 2; 0 is
  * __syncthreads): sync waits for the barrier's 256 threads, arrive counts
  * this warp's and goes on. */
@@ -150,6 +161,9 @@ __device__ __forceinline__ void named_arrive(int id)
     asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
 }
 
+/* The accumulators of an in-flight wgmma are not to be touched by other
+ * instructions: this empty asm makes the compiler treat them as rewritten
+ * here, so no read of them is moved above the wait that precedes it. */
 template <int N>
 __device__ __forceinline__ void reg_fence(float (&r)[N])
 {
@@ -176,94 +190,76 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
            (1ull << 62);
 }
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi)
-{
-    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    } else {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&h);
-    }
-}
-
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 #ifdef SM90A_DEVICE
-/* ---- wgmma m64nNk16, f32 accumulators, N = 64 or 128 (generated text).
+/* ---- wgmma m64nNk16, f32 accumulators, N = 64 or 128.
  * ss: A and B from shared memory by descriptor; rs: A from registers in
  * mma.sync's A-fragment layout (per warp 16 rows of the 64). TB: B is
  * MN-major (transposed). scale_d = 0 overwrites d instead of adding.
  * Accumulator d[4*j + e] of warp w, lane 4*gr + tq: row 16w + gr + 8*(e/2),
- * column 8j + 2tq + e%2 (mma.sync's C layout, one 8-column tile per j). */
-template <typename T, int TB>
-__device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int scale_d)
-{
-#define WGMMA_ASM(TY) \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %35;\n}\n" \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
-                 : "l"(da), "l"(db), "r"(scale_d), "n"(TB))
-    if constexpr (std::is_same<T, __nv_bfloat16>::value)
-        WGMMA_ASM("bf16");
-    else
-        WGMMA_ASM("f16");
-#undef WGMMA_ASM
-}
+ * column 8j + 2tq + e%2 (mma.sync's C layout, one 8-column tile per j).
+ * The accumulators are operands %0 .. %(N/2 - 1); the operands after them
+ * are numbered on from N/2, which the macros' OPS strings spell out. */
+#define WG_R32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+               "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define WG_R64 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_D8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
+                    "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_ACC32(d) WG_D8(d, 0), WG_D8(d, 8), WG_D8(d, 16), WG_D8(d, 24)
+#define WG_ACC64(d) WG_ACC32(d), WG_D8(d, 32), WG_D8(d, 40), WG_D8(d, 48), WG_D8(d, 56)
+/* One instruction's text: PRED is the scale_d operand, OPS the A, B and
+ * immediate operands after the accumulators. */
+#define WG_TEXT(N, TY, REGS, PRED, OPS)                                                         \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                          \
+    "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " REGS "}, " OPS ";\n}\n"
+#define WG_SS_DEF(N, REGS, ACC, PRED, OPS)                                                      \
+    template <typename T, int TB>                                                                \
+    __device__ __forceinline__ void wgmma_ss_n##N(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) \
+    {                                                                                            \
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)                                     \
+            asm volatile(WG_TEXT(N, "bf16", REGS, PRED, OPS)                                     \
+                         : ACC(d) : "l"(da), "l"(db), "r"(scale_d), "n"(TB));                     \
+        else                                                                                     \
+            asm volatile(WG_TEXT(N, "f16", REGS, PRED, OPS)                                      \
+                         : ACC(d) : "l"(da), "l"(db), "r"(scale_d), "n"(TB));                     \
+    }
+#define WG_RS_DEF(N, REGS, ACC, PRED, OPS)                                                      \
+    template <typename T, int TB>                                                                \
+    __device__ __forceinline__ void wgmma_rs_n##N(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, \
+                                                  int scale_d)                                   \
+    {                                                                                            \
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)                                     \
+            asm volatile(WG_TEXT(N, "bf16", REGS, PRED, OPS)                                     \
+                         : ACC(d)                                                                \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB)); \
+        else                                                                                     \
+            asm volatile(WG_TEXT(N, "f16", REGS, PRED, OPS)                                      \
+                         : ACC(d)                                                                \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB)); \
+    }
+WG_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1, 0, %35")
+WG_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1, 0, %67")
+WG_RS_DEF(64, WG_R32, WG_ACC32, "%37", "{%32, %33, %34, %35}, %36, p, 1, 1, %38")
+WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70")
+#undef WG_SS_DEF
+#undef WG_RS_DEF
+#undef WG_TEXT
+#undef WG_ACC64
+#undef WG_ACC32
+#undef WG_D8
+#undef WG_R64
+#undef WG_R32
 
-template <typename T, int TB>
-__device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d)
+/* TMA of one tile: its D/64 column chunks (boxes of 64 columns x rows at
+ * 128 B, chunk_bytes apart in shared memory) at row c1 of plane c2 of map,
+ * all completing on bar. */
+template <int D>
+__device__ __forceinline__ void tma_load_tile(uint32_t dst, uint32_t chunk_bytes, const CUtensorMap *map, int c1,
+                                              int c2, uint32_t bar)
 {
-#define WGMMA_ASM(TY) \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n" \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB))
-    if constexpr (std::is_same<T, __nv_bfloat16>::value)
-        WGMMA_ASM("bf16");
-    else
-        WGMMA_ASM("f16");
-#undef WGMMA_ASM
-}
-
-template <typename T, int TB>
-__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int scale_d)
-{
-#define WGMMA_ASM(TY) \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n" \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-                 : "l"(da), "l"(db), "r"(scale_d), "n"(TB))
-    if constexpr (std::is_same<T, __nv_bfloat16>::value)
-        WGMMA_ASM("bf16");
-    else
-        WGMMA_ASM("f16");
-#undef WGMMA_ASM
-}
-
-template <typename T, int TB>
-__device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d)
-{
-#define WGMMA_ASM(TY) \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " \
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n" \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB))
-    if constexpr (std::is_same<T, __nv_bfloat16>::value)
-        WGMMA_ASM("bf16");
-    else
-        WGMMA_ASM("f16");
-#undef WGMMA_ASM
+#pragma unroll
+    for (int c = 0; c < D / 64; c++)
+        tma_load_3d(dst + c * chunk_bytes, map, c * 64, c1, c2, bar);
 }
 #endif
 
@@ -312,11 +308,13 @@ struct sm90_smem {
     static constexpr size_t bytes = (size_t)q + 2 * STAGES * (size_t)kv + 1024;
 };
 
-/* Version 3. Tensor maps: q over [b*hq][sq][d] (box 64 x BR), k and v over
- * [b*hkv][skv][d] (box 64 x BC), all with the real lengths as their
- * extents, so rows past sq or skv and columns past d arrive as zeros (TMA
- * fills out-of-bounds elements with 0 and still counts the whole box). */
-template <typename T, int D, int BC, int STAGES, bool PP>
+/* Version 3. Tensor maps: q over [b*hq][sq][d] (box 64 x 128 rows, or
+ * 64 x QB folded), k and v over [b*hkv][skv][d] (box 64 x BC), all with the
+ * real lengths as their extents, so rows past sq or skv and columns past d
+ * arrive as zeros (TMA fills out-of-bounds elements with 0 and still counts
+ * the whole box). FOLD: the block's rows are the g query heads of one KV
+ * head (version 3.1), with p.splits key ranges. */
+template <typename T, int D, int BC, int STAGES, bool PP, bool FOLD>
 __global__ void __launch_bounds__(384, 1)
     fused_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                       const __grid_constant__ CUtensorMap tv, const sm90_args p)
@@ -352,52 +350,76 @@ __global__ void __launch_bounds__(384, 1)
     }
     __syncthreads();
 
-    /* Block -> (row block, batch*head), as version 1: row blocks fastest;
-     * causal starts the row blocks that see the most keys. */
-    const int bh = blockIdx.x / p.nrb;
-    int mb = blockIdx.x - bh * p.nrb;
-    if (p.causal)
-        mb = p.nrb - 1 - mb;
-    const int bi = bh / p.hq, h = bh - bi * p.hq, kvh = h / p.g;
-    const int m0 = mb * BR;
-    const int off = p.skv - p.sq; /* causal: row i sees keys j <= i + off */
+    /* Block -> (split sp, unit u, row block mb). Splits fastest. Causal:
+     * chunks of p.chunk units one after the other, inside a chunk the row
+     * blocks that see the most keys first (all units' last row block, then
+     * the one before, ...), so the grid ends on its shortest blocks while
+     * the chunk's K/V stay in L2. Otherwise unit after unit. */
+    const int sp = FOLD ? (int)blockIdx.x % p.splits : 0;
+    const int x = FOLD ? (int)blockIdx.x / p.splits : (int)blockIdx.x;
+    int u, mb;
+    if (p.causal) {
+        const int per = p.chunk * p.nrb, c = x / per, w = x - c * per;
+        const int hc = min(p.chunk, p.units - c * p.chunk), mr = w / hc;
+        u = c * p.chunk + (w - mr * hc);
+        mb = p.nrb - 1 - mr;
+    } else {
+        u = x / p.nrb;
+        mb = x - u * p.nrb;
+    }
+    /* Packed row r (0..127) of the block is query head head0 + (r >> lqb),
+     * query i0 + (r & (QB - 1)); unfolded, QB = 128 and every row is head0's. */
+    const int lqb = FOLD ? p.lqb : 7, QB = 1 << lqb;
+    const int head0 = FOLD ? u * p.g : u; /* b*hq + h of the block's first query head */
+    const int kvrow = FOLD ? u : u / p.g; /* b*hkv + its KV head */
+    const int i0 = mb << lqb;
+    const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
     int kend = p.skv;
     if (p.causal)
-        kend = min(kend, min(m0 + BR, p.sq) + off);
-    const int ntiles = kend > 0 ? (kend + BC - 1) / BC : 0;
+        kend = min(kend, min(i0 + QB, p.sq) + off);
+    /* Key tiles [tlo, thi) of this block: all that its last query sees, or
+     * this split's share of them (whole tiles; a share may be empty). */
+    const int nall = kend > 0 ? (kend + BC - 1) / BC : 0;
+    int tlo = 0, thi = nall;
+    if (FOLD) {
+        const int tps = (nall + p.splits - 1) / p.splits;
+        tlo = min(nall, sp * tps);
+        thi = min(nall, tlo + tps);
+    }
+    const int ntiles = thi - tlo;
 
     if (wg == 0) {
-        /* ---- producer */
+        /* ---- producer: Q (one box per query head), then K_t and V_t for
+         * t = thi - 1 down to tlo through the ring. */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (tid == 0 && ntiles > 0) {
-            const int kvrow = bi * p.hkv + kvh;
             mbar_expect_tx(bQ, L::q);
-#pragma unroll
-            for (int c = 0; c < D / 64; c++)
-                tma_load_3d(aQ + c * BR * 128, &tq, c * 64, m0, bh, bQ);
+            for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
+                tma_load_tile<D>(aQ + hh * QB * 128, BR * 128, &tq, i0, head0 + hh, bQ);
+            /* Wait until the consumers freed stage s, then refill it. */
+            auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
+                               uint32_t ph) {
+                mbar_wait(empty, ph ^ 1u);
+                mbar_expect_tx(full, L::kv);
+                tma_load_tile<D>(dst, BC * 128, map, row, kvrow, full);
+            };
             for (int it = 0; it < ntiles; it++) {
-                const int t = ntiles - 1 - it, s = it % STAGES;
+                const int row = (thi - 1 - it) * BC, s = it % STAGES;
                 const uint32_t ph = (uint32_t)(it / STAGES) & 1u;
-                mbar_wait(BAR_EK(s), ph ^ 1u);
-                mbar_expect_tx(BAR_FK(s), L::kv);
-#pragma unroll
-                for (int c = 0; c < D / 64; c++)
-                    tma_load_3d(aK0 + s * L::kv + c * BC * 128, &tk, c * 64, t * BC, kvrow, BAR_FK(s));
-                mbar_wait(BAR_EV(s), ph ^ 1u);
-                mbar_expect_tx(BAR_FV(s), L::kv);
-#pragma unroll
-                for (int c = 0; c < D / 64; c++)
-                    tma_load_3d(aV0 + s * L::kv + c * BC * 128, &tv, c * 64, t * BC, kvrow, BAR_FV(s));
+                load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph);
+                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::kv, &tv, row, ph);
             }
         }
         return;
     }
 
-    /* ---- consumers: warpgroup cw owns rows m0 + 64 cw .. +63 */
+    /* ---- consumers: warpgroup cw owns packed rows 64 cw .. 64 cw + 63 */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     const int cw = wg - 1, lane = tid & 31, wq = (tid / 32) & 3;
     const int gr = lane >> 2, tq4 = lane & 3;
-    const int row0 = m0 + cw * 64 + wq * 16 + gr; /* this thread's rows: row0, row0 + 8 */
+    const int lr0 = cw * 64 + wq * 16 + gr; /* this thread's packed rows: lr0, lr0 + 8 */
+    const int qi[2] = {i0 + (lr0 & (QB - 1)), i0 + ((lr0 + 8) & (QB - 1))}; /* their queries */
+    const int qmin = i0 + ((cw * 64) & (QB - 1)); /* the warpgroup's first query */
     const uint32_t aQw = aQ + cw * 64 * 128;
 
     float o[OC][ON / 2];
@@ -414,18 +436,18 @@ __global__ void __launch_bounds__(384, 1)
     uint32_t pf[BC / 16][4];
 
     /* Mask keys past the real skv and, causal, past each row's diagonal
-     * (tiles wholly below the first row's diagonal need neither); then the
-     * online softmax (version 1's softmax_step): max over the quad, P in
-     * place in s, the row sums; O's rescale by alpha is left to the caller,
-     * which must first let the PV product in flight retire. A row with no
-     * visible key yet keeps m = -inf and uses 0 as its exponent base, so
-     * every term is 2^-inf = 0. */
+     * (its own query's: folded rows of one warpgroup hold several heads'
+     * queries; tiles wholly below the first query's diagonal need neither);
+     * then the online softmax (version 1's softmax_step): max over the quad,
+     * P in place in s, the row sums; O's rescale by alpha is left to the
+     * caller, which must first let the PV product in flight retire. A row
+     * with no visible key yet keeps m = -inf and uses 0 as its exponent
+     * base, so every term is 2^-inf = 0. */
     auto softmax = [&](int n0, float (&alpha)[2]) {
-        if (n0 + BC > p.skv || (p.causal && n0 + BC - 1 > m0 + cw * 64 + off)) {
+        if (n0 + BC > p.skv || (p.causal && n0 + BC - 1 > qmin + off)) {
 #pragma unroll
             for (int rh = 0; rh < 2; rh++) {
-                const int i = row0 + rh * 8;
-                const int lim = p.causal ? min(p.skv, i + off + 1) : p.skv;
+                const int lim = p.causal ? min(p.skv, qi[rh] + off + 1) : p.skv;
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -509,7 +531,7 @@ __global__ void __launch_bounds__(384, 1)
             reg_fence(s);
             if (lane == 0)
                 mbar_arrive(BAR_EK(0));
-            softmax((ntiles - 1) * BC, alpha);
+            softmax((thi - 1) * BC, alpha);
             rescale_pack(alpha);
         }
         /* Tile j: S_j = Q K_j^T issued, O += P_{j-1} V_{j-1} behind it; the
@@ -531,7 +553,7 @@ __global__ void __launch_bounds__(384, 1)
             reg_fence(s);
             if (lane == 0)
                 mbar_arrive(BAR_EK(st));
-            softmax((ntiles - 1 - it) * BC, alpha);
+            softmax((thi - 1 - it) * BC, alpha);
             wgmma_wait<0>(); /* P_{j-1} V_{j-1} done */
 #pragma unroll
             for (int c = 0; c < OC; c++)
@@ -557,6 +579,42 @@ __global__ void __launch_bounds__(384, 1)
 #undef BAR_FV
 #undef BAR_EV
 
+    /* ---- epilogue. The softmax denominators of this thread's two rows
+     * (the quad's partial sums added up), 0 for a row that saw no key. */
+    float den[2];
+#pragma unroll
+    for (int rh = 0; rh < 2; rh++) {
+        den[rh] = l[rh];
+        den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
+        den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
+    }
+    if (FOLD && p.splits > 1) {
+        /* A split's f32 partial, normalised by its own denominator, and its
+         * log2-sum-exp (cuda_fused_common.cuh's layout, which version 2's
+         * combine kernel reads), straight from the accumulators: 8 bytes per
+         * thread and row. Real rows and columns only. */
+        const int64_t NR = (int64_t)p.b * p.hq * p.sq;
+#pragma unroll
+        for (int rh = 0; rh < 2; rh++) {
+            if (qi[rh] >= p.sq)
+                continue;
+            const float inv = den[rh] > 0.f ? 1.f / den[rh] : 0.f;
+            const int64_t rg = sp * NR + (int64_t)(head0 + ((lr0 + 8 * rh) >> lqb)) * p.sq + qi[rh];
+            float *dst = p.part_o + rg * p.d;
+#pragma unroll
+            for (int c = 0; c < OC; c++)
+#pragma unroll
+                for (int j = 0; j < ON / 8; j++) {
+                    const int col = c * ON + 8 * j + 2 * tq4;
+                    if (col < p.d)
+                        *reinterpret_cast<float2 *>(dst + col) =
+                            make_float2(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
+                }
+            if (tq4 == 0)
+                p.part_lse[rg] = den[rh] > 0.f ? m[rh] * p.sl2 + __log2f(den[rh]) : -INFINITY;
+        }
+        return;
+    }
     /* Normalise, stage this warpgroup's 64 x D outputs in its own rows of
      * the Q buffer (no longer read: its last S product retired; the other
      * warpgroup's rows are elsewhere), in the same 128-byte swizzle, so
@@ -566,10 +624,7 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t aO = aQ + cw * 64 * 128;
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
-        float den = l[rh];
-        den += __shfl_xor_sync(0xffffffffu, den, 1);
-        den += __shfl_xor_sync(0xffffffffu, den, 2);
-        const float inv = den > 0.f ? 1.f / den : 0.f;
+        const float inv = den[rh] > 0.f ? 1.f / den[rh] : 0.f;
         const int r = wq * 16 + gr + rh * 8;
 #pragma unroll
         for (int c = 0; c < OC; c++)
@@ -583,12 +638,12 @@ __global__ void __launch_bounds__(384, 1)
             }
     }
     asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory");
-    T *go = reinterpret_cast<T *>(p.o) + (int64_t)bh * p.sq_pad * p.d;
+    T *go = reinterpret_cast<T *>(p.o);
     const int ctid = tid - 128 * wg; /* 0..127 in this warpgroup */
 #pragma unroll 4
     for (int idx = ctid; idx < 64 * (D / 8); idx += 128) {
         const int r = idx / (D / 8), cu = idx % (D / 8);
-        const int i = m0 + cw * 64 + r, col = cu * 8;
+        const int lr = cw * 64 + r, i = i0 + (lr & (QB - 1)), col = cu * 8;
         if (i >= p.sq || col >= p.d) /* d % 8 == 0: a 16-byte piece is all in or all out */
             continue;
         const uint32_t a = aO + (cu / 8) * BR * 128 + r * 128 + (((cu % 8) ^ (r & 7)) << 4);
@@ -597,7 +652,8 @@ __global__ void __launch_bounds__(384, 1)
                      : "=r"(v4.x), "=r"(v4.y), "=r"(v4.z), "=r"(v4.w)
                      : "r"(a)
                      : "memory");
-        *reinterpret_cast<uint4 *>(go + (int64_t)i * p.d + col) = v4;
+        const int64_t row = (int64_t)(head0 + (lr >> lqb)) * p.sq_pad + i;
+        *reinterpret_cast<uint4 *>(go + row * p.d + col) = v4;
     }
 #endif
 }
@@ -607,13 +663,38 @@ __global__ void __launch_bounds__(384, 1)
 /* ---- launchers */
 
 /* The configurations built: (D, BC, STAGES); BR = 128 rows and 12 warps
- * (producer warpgroup + 2 consumer warpgroups) for all. Shared memory:
- * d64 128x128x3: 112 KB; d128 128x128x2: 160 KB; d256 128x64x2: 192 KB. */
+ * (producer warpgroup + 2 consumer warpgroups) for all, each folded or
+ * not. Shared memory: d64 128x128x3: 112 KB; d128 128x128x2: 160 KB; d256
+ * 128x64x2: 192 KB. */
 #define SM90_CONFIGS(X) X(64, 128, 3) X(128, 128, 2) X(256, 64, 2)
+
+/* Folded blocks want g | 128 with QB = 128 / g >= 8 rows per head (so each
+ * head's Q box fills whole 1024-byte swizzle atoms); g = 1 is the plain kernel. */
+#define SM90_FOLD_MAX_G 16
+/* Folded splits are listed while the previous count's grid stays under one
+ * block per SM of an H200 (132), as version 2 lists its splits. */
+#define SM90_SMS 132
+#define SM90_MAX_SPLITS 64
+/* Causal chunks: units whose K/V fit in this much of the H200's 60 MB L2. */
+#define SM90_CHUNK_BYTES (24 << 20)
 
 static int sm90_kernel_dim(int64_t d)
 {
     return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
+}
+
+static bool fold_applies(const attn_shape *s)
+{
+    const int64_t g = s->hq / s->hkv;
+    return g >= 2 && g <= SM90_FOLD_MAX_G && (g & (g - 1)) == 0;
+}
+
+static int ilog2(int64_t x)
+{
+    int l = 0;
+    while ((1ll << (l + 1)) <= x)
+        l++;
+    return l;
 }
 
 /* cuTensorMapEncodeTiled through the runtime's driver entry point (no
@@ -668,43 +749,72 @@ static bool device_is_sm90()
     return maj == 9 && min == 0;
 }
 
-template <typename T, int D, int BC, int STAGES, bool PP>
+/* Units per causal chunk: as many as have their K/V (skv x D, K and V, per
+ * KV head; an unfolded unit is one of the g heads sharing it) within
+ * SM90_CHUNK_BYTES. ATTUNE_SM90_CHUNK=N overrides it, for comparisons: 1 is
+ * version 3's order (head after head). */
+static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
+{
+    static const int forced = [] {
+        const char *e = getenv("ATTUNE_SM90_CHUNK");
+        return e != NULL ? atoi(e) : 0;
+    }();
+    int64_t per = s->skv * D * 4 / (fold ? 1 : s->hq / s->hkv);
+    int64_t c = forced > 0 ? forced : SM90_CHUNK_BYTES / (per > 0 ? per : 1);
+    return (int)(c < 1 ? 1 : c > units ? units : c);
+}
+
+template <typename T, int D, int BC, int STAGES, bool PP, bool FOLD>
 static int launch_sm90(const attn_shape *s, const void *q, const void *k, const void *v, sm90_args &p,
                        int64_t sq_pad, int64_t skv_pad, cudaStream_t stream)
 {
     constexpr bool BF = std::is_same<T, __nv_bfloat16>::value;
     CUtensorMap tq, tk, tv;
     int rc;
-    if ((rc = make_map(&tq, q, BF, s->b * s->hq, s->sq, sq_pad, s->d, 128)) != 0 ||
+    if ((rc = make_map(&tq, q, BF, s->b * s->hq, s->sq, sq_pad, s->d, FOLD ? 1 << p.lqb : 128)) != 0 ||
         (rc = make_map(&tk, k, BF, s->b * s->hkv, s->skv, skv_pad, s->d, BC)) != 0 ||
         (rc = make_map(&tv, v, BF, s->b * s->hkv, s->skv, skv_pad, s->d, BC)) != 0)
         return rc;
     const size_t smem = sm90_smem<D, 128, BC, STAGES>::bytes;
-    void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) = fused_sm90_kernel<T, D, BC, STAGES, PP>;
+    void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) = fused_sm90_kernel<T, D, BC, STAGES, PP, FOLD>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return ATTUNE_EGPU;
-    p.nrb = (int)((s->sq + 127) / 128);
-    const int64_t blocks = (int64_t)p.nrb * s->b * s->hq;
+    const int64_t blocks = (int64_t)p.nrb * p.units * p.splits;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
     kern<<<(unsigned)blocks, 384, smem, stream>>>(tq, tk, tv, p);
-    return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
+    if (cudaGetLastError() != cudaSuccess)
+        return ATTUNE_EGPU;
+    return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, p.o, sq_pad, stream) : 0;
 }
 
 extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max)
 {
     if (s == NULL || out == NULL || (s->dtype != ATTN_F16 && s->dtype != ATTN_BF16) || s->d % 8 != 0 ||
-        sm90_kernel_dim(s->d) == 0)
+        sm90_kernel_dim(s->d) == 0 || s->hkv < 1 || s->hq % s->hkv != 0)
         return 0;
     const int D = sm90_kernel_dim(s->d);
+    const bool fold = fold_applies(s);
     int n = 0;
-#define SM90_TACTIC(D_, BC_, ST_)                                                    \
-    if (D == D_ && n < max) {                                                        \
-        attn_tactic t = {};                                                          \
-        t.variant = ATTN_FUSED;                                                      \
-        t.arch = ATTN_ARCH_SM90A;                                                    \
-        t.tile_m = 128, t.tile_n = BC_, t.warps = 12, t.stages = ST_;                \
-        out[n++] = t;                                                                \
+    /* Folded: splits 1, 2, 4, ... while the previous count's grid is under
+     * one block per SM and each split keeps a key tile. */
+#define SM90_TACTIC(D_, BC_, ST_)                                                                     \
+    if (D == D_) {                                                                                    \
+        attn_tactic t = {};                                                                           \
+        t.variant = ATTN_FUSED;                                                                       \
+        t.arch = ATTN_ARCH_SM90A;                                                                     \
+        t.tile_m = 128, t.tile_n = BC_, t.warps = 12, t.stages = ST_;                                 \
+        if (n < max)                                                                                  \
+            out[n++] = t;                                                                             \
+        const int64_t g = s->hq / s->hkv, qb = 128 / g;                                               \
+        const int64_t base = (s->sq + qb - 1) / qb * s->b * s->hkv, ktiles = (s->skv + BC_ - 1) / BC_; \
+        t.fold = 1;                                                                                   \
+        for (int sp = 1; fold && sp <= SM90_MAX_SPLITS && sp <= ktiles && n < max; sp *= 2) {         \
+            if (sp > 1 && base * (sp / 2) >= SM90_SMS)                                                \
+                break;                                                                                \
+            t.splits = sp > 1 ? sp : 0;                                                               \
+            out[n++] = t;                                                                             \
+        }                                                                                             \
     }
     SM90_CONFIGS(SM90_TACTIC)
 #undef SM90_TACTIC
@@ -712,7 +822,7 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
 }
 
 extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const void *q, const void *k,
-                                       const void *v, void *o, int64_t sq_pad, int64_t skv_pad,
+                                       const void *v, void *o, int64_t sq_pad, int64_t skv_pad, void *workspace,
                                        cudaStream_t stream)
 {
     if (s == NULL || t == NULL || q == NULL || k == NULL || v == NULL || o == NULL)
@@ -720,9 +830,15 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
     if (s->b < 1 || s->hq < 1 || s->hkv < 1 || s->hq % s->hkv != 0 || s->sq < 1 || s->skv < 1 || s->d < 1 ||
         sq_pad < s->sq || skv_pad < s->skv || sq_pad > INT_MAX / 2 || skv_pad > INT_MAX / 2)
         return ATTUNE_EINVAL;
-    if (t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A || t->splits > 1 ||
-        (s->dtype != ATTN_F16 && s->dtype != ATTN_BF16) || s->d % 8 != 0 || sm90_kernel_dim(s->d) == 0)
+    if (t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A || (s->dtype != ATTN_F16 && s->dtype != ATTN_BF16) ||
+        s->d % 8 != 0 || sm90_kernel_dim(s->d) == 0)
         return ATTUNE_EUNSUPP;
+    const bool fold = t->fold != 0;
+    const int splits = t->splits > 1 ? t->splits : 1;
+    if ((fold && !fold_applies(s)) || (!fold && splits > 1) || splits > SM90_MAX_SPLITS)
+        return ATTUNE_EUNSUPP;
+    if (splits > 1 && workspace == NULL)
+        return ATTUNE_EINVAL;
     /* TMA: 16-byte aligned bases (cudaMalloc'd buffers are); block and row
      * counts are ints in the kernel. */
     if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)o) % 16 != 0)
@@ -739,18 +855,28 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
     p.sq_pad = (int)sq_pad;
     p.causal = s->causal ? 1 : 0;
     p.sl2 = (float)(1.4426950408889634 / sqrt((double)s->d));
+    p.lqb = fold ? 7 - ilog2(p.g) : 7;
+    p.units = fold ? p.b * p.hkv : p.b * p.hq;
+    p.nrb = (int)((s->sq + (1 << p.lqb) - 1) >> p.lqb);
+    p.splits = splits;
+    if (splits > 1)
+        cuda_fused_partials(s, splits, workspace, &p.part_o, &p.part_lse);
     const int D = sm90_kernel_dim(s->d);
+    p.chunk = sm90_chunk(s, D, fold, p.units);
     const bool bf = s->dtype == ATTN_BF16;
     /* Pingpong on in every configuration: against the same kernel without
      * it (H200, 2026-12-01), 8192^2 d128 causal 565 -> 630 TFLOP/s,
      * non-causal 677 -> 682, d64 causal 298 -> 346, d256 GQA causal
      * 369 -> 378. The template keeps the other form for such comparisons. */
     constexpr bool pp = true;
+#define SM90_LAUNCH_AS(T_, D_, BC_, ST_)                                                            \
+    (fold ? launch_sm90<T_, D_, BC_, ST_, pp, true>(s, q, k, v, p, sq_pad, skv_pad, stream)        \
+          : launch_sm90<T_, D_, BC_, ST_, pp, false>(s, q, k, v, p, sq_pad, skv_pad, stream))
 #define SM90_LAUNCH(D_, BC_, ST_)                                                                   \
     if (D == D_ && t->tile_m == 128 && t->tile_n == BC_ && t->warps == 12 && t->stages == ST_)     \
-        return bf ? launch_sm90<__nv_bfloat16, D_, BC_, ST_, pp>(s, q, k, v, p, sq_pad, skv_pad, stream) \
-                  : launch_sm90<__half, D_, BC_, ST_, pp>(s, q, k, v, p, sq_pad, skv_pad, stream);
+        return bf ? SM90_LAUNCH_AS(__nv_bfloat16, D_, BC_, ST_) : SM90_LAUNCH_AS(__half, D_, BC_, ST_);
     SM90_CONFIGS(SM90_LAUNCH)
 #undef SM90_LAUNCH
+#undef SM90_LAUNCH_AS
     return ATTUNE_EUNSUPP;
 }

@@ -17,16 +17,22 @@ extern "C" {
 
 /* The sm90a kernel configurations for shape s, pad left 0, written to
  * out[0..max): f16/bf16, d a multiple of 8 up to 256 (run on D = 64, 128
- * or 256 with zero columns). Returns the count (0: none apply). The
- * caller decides whether the device is one they run on (9.0 only). */
+ * or 256 with zero columns). Each configuration plain, and for g = hq/hkv
+ * in {2, 4, 8, 16} also folded (fold=1: the g heads of a KV head share a
+ * block's rows) with splits 1, 2, 4, ... while the grid stays small.
+ * Returns the count (0: none apply). The caller decides whether the device
+ * is one they run on (9.0 only). */
 int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max);
 
 /* Enqueue tactic t (variant fused, arch sm90a) on stream; contract of
- * cuda_fused_launch (no workspace). ATTUNE_EUNSUPP also when the current
- * device is not compute capability 9.0; ATTUNE_EINVAL for buffers not
- * 16-byte aligned (TMA). */
+ * cuda_fused_launch (workspace: cuda_fused_workspace_bytes(s, t), needed by
+ * folded tactics with splits > 1). ATTUNE_EUNSUPP also when the current
+ * device is not compute capability 9.0, or for fold=1 where g is not one of
+ * 2, 4, 8, 16; ATTUNE_EINVAL for buffers not 16-byte aligned (TMA) or a
+ * missing workspace. */
 int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const void *q, const void *k,
-                            const void *v, void *o, int64_t sq_pad, int64_t skv_pad, cudaStream_t stream);
+                            const void *v, void *o, int64_t sq_pad, int64_t skv_pad, void *workspace,
+                            cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -74,9 +74,10 @@ log "test_fused exit $rc"
 grep -E "failed|test_fused:|planted|passed" "$OUT/test_fused.log" | grep -v "^  " | tail -12 >&2
 
 log "compute-sanitizer racecheck, synccheck, memcheck on the small cases (arch=sm90a only)"
-for tool in racecheck synccheck memcheck; do
+# SM90_SANITIZERS (tools), SM90_SAN_FILTER (tactic text), SM90_SAN_TIMEOUT (s): a shorter run.
+for tool in ${SM90_SANITIZERS:-racecheck synccheck memcheck}; do
     echo "=== $tool" >>"$OUT/sanitizer.log"
-    ATTUNE_TEST_QUICK=1 ATTUNE_TEST_TACTIC=arch=sm90a timeout -k 10 100 \
+    ATTUNE_TEST_QUICK=1 ATTUNE_TEST_TACTIC=${SM90_SAN_FILTER:-arch=sm90a} timeout -k 10 ${SM90_SAN_TIMEOUT:-100} \
         compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/test_fused" >>"$OUT/sanitizer.log" 2>&1
     rc=$?
     echo "=== $tool exit $rc" >>"$OUT/sanitizer.log"
@@ -94,17 +95,18 @@ cuobjdump --dump-sass "$BIN/test_fused" 2>/dev/null | awk '
 head -40 "$OUT/sass.txt" >&2
 
 log "fused_bench (version 1 and sm90a tactics)"
-timeout -k 10 240 "$BIN/fused_bench" "$BFILTER" >"$OUT/bench.log" 2>&1
-grep -E "^b|BEST|CEILING|arch=sm90a" "$OUT/bench.log" >&2
+timeout -k 10 240 "$BIN/fused_bench" "$BFILTER" "${SM90_BENCH_TACTICS:-}" >"$OUT/bench.log" 2>&1
+grep -E "BEST|CEILING" "$OUT/bench.log" >&2
 if [ -n "${SM90_COMPARE_ENV:-}" ]; then # VAR=VALUE ...: the sm90a tactics again under them
     log "fused_bench, sm90a tactics, with $SM90_COMPARE_ENV"
-    env $SM90_COMPARE_ENV timeout -k 10 120 "$BIN/fused_bench" "$BFILTER" arch=sm90a >"$OUT/bench_cmp.log" 2>&1
-    grep -E "BEST-SM90A" "$OUT/bench_cmp.log" >&2
+    env $SM90_COMPARE_ENV timeout -k 10 120 "$BIN/fused_bench" "${SM90_COMPARE_FILTER:-$BFILTER}" arch=sm90a \
+        >"$OUT/bench_cmp.log" 2>&1
+    grep -E "BEST-SM90A|BEST-FOLD" "$OUT/bench_cmp.log" >&2
 fi
 if [ "$TORCH" = 1 ]; then
     log "bench/fused_bench.py (PyTorch SDPA)"
-    timeout -k 10 180 python3 "$ROOT/bench/fused_bench.py" >"$OUT/torch.log" 2>&1
-    tail -30 "$OUT/torch.log" >&2
+    timeout -k 10 180 python3 "$ROOT/bench/fused_bench.py" "${SM90_TORCH_FILTER:-}" >"$OUT/torch.log" 2>&1
+    grep -E "CEILING|TORCHBEST" "$OUT/torch.log" >&2
 fi
 log "done ($(($(date +%s) - START)) s), status $STATUS"
 exit $STATUS

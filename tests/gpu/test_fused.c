@@ -244,7 +244,7 @@ typedef struct tcase {
     int causal, pad;
 } tcase;
 
-static int launches_run, cases_run, sm90a_launches;
+static int launches_run, cases_run, sm90a_launches, fold_launches;
 static int g_cc_major, g_cc_minor; /* the device's compute capability */
 static const char *g_filter;       /* ATTUNE_TEST_TACTIC: run only tactics whose name holds it */
 static double worst_rel[2]; /* per dtype: f16, bf16 */
@@ -381,18 +381,20 @@ static void run_case(const tcase *tc, uint64_t seed)
         have_splitkv |= all[t].variant == ATTN_FUSED_SPLITKV;
         run_tactic(&s, &all[t], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref, 0);
         sm90a_launches += all[t].arch == ATTN_ARCH_SM90A ? 2 : 0;
+        fold_launches += all[t].fold ? 2 : 0;
         ran++;
     }
-    /* Planted mask error: the first tactic (and the first sm90a one) run
-     * with the causal flag flipped must fail the same check (where the
-     * flip changes the result: some row sees fewer than all keys). */
+    /* Planted mask error: the first tactic of each family (version 1/2,
+     * sm90a, sm90a folded, sm90a folded with splits) run with the causal
+     * flag flipped must fail the same check (where the flip changes the
+     * result: some row sees fewer than all keys). */
     {
         attn_shape flip = s;
         flip.causal = !s.causal;
-        int planted[2] = {-1, -1};
+        int planted[4] = {-1, -1, -1, -1};
         for (int t = 0; t < n; t++)
             if (all[t].pad == tc->pad) {
-                int fam = all[t].arch == ATTN_ARCH_SM90A;
+                int fam = all[t].arch != ATTN_ARCH_SM90A ? 0 : !all[t].fold ? 1 : all[t].splits > 1 ? 3 : 2;
                 if (planted[fam] < 0)
                     planted[fam] = t;
             }
@@ -400,7 +402,7 @@ static void run_case(const tcase *tc, uint64_t seed)
          * difference the tolerance cannot hide. */
         int64_t va = attn_visible_keys(&s, 0), vb = attn_visible_keys(&flip, 0);
         int64_t lo = va < vb ? va : vb, hi = va < vb ? vb : va;
-        for (int f = 0; f < 2; f++)
+        for (int f = 0; f < 4; f++)
             if (planted[f] >= 0 && 10 * lo < 9 * hi)
                 run_tactic(&flip, &all[planted[f]], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows,
                            ref, 1);
@@ -418,6 +420,18 @@ static void run_case(const tcase *tc, uint64_t seed)
         run_tactic(&s, &t, sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref, 0);
         ran++;
     }
+    /* The folded sm90a kernel with 3 key ranges (uneven, some empty on
+     * short causal blocks) wherever it is listed at all. */
+    for (int t = 0; t < n; t++)
+        if (all[t].pad == tc->pad && all[t].fold) {
+            attn_tactic f3 = all[t];
+            f3.splits = 3;
+            run_tactic(&s, &f3, sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref, 0);
+            sm90a_launches += 2;
+            fold_launches += 2;
+            ran++;
+            break;
+        }
     fprintf(stderr, "  %-44s pad=%-2d %2d tactics%s, %d rows checked\n", key, tc->pad, ran,
             have_splitkv ? " (splitkv listed)" : "", nrows);
     cases_run++;
@@ -499,6 +513,27 @@ static void splitkv_should_match_reference_on_decode(void)
         }
 }
 
+/* The folded sm90a kernel (fold=1) where it is meant to win: short query
+ * blocks of g = 4, 8, 16 heads against long keys (decode-ish sq, GQA/MQA
+ * prefill with small sq), lengths off the tile multiples, causal with
+ * sq > skv (rows that see no key) and sq < skv; the usual cases above
+ * meet it on their GQA/MQA shapes too. */
+static void fold_should_match_reference_on_short_queries(void)
+{
+    static const int64_t shapes[][6] = {/* b, hq, hkv, sq, skv, d */
+                                        {1, 32, 8, 16, 4096, 128}, {2, 8, 1, 64, 2048, 128},
+                                        {3, 16, 1, 5, 777, 64},    {2, 8, 2, 50, 1018, 256},
+                                        {1, 8, 1, 300, 200, 128},  {2, 16, 4, 1, 3000, 96}};
+    for (int i = 0; i < 6; i++)
+        for (int causal = 0; causal < 2; causal++) {
+            if (g_quick && (i != 2 || causal))
+                continue;
+            tcase tc = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], shapes[i][5],
+                        (i + causal) & 1 ? ATTN_BF16 : ATTN_F16, causal, attn_pads[(i + causal) % ATTN_NPADS]};
+            run_case(&tc, g_seed + 4000037u * (uint64_t)(i * 2 + causal + 1));
+        }
+}
+
 static void fused_should_refuse_what_it_cannot_run(void)
 {
     attn_shape s = {1, 2, 2, 64, 64, 64, ATTN_F32, 0};
@@ -519,6 +554,13 @@ static void fused_should_refuse_what_it_cannot_run(void)
     CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
     t.tile_m = 64;
     CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 32, 64, NULL, 0), ATTUNE_EINVAL);
+    /* fold=1 needs g in {2, 4, 8, 16}: not MHA, not g = 3 */
+    attn_tactic f = t;
+    f.arch = ATTN_ARCH_SM90A, f.fold = 1, f.tile_m = 128, f.tile_n = 128, f.warps = 12, f.stages = 3;
+    CHECK_EQ_INT(cuda_fused_launch(&s, &f, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
+    s.hq = 6, s.hkv = 2;
+    CHECK_EQ_INT(cuda_fused_launch(&s, &f, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
+    s.hq = 2, s.hkv = 2;
     t.variant = ATTN_SPLIT;
     CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
     CHECK_EQ_INT(cuda_fused_tactics(&s, 7, 5, out, 64), 0);
@@ -551,7 +593,17 @@ static void sm90a_should_run_on_hopper(void)
     if (g_cc_major == 9 && g_cc_minor == 0) {
         CHECK_MSG(n90 > 0, "no sm90a tactics listed on a 9.0 device");
         if (g_filter == NULL || strstr(g_filter, "sm90a") != NULL)
-            CHECK_MSG(sm90a_launches > 0, "no sm90a tactic was run");
+            CHECK_MSG(sm90a_launches > 0 && fold_launches > 0, "no sm90a tactic (or no folded one) was run");
+        /* folded tactics on this GQA shape (g = 4), none on MHA */
+        int nf = 0;
+        for (int i = 0; i < n; i++)
+            nf += out[i].fold;
+        CHECK_MSG(nf > 0, "no fold=1 tactic listed for g = 4");
+        attn_shape mha = s;
+        mha.hkv = mha.hq;
+        n = cuda_fused_tactics(&mha, g_cc_major, g_cc_minor, out, 256);
+        for (int i = 0; i < n; i++)
+            CHECK(out[i].fold == 0);
         return;
     }
 #endif
@@ -583,12 +635,13 @@ int main(void)
     RUN(fused_should_match_reference_everywhere);
     RUN(fused_should_pad_odd_head_dims);
     RUN(splitkv_should_match_reference_on_decode);
+    RUN(fold_should_match_reference_on_short_queries);
     RUN(sm90a_should_run_on_hopper);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     fprintf(stderr,
-            "test_fused: %d cases, %d launches (%d sm90a), %d planted mask errors caught, worst rel err f16 %.3g "
-            "bf16 %.3g, %.1f s\n",
-            cases_run, launches_run, sm90a_launches, planted_caught, worst_rel[0], worst_rel[1],
+            "test_fused: %d cases, %d launches (%d sm90a, %d folded), %d planted mask errors caught, worst rel "
+            "err f16 %.3g bf16 %.3g, %.1f s\n",
+            cases_run, launches_run, sm90a_launches, fold_launches, planted_caught, worst_rel[0], worst_rel[1],
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     return test_summary();
 }

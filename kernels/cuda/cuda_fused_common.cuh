@@ -1,0 +1,59 @@
+/* cuda_fused_common.cuh -- what the fused kernel files share: the device
+ * helpers of cuda_fused.cu (versions 1 and 2) and cuda_fused_sm90a.cu
+ * (version 3), and the split-KV combine step that version 2 and version 3's
+ * folded form (splits > 1) end with. Defined in cuda_fused.cu; C++ only. */
+#ifndef ATTUNE_CUDA_FUSED_COMMON_CUH
+#define ATTUNE_CUDA_FUSED_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "../attn.h"
+
+/* Shared-window address of a generic pointer into shared memory. */
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* Two floats -> one register of two T, lo in the low half (the lower
+ * column, as the mma fragments want). */
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    } else {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+}
+
+/* 2^x, MUFU.EX2 (flushes denormals; ex2(-inf) = +0, which masking relies on). */
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* The split-KV workspace of `splits` key ranges for shape s, as
+ * cuda_fused_workspace_bytes sizes it: part_o [splits][b*hq*sq][d] f32
+ * partial outputs (each normalised by its own denominator), then part_lse
+ * [splits][b*hq*sq] f32 log2-sum-exp of each (in the 2^(score * log2(e) /
+ * sqrt(d)) scale; -inf for a range that saw no key), 256-byte aligned parts. */
+size_t cuda_fused_partials_bytes(const attn_shape *s, int splits);
+void cuda_fused_partials(const attn_shape *s, int splits, void *ws, float **part_o, float **part_lse);
+
+/* o[row] = sum_s 2^(lse_s - max lse) part_o[s][row] / sum of the weights,
+ * for every real row of s (o is [b, hq, sq_pad, d]; padded rows untouched;
+ * a row no range saw is 0). Enqueued on stream; 0 or ATTUNE_EGPU. */
+int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, const float *part_lse, void *o,
+                       int64_t sq_pad, cudaStream_t stream);
+
+#endif
