@@ -26,6 +26,7 @@ SHAPES = [  # b, hq, hkv, sq, skv, d, dtype, causal
     (16, 32, 8, 1, 4096, 128, torch.bfloat16, False),
     (1, 8, 1, 50, 1018, 256, torch.float16, False),
     (4, 32, 32, 2048, 2048, 64, torch.float16, True),
+    (4, 32, 32, 2048, 2048, 64, torch.float16, False),
     (2, 8, 1, 2048, 2048, 256, torch.bfloat16, True),
     (4, 32, 8, 2048, 2048, 128, torch.bfloat16, True),
     (1, 32, 8, 16, 4096, 128, torch.bfloat16, False),

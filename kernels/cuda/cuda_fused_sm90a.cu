@@ -46,7 +46,7 @@
  *   ranges of whole tiles, one block each, writing f32 partials that
  *   version 2's combine kernel merges (cuda_fused.cu).
  * version 3.2: causal grids in longest-first order over chunks of heads
- *   whose K/V fit in about 24 MB of L2 (was: head after head, longest row
+ *   whose K/V fit in about 8 MB of L2 (was: head after head, longest row
  *   block first within each), so the last wave holds the shortest blocks.
  */
 #include "cuda_fused_sm90a.h"
@@ -675,8 +675,10 @@ __global__ void __launch_bounds__(384, 1)
  * block per SM of an H200 (132), as version 2 lists its splits. */
 #define SM90_SMS 132
 #define SM90_MAX_SPLITS 64
-/* Causal chunks: units whose K/V fit in this much of the H200's 60 MB L2. */
-#define SM90_CHUNK_BYTES (24 << 20)
+/* Causal chunks: units whose K/V fit in this much of the H200's 60 MB L2
+ * (H200, 2026-12-01: 24 MB made 8192^2 d128 causal 10% slower than the
+ * old order, 6 heads' K/V in flight against 2; see docs/kernels.md). */
+#define SM90_CHUNK_BYTES (8 << 20)
 
 static int sm90_kernel_dim(int64_t d)
 {
@@ -751,16 +753,17 @@ static bool device_is_sm90()
 
 /* Units per causal chunk: as many as have their K/V (skv x D, K and V, per
  * KV head; an unfolded unit is one of the g heads sharing it) within
- * SM90_CHUNK_BYTES. ATTUNE_SM90_CHUNK=N overrides it, for comparisons: 1 is
- * version 3's order (head after head). */
+ * SM90_CHUNK_BYTES. ATTUNE_SM90_CHUNK_MB=N sets that budget instead, for
+ * comparisons: 0 gives one unit per chunk, version 3's order (head after
+ * head, the longest row block of each first). */
 static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
 {
-    static const int forced = [] {
-        const char *e = getenv("ATTUNE_SM90_CHUNK");
-        return e != NULL ? atoi(e) : 0;
+    static const int64_t budget = [] {
+        const char *e = getenv("ATTUNE_SM90_CHUNK_MB");
+        return e != NULL ? (int64_t)atoi(e) << 20 : (int64_t)SM90_CHUNK_BYTES;
     }();
-    int64_t per = s->skv * D * 4 / (fold ? 1 : s->hq / s->hkv);
-    int64_t c = forced > 0 ? forced : SM90_CHUNK_BYTES / (per > 0 ? per : 1);
+    const int64_t per = s->skv * D * 4 / (fold ? 1 : s->hq / s->hkv);
+    const int64_t c = budget / (per > 0 ? per : 1);
     return (int)(c < 1 ? 1 : c > units ? units : c);
 }
 
