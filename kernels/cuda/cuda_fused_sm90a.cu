@@ -18,7 +18,7 @@
  * not exist on plain sm_90 or older), listed only on compute capability 9.0.
  *
  * version 3 (fused, arch=sm90a): block = 3 warpgroups, BR = 128 query rows
- *   of one (batch, head). Warpgroup 0 is the producer: after giving back
+ *   of one (batch, head) (4 warpgroups and 192 rows: version 3.3). Warpgroup 0 is the producer: after giving back
  *   its registers (setmaxnreg.dec) one thread issues the TMA loads: Q once,
  *   then K and V tiles of BC keys into a ring of STAGES buffers, each
  *   guarded by a full barrier (TMA transaction bytes) and an empty barrier
@@ -48,6 +48,10 @@
  * version 3.2: causal grids in longest-first order over chunks of heads
  *   whose K/V fit in about 8 MB of L2 (was: head after head, longest row
  *   block first within each), so the last wave holds the shortest blocks.
+ * version 3.3: d <= 64 also gets 192-row blocks, three consumer warpgroups
+ *   (160 registers each) taking turns in a ring: at d = 64 a tile's GEMMs
+ *   are short next to its softmax, and a third warpgroup keeps the tensor
+ *   cores fed (FA3's tile for d = 64).
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -314,15 +318,16 @@ struct sm90_smem {
  * arrive as zeros (TMA fills out-of-bounds elements with 0 and still counts
  * the whole box). FOLD: the block's rows are the g query heads of one KV
  * head (version 3.1), with p.splits key ranges. */
-template <typename T, int D, int BC, int STAGES, bool PP, bool FOLD>
-__global__ void __launch_bounds__(384, 1)
+template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
+__global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     fused_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                       const __grid_constant__ CUtensorMap tv, const sm90_args p)
 {
 #ifndef SM90A_DEVICE
     __trap();
 #else
-    constexpr int BR = 128, NT = BC / 8, ON = D < 128 ? D : 128, OC = D / ON;
+    constexpr int NWG = BR / 64, NT = BC / 8, ON = D < 128 ? D : 128, OC = D / ON;
+    static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     using L = sm90_smem<D, BR, BC, STAGES>;
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) uint64_t bars[1 + 4 * STAGES];
@@ -341,9 +346,9 @@ __global__ void __launch_bounds__(384, 1)
         mbar_init(bQ, 1);
         for (int s = 0; s < STAGES; s++) {
             mbar_init(BAR_FK(s), 1);
-            mbar_init(BAR_EK(s), 8); /* lane 0 of each consumer warp */
+            mbar_init(BAR_EK(s), 4 * NWG); /* lane 0 of each consumer warp */
             mbar_init(BAR_FV(s), 1);
-            mbar_init(BAR_EV(s), 8);
+            mbar_init(BAR_EV(s), 4 * NWG);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -367,12 +372,15 @@ __global__ void __launch_bounds__(384, 1)
         u = x / p.nrb;
         mb = x - u * p.nrb;
     }
-    /* Packed row r (0..127) of the block is query head head0 + (r >> lqb),
-     * query i0 + (r & (QB - 1)); unfolded, QB = 128 and every row is head0's. */
-    const int lqb = FOLD ? p.lqb : 7, QB = 1 << lqb;
+    /* Packed row r (0..127) of a folded block is query head head0 + (r >> lqb),
+     * query i0 + (r & (QB - 1)); unfolded, QB = BR and row r is query i0 + r
+     * of head0. */
+    const int lqb = FOLD ? p.lqb : 0, QB = FOLD ? 1 << lqb : BR;
+    auto qrow = [&](int r) { return FOLD ? (r & (QB - 1)) : r; };
+    auto hrow = [&](int r) { return FOLD ? r >> lqb : 0; };
     const int head0 = FOLD ? u * p.g : u; /* b*hq + h of the block's first query head */
     const int kvrow = FOLD ? u : u / p.g; /* b*hkv + its KV head */
-    const int i0 = mb << lqb;
+    const int i0 = mb * QB;
     const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
     int kend = p.skv;
     if (p.causal)
@@ -413,13 +421,18 @@ __global__ void __launch_bounds__(384, 1)
         return;
     }
 
-    /* ---- consumers: warpgroup cw owns packed rows 64 cw .. 64 cw + 63 */
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    /* ---- consumers: warpgroup cw owns packed rows 64 cw .. 64 cw + 63.
+     * Registers: 24 x 128 for the producer leaves 240 for 2 consumer
+     * warpgroups, 160 for 3, within the 64K of the SM. */
+    if constexpr (NWG == 2)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    else
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
     const int cw = wg - 1, lane = tid & 31, wq = (tid / 32) & 3;
     const int gr = lane >> 2, tq4 = lane & 3;
     const int lr0 = cw * 64 + wq * 16 + gr; /* this thread's packed rows: lr0, lr0 + 8 */
-    const int qi[2] = {i0 + (lr0 & (QB - 1)), i0 + ((lr0 + 8) & (QB - 1))}; /* their queries */
-    const int qmin = i0 + ((cw * 64) & (QB - 1)); /* the warpgroup's first query */
+    const int qi[2] = {i0 + qrow(lr0), i0 + qrow(lr0 + 8)}; /* their queries */
+    const int qmin = i0 + qrow(cw * 64); /* the warpgroup's first query */
     const uint32_t aQw = aQ + cw * 64 * 128;
 
     float o[OC][ON / 2];
@@ -499,24 +512,24 @@ __global__ void __launch_bounds__(384, 1)
         }
     };
 
-    /* Pingpong (PP): the two warpgroups take turns issuing their products,
-     * so that one's softmax runs under the other's GEMMs. Turn barrier
-     * 1 + cw is warpgroup cw's: it syncs on it before issuing and arrives
-     * on the other's after. Each warpgroup has ntiles + 1 turns; warpgroup
-     * 1 lets warpgroup 0 go first and skips its last arrive, so every
-     * arrive meets a sync. */
+    /* Pingpong (PP): the consumer warpgroups take turns issuing their
+     * products, in a ring, so that one's softmax runs under another's GEMMs.
+     * Turn barrier 1 + cw is warpgroup cw's: it syncs on it before issuing
+     * and arrives on the next one's after. Each warpgroup has ntiles + 1
+     * turns; the last warpgroup lets warpgroup 0 go first and skips its last
+     * arrive, so every arrive meets a sync. */
     auto turn_begin = [&]() {
         if (PP)
             named_sync(1 + cw);
     };
     auto turn_end = [&](bool last) {
-        if (PP && !(last && cw == 1))
-            named_arrive(2 - cw);
+        if (PP && !(last && cw == NWG - 1))
+            named_arrive(1 + (cw + 1) % NWG);
     };
 
     if (ntiles > 0) {
         mbar_wait(bQ, 0);
-        if (PP && cw == 1)
+        if (PP && cw == NWG - 1)
             named_arrive(1);
         /* First tile (the last keys): S alone. */
         {
@@ -599,7 +612,7 @@ __global__ void __launch_bounds__(384, 1)
             if (qi[rh] >= p.sq)
                 continue;
             const float inv = den[rh] > 0.f ? 1.f / den[rh] : 0.f;
-            const int64_t rg = sp * NR + (int64_t)(head0 + ((lr0 + 8 * rh) >> lqb)) * p.sq + qi[rh];
+            const int64_t rg = sp * NR + (int64_t)(head0 + hrow(lr0 + 8 * rh)) * p.sq + qi[rh];
             float *dst = p.part_o + rg * p.d;
 #pragma unroll
             for (int c = 0; c < OC; c++)
@@ -637,13 +650,16 @@ __global__ void __launch_bounds__(384, 1)
                 asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v2) : "memory");
             }
     }
-    asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory");
+    /* Named barrier of this warpgroup alone: ids past the turn barriers
+     * 1 .. NWG (one id used with two thread counts is an illegal
+     * instruction: the first 3-warpgroup build shared id 3). */
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
     T *go = reinterpret_cast<T *>(p.o);
     const int ctid = tid - 128 * wg; /* 0..127 in this warpgroup */
 #pragma unroll 4
     for (int idx = ctid; idx < 64 * (D / 8); idx += 128) {
         const int r = idx / (D / 8), cu = idx % (D / 8);
-        const int lr = cw * 64 + r, i = i0 + (lr & (QB - 1)), col = cu * 8;
+        const int lr = cw * 64 + r, i = i0 + qrow(lr), col = cu * 8;
         if (i >= p.sq || col >= p.d) /* d % 8 == 0: a 16-byte piece is all in or all out */
             continue;
         const uint32_t a = aO + (cu / 8) * BR * 128 + r * 128 + (((cu % 8) ^ (r & 7)) << 4);
@@ -652,7 +668,7 @@ __global__ void __launch_bounds__(384, 1)
                      : "=r"(v4.x), "=r"(v4.y), "=r"(v4.z), "=r"(v4.w)
                      : "r"(a)
                      : "memory");
-        const int64_t row = (int64_t)(head0 + (lr >> lqb)) * p.sq_pad + i;
+        const int64_t row = (int64_t)(head0 + hrow(lr)) * p.sq_pad + i;
         *reinterpret_cast<uint4 *>(go + row * p.d + col) = v4;
     }
 #endif
@@ -662,11 +678,11 @@ __global__ void __launch_bounds__(384, 1)
 
 /* ---- launchers */
 
-/* The configurations built: (D, BC, STAGES); BR = 128 rows and 12 warps
- * (producer warpgroup + 2 consumer warpgroups) for all, each folded or
- * not. Shared memory: d64 128x128x3: 112 KB; d128 128x128x2: 160 KB; d256
- * 128x64x2: 192 KB. */
-#define SM90_CONFIGS(X) X(64, 128, 3) X(128, 128, 2) X(256, 64, 2)
+/* The configurations built: (D, BR, BC, STAGES); a producer warpgroup and
+ * BR / 64 consumer warpgroups (warps = 4 + BR / 16); the 128-row ones also
+ * folded. Shared memory: d64 128x128x3: 112 KB, 192x128x3: 120 KB; d128
+ * 128x128x2: 160 KB; d256 128x64x2: 192 KB. */
+#define SM90_CONFIGS(X) X(64, 128, 128, 3) X(64, 192, 128, 3) X(128, 128, 128, 2) X(256, 128, 64, 2)
 
 /* Folded blocks want g | 128 with QB = 128 / g >= 8 rows per head (so each
  * head's Q box fills whole 1024-byte swizzle atoms); g = 1 is the plain kernel. */
@@ -767,25 +783,29 @@ static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
     return (int)(c < 1 ? 1 : c > units ? units : c);
 }
 
-template <typename T, int D, int BC, int STAGES, bool PP, bool FOLD>
+template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 static int launch_sm90(const attn_shape *s, const void *q, const void *k, const void *v, sm90_args &p,
                        int64_t sq_pad, int64_t skv_pad, cudaStream_t stream)
 {
     constexpr bool BF = std::is_same<T, __nv_bfloat16>::value;
     CUtensorMap tq, tk, tv;
     int rc;
-    if ((rc = make_map(&tq, q, BF, s->b * s->hq, s->sq, sq_pad, s->d, FOLD ? 1 << p.lqb : 128)) != 0 ||
+    const int qb = FOLD ? 1 << p.lqb : BR; /* query rows per head in a block */
+    if ((rc = make_map(&tq, q, BF, s->b * s->hq, s->sq, sq_pad, s->d, qb)) != 0 ||
         (rc = make_map(&tk, k, BF, s->b * s->hkv, s->skv, skv_pad, s->d, BC)) != 0 ||
         (rc = make_map(&tv, v, BF, s->b * s->hkv, s->skv, skv_pad, s->d, BC)) != 0)
         return rc;
-    const size_t smem = sm90_smem<D, 128, BC, STAGES>::bytes;
-    void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) = fused_sm90_kernel<T, D, BC, STAGES, PP, FOLD>;
+    const size_t smem = sm90_smem<D, BR, BC, STAGES>::bytes;
+    void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) =
+        fused_sm90_kernel<T, D, BR, BC, STAGES, PP, FOLD>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return ATTUNE_EGPU;
+    p.nrb = (int)((s->sq + qb - 1) / qb);
+    p.chunk = sm90_chunk(s, D, FOLD, p.units);
     const int64_t blocks = (int64_t)p.nrb * p.units * p.splits;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    kern<<<(unsigned)blocks, 384, smem, stream>>>(tq, tk, tv, p);
+    kern<<<(unsigned)blocks, 128 * (BR / 64 + 1), smem, stream>>>(tq, tk, tv, p);
     if (cudaGetLastError() != cudaSuccess)
         return ATTUNE_EGPU;
     return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, p.o, sq_pad, stream) : 0;
@@ -801,18 +821,18 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
     int n = 0;
     /* Folded: splits 1, 2, 4, ... while the previous count's grid is under
      * one block per SM and each split keeps a key tile. */
-#define SM90_TACTIC(D_, BC_, ST_)                                                                     \
+#define SM90_TACTIC(D_, BR_, BC_, ST_)                                                                \
     if (D == D_) {                                                                                    \
         attn_tactic t = {};                                                                           \
         t.variant = ATTN_FUSED;                                                                       \
         t.arch = ATTN_ARCH_SM90A;                                                                     \
-        t.tile_m = 128, t.tile_n = BC_, t.warps = 12, t.stages = ST_;                                 \
+        t.tile_m = BR_, t.tile_n = BC_, t.warps = 4 + BR_ / 16, t.stages = ST_;                       \
         if (n < max)                                                                                  \
             out[n++] = t;                                                                             \
         const int64_t g = s->hq / s->hkv, qb = 128 / g;                                               \
         const int64_t base = (s->sq + qb - 1) / qb * s->b * s->hkv, ktiles = (s->skv + BC_ - 1) / BC_; \
         t.fold = 1;                                                                                   \
-        for (int sp = 1; fold && sp <= SM90_MAX_SPLITS && sp <= ktiles && n < max; sp *= 2) {         \
+        for (int sp = 1; fold && BR_ == 128 && sp <= SM90_MAX_SPLITS && sp <= ktiles && n < max; sp *= 2) { \
             if (sp > 1 && base * (sp / 2) >= SM90_SMS)                                                \
                 break;                                                                                \
             t.splits = sp > 1 ? sp : 0;                                                               \
@@ -858,26 +878,26 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
     p.sq_pad = (int)sq_pad;
     p.causal = s->causal ? 1 : 0;
     p.sl2 = (float)(1.4426950408889634 / sqrt((double)s->d));
-    p.lqb = fold ? 7 - ilog2(p.g) : 7;
+    p.lqb = fold ? 7 - ilog2(p.g) : 0;
     p.units = fold ? p.b * p.hkv : p.b * p.hq;
-    p.nrb = (int)((s->sq + (1 << p.lqb) - 1) >> p.lqb);
     p.splits = splits;
     if (splits > 1)
         cuda_fused_partials(s, splits, workspace, &p.part_o, &p.part_lse);
     const int D = sm90_kernel_dim(s->d);
-    p.chunk = sm90_chunk(s, D, fold, p.units);
     const bool bf = s->dtype == ATTN_BF16;
     /* Pingpong on in every configuration: against the same kernel without
      * it (H200, 2026-12-01), 8192^2 d128 causal 565 -> 630 TFLOP/s,
      * non-causal 677 -> 682, d64 causal 298 -> 346, d256 GQA causal
      * 369 -> 378. The template keeps the other form for such comparisons. */
     constexpr bool pp = true;
-#define SM90_LAUNCH_AS(T_, D_, BC_, ST_)                                                            \
-    (fold ? launch_sm90<T_, D_, BC_, ST_, pp, true>(s, q, k, v, p, sq_pad, skv_pad, stream)        \
-          : launch_sm90<T_, D_, BC_, ST_, pp, false>(s, q, k, v, p, sq_pad, skv_pad, stream))
-#define SM90_LAUNCH(D_, BC_, ST_)                                                                   \
-    if (D == D_ && t->tile_m == 128 && t->tile_n == BC_ && t->warps == 12 && t->stages == ST_)     \
-        return bf ? SM90_LAUNCH_AS(__nv_bfloat16, D_, BC_, ST_) : SM90_LAUNCH_AS(__half, D_, BC_, ST_);
+#define SM90_LAUNCH_AS(T_, D_, BR_, BC_, ST_)                                                       \
+    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, BR_ == 128>(s, q, k, v, p, sq_pad, skv_pad, stream) \
+          : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, q, k, v, p, sq_pad, skv_pad, stream))
+#define SM90_LAUNCH(D_, BR_, BC_, ST_)                                                              \
+    if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_ && \
+        !(fold && BR_ != 128))                                                                      \
+        return bf ? SM90_LAUNCH_AS(__nv_bfloat16, D_, BR_, BC_, ST_)                                \
+                  : SM90_LAUNCH_AS(__half, D_, BR_, BC_, ST_);
     SM90_CONFIGS(SM90_LAUNCH)
 #undef SM90_LAUNCH
 #undef SM90_LAUNCH_AS
