@@ -1146,14 +1146,19 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
     }
 }
 
+bool cuda_fused_args_ok(const attn_shape *s, const attn_tactic *t, const void *q, const void *k, const void *v,
+                        const void *o, int64_t sq_pad, int64_t skv_pad)
+{
+    return s != NULL && t != NULL && q != NULL && k != NULL && v != NULL && o != NULL && s->b >= 1 &&
+           s->hq >= 1 && s->hkv >= 1 && s->hq % s->hkv == 0 && s->sq >= 1 && s->skv >= 1 && s->d >= 1 &&
+           sq_pad >= s->sq && skv_pad >= s->skv && sq_pad <= INT_MAX / 2 && skv_pad <= INT_MAX / 2;
+}
+
 extern "C" int cuda_fused_launch(const attn_shape *s, const attn_tactic *t, const void *q, const void *k,
                                  const void *v, void *o, int64_t sq_pad, int64_t skv_pad, void *workspace,
                                  cudaStream_t stream)
 {
-    if (s == NULL || t == NULL || q == NULL || k == NULL || v == NULL || o == NULL)
-        return ATTUNE_EINVAL;
-    if (s->b < 1 || s->hq < 1 || s->hkv < 1 || s->hq % s->hkv != 0 || s->sq < 1 || s->skv < 1 ||
-        s->d < 1 || sq_pad < s->sq || skv_pad < s->skv || sq_pad > INT_MAX / 2 || skv_pad > INT_MAX / 2)
+    if (!cuda_fused_args_ok(s, t, q, k, v, o, sq_pad, skv_pad))
         return ATTUNE_EINVAL;
     if (t->arch != 0) {
 #ifdef ATTUNE_HAVE_SM90A

@@ -42,6 +42,12 @@ __device__ __forceinline__ float ex2(float x)
     return y;
 }
 
+/* 1 when the launch arguments every fused kernel shares are sound: no NULL
+ * pointer, positive sizes, hq a multiple of hkv, padded lengths at least
+ * the real ones and under INT_MAX / 2 (lengths are ints in the kernels). */
+bool cuda_fused_args_ok(const attn_shape *s, const attn_tactic *t, const void *q, const void *k, const void *v,
+                        const void *o, int64_t sq_pad, int64_t skv_pad);
+
 /* The split-KV workspace of `splits` key ranges for shape s, as
  * cuda_fused_workspace_bytes sizes it: part_o [splits][b*hq*sq][d] f32
  * partial outputs (each normalised by its own denominator), then part_lse

@@ -848,10 +848,7 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
                                        const void *v, void *o, int64_t sq_pad, int64_t skv_pad, void *workspace,
                                        cudaStream_t stream)
 {
-    if (s == NULL || t == NULL || q == NULL || k == NULL || v == NULL || o == NULL)
-        return ATTUNE_EINVAL;
-    if (s->b < 1 || s->hq < 1 || s->hkv < 1 || s->hq % s->hkv != 0 || s->sq < 1 || s->skv < 1 || s->d < 1 ||
-        sq_pad < s->sq || skv_pad < s->skv || sq_pad > INT_MAX / 2 || skv_pad > INT_MAX / 2)
+    if (!cuda_fused_args_ok(s, t, q, k, v, o, sq_pad, skv_pad))
         return ATTUNE_EINVAL;
     if (t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A || (s->dtype != ATTN_F16 && s->dtype != ATTN_BF16) ||
         s->d % 8 != 0 || sm90_kernel_dim(s->d) == 0)
