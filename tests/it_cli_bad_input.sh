@@ -42,6 +42,49 @@ expect 1 "unknown device" -- "$A" results --db "$db" --device GPU-00000000 --sha
 expect 2 "unknown command" -- "$A" frobnicate
 touch "$dir/notadb"; echo "garbage garbage garbage garbage" > "$dir/notadb"
 expect 1 "database" -- "$A" results --db "$dir/notadb" --device cpu --shape b1.hq2.hkv1.sq3.skv5.d8.f32.nc
+expect 2 "needs a value" -- "$A" results --db "$db" --device cpu --shape
+expect 2 "needs a value" -- "$A" export --device cpu -o
+expect 2 "unknown option --dbx" -- "$A" results --dbx="$db"
+expect 2 "option --json takes no value" -- "$A" devices --json=yes
+expect 2 "unexpected argument 'extra'" -- "$A" results --db "$db" --device cpu extra
+expect 2 "unknown option --frobnicate" -- "$A" --frobnicate
+
+# --opt=VALUE and --opt VALUE are the same, in any order
+key=b1.hq2.hkv1.sq3.skv5.d8.f32.nc
+"$A" results --db "$db" --device cpu --shape $key --json >"$dir/r1" 2>&1 &&
+    "$A" results --shape=$key --json --db="$db" --device=cpu >"$dir/r2" 2>&1 &&
+    cmp -s "$dir/r1" "$dir/r2" && grep -q '"winner"' "$dir/r1" &&
+    echo "ok: results --db=FILE --device=ID --shape=KEY equals the spaced form" ||
+    { echo "FAIL: results with --opt=VALUE differs"; cat "$dir/r1" "$dir/r2"; fails=$((fails + 1)); }
+
+# --version: the project's version, on stdout, exit 0
+want=$(sed -n 's/^project(attune VERSION \([0-9.]*\).*/\1/p' "$ATTUNE_TEST_INPUTS/../../CMakeLists.txt")
+got=$("$A" --version 2>&1); rc=$?
+[ $rc -eq 0 ] && [ -n "$want" ] && [ "$got" = "attune $want" ] && echo "ok: --version: $got" ||
+    { echo "FAIL: --version -> $rc '$got' (want 'attune $want')"; fails=$((fails + 1)); }
+
+# Every command's --help exits 0 on stdout, and every option it documents is
+# accepted: `CMD --opt x --zz-end x` fails on --zz-end, never on --opt (a
+# value option takes x, a flag leaves x as an argument; parsing stops at the
+# unknown option before anything runs).
+for cmd in devices tune results winners export import tactics loo query jobs "fleet push" drift; do
+    # shellcheck disable=SC2086
+    "$A" $cmd --help >"$dir/help" 2>"$dir/err"; rc=$?
+    if [ $rc -ne 0 ] || [ -s "$dir/err" ] || ! grep -q "usage: attune ${cmd%% *}" "$dir/help"; then
+        echo "FAIL: attune $cmd --help -> $rc"; cat "$dir/err"; fails=$((fails + 1)); continue
+    fi
+    for o in $(grep -oE -- '(^|[^a-z-])--[a-z][a-z-]*' "$dir/help" | grep -oE -- '--[a-z-]+' | sort -u); do
+        [ "$o" = --help ] && continue
+        # shellcheck disable=SC2086
+        "$A" $cmd "$o" x --zz-end x >/dev/null 2>"$dir/err"
+        if ! grep -q "unknown option --zz-end" "$dir/err"; then
+            echo "FAIL: attune $cmd --help documents $o, which it refuses:"; cat "$dir/err"
+            fails=$((fails + 1))
+        fi
+    done
+    echo "ok: attune $cmd --help: every documented option is accepted"
+done
+
 for f in "$ATTUNE_TEST_INPUTS"/fleet_bad_*.json; do
     [ -e "$f" ] || continue
     expect 1 "rejected" -- "$A" import --db "$db" "$f"

@@ -3,6 +3,8 @@
  * back on the network) and `attune drift` (what changed between stacks). */
 #include "cli_fleet.h"
 
+#include "cli_common.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,66 +53,47 @@ static const char drift_usage[] =
 
 typedef struct args {
     const char *db, *url, *from, *to;
-    const char *devices[16];
-    int ndevices, json, model, batch;
+    cli_multi devices;
+    int json, model, batch;
 } args;
 
-static int parse(int argc, char **argv, int first, args *a, const char *usage)
+/* Parse argv (argv[0]: the command's name for messages) into a; 0, or the
+ * exit status to return. The caller frees a->devices. */
+static int parse(int argc, char **argv, args *a, const char *usage)
 {
+    const char *batch = NULL;
     memset(a, 0, sizeof *a);
-    for (int i = first; i < argc; i++) {
-        const char *o = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-            fputs(usage, stdout);
-            exit(0);
-        } else if (strcmp(o, "--json") == 0) {
-            a->json = 1;
-        } else if (strcmp(o, "--model") == 0) {
-            a->model = 1;
-        } else if (v == NULL) {
-            fprintf(stderr, "attune: unknown option or missing value: %s\n\n%s", o, usage);
-            return 2;
-        } else if (strcmp(o, "--db") == 0) {
-            a->db = v, i++;
-        } else if (strcmp(o, "--fleet") == 0) {
-            a->url = v, i++;
-        } else if (strcmp(o, "--from") == 0) {
-            a->from = v, i++;
-        } else if (strcmp(o, "--to") == 0) {
-            a->to = v, i++;
-        } else if (strcmp(o, "--batch") == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end || n < 1 || n > 1000000) {
-                fprintf(stderr, "attune: --batch takes 1..1000000\n");
-                return 2;
-            }
-            a->batch = (int)n, i++;
-        } else if (strcmp(o, "--device") == 0) {
-            if (a->ndevices == 16) {
-                fprintf(stderr, "attune: at most 16 --device\n");
-                return 2;
-            }
-            a->devices[a->ndevices++] = v, i++;
-        } else {
-            fprintf(stderr, "attune: unknown option '%s'\n\n%s", o, usage);
-            return 2;
-        }
+    /* fleet takes --batch, drift --from, --to, --model and --json */
+    const cli_opt fleet_opts[] = {{"db", 0, CLI_VALUE, &a->db},
+                                  {"fleet", 0, CLI_VALUE, &a->url},
+                                  {"device", 0, CLI_MULTI, &a->devices},
+                                  {"batch", 0, CLI_VALUE, &batch},
+                                  {NULL, 0, 0, NULL}};
+    const cli_opt drift_opts[] = {{"db", 0, CLI_VALUE, &a->db},
+                                  {"fleet", 0, CLI_VALUE, &a->url},
+                                  {"device", 0, CLI_MULTI, &a->devices},
+                                  {"from", 0, CLI_VALUE, &a->from},
+                                  {"to", 0, CLI_VALUE, &a->to},
+                                  {"json", 0, CLI_FLAG, &a->json},
+                                  {"model", 0, CLI_FLAG, &a->model},
+                                  {NULL, 0, 0, NULL}};
+    int rc;
+    if (cli_parse(argc, argv, usage == drift_usage ? drift_opts : fleet_opts, usage, NULL, &rc))
+        return rc == 0 ? -1 : rc;
+    long long n;
+    if (batch != NULL) {
+        if (cli_llong(batch, &n) != 0 || n < 1 || n > 1000000)
+            return cli_usage_error(argv[0], "--batch takes 1..1000000");
+        a->batch = (int)n;
     }
-    if (a->db == NULL) {
-        fprintf(stderr, "attune: --db FILE is required\n\n%s", usage);
-        return 2;
-    }
-    return 0;
-}
-
-static int open_db(const char *path, store **st)
-{
-    char err[ATTUNE_ERRLEN];
-    if (store_open(path, 0, st, err, sizeof err) != 0) {
-        fprintf(stderr, "attune: %s\n", err);
-        return 1;
+    if (a->devices.n > 16)
+        return cli_usage_error(argv[0], "at most 16 --device");
+    if (a->db == NULL)
+        return cli_usage_error(argv[0], "--db FILE is required");
+    if (a->url != NULL) {
+        char err[ATTUNE_ERRLEN];
+        if (fleet_pg_url_check(a->url, err, sizeof err) != 0)
+            return cli_usage_error(argv[0], "%s", err);
     }
     return 0;
 }
@@ -133,7 +116,7 @@ static int fleet_push(const args *a)
     fleet_local_push ps;
     memset(&ps, 0, sizeof ps);
     int rc = 1;
-    if (open_db(a->db, &st) || connect_fleet(a->url, &c))
+    if (cli_store_open(a->db, 0, &st) || connect_fleet(a->url, &c))
         goto out;
     if (fleet_local_setup(st, src, sizeof src, err, sizeof err) != 0 ||
         fleet_local_push_pending(st, c, a->batch, NULL, NULL, &ps, err, sizeof err) != 0) {
@@ -163,13 +146,13 @@ static int fleet_pull(const args *a)
     char err[ATTUNE_ERRLEN] = "";
     attn_device_info devs[16];
     int n = 0, rc = 1;
-    if (open_db(a->db, &st) || connect_fleet(a->url, &c))
+    if (cli_store_open(a->db, 0, &st) || connect_fleet(a->url, &c))
         goto out;
-    if (a->ndevices > 0) {
-        for (int i = 0; i < a->ndevices; i++) {
+    if (a->devices.n > 0) {
+        for (int i = 0; i < a->devices.n; i++) {
             attn_stack stack;
-            if (store_device_get(st, a->devices[i], &devs[n], &stack) != 0) {
-                fprintf(stderr, "attune: unknown device '%s' in %s\n", a->devices[i], a->db);
+            if (store_device_get(st, a->devices.v[i], &devs[n], &stack) != 0) {
+                fprintf(stderr, "attune: unknown device '%s' in %s\n", a->devices.v[i], a->db);
                 goto out;
             }
             n++;
@@ -200,7 +183,7 @@ static int fleet_status(const args *a)
     char err[ATTUNE_ERRLEN] = "", src[40];
     int rc = 1;
     fleet_local_state ls;
-    if (open_db(a->db, &st))
+    if (cli_store_open(a->db, 0, &st))
         goto out;
     if (fleet_local_setup(st, src, sizeof src, err, sizeof err) != 0 ||
         fleet_local_state_get(st, &ls) != 0) {
@@ -238,85 +221,95 @@ out:
 
 int cli_fleet_main(int argc, char **argv)
 {
-    args a;
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(fleet_usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    const char *sub = argv[1];
-    int rc = parse(argc, argv, 2, &a, fleet_usage);
-    if (rc != 0)
-        return rc;
-    if (strcmp(sub, "status") != 0 && a.url == NULL) {
-        fprintf(stderr, "attune: fleet %s needs --fleet URL\n", sub);
-        return 2;
-    }
-    if (a.url != NULL) {
-        char err[ATTUNE_ERRLEN];
-        if (fleet_pg_url_check(a.url, err, sizeof err) != 0) {
-            fprintf(stderr, "attune: %s\n", err);
-            return 2;
-        }
-    }
-    if (strcmp(sub, "push") == 0)
-        return fleet_push(&a);
-    if (strcmp(sub, "pull") == 0)
-        return fleet_pull(&a);
-    if (strcmp(sub, "status") == 0)
-        return fleet_status(&a);
-    fprintf(stderr, "attune: unknown fleet command '%s'\n\n%s", sub, fleet_usage);
-    return 2;
+    static const char *const subs[] = {"push", "pull", "status"};
+    int (*const run[])(const args *) = {fleet_push, fleet_pull, fleet_status};
+    int k = 0;
+    while (k < 3 && strcmp(argv[1], subs[k]) != 0)
+        k++;
+    if (k == 3)
+        return cli_usage_error("fleet", "unknown fleet command '%s' (see attune fleet --help)",
+                               argv[1]);
+    /* argv[1] names the command in messages: "attune fleet push: ..." */
+    char name[32];
+    snprintf(name, sizeof name, "fleet %s", subs[k]);
+    argv[1] = name;
+    args a;
+    int rc = parse(argc - 1, argv + 1, &a, fleet_usage);
+    if (rc == 0 && k != 2 && a.url == NULL)
+        rc = cli_usage_error(name, "needs --fleet URL");
+    if (rc == 0)
+        rc = run[k](&a);
+    cli_multi_free(&a.devices);
+    return rc < 0 ? 0 : rc;
 }
 
-int cli_drift_main(int argc, char **argv)
+/* The fleet's view of the device's model: its aggregates pulled from the
+ * server into the database as the model's fleet device. 0 or 1 (printed). */
+static int drift_pull(store *st, const args *a)
 {
-    args a;
-    int rc = parse(argc, argv, 1, &a, drift_usage);
-    if (rc != 0)
-        return rc;
-    if (a.url != NULL) {
-        char err[ATTUNE_ERRLEN];
-        if (fleet_pg_url_check(a.url, err, sizeof err) != 0) {
-            fprintf(stderr, "attune: %s\n", err);
-            return 2;
-        }
-    }
-    if (a.ndevices != 1) {
-        fprintf(stderr, "attune: drift needs one --device ID\n\n%s", drift_usage);
-        return 2;
-    }
-    store *st = NULL;
-    if (open_db(a.db, &st))
+    fleet_pg *c = NULL;
+    attn_device_info info;
+    attn_stack latest;
+    char err[ATTUNE_ERRLEN] = "";
+    int64_t rows = 0;
+    if (store_device_get(st, a->devices.v[0], &info, &latest) != 0) {
+        fprintf(stderr, "attune: unknown device '%s' in %s\n", a->devices.v[0], a->db);
         return 1;
-    if (a.url != NULL) {
-        /* the fleet's view: its aggregates of this device's model, pulled
-         * into the database as the model's fleet device */
-        fleet_pg *c = NULL;
-        attn_device_info info;
-        attn_stack latest;
-        char perr[ATTUNE_ERRLEN] = "";
-        int64_t rows = 0;
-        if (store_device_get(st, a.devices[0], &info, &latest) != 0) {
-            fprintf(stderr, "attune: unknown device '%s' in %s\n", a.devices[0], a.db);
+    }
+    int rc = connect_fleet(a->url, &c) != 0 ||
+             fleet_local_pull(st, c, &info, 1, 0, &rows, err, sizeof err) != 0;
+    if (rc != 0 && err[0])
+        fprintf(stderr, "attune: fleet pull failed: %s\n", err);
+    fleet_pg_close(c);
+    return rc;
+}
+
+/* Print the report as text or JSON; 0 or 1. */
+static int drift_print(const drift_report *r, int json)
+{
+    char *text = NULL;
+    if (json) {
+        json_t *j = drift_report_json(r);
+        text = j ? json_num_dumps(j, JSON_INDENT(1)) : NULL;
+        json_decref(j);
+        if (text == NULL)
+            return 1;
+        puts(text);
+    } else {
+        if (drift_report_text(r, &text) != 0)
+            return 1;
+        fputs(text, stdout);
+    }
+    free(text);
+    return 0;
+}
+
+/* The drift report of a. Returns the exit status: 4 at least one accuracy
+ * regression. */
+static int drift_main(args *a)
+{
+    if (a->devices.n != 1)
+        return cli_usage_error("drift", "drift needs one --device ID");
+    store *st = NULL;
+    if (cli_store_open(a->db, 0, &st))
+        return 1;
+    if (a->url != NULL) {
+        if (drift_pull(st, a) != 0) {
             store_close(st);
             return 1;
         }
-        if (connect_fleet(a.url, &c) != 0 ||
-            fleet_local_pull(st, c, &info, 1, 0, &rows, perr, sizeof perr) != 0) {
-            if (perr[0])
-                fprintf(stderr, "attune: fleet pull failed: %s\n", perr);
-            fleet_pg_close(c);
-            store_close(st);
-            return 1;
-        }
-        fleet_pg_close(c);
-        a.model = 1;
+        a->model = 1;
     }
     select_policy p;
     select_policy_default(&p);
     drift_report r;
     char err[ATTUNE_ERRLEN] = "";
-    rc = drift_compare(st, a.devices[0], a.model, a.from, a.to, &p, &r, err, sizeof err);
+    int rc = drift_compare(st, a->devices.v[0], a->model, a->from, a->to, &p, &r, err,
+                           sizeof err);
     store_close(st);
     if (rc != 0) {
         fprintf(stderr, "attune: drift: %s\n", err[0] ? err : attune_strerror(rc));
@@ -325,25 +318,17 @@ int cli_drift_main(int argc, char **argv)
     int regress = 0;
     for (int i = 0; i < r.nacc; i++)
         regress |= r.acc[i].regression;
-    if (a.json) {
-        json_t *j = drift_report_json(&r);
-        char *text = j ? json_num_dumps(j, JSON_INDENT(1)) : NULL;
-        json_decref(j);
-        if (text == NULL) {
-            drift_report_free(&r);
-            return 1;
-        }
-        puts(text);
-        free(text);
-    } else {
-        char *text = NULL;
-        if (drift_report_text(&r, &text) != 0) {
-            drift_report_free(&r);
-            return 1;
-        }
-        fputs(text, stdout);
-        free(text);
-    }
+    rc = drift_print(&r, a->json);
     drift_report_free(&r);
-    return regress ? 4 : 0;
+    return rc != 0 ? rc : regress ? 4 : 0;
+}
+
+int cli_drift_main(int argc, char **argv)
+{
+    args a;
+    int rc = parse(argc, argv, &a, drift_usage);
+    if (rc == 0)
+        rc = drift_main(&a);
+    cli_multi_free(&a.devices);
+    return rc < 0 ? 0 : rc;
 }

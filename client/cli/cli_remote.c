@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "../attune.h"
+#include "cli_common.h"
+#include "cli_tune.h"
 #include "common/json_num.h"
 #include "common/shape_json.h"
 #include "kernels/attn.h"
@@ -60,99 +62,6 @@ static const char jobs_usage[] =
     "$ATTUNE_TOKEN_FILE, else ./var/token.\n"
     "Exit status: 0 success (with --wait: the job ended done); 1 error, or with\n"
     "--wait a job that ended failed or canceled; 2 usage.\n";
-
-static const char tune_usage[] =
-    "usage: attune tune --url URL --device ID (--shape KEY ... | --grid FILE)\n"
-    "                   [--token-file F] [--wait] [--quiet]\n"
-    "\n"
-    "Queue a tuning job on a running attuned (POST /v1/tune) and print its id.\n"
-    "The daemon measures every applicable tactic of each shape on its device,\n"
-    "skipping tactics it already has, and serves each result as it is taken.\n"
-    "\n"
-    "  --url URL         the daemon, e.g. " ATTUNE_CLIENT_DEFAULT_URL "\n"
-    "  --device ID       a device of the daemon's host: cpu, a CUDA ordinal (0 is\n"
-    "                    the first GPU), a device id or name\n"
-    "  --shape KEY       canonical key, e.g. b1.hq8.hkv1.sq50.skv128.d64.f16.nc\n"
-    "                    (repeatable); or --grid FILE, a grids/*.json file\n"
-    "  --token-file F    the bearer token; default $ATTUNE_TOKEN, else the file\n"
-    "                    $ATTUNE_TOKEN_FILE, else ./var/token (the daemon's token\n"
-    "                    file; /etc/attune/token under systemd)\n"
-    "  --wait            follow the job to its end, a line at each change\n"
-    "  --quiet           with --wait: no progress lines\n"
-    "\n"
-    "Without --url, `attune tune --db FILE` tunes straight into a database file\n"
-    "(see `attune tune --help`).\n"
-    "Exit status: 0 queued (with --wait: the job ended done); 1 error, or with\n"
-    "--wait a job that ended failed or canceled; 2 usage.\n";
-
-/* ---- options: --name VALUE, --flag, positionals */
-
-typedef struct ropt {
-    const char *name;
-    const char **value;  /* NULL for a flag */
-    int *flag;
-    const char ***multi; /* repeatable */
-    int *nmulti;
-} ropt;
-
-static int parse(int argc, char **argv, const ropt *opts, const char **pos, int maxpos,
-                 int *npos, const char *usage)
-{
-    *npos = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage, stdout);
-            return 3;
-        }
-        if (a[0] == '-' && a[1] != 0) {
-            const ropt *o = NULL;
-            for (const ropt *p = opts; p->name != NULL; p++)
-                if (strcmp(p->name, a) == 0)
-                    o = p;
-            if (o == NULL) {
-                fprintf(stderr, "attune %s: unknown option %s\n%s", argv[0], a, usage);
-                return 2;
-            }
-            if (o->flag != NULL) {
-                *o->flag = 1;
-                continue;
-            }
-            if (i + 1 >= argc) {
-                fprintf(stderr, "attune %s: option %s needs a value\n", argv[0], a);
-                return 2;
-            }
-            const char *v = argv[++i];
-            if (o->multi != NULL) {
-                const char **g = realloc(*o->multi, (size_t)(*o->nmulti + 1) * sizeof *g);
-                if (g == NULL)
-                    return 1;
-                g[(*o->nmulti)++] = v;
-                *o->multi = g;
-            } else {
-                *o->value = v;
-            }
-        } else {
-            if (*npos >= maxpos) {
-                fprintf(stderr, "attune %s: unexpected argument '%s'\n", argv[0], a);
-                return 2;
-            }
-            pos[(*npos)++] = a;
-        }
-    }
-    return 0;
-}
-
-static int parse_ll(const char *s, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end)
-        return -1;
-    *out = v;
-    return 0;
-}
 
 /* The bearer token for mutating routes (see jobs_usage). */
 static int load_token(const char *file, char *tok, size_t len)
@@ -296,75 +205,147 @@ static const char *refusal_text(const char *error, long *status)
     return strncmp(end, ": ", 2) == 0 ? end + 2 : error;
 }
 
-int cli_query_main(int argc, char **argv)
+/* The options of `attune query`. */
+typedef struct query_args {
+    const char *url, *device, *key, *dtype, *mre, *timeout, *fields[6];
+    int causal, json;
+} query_args;
+
+/* The question: q from --shape KEY or the six fields and --dtype (dt holds
+ * the dtype's name for q->dtype). Returns 0 or 2 (printed). */
+static int query_shape(const query_args *a, attune_shape_q *q, char *dt, size_t dtlen)
 {
-    const char *url = NULL, *device = NULL, *key = NULL, *dtype = NULL, *mre_s = NULL,
-               *tmo_s = NULL, *fields[6] = {NULL};
-    int causal = 0, json = 0, npos, rc;
-    const ropt opts[] = {{"--url", &url, NULL, NULL, NULL},
-                         {"--timeout-ms", &tmo_s, NULL, NULL, NULL},
-                         {"--device", &device, NULL, NULL, NULL},
-                         {"--shape", &key, NULL, NULL, NULL},
-                         {"--b", &fields[0], NULL, NULL, NULL},
-                         {"--hq", &fields[1], NULL, NULL, NULL},
-                         {"--hkv", &fields[2], NULL, NULL, NULL},
-                         {"--sq", &fields[3], NULL, NULL, NULL},
-                         {"--skv", &fields[4], NULL, NULL, NULL},
-                         {"--d", &fields[5], NULL, NULL, NULL},
-                         {"--dtype", &dtype, NULL, NULL, NULL},
-                         {"--causal", NULL, &causal, NULL, NULL},
-                         {"--max-rel-err", &mre_s, NULL, NULL, NULL},
-                         {"--json", NULL, &json, NULL, NULL},
-                         {NULL, NULL, NULL, NULL, NULL}};
-    if ((rc = parse(argc, argv, opts, NULL, 0, &npos, query_usage)) != 0)
-        return rc == 3 ? 0 : rc;
-    if (device == NULL) {
-        fprintf(stderr, "attune query: --device is required\n%s", query_usage);
-        return 2;
-    }
-    attune_shape_q q = {.device = device};
-    char dt[8] = "";
-    if (key != NULL) {
+    if (a->key != NULL) {
         attn_shape s;
         char err[ATTUNE_ERRLEN];
-        if (attn_shape_parse(key, &s, err, sizeof err) != 0) {
-            fprintf(stderr, "attune query: --shape %s: %s\n", key, err);
-            return 2;
-        }
-        q.b = s.b; q.hq = s.hq; q.hkv = s.hkv; q.sq = s.sq; q.skv = s.skv; q.d = s.d;
-        snprintf(dt, sizeof dt, "%s", attn_dtype_name(s.dtype));
-        q.dtype = dt;
-        q.causal = s.causal;
-    } else {
-        static const char *const names[6] = {"--b", "--hq", "--hkv", "--sq", "--skv", "--d"};
-        long long *dst[6] = {&q.b, &q.hq, &q.hkv, &q.sq, &q.skv, &q.d};
-        for (int i = 0; i < 6; i++)
-            if (fields[i] == NULL || parse_ll(fields[i], dst[i]) != 0) {
-                fprintf(stderr, "attune query: give --shape KEY or an integer %s\n", names[i]);
-                return 2;
-            }
-        if (dtype == NULL) {
-            fprintf(stderr, "attune query: --dtype f16|bf16|f32 is required\n");
-            return 2;
-        }
-        q.dtype = dtype;
-        q.causal = causal;
+        if (attn_shape_parse(a->key, &s, err, sizeof err) != 0)
+            return cli_usage_error("query", "--shape %s: %s", a->key, err);
+        q->b = s.b; q->hq = s.hq; q->hkv = s.hkv; q->sq = s.sq; q->skv = s.skv; q->d = s.d;
+        snprintf(dt, dtlen, "%s", attn_dtype_name(s.dtype));
+        q->dtype = dt;
+        q->causal = s.causal;
+        return 0;
     }
-    double mre = 0;
-    if (mre_s != NULL) {
-        char *end;
-        mre = strtod(mre_s, &end);
-        if (end == mre_s || *end || !(mre > 0 && mre <= 1)) {
-            fprintf(stderr, "attune query: --max-rel-err must be in (0, 1]\n");
-            return 2;
-        }
+    static const char *const names[6] = {"--b", "--hq", "--hkv", "--sq", "--skv", "--d"};
+    long long *dst[6] = {&q->b, &q->hq, &q->hkv, &q->sq, &q->skv, &q->d};
+    for (int i = 0; i < 6; i++)
+        if (a->fields[i] == NULL || cli_llong(a->fields[i], dst[i]) != 0)
+            return cli_usage_error("query", "give --shape KEY or an integer %s", names[i]);
+    if (a->dtype == NULL)
+        return cli_usage_error("query", "--dtype f16|bf16|f32 is required");
+    q->dtype = a->dtype;
+    q->causal = a->causal;
+    return 0;
+}
+
+/* Parse the options into a, q, the bound and the timeout. Returns 0, or the
+ * exit status to return (-1 after --help). */
+static int query_args_parse(int argc, char **argv, query_args *a, attune_shape_q *q, char *dt,
+                            size_t dtlen, double *mre, long long *tmo)
+{
+    const cli_opt opts[] = {{"url", 0, CLI_VALUE, &a->url},
+                            {"timeout-ms", 0, CLI_VALUE, &a->timeout},
+                            {"device", 0, CLI_VALUE, &a->device},
+                            {"shape", 0, CLI_VALUE, &a->key},
+                            {"b", 0, CLI_VALUE, &a->fields[0]},
+                            {"hq", 0, CLI_VALUE, &a->fields[1]},
+                            {"hkv", 0, CLI_VALUE, &a->fields[2]},
+                            {"sq", 0, CLI_VALUE, &a->fields[3]},
+                            {"skv", 0, CLI_VALUE, &a->fields[4]},
+                            {"d", 0, CLI_VALUE, &a->fields[5]},
+                            {"dtype", 0, CLI_VALUE, &a->dtype},
+                            {"causal", 0, CLI_FLAG, &a->causal},
+                            {"max-rel-err", 0, CLI_VALUE, &a->mre},
+                            {"json", 0, CLI_FLAG, &a->json},
+                            {NULL, 0, 0, NULL}};
+    int status;
+    if (cli_parse(argc, argv, opts, query_usage, NULL, &status))
+        return status == 0 ? -1 : status;
+    if (a->device == NULL)
+        return cli_usage_error("query", "--device is required (see attune query --help)");
+    q->device = a->device;
+    int rc = query_shape(a, q, dt, dtlen);
+    if (rc != 0)
+        return rc;
+    *mre = 0;
+    if (a->mre != NULL && (cli_double(a->mre, mre) != 0 || !(*mre > 0 && *mre <= 1)))
+        return cli_usage_error("query", "--max-rel-err must be in (0, 1]");
+    *tmo = 2000;
+    if (a->timeout != NULL && (cli_llong(a->timeout, tmo) != 0 || *tmo < 1 || *tmo > 600000))
+        return cli_usage_error("query", "--timeout-ms must be 1..600000");
+    return 0;
+}
+
+/* The answer as JSON, with whether it is a fallback or a refusal. */
+static void print_answer_json(const attune_answer *a, int rc)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b}", "device", a->device,
+                          "shape", a->shape, "tactic", a->tactic, "pad", a->pad, "source",
+                          a->source, "stale", a->stale, "fallback", rc != ATTUNE_CLIENT_OK,
+                          "refused", rc == ATTUNE_CLIENT_REJECTED);
+    if (o == NULL)
+        return;
+    json_object_set_new(o, "variant", json_string(a->variant));
+    json_object_set_new(o, "time_us", json_num(a->time_us));
+    json_object_set_new(o, "rel_err", json_num(a->rel_err));
+    const struct {
+        const char *name, *value;
+    } opt[] = {{"stack", a->stack},
+               {"measured_stack", a->measured_stack},
+               {"tuning", a->tuning},
+               {"fleet_device", a->fleet_device}};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        if (opt[i].value[0])
+            json_object_set_new(o, opt[i].name, json_string(opt[i].value));
+    if (strcmp(a->source, "nearest") == 0 || strcmp(a->source, "predicted") == 0) {
+        json_object_set_new(o, "from_shape", json_string(a->from_shape));
+        json_object_set_new(o, "distance", json_num(a->distance));
     }
-    long long tmo = 2000;
-    if (tmo_s != NULL && (parse_ll(tmo_s, &tmo) != 0 || tmo < 1 || tmo > 600000)) {
-        fprintf(stderr, "attune query: --timeout-ms must be 1..600000\n");
-        return 2;
+    if (a->error[0])
+        json_object_set_new(o, "error", json_string(a->error));
+    char *text = json_num_dumps(o, JSON_INDENT(2));
+    if (text != NULL)
+        puts(text);
+    free(text);
+    json_decref(o);
+}
+
+/* Say why the answer is the default one, and return the exit status: 0
+ * answered, 3 refused, 1 unreachable or failing. */
+static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
+{
+    if (rc == ATTUNE_CLIENT_REJECTED) {
+        long status;
+        const char *msg = refusal_text(a->error, &status);
+        fprintf(stderr, "attune query: attuned refused the question: %s", msg);
+        if (status > 0)
+            fprintf(stderr, " (HTTP %ld)", status);
+        fprintf(stderr, "; printed the default answer a runtime would get\n");
+        return 3;
     }
-    attune_client *c = attune_client_new(url, (long)tmo);
+    if (rc == ATTUNE_CLIENT_OK)
+        return 0;
+    /* a 5xx or a garbled answer: reached, but failing */
+    if (strncmp(a->error, "HTTP ", 5) == 0 || strstr(a->error, "malformed") != NULL)
+        fprintf(stderr, "attune query: attuned at %s failed: %s\n", attune_client_url(c),
+                a->error);
+    else
+        print_unreachable("attune query", c, a->error);
+    fprintf(stderr, "attune query: printed the default answer\n");
+    return 1;
+}
+
+int cli_query_main(int argc, char **argv)
+{
+    query_args args = {0};
+    attune_shape_q q = {0};
+    char dt[8] = "";
+    double mre;
+    long long tmo;
+    int rc = query_args_parse(argc, argv, &args, &q, dt, sizeof dt, &mre, &tmo);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    attune_client *c = attune_client_new(args.url, (long)tmo);
     if (c == NULL) {
         fprintf(stderr, "attune query: out of memory\n");
         return 1;
@@ -376,56 +357,11 @@ int cli_query_main(int argc, char **argv)
         attune_client_free(c);
         return 2;
     }
-    if (json) {
-        json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b}", "device", a.device,
-                              "shape", a.shape, "tactic", a.tactic, "pad", a.pad, "source",
-                              a.source, "stale", a.stale, "fallback", rc != ATTUNE_CLIENT_OK,
-                              "refused", rc == ATTUNE_CLIENT_REJECTED);
-        if (o != NULL) {
-            json_object_set_new(o, "variant", json_string(a.variant));
-            json_object_set_new(o, "time_us", json_num(a.time_us));
-            json_object_set_new(o, "rel_err", json_num(a.rel_err));
-            if (a.stack[0])
-                json_object_set_new(o, "stack", json_string(a.stack));
-            if (a.measured_stack[0])
-                json_object_set_new(o, "measured_stack", json_string(a.measured_stack));
-            if (a.tuning[0])
-                json_object_set_new(o, "tuning", json_string(a.tuning));
-            if (a.fleet_device[0])
-                json_object_set_new(o, "fleet_device", json_string(a.fleet_device));
-            if (strcmp(a.source, "nearest") == 0 || strcmp(a.source, "predicted") == 0) {
-                json_object_set_new(o, "from_shape", json_string(a.from_shape));
-                json_object_set_new(o, "distance", json_num(a.distance));
-            }
-            if (a.error[0])
-                json_object_set_new(o, "error", json_string(a.error));
-            char *text = json_num_dumps(o, JSON_INDENT(2));
-            if (text != NULL)
-                puts(text);
-            free(text);
-            json_decref(o);
-        }
-    } else {
+    if (args.json)
+        print_answer_json(&a, rc);
+    else
         print_answer(&a);
-    }
-    if (rc == ATTUNE_CLIENT_REJECTED) {
-        long status;
-        const char *msg = refusal_text(a.error, &status);
-        fprintf(stderr, "attune query: attuned refused the question: %s", msg);
-        if (status > 0)
-            fprintf(stderr, " (HTTP %ld)", status);
-        fprintf(stderr, "; printed the default answer a runtime would get\n");
-        rc = 3;
-    } else if (rc != ATTUNE_CLIENT_OK) {
-        /* a 5xx or a garbled answer: reached, but failing */
-        if (strncmp(a.error, "HTTP ", 5) == 0 || strstr(a.error, "malformed") != NULL)
-            fprintf(stderr, "attune query: attuned at %s failed: %s\n", attune_client_url(c),
-                    a.error);
-        else
-            print_unreachable("attune query", c, a.error);
-        fprintf(stderr, "attune query: printed the default answer\n");
-        rc = 1;
-    }
+    rc = query_outcome(rc, &a, c);
     attune_client_free(c);
     return rc;
 }
@@ -486,72 +422,50 @@ static int wait_job(attune_client *c, long long id, int quiet)
     }
 }
 
-int cli_jobs_main(int argc, char **argv)
+/* DELETE the job; prints what happened. Returns the exit status. */
+static int cancel_job(attune_client *c, long long id, const char *token_file)
 {
-    const char *url = NULL, *token_file = NULL, *state = NULL, *device = NULL, *pos[1];
-    int json = 0, cancel = 0, wait = 0, npos, rc;
-    const ropt opts[] = {{"--url", &url, NULL, NULL, NULL},
-                         {"--token-file", &token_file, NULL, NULL, NULL},
-                         {"--state", &state, NULL, NULL, NULL},
-                         {"--device", &device, NULL, NULL, NULL},
-                         {"--json", NULL, &json, NULL, NULL},
-                         {"--cancel", NULL, &cancel, NULL, NULL},
-                         {"--wait", NULL, &wait, NULL, NULL},
-                         {NULL, NULL, NULL, NULL, NULL}};
-    if ((rc = parse(argc, argv, opts, pos, 1, &npos, jobs_usage)) != 0)
-        return rc == 3 ? 0 : rc;
-    long long id = 0;
-    if (npos == 1 && (parse_ll(pos[0], &id) != 0 || id < 1)) {
-        fprintf(stderr, "attune jobs: job id must be a positive integer\n");
-        return 2;
-    }
-    if ((cancel || wait) && npos == 0) {
-        fprintf(stderr, "attune jobs: --cancel and --wait need a job id\n%s", jobs_usage);
-        return 2;
-    }
-    attune_client *c = attune_client_new(url, 10000);
-    if (c == NULL)
+    char tok[512], path[64];
+    long status = 0;
+    char *body = NULL;
+    if (load_token(token_file, tok, sizeof tok) != 0 ||
+        attune_client_set_token(c, tok) != ATTUNE_CLIENT_OK)
         return 1;
-    rc = 1;
-    char path[512];
-    if (cancel) {
-        char tok[512];
-        long status = 0;
-        char *body = NULL;
-        if (load_token(token_file, tok, sizeof tok) != 0 ||
-            attune_client_set_token(c, tok) != ATTUNE_CLIENT_OK)
-            goto out;
-        snprintf(path, sizeof path, "/v1/jobs/%lld", id);
-        if (attune_request(c, "DELETE", path, NULL, &status, &body) != ATTUNE_CLIENT_OK) {
-            print_unreachable("attune jobs", c, NULL);
-            goto out;
-        }
-        if (status == 200) {
-            json_error_t je;
-            json_t *j = json_loads(body, 0, &je);
-            if (json_is_true(json_object_get(j, "cancel_requested")))
-                printf("job %lld: cancel requested; it stops after the tactic in flight "
-                       "(measurements taken so far are kept); follow it with "
-                       "`attune jobs --wait %lld`\n", id, id);
-            else
-                printf("job %lld: canceled\n", id);
-            if (j != NULL) {
-                print_job_header();
-                print_job_line(j);
-            }
-            json_decref(j);
-            rc = 0;
-        } else {
-            print_http_error("cancel", status, body);
-        }
-        attune_free(body);
-        goto out;
+    snprintf(path, sizeof path, "/v1/jobs/%lld", id);
+    if (attune_request(c, "DELETE", path, NULL, &status, &body) != ATTUNE_CLIENT_OK) {
+        print_unreachable("attune jobs", c, NULL);
+        return 1;
     }
-    if (npos == 1) {
-        if (wait) {
-            rc = wait_job(c, id, json);
-            goto out;
+    int rc = 1;
+    if (status == 200) {
+        json_error_t je;
+        json_t *j = json_loads(body, 0, &je);
+        if (json_is_true(json_object_get(j, "cancel_requested")))
+            printf("job %lld: cancel requested; it stops after the tactic in flight "
+                   "(measurements taken so far are kept); follow it with "
+                   "`attune jobs --wait %lld`\n", id, id);
+        else
+            printf("job %lld: canceled\n", id);
+        if (j != NULL) {
+            print_job_header();
+            print_job_line(j);
         }
+        json_decref(j);
+        rc = 0;
+    } else {
+        print_http_error("cancel", status, body);
+    }
+    attune_free(body);
+    return rc;
+}
+
+/* Print one job (id > 0) or the list (filtered by state and device, either
+ * may be NULL), as a table or JSON. Returns the exit status. */
+static int show_jobs(attune_client *c, long long id, const char *state, const char *device,
+                     int json)
+{
+    char path[512];
+    if (id > 0) {
         snprintf(path, sizeof path, "/v1/jobs/%lld", id);
     } else {
         size_t k = (size_t)snprintf(path, sizeof path, "/v1/jobs");
@@ -562,13 +476,13 @@ int cli_jobs_main(int argc, char **argv)
     }
     json_t *o = get_json(c, path, "jobs");
     if (o == NULL)
-        goto out;
+        return 1;
     if (json) {
         char *text = json_num_dumps(o, JSON_INDENT(2));
         if (text != NULL)
             puts(text);
         free(text);
-    } else if (npos == 1) {
+    } else if (id > 0) {
         print_job_header();
         print_job_line(o);
     } else {
@@ -583,72 +497,59 @@ int cli_jobs_main(int argc, char **argv)
             print_job_line(j);
     }
     json_decref(o);
-    rc = 0;
-out:
+    return 0;
+}
+
+int cli_jobs_main(int argc, char **argv)
+{
+    const char *url = NULL, *token_file = NULL, *state = NULL, *device = NULL;
+    int json = 0, cancel = 0, wait = 0, rc;
+    cli_pos pos = {.max = 1};
+    const cli_opt opts[] = {{"url", 0, CLI_VALUE, &url},
+                            {"token-file", 0, CLI_VALUE, &token_file},
+                            {"state", 0, CLI_VALUE, &state},
+                            {"device", 0, CLI_VALUE, &device},
+                            {"json", 0, CLI_FLAG, &json},
+                            {"cancel", 0, CLI_FLAG, &cancel},
+                            {"wait", 0, CLI_FLAG, &wait},
+                            {NULL, 0, 0, NULL}};
+    if (cli_parse(argc, argv, opts, jobs_usage, &pos, &rc))
+        return rc;
+    long long id = 0;
+    if (pos.n == 1 && (cli_llong(pos.v[0], &id) != 0 || id < 1))
+        return cli_usage_error("jobs", "job id must be a positive integer");
+    if ((cancel || wait) && pos.n == 0)
+        return cli_usage_error("jobs", "--cancel and --wait need a job id");
+    attune_client *c = attune_client_new(url, 10000);
+    if (c == NULL)
+        return 1;
+    if (cancel)
+        rc = cancel_job(c, id, token_file);
+    else if (wait)
+        rc = wait_job(c, id, json);
+    else
+        rc = show_jobs(c, id, state, device, json);
     attune_client_free(c);
     return rc;
 }
 
 /* ---- attune tune --url */
 
-int cli_tune_remote_main(int argc, char **argv)
+/* POST the shapes as a job; *id the job's. Returns the exit status. */
+static int queue_job(attune_client *c, const char *device, const attn_shape *shapes, int n,
+                     long long *id)
 {
-    const char *url = NULL, *device = NULL, *grid = NULL, *token_file = NULL;
-    const char **keys = NULL;
-    int nkeys = 0, wait = 0, quiet = 0, npos, rc;
-    attn_shape *shapes = NULL;
-    int n = 0;
-    attune_client *c = NULL;
-    json_t *body = NULL;
-    char *text = NULL, *resp = NULL;
-    const ropt opts[] = {{"--url", &url, NULL, NULL, NULL},
-                         {"--device", &device, NULL, NULL, NULL},
-                         {"--grid", &grid, NULL, NULL, NULL},
-                         {"--shape", NULL, NULL, &keys, &nkeys},
-                         {"--token-file", &token_file, NULL, NULL, NULL},
-                         {"--wait", NULL, &wait, NULL, NULL},
-                         {"--quiet", NULL, &quiet, NULL, NULL},
-                         {NULL, NULL, NULL, NULL, NULL}};
-    if ((rc = parse(argc, argv, opts, NULL, 0, &npos, tune_usage)) != 0) {
-        free(keys);
-        return rc == 3 ? 0 : rc;
-    }
-    rc = 2;
-    if (device == NULL || (grid == NULL) == (nkeys == 0)) {
-        fprintf(stderr, "attune tune: needs --device and either --shape KEY... or --grid "
-                        "FILE\n%s", tune_usage);
-        goto out;
-    }
-    char err[ATTUNE_ERRLEN];
-    if (grid != NULL) {
-        if (grid_load(grid, &shapes, &n, err, sizeof err) != 0) {
-            fprintf(stderr, "attune tune: grid %s: %s\n", grid, err);
-            goto out;
-        }
-    } else {
-        if ((shapes = calloc((size_t)nkeys, sizeof *shapes)) == NULL)
-            goto out;
-        for (n = 0; n < nkeys; n++)
-            if (attn_shape_parse(keys[n], &shapes[n], err, sizeof err) != 0) {
-                fprintf(stderr, "attune tune: --shape %s: %s\n", keys[n], err);
-                goto out;
-            }
-    }
-    rc = 1;
     json_t *arr = json_array();
-    body = json_pack("{s:s, s:o}", "device", device, "shapes", arr);
+    json_t *body = json_pack("{s:s, s:o}", "device", device, "shapes", arr);
+    char *text = NULL, *resp = NULL;
+    long status = 0;
+    int rc = 1;
     if (body == NULL)
         goto out;
     for (int i = 0; i < n; i++)
         json_array_append_new(arr, shape_json_new(&shapes[i]));
     if ((text = json_num_dumps(body, JSON_COMPACT)) == NULL)
         goto out;
-    char tok[512];
-    if (load_token(token_file, tok, sizeof tok) != 0)
-        goto out;
-    if ((c = attune_client_new(url, 30000)) == NULL || attune_client_set_token(c, tok) != 0)
-        goto out;
-    long status = 0;
     if (attune_request(c, "POST", "/v1/tune", text, &status, &resp) != ATTUNE_CLIENT_OK) {
         print_unreachable("attune tune", c, NULL);
         goto out;
@@ -659,17 +560,37 @@ int cli_tune_remote_main(int argc, char **argv)
     }
     json_error_t je;
     json_t *o = json_loads(resp, 0, &je);
-    long long id = json_integer_value(json_object_get(o, "job"));
+    *id = json_integer_value(json_object_get(o, "job"));
     json_decref(o);
-    printf("job %lld queued: %d shapes on %s\n", id, n, device);
-    fflush(stdout);
-    rc = wait ? wait_job(c, id, quiet) : 0;
+    rc = 0;
 out:
     attune_free(resp);
     free(text);
     json_decref(body);
+    return rc;
+}
+
+int cli_tune_remote(const cli_tune_args *a)
+{
+    attn_shape *shapes = NULL;
+    attune_client *c = NULL;
+    char tok[512];
+    long long id = 0;
+    int n = 0, rc = cli_shapes_load("tune", a->grid, &a->shapes, &shapes, &n);
+    if (rc != 0)
+        goto out;
+    rc = 1;
+    if (load_token(a->token_file, tok, sizeof tok) != 0)
+        goto out;
+    if ((c = attune_client_new(a->url, 30000)) == NULL || attune_client_set_token(c, tok) != 0)
+        goto out;
+    if ((rc = queue_job(c, a->device, shapes, n, &id)) != 0)
+        goto out;
+    printf("job %lld queued: %d shapes on %s\n", id, n, a->device);
+    fflush(stdout);
+    rc = a->wait ? wait_job(c, id, a->quiet) : 0;
+out:
     attune_client_free(c);
     free(shapes);
-    free(keys);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_common.h"
 #include "cli_winners.h"
 #include "common/json_num.h"
 #include "db/store.h"
@@ -24,25 +25,6 @@ const char cli_winners_help[] =
     "tactic at all is listed as '(none)'. --json prints the object of attuned's\n"
     "GET /v1/winners. The filters keep one dtype, head size, masking, or only\n"
     "stale (or only fresh) winners.\n";
-
-static int bool_arg(const char *v, int *out)
-{
-    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
-        *out = 1;
-    else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
-        *out = 0;
-    else
-        return -1;
-    return 0;
-}
-
-static void fmt(char *buf, size_t len, const char *f, double v)
-{
-    if (isfinite(v))
-        snprintf(buf, len, f, v);
-    else
-        snprintf(buf, len, "-");
-}
 
 static void print_table(const char *id, const char *name, const char *stack,
                         const winners_row *w, int n)
@@ -66,14 +48,52 @@ static void print_table(const char *id, const char *name, const char *stack,
                    "(none)", w[i].ntactics, w[i].nok, w[i].ninaccurate, w[i].nfailed);
             continue;
         }
-        fmt(t, sizeof t, "%.2f", select_time(&w[i].winner));
-        fmt(e, sizeof e, "%.2e", w[i].winner.rel_err);
-        fmt(rt, sizeof rt, "%.2f", w[i].has_runner_up ? select_time(&w[i].runner_up) : NAN);
-        fmt(sp, sizeof sp, "%.2fx", w[i].margin);
+        cli_fmt_num(t, sizeof t, "%.2f", select_time(&w[i].winner));
+        cli_fmt_num(e, sizeof e, "%.2e", w[i].winner.rel_err);
+        cli_fmt_num(rt, sizeof rt, "%.2f", w[i].has_runner_up ? select_time(&w[i].runner_up) : NAN);
+        cli_fmt_num(sp, sizeof sp, "%.2fx", w[i].margin);
         printf("%-40s %-30s %10s %9s %-30s %10s %7s%s%s\n", key, w[i].winner.tactic, t, e,
                w[i].has_runner_up ? w[i].runner_up.tactic : "-", rt, sp,
                w[i].stale ? "  stale: stack " : "", w[i].stale ? w[i].stack_id : "");
     }
+}
+
+/* Parse the options; 0, or the exit status to return. */
+static int winners_args(int argc, char **argv, const char **db, const char **device, int *json,
+                        winners_filter *f)
+{
+    const char *dtype = NULL, *d = NULL, *causal = NULL, *stale = NULL;
+    const cli_opt opts[] = {{"db", 0, CLI_VALUE, db},
+                            {"device", 0, CLI_VALUE, device},
+                            {"json", 0, CLI_FLAG, json},
+                            {"dtype", 0, CLI_VALUE, &dtype},
+                            {"d", 0, CLI_VALUE, &d},
+                            {"causal", 0, CLI_VALUE, &causal},
+                            {"stale", 0, CLI_VALUE, &stale},
+                            {NULL, 0, 0, NULL}};
+    int rc;
+    if (cli_parse(argc, argv, opts, cli_winners_help, NULL, &rc))
+        return rc == 0 ? -1 : rc;
+    attn_dtype dt;
+    long long hd;
+    if (dtype != NULL) {
+        if (attn_dtype_parse(dtype, &dt) != 0)
+            return cli_usage_error("winners", "--dtype must be f16, bf16 or f32");
+        f->dtype = (int)dt;
+    }
+    if (d != NULL) {
+        if (cli_llong(d, &hd) != 0 || hd < 1 || hd > ATTN_MAX_HEADDIM)
+            return cli_usage_error("winners", "--d must be a head size in 1..%d",
+                                   ATTN_MAX_HEADDIM);
+        f->d = (int)hd;
+    }
+    if (causal != NULL && cli_bool(causal, &f->causal) != 0)
+        return cli_usage_error("winners", "--causal must be true or false");
+    if (stale != NULL && cli_bool(stale, &f->stale) != 0)
+        return cli_usage_error("winners", "--stale must be true or false");
+    if (*db == NULL || *device == NULL)
+        return cli_usage_error("winners", "winners needs --db FILE --device ID");
+    return 0;
 }
 
 int cli_winners_main(int argc, char **argv)
@@ -82,78 +102,23 @@ int cli_winners_main(int argc, char **argv)
     int json = 0;
     winners_filter f;
     winners_filter_all(&f);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--json") == 0) {
-            json = 1;
-            continue;
-        }
-        if (strcmp(a, "--db") != 0 && strcmp(a, "--device") != 0 && strcmp(a, "--dtype") != 0 &&
-            strcmp(a, "--d") != 0 && strcmp(a, "--causal") != 0 && strcmp(a, "--stale") != 0) {
-            fprintf(stderr, "attune: winners: unknown option %s (see attune winners --help)\n",
-                    a);
-            return 2;
-        }
-        if (v == NULL) {
-            fprintf(stderr, "attune: winners: option %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        attn_dtype dt;
-        char *end;
-        if (strcmp(a, "--db") == 0) {
-            db = v;
-        } else if (strcmp(a, "--device") == 0) {
-            device = v;
-        } else if (strcmp(a, "--dtype") == 0) {
-            if (attn_dtype_parse(v, &dt) != 0) {
-                fprintf(stderr, "attune: winners: --dtype must be f16, bf16 or f32\n");
-                return 2;
-            }
-            f.dtype = (int)dt;
-        } else if (strcmp(a, "--d") == 0) {
-            long d = strtol(v, &end, 10);
-            if (end == v || *end != 0 || d < 1 || d > ATTN_MAX_HEADDIM) {
-                fprintf(stderr, "attune: winners: --d must be a head size in 1..%d\n",
-                        ATTN_MAX_HEADDIM);
-                return 2;
-            }
-            f.d = (int)d;
-        } else if (bool_arg(v, strcmp(a, "--causal") == 0 ? &f.causal : &f.stale) != 0) {
-            fprintf(stderr, "attune: winners: %s must be true or false\n", a);
-            return 2;
-        }
-    }
-    if (db == NULL || device == NULL) {
-        fprintf(stderr, "attune: winners needs --db FILE --device ID\n");
-        return 2;
-    }
-    char err[ATTUNE_ERRLEN] = "";
+    int rc = winners_args(argc, argv, &db, &device, &json, &f);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
     store *st = NULL;
-    int rc = store_open(db, 0, &st, err, sizeof err);
-    if (rc != 0) {
-        fprintf(stderr, "attune: database %s: %s\n", db, err[0] ? err : attune_strerror(rc));
+    if (cli_store_open(db, 0, &st) != 0)
         return 1;
-    }
     /* a device of this host (its stack now) or one only the database knows
      * (imported: its latest stored stack) */
-    attn_device dev;
     attn_device_info info;
     attn_stack stack;
     store_measurement *m = NULL;
     winners_row *rows = NULL;
-    int n = 0, nrows = 0;
+    int n = 0, nrows = 0, local;
     rc = 1;
-    if (attn_device_resolve(device, &dev, err, sizeof err) == 0) {
-        info = dev.info;
-        stack = dev.stack;
-        f.need_mark = 1; /* as attuned answers for its own devices */
-    } else if (store_device_get(st, device, &info, &stack) != 0) {
-        fprintf(stderr, "attune: unknown device '%s': not on this host and not in the "
-                        "database\n",
-                device);
+    if (cli_device_resolve(st, device, NULL, &local, &info, &stack) != 0)
         goto out;
-    }
+    f.need_mark = local; /* as attuned answers for its own devices */
     if (store_measurements_all(st, info.id, &m, &n) != 0) {
         fprintf(stderr, "attune: reading measurements failed\n");
         goto out;

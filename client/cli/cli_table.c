@@ -1,0 +1,167 @@
+/* cli_table.c -- `attune export` and `attune import`: fleet tables
+ * (docs/fleet.md) out of and into a database file. */
+#include "cli_table.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_common.h"
+
+static const char export_help[] =
+    "usage: attune export --db FILE --device ID [-o FILE]\n"
+    "\n"
+    "Writes the device's measurements, all stacks, with provenance as a fleet\n"
+    "table (docs/fleet.md) to stdout or FILE (-o, --output; written beside, then\n"
+    "renamed).\n";
+
+static const char import_help[] =
+    "usage: attune import --db FILE TABLE.json\n"
+    "\n"
+    "Validates the fleet table completely (types, ranges, tactics, duplicates,\n"
+    "sizes), then merges it in one transaction: a row replaces a stored one only\n"
+    "when newer. Any problem rejects the whole table; the database is unchanged.\n"
+    "TABLE.json may be - for stdin.\n";
+
+/* Write text and a newline to path beside, then rename: a crash never
+ * leaves half a table. Returns 0 or -1 (printed). */
+static int write_file(const char *path, const char *text)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        fprintf(stderr, "attune: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    int ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "attune: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_export_main(int argc, char **argv)
+{
+    const char *db = NULL, *device = NULL, *outp = NULL;
+    int rc;
+    const cli_opt opts[] = {{"db", 0, CLI_VALUE, &db},
+                            {"device", 0, CLI_VALUE, &device},
+                            {"output", 'o', CLI_VALUE, &outp},
+                            {NULL, 0, 0, NULL}};
+    if (cli_parse(argc, argv, opts, export_help, NULL, &rc))
+        return rc;
+    if (!db || !device)
+        return cli_usage_error("export", "export needs --db FILE --device ID");
+    store *st;
+    if (cli_store_open(db, 0, &st) != 0)
+        return 1;
+    char *json = NULL;
+    attn_device_info info;
+    attn_stack stack;
+    rc = 1;
+    if (cli_device_resolve(st, device, NULL, NULL, &info, &stack) != 0)
+        goto out;
+    int erc = store_export(st, info.id, &json);
+    if (erc != 0) {
+        fprintf(stderr, "attune: export of %s failed: %s\n", info.id, attune_strerror(erc));
+        goto out;
+    }
+    if (outp && strcmp(outp, "-") != 0) {
+        if (write_file(outp, json) != 0)
+            goto out;
+    } else {
+        puts(json);
+    }
+    rc = 0;
+out:
+    free(json);
+    store_close(st);
+    return rc;
+}
+
+/* Read a whole file ("-": stdin), refusing more than max bytes. */
+static int read_file(const char *path, size_t max, char **buf, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "attune: cannot read %s: %s\n", path, strerror(errno));
+        return ATTUNE_EIO;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    int rc = 0;
+    while (b) {
+        if (n == cap) {
+            if (cap >= max) {
+                fprintf(stderr, "attune: %s is larger than %zu bytes\n", path, max);
+                rc = ATTUNE_ETOOBIG;
+                break;
+            }
+            cap *= 2;
+            char *g = realloc(b, cap + 1);
+            if (g == NULL)
+                break;
+            b = g;
+        }
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (b != NULL && rc == 0 && ferror(f)) {
+        fprintf(stderr, "attune: cannot read %s: %s\n", path, strerror(errno));
+        rc = ATTUNE_EIO;
+    }
+    if (f != stdin)
+        fclose(f);
+    if (b == NULL)
+        return ATTUNE_ENOMEM;
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+int cli_import_main(int argc, char **argv)
+{
+    const char *db = NULL;
+    cli_pos pos = {.max = 1};
+    int rc;
+    const cli_opt opts[] = {{"db", 0, CLI_VALUE, &db}, {NULL, 0, 0, NULL}};
+    if (cli_parse(argc, argv, opts, import_help, &pos, &rc))
+        return rc;
+    if (!db || pos.n != 1)
+        return cli_usage_error("import", "import needs --db FILE and one TABLE.json");
+    char *json;
+    size_t len;
+    if (read_file(pos.v[0], (size_t)64 << 20, &json, &len) != 0)
+        return 1;
+    store *st;
+    if (cli_store_open(db, 1, &st) != 0) {
+        free(json);
+        return 1;
+    }
+    store_import_stats stats;
+    char err[ATTUNE_ERRLEN] = "";
+    rc = store_import(st, json, len, &stats, err, sizeof err);
+    store_close(st);
+    free(json);
+    if (rc != 0) {
+        fprintf(stderr, "attune: import of %s rejected, database unchanged: %s\n", pos.v[0],
+                err[0] ? err : attune_strerror(rc));
+        return 1;
+    }
+    printf("imported %s: %d measurements written, %d skipped (not newer), %d devices, %d stacks\n",
+           pos.v[0], stats.measurements, stats.skipped, stats.devices, stats.stacks);
+    return 0;
+}

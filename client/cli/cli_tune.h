@@ -1,0 +1,23 @@
+/* cli_tune.h -- `attune tune`: offline into a database file, or (--url) as a
+ * job of a running attuned. */
+#ifndef ATTUNE_CLI_TUNE_H
+#define ATTUNE_CLI_TUNE_H
+
+#include "cli_opts.h"
+
+/* The options of `attune tune`, both forms. */
+typedef struct cli_tune_args {
+    const char *db, *device, *grid, *budget, *url, *token_file;
+    cli_multi shapes; /* --shape KEY ... */
+    int force, quiet, wait;
+} cli_tune_args;
+
+extern const char cli_tune_help[];
+
+/* argv[0] = "tune"; returns the exit status (see cli_tune_help). */
+int cli_tune_main(int argc, char **argv);
+
+/* tune --url (cli_remote.c): queue the job, follow it with --wait. */
+int cli_tune_remote(const cli_tune_args *a);
+
+#endif
