@@ -175,12 +175,13 @@ static int ops_session_open(int index, const attn_shape *s, uint64_t seed, attn_
     RC_TRY(dev_alloc(&ss->v, (size_t)ss->nkv * ss->es));
     RC_TRY(dev_alloc(&ss->blas_ws, BLAS_WS_BYTES));
     ss->blas_ws_bytes = BLAS_WS_BYTES;
-    BLAS_TRY(cublasCreate(&ss->blas));
-    BLAS_TRY(cublasSetStream(ss->blas, ss->stream));
-    BLAS_TRY(cublasSetWorkspace(ss->blas, ss->blas_ws, ss->blas_ws_bytes));
+    RC_TRY(cuda_blas_open());
+    BLAS_TRY(cuda_blas.create(&ss->blas));
+    BLAS_TRY(cuda_blas.set_stream(ss->blas, ss->stream));
+    BLAS_TRY(cuda_blas.set_workspace(ss->blas, ss->blas_ws, ss->blas_ws_bytes));
     /* Default math: f32 GEMMs stay f32 (no TF32); 16-bit inputs still use
      * tensor cores. */
-    BLAS_TRY(cublasSetMathMode(ss->blas, CUBLAS_DEFAULT_MATH));
+    BLAS_TRY(cuda_blas.set_math_mode(ss->blas, CUBLAS_DEFAULT_MATH));
 
     RC_TRY(cuda_fill_normal(ss->q, s->dtype, ss->nq, seed, 0, ss->stream));
     RC_TRY(cuda_fill_normal(ss->k, s->dtype, ss->nkv, seed, 1, ss->stream));
@@ -212,7 +213,7 @@ static void ops_session_close(attn_session *ss)
     while (ss->plans != NULL) /* plans the caller forgot */
         ops_plan_free(ss->plans);
     if (ss->blas != NULL)
-        cublasDestroy(ss->blas);
+        cuda_blas.destroy(ss->blas); /* a handle exists: the library is open */
     cudaFree(ss->blas_ws);
     cudaFree(ss->dnn_ws);
     cudaFree(ss->q);

@@ -201,9 +201,10 @@ int cuda_device_info(int index, attn_device_info *info, attn_stack *stack)
         else
             snprintf(stack->driver, sizeof stack->driver, "cuda-%.8s", api);
         version_str(stack->runtime, sizeof stack->runtime, rt);
-        if (cublasGetProperty(MAJOR_VERSION, &bmaj) != CUBLAS_STATUS_SUCCESS ||
-            cublasGetProperty(MINOR_VERSION, &bmin) != CUBLAS_STATUS_SUCCESS ||
-            cublasGetProperty(PATCH_LEVEL, &bpat) != CUBLAS_STATUS_SUCCESS)
+        if (cuda_blas_open() != 0 ||
+            cuda_blas.get_property(MAJOR_VERSION, &bmaj) != CUBLAS_STATUS_SUCCESS ||
+            cuda_blas.get_property(MINOR_VERSION, &bmin) != CUBLAS_STATUS_SUCCESS ||
+            cuda_blas.get_property(PATCH_LEVEL, &bpat) != CUBLAS_STATUS_SUCCESS)
             return ATTUNE_EBLAS;
         snprintf(stack->blas, sizeof stack->blas, "cublas-%d.%d.%d", bmaj, bmin, bpat);
 #ifdef ATTUNE_HAVE_CUDNN

@@ -3,8 +3,8 @@
  * The backend is split by concept: cuda_device.cu (identity and stack),
  * cuda_data.cu (fill, poison, pad/unpad, repeat_kv, row gather),
  * cuda_reference.cu (float64 reference), cuda_split.cu (cuBLAS split,
- * split_repeat and folded attention) and cuda_backend.cu (sessions, plans,
- * timing, the attn_ops table). Kernels are launched only from the file that
+ * split_repeat and folded attention), cuda_blas.cu (cuBLAS, opened on first
+ * use) and cuda_backend.cu (sessions, plans, timing, the attn_ops table). Kernels are launched only from the file that
  * defines them (no separable compilation); files call each other's host
  * launchers, declared here. Not installed, not included by C code. */
 #ifndef ATTUNE_CUDA_INTERNAL_CUH
@@ -51,6 +51,33 @@ void cuda_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
             goto fail;                                                        \
         }                                                                     \
     } while (0)
+
+/* ---- cuBLAS, opened on first use (cuda_blas.cu): call it only through
+ * cuda_blas, after cuda_blas_open() returned 0. Linking it instead would
+ * make every process pay for its initialisers at start. */
+typedef struct cuda_blas_api {
+    decltype(&cublasCreate) create;
+    decltype(&cublasDestroy) destroy;
+    decltype(&cublasSetStream) set_stream;
+    decltype(&cublasSetWorkspace) set_workspace;
+    decltype(&cublasSetMathMode) set_math_mode;
+    decltype(&cublasGetProperty) get_property;
+    /* the library's entry point, not the header's inline overload taking a
+     * cudaDataType compute type */
+    decltype(static_cast<cublasStatus_t (*)(
+                 cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                 const void *, const void *, cudaDataType, int, long long, const void *,
+                 cudaDataType, int, long long, const void *, void *, cudaDataType, int,
+                 long long, int, cublasComputeType_t, cublasGemmAlgo_t)>(
+        &cublasGemmStridedBatchedEx)) gemm_strided_batched_ex;
+} cuda_blas_api;
+
+extern cuda_blas_api cuda_blas;
+
+/* Open libcublas once per process (thread-safe; later calls return the
+ * first result). Returns 0, or ATTUNE_EBLAS when it cannot be opened or
+ * lacks an entry point (the reason printed in ATTUNE_CUDA_VERBOSE mode). */
+int cuda_blas_open(void);
 
 /* Propagate an attune code from a callee. */
 #define RC_TRY(call)                                                          \

@@ -377,7 +377,7 @@ static int split_enqueue(attn_plan *p, int stages)
                  * d x rows (ld d), op(B) = N; column-major C = S^T,
                  * skv_pad x rows (ld skv_pad) is row-major S [rows, skv_pad].
                  * m = skv_pad, n = rows, k = d. */
-                BLAS_TRY(cublasGemmStridedBatchedEx(
+                BLAS_TRY(cuda_blas.gemm_strided_batched_ex(
                     ss->blas, CUBLAS_OP_T, CUBLAS_OP_N, skp, (int)gc->rows, d, one,
                     K + gc->ko * es, dt, d, gc->kst,
                     (const char *)p->qp + gc->qo * es, dt, d, gc->qst, zero,
@@ -395,7 +395,7 @@ static int split_enqueue(attn_plan *p, int stages)
                  * row-major P [rows, skv_pad] is column-major skv_pad x rows
                  * (ld skv_pad), op(B) = N; C = O^T, d x rows (ld d) is
                  * row-major O [rows, d]. m = d, n = rows, k = skv_pad. */
-                BLAS_TRY(cublasGemmStridedBatchedEx(
+                BLAS_TRY(cuda_blas.gemm_strided_batched_ex(
                     ss->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, (int)gc->rows, skp, one,
                     V + gc->ko * es, dt, d, gc->kst,
                     (const char *)sp->P + (so_base + gc->so) * es, dt, skp, gc->sst, zero,

@@ -1,0 +1,33 @@
+#!/bin/sh
+# it_cli_lazy_cuda.sh -- commands that never touch a GPU never load cuBLAS:
+# the CUDA backend opens it on first use (kernels/cuda/cuda_blas.cu), since
+# its initialisers cost every process 1-3 s at start. Skipped (77) for a
+# build without the CUDA backend.
+set -u
+: "${ATTUNE_BIN:?}"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+A=$ATTUNE_BIN
+fails=0
+LD_DEBUG=libs "$A" --version >/dev/null 2>"$dir/libs"
+if ! grep -q "libcudart" "$dir/libs"; then
+    echo "skipped: $A has no CUDA backend"
+    exit 77
+fi
+db=$dir/t.db
+key=b1.hq2.hkv1.sq3.skv5.d8.f32.nc
+"$A" tune --db "$db" --device cpu --shape $key --quiet || exit 1
+# loaded: what LD_DEBUG=libs says the dynamic loader opened for a command
+for cmd in "--version" "--help" "tune --help" "devices" "results --db $db --device cpu --shape $key" \
+           "winners --db $db --device cpu" "export --db $db --device cpu" \
+           "tune --db $db --device cpu --shape $key --quiet" "tactics --device cpu --shape $key"; do
+    # shellcheck disable=SC2086
+    LD_DEBUG=libs "$A" $cmd >/dev/null 2>"$dir/libs"
+    if grep -q "calling init: .*libcublas" "$dir/libs"; then
+        echo "FAIL: attune $cmd loaded cuBLAS:"; grep "libcublas" "$dir/libs" | head -3
+        fails=$((fails + 1))
+    else
+        echo "ok: attune $cmd: no cuBLAS"
+    fi
+done
+[ $fails -eq 0 ] || { echo "$fails failures"; exit 1; }
