@@ -67,9 +67,10 @@ void store_close(store *st);
  * exports and drift reports can show them). */
 int store_device_put(store *st, const attn_device_info *info, const attn_stack *stack);
 
-/* Look a device up by id ("GPU-..."/"CPU-...") or exact name
- * (case-insensitive; the most recently seen if several). ATTUNE_ENOTFOUND
- * if none. */
+/* Look a device up by id ("GPU-..."/"CPU-...", byte for byte) or name
+ * (case-insensitive; the most recently seen if several), the rules of
+ * attn_device_match for a device of another host. ATTUNE_ENOTFOUND if
+ * none. */
 int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
                      attn_stack *latest_stack);
 

@@ -173,9 +173,11 @@ void store_device_row(sqlite3_stmt *q, attn_device_info *info, attn_stack *stack
     store_column_text(q, 16, stack->power, sizeof stack->power);
 }
 
-/* Contract: see store.h. An exact id wins over a name match; among name
- * matches the most recently seen. latest_stack is zeroed when the device
- * has no stack recorded. */
+/* Contract: see store.h. The query narrows to the rows whose id or name
+ * could match (through the indexes); attn_device_match decides, as for
+ * local devices: an exact id over a name match, and among equals the most
+ * recently seen. latest_stack is zeroed when the device has no stack
+ * recorded. */
 int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
                      attn_stack *latest_stack)
 {
@@ -184,7 +186,7 @@ int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
         return ATTUNE_EINVAL;
     int rc = store_stmt(st, STMT_DEVICE_GET,
                         STORE_DEVICE_SELECT "WHERE d.id = ?1 OR d.name = ?1 COLLATE NOCASE "
-                        "ORDER BY d.id = ?1 DESC, d.last_seen DESC, d.rowid DESC LIMIT 1",
+                        "ORDER BY d.last_seen DESC, d.rowid DESC",
                         &q);
     if (rc != 0)
         goto fail;
@@ -192,16 +194,23 @@ int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
         rc = ATTUNE_EDB;
         goto fail;
     }
-    int src = sqlite3_step(q);
-    if (src == SQLITE_DONE) {
-        rc = ATTUNE_ENOTFOUND;
-        goto fail;
+    int src = SQLITE_DONE, best = ATTN_MATCH_NONE;
+    attn_device_info cand;
+    attn_stack cand_stack;
+    while (best < ATTN_MATCH_EXACT && (src = sqlite3_step(q)) == SQLITE_ROW) {
+        store_device_row(q, &cand, &cand_stack);
+        int score = attn_device_match(id_or_name, &cand, 0);
+        if (score > best) {
+            best = score;
+            *info = cand;
+            if (latest_stack != NULL)
+                *latest_stack = cand_stack;
+        }
     }
-    if (src != SQLITE_ROW) {
+    if (src != SQLITE_ROW && src != SQLITE_DONE)
         rc = store_sqlite_err(src);
-        goto fail;
-    }
-    store_device_row(q, info, latest_stack);
+    else if (best == ATTN_MATCH_NONE)
+        rc = ATTUNE_ENOTFOUND;
 fail:
     store_stmt_done(q);
     return rc;

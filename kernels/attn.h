@@ -249,13 +249,28 @@ typedef struct attn_device {
  * CLI's registry and the daemon's index. */
 int attn_device_ordinal(const char *spec);
 
+/* How well spec names the device described by info (DESIGN.md "Words"),
+ * the one matcher of the CLI, the store and the daemon's index:
+ *   "cpu" (any case)  the CPU backend's device of this host;
+ *   an ordinal "0"    the CUDA device of that index on this host;
+ *   anything else     the device whose id is spec exactly (ids are kept
+ *                     byte for byte: two fleet ids may differ only in case)
+ *                     or whose name is spec, case-insensitive.
+ * local: info is a device of this host (cpu and ordinals name no other).
+ * Returns ATTN_MATCH_NONE, ATTN_MATCH_NAME, or ATTN_MATCH_EXACT (cpu, an
+ * ordinal or the id): callers take an exact match over a name match, so a
+ * device whose name is another's id cannot shadow it. */
+enum { ATTN_MATCH_NONE = 0, ATTN_MATCH_NAME = 1, ATTN_MATCH_EXACT = 2 };
+int attn_device_match(const char *spec, const attn_device_info *info, int local);
+
 /* All devices of all compiled-in backends: the CPU first, then CUDA
  * ordinals. Writes up to max into out; returns the total count. */
 int attn_devices(attn_device *out, int max);
 
-/* Resolve a device spec: "cpu", a CUDA ordinal "0", a UUID "GPU-...", a
- * CPU id "CPU-...", or a device name (exact, case-insensitive). Returns 0,
- * or ATTUNE_ENODEV with a message in err. */
+/* The device of this host that spec names (attn_device_match: the best
+ * match, the first of equals). Backends are asked in order and the search
+ * stops at an exact match, so "cpu" and CPU ids never start the CUDA
+ * backend. Returns 0, or ATTUNE_ENODEV with a message in err. */
 int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t errlen);
 
 /* The backends compiled in (CPU always; CUDA when built with it). */

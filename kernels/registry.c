@@ -14,23 +14,29 @@ static const attn_ops *const backends[] = {
 };
 #define NBACKENDS (sizeof backends / sizeof backends[0])
 
+/* The devices of backends[b], appended to out[*total..max) (counted
+ * beyond max). */
+static void backend_devices(size_t b, attn_device *out, int max, int *total)
+{
+    int n = backends[b]->device_count();
+    for (int i = 0; i < n; i++) {
+        if (*total < max) {
+            attn_device *d = &out[*total];
+            memset(d, 0, sizeof *d);
+            d->ops = backends[b];
+            d->index = i;
+            if (backends[b]->device_info(i, &d->info, &d->stack) != 0)
+                continue; /* a device we cannot describe is not offered */
+        }
+        (*total)++;
+    }
+}
+
 int attn_devices(attn_device *out, int max)
 {
     int total = 0;
-    for (size_t b = 0; b < NBACKENDS; b++) {
-        int n = backends[b]->device_count();
-        for (int i = 0; i < n; i++) {
-            if (total < max) {
-                attn_device *d = &out[total];
-                memset(d, 0, sizeof *d);
-                d->ops = backends[b];
-                d->index = i;
-                if (backends[b]->device_info(i, &d->info, &d->stack) != 0)
-                    continue; /* a device we cannot describe is not offered */
-            }
-            total++;
-        }
-    }
+    for (size_t b = 0; b < NBACKENDS; b++)
+        backend_devices(b, out, max, &total);
     return total;
 }
 
@@ -45,30 +51,44 @@ int attn_device_ordinal(const char *spec)
     return n <= 6 ? atoi(spec) : -2; /* <= 6 digits: atoi cannot overflow */
 }
 
+int attn_device_match(const char *spec, const attn_device_info *info, int local)
+{
+    if (spec == NULL || *spec == 0)
+        return ATTN_MATCH_NONE;
+    if (strcasecmp(spec, "cpu") == 0)
+        return local && strcmp(info->kind, "cpu") == 0 ? ATTN_MATCH_EXACT : ATTN_MATCH_NONE;
+    int ordinal = attn_device_ordinal(spec);
+    if (ordinal != -1)
+        return local && strcmp(info->kind, "cuda") == 0 && info->index == ordinal
+                   ? ATTN_MATCH_EXACT
+                   : ATTN_MATCH_NONE;
+    if (strcmp(spec, info->id) == 0)
+        return ATTN_MATCH_EXACT;
+    return strcasecmp(spec, info->name) == 0 ? ATTN_MATCH_NAME : ATTN_MATCH_NONE;
+}
+
 int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t errlen)
 {
     if (spec == NULL || *spec == 0)
         return attune_fail(err, errlen, ATTUNE_ENODEV, "no device given");
-    int ordinal = attn_device_ordinal(spec);
     attn_device devs[64];
-    int n = attn_devices(devs, 64);
-    if (n > 64)
-        n = 64;
-    for (int i = 0; i < n; i++) {
-        const attn_device *d = &devs[i];
-        int match;
-        if (strcasecmp(spec, "cpu") == 0)
-            match = strcmp(d->info.kind, "cpu") == 0;
-        else if (ordinal != -1)
-            match = strcmp(d->info.kind, "cuda") == 0 && d->index == ordinal;
-        else
-            match = strcasecmp(spec, d->info.id) == 0 || strcasecmp(spec, d->info.name) == 0;
-        if (match) {
-            *out = *d;
-            return 0;
+    int n = 0, best = -1, best_score = ATTN_MATCH_NONE;
+    for (size_t b = 0; b < NBACKENDS && best_score < ATTN_MATCH_EXACT; b++) {
+        int from = n;
+        backend_devices(b, devs, 64, &n);
+        for (int i = from; i < n && i < 64; i++) {
+            int score = attn_device_match(spec, &devs[i].info, 1);
+            if (score > best_score) {
+                best = i;
+                best_score = score;
+            }
         }
     }
-    if (ordinal != -1)
+    if (best >= 0) {
+        *out = devs[best];
+        return 0;
+    }
+    if (attn_device_ordinal(spec) != -1)
         return attune_fail(err, errlen, ATTUNE_ENODEV,
                            "no CUDA device with ordinal %.16s on this host (see `attune devices`)",
                            spec);

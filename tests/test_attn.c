@@ -157,6 +157,59 @@ static void device_ordinal_should_read_digits_only(void)
     CHECK_EQ_INT(attn_device_ordinal("GPU-0"), -1);
 }
 
+static attn_device_info device(const char *kind, int index, const char *id, const char *name)
+{
+    attn_device_info d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.kind, sizeof d.kind, "%s", kind);
+    snprintf(d.id, sizeof d.id, "%s", id);
+    snprintf(d.name, sizeof d.name, "%s", name);
+    d.index = index;
+    return d;
+}
+
+static void device_match_should_follow_the_spec_rules(void)
+{
+    attn_device_info cpu = device("cpu", -1, "CPU-924137ba40e768d8", "AMD EPYC");
+    attn_device_info gpu = device("cuda", 1, "GPU-aaaa-1111", "NVIDIA H200");
+    /* cpu and ordinals: local devices only, by kind and index */
+    CHECK_EQ_INT(attn_device_match("cpu", &cpu, 1), ATTN_MATCH_EXACT);
+    CHECK_EQ_INT(attn_device_match("CPU", &cpu, 1), ATTN_MATCH_EXACT);
+    CHECK_EQ_INT(attn_device_match("cpu", &cpu, 0), ATTN_MATCH_NONE);
+    CHECK_EQ_INT(attn_device_match("cpu", &gpu, 1), ATTN_MATCH_NONE);
+    CHECK_EQ_INT(attn_device_match("1", &gpu, 1), ATTN_MATCH_EXACT);
+    CHECK_EQ_INT(attn_device_match("0", &gpu, 1), ATTN_MATCH_NONE);
+    CHECK_EQ_INT(attn_device_match("1", &gpu, 0), ATTN_MATCH_NONE);
+    CHECK_EQ_INT(attn_device_match("-1", &cpu, 1), ATTN_MATCH_NONE);
+    /* ids exactly, byte for byte; names in any case */
+    CHECK_EQ_INT(attn_device_match("GPU-aaaa-1111", &gpu, 0), ATTN_MATCH_EXACT);
+    CHECK_EQ_INT(attn_device_match("GPU-AAAA-1111", &gpu, 0), ATTN_MATCH_NONE);
+    CHECK_EQ_INT(attn_device_match("CPU-924137ba40e768d8", &cpu, 1), ATTN_MATCH_EXACT);
+    CHECK_EQ_INT(attn_device_match("nvidia h200", &gpu, 0), ATTN_MATCH_NAME);
+    CHECK_EQ_INT(attn_device_match("NVIDIA H200", &gpu, 1), ATTN_MATCH_NAME);
+    CHECK_EQ_INT(attn_device_match("NVIDIA H20", &gpu, 1), ATTN_MATCH_NONE);
+    CHECK_EQ_INT(attn_device_match("", &gpu, 1), ATTN_MATCH_NONE);
+    CHECK_EQ_INT(attn_device_match(NULL, &gpu, 1), ATTN_MATCH_NONE);
+    /* a name that is another device's id: the id is the exact match */
+    attn_device_info odd = device("cuda", 2, "GPU-bbbb", "GPU-aaaa-1111");
+    CHECK_EQ_INT(attn_device_match("GPU-aaaa-1111", &odd, 0), ATTN_MATCH_NAME);
+}
+
+static void device_resolve_should_find_the_cpu(void)
+{
+    attn_device d;
+    char err[ATTUNE_ERRLEN];
+    CHECK_EQ_INT(attn_device_resolve("cpu", &d, err, sizeof err), 0);
+    CHECK(strcmp(d.info.kind, "cpu") == 0);
+    attn_device byid;
+    CHECK_EQ_INT(attn_device_resolve(d.info.id, &byid, err, sizeof err), 0);
+    CHECK(strcmp(byid.info.id, d.info.id) == 0);
+    CHECK_EQ_INT(attn_device_resolve("no such device", &d, err, sizeof err), ATTUNE_ENODEV);
+    CHECK(strstr(err, "unknown device") != NULL);
+    CHECK_EQ_INT(attn_device_resolve("4294967296", &d, err, sizeof err), ATTUNE_ENODEV);
+    CHECK(strstr(err, "ordinal") != NULL);
+}
+
 int main(void)
 {
     RUN(shape_key_should_round_trip);
@@ -168,5 +221,7 @@ int main(void)
     RUN(stack_id_should_depend_on_every_field);
     RUN(stack_id_should_depend_on_power_mode_only_when_known);
     RUN(device_ordinal_should_read_digits_only);
+    RUN(device_match_should_follow_the_spec_rules);
+    RUN(device_resolve_should_find_the_cpu);
     return test_summary();
 }
