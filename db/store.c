@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/grow.h"
 #include "store_internal.h"
 
 static const char *const status_names[] = {"ok", "unsupported", "failed", "inaccurate"};
@@ -107,6 +108,31 @@ int store_exec(sqlite3_stmt *q)
 {
     int rc = sqlite3_step(q);
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store_sqlite_err(rc);
+}
+
+int store_collect(sqlite3_stmt *q, size_t size, store_row_fn read, void **out, int *n)
+{
+    char *rows = NULL;
+    int count = 0, cap = 0, rc = 0, src;
+    *out = NULL;
+    *n = 0;
+    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
+        if ((rc = grow_array(&rows, &cap, count, size)) != 0)
+            goto fail;
+        if ((rc = read(q, rows + (size_t)count * size)) != 0)
+            goto fail;
+        count++;
+    }
+    if (src != SQLITE_DONE) {
+        rc = store_sqlite_err(src);
+        goto fail;
+    }
+    *out = rows;
+    *n = count;
+    return 0;
+fail:
+    free(rows);
+    return rc;
 }
 
 static int run_simple(store *st, store_stmt_id id, const char *sql)

@@ -94,6 +94,13 @@ void store_column_text(sqlite3_stmt *q, int i, char *buf, size_t len);
  * NULL. A device without a stack row gets an all-empty stack. */
 void store_device_row(sqlite3_stmt *q, attn_device_info *info, attn_stack *stack);
 
+/* Step q to its end, each row read by read(q, row) into the next element
+ * (size bytes) of a malloc'd array: the one row-collecting loop of the
+ * store. Returns 0 with *out (NULL when no row) and *n, or the error of
+ * read or SQLite with *out NULL and *n 0. */
+typedef int (*store_row_fn)(sqlite3_stmt *q, void *row);
+int store_collect(sqlite3_stmt *q, size_t size, store_row_fn read, void **out, int *n);
+
 /* Id of the shapes row of s, inserting it when new. Inside a transaction. */
 int store_shape_id(store *st, const attn_shape *s, int64_t *id);
 

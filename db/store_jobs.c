@@ -2,7 +2,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/grow.h"
 
 #include "store_internal.h"
 
@@ -242,12 +241,16 @@ int store_job_update(store *st, int64_t id, store_job_state state, int done,
     return store_tx(st, job_update_tx, &a);
 }
 
+static int job_read_any(sqlite3_stmt *q, void *row)
+{
+    return job_read(q, row);
+}
+
 /* Contract: see store.h. *out is NULL when there are no such jobs. */
 int store_jobs_list(store *st, int state, store_job **out, int *n)
 {
     sqlite3_stmt *q = NULL;
-    store_job *rows = NULL;
-    int count = 0, cap = 0, src;
+    void *rows = NULL;
     if (out != NULL)
         *out = NULL;
     if (n != NULL)
@@ -264,22 +267,9 @@ int store_jobs_list(store *st, int state, store_job **out, int *n)
         rc = ATTUNE_EDB;
         goto fail;
     }
-    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
-        if ((rc = grow_array(&rows, &cap, count, sizeof *rows)) != 0)
-            goto fail;
-        if ((rc = job_read(q, &rows[count])) != 0)
-            goto fail;
-        count++;
-    }
-    if (src != SQLITE_DONE) {
-        rc = store_sqlite_err(src);
-        goto fail;
-    }
-    *out = rows;
-    *n = count;
-    rows = NULL;
+    if ((rc = store_collect(q, sizeof **out, job_read_any, &rows, n)) == 0)
+        *out = rows;
 fail:
     store_stmt_done(q);
-    free(rows);
     return rc;
 }

@@ -2,7 +2,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../common/grow.h"
 
 #include "store_internal.h"
 
@@ -193,27 +192,17 @@ static int row_read(sqlite3_stmt *q, store_measurement *m)
     return 0;
 }
 
+static int row_read_any(sqlite3_stmt *q, void *row)
+{
+    return row_read(q, row);
+}
+
 /* Step q to the end, collecting rows into a malloc'd array. */
 static int collect(sqlite3_stmt *q, store_measurement **out, int *n)
 {
-    store_measurement *rows = NULL;
-    int count = 0, cap = 0, rc = 0, src;
-    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
-        if ((rc = grow_array(&rows, &cap, count, sizeof *rows)) != 0)
-            goto fail;
-        if ((rc = row_read(q, &rows[count])) != 0)
-            goto fail;
-        count++;
-    }
-    if (src != SQLITE_DONE) {
-        rc = store_sqlite_err(src);
-        goto fail;
-    }
+    void *rows;
+    int rc = store_collect(q, sizeof **out, row_read_any, &rows, n);
     *out = rows;
-    *n = count;
-    return 0;
-fail:
-    free(rows);
     return rc;
 }
 

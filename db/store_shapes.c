@@ -2,7 +2,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/grow.h"
 #include "store_internal.h"
 
 /* Contract: see store_internal.h. Looks the key up first: shapes repeat
@@ -68,27 +67,17 @@ static int shape_read(sqlite3_stmt *q, int i, attn_shape *s)
     return attn_dtype_parse(dt, &s->dtype) == 0 ? 0 : ATTUNE_EDB;
 }
 
+static int shape_read_any(sqlite3_stmt *q, void *row)
+{
+    return shape_read(q, 0, row);
+}
+
 /* Step q (shape columns from 0) into a malloc'd array. */
 int store_collect_shapes(sqlite3_stmt *q, attn_shape **out, int *n)
 {
-    attn_shape *rows = NULL;
-    int count = 0, cap = 0, rc = 0, src;
-    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
-        if ((rc = grow_array(&rows, &cap, count, sizeof *rows)) != 0)
-            goto fail;
-        if ((rc = shape_read(q, 0, &rows[count])) != 0)
-            goto fail;
-        count++;
-    }
-    if (src != SQLITE_DONE) {
-        rc = store_sqlite_err(src);
-        goto fail;
-    }
+    void *rows;
+    int rc = store_collect(q, sizeof **out, shape_read_any, &rows, n);
     *out = rows;
-    *n = count;
-    return 0;
-fail:
-    free(rows);
     return rc;
 }
 

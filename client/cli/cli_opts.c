@@ -64,6 +64,18 @@ static void name_offender(const char *arg, char *buf, size_t len)
     snprintf(buf, len, "%.*s", (int)(n < 64 ? n : 64), arg);
 }
 
+/* How many options arg ("--na") abbreviates: getopt_long takes a unique
+ * prefix, and refuses one shared by several. */
+static int prefix_of(const cli_opt *opts, const char *arg)
+{
+    int k = 0;
+    if (strncmp(arg, "--", 2) != 0)
+        return 0;
+    for (; opts->name != NULL; opts++)
+        k += strncmp(opts->name, arg + 2, strlen(arg + 2)) == 0;
+    return k;
+}
+
 int cli_parse(int argc, char **argv, const cli_opt *opts, const char *usage, cli_pos *pos,
               int *status)
 {
@@ -114,6 +126,9 @@ int cli_parse(int argc, char **argv, const cli_opt *opts, const char *usage, cli
             else if (optopt != 0)
                 *status = cli_usage_error(argv[0], "unknown option -%c (see attune %s --help)",
                                           optopt, argv[0]);
+            else if (prefix_of(opts, bad) > 1)
+                *status = cli_usage_error(argv[0], "ambiguous option %s (see attune %s --help)",
+                                          bad, argv[0]);
             else
                 *status = cli_usage_error(argv[0], "unknown option %s (see attune %s --help)",
                                           bad, argv[0]);

@@ -2,8 +2,9 @@
  * over a table of the command's options, and the parsers of their values.
  *
  * Every command accepts `--opt value` and `--opt=value`, `--help` (and -h),
- * `--` before positional arguments that start with '-', and options and
- * positional arguments in any order. An unknown option, a missing value or
+ * `--` before positional arguments that start with '-', options and
+ * positional arguments in any order, and (getopt_long's rule) a long option
+ * abbreviated to a prefix no other option shares. An unknown option, a missing value or
  * a surplus argument is one line on stderr and exit status 2. */
 #ifndef ATTUNE_CLI_OPTS_H
 #define ATTUNE_CLI_OPTS_H
