@@ -14,26 +14,26 @@
 #include "cuda_blas.h"
 #include "cuda_internal.cuh"
 
-#ifndef ATTUNE_CUBLAS_SONAME
-#error "ATTUNE_CUBLAS_SONAME (e.g. \"libcublas.so.13\") comes from CMakeLists.txt"
-#endif
+/* The exported name of a cuBLAS entry point: cublas_v2.h maps several
+ * names to their _v2 symbols with macros, so expand before quoting. */
+#define SYM_STR2(x) #x
+#define SYM_STR(x) SYM_STR2(x)
+
+/* The library of the headers compiled against: libcublas.so.13 for 13.x.
+ * ATTUNE_CUBLAS_PATH (CMakeLists.txt) is the same file in the toolkit. */
+#define CUBLAS_SONAME "libcublas.so." SYM_STR(CUBLAS_VER_MAJOR)
 
 cuda_blas_api cuda_blas;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int open_rc = ATTUNE_EBLAS;
 
-/* The exported name of a cuBLAS entry point: cublas_v2.h maps several
- * names to their _v2 symbols with macros, so expand before quoting. */
-#define SYM_STR2(x) #x
-#define SYM_STR(x) SYM_STR2(x)
-
 /* Look sym up into *fn; 0 or -1 (noted). */
 template <typename F> static int bind(void *lib, F *fn, const char *sym)
 {
     *fn = (F)dlsym(lib, sym);
     if (*fn == NULL) {
-        cuda_note("%s: no symbol %s", ATTUNE_CUBLAS_SONAME, sym);
+        cuda_note("%s: no symbol %s", CUBLAS_SONAME, sym);
         return -1;
     }
     return 0;
@@ -44,7 +44,7 @@ static void open_once(void)
     /* The soname first (LD_LIBRARY_PATH, the binary's run path, the
      * loader's cache: where a linked libcublas would have come from), then
      * the toolkit this was built with. */
-    void *lib = dlopen(ATTUNE_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
 #ifdef ATTUNE_CUBLAS_PATH
     if (lib == NULL)
         lib = dlopen(ATTUNE_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
