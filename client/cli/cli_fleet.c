@@ -293,7 +293,7 @@ static int drift_print(const drift_report *r, int json)
 static int drift_main(args *a)
 {
     if (a->devices.n != 1)
-        return cli_usage_error("drift", "drift needs one --device ID");
+        return cli_usage_error("drift", "needs one --device ID");
     store *st = NULL;
     if (cli_store_open(a->db, 0, &st))
         return 1;

@@ -49,7 +49,7 @@ int cli_tactics_main(int argc, char **argv)
     if (cli_parse(argc, argv, opts, tactics_usage, NULL, &rc))
         return rc;
     if (device == NULL || shape == NULL)
-        return cli_usage_error("tactics", "tactics needs --device ID --shape KEY");
+        return cli_usage_error("tactics", "needs --device ID --shape KEY");
     char err[ATTUNE_ERRLEN];
     attn_shape s;
     if (attn_shape_parse(shape, &s, err, sizeof err) != 0)
@@ -141,7 +141,7 @@ int cli_loo_main(int argc, char **argv)
     if (cli_parse(argc, argv, opts, loo_usage, NULL, &rc))
         return rc;
     if (db == NULL || device == NULL)
-        return cli_usage_error("loo", "loo needs --db FILE --device ID");
+        return cli_usage_error("loo", "needs --db FILE --device ID");
     double max_median = INFINITY, max_worst = INFINITY;
     if ((med && parse_ratio(med, &max_median)) || (worst && parse_ratio(worst, &max_worst)))
         return cli_usage_error("loo", "--max-median/--max-worst need a ratio >= 1");

@@ -137,7 +137,7 @@ int cli_results_main(int argc, char **argv)
     if (cli_parse(argc, argv, opts, cli_results_help, NULL, &rc))
         return rc;
     if (!db || !device || !shape)
-        return cli_usage_error("results", "results needs --db FILE --device ID --shape KEY");
+        return cli_usage_error("results", "needs --db FILE --device ID --shape KEY");
     double max_rel_err = 0;
     if (mre && (cli_double(mre, &max_rel_err) || max_rel_err <= 0))
         return cli_usage_error("results", "--max-rel-err must be a positive number");

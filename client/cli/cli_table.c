@@ -57,7 +57,7 @@ int cli_export_main(int argc, char **argv)
     if (cli_parse(argc, argv, opts, export_help, NULL, &rc))
         return rc;
     if (!db || !device)
-        return cli_usage_error("export", "export needs --db FILE --device ID");
+        return cli_usage_error("export", "needs --db FILE --device ID");
     store *st;
     if (cli_store_open(db, 0, &st) != 0)
         return 1;
@@ -141,7 +141,7 @@ int cli_import_main(int argc, char **argv)
     if (cli_parse(argc, argv, opts, import_help, &pos, &rc))
         return rc;
     if (!db || pos.n != 1)
-        return cli_usage_error("import", "import needs --db FILE and one TABLE.json");
+        return cli_usage_error("import", "needs --db FILE and one TABLE.json");
     char *json;
     size_t len;
     if (read_file(pos.v[0], (size_t)64 << 20, &json, &len) != 0)

@@ -133,12 +133,12 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
             return cli_usage_error("tune", "%s goes with --url (a daemon job)",
                                    a->wait ? "--wait" : "--token-file");
         if (a->db == NULL)
-            return cli_usage_error("tune", "tune needs --db FILE and --device ID");
+            return cli_usage_error("tune", "needs --db FILE and --device ID");
     }
     if (a->device == NULL)
-        return cli_usage_error("tune", "tune needs --db FILE and --device ID");
+        return cli_usage_error("tune", "needs --device ID");
     if ((a->grid == NULL) == (a->shapes.n == 0))
-        return cli_usage_error("tune", "tune needs either --shape KEY (repeatable) or --grid FILE");
+        return cli_usage_error("tune", "needs either --shape KEY (repeatable) or --grid FILE");
     return 0;
 }
 

@@ -92,7 +92,7 @@ static int winners_args(int argc, char **argv, const char **db, const char **dev
     if (stale != NULL && cli_bool(stale, &f->stale) != 0)
         return cli_usage_error("winners", "--stale must be true or false");
     if (*db == NULL || *device == NULL)
-        return cli_usage_error("winners", "winners needs --db FILE --device ID");
+        return cli_usage_error("winners", "needs --db FILE --device ID");
     return 0;
 }
 
