@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "../common/hash.h"
 
@@ -481,31 +480,18 @@ static void view_of(const ix_device *d, index_device_view *v)
     v->marks = d->marks;
 }
 
-/* The device that spec names, as attn_device_resolve resolves it (read
- * lock held): "cpu", a CUDA ordinal, an id (exact: two fleet ids may
- * differ only in case, issue 15), a name (any case); local devices first,
- * then fleet devices (names may repeat across a fleet; the first imported
- * wins). NULL when none. */
+/* The device that spec names, by attn_device_match (read lock held):
+ * "cpu", a CUDA ordinal, an id (exact: two fleet ids may differ only in
+ * case, issue 15), a name (any case); local devices first, then fleet
+ * devices (names may repeat across a fleet; the first imported wins). NULL
+ * when none. */
 static ix_device *find_spec(index_state *ix, const char *spec)
 {
-    if (spec == NULL || *spec == 0)
-        return NULL;
-    int is_cpu = strcasecmp(spec, "cpu") == 0;
-    int ordinal = attn_device_ordinal(spec);
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < ix->ndevs; i++) {
             ix_device *d = &ix->devs[i];
-            if (d->local != (pass == 0))
-                continue;
-            int match;
-            if (is_cpu)
-                match = d->local && strcmp(d->info.kind, "cpu") == 0;
-            else if (ordinal != -1)
-                match = d->local && strcmp(d->info.kind, "cuda") == 0 &&
-                        d->info.index == ordinal;
-            else
-                match = strcmp(spec, d->info.id) == 0 || strcasecmp(spec, d->info.name) == 0;
-            if (match)
+            if (d->local == (pass == 0) &&
+                attn_device_match(spec, &d->info, d->local) != ATTN_MATCH_NONE)
                 return d;
         }
     return NULL;
