@@ -224,6 +224,7 @@ def test_tune_and_lookup(d):
           "the job ends done 3/3 (got %s %s/%s)" % (j["state"], j["done"], j["total"]))
 
     winners = {}
+    padded_rows = 0
     for s in shapes:
         k = key_of(s)
         st, res = d.get("/v1/results?" + shape_query(k))
@@ -238,9 +239,14 @@ def test_tune_and_lookup(d):
               and ans["time_us_kernel"] == win["time_us"],
               "tactic of %s shows what a caller pays: time with the copies of a padded "
               "winner, the kernels alone as time_us_kernel" % k)
+        # A padded tactic cut short (over 3x the best so far: pad 16 doubles
+        # shape 3's work, and a loaded machine adds noise) has no copies
+        # time, so a shape may have none; the three together always have
+        # some (shape 2's pad 8 adds 4% of keys), counted after the loop.
         padded = [m for m in res["measurements"] if m["time_us_copies"] is not None]
+        padded_rows += len(padded)
         check(all(m["time_us_copies"] >= m["time_us"] and m["time_us_paid"] == select_time(m)
-                  for m in padded) and len(padded) > 0,
+                  for m in padded),
               "results of %s: with copies never below the kernels alone (%d padded rows)"
               % (k, len(padded)))
         # the same answer through the separate fields form
@@ -251,6 +257,7 @@ def test_tune_and_lookup(d):
         st, ans2 = d.get("/v1/tactic?" + q)
         check(st == 200 and ans2["tactic"] == ans["tactic"], "field form = shape= form")
         winners[k] = (ans, res)
+    check(padded_rows > 0, "the padded-timing check saw padded rows (%d)" % padded_rows)
 
     # nearest: b doubled from the first shape (log-shape distance 0.5: the
     # weight of log2(b*hkv), tuner/predict.c)
