@@ -24,6 +24,20 @@ def free_port():
     return port
 
 
+def stop_process(proc, log):
+    """Terminate proc (kill after 20 s), close its log file; its exit status."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if not log.closed:
+        log.close()
+    return proc.returncode
+
+
 def key_of(b, hq, hkv, sq, skv, d, dtype="f32", causal=False):
     return "b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (b, hq, hkv, sq, skv, d, dtype,
                                                    "c" if causal else "nc")
@@ -97,13 +111,4 @@ class Daemon:
 
     def stop(self):
         """Terminate (kill after 20 s); returns the exit status."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if not self.log.closed:
-            self.log.close()
-        return self.proc.returncode
+        return stop_process(self.proc, self.log)

@@ -12,22 +12,15 @@ hard-coded: the tests compare the API, the CLI and the page with each other.
 import http.client
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import time
 
+from daemonlib import free_port, stop_process  # noqa: E402 (same folder)
+
 OLD_STACK = "0ld0000000000000"
 STALE_SHAPE = "b1.hq8.hkv8.sq64.skv64.d32.f16.nc"
 CHANGED_SHAPE = "b1.hq8.hkv2.sq1.skv256.d64.bf16.nc"
-
-
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def grid_keys(source_dir):
@@ -118,12 +111,4 @@ class Daemon:
         return st, obj
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
+        return stop_process(self.proc, self.log)
