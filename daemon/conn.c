@@ -37,6 +37,7 @@ struct conn_guard {
 };
 
 static atomic_llong kills;
+static atomic_llong open_conns; /* STARTED minus CLOSED notifications */
 
 static double now_s(void)
 {
@@ -124,6 +125,12 @@ void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                  enum MHD_ConnectionNotificationCode code)
 {
     conn_guard *g = cls;
+    /* counted before anything can fail: libmicrohttpd sends one CLOSED for
+     * every STARTED, whether or not the connection got a state */
+    if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        atomic_fetch_add(&open_conns, 1);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+        atomic_fetch_sub(&open_conns, 1);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_state *s = calloc(1, sizeof *s);
         if (s == NULL)
@@ -220,4 +227,9 @@ void conn_request_done(struct MHD_Connection *c)
 long long conn_deadline_kills(void)
 {
     return atomic_load(&kills);
+}
+
+long long conn_open_count(void)
+{
+    return atomic_load(&open_conns);
 }

@@ -60,4 +60,8 @@ void conn_request_done(struct MHD_Connection *c);
 /* Connections shut down for a missed deadline since start (metrics). */
 long long conn_deadline_kills(void);
 
+/* Connections open now (accepted and not yet closed by libmicrohttpd;
+ * a connection counts against --per-ip until it is closed here). */
+long long conn_open_count(void);
+
 #endif

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "../common/attune_err.h"
+#include "conn.h"
 #include "fleet_sync.h"
 
 /* cmake/commit.cmake writes it at each build (build_commit.c). */
@@ -145,6 +146,14 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
                 fprintf(f, "attune_http_requests_total{%s,status=\"other\"} %llu\n",
                         route_labels[r], v);
         }
+
+    fprintf(f, "# HELP attune_http_connections_open HTTP connections open now.\n"
+               "# TYPE attune_http_connections_open gauge\nattune_http_connections_open %lld\n"
+               "# HELP attune_http_deadline_closes_total Connections shut down for not "
+               "delivering a request in time (--request-timeout).\n"
+               "# TYPE attune_http_deadline_closes_total counter\n"
+               "attune_http_deadline_closes_total %lld\n",
+            conn_open_count(), conn_deadline_kills());
 
     fprintf(f, "# HELP attune_lookup_duration_seconds Time to answer GET /v1/tactic, "
                "parse to response.\n# TYPE attune_lookup_duration_seconds histogram\n");

@@ -55,6 +55,29 @@ def served(port, timeout=5):
         c.close()
 
 
+def open_connections(c):
+    """attune_http_connections_open, scraped over connection c."""
+    c.request("GET", "/metrics")
+    r = c.getresponse()
+    body = r.read().decode()
+    for line in body.splitlines():
+        if line.startswith("attune_http_connections_open "):
+            return int(float(line.split()[1]))
+    return None
+
+
+def wait_alone(c, timeout=30):
+    """Wait until c is the daemon's only open connection: connections a
+    client closed (daemonlib's start-up probe, an earlier test's) count
+    against --per-ip until libmicrohttpd's thread has closed them too."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if open_connections(c) == 1:
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def test_reuse_and_per_ip(attuned, work):
     d = daemonlib.Daemon(attuned, work, ["--no-tune-on-miss", "--per-ip", "2"])
     try:
@@ -67,6 +90,7 @@ def test_reuse_and_per_ip(attuned, work):
         check(all(h != "close" for _, h in answers), "none says Connection: close")
         check(sock is not None and a.sock is sock, "the same socket carried every request")
 
+        check(wait_alone(a), "the start-up probe's connection closed on the daemon's side")
         b = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
         check(get(b, "/v1/health")[0] == 200, "a second kept-alive connection")
         check(not served(d.port), "--per-ip 2: a third connection from the address gets no answer")

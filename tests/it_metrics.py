@@ -161,6 +161,10 @@ def main():
               % lookups(m0))
         check(val(m0, "attune_lookups_stale_total") == 0, "stale lookups at zero")
         check(val(m0, "attune_index_reload_failures_total") == 0, "reload failures at zero")
+        check(val(m0, "attune_http_deadline_closes_total") == 0, "deadline closes at zero")
+        check(1 <= val(m0, "attune_http_connections_open") <= 3,
+              "open connections: the scrape's own (plus start-up probes not yet closed): %s"
+              % val(m0, "attune_http_connections_open"))
         req = [v for k, v in m0.items() if k[0] == "attune_http_requests_total"
                and dict(k[1]).get("route") == "/v1/tactic"]
         check(len(req) >= 10 and all(v == 0 for v in req),
