@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""fnlen.py -- list C functions longer than a limit (issue 13: none over 120).
+
+A brace-matching scan, not a parser: comments, strings and character
+literals are blanked first, preprocessor lines are skipped, and a '{' at
+file scope whose previous significant character is ')' opens a function
+(struct, enum and initialiser braces follow a name or '='). A function's
+length runs from the line holding its name to the line of its closing
+brace, inclusive, so the signature counts.
+
+Usage: fnlen.py [--max N] [--list] DIR_OR_FILE...
+Exit status 1 when any function is longer than N (default 120), listing
+each as path:line name length; --list prints every function's length.
+"""
+import argparse
+import os
+import re
+import sys
+
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def blank(src):
+    """src with comments, strings, char literals and preprocessor lines
+    replaced by spaces (newlines kept, so line numbers stay)."""
+    out = []
+    i, n = 0, len(src)
+    line_start = True
+    while i < n:
+        c = src[i]
+        if line_start and c in " \t":
+            out.append(c)
+            i += 1
+            continue
+        if line_start and c == "#":
+            # a directive, with its backslash continuations
+            while i < n and src[i] != "\n":
+                if src[i] == "\\" and i + 1 < n and src[i + 1] == "\n":
+                    out.append(" \n")
+                    i += 2
+                    continue
+                out.append(" ")
+                i += 1
+            continue
+        line_start = False
+        if src.startswith("/*", i):
+            j = src.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", src[i:j]))
+            i = j
+            continue
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+            continue
+        if c in "\"'":
+            j = i + 1
+            while j < n and src[j] != c and src[j] != "\n":
+                j += 2 if src[j] == "\\" else 1
+            j = min(j + 1, n)
+            out.append(c + re.sub(r"[^\n]", " ", src[i + 1:j - 1]) + c)
+            i = j
+            continue
+        if c == "\n":
+            line_start = True
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def functions(src):
+    """(name, first_line, last_line) of every file-scope function body."""
+    text = blank(src)
+    found = []
+    depth = 0
+    start = None  # (name, line) of the function being scanned
+    line = 1
+    for i, c in enumerate(text):
+        if c == "\n":
+            line += 1
+        elif c == "{":
+            if depth == 0:
+                start = header(text, i)
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0 and start is not None:
+                found.append((start[0], start[1], line))
+                start = None
+            depth = max(depth, 0)
+    return found
+
+
+def header(text, brace):
+    """(name, line) when the '{' at index brace opens a function, else None:
+    the previous significant character must be ')' (K&R-style and
+    attribute-suffixed definitions are not used in this tree)."""
+    j = brace - 1
+    while j >= 0 and text[j].isspace():
+        j -= 1
+    if j < 0 or text[j] != ")":
+        return None
+    # walk back to the '(' matching the parameter list's ')'
+    level = 0
+    while j >= 0:
+        if text[j] == ")":
+            level += 1
+        elif text[j] == "(":
+            level -= 1
+            if level == 0:
+                break
+        j -= 1
+    k = j - 1
+    while k >= 0 and text[k].isspace():
+        k -= 1
+    end = k + 1
+    while k >= 0 and (text[k].isalnum() or text[k] == "_"):
+        k -= 1
+    name = text[k + 1:end]
+    if not IDENT.fullmatch(name or "-"):
+        return None
+    return name, text.count("\n", 0, k + 1) + 1
+
+
+def sources(paths):
+    for p in paths:
+        if os.path.isfile(p):
+            yield p
+            continue
+        for root, dirs, files in os.walk(p):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith((".c", ".h")):
+                    yield os.path.join(root, f)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max", type=int, default=120)
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("paths", nargs="+")
+    a = ap.parse_args()
+    over = 0
+    count = 0
+    for path in sources(a.paths):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            src = f.read()
+        for name, first, last in functions(src):
+            length = last - first + 1
+            count += 1
+            if a.list or length > a.max:
+                print(f"{path}:{first} {name} {length}")
+            over += length > a.max
+    print(f"fnlen: {count} functions, {over} over {a.max} lines", file=sys.stderr)
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

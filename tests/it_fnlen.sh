@@ -1,0 +1,33 @@
+#!/bin/sh
+# it_fnlen.sh -- issue 13: no C function over 120 lines outside kernels/
+# (scripts/fnlen.py over daemon/ db/ tuner/ client/ common/ and the C of
+# tests/ bench/ fuzz/). First shows the checker can fail: a generated
+# 121-line function must be reported and a 120-line one must not.
+set -eu
+: "${ATTUNE_SOURCE_DIR:?}"
+fnlen=$ATTUNE_SOURCE_DIR/scripts/fnlen.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# body(n): a function of n lines in all (signature, braces, n-3 statements),
+# with a brace inside a string and a comment that must not count.
+body() {
+    printf 'static int f%s(int x)\n{\n' "$1"
+    i=3
+    while [ "$i" -lt "$1" ]; do
+        printf '    x += %d; /* } */ (void)"{";\n' "$i"
+        i=$((i + 1))
+    done
+    printf '}\n'
+}
+{ body 120; echo 'struct s { int a; };'; body 121; } >"$tmp/long.c"
+if python3 "$fnlen" --max 120 "$tmp/long.c" >"$tmp/out" 2>&1; then
+    echo "FAIL: fnlen accepted a 121-line function"; cat "$tmp/out"; exit 1
+fi
+grep -q 'long.c:122 f121 121$' "$tmp/out" || { echo "FAIL: 121-line function not named"; cat "$tmp/out"; exit 1; }
+if grep -q ' f120 ' "$tmp/out"; then
+    echo "FAIL: the 120-line function was reported"; cat "$tmp/out"; exit 1
+fi
+
+cd "$ATTUNE_SOURCE_DIR"
+python3 "$fnlen" --max 120 daemon db tuner client common tests bench fuzz
