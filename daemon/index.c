@@ -33,6 +33,7 @@ typedef struct ix_device {
     uint32_t nslots;      /* power of two, > 2 * nshapes */
     int64_t nmeas;
     int64_t taken_sum, marks; /* totals of the shapes' */
+    int64_t loads;        /* index_device_load swaps so far */
     /* The prediction model over the rows above: built by the first lookup
      * that needs it (under model_mu, the read lock held), dropped by every
      * write (the write lock excludes its readers). */
@@ -452,6 +453,7 @@ int index_device_load(index_state *ix, const char *device_id, store_measurement 
     d->slots = slots;
     d->nslots = nslots;
     device_totals(d);
+    d->loads++;
     predict_free(d->model);
     d->model = NULL;
     pthread_rwlock_unlock(&ix->lock);
@@ -478,6 +480,7 @@ static void view_of(const ix_device *d, index_device_view *v)
     v->nmeasurements = d->nmeas;
     v->taken_sum = d->taken_sum;
     v->marks = d->marks;
+    v->loads = d->loads;
 }
 
 /* The device that spec names, by attn_device_match (read lock held):

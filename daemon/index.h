@@ -92,6 +92,9 @@ typedef struct index_device_view {
      * sync_watch (sync.h) reloads a device when they differ. */
     int64_t taken_sum;    /* sum of taken_at */
     int64_t marks;        /* rows marked incumbent */
+    int64_t loads;        /* times its rows were swapped in whole
+                             (index_device_load): how a test tells that
+                             a device was reloaded */
 } index_device_view;
 
 /* Resolve a device spec as attn_device_resolve does ("cpu", CUDA ordinal,

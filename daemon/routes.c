@@ -657,9 +657,9 @@ static void work_import(req *r, store *st)
                  err[0] ? err : attune_strerror(rc));
         return;
     }
-    /* the index follows the store: every device, since a table may carry
-     * rows of devices it already knew */
-    sync_reload(&r->d->sync, st, "import");
+    /* the index follows the store: the devices the table changed (a table
+     * may carry rows of devices the index already has) */
+    sync_refresh(&r->d->sync, st, "import");
     log_event(LOGL_INFO, "import", "devices=%d stacks=%d measurements=%d skipped=%d",
               stats.devices, stats.stacks, stats.measurements, stats.skipped);
     req_result(r, 200, json_pack("{s:{s:i, s:i, s:i, s:i}}", "imported", "devices",

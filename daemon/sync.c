@@ -121,56 +121,94 @@ int sync_reload(sync_state *s, store *st, const char *reason)
     return first;
 }
 
-/* 1 when the index's rows of v differ from the database's fingerprint p
- * (NULL: the database has no row of v's device). */
+/* 1 when two descriptions of a device differ in any field. */
+static int info_differs(const attn_device_info *a, const attn_device_info *b)
+{
+    return strcmp(a->id, b->id) != 0 || strcmp(a->name, b->name) != 0 ||
+           strcmp(a->kind, b->kind) != 0 || a->index != b->index ||
+           a->cc_major != b->cc_major || a->cc_minor != b->cc_minor ||
+           a->sm_count != b->sm_count || a->memory_mb != b->memory_mb ||
+           a->clock_mhz != b->clock_mhz || a->mem_clock_mhz != b->mem_clock_mhz;
+}
+
+/* 1 when the index's copy v of a device differs from the database's
+ * fingerprint p (NULL: the database no longer has the device). A local
+ * device's description and stack are the registry's, not the store's, so
+ * only its rows are compared. */
 static int differs(const index_device_view *v, const store_fingerprint *p)
 {
     if (p == NULL)
         return v->nmeasurements > 0;
-    return v->nmeasurements != p->rows || v->taken_sum != p->taken_sum ||
-           v->marks != p->marks;
+    if (v->nmeasurements != p->rows || v->taken_sum != p->taken_sum || v->marks != p->marks)
+        return 1;
+    return !v->local &&
+           (strcmp(v->stack.id, p->stack.id) != 0 || info_differs(&v->info, &p->info));
+}
+
+/* Reload the devices whose fingerprint differs from the index's, and
+ * those the index lacks. 0 or the first error; *looked (may be NULL) is
+ * set when the fingerprints could be compared at all. */
+static int refresh(sync_state *s, store *st, const char *reason, int *looked)
+{
+    store_fingerprint *p = NULL;
+    index_device_view *views = NULL;
+    int np = 0, nv = 0, ok = 0, failed = 0, first = 0;
+    int rc = store_fingerprints(st, &p, &np);
+    if (rc == 0)
+        rc = index_devices(s->ix, &views, &nv);
+    if (rc != 0) {
+        log_event(LOGL_WARN, "db_watch_failed", "reason=%s error=\"%s\"", reason,
+                  attune_strerror(rc));
+        goto out;
+    }
+    if (looked != NULL)
+        *looked = 1;
+    for (int i = 0; i < np; i++) { /* devices and rows added, changed, (un)marked */
+        const index_device_view *v = NULL;
+        for (int k = 0; k < nv && v == NULL; k++)
+            if (strcmp(views[k].info.id, p[i].info.id) == 0)
+                v = &views[k];
+        if (v == NULL || differs(v, &p[i]))
+            reload_one(s, st, p[i].info.id, reason, &ok, &failed, &first);
+    }
+    for (int k = 0; k < nv; k++) { /* devices removed from the database */
+        const store_fingerprint *f = NULL;
+        for (int i = 0; i < np && f == NULL; i++)
+            if (strcmp(views[k].info.id, p[i].info.id) == 0)
+                f = &p[i];
+        if (f == NULL && differs(&views[k], NULL))
+            reload_one(s, st, views[k].info.id, reason, &ok, &failed, &first);
+    }
+    if (ok > 0 || failed > 0)
+        log_reloaded(s, reason, ok, failed);
+    rc = first;
+out:
+    free(views);
+    free(p);
+    return rc;
+}
+
+int sync_refresh(sync_state *s, store *st, const char *reason)
+{
+    return refresh(s, st, reason, NULL);
 }
 
 void sync_watch(sync_state *s, store *st)
 {
     int64_t version;
-    store_fingerprint *p = NULL;
-    index_device_view *views = NULL;
-    int np = 0, nv = 0, ok = 0, failed = 0, first = 0;
+    int looked = 0;
     int rc = store_data_version(st, &version);
-    if (rc == 0 && s->looked && version == s->version)
+    if (rc != 0) { /* looked at again at the next call */
+        log_event(LOGL_WARN, "db_watch_failed", "reason=watch error=\"%s\"", attune_strerror(rc));
+        return;
+    }
+    if (s->looked && version == s->version)
         return; /* no other connection committed since the last look */
-    if (rc == 0)
-        rc = store_fingerprints(st, &p, &np);
-    if (rc == 0)
-        rc = index_devices(s->ix, &views, &nv);
-    if (rc != 0) {
-        log_event(LOGL_WARN, "db_watch_failed", "error=\"%s\"", attune_strerror(rc));
-        goto out; /* looked at again at the next call */
+    refresh(s, st, "watch", &looked);
+    if (looked) { /* else looked at again at the next call */
+        s->version = version;
+        s->looked = 1;
     }
-    s->version = version;
-    s->looked = 1;
-    for (int i = 0; i < np; i++) { /* rows added, replaced, (un)marked */
-        const index_device_view *v = NULL;
-        for (int k = 0; k < nv && v == NULL; k++)
-            if (strcmp(views[k].info.id, p[i].device_id) == 0)
-                v = &views[k];
-        if (v == NULL || differs(v, &p[i]))
-            reload_one(s, st, p[i].device_id, "watch", &ok, &failed, &first);
-    }
-    for (int k = 0; k < nv; k++) { /* rows removed from the database */
-        const store_fingerprint *f = NULL;
-        for (int i = 0; i < np && f == NULL; i++)
-            if (strcmp(views[k].info.id, p[i].device_id) == 0)
-                f = &p[i];
-        if (f == NULL && differs(&views[k], NULL))
-            reload_one(s, st, views[k].info.id, "watch", &ok, &failed, &first);
-    }
-    if (ok > 0 || failed > 0)
-        log_reloaded(s, "watch", ok, failed);
-out:
-    free(views);
-    free(p);
 }
 
 void sync_row(void *ctx, const store_measurement *m)

@@ -6,18 +6,20 @@
  *   own tunes  sync_row, the tuner's commit callback (tuner_opts.committed):
  *              each committed row, and the winner's mark, taken as they
  *              are; nothing is read back;
- *   imports    sync_reload after POST /v1/import, on the DB worker;
- *   SIGHUP     sync_reload, on the DB worker;
+ *   imports    sync_refresh after POST /v1/import, on the DB worker: each
+ *              device's fingerprint in the database (store_fingerprints:
+ *              its description and latest stack; rows, sum of taken_at,
+ *              marks) is compared with the index's (index_device_view),
+ *              and only a device that differs, or that the index lacks,
+ *              is reloaded whole;
+ *   SIGHUP     sync_reload, on the DB worker: every device;
  *   others     sync_watch, on the DB worker every ATTUNED_WATCH_PERIOD_S:
  *              when the database's data_version moved (another connection
- *              committed: another process, or this one's job threads), each
- *              device's fingerprint in the database (store_fingerprints:
- *              rows, sum of taken_at, marks) is compared with the index's
- *              (index_device_view), and a device that differs is reloaded
- *              whole. The daemon's own rows are in the index already (via
- *              sync_row), so they match and cost only the comparison; a
- *              look between a commit and its sync_row costs an extra
- *              reload, no more.
+ *              committed: another process, the fleet thread's pull, or this
+ *              one's job threads), the comparison of sync_refresh. The
+ *              daemon's own rows are in the index already (via sync_row),
+ *              so they match and cost only the comparison; a look between
+ *              a commit and its sync_row costs an extra reload, no more.
  *
  * A reload builds a device's rows outside the index lock and swaps them in
  * whole (index_device_load): readers see the old table or the new one,
@@ -47,12 +49,18 @@ int sync_load(sync_state *s, store *st);
 
 /* Reload every device of st (local ones' rows; fleet ones' identity,
  * stack and rows), one at a time, each swapped in whole. reason names
- * the caller in the log ("sighup", "import"). 0 or the first error; the
+ * the caller in the log ("sighup"). 0 or the first error; the
  * devices that failed keep their old rows. */
 int sync_reload(sync_state *s, store *st, const char *reason);
 
-/* One look at st for other connections' commits (see above). Errors are
- * logged and the look is tried again at the next call. */
+/* Reload the devices of st whose fingerprint differs from the index's
+ * (see above); reason names the caller in the log ("import"). 0 or the
+ * first error; the devices that failed keep their old rows. */
+int sync_refresh(sync_state *s, store *st, const char *reason);
+
+/* One look at st for other connections' commits: sync_refresh when
+ * data_version moved (see above). Errors are logged and the look is
+ * tried again at the next call. */
 void sync_watch(sync_state *s, store *st);
 
 /* The tuner's commit callback: ctx is the index_state. Puts m into the

@@ -112,16 +112,18 @@ int store_measurements_all(store *st, const char *device_id, store_measurement *
  * commits. 0 or an error. */
 int store_data_version(store *st, int64_t *version);
 
-/* One device's measurements summed up: rows, sum of taken_at, rows marked
- * incumbent. A reader holding the same rows computes the same three
- * numbers; a difference means rows were added, replaced, removed or
- * (un)marked since. */
+/* One device as the database has it: its row and latest stack (as
+ * store_device_get gives them), and its measurements summed up: rows, sum
+ * of taken_at, rows marked incumbent. A reader holding the same device
+ * computes the same; a difference means its description or stack changed,
+ * or rows were added, replaced, removed or (un)marked since. */
 typedef struct store_fingerprint {
-    char device_id[64];
-    int64_t rows, taken_sum, marks;
+    attn_device_info info;
+    attn_stack stack;
+    int64_t rows, taken_sum, marks;   /* 0 for a device without rows */
 } store_fingerprint;
 
-/* The fingerprint of every device that has measurements, by device id;
+/* The fingerprint of every device of the devices table, by device id;
  * *out malloc'd (NULL when *n == 0; caller frees). One statement: one
  * snapshot. 0 or an error. */
 int store_fingerprints(store *st, store_fingerprint **out, int *n);

@@ -82,13 +82,16 @@ double store_column_double(sqlite3_stmt *q, int i);
 /* Copy a text column into buf (truncating, always NUL-terminated). */
 void store_column_text(sqlite3_stmt *q, int i, char *buf, size_t len);
 
-/* A device with its latest stack: the SELECT ... FROM clause whose
- * columns store_device_row reads (callers add WHERE / ORDER BY). */
-#define STORE_DEVICE_SELECT                                                      \
-    "SELECT d.id, d.name, d.kind, d.idx, d.cc_major, d.cc_minor, d.sm_count, "   \
+/* A device with its latest stack: the columns store_device_row reads
+ * (STORE_DEVICE_NCOLS of them, from column 0), the FROM clause they need,
+ * and the two as one SELECT (callers add WHERE / ORDER BY). */
+#define STORE_DEVICE_COLS                                                        \
+    "d.id, d.name, d.kind, d.idx, d.cc_major, d.cc_minor, d.sm_count, "         \
     "d.memory_mb, d.clock_mhz, d.mem_clock_mhz, s.id, s.driver, s.runtime, "     \
-    "s.blas, s.attune, s.kernels, s.power "                                     \
-    "FROM devices d LEFT JOIN stacks s ON s.id = d.latest_stack "
+    "s.blas, s.attune, s.kernels, s.power "
+#define STORE_DEVICE_NCOLS 17
+#define STORE_DEVICE_FROM "FROM devices d LEFT JOIN stacks s ON s.id = d.latest_stack "
+#define STORE_DEVICE_SELECT "SELECT " STORE_DEVICE_COLS STORE_DEVICE_FROM
 
 /* Read the current row of a STORE_DEVICE_SELECT statement; stack may be
  * NULL. A device without a stack row gets an all-empty stack. */

@@ -1,11 +1,10 @@
 /* store_watch.c -- what a reader needs to follow other connections' writes
  * without reading every row again: the commit counter and a fingerprint of
- * each device's measurements. */
+ * each device (its description, latest stack and measurements). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/grow.h"
 #include "store_internal.h"
 
 int store_data_version(store *st, int64_t *version)
@@ -20,38 +19,30 @@ int store_data_version(store *st, int64_t *version)
     return src == SQLITE_ROW ? 0 : store_sqlite_err(src);
 }
 
+static int fingerprint_read(sqlite3_stmt *q, void *row)
+{
+    store_fingerprint *p = row;
+    store_device_row(q, &p->info, &p->stack);
+    p->rows = sqlite3_column_int64(q, STORE_DEVICE_NCOLS); /* NULL (no rows): 0 */
+    p->taken_sum = sqlite3_column_int64(q, STORE_DEVICE_NCOLS + 1);
+    p->marks = sqlite3_column_int64(q, STORE_DEVICE_NCOLS + 2);
+    return 0;
+}
+
 int store_fingerprints(store *st, store_fingerprint **out, int *n)
 {
     sqlite3_stmt *q = NULL;
-    store_fingerprint *p = NULL;
-    int np = 0, cap = 0, rc, src;
+    void *rows = NULL;
     *out = NULL;
     *n = 0;
-    rc = store_stmt(st, STMT_FINGERPRINTS,
-                    "SELECT device_id, count(*), sum(taken_at), sum(incumbent) "
-                    "FROM measurements GROUP BY device_id ORDER BY device_id",
-                    &q);
-    if (rc != 0)
-        goto fail;
-    while ((src = sqlite3_step(q)) == SQLITE_ROW) {
-        if ((rc = grow_array(&p, &cap, np, sizeof *p)) != 0)
-            goto fail;
-        store_column_text(q, 0, p[np].device_id, sizeof p[np].device_id);
-        p[np].rows = sqlite3_column_int64(q, 1);
-        p[np].taken_sum = sqlite3_column_int64(q, 2);
-        p[np].marks = sqlite3_column_int64(q, 3);
-        np++;
-    }
-    if (src != SQLITE_DONE) {
-        rc = store_sqlite_err(src);
-        goto fail;
-    }
+    int rc = store_stmt(st, STMT_FINGERPRINTS,
+                        "SELECT " STORE_DEVICE_COLS ", m.n, m.t, m.k " STORE_DEVICE_FROM
+                        "LEFT JOIN (SELECT device_id, count(*) AS n, sum(taken_at) AS t, "
+                        "sum(incumbent) AS k FROM measurements GROUP BY device_id) m "
+                        "ON m.device_id = d.id ORDER BY d.id",
+                        &q);
+    if (rc == 0 && (rc = store_collect(q, sizeof **out, fingerprint_read, &rows, n)) == 0)
+        *out = rows;
     store_stmt_done(q);
-    *out = p;
-    *n = np;
-    return 0;
-fail:
-    store_stmt_done(q);
-    free(p);
     return rc;
 }

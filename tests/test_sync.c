@@ -1,8 +1,9 @@
 /* test_sync.c -- the index follows the database (daemon/sync.c): the load
  * at start, another connection's commits seen by sync_watch through
  * data_version and the per-device fingerprints, rows of a tune in flight
- * held but not answered measured, and the reload after which the index
- * equals the store. */
+ * held but not answered measured, the reload after which the index
+ * equals the store, and an import that reloads only the devices it
+ * changed. */
 #include "daemon/log.h"
 #include "daemon/sync.h"
 #include "test.h"
@@ -36,7 +37,7 @@ static int same_as_store(sync_state *s, store *st, const char *id)
         return 0;
     int same = 0;
     for (int i = 0; i < n; i++)
-        if (strcmp(p[i].device_id, id) == 0)
+        if (strcmp(p[i].info.id, id) == 0)
             same = p[i].rows == v.nmeasurements && p[i].taken_sum == v.taken_sum &&
                    p[i].marks == v.marks;
     free(p);
@@ -115,9 +116,117 @@ static void watch_should_follow_another_connection(void)
     store_close(mine);
 }
 
+/* A device of another host: a fleet device once imported. */
+static attn_device fleet_device(void)
+{
+    attn_device g;
+    memset(&g, 0, sizeof g);
+    snprintf(g.info.id, sizeof g.info.id, "GPU-00000000-1111-2222-3333-444444444444");
+    snprintf(g.info.name, sizeof g.info.name, "NVIDIA Test");
+    snprintf(g.info.kind, sizeof g.info.kind, "cuda");
+    g.info.cc_major = 9;
+    g.info.sm_count = 132;
+    g.info.memory_mb = 141000;
+    snprintf(g.stack.driver, sizeof g.stack.driver, "580.1");
+    snprintf(g.stack.runtime, sizeof g.stack.runtime, "13.0");
+    snprintf(g.stack.attune, sizeof g.stack.attune, "0.1.0");
+    snprintf(g.stack.kernels, sizeof g.stack.kernels, "0123456789abcdef");
+    attn_stack_finish(&g.stack);
+    return g;
+}
+
+/* The times device id's rows were swapped into the index (-1: absent). */
+static int64_t loads(sync_state *s, const char *id)
+{
+    index_device_view v;
+    return index_device_find(s->ix, id, &v) == 0 ? v.loads : -1;
+}
+
+/* Export device id of from and import the table into to. */
+static int import_from(store *from, store *to, const char *id)
+{
+    char *json = NULL, err[ATTUNE_ERRLEN];
+    store_import_stats stats;
+    int rc = store_export(from, id, &json);
+    if (rc == 0)
+        rc = store_import(to, json, strlen(json), &stats, err, sizeof err);
+    free(json);
+    return rc;
+}
+
+static void import_should_reload_only_changed_devices(void)
+{
+    char dir[300], path[400], elsewhere[400], err[ATTUNE_ERRLEN];
+    test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/attune.db", dir);
+    snprintf(elsewhere, sizeof elsewhere, "%s/other-host.db", dir);
+    attn_device cpu, gpu = fleet_device();
+    CHECK_EQ_INT(attn_device_resolve("cpu", &cpu, err, sizeof err), 0);
+    store *mine = NULL, *host = NULL;
+    CHECK_EQ_INT(store_open(path, 1, &mine, err, sizeof err), 0);
+    CHECK_EQ_INT(store_open(elsewhere, 1, &host, err, sizeof err), 0);
+    if (mine == NULL || host == NULL)
+        return;
+    store_measurement a = row(&cpu, "fused/pad=1", 30, 100);
+    CHECK_EQ_INT(store_device_put(mine, &cpu.info, &cpu.stack), 0);
+    CHECK_EQ_INT(store_measurement_put(mine, &a), 0);
+    CHECK_EQ_INT(store_device_put(host, &gpu.info, &gpu.stack), 0);
+    store_measurement g1 = row(&gpu, "fused/pad=1", 10, 200);
+    CHECK_EQ_INT(store_measurement_put(host, &g1), 0);
+
+    sync_state s;
+    sync_init(&s, index_new(NULL), &cpu, 1);
+    CHECK_EQ_INT(sync_load(&s, mine), 0);
+    int64_t cpu0 = loads(&s, cpu.info.id);
+    CHECK(cpu0 >= 1);
+    CHECK_EQ_INT(loads(&s, gpu.info.id), -1);
+
+    /* a table of a device the index lacks: that device is added, the
+     * local one (unchanged) is not reloaded */
+    CHECK_EQ_INT(import_from(host, mine, gpu.info.id), 0);
+    CHECK_EQ_INT(sync_refresh(&s, mine, "import"), 0);
+    CHECK_EQ_INT(loads(&s, gpu.info.id), 1);
+    CHECK_EQ_INT(loads(&s, cpu.info.id), cpu0);
+    CHECK(same_as_store(&s, mine, gpu.info.id));
+
+    /* the same table again changes nothing: nothing is reloaded */
+    CHECK_EQ_INT(import_from(host, mine, gpu.info.id), 0);
+    CHECK_EQ_INT(sync_refresh(&s, mine, "import"), 0);
+    CHECK_EQ_INT(loads(&s, gpu.info.id), 1);
+    CHECK_EQ_INT(loads(&s, cpu.info.id), cpu0);
+
+    /* a new row of the fleet device: it alone is reloaded */
+    store_measurement g2 = row(&gpu, "split/acc=f32/pad=1", 8, 201);
+    CHECK_EQ_INT(store_measurement_put(host, &g2), 0);
+    CHECK_EQ_INT(import_from(host, mine, gpu.info.id), 0);
+    CHECK_EQ_INT(sync_refresh(&s, mine, "import"), 0);
+    CHECK_EQ_INT(loads(&s, gpu.info.id), 2);
+    CHECK_EQ_INT(loads(&s, cpu.info.id), cpu0);
+    CHECK(same_as_store(&s, mine, gpu.info.id));
+
+    /* a new description without new rows shows in the fingerprint too */
+    snprintf(gpu.info.name, sizeof gpu.info.name, "NVIDIA Test Renamed");
+    CHECK_EQ_INT(store_device_put(mine, &gpu.info, &gpu.stack), 0);
+    CHECK_EQ_INT(sync_refresh(&s, mine, "import"), 0);
+    CHECK_EQ_INT(loads(&s, gpu.info.id), 3);
+    CHECK_EQ_INT(loads(&s, cpu.info.id), cpu0);
+    index_device_view v;
+    CHECK_EQ_INT(index_device_find(s.ix, gpu.info.id, &v), 0);
+    CHECK_STR(v.info.name, "NVIDIA Test Renamed");
+
+    /* SIGHUP's reload still takes every device */
+    CHECK_EQ_INT(sync_reload(&s, mine, "test"), 0);
+    CHECK_EQ_INT(loads(&s, cpu.info.id), cpu0 + 1);
+    CHECK_EQ_INT(loads(&s, gpu.info.id), 4);
+    index_free(s.ix);
+    store_close(host);
+    store_close(mine);
+}
+
 int main(void)
 {
     log_set_level(LOGL_WARN);
     RUN(watch_should_follow_another_connection);
+    RUN(import_should_reload_only_changed_devices);
     return test_summary();
 }
