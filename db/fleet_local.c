@@ -126,6 +126,30 @@ static void new_source(char *out, size_t len)
     snprintf(out, len, "src-%s", hex);
 }
 
+/* fleet_local_setup's transaction: ctx is a char[40] for the source id. */
+static int setup_tx(store *st, void *ctx)
+{
+    char *src = ctx;
+    int rc = 0;
+    /* another process may have set it up meanwhile */
+    int have = (int)query_int(st, ready_sql, 0, &rc);
+    if (rc != 0 || (have == 3 && state_get(st, "source", src, 40) == 0))
+        return rc;
+    /* New, or triggers lost (a store migration that rebuilt measurements
+     * drops them): whatever was committed meanwhile went unlogged, so every
+     * row is logged again (re-pushing is harmless). A source id survives. */
+    if (sqlite3_exec(st->db, tables_sql, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(st->db, triggers_sql, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK)
+        return store_sqlite_err(sqlite3_errcode(st->db));
+    if (state_get(st, "source", src, 40) != 0) {
+        new_source(src, 40);
+        if ((rc = state_put(st, "source", src)) == 0)
+            rc = state_put(st, "acked", "0");
+    }
+    return rc;
+}
+
 int fleet_local_setup(store *st, char *source, size_t len, char *err, size_t errlen)
 {
     int rc = 0;
@@ -135,36 +159,9 @@ int fleet_local_setup(store *st, char *source, size_t len, char *err, size_t err
                            sqlite3_errmsg(st->db));
     if (have == 3 && state_get(st, "source", source, len) == 0)
         return 0;
-    if ((rc = store_begin(st)) != 0)
-        return attune_fail(err, errlen, rc, "cannot lock the database: %s",
-                           sqlite3_errmsg(st->db));
-    /* another process may have set it up meanwhile */
-    have = (int)query_int(st, ready_sql, 0, &rc);
-    if (rc == 0 && have == 3 && state_get(st, "source", source, len) == 0) {
-        store_rollback(st);
-        return 0;
-    }
-    /* New, or triggers lost (a store migration that rebuilt measurements
-     * drops them): whatever was committed meanwhile went unlogged, so every
-     * row is logged again (re-pushing is harmless). A source id survives. */
     char src[40];
-    if (rc == 0 && (sqlite3_exec(st->db, tables_sql, NULL, NULL, NULL) != SQLITE_OK ||
-                    sqlite3_exec(st->db, triggers_sql, NULL, NULL, NULL) != SQLITE_OK ||
-                    sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK))
-        rc = store_sqlite_err(sqlite3_errcode(st->db));
-    if (rc == 0 && state_get(st, "source", src, sizeof src) != 0) {
-        new_source(src, sizeof src);
-        if ((rc = state_put(st, "source", src)) == 0)
-            rc = state_put(st, "acked", "0");
-    }
-    if (rc != 0) {
-        rc = attune_fail(err, errlen, rc, "cannot set up fleet sync in the database: %s",
-                         sqlite3_errmsg(st->db));
-        store_rollback(st);
-        return rc;
-    }
-    if ((rc = store_commit(st)) != 0)
-        return attune_fail(err, errlen, rc, "cannot commit the fleet sync setup: %s",
+    if ((rc = store_tx(st, setup_tx, src)) != 0)
+        return attune_fail(err, errlen, rc, "cannot set up fleet sync in the database: %s",
                            sqlite3_errmsg(st->db));
     snprintf(source, len, "%s", src);
     return 0;
@@ -190,28 +187,34 @@ int fleet_local_state_get(store *st, fleet_local_state *out)
     return rc;
 }
 
-/* Acknowledge: the server has everything up to seq. Prunes the log. */
-static int ack(store *st, int64_t seq)
+/* Acknowledge: the server has everything up to *seq (ctx). Prunes the
+ * log. A store_tx body. */
+static int ack_tx(store *st, void *ctx)
 {
+    int64_t seq = *(const int64_t *)ctx;
     char buf[24];
-    int rc = store_begin(st);
-    if (rc != 0)
-        return rc;
     snprintf(buf, sizeof buf, "%" PRId64, seq);
     sqlite3_stmt *q = NULL;
     int src = sqlite3_prepare_v2(st->db, "DELETE FROM fleet_log WHERE seq <= ?1", -1, &q, NULL);
     if (src == SQLITE_OK && (src = sqlite3_bind_int64(q, 1, seq)) == SQLITE_OK)
         src = sqlite3_step(q);
     sqlite3_finalize(q);
-    if (src != SQLITE_DONE) {
-        store_rollback(st);
+    if (src != SQLITE_DONE)
         return store_sqlite_err(src);
-    }
-    if ((rc = state_put(st, "acked", buf)) != 0) {
-        store_rollback(st);
+    return state_put(st, "acked", buf);
+}
+
+/* Forget the log and log every row again under the new source id ctx. A
+ * store_tx body. */
+static int relog_tx(store *st, void *ctx)
+{
+    int rc;
+    if (sqlite3_exec(st->db, "DELETE FROM fleet_log", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK)
+        return store_sqlite_err(sqlite3_errcode(st->db));
+    if ((rc = state_put(st, "source", ctx)) != 0)
         return rc;
-    }
-    return store_commit(st);
+    return state_put(st, "acked", "0");
 }
 
 /* The server's watermark is authoritative; but one above every sequence
@@ -231,21 +234,12 @@ static int reconcile(store *st, fleet_pg *c, fleet_local_state *s, char *err, si
     if (server > s->last_seq || server < s->acked) {
         char src[40];
         new_source(src, sizeof src);
-        if ((rc = store_begin(st)) != 0)
-            return rc;
-        if (sqlite3_exec(st->db, "DELETE FROM fleet_log", NULL, NULL, NULL) != SQLITE_OK ||
-            sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK ||
-            (rc = state_put(st, "source", src)) != 0 || (rc = state_put(st, "acked", "0")) != 0) {
-            rc = rc ? rc : store_sqlite_err(sqlite3_errcode(st->db));
-            store_rollback(st);
-            return rc;
-        }
-        if ((rc = store_commit(st)) != 0)
+        if ((rc = store_tx(st, relog_tx, src)) != 0)
             return rc;
         return fleet_local_state_get(st, s);
     }
     if (server > s->acked) {
-        if ((rc = ack(st, server)) != 0)
+        if ((rc = store_tx(st, ack_tx, &server)) != 0)
             return rc;
         s->acked = server;
     }
@@ -267,10 +261,7 @@ typedef struct batch {
 } batch;
 
 static const char read_sql[] =
-    "SELECT l.seq, m.device_id, m.stack_id, s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype,"
-    " s.causal, m.tactic, m.status, m.time_us, m.time_us_min, m.time_us_max,"
-    " m.time_us_copies, m.n, m.max_abs_err, m.rel_err, m.mode, m.l2, m.rows_checked,"
-    " m.note, m.host, m.taken_at"
+    "SELECT l.seq, " STORE_MEAS_COLS
     " FROM fleet_log l LEFT JOIN measurements m ON m.device_id = l.device_id"
     "  AND m.stack_id = l.stack_id AND m.shape_id = l.shape_id AND m.tactic = l.tactic"
     " LEFT JOIN shapes s ON s.id = m.shape_id"
@@ -281,40 +272,35 @@ int fleet_local_stack(store *st, const char *id, attn_stack *out)
     sqlite3_stmt *q = NULL;
     memset(out, 0, sizeof *out);
     int src = sqlite3_prepare_v2(st->db,
-                                 "SELECT id, driver, runtime, blas, attune, kernels, power "
-                                 "FROM stacks WHERE id = ?1",
+                                 "SELECT " STORE_STACK_COLS " FROM stacks WHERE id = ?1",
                                  -1, &q, NULL);
     if (src == SQLITE_OK && (src = sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC)) == SQLITE_OK)
         src = sqlite3_step(q);
     int rc = 0;
-    if (src == SQLITE_ROW) {
-        store_column_text(q, 0, out->id, sizeof out->id);
-        store_column_text(q, 1, out->driver, sizeof out->driver);
-        store_column_text(q, 2, out->runtime, sizeof out->runtime);
-        store_column_text(q, 3, out->blas, sizeof out->blas);
-        store_column_text(q, 4, out->attune, sizeof out->attune);
-        store_column_text(q, 5, out->kernels, sizeof out->kernels);
-        store_column_text(q, 6, out->power, sizeof out->power);
-    } else {
+    if (src == SQLITE_ROW)
+        store_stack_row(q, 0, out);
+    else
         rc = src == SQLITE_DONE ? ATTUNE_ENOTFOUND : store_sqlite_err(src);
-    }
     sqlite3_finalize(q);
     return rc;
 }
 
-/* Read up to limit log entries after `after` in one read transaction.
- * Rows of a device or stack beyond the batch's 16 end the batch early
- * (the next batch takes them). */
-static int batch_read(store *st, int64_t after, int limit, batch *b)
+typedef struct batch_args {
+    int64_t after;
+    int limit;
+    batch *b;
+} batch_args;
+
+/* batch_read's snapshot (a store_snapshot body). */
+static int batch_read_tx(store *st, void *ctx)
 {
+    const batch_args *a = ctx;
+    int64_t after = a->after;
+    int limit = a->limit;
+    batch *b = a->b;
     sqlite3_stmt *q = NULL;
-    int rc = 0, src;
-    b->nrows = b->ndevs = b->nstacks = 0;
-    b->last_seq = after;
-    b->missing = 0;
-    if (sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-        return store_sqlite_err(sqlite3_errcode(st->db));
-    src = sqlite3_prepare_v2(st->db, read_sql, -1, &q, NULL);
+    int rc = 0;
+    int src = sqlite3_prepare_v2(st->db, read_sql, -1, &q, NULL);
     if (src == SQLITE_OK && ((src = sqlite3_bind_int64(q, 1, after)) != SQLITE_OK ||
                              (src = sqlite3_bind_int(q, 2, limit)) != SQLITE_OK))
         goto sqlfail;
@@ -342,36 +328,8 @@ static int batch_read(store *st, int64_t after, int limit, batch *b)
         if ((rc = grow_array(&b->rows, &b->cap, b->nrows, sizeof *b->rows)) != 0)
             goto fail;
         store_measurement *m = &b->rows[b->nrows];
-        memset(m, 0, sizeof *m);
-        snprintf(m->device_id, sizeof m->device_id, "%s", dev);
-        snprintf(m->stack_id, sizeof m->stack_id, "%s", stk);
-        m->shape.b = sqlite3_column_int64(q, 3);
-        m->shape.hq = sqlite3_column_int64(q, 4);
-        m->shape.hkv = sqlite3_column_int64(q, 5);
-        m->shape.sq = sqlite3_column_int64(q, 6);
-        m->shape.skv = sqlite3_column_int64(q, 7);
-        m->shape.d = sqlite3_column_int64(q, 8);
-        const char *dt = (const char *)sqlite3_column_text(q, 9);
-        if (dt == NULL || attn_dtype_parse(dt, &m->shape.dtype) != 0)
-            m->shape.d = 0; /* invalid: the push refuses it */
-        m->shape.causal = sqlite3_column_int(q, 10);
-        store_column_text(q, 11, m->tactic, sizeof m->tactic);
-        const char *status = (const char *)sqlite3_column_text(q, 12);
-        if (status == NULL || store_status_parse(status, &m->status) != 0)
-            m->status = (store_status)99; /* refused by store_check_measurement */
-        m->time_us = store_column_double(q, 13);
-        m->time_us_min = store_column_double(q, 14);
-        m->time_us_max = store_column_double(q, 15);
-        m->time_us_copies = store_column_double(q, 16);
-        m->n = sqlite3_column_int(q, 17);
-        m->max_abs_err = store_column_double(q, 18);
-        m->rel_err = store_column_double(q, 19);
-        store_column_text(q, 20, m->mode, sizeof m->mode);
-        store_column_text(q, 21, m->l2, sizeof m->l2);
-        m->rows_checked = sqlite3_column_int(q, 22);
-        store_column_text(q, 23, m->note, sizeof m->note);
-        store_column_text(q, 24, m->host, sizeof m->host);
-        m->taken_at = sqlite3_column_int64(q, 25);
+        /* an unreadable dtype or status is marked invalid: the push refuses it */
+        (void)store_meas_columns(q, 1, m);
         if (di < 0) {
             di = b->ndevs;
             attn_stack latest;
@@ -397,14 +355,24 @@ static int batch_read(store *st, int64_t after, int limit, batch *b)
     if (src != SQLITE_ROW && src != SQLITE_DONE)
         goto sqlfail;
     sqlite3_finalize(q);
-    sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
     return 0;
 sqlfail:
     rc = store_sqlite_err(src);
 fail:
     sqlite3_finalize(q);
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     return rc;
+}
+
+/* Read up to limit log entries after `after` in one read transaction.
+ * Rows of a device or stack beyond the batch's 16 end the batch early
+ * (the next batch takes them). */
+static int batch_read(store *st, int64_t after, int limit, batch *b)
+{
+    b->nrows = b->ndevs = b->nstacks = 0;
+    b->last_seq = after;
+    b->missing = 0;
+    batch_args a = {after, limit, b};
+    return store_snapshot(st, batch_read_tx, &a);
 }
 
 int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_fn stop,
@@ -446,7 +414,7 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
             snprintf(stats->first_rejected, sizeof stats->first_rejected, "%s", why);
         stats->batches++;
         /* the server has committed: now the local watermark may follow */
-        if ((rc = ack(st, b.last_seq)) != 0) {
+        if ((rc = store_tx(st, ack_tx, &b.last_seq)) != 0) {
             attune_fail(err, errlen, rc, "pushed, but cannot record it locally: %s",
                         attune_strerror(rc));
             goto out;

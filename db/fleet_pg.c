@@ -107,6 +107,33 @@ int fleet_pg_cmd(fleet_pg *c, const char *sql, char *err, size_t errlen)
     return rc;
 }
 
+int fleet_pg_cmd_params(fleet_pg *c, const char *sql, int n, const char *const *params,
+                        const char *what, char *err, size_t errlen)
+{
+    PGresult *r = PQexecParams(c->conn, sql, n, NULL, params, NULL, NULL, 0);
+    int rc = 0;
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        rc = fleet_pg_fail(c, r, what, err, errlen);
+    PQclear(r);
+    return rc;
+}
+
+int fleet_pg_value(fleet_pg *c, const char *sql, int n, const char *const *params,
+                   int64_t *v, int *found, const char *what, char *err, size_t errlen)
+{
+    PGresult *r = PQexecParams(c->conn, sql, n, NULL, params, NULL, NULL, 0);
+    int rc = 0;
+    *found = 0;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        rc = fleet_pg_fail(c, r, what, err, errlen);
+    } else if (PQntuples(r) >= 1) {
+        *v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        *found = 1;
+    }
+    PQclear(r);
+    return rc;
+}
+
 int fleet_pg_exec(fleet_pg *c, const char *sql, char *err, size_t errlen)
 {
     return fleet_pg_cmd(c, sql, err, errlen);
@@ -206,16 +233,10 @@ int fleet_pg_source_seq(fleet_pg *c, const char *source, int64_t *seq, char *err
                         size_t errlen)
 {
     const char *p[] = {source};
+    int found;
     *seq = 0;
-    PGresult *r = PQexecParams(c->conn, "SELECT pushed_seq FROM sources WHERE id = $1", 1,
-                               NULL, p, NULL, NULL, 0);
-    int rc = 0;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = fleet_pg_fail(c, r, "fleet server (source)", err, errlen);
-    else if (PQntuples(r) == 1)
-        *seq = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    return rc;
+    return fleet_pg_value(c, "SELECT pushed_seq FROM sources WHERE id = $1", 1, p, seq, &found,
+                          "fleet server (source)", err, errlen);
 }
 
 /* ---- status */

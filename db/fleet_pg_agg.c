@@ -101,15 +101,11 @@ int fleet_pg_model_lookup(fleet_pg *c, const attn_device_info *d, int *id, char 
     char uid[32];
     fleet_model_id(d, uid, sizeof uid);
     const char *p[] = {uid};
-    PGresult *r = PQexecParams(c->conn, "SELECT id FROM models WHERE uid = $1", 1, NULL, p,
-                               NULL, NULL, 0);
-    int rc = 0;
-    *id = -1;
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = fleet_pg_fail(c, r, "fleet server (model)", err, errlen);
-    else if (PQntuples(r) == 1)
-        *id = atoi(PQgetvalue(r, 0, 0));
-    PQclear(r);
+    int64_t v = -1;
+    int found;
+    int rc = fleet_pg_value(c, "SELECT id FROM models WHERE uid = $1", 1, p, &v, &found,
+                            "fleet server (model)", err, errlen);
+    *id = (int)v;
     return rc;
 }
 
@@ -171,14 +167,9 @@ int fleet_pg_refresh_model(fleet_pg *c, int model, int min_age_s, int wait, int6
             *groups += strtoll(PQcmdTuples(r), NULL, 10);
         PQclear(r);
     }
-    r = PQexecParams(c->conn, "UPDATE models SET refreshed_at = now() WHERE id = $1::int", 1,
-                     NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        rc = fleet_pg_fail(c, r, "fleet server (aggregates)", err, errlen);
-        PQclear(r);
+    if ((rc = fleet_pg_cmd_params(c, "UPDATE models SET refreshed_at = now() WHERE id = $1::int",
+                                  1, p, "fleet server (aggregates)", err, errlen)) != 0)
         goto fail;
-    }
-    PQclear(r);
     return fleet_pg_cmd(c, "COMMIT", err, errlen);
 fail:
     fleet_pg_rollback(c);

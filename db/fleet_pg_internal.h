@@ -27,6 +27,16 @@ struct fleet_pg {
 /* Run a command that returns no rows; 0, or the mapped error with err. */
 int fleet_pg_cmd(fleet_pg *c, const char *sql, char *err, size_t errlen);
 
+/* The same with n text parameters ($1..$n); what names it in err. */
+int fleet_pg_cmd_params(fleet_pg *c, const char *sql, int n, const char *const *params,
+                        const char *what, char *err, size_t errlen);
+
+/* A query of one value with n text parameters: 0 with *v the first row's
+ * first column (strtoll) and *found 1, or *found 0 (and *v untouched)
+ * when there is no row; else the mapped error, what naming it in err. */
+int fleet_pg_value(fleet_pg *c, const char *sql, int n, const char *const *params,
+                   int64_t *v, int *found, const char *what, char *err, size_t errlen);
+
 /* Map a failed result (r may be NULL; it is not cleared) to an attune
  * code with err "what: server message": ATTUNE_EIO when the connection
  * is gone, ATTUNE_EDB otherwise. */

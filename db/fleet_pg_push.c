@@ -33,6 +33,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,27 +238,21 @@ static void check_dims(const fleet_batch *b, push_plan *p)
     }
 }
 
-/* Index of the entry named id in a batch's devices or stacks, -1 if none.
- * Batches name a handful (fleet_local reads at most 16 of each): a linear
- * search beats a map. The last hit is tried first: rows come grouped. */
-static int find_device(const fleet_batch *b, const char *id, int hint)
+/* Index of the entry whose id (a string at byte offset off) is id among
+ * the n entries of stride bytes at base; -1 if none. Batches name a
+ * handful of devices and stacks (fleet_local reads at most 16 of each): a
+ * linear search beats a map. The last hit is tried first: rows come
+ * grouped. */
+static int find_id(const void *base, size_t stride, size_t off, int n, const char *id, int hint)
 {
-    if (hint >= 0 && hint < b->ndevices && strcmp(b->devices[hint].id, id) == 0)
+#define ID_AT(i) ((const char *)base + (size_t)(i) * stride + off)
+    if (hint >= 0 && hint < n && strcmp(ID_AT(hint), id) == 0)
         return hint;
-    for (int i = 0; i < b->ndevices; i++)
-        if (strcmp(b->devices[i].id, id) == 0)
+    for (int i = 0; i < n; i++)
+        if (strcmp(ID_AT(i), id) == 0)
             return i;
     return -1;
-}
-
-static int find_stack(const fleet_batch *b, const char *id, int hint)
-{
-    if (hint >= 0 && hint < b->nstacks && strcmp(b->stacks[hint].id, id) == 0)
-        return hint;
-    for (int i = 0; i < b->nstacks; i++)
-        if (strcmp(b->stacks[i].id, id) == 0)
-            return i;
-    return -1;
+#undef ID_AT
 }
 
 /* The ids of device di (and its model) and stack si, upserted on first
@@ -293,8 +288,10 @@ static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p,
     for (int i = 0; i < b->nrows; i++) {
         const store_measurement *m = &b->rows[i];
         char canon[ATTN_TACTIC_STR_MAX], key[ATTN_SHAPE_KEY_MAX], why[ATTUNE_ERRLEN];
-        di = find_device(b, m->device_id, di);
-        si = find_stack(b, m->stack_id, si);
+        di = find_id(b->devices, sizeof *b->devices, offsetof(attn_device_info, id),
+                     b->ndevices, m->device_id, di);
+        si = find_id(b->stacks, sizeof *b->stacks, offsetof(attn_stack, id), b->nstacks,
+                     m->stack_id, si);
         int bad = di < 0 || si < 0 || p->dev_state[di] < 0 || p->stk_id[si] == -2;
         if (bad)
             snprintf(why, sizeof why, "%s",
@@ -609,23 +606,16 @@ static int source_lock(fleet_pg *c, const char *source, int64_t *seq, char *err,
                        size_t errlen)
 {
     const char *p[] = {source};
-    PGresult *r = PQexecParams(c->conn,
-                               "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) "
-                               "ON CONFLICT (id) DO NOTHING",
-                               1, NULL, p, NULL, NULL, 0);
-    int rc = 0;
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = fleet_pg_fail(c, r, "fleet server (source)", err, errlen);
-    PQclear(r);
-    if (rc != 0)
-        return rc;
-    r = PQexecParams(c->conn, "SELECT pushed_seq FROM sources WHERE id = $1 FOR UPDATE", 1,
-                     NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
-        rc = fleet_pg_fail(c, r, "fleet server (source)", err, errlen);
-    else
-        *seq = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
+    int found;
+    int rc = fleet_pg_cmd_params(c,
+                                 "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) "
+                                 "ON CONFLICT (id) DO NOTHING",
+                                 1, p, "fleet server (source)", err, errlen);
+    if (rc == 0)
+        rc = fleet_pg_value(c, "SELECT pushed_seq FROM sources WHERE id = $1 FOR UPDATE", 1, p,
+                            seq, &found, "fleet server (source)", err, errlen);
+    if (rc == 0 && !found) /* inserted just above, in this transaction */
+        rc = attune_fail(err, errlen, ATTUNE_EDB, "fleet server (source): no row");
     return rc;
 }
 
@@ -635,15 +625,10 @@ static int watermark_set(fleet_pg *c, const char *source, int64_t last_seq, char
     char seq[24];
     snprintf(seq, sizeof seq, "%" PRId64, last_seq);
     const char *p[] = {source, seq};
-    PGresult *r = PQexecParams(c->conn,
+    return fleet_pg_cmd_params(c,
                                "UPDATE sources SET pushed_seq = $2, updated_at = now() "
                                "WHERE id = $1",
-                               2, NULL, p, NULL, NULL, 0);
-    int rc = 0;
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = fleet_pg_fail(c, r, "fleet server (watermark)", err, errlen);
-    PQclear(r);
-    return rc;
+                               2, p, "fleet server (watermark)", err, errlen);
 }
 
 /* Step 3: everything the server writes, in one transaction, rolled back

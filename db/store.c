@@ -104,6 +104,30 @@ void store_stmt_done(sqlite3_stmt *q)
         sqlite3_reset(q);
 }
 
+int store_stmt_text(store *st, store_stmt_id id, const char *sql, const char *text,
+                    sqlite3_stmt **out)
+{
+    int rc = store_stmt(st, id, sql, out);
+    if (rc == 0 && store_bind_text(*out, 1, text) != SQLITE_OK)
+        rc = ATTUNE_EDB;
+    return rc;
+}
+
+int store_stmt_int(store *st, store_stmt_id id, const char *sql, int64_t v,
+                   sqlite3_stmt **out)
+{
+    int rc = store_stmt(st, id, sql, out);
+    if (rc == 0 && sqlite3_bind_int64(*out, 1, v) != SQLITE_OK)
+        rc = ATTUNE_EDB;
+    return rc;
+}
+
+int store_step_row(sqlite3_stmt *q)
+{
+    int src = sqlite3_step(q);
+    return src == SQLITE_ROW ? 0 : src == SQLITE_DONE ? ATTUNE_ENOTFOUND : store_sqlite_err(src);
+}
+
 int store_exec(sqlite3_stmt *q)
 {
     int rc = sqlite3_step(q);
@@ -135,6 +159,15 @@ fail:
     return rc;
 }
 
+int store_write(store *st, sqlite3_stmt *q, int bind_failed, int *changed)
+{
+    int rc = bind_failed ? ATTUNE_EDB : store_exec(q);
+    if (rc == 0 && changed != NULL)
+        *changed = sqlite3_changes(st->db) > 0;
+    store_stmt_done(q);
+    return rc;
+}
+
 static int run_simple(store *st, store_stmt_id id, const char *sql)
 {
     sqlite3_stmt *q = NULL;
@@ -145,17 +178,17 @@ static int run_simple(store *st, store_stmt_id id, const char *sql)
     return rc;
 }
 
-int store_begin(store *st)
+static int begin_tx(store *st)
 {
     return run_simple(st, STMT_BEGIN, "BEGIN IMMEDIATE");
 }
 
-int store_commit(store *st)
+static int commit_tx(store *st)
 {
     return run_simple(st, STMT_COMMIT, "COMMIT");
 }
 
-void store_rollback(store *st)
+static void rollback_tx(store *st)
 {
     /* Some errors (SQLITE_FULL, IOERR) end the transaction by themselves. */
     if (!sqlite3_get_autocommit(st->db))
@@ -164,12 +197,34 @@ void store_rollback(store *st)
 
 int store_tx(store *st, store_tx_body body, void *ctx)
 {
-    int rc = store_begin(st);
+    int rc = begin_tx(st);
     if (rc != 0)
         return rc;
-    if ((rc = body(st, ctx)) == 0 && (rc = store_commit(st)) == 0)
+    if ((rc = body(st, ctx)) == 0 && (rc = commit_tx(st)) == 0)
         return 0;
-    store_rollback(st);
+    rollback_tx(st);
+    return rc;
+}
+
+int store_read_begin(store *st)
+{
+    /* deferred: the snapshot starts at the first read and takes no write
+     * lock (WAL: writers go on meanwhile) */
+    return run_simple(st, STMT_BEGIN_READ, "BEGIN");
+}
+
+void store_read_end(store *st)
+{
+    rollback_tx(st); /* nothing was written: ROLLBACK just ends it */
+}
+
+int store_snapshot(store *st, store_tx_body body, void *ctx)
+{
+    int rc = store_read_begin(st);
+    if (rc != 0)
+        return rc;
+    rc = body(st, ctx);
+    store_read_end(st);
     return rc;
 }
 

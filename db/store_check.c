@@ -9,10 +9,14 @@
 
 /* ---- field checks */
 
-int store_check_id(const char *s, size_t max, const char *field, char *err, size_t errlen)
+/* s is shorter than max bytes and made of [A-Za-z0-9._-], plus ':' when
+ * colon (ids: "GPU-<uuid>" has none, fleet ids may); an empty s is
+ * refused when nonempty. */
+static int check_chars(const char *s, size_t max, int colon, int nonempty, const char *field,
+                       char *err, size_t errlen)
 {
     size_t n = strnlen(s, max);
-    if (n == 0)
+    if (n == 0 && nonempty)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "%s is empty", field);
     if (n >= max)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "%s is longer than %zu bytes", field,
@@ -20,11 +24,17 @@ int store_check_id(const char *s, size_t max, const char *field, char *err, size
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == ':' || c == '-'))
+              c == '.' || c == '_' || c == '-' || (colon && c == ':')))
             return attune_fail(err, errlen, ATTUNE_EINVAL,
-                               "%s contains a character other than A-Z a-z 0-9 . _ : -", field);
+                               "%s contains a character other than A-Z a-z 0-9 . _ %s-", field,
+                               colon ? ": " : "");
     }
     return 0;
+}
+
+int store_check_id(const char *s, size_t max, const char *field, char *err, size_t errlen)
+{
+    return check_chars(s, max, 1, 1, field, err, errlen);
 }
 
 int store_check_hex16(const char *s, const char *field, char *err, size_t errlen)
@@ -88,18 +98,7 @@ int store_check_text(const char *s, size_t max, const char *field, char *err, si
 
 int store_check_word(const char *s, size_t max, const char *field, char *err, size_t errlen)
 {
-    size_t n = strnlen(s, max);
-    if (n >= max)
-        return attune_fail(err, errlen, ATTUNE_EINVAL, "%s is longer than %zu bytes", field,
-                           max - 1);
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return attune_fail(err, errlen, ATTUNE_EINVAL,
-                               "%s contains a character other than A-Z a-z 0-9 . _ -", field);
-    }
-    return 0;
+    return check_chars(s, max, 0, 0, field, err, errlen);
 }
 
 static int check_range(int64_t v, int64_t lo, int64_t hi, const char *field, char *err,

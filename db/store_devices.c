@@ -53,20 +53,13 @@ int store_upsert_stack(store *st, const attn_stack *s, int *changed)
                         "first_seen, power) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
                         "ON CONFLICT(id) DO NOTHING",
                         &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, s->id) || store_bind_text(q, 2, s->driver) || store_bind_text(q, 3, s->runtime) ||
-        store_bind_text(q, 4, s->blas) || store_bind_text(q, 5, s->attune) || store_bind_text(q, 6, s->kernels) ||
-        sqlite3_bind_int64(q, 7, store_now()) || store_bind_text(q, 8, s->power)) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    if ((rc = store_exec(q)) != 0)
-        goto fail;
-    if (changed != NULL)
-        *changed = sqlite3_changes(st->db) > 0;
-fail:
-    store_stmt_done(q);
+    if (rc == 0)
+        rc = store_write(st, q,
+                         store_bind_text(q, 1, s->id) || store_bind_text(q, 2, s->driver) ||
+                             store_bind_text(q, 3, s->runtime) || store_bind_text(q, 4, s->blas) ||
+                             store_bind_text(q, 5, s->attune) || store_bind_text(q, 6, s->kernels) ||
+                             sqlite3_bind_int64(q, 7, store_now()) || store_bind_text(q, 8, s->power),
+                         changed);
     return rc;
 }
 
@@ -99,23 +92,19 @@ int store_upsert_device(store *st, const attn_device_info *d, int64_t seen,
         "(excluded.latest_stack IS NOT NULL AND "
         "devices.latest_stack IS NOT excluded.latest_stack))",
         &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, d->id) || store_bind_text(q, 2, d->name) || store_bind_text(q, 3, d->kind) ||
-        sqlite3_bind_int(q, 4, d->index) || sqlite3_bind_int(q, 5, d->cc_major) ||
-        sqlite3_bind_int(q, 6, d->cc_minor) || sqlite3_bind_int(q, 7, d->sm_count) ||
-        sqlite3_bind_int64(q, 8, d->memory_mb) || sqlite3_bind_int(q, 9, d->clock_mhz) ||
-        sqlite3_bind_int(q, 10, d->mem_clock_mhz) || store_bind_text(q, 11, latest_stack) ||
-        sqlite3_bind_int64(q, 12, seen)) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    if ((rc = store_exec(q)) != 0)
-        goto fail;
-    if (changed != NULL)
-        *changed = sqlite3_changes(st->db) > 0;
-fail:
-    store_stmt_done(q);
+    if (rc == 0)
+        rc = store_write(st, q,
+                         store_bind_text(q, 1, d->id) || store_bind_text(q, 2, d->name) ||
+                             store_bind_text(q, 3, d->kind) || sqlite3_bind_int(q, 4, d->index) ||
+                             sqlite3_bind_int(q, 5, d->cc_major) ||
+                             sqlite3_bind_int(q, 6, d->cc_minor) ||
+                             sqlite3_bind_int(q, 7, d->sm_count) ||
+                             sqlite3_bind_int64(q, 8, d->memory_mb) ||
+                             sqlite3_bind_int(q, 9, d->clock_mhz) ||
+                             sqlite3_bind_int(q, 10, d->mem_clock_mhz) ||
+                             store_bind_text(q, 11, latest_stack) ||
+                             sqlite3_bind_int64(q, 12, seen),
+                         changed);
     return rc;
 }
 
@@ -161,16 +150,20 @@ void store_device_row(sqlite3_stmt *q, attn_device_info *info, attn_stack *stack
     info->memory_mb = sqlite3_column_int64(q, 7);
     info->clock_mhz = sqlite3_column_int(q, 8);
     info->mem_clock_mhz = sqlite3_column_int(q, 9);
-    if (stack == NULL)
-        return;
-    memset(stack, 0, sizeof *stack);
-    store_column_text(q, 10, stack->id, sizeof stack->id);
-    store_column_text(q, 11, stack->driver, sizeof stack->driver);
-    store_column_text(q, 12, stack->runtime, sizeof stack->runtime);
-    store_column_text(q, 13, stack->blas, sizeof stack->blas);
-    store_column_text(q, 14, stack->attune, sizeof stack->attune);
-    store_column_text(q, 15, stack->kernels, sizeof stack->kernels);
-    store_column_text(q, 16, stack->power, sizeof stack->power);
+    if (stack != NULL)
+        store_stack_row(q, 10, stack);
+}
+
+void store_stack_row(sqlite3_stmt *q, int first, attn_stack *s)
+{
+    memset(s, 0, sizeof *s);
+    store_column_text(q, first, s->id, sizeof s->id);
+    store_column_text(q, first + 1, s->driver, sizeof s->driver);
+    store_column_text(q, first + 2, s->runtime, sizeof s->runtime);
+    store_column_text(q, first + 3, s->blas, sizeof s->blas);
+    store_column_text(q, first + 4, s->attune, sizeof s->attune);
+    store_column_text(q, first + 5, s->kernels, sizeof s->kernels);
+    store_column_text(q, first + 6, s->power, sizeof s->power);
 }
 
 /* Contract: see store.h. The query narrows to the rows whose id or name
@@ -184,16 +177,12 @@ int store_device_get(store *st, const char *id_or_name, attn_device_info *info,
     sqlite3_stmt *q = NULL;
     if (st == NULL || id_or_name == NULL || info == NULL)
         return ATTUNE_EINVAL;
-    int rc = store_stmt(st, STMT_DEVICE_GET,
-                        STORE_DEVICE_SELECT "WHERE d.id = ?1 OR d.name = ?1 COLLATE NOCASE "
-                        "ORDER BY d.last_seen DESC, d.rowid DESC",
-                        &q);
+    int rc = store_stmt_text(st, STMT_DEVICE_GET,
+                             STORE_DEVICE_SELECT "WHERE d.id = ?1 OR d.name = ?1 COLLATE NOCASE "
+                             "ORDER BY d.last_seen DESC, d.rowid DESC",
+                             id_or_name, &q);
     if (rc != 0)
         goto fail;
-    if (store_bind_text(q, 1, id_or_name) != SQLITE_OK) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
     int src = SQLITE_DONE, best = ATTN_MATCH_NONE;
     attn_device_info cand;
     attn_stack cand_stack;

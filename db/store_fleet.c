@@ -75,28 +75,18 @@ static json_t *device_json(const attn_device_info *d, const attn_stack *latest)
 static int stacks_json(store *st, const char *device_id, json_t *arr)
 {
     sqlite3_stmt *q = NULL;
-    int rc = store_stmt(st, STMT_EXPORT_STACKS,
-                        "SELECT id, driver, runtime, blas, attune, kernels, power FROM stacks "
-                        "WHERE id IN (SELECT stack_id FROM measurements WHERE device_id = ?1 "
-                        "UNION SELECT latest_stack FROM devices WHERE id = ?1) "
-                        "ORDER BY first_seen, id",
-                        &q);
+    int rc = store_stmt_text(st, STMT_EXPORT_STACKS,
+                             "SELECT " STORE_STACK_COLS " FROM stacks "
+                             "WHERE id IN (SELECT stack_id FROM measurements WHERE device_id = ?1 "
+                             "UNION SELECT latest_stack FROM devices WHERE id = ?1) "
+                             "ORDER BY first_seen, id",
+                             device_id, &q);
     if (rc != 0)
         goto fail;
-    if (sqlite3_bind_text(q, 1, device_id, -1, SQLITE_TRANSIENT) != SQLITE_OK) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
     int src;
     while ((src = sqlite3_step(q)) == SQLITE_ROW) {
         attn_stack s;
-        store_column_text(q, 0, s.id, sizeof s.id);
-        store_column_text(q, 1, s.driver, sizeof s.driver);
-        store_column_text(q, 2, s.runtime, sizeof s.runtime);
-        store_column_text(q, 3, s.blas, sizeof s.blas);
-        store_column_text(q, 4, s.attune, sizeof s.attune);
-        store_column_text(q, 5, s.kernels, sizeof s.kernels);
-        store_column_text(q, 6, s.power, sizeof s.power);
+        store_stack_row(q, 0, &s);
         json_t *o = json_pack("{ss ss ss ss ss ss}", "id", s.id, "driver", s.driver, "runtime",
                               s.runtime, "blas", s.blas, "attune", s.attune, "kernels",
                               s.kernels);
@@ -118,51 +108,57 @@ fail:
     return rc;
 }
 
+typedef struct export_read {
+    const char *device_id;
+    attn_device_info info;
+    attn_stack latest;
+    store_measurement *rows;
+    int n;
+    json_t *stacks;
+} export_read;
+
+/* What a table holds, read in one snapshot. */
+static int export_read_tx(store *st, void *ctx)
+{
+    export_read *a = ctx;
+    int rc;
+    if ((rc = store_device_get(st, a->device_id, &a->info, &a->latest)) != 0 ||
+        (rc = store_measurements_all(st, a->info.id, &a->rows, &a->n)) != 0)
+        return rc;
+    if ((a->stacks = json_array()) == NULL)
+        return ATTUNE_ENOMEM;
+    return stacks_json(st, a->info.id, a->stacks);
+}
+
 /* Contract: see store.h. device_id may be anything store_device_get
  * resolves (id or name). Reads one consistent snapshot (a read
  * transaction). ATTUNE_ENOTFOUND for an unknown device; on error *json is
- * NULL. Numbers are written with 17 significant digits, so doubles come
- * back bit for bit; NaN is written as null. */
+ * NULL. Numbers are written in the shortest form that reads back to the
+ * same double (json_num.h); NaN is written as null. */
 int store_export(store *st, const char *device_id, char **json)
 {
-    attn_device_info info;
-    attn_stack latest;
-    store_measurement *rows = NULL;
-    json_t *root = NULL, *stacks = NULL, *meas = NULL;
-    int n = 0, rc, in_tx = 0;
+    export_read a = {.device_id = device_id};
+    json_t *root = NULL, *meas = NULL;
     char host[64];
     if (json != NULL)
         *json = NULL;
     if (st == NULL || device_id == NULL || json == NULL)
         return ATTUNE_EINVAL;
-    sqlite3_stmt *q = NULL;
-    if ((rc = store_stmt(st, STMT_BEGIN_READ, "BEGIN", &q)) != 0 || (rc = store_exec(q)) != 0)
-        goto fail;
-    store_stmt_done(q);
-    q = NULL;
-    in_tx = 1;
-    if ((rc = store_device_get(st, device_id, &info, &latest)) != 0 ||
-        (rc = store_measurements_all(st, info.id, &rows, &n)) != 0)
+    int rc = store_snapshot(st, export_read_tx, &a);
+    if (rc != 0)
         goto fail;
     rc = ATTUNE_ENOMEM;
-    if ((stacks = json_array()) == NULL || (meas = json_array()) == NULL)
+    if ((meas = json_array()) == NULL)
         goto fail;
-    int src = stacks_json(st, info.id, stacks);
-    if (src != 0) {
-        rc = src;
-        goto fail;
-    }
-    store_rollback(st); /* read-only: ends the snapshot */
-    in_tx = 0;
-    for (int i = 0; i < n; i++)
-        if (json_array_append_new(meas, measurement_json(&rows[i])) != 0)
+    for (int i = 0; i < a.n; i++)
+        if (json_array_append_new(meas, measurement_json(&a.rows[i])) != 0)
             goto fail;
     if (gethostname(host, sizeof host) != 0)
         host[0] = 0;
     host[sizeof host - 1] = 0;
     root = json_pack("{ss si sI ss so sO sO}", "format", FLEET_FORMAT, "version", FLEET_VERSION,
                      "exported_at", (json_int_t)store_now(), "host", host, "device",
-                     device_json(&info, &latest), "stacks", stacks, "measurements", meas);
+                     device_json(&a.info, &a.latest), "stacks", a.stacks, "measurements", meas);
     if (root == NULL)
         goto fail;
     /* Compact: a table has to fit the import limit (FLEET_MAX_BYTES). */
@@ -170,13 +166,10 @@ int store_export(store *st, const char *device_id, char **json)
         goto fail;
     rc = 0;
 fail:
-    store_stmt_done(q);
-    if (in_tx)
-        store_rollback(st);
     json_decref(root);
-    json_decref(stacks);
+    json_decref(a.stacks);
     json_decref(meas);
-    free(rows);
+    free(a.rows);
     return rc;
 }
 

@@ -49,19 +49,21 @@ struct store {
  * foreign key violations -> ENOTFOUND, anything else -> EDB. */
 int store_sqlite_err(int src);
 
-/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. store_rollback ignores errors (it is
- * called on failure paths where the first error is the one to report).
- * Writers go through store_tx; the bare calls are for the read snapshot
- * of an export. */
-int store_begin(store *st);
-int store_commit(store *st);
-void store_rollback(store *st);
-
 /* The one write-transaction path: BEGIN IMMEDIATE, body(st, ctx), COMMIT;
  * when BEGIN, the body or COMMIT fails, ROLLBACK and return that first
  * error (the body's return value when it is the one). 0 on commit. */
 typedef int (*store_tx_body)(store *st, void *ctx);
 int store_tx(store *st, store_tx_body body, void *ctx);
+
+/* The one read-snapshot path: body(st, ctx) sees one consistent state of
+ * the database. The BEGIN's error, else the body's return value. */
+int store_snapshot(store *st, store_tx_body body, void *ctx);
+
+/* The same snapshot held across calls (the streamed export): every read
+ * between store_read_begin and store_read_end sees one state. read_begin:
+ * 0 or an error; read_end may be called when none is open. */
+int store_read_begin(store *st);
+void store_read_end(store *st);
 
 /* The cached statement id, prepared from sql on first use (each id has
  * exactly one SQL text), reset and unbound otherwise. 0 or a mapped error.
@@ -70,8 +72,26 @@ int store_tx(store *st, store_tx_body body, void *ctx);
 int store_stmt(store *st, store_stmt_id id, const char *sql, sqlite3_stmt **out);
 void store_stmt_done(sqlite3_stmt *q);
 
+/* store_stmt with ?1 bound: to text (copied; NULL as SQL NULL) or to an
+ * integer. A failed bind is ATTUNE_EDB with *out set all the same, so the
+ * caller's store_stmt_done(q) holds on every path. */
+int store_stmt_text(store *st, store_stmt_id id, const char *sql, const char *text,
+                    sqlite3_stmt **out);
+int store_stmt_int(store *st, store_stmt_id id, const char *sql, int64_t v,
+                   sqlite3_stmt **out);
+
 /* Step a statement that returns no row: 0 or a mapped error. */
 int store_exec(sqlite3_stmt *q);
+
+/* Step a statement that must return a row: 0 with the row current,
+ * ATTUNE_ENOTFOUND when there is none, or a mapped error. */
+int store_step_row(sqlite3_stmt *q);
+
+/* The end of every single-statement write: bind_failed is the OR of the
+ * bind calls' results (non-zero: ATTUNE_EDB, q is not stepped), else q is
+ * stepped; *changed (may be NULL) is then 1 when a row was inserted or
+ * modified. q is reset (store_stmt_done) either way. 0 or the error. */
+int store_write(store *st, sqlite3_stmt *q, int bind_failed, int *changed);
 
 /* Bind a text, NULL as SQL NULL (copied: SQLITE_TRANSIENT). */
 int store_bind_text(sqlite3_stmt *q, int i, const char *s);
@@ -96,6 +116,12 @@ void store_column_text(sqlite3_stmt *q, int i, char *buf, size_t len);
 /* Read the current row of a STORE_DEVICE_SELECT statement; stack may be
  * NULL. A device without a stack row gets an all-empty stack. */
 void store_device_row(sqlite3_stmt *q, attn_device_info *info, attn_stack *stack);
+
+/* The columns of a stack row, in the order STORE_STACK_COLS names them. */
+#define STORE_STACK_COLS "id, driver, runtime, blas, attune, kernels, power"
+/* Read a stack from q's columns first.. first+6 (STORE_STACK_COLS' order;
+ * SQL NULLs read as ""). */
+void store_stack_row(sqlite3_stmt *q, int first, attn_stack *s);
 
 /* Step q to its end, each row read by read(q, row) into the next element
  * (size bytes) of a malloc'd array: the one row-collecting loop of the
@@ -163,6 +189,21 @@ int store_upsert_stack(store *st, const attn_stack *s, int *changed);
  * empty, migrate it forward when older, refuse it (ATTUNE_EVERSION) when
  * newer, refuse a database that is not attune's (ATTUNE_EFORMAT). */
 int store_schema_migrate(store *st, char *err, size_t errlen);
+
+/* A measurement's columns (measurements m JOIN shapes s): what
+ * store_meas_columns reads, 25 of them. */
+#define STORE_MEAS_COLS                                                                 \
+    "m.device_id, m.stack_id, s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype, s.causal, "  \
+    "m.tactic, m.status, m.time_us, m.time_us_min, m.time_us_max, m.time_us_copies, "   \
+    "m.n, m.max_abs_err, m.rel_err, m.mode, m.l2, m.rows_checked, m.note, m.host, "     \
+    "m.taken_at"
+
+/* Read the STORE_MEAS_COLS of q from column first into m (zeroed first;
+ * incumbent, err_ratio and power are not among them). 0, or ATTUNE_EDB
+ * when the dtype or the status does not parse: the row is read all the
+ * same, with shape.d 0 or the status out of range so that
+ * store_check_measurement refuses it. */
+int store_meas_columns(sqlite3_stmt *q, int first, store_measurement *m);
 
 /* ---- shared with store_stream.c (streamed fleet export) */
 

@@ -33,39 +33,26 @@ static int job_create_tx(store *st, void *ctx)
                         "INSERT INTO jobs(device_id, state, done, total, created_at, "
                         "updated_at, error) VALUES (?1, 'queued', 0, ?2, ?3, ?3, '')",
                         &q);
+    if (rc == 0)
+        rc = store_write(st, q,
+                         store_bind_text(q, 1, a->device_id) || sqlite3_bind_int(q, 2, a->n) ||
+                             sqlite3_bind_int64(q, 3, store_now()),
+                         NULL);
     if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, a->device_id) || sqlite3_bind_int(q, 2, a->n) ||
-        sqlite3_bind_int64(q, 3, store_now())) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    if ((rc = store_exec(q)) != 0)
-        goto fail;
-    store_stmt_done(q);
-    q = NULL;
+        return rc;
     a->id = sqlite3_last_insert_rowid(st->db);
-    for (int i = 0; i < a->n; i++) {
+    for (int i = 0; i < a->n && rc == 0; i++) {
         int64_t shape_id;
-        if ((rc = store_shape_id(st, &a->shapes[i], &shape_id)) != 0)
-            goto fail;
-        if ((rc = store_stmt(st, STMT_JOB_SHAPE_INSERT,
+        if ((rc = store_shape_id(st, &a->shapes[i], &shape_id)) == 0 &&
+            (rc = store_stmt(st, STMT_JOB_SHAPE_INSERT,
                              "INSERT INTO job_shapes(job_id, position, shape_id) "
                              "VALUES (?1, ?2, ?3)",
-                             &q)) != 0)
-            goto fail;
-        if (sqlite3_bind_int64(q, 1, a->id) || sqlite3_bind_int(q, 2, i) ||
-            sqlite3_bind_int64(q, 3, shape_id)) {
-            rc = ATTUNE_EDB;
-            goto fail;
-        }
-        if ((rc = store_exec(q)) != 0)
-            goto fail;
-        store_stmt_done(q);
-        q = NULL;
+                             &q)) == 0)
+            rc = store_write(st, q,
+                             sqlite3_bind_int64(q, 1, a->id) || sqlite3_bind_int(q, 2, i) ||
+                                 sqlite3_bind_int64(q, 3, shape_id),
+                             NULL);
     }
-fail:
-    store_stmt_done(q);
     return rc;
 }
 
@@ -119,32 +106,17 @@ int store_job_get(store *st, int64_t id, store_job *job)
     if (st == NULL || job == NULL)
         return ATTUNE_EINVAL;
     memset(job, 0, sizeof *job);
-    int rc = store_stmt(st, STMT_JOB_GET, "SELECT " JOB_COLS " FROM jobs WHERE id = ?1", &q);
-    if (rc != 0)
-        goto fail;
-    if (sqlite3_bind_int64(q, 1, id) != SQLITE_OK) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    int src = sqlite3_step(q);
-    if (src != SQLITE_ROW) {
-        rc = src == SQLITE_DONE ? ATTUNE_ENOTFOUND : store_sqlite_err(src);
-        goto fail;
-    }
-    if ((rc = job_read(q, job)) != 0)
+    int rc = store_stmt_int(st, STMT_JOB_GET, "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
+                            id, &q);
+    if (rc != 0 || (rc = store_step_row(q)) != 0 || (rc = job_read(q, job)) != 0)
         goto fail;
     store_stmt_done(q);
-    if ((rc = store_stmt(st, STMT_JOB_SHAPES,
-                         "SELECT s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype, s.causal "
-                         "FROM job_shapes j JOIN shapes s ON s.id = j.shape_id "
-                         "WHERE j.job_id = ?1 ORDER BY j.position",
-                         &q)) != 0)
-        goto fail;
-    if (sqlite3_bind_int64(q, 1, id) != SQLITE_OK) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    if ((rc = store_collect_shapes(q, &shapes, &n)) != 0)
+    if ((rc = store_stmt_int(st, STMT_JOB_SHAPES,
+                             "SELECT s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype, s.causal "
+                             "FROM job_shapes j JOIN shapes s ON s.id = j.shape_id "
+                             "WHERE j.job_id = ?1 ORDER BY j.position",
+                             id, &q)) != 0 ||
+        (rc = store_collect_shapes(q, &shapes, &n)) != 0)
         goto fail;
     if (n != job->total) { /* the schema cannot say it; the rows can */
         rc = ATTUNE_EDB;
@@ -192,18 +164,10 @@ static int job_update_tx(store *st, void *ctx)
 {
     const job_update_args *a = ctx;
     sqlite3_stmt *q = NULL;
-    int rc = store_stmt(st, STMT_JOB_TOTAL, "SELECT total FROM jobs WHERE id = ?1", &q);
-    if (rc != 0)
+    int rc = store_stmt_int(st, STMT_JOB_TOTAL, "SELECT total FROM jobs WHERE id = ?1", a->id,
+                            &q);
+    if (rc != 0 || (rc = store_step_row(q)) != 0)
         goto fail;
-    if (sqlite3_bind_int64(q, 1, a->id) != SQLITE_OK) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    int src = sqlite3_step(q);
-    if (src != SQLITE_ROW) {
-        rc = src == SQLITE_DONE ? ATTUNE_ENOTFOUND : store_sqlite_err(src);
-        goto fail;
-    }
     if (a->done > sqlite3_column_int(q, 0)) {
         rc = ATTUNE_EINVAL;
         goto fail;
@@ -214,14 +178,12 @@ static int job_update_tx(store *st, void *ctx)
                          "WHERE id = ?1",
                          &q)) != 0)
         goto fail;
-    if (sqlite3_bind_int64(q, 1, a->id) ||
-        store_bind_text(q, 2, store_job_state_name(a->state)) ||
-        sqlite3_bind_int(q, 3, a->done) || store_bind_text(q, 4, a->error) ||
-        sqlite3_bind_int64(q, 5, store_now())) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    rc = store_exec(q);
+    return store_write(st, q,
+                       sqlite3_bind_int64(q, 1, a->id) ||
+                           store_bind_text(q, 2, store_job_state_name(a->state)) ||
+                           sqlite3_bind_int(q, 3, a->done) || store_bind_text(q, 4, a->error) ||
+                           sqlite3_bind_int64(q, 5, store_now()),
+                       NULL);
 fail:
     store_stmt_done(q);
     return rc;
@@ -257,19 +219,12 @@ int store_jobs_list(store *st, int state, store_job **out, int *n)
         *n = 0;
     if (st == NULL || out == NULL || n == NULL || state > (int)STORE_JOB_CANCELED)
         return ATTUNE_EINVAL;
-    int rc = store_stmt(st, STMT_JOBS_LIST,
-                        "SELECT " JOB_COLS " FROM jobs WHERE ?1 IS NULL OR state = ?1 "
-                        "ORDER BY created_at, id",
-                        &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, state < 0 ? NULL : store_job_state_name((store_job_state)state))) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    if ((rc = store_collect(q, sizeof **out, job_read_any, &rows, n)) == 0)
+    int rc = store_stmt_text(st, STMT_JOBS_LIST,
+                             "SELECT " JOB_COLS " FROM jobs WHERE ?1 IS NULL OR state = ?1 "
+                             "ORDER BY created_at, id",
+                             state < 0 ? NULL : store_job_state_name((store_job_state)state), &q);
+    if (rc == 0 && (rc = store_collect(q, sizeof **out, job_read_any, &rows, n)) == 0)
         *out = rows;
-fail:
     store_stmt_done(q);
     return rc;
 }

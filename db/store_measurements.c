@@ -27,32 +27,26 @@ int store_write_measurement(store *st, const store_measurement *m, const char *t
     int64_t shape_id;
     int rc = store_shape_id(st, &m->shape, &shape_id);
     if (rc != 0)
-        goto fail;
+        return rc;
     if (only_newer)
         rc = store_stmt(st, STMT_MEAS_MERGE,
                         MEAS_UPSERT " WHERE excluded.taken_at > measurements.taken_at", &q);
     else
         rc = store_stmt(st, STMT_MEAS_PUT, MEAS_UPSERT, &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, m->device_id) || store_bind_text(q, 2, m->stack_id) ||
-        sqlite3_bind_int64(q, 3, shape_id) || store_bind_text(q, 4, tactic) ||
-        store_bind_text(q, 5, store_status_name(m->status)) || store_bind_double(q, 6, m->time_us) ||
-        store_bind_double(q, 7, m->time_us_min) || store_bind_double(q, 8, m->time_us_max) ||
-        store_bind_double(q, 9, m->time_us_copies) || sqlite3_bind_int(q, 10, m->n) ||
-        store_bind_double(q, 11, m->max_abs_err) || store_bind_double(q, 12, m->rel_err) ||
-        store_bind_text(q, 13, m->mode) || store_bind_text(q, 14, m->l2) ||
-        sqlite3_bind_int(q, 15, m->rows_checked) || store_bind_text(q, 16, m->note) ||
-        store_bind_text(q, 17, m->host) || sqlite3_bind_int64(q, 18, m->taken_at)) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    if ((rc = store_exec(q)) != 0)
-        goto fail;
-    if (written != NULL)
-        *written = sqlite3_changes(st->db) > 0;
-fail:
-    store_stmt_done(q);
+    if (rc == 0)
+        rc = store_write(
+            st, q,
+            store_bind_text(q, 1, m->device_id) || store_bind_text(q, 2, m->stack_id) ||
+                sqlite3_bind_int64(q, 3, shape_id) || store_bind_text(q, 4, tactic) ||
+                store_bind_text(q, 5, store_status_name(m->status)) ||
+                store_bind_double(q, 6, m->time_us) || store_bind_double(q, 7, m->time_us_min) ||
+                store_bind_double(q, 8, m->time_us_max) ||
+                store_bind_double(q, 9, m->time_us_copies) || sqlite3_bind_int(q, 10, m->n) ||
+                store_bind_double(q, 11, m->max_abs_err) || store_bind_double(q, 12, m->rel_err) ||
+                store_bind_text(q, 13, m->mode) || store_bind_text(q, 14, m->l2) ||
+                sqlite3_bind_int(q, 15, m->rows_checked) || store_bind_text(q, 16, m->note) ||
+                store_bind_text(q, 17, m->host) || sqlite3_bind_int64(q, 18, m->taken_at),
+            written);
     return rc;
 }
 
@@ -138,11 +132,7 @@ fail:
 
 /* Columns read by row_read, in order; the last one is the smallest
  * relative error of the ok rows of the same (device, stack, shape). */
-#define MEAS_COLUMNS                                                                   \
-    "SELECT m.device_id, m.stack_id, s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype, "     \
-    "s.causal, m.tactic, m.status, m.time_us, m.time_us_min, m.time_us_max, "          \
-    "m.time_us_copies, m.n, m.max_abs_err, m.rel_err, m.mode, m.l2, m.rows_checked, "  \
-    "m.note, m.host, m.taken_at, m.incumbent, "
+#define MEAS_COLUMNS "SELECT " STORE_MEAS_COLS ", m.incumbent, "
 #define MEAS_SELECT                                                                    \
     MEAS_COLUMNS "(SELECT min(o.rel_err) FROM measurements o "                         \
     "WHERE o.device_id = m.device_id AND o.stack_id = m.stack_id "                     \
@@ -152,39 +142,54 @@ fail:
     "WHERE m.device_id = ?1 AND (?2 IS NULL OR m.stack_id = ?2) "
 #define MEAS_ORDER " ORDER BY s.key, m.tactic, m.taken_at DESC, m.stack_id"
 
-static int row_read(sqlite3_stmt *q, store_measurement *m)
+int store_meas_columns(sqlite3_stmt *q, int first, store_measurement *m)
 {
     char buf[16];
+    int rc = 0, i = first;
     memset(m, 0, sizeof *m);
-    store_column_text(q, 0, m->device_id, sizeof m->device_id);
-    store_column_text(q, 1, m->stack_id, sizeof m->stack_id);
-    m->shape.b = sqlite3_column_int64(q, 2);
-    m->shape.hq = sqlite3_column_int64(q, 3);
-    m->shape.hkv = sqlite3_column_int64(q, 4);
-    m->shape.sq = sqlite3_column_int64(q, 5);
-    m->shape.skv = sqlite3_column_int64(q, 6);
-    m->shape.d = sqlite3_column_int64(q, 7);
-    store_column_text(q, 8, buf, sizeof buf);
-    if (attn_dtype_parse(buf, &m->shape.dtype) != 0)
-        return ATTUNE_EDB;
-    m->shape.causal = sqlite3_column_int(q, 9) != 0;
-    store_column_text(q, 10, m->tactic, sizeof m->tactic);
-    store_column_text(q, 11, buf, sizeof buf);
-    if (store_status_parse(buf, &m->status) != 0)
-        return ATTUNE_EDB;
-    m->time_us = store_column_double(q, 12);
-    m->time_us_min = store_column_double(q, 13);
-    m->time_us_max = store_column_double(q, 14);
-    m->time_us_copies = store_column_double(q, 15);
-    m->n = sqlite3_column_int(q, 16);
-    m->max_abs_err = store_column_double(q, 17);
-    m->rel_err = store_column_double(q, 18);
-    store_column_text(q, 19, m->mode, sizeof m->mode);
-    store_column_text(q, 20, m->l2, sizeof m->l2);
-    m->rows_checked = sqlite3_column_int(q, 21);
-    store_column_text(q, 22, m->note, sizeof m->note);
-    store_column_text(q, 23, m->host, sizeof m->host);
-    m->taken_at = sqlite3_column_int64(q, 24);
+    store_column_text(q, i, m->device_id, sizeof m->device_id);
+    store_column_text(q, i + 1, m->stack_id, sizeof m->stack_id);
+    m->shape.b = sqlite3_column_int64(q, i + 2);
+    m->shape.hq = sqlite3_column_int64(q, i + 3);
+    m->shape.hkv = sqlite3_column_int64(q, i + 4);
+    m->shape.sq = sqlite3_column_int64(q, i + 5);
+    m->shape.skv = sqlite3_column_int64(q, i + 6);
+    m->shape.d = sqlite3_column_int64(q, i + 7);
+    store_column_text(q, i + 8, buf, sizeof buf);
+    if (attn_dtype_parse(buf, &m->shape.dtype) != 0) {
+        m->shape.d = 0;
+        rc = ATTUNE_EDB;
+    }
+    m->shape.causal = sqlite3_column_int(q, i + 9) != 0;
+    store_column_text(q, i + 10, m->tactic, sizeof m->tactic);
+    store_column_text(q, i + 11, buf, sizeof buf);
+    if (store_status_parse(buf, &m->status) != 0) {
+        m->status = (store_status)99;
+        rc = ATTUNE_EDB;
+    }
+    m->time_us = store_column_double(q, i + 12);
+    m->time_us_min = store_column_double(q, i + 13);
+    m->time_us_max = store_column_double(q, i + 14);
+    m->time_us_copies = store_column_double(q, i + 15);
+    m->n = sqlite3_column_int(q, i + 16);
+    m->max_abs_err = store_column_double(q, i + 17);
+    m->rel_err = store_column_double(q, i + 18);
+    store_column_text(q, i + 19, m->mode, sizeof m->mode);
+    store_column_text(q, i + 20, m->l2, sizeof m->l2);
+    m->rows_checked = sqlite3_column_int(q, i + 21);
+    store_column_text(q, i + 22, m->note, sizeof m->note);
+    store_column_text(q, i + 23, m->host, sizeof m->host);
+    m->taken_at = sqlite3_column_int64(q, i + 24);
+    return rc;
+}
+
+/* A MEAS_SELECT row: STORE_MEAS_COLS, then incumbent, the best ok
+ * rel_err of its (device, stack, shape) and its stack's power mode. */
+static int row_read(sqlite3_stmt *q, store_measurement *m)
+{
+    int rc = store_meas_columns(q, 0, m);
+    if (rc != 0)
+        return rc;
     m->incumbent = sqlite3_column_int(q, 25) != 0;
     double best = store_column_double(q, 26);
     m->err_ratio = isnan(m->rel_err) || isnan(best) || best == 0 ? NAN : m->rel_err / best;
@@ -197,12 +202,20 @@ static int row_read_any(sqlite3_stmt *q, void *row)
     return row_read(q, row);
 }
 
-/* Step q to the end, collecting rows into a malloc'd array. */
-static int collect(sqlite3_stmt *q, store_measurement **out, int *n)
+/* The rows of MEAS_SELECT (statement id, sql) for device_id, stack_id
+ * (NULL: every stack) and, when key is not NULL, that shape only. */
+static int meas_read(store *st, store_stmt_id id, const char *sql, const char *device_id,
+                     const char *stack_id, const char *key, store_measurement **out, int *n)
 {
-    void *rows;
-    int rc = store_collect(q, sizeof **out, row_read_any, &rows, n);
-    *out = rows;
+    sqlite3_stmt *q = NULL;
+    void *rows = NULL;
+    int rc = store_stmt(st, id, sql, &q);
+    if (rc == 0 && (store_bind_text(q, 1, device_id) || store_bind_text(q, 2, stack_id) ||
+                    (key != NULL && store_bind_text(q, 3, key))))
+        rc = ATTUNE_EDB;
+    if (rc == 0 && (rc = store_collect(q, sizeof **out, row_read_any, &rows, n)) == 0)
+        *out = rows;
+    store_stmt_done(q);
     return rc;
 }
 
@@ -212,7 +225,6 @@ int store_measurements_get(store *st, const char *device_id, const char *stack_i
                            const attn_shape *s, store_measurement **out, int *n)
 {
     char key[ATTN_SHAPE_KEY_MAX];
-    sqlite3_stmt *q = NULL;
     if (out != NULL)
         *out = NULL;
     if (n != NULL)
@@ -222,41 +234,22 @@ int store_measurements_get(store *st, const char *device_id, const char *stack_i
     int rc = lookup_keys(s, NULL, key, NULL);
     if (rc != 0)
         return rc;
-    rc = store_stmt(st, STMT_MEAS_READ, MEAS_SELECT "AND s.key = ?3" MEAS_ORDER, &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, device_id) || store_bind_text(q, 2, stack_id) || store_bind_text(q, 3, key)) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    rc = collect(q, out, n);
-fail:
-    store_stmt_done(q);
-    return rc;
+    return meas_read(st, STMT_MEAS_READ, MEAS_SELECT "AND s.key = ?3" MEAS_ORDER, device_id,
+                     stack_id, key, out, n);
 }
 
 /* Contract: see store.h; rows ordered by shape key, then as above. */
 int store_measurements_all(store *st, const char *device_id, store_measurement **out,
                            int *n)
 {
-    sqlite3_stmt *q = NULL;
     if (out != NULL)
         *out = NULL;
     if (n != NULL)
         *n = 0;
     if (st == NULL || device_id == NULL || out == NULL || n == NULL)
         return ATTUNE_EINVAL;
-    int rc = store_stmt(st, STMT_MEAS_READ_ALL, MEAS_SELECT MEAS_ORDER, &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, device_id) != SQLITE_OK) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    rc = collect(q, out, n);
-fail:
-    store_stmt_done(q);
-    return rc;
+    return meas_read(st, STMT_MEAS_READ_ALL, MEAS_SELECT MEAS_ORDER, device_id, NULL, NULL,
+                     out, n);
 }
 
 typedef struct winner_mark_args {
@@ -272,18 +265,13 @@ static int winner_mark_tx(store *st, void *ctx)
                         " WHERE device_id = ?1 AND stack_id = ?2"
                         "   AND shape_id = (SELECT id FROM shapes WHERE key = ?3)",
                         &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, a->device_id) || store_bind_text(q, 2, a->stack_id) ||
-        store_bind_text(q, 3, a->key) || store_bind_text(q, 4, a->tactic)) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    if ((rc = store_exec(q)) == 0 && sqlite3_changes(st->db) == 0)
-        rc = ATTUNE_ENOTFOUND;
-fail:
-    store_stmt_done(q);
-    return rc;
+    int changed = 0;
+    if (rc == 0)
+        rc = store_write(st, q,
+                         store_bind_text(q, 1, a->device_id) || store_bind_text(q, 2, a->stack_id) ||
+                             store_bind_text(q, 3, a->key) || store_bind_text(q, 4, a->tactic),
+                         &changed);
+    return rc == 0 && !changed ? ATTUNE_ENOTFOUND : rc;
 }
 
 int store_winner_mark(store *st, const char *device_id, const char *stack_id,

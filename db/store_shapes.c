@@ -11,43 +11,28 @@ int store_shape_id(store *st, const attn_shape *s, int64_t *id)
     char key[ATTN_SHAPE_KEY_MAX];
     sqlite3_stmt *q = NULL;
     attn_shape_key(s, key, sizeof key);
-    int rc = store_stmt(st, STMT_SHAPE_SELECT, "SELECT id FROM shapes WHERE key = ?1", &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, key) != SQLITE_OK) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    int src = sqlite3_step(q);
-    if (src == SQLITE_ROW) {
+    int rc = store_stmt_text(st, STMT_SHAPE_SELECT, "SELECT id FROM shapes WHERE key = ?1", key,
+                             &q);
+    if (rc == 0 && (rc = store_step_row(q)) == 0)
         *id = sqlite3_column_int64(q, 0);
-        store_stmt_done(q);
-        return 0;
-    }
-    if (src != SQLITE_DONE) {
-        rc = store_sqlite_err(src);
-        goto fail;
-    }
     store_stmt_done(q);
+    if (rc != ATTUNE_ENOTFOUND)
+        return rc; /* found, or an error */
     rc = store_stmt(st, STMT_SHAPE_INSERT,
                     "INSERT INTO shapes(key, b, hq, hkv, sq, skv, d, dtype, causal) "
                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                     &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, key) || sqlite3_bind_int64(q, 2, s->b) ||
-        sqlite3_bind_int64(q, 3, s->hq) || sqlite3_bind_int64(q, 4, s->hkv) ||
-        sqlite3_bind_int64(q, 5, s->sq) || sqlite3_bind_int64(q, 6, s->skv) ||
-        sqlite3_bind_int64(q, 7, s->d) || store_bind_text(q, 8, attn_dtype_name(s->dtype)) ||
-        sqlite3_bind_int(q, 9, s->causal ? 1 : 0)) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    if ((rc = store_exec(q)) != 0)
-        goto fail;
-    *id = sqlite3_last_insert_rowid(st->db);
-fail:
-    store_stmt_done(q);
+    if (rc == 0)
+        rc = store_write(st, q,
+                         store_bind_text(q, 1, key) || sqlite3_bind_int64(q, 2, s->b) ||
+                             sqlite3_bind_int64(q, 3, s->hq) || sqlite3_bind_int64(q, 4, s->hkv) ||
+                             sqlite3_bind_int64(q, 5, s->sq) || sqlite3_bind_int64(q, 6, s->skv) ||
+                             sqlite3_bind_int64(q, 7, s->d) ||
+                             store_bind_text(q, 8, attn_dtype_name(s->dtype)) ||
+                             sqlite3_bind_int(q, 9, s->causal ? 1 : 0),
+                         NULL);
+    if (rc == 0)
+        *id = sqlite3_last_insert_rowid(st->db);
     return rc;
 }
 
@@ -91,19 +76,13 @@ int store_shapes(store *st, const char *device_id, attn_shape **out, int *n)
         *n = 0;
     if (st == NULL || device_id == NULL || out == NULL || n == NULL)
         return ATTUNE_EINVAL;
-    int rc = store_stmt(st, STMT_SHAPES,
-                        "SELECT b, hq, hkv, sq, skv, d, dtype, causal FROM shapes "
-                        "WHERE id IN (SELECT shape_id FROM measurements WHERE device_id = ?1) "
-                        "ORDER BY key",
-                        &q);
-    if (rc != 0)
-        goto fail;
-    if (store_bind_text(q, 1, device_id) != SQLITE_OK) {
-        rc = ATTUNE_EDB;
-        goto fail;
-    }
-    rc = store_collect_shapes(q, out, n);
-fail:
+    int rc = store_stmt_text(st, STMT_SHAPES,
+                             "SELECT b, hq, hkv, sq, skv, d, dtype, causal FROM shapes "
+                             "WHERE id IN (SELECT shape_id FROM measurements WHERE device_id = ?1) "
+                             "ORDER BY key",
+                             device_id, &q);
+    if (rc == 0)
+        rc = store_collect_shapes(q, out, n);
     store_stmt_done(q);
     return rc;
 }

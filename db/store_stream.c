@@ -77,12 +77,7 @@ int store_export_open(const char *path, const char *device_id, store_export_stre
         goto fail;
     /* one read transaction from here to store_export_close: every piece
      * comes from the same snapshot (WAL: writers go on meanwhile) */
-    sqlite3_stmt *b = NULL;
-    rc = store_stmt(x->st, STMT_BEGIN_READ, "BEGIN", &b);
-    if (rc == 0)
-        rc = store_exec(b);
-    store_stmt_done(b);
-    if (rc != 0) {
+    if ((rc = store_read_begin(x->st)) != 0) {
         attune_fail(err, errlen, rc, "cannot start a read transaction");
         goto fail;
     }
@@ -174,7 +169,7 @@ void store_export_close(store_export_stream *x)
         return;
     sqlite3_finalize(x->q);
     if (x->st != NULL)
-        store_rollback(x->st); /* read-only: ends the snapshot */
+        store_read_end(x->st);
     store_close(x->st);
     free(x->piece);
     free(x);
