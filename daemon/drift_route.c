@@ -40,20 +40,16 @@ static int stack_id_ok(const char *s)
     return 1;
 }
 
-enum MHD_Result drift_route_get(req *r, const char *url)
+const char *const drift_route_args[] = {"device", "model", "from", "to", NULL};
+
+enum MHD_Result drift_route_get(req *r, const char *url, const http_args *a)
 {
-    static const char *const allowed[] = {"device", "model", "from", "to", NULL};
-    char err[ATTUNE_ERRLEN];
-    http_args a;
     index_device_view dev;
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
-    const char *spec = http_arg(&a, "device"), *model = http_arg(&a, "model");
-    const char *from = http_arg(&a, "from"), *to = http_arg(&a, "to");
-    if (spec == NULL)
-        return http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
-    if (strlen(spec) > 128 || index_device_find(r->d->ix, spec, &dev) != 0)
-        return http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s' (see GET /v1/devices)", spec);
+    const char *spec = http_arg(a, "device"), *model = http_arg(a, "model");
+    const char *from = http_arg(a, "from"), *to = http_arg(a, "to");
+    enum MHD_Result ret;
+    if (http_device(r, spec, &dev, &ret) != 0)
+        return ret;
     if (model != NULL && strcmp(model, "0") != 0 && strcmp(model, "1") != 0)
         return http_fail(r, ATTUNE_EINVAL, "model must be 0 or 1");
     if ((from == NULL) != (to == NULL))

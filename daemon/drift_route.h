@@ -7,6 +7,8 @@
 
 /* Route handler (routes.c's table): device= (required), model=0|1,
  * from=/to= (stack ids, both or neither). */
-enum MHD_Result drift_route_get(req *r, const char *url);
+enum MHD_Result drift_route_get(req *r, const char *url, const http_args *a);
+/* Its query arguments, for the route table. */
+extern const char *const drift_route_args[];
 
 #endif

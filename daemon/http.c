@@ -375,6 +375,20 @@ int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen)
     return attn_shape_validate(s, err, errlen) == 0 ? 0 : ATTUNE_EINVAL;
 }
 
+int http_device(req *r, const char *spec, index_device_view *v, enum MHD_Result *ret)
+{
+    if (spec == NULL) {
+        *ret = http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
+        return -1;
+    }
+    /* longer than any id or name: not looked up, and not echoed whole */
+    if (strlen(spec) > 128 || index_device_find(r->d->ix, spec, v) != 0) {
+        *ret = http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s' (see GET /v1/devices)", spec);
+        return -1;
+    }
+    return 0;
+}
+
 int http_arg_max_rel_err(const http_args *a, double *out, char *err, size_t errlen)
 {
     char b1[48];

@@ -153,6 +153,13 @@ int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen)
  * decimal number (http_parse_real) in (0, 1]. 0 or ATTUNE_EINVAL with err. */
 int http_arg_max_rel_err(const http_args *a, double *out, char *err, size_t errlen);
 
+/* The device that spec names ("cpu", an ordinal, an id, a name), found in
+ * the index: 0 with *v, or -1 with the error answer queued (400 when spec
+ * is NULL: "missing parameter 'device'"; 404 when no device matches) and
+ * the handler's return value in *ret. The one way a handler resolves a
+ * device argument. */
+int http_device(req *r, const char *spec, index_device_view *v, enum MHD_Result *ret);
+
 /* 1 when the JSON text s[0..n) nests arrays/objects at most max deep
  * (strings skipped, escapes honoured). Checked before parsing, so a body
  * of 100k '[' costs a scan, not a parser recursion. */

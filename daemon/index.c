@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/grow.h"
 #include "../common/hash.h"
 
 typedef struct ix_shape {
@@ -236,16 +237,8 @@ int index_device_put(index_state *ix, const attn_device_info *info, const attn_s
     pthread_rwlock_wrlock(&ix->lock);
     ix_device *d = find_device(ix, info->id);
     if (d == NULL) {
-        if (ix->ndevs == ix->cap) {
-            int cap = ix->cap ? ix->cap * 2 : 8;
-            ix_device *nd = realloc(ix->devs, (size_t)cap * sizeof *nd);
-            if (nd == NULL) {
-                rc = ATTUNE_ENOMEM;
-                goto out;
-            }
-            ix->devs = nd;
-            ix->cap = cap;
-        }
+        if ((rc = grow_array(&ix->devs, &ix->cap, ix->ndevs, sizeof *ix->devs)) != 0)
+            goto out;
         d = &ix->devs[ix->ndevs++];
         memset(d, 0, sizeof *d);
     }
@@ -265,14 +258,8 @@ out:
  * (write lock held). 0, or ATTUNE_ENOMEM with d unchanged. */
 static int append_shape(ix_device *d, const ix_shape *fresh)
 {
-    if (d->nshapes == d->cap) {
-        int cap = d->cap ? d->cap * 2 : 64;
-        ix_shape *ns = realloc(d->shapes, (size_t)cap * sizeof *ns);
-        if (ns == NULL)
-            return ATTUNE_ENOMEM;
-        d->shapes = ns;
-        d->cap = cap;
-    }
+    if (grow_array(&d->shapes, &d->cap, d->nshapes, sizeof *d->shapes) != 0)
+        return ATTUNE_ENOMEM;
     if ((uint32_t)d->nshapes * 2 + 4 > d->nslots) {
         int32_t *slots;
         uint32_t nslots;

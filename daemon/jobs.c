@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/grow.h"
 #include "../tuner/tuner.h"
 #include "log.h"
 #include "metrics.h"
@@ -110,14 +111,8 @@ static jobs_view *find_job(jobs *j, int64_t id)
 
 static int add_job(jobs *j, const jobs_view *v)
 {
-    if (j->ntab == j->captab) {
-        int cap = j->captab ? j->captab * 2 : 64;
-        jobs_view *t = realloc(j->tab, (size_t)cap * sizeof *t);
-        if (t == NULL)
-            return ATTUNE_ENOMEM;
-        j->tab = t;
-        j->captab = cap;
-    }
+    if (grow_array(&j->tab, &j->captab, j->ntab, sizeof *j->tab) != 0)
+        return ATTUNE_ENOMEM;
     int at = j->ntab;
     while (at > 0 && j->tab[at - 1].id > v->id)
         at--; /* ids grow; this loop only runs for out-of-order rows */

@@ -24,8 +24,9 @@ static const page_asset *find_asset(const char *name)
     return NULL;
 }
 
-enum MHD_Result page_get(req *r, const char *url)
+enum MHD_Result page_get(req *r, const char *url, const http_args *args)
 {
+    (void)args; /* the page takes no arguments and ignores any (cache busters) */
     const char *name = strcmp(url, "/") == 0 ? "index.html" : url + strlen("/ui/");
     /* names are flat file names of web/: nothing else is served */
     const page_asset *a = strchr(name, '/') == NULL ? find_asset(name) : NULL;

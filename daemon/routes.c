@@ -1,8 +1,9 @@
 /* routes.c -- the route table of API v1 and its handlers.
  *
- * One static table {method, path, handler} ending in a 404 row; one access
- * handler looks the route up, checks Host, token and body size, gathers
- * the body, and calls the handler. Per-request state lives in *req_cls and
+ * One static table {method, path, auth, body limit, query arguments,
+ * handler} ending in a 404 row; one access handler looks the route up,
+ * checks Host, token and body size, gathers the body, checks the query
+ * arguments against the row's list (run_handler), and calls the handler. Per-request state lives in *req_cls and
  * is freed in routes_completed. Handlers never block: lookups read the
  * in-memory index; anything that touches SQLite is deferred to the DB
  * worker (http_defer). */
@@ -23,7 +24,7 @@
 #include "metrics.h"
 #include "page.h"
 
-typedef enum MHD_Result (*handler_fn)(req *r, const char *url);
+typedef enum MHD_Result (*handler_fn)(req *r, const char *url, const http_args *a);
 
 typedef struct route {
     const char *method;   /* NULL: the final 404 row */
@@ -31,40 +32,72 @@ typedef struct route {
     int prefix;           /* path is a prefix: "/v1/jobs/" + ID */
     int auth;             /* needs Authorization: Bearer <token> */
     size_t body_max;      /* 0: the route takes no body */
+    const char *const *args; /* the query arguments it takes (NULL-ended),
+                                checked before fn runs; NULL: not read */
     handler_fn fn;
     const char *label;    /* metrics label */
 } route;
 
-static enum MHD_Result h_health(req *r, const char *url);
-static enum MHD_Result h_devices(req *r, const char *url);
-static enum MHD_Result h_tactic(req *r, const char *url);
-static enum MHD_Result h_results(req *r, const char *url);
-static enum MHD_Result h_tune(req *r, const char *url);
-static enum MHD_Result h_jobs_list(req *r, const char *url);
-static enum MHD_Result h_job_get(req *r, const char *url);
-static enum MHD_Result h_job_cancel(req *r, const char *url);
-static enum MHD_Result h_export(req *r, const char *url);
-static enum MHD_Result h_import(req *r, const char *url);
-static enum MHD_Result h_metrics(req *r, const char *url);
-static enum MHD_Result h_not_found(req *r, const char *url);
+static enum MHD_Result h_health(req *r, const char *url, const http_args *a);
+/* Append o to *arr; on failure drop the whole list (*arr NULL), so that
+ * send_list answers 500 rather than a silently shortened list. */
+static void list_add(json_t **arr, json_t *o)
+{
+    if (*arr == NULL) {
+        json_decref(o);
+    } else if (json_array_append_new(*arr, o) != 0) {
+        json_decref(*arr);
+        *arr = NULL;
+    }
+}
+
+/* Answer {key: arr} (taking arr); NULL arr: 500 out of memory. */
+static enum MHD_Result send_list(req *r, const char *key, json_t *arr)
+{
+    if (arr == NULL)
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
+    return http_send_json(r, 200, json_pack("{s:o}", key, arr));
+}
+
+static enum MHD_Result h_devices(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_results(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_tune(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_jobs_list(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_job_get(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_job_cancel(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_export(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_import(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_metrics(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_not_found(req *r, const char *url, const http_args *a);
+
+/* The query arguments of each route: anything else is a 400. */
+static const char *const no_args[] = {NULL};
+static const char *const device_arg[] = {"device", NULL};
+static const char *const shape_args[] = {"device", "shape", "b", "hq", "hkv", "sq",
+                                         "skv", "d", "dtype", "causal", "max_rel_err",
+                                         NULL};
+static const char *const results_args[] = {"device", "shape", "b", "hq", "hkv", "sq",
+                                           "skv", "d", "dtype", "causal", NULL};
+static const char *const jobs_args[] = {"state", "device", "limit", NULL};
 
 static const route routes[] = {
-    {"GET", "/v1/health", 0, 0, 0, h_health, "/v1/health"},
-    {"GET", "/v1/devices", 0, 0, 0, h_devices, "/v1/devices"},
-    {"GET", "/v1/tactic", 0, 0, 0, h_tactic, "/v1/tactic"},
-    {"GET", "/v1/results", 0, 0, 0, h_results, "/v1/results"},
-    {"POST", "/v1/tune", 0, 1, ATTUNED_TUNE_BODY_MAX, h_tune, "/v1/tune"},
-    {"GET", "/v1/jobs", 0, 0, 0, h_jobs_list, "/v1/jobs"},
-    {"GET", "/v1/jobs/", 1, 0, 0, h_job_get, "/v1/jobs/ID"},
-    {"DELETE", "/v1/jobs/", 1, 1, 0, h_job_cancel, "/v1/jobs/ID"},
-    {"GET", "/v1/export", 0, 0, 0, h_export, "/v1/export"},
-    {"POST", "/v1/import", 0, 1, ATTUNED_IMPORT_BODY_MAX, h_import, "/v1/import"},
-    {"GET", "/v1/drift", 0, 0, 0, drift_route_get, "/v1/drift"},
-    {"GET", "/metrics", 0, 0, 0, h_metrics, "/metrics"},
-    {"GET", "/v1/winners", 0, 0, 0, winners_get, "/v1/winners"},
-    {"GET", "/", 0, 0, 0, page_get, "/"},
-    {"GET", "/ui/", 1, 0, 0, page_get, "/ui/ASSET"},
-    {NULL, NULL, 0, 0, 0, h_not_found, "unmatched"},
+    {"GET", "/v1/health", 0, 0, 0, no_args, h_health, "/v1/health"},
+    {"GET", "/v1/devices", 0, 0, 0, no_args, h_devices, "/v1/devices"},
+    {"GET", "/v1/tactic", 0, 0, 0, shape_args, h_tactic, "/v1/tactic"},
+    {"GET", "/v1/results", 0, 0, 0, results_args, h_results, "/v1/results"},
+    {"POST", "/v1/tune", 0, 1, ATTUNED_TUNE_BODY_MAX, no_args, h_tune, "/v1/tune"},
+    {"GET", "/v1/jobs", 0, 0, 0, jobs_args, h_jobs_list, "/v1/jobs"},
+    {"GET", "/v1/jobs/", 1, 0, 0, no_args, h_job_get, "/v1/jobs/ID"},
+    {"DELETE", "/v1/jobs/", 1, 1, 0, no_args, h_job_cancel, "/v1/jobs/ID"},
+    {"GET", "/v1/export", 0, 0, 0, device_arg, h_export, "/v1/export"},
+    {"POST", "/v1/import", 0, 1, ATTUNED_IMPORT_BODY_MAX, no_args, h_import, "/v1/import"},
+    {"GET", "/v1/drift", 0, 0, 0, drift_route_args, drift_route_get, "/v1/drift"},
+    {"GET", "/metrics", 0, 0, 0, no_args, h_metrics, "/metrics"},
+    {"GET", "/v1/winners", 0, 0, 0, winners_args, winners_get, "/v1/winners"},
+    {"GET", "/", 0, 0, 0, NULL, page_get, "/"},
+    {"GET", "/ui/", 1, 0, 0, NULL, page_get, "/ui/ASSET"},
+    {NULL, NULL, 0, 0, 0, NULL, h_not_found, "unmatched"},
 };
 #define NROUTES ((int)(sizeof routes / sizeof routes[0]))
 #define ROW_NOT_FOUND (NROUTES - 1)
@@ -124,67 +157,32 @@ static json_t *device_json(const index_device_view *v)
                      "measurements", (json_int_t)v->nmeasurements);
 }
 
-/* Resolve the device= argument; on failure the error is queued and
- * *ret holds the handler's return value. */
-static int arg_device(req *r, const http_args *a, index_device_view *v, enum MHD_Result *ret)
-{
-    const char *spec = http_arg(a, "device");
-    if (spec == NULL) {
-        *ret = http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
-        return -1;
-    }
-    if (strlen(spec) > 128 || index_device_find(r->d->ix, spec, v) != 0) {
-        *ret = http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s' (see GET /v1/devices)", spec);
-        return -1;
-    }
-    return 0;
-}
 
 /* ---- GET /v1/health, /v1/devices, /metrics */
 
-static enum MHD_Result h_health(req *r, const char *url)
+static enum MHD_Result h_health(req *r, const char *url, const http_args *a)
 {
-    char err[ATTUNE_ERRLEN];
-    http_args a;
-    static const char *const allowed[] = {NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     return http_send_json(r, 200, json_pack("{s:s, s:s, s:i}", "status",
                                             atomic_load(&r->d->stopping) ? "stopping" : "ok",
                                             "version", ATTUNE_VERSION, "devices",
                                             r->d->ndevices));
 }
 
-static enum MHD_Result h_devices(req *r, const char *url)
+static enum MHD_Result h_devices(req *r, const char *url, const http_args *a)
 {
-    char err[ATTUNE_ERRLEN];
-    http_args a;
-    static const char *const allowed[] = {NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     index_device_view *v = NULL;
     int n = 0;
     if (index_devices(r->d->ix, &v, &n) != 0)
         return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     json_t *arr = json_array();
     for (int i = 0; i < n && arr != NULL; i++)
-        if (json_array_append_new(arr, device_json(&v[i])) != 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
+        list_add(&arr, device_json(&v[i]));
     free(v);
-    if (arr == NULL)
-        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
-    return http_send_json(r, 200, json_pack("{s:o}", "devices", arr));
+    return send_list(r, "devices", arr);
 }
 
-static enum MHD_Result h_metrics(req *r, const char *url)
+static enum MHD_Result h_metrics(req *r, const char *url, const http_args *a)
 {
-    char err[ATTUNE_ERRLEN];
-    http_args a;
-    static const char *const allowed[] = {NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     metrics_snapshot snap;
     memset(&snap, 0, sizeof snap);
     jobs_counts(r->d->jobs, snap.jobs);
@@ -200,26 +198,19 @@ static enum MHD_Result h_metrics(req *r, const char *url)
 
 /* ---- GET /v1/tactic */
 
-static const char *const shape_args[] = {"device", "shape", "b", "hq", "hkv", "sq",
-                                         "skv", "d", "dtype", "causal", "max_rel_err",
-                                         NULL};
-
 /* handler -> index -> answer: the arguments are checked here, the device
  * is resolved and the shape key built once, in index_lookup, and both are
  * reused for the answer and tune on miss (docs/design.md). */
-static enum MHD_Result h_tactic(req *r, const char *url)
+static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
 {
     char err[ATTUNE_ERRLEN];
-    http_args a;
     attn_shape s;
     double mre;
-    if (http_args_get(r->conn, shape_args, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
-    const char *spec = http_arg(&a, "device");
+    const char *spec = http_arg(a, "device");
     if (spec == NULL)
         return http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
-    if (http_args_shape(&a, &s, err, sizeof err) != 0 ||
-        http_arg_max_rel_err(&a, &mre, err, sizeof err) != 0)
+    if (http_args_shape(a, &s, err, sizeof err) != 0 ||
+        http_arg_max_rel_err(a, &mre, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "%s", err);
     index_answer ans;
     int rc = strlen(spec) > 128 ? ATTUNE_ENODEV : index_lookup(r->d->ix, spec, &s, mre, &ans);
@@ -320,20 +311,15 @@ static json_t *measurement_json(const store_measurement *m, const char *cur_stac
     return o;
 }
 
-static enum MHD_Result h_results(req *r, const char *url)
+static enum MHD_Result h_results(req *r, const char *url, const http_args *a)
 {
     char err[ATTUNE_ERRLEN];
     enum MHD_Result ret;
-    http_args a;
     index_device_view dev;
     attn_shape s;
-    static const char *const allowed[] = {"device", "shape", "b", "hq", "hkv", "sq",
-                                          "skv", "d", "dtype", "causal", NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
-    if (arg_device(r, &a, &dev, &ret) != 0)
+    if (http_device(r, http_arg(a, "device"), &dev, &ret) != 0)
         return ret;
-    if (http_args_shape(&a, &s, err, sizeof err) != 0)
+    if (http_args_shape(a, &s, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "%s", err);
     store_measurement *m = NULL;
     int n = 0;
@@ -400,19 +386,15 @@ static int parse_job_id(const char *url, int64_t *id)
     return *id >= 1 ? 0 : -1;
 }
 
-static enum MHD_Result h_jobs_list(req *r, const char *url)
+static enum MHD_Result h_jobs_list(req *r, const char *url, const http_args *a)
 {
     char err[ATTUNE_ERRLEN];
-    http_args a;
-    static const char *const allowed[] = {"state", "device", "limit", NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     int64_t limit = 100;
-    if (http_arg(&a, "limit") != NULL &&
-        http_arg_int(&a, "limit", 1, 10000, &limit, err, sizeof err) != 0)
+    if (http_arg(a, "limit") != NULL &&
+        http_arg_int(a, "limit", 1, 10000, &limit, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "%s", err);
     int state = -1;
-    const char *sv = http_arg(&a, "state");
+    const char *sv = http_arg(a, "state");
     if (sv != NULL) {
         for (int s = 0; s < 5 && state < 0; s++)
             if (strcmp(sv, store_job_state_name((store_job_state)s)) == 0)
@@ -422,9 +404,10 @@ static enum MHD_Result h_jobs_list(req *r, const char *url)
                                    "failed, canceled)", sv);
     }
     index_device_view dev;
-    const char *dv = http_arg(&a, "device");
-    if (dv != NULL && (strlen(dv) > 128 || index_device_find(r->d->ix, dv, &dev) != 0))
-        return http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s'", dv);
+    enum MHD_Result ret;
+    const char *dv = http_arg(a, "device"); /* optional here */
+    if (dv != NULL && http_device(r, dv, &dev, &ret) != 0)
+        return ret;
     jobs_view *v = NULL;
     int n = 0;
     if (jobs_list(r->d->jobs, &v, &n) != 0)
@@ -436,25 +419,15 @@ static enum MHD_Result h_jobs_list(req *r, const char *url)
         if ((state >= 0 && (int)v[i].state != state) ||
             (dv != NULL && strcmp(v[i].device_id, dev.info.id) != 0))
             continue;
-        if (json_array_append_new(arr, job_json(&v[i])) != 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
+        list_add(&arr, job_json(&v[i]));
         shown++;
     }
     free(v);
-    if (arr == NULL)
-        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
-    return http_send_json(r, 200, json_pack("{s:o}", "jobs", arr));
+    return send_list(r, "jobs", arr);
 }
 
-static enum MHD_Result h_job_get(req *r, const char *url)
+static enum MHD_Result h_job_get(req *r, const char *url, const http_args *a)
 {
-    char err[ATTUNE_ERRLEN];
-    http_args a;
-    static const char *const allowed[] = {NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     int64_t id;
     if (parse_job_id(url, &id) != 0)
         return http_fail(r, ATTUNE_EINVAL, "job id must be a positive integer");
@@ -481,13 +454,8 @@ static void work_cancel(req *r, store *st)
     }
 }
 
-static enum MHD_Result h_job_cancel(req *r, const char *url)
+static enum MHD_Result h_job_cancel(req *r, const char *url, const http_args *a)
 {
-    char err[ATTUNE_ERRLEN];
-    http_args a;
-    static const char *const allowed[] = {NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     if (parse_job_id(url, &r->job_id) != 0)
         return http_fail(r, ATTUNE_EINVAL, "job id must be a positive integer");
     jobs_view v;
@@ -544,14 +512,10 @@ static json_t *body_object(req *r, enum MHD_Result *ret)
     return root;
 }
 
-static enum MHD_Result h_tune(req *r, const char *url)
+static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
 {
     char err[ATTUNE_ERRLEN];
     enum MHD_Result ret;
-    http_args a;
-    static const char *const allowed[] = {NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     json_t *root = body_object(r, &ret);
     if (root == NULL)
         return ret;
@@ -577,11 +541,8 @@ static enum MHD_Result h_tune(req *r, const char *url)
         goto out;
     }
     index_device_view dev;
-    if (strlen(devspec) > 128 || index_device_find(r->d->ix, devspec, &dev) != 0) {
-        ret = http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s' (see GET /v1/devices)",
-                              devspec);
+    if (http_device(r, devspec, &dev, &ret) != 0)
         goto out;
-    }
     if (!dev.local) {
         ret = http_fail(r, ATTUNE_EINVAL, "device %s is not on this host: it cannot be tuned "
                               "here", dev.info.id);
@@ -630,16 +591,11 @@ out:
 
 /* ---- GET /v1/export, POST /v1/import */
 
-static enum MHD_Result h_export(req *r, const char *url)
+static enum MHD_Result h_export(req *r, const char *url, const http_args *a)
 {
-    char err[ATTUNE_ERRLEN];
     enum MHD_Result ret;
-    http_args a;
     index_device_view dev;
-    static const char *const allowed[] = {"device", NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
-    if (arg_device(r, &a, &dev, &ret) != 0)
+    if (http_device(r, http_arg(a, "device"), &dev, &ret) != 0)
         return ret;
     return export_stream(r, dev.info.id); /* no token: see export.h */
 }
@@ -667,13 +623,8 @@ static void work_import(req *r, store *st)
                                  stats.measurements, "skipped", stats.skipped));
 }
 
-static enum MHD_Result h_import(req *r, const char *url)
+static enum MHD_Result h_import(req *r, const char *url, const http_args *a)
 {
-    char err[ATTUNE_ERRLEN];
-    http_args a;
-    static const char *const allowed[] = {NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
     if (r->len == 0)
         return http_fail(r, ATTUNE_EINVAL, "empty body: a fleet table is expected");
     if (!http_json_depth_ok(r->body, r->len, ATTUNED_JSON_DEPTH_MAX))
@@ -682,8 +633,9 @@ static enum MHD_Result h_import(req *r, const char *url)
     return http_defer(r, work_import);
 }
 
-static enum MHD_Result h_not_found(req *r, const char *url)
+static enum MHD_Result h_not_found(req *r, const char *url, const http_args *a)
 {
+    (void)a;
     return http_fail(r, ATTUNE_ENOTFOUND, "no route for %.100s", url);
 }
 
@@ -762,7 +714,7 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
                                       "method not allowed on this route");
     }
     if (row < 0)
-        return routes[ROW_NOT_FOUND].fn(r, url);
+        return routes[ROW_NOT_FOUND].fn(r, url, NULL);
     const route *rt = &routes[row];
     if (rt->auth &&
         !auth_bearer_ok(d->token, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
@@ -802,6 +754,19 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
         }
     }
     return MHD_YES; /* the body follows */
+}
+
+/* The one place a route's query arguments are read and checked (the
+ * pointers are valid during this call of the access handler only). */
+static enum MHD_Result run_handler(req *r, const route *rt, const char *url)
+{
+    char err[ATTUNE_ERRLEN];
+    http_args a;
+    if (rt->args == NULL)
+        return rt->fn(r, url, NULL);
+    if (http_args_get(r->conn, rt->args, &a, err, sizeof err) != 0)
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
+    return rt->fn(r, url, &a);
 }
 
 enum MHD_Result routes_access(void *cls, struct MHD_Connection *c, const char *url,
@@ -847,7 +812,7 @@ enum MHD_Result routes_access(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES; /* deferred and not done: cannot happen while suspended */
     if (r->too_big)
         return reject_body(r, (unsigned)r->too_big);
-    return routes[r->route].fn(r, url);
+    return run_handler(r, &routes[r->route], url);
 }
 
 void routes_completed(void *cls, struct MHD_Connection *c, void **req_cls,

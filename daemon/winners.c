@@ -61,38 +61,35 @@ out:
     free(rows);
 }
 
-enum MHD_Result winners_get(req *r, const char *url)
+const char *const winners_args[] = {"device", "dtype", "d", "causal", "stale", NULL};
+
+enum MHD_Result winners_get(req *r, const char *url, const http_args *a)
 {
     char err[ATTUNE_ERRLEN];
-    http_args a;
-    static const char *const allowed[] = {"device", "dtype", "d", "causal", "stale", NULL};
-    if (http_args_get(r->conn, allowed, &a, err, sizeof err) != 0)
-        return http_fail(r, ATTUNE_EINVAL, "%s", err);
-    const char *spec = http_arg(&a, "device");
+    const char *spec = http_arg(a, "device");
     index_device_view dev;
-    if (spec == NULL)
-        return http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
-    if (strlen(spec) > 128 || index_device_find(r->d->ix, spec, &dev) != 0)
-        return http_fail(r, ATTUNE_ENODEV, "unknown device '%.64s' (see GET /v1/devices)", spec);
+    enum MHD_Result ret;
+    if (http_device(r, spec, &dev, &ret) != 0)
+        return ret;
     winners_filter *f = &r->winners;
     winners_filter_all(f);
     f->need_mark = dev.local; /* the rule of the lookups (select_complete) */
-    const char *v = http_arg(&a, "dtype");
+    const char *v = http_arg(a, "dtype");
     attn_dtype dt;
     if (v != NULL) {
         if (attn_dtype_parse(v, &dt) != 0)
             return http_fail(r, ATTUNE_EINVAL, "dtype='%.16s' must be f16, bf16 or f32", v);
         f->dtype = (int)dt;
     }
-    if (http_arg(&a, "d") != NULL) {
+    if (http_arg(a, "d") != NULL) {
         int64_t d;
-        if (http_arg_int(&a, "d", 1, ATTN_MAX_HEADDIM, &d, err, sizeof err) != 0)
+        if (http_arg_int(a, "d", 1, ATTN_MAX_HEADDIM, &d, err, sizeof err) != 0)
             return http_fail(r, ATTUNE_EINVAL, "%s", err);
         f->d = (int)d;
     }
-    if ((v = http_arg(&a, "causal")) != NULL && arg_bool(v, &f->causal) != 0)
+    if ((v = http_arg(a, "causal")) != NULL && arg_bool(v, &f->causal) != 0)
         return http_fail(r, ATTUNE_EINVAL, "causal='%.16s' must be true or false", v);
-    if ((v = http_arg(&a, "stale")) != NULL && arg_bool(v, &f->stale) != 0)
+    if ((v = http_arg(a, "stale")) != NULL && arg_bool(v, &f->stale) != 0)
         return http_fail(r, ATTUNE_EINVAL, "stale='%.16s' must be true or false", v);
     snprintf(r->device_id, sizeof r->device_id, "%s", dev.info.id);
     return http_defer(r, work_winners);
