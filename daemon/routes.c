@@ -157,7 +157,6 @@ static json_t *device_json(const index_device_view *v)
                      "measurements", (json_int_t)v->nmeasurements);
 }
 
-
 /* ---- GET /v1/health, /v1/devices, /metrics */
 
 static enum MHD_Result h_health(req *r, const char *url, const http_args *a)
@@ -198,9 +197,10 @@ static enum MHD_Result h_metrics(req *r, const char *url, const http_args *a)
 
 /* ---- GET /v1/tactic */
 
-/* handler -> index -> answer: the arguments are checked here, the device
- * is resolved and the shape key built once, in index_lookup, and both are
- * reused for the answer and tune on miss (docs/design.md). */
+/* handler -> index -> answer: the arguments (checked against the route
+ * row) are parsed here, the device is resolved and the shape key built
+ * once, in index_lookup, and both are reused for the answer and tune on
+ * miss (docs/design.md). */
 static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
 {
     char err[ATTUNE_ERRLEN];
