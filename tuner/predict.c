@@ -142,6 +142,11 @@ static int64_t kernel_dim(const attn_tactic *t, int64_t d)
  * rows per block, one block per SM), so a shape that leaves most SMs idle
  * is no cheaper for it than for the tiled kernels that know it. */
 #define CUDNN_TILE_ROWS 128
+/* ... except for decode-like shapes (fewer query rows than the smallest
+ * MMA tile): there its engines split the keys, as split-KV does (on the
+ * H200 cudnn kcfg=36 ran b1.hq32.sq1.skv4096 d128 at 3.1 TB/s, which 32
+ * one-per-head blocks could not), so no row-tile wave is charged. */
+#define CUDNN_DECODE_ROWS 16
 
 /* Query rows per query head that t computes on s: a tiled kernel computes
  * whole row tiles of the real rows (split KV: of the group's folded rows,
@@ -170,7 +175,13 @@ static void work_of(const attn_shape *s, const attn_tactic *t, double *flops, do
 {
     int pad = t->pad > 1 ? t->pad : 1;
     int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
-    double grow = rows_computed(s, t) / (double)s->sq * (double)skvp / (double)s->skv;
+    /* a tiled kernel computes whole key tiles: 77 keys cost 128 (cuDNN's
+     * prefill engines taken as 128 wide, as their rows) */
+    int64_t tn = t->variant == ATTN_FUSED || t->variant == ATTN_FUSED_SPLITKV ? t->tile_n
+                 : t->variant == ATTN_CUDNN && s->sq >= CUDNN_DECODE_ROWS ? CUDNN_TILE_ROWS
+                                                                          : 0;
+    double keys = tn > 0 ? (double)attn_round_up(skvp, tn) : (double)skvp;
+    double grow = rows_computed(s, t) / (double)s->sq * keys / (double)s->skv;
     double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense_variant(t->variant)) * grow;
     double es = (double)attn_dtype_size(s->dtype);
     *flops = 4.0 * (double)s->b * (double)s->hq * pairs * (double)kernel_dim(t, s->d);
@@ -193,7 +204,7 @@ static double split_grid(const attn_shape *s, int tile_m)
  * their decode shapes are bound by bytes, not by compute slots. */
 static double grid_blocks(const attn_shape *s, const attn_tactic *t)
 {
-    if (t->variant == ATTN_CUDNN)
+    if (t->variant == ATTN_CUDNN && s->sq >= CUDNN_DECODE_ROWS)
         return (double)(s->b * s->hq) * (double)((s->sq + CUDNN_TILE_ROWS - 1) / CUDNN_TILE_ROWS);
     if (t->tile_m <= 0 || t->warps <= 0 || t->variant != ATTN_FUSED)
         return 0;
@@ -243,6 +254,22 @@ static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_
     return waves * f / time;
 }
 
+/* Kernels t launches: the GEMM variants three (Q.K^T, softmax, P.V), a
+ * split-KV tactic with several splits two (the splits, their combine),
+ * the others one (on a CUDA device). Each costs the launch floor: on shapes too small to
+ * fill the device (a decode step of one KV head) the floor is most of
+ * the time, and three launches are not the price of one (the H200 ran
+ * b1.hq71.hkv1.sq1.skv2048 d64 in 5.5 us with cuDNN's one kernel, 9.3
+ * with folded's three). */
+static double launches(const predict_model *pm, const attn_tactic *t)
+{
+    if (pm->sms <= 0)
+        return 1; /* not a CUDA device: no kernel launches to count */
+    if (dense_variant(t->variant))
+        return 3;
+    return t->splits > 1 ? 2 : 1;
+}
+
 /* Roofline cost in microseconds of s run by t (family fam, -1 if none) on
  * the model's device: FLOPs at the rate the family reached on any shape,
  * stretched by the waves' idle slots; bytes at the device's best rate. The
@@ -256,7 +283,7 @@ static double cost_of(const predict_model *pm, const attn_shape *s, const attn_t
     double fl, by;
     work_of(s, t, &fl, &by);
     double pf = fam >= 0 ? pm->fam_flops[fam] : pm->peak_flops;
-    return fmax(fl / pf / wave_eff(pm, s, t), by / pm->peak_bytes) + pm->lat_us;
+    return fmax(fl / pf / wave_eff(pm, s, t), by / pm->peak_bytes) + pm->lat_us * launches(pm, t);
 }
 
 static void features(const attn_shape *s, double f[5])
@@ -564,6 +591,37 @@ static void parse_rows(predict_model *pm, const store_measurement *const *m, con
  * shape left most slots idle is not judged by that), at most the
  * device's; the launch floor: half the fastest row. A family without an
  * ok row gets the device's. 0 or ATTUNE_ENOMEM. */
+/* 1 when families a and b differ at most in their pad. */
+static int same_kernel(const char *a, const char *b)
+{
+    for (;;) {
+        if (strncmp(a, "/pad=", 5) == 0)
+            a += 5 + strcspn(a + 5, "/");
+        if (strncmp(b, "/pad=", 5) == 0)
+            b += 5 + strcspn(b + 5, "/");
+        if (*a != *b)
+            return 0;
+        if (*a == 0)
+            return 1;
+        a++;
+        b++;
+    }
+}
+
+/* 1 when families a and b are of the same variant and arch. */
+static int same_variant(const char *a, const char *b)
+{
+    size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
+    if (la != lb || strncmp(a, b, la) != 0)
+        return 0;
+    const char *xa = strstr(a, "/arch="), *xb = strstr(b, "/arch=");
+    if (xa == NULL || xb == NULL)
+        return xa == xb;
+    la = strcspn(xa + 1, "/");
+    lb = strcspn(xb + 1, "/");
+    return la == lb && strncmp(xa, xb, la + 1) == 0;
+}
+
 static int roofline(predict_model *pm, const store_measurement *const *m, const int *pick)
 {
     double tmin = INFINITY;
@@ -580,8 +638,6 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         work_of(&r->shape, &row->t, &fl, &by);
         pm->peak_flops = fmax(pm->peak_flops, fl / tm);
         pm->peak_bytes = fmax(pm->peak_bytes, by / tm);
-        pm->fam_flops[row->fam] =
-            fmax(pm->fam_flops[row->fam], fl / tm / wave_eff(pm, &r->shape, &row->t));
         tmin = fmin(tmin, tm);
     }
     if (!(pm->peak_flops > 0 && pm->peak_bytes > 0 && isfinite(tmin))) {
@@ -589,9 +645,53 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         tmin = 0;
     }
     pm->lat_us = 0.5 * tmin;
+    /* A family's FLOP rate per busy slot: the best its rows reached, but
+     * only if one of them was compute-bound by the device's roofline: a
+     * family measured only where bytes bound it (cuDNN's decode engine,
+     * listed only for decode steps) ran at the rate its bytes allowed,
+     * which says nothing of its FLOP ceiling; costed at that rate, a
+     * decode step of 71 query heads per KV head (9x the FLOPs per byte
+     * of its group-8 neighbours) came out 1.5x dearer for it than for
+     * prefill engines that took 5.8x its time. Such a family gets the
+     * device's rate. */
+    unsigned char *cb = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), 1);
+    if (cb == NULL)
+        return ATTUNE_ENOMEM;
+    for (int k = 0; k < pm->nrows; k++) {
+        const store_measurement *r = &M(pick[k]);
+        const pm_row *row = &pm->rows[k];
+        if (!row_timed(r) || r->status != STORE_OK)
+            continue;
+        double fl, by, tm = select_time(r), w = wave_eff(pm, &r->shape, &row->t);
+        work_of(&r->shape, &row->t, &fl, &by);
+        cb[row->fam] |= fl / (pm->peak_flops * w) >= by / pm->peak_bytes;
+        pm->fam_flops[row->fam] = fmax(pm->fam_flops[row->fam], fl / tm / w);
+    }
+    /* the pad does not change a kernel's ceiling: a family counts as
+     * seen compute-bound when the same kernel under any pad was */
+    for (int f = 0; f < pm->nfams; f++) {
+        for (int g = 0; g < pm->nfams && !cb[f]; g++)
+            if (cb[g] & 1 && same_kernel(pm->fams[f], pm->fams[g]))
+                cb[f] |= 2;
+    }
+    /* a kernel never seen compute-bound: the best ceiling another kernel
+     * of its variant (and arch) showed compute-bound, else the device's
+     * (a split-KV tile seen only on decode steps is not credited the
+     * prefill kernels' 500 TFLOP/s on 50 queries of d = 256) */
+    for (int f = 0; f < pm->nfams; f++) {
+        if (cb[f])
+            continue;
+        double v = 0;
+        for (int g = 0; g < pm->nfams; g++)
+            if (cb[g] & 1 && same_variant(pm->fams[f], pm->fams[g]))
+                v = fmax(v, pm->fam_flops[g]);
+        pm->fam_flops[f] = v;
+        cb[f] = v > 0;
+    }
     for (int f = 0; f < pm->nfams; f++)
-        pm->fam_flops[f] = pm->fam_flops[f] > 0 ? fmin(pm->fam_flops[f], pm->peak_flops)
-                                                : pm->peak_flops;
+        pm->fam_flops[f] = pm->fam_flops[f] > 0 && cb[f] ? fmin(pm->fam_flops[f], pm->peak_flops)
+                                                         : pm->peak_flops;
+    free(cb);
     return 0;
 }
 
