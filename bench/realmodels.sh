@@ -5,23 +5,25 @@
 # 1. tunes the train grid (default grids/default.json: what attuned tunes at
 #    first start on a GPU) with `attune tune` into a fresh database;
 # 2. starts attuned on it with tune on miss off and asks GET /v1/tactic for
-#    every shape of the held-out grid (default grids/realmodels.json):
-#    the answers *before* any of them is tuned (tactic, source, predicted
-#    time, the shapes it leaned on);
-# 3. restarts attuned with tune on miss on (its default) and, one shape at a
-#    time, once the device is idle: asks, waits 3 s, asks again; records
-#    both sources (the second should be `measured`) and lets the miss tune
-#    finish (it is the shape's tuning);
-# 4. `attune tune` on the held-out grid completes whatever the miss tunes
-#    left (tactics already measured are skipped);
-# 5. regret of each answer of step 2 = time of the answered tactic on the
-#    shape / time of its winner (select rule of docs/tuning.md, with
-#    pad/unpad copies); median and worst; also `attune loo --holdout`
-#    (the model of this tree, offline on the same rows) and the
-#    leave-one-out over the train grid.
+#    every shape of every held-out grid (default grids/realmodels.json;
+#    --hold again for more sets): the answers *before* any of them is
+#    tuned (tactic, source, predicted time, the shapes it leaned on), all
+#    sets before any set is tuned, so no set's tuning informs another's;
+# 3. (not with --no-miss-check) restarts attuned with tune on miss on (its
+#    default) and, one shape at a time, once the device is idle: asks,
+#    waits 3 s, asks again; records both sources (the second should be
+#    `measured`) and lets the miss tune finish (it is the shape's tuning);
+# 4. per held-out set, in the order given: `attune tune` on it (completes
+#    whatever the miss tunes left; tactics already measured are skipped),
+#    the table exported, and
+# 5. the regret of each of the set's answers of step 2 = time of the
+#    answered tactic on the shape / time of its winner (select rule of
+#    docs/tuning.md, with pad/unpad copies); median and worst; also `attune
+#    loo --holdout` (the model of this tree, offline on the same rows);
+#    at the end the leave-one-out over the train grid.
 #
 # usage: bench/realmodels.sh [--build DIR] [--device ID] [--train GRID]
-#                            [--hold GRID] [--out DIR]
+#                            [--hold GRID]... [--no-miss-check] [--out DIR]
 # On the GPU machine: tests/gpu/run.sh --no-tests --realmodels (device 0).
 # On the CPU, to try the script itself:
 #   bench/realmodels.sh --device cpu --train grids/cpu-loo.json --hold grids/cpu-small.json
@@ -32,19 +34,21 @@
 # Exit 0 when every step ran (the figures are reported, not judged).
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=$ROOT/build DEVICE=0 TRAIN=$ROOT/grids/default.json HOLD=$ROOT/grids/realmodels.json
+BUILD=$ROOT/build DEVICE=0 TRAIN=$ROOT/grids/default.json HOLDS=() MISS=1
 OUT=${OUT:-$ROOT/realmodels-out}
 while [ $# -gt 0 ]; do
     case $1 in
     --build) BUILD=$2; shift ;;
     --device) DEVICE=$2; shift ;;
     --train) TRAIN=$2; shift ;;
-    --hold) HOLD=$2; shift ;;
+    --hold) HOLDS+=("$2"); shift ;;
+    --no-miss-check) MISS=0 ;;
     --out) OUT=$2; shift ;;
     *) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//;$d' >&2; exit 2 ;;
     esac
     shift
 done
+[ ${#HOLDS[@]} -gt 0 ] || HOLDS=("$ROOT/grids/realmodels.json")
 mkdir -p "$OUT"
 TXT=$OUT/realmodels.txt
 dir=$(mktemp -d)
@@ -71,24 +75,29 @@ say "tuned in $(($(date +%s) - t0)) s"
 
 say "step 2: answers before tuning (tune on miss off)"
 start_daemon --no-tune-on-miss || exit 1
-python3 - "$port" "$DEVICE" "$HOLD" >"$OUT/realmodels-before.json" <<'PY' || { say "queries failed"; exit 1; }
-import json, sys, urllib.request
-port, dev, grid = sys.argv[1:4]
+python3 - "$port" "$DEVICE" "${HOLDS[@]}" >"$OUT/realmodels-before.json" <<'PY' || { say "queries failed"; exit 1; }
+import json, os, sys, urllib.request
+port, dev, grids = sys.argv[1], sys.argv[2], sys.argv[3:]
 out = []
-for s in json.load(open(grid))["shapes"]:
-    key = "b%(b)d.hq%(hq)d.hkv%(hkv)d.sq%(sq)d.skv%(skv)d.d%(d)d.%(dtype)s." % s + ("c" if s["causal"] else "nc")
-    with urllib.request.urlopen("http://127.0.0.1:%s/v1/tactic?device=%s&shape=%s" % (port, dev, key), timeout=30) as r:
-        a = json.load(r)
-    out.append({k: a.get(k) for k in ("shape", "tactic", "source", "time_us", "from_shapes", "from_shape", "distance")})
+for grid in grids:
+    for s in json.load(open(grid))["shapes"]:
+        key = "b%(b)d.hq%(hq)d.hkv%(hkv)d.sq%(sq)d.skv%(skv)d.d%(d)d.%(dtype)s." % s + ("c" if s["causal"] else "nc")
+        with urllib.request.urlopen("http://127.0.0.1:%s/v1/tactic?device=%s&shape=%s" % (port, dev, key), timeout=30) as r:
+            a = json.load(r)
+        e = {k: a.get(k) for k in ("shape", "tactic", "source", "time_us", "from_shapes", "from_shape", "distance")}
+        e["set"] = os.path.basename(grid)
+        out.append(e)
 json.dump(out, sys.stdout)
 PY
 stop_daemon
 
+echo "[]" >"$OUT/realmodels-miss.json"
+if [ "$MISS" = 1 ]; then
 say "step 3: tune on miss: ask, 3 s later ask again, one shape at a time"
 start_daemon || exit 1
-python3 - "$port" "$DEVICE" "$HOLD" "$BUILD/attune" >"$OUT/realmodels-miss.json" 2>>"$TXT" <<'PY' || { say "miss check failed"; exit 1; }
+python3 - "$port" "$DEVICE" "$BUILD/attune" "${HOLDS[@]}" >"$OUT/realmodels-miss.json" 2>>"$TXT" <<'PY' || { say "miss check failed"; exit 1; }
 import json, subprocess, sys, time, urllib.request
-port, dev, grid, attune = sys.argv[1:5]
+port, dev, attune, grids = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def ask(key):
     with urllib.request.urlopen("http://127.0.0.1:%s/v1/tactic?device=%s&shape=%s" % (port, dev, key), timeout=30) as r:
         return json.load(r)
@@ -108,7 +117,7 @@ def idle(key, limit):
         if m != n:
             n, last = m, time.time()
 out = []
-for s in json.load(open(grid))["shapes"]:
+for s in [s for grid in grids for s in json.load(open(grid))["shapes"]]:
     key = "b%(b)d.hq%(hq)d.hkv%(hkv)d.sq%(sq)d.skv%(skv)d.d%(d)d.%(dtype)s." % s + ("c" if s["causal"] else "nc")
     first = ask(key)
     time.sleep(3.0)
@@ -122,18 +131,22 @@ json.dump(out, sys.stdout)
 PY
 stop_daemon
 say "miss checks done ($(($(date +%s) - t0)) s)"
+fi
 
-say "step 4: complete the held-out shapes' tuning"
+for HOLD in "${HOLDS[@]}"; do
+SET=$(basename "$HOLD")
+say "step 4: tune the held-out set $SET"
 "$BUILD/attune" tune --db "$DB" --device "$DEVICE" --grid "$HOLD" --quiet >"$dir/tune2.log" 2>&1 ||
     { say "tuning failed"; tail -20 "$dir/tune2.log" | tee -a "$TXT"; exit 1; }
 "$BUILD/attune" export --db "$DB" --device "$DEVICE" -o "$OUT/realmodels-table.json" ||
     { say "export failed"; exit 1; }
 say "tuned ($(($(date +%s) - t0)) s)"
 
-say "step 5: regret of the answers given before tuning"
-python3 - "$OUT/realmodels-table.json" "$OUT/realmodels-before.json" "$OUT/realmodels-miss.json" <<'PY' | tee -a "$TXT"
+say "step 5: $SET: regret of the answers given before tuning"
+python3 - "$OUT/realmodels-table.json" "$OUT/realmodels-before.json" "$OUT/realmodels-miss.json" "$SET" <<'PY' | tee -a "$TXT"
 import json, math, statistics, sys
 table, before, miss = (json.load(open(p)) for p in sys.argv[1:4])
+before = [a for a in before if a.get("set", sys.argv[4]) == sys.argv[4]]
 bound = {"f16": 5e-3, "bf16": 3e-2, "f32": 1e-4}  # select_max_rel_err's defaults
 rows = {}
 for m in table["measurements"]:
@@ -161,11 +174,12 @@ if regs:
         len(regs), statistics.median(regs), max(regs), math.exp(sum(map(math.log, regs)) / len(regs))))
 print("sources before tuning: %s" % ", ".join(sorted({a["source"] for a in before})))
 ok = sum(1 for m in miss if m["second"] == "measured")
-print("tune on miss: second lookup 3 s after the first is measured for %d of %d shapes "
+if miss: print("tune on miss: second lookup 3 s after the first is measured for %d of %d shapes "
       "(first lookups: %s)" % (ok, len(miss), ", ".join(sorted({m["first"] for m in miss}))))
 PY
-say "attune loo --holdout (this tree's model, offline on the same rows, the backend's listing)"
+say "$SET: attune loo --holdout (this tree's model, offline on the same rows, the backend's listing)"
 "$BUILD/attune" loo --db "$DB" --device "$DEVICE" --grid "$TRAIN" --holdout "$HOLD" 2>&1 | tee -a "$TXT"
+done
 say "attune loo over $(basename "$TRAIN")"
 "$BUILD/attune" loo --db "$DB" --device "$DEVICE" --grid "$TRAIN" 2>&1 | tee -a "$TXT"
 say "done ($(($(date +%s) - t0)) s)"

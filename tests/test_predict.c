@@ -321,6 +321,59 @@ static void wave_model_should_pick_the_tile_that_fills_the_sms(void)
     predict_free(pm);
 }
 
+/* A decode step far from every tuned shape (Falcon-7B: 71 query heads on
+ * one KV head) on an H200-like device, as on the H200 at d138421: cuDNN's
+ * decode engine (kcfg=36) was measured only on decode steps of group
+ * 1-8, where bytes bound it, and the prefill engine (kcfg=7) only on
+ * prefill shapes, at a high FLOP rate; folded (three launches) is 1.9x
+ * the decode engine where both ran. The decode engine must be answered:
+ * its FLOP ceiling is not the rate its bytes allowed (the answer was
+ * kcfg=7, 5.8x slower, then folded, 1.7x), and folded's three launches
+ * cost three floors. True times: 3 us per launch plus bytes at 4 TB/s
+ * (decode) or FLOPs at 500 TFLOP/s (prefill). */
+static double decode_us(const attn_shape *s, double slow)
+{
+    double bytes = 2.0 * (2.0 * s->b * s->hq * s->sq * s->d + 2.0 * s->b * s->hkv * s->skv * s->d);
+    return slow * bytes / 4e6;
+}
+
+static void decode_engine_should_win_a_far_decode_step(void)
+{
+    const char *dec = "cudnn/eng=8/graph=sdpa/kcfg=36/pad=1", *pre = "cudnn/eng=1/graph=comp/kcfg=7/pad=1",
+               *fold = "folded/acc=f32/pad=1";
+    const attn_shape dsh[] = {shp(16, 32, 8, 1, 4096, 128, ATTN_BF16, 0),
+                              shp(8, 64, 8, 1, 8192, 128, ATTN_BF16, 0),
+                              shp(1, 32, 32, 1, 4096, 128, ATTN_BF16, 0)};
+    const attn_shape psh[] = {shp(8, 12, 12, 512, 512, 64, ATTN_F16, 0),
+                              shp(4, 8, 8, 1500, 1500, 64, ATTN_F16, 0),
+                              shp(8, 16, 16, 577, 577, 64, ATTN_F16, 0)};
+    store_measurement m[12];
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        m[n++] = row(&dsh[i], dec, 3 + decode_us(&dsh[i], 1.0), 2e-3);
+        m[n++] = row(&dsh[i], fold, 9 + decode_us(&dsh[i], 1.9), 2e-3);
+        const attn_shape *p = &psh[i];
+        double fl = 4.0 * p->b * p->hq * p->sq * p->skv * p->d;
+        m[n++] = row(p, pre, 3 + fl / 5e8, 3e-4);
+        m[n++] = row(p, fold, 9 + 2 * fl / 5e8, 3e-4);
+    }
+    attn_device_info h200;
+    memset(&h200, 0, sizeof h200);
+    snprintf(h200.kind, sizeof h200.kind, "cuda");
+    h200.cc_major = 9;
+    h200.sm_count = 132;
+    predict_model *pm = predict_build_on(m, n, "stack-a", NULL, &h200);
+    attn_tactic c[3] = {tac(pre), tac(fold), tac(dec)};
+    attn_shape s = shp(1, 71, 1, 1, 2048, 64, ATTN_BF16, 0);
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &s, c, 3, 0, &a), 0);
+    CHECK_STR(a.tactic_str, dec);
+    /* the launch floor is half the fastest row here (16 us): coarse */
+    double t = 3 + decode_us(&s, 1.0);
+    CHECK_MSG(a.time_us > 0.5 * t && a.time_us < 3 * t, "predicted %g us, true %g", a.time_us, t);
+    predict_free(pm);
+}
+
 /* Every device of this host: the CPU, and each GPU where one is present
  * (tests/gpu/run.sh runs this test on the GPU machine too). */
 static void every_answer_should_be_a_listed_tactic(void)
@@ -340,6 +393,7 @@ int main(void)
     RUN(inaccurate_family_should_not_be_answered);
     RUN(other_stack_should_answer_stale);
     RUN(wave_model_should_pick_the_tile_that_fills_the_sms);
+    RUN(decode_engine_should_win_a_far_decode_step);
     RUN(every_answer_should_be_a_listed_tactic);
     return test_summary();
 }

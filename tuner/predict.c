@@ -54,6 +54,10 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
 #define REGS_PER_ACC 1.5   /* per accumulator float a thread holds */
 #define REGS_MAX 255.0
 
+/* Fixed work of a tiled kernel's block (loading its Q tile, storing its
+ * O tile), in key tiles of its width: see work_of. */
+#define BLOCK_FIXED_TILES 0.5
+
 /* ---- the model */
 
 typedef struct pm_row {
@@ -181,6 +185,14 @@ static void work_of(const attn_shape *s, const attn_tactic *t, double *flops, do
                  : t->variant == ATTN_CUDNN && s->sq >= CUDNN_DECODE_ROWS ? CUDNN_TILE_ROWS
                                                                           : 0;
     double keys = tn > 0 ? (double)attn_round_up(skvp, tn) : (double)skvp;
+    /* and each block (each split's) pays a fixed prologue and epilogue,
+     * its Q tile in and its O tile out, taken as half a key tile: on 77
+     * keys one 128-key step is most of a block's time, and a kernel that
+     * needs twice the waves of another takes about twice as long (the
+     * sm90a 128x128 kernel, 4 waves, 1.46x the 128x64 tile's 2 on
+     * b2.hq8.sq4096.skv77 d40); a long key loop hides it */
+    if (tn > 0)
+        keys += BLOCK_FIXED_TILES * (double)tn * (t->splits > 1 ? t->splits : 1);
     double grow = rows_computed(s, t) / (double)s->sq * keys / (double)s->skv;
     double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense_variant(t->variant)) * grow;
     double es = (double)attn_dtype_size(s->dtype);

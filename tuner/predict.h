@@ -13,13 +13,15 @@
  *     cost = max(flops / (P_f * W), bytes / B) + L
  * with P_f the highest FLOP/s per busy wave slot any row of its family
  * reached on the device (a family is credited only the rate it showed: a
- * split-KV decode kernel is not costed at the prefill kernels' peak), B
+ * split-KV decode kernel is not costed at the prefill kernels' peak; a
+ * kernel never seen compute-bound gets its variant's best ceiling), B
  * the highest bytes/s any row reached and L the launch floor (half the
- * fastest time), so decode-like shapes
+ * fastest time, per kernel launched on a CUDA device), so decode-like shapes
  * (few queries per key) are costed by their bytes and prefill by their
  * FLOPs. The FLOPs count the rows the tactic computes (whole row tiles of
  * a fused kernel, the padded buffer of a GEMM variant), against the
- * padded keys, at the kernel's head dim (the CUDA fused kernels run d=40
+ * padded keys in whole key tiles plus half a tile per block, at the
+ * kernel's head dim (the CUDA fused kernels run d=40
  * as d=64); GEMM variants are costed for the whole score matrix (they
  * cannot skip a causal mask's zeros), fused ones for the visible pairs.
  * W is the wave efficiency of a tiled prefill kernel on a CUDA device

@@ -26,7 +26,9 @@
 # predicted answers: loo.txt, the tuned table loo-table.json for offline
 # evaluation with `attune import` + `attune loo`, loo-tune.log), --realmodels
 # (bench/realmodels.sh on GPU 0: answers for grids/realmodels.json before
-# tuning, their regret, tune on miss; realmodels.txt, realmodels-table.json),
+# tuning, their regret, tune on miss; realmodels.txt, realmodels-table.json;
+# --realmodels-args "ARGS" passes ARGS on, e.g. "--hold grids/realmodels.json
+# --hold grids/realmodels-holdout.json --no-miss-check"),
 # --tune-time (bench/cudnn_tune_time.py: wall time of `attune tune` per
 # anchor with the JIT cache emptied, then warm, builders at session open;
 # then cold with ATTUNE_CUDNN_PREFETCH=first and warm without builders, for
@@ -52,6 +54,7 @@ TUNETIME=0
 TESTS=1
 PEERS_ARGS=""
 CTEST_ARGS=""
+RM_ARGS=""
 while [ $# -gt 0 ]; do
     case $1 in
     --bench) BENCH=1 ;;
@@ -62,7 +65,8 @@ while [ $# -gt 0 ]; do
     --no-tests) TESTS=0 ;;
     --peers-args) shift; PEERS_ARGS=${1:-} ;;
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS]" >&2
+    --realmodels-args) shift; RM_ARGS=${1:-} ;;
+    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS]" >&2
        exit 2 ;;
     esac
     shift
@@ -176,8 +180,12 @@ if ! cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 \
     exit 1
 fi
 grep "attune:" "$OUT/build.log" | tee -a "$RUNLOG" >&2
-log "build (-j$JOBS)"
-if ! cmake --build "$BUILD" -j "$JOBS" >>"$OUT/build.log" 2>&1; then
+# Without tests or the benchmark only the programs are needed: the test
+# binaries are not built (minutes of device time saved).
+ONLY=()
+[ "$TESTS" = 0 ] && [ "$BENCH" = 0 ] && ONLY=(--target attune attuned)
+log "build (-j$JOBS) ${ONLY[*]}"
+if ! cmake --build "$BUILD" -j "$JOBS" "${ONLY[@]}" >>"$OUT/build.log" 2>&1; then
     log "full build failed (someone's work in progress?); building the GPU targets alone"
     grep -E "error|FAILED" "$OUT/build.log" | grep -v "ptxas warning" | head -20 >&2
     GPU_TARGETS="attune_cuda attune"
@@ -257,7 +265,8 @@ fi
 
 if [ "$REALMODELS" = 1 ]; then
     log "bench/realmodels.sh on device 0"
-    OUT=$OUT bash "$ROOT/bench/realmodels.sh" --build "$BUILD" --device 0 || STATUS=1
+    # shellcheck disable=SC2086
+    OUT=$OUT bash "$ROOT/bench/realmodels.sh" --build "$BUILD" --device 0 $RM_ARGS || STATUS=1
     log "realmodels done ($(($(date +%s) - START)) s)"
 fi
 
