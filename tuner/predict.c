@@ -201,6 +201,14 @@ static void work_of(const attn_shape *s, const attn_tactic *t, double *flops, do
                    2.0 * (double)s->b * (double)s->hkv * (double)skvp * (double)s->d);
 }
 
+/* FLOPs of the shape itself: its visible pairs at its head dim, whatever
+ * a tactic pads or wastes. */
+static double useful_flops(const attn_shape *s)
+{
+    return 4.0 * (double)s->b * (double)s->hq * visible_pairs(s->sq, s->skv, s->causal) *
+           (double)s->d;
+}
+
 /* Blocks one split of a split-KV tactic launches on s: b * hkv * row
  * blocks of the group's folded query rows. */
 static double split_grid(const attn_shape *s, int tile_m)
@@ -640,6 +648,7 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
     pm->fam_flops = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), sizeof *pm->fam_flops);
     if (pm->fam_flops == NULL)
         return ATTUNE_ENOMEM;
+    double peak_useful = 0; /* the best rate of the shapes' own FLOPs */
     pm->peak_flops = pm->peak_bytes = 0;
     for (int k = 0; k < pm->nrows; k++) {
         const store_measurement *r = &M(pick[k]);
@@ -650,6 +659,7 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         work_of(&r->shape, &row->t, &fl, &by);
         pm->peak_flops = fmax(pm->peak_flops, fl / tm);
         pm->peak_bytes = fmax(pm->peak_bytes, by / tm);
+        peak_useful = fmax(peak_useful, useful_flops(&r->shape) / tm);
         tmin = fmin(tmin, tm);
     }
     if (!(pm->peak_flops > 0 && pm->peak_bytes > 0 && isfinite(tmin))) {
@@ -658,14 +668,15 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
     }
     pm->lat_us = 0.5 * tmin;
     /* A family's FLOP rate per busy slot: the best its rows reached, but
-     * only if one of them was compute-bound by the device's roofline: a
+     * only if one of them was of a shape the device's roofline calls
+     * compute-bound (its own FLOPs, not a tactic's padded and wasted ones,
+     * at the best rate any row reached them, against its bytes): a
      * family measured only where bytes bound it (cuDNN's decode engine,
      * listed only for decode steps) ran at the rate its bytes allowed,
      * which says nothing of its FLOP ceiling; costed at that rate, a
      * decode step of 71 query heads per KV head (9x the FLOPs per byte
      * of its group-8 neighbours) came out 1.5x dearer for it than for
-     * prefill engines that took 5.8x its time. Such a family gets the
-     * device's rate. */
+     * prefill engines that took 5.8x its time. */
     unsigned char *cb = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), 1);
     if (cb == NULL)
         return ATTUNE_ENOMEM;
@@ -676,20 +687,34 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
             continue;
         double fl, by, tm = select_time(r), w = wave_eff(pm, &r->shape, &row->t);
         work_of(&r->shape, &row->t, &fl, &by);
-        cb[row->fam] |= fl / (pm->peak_flops * w) >= by / pm->peak_bytes;
+        cb[row->fam] |= useful_flops(&r->shape) / peak_useful >= by / pm->peak_bytes;
         pm->fam_flops[row->fam] = fmax(pm->fam_flops[row->fam], fl / tm / w);
     }
-    /* the pad does not change a kernel's ceiling: a family counts as
-     * seen compute-bound when the same kernel under any pad was */
+    /* the pad does not change a kernel's ceiling: a family not seen
+     * compute-bound takes the best ceiling the same kernel showed under
+     * another pad (cuDNN's prefill engine with pad=8, listed only for
+     * decode steps, is not costed at the 5.6 TFLOP/s bytes allowed it) */
     for (int f = 0; f < pm->nfams; f++) {
-        for (int g = 0; g < pm->nfams && !cb[f]; g++)
+        if (cb[f])
+            continue;
+        double v = 0;
+        for (int g = 0; g < pm->nfams; g++)
             if (cb[g] & 1 && same_kernel(pm->fams[f], pm->fams[g]))
-                cb[f] |= 2;
+                v = fmax(v, pm->fam_flops[g]);
+        if (v > 0) {
+            pm->fam_flops[f] = fmax(pm->fam_flops[f], v);
+            cb[f] = 2;
+        }
     }
     /* a kernel never seen compute-bound: the best ceiling another kernel
-     * of its variant (and arch) showed compute-bound, else the device's
-     * (a split-KV tile seen only on decode steps is not credited the
-     * prefill kernels' 500 TFLOP/s on 50 queries of d = 256) */
+     * of its variant (and arch) showed compute-bound (a split-KV tile seen
+     * only on decode steps is not credited the prefill kernels' 500
+     * TFLOP/s on 50 queries of d = 256), else the best any kernel showed
+     * compute-bound, else the device's best rate */
+    double best_cb = 0;
+    for (int f = 0; f < pm->nfams; f++)
+        if (cb[f] & 1)
+            best_cb = fmax(best_cb, pm->fam_flops[f]);
     for (int f = 0; f < pm->nfams; f++) {
         if (cb[f])
             continue;
@@ -697,12 +722,12 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         for (int g = 0; g < pm->nfams; g++)
             if (cb[g] & 1 && same_variant(pm->fams[f], pm->fams[g]))
                 v = fmax(v, pm->fam_flops[g]);
-        pm->fam_flops[f] = v;
-        cb[f] = v > 0;
+        pm->fam_flops[f] = v > 0 ? v : best_cb;
+        cb[f] = 4;
     }
     for (int f = 0; f < pm->nfams; f++)
-        pm->fam_flops[f] = pm->fam_flops[f] > 0 && cb[f] ? fmin(pm->fam_flops[f], pm->peak_flops)
-                                                         : pm->peak_flops;
+        pm->fam_flops[f] = pm->fam_flops[f] > 0 ? fmin(pm->fam_flops[f], pm->peak_flops)
+                                                : pm->peak_flops;
     free(cb);
     return 0;
 }
