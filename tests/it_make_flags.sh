@@ -10,6 +10,8 @@ set -eu
 command -v make >/dev/null 2>&1 || { echo "skip: make not found"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
+# a make of its own, not a sub-make of the `make test` that may run this
+unset MAKEFLAGS MFLAGS MAKELEVEL
 mkdir "$tmp/b"
 touch "$tmp/b/CMakeCache.txt"
 printf '%s\n' '-DATTUNE_WITH_CUDA=OFF' >"$tmp/b/cmake-flags"
