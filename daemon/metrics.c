@@ -112,25 +112,9 @@ static void label_escape(const char *in, char *out, size_t size)
     out[n] = 0;
 }
 
-int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
+/* HTTP: requests by route and status, open connections, deadline closes. */
+static void render_http(FILE *f)
 {
-    static const char *const job_states[5] = {"queued", "running", "done", "failed",
-                                              "canceled"};
-    static const char *const sources[5] = {"measured", "nearest", "default", "predicted",
-                                           "fleet"};
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (f == NULL)
-        return ATTUNE_ENOMEM;
-
-    fprintf(f, "# HELP attune_build_info The running build: version, commit, kernels' "
-               "build hash, CUDA toolkit (none: CPU only).\n"
-               "# TYPE attune_build_info gauge\n"
-               "attune_build_info{version=\"%s\",commit=\"%s\",kernels_hash=\"%s\","
-               "cuda=\"%s\"} 1\n",
-            ATTUNE_VERSION, attune_build_commit, ATTUNE_KERNELS_HASH, BUILD_CUDA);
-
     fprintf(f, "# HELP attune_http_requests_total HTTP requests answered, by route and "
                "status.\n# TYPE attune_http_requests_total counter\n");
     for (int r = 0; r < route_count; r++)
@@ -154,7 +138,13 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
                "# TYPE attune_http_deadline_closes_total counter\n"
                "attune_http_deadline_closes_total %lld\n",
             conn_open_count(), conn_deadline_kills());
+}
 
+/* Lookups: the latency histogram, answers by source, stale answers. */
+static void render_lookups(FILE *f)
+{
+    static const char *const sources[5] = {"measured", "nearest", "default", "predicted",
+                                           "fleet"};
     fprintf(f, "# HELP attune_lookup_duration_seconds Time to answer GET /v1/tactic, "
                "parse to response.\n# TYPE attune_lookup_duration_seconds histogram\n");
     unsigned long long cum = 0;
@@ -180,7 +170,14 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
                "on another stack than the device's current one.\n"
                "# TYPE attune_lookups_stale_total counter\nattune_lookups_stale_total %llu\n",
             atomic_load_explicit(&lookups_stale, memory_order_relaxed));
+}
 
+/* The daemon's state: reload failures, queues, jobs, rows, devices, the
+ * database's size, the start time. */
+static void render_state(FILE *f, const metrics_snapshot *snap)
+{
+    static const char *const job_states[5] = {"queued", "running", "done", "failed",
+                                              "canceled"};
     fprintf(f, "# HELP attune_index_reload_failures_total Reloads of a device's rows from "
                "the database that failed (the index kept the old rows).\n"
                "# TYPE attune_index_reload_failures_total counter\n"
@@ -227,7 +224,26 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
     fprintf(f, "# HELP attune_start_time_seconds Start time of the daemon, unix seconds.\n"
                "# TYPE attune_start_time_seconds gauge\nattune_start_time_seconds %lld\n",
             (long long)started_at);
+}
 
+int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (f == NULL)
+        return ATTUNE_ENOMEM;
+
+    fprintf(f, "# HELP attune_build_info The running build: version, commit, kernels' "
+               "build hash, CUDA toolkit (none: CPU only).\n"
+               "# TYPE attune_build_info gauge\n"
+               "attune_build_info{version=\"%s\",commit=\"%s\",kernels_hash=\"%s\","
+               "cuda=\"%s\"} 1\n",
+            ATTUNE_VERSION, attune_build_commit, ATTUNE_KERNELS_HASH, BUILD_CUDA);
+
+    render_http(f);
+    render_lookups(f);
+    render_state(f, snap);
     fleet_sync_metrics(f);
 
     if (fclose(f) != 0 || buf == NULL) {
