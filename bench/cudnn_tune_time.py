@@ -13,19 +13,25 @@ tunes the shape in a new process with a new database:
 
 and prints, per run: wall seconds, the winner and its time, the rows by
 status, the cudnn rows that ran, the longest cudnn plan build reported in
-the notes and how many plans builder threads built ahead. Every failed or
-inaccurate row is listed (plans built while other variants are timed must
-not disturb them). One JSON object per run is appended to --out.
+the notes and how many plans builder threads built ahead, and where the
+tuner's time went (attune tune's per-shape breakdown: prepare, plan, check,
+screen, full timing, store; tactics screened and screened out). Every
+failed or inaccurate row is listed (plans built while other variants are
+timed must not disturb them). One JSON object per run is appended to --out.
+--tune-args passes options to `attune tune` (e.g. "--screen 0": every
+tactic fully timed, the protocol before screening).
 
 usage: cudnn_tune_time.py --attune BUILD/attune --grid grids/anchors.json
            --cache DIR --out FILE [--mode cold|warm] [--only 0,3]
            [--env NAME=VALUE ...] [--label TEXT] [--log FILE] [--device ID]
+           [--tune-args "ARGS"]
 """
 
 import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,6 +39,20 @@ import tempfile
 import time
 
 DEVICE = "0"
+TUNE_ARGS = []
+PHASES = re.compile(r"(\d+) screened \((\d+) screened out\), (\d+) fully timed; seconds in "
+                    r"prepare ([\d.]+), plan ([\d.]+), check ([\d.]+), screen ([\d.]+), "
+                    r"time ([\d.]+), store ([\d.]+)")
+
+
+def phases(stderr):
+    """attune tune's breakdown line of the shape, as a dict ({} if none)."""
+    m = PHASES.search(stderr)
+    if not m:
+        return {}
+    keys = ["screened", "screened_out", "full", "prepare_s", "plan_s", "check_s", "screen_s",
+            "time_s", "store_s"]
+    return {k: (int(v) if i < 3 else float(v)) for i, (k, v) in enumerate(zip(keys, m.groups()))}
 
 
 def shape_keys(grid):
@@ -48,8 +68,8 @@ def tune_once(attune, key, env, log):
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "t.db")
         t0 = time.monotonic()
-        p = subprocess.run([attune, "tune", "--db", db, "--device", DEVICE, "--shape", key,
-                            "--quiet"], env=env, capture_output=True, text=True)
+        p = subprocess.run([attune, "tune", "--db", db, "--device", DEVICE, "--shape", key]
+                           + TUNE_ARGS, env=env, capture_output=True, text=True)
         wall = time.monotonic() - t0
         if log:
             log.write(p.stderr)
@@ -59,7 +79,9 @@ def tune_once(attune, key, env, log):
                             "--json"], env=env, capture_output=True, text=True)
         if r.returncode != 0:
             return wall, {"error": "results exit %d" % r.returncode}
-        return wall, json.loads(r.stdout)
+        res = json.loads(r.stdout)
+        res["phases"] = phases(p.stderr)
+        return wall, res
 
 
 def summarize(res):
@@ -82,6 +104,8 @@ def summarize(res):
         "bad": [(m["tactic"], m["status"], m["note"]) for m in ms
                 if m["status"] in ("failed", "inaccurate")],
         "best_per_variant": best_per_variant(ms),
+        "screened_out": sum(1 for m in ms if (m["note"] or "").startswith("screened out")),
+        "phases": res.get("phases", {}),
     }
 
 
@@ -108,9 +132,11 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--log", help="append attune's stderr here")
     ap.add_argument("--device", default="0", help="attune's device (default 0)")
+    ap.add_argument("--tune-args", default="", help="options for attune tune, e.g. '--screen 0'")
     a = ap.parse_args()
-    global DEVICE
+    global DEVICE, TUNE_ARGS
     DEVICE = a.device
+    TUNE_ARGS = shlex.split(a.tune_args)
     keys = shape_keys(a.grid)
     idx = [int(i) for i in a.only.split(",")] if a.only else range(len(keys))
     log = open(a.log, "a") if a.log else None
@@ -131,6 +157,7 @@ def main():
             wall, res = tune_once(a.attune, key, env, log)
             s = summarize(res)
             s.update({"shape": key, "mode": a.mode, "label": a.label, "env": a.env,
+                      "tune_args": a.tune_args,
                       "wall_s": round(wall, 2)})
             out.write(json.dumps(s) + "\n")
             out.flush()
@@ -139,6 +166,13 @@ def main():
                      round(s["winner_us"], 1), s.get("cudnn_ok"), s.get("cudnn_rows"),
                      s.get("max_build_ms"), s.get("built_ahead"),
                      s.get("status", s.get("error"))), flush=True)
+            ph = s.get("phases") or {}
+            if ph:
+                print("    %d screened (%d out), %d fully timed; s: prepare %.2f plan %.2f "
+                      "check %.2f screen %.2f time %.2f store %.2f"
+                      % tuple(ph[k] for k in ("screened", "screened_out", "full", "prepare_s",
+                                              "plan_s", "check_s", "screen_s", "time_s",
+                                              "store_s")), flush=True)
             for b in s.get("bad", []):
                 print("    %s %s: %s" % b, flush=True)
     if log:

@@ -16,6 +16,7 @@ static const char *fake_tactics[T_COUNT] = { /* a test may swap one */
     "split_repeat/acc=f32/pad=1", "fused/pad=8", "split/acc=f32/pad=64"};
 static double fake_us[T_COUNT] = {10.0, 20.0, 5.0, 5.0, 1.0, 1000.0};
 static int fake_jitter; /* every third sample 5% fast: a measured noise */
+static double fake_wrong_err = 0.5; /* what WRONG adds to every output */
 /* A device that speeds up while a tactic is timed (clocks ramping, caches
  * warming): each call faster than the one before, copies 2% extra. */
 static int fake_drift;
@@ -87,6 +88,10 @@ static int fake_fetch(attn_session *ss, const int64_t *rows, int n, double *out)
         memcpy(&out[k * ss->s.d], &ss->out[rows[k] * ss->s.d], (size_t)ss->s.d * sizeof(double));
     return 0;
 }
+/* Like cudnn's plan cache: a plan's build is reported by the first plan of
+ * its tactic only (planned[] counts the plans of a run). */
+static int planned[T_COUNT];
+static char plan_note_buf[64];
 static int fake_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
 {
     char buf[ATTN_TACTIC_STR_MAX];
@@ -98,12 +103,21 @@ static int fake_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
             attn_plan *p = calloc(1, sizeof *p);
             p->ss = ss;
             p->which = i;
+            if (planned[i]++ == 0)
+                snprintf(plan_note_buf, sizeof plan_note_buf, "plan built in %d ms", 7 + i);
+            else
+                plan_note_buf[0] = 0;
             *out = p;
             return 0;
         }
     return ATTUNE_EINVAL;
 }
 static void fake_plan_free(attn_plan *p) { free(p); }
+static const char *fake_plan_note(attn_session *ss)
+{
+    (void)ss;
+    return plan_note_buf;
+}
 static int fake_run(attn_plan *p)
 {
     attn_session *ss = p->ss;
@@ -111,7 +125,7 @@ static int fake_run(attn_plan *p)
         for (int64_t c = 0; c < ss->s.d; c++) {
             double v = ref_value(r, c);
             if (p->which == T_WRONG)
-                v += 0.5;
+                v += fake_wrong_err;
             ss->out[r * ss->s.d + c] = v * (1 + 1e-6); /* within any tolerance */
         }
     if (p->which == T_UNWRITTEN) /* the last element of the last row */
@@ -134,7 +148,8 @@ static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
 
 static const attn_ops fake_ops = {"fake", fake_count, fake_info, fake_tactics_fn, fake_open,
                                   fake_close, fake_reference, fake_poison, fake_fetch,
-                                  fake_plan, fake_plan_free, fake_run, fake_time, NULL};
+                                  fake_plan, fake_plan_free, fake_run, fake_time,
+                                  fake_plan_note};
 
 static attn_device fake_device(void)
 {
@@ -176,10 +191,13 @@ static void tuner_should_record_each_outcome(void)
     tuner_opts o;
     tuner_opts_default(&o);
     o.budget_ms = 50;
+    o.screen_factor = 0; /* the full protocol for every tactic */
     memset(time_calls, 0, sizeof time_calls);
     tuner_shape_result res;
     CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
     CHECK_EQ_INT(res.measured, T_COUNT);
+    CHECK_EQ_INT(res.full, 3); /* FAST, SLOW, HOPELESS */
+    CHECK_EQ_INT(res.screened, 0);
     CHECK_EQ_INT(res.skipped, 0);
     CHECK_EQ_INT(res.failed, 2);
     CHECK_STR(res.winner, fake_tactics[T_FAST]);
@@ -219,6 +237,7 @@ static void budget_should_bind_slow_tactics(void)
     tuner_opts_default(&o);
     o.budget_ms = 0.5; /* 500 us: room for 50 calls of FAST, not one of HOPELESS */
     o.cut_factor = 1e9; /* no early cut: the budget alone must stop it */
+    o.screen_factor = 0; /* the full protocol's budget */
     memset(time_calls, 0, sizeof time_calls);
     tuner_shape_result res;
     CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
@@ -250,6 +269,7 @@ static void tuner_should_resume_without_remeasuring(void)
     tuner_opts o;
     tuner_opts_default(&o);
     o.budget_ms = 20;
+    o.screen_factor = 0; /* one tactic at a time, committed as measured */
     o.progress = cancel_after_two;
     tuner_shape_result res;
     CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), ATTUNE_ECANCELED);
@@ -388,6 +408,7 @@ static void throttled_tactic_should_be_retimed_and_noted(void)
     tuner_shape_result res;
     tuner_opts_default(&o);
     o.budget_ms = 20;
+    o.screen_factor = 0; /* SLOW (2x FAST) fully timed */
 
     /* A transient dip (10%) during SLOW: timed again, clean, no note. */
     fake_clock.target = T_SLOW;
@@ -488,6 +509,243 @@ static void padded_time_should_never_be_below_kernel_time(void)
     fake_tactics[T_SLOW] = saved;
 }
 
+
+/* ---- screening (tuner.h): a short timing of every tactic, the full one
+ * only for those within screen_factor x the best */
+
+static int cancel_at_hopeless(void *ctx, const tuner_progress *p)
+{
+    (void)ctx;
+    return p->tactic != NULL && strcmp(p->tactic, fake_tactics[T_HOPELESS]) == 0;
+}
+
+static void screening_should_time_fully_only_the_close_ones(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    CHECK_NEAR(o.screen_factor, 1.5, 0);
+    CHECK_EQ_INT(o.screen_samples, 3);
+    o.budget_ms = 50;
+    memset(time_calls, 0, sizeof time_calls);
+    memset(planned, 0, sizeof planned);
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.measured, T_COUNT);
+    CHECK_EQ_INT(res.failed, 2);
+    CHECK_EQ_INT(planned[T_FAST], 2); /* screening, full timing */
+    CHECK_EQ_INT(planned[T_SLOW], 1);
+    CHECK_EQ_INT(res.screened, 3);     /* FAST, SLOW, HOPELESS: the timeable ones */
+    CHECK_EQ_INT(res.screened_out, 2); /* SLOW (2x), HOPELESS (100x) */
+    CHECK_EQ_INT(res.full, 1);
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    CHECK_NEAR(res.winner_us, 10.0, 1e-9);
+    CHECK(res.screen_s >= 0 && res.time_s >= 0 && res.check_s >= 0 && res.plan_s >= 0 &&
+          res.prepare_s >= 0 && res.store_s >= 0);
+
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    CHECK_EQ_INT(n, T_COUNT);
+    /* The full timing's row keeps what its first plan reported. */
+    const store_measurement *x = find(m, n, T_FAST);
+    CHECK_MSG(x && x->status == STORE_OK && x->n >= o.min_samples &&
+                  strcmp(x->note, "plan built in 7 ms") == 0, "note: %s", x ? x->note : "-");
+    /* Screened out: checked like any other, its screening time kept with
+     * the screening's sample count, and the note says so (then the plan's). */
+    x = find(m, n, T_SLOW);
+    CHECK(x && x->status == STORE_OK && fabs(x->time_us - 20.0) < 1e-9 && x->n == 3);
+    CHECK(x && x->rel_err < 1e-5 && x->rows_checked == 10);
+    CHECK_MSG(x && strcmp(x->note, "screened out: 20 us in 3 samples, over 1.5x the best "
+                                   "screened (10 us); plan built in 8 ms") == 0,
+              "note: %s", x ? x->note : "-");
+    x = find(m, n, T_HOPELESS);
+    CHECK(x && x->status == STORE_OK && fabs(x->time_us - 1000.0) < 1e-9 && x->n == 3 &&
+          strncmp(x->note, "screened out: 1500 us in 3", 26) == 0); /* paid: copies 1.5x */
+    /* pad=64: its copies timed in the screening too, never below the kernels */
+    CHECK(x && isfinite(x->time_us_copies) && x->time_us_copies >= x->time_us);
+    x = find(m, n, T_WRONG);
+    CHECK(x && x->status == STORE_INACCURATE && isnan(x->time_us));
+    CHECK_EQ_INT(time_calls[T_UNWRITTEN], 0);
+    CHECK_EQ_INT(time_calls[T_WRONG], 0);
+    /* SLOW: calibration, warm-up, 3 samples; FAST that and the full timing */
+    CHECK_EQ_INT(time_calls[T_SLOW], 5);
+    CHECK(time_calls[T_FAST] >= 5 + 2 + o.min_samples);
+    free(m);
+    store_close(st);
+
+    /* SLOW at 1.4x FAST is within 1.5x: fully timed too. */
+    st = open_tmp_store(dir, sizeof dir);
+    fake_us[T_SLOW] = 14.0;
+    memset(time_calls, 0, sizeof time_calls);
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.screened_out, 1);
+    CHECK_EQ_INT(res.full, 2);
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    x = find(m, n, T_SLOW);
+    CHECK(x && x->status == STORE_OK && x->n >= o.min_samples && x->note[0] == 0);
+    CHECK(time_calls[T_SLOW] > 5);
+    free(m);
+    store_close(st);
+    fake_us[T_SLOW] = 20.0;
+}
+
+/* The bar is the best tactic that could win: a faster one that is
+ * inaccurate (timed, within 10x the bound) does not raise it. */
+static void screening_should_measure_against_eligible_tactics(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 50;
+    fake_wrong_err = 0.02; /* rel err ~0.03: over f16's 5e-3, within 10x */
+    fake_us[T_SLOW] = 14.0;
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    const store_measurement *x = find(m, n, T_WRONG);
+    CHECK(x && x->status == STORE_INACCURATE && fabs(select_time(x) - 5.0) < 1e-9);
+    /* against WRONG's 5 us SLOW (14) would be out; against FAST's 10 it is in */
+    x = find(m, n, T_SLOW);
+    CHECK_MSG(x && x->n >= o.min_samples && x->note[0] == 0, "note: %s", x ? x->note : "-");
+    CHECK_EQ_INT(res.screened_out, 1); /* HOPELESS */
+    free(m);
+    store_close(st);
+    fake_wrong_err = 0.5;
+    fake_us[T_SLOW] = 20.0;
+}
+
+/* A tactic screened while the GPU clock was low (ramping up from idle,
+ * throttled) is not judged on that time: it gets the full timing. */
+static void screening_should_keep_a_tactic_screened_at_a_low_clock(void)
+{
+    char dir[256];
+    store *st;
+    attn_device dev;
+    store_measurement *m;
+    int n;
+    tuner_opts o;
+    tuner_shape_result res;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    fake_clock.target = T_SLOW;
+    fake_clock.low_times = 1; /* the closing sample of its screening */
+    fake_clock.mhz = 1000;
+    fake_clock.low_mhz = 500;
+    fake_clock.temp = NAN;
+    fake_clock.fail = 0;
+    throttle_run(&o, &res, &m, &n, &st, dir, sizeof dir, &dev);
+    CHECK_EQ_INT(res.screened_out, 1); /* HOPELESS only */
+    const store_measurement *x = find(m, n, T_SLOW);
+    CHECK_MSG(x && x->status == STORE_OK && x->n >= o.min_samples && x->note[0] == 0,
+              "note: %s", x ? x->note : "-");
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    free(m);
+    store_close(st);
+    /* 4% below the start is within the 5% rule: SLOW is screened out. */
+    fake_clock.low_times = 1;
+    fake_clock.low_mhz = 960;
+    throttle_run(&o, &res, &m, &n, &st, dir, sizeof dir, &dev);
+    CHECK_EQ_INT(res.screened_out, 2);
+    x = find(m, n, T_SLOW);
+    CHECK(x && x->n == 3 && strncmp(x->note, "screened out", 12) == 0);
+    free(m);
+    store_close(st);
+    fake_clock.low_times = 0;
+}
+
+/* Canceled in the screening pass: only final rows (failed, inaccurate,
+ * unsupported) are stored, never a half-judged screening; a resumed tune
+ * screens the rest. A stored row the tune keeps (FAST, from an earlier
+ * tune) sets the bar as a screened one would. */
+static void screening_should_resume_from_final_rows_only(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 1};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    o.progress = cancel_at_hopeless;
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), ATTUNE_ECANCELED);
+    CHECK_EQ_INT(res.measured, 3); /* UNWRITTEN, WRONG, UNSUPP */
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    CHECK_EQ_INT(n, 3);
+    CHECK(find(m, n, T_FAST) == NULL && find(m, n, T_SLOW) == NULL);
+    free(m);
+    o.progress = NULL;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.skipped, 3);
+    CHECK_EQ_INT(res.measured, T_COUNT - 3);
+    CHECK_EQ_INT(res.screened_out, 2);
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    store_close(st);
+
+    /* FAST stored by a full tune cut short after it; the resumed screening
+     * judges SLOW against it. */
+    st = open_tmp_store(dir, sizeof dir);
+    o.screen_factor = 0;
+    o.progress = cancel_after_two; /* FAST and SLOW stored */
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), ATTUNE_ECANCELED);
+    CHECK_EQ_INT(res.measured, 2);
+    o.screen_factor = 1.5;
+    o.progress = NULL;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.skipped, 2);
+    CHECK_EQ_INT(res.screened, 1);     /* HOPELESS, the only timeable one left */
+    CHECK_EQ_INT(res.screened_out, 1); /* against the stored FAST's 10 us */
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    const store_measurement *x = find(m, n, T_HOPELESS);
+    CHECK_MSG(x && strstr(x->note, "the best screened (10 us)") != NULL, "note: %s",
+              x ? x->note : "-");
+    free(m);
+    store_close(st);
+}
+
+/* o->trace: a line per tactic and pass. */
+static void screening_should_trace_each_pass(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    o.trace = tmpfile();
+    CHECK(o.trace != NULL);
+    if (o.trace == NULL)
+        return;
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    rewind(o.trace);
+    char line[512];
+    int screen = 0, full = 0, fast_full = 0;
+    while (fgets(line, sizeof line, o.trace) != NULL) {
+        screen += strstr(line, " screen ") != NULL;
+        full += strstr(line, " full ") != NULL;
+        fast_full += strstr(line, " full fused/pad=1: ok 10.00 us") != NULL;
+    }
+    CHECK_EQ_INT(screen, T_COUNT);
+    CHECK_EQ_INT(full, 1);
+    CHECK_EQ_INT(fast_full, 1);
+    fclose(o.trace);
+    store_close(st);
+}
+
 int main(void)
 {
     RUN(tuner_should_record_each_outcome);
@@ -497,5 +755,10 @@ int main(void)
     RUN(check_rows_should_cover_every_head_and_boundary);
     RUN(throttled_tactic_should_be_retimed_and_noted);
     RUN(padded_time_should_never_be_below_kernel_time);
+    RUN(screening_should_time_fully_only_the_close_ones);
+    RUN(screening_should_measure_against_eligible_tactics);
+    RUN(screening_should_keep_a_tactic_screened_at_a_low_clock);
+    RUN(screening_should_resume_from_final_rows_only);
+    RUN(screening_should_trace_each_pass);
     return test_summary();
 }

@@ -26,6 +26,9 @@ void tuner_opts_default(tuner_opts *o)
     o->full_check_rows = 4096;
     o->sample_rows = 256;
     o->throttle_rel = 0.05;
+    o->screen_factor = 1.5;
+    o->screen_samples = 3;
+    o->screen_sample_ms = 0.5;
 }
 
 uint64_t tuner_shape_seed(const attn_shape *s)
@@ -233,16 +236,16 @@ done:
  * The with-copies time stored is the kernel time plus this, so it can never
  * read below the kernels alone (issue 13: timed in two separate runs, 24 of
  * 52 padded CPU rows did, and a padded tactic won on the impossible
- * figure). At least one pair, then pairs until min_samples * 2 + 1 or the
- * budget. 0, ATTUNE_ECANCELED or the backend's error. */
+ * figure). At least one pair, then pairs until `pairs` or the budget.
+ * 0, ATTUNE_ECANCELED or the backend's error. */
 static int time_copies(const attn_device *dev, attn_plan *p, const tuner_opts *o,
-                       double kernel_us, double *extra_us)
+                       double kernel_us, int pairs, double *extra_us)
 {
     attn_timing a, b;
     double est = kernel_us > 0.01 ? kernel_us : 0.01;
     int iters = (int)(o->target_sample_ms * 1000.0 / est);
     iters = iters < 1 ? 1 : iters > 1000 ? 1000 : iters;
-    int cap = o->min_samples * 2 + 1;
+    int cap = pairs;
     if (cap < 1)
         cap = 1;
     double *d = malloc(2 * (size_t)cap * sizeof *d);
@@ -275,9 +278,10 @@ static int time_copies(const attn_device *dev, attn_plan *p, const tuner_opts *o
 }
 
 /* Time a checked tactic into m: the kernels alone, then for a padded
- * tactic (not cut short) with its pad/unpad copies. 0 or time_plan's error. */
+ * tactic (not cut short) with its pad/unpad copies, in `pairs` pairs at
+ * most. 0 or time_plan's error. */
 static int time_tactic(const attn_device *dev, attn_plan *p, const attn_tactic *t,
-                       const tuner_opts *o, double best_us, store_measurement *m)
+                       const tuner_opts *o, double best_us, int pairs, store_measurement *m)
 {
     timing_stats ts;
     int prc = time_plan(dev, p, 0, o, best_us, o->min_samples, &ts);
@@ -292,7 +296,7 @@ static int time_tactic(const attn_device *dev, attn_plan *p, const attn_tactic *
                  o->cut_factor);
     if (t->pad > 1 && !ts.cut) {
         double extra = 0;
-        prc = time_copies(dev, p, o, ts.median, &extra);
+        prc = time_copies(dev, p, o, ts.median, pairs, &extra);
         if (prc == 0)
             m->time_us_copies = m->time_us + extra;
     }
@@ -312,7 +316,7 @@ static int time_checked(const attn_device *dev, attn_plan *p, const attn_tactic 
         memcpy(m->note, before, sizeof before);
         m->time_us_copies = NAN;
         tuner_throttle_begin(thr, dev);
-        int prc = time_tactic(dev, p, t, o, best_us, m);
+        int prc = time_tactic(dev, p, t, o, best_us, o->min_samples * 2 + 1, m);
         if (prc != 0 || !tuner_throttle_end(thr, dev))
             return prc;
         if (attempt == 0)
@@ -338,6 +342,14 @@ static int report(const tuner_opts *o, tuner_progress *pr, double t0, int done_t
     return o->progress ? o->progress(o->ctx, pr) : 0;
 }
 
+/* A tactic the screening pass timed, waiting for the pass's verdict. */
+typedef struct screened {
+    int k;               /* its index in the todo list */
+    store_measurement m; /* its checked row with the screening's times */
+    double low_mhz;      /* lowest GPU clock sampled around the screening, 0: none */
+    char plan_note[sizeof ((store_measurement *)0)->note]; /* the backend's, at its plan */
+} screened;
+
 /* One shape's tune in progress: what tuner_run_shape's steps share. */
 typedef struct shape_run {
     store *st;
@@ -357,11 +369,15 @@ typedef struct shape_run {
     double bound;                       /* the dtype's error bound */
     double best_us;                     /* best time so far, for the early cut */
     tuner_throttle thr;                 /* clock check around each timing */
+    screened *scr;                      /* the screening pass's timed tactics */
+    int nscr;
+    int committed;                      /* rows committed so far (progress) */
     tuner_shape_result *res;
 } shape_run;
 
 static void run_free(shape_run *r)
 {
+    free(r->scr);
     free(r->names);
     free(r->todo);
     free(r->ref);
@@ -498,71 +514,324 @@ static int run_time(shape_run *r, const attn_tactic *t, attn_plan *p, store_meas
     return 0;
 }
 
-/* Step 3: measure tactic k of the todo list into m: plan, check, and time
- * the correct ones and the inaccurate ones within TUNER_TIME_INACCURATE x
- * the bound (a query may loosen the bound with max_rel_err and then wants
- * their speed; a failed one, or one off by more, a wrong mask with errors
- * of 0.1 and up, is no candidate). 0 or ATTUNE_ECANCELED. */
-static int run_measure(shape_run *r, int k, store_measurement *m)
+/* Step 3, first part: plan tactic k of the todo list into *p for row m
+ * (blanked here). The backend's word on the plan rides in the note: a
+ * refusal's reason, or what building it cost (cudnn); a later note (a cut,
+ * a failed check) replaces it. prior (may be NULL) is the word of an
+ * earlier plan of the same tactic in this tune, kept when the backend says
+ * nothing now (cudnn reports a build once: the screening's plan had it). On
+ * a refusal *p is NULL and m is final (unsupported or failed). */
+static void run_plan(shape_run *r, int k, const char *prior, store_measurement *m,
+                     attn_plan **p)
+{
+    const attn_tactic *t = &r->tactics[r->todo[k]];
+    double t0 = now_s();
+    *p = NULL;
+    run_blank_row(r, k, m);
+    int prc = r->dev->ops->plan(r->ss, t, p);
+    const char *pnote = r->dev->ops->plan_note ? r->dev->ops->plan_note(r->ss) : NULL;
+    if (pnote != NULL && *pnote)
+        snprintf(m->note, sizeof m->note, "%s", pnote);
+    else if (prior != NULL && *prior)
+        snprintf(m->note, sizeof m->note, "%s", prior);
+    if (prc != 0) {
+        *p = NULL;
+        m->status = prc == ATTUNE_EUNSUPP ? STORE_UNSUPPORTED : STORE_FAILED;
+        if (pnote == NULL || *pnote == 0)
+            snprintf(m->note, sizeof m->note, "plan: %s", attune_strerror(prc));
+    }
+    r->res->plan_s += now_s() - t0;
+}
+
+static void run_plan_free(shape_run *r, attn_plan *p)
+{
+    double t0 = now_s();
+    r->dev->ops->plan_free(p);
+    r->res->plan_s += now_s() - t0;
+}
+
+/* Whether a checked row is timed: the correct ones and the inaccurate ones
+ * within TUNER_TIME_INACCURATE x the bound (a query may loosen the bound
+ * with max_rel_err and then wants their speed; a failed one, or one off by
+ * more, a wrong mask with errors of 0.1 and up, is no candidate). */
+static int run_timeable(const shape_run *r, const store_measurement *m)
+{
+    return m->status == STORE_OK ||
+           (m->status == STORE_INACCURATE && m->rel_err <= TUNER_TIME_INACCURATE * r->bound);
+}
+
+/* Step 3: measure tactic k of the todo list into m with the full protocol:
+ * plan (prior: as run_plan), check, and time it if run_timeable. 0 or
+ * ATTUNE_ECANCELED. */
+static int run_measure(shape_run *r, int k, const char *prior, store_measurement *m)
 {
     const attn_tactic *t = &r->tactics[r->todo[k]];
     attn_plan *p = NULL;
     int rc = 0;
-    run_blank_row(r, k, m);
-    int prc = r->dev->ops->plan(r->ss, t, &p);
-    /* the backend's word on the plan: a refusal's reason, or what building
-     * it cost (cudnn); a later note (a cut, a failed check) replaces it */
-    const char *pnote = r->dev->ops->plan_note ? r->dev->ops->plan_note(r->ss) : NULL;
-    if (pnote != NULL && *pnote)
-        snprintf(m->note, sizeof m->note, "%s", pnote);
-    if (prc != 0) {
-        m->status = prc == ATTUNE_EUNSUPP ? STORE_UNSUPPORTED : STORE_FAILED;
-        if (pnote == NULL || *pnote == 0)
-            snprintf(m->note, sizeof m->note, "plan: %s", attune_strerror(prc));
+    run_plan(r, k, prior, m, &p);
+    if (p == NULL)
         return 0;
-    }
+    double t0 = now_s();
     run_check(r, p, m);
-    if (m->status == STORE_OK ||
-        (m->status == STORE_INACCURATE && m->rel_err <= TUNER_TIME_INACCURATE * r->bound))
+    r->res->check_s += now_s() - t0;
+    if (run_timeable(r, m)) {
+        t0 = now_s();
         rc = run_time(r, t, p, m);
-    r->dev->ops->plan_free(p);
+        r->res->time_s += now_s() - t0;
+        r->res->full++;
+    }
+    run_plan_free(r, p);
     return rc;
 }
 
-/* Steps 3 and 4 for every tactic to do: measure, then commit the row at
- * once (a crash loses at most the tactic in flight). Progress is reported
- * before each tactic and once after the last. */
-static int run_tactics(shape_run *r, int shape_index, int shape_count,
-                       tuner_shape_result *res)
+/* The screening pass for tactic k of the todo list: plan, check, and for a
+ * timeable row a short timing (screen_samples samples of about
+ * screen_sample_ms, the copies in as many pairs) between two clock
+ * samples. A timeable row joins r->scr (*pending = 1) for the verdict at
+ * the pass's end; any other row is final in m (*pending = 0). 0 or
+ * ATTUNE_ECANCELED. */
+static int run_screen(shape_run *r, int k, store_measurement *m, int *pending)
 {
     const tuner_opts *o = r->o;
+    const attn_tactic *t = &r->tactics[r->todo[k]];
+    attn_plan *p = NULL;
+    *pending = 0;
+    run_plan(r, k, NULL, m, &p);
+    if (p == NULL)
+        return 0;
+    char plan_note[sizeof m->note];
+    memcpy(plan_note, m->note, sizeof plan_note);
+    double t0 = now_s();
+    run_check(r, p, m);
+    r->res->check_s += now_s() - t0;
+    if (!run_timeable(r, m)) {
+        run_plan_free(r, p);
+        return 0;
+    }
+    tuner_opts so = *o;
+    so.min_samples = so.max_samples = o->screen_samples > 0 ? o->screen_samples : 1;
+    if (o->screen_sample_ms > 0)
+        so.target_sample_ms = o->screen_sample_ms;
+    t0 = now_s();
+    tuner_throttle_begin(&r->thr, r->dev);
+    int prc = time_tactic(r->dev, p, t, &so, INFINITY, so.min_samples, m);
+    tuner_throttle_end(&r->thr, r->dev);
+    r->res->screen_s += now_s() - t0;
+    r->res->screened++;
+    run_plan_free(r, p);
+    if (prc == ATTUNE_ECANCELED)
+        return prc;
+    if (prc != 0) {
+        m->status = STORE_FAILED;
+        snprintf(m->note, sizeof m->note, "timing: %s", attune_strerror(prc));
+        return 0;
+    }
+    screened *e = &r->scr[r->nscr++];
+    e->k = k;
+    e->m = *m;
+    e->low_mhz = r->thr.low_mhz;
+    memcpy(e->plan_note, plan_note, sizeof e->plan_note);
+    *pending = 1;
+    return 0;
+}
+
+/* One line per tactic and pass on o->trace: what it came to and what it
+ * cost, for finding where a tune's time goes. */
+static void run_trace(const shape_run *r, const char *pass, const store_measurement *m,
+                      double t0)
+{
+    if (r->o->trace == NULL)
+        return;
+    static const char *names[] = {"ok", "unsupported", "failed", "inaccurate"};
+    unsigned st = (unsigned)m->status;
+    fprintf(r->o->trace, "tuner %s %s %s: %s %.2f us n=%d in %.1f ms\n", r->key, pass, m->tactic,
+            st < 4 ? names[st] : "?", select_time(m), m->n, 1e3 * (now_s() - t0));
+}
+
+/* Step 4: commit row m at once (a crash loses at most the tactic in
+ * flight) and tell the caller. 0 or the store's error. */
+static int run_commit(shape_run *r, store_measurement *m)
+{
+    const tuner_opts *o = r->o;
+    double t0 = now_s();
+    m->taken_at = (int64_t)time(NULL);
+    int rc = store_measurement_put(r->st, m);
+    r->res->store_s += now_s() - t0;
+    if (rc != 0)
+        return rc;
+    if (o->committed != NULL) {
+        snprintf(m->power, sizeof m->power, "%s", r->dev->stack.power);
+        o->committed(o->committed_ctx, m);
+    }
+    r->res->measured++;
+    r->committed++;
+    if (m->status == STORE_FAILED || m->status == STORE_INACCURATE)
+        r->res->failed++;
+    return 0;
+}
+
+/* Progress before a tactic (tactic NULL: after the last); tactic_index
+ * counts the rows committed so far. Non-zero when canceled. */
+static int run_report(shape_run *r, tuner_progress *pr, double t0, const char *tactic)
+{
+    const tuner_opts *o = r->o;
+    pr->tactic_index = r->committed;
+    pr->tactic = tactic;
+    if (report(o, pr, t0, r->committed) != 0)
+        return 1;
+    return tactic != NULL && o->cancel && *o->cancel;
+}
+
+/* 1 when tactic text t is on the todo list (measured again by this tune). */
+static int run_in_todo(const shape_run *r, const char *t)
+{
+    for (int k = 0; k < r->ntodo; k++)
+        if (strcmp(r->names[r->todo[k]], t) == 0)
+            return 1;
+    return 0;
+}
+
+/* The time the screening's verdicts are measured against: the winner's
+ * time by the selection rule (hysteresis left out: every row competes on
+ * its time) over the screened rows and the stored rows this tune keeps;
+ * when no row is eligible, the fastest timed one (as run_mark_winner
+ * marks). INFINITY when there is none. */
+static double run_screen_best(const shape_run *r)
+{
+    store_measurement *stored = NULL, *all;
+    int ns = 0, n = 0;
+    const attn_device *dev = r->dev;
+    if (store_measurements_get(r->st, dev->info.id, dev->stack.id, r->s, &stored, &ns) != 0)
+        ns = 0, stored = NULL;
+    all = malloc((size_t)(ns + r->nscr > 0 ? ns + r->nscr : 1) * sizeof *all);
+    if (all == NULL) {
+        free(stored);
+        return INFINITY; /* nothing screened out: the full protocol for all */
+    }
+    for (int i = 0; i < ns; i++)
+        if (!run_in_todo(r, stored[i].tactic))
+            all[n++] = stored[i];
+    for (int i = 0; i < r->nscr; i++)
+        all[n++] = r->scr[i].m;
+    for (int i = 0; i < n; i++)
+        all[i].incumbent = 0;
+    int w = select_winner(all, n, r->o->policy, 0);
+    if (w < 0)
+        w = select_winner(all, n, r->o->policy, INFINITY);
+    double best = w >= 0 ? select_time(&all[w]) : INFINITY;
+    free(all);
+    free(stored);
+    return best;
+}
+
+/* Whether screened tactic e gets the full timing against the best
+ * screened time: within screen_factor x best, or screened while the GPU
+ * clock was more than throttle_rel below the run's start (its screening
+ * time may read slow: a tactic screened while the clock ramped up from
+ * idle is not judged on it), or there is no best to judge by. */
+static int run_screen_keep(const shape_run *r, const screened *e, double best)
+{
+    if (!isfinite(best))
+        return 1;
+    if (e->low_mhz > 0 && e->low_mhz < (1.0 - r->thr.rel) * r->thr.ref_mhz)
+        return 1;
+    return select_time(&e->m) <= r->o->screen_factor * best;
+}
+
+/* A screened-out row's note: its screening, then what the plan said. */
+static void run_screen_note(const tuner_opts *o, store_measurement *m, double best)
+{
+    char old[sizeof m->note];
+    memcpy(old, m->note, sizeof old);
+    int n = snprintf(m->note, sizeof m->note,
+                     "screened out: %.4g us in %d samples, over %.3gx the best screened (%.4g us)",
+                     select_time(m), m->n, o->screen_factor, best);
+    if (old[0] != 0 && n > 0 && (size_t)n + 3 < sizeof m->note)
+        snprintf(m->note + n, sizeof m->note - (size_t)n, "; %s", old);
+}
+
+static int cmp_screen_time(const void *a, const void *b)
+{
+    double x = select_time(&((const screened *)a)->m);
+    double y = select_time(&((const screened *)b)->m);
+    return (x > y) - (x < y);
+}
+
+/* Steps 3 and 4 with screening: the screening pass over every tactic to do
+ * (final rows committed at once), the verdicts (rows screened out
+ * committed), then the full protocol for the kept ones, fastest screened
+ * first. */
+static int run_tactics_screened(shape_run *r, tuner_progress *pr, double t0)
+{
+    int rc = 0, pending = 0;
+    if ((r->scr = malloc((size_t)r->ntodo * sizeof *r->scr)) == NULL)
+        return ATTUNE_ENOMEM;
+    for (int k = 0; k < r->ntodo; k++) {
+        if (run_report(r, pr, t0, r->names[r->todo[k]]))
+            return ATTUNE_ECANCELED;
+        store_measurement m;
+        double ts = now_s();
+        if ((rc = run_screen(r, k, &m, &pending)) != 0)
+            return rc; /* canceled: the pending rows are not committed */
+        run_trace(r, "screen", &m, ts);
+        if (!pending && (rc = run_commit(r, &m)) != 0)
+            return rc;
+    }
+    double best = run_screen_best(r);
+    int nkeep = 0;
+    for (int i = 0; i < r->nscr; i++) {
+        screened *e = &r->scr[i];
+        if (run_screen_keep(r, e, best)) {
+            r->scr[nkeep++] = *e;
+            continue;
+        }
+        run_screen_note(r->o, &e->m, best);
+        r->res->screened_out++;
+        if ((rc = run_commit(r, &e->m)) != 0)
+            return rc;
+    }
+    qsort(r->scr, (size_t)nkeep, sizeof *r->scr, cmp_screen_time);
+    for (int i = 0; i < nkeep; i++) {
+        int k = r->scr[i].k;
+        if (run_report(r, pr, t0, r->names[r->todo[k]]))
+            return ATTUNE_ECANCELED;
+        store_measurement m;
+        double ts = now_s();
+        if ((rc = run_measure(r, k, r->scr[i].plan_note, &m)) != 0)
+            return rc;
+        run_trace(r, "full", &m, ts);
+        if ((rc = run_commit(r, &m)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Steps 3 and 4 for every tactic to do: screened (run_tactics_screened),
+ * or every tactic measured with the full protocol and committed at once.
+ * Progress is reported before each tactic and once after the last. */
+static int run_tactics(shape_run *r, int shape_index, int shape_count)
+{
     int rc = 0;
     double t0 = now_s();
     tuner_progress pr = {.shape_index = shape_index, .shape_count = shape_count,
                          .tactic_count = r->ntodo, .shape_key = r->key};
-    for (int k = 0; k < r->ntodo; k++) {
-        pr.tactic_index = k;
-        pr.tactic = r->names[r->todo[k]];
-        if (report(o, &pr, t0, k) != 0 || (o->cancel && *o->cancel))
-            return ATTUNE_ECANCELED;
-        store_measurement m;
-        if ((rc = run_measure(r, k, &m)) != 0)
-            return rc; /* canceled: a half-timed tactic is not committed */
-        m.taken_at = (int64_t)time(NULL);
-        if ((rc = store_measurement_put(r->st, &m)) != 0)
-            return rc;
-        if (o->committed != NULL) {
-            snprintf(m.power, sizeof m.power, "%s", r->dev->stack.power);
-            o->committed(o->committed_ctx, &m);
+    if (r->o->screen_factor > 0 && r->ntodo > 1) {
+        rc = run_tactics_screened(r, &pr, t0);
+    } else {
+        for (int k = 0; k < r->ntodo && rc == 0; k++) {
+            if (run_report(r, &pr, t0, r->names[r->todo[k]]))
+                return ATTUNE_ECANCELED;
+            store_measurement m;
+            double ts = now_s();
+            if ((rc = run_measure(r, k, NULL, &m)) != 0)
+                return rc; /* canceled: a half-timed tactic is not committed */
+            run_trace(r, "full", &m, ts);
+            rc = run_commit(r, &m);
         }
-        res->measured++;
-        if (m.status == STORE_FAILED || m.status == STORE_INACCURATE)
-            res->failed++;
     }
-    pr.tactic_index = r->ntodo;
-    pr.tactic = NULL;
-    report(o, &pr, t0, r->ntodo);
-    return 0;
+    if (rc == 0)
+        run_report(r, &pr, t0, NULL);
+    return rc;
 }
 
 /* Step 5: the winner over the stack's rows, recorded as the incumbent so
@@ -624,12 +893,17 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
         snprintf(r.host, sizeof r.host, "unknown");
     r.host[sizeof r.host - 1] = 0;
 
+    double t0 = now_s();
     if ((rc = store_device_put(st, &dev->info, &dev->stack)) != 0 ||
         (rc = run_list_tactics(&r, res)) != 0)
         goto done;
+    res->prepare_s = now_s() - t0;
     if (r.ntodo > 0) {
-        if ((rc = run_prepare(&r)) == 0)
-            rc = run_tactics(&r, shape_index, shape_count, res);
+        t0 = now_s();
+        rc = run_prepare(&r);
+        res->prepare_s += now_s() - t0;
+        if (rc == 0)
+            rc = run_tactics(&r, shape_index, shape_count);
         res->clock_ref_mhz = r.thr.ref_mhz;
         if (rc != 0)
             goto done;

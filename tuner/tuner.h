@@ -9,11 +9,21 @@
  * or the budget is spent, cut short when a candidate is far slower than the
  * best so far. Each measurement is committed to the store as it is taken;
  * tactics already stored for (device, stack, shape) are skipped, so an
- * interrupted tune resumes where it stopped. */
+ * interrupted tune resumes where it stopped.
+ *
+ * Screening (screen_factor > 0, the default): a first pass plans, checks
+ * and briefly times every tactic (screen_samples short samples); only the
+ * tactics within screen_factor x the best eligible screened time (and any
+ * screened while the GPU clock was low) get the full timing above, in a
+ * second pass. The others are stored with their check and their screening
+ * time, n = the screening samples and a note "screened out: ...". Rows of
+ * the first pass are committed when it ends (failed and unsupported ones at
+ * once): a crash in the first pass loses the screening done so far. */
 #ifndef ATTUNE_TUNER_H
 #define ATTUNE_TUNER_H
 
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "../db/store.h"
 #include "select.h"
@@ -41,6 +51,12 @@ typedef struct tuner_opts {
     int64_t full_check_rows; /* check all rows when b*hq*sq <= this (default 4096) */
     int sample_rows;       /* rows in a sampled check (default 256) */
     int force;             /* re-measure tactics already stored */
+    double screen_factor;  /* full timing only for tactics screened within this
+                              factor of the best (default 1.5; <= 0: no
+                              screening, every tactic fully timed) */
+    int screen_samples;    /* samples of a screening (default 3) */
+    double screen_sample_ms; /* a screening sample lasts about this (0.5 ms) */
+    FILE *trace;           /* a line per tactic and pass with its times, or NULL */
     const select_policy *policy; /* NULL: defaults */
     /* Called after each row is committed with that row (power filled as a
      * read gives it; incumbent 0 and err_ratio NaN: a replaced row keeps
@@ -79,6 +95,13 @@ typedef struct tuner_shape_result {
     int retimed;      /* tactics timed again because the clock had dropped */
     int throttled;    /* of those, still throttled: noted in their rows */
     double clock_ref_mhz; /* the run's starting clock after this shape */
+    int screened;     /* tactics timed by the screening pass */
+    int screened_out; /* of those, stored with their screening time only */
+    int full;         /* tactics given the full timing */
+    /* where the shape's wall time went, seconds: the tactics' list, the
+     * session, inputs and reference; plans (build and free); checked runs;
+     * screening timings; full timings; store writes */
+    double prepare_s, plan_s, check_s, screen_s, time_s, store_s;
 } tuner_shape_result;
 
 /* Seed of a shape's inputs: FNV-1a of its canonical key. */

@@ -19,7 +19,7 @@
 
 const char cli_tune_help[] =
     "usage: attune tune --db FILE --device ID (--shape KEY ... | --grid FILE)\n"
-    "                   [--force] [--budget-ms MS] [--quiet]\n"
+    "                   [--force] [--budget-ms MS] [--screen F] [--quiet]\n"
     "       attune tune --url URL --device ID (--shape KEY ... | --grid FILE)\n"
     "                   [--token-file F] [--wait] [--quiet]\n"
     "\n"
@@ -37,6 +37,10 @@ const char cli_tune_help[] =
     "                   (.c: causal; repeatable); --grid FILE: a grids/*.json file\n"
     "  --budget-ms MS   timing budget per tactic (default 200); a tactic whose\n"
     "                   single call takes longer still gets one timed sample\n"
+    "  --screen F       time fully only the tactics whose short screening timing\n"
+    "                   is within F x the best (default 1.5); the others keep\n"
+    "                   their screening time, noted 'screened out'; 0: time\n"
+    "                   every tactic fully\n"
     "  --force          measure again tactics already stored\n"
     "  --quiet          no per-shape lines; progress shows only on a terminal\n"
     "  --url URL        the daemon, e.g. http://127.0.0.1:7373\n"
@@ -115,6 +119,7 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
                             {"grid", 0, CLI_VALUE, &a->grid},
                             {"shape", 0, CLI_MULTI, &a->shapes},
                             {"budget-ms", 0, CLI_VALUE, &a->budget},
+                            {"screen", 0, CLI_VALUE, &a->screen},
                             {"url", 0, CLI_VALUE, &a->url},
                             {"token-file", 0, CLI_VALUE, &a->token_file},
                             {"force", 0, CLI_FLAG, &a->force},
@@ -125,8 +130,8 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
     if (cli_parse(argc, argv, opts, cli_tune_help, NULL, &status))
         return status == 0 ? -1 : status;
     if (a->url != NULL) {
-        if (a->db != NULL || a->force || a->budget != NULL)
-            return cli_usage_error("tune", "--db, --force and --budget-ms go without --url "
+        if (a->db != NULL || a->force || a->budget != NULL || a->screen != NULL)
+            return cli_usage_error("tune", "--db, --force, --budget-ms and --screen go without --url "
                                            "(the daemon tunes into its own database)");
     } else {
         if (a->wait || a->token_file != NULL)
@@ -172,6 +177,11 @@ static int tune_one(store *st, const attn_device *dev, const attn_shape *s, int 
                         "(%.2f us) in %.1fs\n",
                 i + 1, n, key, res.measured, res.skipped, res.failed,
                 res.winner[0] ? res.winner : "(none)", res.winner_us, mono_s() - ts);
+    if (!ctx->quiet && res.measured > 0)
+        fprintf(stderr, "[%d/%d] %s: %d screened (%d screened out), %d fully timed; seconds in "
+                        "prepare %.2f, plan %.2f, check %.2f, screen %.2f, time %.2f, store %.2f\n",
+                i + 1, n, key, res.screened, res.screened_out, res.full, res.prepare_s,
+                res.plan_s, res.check_s, res.screen_s, res.time_s, res.store_s);
     if (res.throttled > 0 || (res.retimed > 0 && !ctx->quiet))
         fprintf(stderr, "attune: %s: GPU clock dropped during %d tactic%s (timed again); "
                         "%d still throttled, noted in their rows (attune results)\n",
@@ -230,6 +240,15 @@ int cli_tune_main(int argc, char **argv)
         rc = cli_usage_error("tune", "--budget-ms must be a number of milliseconds in (0, 600000]");
         goto out;
     }
+    if (a.screen && (cli_double(a.screen, &o.screen_factor) || o.screen_factor < 0 ||
+                     (o.screen_factor > 0 && o.screen_factor < 1) || o.screen_factor > 1e6)) {
+        rc = cli_usage_error("tune", "--screen must be 0 (off) or a factor >= 1");
+        goto out;
+    }
+    /* ATTUNE_TUNER_TRACE=1: a line per tactic and pass on stderr */
+    const char *trace = getenv("ATTUNE_TUNER_TRACE");
+    if (trace != NULL && *trace && strcmp(trace, "0") != 0)
+        o.trace = stderr;
     if ((rc = cli_shapes_load("tune", a.grid, &a.shapes, &shapes, &n)) != 0)
         goto out;
     rc = 1;

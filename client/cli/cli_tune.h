@@ -7,7 +7,7 @@
 
 /* The options of `attune tune`, both forms. */
 typedef struct cli_tune_args {
-    const char *db, *device, *grid, *budget, *url, *token_file;
+    const char *db, *device, *grid, *budget, *screen, *url, *token_file;
     cli_multi shapes; /* --shape KEY ... */
     int force, quiet, wait;
 } cli_tune_args;

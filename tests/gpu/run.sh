@@ -30,9 +30,11 @@
 # --realmodels-args "ARGS" passes ARGS on, e.g. "--hold grids/realmodels.json
 # --hold grids/realmodels-holdout.json --no-miss-check"),
 # --tune-time (bench/cudnn_tune_time.py: wall time of `attune tune` per
-# anchor with the JIT cache emptied, then warm, builders at session open;
-# then cold with ATTUNE_CUDNN_PREFETCH=first and warm without builders, for
-# the measurements' comparison; tune-time.txt, tune-time.jsonl),
+# anchor with the JIT cache emptied, then warm, with the default screening;
+# then cold with --screen 1.25, and warm with --screen 0 (every tactic fully
+# timed, the protocol before screening) for the winners' comparison;
+# tune-time.txt, tune-time.jsonl, tune-time.log: ATTUNE_TUNER_TRACE's line
+# per tactic and pass),
 # --peers-args "ARGS" (extra
 # arguments to peers.py, e.g. "--only 0,1 --budget-ms 100"), --no-tests,
 # --ctest-args "ARGS". Logs and results go under $OUT (the run tool's
@@ -275,12 +277,15 @@ fi
 if [ "$TUNETIME" = 1 ]; then
     log "bench/cudnn_tune_time.py on device 0"
     JITC=${TMPDIR:-/tmp}/attune-jit-$$
-    for run in "cold open" "warm open" "cold first ATTUNE_CUDNN_PREFETCH=first" \
-               "warm off ATTUNE_CUDNN_BUILDERS=0"; do
+    for run in "cold screen" "warm screen" "cold screen1.25 --screen 1.25" \
+               "warm full --screen 0"; do
         set -- $run
+        mode=$1 label=$2
+        shift 2
         python3 "$ROOT/bench/cudnn_tune_time.py" --attune "$BUILD/attune" \
             --grid "$ROOT/grids/anchors.json" --cache "$JITC" --out "$OUT/tune-time.jsonl" \
-            --mode "$1" --label "$2" ${3:+--env "$3"} 2>&1 | tee -a "$OUT/tune-time.txt" || STATUS=1
+            --mode "$mode" --label "$label" --tune-args "$*" --env ATTUNE_TUNER_TRACE=1 \
+            --log "$OUT/tune-time.log" 2>&1 | tee -a "$OUT/tune-time.txt" || STATUS=1
     done
     rm -rf "$JITC"
     log "tune time done ($(($(date +%s) - START)) s)"
