@@ -5,6 +5,7 @@
  * tactic, one that leaves an element unwritten, one that is inaccurate, one
  * that is unsupported, and one that is hopelessly slow (cut early). */
 #include <math.h>
+#include <stdatomic.h>
 
 #include "test.h"
 #include "tuner/tuner.h"
@@ -527,7 +528,7 @@ static void screening_should_time_fully_only_the_close_ones(void)
     attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
     tuner_opts o;
     tuner_opts_default(&o);
-    CHECK_NEAR(o.screen_factor, 1.5, 0);
+    CHECK_NEAR(o.screen_factor, 1.25, 0);
     CHECK_EQ_INT(o.screen_samples, 3);
     o.budget_ms = 50;
     memset(time_calls, 0, sizeof time_calls);
@@ -559,7 +560,7 @@ static void screening_should_time_fully_only_the_close_ones(void)
     x = find(m, n, T_SLOW);
     CHECK(x && x->status == STORE_OK && fabs(x->time_us - 20.0) < 1e-9 && x->n == 3);
     CHECK(x && x->rel_err < 1e-5 && x->rows_checked == 10);
-    CHECK_MSG(x && strcmp(x->note, "screened out: 20 us in 3 samples, over 1.5x the best "
+    CHECK_MSG(x && strcmp(x->note, "screened out: 20 us in 3 samples, over 1.25x the best "
                                    "screened (10 us); plan built in 8 ms") == 0,
               "note: %s", x ? x->note : "-");
     x = find(m, n, T_HOPELESS);
@@ -577,9 +578,9 @@ static void screening_should_time_fully_only_the_close_ones(void)
     free(m);
     store_close(st);
 
-    /* SLOW at 1.4x FAST is within 1.5x: fully timed too. */
+    /* SLOW at 1.2x FAST is within 1.25x: fully timed too. */
     st = open_tmp_store(dir, sizeof dir);
-    fake_us[T_SLOW] = 14.0;
+    fake_us[T_SLOW] = 12.0;
     memset(time_calls, 0, sizeof time_calls);
     CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
     CHECK_EQ_INT(res.screened_out, 1);
@@ -591,6 +592,18 @@ static void screening_should_time_fully_only_the_close_ones(void)
     free(m);
     store_close(st);
     fake_us[T_SLOW] = 20.0;
+
+    /* --screen 2: SLOW (2x) is in, HOPELESS still out */
+    st = open_tmp_store(dir, sizeof dir);
+    o.screen_factor = 2.0;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.screened_out, 1);
+    CHECK_EQ_INT(res.full, 2);
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    x = find(m, n, T_HOPELESS);
+    CHECK(x && strncmp(x->note, "screened out: 1500 us in 3 samples, over 2x", 43) == 0);
+    free(m);
+    store_close(st);
 }
 
 /* The bar is the best tactic that could win: a faster one that is
@@ -605,7 +618,7 @@ static void screening_should_measure_against_eligible_tactics(void)
     tuner_opts_default(&o);
     o.budget_ms = 50;
     fake_wrong_err = 0.02; /* rel err ~0.03: over f16's 5e-3, within 10x */
-    fake_us[T_SLOW] = 14.0;
+    fake_us[T_SLOW] = 12.0;
     tuner_shape_result res;
     CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
     CHECK_STR(res.winner, fake_tactics[T_FAST]);
@@ -614,7 +627,7 @@ static void screening_should_measure_against_eligible_tactics(void)
     CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
     const store_measurement *x = find(m, n, T_WRONG);
     CHECK(x && x->status == STORE_INACCURATE && fabs(select_time(x) - 5.0) < 1e-9);
-    /* against WRONG's 5 us SLOW (14) would be out; against FAST's 10 it is in */
+    /* against WRONG's 5 us SLOW (12) would be out; against FAST's 10 it is in */
     x = find(m, n, T_SLOW);
     CHECK_MSG(x && x->n >= o.min_samples && x->note[0] == 0, "note: %s", x ? x->note : "-");
     CHECK_EQ_INT(res.screened_out, 1); /* HOPELESS */
@@ -701,7 +714,7 @@ static void screening_should_resume_from_final_rows_only(void)
     o.progress = cancel_after_two; /* FAST and SLOW stored */
     CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), ATTUNE_ECANCELED);
     CHECK_EQ_INT(res.measured, 2);
-    o.screen_factor = 1.5;
+    o.screen_factor = 1.25;
     o.progress = NULL;
     CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
     CHECK_EQ_INT(res.skipped, 2);
@@ -711,6 +724,42 @@ static void screening_should_resume_from_final_rows_only(void)
     const store_measurement *x = find(m, n, T_HOPELESS);
     CHECK_MSG(x && strstr(x->note, "the best screened (10 us)") != NULL, "note: %s",
               x ? x->note : "-");
+    free(m);
+    store_close(st);
+}
+
+/* Canceled while the verdicts are committed: the rows committed stay,
+ * the tune stops before the next one. */
+static atomic_int cancel_flag;
+static void cancel_at_screened_out(void *ctx, const store_measurement *m)
+{
+    (void)ctx;
+    if (strncmp(m->note, "screened out", 12) == 0)
+        cancel_flag = 1;
+}
+
+static void screening_should_stop_between_verdicts_when_canceled(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    cancel_flag = 0;
+    o.cancel = &cancel_flag;
+    o.committed = cancel_at_screened_out;
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), ATTUNE_ECANCELED);
+    CHECK_EQ_INT(res.screened_out, 1); /* SLOW; HOPELESS's verdict not committed */
+    CHECK_EQ_INT(res.full, 0);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    CHECK_EQ_INT(n, 4); /* UNWRITTEN, WRONG, UNSUPP, SLOW */
+    CHECK(find(m, n, T_SLOW) != NULL && find(m, n, T_HOPELESS) == NULL &&
+          find(m, n, T_FAST) == NULL);
     free(m);
     store_close(st);
 }
@@ -759,6 +808,7 @@ int main(void)
     RUN(screening_should_measure_against_eligible_tactics);
     RUN(screening_should_keep_a_tactic_screened_at_a_low_clock);
     RUN(screening_should_resume_from_final_rows_only);
+    RUN(screening_should_stop_between_verdicts_when_canceled);
     RUN(screening_should_trace_each_pass);
     return test_summary();
 }

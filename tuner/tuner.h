@@ -52,8 +52,9 @@ typedef struct tuner_opts {
     int sample_rows;       /* rows in a sampled check (default 256) */
     int force;             /* re-measure tactics already stored */
     double screen_factor;  /* full timing only for tactics screened within this
-                              factor of the best (default 1.5; <= 0: no
-                              screening, every tactic fully timed) */
+                              factor of the best (default 1.25: docs/tuning.md
+                              says why; <= 0: no screening, every tactic
+                              fully timed) */
     int screen_samples;    /* samples of a screening (default 3) */
     double screen_sample_ms; /* a screening sample lasts about this (0.5 ms) */
     FILE *trace;           /* a line per tactic and pass with its times, or NULL */

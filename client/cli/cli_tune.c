@@ -38,7 +38,7 @@ const char cli_tune_help[] =
     "  --budget-ms MS   timing budget per tactic (default 200); a tactic whose\n"
     "                   single call takes longer still gets one timed sample\n"
     "  --screen F       time fully only the tactics whose short screening timing\n"
-    "                   is within F x the best (default 1.5); the others keep\n"
+    "                   is within F x the best (default 1.25); the others keep\n"
     "                   their screening time, noted 'screened out'; 0: time\n"
     "                   every tactic fully\n"
     "  --force          measure again tactics already stored\n"

@@ -31,8 +31,8 @@
 # --hold grids/realmodels-holdout.json --no-miss-check"),
 # --tune-time (bench/cudnn_tune_time.py: wall time of `attune tune` per
 # anchor with the JIT cache emptied, then warm, with the default screening;
-# then cold with --screen 1.25, and warm with --screen 0 (every tactic fully
-# timed, the protocol before screening) for the winners' comparison;
+# then warm with --screen 0 (every tactic fully timed, the protocol before
+# screening) for the winners' comparison;
 # tune-time.txt, tune-time.jsonl, tune-time.log: ATTUNE_TUNER_TRACE's line
 # per tactic and pass),
 # --peers-args "ARGS" (extra
@@ -277,8 +277,7 @@ fi
 if [ "$TUNETIME" = 1 ]; then
     log "bench/cudnn_tune_time.py on device 0"
     JITC=${TMPDIR:-/tmp}/attune-jit-$$
-    for run in "cold screen" "warm screen" "cold screen1.25 --screen 1.25" \
-               "warm full --screen 0"; do
+    for run in "cold screen" "warm screen" "warm full --screen 0"; do
         set -- $run
         mode=$1 label=$2
         shift 2
