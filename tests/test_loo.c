@@ -170,6 +170,58 @@ static void loo_should_meet_the_regret_bounds_on_the_h200_table(void)
     free(m);
 }
 
+/* Issue 10's real-model bounds (median <= 1.10, worst <= 1.25) on the
+ * third real-model set, bench/realmodels-holdout2-h200.json (tuned on
+ * 2026-12-01 at b8d68ce, cuDNN 9.19, with screening): the model built
+ * from the default grid's rows, the set's 17 shapes held out together,
+ * as attuned answered them live. The set was seen when the model was
+ * changed (a development set, not a held-out one): this keeps its misses
+ * fixed. The model frozen at 6b5060f answered an 8-query causal step
+ * with a cuDNN prefill engine costed as a key-splitting one (4.508) and
+ * a 2048-token prefill with sm90a pad=16, a pad that changes no length,
+ * whose 3-sample screening time was 1.37x pad=1's. */
+static void loo_should_meet_the_real_model_bounds_on_the_third_set(void)
+{
+    const char *src = getenv("ATTUNE_SOURCE_DIR");
+    char path[512], gpath[512], hpath[512], err[ATTUNE_ERRLEN] = "";
+    snprintf(path, sizeof path, "%s/bench/realmodels-holdout2-h200.json", src ? src : "..");
+    snprintf(gpath, sizeof gpath, "%s/grids/default.json", src ? src : "..");
+    snprintf(hpath, sizeof hpath, "%s/grids/realmodels-holdout2.json", src ? src : "..");
+    store_measurement *m = NULL;
+    int n = 0, ngrid = 0, nhold = 0;
+    attn_stack stk;
+    attn_device_info info;
+    attn_shape *grid = NULL, *hold = NULL;
+    load_table_into(path, &m, &n, &stk, &info);
+    if (grid_load(gpath, &grid, &ngrid, err, sizeof err) != 0)
+        die(gpath, err);
+    if (grid_load(hpath, &hold, &nhold, err, sizeof err) != 0)
+        die(hpath, err);
+    int k = 0; /* keep the rows of the grid's and the set's shapes */
+    for (int i = 0; i < n; i++) {
+        int in = 0;
+        for (int j = 0; j < ngrid && !in; j++)
+            in = memcmp(&m[i].shape, &grid[j], sizeof grid[j]) == 0;
+        for (int j = 0; j < nhold && !in; j++)
+            in = memcmp(&m[i].shape, &hold[j], sizeof hold[j]) == 0;
+        if (in)
+            m[k++] = m[i];
+    }
+    loo_opts o = {.info = &info, .hold = hold, .nhold = nhold};
+    loo_result r;
+    CHECK_EQ_INT(loo_run_opts(m, k, stk.id, NULL, NULL, &o, &r), 0);
+    CHECK_EQ_INT(r.n, 17);
+    print_result(&r);
+    for (int i = 0; i < r.n; i++)
+        CHECK_MSG(r.shapes[i].answer[0] != 0, "%s: no answer", r.shapes[i].key);
+    CHECK_MSG(r.median <= 1.10, "median regret %.3f", r.median);
+    CHECK_MSG(r.worst <= WORST_BOUND, "worst regret %.3f", r.worst);
+    loo_result_free(&r);
+    free(hold);
+    free(grid);
+    free(m);
+}
+
 /* Each shape's times reversed in rank: its fastest row gets its slowest
  * time, and so on (errors and statuses kept). */
 static store_measurement *reversed_times(void)
@@ -352,6 +404,7 @@ int main(int argc, char **argv)
     RUN(loo_should_meet_the_regret_bounds_on_the_cpu_table);
     RUN(loo_should_fail_a_wrong_predictor);
     RUN(loo_should_meet_the_regret_bounds_on_the_h200_table);
+    RUN(loo_should_meet_the_real_model_bounds_on_the_third_set);
     free(rows);
     return test_summary();
 }

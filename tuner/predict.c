@@ -92,6 +92,7 @@ struct predict_model {
     int nfams;
     double peak_flops, peak_bytes, lat_us; /* per microsecond */
     double *fam_flops; /* per family: the FLOP/s per busy wave slot it reached */
+    unsigned char *fam_dec; /* per family: measured on a decode step (cudnn_tiled) */
     int sms;           /* SMs of a CUDA device; 0: no wave model */
     double smem_sm;    /* shared memory per SM, bytes */
     int threads_sm;    /* resident threads per SM */
@@ -146,23 +147,44 @@ static int64_t kernel_dim(const attn_tactic *t, int64_t d)
  * rows per block, one block per SM), so a shape that leaves most SMs idle
  * is no cheaper for it than for the tiled kernels that know it. */
 #define CUDNN_TILE_ROWS 128
-/* ... except for decode-like shapes (fewer query rows than the smallest
- * MMA tile): there its engines split the keys, as split-KV does (on the
- * H200 cudnn kcfg=36 ran b1.hq32.sq1.skv4096 d128 at 3.1 TB/s, which 32
- * one-per-head blocks could not), so no row-tile wave is charged. */
-#define CUDNN_DECODE_ROWS 16
+/* ... except for single-query decode steps: there the engines listed for
+ * them split the keys, as split-KV does (on the H200 cudnn kcfg=36 ran
+ * b1.hq32.sq1.skv4096 d128 at 3.1 TB/s, which 32 one-per-head blocks
+ * could not), so no row tile or wave is charged. Only there: with 8
+ * queries (b1.hq32.hkv8.sq8.skv4096 d128, speculative verification) every
+ * engine cuDNN listed ran whole 128-row tiles over all the keys, 54-108 us
+ * against split-KV's 12-14 (engine 1 kcfg=4, 1.1-1.3x the best on decode
+ * steps, took 108 us there), and costed as key-splitting (the bound was
+ * 16 query rows) the prefill engine was answered at 4.5x the winner. */
+#define CUDNN_DECODE_ROWS 2
+
+/* 1 when cuDNN tactic t (family fam, -1 if none) is costed on s as
+ * 128-row tiles (whole tiles of the real rows, 8 queries cost 128) with
+ * waves: on shapes of CUDNN_DECODE_ROWS query rows or more, and on a
+ * decode step for an engine never measured on one (the backend lists
+ * other engines for decode steps: one seen only on prefill shapes is not
+ * credited the decode engines' key split). */
+static int cudnn_tiled(const predict_model *pm, const attn_shape *s, const attn_tactic *t, int fam)
+{
+    if (t->variant != ATTN_CUDNN)
+        return 0;
+    return s->sq >= CUDNN_DECODE_ROWS || fam < 0 || pm->fam_dec == NULL || !pm->fam_dec[fam];
+}
 
 /* Query rows per query head that t computes on s: a tiled kernel computes
  * whole row tiles of the real rows (split KV: of the group's folded rows,
  * so a decode step of group 4 fills 4 of 16), never the pad's rows: on
  * the H200 a decode step (sq = 1) took 151 us with 128-row tiles, 97 with
- * 64-row ones; cuDNN is taken to tile by 128 rows (CUDNN_TILE_ROWS); a
+ * 64-row ones; cuDNN is taken to tile by 128 rows (CUDNN_TILE_ROWS)
+ * but on the decode steps of its decode engines (cudnn_tiled); a
  * GEMM variant computes the padded buffer; others the real rows. */
-static double rows_computed(const attn_shape *s, const attn_tactic *t)
+static double rows_computed(const attn_shape *s, const attn_tactic *t, int ctile)
 {
     int64_t tm = t->tile_m;
     if (tm > 0 && t->variant == ATTN_FUSED)
         return (double)attn_round_up(s->sq, tm);
+    if (ctile)
+        return (double)attn_round_up(s->sq, CUDNN_TILE_ROWS);
     if (tm > 0 && t->variant == ATTN_FUSED_SPLITKV) {
         int64_t g = attn_shape_group(s);
         return (double)attn_round_up(g * s->sq, tm) / (double)g;
@@ -175,14 +197,15 @@ static double rows_computed(const attn_shape *s, const attn_tactic *t)
 /* FLOPs and bytes of s computed by t: the rows it computes against the
  * padded keys, visible pairs only for fused kernels under a causal mask,
  * at the kernel's head dim; bytes move the padded buffers' real head dim. */
-static void work_of(const attn_shape *s, const attn_tactic *t, double *flops, double *bytes)
+static void work_of(const attn_shape *s, const attn_tactic *t, int ctile, double *flops,
+                    double *bytes)
 {
     int pad = t->pad > 1 ? t->pad : 1;
     int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
     /* a tiled kernel computes whole key tiles: 77 keys cost 128 (cuDNN's
      * prefill engines taken as 128 wide, as their rows) */
     int64_t tn = t->variant == ATTN_FUSED || t->variant == ATTN_FUSED_SPLITKV ? t->tile_n
-                 : t->variant == ATTN_CUDNN && s->sq >= CUDNN_DECODE_ROWS ? CUDNN_TILE_ROWS
+                 : ctile ? CUDNN_TILE_ROWS
                                                                           : 0;
     double keys = tn > 0 ? (double)attn_round_up(skvp, tn) : (double)skvp;
     /* and each block (each split's) pays a fixed prologue and epilogue,
@@ -193,7 +216,7 @@ static void work_of(const attn_shape *s, const attn_tactic *t, double *flops, do
      * b2.hq8.sq4096.skv77 d40); a long key loop hides it */
     if (tn > 0)
         keys += BLOCK_FIXED_TILES * (double)tn * (t->splits > 1 ? t->splits : 1);
-    double grow = rows_computed(s, t) / (double)s->sq * keys / (double)s->skv;
+    double grow = rows_computed(s, t, ctile) / (double)s->sq * keys / (double)s->skv;
     double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense_variant(t->variant)) * grow;
     double es = (double)attn_dtype_size(s->dtype);
     *flops = 4.0 * (double)s->b * (double)s->hq * pairs * (double)kernel_dim(t, s->d);
@@ -222,9 +245,9 @@ static double split_grid(const attn_shape *s, int tile_m)
  * when t is not a tiled prefill kernel. Split-KV tactics are left out: the
  * split count already sets their grid (it transfers by grid, above), and
  * their decode shapes are bound by bytes, not by compute slots. */
-static double grid_blocks(const attn_shape *s, const attn_tactic *t)
+static double grid_blocks(const attn_shape *s, const attn_tactic *t, int ctile)
 {
-    if (t->variant == ATTN_CUDNN && s->sq >= CUDNN_DECODE_ROWS)
+    if (ctile)
         return (double)(s->b * s->hq) * (double)((s->sq + CUDNN_TILE_ROWS - 1) / CUDNN_TILE_ROWS);
     if (t->tile_m <= 0 || t->warps <= 0 || t->variant != ATTN_FUSED)
         return 0;
@@ -250,9 +273,10 @@ static int blocks_per_sm(const predict_model *pm, const attn_tactic *t, int64_t 
 }
 
 /* Useful fraction of the waves t runs on s: 1 without a wave model. */
-static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_tactic *t)
+static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_tactic *t,
+                       int ctile)
 {
-    double blocks = grid_blocks(s, t);
+    double blocks = grid_blocks(s, t, ctile);
     if (pm->sms <= 0 || blocks <= 0)
         return 1.0;
     double slots = (double)pm->sms * blocks_per_sm(pm, t, s->d);
@@ -290,6 +314,29 @@ static double launches(const predict_model *pm, const attn_tactic *t)
     return t->splits > 1 ? 2 : 1;
 }
 
+/* Cost in microseconds of the pad and unpad copies of t on s (the
+ * backends' shared pad path): for a padded query length Q in and O out,
+ * for a padded key length K and V in, each read and written once at the
+ * device's byte rate, and on a CUDA device one launch each. A pad that
+ * changes no length copies nothing: it is pad=1's kernel. On the H200
+ * the copies of b1.hq8.sq900 d=32 took 6.5 us next to a 18 us cuDNN
+ * kernel; costed without them, the padded engine was answered at 2.4x
+ * the winner's time. */
+static double copy_cost(const predict_model *pm, const attn_shape *s, const attn_tactic *t)
+{
+    int pad = t->pad > 1 ? t->pad : 1;
+    double es = (double)attn_dtype_size(s->dtype), bytes = 0, n = 0;
+    if (attn_round_up(s->sq, pad) != s->sq) {
+        bytes += 2.0 * 2.0 * es * (double)(s->b * s->hq) * (double)s->sq * (double)s->d;
+        n += 2;
+    }
+    if (attn_round_up(s->skv, pad) != s->skv) {
+        bytes += 2.0 * 2.0 * es * (double)(s->b * s->hkv) * (double)s->skv * (double)s->d;
+        n += 2;
+    }
+    return bytes / pm->peak_bytes + (pm->sms > 0 ? n * pm->lat_us : 0);
+}
+
 /* Roofline cost in microseconds of s run by t (family fam, -1 if none) on
  * the model's device: FLOPs at the rate the family reached on any shape,
  * stretched by the waves' idle slots; bytes at the device's best rate. The
@@ -301,9 +348,11 @@ static double launches(const predict_model *pm, const attn_tactic *t)
 static double cost_of(const predict_model *pm, const attn_shape *s, const attn_tactic *t, int fam)
 {
     double fl, by;
-    work_of(s, t, &fl, &by);
+    int ct = cudnn_tiled(pm, s, t, fam);
+    work_of(s, t, ct, &fl, &by);
     double pf = fam >= 0 ? pm->fam_flops[fam] : pm->peak_flops;
-    return fmax(fl / pf / wave_eff(pm, s, t), by / pm->peak_bytes) + pm->lat_us * launches(pm, t);
+    return fmax(fl / pf / wave_eff(pm, s, t, ct), by / pm->peak_bytes) + pm->lat_us * launches(pm, t) +
+           copy_cost(pm, s, t);
 }
 
 static void features(const attn_shape *s, double f[5])
@@ -443,6 +492,7 @@ void predict_free(predict_model *pm)
     free(pm->rows);
     free(pm->fams);
     free(pm->fam_flops);
+    free(pm->fam_dec);
     free(pm);
 }
 
@@ -602,6 +652,8 @@ static void parse_rows(predict_model *pm, const store_measurement *const *m, con
         int sp, pad;
         row->fam = find_fam(pm, predict_family(r->tactic, fam, sizeof fam, &sp, &pad));
         row->t = row_tactic(r->tactic);
+        if (row->fam >= 0 && r->shape.sq < CUDNN_DECODE_ROWS)
+            pm->fam_dec[row->fam] = 1;
     }
 }
 
@@ -656,7 +708,7 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         if (!row_timed(r) || r->status != STORE_OK)
             continue;
         double fl, by, tm = select_time(r);
-        work_of(&r->shape, &row->t, &fl, &by);
+        work_of(&r->shape, &row->t, cudnn_tiled(pm, &r->shape, &row->t, row->fam), &fl, &by);
         pm->peak_flops = fmax(pm->peak_flops, fl / tm);
         pm->peak_bytes = fmax(pm->peak_bytes, by / tm);
         peak_useful = fmax(peak_useful, useful_flops(&r->shape) / tm);
@@ -685,8 +737,9 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         const pm_row *row = &pm->rows[k];
         if (!row_timed(r) || r->status != STORE_OK)
             continue;
-        double fl, by, tm = select_time(r), w = wave_eff(pm, &r->shape, &row->t);
-        work_of(&r->shape, &row->t, &fl, &by);
+        int ct = cudnn_tiled(pm, &r->shape, &row->t, row->fam);
+        double fl, by, tm = select_time(r), w = wave_eff(pm, &r->shape, &row->t, ct);
+        work_of(&r->shape, &row->t, ct, &fl, &by);
         cb[row->fam] |= useful_flops(&r->shape) / peak_useful >= by / pm->peak_bytes;
         pm->fam_flops[row->fam] = fmax(pm->fam_flops[row->fam], fl / tm / w);
     }
@@ -803,6 +856,8 @@ predict_model *predict_build_dev(const store_measurement *const *m, int n, const
         (pm->rows = calloc((size_t)(npick > 0 ? npick : 1), sizeof *pm->rows)) == NULL)
         goto fail;
     pm->nrows = npick;
+    if ((pm->fam_dec = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), 1)) == NULL)
+        goto fail;
     parse_rows(pm, m, pick);
     if (roofline(pm, m, pick) != 0)
         goto fail;
@@ -983,6 +1038,30 @@ static int same_class(const attn_shape *a, const attn_shape *b)
            attn_shape_group(a) == attn_shape_group(b);
 }
 
+/* 1 when cand[c] pads s to the same lengths as a smaller pad of the same
+ * tactic that is also among cand[0..n): a pad that changes no length runs
+ * the unpadded kernel without copies (the backends alias its buffers), so
+ * it is that tactic, and ranking both only lets noise between their
+ * families pick the larger pad's name (sm90a pad=16 on 2048 tokens: its
+ * 3-sample screening time 125.7 us against pad=1's 91.5 us). */
+static int noop_pad_twin(const attn_shape *s, const attn_tactic *cand, int n, int c)
+{
+    const attn_tactic *t = &cand[c];
+    int pad = t->pad > 1 ? t->pad : 1;
+    int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
+    for (int k = 0; k < n; k++) {
+        int pk = cand[k].pad > 1 ? cand[k].pad : 1;
+        if (k == c || pk >= pad || attn_round_up(s->sq, pk) != sqp ||
+            attn_round_up(s->skv, pk) != skvp)
+            continue;
+        attn_tactic u = *t;
+        u.pad = cand[k].pad;
+        if (memcmp(&u, &cand[k], sizeof u) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_tactic *cand,
                        int ncand, double max_rel_err, predict_answer *out)
 {
@@ -1003,6 +1082,8 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
     int used[K_NEIGH], best_used[K_NEIGH] = {0};
     for (int c = 0; c < ncand; c++) {
         char ts[ATTN_TACTIC_STR_MAX], fam[ATTN_TACTIC_STR_MAX];
+        if (noop_pad_twin(s, cand, ncand, c))
+            continue; /* the same kernel as a listed smaller pad: answer that one */
         int sp, pad;
         attn_tactic_str(&cand[c], ts, sizeof ts);
         predict_family(ts, fam, sizeof fam, &sp, &pad);
