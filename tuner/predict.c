@@ -171,6 +171,22 @@ static int cudnn_tiled(const predict_model *pm, const attn_shape *s, const attn_
     return s->sq >= CUDNN_DECODE_ROWS || fam < 0 || pm->fam_dec == NULL || !pm->fam_dec[fam];
 }
 
+/* Queries of each query head in one block of the sm90a kernel's fold
+ * (cuda_fused_sm90a.cu version 3.1: a block of 128 rows owns one KV head
+ * and 128 / g queries of each of its g heads), or 0 when t does not fold
+ * on s. A few-query step of a large group fills whole blocks: 16 queries
+ * of group 8 are one 128-row block per KV head, not 8 blocks of 16 real
+ * rows in 128 (costed so, the fold+split kernel was predicted 3.6x its
+ * 17.8 us on b1.hq64.hkv8.sq16.skv8192 d128 and folded answered at 2.3x). */
+static int64_t fold_queries(const attn_shape *s, const attn_tactic *t)
+{
+    int64_t g = attn_shape_group(s);
+    if (t->variant != ATTN_FUSED || !t->fold || t->tile_m <= 0 || g < 2 || (g & (g - 1)) != 0 ||
+        g > t->tile_m || s->sq > t->tile_m / g)
+        return 0;
+    return t->tile_m / g;
+}
+
 /* Query rows per query head that t computes on s: a tiled kernel computes
  * whole row tiles of the real rows (split KV: of the group's folded rows,
  * so a decode step of group 4 fills 4 of 16), never the pad's rows: on
@@ -180,7 +196,9 @@ static int cudnn_tiled(const predict_model *pm, const attn_shape *s, const attn_
  * GEMM variant computes the padded buffer; others the real rows. */
 static double rows_computed(const attn_shape *s, const attn_tactic *t, int ctile)
 {
-    int64_t tm = t->tile_m;
+    int64_t tm = t->tile_m, qb = fold_queries(s, t);
+    if (qb > 0)
+        return (double)attn_round_up(s->sq, qb);
     if (tm > 0 && t->variant == ATTN_FUSED)
         return (double)attn_round_up(s->sq, tm);
     if (ctile)
@@ -251,7 +269,10 @@ static double grid_blocks(const attn_shape *s, const attn_tactic *t, int ctile)
         return (double)(s->b * s->hq) * (double)((s->sq + CUDNN_TILE_ROWS - 1) / CUDNN_TILE_ROWS);
     if (t->tile_m <= 0 || t->warps <= 0 || t->variant != ATTN_FUSED)
         return 0;
-    int64_t sqp = attn_round_up(s->sq, t->pad > 1 ? t->pad : 1);
+    int64_t sqp = attn_round_up(s->sq, t->pad > 1 ? t->pad : 1), qb = fold_queries(s, t);
+    if (qb > 0) /* one block per KV head, row block and key range */
+        return (double)(s->b * s->hkv) * (double)((sqp + qb - 1) / qb) *
+               (double)(t->splits > 1 ? t->splits : 1);
     return (double)(s->b * s->hq) * (double)((sqp + t->tile_m - 1) / t->tile_m);
 }
 
@@ -289,12 +310,19 @@ static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_
      * plus the rest, balanced over the slots but for half the largest
      * (the SMs that took the last row tiles finish last): the sm90a d=256
      * kernel ran 2048 causal rows at 386 TFLOP/s per busy slot by the
-     * equal-blocks waves, 556 on 968 rows without a mask. */
+     * equal-blocks waves, 556 on 968 rows without a mask. The sm90a
+     * kernel (version 3.2) issues its causal blocks longest first, so its
+     * last wave holds the shortest blocks and no such tail is charged:
+     * charged, the fold kernel (16 queries of 8 heads per block) was
+     * costed 1.23x its time on b2.hq8.hkv1.sq2048 d256 causal (73 us
+     * against 60) and cuDNN answered there at 1.48x once the fold was
+     * costed as it runs (fold_queries). */
     double tm = t->variant == ATTN_CUDNN ? CUDNN_TILE_ROWS : t->tile_m;
     double n = ceil((double)s->sq / tm), c = (double)(s->skv - s->sq);
     double wmin = fmin(fmax((c + tm) / (double)s->skv, 0.0), 1.0);
     double f = fmin(fmax((c + tm * (n + 1) / 2) / (double)s->skv, wmin), 1.0);
-    double time = ceil(waves) * wmin + waves * (f - wmin) + 0.5 * (1 - wmin);
+    double tail = t->arch == ATTN_ARCH_SM90A ? 0.0 : 0.5;
+    double time = ceil(waves) * wmin + waves * (f - wmin) + tail * (1 - wmin);
     return waves * f / time;
 }
 
@@ -963,9 +991,13 @@ static double shrink_w(const neigh *nb, int nnb)
  * rank from its slowdown against each one's best, plus its cost on s at
  * its pad. Comparing slowdowns, not raw efficiencies, keeps families
  * measured on different neighbours comparable (a shape where everything
- * is slow does not count against the families it happens to list). For a
- * split-KV candidate each neighbour offers the measured split count
- * closest in grid and keys per split, farther by the mismatch. used[]
+ * is slow does not count against the families it happens to list). Each
+ * neighbour offers the measured split count closest in grid and keys per
+ * split (none counts as 1), farther by the mismatch: the sm90a fold
+ * family holds its unsplit and split rows, and an unsplit candidate that
+ * took whichever row came first (splits=2 on a decode step) was answered
+ * at 1.13x on batch-32 and -64 decode steps where cuDNN's decode engine
+ * won. used[]
  * (K_NEIGH) receives which neighbours measured it. */
 static estimate estimate_of(const predict_model *pm, const attn_shape *s, const neigh *nb,
                             int nnb, int fam, const attn_tactic *t, int ov, double bound_norm,
@@ -975,10 +1007,9 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
     double wt = 0, st = 0, we = 0, se = 0, wel = 0, wr = 0, srr = 0;
     int pad = t->pad > 0 ? t->pad : 1;
     double c_keys = 0, c_blocks = 0;
-    if (t->splits > 0) {
-        c_keys = log2((double)attn_round_up(s->skv, pad) / t->splits);
-        c_blocks = log2(split_grid(s, t->tile_m) * t->splits);
-    }
+    int csp = t->splits > 1 ? t->splits : 1;
+    c_keys = log2((double)attn_round_up(s->skv, pad) / csp);
+    c_blocks = log2(split_grid(s, t->tile_m) * csp);
     for (int j = 0; j < nnb; j++) {
         used[j] = 0;
         const pm_shape *sh = &pm->shapes[nb[j].shape];
@@ -987,12 +1018,13 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
             continue; /* not listed there: no evidence either way */
         int best = r0;
         double pen = 0;
-        if (t->splits > 0 && pm->rows[r0].t.splits > 0) {
+        if (cnt > 1 || t->splits > 0) {
             pen = INFINITY;
             for (int k = r0; k < r0 + cnt; k++) {
                 const pm_row *r = &pm->rows[k];
-                double kk = log2((double)attn_round_up(sh->s.skv, r->t.pad) / r->t.splits);
-                double kb = log2(split_grid(&sh->s, r->t.tile_m) * r->t.splits);
+                int rsp = r->t.splits > 1 ? r->t.splits : 1;
+                double kk = log2((double)attn_round_up(sh->s.skv, r->t.pad) / rsp);
+                double kb = log2(split_grid(&sh->s, r->t.tile_m) * rsp);
                 double dk = DIST_SPLIT_BLOCKS * fabs(c_blocks - kb) + DIST_SPLIT_KEYS * fabs(c_keys - kk);
                 if (dk < pen) {
                     pen = dk;
