@@ -129,11 +129,20 @@ static int dense_variant(attn_variant v)
     return v == ATTN_SPLIT || v == ATTN_SPLIT_REPEAT || v == ATTN_FOLDED;
 }
 
-/* Head dim the kernel of t computes at d: the CUDA fused kernels are
- * instantiated for 32, 64, 128 and 256 (cuda_fused.cu kernel_dim; sm90a
- * from 64), so d = 40 costs a d = 64 kernel; others compute d. */
-static int64_t kernel_dim(const attn_tactic *t, int64_t d)
+/* Head dim the kernel of t computes at d (causal: under a causal mask):
+ * the CUDA fused kernels are instantiated for 32, 64, 128 and 256
+ * (cuda_fused.cu kernel_dim; sm90a from 64), so d = 40 costs a d = 64
+ * kernel; cuDNN's causal prefill engines run a head dim between 64 and
+ * 128 as 128 (on the H200, b1.hq32.sq2048 causal: 82-85 us at d = 80,
+ * 84 at d = 96, 82-85 at d = 128; costed at d = 80, eng=2 was answered
+ * for Phi-2 at 1.27x sm90a), while without a mask they run it near their
+ * head dim (PixArt d = 72 cross-attention 28.6 us against sm90a's 46.6,
+ * ViT-H d = 80 43.5 against 50.7: costed at 128 there, 1.4-1.6x misses);
+ * others compute d. */
+static int64_t kernel_dim(const attn_tactic *t, int64_t d, int causal)
 {
+    if (t->variant == ATTN_CUDNN && causal && d > 64 && d < 128)
+        return 128;
     if (t->variant != ATTN_FUSED && t->variant != ATTN_FUSED_SPLITKV)
         return d;
     int64_t k = t->arch == ATTN_ARCH_SM90A ? 64 : 32;
@@ -237,7 +246,7 @@ static void work_of(const attn_shape *s, const attn_tactic *t, int ctile, double
     double grow = rows_computed(s, t, ctile) / (double)s->sq * keys / (double)s->skv;
     double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense_variant(t->variant)) * grow;
     double es = (double)attn_dtype_size(s->dtype);
-    *flops = 4.0 * (double)s->b * (double)s->hq * pairs * (double)kernel_dim(t, s->d);
+    *flops = 4.0 * (double)s->b * (double)s->hq * pairs * (double)kernel_dim(t, s->d, s->causal);
     *bytes = es * (2.0 * (double)s->b * (double)s->hq * (double)sqp * (double)s->d +
                    2.0 * (double)s->b * (double)s->hkv * (double)skvp * (double)s->d);
 }
@@ -283,7 +292,7 @@ static int blocks_per_sm(const predict_model *pm, const attn_tactic *t, int64_t 
     if (t->variant == ATTN_CUDNN)
         return 1;
     double threads = 32.0 * t->warps;
-    int64_t dk = kernel_dim(t, d);
+    int64_t dk = kernel_dim(t, d, 0); /* cuDNN returned above */
     int stages = t->stages > 1 ? t->stages : 1;
     double smem = 2.0 * (double)dk * (double)(t->tile_m + 2 * stages * t->tile_n);
     double acc = (double)t->tile_m / t->warps * (double)(t->tile_n + dk) / 32.0;
