@@ -138,6 +138,7 @@ int loo_run_opts(const store_measurement *m, int n, const char *cur_stack, const
                 rest[nrest++] = train[i];
         if ((shared = predict_build_on(rest, nrest, cur_stack, p, info)) == NULL)
             goto fail;
+        predict_set_trace(shared, o->trace);
     }
     for (int lo = 0; lo < n;) {
         int hi = lo + 1;
@@ -163,6 +164,7 @@ int loo_run_opts(const store_measurement *m, int n, const char *cur_stack, const
                 rest[nrest++] = train[kr[k].i];
             if ((pm = predict_build_on(rest, nrest, cur_stack, p, info)) == NULL)
                 goto fail;
+            predict_set_trace(pm, o != NULL ? o->trace : NULL);
         }
         predict_answer a;
         int nc = candidates(dev, s, own, nown, cand), arc = ATTUNE_ENOTFOUND;

@@ -55,6 +55,9 @@ typedef struct loo_opts {
     /* The device the rows were measured on (predict_build_dev: SM count,
      * compute capability); NULL: dev's when dev is given. */
     const attn_device_info *info;
+    /* Non-NULL: every model built traces its answers there
+     * (predict_set_trace). */
+    FILE *trace;
 } loo_opts;
 
 /* loo_run with options (o NULL: loo_run). */

@@ -57,6 +57,25 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
 /* Fixed work of a tiled kernel's block (loading its Q tile, storing its
  * O tile), in key tiles of its width: see work_of. */
 #define BLOCK_FIXED_TILES 0.5
+/* ... and each wave of a tiled kernel's blocks pays a latency that no
+ * FLOP or byte rate covers (blocks issued, Q tile loaded and O tile
+ * stored before and after the pipelined key loop), in units of the
+ * device's launch floor (lat_us, half the fastest measured time: 2.2 us
+ * on the H200, so 0.87 us a wave). It is what makes a decode step of 1024
+ * heads cost 8 waves of 128-row blocks for the sm90a kernel: NLLB-200's
+ * b64.hq16.sq1.skv256 d=128, bytes-bound by the roofline at 34 us, took
+ * 54 (cuDNN's decode engine 37), and was answered at 1.45x the winner. On
+ * every H200 table, 0.37-0.46 leave every evaluation as good or better
+ * and 0.5 already answers a GEMM for batch 288 of 14 frames (2.4x): the
+ * model is sensitive here (docs/tuning.md). */
+#define BLOCK_WAVE_LAT 0.4
+/* A split-KV launch of B blocks streams the keys at no more than
+ * B / (SPLIT_OCC x SMs) of the device's byte rate: a block reads its
+ * keys at about twice an SM's share of the bandwidth, not all of it.
+ * Without it, one split over 8 KV heads (8 blocks on 132 SMs) was costed
+ * as bytes at the full rate and answered at 2.9x the winner on a
+ * group-16 decode step (b1.hq128.hkv8.sq1.skv2048 d64). */
+#define SPLIT_OCC 0.5
 
 /* ---- the model */
 
@@ -96,6 +115,7 @@ struct predict_model {
     int sms;           /* SMs of a CUDA device; 0: no wave model */
     double smem_sm;    /* shared memory per SM, bytes */
     int threads_sm;    /* resident threads per SM */
+    FILE *trace;       /* predict_set_trace; NULL: quiet */
 };
 
 /* Scale of errors per dtype: the default bounds, so errors of shapes of
@@ -374,9 +394,21 @@ static double copy_cost(const predict_model *pm, const attn_shape *s, const attn
     return bytes / pm->peak_bytes + (pm->sms > 0 ? n * pm->lat_us : 0);
 }
 
+/* Byte rate t streams s at: the device's, but for a split-KV launch too
+ * small to occupy the SMs (SPLIT_OCC). */
+static double split_bytes_rate(const predict_model *pm, const attn_shape *s, const attn_tactic *t)
+{
+    if (pm->sms <= 0 || t->variant != ATTN_FUSED_SPLITKV)
+        return pm->peak_bytes;
+    double blocks = split_grid(s, t->tile_m) * (t->splits > 1 ? t->splits : 1);
+    return pm->peak_bytes * fmin(1.0, blocks / (SPLIT_OCC * pm->sms));
+}
+
 /* Roofline cost in microseconds of s run by t (family fam, -1 if none) on
  * the model's device: FLOPs at the rate the family reached on any shape,
- * stretched by the waves' idle slots; bytes at the device's best rate. The
+ * stretched by the waves' idle slots; bytes at the device's best rate
+ * (split_bytes_rate); plus each wave's latency (BLOCK_WAVE_LAT), the
+ * launches and the pad copies. The
  * family's own FLOP peak, not the device's: a split-KV decode kernel that
  * never went past a few TFLOP/s on decode shapes is not credited the
  * prefill kernels' 500 when asked for 50 queries of d = 256 (it ran 9x
@@ -388,8 +420,11 @@ static double cost_of(const predict_model *pm, const attn_shape *s, const attn_t
     int ct = cudnn_tiled(pm, s, t, fam);
     work_of(s, t, ct, &fl, &by);
     double pf = fam >= 0 ? pm->fam_flops[fam] : pm->peak_flops;
-    return fmax(fl / pf / wave_eff(pm, s, t, ct), by / pm->peak_bytes) + pm->lat_us * launches(pm, t) +
-           copy_cost(pm, s, t);
+    double blocks = grid_blocks(s, t, ct), waves = 0;
+    if (pm->sms > 0 && blocks > 0)
+        waves = ceil(blocks / ((double)pm->sms * blocks_per_sm(pm, t, s->d)));
+    return fmax(fl / pf / wave_eff(pm, s, t, ct), by / split_bytes_rate(pm, s, t)) +
+           waves * BLOCK_WAVE_LAT * pm->lat_us + pm->lat_us * launches(pm, t) + copy_cost(pm, s, t);
 }
 
 static void features(const attn_shape *s, double f[5])
@@ -531,6 +566,12 @@ void predict_free(predict_model *pm)
     free(pm->fam_flops);
     free(pm->fam_dec);
     free(pm);
+}
+
+void predict_set_trace(predict_model *pm, FILE *f)
+{
+    if (pm != NULL)
+        pm->trace = f;
 }
 
 int predict_nshapes(const predict_model *pm)
@@ -1103,6 +1144,20 @@ static int noop_pad_twin(const attn_shape *s, const attn_tactic *cand, int n, in
     return 0;
 }
 
+/* One trace line for candidate ts (family fam) on s. */
+static void trace_estimate(const predict_model *pm, const attn_shape *s, const char *ts,
+                           const estimate *e, int fam, const attn_tactic *t, const int *used,
+                           int nnb)
+{
+    char key[ATTN_SHAPE_KEY_MAX];
+    int n = 0;
+    for (int j = 0; j < nnb; j++)
+        n += used[j];
+    attn_shape_key(s, key, sizeof key);
+    fprintf(pm->trace, "predict %s %-60s t=%9.2f score=%7.3f cost=%9.2f elig=%.2f ne=%.2f nb=%d\n",
+            key, ts, e->t, e->score, cost_of(pm, s, t, fam), e->elig, e->ne, n);
+}
+
 int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_tactic *cand,
                        int ncand, double max_rel_err, predict_answer *out)
 {
@@ -1114,6 +1169,10 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
     int nnb = nearest_shapes(pm, s, nb);
     if (nnb == 0)
         return ATTUNE_ENOTFOUND;
+    if (pm->trace != NULL)
+        for (int j = 0; j < nnb; j++)
+            fprintf(pm->trace, "predict neighbour %s dist=%.3f winner %s\n",
+                    pm->shapes[nb[j].shape].key, nb[j].dist, pm->shapes[nb[j].shape].win);
     int ov = max_rel_err > 0;
     double bound = ov ? max_rel_err : select_max_rel_err(&pm->policy, s->dtype);
     double bound_norm = bound / err_scale(s->dtype);
@@ -1132,6 +1191,8 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
         if (f < 0)
             continue;
         estimate e = estimate_of(pm, s, nb, nnb, f, &cand[c], ov, bound_norm, used);
+        if (pm->trace != NULL)
+            trace_estimate(pm, s, ts, &e, f, &cand[c], used, nnb);
         if (!isfinite(e.t) || !isfinite(e.score))
             continue;
         if (e.elig < ELIG_SHARE || !(e.ne <= bound_norm))

@@ -55,6 +55,8 @@
 #ifndef ATTUNE_PREDICT_H
 #define ATTUNE_PREDICT_H
 
+#include <stdio.h>
+
 #include "../db/store.h"
 #include "select.h"
 
@@ -85,6 +87,12 @@ predict_model *predict_build_dev(const store_measurement *const *m, int n, const
 predict_model *predict_build_on(const store_measurement *m, int n, const char *cur_stack,
                                 const select_policy *p, const attn_device_info *dev);
 void predict_free(predict_model *pm);
+
+/* Write, for every answer the model gives from now on, one line per
+ * candidate it ranked (predicted time, score, the cost on the shape, the
+ * eligible share, neighbours that measured its family) to f (NULL: stop).
+ * For people tuning the model: `ATTUNE_PREDICT_TRACE=1 attune loo`. */
+void predict_set_trace(predict_model *pm, FILE *f);
 
 /* Shapes the model holds (those with at least one row). */
 int predict_nshapes(const predict_model *pm);

@@ -37,7 +37,10 @@ static const char loo_usage[] =
     "  --holdout FILE   a grid of shapes hidden together instead: the model is built\n"
     "                   from every other tuned shape (those of --grid when given)\n"
     "                   and only the held-out shapes are scored (bench/realmodels.sh)\n"
-    "  --max-median R, --max-worst R   exit 1 when the median / worst exceeds R\n";
+    "  --max-median R, --max-worst R   exit 1 when the median / worst exceeds R\n"
+    "With ATTUNE_PREDICT_TRACE=1 in the environment, every candidate each answer\n"
+    "ranked goes to stderr: predicted time, score (lowest wins), cost on the shape,\n"
+    "eligible share and the neighbours that measured its family.\n";
 
 int cli_tactics_main(int argc, char **argv)
 {
@@ -170,7 +173,10 @@ int cli_loo_main(int argc, char **argv)
     }
     if (grid != NULL)
         keep_shapes(m, &n, grid, ngrid, hold, nhold);
-    loo_opts lo = {.hold = hold, .nhold = nhold, .info = &info};
+    /* ATTUNE_PREDICT_TRACE=1: every candidate each answer ranked, on stderr */
+    const char *trace = getenv("ATTUNE_PREDICT_TRACE");
+    loo_opts lo = {.hold = hold, .nhold = nhold, .info = &info,
+                   .trace = trace != NULL && strcmp(trace, "1") == 0 ? stderr : NULL};
     int lrc = loo_run_opts(m, n, stack.id, NULL, is_local ? &dev : NULL, &lo, &r);
     if (lrc != 0) {
         fprintf(stderr, "attune: leave-one-out failed: %s\n", attune_strerror(lrc));
