@@ -29,6 +29,7 @@
 #   bench/realmodels.sh --device cpu --train grids/cpu-loo.json --hold grids/cpu-small.json
 # Writes $OUT/realmodels.txt (everything printed), realmodels-before.json
 # and realmodels-miss.json (the answers of steps 2 and 3) and
+# $OUT/attuned.log (the daemon's log: the miss tunes' start and end lines) and
 # $OUT/realmodels-table.json (the tuned rows as fleet JSON: rerun step 5
 # anywhere with `attune import` + `attune loo --grid TRAIN --holdout HOLD`).
 # Exit 0 when every step ran (the figures are reported, not judged).
@@ -55,7 +56,7 @@ dir=$(mktemp -d)
 DB=$dir/a.db
 pid=""
 stop_daemon() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; pid=""; }
-trap 'stop_daemon; rm -rf "$dir"' EXIT
+trap 'stop_daemon; cp "$dir/attuned.log" "$OUT/attuned.log" 2>/dev/null; rm -rf "$dir"' EXIT
 say() { echo "[realmodels $(date -u +%H:%M:%S)] $*" | tee -a "$TXT" >&2; }
 
 start_daemon() { # extra attuned options...

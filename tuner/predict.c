@@ -76,6 +76,9 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
  * as bytes at the full rate and answered at 2.9x the winner on a
  * group-16 decode step (b1.hq128.hkv8.sq1.skv2048 d64). */
 #define SPLIT_OCC 0.5
+/* Output tile of a cuBLAS block on the GEMM variants' batched matrices
+ * (gemm_waves). */
+#define GEMM_TILE 128.0
 
 /* ---- the model */
 
@@ -298,11 +301,11 @@ static double grid_blocks(const attn_shape *s, const attn_tactic *t, int ctile)
         return (double)(s->b * s->hq) * (double)((s->sq + CUDNN_TILE_ROWS - 1) / CUDNN_TILE_ROWS);
     if (t->tile_m <= 0 || t->warps <= 0 || t->variant != ATTN_FUSED)
         return 0;
-    int64_t sqp = attn_round_up(s->sq, t->pad > 1 ? t->pad : 1), qb = fold_queries(s, t);
+    int64_t qb = fold_queries(s, t);
     if (qb > 0) /* one block per KV head, row block and key range */
-        return (double)(s->b * s->hkv) * (double)((sqp + qb - 1) / qb) *
+        return (double)(s->b * s->hkv) * (double)((s->sq + qb - 1) / qb) *
                (double)(t->splits > 1 ? t->splits : 1);
-    return (double)(s->b * s->hq) * (double)((sqp + t->tile_m - 1) / t->tile_m);
+    return (double)(s->b * s->hq) * (double)((s->sq + t->tile_m - 1) / t->tile_m);
 }
 
 /* Blocks of t resident per SM at head dim d (see REGS_*): the least of
@@ -394,6 +397,22 @@ static double copy_cost(const predict_model *pm, const attn_shape *s, const attn
     return bytes / pm->peak_bytes + (pm->sms > 0 ? n * pm->lat_us : 0);
 }
 
+/* Waves of thread blocks the two GEMMs of a GEMM variant t (split,
+ * split_repeat, folded) run on s: one block per GEMM_TILE x GEMM_TILE
+ * output tile of each batched matrix (folded: b * hkv matrices of the
+ * group's g * sq rows; the others b * hq of sq rows), one resident per
+ * SM. Each wave pays BLOCK_WAVE_LAT as a tiled kernel's does: a batch of
+ * many tiny matrices is all block latency. Without it, AnimateDiff's
+ * temporal attention (b8192.hq8.sq16.skv16 d40: 65536 matrices of 16 x
+ * 16) was answered with a GEMM at 2.37x the fused kernel. */
+static double gemm_waves(const predict_model *pm, const attn_shape *s, const attn_tactic *t)
+{
+    int64_t g = t->variant == ATTN_FOLDED ? attn_shape_group(s) : 1;
+    double mats = (double)s->b * (double)(s->hq / g);
+    double tiles = ceil((double)(g * s->sq) / GEMM_TILE) * ceil((double)s->skv / GEMM_TILE);
+    return 2.0 * ceil(mats * tiles / (double)pm->sms);
+}
+
 /* Byte rate t streams s at: the device's, but for a split-KV launch too
  * small to occupy the SMs (SPLIT_OCC). */
 static double split_bytes_rate(const predict_model *pm, const attn_shape *s, const attn_tactic *t)
@@ -423,6 +442,8 @@ static double cost_of(const predict_model *pm, const attn_shape *s, const attn_t
     double blocks = grid_blocks(s, t, ct), waves = 0;
     if (pm->sms > 0 && blocks > 0)
         waves = ceil(blocks / ((double)pm->sms * blocks_per_sm(pm, t, s->d)));
+    if (pm->sms > 0 && dense_variant(t->variant))
+        waves = gemm_waves(pm, s, t);
     return fmax(fl / pf / wave_eff(pm, s, t, ct), by / split_bytes_rate(pm, s, t)) +
            waves * BLOCK_WAVE_LAT * pm->lat_us + pm->lat_us * launches(pm, t) + copy_cost(pm, s, t);
 }
