@@ -97,26 +97,27 @@ if [ "$MISS" = 1 ]; then
 say "step 3: tune on miss: ask, 3 s later ask again, one shape at a time"
 start_daemon || exit 1
 python3 - "$port" "$DEVICE" "$BUILD/attune" "${HOLDS[@]}" >"$OUT/realmodels-miss.json" 2>>"$TXT" <<'PY' || { say "miss check failed"; exit 1; }
-import json, subprocess, sys, time, urllib.request
+import json, sys, time, urllib.request
 port, dev, attune, grids = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def ask(key):
     with urllib.request.urlopen("http://127.0.0.1:%s/v1/tactic?device=%s&shape=%s" % (port, dev, key), timeout=30) as r:
         return json.load(r)
-def nrows(key):
-    with urllib.request.urlopen("http://127.0.0.1:%s/v1/results?device=%s&shape=%s" % (port, dev, key), timeout=30) as r:
-        return len(json.load(r)["measurements"])
+def miss_busy():
+    """Shapes missed and queued, plus the one being tuned, on any device."""
+    with urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=30) as r:
+        return sum(int(float(l.split()[-1])) for l in r.read().decode().splitlines()
+                   if (l.startswith("attune_queue_depth{") and 'queue="miss"' in l)
+                   or l.startswith("attune_miss_tuning{"))
 def idle(key, limit):
-    """The miss tune of key is over: every listed tactic has a row, or no
-    row came for 4 s (a measured answer no longer says "tuning")."""
-    want = len(subprocess.run([attune, "tactics", "--device", dev, "--shape", key],
-                              capture_output=True, text=True).stdout.split())
-    t = last = time.time()
-    n = nrows(key)
-    while n < want and time.time() - last < 4 and time.time() - t < limit:
+    """The device is idle again: no missed shape is queued or being tuned
+    (key's quick pass and full tune are over). Watching rows instead (none
+    new for 4 s) let a large shape's tune, whose single tactics take longer
+    than that, run on into the next shape's 3 s."""
+    t = time.time()
+    while time.time() - t < limit:
+        if miss_busy() == 0:
+            return
         time.sleep(0.25)
-        m = nrows(key)
-        if m != n:
-            n, last = m, time.time()
 out = []
 for s in [s for grid in grids for s in json.load(open(grid))["shapes"]]:
     key = "b%(b)d.hq%(hq)d.hkv%(hkv)d.sq%(sq)d.skv%(skv)d.d%(d)d.%(dtype)s." % s + ("c" if s["causal"] else "nc")

@@ -24,6 +24,7 @@ typedef struct jdev {
     atomic_int cancel;       /* tuner_opts.cancel of the running job: read by the job
                               * thread without the lock (issue 15 item 4) */
     attn_shape miss[JOBS_MISS_MAX_QUEUED]; /* ring of shapes missed by lookups */
+    unsigned char miss_full[JOBS_MISS_MAX_QUEUED]; /* 1: its quick pass is done */
     int mhead, mlen;
     char miss_running[ATTN_SHAPE_KEY_MAX]; /* "" when none */
     double tokens, tokens_at; /* rate limit of jobs_miss (monotonic s) */
@@ -262,17 +263,27 @@ static int quick_tactics(int index, const attn_shape *s, attn_tactic *out, int m
 typedef struct miss_ctx {
     run_ctx run;
     double deadline;         /* mono_s() */
+    int yield;               /* the full pass: give way to queued misses */
+    int yielded;             /* it stopped for one */
 } miss_ctx;
 
 /* Progress of a miss tune: the index follows each tactic; stop on
- * shutdown, past the shape's budget, or when an explicit job waits. */
+ * shutdown, past the shape's budget, or when an explicit job waits; the
+ * full pass also when a newly missed shape is queued (its quick pass
+ * comes first, so a burst of new shapes is measured within seconds, not
+ * one full tune after another). Full passes never give way to each
+ * other: that would trade them back and forth without end. */
 static int miss_stop(miss_ctx *m)
 {
     jdev *d = m->run.d;
     pthread_mutex_lock(&d->j->mu);
     int stop = d->j->stopping || d->qlen > 0;
+    int give_way = 0;
+    for (int i = 0; !stop && m->yield && i < d->mlen && !give_way; i++)
+        give_way = !d->miss_full[(d->mhead + i) % JOBS_MISS_MAX_QUEUED];
     pthread_mutex_unlock(&d->j->mu);
-    return stop || mono_s() > m->deadline;
+    m->yielded |= give_way;
+    return stop || give_way || mono_s() > m->deadline;
 }
 
 static int miss_progress(void *ctx, const tuner_progress *p)
@@ -282,13 +293,34 @@ static int miss_progress(void *ctx, const tuner_progress *p)
     return miss_stop(m);
 }
 
-static void run_miss(jdev *d, store *st, const attn_shape *s)
+/* Queue s again behind the shapes missed since, its quick pass done (the
+ * tuner skips the tactics it measured). Dropped when the queue is full:
+ * s is measured, an explicit job can finish it. */
+static void miss_requeue(jdev *d, const attn_shape *s, const char *key)
+{
+    pthread_mutex_lock(&d->j->mu);
+    int room = d->mlen < JOBS_MISS_MAX_QUEUED;
+    if (room) {
+        int at = (d->mhead + d->mlen) % JOBS_MISS_MAX_QUEUED;
+        d->miss[at] = *s;
+        d->miss_full[at] = 1;
+        d->mlen++;
+    }
+    pthread_mutex_unlock(&d->j->mu);
+    log_event(LOGL_INFO, "miss_tune_yield", "device=%s shape=%s requeued=%d", d->dev.info.id,
+              key, room);
+}
+
+/* Tune shape s missed by a lookup: unless full (its quick pass was done
+ * before it gave way), the quick pass over the model's top tactics; then
+ * every tactic, giving way to shapes missed meanwhile (miss_stop). */
+static void run_miss(jdev *d, store *st, const attn_shape *s, int full)
 {
     jobs *j = d->j;
     char key[ATTN_SHAPE_KEY_MAX];
     attn_shape_key(s, key, sizeof key);
     attn_tactic top[JOBS_MISS_QUICK];
-    int k = j->cfg.ix != NULL
+    int k = !full && j->cfg.ix != NULL
                 ? index_predict_top(j->cfg.ix, d->dev.info.id, s, JOBS_MISS_QUICK, top)
                 : 0;
     tuner_opts o;
@@ -299,8 +331,8 @@ static void run_miss(jdev *d, store *st, const attn_shape *s)
     o.ctx = &m;
     tuner_shape_result res;
     int rc = 0, quick = 0;
-    log_event(LOGL_INFO, "miss_tune_start", "device=%s shape=%s quick=%d", d->dev.info.id, key,
-              k);
+    log_event(LOGL_INFO, "miss_tune_start", "device=%s shape=%s quick=%d full_only=%d",
+              d->dev.info.id, key, k, full);
     if (k > 0) {
         attn_ops qops = *d->dev.ops;
         qops.tactics = quick_tactics;
@@ -316,14 +348,17 @@ static void run_miss(jdev *d, store *st, const attn_shape *s)
         quick = res.measured;
         metrics_measurements_add(res.measured);
     }
+    memset(&res, 0, sizeof res);
+    m.yield = 1;
     if (rc == 0 && !miss_stop(&m)) {
-        memset(&res, 0, sizeof res);
         m.run.last_tactic = -1;
         rc = tuner_run_shape(st, &d->dev, s, &o, 0, 1, &res);
         metrics_measurements_add(res.measured);
     }
     log_event(LOGL_INFO, "miss_tune_end", "device=%s shape=%s quick=%d measured=%d rc=\"%s\"",
               d->dev.info.id, key, quick, res.measured, rc ? attune_strerror(rc) : "ok");
+    if (rc == 0 && m.yielded)
+        miss_requeue(d, s, key);
 }
 
 static int same_shape(const attn_shape *a, const attn_shape *b)
@@ -359,6 +394,7 @@ int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *k
         goto out;
     d->tokens -= 1.0;
     d->miss[(d->mhead + d->mlen) % JOBS_MISS_MAX_QUEUED] = *s;
+    d->miss_full[(d->mhead + d->mlen) % JOBS_MISS_MAX_QUEUED] = 0;
     d->mlen++;
     pthread_cond_signal(&d->cv);
     state = JOBS_MISS_QUEUED;
@@ -502,12 +538,13 @@ static void *device_main(void *arg)
         if (d->qlen == 0) {
             /* no explicit job: a shape a lookup missed */
             attn_shape s = d->miss[d->mhead];
+            int full = d->miss_full[d->mhead];
             d->mhead = (d->mhead + 1) % JOBS_MISS_MAX_QUEUED;
             d->mlen--;
             attn_shape_key(&s, d->miss_running, sizeof d->miss_running);
             d->cancel = 0;
             pthread_mutex_unlock(&j->mu);
-            run_miss(d, st, &s);
+            run_miss(d, st, &s, full);
             pthread_mutex_lock(&j->mu);
             d->miss_running[0] = 0;
             continue;
@@ -697,6 +734,7 @@ int jobs_queue_depths(jobs *j, metrics_queue *out, int max)
             out[i].jobs += j->tab[k].state == STORE_JOB_QUEUED &&
                            strcmp(j->tab[k].device_id, out[i].device) == 0;
         out[i].misses = j->devs[i].mlen;
+        out[i].miss_running = j->devs[i].miss_running[0] != 0;
     }
     pthread_mutex_unlock(&j->mu);
     return n;

@@ -102,7 +102,11 @@ int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
  * queued, first times the JOBS_MISS_QUICK tactics the prediction model
  * ranks best (so the shape is `measured` within a second or two), then
  * every tactic, for at most JOBS_MISS_BUDGET_S; an explicit job that
- * arrives meanwhile stops it (what was measured stays). */
+ * arrives meanwhile stops it (what was measured stays). A shape missed
+ * during that full pass is not kept waiting for it: the full pass gives
+ * way, the newer shape's quick pass runs, and the first shape goes back
+ * in the queue to finish (what it measured is not timed again). Full
+ * passes do not give way to each other. */
 #define JOBS_MISS_MAX_QUEUED 32
 #define JOBS_MISS_RATE 2.0
 #define JOBS_MISS_BURST 8.0

@@ -195,6 +195,14 @@ static void render_state(FILE *f, const metrics_snapshot *snap)
         fprintf(f, "attune_queue_depth{device=\"%s\",queue=\"miss\"} %d\n", dev,
                 snap->queues[i].misses);
     }
+    fprintf(f, "# HELP attune_miss_tuning 1 while a local device tunes a shape that a lookup "
+               "missed (its quick pass or its full tune), else 0.\n"
+               "# TYPE attune_miss_tuning gauge\n");
+    for (int i = 0; i < snap->nqueues; i++) {
+        char dev[2 * sizeof snap->queues[i].device];
+        label_escape(snap->queues[i].device, dev, sizeof dev);
+        fprintf(f, "attune_miss_tuning{device=\"%s\"} %d\n", dev, snap->queues[i].miss_running);
+    }
 
     fprintf(f, "# HELP attune_jobs Tuning jobs known to the daemon, by state.\n"
                "# TYPE attune_jobs gauge\n");

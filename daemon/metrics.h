@@ -43,6 +43,7 @@ typedef struct metrics_queue {
     char device[64];
     int jobs;
     int misses;
+    int miss_running; /* 1: a missed shape is being tuned now */
 } metrics_queue;
 
 /* State the metrics module cannot see itself, filled by the caller at

@@ -172,6 +172,7 @@ def main():
         check(val(m0, "attune_queue_depth", device=cpu, queue="jobs") == 0
               and val(m0, "attune_queue_depth", device=cpu, queue="miss") == 0,
               "queue depths of the CPU at zero")
+        check(val(m0, "attune_miss_tuning", device=cpu) == 0, "no missed shape being tuned")
 
         # ---- a default answer, then a measured one
         s1 = shape(16, 64)

@@ -7,6 +7,7 @@
  * cancel, a shutdown): no test waits on a delay. */
 #include <pthread.h>
 #include <sched.h>
+#include <string.h>
 #include <time.h>
 
 #include "daemon/jobs.h"
@@ -31,6 +32,7 @@ typedef struct hook {
     pthread_cond_t cv;
     index_state *ix;
     int rows, marks;
+    attn_shape order[256]; /* the shape of each row, in commit order */
     int hold;        /* hold at the next row */
     int held;        /* the thread waits in the callback */
 } hook;
@@ -42,6 +44,8 @@ static void committed(void *ctx, const store_measurement *m)
     hook *h = ctx;
     index_row_put(h->ix, m);
     pthread_mutex_lock(&h->mu);
+    if (h->rows < (int)(sizeof h->order / sizeof h->order[0]))
+        h->order[h->rows] = m->shape;
     h->rows++;
     h->marks += m->incumbent;
     if (h->hold) {
@@ -282,6 +286,83 @@ static void stop_should_leave_the_job_queued_and_load_resume_it(store *st)
     jobs_free(j);
 }
 
+/* The index of the first row committed for shape s, -1 if none. */
+static int first_row_of(const attn_shape *s)
+{
+    pthread_mutex_lock(&H.mu);
+    int first = -1;
+    for (int i = 0; i < H.rows && i < 256 && first < 0; i++)
+        if (memcmp(&H.order[i], s, sizeof *s) == 0)
+            first = i;
+    pthread_mutex_unlock(&H.mu);
+    return first;
+}
+
+/* How many of the backend's tactics for s have a stored row. */
+static int stored_tactics(store *st, const attn_shape *s)
+{
+    attn_tactic t[64];
+    int nt = cpu.ops->tactics(cpu.index, s, t, 64), n = 0;
+    for (int i = 0; i < nt; i++) {
+        char name[ATTN_TACTIC_STR_MAX];
+        attn_tactic_str(&t[i], name, sizeof name);
+        n += store_measurement_exists(st, cpu.info.id, cpu.stack.id, s, name) == 1;
+    }
+    return n;
+}
+
+/* Tune on miss: a shape missed while another's tune runs is measured
+ * before that tune is done: the full pass gives way to the queued shape,
+ * which is then tuned whole, and the first one resumes to every tactic.
+ * The thread is held at A's first row while B is queued, so the order
+ * is the test's, not the scheduler's. */
+static void miss_should_give_way_to_a_newer_miss(store *st)
+{
+    static const attn_shape A = {1, 2, 1, 10, 20, 16, ATTN_F32, 0};
+    static const attn_shape B = {1, 2, 1, 14, 28, 16, ATTN_F32, 0};
+    attn_tactic t[64];
+    int na = cpu.ops->tactics(cpu.index, &A, t, 64);
+    int nb = cpu.ops->tactics(cpu.index, &B, t, 64);
+    CHECK(na >= 3 && nb >= 3);
+    jobs_config cfg = {.db_path = db_path, .devices = &cpu, .ndevices = 1, .ix = H.ix,
+                       .budget_ms = 2, .max_queued = 8, .committed = committed,
+                       .committed_ctx = &H};
+    jobs *j = NULL;
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    pthread_mutex_lock(&H.mu);
+    H.rows = H.marks = 0;
+    H.hold = 1;
+    pthread_mutex_unlock(&H.mu);
+    CHECK_EQ_INT(jobs_start(j), 0);
+    CHECK_EQ_INT(jobs_miss(j, cpu.info.id, &A, "a"), JOBS_MISS_QUEUED);
+    wait_held(); /* A's first row */
+    CHECK_EQ_INT(jobs_miss(j, cpu.info.id, &B, "b"), JOBS_MISS_QUEUED);
+    release();
+    int ra = 0, rb = 0;
+    for (long i = 0; i < 60000 && (ra < na || rb < nb); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL); /* a poll interval, not an ordering */
+        ra = stored_tactics(st, &A);
+        rb = stored_tactics(st, &B);
+    }
+    CHECK_EQ_INT(ra, na); /* A resumed and finished */
+    CHECK_EQ_INT(rb, nb);
+    /* B's rows began before A's last: A gave way after its quick pass */
+    int fb = first_row_of(&B), a_before_b = 0;
+    pthread_mutex_lock(&H.mu);
+    for (int i = 0; i < fb; i++)
+        a_before_b += memcmp(&H.order[i], &A, sizeof A) == 0;
+    pthread_mutex_unlock(&H.mu);
+    CHECK_MSG(fb >= 0 && a_before_b < na, "A's %d rows before B's first of %d: no give way",
+              a_before_b, na);
+    CHECK(a_before_b >= 1);
+    index_answer ans;
+    CHECK_EQ_INT(index_lookup(H.ix, cpu.info.id, &B, 0, &ans), 0);
+    CHECK_EQ_INT(ans.source, INDEX_MEASURED);
+    jobs_stop(j);
+    jobs_free(j);
+}
+
 int main(void)
 {
     char dir[300], err[ATTUNE_ERRLEN];
@@ -304,6 +385,7 @@ int main(void)
     RUN_ARG(load_should_requeue_and_run_to_done, st);
     RUN_ARG(cancel_should_stop_a_running_job_between_tactics, st);
     RUN_ARG(stop_should_leave_the_job_queued_and_load_resume_it, st);
+    RUN_ARG(miss_should_give_way_to_a_newer_miss, st);
     index_free(H.ix);
     store_close(st);
     return test_summary();
