@@ -57,6 +57,15 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
 /* Fixed work of a tiled kernel's block (loading its Q tile, storing its
  * O tile), in key tiles of its width: see work_of. */
 #define BLOCK_FIXED_TILES 0.5
+/* ... and half that for cuDNN's tiled engines, which pay less per block
+ * on a short key loop than the kernels here (LTX-Video's 6144 queries on
+ * 128 keys, d = 64: eng=2 ran at 1.00x its cost, the sm90a kernel at
+ * 1.45x; an engine that overlaps one tile's O store with the next one's
+ * Q load would, but its insides are not visible). Offline on the ten
+ * H200 tables (docs/perf.md, the model of the tenth set) it moved no
+ * answer more than 2% the wrong way and took the default-grid
+ * leave-one-out worst from 1.256 to 1.229; flat from 0.125 to 0.375. */
+#define CUDNN_BLOCK_FIXED_TILES 0.25
 /* ... and each wave of a tiled kernel's blocks pays a latency that no
  * FLOP or byte rate covers (blocks issued, Q tile loaded and O tile
  * stored before and after the pipelined key loop), in units of the
@@ -265,7 +274,8 @@ static void work_of(const attn_shape *s, const attn_tactic *t, int ctile, double
      * sm90a 128x128 kernel, 4 waves, 1.46x the 128x64 tile's 2 on
      * b2.hq8.sq4096.skv77 d40); a long key loop hides it */
     if (tn > 0)
-        keys += BLOCK_FIXED_TILES * (double)tn * (t->splits > 1 ? t->splits : 1);
+        keys += (t->variant == ATTN_CUDNN ? CUDNN_BLOCK_FIXED_TILES : BLOCK_FIXED_TILES) *
+                (double)tn * (t->splits > 1 ? t->splits : 1);
     double grow = rows_computed(s, t, ctile) / (double)s->sq * keys / (double)s->skv;
     double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense_variant(t->variant)) * grow;
     double es = (double)attn_dtype_size(s->dtype);
