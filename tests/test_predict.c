@@ -384,6 +384,38 @@ static void every_answer_should_be_a_listed_tactic(void)
         every_answer_should_be_listed_on(&devs[i]);
 }
 
+/* A tactic no row measured at its own pipeline depth takes the evidence
+ * of the same kernel at another (the backend sets stages by head dim):
+ * the fold measured at d = 128 (stages=2) twice as fast as split-KV is
+ * answered at d = 64, where it is listed with stages=3; without the
+ * sibling it had no evidence and split-KV was answered. */
+static void unmeasured_stages_should_lean_on_the_sibling_kernel(void)
+{
+    const char *fold128 = "fused/arch=sm90a/fold=1/pad=1/splits=16/stages=2/tile=128x128/warps=12";
+    const char *fold64 = "fused/arch=sm90a/fold=1/pad=1/splits=16/stages=3/tile=128x128/warps=12";
+    const char *skv = "fused_splitkv/pad=1/splits=16/tile=16x64/warps=4";
+    store_measurement m[8];
+    int n = 0;
+    const int64_t lens[] = {4096, 8192, 16384};
+    for (int i = 0; i < 3; i++) {
+        attn_shape s = shp(1, 64, 8, 8, lens[i], 128, ATTN_BF16, 1);
+        double w = 1e-3 * (double)lens[i];
+        m[n++] = row(&s, fold128, 5 + w, 1e-3);
+        m[n++] = row(&s, skv, 5 + 2 * w, 1e-3);
+    }
+    predict_model *pm = predict_build(m, n, "stack-a", NULL);
+    CHECK(pm != NULL);
+    attn_tactic c[2] = {tac(skv), tac(fold64)};
+    attn_shape q = shp(1, 64, 8, 4, 16384, 64, ATTN_BF16, 1);
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &q, c, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, fold64);
+    /* and a family of which no sibling was measured stays unanswerable */
+    attn_tactic other = tac("fused/arch=sm90a/pad=1/stages=3/tile=192x128/warps=16");
+    CHECK_EQ_INT(predict_answer_for(pm, &q, &other, 1, 0, &a), ATTUNE_ENOTFOUND);
+    predict_free(pm);
+}
+
 int main(void)
 {
     RUN(family_should_drop_only_the_split_count);
@@ -394,6 +426,7 @@ int main(void)
     RUN(other_stack_should_answer_stale);
     RUN(wave_model_should_pick_the_tile_that_fills_the_sms);
     RUN(decode_engine_should_win_a_far_decode_step);
+    RUN(unmeasured_stages_should_lean_on_the_sibling_kernel);
     RUN(every_answer_should_be_a_listed_tactic);
     return test_summary();
 }

@@ -579,6 +579,43 @@ static int find_fam(const predict_model *pm, const char *fam)
     return -1;
 }
 
+/* fam without its "/stages=N" segment, into buf. */
+static void drop_stages(const char *fam, char *buf, size_t len)
+{
+    const char *p = strstr(fam, "/stages=");
+    if (p == NULL) {
+        snprintf(buf, len, "%s", fam);
+        return;
+    }
+    const char *e = strchr(p + 1, '/');
+    snprintf(buf, len, "%.*s%s", (int)(p - fam), fam, e != NULL ? e : "");
+}
+
+/* The family of candidate text fam, or, when no row measured it, a
+ * sibling that differs only in its pipeline stages: the backend sets
+ * stages by head dim (sm90a: 3 up to d = 64, 2 above), so a tactic new at
+ * one head dim is the same kernel as at another. The grid measured the
+ * sm90a fold (group-packed, split) only at d = 128 and 256; without its
+ * sibling, gpt-oss-120b's 4-token step at d = 64 (b1.hq64.hkv8.sq4.skv16384)
+ * could not be answered with the fold that won it and got split-KV at
+ * 1.33x. Only as a fallback: merging the stages of every family lets the
+ * d = 128 rows outvote d = 64's own (default-grid LOO 1.42-1.45). -1 if
+ * neither. */
+static int find_fam_or_sibling(const predict_model *pm, const char *fam)
+{
+    int f = find_fam(pm, fam);
+    if (f >= 0 || strstr(fam, "/stages=") == NULL)
+        return f;
+    char want[ATTN_TACTIC_STR_MAX], have[ATTN_TACTIC_STR_MAX];
+    drop_stages(fam, want, sizeof want);
+    for (int k = 0; k < pm->nfams; k++) {
+        drop_stages(pm->fams[k], have, sizeof have);
+        if (strcmp(have, want) == 0)
+            return k;
+    }
+    return -1;
+}
+
 static int cmp_row(const void *a, const void *b)
 {
     const pm_row *x = a, *y = b;
@@ -1218,7 +1255,7 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
         int sp, pad;
         attn_tactic_str(&cand[c], ts, sizeof ts);
         predict_family(ts, fam, sizeof fam, &sp, &pad);
-        int f = find_fam(pm, fam);
+        int f = find_fam_or_sibling(pm, fam);
         if (f < 0)
             continue;
         estimate e = estimate_of(pm, s, nb, nnb, f, &cand[c], ov, bound_norm, used);
