@@ -344,9 +344,14 @@ static void run_miss(jdev *d, store *st, const attn_shape *s, int full)
         if (qo.budget_ms > JOBS_MISS_QUICK_BUDGET_MS)
             qo.budget_ms = JOBS_MISS_QUICK_BUDGET_MS;
         memset(&res, 0, sizeof res);
+        double t0 = mono_s();
         rc = tuner_run_shape(st, &qdev, s, &qo, 0, 1, &res);
         quick = res.measured;
         metrics_measurements_add(res.measured);
+        /* how long a lookup waits for `measured` (docs/api.md: a few seconds) */
+        log_event(LOGL_INFO, "miss_quick_end", "device=%s shape=%s measured=%d ms=%.0f rc=\"%s\"",
+                  d->dev.info.id, key, quick, (mono_s() - t0) * 1e3,
+                  rc ? attune_strerror(rc) : "ok");
     }
     memset(&res, 0, sizeof res);
     m.yield = 1;
