@@ -29,6 +29,9 @@
 # tuning, their regret, tune on miss; realmodels.txt, realmodels-table.json;
 # --realmodels-args "ARGS" passes ARGS on, e.g. "--hold grids/realmodels.json
 # --hold grids/realmodels-holdout.json --no-miss-check"),
+# --miss-quick "TABLE KEY..." (bench/miss_quick.sh: seconds from the first
+# lookup of each KEY, its rows taken out of TABLE, to a measured answer
+# under tune on miss; miss-quick.txt),
 # --tune-time (bench/cudnn_tune_time.py: wall time of `attune tune` per
 # anchor with the JIT cache emptied, then warm, with the default screening;
 # then warm with --screen 0 (every tactic fully timed, the protocol before
@@ -57,6 +60,7 @@ TESTS=1
 PEERS_ARGS=""
 CTEST_ARGS=""
 RM_ARGS=""
+MQ_ARGS=""
 while [ $# -gt 0 ]; do
     case $1 in
     --bench) BENCH=1 ;;
@@ -68,7 +72,8 @@ while [ $# -gt 0 ]; do
     --peers-args) shift; PEERS_ARGS=${1:-} ;;
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
     --realmodels-args) shift; RM_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS]" >&2
+    --miss-quick) shift; MQ_ARGS=${1:-} ;;
+    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS] [--miss-quick \"TABLE KEY...\"]" >&2
        exit 2 ;;
     esac
     shift
@@ -270,6 +275,15 @@ if [ "$REALMODELS" = 1 ]; then
     # shellcheck disable=SC2086
     OUT=$OUT bash "$ROOT/bench/realmodels.sh" --build "$BUILD" --device 0 $RM_ARGS || STATUS=1
     log "realmodels done ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (4d') time to a measured answer under tune on miss (bench/miss_quick.sh)
+
+if [ -n "$MQ_ARGS" ]; then
+    log "bench/miss_quick.sh on device 0"
+    # shellcheck disable=SC2086
+    BUILD=$BUILD DEVICE=0 bash "$ROOT/bench/miss_quick.sh" $MQ_ARGS >"$OUT/miss-quick.txt" 2>&1 || STATUS=1
+    log "miss_quick done ($(($(date +%s) - START)) s)"
 fi
 
 # ---- (4e) tune time per anchor with the cudnn tactics, cold and warm
