@@ -343,15 +343,24 @@ static void run_miss(jdev *d, store *st, const attn_shape *s, int full)
         tuner_opts qo = o;
         if (qo.budget_ms > JOBS_MISS_QUICK_BUDGET_MS)
             qo.budget_ms = JOBS_MISS_QUICK_BUDGET_MS;
+        /* The model's top list is the screen: a screening pass would run
+         * each tactic three more times, which for a shape of 80 ms a call
+         * (the tenth run's 44776-token prefill) put the quick pass at
+         * 3.6 s, past the lookup's few seconds. */
+        qo.screen_factor = 0;
         memset(&res, 0, sizeof res);
         double t0 = mono_s();
         rc = tuner_run_shape(st, &qdev, s, &qo, 0, 1, &res);
         quick = res.measured;
         metrics_measurements_add(res.measured);
         /* how long a lookup waits for `measured` (docs/api.md: a few seconds) */
-        log_event(LOGL_INFO, "miss_quick_end", "device=%s shape=%s measured=%d ms=%.0f rc=\"%s\"",
-                  d->dev.info.id, key, quick, (mono_s() - t0) * 1e3,
-                  rc ? attune_strerror(rc) : "ok");
+        log_event(LOGL_INFO, "miss_quick_end",
+                  "device=%s shape=%s measured=%d screened=%d ms=%.0f prepare_ms=%.0f plan_ms=%.0f "
+                  "check_ms=%.0f time_ms=%.0f store_ms=%.0f rc=\"%s\"",
+                  d->dev.info.id, key, quick, res.screened, (mono_s() - t0) * 1e3,
+                  res.prepare_s * 1e3,
+                  res.plan_s * 1e3, res.check_s * 1e3, (res.screen_s + res.time_s) * 1e3,
+                  res.store_s * 1e3, rc ? attune_strerror(rc) : "ok");
     }
     memset(&res, 0, sizeof res);
     m.yield = 1;

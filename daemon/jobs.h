@@ -100,7 +100,8 @@ int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
  * job, at most JOBS_MISS_MAX_QUEUED per device and JOBS_MISS_RATE per
  * second (bursts of JOBS_MISS_BURST). Its device thread, when no job is
  * queued, first times the JOBS_MISS_QUICK tactics the prediction model
- * ranks best (so the shape is `measured` within a second or two), then
+ * ranks best, each for at most JOBS_MISS_QUICK_BUDGET_MS and without a
+ * screening pass (so the shape is `measured` within a second or two), then
  * every tactic, for at most JOBS_MISS_BUDGET_S; an explicit job that
  * arrives meanwhile stops it (what was measured stays). A shape missed
  * during that full pass is not kept waiting for it: the full pass gives

@@ -21,6 +21,7 @@ tactic listing), ATTUNE_SOURCE_DIR (client/python), ATTUNE_TEST_INPUTS.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,6 +102,13 @@ def main():
               % (b.get("source"), time.time() - t0))
         st, res = d.get("/v1/results?device=cpu&shape=" + miss)
         check(st == 200 and len(res["measurements"]) >= 3, "the miss's rows are stored")
+        # the quick pass times its top tactics fully, with no screening pass
+        # in front (one that, at 80 ms a call, put it past 3 s on the H200)
+        qe = re.search(r"miss_quick_end device=\S+ shape=%s measured=(\d+) screened=(\d+)"
+                       % re.escape(miss), d.log_text())
+        check(qe is not None and int(qe.group(1)) >= 2 and int(qe.group(2)) == 0,
+              "the quick pass timed its tactics without screening (%s)"
+              % (qe and qe.group(0)))
         # the full tune follows the quick pass: every listed tactic in time
         deadline = time.time() + 60
         while time.time() < deadline and lst is not None:
