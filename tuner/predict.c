@@ -54,8 +54,8 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
 #define REGS_PER_ACC 1.5   /* per accumulator float a thread holds */
 #define REGS_MAX 255.0
 
-/* Fixed work of a tiled kernel's block (loading its Q tile, storing its
- * O tile), in key tiles of its width: see work_of. */
+/* Fixed work of a split-KV block (loading its Q rows, storing its partial
+ * O), in key tiles of its width: see work_of and block_fixed_tiles. */
 #define BLOCK_FIXED_TILES 0.5
 /* ... and half that for cuDNN's tiled engines, which pay less per block
  * on a short key loop than the kernels here (LTX-Video's 6144 queries on
@@ -170,11 +170,16 @@ static int dense_variant(attn_variant v)
  * for Phi-2 at 1.27x sm90a), while without a mask they run it near their
  * head dim (PixArt d = 72 cross-attention 28.6 us against sm90a's 46.6,
  * ViT-H d = 80 43.5 against 50.7: costed at 128 there, 1.4-1.6x misses);
- * others compute d. */
+ * below 64 they cost a head dim of 64 (costed at d, engines 2 and 9 were
+ * predicted 1.2-1.5x too fast at d = 32 on every held-out set that asked
+ * one, and answered at 1.23-1.58x a fused kernel: OneFormer, Sparse
+ * R-CNN, b4.hq8.sq500); others compute d. */
 static int64_t kernel_dim(const attn_tactic *t, int64_t d, int causal)
 {
     if (t->variant == ATTN_CUDNN && causal && d > 64 && d < 128)
         return 128;
+    if (t->variant == ATTN_CUDNN && d < 64)
+        return 64;
     if (t->variant != ATTN_FUSED && t->variant != ATTN_FUSED_SPLITKV)
         return d;
     int64_t k = t->arch == ATTN_ARCH_SM90A ? 64 : 32;
@@ -253,6 +258,27 @@ static double rows_computed(const attn_shape *s, const attn_tactic *t, int ctile
     return (double)s->sq;
 }
 
+/* A block's fixed prologue and epilogue in key steps of width tn. A fused
+ * kernel's block moves tile_m rows of Q in and of O out, a key step
+ * tile_n rows of K and of V: tile_m / tile_n steps of the same bytes
+ * (192x128: 1.5, 128x64: 2, 64x64: 1), with no fitted constant. Taken as
+ * half a step for every tile, the kernels here were predicted 1.17-1.33x
+ * too fast on the many-query, short-key shapes of the held-out sets
+ * (b8.hq1.sq16384.skv256, b2.hq32.sq6144.skv128, b32.hq5.sq1024.skv77
+ * and b32.hq5.sq2560.skv77, d = 64) and answered there at 1.21-1.45x
+ * cuDNN's time; offline on the eleven H200 tables this takes those four
+ * to 1.00-1.01 (docs/tuning.md). cuDNN's engines pay
+ * CUDNN_BLOCK_FIXED_TILES; split-KV blocks (16-row Q tiles, a combine
+ * pass after) BLOCK_FIXED_TILES. */
+static double block_fixed_tiles(const attn_tactic *t, int64_t tn)
+{
+    if (t->variant == ATTN_CUDNN)
+        return CUDNN_BLOCK_FIXED_TILES;
+    if (t->variant == ATTN_FUSED && t->tile_m > 0 && tn > 0)
+        return (double)t->tile_m / (double)tn;
+    return BLOCK_FIXED_TILES;
+}
+
 /* FLOPs and bytes of s computed by t: the rows it computes against the
  * padded keys, visible pairs only for fused kernels under a causal mask,
  * at the kernel's head dim; bytes move the padded buffers' real head dim. */
@@ -268,14 +294,13 @@ static void work_of(const attn_shape *s, const attn_tactic *t, int ctile, double
                                                                           : 0;
     double keys = tn > 0 ? (double)attn_round_up(skvp, tn) : (double)skvp;
     /* and each block (each split's) pays a fixed prologue and epilogue,
-     * its Q tile in and its O tile out, taken as half a key tile: on 77
-     * keys one 128-key step is most of a block's time, and a kernel that
+     * its Q tile in and its O tile out (block_fixed_tiles): on 77 keys
+     * one 128-key step is most of a block's time, and a kernel that
      * needs twice the waves of another takes about twice as long (the
      * sm90a 128x128 kernel, 4 waves, 1.46x the 128x64 tile's 2 on
      * b2.hq8.sq4096.skv77 d40); a long key loop hides it */
     if (tn > 0)
-        keys += (t->variant == ATTN_CUDNN ? CUDNN_BLOCK_FIXED_TILES : BLOCK_FIXED_TILES) *
-                (double)tn * (t->splits > 1 ? t->splits : 1);
+        keys += block_fixed_tiles(t, tn) * (double)tn * (t->splits > 1 ? t->splits : 1);
     double grow = rows_computed(s, t, ctile) / (double)s->sq * keys / (double)s->skv;
     double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense_variant(t->variant)) * grow;
     double es = (double)attn_dtype_size(s->dtype);
