@@ -325,6 +325,26 @@ static void loo_should_meet_the_regret_bounds_on_the_eleventh_run_table(void)
     h200_default_grid_loo("bench/realmodels-holdout10-h200.json", 42);
 }
 
+/* The twelfth and thirteenth sets, held out for the model of 374dc75 and
+ * met live (2026-12-02 01:33 UTC at d39ff7c: 1.001 / 1.095; 01:44 at
+ * ae8cc7f: 1.000 / 1.062), and the thirteenth run's grid leave-one-out. */
+static void loo_should_meet_the_real_model_bounds_on_the_twelfth_set(void)
+{
+    h200_real_model_set("bench/realmodels-holdout11-h200.json", "grids/realmodels-holdout11.json",
+                        18);
+}
+
+static void loo_should_meet_the_real_model_bounds_on_the_thirteenth_set(void)
+{
+    h200_real_model_set("bench/realmodels-holdout12-h200.json", "grids/realmodels-holdout12.json",
+                        18);
+}
+
+static void loo_should_meet_the_regret_bounds_on_the_thirteenth_run_table(void)
+{
+    h200_default_grid_loo("bench/realmodels-holdout12-h200.json", 42);
+}
+
 /* Each shape's times reversed in rank: its fastest row gets its slowest
  * time, and so on (errors and statuses kept). */
 static store_measurement *reversed_times(void)
@@ -517,6 +537,9 @@ int main(int argc, char **argv)
     RUN(loo_should_meet_the_real_model_bounds_on_the_tenth_set);
     RUN(loo_should_meet_the_real_model_bounds_on_the_eleventh_set);
     RUN(loo_should_meet_the_regret_bounds_on_the_eleventh_run_table);
+    RUN(loo_should_meet_the_real_model_bounds_on_the_twelfth_set);
+    RUN(loo_should_meet_the_real_model_bounds_on_the_thirteenth_set);
+    RUN(loo_should_meet_the_regret_bounds_on_the_thirteenth_run_table);
     free(rows);
     return test_summary();
 }
