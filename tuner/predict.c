@@ -121,6 +121,8 @@ struct predict_model {
     int nrows;
     char (*fams)[ATTN_TACTIC_STR_MAX]; /* sorted, unique */
     int nfams;
+    char (*nost)[ATTN_TACTIC_STR_MAX]; /* per family: its text without /stages= */
+    int *sib;          /* family indices by nost, then index (find_fam_or_sibling) */
     double peak_flops, peak_bytes, lat_us; /* per microsecond */
     double *fam_flops; /* per family: the FLOP/s per busy wave slot it reached */
     unsigned char *fam_dec; /* per family: measured on a decode step (cudnn_tiled) */
@@ -631,14 +633,17 @@ static int find_fam_or_sibling(const predict_model *pm, const char *fam)
     int f = find_fam(pm, fam);
     if (f >= 0 || strstr(fam, "/stages=") == NULL)
         return f;
-    char want[ATTN_TACTIC_STR_MAX], have[ATTN_TACTIC_STR_MAX];
+    char want[ATTN_TACTIC_STR_MAX];
     drop_stages(fam, want, sizeof want);
-    for (int k = 0; k < pm->nfams; k++) {
-        drop_stages(pm->fams[k], have, sizeof have);
-        if (strcmp(have, want) == 0)
-            return k;
+    int lo = 0, hi = pm->nfams; /* the first of pm->sib whose text is >= want */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (strcmp(pm->nost[pm->sib[mid]], want) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return -1;
+    return lo < pm->nfams && strcmp(pm->nost[pm->sib[lo]], want) == 0 ? pm->sib[lo] : -1;
 }
 
 static int cmp_row(const void *a, const void *b)
@@ -656,6 +661,8 @@ void predict_free(predict_model *pm)
     free(pm->shapes);
     free(pm->rows);
     free(pm->fams);
+    free(pm->nost);
+    free(pm->sib);
     free(pm->fam_flops);
     free(pm->fam_dec);
     free(pm);
@@ -796,7 +803,19 @@ out:
     return rc;
 }
 
-/* The sorted, unique families of the picked rows. 0 or ATTUNE_ENOMEM. */
+static _Thread_local const char (*sort_nost_)[ATTN_TACTIC_STR_MAX];
+
+/* Family indices by their stage-less text, then by index (so a lookup
+ * finds the first family in sorted order that matches). */
+static int cmp_nost(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    int c = strcmp(sort_nost_[x], sort_nost_[y]);
+    return c != 0 ? c : (x > y) - (x < y);
+}
+
+/* The sorted, unique families of the picked rows, and their stage-less
+ * index. 0 or ATTUNE_ENOMEM. */
 static int build_families(predict_model *pm, const store_measurement *const *m, const int *pick,
                           int npick)
 {
@@ -810,6 +829,18 @@ static int build_families(predict_model *pm, const store_measurement *const *m, 
     for (int k = 0; k < npick; k++)
         if (pm->nfams == 0 || strcmp(pm->fams[pm->nfams - 1], pm->fams[k]) != 0)
             memmove(pm->fams[pm->nfams++], pm->fams[k], sizeof pm->fams[k]);
+    /* the stage-less index, built once here: answers look families up in
+     * it (find_fam_or_sibling) without a pass over every family */
+    size_t nf = (size_t)(pm->nfams > 0 ? pm->nfams : 1);
+    if ((pm->nost = malloc(nf * sizeof *pm->nost)) == NULL ||
+        (pm->sib = malloc(nf * sizeof *pm->sib)) == NULL)
+        return ATTUNE_ENOMEM;
+    for (int k = 0; k < pm->nfams; k++) {
+        drop_stages(pm->fams[k], pm->nost[k], sizeof pm->nost[k]);
+        pm->sib[k] = k;
+    }
+    sort_nost_ = pm->nost;
+    qsort(pm->sib, (size_t)pm->nfams, sizeof *pm->sib, cmp_nost);
     return 0;
 }
 
