@@ -6,8 +6,8 @@
 # `measured`. Prints per shape the seconds to `measured` and the daemon's
 # miss_quick_end line (the quick pass's own duration).
 #
-# usage: bench/miss_quick.sh TABLE.json KEY...
-#   e.g. bench/miss_quick.sh bench/realmodels-holdout9-h200.json \
+# usage: bench/miss_quick.sh TABLE.json[.gz] KEY...
+#   e.g. bench/miss_quick.sh bench/realmodels-holdout9-h200.json.gz \
 #            b2.hq24.hkv24.sq44776.skv44776.d128.bf16.nc
 # Environment: BUILD (default build-gpu: tests/gpu/run.sh's build, whose
 # libraries must be on LD_LIBRARY_PATH as run.sh sets them), DEVICE (0),
@@ -30,9 +30,11 @@ ids = [d['id'] for d in json.load(sys.stdin)['devices'] if d.get('index') == $DE
 print(ids[0] if ids else '')")
 [ -n "$uuid" ] || { echo "miss_quick: no CUDA device $DEVICE" >&2; exit 1; }
 python3 - "$TABLE" "$uuid" "$dir/table.json" "$@" <<'PY' || exit 1
-import json, sys
+import gzip, json, sys
 src, uuid, dst, keys = sys.argv[1], sys.argv[2], sys.argv[3], set(sys.argv[4:])
-t = json.load(open(src))
+with open(src, "rb") as f:
+    raw = f.read()
+t = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
 old = t["device"]["id"]
 def key(s):
     return "b%(b)d.hq%(hq)d.hkv%(hkv)d.sq%(sq)d.skv%(skv)d.d%(d)d.%(dtype)s." % s + ("c" if s["causal"] else "nc")

@@ -28,7 +28,7 @@ endif()
 set(CPACK_DEBIAN_DAEMON_PACKAGE_NAME attune)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_DEPENDS
-    "libsqlite3-0, libjansson4, libmicrohttpd12 | libmicrohttpd12t64, libcurl4 | libcurl4t64")
+    "libsqlite3-0, libjansson4, zlib1g, libmicrohttpd12 | libmicrohttpd12t64, libcurl4 | libcurl4t64")
 set(CPACK_DEBIAN_DAEMON_DESCRIPTION
     "attuned (systemd service) and the attune CLI
  attune measures fused, split and folded attention implementations per shape

@@ -4,7 +4,7 @@
 # As root: installs what is missing (apt-get). Otherwise: names what is
 # missing and the command to install it, and fails.
 set -eu
-pkgs="build-essential cmake pkg-config libsqlite3-dev libjansson-dev libmicrohttpd-dev
+pkgs="build-essential cmake pkg-config libsqlite3-dev libjansson-dev zlib1g-dev libmicrohttpd-dev
 libcurl4-openssl-dev python3 sqlite3 curl chromium
 libpq-dev postgresql
 clang libclang-rt-dev"
@@ -60,7 +60,7 @@ fi
 # only when asked, ATTUNE_CROSS=arm64 (about 200 MB).
 if [ "${ATTUNE_CROSS:-}" = arm64 ]; then
     cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross libsqlite3-dev:arm64 libjansson-dev:arm64
-           libmicrohttpd-dev:arm64 libcurl4-openssl-dev:arm64"
+           libmicrohttpd-dev:arm64 libcurl4-openssl-dev:arm64 zlib1g-dev:arm64"
     missing=""
     for p in $cross; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

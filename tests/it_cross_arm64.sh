@@ -8,7 +8,7 @@
 set -eu
 : "${ATTUNE_SOURCE_DIR:?}" "${ATTUNE_BUILD_DIR:?}"
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || { echo "skip: no aarch64-linux-gnu-gcc"; exit 77; }
-for pc in sqlite3 jansson; do
+for pc in sqlite3 jansson zlib; do
     [ -f /usr/lib/aarch64-linux-gnu/pkgconfig/$pc.pc ] || { echo "skip: no arm64 $pc.pc"; exit 77; }
 done
 b=$ATTUNE_BUILD_DIR/cross-arm64

@@ -35,6 +35,7 @@
 #include <math.h>
 #include <time.h>
 
+#include "common/table_file.h"
 #include "test.h"
 #include "tuner/grid.h"
 #include "tuner/loo.h"
@@ -61,17 +62,10 @@ static void load_table_into(const char *path, store_measurement **out, int *nout
                             attn_stack *stk, attn_device_info *info)
 {
     char dir[256], db[512], err[ATTUNE_ERRLEN] = "";
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        die(path, "cannot open");
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *json = malloc((size_t)len + 1);
-    if (json == NULL || fread(json, 1, (size_t)len, f) != (size_t)len)
-        die(path, "cannot read");
-    fclose(f);
-    json[len] = 0;
+    char *json;
+    size_t len;
+    if (table_file_read(path, (size_t)64 << 20, &json, &len, err, sizeof err) != 0)
+        die(path, err);
     test_tmpdir(dir, sizeof dir);
     snprintf(db, sizeof db, "%s/loo.db", dir);
     store *st;
@@ -80,7 +74,7 @@ static void load_table_into(const char *path, store_measurement **out, int *nout
     attn_stack *stacks = NULL;
     int ndev = 0;
     if (store_open(db, 1, &st, err, sizeof err) != 0 ||
-        store_import(st, json, (size_t)len, &stats, err, sizeof err) != 0)
+        store_import(st, json, len, &stats, err, sizeof err) != 0)
         die(path, err);
     if (store_devices_list(st, &infos, &stacks, &ndev) != 0 || ndev != 1)
         die(path, "not the table of one device");
@@ -176,22 +170,22 @@ static void h200_default_grid_loo(const char *table, int min_tuned)
     free(m);
 }
 
-/* bench/realmodels-holdout-h200.json: tuned on 2026-12-01 at 5e9affa
+/* bench/realmodels-holdout-h200.json.gz: tuned on 2026-12-01 at 5e9affa
  * with cuDNN 9.19 and the sm90a kernels (grids/default.json of then, 21
  * shapes, and two sets of real-model shapes); the grid has grown since
  * (two speculative-verification steps). */
 static void loo_should_meet_the_regret_bounds_on_the_h200_table(void)
 {
-    h200_default_grid_loo("bench/realmodels-holdout-h200.json", 21);
+    h200_default_grid_loo("bench/realmodels-holdout-h200.json.gz", 21);
 }
 
-/* bench/realmodels-holdout4-h200.json: the newest H200 table (2026-12-01
+/* bench/realmodels-holdout4-h200.json.gz: the newest H200 table (2026-12-01
  * 07:13 UTC at 75660ad, cuDNN 9.19; the whole 23-shape grid). Before
  * cuDNN's causal engines were costed at d = 128 for 64 < d < 128, Phi-2's
  * d=80 causal prefill was answered with cuDNN at 1.272 here. */
 static void loo_should_meet_the_regret_bounds_on_the_newest_h200_table(void)
 {
-    h200_default_grid_loo("bench/realmodels-holdout4-h200.json", 23);
+    h200_default_grid_loo("bench/realmodels-holdout4-h200.json.gz", 23);
 }
 
 /* Issue 10's real-model bounds (median <= 1.10, worst <= 1.25) on a
@@ -241,7 +235,7 @@ static void h200_real_model_set(const char *table, const char *set, int nset)
     free(m);
 }
 
-/* The third real-model set, bench/realmodels-holdout2-h200.json (tuned on
+/* The third real-model set, bench/realmodels-holdout2-h200.json.gz (tuned on
  * 2026-12-01 at b8d68ce, cuDNN 9.19, with screening). The set was seen
  * when the model was changed (a development set, not a held-out one):
  * this keeps its misses fixed. The model frozen at 6b5060f answered an
@@ -251,22 +245,22 @@ static void h200_real_model_set(const char *table, const char *set, int nset)
  * pad=1's. */
 static void loo_should_meet_the_real_model_bounds_on_the_third_set(void)
 {
-    h200_real_model_set("bench/realmodels-holdout2-h200.json", "grids/realmodels-holdout2.json",
+    h200_real_model_set("bench/realmodels-holdout2-h200.json.gz", "grids/realmodels-holdout2.json",
                         17);
 }
 
-/* The sixth set, bench/realmodels-holdout5-h200.json (2026-12-01 07:27 UTC
+/* The sixth set, bench/realmodels-holdout5-h200.json.gz (2026-12-01 07:27 UTC
  * at 378d61c, held out for the model of 0e57e53, a development set since):
  * that model answered NLLB-200's cross-attention decode (b64.hq16.sq1.skv256
  * d=128) with the sm90a prefill kernel at 1.449, costed without the
  * latency of its 8 waves of blocks (BLOCK_WAVE_LAT in predict.c). */
 static void loo_should_meet_the_real_model_bounds_on_the_sixth_set(void)
 {
-    h200_real_model_set("bench/realmodels-holdout5-h200.json", "grids/realmodels-holdout5.json",
+    h200_real_model_set("bench/realmodels-holdout5-h200.json.gz", "grids/realmodels-holdout5.json",
                         16);
 }
 
-/* The seventh set, bench/realmodels-holdout6-h200.json (2026-12-01 11:14
+/* The seventh set, bench/realmodels-holdout6-h200.json.gz (2026-12-01 11:14
  * UTC at 22c59eb, held out for the model of 22c59eb, a development set
  * since). That model answered AnimateDiff's batch of 65536 tiny matrices
  * with a GEMM (2.369: no block latency for GEMMs, gemm_waves) and
@@ -274,7 +268,7 @@ static void loo_should_meet_the_real_model_bounds_on_the_sixth_set(void)
  * grid counted the pad's query rows (1.550). */
 static void loo_should_meet_the_real_model_bounds_on_the_seventh_set(void)
 {
-    h200_real_model_set("bench/realmodels-holdout6-h200.json", "grids/realmodels-holdout6.json",
+    h200_real_model_set("bench/realmodels-holdout6-h200.json.gz", "grids/realmodels-holdout6.json",
                         18);
 }
 
@@ -282,7 +276,7 @@ static void loo_should_meet_the_real_model_bounds_on_the_seventh_set(void)
  * one of its 42 shapes. */
 static void loo_should_meet_the_regret_bounds_on_the_seventh_run_table(void)
 {
-    h200_default_grid_loo("bench/realmodels-holdout6-h200.json", 42);
+    h200_default_grid_loo("bench/realmodels-holdout6-h200.json.gz", 42);
 }
 
 /* ... and on the eighth and ninth runs' tables (2026-12-01 11:35 UTC at
@@ -293,12 +287,12 @@ static void loo_should_meet_the_regret_bounds_on_the_seventh_run_table(void)
  * longer charged as the kernels' here, it is answered right. */
 static void loo_should_meet_the_regret_bounds_on_the_eighth_run_table(void)
 {
-    h200_default_grid_loo("bench/realmodels-holdout7-h200.json", 42);
+    h200_default_grid_loo("bench/realmodels-holdout7-h200.json.gz", 42);
 }
 
 static void loo_should_meet_the_regret_bounds_on_the_ninth_run_table(void)
 {
-    h200_default_grid_loo("bench/realmodels-holdout8-h200.json", 42);
+    h200_default_grid_loo("bench/realmodels-holdout8-h200.json.gz", 42);
 }
 
 /* The tenth and eleventh sets on their runs' tables (2026-12-01 22:15 UTC
@@ -310,19 +304,19 @@ static void loo_should_meet_the_regret_bounds_on_the_ninth_run_table(void)
  * a key step, block_fixed_tiles); both fail the worst bound with it. */
 static void loo_should_meet_the_real_model_bounds_on_the_tenth_set(void)
 {
-    h200_real_model_set("bench/realmodels-holdout9-h200.json", "grids/realmodels-holdout9.json",
+    h200_real_model_set("bench/realmodels-holdout9-h200.json.gz", "grids/realmodels-holdout9.json",
                         18);
 }
 
 static void loo_should_meet_the_real_model_bounds_on_the_eleventh_set(void)
 {
-    h200_real_model_set("bench/realmodels-holdout10-h200.json", "grids/realmodels-holdout10.json",
+    h200_real_model_set("bench/realmodels-holdout10-h200.json.gz", "grids/realmodels-holdout10.json",
                         18);
 }
 
 static void loo_should_meet_the_regret_bounds_on_the_eleventh_run_table(void)
 {
-    h200_default_grid_loo("bench/realmodels-holdout10-h200.json", 42);
+    h200_default_grid_loo("bench/realmodels-holdout10-h200.json.gz", 42);
 }
 
 /* The twelfth and thirteenth sets, held out for the model of 374dc75 and
@@ -330,19 +324,19 @@ static void loo_should_meet_the_regret_bounds_on_the_eleventh_run_table(void)
  * ae8cc7f: 1.000 / 1.062), and the thirteenth run's grid leave-one-out. */
 static void loo_should_meet_the_real_model_bounds_on_the_twelfth_set(void)
 {
-    h200_real_model_set("bench/realmodels-holdout11-h200.json", "grids/realmodels-holdout11.json",
+    h200_real_model_set("bench/realmodels-holdout11-h200.json.gz", "grids/realmodels-holdout11.json",
                         18);
 }
 
 static void loo_should_meet_the_real_model_bounds_on_the_thirteenth_set(void)
 {
-    h200_real_model_set("bench/realmodels-holdout12-h200.json", "grids/realmodels-holdout12.json",
+    h200_real_model_set("bench/realmodels-holdout12-h200.json.gz", "grids/realmodels-holdout12.json",
                         18);
 }
 
 static void loo_should_meet_the_regret_bounds_on_the_thirteenth_run_table(void)
 {
-    h200_default_grid_loo("bench/realmodels-holdout12-h200.json", 42);
+    h200_default_grid_loo("bench/realmodels-holdout12-h200.json.gz", 42);
 }
 
 /* Each shape's times reversed in rank: its fastest row gets its slowest

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "common/table_file.h"
 
 static const char export_help[] =
     "usage: attune export --db FILE --device ID [-o FILE]\n"
@@ -23,7 +24,8 @@ static const char import_help[] =
     "Validates the fleet table completely (types, ranges, tactics, duplicates,\n"
     "sizes), then merges it in one transaction: a row replaces a stored one only\n"
     "when newer. Any problem rejects the whole table; the database is unchanged.\n"
-    "TABLE.json may be - for stdin.\n";
+    "TABLE.json may be - for stdin, and gzip-compressed (TABLE.json.gz, as the\n"
+    "H200 tables in bench/).\n";
 
 /* Write text and a newline to path beside, then rename: a crash never
  * leaves half a table. Returns 0 or -1 (printed). */
@@ -85,53 +87,6 @@ out:
     return rc;
 }
 
-/* Read a whole file ("-": stdin), refusing more than max bytes. */
-static int read_file(const char *path, size_t max, char **buf, size_t *len)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (f == NULL) {
-        fprintf(stderr, "attune: cannot read %s: %s\n", path, strerror(errno));
-        return ATTUNE_EIO;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap + 1);
-    int rc = 0;
-    while (b) {
-        if (n == cap) {
-            if (cap >= max) {
-                fprintf(stderr, "attune: %s is larger than %zu bytes\n", path, max);
-                rc = ATTUNE_ETOOBIG;
-                break;
-            }
-            cap *= 2;
-            char *g = realloc(b, cap + 1);
-            if (g == NULL)
-                break;
-            b = g;
-        }
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (b != NULL && rc == 0 && ferror(f)) {
-        fprintf(stderr, "attune: cannot read %s: %s\n", path, strerror(errno));
-        rc = ATTUNE_EIO;
-    }
-    if (f != stdin)
-        fclose(f);
-    if (b == NULL)
-        return ATTUNE_ENOMEM;
-    if (rc) {
-        free(b);
-        return rc;
-    }
-    b[n] = 0;
-    *buf = b;
-    *len = n;
-    return 0;
-}
-
 int cli_import_main(int argc, char **argv)
 {
     const char *db = NULL;
@@ -142,10 +97,12 @@ int cli_import_main(int argc, char **argv)
         return rc;
     if (!db || pos.n != 1)
         return cli_usage_error("import", "needs --db FILE and one TABLE.json");
-    char *json;
+    char *json, rerr[ATTUNE_ERRLEN] = "";
     size_t len;
-    if (read_file(pos.v[0], (size_t)64 << 20, &json, &len) != 0)
+    if (table_file_read(pos.v[0], (size_t)64 << 20, &json, &len, rerr, sizeof rerr) != 0) {
+        fprintf(stderr, "attune: %s\n", rerr);
         return 1;
+    }
     store *st;
     if (cli_store_open(db, 1, &st) != 0) {
         free(json);

@@ -10,6 +10,7 @@
 # registry):
 #   cd .gpu-deps && apt-get download libsqlite3-dev libsqlite3-0 \
 #       libjansson-dev libjansson4 libmicrohttpd-dev libmicrohttpd12 \
+#       zlib1g-dev zlib1g \
 #       pkgconf pkgconf-bin libpkgconf3
 #
 # Steps: (1) for each library the machine lacks (header or runtime), dpkg -x
@@ -26,7 +27,8 @@
 # predicted answers: loo.txt, the tuned table loo-table.json for offline
 # evaluation with `attune import` + `attune loo`, loo-tune.log), --realmodels
 # (bench/realmodels.sh on GPU 0: answers for grids/realmodels.json before
-# tuning, their regret, tune on miss; realmodels.txt, realmodels-table.json;
+# tuning, their regret, tune on miss; realmodels.txt, realmodels-table.json,
+# kept as bench/<set>-h200.json.gz, gzip -9n: attune import reads it so;
 # --realmodels-args "ARGS" passes ARGS on, e.g. "--hold grids/realmodels.json
 # --hold grids/realmodels-holdout.json --no-miss-check"),
 # --miss-quick "TABLE KEY..." (bench/miss_quick.sh: seconds from the first
@@ -107,6 +109,7 @@ have() {
 mkdir -p "$PREFIX"
 have sqlite3.h libsqlite3.so.0 || unpack "$DEPS"/libsqlite3-dev_*.deb "$DEPS"/libsqlite3-0_*.deb
 have jansson.h libjansson.so.4 || unpack "$DEPS"/libjansson-dev_*.deb "$DEPS"/libjansson4_*.deb
+have zlib.h libz.so.1 || unpack "$DEPS"/zlib1g-dev_*.deb "$DEPS"/zlib1g_*.deb
 have microhttpd.h libmicrohttpd.so.12 ||
     unpack "$DEPS"/libmicrohttpd-dev_*.deb "$DEPS"/libmicrohttpd12_*.deb ||
     log "no libmicrohttpd: attuned will not be built (not needed for the GPU tests)"
@@ -216,7 +219,7 @@ if [ -f "$BUILD/libattune_cuda.a" ] && [ -f "$BUILD/libattune_core.a" ]; then
     cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -DATTUNE_HAVE_CUDA=1 -I"$ROOT" \
         "$ROOT/tests/gpu/bench_split.c" -Wl,--start-group "$BUILD/libattune_core.a" \
         "$BUILD/libattune_cuda.a" -Wl,--end-group -L"$CUDA_LIB" \
-        $(pkg-config --libs sqlite3 jansson 2>/dev/null) $CUDNN_LINK -lcublas -lcudart -lstdc++ -lm \
+        $(pkg-config --libs sqlite3 jansson zlib 2>/dev/null) $CUDNN_LINK -lcublas -lcudart -lstdc++ -lm \
         -ldl -lpthread -o "$BENCH_SPLIT" >>"$OUT/build.log" 2>&1 ||
         { log "bench_split did not link"; BENCH_SPLIT=""; }
 fi
