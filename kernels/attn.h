@@ -166,13 +166,67 @@ typedef struct attn_stack {
  * hash, so stacks recorded before power modes keep their ids. */
 void attn_stack_finish(attn_stack *st);
 
+/* ---- caller buffers
+ *
+ * A tensor view: element (bi, h, i, c) of q, k, v or out lies at
+ * data[bi * sb + h * sh + i * ss + c] (strides in elements, the head dim
+ * contiguous), so both [b, h, s, d] and [b, s, h, d] views of one buffer
+ * run without a copy where the kernel reads strides (docs/libattune.md
+ * says which do). Strides are >= 0; a stride may be anything, but views
+ * whose rows overlap give undefined results. */
+typedef struct attn_tensor {
+    void *data;
+    int64_t sb, sh, ss;
+} attn_tensor;
+
+/* One call's buffers and lengths. sq and skv are this call's lengths:
+ * 1 <= sq <= the planned sq and 1 <= skv <= the planned skv (decode with a
+ * growing KV cache runs one plan at every length); 0 means the planned
+ * length. The causal mask comes from these lengths (bottom-right). */
+typedef struct attn_io {
+    attn_tensor q, k, v, o;
+    int64_t sq, skv;
+} attn_io;
+
+/* The contiguous [b, h, s, d] views of shape s over q, k, v and o (lengths
+ * s->sq and s->skv). */
+void attn_io_contiguous(const attn_shape *s, const void *q, const void *k, const void *v,
+                        void *o, attn_io *io);
+
+/* 0 when io can run on a plan of shape s: pointers set, strides >= 0,
+ * lengths within the plan's; ATTUNE_EINVAL with a message otherwise.
+ * *run gets s with io's lengths (the shape of this call). */
+int attn_io_check(const attn_shape *s, const attn_io *io, attn_shape *run, char *err,
+                  size_t errlen);
+
+/* 1 when view t of nheads heads of rows x d elements is exactly the
+ * contiguous [b, heads, rows, d] layout. */
+static inline int attn_tensor_contiguous(const attn_tensor *t, int64_t heads, int64_t rows,
+                                         int64_t d)
+{
+    return t->ss == d && t->sh == rows * d && t->sb == heads * rows * d;
+}
+
+/* Flags of attn_ops.plan_new. */
+enum {
+    /* The caller promises contiguous [b, h, s, d] buffers of the call's
+     * lengths (the tuner's sessions): no layout-conversion buffers are
+     * made for tactics whose kernel reads only that layout, and a call with
+     * other strides is refused (ATTUNE_EINVAL). */
+    ATTN_PLAN_CONTIGUOUS = 1,
+};
+
 /* ---- the backend interface
  *
- * A session owns one shape's buffers on one device: inputs filled with
- * seeded standard-normal data, the output. A plan is one tactic prepared on
- * a session (workspace, padded copies, cuBLAS handles, graphs). Rows are
- * addressed by their flat index r = (bi * hq + h) * sq + i over the real
- * (unpadded) output. */
+ * A plan is one tactic prepared for one shape on one device (workspace,
+ * padded copies, cuBLAS handles, cuDNN graphs): attn_ops.plan_new. It runs
+ * on caller buffers (attn_io) on a caller stream: attn_ops.launch, which
+ * neither allocates nor synchronizes on the GPU and can be captured in a
+ * CUDA graph. The tuner is one user of it: a session owns one shape's
+ * buffers on one device (inputs filled with seeded standard-normal data,
+ * the output, a stream), plans made through it (attn_ops.plan) launch on
+ * the session's buffers and stream; rows are addressed by their flat index
+ * r = (bi * hq + h) * sq + i over the real (unpadded) output. */
 
 typedef struct attn_session attn_session;
 typedef struct attn_plan attn_plan;
@@ -232,6 +286,29 @@ typedef struct attn_ops {
      * (ATTUNE_EUNSUPP), or what building it cost ("cudnn plan built in
      * 840 ms"). Valid until the next call on the session. */
     const char *(*plan_note)(attn_session *ss);
+
+    /* Prepare tactic t for shape s (the largest lengths it will run at) on
+     * device index, for caller buffers. flags: ATTN_PLAN_*. note (may be
+     * NULL) gets why it was refused or what it cost, "" when nothing to
+     * say. Slow is fine (allocates, builds cuDNN graphs). Returns 0, or
+     * ATTUNE_EUNSUPP (t does not run on s here), ATTUNE_EINVAL, ENOMEM,
+     * EGPU; on error *out is NULL and nothing is leaked. Free with
+     * plan_free. */
+    int (*plan_new)(int index, const attn_shape *s, const attn_tactic *t, int flags,
+                    attn_plan **out, char *note, size_t notelen);
+
+    /* Enqueue one call of plan p on io (pad and layout copies included)
+     * on stream (a cudaStream_t; NULL is the legacy default stream; the
+     * CPU runs synchronously and ignores it). On the GPU: no allocation,
+     * no synchronization, capturable in a CUDA graph; the device current
+     * on the calling thread is left as it was. A plan owns scratch
+     * buffers, so calls of one plan must be ordered (one stream, or the
+     * caller serializes them): use one plan per concurrent stream.
+     * Distinct plans may be launched from distinct threads at once.
+     * Returns 0, ATTUNE_EINVAL (io does not fit the plan: attn_io_check,
+     * or strides this plan cannot read), ATTUNE_EUNSUPP (lengths other
+     * than the planned ones on a tactic fixed to them, cuDNN), EGPU. */
+    int (*launch)(attn_plan *p, const attn_io *io, void *stream);
 } attn_ops;
 
 /* ---- device registry (kernels/registry.c) */

@@ -35,12 +35,15 @@ struct attn_session {
 };
 
 struct attn_plan {
-    attn_session *ss;
+    attn_session *ss; /* made through a session (plan()), else NULL */
+    attn_shape s;     /* planned: the longest lengths a call may have */
     attn_tactic t;
-    cpu_problem pb; /* on the padded buffers where the pad needs them, else the session's */
-    void *qp, *op;  /* [b, hq, sqp, d], NULL when sqp == sq */
-    void *kp, *vp;  /* [b, hkv, skvp, d], NULL when skvp == skv */
-    cpu_work *w;
+    int flags;        /* ATTN_PLAN_* */
+    cpu_problem pb;   /* the last call's problem, on the buffers it ran on */
+    void *qp, *op;    /* contiguous (padded) copies of q and out, NULL until needed */
+    void *kp, *vp;    /* of k and v */
+    size_t q_cap, kv_cap; /* bytes of each */
+    cpu_work *w;      /* for the lengths of pb */
 };
 
 /* ---- memory */
@@ -335,42 +338,52 @@ static int cpu_fetch_rows(attn_session *ss, const int64_t *rows, int nrows, doub
     return 0;
 }
 
-/* ---- plans: pad copies, run, time */
+/* ---- plans: layout and pad copies, run, time
+ *
+ * A plan runs on caller buffers (attn_io). The kernels read contiguous
+ * [b, h, s, d] buffers of the padded lengths; when the call's buffers are
+ * exactly that (contiguous, and the pad changes no length) they run on them
+ * in place, otherwise the plan copies the real rows in (strided, zero
+ * padded) and the real rows of the output back out. Unlike the GPU, the
+ * CPU plan may allocate at run time: copies for a strided layout are made
+ * on the first call that needs them, and a call at new lengths remakes
+ * the workspace (docs/libattune.md). */
 
-/* Copy `rows` rows of d elements (es bytes each) of each of nheads heads
- * between buffers of src_rows and dst_rows rows per head: padding one way
- * (rows = real length, dst longer), unpadding the other (src longer). */
-static void copy_heads(void *dst, int64_t dst_rows, const void *src, int64_t src_rows,
-                       int64_t nheads, int64_t rows, int64_t d, size_t es)
+/* Bytes of one [b, heads, rows, d] buffer of p's dtype. */
+static double buf_bytes(const attn_shape *s, int64_t heads, int64_t rows)
 {
-    const size_t n = (size_t)(rows * d) * es;
-    for (int64_t h = 0; h < nheads; h++)
-        memcpy((char *)dst + (size_t)(h * dst_rows * d) * es,
-               (const char *)src + (size_t)(h * src_rows * d) * es, n);
+    return (double)s->b * (double)heads * (double)rows * (double)s->d *
+           (double)attn_dtype_size(s->dtype);
 }
 
-/* Real rows into the padded buffers; the padded rows stay as plan set them
- * (zero: masked keys, dropped queries). */
-static void copy_in(attn_plan *p)
+/* Copy the real rows of view src (rows x d per head) into contiguous dst
+ * [b, heads, rows_pad, d], and zero rows rows..rows_pad: padded keys are
+ * masked, but a masked score times a non-finite V row would still be NaN. */
+static void pack(void *dst, int64_t rows_pad, const attn_tensor *src, int64_t b,
+                 int64_t heads, int64_t rows, int64_t d, size_t es)
 {
-    const attn_session *ss = p->ss;
-    const cpu_problem *pb = &p->pb;
-    const size_t es = attn_dtype_size(pb->dtype);
-    if (p->qp != NULL)
-        copy_heads(p->qp, pb->sqp, ss->q, pb->sq, pb->b * pb->hq, pb->sq, pb->d, es);
-    if (p->kp != NULL) {
-        copy_heads(p->kp, pb->skvp, ss->k, pb->skv, pb->b * pb->hkv, pb->skv, pb->d, es);
-        copy_heads(p->vp, pb->skvp, ss->v, pb->skv, pb->b * pb->hkv, pb->skv, pb->d, es);
-    }
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t h = 0; h < heads; h++) {
+            char *head = (char *)dst + (size_t)((bi * heads + h) * rows_pad * d) * es;
+            for (int64_t i = 0; i < rows; i++)
+                memcpy(head + (size_t)(i * d) * es,
+                       (const char *)src->data +
+                           (size_t)(bi * src->sb + h * src->sh + i * src->ss) * es,
+                       (size_t)d * es);
+            memset(head + (size_t)(rows * d) * es, 0, (size_t)((rows_pad - rows) * d) * es);
+        }
 }
 
-/* Real query rows of the padded output into the session's; padded rows dropped. */
-static void copy_out(attn_plan *p)
+/* The real rows of contiguous src [b, heads, rows_pad, d] into view dst. */
+static void unpack(const attn_tensor *dst, const void *src, int64_t rows_pad, int64_t b,
+                   int64_t heads, int64_t rows, int64_t d, size_t es)
 {
-    const cpu_problem *pb = &p->pb;
-    if (p->op != NULL)
-        copy_heads(p->ss->out, pb->sq, p->op, pb->sqp, pb->b * pb->hq, pb->sq, pb->d,
-                   attn_dtype_size(pb->dtype));
+    for (int64_t bi = 0; bi < b; bi++)
+        for (int64_t h = 0; h < heads; h++)
+            for (int64_t i = 0; i < rows; i++)
+                memcpy((char *)dst->data + (size_t)(bi * dst->sb + h * dst->sh + i * dst->ss) * es,
+                       (const char *)src + (size_t)(((bi * heads + h) * rows_pad + i) * d) * es,
+                       (size_t)d * es);
 }
 
 static void cpu_plan_free(attn_plan *p)
@@ -407,24 +420,95 @@ static int cpu_runs(const attn_tactic *t)
     return 0;
 }
 
-/* Prepare tactic t on ss: padded buffers where the pad changes a length
- * (inputs zero-padded and filled from the session at once, so time()
- * without copies runs on valid data; the padded output starts as NaN, so a
- * row the kernel never writes shows up after copy-out), and the variant's
- * workspace. split_repeat and folded are accepted for hkv == hq too (they
- * compute the same thing), though tactics() does not list them.
- * ATTUNE_EINVAL for a bad pad or variant, ATTUNE_EUNSUPP for a tactic the
- * CPU does not run, ATTUNE_ENOMEM beyond the memory budget; on error *out
- * is NULL and nothing is leaked. */
-static int cpu_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
+/* The problem of a call of p at the lengths of rs (sizes only; buffers
+ * are set by the caller). */
+static void problem_of(const attn_plan *p, const attn_shape *rs, cpu_problem *pb)
+{
+    memset(pb, 0, sizeof *pb);
+    pb->dtype = rs->dtype;
+    pb->b = rs->b;
+    pb->hq = rs->hq;
+    pb->hkv = rs->hkv;
+    pb->d = rs->d;
+    pb->sq = rs->sq;
+    pb->skv = rs->skv;
+    pb->sqp = attn_round_up(rs->sq, p->t.pad);
+    pb->skvp = attn_round_up(rs->skv, p->t.pad);
+    pb->diag = rs->skv - rs->sq; /* from the real lengths, always */
+    pb->causal = rs->causal;
+}
+
+/* (Re)allocate *buf to hold at least bytes; the old contents go. A new
+ * buffer is zeroed, or NaN-filled when nan (an output: a row the kernel
+ * never writes shows up after the copy out). */
+static int regrow(void **buf, size_t *cap, double bytes, attn_dtype t, int nan)
+{
+    if (*buf != NULL && (double)*cap >= bytes)
+        return 0;
+    free(*buf);
+    *cap = 0;
+    *buf = calloc(1, bytes > 0 ? (size_t)bytes : 1);
+    if (*buf == NULL)
+        return ATTUNE_ENOMEM;
+    *cap = (size_t)bytes;
+    if (nan)
+        dtype_fill_nan(*buf, t, *cap / attn_dtype_size(t));
+    return 0;
+}
+
+/* Buffers and workspace for a call at the lengths of pb: contiguous
+ * (padded) copies of q and out where need_q, of k and v where need_kv, and
+ * the workspace when the lengths changed since it was made. */
+static int prepare(attn_plan *p, const cpu_problem *pb, int need_q, int need_kv)
+{
+    const attn_shape *s = &p->s;
+    const double nq = buf_bytes(s, s->hq, pb->sqp), nkv = buf_bytes(s, s->hkv, pb->skvp);
+    size_t cap;
+    int rc;
+    if (need_q) {
+        cap = p->q_cap;
+        if ((rc = regrow(&p->qp, &cap, nq, s->dtype, 0)) != 0 ||
+            (rc = regrow(&p->op, &p->q_cap, nq, s->dtype, 1)) != 0)
+            return rc;
+    }
+    if (need_kv) {
+        cap = p->kv_cap;
+        if ((rc = regrow(&p->kp, &cap, nkv, s->dtype, 0)) != 0 ||
+            (rc = regrow(&p->vp, &p->kv_cap, nkv, s->dtype, 0)) != 0)
+            return rc;
+    }
+    if (p->w == NULL || p->pb.sqp != pb->sqp || p->pb.skvp != pb->skvp) {
+        cpu_work_free(p->w);
+        p->w = NULL;
+        if ((rc = cpu_work_alloc(p->t.variant, pb, &p->w)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Contract in attn.h (attn_ops.plan_new). Makes at once what a call at the
+ * planned lengths on contiguous buffers needs (padded copies where the pad
+ * changes a length, the workspace) so the memory budget is checked here.
+ * split_repeat and folded are accepted for hkv == hq too (they compute the
+ * same thing), though tactics() does not list them. ATTUNE_EINVAL for a
+ * bad pad or variant, ATTUNE_EUNSUPP for a tactic the CPU does not run,
+ * ATTUNE_ENOMEM beyond the memory budget (less `used`, what the caller's
+ * buffers take). */
+static int plan_make(int index, const attn_shape *s, const attn_tactic *t, int flags,
+                     double used, attn_plan **out, char *note, size_t notelen)
 {
     attn_plan *p = NULL;
     int rc = ATTUNE_EINVAL;
 
+    if (note != NULL && notelen > 0)
+        note[0] = 0;
     if (out == NULL)
         return ATTUNE_EINVAL;
     *out = NULL;
-    if (ss == NULL || t == NULL || (unsigned)t->variant >= ATTN_NVARIANTS)
+    if (index != 0)
+        return ATTUNE_ENODEV;
+    if (s == NULL || t == NULL || (unsigned)t->variant >= ATTN_NVARIANTS ||
+        attn_shape_validate(s, NULL, 0) != 0)
         goto fail;
     if (t->pad != 1 && t->pad != 8 && t->pad != 16 && t->pad != 64)
         goto fail;
@@ -436,52 +520,22 @@ static int cpu_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
     p = calloc(1, sizeof *p);
     if (p == NULL)
         goto fail;
-    const attn_shape *s = &ss->s;
-    cpu_problem *pb = &p->pb;
-    p->ss = ss;
+    p->s = *s;
     p->t = *t;
-    pb->dtype = s->dtype;
-    pb->b = s->b;
-    pb->hq = s->hq;
-    pb->hkv = s->hkv;
-    pb->d = s->d;
-    pb->sq = s->sq;
-    pb->skv = s->skv;
-    pb->sqp = attn_round_up(s->sq, t->pad);
-    pb->skvp = attn_round_up(s->skv, t->pad);
-    pb->diag = s->skv - s->sq; /* from the real lengths, always */
-    pb->causal = s->causal;
-
-    const size_t es = attn_dtype_size(s->dtype);
-    const double nqp = (double)pb->b * (double)pb->hq * (double)pb->sqp * (double)pb->d;
-    const double nkvp = (double)pb->b * (double)pb->hkv * (double)pb->skvp * (double)pb->d;
-    double bytes = cpu_work_bytes(t->variant, pb);
-    if (pb->sqp != pb->sq)
-        bytes += 2.0 * nqp * (double)es;
-    if (pb->skvp != pb->skv)
-        bytes += 2.0 * nkvp * (double)es;
-    if (ss->bytes + bytes > cpu_mem_budget())
+    p->flags = flags;
+    cpu_problem pb;
+    problem_of(p, s, &pb);
+    double bytes = cpu_work_bytes(t->variant, &pb);
+    if (pb.sqp != pb.sq)
+        bytes += 2.0 * buf_bytes(s, s->hq, pb.sqp);
+    if (pb.skvp != pb.skv)
+        bytes += 2.0 * buf_bytes(s, s->hkv, pb.skvp);
+    if (used + bytes > cpu_mem_budget())
         goto fail;
-    if (pb->sqp != pb->sq) {
-        p->qp = calloc((size_t)nqp, es);
-        p->op = malloc((size_t)nqp * es);
-        if (p->qp == NULL || p->op == NULL)
-            goto fail;
-        dtype_fill_nan(p->op, s->dtype, (size_t)nqp);
-    }
-    if (pb->skvp != pb->skv) {
-        p->kp = calloc((size_t)nkvp, es);
-        p->vp = calloc((size_t)nkvp, es);
-        if (p->kp == NULL || p->vp == NULL)
-            goto fail;
-    }
-    pb->q = p->qp != NULL ? p->qp : ss->q;
-    pb->out = p->op != NULL ? p->op : ss->out;
-    pb->k = p->kp != NULL ? p->kp : ss->k;
-    pb->v = p->vp != NULL ? p->vp : ss->v;
-    if ((rc = cpu_work_alloc(t->variant, pb, &p->w)) != 0)
+    p->pb.sqp = p->pb.skvp = -1; /* nothing prepared yet */
+    if ((rc = prepare(p, &pb, pb.sqp != pb.sq, pb.skvp != pb.skv)) != 0)
         goto fail;
-    copy_in(p);
+    p->pb = pb;
     *out = p;
     return 0;
 fail:
@@ -489,16 +543,102 @@ fail:
     return rc;
 }
 
-/* Pad copies, the kernel, the unpad copy: the session's output is complete. */
+static int cpu_plan_new(int index, const attn_shape *s, const attn_tactic *t, int flags,
+                        attn_plan **out, char *note, size_t notelen)
+{
+    return plan_make(index, s, t, flags, 0.0, out, note, notelen);
+}
+
+/* A plan on the session's shape, bound to it: run() and time() use the
+ * session's buffers. The padded inputs are filled at once, so time()
+ * without copies runs on valid data. */
+static int cpu_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
+{
+    if (out == NULL)
+        return ATTUNE_EINVAL;
+    *out = NULL;
+    if (ss == NULL)
+        return ATTUNE_EINVAL;
+    int rc = plan_make(0, &ss->s, t, ATTN_PLAN_CONTIGUOUS, ss->bytes, out, NULL, 0);
+    if (rc != 0)
+        return rc;
+    (*out)->ss = ss;
+    attn_io io;
+    attn_io_contiguous(&ss->s, ss->q, ss->k, ss->v, ss->out, &io);
+    cpu_problem *pb = &(*out)->pb;
+    if ((*out)->qp != NULL)
+        pack((*out)->qp, pb->sqp, &io.q, pb->b, pb->hq, pb->sq, pb->d,
+             attn_dtype_size(pb->dtype));
+    if ((*out)->kp != NULL) {
+        pack((*out)->kp, pb->skvp, &io.k, pb->b, pb->hkv, pb->skv, pb->d,
+             attn_dtype_size(pb->dtype));
+        pack((*out)->vp, pb->skvp, &io.v, pb->b, pb->hkv, pb->skv, pb->d,
+             attn_dtype_size(pb->dtype));
+    }
+    pb->q = (*out)->qp != NULL ? (*out)->qp : ss->q;
+    pb->out = (*out)->qp != NULL ? (*out)->op : ss->out;
+    pb->k = (*out)->kp != NULL ? (*out)->kp : ss->k;
+    pb->v = (*out)->kp != NULL ? (*out)->vp : ss->v;
+    return 0;
+}
+
+/* Contract in attn.h (attn_ops.launch): copies in where the layout or the
+ * pad needs them, the kernel, the copy out. Synchronous; stream unused. */
+static int cpu_launch(attn_plan *p, const attn_io *io, void *stream)
+{
+    (void)stream;
+    attn_shape rs;
+    cpu_problem pb;
+    int rc;
+
+    if (p == NULL || (rc = attn_io_check(&p->s, io, &rs, NULL, 0)) != 0)
+        return ATTUNE_EINVAL;
+    problem_of(p, &rs, &pb);
+    const size_t es = attn_dtype_size(rs.dtype);
+    const int in_q = pb.sqp == pb.sq && attn_tensor_contiguous(&io->q, rs.hq, rs.sq, rs.d) &&
+                     attn_tensor_contiguous(&io->o, rs.hq, rs.sq, rs.d);
+    const int in_kv = pb.skvp == pb.skv &&
+                      attn_tensor_contiguous(&io->k, rs.hkv, rs.skv, rs.d) &&
+                      attn_tensor_contiguous(&io->v, rs.hkv, rs.skv, rs.d);
+    if ((p->flags & ATTN_PLAN_CONTIGUOUS) && (!attn_tensor_contiguous(&io->q, rs.hq, rs.sq, rs.d) ||
+                                              !attn_tensor_contiguous(&io->o, rs.hq, rs.sq, rs.d) ||
+                                              !attn_tensor_contiguous(&io->k, rs.hkv, rs.skv, rs.d) ||
+                                              !attn_tensor_contiguous(&io->v, rs.hkv, rs.skv, rs.d)))
+        return ATTUNE_EINVAL;
+    if ((rc = prepare(p, &pb, !in_q, !in_kv)) != 0)
+        return rc;
+    if (!in_q)
+        pack(p->qp, pb.sqp, &io->q, pb.b, pb.hq, pb.sq, pb.d, es);
+    if (!in_kv) {
+        pack(p->kp, pb.skvp, &io->k, pb.b, pb.hkv, pb.skv, pb.d, es);
+        pack(p->vp, pb.skvp, &io->v, pb.b, pb.hkv, pb.skv, pb.d, es);
+    }
+    pb.q = in_q ? io->q.data : p->qp;
+    pb.out = in_q ? io->o.data : p->op;
+    pb.k = in_kv ? io->k.data : p->kp;
+    pb.v = in_kv ? io->v.data : p->vp;
+    p->pb = pb;
+    if ((rc = cpu_attn_run(p->t.variant, &pb, p->w)) != 0)
+        return rc;
+    if (!in_q)
+        unpack(&io->o, p->op, pb.sqp, pb.b, pb.hq, pb.sq, pb.d, es);
+    return 0;
+}
+
+/* The session's buffers as a call of the plan. */
+static void session_io(const attn_session *ss, attn_io *io)
+{
+    attn_io_contiguous(&ss->s, ss->q, ss->k, ss->v, ss->out, io);
+}
+
+/* One call of a session's plan on the session's buffers. */
 static int cpu_run(attn_plan *p)
 {
-    if (p == NULL)
+    if (p == NULL || p->ss == NULL)
         return ATTUNE_EINVAL;
-    copy_in(p);
-    int rc = cpu_attn_run(p->t.variant, &p->pb, p->w);
-    if (rc == 0)
-        copy_out(p);
-    return rc;
+    attn_io io;
+    session_io(p->ss, &io);
+    return cpu_launch(p, &io, NULL);
 }
 
 static double now_us(void)
@@ -508,22 +648,21 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-/* iters back-to-back runs on CLOCK_MONOTONIC; out->us per call. Without
- * copies only the kernel runs, on the padded buffers filled at plan time
- * (the session's output is then not updated where the pad needs a copy). */
+/* iters back-to-back calls on CLOCK_MONOTONIC, on the session's buffers;
+ * out->us per call. Without copies only the kernel runs, on the buffers of
+ * the last call (a full call is made first if there was none). */
 static int cpu_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
 {
-    if (p == NULL || out == NULL || iters < 1)
+    int rc;
+    if (p == NULL || p->ss == NULL || out == NULL || iters < 1)
         return ATTUNE_EINVAL;
+    if (!with_copies && p->pb.q == NULL && (rc = cpu_run(p)) != 0)
+        return rc;
     const double t0 = now_us();
     for (int it = 0; it < iters; it++) {
-        if (with_copies)
-            copy_in(p);
-        int rc = cpu_attn_run(p->t.variant, &p->pb, p->w);
+        rc = with_copies ? cpu_run(p) : cpu_attn_run(p->t.variant, &p->pb, p->w);
         if (rc != 0)
             return rc;
-        if (with_copies)
-            copy_out(p);
     }
     out->us = (now_us() - t0) / iters;
     return 0;
@@ -543,4 +682,7 @@ const attn_ops attn_cpu_ops = {
     .plan_free = cpu_plan_free,
     .run = cpu_run,
     .time = cpu_time,
+    .plan_note = NULL,
+    .plan_new = cpu_plan_new,
+    .launch = cpu_launch,
 };

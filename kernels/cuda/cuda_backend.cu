@@ -1,13 +1,21 @@
-/* cuda_backend.cu -- the CUDA backend behind kernels/attn.h: sessions,
- * plans, the shared pad/unpad path, CUDA-graph timing and attn_cuda_ops.
+/* cuda_backend.cu -- the CUDA backend behind kernels/attn.h: plans on
+ * caller views, the shared pad and layout copies, sessions, CUDA-graph
+ * timing and attn_cuda_ops.
  *
- * A session holds one shape's inputs (seeded normal data, generated on the
- * device), the output, one stream, one cuBLAS handle with its own workspace
- * (so cuBLAS never allocates while a graph is captured) and two events.
- * A plan is one tactic on a session: when its pad changes a length it owns
- * padded copies of q/k/v/o, and every variant (the GEMM variants of
- * cuda_split.cu and the fused kernels of cuda_fused.cu) sees padded buffers
- * and the real lengths; pad and unpad are this file's job, once for all.
+ * A plan is one tactic for one shape (the longest lengths it runs at) on
+ * one device. A call (launch) gets the caller's views and stream: where
+ * the variant reads the views in place (fused: any 16-byte strides; GEMM
+ * variants: views that flatten to one head stride; cudnn: the planned
+ * contiguous layout) and the pad changes no length of this call, it runs
+ * on them; otherwise the plan's own contiguous copies are packed first and
+ * the output copied back. Every variant (the GEMM variants of cuda_split.cu,
+ * the fused kernels of cuda_fused.cu, cuDNN) sees views and the real
+ * lengths; pad and layout copies are this file's job, once for all.
+ *
+ * A session (the tuner's) holds one shape's inputs (seeded normal data,
+ * generated on the device), the output, one stream and two events; its
+ * plans launch on its buffers and stream, so what the tuner times is what
+ * a runtime runs.
  *
  * Timing: time() replays a CUDA graph of `iters` back-to-back calls of the
  * plan between two events, so launch gaps do not count; the graph is
@@ -27,18 +35,19 @@
 #if defined(__has_include)
 #if __has_include("cuda_fused.h") && !defined(ATTUNE_CUDA_NO_FUSED)
 #include "cuda_fused.h"
+#include "cuda_fused_common.cuh"
 #define HAVE_FUSED 1
 #endif
 #endif
 #ifndef HAVE_FUSED
 static int cuda_fused_tactics(const attn_shape *, int, int, attn_tactic *, int) { return 0; }
 static size_t cuda_fused_workspace_bytes(const attn_shape *, const attn_tactic *) { return 0; }
-static int cuda_fused_launch(const attn_shape *, const attn_tactic *, const void *,
-                             const void *, const void *, void *, int64_t, int64_t, void *,
-                             cudaStream_t)
+static int cuda_fused_launch_views(const attn_shape *, const attn_tactic *, const attn_io *, int64_t,
+                                   int64_t, void *, cudaStream_t)
 {
     return ATTUNE_EUNSUPP;
 }
+static bool cuda_fused_views_ok(const attn_shape *, const attn_io *) { return false; }
 #endif
 
 /* The cudnn variant (cuda_cudnn.c, plain C) when CMake found cuDNN;
@@ -49,7 +58,7 @@ static int cuda_fused_launch(const attn_shape *, const attn_tactic *, const void
 static int cuda_cudnn_tactics(int, const attn_shape *, attn_tactic *, int) { return 0; }
 #endif
 
-/* cuBLAS workspace per session: 32 MiB is what cuBLAS recommends on
+/* cuBLAS workspace per GEMM plan: 32 MiB is what cuBLAS recommends on
  * Hopper; set explicitly so graph capture never makes it allocate. */
 #define BLAS_WS_BYTES ((size_t)32 << 20)
 #define MAX_FUSED_TACTICS 512
@@ -132,7 +141,7 @@ static void ops_session_close(attn_session *ss);
 static int dev_alloc(void **p, size_t bytes)
 {
     int rc = 0;
-    CU_TRY(cudaMalloc(p, bytes));
+    CU_TRY(cudaMalloc(p, bytes > 0 ? bytes : 1));
     return 0;
 fail:
     *p = NULL;
@@ -173,15 +182,6 @@ static int ops_session_open(int index, const attn_shape *s, uint64_t seed, attn_
     RC_TRY(dev_alloc(&ss->o, (size_t)ss->nq * ss->es));
     RC_TRY(dev_alloc(&ss->k, (size_t)ss->nkv * ss->es));
     RC_TRY(dev_alloc(&ss->v, (size_t)ss->nkv * ss->es));
-    RC_TRY(dev_alloc(&ss->blas_ws, BLAS_WS_BYTES));
-    ss->blas_ws_bytes = BLAS_WS_BYTES;
-    RC_TRY(cuda_blas_open());
-    BLAS_TRY(cuda_blas.create(&ss->blas));
-    BLAS_TRY(cuda_blas.set_stream(ss->blas, ss->stream));
-    BLAS_TRY(cuda_blas.set_workspace(ss->blas, ss->blas_ws, ss->blas_ws_bytes));
-    /* Default math: f32 GEMMs stay f32 (no TF32); 16-bit inputs still use
-     * tensor cores. */
-    BLAS_TRY(cuda_blas.set_math_mode(ss->blas, CUBLAS_DEFAULT_MATH));
 
     RC_TRY(cuda_fill_normal(ss->q, s->dtype, ss->nq, seed, 0, ss->stream));
     RC_TRY(cuda_fill_normal(ss->k, s->dtype, ss->nkv, seed, 1, ss->stream));
@@ -212,10 +212,6 @@ static void ops_session_close(attn_session *ss)
         cudaStreamSynchronize(ss->stream);
     while (ss->plans != NULL) /* plans the caller forgot */
         ops_plan_free(ss->plans);
-    if (ss->blas != NULL)
-        cuda_blas.destroy(ss->blas); /* a handle exists: the library is open */
-    cudaFree(ss->blas_ws);
-    cudaFree(ss->dnn_ws);
     cudaFree(ss->q);
     cudaFree(ss->k);
     cudaFree(ss->v);
@@ -248,10 +244,11 @@ static int rows_op(attn_session *ss, const int64_t *rows, int nrows, double *out
     int rc = 0;
     int64_t *drows = NULL;
     double *dout = NULL;
-    size_t out_bytes = (size_t)nrows * (size_t)ss->s.d * sizeof(double);
+    size_t out_bytes;
 
     if (ss == NULL || (nrows > 0 && out == NULL))
         return ATTUNE_EINVAL;
+    out_bytes = (size_t)nrows * (size_t)ss->s.d * sizeof(double);
     if ((rc = check_rows(ss, rows, nrows)) != 0 || nrows == 0)
         return rc;
     CU_TRY(cudaSetDevice(ss->dev));
@@ -284,8 +281,8 @@ static int ops_fetch_rows(attn_session *ss, const int64_t *rows, int nrows, doub
     return rows_op(ss, rows, nrows, out, 1);
 }
 
-/* NaN into the output and into every live plan's padded output, so a
- * variant that skips rows shows up even behind the unpad copy. */
+/* NaN into the output and into every live plan's own output copy, so a
+ * variant that skips rows shows up even behind the copy out. */
 static int ops_poison(attn_session *ss)
 {
     int rc = 0;
@@ -294,9 +291,9 @@ static int ops_poison(attn_session *ss)
     CU_TRY(cudaSetDevice(ss->dev));
     RC_TRY(cuda_fill_nan(ss->o, ss->s.dtype, ss->nq, ss->stream));
     for (attn_plan *p = ss->plans; p != NULL; p = p->next)
-        if (p->own_q)
-            RC_TRY(cuda_fill_nan(p->op, ss->s.dtype,
-                                 ss->s.b * ss->s.hq * p->sq_pad * ss->s.d, ss->stream));
+        if (p->op != NULL)
+            RC_TRY(cuda_fill_nan(p->op, ss->s.dtype, ss->s.b * ss->s.hq * p->sq_pad * ss->s.d,
+                                 ss->stream));
     CU_TRY(cudaStreamSynchronize(ss->stream));
     return 0;
 fail:
@@ -305,18 +302,18 @@ fail:
 
 /* ---- plans */
 
-/* 1 when t is among the fused tactics listed for the session's shape. */
-static int fused_listed(const attn_session *ss, const attn_tactic *t)
+/* 1 when t is among the fused tactics listed for shape s on device dev. */
+static int fused_listed(int dev, const attn_shape *s, const attn_tactic *t)
 {
     attn_tactic *list;
     int cmaj = 0, cmin = 0, n, found = 0;
-    if (cudaDeviceGetAttribute(&cmaj, cudaDevAttrComputeCapabilityMajor, ss->dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cmin, cudaDevAttrComputeCapabilityMinor, ss->dev) != cudaSuccess)
+    if (cudaDeviceGetAttribute(&cmaj, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cmin, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
         return 0;
     list = (attn_tactic *)malloc(MAX_FUSED_TACTICS * sizeof *list);
     if (list == NULL)
         return 0;
-    n = cuda_fused_tactics(&ss->s, cmaj, cmin, list, MAX_FUSED_TACTICS);
+    n = cuda_fused_tactics(s, cmaj, cmin, list, MAX_FUSED_TACTICS);
     for (int i = 0; i < n && !found; i++)
         found = list[i].variant == t->variant && list[i].pad == t->pad &&
                 list[i].acc == t->acc && list[i].tile_m == t->tile_m &&
@@ -327,56 +324,110 @@ static int fused_listed(const attn_session *ss, const attn_tactic *t)
     return found;
 }
 
-/* Prepare t on ss. Padded copies exist only for lengths the pad changes:
- * qp/op when sq_pad != sq, kp/vp when skv_pad != skv; otherwise they alias
- * the session's buffers. On error *out is NULL and nothing is leaked:
- * EUNSUPP (t does not apply), EINVAL (bad pad), ENOMEM, EGPU. */
-static int ops_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
+static void ops_plan_free(attn_plan *p)
 {
-    int rc = 0;
-    attn_plan *p = NULL;
-    const attn_shape *s;
+    if (p == NULL)
+        return;
+    int prev = -1;
+    cudaGetDevice(&prev);
+    cudaSetDevice(p->dev);
+    attn_session *ss = p->ss;
+    if (ss != NULL) {
+        cudaStreamSynchronize(ss->stream);
+        for (attn_plan **pp = &ss->plans; *pp != NULL; pp = &(*pp)->next)
+            if (*pp == p) {
+                *pp = p->next;
+                break;
+            }
+    }
+    for (int i = 0; i < p->ngraphs; i++)
+        cudaGraphExecDestroy(p->graphs[i].exec);
+#ifdef ATTUNE_HAVE_CUDNN
+    cuda_cudnn_plan_put(p->dnn);
+#endif
+    if (p->blas != NULL)
+        cuda_blas.destroy(p->blas); /* a handle exists: the library is open */
+    cuda_split_release(p);
+    cudaFree(p->blas_ws);
+    cudaFree(p->dnn_ws);
+    cudaFree(p->fused_ws);
+    cudaFree(p->qp);
+    cudaFree(p->op);
+    cudaFree(p->kp);
+    cudaFree(p->vp);
+    cudaGetLastError();
+    if (prev >= 0)
+        cudaSetDevice(prev);
+    free(p);
+}
 
-    if (out == NULL || ss == NULL || t == NULL)
+/* Does the plan keep its own copies? Where the pad changes a planned
+ * length, always. A contiguous plan (the tuner's) needs no others. Any
+ * other may be called at shorter lengths (a pad then changes them) or on
+ * views its variant cannot read in place: all but the fused variants at
+ * pad 1 keep copies (fused kernels read any 16-byte strides). */
+static void own_copies(const attn_plan *p, int *q, int *kv)
+{
+    *q = p->sq_pad != p->s.sq;
+    *kv = p->skv_pad != p->s.skv;
+    if (!(p->flags & ATTN_PLAN_CONTIGUOUS) && !(is_fused(p->t.variant) && p->t.pad == 1))
+        *q = *kv = 1;
+}
+
+/* Contract in attn.h (attn_ops.plan_new). note gets cuDNN's refusal or
+ * build cost. */
+static int plan_make(int dev, const attn_shape *s, const attn_tactic *t, int flags, attn_plan **out,
+                     char *note, size_t notelen)
+{
+    int rc = 0, need_q, need_kv, prev = -1;
+    char err[ATTUNE_ERRLEN];
+    attn_plan *p = NULL;
+
+    if (note != NULL && notelen > 0)
+        note[0] = 0;
+    if (out == NULL || s == NULL || t == NULL)
         return ATTUNE_EINVAL;
     *out = NULL;
-    s = &ss->s;
-    if (!valid_pad(t->pad) || (unsigned)t->variant >= ATTN_NVARIANTS)
+    if (attn_shape_validate(s, err, sizeof err) != 0 || !valid_pad(t->pad) ||
+        (unsigned)t->variant >= ATTN_NVARIANTS)
         return ATTUNE_EINVAL;
-    ss->plan_note[0] = 0;
-    if (is_fused(t->variant) && !fused_listed(ss, t))
+    if (dev < 0 || dev >= cuda_device_count())
+        return ATTUNE_ENODEV;
+    if (is_fused(t->variant) && !fused_listed(dev, s, t))
         return ATTUNE_EUNSUPP;
 #ifndef ATTUNE_HAVE_CUDNN
     if (t->variant == ATTN_CUDNN) {
-        snprintf(ss->plan_note, sizeof ss->plan_note, "cudnn: not built in (no cuDNN found by CMake)");
+        if (note != NULL && notelen > 0)
+            snprintf(note, notelen, "cudnn: not built in (no cuDNN found by CMake)");
         return ATTUNE_EUNSUPP;
     }
 #endif
     p = (attn_plan *)calloc(1, sizeof *p);
     if (p == NULL)
         return ATTUNE_ENOMEM;
-    p->ss = ss;
+    p->dev = dev;
+    p->s = *s;
     p->t = *t;
+    p->flags = flags;
+    p->es = attn_dtype_size(s->dtype);
     p->sq_pad = attn_round_up(s->sq, t->pad);
     p->skv_pad = attn_round_up(s->skv, t->pad);
-    p->own_q = p->sq_pad != s->sq;
-    p->own_kv = p->skv_pad != s->skv;
-    p->qp = ss->q;
-    p->op = ss->o;
-    p->kp = ss->k;
-    p->vp = ss->v;
-    CU_TRY(cudaSetDevice(ss->dev));
-    if (p->own_q) {
-        size_t bytes = (size_t)(s->b * s->hq * p->sq_pad * s->d) * ss->es;
-        p->qp = p->op = NULL;
+    cudaGetDevice(&prev);
+    CU_TRY(cudaSetDevice(dev));
+    own_copies(p, &need_q, &need_kv);
+    if (need_q) {
+        size_t bytes = (size_t)(s->b * s->hq * p->sq_pad * s->d) * p->es;
         RC_TRY(dev_alloc(&p->qp, bytes));
         RC_TRY(dev_alloc(&p->op, bytes));
+        /* zero, not garbage: padded rows of a first kernel-only timing */
+        CU_TRY(cudaMemset(p->qp, 0, bytes));
     }
-    if (p->own_kv) {
-        size_t bytes = (size_t)(s->b * s->hkv * p->skv_pad * s->d) * ss->es;
-        p->kp = p->vp = NULL;
+    if (need_kv) {
+        size_t bytes = (size_t)(s->b * s->hkv * p->skv_pad * s->d) * p->es;
         RC_TRY(dev_alloc(&p->kp, bytes));
         RC_TRY(dev_alloc(&p->vp, bytes));
+        CU_TRY(cudaMemset(p->kp, 0, bytes));
+        CU_TRY(cudaMemset(p->vp, 0, bytes));
     }
     if (is_fused(t->variant)) {
         p->fused_ws_bytes = cuda_fused_workspace_bytes(s, t);
@@ -386,112 +437,208 @@ static int ops_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
 #ifdef ATTUNE_HAVE_CUDNN
         /* the note says what the plan's build cost (once per shape, tactic
          * and process, not per call): it rides in the measurement's note */
-        RC_TRY(cuda_cudnn_plan_get(ss->dev, s, t, p->sq_pad, p->skv_pad, &p->dnn, NULL,
-                                   ss->plan_note, sizeof ss->plan_note));
-        if (cuda_cudnn_workspace_bytes(p->dnn) > 0 && ss->dnn_ws == NULL) {
-            RC_TRY(dev_alloc(&ss->dnn_ws, CUDA_CUDNN_WS_CAP));
-            ss->dnn_ws_bytes = CUDA_CUDNN_WS_CAP;
-        }
+        char dnote[128] = "";
+        rc = cuda_cudnn_plan_get(dev, s, t, p->sq_pad, p->skv_pad, &p->dnn, NULL, dnote,
+                                 sizeof dnote);
+        if (note != NULL && notelen > 0)
+            snprintf(note, notelen, "%s", dnote);
+        if (rc != 0)
+            goto fail;
+        if (cuda_cudnn_workspace_bytes(p->dnn) > 0)
+            RC_TRY(dev_alloc(&p->dnn_ws, cuda_cudnn_workspace_bytes(p->dnn)));
 #endif
     } else {
         RC_TRY(cuda_split_prepare(p));
+        RC_TRY(dev_alloc(&p->blas_ws, BLAS_WS_BYTES));
+        RC_TRY(cuda_blas_open());
+        BLAS_TRY(cuda_blas.create(&p->blas));
+        BLAS_TRY(cuda_blas.set_workspace(p->blas, p->blas_ws, BLAS_WS_BYTES));
+        /* Default math: f32 GEMMs stay f32 (no TF32); 16-bit inputs still
+         * use tensor cores. */
+        BLAS_TRY(cuda_blas.set_math_mode(p->blas, CUBLAS_DEFAULT_MATH));
     }
-    p->next = ss->plans;
-    ss->plans = p;
+    if (prev >= 0)
+        cudaSetDevice(prev);
     *out = p;
     return 0;
 fail:
-    if (p != NULL) {
-#ifdef ATTUNE_HAVE_CUDNN
-        cuda_cudnn_plan_put(p->dnn);
-#endif
-        if (p->own_q) {
-            cudaFree(p->qp);
-            cudaFree(p->op);
-        }
-        if (p->own_kv) {
-            cudaFree(p->kp);
-            cudaFree(p->vp);
-        }
-        cudaFree(p->fused_ws);
-        free(p);
-    }
+    if (prev >= 0)
+        cudaSetDevice(prev);
+    ops_plan_free(p);
     return rc;
 }
 
-static void ops_plan_free(attn_plan *p)
+static int ops_plan_new(int index, const attn_shape *s, const attn_tactic *t, int flags,
+                        attn_plan **out, char *note, size_t notelen)
 {
-    if (p == NULL)
-        return;
-    attn_session *ss = p->ss;
-    cudaSetDevice(ss->dev);
-    cudaStreamSynchronize(ss->stream);
-    for (attn_plan **pp = &ss->plans; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    for (int i = 0; i < p->ngraphs; i++)
-        cudaGraphExecDestroy(p->graphs[i].exec);
-#ifdef ATTUNE_HAVE_CUDNN
-    cuda_cudnn_plan_put(p->dnn);
-#endif
-    if (!is_fused(p->t.variant) && p->t.variant != ATTN_CUDNN)
-        cuda_split_release(p);
-    cudaFree(p->fused_ws);
-    if (p->own_q) {
-        cudaFree(p->qp);
-        cudaFree(p->op);
-    }
-    if (p->own_kv) {
-        cudaFree(p->kp);
-        cudaFree(p->vp);
-    }
-    cudaGetLastError();
-    free(p);
+    return plan_make(index, s, t, flags, out, note, notelen);
 }
 
-/* Enqueue one call of the plan: pad copies, the variant, unpad copy.
- * Asynchronous and capturable. with_copies = 0 leaves the copies out (the
- * padded inputs must hold the session's data already: see warm). */
-static int plan_enqueue(attn_plan *p, int with_copies)
+/* 1 when tensors v[0..n) suit the fused kernels (16-byte aligned, strides
+ * in 16-byte units, row strides >= d). */
+static int fused_views(const attn_shape *s, const attn_tensor *a, const attn_tensor *b)
 {
-    int rc = 0;
-    attn_session *ss = p->ss;
-    const attn_shape *s = &ss->s;
-    if (with_copies && p->own_q)
-        RC_TRY(cuda_pad_rows(p->qp, ss->q, ss->es, s->b * s->hq, s->sq, p->sq_pad, s->d,
-                             ss->stream));
-    if (with_copies && p->own_kv) {
-        RC_TRY(cuda_pad_rows(p->kp, ss->k, ss->es, s->b * s->hkv, s->skv, p->skv_pad, s->d,
-                             ss->stream));
-        RC_TRY(cuda_pad_rows(p->vp, ss->v, ss->es, s->b * s->hkv, s->skv, p->skv_pad, s->d,
-                             ss->stream));
-    }
+    attn_io io;
+    memset(&io, 0, sizeof io);
+    io.q = io.o = *a;
+    io.k = io.v = *b;
+    return cuda_fused_views_ok(s, &io);
+}
+
+/* Does p's variant read call c's views in place? */
+static int reads(const attn_plan *p, const cuda_call *c)
+{
     if (is_fused(p->t.variant))
-        RC_TRY(cuda_fused_launch(s, &p->t, p->qp, p->kp, p->vp, p->op, p->sq_pad, p->skv_pad,
-                                 p->fused_ws, ss->stream));
+        return fused_views(&c->s, &c->q, &c->o) && fused_views(&c->s, &c->k, &c->v);
+    if (p->t.variant == ATTN_CUDNN) /* the planned contiguous layout, planned rows */
+        return c->sqp == p->sq_pad && c->skvp == p->skv_pad &&
+               attn_tensor_contiguous(&c->q, c->s.hq, c->sqp, c->s.d) &&
+               attn_tensor_contiguous(&c->o, c->s.hq, c->sqp, c->s.d) &&
+               attn_tensor_contiguous(&c->k, c->s.hkv, c->skvp, c->s.d) &&
+               attn_tensor_contiguous(&c->v, c->s.hkv, c->skvp, c->s.d);
+    return cuda_split_reads(p, c);
+}
+
+/* The view of an own copy: contiguous, rows rows per head. */
+static attn_tensor own_view(void *data, int64_t heads, int64_t rows, int64_t d)
+{
+    attn_tensor t = {data, heads * rows * d, rows * d, d};
+    return t;
+}
+
+/* Choose, for call io on p, which side (q/o, k/v) runs on the caller's
+ * views and which on the own copies: in place where the pad changes no
+ * length of this call and the variant reads the views, the caller's
+ * first. Fills c (views, rows) and *copy_q / *copy_kv. ATTUNE_EINVAL when
+ * no choice works (strides nothing reads and no copies: a contiguous
+ * plan, or a fused plan at pad 1 on views that are not 16-byte aligned). */
+static int choose(const attn_plan *p, const attn_io *io, const attn_shape *rs, cudaStream_t stream,
+                  cuda_call *c, int *copy_q, int *copy_kv)
+{
+    const int64_t sqp = attn_round_up(rs->sq, p->t.pad), skvp = attn_round_up(rs->skv, p->t.pad);
+    for (int k = 0; k < 4; k++) {
+        const int cq = k & 1, ckv = k >> 1;
+        if ((!cq && sqp != rs->sq) || (!ckv && skvp != rs->skv))
+            continue; /* a padded length needs the copy */
+        if ((cq && p->qp == NULL) || (ckv && p->kp == NULL))
+            continue;
+        memset(c, 0, sizeof *c);
+        c->s = *rs;
+        c->stream = stream;
+        c->sqp = cq ? sqp : rs->sq;
+        c->skvp = ckv ? skvp : rs->skv;
+        c->q = cq ? own_view(p->qp, rs->hq, sqp, rs->d) : io->q;
+        c->o = cq ? own_view(p->op, rs->hq, sqp, rs->d) : io->o;
+        c->k = ckv ? own_view(p->kp, rs->hkv, skvp, rs->d) : io->k;
+        c->v = ckv ? own_view(p->vp, rs->hkv, skvp, rs->d) : io->v;
+        if (reads(p, c)) {
+            *copy_q = cq;
+            *copy_kv = ckv;
+            return 0;
+        }
+    }
+    return ATTUNE_EINVAL;
+}
+
+/* Enqueue one call of p on io: copies in, the variant, copy out.
+ * Asynchronous and capturable. with_copies = 0 leaves the copies out (the
+ * own copies must hold the call's inputs already: the session's warm run). */
+static int plan_enqueue(attn_plan *p, const attn_io *io, cudaStream_t stream, int with_copies)
+{
+    int rc = 0, copy_q = 0, copy_kv = 0;
+    attn_shape rs;
+    cuda_call c;
+
+    if ((rc = attn_io_check(&p->s, io, &rs, NULL, 0)) != 0)
+        return rc;
+    if ((p->flags & ATTN_PLAN_CONTIGUOUS) &&
+        !(attn_tensor_contiguous(&io->q, rs.hq, rs.sq, rs.d) &&
+          attn_tensor_contiguous(&io->o, rs.hq, rs.sq, rs.d) &&
+          attn_tensor_contiguous(&io->k, rs.hkv, rs.skv, rs.d) &&
+          attn_tensor_contiguous(&io->v, rs.hkv, rs.skv, rs.d)))
+        return ATTUNE_EINVAL;
+    if (p->t.variant == ATTN_CUDNN && (rs.sq != p->s.sq || rs.skv != p->s.skv))
+        return ATTUNE_EUNSUPP; /* a cuDNN graph is built for its lengths */
+    if ((rc = choose(p, io, &rs, stream, &c, &copy_q, &copy_kv)) != 0)
+        return rc;
+    if (with_copies && copy_q)
+        RC_TRY(cuda_pack_view(p->qp, &io->q, p->es, rs.b, rs.hq, 1, rs.sq, c.sqp, rs.d, stream));
+    if (with_copies && copy_kv) {
+        RC_TRY(cuda_pack_view(p->kp, &io->k, p->es, rs.b, rs.hkv, 1, rs.skv, c.skvp, rs.d, stream));
+        RC_TRY(cuda_pack_view(p->vp, &io->v, p->es, rs.b, rs.hkv, 1, rs.skv, c.skvp, rs.d, stream));
+    }
+    if (is_fused(p->t.variant)) {
+        attn_io views;
+        memset(&views, 0, sizeof views);
+        views.q = c.q, views.k = c.k, views.v = c.v, views.o = c.o;
+        RC_TRY(cuda_fused_launch_views(&rs, &p->t, &views, c.sqp, c.skvp, p->fused_ws, stream));
+    }
 #ifdef ATTUNE_HAVE_CUDNN
     else if (p->t.variant == ATTN_CUDNN)
-        RC_TRY(cuda_cudnn_launch(p->dnn, p->qp, p->kp, p->vp, p->op, ss->dnn_ws, ss->stream));
+        RC_TRY(cuda_cudnn_launch(p->dnn, c.q.data, c.k.data, c.v.data, c.o.data, p->dnn_ws, stream));
 #endif
-    else
-        RC_TRY(cuda_split_launch(p));
-    if (with_copies && p->own_q)
-        RC_TRY(cuda_unpad_rows(ss->o, p->op, ss->es, s->b * s->hq, s->sq, p->sq_pad, s->d,
-                               ss->stream));
+    else {
+        BLAS_TRY(cuda_blas.set_stream(p->blas, stream));
+        RC_TRY(cuda_split_launch(p, &c));
+    }
+    if (with_copies && copy_q)
+        RC_TRY(cuda_unpack_view(&io->o, p->op, p->es, rs.b, rs.hq, rs.sq, c.sqp, rs.d, stream));
     return 0;
 fail:
     return rc;
+}
+
+/* Contract in attn.h (attn_ops.launch). */
+static int ops_launch(attn_plan *p, const attn_io *io, void *stream)
+{
+    int rc = 0, prev = -1;
+    if (p == NULL || io == NULL)
+        return ATTUNE_EINVAL;
+    CU_TRY(cudaGetDevice(&prev));
+    if (prev != p->dev)
+        CU_TRY(cudaSetDevice(p->dev));
+    rc = plan_enqueue(p, io, (cudaStream_t)stream, 1);
+    if (prev != p->dev)
+        cudaSetDevice(prev);
+    return rc;
+fail:
+    return rc;
+}
+
+/* ---- session plans: the tuner's */
+
+/* A plan for the session's shape, bound to it (contiguous: the session's
+ * buffers at the planned lengths). */
+static int ops_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
+{
+    int rc;
+    if (out == NULL || ss == NULL || t == NULL)
+        return ATTUNE_EINVAL;
+    *out = NULL;
+    ss->plan_note[0] = 0;
+    if ((rc = plan_make(ss->dev, &ss->s, t, ATTN_PLAN_CONTIGUOUS, out, ss->plan_note,
+                        sizeof ss->plan_note)) != 0)
+        return rc;
+    (*out)->ss = ss;
+    (*out)->next = ss->plans;
+    ss->plans = *out;
+    return 0;
+}
+
+static void session_io(const attn_session *ss, attn_io *io)
+{
+    attn_io_contiguous(&ss->s, ss->q, ss->k, ss->v, ss->o, io);
 }
 
 static int ops_run(attn_plan *p)
 {
     int rc = 0;
-    if (p == NULL)
+    attn_io io;
+    if (p == NULL || p->ss == NULL)
         return ATTUNE_EINVAL;
-    CU_TRY(cudaSetDevice(p->ss->dev));
-    RC_TRY(plan_enqueue(p, 1));
+    CU_TRY(cudaSetDevice(p->dev));
+    session_io(p->ss, &io);
+    RC_TRY(plan_enqueue(p, &io, p->ss->stream, 1));
     CU_TRY(cudaStreamSynchronize(p->ss->stream));
     p->warmed = 1;
     return 0;
@@ -509,18 +656,20 @@ static int plan_graph(attn_plan *p, int iters, int with_copies, cudaGraphExec_t 
     cudaGraphExec_t exec = NULL;
     int capturing = 0;
     cuda_graph_entry *e;
+    attn_io io;
 
     for (int i = 0; i < p->ngraphs; i++)
         if (p->graphs[i].iters == iters && p->graphs[i].with_copies == with_copies) {
             *out = p->graphs[i].exec;
             return 0;
         }
+    session_io(ss, &io);
     /* Thread-local capture: another thread's unrelated CUDA calls neither
      * break this capture nor get captured. */
     CU_TRY(cudaStreamBeginCapture(ss->stream, cudaStreamCaptureModeThreadLocal));
     capturing = 1;
     for (int it = 0; it < iters; it++)
-        RC_TRY(plan_enqueue(p, with_copies));
+        RC_TRY(plan_enqueue(p, &io, ss->stream, with_copies));
     capturing = 0;
     CU_TRY(cudaStreamEndCapture(ss->stream, &graph));
     CU_TRY(cudaGraphInstantiate(&exec, graph, 0));
@@ -561,13 +710,13 @@ static int ops_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
     cudaGraphExec_t exec = NULL;
     float ms = 0.f;
 
-    if (p == NULL || out == NULL || iters < 1)
+    if (p == NULL || p->ss == NULL || out == NULL || iters < 1)
         return ATTUNE_EINVAL;
     ss = p->ss;
-    /* no padding: both modes are the same graph */
-    with_copies = (with_copies && (p->own_q || p->own_kv)) ? 1 : 0;
+    /* no own copies: both modes are the same graph */
+    with_copies = (with_copies && (p->qp != NULL || p->kp != NULL)) ? 1 : 0;
     CU_TRY(cudaSetDevice(ss->dev));
-    if (!p->warmed) /* padded inputs filled, modules loaded before capture */
+    if (!p->warmed) /* own copies filled, modules loaded before capture */
         RC_TRY(ops_run(p));
     RC_TRY(plan_graph(p, iters, with_copies, &exec));
     CU_TRY(cudaEventRecord(ss->ev0, ss->stream));
@@ -603,4 +752,6 @@ extern "C" const attn_ops attn_cuda_ops = {
     ops_run,
     ops_time,
     ops_plan_note,
+    ops_plan_new,
+    ops_launch,
 };

@@ -222,6 +222,106 @@ int cuda_repeat_kv(void *dst, const void *src, size_t es, int64_t b, int64_t hkv
     return copy_rows(COPY_REPEAT, dst, src, (size_t)d * es, rows, rows, s, g, stream);
 }
 
+/* ---- views: strided copies to and from contiguous buffers */
+
+/* One word w of row i of head h of batch bi of a [b, heads, rows_pad, d]
+ * contiguous buffer, per thread. pack: from view (head h / rep), rows past
+ * `rows` zero; unpack: the real rows back into the view. Strides in words. */
+template <typename W>
+__global__ void pack_view_kernel(W *dst, const W *src, int64_t total, int64_t wpr, int64_t rows,
+                                 int64_t rows_pad, int64_t heads, int64_t rep, int64_t sb, int64_t sh,
+                                 int64_t ss)
+{
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        int64_t w = idx % wpr, r = idx / wpr;
+        const int64_t i = r % rows_pad;
+        r /= rows_pad;
+        const int64_t h = r % heads, bi = r / heads;
+        W x;
+        if (i < rows)
+            x = src[bi * sb + (h / rep) * sh + i * ss + w];
+        else
+            memset(&x, 0, sizeof x);
+        dst[idx] = x;
+    }
+}
+
+template <typename W>
+__global__ void unpack_view_kernel(W *dst, const W *src, int64_t total, int64_t wpr, int64_t rows,
+                                   int64_t rows_pad, int64_t heads, int64_t sb, int64_t sh, int64_t ss)
+{
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        int64_t w = idx % wpr, r = idx / wpr;
+        const int64_t i = r % rows;
+        r /= rows;
+        const int64_t h = r % heads, bi = r / heads;
+        dst[bi * sb + h * sh + i * ss + w] = src[((bi * heads + h) * rows_pad + i) * wpr + w];
+    }
+}
+
+/* The widest word (16, 4 or 2 bytes) dividing the row, the view's strides
+ * (elements of es bytes) and its base address. */
+static size_t view_word(const attn_tensor *v, size_t es, int64_t d)
+{
+    const uint64_t bytes = (uint64_t)d * es, sb = (uint64_t)v->sb * es, sh = (uint64_t)v->sh * es,
+                   ss = (uint64_t)v->ss * es, base = (uint64_t)(uintptr_t)v->data;
+    const uint64_t all = bytes | sb | sh | ss | base;
+    return all % 16 == 0 ? 16 : (all % 4 == 0 ? 4 : 2);
+}
+
+
+int cuda_pack_view(void *dst, const attn_tensor *src, size_t es, int64_t b, int64_t heads, int64_t rep,
+                   int64_t rows, int64_t rows_pad, int64_t d, cudaStream_t stream)
+{
+    int rc = 0;
+    const size_t w = view_word(src, es, d);
+    const int64_t k = (int64_t)(w / es), wpr = d / k, total = b * heads * rows_pad * wpr;
+    if (total == 0)
+        return 0;
+    const unsigned gr = grid_for(total, 256);
+#define PACK(W_) \
+    pack_view_kernel<W_><<<gr, 256, 0, stream>>>((W_ *)dst, (const W_ *)src->data, total, wpr, rows, rows_pad, \
+                                                  heads, rep, src->sb / k, src->sh / k, src->ss / k)
+    if (w == 16)
+        PACK(uint4);
+    else if (w == 4)
+        PACK(uint32_t);
+    else
+        PACK(uint16_t);
+#undef PACK
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
+}
+
+int cuda_unpack_view(const attn_tensor *dst, const void *src, size_t es, int64_t b, int64_t heads,
+                     int64_t rows, int64_t rows_pad, int64_t d, cudaStream_t stream)
+{
+    int rc = 0;
+    const size_t w = view_word(dst, es, d);
+    const int64_t k = (int64_t)(w / es), wpr = d / k, total = b * heads * rows * wpr;
+    if (total == 0)
+        return 0;
+    const unsigned gr = grid_for(total, 256);
+#define UNPACK(W_) \
+    unpack_view_kernel<W_><<<gr, 256, 0, stream>>>((W_ *)dst->data, (const W_ *)src, total, wpr, rows, rows_pad, \
+                                                    heads, dst->sb / k, dst->sh / k, dst->ss / k)
+    if (w == 16)
+        UNPACK(uint4);
+    else if (w == 4)
+        UNPACK(uint32_t);
+    else
+        UNPACK(uint16_t);
+#undef UNPACK
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
+}
+
 int cuda_gather_rows(double *out, const void *x, attn_dtype t, const int64_t *rows,
                      int nrows, int64_t d, cudaStream_t stream)
 {

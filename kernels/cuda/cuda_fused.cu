@@ -76,7 +76,11 @@ struct fused_args {
     float *part_o;   /* splitkv, splits > 1: [splits][b*hq*sq][d] normalised partial outputs */
     float *part_lse; /* splitkv, splits > 1: [splits][b*hq*sq] log2-sum-exp of each partial */
     int b, hq, hkv, g, sq, skv, d;
-    int sq_pad, skv_pad; /* rows in the q/o and k/v buffers */
+    int sq_pad, skv_pad; /* rows readable per head in the q/o and k/v views */
+    /* element strides of the views (batch, head, row); the head dim is
+     * contiguous. Row strides are ints (load_tile's ld), checked at launch. */
+    int64_t qsb, qsh, ksb, ksh, vsb, vsh, osb, osh;
+    int qss, kss, vss, oss;
     int causal;
     float sl2;           /* log2(e) / sqrt(d): scores go straight to the exp2 domain */
     int nrb;             /* fused: row blocks per head; splitkv: 16-row tiles per KV head */
@@ -178,7 +182,7 @@ __device__ __forceinline__ void load_tile(uint32_t sbase, const T *g, int ld, in
         int row = L / CPR, c = L % CPR;
         uint32_t dst = sbase + (uint32_t)(row * RS + c * 16);
         if (!PRED) {
-            cp_async16(dst, g + (int64_t)row * D + c * 8);
+            cp_async16(dst, g + (int64_t)row * ld + c * 8);
         } else {
             /* g, ld and nrows pass through opaque moves per chunk: otherwise
              * ptxas hoists every chunk's 64-bit address out of the key loop
@@ -316,10 +320,9 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
     const int m0 = mb * BR;
     const int off = p.skv - p.sq; /* causal: row i sees keys j <= i + off */
 
-    const T *gQ = reinterpret_cast<const T *>(p.q) + ((int64_t)bh * p.sq_pad + m0) * p.d;
-    const int64_t kvbase = (int64_t)(bi * p.hkv + kvh) * p.skv_pad * p.d;
-    const T *gK = reinterpret_cast<const T *>(p.k) + kvbase;
-    const T *gV = reinterpret_cast<const T *>(p.v) + kvbase;
+    const T *gQ = reinterpret_cast<const T *>(p.q) + bi * p.qsb + h * p.qsh + (int64_t)m0 * p.qss;
+    const T *gK = reinterpret_cast<const T *>(p.k) + bi * p.ksb + kvh * p.ksh;
+    const T *gV = reinterpret_cast<const T *>(p.v) + bi * p.vsb + kvh * p.vsh;
 
     /* Keys this block visits: all real keys, or (causal) up to its last real
      * row's diagonal. Tiles past that are skipped whole. */
@@ -345,15 +348,15 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
      * of spills in ptxas 13.0 on the 128-row tiles: not done.) The group's
      * threads copy its own K/V tiles; all threads copy Q. */
 #define LOAD_K(buf, n)                                                                    \
-    load_tile<BC, D, GTH, !EVEN>(aK + (buf) * KVB, gK + (int64_t)(n) * p.d, p.d, p.skv - (n), p.d, gtid)
+    load_tile<BC, D, GTH, !EVEN>(aK + (buf) * KVB, gK + (int64_t)(n) * p.kss, p.kss, p.skv - (n), p.d, gtid)
 #define LOAD_V(buf, n)                                                                    \
-    load_tile<BC, D, GTH, !EVEN>(aV + (buf) * KVB, gV + (int64_t)(n) * p.d, p.d, p.skv - (n), p.d, gtid)
+    load_tile<BC, D, GTH, !EVEN>(aV + (buf) * KVB, gV + (int64_t)(n) * p.vss, p.vss, p.skv - (n), p.d, gtid)
 
     if (ntiles > 0) {
         if (EVEN || (p.d == D && m0 + BR <= p.sq))
-            load_tile<BR, D, NTH, false>(aQ, gQ, D, BR, D, tid);
+            load_tile<BR, D, NTH, false>(aQ, gQ, p.qss, BR, D, tid);
         else
-            load_tile<BR, D, NTH, true>(aQ, gQ, p.d, p.sq - m0, p.d, tid);
+            load_tile<BR, D, NTH, true>(aQ, gQ, p.qss, p.sq - m0, p.d, tid);
         /* Last tile first: the tiles that need masks (the partial last one,
          * the causal diagonal) come first, then the loop runs unmasked. */
         const int t0 = ntiles - 1 - kg; /* this group's first tile */
@@ -544,13 +547,13 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
             }
         }
     __syncwarp();
-    T *gO = reinterpret_cast<T *>(p.o) + ((int64_t)bh * p.sq_pad + m0) * p.d;
+    T *gO = reinterpret_cast<T *>(p.o) + bi * p.osb + h * p.osh + (int64_t)m0 * p.oss;
 #pragma unroll
     for (int it = 0; it < MI * 16 * CPR / 32; it++) {
         const int L = lane + it * 32;
         const int row = wi * MI * 16 + L / CPR, c = L % CPR;
         if (m0 + row < p.sq && (EVEN || c * 8 < p.d))
-            *reinterpret_cast<uint4 *>(gO + (int64_t)row * p.d + c * 8) =
+            *reinterpret_cast<uint4 *>(gO + (int64_t)row * p.oss + c * 8) =
                 *reinterpret_cast<const uint4 *>(smem + row * RS + c * 16);
     }
 }
@@ -622,7 +625,7 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
         const T *src = q;
         if (ok) {
             const int hg = r / p.sq, i = r - hg * p.sq;
-            src = q + ((int64_t)(bi * p.hq + kvh * p.g + hg) * p.sq_pad + i) * p.d + c * 8;
+            src = q + bi * p.qsb + (int64_t)(kvh * p.g + hg) * p.qsh + (int64_t)i * p.qss + c * 8;
         }
         cp_async16_zfill(aQ + (uint32_t)(row * RS + c * 16), src, ok);
     }
@@ -650,14 +653,13 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
         lim[rh] = p.causal ? min(p.skv, i + off + 1) : p.skv;
     }
 
-    const int64_t kvbase = (int64_t)(bi * p.hkv + kvh) * p.skv_pad * p.d;
-    const T *gK = reinterpret_cast<const T *>(p.k) + kvbase;
-    const T *gV = reinterpret_cast<const T *>(p.v) + kvbase;
+    const T *gK = reinterpret_cast<const T *>(p.k) + bi * p.ksb + kvh * p.ksh;
+    const T *gV = reinterpret_cast<const T *>(p.v) + bi * p.vsb + kvh * p.vsh;
     auto load_kv = [&](int stage, int tile) {
         const int n0 = tile * BC;
         const uint32_t off_s = (uint32_t)(stage * BC * RS);
-        load_tile<BC, D, NTH, true>(aK + off_s, gK + (int64_t)n0 * p.d, p.d, p.skv - n0, p.d, tid);
-        load_tile<BC, D, NTH, true>(aV + off_s, gV + (int64_t)n0 * p.d, p.d, p.skv - n0, p.d, tid);
+        load_tile<BC, D, NTH, true>(aK + off_s, gK + (int64_t)n0 * p.kss, p.kss, p.skv - n0, p.d, tid);
+        load_tile<BC, D, NTH, true>(aV + off_s, gV + (int64_t)n0 * p.vss, p.vss, p.skv - n0, p.d, tid);
     };
 
     /* Prologue: STAGES-1 tiles in flight (one commit group each, empty
@@ -786,7 +788,8 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
             uint2 w2;
             w2.x = pack2<T>(acc.x * inv, acc.y * inv);
             w2.y = pack2<T>(acc.z * inv, acc.w * inv);
-            *reinterpret_cast<uint2 *>(reinterpret_cast<T *>(p.o) + (bh * p.sq_pad + i) * p.d + c4) = w2;
+            *reinterpret_cast<uint2 *>(reinterpret_cast<T *>(p.o) + bi * p.osb +
+                                       (int64_t)(kvh * p.g + hg) * p.osh + (int64_t)i * p.oss + c4) = w2;
         } else {
             const int64_t rg = (int64_t)split * NR + bh * p.sq + i;
             *reinterpret_cast<float4 *>(p.part_o + rg * p.d + c4) =
@@ -814,8 +817,8 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
 #pragma unroll
     for (int x = 16; x > 0; x >>= 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
-    const int64_t bh = rg / p.sq, i = rg - bh * p.sq;
-    T *dst = reinterpret_cast<T *>(p.o) + (bh * p.sq_pad + i) * p.d;
+    const int64_t bh = rg / p.sq, i = rg - bh * p.sq, bi = bh / p.hq, h = bh - bi * p.hq;
+    T *dst = reinterpret_cast<T *>(p.o) + bi * p.osb + h * p.osh + i * p.oss;
     for (int c4 = lane * 4; c4 < p.d; c4 += 128) {
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         float den = 0.f;
@@ -989,14 +992,14 @@ static int launch_splitkv(const fused_args &p, cudaStream_t stream)
 
 /* Version 2's combine kernel for version 3's folded splits (the same
  * partials layout). */
-int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, const float *part_lse, void *o,
-                       int64_t sq_pad, cudaStream_t stream)
+int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, const float *part_lse,
+                       const attn_tensor *o, cudaStream_t stream)
 {
     fused_args p = {};
-    p.o = o;
+    p.o = o->data;
+    p.osb = o->sb, p.osh = o->sh, p.oss = (int)o->ss;
     p.part_o = const_cast<float *>(part_o), p.part_lse = const_cast<float *>(part_lse);
     p.b = (int)s->b, p.hq = (int)s->hq, p.sq = (int)s->sq, p.d = (int)s->d;
-    p.sq_pad = (int)sq_pad;
     p.splits = splits;
     return s->dtype == ATTN_BF16 ? launch_combine<__nv_bfloat16>(p, stream) : launch_combine<__half>(p, stream);
 }
@@ -1146,23 +1149,35 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
     }
 }
 
-bool cuda_fused_args_ok(const attn_shape *s, const attn_tactic *t, const void *q, const void *k, const void *v,
-                        const void *o, int64_t sq_pad, int64_t skv_pad)
+bool cuda_fused_args_ok(const attn_shape *s, const attn_tactic *t, const attn_io *io, int64_t sq_rows,
+                        int64_t skv_rows)
 {
-    return s != NULL && t != NULL && q != NULL && k != NULL && v != NULL && o != NULL && s->b >= 1 &&
-           s->hq >= 1 && s->hkv >= 1 && s->hq % s->hkv == 0 && s->sq >= 1 && s->skv >= 1 && s->d >= 1 &&
-           sq_pad >= s->sq && skv_pad >= s->skv && sq_pad <= INT_MAX / 2 && skv_pad <= INT_MAX / 2;
+    return s != NULL && t != NULL && io != NULL && io->q.data != NULL && io->k.data != NULL &&
+           io->v.data != NULL && io->o.data != NULL && s->b >= 1 && s->hq >= 1 && s->hkv >= 1 &&
+           s->hq % s->hkv == 0 && s->sq >= 1 && s->skv >= 1 && s->d >= 1 && sq_rows >= s->sq &&
+           skv_rows >= s->skv && sq_rows <= INT_MAX / 2 && skv_rows <= INT_MAX / 2;
 }
 
-extern "C" int cuda_fused_launch(const attn_shape *s, const attn_tactic *t, const void *q, const void *k,
-                                 const void *v, void *o, int64_t sq_pad, int64_t skv_pad, void *workspace,
-                                 cudaStream_t stream)
+bool cuda_fused_views_ok(const attn_shape *s, const attn_io *io)
 {
-    if (!cuda_fused_args_ok(s, t, q, k, v, o, sq_pad, skv_pad))
+    const attn_tensor *v[4] = {&io->q, &io->k, &io->v, &io->o};
+    for (int i = 0; i < 4; i++)
+        if (v[i]->sb < 0 || v[i]->sh < 0 || v[i]->ss < s->d || v[i]->ss > INT_MAX / 2 ||
+            (v[i]->sb | v[i]->sh | v[i]->ss) % 8 != 0 || (uintptr_t)v[i]->data % 16 != 0)
+            return false;
+    return true;
+}
+
+/* Contract in cuda_fused.h. */
+extern "C" int cuda_fused_launch_views(const attn_shape *s, const attn_tactic *t, const attn_io *io,
+                                       int64_t sq_rows, int64_t skv_rows, void *workspace,
+                                       cudaStream_t stream)
+{
+    if (!cuda_fused_args_ok(s, t, io, sq_rows, skv_rows))
         return ATTUNE_EINVAL;
     if (t->arch != 0) {
 #ifdef ATTUNE_HAVE_SM90A
-        return cuda_fused_sm90a_launch(s, t, q, k, v, o, sq_pad, skv_pad, workspace, stream);
+        return cuda_fused_sm90a_launch(s, t, io, sq_rows, skv_rows, workspace, stream);
 #else
         return ATTUNE_EUNSUPP;
 #endif
@@ -1172,12 +1187,18 @@ extern "C" int cuda_fused_launch(const attn_shape *s, const attn_tactic *t, cons
     /* Block and row counts are ints in the kernels. */
     if (s->b * s->hq > INT_MAX || s->b * s->hq * s->sq > INT_MAX)
         return ATTUNE_EUNSUPP;
+    if (!cuda_fused_views_ok(s, io))
+        return ATTUNE_EINVAL;
 
     fused_args p = {};
-    p.q = q, p.k = k, p.v = v, p.o = o;
+    p.q = io->q.data, p.k = io->k.data, p.v = io->v.data, p.o = io->o.data;
+    p.qsb = io->q.sb, p.qsh = io->q.sh, p.qss = (int)io->q.ss;
+    p.ksb = io->k.sb, p.ksh = io->k.sh, p.kss = (int)io->k.ss;
+    p.vsb = io->v.sb, p.vsh = io->v.sh, p.vss = (int)io->v.ss;
+    p.osb = io->o.sb, p.osh = io->o.sh, p.oss = (int)io->o.ss;
     p.b = (int)s->b, p.hq = (int)s->hq, p.hkv = (int)s->hkv, p.g = (int)(s->hq / s->hkv);
     p.sq = (int)s->sq, p.skv = (int)s->skv, p.d = (int)s->d;
-    p.sq_pad = (int)sq_pad, p.skv_pad = (int)skv_pad;
+    p.sq_pad = (int)sq_rows, p.skv_pad = (int)skv_rows;
     p.causal = s->causal ? 1 : 0;
     p.sl2 = (float)(1.4426950408889634 / sqrt((double)s->d));
     p.splits = 1;
@@ -1186,6 +1207,20 @@ extern "C" int cuda_fused_launch(const attn_shape *s, const attn_tactic *t, cons
             return ATTUNE_EINVAL;
         cuda_fused_partials(s, t->splits, workspace, &p.part_o, &p.part_lse);
     }
-    return s->dtype == ATTN_BF16 ? dispatch<__nv_bfloat16>(s, t, p, sq_pad, skv_pad, stream)
-                                 : dispatch<__half>(s, t, p, sq_pad, skv_pad, stream);
+    return s->dtype == ATTN_BF16 ? dispatch<__nv_bfloat16>(s, t, p, sq_rows, skv_rows, stream)
+                                 : dispatch<__half>(s, t, p, sq_rows, skv_rows, stream);
+}
+
+/* Contract in cuda_fused.h: contiguous padded buffers as views. */
+extern "C" int cuda_fused_launch(const attn_shape *s, const attn_tactic *t, const void *q, const void *k,
+                                 const void *v, void *o, int64_t sq_pad, int64_t skv_pad, void *workspace,
+                                 cudaStream_t stream)
+{
+    if (s == NULL || t == NULL || sq_pad < 1 || skv_pad < 1)
+        return ATTUNE_EINVAL;
+    attn_shape padded = *s;
+    padded.sq = sq_pad, padded.skv = skv_pad;
+    attn_io io;
+    attn_io_contiguous(&padded, q, k, v, o, &io);
+    return cuda_fused_launch_views(s, t, &io, sq_pad, skv_pad, workspace, stream);
 }

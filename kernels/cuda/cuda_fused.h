@@ -59,6 +59,19 @@ int cuda_fused_launch(const attn_shape *s, const attn_tactic *t,
                       int64_t sq_pad, int64_t skv_pad, /* rows in the buffers */
                       void *workspace, cudaStream_t stream);
 
+/* cuda_fused_launch on views (kernels/attn.h attn_tensor): element
+ * (bi, h, i, c) of each tensor at data + bi*sb + h*sh + i*ss + c, so
+ * [b, s, h, d] and cache-backed views run in place. s holds this call's
+ * lengths (io's are not read); sq_rows and skv_rows are the rows readable
+ * per head in the q/o and k/v views (the real lengths, or the padded ones
+ * of a plan's padded copies: rows up to the next tile are read without
+ * predicates only when these cover them). Views must be 16-byte aligned
+ * with strides in whole 16-byte units and row strides >= d (the cp.async
+ * rows; the sm90a kernels' TMA needs the same): ATTUNE_EINVAL otherwise. */
+int cuda_fused_launch_views(const attn_shape *s, const attn_tactic *t, const attn_io *io,
+                            int64_t sq_rows, int64_t skv_rows, void *workspace,
+                            cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

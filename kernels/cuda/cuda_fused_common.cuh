@@ -43,10 +43,16 @@ __device__ __forceinline__ float ex2(float x)
 }
 
 /* 1 when the launch arguments every fused kernel shares are sound: no NULL
- * pointer, positive sizes, hq a multiple of hkv, padded lengths at least
- * the real ones and under INT_MAX / 2 (lengths are ints in the kernels). */
-bool cuda_fused_args_ok(const attn_shape *s, const attn_tactic *t, const void *q, const void *k, const void *v,
-                        const void *o, int64_t sq_pad, int64_t skv_pad);
+ * pointer, positive sizes, hq a multiple of hkv, readable rows at least
+ * the real lengths and under INT_MAX / 2 (lengths are ints in the
+ * kernels). */
+bool cuda_fused_args_ok(const attn_shape *s, const attn_tactic *t, const attn_io *io, int64_t sq_rows,
+                        int64_t skv_rows);
+
+/* 1 when io's views suit the 16-bit fused kernels: 16-byte aligned bases,
+ * strides non-negative and in whole 16-byte units (cp.async rows, vector
+ * stores, TMA), row strides >= d and under INT_MAX / 2. */
+bool cuda_fused_views_ok(const attn_shape *s, const attn_io *io);
 
 /* The split-KV workspace of `splits` key ranges for shape s, as
  * cuda_fused_workspace_bytes sizes it: part_o [splits][b*hq*sq][d] f32
@@ -57,9 +63,9 @@ size_t cuda_fused_partials_bytes(const attn_shape *s, int splits);
 void cuda_fused_partials(const attn_shape *s, int splits, void *ws, float **part_o, float **part_lse);
 
 /* o[row] = sum_s 2^(lse_s - max lse) part_o[s][row] / sum of the weights,
- * for every real row of s (o is [b, hq, sq_pad, d]; padded rows untouched;
- * a row no range saw is 0). Enqueued on stream; 0 or ATTUNE_EGPU. */
-int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, const float *part_lse, void *o,
-                       int64_t sq_pad, cudaStream_t stream);
+ * for every real row of s (o a view; padded rows untouched; a row no range
+ * saw is 0). Enqueued on stream; 0 or ATTUNE_EGPU. */
+int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, const float *part_lse,
+                       const attn_tensor *o, cudaStream_t stream);
 
 #endif

@@ -79,7 +79,7 @@ struct sm90_args {
     void *o;
     float *part_o, *part_lse; /* splits > 1: cuda_fused_common.cuh's partials */
     int b, hq, hkv, g, sq, skv, d;
-    int sq_pad;      /* rows of the o buffer per head */
+    int64_t osb, osh, oss; /* element strides of the o view (batch, head, row) */
     int causal;
     float sl2;       /* log2(e) / sqrt(d) */
     int units;       /* blocks' heads: b*hq, or b*hkv folded (one unit = one KV head's g heads) */
@@ -124,14 +124,16 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
     } while (!ok);
 }
 
-/* TMA: box {64 columns, rows, 1} at coordinates (c0 column, c1 row, c2
- * head) of the tensor map into shared memory at dst, completing on bar. */
-__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2,
+/* TMA: box {64 columns, rows, 1, 1} at coordinates (c0 column, c1 row, c2
+ * head, c3 batch) of the tensor map into shared memory at dst, completing
+ * on bar. Four dimensions, so any (batch, head, row) strides of a view
+ * ([b, h, s, d], [b, s, h, d], a KV cache) are the map's, not the kernel's. */
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, int c3,
                                             uint32_t bar)
 {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
                  : "memory");
 }
 
@@ -255,15 +257,15 @@ WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70
 #undef WG_R32
 
 /* TMA of one tile: its D/64 column chunks (boxes of 64 columns x rows at
- * 128 B, chunk_bytes apart in shared memory) at row c1 of plane c2 of map,
- * all completing on bar. */
+ * 128 B, chunk_bytes apart in shared memory) at row c1 of head c2 of batch
+ * c3 of map, all completing on bar. */
 template <int D>
 __device__ __forceinline__ void tma_load_tile(uint32_t dst, uint32_t chunk_bytes, const CUtensorMap *map, int c1,
-                                              int c2, uint32_t bar)
+                                              int c2, int c3, uint32_t bar)
 {
 #pragma unroll
     for (int c = 0; c < D / 64; c++)
-        tma_load_3d(dst + c * chunk_bytes, map, c * 64, c1, c2, bar);
+        tma_load_4d(dst + c * chunk_bytes, map, c * 64, c1, c2, c3, bar);
 }
 #endif
 
@@ -380,6 +382,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     auto hrow = [&](int r) { return FOLD ? r >> lqb : 0; };
     const int head0 = FOLD ? u * p.g : u; /* b*hq + h of the block's first query head */
     const int kvrow = FOLD ? u : u / p.g; /* b*hkv + its KV head */
+    /* as (batch, head) coordinates of the 4-d maps: a folded block's g
+     * heads lie in one batch (g divides hq) */
+    const int qb_ = head0 / p.hq, qh0 = head0 - qb_ * p.hq;
+    const int kb_ = kvrow / p.hkv, kh_ = kvrow - kb_ * p.hkv;
     const int i0 = mb * QB;
     const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
     int kend = p.skv;
@@ -403,13 +409,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         if (tid == 0 && ntiles > 0) {
             mbar_expect_tx(bQ, L::q);
             for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
-                tma_load_tile<D>(aQ + hh * QB * 128, BR * 128, &tq, i0, head0 + hh, bQ);
+                tma_load_tile<D>(aQ + hh * QB * 128, BR * 128, &tq, i0, qh0 + hh, qb_, bQ);
             /* Wait until the consumers freed stage s, then refill it. */
             auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
                                uint32_t ph) {
                 mbar_wait(empty, ph ^ 1u);
                 mbar_expect_tx(full, L::kv);
-                tma_load_tile<D>(dst, BC * 128, map, row, kvrow, full);
+                tma_load_tile<D>(dst, BC * 128, map, row, kh_, kb_, full);
             };
             for (int it = 0; it < ntiles; it++) {
                 const int row = (thi - 1 - it) * BC, s = it % STAGES;
@@ -668,8 +674,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                      : "=r"(v4.x), "=r"(v4.y), "=r"(v4.z), "=r"(v4.w)
                      : "r"(a)
                      : "memory");
-        const int64_t row = (int64_t)(head0 + hrow(lr)) * p.sq_pad + i;
-        *reinterpret_cast<uint4 *>(go + row * p.d + col) = v4;
+        *reinterpret_cast<uint4 *>(go + qb_ * p.osb + (int64_t)(qh0 + hrow(lr)) * p.osh + (int64_t)i * p.oss +
+                                   col) = v4;
     }
 #endif
 }
@@ -736,20 +742,24 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
     return fn;
 }
 
-/* Tensor map over [heads][rows][d] (row stride d, head stride rows_pad * d
- * elements) with box {64, box_rows, 1}, 128-byte swizzle, zero fill. */
-static int make_map(CUtensorMap *map, const void *ptr, bool bf16, int64_t heads, int64_t rows, int64_t rows_pad,
+/* Tensor map over view t: dims {d, rows, heads, b} with the view's
+ * strides (bytes; TMA wants multiples of 16, which cuda_fused_args_ok
+ * checked), box {64, box_rows, 1, 1}, 128-byte swizzle, zero fill past
+ * the real rows. */
+static int make_map(CUtensorMap *map, const attn_tensor *t, bool bf16, int64_t b, int64_t heads, int64_t rows,
                     int64_t d, int box_rows)
 {
     PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
     if (enc == NULL)
         return ATTUNE_EGPU;
-    cuuint64_t dims[3] = {(cuuint64_t)d, (cuuint64_t)rows, (cuuint64_t)heads};
-    cuuint64_t strides[2] = {(cuuint64_t)d * 2, (cuuint64_t)(rows_pad * d * 2)};
-    cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1};
-    cuuint32_t estr[3] = {1, 1, 1};
-    CUresult r = enc(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-                     const_cast<void *>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+    cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)b};
+    /* a stride of a dimension of size 1 is never used: give TMA a legal one */
+    cuuint64_t strides[3] = {(cuuint64_t)t->ss * 2, (cuuint64_t)(heads > 1 ? t->sh : t->ss) * 2,
+                             (cuuint64_t)(b > 1 ? t->sb : t->ss) * 2};
+    cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+    cuuint32_t estr[4] = {1, 1, 1, 1};
+    CUresult r = enc(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+                     t->data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? 0 : ATTUNE_EINVAL;
@@ -784,16 +794,15 @@ static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
 }
 
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
-static int launch_sm90(const attn_shape *s, const void *q, const void *k, const void *v, sm90_args &p,
-                       int64_t sq_pad, int64_t skv_pad, cudaStream_t stream)
+static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, cudaStream_t stream)
 {
     constexpr bool BF = std::is_same<T, __nv_bfloat16>::value;
     CUtensorMap tq, tk, tv;
     int rc;
     const int qb = FOLD ? 1 << p.lqb : BR; /* query rows per head in a block */
-    if ((rc = make_map(&tq, q, BF, s->b * s->hq, s->sq, sq_pad, s->d, qb)) != 0 ||
-        (rc = make_map(&tk, k, BF, s->b * s->hkv, s->skv, skv_pad, s->d, BC)) != 0 ||
-        (rc = make_map(&tv, v, BF, s->b * s->hkv, s->skv, skv_pad, s->d, BC)) != 0)
+    if ((rc = make_map(&tq, &io->q, BF, s->b, s->hq, s->sq, s->d, qb)) != 0 ||
+        (rc = make_map(&tk, &io->k, BF, s->b, s->hkv, s->skv, s->d, BC)) != 0 ||
+        (rc = make_map(&tv, &io->v, BF, s->b, s->hkv, s->skv, s->d, BC)) != 0)
         return rc;
     const size_t smem = sm90_smem<D, BR, BC, STAGES>::bytes;
     void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) =
@@ -808,7 +817,7 @@ static int launch_sm90(const attn_shape *s, const void *q, const void *k, const 
     kern<<<(unsigned)blocks, 128 * (BR / 64 + 1), smem, stream>>>(tq, tk, tv, p);
     if (cudaGetLastError() != cudaSuccess)
         return ATTUNE_EGPU;
-    return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, p.o, sq_pad, stream) : 0;
+    return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, &io->o, stream) : 0;
 }
 
 extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max)
@@ -844,11 +853,10 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
     return n;
 }
 
-extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const void *q, const void *k,
-                                       const void *v, void *o, int64_t sq_pad, int64_t skv_pad, void *workspace,
-                                       cudaStream_t stream)
+extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const attn_io *io,
+                                       int64_t sq_rows, int64_t skv_rows, void *workspace, cudaStream_t stream)
 {
-    if (!cuda_fused_args_ok(s, t, q, k, v, o, sq_pad, skv_pad))
+    if (!cuda_fused_args_ok(s, t, io, sq_rows, skv_rows))
         return ATTUNE_EINVAL;
     if (t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A || (s->dtype != ATTN_F16 && s->dtype != ATTN_BF16) ||
         s->d % 8 != 0 || sm90_kernel_dim(s->d) == 0)
@@ -859,20 +867,20 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
         return ATTUNE_EUNSUPP;
     if (splits > 1 && workspace == NULL)
         return ATTUNE_EINVAL;
-    /* TMA: 16-byte aligned bases (cudaMalloc'd buffers are); block and row
-     * counts are ints in the kernel. */
-    if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)o) % 16 != 0)
-        return ATTUNE_EINVAL;
-    if (s->b * s->hq > INT_MAX || s->b * s->hq * sq_pad > INT_MAX)
+    /* TMA: 16-byte aligned bases and strides (cuda_fused_args_ok); block
+     * and row counts are ints in the kernel. */
+    if (s->b * s->hq > INT_MAX || s->b * s->hq * s->sq > INT_MAX)
         return ATTUNE_EUNSUPP;
     if (!device_is_sm90())
         return ATTUNE_EUNSUPP;
+    if (!cuda_fused_views_ok(s, io))
+        return ATTUNE_EINVAL;
 
     sm90_args p = {};
-    p.o = o;
+    p.o = io->o.data;
+    p.osb = io->o.sb, p.osh = io->o.sh, p.oss = io->o.ss;
     p.b = (int)s->b, p.hq = (int)s->hq, p.hkv = (int)s->hkv, p.g = (int)(s->hq / s->hkv);
     p.sq = (int)s->sq, p.skv = (int)s->skv, p.d = (int)s->d;
-    p.sq_pad = (int)sq_pad;
     p.causal = s->causal ? 1 : 0;
     p.sl2 = (float)(1.4426950408889634 / sqrt((double)s->d));
     p.lqb = fold ? 7 - ilog2(p.g) : 0;
@@ -888,8 +896,8 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
      * 369 -> 378. The template keeps the other form for such comparisons. */
     constexpr bool pp = true;
 #define SM90_LAUNCH_AS(T_, D_, BR_, BC_, ST_)                                                       \
-    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, BR_ == 128>(s, q, k, v, p, sq_pad, skv_pad, stream) \
-          : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, q, k, v, p, sq_pad, skv_pad, stream))
+    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, BR_ == 128>(s, io, p, stream) \
+          : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, io, p, stream))
 #define SM90_LAUNCH(D_, BR_, BC_, ST_)                                                              \
     if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_ && \
         !(fold && BR_ != 128))                                                                      \

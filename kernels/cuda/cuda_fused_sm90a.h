@@ -25,14 +25,14 @@ extern "C" {
 int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max);
 
 /* Enqueue tactic t (variant fused, arch sm90a) on stream; contract of
- * cuda_fused_launch (workspace: cuda_fused_workspace_bytes(s, t), needed by
- * folded tactics with splits > 1). ATTUNE_EUNSUPP also when the current
- * device is not compute capability 9.0, or for fold=1 where g is not one of
- * 2, 4, 8, 16; ATTUNE_EINVAL for buffers not 16-byte aligned (TMA) or a
- * missing workspace. */
-int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const void *q, const void *k,
-                            const void *v, void *o, int64_t sq_pad, int64_t skv_pad, void *workspace,
-                            cudaStream_t stream);
+ * cuda_fused_launch_views (workspace: cuda_fused_workspace_bytes(s, t),
+ * needed by folded tactics with splits > 1). The views become 4-d TMA maps
+ * (d, rows, heads, batch), so any strides in whole 16-byte units run.
+ * ATTUNE_EUNSUPP also when the current device is not compute capability
+ * 9.0, or for fold=1 where g is not one of 2, 4, 8, 16; ATTUNE_EINVAL for
+ * views not 16-byte aligned (TMA) or a missing workspace. */
+int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const attn_io *io, int64_t sq_rows,
+                            int64_t skv_rows, void *workspace, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

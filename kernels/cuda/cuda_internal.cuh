@@ -131,17 +131,9 @@ struct attn_session {
     void *q, *k, *v, *o;     /* [b,h,s,d] contiguous, storage dtype */
     cudaStream_t stream;     /* every kernel of the session runs here */
     cudaEvent_t ev0, ev1;    /* timing */
-    cublasHandle_t blas;     /* bound to stream, workspace below */
-    void *blas_ws;
-    size_t blas_ws_bytes;
     attn_plan *plans;        /* live plans, so poison reaches padded outputs */
-    /* cudnn variant: one workspace for all the session's cuDNN plans,
-     * allocated at the cap on first need (never regrown: captured graphs
-     * hold its address); the last plan's note (refusal reason or build
-     * time) for attn_ops.plan_note. */
-    void *dnn_ws;
-    size_t dnn_ws_bytes;
-    char plan_note[128];
+    char plan_note[128];     /* the last plan's note (refusal reason or build
+                                time) for attn_ops.plan_note */
 };
 
 /* GEMM variants' prepared state (cuda_split.cu fills it at plan time). */
@@ -154,24 +146,46 @@ typedef struct cuda_split_state {
     void *kr, *vr;           /* split_repeat: K/V repeated to hq heads */
 } cuda_split_state;
 
+/* A plan: one tactic for one shape on one device, run on caller views.
+ * The variant reads the caller's views in place where it can (pad=1 or a
+ * pad that changes no length, and strides it reads: cuda_backend.cu's
+ * reads_in_place), else contiguous copies the plan owns, [b, h, sq_pad or
+ * skv_pad, d] of the planned lengths, made at plan time. */
 struct attn_plan {
-    attn_session *ss;
+    attn_session *ss;        /* made through a session (attn_ops.plan), else NULL */
+    int dev;                 /* CUDA ordinal */
+    attn_shape s;            /* planned: the longest lengths a call may have */
     attn_tactic t;
-    int64_t sq_pad, skv_pad;
-    /* The variant kernel always reads qp/kp/vp and writes op: padded
-     * copies when the pad changes a length, else aliases of the session's
-     * buffers (own_* = 0). */
-    void *qp, *kp, *vp, *op;
-    int own_q, own_kv;       /* own_q also covers op */
+    int flags;               /* ATTN_PLAN_* */
+    size_t es;               /* bytes per element */
+    int64_t sq_pad, skv_pad; /* planned lengths rounded up to the pad */
+    void *qp, *op;           /* own copies of q and out, NULL when never needed */
+    void *kp, *vp;           /* of k and v */
     cuda_split_state sp;     /* GEMM variants */
+    cublasHandle_t blas;     /* GEMM variants: its own handle and workspace, so
+                                cuBLAS never allocates while a graph is captured */
+    void *blas_ws;
     struct cuda_cudnn_plan *dnn; /* cudnn variant: a held cache entry */
+    void *dnn_ws;
     void *fused_ws;          /* fused variants' workspace */
     size_t fused_ws_bytes;
+    /* session timing: graphs of back-to-back calls on the session */
     cuda_graph_entry graphs[CUDA_GRAPH_CACHE];
     int ngraphs, graph_next;
-    int warmed;              /* padded buffers hold this run's inputs */
+    int warmed;              /* own copies hold the session's inputs */
     attn_plan *next;         /* in ss->plans */
 };
+
+/* One call as a variant sees it: the call's shape (its lengths), the rows
+ * per head the views hold (the call's lengths rounded up to the pad when
+ * the views are the plan's own copies, else the real lengths), the views
+ * and the stream. */
+typedef struct cuda_call {
+    attn_shape s;
+    int64_t sqp, skvp;
+    attn_tensor q, k, v, o;
+    cudaStream_t stream;
+} cuda_call;
 
 /* ---- cuda_device.cu */
 int cuda_device_count(void);
@@ -186,16 +200,16 @@ int cuda_fill_normal(void *x, attn_dtype t, int64_t n, uint64_t seed, uint32_t s
                      cudaStream_t stream);
 /* NaN in every element. */
 int cuda_fill_nan(void *x, attn_dtype t, int64_t n, cudaStream_t stream);
-/* dst [bh, s_pad, d] <- src [bh, s, d]; rows s..s_pad-1 zeroed, so padded
- * keys hold finite values (masked scores times zero V rows stay zero). */
-int cuda_pad_rows(void *dst, const void *src, size_t es, int64_t bh, int64_t s,
-                  int64_t s_pad, int64_t d, cudaStream_t stream);
-/* dst [bh, s, d] <- src [bh, s_pad, d]: padded query rows dropped. */
-int cuda_unpad_rows(void *dst, const void *src, size_t es, int64_t bh, int64_t s,
-                    int64_t s_pad, int64_t d, cudaStream_t stream);
-/* repeat_kv: dst [b, hkv*g, s, d] <- src [b, hkv, s, d], head h from h/g. */
-int cuda_repeat_kv(void *dst, const void *src, size_t es, int64_t b, int64_t hkv,
-                   int64_t g, int64_t s, int64_t d, cudaStream_t stream);
+/* Contiguous dst [b, heads, rows_pad, d] <- view src: head h reads the
+ * view's head h / rep (rep 1: pad and layout copy; rep g: repeat_kv), rows
+ * rows..rows_pad-1 zeroed, so padded keys hold finite values (masked
+ * scores times zero V rows stay zero). */
+int cuda_pack_view(void *dst, const attn_tensor *src, size_t es, int64_t b, int64_t heads,
+                   int64_t rep, int64_t rows, int64_t rows_pad, int64_t d, cudaStream_t stream);
+/* View dst <- the real rows (< rows) of contiguous src [b, heads, rows_pad, d]. */
+int cuda_unpack_view(const attn_tensor *dst, const void *src, size_t es, int64_t b,
+                     int64_t heads, int64_t rows, int64_t rows_pad, int64_t d,
+                     cudaStream_t stream);
 /* out[k*d + c] = (double) x[rows[k]*d + c]; rows and out on the device. */
 int cuda_gather_rows(double *out, const void *x, attn_dtype t, const int64_t *rows,
                      int nrows, int64_t d, cudaStream_t stream);
@@ -209,12 +223,18 @@ int cuda_reference_rows(const attn_session *ss, const int64_t *rows, int nrows,
 
 /* ---- cuda_split.cu */
 
-/* Check t against the session's shape and allocate p->sp (S/P workspace,
- * repeated K/V). p->sq_pad/skv_pad are set. ATTUNE_EUNSUPP when the tactic
- * does not apply, ENOMEM when the workspace does not fit. */
+/* Check t against the plan's shape and allocate p->sp (S/P workspace,
+ * repeated K/V) for the planned lengths. p->s, t, es, sq_pad and skv_pad
+ * are set. ATTUNE_EUNSUPP when the tactic does not apply, ENOMEM when the
+ * workspace does not fit. */
 int cuda_split_prepare(attn_plan *p);
 void cuda_split_release(attn_plan *p);
-/* Enqueue the GEMM variant on the padded buffers (capturable). */
-int cuda_split_launch(attn_plan *p);
+/* 1 when the GEMM variant of p reads call c's views in place: Q and O
+ * alike, K and V alike, (batch, head) flattening to one head stride, and
+ * for folded the g heads' rows one matrix. */
+int cuda_split_reads(const attn_plan *p, const cuda_call *c);
+/* Enqueue the GEMM variant on call c (capturable): p->blas must already
+ * be on c->stream. */
+int cuda_split_launch(attn_plan *p, const cuda_call *c);
 
 #endif

@@ -22,15 +22,19 @@
  * eager frameworks (softmax in f32, cast back to the dtype). f32 data uses
  * CUBLAS_COMPUTE_32F with the default math mode: no TF32.
  *
- * All variants run on the plan's padded buffers [b, h, sq_pad|skv_pad, d];
- * padded key rows are zero (cuda_pad_rows) and masked here, padded query
- * rows get zero probabilities and are dropped by the unpad copy.
+ * All variants run on the call's views: the caller's where they flatten
+ * to one head stride (cuda_split_reads), else the plan's padded or
+ * contiguous copies [b, h, sqp|skvp, d]; padded key rows are zero
+ * (cuda_pack_view) and masked here, padded query rows get zero
+ * probabilities and are dropped by the copy out.
  *
  * Memory: S and P for every head at once can reach gigabytes (b=2, h=16,
  * 8192^2 scores: 13 GB). The workspace holds `chunk` KV groups and the
  * three stages loop over chunks, so it stays under CUDA_SPLIT_BUDGET. */
 #include <limits.h>
 #include <math.h>
+
+#include <string.h>
 
 #include "cuda_internal.cuh"
 #include "cuda_profile.h"
@@ -204,52 +208,80 @@ fail:
  * One strided batched GEMM call per entry: offsets (in elements) of the
  * first Q/O head, K/V head and S/P block, the batch strides, the batch
  * count and the number of query rows per batch entry. QK^T and PV use the
- * same entries: K and V share offsets, as do S and P, and Q and O. */
+ * same entries: K and V share offsets, as do S and P, and Q and O (their
+ * views have equal strides: cuda_split_reads). Heads are flat indices
+ * bi * h + head, at one stride each (the views flatten). */
 typedef struct gemm_call {
     int64_t qo, ko, so;    /* element offsets: Q/O, K/V (absolute), S/P (chunk) */
     int64_t qst, kst, sst; /* batch strides, elements; kst 0 = shared KV head */
     int batch;
-    int64_t rows;          /* query rows per batch entry (sq_pad or g*sq_pad) */
+    int64_t rows;          /* query rows per batch entry (sqp or g*sqp) */
 } gemm_call;
 
 #define MAX_CALLS_INLINE 64
 
-/* The calls covering KV groups [u0, u0 + U) of plan p into c (capacity
- * cap); returns the count, or -1 if over cap (the caller loops then). */
-static int schedule(const attn_plan *p, int64_t u0, int64_t U, gemm_call *c, int cap)
+/* 1 when view v of b x heads heads flattens to one head stride. */
+static int flattens(const attn_tensor *v, int64_t b, int64_t heads)
 {
-    const attn_shape *s = &p->ss->s;
-    const int64_t g = p->sp.g, sqp = p->sq_pad, skp = p->skv_pad, d = s->d;
-    const int64_t head_q = sqp * d, head_k = skp * d, head_s = sqp * skp;
+    return b == 1 || v->sb == heads * v->sh;
+}
+
+static int same_view(const attn_tensor *a, const attn_tensor *b)
+{
+    return a->sb == b->sb && a->sh == b->sh && a->ss == b->ss;
+}
+
+int cuda_split_reads(const attn_plan *p, const cuda_call *c)
+{
+    const attn_shape *s = &c->s;
+    if (!same_view(&c->q, &c->o) || !flattens(&c->q, s->b, s->hq) || c->q.ss > INT_MAX ||
+        c->q.ss < s->d)
+        return 0;
+    if (p->t.variant == ATTN_FOLDED && s->hq / s->hkv > 1 && c->q.sh != c->sqp * c->q.ss)
+        return 0; /* a group's rows are one matrix */
+    if (p->t.variant == ATTN_SPLIT_REPEAT)
+        return 1; /* K and V are read by the repeat copy, any strides */
+    return same_view(&c->k, &c->v) && flattens(&c->k, s->b, s->hkv) && c->k.ss <= INT_MAX &&
+           c->k.ss >= s->d;
+}
+
+/* The calls covering KV groups [u0, u0 + U) of call c into out (capacity
+ * cap); returns the count, or -1 if over cap (the caller loops then). */
+static int schedule(const attn_plan *p, const cuda_call *c, int64_t u0, int64_t U, gemm_call *out,
+                    int cap)
+{
+    const int64_t g = p->sp.g, sqp = c->sqp, skp = c->skvp;
+    const int64_t head_q = c->q.sh, head_s = sqp * skp;
+    const int64_t head_k = p->t.variant == ATTN_SPLIT_REPEAT ? skp * c->s.d : c->k.sh;
     int n = 0;
     switch (p->t.variant) {
-    case ATTN_FOLDED: /* one entry per KV group, g*sq_pad rows */
-        c[n++] = (gemm_call){u0 * g * head_q, u0 * head_k, 0,
-                             g * head_q, head_k, g * head_s, (int)U, g * sqp};
+    case ATTN_FOLDED: /* one entry per KV group, g*sqp rows */
+        out[n++] = (gemm_call){u0 * g * head_q, u0 * head_k, 0,
+                               g * head_q, head_k, g * head_s, (int)U, g * sqp};
         break;
     case ATTN_SPLIT_REPEAT: /* repeated K/V: head (u, j) at u*g + j, MHA */
-        c[n++] = (gemm_call){u0 * g * head_q, u0 * g * head_k, 0,
-                             head_q, head_k, head_s, (int)(U * g), sqp};
+        out[n++] = (gemm_call){u0 * g * head_q, u0 * g * head_k, 0,
+                               head_q, head_k, head_s, (int)(U * g), sqp};
         break;
     default: /* split */
         if (g == 1) {
-            c[n++] = (gemm_call){u0 * head_q, u0 * head_k, 0,
-                                 head_q, head_k, head_s, (int)U, sqp};
+            out[n++] = (gemm_call){u0 * head_q, u0 * head_k, 0,
+                                   head_q, head_k, head_s, (int)U, sqp};
         } else if (g <= U) {
             /* head j of every group in one call: K steps by KV head,
              * Q and S by whole groups */
             if (g > cap)
                 return -1;
             for (int64_t j = 0; j < g; j++)
-                c[n++] = (gemm_call){(u0 * g + j) * head_q, u0 * head_k, j * head_s,
-                                     g * head_q, head_k, g * head_s, (int)U, sqp};
+                out[n++] = (gemm_call){(u0 * g + j) * head_q, u0 * head_k, j * head_s,
+                                       g * head_q, head_k, g * head_s, (int)U, sqp};
         } else {
             /* all heads of one group in one call, K broadcast (stride 0) */
             if (U > cap)
                 return -1;
             for (int64_t u = 0; u < U; u++)
-                c[n++] = (gemm_call){(u0 + u) * g * head_q, (u0 + u) * head_k,
-                                     u * g * head_s, head_q, 0, head_s, (int)g, sqp};
+                out[n++] = (gemm_call){(u0 + u) * g * head_q, (u0 + u) * head_k,
+                                       u * g * head_s, head_q, 0, head_s, (int)g, sqp};
         }
     }
     return n;
@@ -260,8 +292,7 @@ static int schedule(const attn_plan *p, int64_t u0, int64_t U, gemm_call *c, int
 int cuda_split_prepare(attn_plan *p)
 {
     int rc = 0;
-    attn_session *ss = p->ss;
-    const attn_shape *s = &ss->s;
+    const attn_shape *s = &p->s;
     const attn_tactic *t = &p->t;
     cuda_split_state *sp = &p->sp;
     size_t per_unit, s_bytes, p_bytes;
@@ -281,18 +312,19 @@ int cuda_split_prepare(attn_plan *p)
     /* cuBLAS takes int sizes and leading dimensions */
     if (p->skv_pad > INT_MAX || sp->g * p->sq_pad > INT_MAX || s->b * s->hq > INT_MAX)
         return ATTUNE_EUNSUPP;
-    per_unit = (size_t)(sp->g * p->sq_pad) * (size_t)p->skv_pad * (sp->s_es + ss->es);
+    /* sized for the planned lengths: a call at shorter ones needs less */
+    per_unit = (size_t)(sp->g * p->sq_pad) * (size_t)p->skv_pad * (sp->s_es + p->es);
     sp->chunk = (int64_t)(CUDA_SPLIT_BUDGET / per_unit);
     if (sp->chunk < 1)
         sp->chunk = 1;
     if (sp->chunk > sp->units)
         sp->chunk = sp->units;
     s_bytes = (size_t)sp->chunk * sp->g * p->sq_pad * p->skv_pad * sp->s_es;
-    p_bytes = (size_t)sp->chunk * sp->g * p->sq_pad * p->skv_pad * ss->es;
+    p_bytes = (size_t)sp->chunk * sp->g * p->sq_pad * p->skv_pad * p->es;
     CU_TRY(cudaMalloc(&sp->S, s_bytes));
     CU_TRY(cudaMalloc(&sp->P, p_bytes));
     if (t->variant == ATTN_SPLIT_REPEAT) {
-        size_t kv = (size_t)(s->b * s->hq * p->skv_pad * s->d) * ss->es;
+        size_t kv = (size_t)(s->b * s->hq * p->skv_pad * s->d) * p->es;
         CU_TRY(cudaMalloc(&sp->kr, kv));
         CU_TRY(cudaMalloc(&sp->vr, kv));
     }
@@ -316,14 +348,14 @@ void cuda_split_release(attn_plan *p)
  * cuda_split_profile one at a time. */
 enum { STAGE_REPEAT = 1, STAGE_QK = 2, STAGE_SOFTMAX = 4, STAGE_PV = 8, STAGE_ALL = 15 };
 
-static int split_enqueue(attn_plan *p, int stages)
+static int split_enqueue(attn_plan *p, const cuda_call *cl, int stages)
 {
     int rc = 0;
-    attn_session *ss = p->ss;
-    const attn_shape *s = &ss->s;
+    const attn_shape *s = &cl->s;
     cuda_split_state *sp = &p->sp;
-    const size_t es = ss->es;
-    const int d = (int)s->d, skp = (int)p->skv_pad;
+    const size_t es = p->es;
+    const int d = (int)s->d, skp = (int)cl->skvp;
+    const int64_t sqp = cl->sqp;
     const cudaDataType dt = cuda_blas_type(s->dtype);
     const int f16acc = p->t.acc == ATTN_ACC_F16;
     const cudaDataType st = f16acc ? CUDA_R_16F : CUDA_R_32F;
@@ -334,22 +366,25 @@ static int split_enqueue(attn_plan *p, int stages)
     const __half one_h = __float2half(1.f), zero_h = __float2half(0.f);
     const void *one = f16acc ? (const void *)&one_h : (const void *)&one_f;
     const void *zero = f16acc ? (const void *)&zero_h : (const void *)&zero_f;
-    const char *K = (const char *)p->kp, *V = (const char *)p->vp;
+    const char *K = (const char *)cl->k.data, *V = (const char *)cl->v.data;
+    int ldk = (int)cl->k.ss;
+    const int ldq = (int)cl->q.ss;
     gemm_call calls[MAX_CALLS_INLINE];
     softmax_args sa;
 
     if (p->t.variant == ATTN_SPLIT_REPEAT && (stages & STAGE_REPEAT)) {
-        RC_TRY(cuda_repeat_kv(sp->kr, p->kp, es, s->b, s->hkv, sp->g, p->skv_pad, s->d,
-                              ss->stream));
-        RC_TRY(cuda_repeat_kv(sp->vr, p->vp, es, s->b, s->hkv, sp->g, p->skv_pad, s->d,
-                              ss->stream));
+        RC_TRY(cuda_pack_view(sp->kr, &cl->k, es, s->b, s->hq, sp->g, s->skv, cl->skvp, s->d,
+                              cl->stream));
+        RC_TRY(cuda_pack_view(sp->vr, &cl->v, es, s->b, s->hq, sp->g, s->skv, cl->skvp, s->d,
+                              cl->stream));
     }
     if (p->t.variant == ATTN_SPLIT_REPEAT) {
         K = (const char *)sp->kr;
         V = (const char *)sp->vr;
+        ldk = d;
     }
-    sa.ld = p->skv_pad;
-    sa.sq_pad = p->sq_pad;
+    sa.ld = cl->skvp;
+    sa.sq_pad = sqp;
     sa.sq = s->sq;
     sa.skv = s->skv;
     sa.causal = s->causal;
@@ -360,46 +395,47 @@ static int split_enqueue(attn_plan *p, int stages)
         /* a long schedule (g or U over the inline capacity) is issued in
          * slices of MAX_CALLS_INLINE groups: a slice smaller than g takes
          * the broadcast form, one call per group, so it always fits */
-        int n = schedule(p, u0, U, calls, MAX_CALLS_INLINE);
+        int n = schedule(p, cl, u0, U, calls, MAX_CALLS_INLINE);
         int64_t step = n < 0 ? MAX_CALLS_INLINE : U;
         for (int64_t done = 0; done < U; done += step) {
             int64_t Us = U - done < step ? U - done : step;
-            int64_t so_base = done * sp->g * p->sq_pad * p->skv_pad;
-            if (step != U && (n = schedule(p, u0 + done, Us, calls, MAX_CALLS_INLINE)) < 0) {
+            int64_t so_base = done * sp->g * sqp * cl->skvp;
+            if (step != U && (n = schedule(p, cl, u0 + done, Us, calls, MAX_CALLS_INLINE)) < 0) {
                 rc = ATTUNE_EUNSUPP; /* unreachable: Us <= cap < g */
                 goto fail;
             }
             for (int c = 0; c < n && (stages & STAGE_QK); c++) {
                 const gemm_call *gc = &calls[c];
-                /* S^T = K Q^T in column-major terms. Row-major K [skv_pad, d]
-                 * is column-major d x skv_pad (ld d), so op(A) = T gives
-                 * skv_pad x d; row-major Q [rows, d] is column-major
-                 * d x rows (ld d), op(B) = N; column-major C = S^T,
-                 * skv_pad x rows (ld skv_pad) is row-major S [rows, skv_pad].
-                 * m = skv_pad, n = rows, k = d. */
+                /* S^T = K Q^T in column-major terms. Row-major K [skvp, d]
+                 * (row stride ldk) is column-major d x skvp (ld ldk), so
+                 * op(A) = T gives skvp x d; row-major Q [rows, d] is
+                 * column-major d x rows (ld ldq), op(B) = N; column-major
+                 * C = S^T, skvp x rows (ld skvp) is row-major S [rows, skvp].
+                 * m = skvp, n = rows, k = d. */
                 BLAS_TRY(cuda_blas.gemm_strided_batched_ex(
-                    ss->blas, CUBLAS_OP_T, CUBLAS_OP_N, skp, (int)gc->rows, d, one,
-                    K + gc->ko * es, dt, d, gc->kst,
-                    (const char *)p->qp + gc->qo * es, dt, d, gc->qst, zero,
+                    p->blas, CUBLAS_OP_T, CUBLAS_OP_N, skp, (int)gc->rows, d, one,
+                    K + gc->ko * es, dt, ldk, gc->kst,
+                    (const char *)cl->q.data + gc->qo * es, dt, ldq, gc->qst, zero,
                     (char *)sp->S + (so_base + gc->so) * sp->s_es, st, skp, gc->sst, gc->batch,
                     ct, CUBLAS_GEMM_DEFAULT));
             }
-            sa.nrows = Us * sp->g * p->sq_pad;
+            sa.nrows = Us * sp->g * sqp;
             if (stages & STAGE_SOFTMAX)
                 RC_TRY(softmax_launch((const char *)sp->S + so_base * sp->s_es, f16acc,
-                                  (char *)sp->P + so_base * es, s->dtype, &sa, ss->stream));
+                                      (char *)sp->P + so_base * es, s->dtype, &sa, cl->stream));
             for (int c = 0; c < n && (stages & STAGE_PV); c++) {
                 const gemm_call *gc = &calls[c];
                 /* O^T = V^T P^T in column-major terms. Row-major V
-                 * [skv_pad, d] is column-major d x skv_pad (ld d), op(A) = N;
-                 * row-major P [rows, skv_pad] is column-major skv_pad x rows
-                 * (ld skv_pad), op(B) = N; C = O^T, d x rows (ld d) is
-                 * row-major O [rows, d]. m = d, n = rows, k = skv_pad. */
+                 * [skvp, d] is column-major d x skvp (ld ldk), op(A) = N;
+                 * row-major P [rows, skvp] is column-major skvp x rows
+                 * (ld skvp), op(B) = N; C = O^T, d x rows (ld of O's row
+                 * stride, equal to Q's) is row-major O [rows, d].
+                 * m = d, n = rows, k = skvp. */
                 BLAS_TRY(cuda_blas.gemm_strided_batched_ex(
-                    ss->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, (int)gc->rows, skp, one,
-                    V + gc->ko * es, dt, d, gc->kst,
+                    p->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, (int)gc->rows, skp, one,
+                    V + gc->ko * es, dt, ldk, gc->kst,
                     (const char *)sp->P + (so_base + gc->so) * es, dt, skp, gc->sst, zero,
-                    (char *)p->op + gc->qo * es, dt, d, gc->qst, gc->batch, ct,
+                    (char *)cl->o.data + gc->qo * es, dt, ldq, gc->qst, gc->batch, ct,
                     CUBLAS_GEMM_DEFAULT));
             }
         }
@@ -409,9 +445,27 @@ fail:
     return rc;
 }
 
-int cuda_split_launch(attn_plan *p)
+int cuda_split_launch(attn_plan *p, const cuda_call *c)
 {
-    return split_enqueue(p, STAGE_ALL);
+    return split_enqueue(p, c, STAGE_ALL);
+}
+
+/* The session's buffers as a call of p (the plan's own copies where it
+ * has them, already filled by a full run). */
+static void session_call(attn_plan *p, cuda_call *c)
+{
+    attn_session *ss = p->ss;
+    memset(c, 0, sizeof *c);
+    c->s = ss->s;
+    c->stream = ss->stream;
+    c->sqp = p->qp != NULL ? p->sq_pad : ss->s.sq;
+    c->skvp = p->kp != NULL ? p->skv_pad : ss->s.skv;
+    attn_shape rows = ss->s;
+    rows.sq = c->sqp, rows.skv = c->skvp;
+    attn_io io;
+    attn_io_contiguous(&rows, p->qp != NULL ? p->qp : ss->q, p->kp != NULL ? p->kp : ss->k,
+                       p->kp != NULL ? p->vp : ss->v, p->qp != NULL ? p->op : ss->o, &io);
+    c->q = io.q, c->k = io.k, c->v = io.v, c->o = io.o;
 }
 
 /* Time `iters` back-to-back runs of the given stages in one graph replay
@@ -423,11 +477,13 @@ static int time_stages(attn_plan *p, int stages, int iters, double *us)
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     float ms = 0.f;
+    cuda_call c;
+    session_call(p, &c);
 
     CU_TRY(cudaStreamBeginCapture(ss->stream, cudaStreamCaptureModeThreadLocal));
     capturing = 1;
     for (int it = 0; it < iters; it++)
-        RC_TRY(split_enqueue(p, stages));
+        RC_TRY(split_enqueue(p, &c, stages));
     capturing = 0;
     CU_TRY(cudaStreamEndCapture(ss->stream, &graph));
     CU_TRY(cudaGraphInstantiate(&exec, graph, 0));
@@ -454,15 +510,15 @@ int cuda_split_profile(attn_plan *p, int iters, double us[4])
 {
     int rc = 0;
     static const int stage[4] = {STAGE_QK, STAGE_SOFTMAX, STAGE_PV, STAGE_REPEAT};
-    if (p == NULL || us == NULL || iters < 1 ||
+    if (p == NULL || p->ss == NULL || us == NULL || iters < 1 ||
         (p->t.variant != ATTN_SPLIT && p->t.variant != ATTN_SPLIT_REPEAT &&
          p->t.variant != ATTN_FOLDED))
         return ATTUNE_EINVAL;
-    CU_TRY(cudaSetDevice(p->ss->dev));
-    /* one full run first: S and P hold real values, so each stage alone
-     * reads the data it would read in a real call */
-    RC_TRY(split_enqueue(p, STAGE_ALL));
-    CU_TRY(cudaStreamSynchronize(p->ss->stream));
+    CU_TRY(cudaSetDevice(p->dev));
+    /* one full run first: the own copies, S and P hold real values, so each
+     * stage alone reads the data it would read in a real call */
+    RC_TRY(attn_cuda_ops.run(p));
+    BLAS_TRY(cuda_blas.set_stream(p->blas, p->ss->stream));
     for (int i = 0; i < 4; i++) {
         us[i] = 0.0;
         if (stage[i] == STAGE_REPEAT && p->t.variant != ATTN_SPLIT_REPEAT)

@@ -541,7 +541,7 @@ static void fused_should_refuse_what_it_cannot_run(void)
     CHECK_EQ_INT(cuda_fused_tactics(&s, 9, 0, out, 64), 0);
     attn_tactic t = {0};
     t.variant = ATTN_FUSED, t.pad = 1, t.tile_m = 64, t.tile_n = 64, t.warps = 4;
-    char dummy[16];
+    _Alignas(16) char dummy[16]; /* aligned: views must be, and the refusals below are of the shape */
     CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
     s.dtype = ATTN_F16;
     s.d = 264;

@@ -1,0 +1,175 @@
+/* libattune.c -- the public runtime ABI (libattune.h) over the backends'
+ * plan/launch interface (attn.h): devices by attune's words, tactics by
+ * canonical text, runs on caller tensors. Nothing here but translation and
+ * checking: what runs is exactly what the tuner times. */
+#include "libattune.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn.h"
+
+_Static_assert(ATTUNE_RT_EINVAL == ATTUNE_EINVAL && ATTUNE_RT_ENOMEM == ATTUNE_ENOMEM &&
+                   ATTUNE_RT_ENODEV == ATTUNE_ENODEV && ATTUNE_RT_EUNSUPP == ATTUNE_EUNSUPP &&
+                   ATTUNE_RT_EGPU == ATTUNE_EGPU && ATTUNE_RT_EBLAS == ATTUNE_EBLAS,
+               "libattune.h's codes are attune_err.h's");
+_Static_assert(ATTUNE_DTYPE_F16 == ATTN_F16 && ATTUNE_DTYPE_BF16 == ATTN_BF16 &&
+                   ATTUNE_DTYPE_F32 == ATTN_F32,
+               "libattune.h's dtypes are attn.h's");
+
+struct attune_dev {
+    attn_device d;
+};
+
+struct attune_plan {
+    const attn_ops *ops;
+    attn_plan *p;
+    attn_shape s;
+    char tactic[ATTN_TACTIC_STR_MAX];
+    char shape[ATTN_SHAPE_KEY_MAX];
+};
+
+int attune_abi(void) { return LIBATTUNE_ABI; }
+
+int attune_dev_open(const char *device, attune_dev **out, char *err, size_t errlen)
+{
+    if (out == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no place for the device");
+    *out = NULL;
+    if (device == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no device named");
+    attune_dev *dev = calloc(1, sizeof *dev);
+    if (dev == NULL)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    int rc = attn_device_resolve(device, &dev->d, err, errlen);
+    if (rc != 0) {
+        free(dev);
+        return rc;
+    }
+    *out = dev;
+    return 0;
+}
+
+void attune_dev_close(attune_dev *dev) { free(dev); }
+
+const char *attune_dev_id(const attune_dev *dev) { return dev != NULL ? dev->d.info.id : ""; }
+
+const char *attune_dev_name(const attune_dev *dev) { return dev != NULL ? dev->d.info.name : ""; }
+
+/* The attn_shape of dims, validated. */
+static int to_shape(const attune_dims *dims, attn_shape *s, char *err, size_t errlen)
+{
+    if (dims == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no shape");
+    if (dims->dtype < ATTUNE_DTYPE_F16 || dims->dtype > ATTUNE_DTYPE_F32)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown dtype %d", dims->dtype);
+    if (dims->causal != 0 && dims->causal != 1)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "causal=%d is not 0 or 1", dims->causal);
+    *s = (attn_shape){dims->b, dims->hq, dims->hkv, dims->sq, dims->skv, dims->d,
+                      (attn_dtype)dims->dtype, dims->causal};
+    return attn_shape_validate(s, err, errlen);
+}
+
+int attune_shape_key(const attune_dims *shape, char *buf, size_t len, char *err, size_t errlen)
+{
+    attn_shape s;
+    int rc = to_shape(shape, &s, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (buf == NULL || len < ATTN_SHAPE_KEY_MAX)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "key buffer under %d bytes",
+                           ATTN_SHAPE_KEY_MAX);
+    attn_shape_key(&s, buf, len);
+    return 0;
+}
+
+int attune_tactics(attune_dev *dev, const attune_dims *shape, char (*out)[ATTUNE_TACTIC_MAX],
+                   int max, char *err, size_t errlen)
+{
+    attn_shape s;
+    int rc;
+    if (dev == NULL || max < 0 || (max > 0 && out == NULL))
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no device or no room for the list");
+    if ((rc = to_shape(shape, &s, err, errlen)) != 0)
+        return rc;
+    int n = dev->d.ops->tactics(dev->d.index, &s, NULL, 0);
+    if (n < 0)
+        return attune_fail(err, errlen, n, "listing tactics: %s", attune_strerror(n));
+    attn_tactic *list = calloc((size_t)(n > 0 ? n : 1), sizeof *list);
+    if (list == NULL)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    int got = dev->d.ops->tactics(dev->d.index, &s, list, n);
+    for (int i = 0; i < got && i < max; i++)
+        attn_tactic_str(&list[i], out[i], ATTUNE_TACTIC_MAX);
+    free(list);
+    return got < 0 ? attune_fail(err, errlen, got, "listing tactics: %s", attune_strerror(got))
+                   : got;
+}
+
+int attune_plan_create(attune_dev *dev, const attune_dims *shape, const char *tactic,
+                       attune_plan **out, char *err, size_t errlen)
+{
+    attn_shape s;
+    attn_tactic t;
+    char note[160] = "";
+    int rc;
+
+    if (out == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no place for the plan");
+    *out = NULL;
+    if (dev == NULL || tactic == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no device or no tactic");
+    if ((rc = to_shape(shape, &s, err, errlen)) != 0)
+        return rc;
+    if ((rc = attn_tactic_parse(tactic, &t, err, errlen)) != 0)
+        return rc;
+    if (dev->d.ops->plan_new == NULL)
+        return attune_fail(err, errlen, ATTUNE_EUNSUPP, "backend %s runs no plans",
+                           dev->d.ops->name);
+    attune_plan *ap = calloc(1, sizeof *ap);
+    if (ap == NULL)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    rc = dev->d.ops->plan_new(dev->d.index, &s, &t, 0, &ap->p, note, sizeof note);
+    if (rc != 0) {
+        char key[ATTN_SHAPE_KEY_MAX];
+        free(ap);
+        return attune_fail(err, errlen, rc, "%s on %s (%s): %s%s%s", tactic,
+                           attn_shape_key(&s, key, sizeof key), dev->d.info.name,
+                           attune_strerror(rc), note[0] ? ": " : "", note);
+    }
+    ap->ops = dev->d.ops;
+    ap->s = s;
+    attn_tactic_str(&t, ap->tactic, sizeof ap->tactic);
+    attn_shape_key(&s, ap->shape, sizeof ap->shape);
+    *out = ap;
+    return 0;
+}
+
+static attn_tensor to_tensor(const attune_tensor *t)
+{
+    attn_tensor r = {t->data, t->stride_b, t->stride_h, t->stride_s};
+    return r;
+}
+
+int attune_plan_run(attune_plan *plan, const attune_tensor *q, const attune_tensor *k,
+                    const attune_tensor *v, const attune_tensor *out, int64_t sq, int64_t skv,
+                    void *stream)
+{
+    if (plan == NULL || q == NULL || k == NULL || v == NULL || out == NULL)
+        return ATTUNE_EINVAL;
+    attn_io io = {to_tensor(q), to_tensor(k), to_tensor(v), to_tensor(out), sq, skv};
+    return plan->ops->launch(plan->p, &io, stream);
+}
+
+const char *attune_plan_tactic(const attune_plan *plan) { return plan != NULL ? plan->tactic : ""; }
+
+const char *attune_plan_shape(const attune_plan *plan) { return plan != NULL ? plan->shape : ""; }
+
+void attune_plan_destroy(attune_plan *plan)
+{
+    if (plan == NULL)
+        return;
+    plan->ops->plan_free(plan->p);
+    free(plan);
+}

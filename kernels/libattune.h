@@ -1,0 +1,136 @@
+/* libattune.h -- run any attune tactic on your own buffers: the runtime half
+ * of attune (libattune.so, pkg-config libattune, CMake attune::attune).
+ *
+ * attuned (or an exported table) tells a runtime which tactic is fastest
+ * for a shape on a device; this library runs that tactic. What it runs is
+ * what the tuner timed: the tuner measures through the same plan and run
+ * code (docs/libattune.md).
+ *
+ *   attune_dev *dev;
+ *   attune_dev_open("0", &dev, err, sizeof err);           // CUDA ordinal, "cpu", a UUID
+ *   attune_dims shape = {.b = 1, .hq = 8, .hkv = 1, .sq = 50, .skv = 1018, .d = 256,
+ *                        .dtype = ATTUNE_DTYPE_F16, .causal = 0};
+ *   attune_plan *plan;
+ *   attune_plan_create(dev, &shape, "folded/acc=f32/pad=8", &plan, err, sizeof err);
+ *   attune_tensor q = {dq, 8 * 50 * 256, 50 * 256, 256}, ...;   // [b, h, s, d]
+ *   attune_plan_run(plan, &q, &k, &v, &o, 0, 0, stream);        // async on stream
+ *   attune_plan_destroy(plan);
+ *   attune_dev_close(dev);
+ *
+ * Tensors: element (bi, h, i, c) of q, k, v or out is at
+ * data[bi * stride_b + h * stride_h + i * stride_s + c] (strides in
+ * elements; the head dim contiguous), so [b, h, s, d] and [b, s, h, d]
+ * views run without a copy where the tactic's kernel reads strides (fused
+ * tactics read any strides in whole 16-byte units; the others copy views
+ * they cannot read into buffers the plan owns, as padded tactics always
+ * do; docs/libattune.md has the table). On a CUDA device the pointers are
+ * device pointers of that device; on "cpu", host pointers. The causal mask
+ * is bottom-right aligned: query i sees key j iff j <= i + (skv - sq).
+ *
+ * Threads and streams: a plan owns scratch buffers, so the runs of one
+ * plan must be ordered (one stream, or serialized by the caller). Use one
+ * plan per concurrent stream; distinct plans may be created, run and
+ * destroyed from distinct threads at once. attune_plan_run neither
+ * allocates nor synchronizes on a GPU, and can be captured in a CUDA
+ * graph (the graph then holds the tensors' addresses and the plan:
+ * destroy the plan only after the graph).
+ *
+ * Errors: functions return 0 or a negative code (attune_strerror); err,
+ * when given, receives a sentence saying what was wrong. */
+#ifndef LIBATTUNE_H
+#define LIBATTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI: the SONAME's number (libattune.so.1). Bumped when a struct
+ * below changes or a function changes meaning. */
+#define LIBATTUNE_ABI 1
+
+/* Returns LIBATTUNE_ABI of the library loaded (compare with the header). */
+int attune_abi(void);
+
+/* Error codes (the same as attune's common/attune_err.h). */
+#define ATTUNE_RT_EINVAL (-1)  /* a bad argument; err says which */
+#define ATTUNE_RT_ENOMEM (-2)
+#define ATTUNE_RT_ENODEV (-3)  /* no such device */
+#define ATTUNE_RT_EUNSUPP (-4) /* the tactic does not run this shape here */
+#define ATTUNE_RT_EGPU (-9)
+#define ATTUNE_RT_EBLAS (-10)
+
+/* Fixed English description of a code; never NULL. */
+const char *attune_strerror(int code);
+
+enum { ATTUNE_DTYPE_F16 = 0, ATTUNE_DTYPE_BF16 = 1, ATTUNE_DTYPE_F32 = 2 };
+
+/* An attention shape (DESIGN.md "Words"). For a plan, sq and skv are the
+ * longest lengths a run will have: runs may be shorter. */
+typedef struct attune_dims {
+    int64_t b, hq, hkv, sq, skv, d; /* all >= 1, hq % hkv == 0 */
+    int dtype;                      /* ATTUNE_DTYPE_* */
+    int causal;                     /* 0 or 1 */
+} attune_dims;
+
+typedef struct attune_tensor {
+    void *data;
+    int64_t stride_b, stride_h, stride_s; /* elements */
+} attune_tensor;
+
+typedef struct attune_dev attune_dev;
+typedef struct attune_plan attune_plan;
+
+/* Open a device by attune's device words: "cpu", a CUDA ordinal "0", a
+ * "GPU-<uuid>" or a device name. Returns 0 or ATTUNE_RT_ENODEV. */
+int attune_dev_open(const char *device, attune_dev **out, char *err, size_t errlen);
+void attune_dev_close(attune_dev *dev);
+
+/* The device's id ("GPU-<uuid>", "CPU-<hash>") and name. */
+const char *attune_dev_id(const attune_dev *dev);
+const char *attune_dev_name(const attune_dev *dev);
+
+/* The canonical key of a shape (b1.hq8.hkv1.sq50.skv1018.d256.f16.nc)
+ * into buf (128 bytes hold any). Returns 0 or ATTUNE_RT_EINVAL. */
+int attune_shape_key(const attune_dims *shape, char *buf, size_t len, char *err, size_t errlen);
+
+/* The tactics the device lists for shape, as canonical text, written into
+ * out[i] (96 bytes each, at most max). Returns the total count (may exceed
+ * max) or a negative code. */
+#define ATTUNE_TACTIC_MAX 96
+int attune_tactics(attune_dev *dev, const attune_dims *shape, char (*out)[ATTUNE_TACTIC_MAX],
+                   int max, char *err, size_t errlen);
+
+/* Prepare a tactic (canonical text, e.g. from attuned's answer) for shape
+ * on dev: allocates, builds cuDNN graphs, picks kernels; slow is fine.
+ * Returns 0, ATTUNE_RT_EINVAL (bad shape or tactic text),
+ * ATTUNE_RT_EUNSUPP (the tactic does not run this shape on this device),
+ * ENOMEM, EGPU. */
+int attune_plan_create(attune_dev *dev, const attune_dims *shape, const char *tactic,
+                       attune_plan **out, char *err, size_t errlen);
+
+/* Run the plan once on the caller's tensors and stream (a cudaStream_t;
+ * NULL is the legacy default stream; ignored on the CPU, which runs before
+ * returning). sq, skv: this run's lengths, 1..the planned ones (0 = the
+ * planned); a decode step with a growing KV cache runs one plan at every
+ * length. cuDNN tactics run at their planned lengths only
+ * (ATTUNE_RT_EUNSUPP otherwise). Returns 0 or a negative code. */
+int attune_plan_run(attune_plan *plan, const attune_tensor *q, const attune_tensor *k,
+                    const attune_tensor *v, const attune_tensor *out, int64_t sq, int64_t skv,
+                    void *stream);
+
+/* The plan's tactic and shape as canonical text. */
+const char *attune_plan_tactic(const attune_plan *plan);
+const char *attune_plan_shape(const attune_plan *plan);
+
+/* Free the plan (waits for nothing: runs in flight on a stream must be
+ * finished or ordered before the buffers go: on a GPU, cudaFree orders). */
+void attune_plan_destroy(attune_plan *plan);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,144 @@
+/* test_libattune.c -- libattune's public ABI on the CPU device, as a
+ * runtime uses it (linked against libattune.so only): every tactic the CPU
+ * lists runs on caller views against a float64 reference, in [b, h, s, d]
+ * and [b, s, h, d] layouts with gaps in the rows, at the planned lengths
+ * and shorter ones (a growing KV cache), writing its output rows and
+ * nothing else; bad arguments are refused with a reason. */
+#include "test.h"
+
+#include "libattune_ref.h"
+
+/* One run of plan on fresh views of layout lay at lengths sq, skv (rows
+ * allotted per head: the planned lengths). Checks the output against the
+ * reference, the poison gone, nothing outside the output rows touched. */
+static void run_views(attune_plan *plan, const attune_dims *s, int lay, int64_t pad, int64_t sq,
+                      int64_t skv, uint64_t seed)
+{
+    const char *tac = attune_plan_tactic(plan);
+    const size_t es = ref_es(s->dtype);
+    attune_tensor q, k, v, o;
+    size_t nq = ref_view(lay, s->b, s->hq, s->sq, s->d, pad, NULL, &q);
+    size_t nk = ref_view(lay, s->b, s->hkv, s->skv, s->d, pad, NULL, &k);
+    ref_view(lay, s->b, s->hkv, s->skv, s->d, pad, NULL, &v);
+    ref_view(lay, s->b, s->hq, s->sq, s->d, pad, NULL, &o);
+    void *qb = malloc(nq * es), *kb = malloc(nk * es), *vb = malloc(nk * es);
+    void *ob = malloc(nq * es), *before = malloc(nq * es);
+    q.data = qb, k.data = kb, v.data = vb, o.data = ob;
+    ref_fill(qb, s->dtype, nq, &seed);
+    ref_fill(kb, s->dtype, nk, &seed);
+    ref_fill(vb, s->dtype, nk, &seed);
+    ref_poison(ob, s->dtype, nq);
+    memcpy(before, ob, nq * es);
+
+    int rc = attune_plan_run(plan, &q, &k, &v, &o, sq, skv, NULL);
+    CHECK_MSG(rc == 0, "%s %s layout %d sq %lld skv %lld: %s", attune_plan_shape(plan), tac, lay,
+              (long long)sq, (long long)skv, attune_strerror(rc));
+    if (rc == 0) {
+        ref_errs e;
+        const int64_t rsq = sq != 0 ? sq : s->sq, rskv = skv != 0 ? skv : s->skv;
+        ref_check(s, rsq, rskv, qb, &q, kb, &k, vb, &v, ob, &o, 1, &e);
+        e.touched = ref_touched(s, rsq, &o, ob, before, nq);
+        CHECK_EQ_INT(e.compared, s->b * s->hq * rsq * s->d); /* no vacuous pass */
+        CHECK_MSG(e.nonfinite == 0 && e.touched == 0 && e.rel <= ref_bound(s->dtype, tac),
+                  "%s %s layout %d pad %lld sq %lld skv %lld: rel %.3g (bound %.3g), %lld "
+                  "non-finite, %lld touched outside",
+                  attune_plan_shape(plan), tac, lay, (long long)pad, (long long)sq,
+                  (long long)skv, e.rel, ref_bound(s->dtype, tac), (long long)e.nonfinite,
+                  (long long)e.touched);
+    }
+    free(qb), free(kb), free(vb), free(ob), free(before);
+}
+
+/* Every listed tactic of s: planned lengths in both layouts, then shorter
+ * lengths (decode-like: fewer keys; and fewer queries) on the same plan. */
+static void every_tactic(attune_dev *dev, const attune_dims *s)
+{
+    char (*list)[ATTUNE_TACTIC_MAX] = calloc(256, ATTUNE_TACTIC_MAX);
+    char err[256];
+    int n = attune_tactics(dev, s, list, 256, err, sizeof err);
+    CHECK_MSG(n > 0 && n <= 256, "tactics: %d %s", n, err);
+    for (int i = 0; i < n && i < 256; i++) {
+        attune_plan *plan = NULL;
+        int rc = attune_plan_create(dev, s, list[i], &plan, err, sizeof err);
+        CHECK_MSG(rc == 0, "plan %s: %s", list[i], err);
+        if (rc != 0)
+            continue;
+        CHECK_STR(attune_plan_tactic(plan), list[i]);
+        run_views(plan, s, REF_BHSD, 0, 0, 0, 11 + (uint64_t)i);
+        run_views(plan, s, REF_BSHD, 8, 0, 0, 12 + (uint64_t)i);
+        run_views(plan, s, REF_BSHD, 0, s->sq, s->skv - 3, 13 + (uint64_t)i);
+        run_views(plan, s, REF_BHSD, 8, s->sq > 2 ? s->sq - 2 : 1, s->skv - 5, 14 + (uint64_t)i);
+        attune_plan_destroy(plan);
+    }
+    free(list);
+}
+
+static void plans_should_run_every_cpu_tactic_on_views(void)
+{
+    attune_dev *dev = NULL;
+    char err[256];
+    CHECK_EQ_INT(attune_dev_open("cpu", &dev, err, sizeof err), 0);
+    if (dev == NULL)
+        return;
+    CHECK(strncmp(attune_dev_id(dev), "CPU-", 4) == 0);
+    const attune_dims shapes[] = {
+        {2, 4, 4, 13, 21, 16, ATTUNE_DTYPE_F16, 0},  /* MHA, odd lengths: pads change them */
+        {1, 8, 2, 9, 40, 32, ATTUNE_DTYPE_BF16, 1},  /* GQA, causal, bottom-right */
+        {2, 6, 1, 24, 24, 8, ATTUNE_DTYPE_F32, 1},   /* MQA, f32 */
+        {1, 2, 1, 30, 17, 16, ATTUNE_DTYPE_F16, 1},  /* sq > skv: first rows see no key */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        every_tactic(dev, &shapes[i]);
+    attune_dev_close(dev);
+}
+
+static void bad_arguments_should_be_refused_with_a_reason(void)
+{
+    attune_dev *dev = NULL;
+    attune_plan *plan = NULL;
+    char err[256] = "";
+    CHECK_EQ_INT(attune_abi(), LIBATTUNE_ABI);
+    CHECK_EQ_INT(attune_dev_open("GPU-nonexistent", &dev, err, sizeof err), ATTUNE_RT_ENODEV);
+    CHECK(dev == NULL && err[0] != 0);
+    CHECK_EQ_INT(attune_dev_open("cpu", &dev, err, sizeof err), 0);
+    attune_dims s = {1, 4, 3, 8, 8, 16, ATTUNE_DTYPE_F16, 0}; /* hq % hkv != 0 */
+    CHECK_EQ_INT(attune_plan_create(dev, &s, "fused/pad=1", &plan, err, sizeof err),
+                 ATTUNE_RT_EINVAL);
+    CHECK_MSG(strstr(err, "hkv") != NULL, "%s", err);
+    s.hkv = 2;
+    CHECK_EQ_INT(attune_plan_create(dev, &s, "fused/pad=3", &plan, err, sizeof err),
+                 ATTUNE_RT_EINVAL);
+    CHECK_EQ_INT(attune_plan_create(dev, &s, "cudnn/eng=9/graph=sdpa/kcfg=0/pad=1", &plan, err,
+                                    sizeof err),
+                 ATTUNE_RT_EUNSUPP);
+    CHECK_MSG(strstr(err, "cudnn") != NULL, "%s", err);
+    CHECK(plan == NULL);
+    char key[128];
+    CHECK_EQ_INT(attune_shape_key(&s, key, sizeof key, err, sizeof err), 0);
+    CHECK_STR(key, "b1.hq4.hkv2.sq8.skv8.d16.f16.nc");
+
+    CHECK_EQ_INT(attune_plan_create(dev, &s, "fused/pad=1", &plan, err, sizeof err), 0);
+    uint16_t buf[4 * 8 * 16];
+    attune_tensor q, k, o;
+    ref_view(REF_BHSD, 1, 4, 8, 16, 0, buf, &q);
+    ref_view(REF_BHSD, 1, 2, 8, 16, 0, buf, &k);
+    ref_view(REF_BHSD, 1, 4, 8, 16, 0, buf, &o);
+    /* longer than planned, a NULL pointer, a negative stride */
+    CHECK_EQ_INT(attune_plan_run(plan, &q, &k, &k, &o, 9, 8, NULL), ATTUNE_RT_EINVAL);
+    CHECK_EQ_INT(attune_plan_run(plan, &q, &k, &k, &o, 8, 9, NULL), ATTUNE_RT_EINVAL);
+    attune_tensor bad = k;
+    bad.data = NULL;
+    CHECK_EQ_INT(attune_plan_run(plan, &q, &bad, &k, &o, 0, 0, NULL), ATTUNE_RT_EINVAL);
+    bad = k;
+    bad.stride_s = -16;
+    CHECK_EQ_INT(attune_plan_run(plan, &q, &bad, &k, &o, 0, 0, NULL), ATTUNE_RT_EINVAL);
+    attune_plan_destroy(plan);
+    attune_dev_close(dev);
+}
+
+int main(void)
+{
+    RUN(plans_should_run_every_cpu_tactic_on_views);
+    RUN(bad_arguments_should_be_refused_with_a_reason);
+    return test_summary();
+}
