@@ -187,16 +187,56 @@ int fleet_local_state_get(store *st, fleet_local_state *out)
     return rc;
 }
 
-/* Acknowledge: the server has everything up to *seq (ctx). Prunes the
- * log. A store_tx body. */
+/* A change of the sync state (source id, acknowledged mark), applied only
+ * while the state is still what the pusher read: another process of this
+ * store (attuned and `attune fleet push` on one file) may push, fork or
+ * relog meanwhile. stale is set, and nothing written, when it did. */
+typedef struct state_change {
+    const char *source;   /* the source id the pusher read */
+    int64_t acked;        /* the mark it read (ack_tx: the batch's last_seq) */
+    const char *fresh;    /* fork_tx, relog_tx: the new source id */
+    int stale;            /* out */
+} state_change;
+
+/* 0 with *same set when fleet_state still names source (and, when acked
+ * >= 0, that acked mark). */
+static int state_same(store *st, const char *source, int64_t acked, int *same)
+{
+    char have[40], buf[24];
+    int rc;
+    *same = 0;
+    if ((rc = state_get(st, "source", have, sizeof have)) != 0 ||
+        (rc = state_get(st, "acked", buf, sizeof buf)) != 0)
+        return rc;
+    *same = strcmp(have, source) == 0 && (acked < 0 || strtoll(buf, NULL, 10) == acked);
+    return 0;
+}
+
+/* Acknowledge a batch that a server transaction of this store committed:
+ * prune the log up to ctx->acked and move the mark there (never back: the
+ * store's other pusher may be ahead). Under a source id changed meanwhile
+ * (a fork or relog by another process) nothing is acknowledged: the batch
+ * is sent again under the new id, which the server merges as a no-op. A
+ * store_tx body. */
 static int ack_tx(store *st, void *ctx)
 {
-    int64_t seq = *(const int64_t *)ctx;
+    state_change *ch = ctx;
     char buf[24];
-    snprintf(buf, sizeof buf, "%" PRId64, seq);
+    int same, rc;
+    if ((rc = state_same(st, ch->source, -1, &same)) != 0)
+        return rc;
+    if (!same) {
+        ch->stale = 1;
+        return 0;
+    }
+    if ((rc = state_get(st, "acked", buf, sizeof buf)) != 0)
+        return rc;
+    if (strtoll(buf, NULL, 10) >= ch->acked)
+        return 0;
+    snprintf(buf, sizeof buf, "%" PRId64, ch->acked);
     sqlite3_stmt *q = NULL;
     int src = sqlite3_prepare_v2(st->db, "DELETE FROM fleet_log WHERE seq <= ?1", -1, &q, NULL);
-    if (src == SQLITE_OK && (src = sqlite3_bind_int64(q, 1, seq)) == SQLITE_OK)
+    if (src == SQLITE_OK && (src = sqlite3_bind_int64(q, 1, ch->acked)) == SQLITE_OK)
         src = sqlite3_step(q);
     sqlite3_finalize(q);
     if (src != SQLITE_DONE)
@@ -204,45 +244,116 @@ static int ack_tx(store *st, void *ctx)
     return state_put(st, "acked", buf);
 }
 
-/* Forget the log and log every row again under the new source id ctx. A
- * store_tx body. */
+/* Take the new source id ch->fresh, keeping the log and the acknowledged
+ * mark (see reconcile). A store_tx body. */
+static int fork_tx(store *st, void *ctx)
+{
+    state_change *ch = ctx;
+    int same, rc;
+    if ((rc = state_same(st, ch->source, ch->acked, &same)) != 0)
+        return rc;
+    if (!same) {
+        ch->stale = 1;
+        return 0;
+    }
+    return state_put(st, "source", ch->fresh);
+}
+
+/* Forget the log and log every row again under the new source id
+ * ch->fresh. A store_tx body. */
 static int relog_tx(store *st, void *ctx)
 {
-    int rc;
+    state_change *ch = ctx;
+    int same, rc;
+    if ((rc = state_same(st, ch->source, ch->acked, &same)) != 0)
+        return rc;
+    if (!same) {
+        ch->stale = 1;
+        return 0;
+    }
     if (sqlite3_exec(st->db, "DELETE FROM fleet_log", NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK)
         return store_sqlite_err(sqlite3_errcode(st->db));
-    if ((rc = state_put(st, "source", ctx)) != 0)
+    if ((rc = state_put(st, "source", ch->fresh)) != 0)
         return rc;
     return state_put(st, "acked", "0");
 }
 
-/* The server's watermark is authoritative; but one above every sequence
- * number this store ever handed out means the store is not the one the
- * server remembers (restored from an older copy): take a new source id and
- * log every row again rather than skip rows the server never saw. */
-static int reconcile(store *st, fleet_pg *c, fleet_local_state *s, char *err, size_t errlen)
+/* Make the server's watermark W for this store's source id agree with
+ * what the store acknowledged (s->acked), before anything is pushed.
+ *
+ * Why W may disagree. A source id lives in the database file, so every
+ * copy of the file has it: an image cloned to several hosts, a backup
+ * restored and tuned on. Two stores holding one id push under one
+ * watermark, and W then no longer tells this store what *it* sent. W
+ * above s->acked may be this store's own last batch, committed by the
+ * server just before a crash lost its local acknowledgement; or a copy's
+ * batches of rows this store never sent. The two cannot be told apart
+ * (a copy is byte for byte the same store), and taking W as ours (as
+ * attune did before issue 27) dropped the log entries up to W unsent: a
+ * clone that pushed second sent 223 of its 2,395 rows and then reported
+ * nothing pending.
+ *
+ * The rule: a store acknowledges (prunes from its log) only the entries
+ * that a server transaction of its own carried -- a fleet_pg_push that
+ * committed the batch rather than skip it -- never entries that W alone
+ * vouches for. Rows the server has from this store stay acknowledged;
+ * rows it may have are sent again, and the server's merge makes a re-sent
+ * row a no-op (one row per (model, stack, shape, tactic, device), replaced
+ * only by a newer taken_at: fleet_pg_push.c), so nothing is doubled. So:
+ *
+ *   W == acked  agreed: the next batch ends past W and is not skipped.
+ *   W >  acked  fork: a fresh source id, registered on the server at acked
+ *               (an empty batch moves its watermark there), then taken
+ *               locally; log and mark stay, and the entries after acked
+ *               are pushed under the new id. A lost acknowledgement costs
+ *               one batch sent twice; a clone loses nothing. The old id
+ *               stays with the other holder(s).
+ *   W <  acked  the server lost commits it had acknowledged (a restored
+ *               backup, asynchronous commit, a failover to a lagging
+ *               replica), and the log no longer holds what it lost: relog
+ *               every row under a fresh id (re-pushing is harmless).
+ *
+ * Registering before switching means a crash in between leaves only an
+ * unused id on the server; switching first would leave a mark above the
+ * new id's W, read next time as lost commits (a needless full relog).
+ * The local switch is made only if the state is still what was read
+ * (state_change): otherwise another process of this store moved it, and
+ * the caller reads it again. *settled is 1 when W agreed (the state is
+ * unchanged), 0 after a fork, a relog or a stale read: the caller reads
+ * the state back and calls again. */
+static int reconcile(store *st, fleet_pg *c, fleet_local_state *s, int *settled,
+                     fleet_local_push *stats, char *err, size_t errlen)
 {
     int64_t server = 0;
+    *settled = 0;
     int rc = fleet_pg_source_seq(c, s->source, &server, err, errlen);
     if (rc != 0)
         return rc;
-    /* below our acknowledged mark: the server lost commits it had
-     * acknowledged (restored from a backup, asynchronous commit, a failover
-     * to a lagging replica), and our log no longer holds what it lost:
-     * log every row again under a new source (re-pushing is harmless) */
-    if (server > s->last_seq || server < s->acked) {
-        char src[40];
-        new_source(src, sizeof src);
-        if ((rc = store_tx(st, relog_tx, src)) != 0)
-            return rc;
-        return fleet_local_state_get(st, s);
+    if (server == s->acked) {
+        *settled = 1;
+        return 0;
     }
-    if (server > s->acked) {
-        if ((rc = store_tx(st, ack_tx, &server)) != 0)
-            return rc;
-        s->acked = server;
+    char fresh[40];
+    new_source(fresh, sizeof fresh);
+    state_change ch = {.source = s->source, .acked = s->acked, .fresh = fresh};
+    if (server < s->acked) {
+        if ((rc = store_tx(st, relog_tx, &ch)) != 0)
+            return attune_fail(err, errlen, rc, "cannot log every row again: %s",
+                               attune_strerror(rc));
+    } else {
+        if (s->acked > 0) {
+            fleet_push_stats ps = {0};
+            fleet_batch reg = {.source = fresh, .last_seq = s->acked};
+            if ((rc = fleet_pg_push(c, &reg, &ps, err, errlen)) != 0)
+                return rc;
+        }
+        if ((rc = store_tx(st, fork_tx, &ch)) != 0)
+            return attune_fail(err, errlen, rc, "cannot record a new source id: %s",
+                               attune_strerror(rc));
     }
+    if (!ch.stale)
+        stats->new_sources++;
     return 0;
 }
 
@@ -375,55 +486,96 @@ static int batch_read(store *st, int64_t after, int limit, batch *b)
     return store_snapshot(st, batch_read_tx, &a);
 }
 
+/* One round of a push: reconcile the state s (read by the caller) with the
+ * server, then push batches after the acknowledged mark until nothing is
+ * pending or stop says so. *again is set (and 0 returned) when the state
+ * must be read and reconciled anew: after a fork or relog (to check it),
+ * a batch the server skipped (another holder of the source id moved the
+ * watermark past it: the batch is not ours to acknowledge), or an
+ * acknowledgement refused as stale (another process of this store took a
+ * new source id meanwhile). */
+static int push_round(store *st, fleet_pg *c, fleet_local_state *s, int batch_rows,
+                      fleet_stop_fn stop, void *stop_arg, batch *b, fleet_local_push *stats,
+                      int *again, char *err, size_t errlen)
+{
+    int settled, rc;
+    *again = 1;
+    if ((rc = reconcile(st, c, s, &settled, stats, err, errlen)) != 0 || !settled)
+        return rc;
+    int64_t after = s->acked;
+    stats->acked = after;
+    for (;;) {
+        if (stop != NULL && stop(stop_arg))
+            break;
+        if ((rc = batch_read(st, after, batch_rows, b)) != 0)
+            return attune_fail(err, errlen, rc, "cannot read pending rows: %s",
+                               attune_strerror(rc));
+        if (b->last_seq == after)
+            break; /* nothing pending */
+        fleet_batch fb = {.devices = b->devs, .device_hosts = b->host_ptrs,
+                          .ndevices = b->ndevs, .stacks = b->stacks, .nstacks = b->nstacks,
+                          .rows = b->rows, .nrows = b->nrows, .source = s->source,
+                          .last_seq = b->last_seq};
+        char why[512] = "";
+        int64_t rejected = stats->rows.rejected, skipped = stats->rows.skipped;
+        if ((rc = fleet_pg_push(c, &fb, &stats->rows, why, sizeof why)) != 0) {
+            snprintf(err, errlen, "%s", why);
+            return rc;
+        }
+        if (stats->rows.skipped > skipped)
+            return 0; /* not committed by this push: acknowledge nothing */
+        if (stats->rows.rejected > rejected && !stats->first_rejected[0])
+            snprintf(stats->first_rejected, sizeof stats->first_rejected, "%s", why);
+        stats->batches++;
+        /* the server has committed: now the local watermark may follow */
+        state_change ch = {.source = s->source, .acked = b->last_seq};
+        if ((rc = store_tx(st, ack_tx, &ch)) != 0)
+            return attune_fail(err, errlen, rc, "pushed, but cannot record it locally: %s",
+                               attune_strerror(rc));
+        if (ch.stale)
+            return 0;
+        after = b->last_seq;
+        stats->acked = after;
+    }
+    *again = 0;
+    return 0;
+}
+
 int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_fn stop,
                              void *stop_arg, fleet_local_push *stats, char *err,
                              size_t errlen)
 {
     fleet_local_state s;
     batch b;
-    int rc;
+    int rc = 0, again = 1;
+    int64_t progress = -1;
     memset(&b, 0, sizeof b);
     if (batch_rows <= 0)
         batch_rows = FLEET_PUSH_BATCH;
-    if ((rc = fleet_local_state_get(st, &s)) != 0)
-        return attune_fail(err, errlen, rc, "cannot read the fleet sync state: %s",
-                           attune_strerror(rc));
-    if ((rc = reconcile(st, c, &s, err, errlen)) != 0)
-        goto out;
-    int64_t after = s.acked;
-    for (;;) {
-        if (stop != NULL && stop(stop_arg))
-            break;
-        if ((rc = batch_read(st, after, batch_rows, &b)) != 0) {
-            attune_fail(err, errlen, rc, "cannot read pending rows: %s", attune_strerror(rc));
-            goto out;
-        }
-        if (b.last_seq == after)
-            break; /* nothing pending */
-        fleet_batch fb = {.devices = b.devs, .device_hosts = b.host_ptrs,
-                          .ndevices = b.ndevs, .stacks = b.stacks, .nstacks = b.nstacks,
-                          .rows = b.rows, .nrows = b.nrows, .source = s.source,
-                          .last_seq = b.last_seq};
-        char why[512] = "";
-        int64_t rejected = stats->rows.rejected;
-        if ((rc = fleet_pg_push(c, &fb, &stats->rows, why, sizeof why)) != 0) {
-            snprintf(err, errlen, "%s", why);
-            goto out;
-        }
-        if (stats->rows.rejected > rejected && !stats->first_rejected[0])
-            snprintf(stats->first_rejected, sizeof stats->first_rejected, "%s", why);
-        stats->batches++;
-        /* the server has committed: now the local watermark may follow */
-        if ((rc = store_tx(st, ack_tx, &b.last_seq)) != 0) {
-            attune_fail(err, errlen, rc, "pushed, but cannot record it locally: %s",
+    /* Rounds without the acknowledged mark moving are bounded: two pushers
+     * trading forks would otherwise never end. */
+    for (int rounds = 0; again; rounds++) {
+        if ((rc = fleet_local_state_get(st, &s)) != 0) {
+            attune_fail(err, errlen, rc, "cannot read the fleet sync state: %s",
                         attune_strerror(rc));
-            goto out;
+            break;
         }
-        after = b.last_seq;
-        stats->acked = after;
+        if (s.acked > progress) {
+            progress = s.acked;
+            rounds = 0;
+        }
+        if (rounds == FLEET_PUSH_ROUNDS) {
+            rc = attune_fail(err, errlen, ATTUNE_EBUSY,
+                             "another store keeps pushing under this store's source id %s "
+                             "(a copy of this database, or another process on it); %" PRId64
+                             " rows stay pending for the next push",
+                             s.source, s.pending);
+            break;
+        }
+        if ((rc = push_round(st, c, &s, batch_rows, stop, stop_arg, &b, stats, &again, err,
+                             errlen)) != 0)
+            break;
     }
-    stats->acked = after;
-out:
     free(b.rows);
     return rc;
 }

@@ -12,6 +12,13 @@
  * moment: the next push resends at most one batch, which the server's keys
  * make a no-op.
  *
+ * A copy of the database file (a cloned image, a restored backup) holds
+ * the same source id. A store therefore acknowledges only batches that its
+ * own server transaction committed, never what the server's watermark
+ * alone says; a watermark ahead of its acknowledged mark makes it take a
+ * fresh source id and push on from that mark (reconcile() in
+ * fleet_local.c; docs/fleet.md, "Copies of a store").
+ *
  * Pulled aggregates (device FLEET-<hash>, fleet_pg.h) are never logged, so
  * they never travel back to the server. */
 #ifndef ATTUNE_FLEET_LOCAL_H
@@ -24,6 +31,12 @@
 
 /* Rows per push transaction by default. */
 #define FLEET_PUSH_BATCH 5000
+
+/* How many rounds in a row one push may make without its acknowledged
+ * mark moving (a round reconciles with the server, then sends batches).
+ * Past that, another holder of the source id keeps forcing new rounds,
+ * and the push ends with ATTUNE_EBUSY, the rest pending. */
+#define FLEET_PUSH_ROUNDS 8
 
 /* Create the log, its triggers and this store's source id when absent
  * (seeding the log with every existing non-fleet row, in the same
@@ -42,8 +55,13 @@ int fleet_local_state_get(store *st, fleet_local_state *out);
 
 typedef struct fleet_local_push {
     int64_t batches;   /* transactions committed on the server */
-    fleet_push_stats rows;
+    fleet_push_stats rows; /* rows.skipped: batches the server refused as
+                            * already there (another holder of the source
+                            * id got there first): not acknowledged; the
+                            * push reconciles again and goes on */
     int64_t acked;     /* watermark after the push */
+    int64_t new_sources; /* fresh source ids taken: a copy of this store (or a
+                          * lost acknowledgement) found, or lost server commits */
     char first_rejected[512]; /* why the first malformed row was refused */
 } fleet_local_push;
 
@@ -54,7 +72,8 @@ typedef int (*fleet_stop_fn)(void *arg);
  * batch one server transaction, then its local acknowledgement. stop (may
  * be NULL) is asked between batches: nonzero ends the push early (0 is
  * returned; the rest stays pending). stats accumulates (caller zeroes).
- * 0 or the first error (ATTUNE_EIO: the server went away). */
+ * 0 or the first error (ATTUNE_EIO: the server went away; ATTUNE_EBUSY:
+ * FLEET_PUSH_ROUNDS rounds without progress, the rest stays pending). */
 int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_fn stop,
                              void *stop_arg, fleet_local_push *stats, char *err,
                              size_t errlen);

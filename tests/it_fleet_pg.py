@@ -126,7 +126,9 @@ def test_push_pull_merge(pg, tmp):
     check("pushed 40 rows" in r.stdout and pg.sql(checksum) == sum_before
           and server_rows(pg) == before,
           "the same rows from another store are idempotent (%s)" % pg.sql(checksum))
-    # a lost local watermark: the server's watermark skips the batch
+    # a lost local watermark: the server's watermark is then ahead of the
+    # local one, which the push takes for a copy of the store (issue 27):
+    # a new source id, and the log after the local mark sent again
     c = sqlite3.connect(dbs["GPU-m-2"])
     c.execute("UPDATE fleet_state SET value = '0' WHERE key = 'acked'")
     c.execute("INSERT INTO fleet_log (device_id, stack_id, shape_id, tactic) "
