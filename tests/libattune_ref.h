@@ -144,25 +144,37 @@ typedef struct ref_errs {
     int64_t compared;   /* output elements compared (finite or not) */
 } ref_errs;
 
+/* 1 when row i of sq is among the rows checked: every row when every is
+ * 1, else every every-th and the last. */
+static inline int ref_row_checked(int64_t i, int64_t sq, int every)
+{
+    return every <= 1 || i % every == 0 || i == sq - 1;
+}
+
+/* Number of doubles ref_compute writes. */
+static inline size_t ref_size(const attune_dims *s, int64_t sq, int every)
+{
+    int64_t rows = 0;
+    for (int64_t i = 0; i < sq; i++)
+        rows += ref_row_checked(i, sq, every);
+    return (size_t)(s->b * s->hq * rows * s->d);
+}
+
 /* float64 attention of the views (host memory; data as stored) at lengths
  * sq, skv for shape dims (b, hq, hkv, d, causal bottom-right, scale
- * 1/sqrt(d)); compares with the output view o into e. Every query row of
- * every head when rows_every is 1, else every rows_every-th row plus the
- * last of each head. */
-static inline void ref_check(const attune_dims *s, int64_t sq, int64_t skv, const void *qb,
-                             const attune_tensor *q, const void *kb, const attune_tensor *k,
-                             const void *vb, const attune_tensor *v, const void *ob,
-                             const attune_tensor *o, int rows_every, ref_errs *e)
+ * 1/sqrt(d)) into ref, the checked rows in (bi, h, i) order. */
+static inline void ref_compute(const attune_dims *s, int64_t sq, int64_t skv, const void *qb,
+                               const attune_tensor *q, const void *kb, const attune_tensor *k,
+                               const void *vb, const attune_tensor *v, int every, double *ref)
 {
     const int64_t g = s->hq / s->hkv, d = s->d;
     const double scale = 1.0 / sqrt((double)d);
-    double *sc = malloc((size_t)skv * sizeof *sc), *acc = malloc((size_t)d * sizeof *acc);
-    double num = 0, den = 0;
-    memset(e, 0, sizeof *e);
+    double *sc = malloc((size_t)skv * sizeof *sc);
+    size_t at = 0;
     for (int64_t bi = 0; bi < s->b; bi++)
         for (int64_t h = 0; h < s->hq; h++)
             for (int64_t i = 0; i < sq; i++) {
-                if (rows_every > 1 && i % rows_every != 0 && i != sq - 1)
+                if (!ref_row_checked(i, sq, every))
                     continue;
                 int64_t n = s->causal ? i + (skv - sq) + 1 : skv;
                 n = n < 0 ? 0 : (n > skv ? skv : n);
@@ -175,6 +187,7 @@ static inline void ref_check(const attune_dims *s, int64_t sq, int64_t skv, cons
                     sc[j] = dot * scale;
                     mx = sc[j] > mx ? sc[j] : mx;
                 }
+                double *acc = ref + at;
                 for (int64_t c = 0; c < d; c++)
                     acc[c] = 0;
                 for (int64_t j = 0; j < n; j++) {
@@ -183,9 +196,28 @@ static inline void ref_check(const attune_dims *s, int64_t sq, int64_t skv, cons
                     for (int64_t c = 0; c < d; c++)
                         acc[c] += p * ref_load(vb, s->dtype, ref_at(v, bi, h / g, j, c));
                 }
-                for (int64_t c = 0; c < d; c++) {
-                    double r = n > 0 ? acc[c] / l : 0.0;
-                    double got = ref_load(ob, s->dtype, ref_at(o, bi, h, i, c));
+                for (int64_t c = 0; c < d; c++)
+                    acc[c] = n > 0 ? acc[c] / l : 0.0;
+                at += (size_t)d;
+            }
+    free(sc);
+}
+
+/* The output view o (host copy ob) against ref (ref_compute's rows) into e. */
+static inline void ref_compare(const attune_dims *s, int64_t sq, const void *ob,
+                               const attune_tensor *o, int every, const double *ref, ref_errs *e)
+{
+    double num = 0, den = 0;
+    size_t at = 0;
+    memset(e, 0, sizeof *e);
+    for (int64_t bi = 0; bi < s->b; bi++)
+        for (int64_t h = 0; h < s->hq; h++)
+            for (int64_t i = 0; i < sq; i++) {
+                if (!ref_row_checked(i, sq, every))
+                    continue;
+                for (int64_t c = 0; c < s->d; c++) {
+                    const double r = ref[at + (size_t)c];
+                    const double got = ref_load(ob, s->dtype, ref_at(o, bi, h, i, c));
                     e->compared++;
                     if (!isfinite(got)) {
                         e->nonfinite++;
@@ -195,10 +227,21 @@ static inline void ref_check(const attune_dims *s, int64_t sq, int64_t skv, cons
                     den += r * r;
                     e->max_abs = fabs(got - r) > e->max_abs ? fabs(got - r) : e->max_abs;
                 }
+                at += (size_t)s->d;
             }
     e->rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    free(sc);
-    free(acc);
+}
+
+/* ref_compute then ref_compare, for one-off checks. */
+static inline void ref_check(const attune_dims *s, int64_t sq, int64_t skv, const void *qb,
+                             const attune_tensor *q, const void *kb, const attune_tensor *k,
+                             const void *vb, const attune_tensor *v, const void *ob,
+                             const attune_tensor *o, int every, ref_errs *e)
+{
+    double *ref = malloc(ref_size(s, sq, every) * sizeof *ref + 1);
+    ref_compute(s, sq, skv, qb, q, kb, k, vb, v, every, ref);
+    ref_compare(s, sq, ob, o, every, ref, e);
+    free(ref);
 }
 
 /* Elements of buffer ob (n elements) outside the real rows of view o at

@@ -168,8 +168,8 @@ struct tile_rs {
 
 /* Copy ROWS rows of D elements (global row stride ld) into a padded tile
  * at sbase, all threads of the block together. PRED: rows >= nrows and
- * columns >= d are zero-filled, never read; otherwise every row is read and
- * ld must equal D. The copies are only issued: commit and wait elsewhere. */
+ * columns >= d are zero-filled, never read; otherwise every row is read
+ * and ld must equal D. The copies are only issued: commit and wait elsewhere. */
 template <int ROWS, int D, int NTH, bool PRED, typename T>
 __device__ __forceinline__ void load_tile(uint32_t sbase, const T *g, int ld, int nrows, int d, int tid)
 {
@@ -182,7 +182,10 @@ __device__ __forceinline__ void load_tile(uint32_t sbase, const T *g, int ld, in
         int row = L / CPR, c = L % CPR;
         uint32_t dst = sbase + (uint32_t)(row * RS + c * 16);
         if (!PRED) {
-            cp_async16(dst, g + (int64_t)row * ld + c * 8);
+            /* row stride D, a constant: the EVEN path runs only on views
+             * whose rows are D apart (dispatch); a run-time stride here cost
+             * 60-200 bytes of spills in the d = 128 and 256 tiles */
+            cp_async16(dst, g + (int64_t)row * D + c * 8);
         } else {
             /* g, ld and nrows pass through opaque moves per chunk: otherwise
              * ptxas hoists every chunk's 64-bit address out of the key loop
@@ -267,7 +270,8 @@ __device__ __forceinline__ void group_sync(int id, int nthreads)
  * lands during S = QK^T and K[t-KG] during O += PV (two barriers, half the
  * buffers, FA2's scheme). Which is faster depends on the tile: the config
  * table says (docs/kernels.md has the measurements). EVEN: sq_pad % BR ==
- * 0, skv_pad % BC == 0 and d == D, so every tile the loop touches lies
+ * 0, skv_pad % BC == 0, d == D and the q/k/v rows D apart (contiguous
+ * rows; other views take the predicated loads), so every tile the loop touches lies
  * inside the buffers and loads need no predicates; padded keys are still
  * masked (by the real skv) on the last tile. */
 template <typename T, int D, int BR, int BC, int NW, int KVST, bool EVEN>
@@ -1122,7 +1126,8 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
 #define FUSED_LAUNCH(D_, BR_, BC_, NW_, KVST_)                                   \
     if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == NW_) {     \
         p.nrb = (int)((s->sq + BR_ - 1) / BR_);                                  \
-        const bool even = sq_pad % BR_ == 0 && skv_pad % BC_ == 0 && s->d == D_; \
+        const bool even = sq_pad % BR_ == 0 && skv_pad % BC_ == 0 && s->d == D_ &&   \
+                          p.qss == D_ && p.kss == D_ && p.vss == D_;              \
         return launch_fused<T, D_, BR_, BC_, NW_, KVST_>(p, even, stream);      \
     }
         FUSED_CONFIGS(FUSED_LAUNCH)

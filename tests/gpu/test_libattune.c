@@ -1,0 +1,318 @@
+/* test_libattune.c (gpu) -- libattune's public ABI on CUDA device 0, as a
+ * runtime uses it (libattune.so and the CUDA runtime only): every tactic
+ * the device lists for a small grid runs on device views against a float64
+ * host reference, in [b, h, s, d] and [b, s, h, d] layouts with gaps in the
+ * rows, at the planned and at shorter lengths (cuDNN tactics refuse those:
+ * checked), writing its output rows and nothing else; a run captured in a
+ * CUDA graph and replayed; two threads, each with its own plan and stream,
+ * at once. Skips (77) without a GPU. */
+#include "../test.h"
+
+#include "../libattune_ref.h"
+
+#ifdef ATTUNE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+
+#define CU(x)                                                                            \
+    do {                                                                                 \
+        cudaError_t e_ = (x);                                                            \
+        if (e_ != cudaSuccess) {                                                         \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(2);                                                                     \
+        }                                                                                \
+    } while (0)
+
+/* Host and device copies of one call's four views. */
+typedef struct views {
+    attune_tensor q, k, v, o;     /* device */
+    void *hq, *hk, *hv, *ho, *before;
+    size_t nq, nk, es;
+} views;
+
+static void views_make(views *w, const attune_dims *s, int lay, int64_t pad, uint64_t seed)
+{
+    memset(w, 0, sizeof *w);
+    w->es = ref_es(s->dtype);
+    w->nq = ref_view(lay, s->b, s->hq, s->sq, s->d, pad, NULL, &w->q);
+    w->nk = ref_view(lay, s->b, s->hkv, s->skv, s->d, pad, NULL, &w->k);
+    ref_view(lay, s->b, s->hkv, s->skv, s->d, pad, NULL, &w->v);
+    ref_view(lay, s->b, s->hq, s->sq, s->d, pad, NULL, &w->o);
+    w->hq = malloc(w->nq * w->es), w->hk = malloc(w->nk * w->es), w->hv = malloc(w->nk * w->es);
+    w->ho = malloc(w->nq * w->es), w->before = malloc(w->nq * w->es);
+    ref_fill(w->hq, s->dtype, w->nq, &seed);
+    ref_fill(w->hk, s->dtype, w->nk, &seed);
+    ref_fill(w->hv, s->dtype, w->nk, &seed);
+    ref_poison(w->before, s->dtype, w->nq);
+    CU(cudaMalloc(&w->q.data, w->nq * w->es));
+    CU(cudaMalloc(&w->k.data, w->nk * w->es));
+    CU(cudaMalloc(&w->v.data, w->nk * w->es));
+    CU(cudaMalloc(&w->o.data, w->nq * w->es));
+    CU(cudaMemcpy(w->q.data, w->hq, w->nq * w->es, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(w->k.data, w->hk, w->nk * w->es, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(w->v.data, w->hv, w->nk * w->es, cudaMemcpyHostToDevice));
+}
+
+static void views_poison(views *w)
+{
+    CU(cudaMemcpy(w->o.data, w->before, w->nq * w->es, cudaMemcpyHostToDevice));
+}
+
+static void views_free(views *w)
+{
+    cudaFree(w->q.data), cudaFree(w->k.data), cudaFree(w->v.data), cudaFree(w->o.data);
+    free(w->hq), free(w->hk), free(w->hv), free(w->ho), free(w->before);
+}
+
+/* The host views of w (for the reference and the comparison). */
+static void host_views(const views *w, attune_tensor *q, attune_tensor *k, attune_tensor *v,
+                       attune_tensor *o)
+{
+    *q = (attune_tensor){w->hq, w->q.stride_b, w->q.stride_h, w->q.stride_s};
+    *k = (attune_tensor){w->hk, w->k.stride_b, w->k.stride_h, w->k.stride_s};
+    *v = (attune_tensor){w->hv, w->v.stride_b, w->v.stride_h, w->v.stride_s};
+    *o = (attune_tensor){w->ho, w->o.stride_b, w->o.stride_h, w->o.stride_s};
+}
+
+/* Fetch the output and check it against ref (rows sampled every `every`). */
+static void views_check(views *w, const attune_dims *s, int64_t sq, const double *ref,
+                        const char *what, const char *tac, int every)
+{
+    ref_errs e;
+    attune_tensor q, k, v, o;
+    CU(cudaMemcpy(w->ho, w->o.data, w->nq * w->es, cudaMemcpyDeviceToHost));
+    host_views(w, &q, &k, &v, &o);
+    ref_compare(s, sq, w->ho, &o, every, ref, &e);
+    e.touched = ref_touched(s, sq, &o, w->ho, w->before, w->nq);
+    CHECK_MSG(e.compared > 0 && e.nonfinite == 0 && e.touched == 0 &&
+                  e.rel <= ref_bound(s->dtype, tac),
+              "%s %s: sq %lld: rel %.3g (bound %.3g), %lld non-finite, %lld touched", tac, what,
+              (long long)sq, e.rel, ref_bound(s->dtype, tac), (long long)e.nonfinite,
+              (long long)e.touched);
+}
+
+static int g_ran, g_cudnn_short;
+
+/* One shape's views in one layout, with the references at the planned
+ * lengths and at shorter ones (fewer keys, decode-like; one query fewer). */
+typedef struct layout_run {
+    views w;
+    int lay, every;
+    int64_t sq2, skv2;
+    double *ref, *ref2;
+} layout_run;
+
+static void layout_make(layout_run *L, const attune_dims *s, int lay)
+{
+    attune_tensor q, k, v, o;
+    L->lay = lay;
+    L->every = s->sq > 64 ? 7 : 1;
+    views_make(&L->w, s, lay, lay ? 8 : 0, 100 + (uint64_t)lay);
+    host_views(&L->w, &q, &k, &v, &o);
+    L->sq2 = s->sq > 1 ? s->sq - 1 : 1;
+    L->skv2 = s->skv - 7;
+    L->ref = malloc(ref_size(s, s->sq, L->every) * sizeof(double) + 1);
+    L->ref2 = malloc(ref_size(s, L->sq2, L->every) * sizeof(double) + 1);
+    ref_compute(s, s->sq, s->skv, L->w.hq, &q, L->w.hk, &k, L->w.hv, &v, L->every, L->ref);
+    ref_compute(s, L->sq2, L->skv2, L->w.hq, &q, L->w.hk, &k, L->w.hv, &v, L->every, L->ref2);
+}
+
+static void layout_free(layout_run *L)
+{
+    views_free(&L->w);
+    free(L->ref);
+    free(L->ref2);
+}
+
+/* One tactic on both layouts: planned lengths, a shorter call, and (second
+ * layout) a run captured in a CUDA graph and replayed. */
+static void one_tactic(attune_dev *dev, const attune_dims *s, const char *tac, layout_run L[2])
+{
+    char err[256];
+    attune_plan *plan = NULL;
+    int rc = attune_plan_create(dev, s, tac, &plan, err, sizeof err);
+    if (rc == ATTUNE_RT_EUNSUPP && strncmp(tac, "cudnn", 5) == 0)
+        return; /* cuDNN may refuse an engine it listed (docs/cudnn.md) */
+    CHECK_MSG(rc == 0, "plan %s: %s", tac, err);
+    if (rc != 0)
+        return;
+    const int cudnn = strncmp(tac, "cudnn", 5) == 0;
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int li = 0; li < 2; li++) {
+        views *w = &L[li].w;
+        const char *name = li ? "bshd+gaps" : "bhsd";
+        views_poison(w);
+        rc = attune_plan_run(plan, &w->q, &w->k, &w->v, &w->o, 0, 0, st);
+        CU(cudaStreamSynchronize(st));
+        CHECK_MSG(rc == 0, "%s %s: %s", tac, name, attune_strerror(rc));
+        if (rc == 0)
+            views_check(w, s, s->sq, L[li].ref, name, tac, L[li].every);
+        views_poison(w);
+        rc = attune_plan_run(plan, &w->q, &w->k, &w->v, &w->o, L[li].sq2, L[li].skv2, st);
+        CU(cudaStreamSynchronize(st));
+        if (cudnn) {
+            CHECK_EQ_INT(rc, ATTUNE_RT_EUNSUPP);
+            g_cudnn_short++;
+        } else {
+            CHECK_MSG(rc == 0, "%s %s shorter: %s", tac, name, attune_strerror(rc));
+            if (rc == 0)
+                views_check(w, s, L[li].sq2, L[li].ref2, "shorter", tac, L[li].every);
+        }
+        if (li == 1) { /* captured in a graph, replayed twice */
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            views_poison(w);
+            CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+            rc = attune_plan_run(plan, &w->q, &w->k, &w->v, &w->o, 0, 0, st);
+            CU(cudaStreamEndCapture(st, &graph));
+            CHECK_MSG(rc == 0, "%s captured: %s", tac, attune_strerror(rc));
+            CU(cudaGraphInstantiate(&exec, graph, 0));
+            CU(cudaGraphLaunch(exec, st));
+            CU(cudaGraphLaunch(exec, st));
+            CU(cudaStreamSynchronize(st));
+            if (rc == 0)
+                views_check(w, s, s->sq, L[li].ref, "graph replay", tac, L[li].every);
+            cudaGraphExecDestroy(exec);
+            cudaGraphDestroy(graph);
+        }
+    }
+    g_ran++;
+    cudaStreamDestroy(st);
+    attune_plan_destroy(plan);
+}
+
+static void every_tactic_should_run_on_views(void)
+{
+    attune_dev *dev = NULL;
+    char err[256];
+    CHECK_EQ_INT(attune_dev_open("0", &dev, err, sizeof err), 0);
+    if (dev == NULL)
+        return;
+    /* small enough for a host reference, large enough for every kernel
+     * family (sm90a tiles, split-KV, folds) to be listed */
+    const attune_dims shapes[] = {
+        {2, 8, 2, 77, 300, 128, ATTUNE_DTYPE_F16, 1},
+        {1, 8, 1, 50, 1018, 256, ATTUNE_DTYPE_BF16, 0},
+        {2, 4, 4, 130, 257, 64, ATTUNE_DTYPE_F16, 0},
+        {1, 16, 4, 3, 700, 128, ATTUNE_DTYPE_BF16, 1},
+        {1, 4, 4, 40, 40, 32, ATTUNE_DTYPE_F32, 1},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const attune_dims *s = &shapes[i];
+        char (*list)[ATTUNE_TACTIC_MAX] = calloc(2048, ATTUNE_TACTIC_MAX);
+        int n = attune_tactics(dev, s, list, 2048, err, sizeof err);
+        CHECK_MSG(n > 0 && n <= 2048, "tactics %d: %s", n, err);
+        char key[128];
+        attune_shape_key(s, key, sizeof key, NULL, 0);
+        layout_run L[2];
+        layout_make(&L[0], s, REF_BHSD);
+        layout_make(&L[1], s, REF_BSHD);
+        for (int j = 0; j < n && j < 2048; j++)
+            one_tactic(dev, s, list[j], L);
+        fprintf(stderr, "%s: %d tactics listed\n", key, n);
+        layout_free(&L[0]);
+        layout_free(&L[1]);
+        free(list);
+    }
+    CHECK(g_ran > 100);
+    attune_dev_close(dev);
+}
+
+/* ---- two threads at once */
+
+typedef struct worker {
+    attune_dev *dev;
+    const attune_dims *s;
+    const char *tac;
+    uint64_t seed;
+    int rc, runs;
+    ref_errs e;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *wk = arg;
+    attune_plan *plan = NULL;
+    cudaStream_t st;
+    views w;
+    char err[256];
+    wk->rc = attune_plan_create(wk->dev, wk->s, wk->tac, &plan, err, sizeof err);
+    if (wk->rc != 0)
+        return NULL;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    views_make(&w, wk->s, REF_BSHD, 0, wk->seed);
+    for (int it = 0; it < 50 && wk->rc == 0; it++) {
+        views_poison(&w);
+        wk->rc = attune_plan_run(plan, &w.q, &w.k, &w.v, &w.o, 0, 0, st);
+        CU(cudaStreamSynchronize(st));
+        wk->runs++;
+    }
+    CU(cudaMemcpy(w.ho, w.o.data, w.nq * w.es, cudaMemcpyDeviceToHost));
+    const attune_tensor q = {w.hq, w.q.stride_b, w.q.stride_h, w.q.stride_s};
+    const attune_tensor k = {w.hk, w.k.stride_b, w.k.stride_h, w.k.stride_s};
+    const attune_tensor v = {w.hv, w.v.stride_b, w.v.stride_h, w.v.stride_s};
+    const attune_tensor o = {w.ho, w.o.stride_b, w.o.stride_h, w.o.stride_s};
+    ref_check(wk->s, wk->s->sq, wk->s->skv, w.hq, &q, w.hk, &k, w.hv, &v, w.ho, &o, 5, &wk->e);
+    views_free(&w);
+    cudaStreamDestroy(st);
+    attune_plan_destroy(plan);
+    return NULL;
+}
+
+static void two_threads_should_run_their_plans_at_once(void)
+{
+    attune_dev *dev = NULL;
+    char err[256];
+    CHECK_EQ_INT(attune_dev_open("0", &dev, err, sizeof err), 0);
+    const attune_dims s = {2, 8, 2, 200, 333, 128, ATTUNE_DTYPE_F16, 1};
+    /* a GEMM plan (cuBLAS handle, S/P workspace, pad copies) and the
+     * first fused one listed */
+    char tacs[2][ATTUNE_TACTIC_MAX] = {"split/acc=f32/pad=8", ""};
+    char (*list)[ATTUNE_TACTIC_MAX] = calloc(2048, ATTUNE_TACTIC_MAX);
+    int n = attune_tactics(dev, &s, list, 2048, err, sizeof err);
+    for (int i = 0; i < n && i < 2048 && !tacs[1][0]; i++)
+        if (strncmp(list[i], "fused/", 6) == 0)
+            snprintf(tacs[1], sizeof tacs[1], "%s", list[i]);
+    free(list);
+    for (int t = 0; t < 2; t++) {
+        worker wk[2];
+        memset(wk, 0, sizeof wk);
+        for (int i = 0; i < 2; i++)
+            wk[i].dev = dev, wk[i].s = &s, wk[i].tac = tacs[t], wk[i].seed = 1 + (uint64_t)i;
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++)
+            pthread_create(&th[i], NULL, work, &wk[i]);
+        for (int i = 0; i < 2; i++) {
+            pthread_join(th[i], NULL);
+            CHECK_MSG(wk[i].rc == 0 && wk[i].runs == 50, "%s thread %d: rc %d after %d runs",
+                      tacs[t], i, wk[i].rc, wk[i].runs);
+            CHECK_MSG(wk[i].e.compared > 0 && wk[i].e.nonfinite == 0 &&
+                          wk[i].e.rel <= ref_bound(s.dtype, tacs[t]),
+                      "%s thread %d: rel %.3g, %lld non-finite", tacs[t], i, wk[i].e.rel,
+                      (long long)wk[i].e.nonfinite);
+        }
+    }
+    attune_dev_close(dev);
+}
+
+int main(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        fprintf(stderr, "skip: no CUDA device\n");
+        return TEST_SKIP_CODE;
+    }
+    RUN(every_tactic_should_run_on_views);
+    fprintf(stderr, "%d tactics ran; %d cudnn calls at other lengths refused\n", g_ran,
+            g_cudnn_short);
+    RUN(two_threads_should_run_their_plans_at_once);
+    return test_summary();
+}
+#else
+int main(void)
+{
+    fprintf(stderr, "skip: built without CUDA\n");
+    return TEST_SKIP_CODE;
+}
+#endif
