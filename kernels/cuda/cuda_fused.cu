@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
     load_tile<BC, D, GTH, !EVEN>(aV + (buf) * KVB, gV + (int64_t)(n) * p.vss, p.vss, p.skv - (n), p.d, gtid)
 
     if (ntiles > 0) {
-        if (EVEN || (p.d == D && m0 + BR <= p.sq))
+        if (EVEN || (p.d == D && p.qss == D && m0 + BR <= p.sq)) /* rows D apart: load_tile */
             load_tile<BR, D, NTH, false>(aQ, gQ, p.qss, BR, D, tid);
         else
             load_tile<BR, D, NTH, true>(aQ, gQ, p.qss, p.sq - m0, p.d, tid);
