@@ -488,8 +488,9 @@ static int fused_views(const attn_shape *s, const attn_tensor *a, const attn_ten
 /* Does p's variant read call c's views in place? */
 static int reads(const attn_plan *p, const cuda_call *c)
 {
-    if (is_fused(p->t.variant))
-        return fused_views(&c->s, &c->q, &c->o) && fused_views(&c->s, &c->k, &c->v);
+    if (is_fused(p->t.variant)) /* v1/v2 read K and V at one set of strides */
+        return fused_views(&c->s, &c->q, &c->o) && fused_views(&c->s, &c->k, &c->v) &&
+               (p->t.arch != 0 || (c->k.sb == c->v.sb && c->k.sh == c->v.sh && c->k.ss == c->v.ss));
     if (p->t.variant == ATTN_CUDNN) /* the planned contiguous layout, planned rows */
         return c->sqp == p->sq_pad && c->skvp == p->skv_pad &&
                attn_tensor_contiguous(&c->q, c->s.hq, c->sqp, c->s.d) &&

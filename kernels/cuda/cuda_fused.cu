@@ -79,8 +79,8 @@ struct fused_args {
     int sq_pad, skv_pad; /* rows readable per head in the q/o and k/v views */
     /* element strides of the views (batch, head, row); the head dim is
      * contiguous. Row strides are ints (load_tile's ld), checked at launch. */
-    int64_t qsb, qsh, ksb, ksh, vsb, vsh, osb, osh;
-    int qss, kss, vss, oss;
+    int64_t qsb, qsh, ksb, ksh, osb, osh; /* V's view: K's strides (launch checks) */
+    int qss, kss, oss;
     int causal;
     float sl2;           /* log2(e) / sqrt(d): scores go straight to the exp2 domain */
     int nrb;             /* fused: row blocks per head; splitkv: 16-row tiles per KV head */
@@ -325,8 +325,11 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
     const int off = p.skv - p.sq; /* causal: row i sees keys j <= i + off */
 
     const T *gQ = reinterpret_cast<const T *>(p.q) + bi * p.qsb + h * p.qsh + (int64_t)m0 * p.qss;
-    const T *gK = reinterpret_cast<const T *>(p.k) + bi * p.ksb + kvh * p.ksh;
-    const T *gV = reinterpret_cast<const T *>(p.v) + bi * p.vsb + kvh * p.vsh;
+    /* K and V views share strides (launch checks): one offset stays live,
+     * as one did before views (a second cost 4 B of spills on sm_87) */
+    const int64_t kvoff = bi * p.ksb + kvh * p.ksh;
+    const T *gK = reinterpret_cast<const T *>(p.k) + kvoff;
+    const T *gV = reinterpret_cast<const T *>(p.v) + kvoff;
 
     /* Keys this block visits: all real keys, or (causal) up to its last real
      * row's diagonal. Tiles past that are skipped whole. */
@@ -354,7 +357,7 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
 #define LOAD_K(buf, n)                                                                    \
     load_tile<BC, D, GTH, !EVEN>(aK + (buf) * KVB, gK + (int64_t)(n) * p.kss, p.kss, p.skv - (n), p.d, gtid)
 #define LOAD_V(buf, n)                                                                    \
-    load_tile<BC, D, GTH, !EVEN>(aV + (buf) * KVB, gV + (int64_t)(n) * p.vss, p.vss, p.skv - (n), p.d, gtid)
+    load_tile<BC, D, GTH, !EVEN>(aV + (buf) * KVB, gV + (int64_t)(n) * p.kss, p.kss, p.skv - (n), p.d, gtid)
 
     if (ntiles > 0) {
         if (EVEN || (p.d == D && p.qss == D && m0 + BR <= p.sq)) /* rows D apart: load_tile */
@@ -657,13 +660,16 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
         lim[rh] = p.causal ? min(p.skv, i + off + 1) : p.skv;
     }
 
-    const T *gK = reinterpret_cast<const T *>(p.k) + bi * p.ksb + kvh * p.ksh;
-    const T *gV = reinterpret_cast<const T *>(p.v) + bi * p.vsb + kvh * p.vsh;
+    /* K and V views share strides (launch checks): one offset stays live,
+     * as one did before views (a second cost 4 B of spills on sm_87) */
+    const int64_t kvoff = bi * p.ksb + kvh * p.ksh;
+    const T *gK = reinterpret_cast<const T *>(p.k) + kvoff;
+    const T *gV = reinterpret_cast<const T *>(p.v) + kvoff;
     auto load_kv = [&](int stage, int tile) {
         const int n0 = tile * BC;
         const uint32_t off_s = (uint32_t)(stage * BC * RS);
         load_tile<BC, D, NTH, true>(aK + off_s, gK + (int64_t)n0 * p.kss, p.kss, p.skv - n0, p.d, tid);
-        load_tile<BC, D, NTH, true>(aV + off_s, gV + (int64_t)n0 * p.vss, p.vss, p.skv - n0, p.d, tid);
+        load_tile<BC, D, NTH, true>(aV + off_s, gV + (int64_t)n0 * p.kss, p.kss, p.skv - n0, p.d, tid);
     };
 
     /* Prologue: STAGES-1 tiles in flight (one commit group each, empty
@@ -1127,7 +1133,7 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
     if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == NW_) {     \
         p.nrb = (int)((s->sq + BR_ - 1) / BR_);                                  \
         const bool even = sq_pad % BR_ == 0 && skv_pad % BC_ == 0 && s->d == D_ &&   \
-                          p.qss == D_ && p.kss == D_ && p.vss == D_;              \
+                          p.qss == D_ && p.kss == D_;                              \
         return launch_fused<T, D_, BR_, BC_, NW_, KVST_>(p, even, stream);      \
     }
         FUSED_CONFIGS(FUSED_LAUNCH)
@@ -1192,14 +1198,14 @@ extern "C" int cuda_fused_launch_views(const attn_shape *s, const attn_tactic *t
     /* Block and row counts are ints in the kernels. */
     if (s->b * s->hq > INT_MAX || s->b * s->hq * s->sq > INT_MAX)
         return ATTUNE_EUNSUPP;
-    if (!cuda_fused_views_ok(s, io))
-        return ATTUNE_EINVAL;
+    if (!cuda_fused_views_ok(s, io) || io->k.sb != io->v.sb || io->k.sh != io->v.sh ||
+        io->k.ss != io->v.ss)
+        return ATTUNE_EINVAL; /* versions 1 and 2 read K and V at one set of strides */
 
     fused_args p = {};
     p.q = io->q.data, p.k = io->k.data, p.v = io->v.data, p.o = io->o.data;
     p.qsb = io->q.sb, p.qsh = io->q.sh, p.qss = (int)io->q.ss;
     p.ksb = io->k.sb, p.ksh = io->k.sh, p.kss = (int)io->k.ss;
-    p.vsb = io->v.sb, p.vsh = io->v.sh, p.vss = (int)io->v.ss;
     p.osb = io->o.sb, p.osh = io->o.sh, p.oss = (int)io->o.ss;
     p.b = (int)s->b, p.hq = (int)s->hq, p.hkv = (int)s->hkv, p.g = (int)(s->hq / s->hkv);
     p.sq = (int)s->sq, p.skv = (int)s->skv, p.d = (int)s->d;
