@@ -550,8 +550,7 @@ static int cpu_plan_new(int index, const attn_shape *s, const attn_tactic *t, in
 }
 
 /* A plan on the session's shape, bound to it: run() and time() use the
- * session's buffers. The padded inputs are filled at once, so time()
- * without copies runs on valid data. */
+ * session's buffers. */
 static int cpu_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
 {
     if (out == NULL)
@@ -562,23 +561,7 @@ static int cpu_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
     int rc = plan_make(0, &ss->s, t, ATTN_PLAN_CONTIGUOUS, ss->bytes, out, NULL, 0);
     if (rc != 0)
         return rc;
-    (*out)->ss = ss;
-    attn_io io;
-    attn_io_contiguous(&ss->s, ss->q, ss->k, ss->v, ss->out, &io);
-    cpu_problem *pb = &(*out)->pb;
-    if ((*out)->qp != NULL)
-        pack((*out)->qp, pb->sqp, &io.q, pb->b, pb->hq, pb->sq, pb->d,
-             attn_dtype_size(pb->dtype));
-    if ((*out)->kp != NULL) {
-        pack((*out)->kp, pb->skvp, &io.k, pb->b, pb->hkv, pb->skv, pb->d,
-             attn_dtype_size(pb->dtype));
-        pack((*out)->vp, pb->skvp, &io.v, pb->b, pb->hkv, pb->skv, pb->d,
-             attn_dtype_size(pb->dtype));
-    }
-    pb->q = (*out)->qp != NULL ? (*out)->qp : ss->q;
-    pb->out = (*out)->qp != NULL ? (*out)->op : ss->out;
-    pb->k = (*out)->kp != NULL ? (*out)->kp : ss->k;
-    pb->v = (*out)->kp != NULL ? (*out)->vp : ss->v;
+    (*out)->ss = ss; /* the padded copies fill on the first call (time() makes one) */
     return 0;
 }
 

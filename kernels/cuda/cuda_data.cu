@@ -45,52 +45,6 @@ __global__ void fill_nan_kernel(T *x, int64_t n)
         x[e] = dt_traits<T>::from_f(__int_as_float(0x7fc00000));
 }
 
-/* dst [bh, s_pad, wpr] <- src [bh, s, wpr] in words W; rows >= s zeroed. */
-template <typename W, typename I>
-__global__ void pad_rows_kernel(W *__restrict__ dst, const W *__restrict__ src, I total,
-                                I wpr, I s, I s_pad)
-{
-    for (I w = blockIdx.x * (I)blockDim.x + threadIdx.x; w < total;
-         w += (I)gridDim.x * blockDim.x) {
-        I row = w / wpr, col = w - row * wpr;
-        I head = row / s_pad, i = row - head * s_pad;
-        W val;
-        if (i < s)
-            val = src[(head * s + i) * wpr + col];
-        else
-            memset(&val, 0, sizeof val);
-        dst[w] = val;
-    }
-}
-
-/* dst [bh, s, wpr] <- src [bh, s_pad, wpr]. */
-template <typename W, typename I>
-__global__ void unpad_rows_kernel(W *__restrict__ dst, const W *__restrict__ src, I total,
-                                  I wpr, I s, I s_pad)
-{
-    for (I w = blockIdx.x * (I)blockDim.x + threadIdx.x; w < total;
-         w += (I)gridDim.x * blockDim.x) {
-        I row = w / wpr, col = w - row * wpr;
-        I head = row / s, i = row - head * s;
-        dst[w] = src[(head * s_pad + i) * wpr + col];
-    }
-}
-
-/* dst [b, hkv*g, s, wpr] <- src [b, hkv, s, wpr]: dst head h reads h / g. */
-template <typename W, typename I>
-__global__ void repeat_kv_kernel(W *__restrict__ dst, const W *__restrict__ src, I total,
-                                 I wpr, I s, I g)
-{
-    const I per_head = s * wpr;
-    for (I w = blockIdx.x * (I)blockDim.x + threadIdx.x; w < total;
-         w += (I)gridDim.x * blockDim.x) {
-        I head = w / per_head, off = w - head * per_head;
-        /* flat dst head = bi*hq + h = (bi*hkv + h/g)*g + h%g, so the source
-         * head is head / g whatever bi is */
-        dst[w] = src[(head / g) * per_head + off];
-    }
-}
-
 template <typename T>
 __global__ void gather_rows_kernel(double *out, const T *x, const int64_t *rows, int nrows,
                                    int64_t d)
@@ -147,79 +101,6 @@ int cuda_fill_nan(void *x, attn_dtype t, int64_t n, cudaStream_t stream)
     return 0;
 fail:
     return rc;
-}
-
-enum copy_kind { COPY_PAD, COPY_UNPAD, COPY_REPEAT };
-
-/* One word-size / index-width instantiation of a copy kind. */
-template <typename W, typename I>
-static void launch_copy(enum copy_kind kind, void *dst, const void *src, int64_t total,
-                        int64_t wpr, int64_t a, int64_t b, cudaStream_t stream)
-{
-    unsigned gr = grid_for(total, 256);
-    switch (kind) {
-    case COPY_PAD:
-        pad_rows_kernel<W, I><<<gr, 256, 0, stream>>>((W *)dst, (const W *)src, (I)total,
-                                                      (I)wpr, (I)a, (I)b);
-        break;
-    case COPY_UNPAD:
-        unpad_rows_kernel<W, I><<<gr, 256, 0, stream>>>((W *)dst, (const W *)src, (I)total,
-                                                        (I)wpr, (I)a, (I)b);
-        break;
-    case COPY_REPEAT:
-        repeat_kv_kernel<W, I><<<gr, 256, 0, stream>>>((W *)dst, (const W *)src, (I)total,
-                                                       (I)wpr, (I)a, (I)b);
-        break;
-    }
-}
-
-/* Pick the widest word that divides a row and the narrowest index that
- * holds the largest offset (rows * words per row). */
-static int copy_rows(enum copy_kind kind, void *dst, const void *src, size_t row_bytes,
-                     int64_t rows_dst, int64_t rows_max, int64_t a, int64_t b,
-                     cudaStream_t stream)
-{
-    int rc = 0;
-    size_t w = (row_bytes % 16 == 0) ? 16 : (row_bytes % 4 == 0 ? 4 : 2);
-    int64_t wpr = (int64_t)(row_bytes / w);
-    int64_t total = rows_dst * wpr;
-    int small = rows_max * wpr < (int64_t)0xffffffffLL;
-    if (total == 0)
-        return 0;
-    if (w == 16)
-        small ? launch_copy<uint4, uint32_t>(kind, dst, src, total, wpr, a, b, stream)
-              : launch_copy<uint4, uint64_t>(kind, dst, src, total, wpr, a, b, stream);
-    else if (w == 4)
-        small ? launch_copy<uint32_t, uint32_t>(kind, dst, src, total, wpr, a, b, stream)
-              : launch_copy<uint32_t, uint64_t>(kind, dst, src, total, wpr, a, b, stream);
-    else
-        small ? launch_copy<uint16_t, uint32_t>(kind, dst, src, total, wpr, a, b, stream)
-              : launch_copy<uint16_t, uint64_t>(kind, dst, src, total, wpr, a, b, stream);
-    CU_LAUNCHED();
-    return 0;
-fail:
-    return rc;
-}
-
-int cuda_pad_rows(void *dst, const void *src, size_t es, int64_t bh, int64_t s,
-                  int64_t s_pad, int64_t d, cudaStream_t stream)
-{
-    return copy_rows(COPY_PAD, dst, src, (size_t)d * es, bh * s_pad, bh * s_pad, s, s_pad,
-                     stream);
-}
-
-int cuda_unpad_rows(void *dst, const void *src, size_t es, int64_t bh, int64_t s,
-                    int64_t s_pad, int64_t d, cudaStream_t stream)
-{
-    return copy_rows(COPY_UNPAD, dst, src, (size_t)d * es, bh * s, bh * s_pad, s, s_pad,
-                     stream);
-}
-
-int cuda_repeat_kv(void *dst, const void *src, size_t es, int64_t b, int64_t hkv,
-                   int64_t g, int64_t s, int64_t d, cudaStream_t stream)
-{
-    int64_t rows = b * hkv * g * s;
-    return copy_rows(COPY_REPEAT, dst, src, (size_t)d * es, rows, rows, s, g, stream);
 }
 
 /* ---- views: strided copies to and from contiguous buffers */
