@@ -33,6 +33,20 @@ struct attune_plan {
 
 int attune_abi(void) { return LIBATTUNE_ABI; }
 
+int64_t attune_bucket_len(int64_t n)
+{
+    if (n <= 8)
+        return n;
+    int64_t base = 8;
+    while (base * 2 < n)
+        base *= 2;
+    /* base < n <= 2 base: four steps per octave */
+    for (int i = 1; i < 4; i++)
+        if (base + i * (base / 4) >= n)
+            return base + i * (base / 4);
+    return 2 * base;
+}
+
 int attune_dev_open(const char *device, attune_dev **out, char *err, size_t errlen)
 {
     if (out == NULL)

@@ -129,6 +129,73 @@ const char *attune_plan_shape(const attune_plan *plan);
  * finished or ordered before the buffers go: on a GPU, cudaFree orders). */
 void attune_plan_destroy(attune_plan *plan);
 
+/* ---- attune_auto: lookup + plan cache + run (what a runtime calls per
+ * layer). Built when libattune_client is (libcurl); otherwise
+ * attune_auto_new returns ATTUNE_RT_EUNSUPP.
+ *
+ * Lengths share answers and plans by buckets: a call's sq and skv are
+ * rounded up by attune_bucket_len (four steps per octave: 9..16 -> 10, 12,
+ * 14, 16; 17..32 -> 20, 24, 28, 32; ...; 1..8 exact), the lookup asks for
+ * the bucket's ceiling, and one plan at the ceiling runs every length of
+ * the bucket. A decode step that grows the KV cache by one stays in its
+ * plan for a quarter octave; so does a prefill of a new prompt length.
+ * attuned tunes on a miss what it is asked: the ceilings. cuDNN plans run
+ * their planned lengths only, so a cuDNN answer gets a plan per length
+ * below the ceiling (docs/libattune.md).
+ *
+ * Entries are keyed by (bucketed shape, stream): a plan's runs must be
+ * ordered, so each stream has its own. Answers that are not `measured`
+ * are asked again after a second (tune on miss replaces them), measured
+ * ones after a minute; a changed answer gets a new plan, the old one is
+ * kept (a captured graph may hold it) until attune_auto_free, up to
+ * `capacity` of them. Beyond `capacity` (shape, stream) pairs the least
+ * recently used plan is destroyed: do not capture graphs through an
+ * attune_auto that outgrows its capacity.
+ *
+ * Threads: every call may come from any thread; calls through one
+ * attune_auto are serialized on the host (a mutex, held through the
+ * host-side enqueue of a run, and through a lookup and plan on a miss).
+ * Graph capture: plan creation allocates, so call attune_auto_prepare (or
+ * run once) for each shape and stream before capturing; a captured run of
+ * a prepared shape neither allocates nor synchronizes. */
+#define ATTUNE_AUTO_DEFAULT_CAPACITY 256
+
+typedef struct attune_auto attune_auto;
+
+/* What attune_auto runs for a shape. */
+typedef struct attune_choice {
+    char tactic[ATTUNE_TACTIC_MAX]; /* canonical tactic text */
+    char source[16];                /* the answer's source: "measured", "predicted",
+                                       "nearest", "fleet", "default" */
+    char planned[128];              /* the plan's shape key (the bucket's ceiling) */
+} attune_choice;
+
+/* The bucket ceiling of a length n >= 1 (see above). */
+int64_t attune_bucket_len(int64_t n);
+
+/* New attune_auto on dev (which must outlive it). url: where answers come
+ * from, as attune_client_new takes it (NULL: $ATTUNE_URL, else
+ * http://127.0.0.1:7373); the daemon unreachable means the default tactic
+ * (fused/pad=8), which runs everywhere. capacity <= 0: the default. */
+int attune_auto_new(attune_dev *dev, const char *url, int capacity, attune_auto **out,
+                    char *err, size_t errlen);
+
+/* Look up and plan shape (this call's exact dims) for stream, without
+ * running; out (may be NULL) says what will run. 0 or a code. */
+int attune_auto_prepare(attune_auto *a, const attune_dims *shape, void *stream,
+                        attune_choice *out, char *err, size_t errlen);
+
+/* Run attention for shape (this call's exact dims: its sq and skv are the
+ * lengths run) on the caller's tensors and stream; on a miss, looks up and
+ * plans first. 0 or a code (the tensors' rules are attune_plan_run's). */
+int attune_auto_run(attune_auto *a, const attune_dims *shape, const attune_tensor *q,
+                    const attune_tensor *k, const attune_tensor *v, const attune_tensor *out,
+                    void *stream, char *err, size_t errlen);
+
+/* Free a and every plan it made (after the work it enqueued, and any graph
+ * that captured it, is done). NULL is a no-op. */
+void attune_auto_free(attune_auto *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,7 @@
 # missing and the command to install it, and fails.
 set -eu
 pkgs="build-essential cmake pkg-config libsqlite3-dev libjansson-dev zlib1g-dev libmicrohttpd-dev
-libcurl4-openssl-dev python3 sqlite3 curl chromium
+libcurl4-openssl-dev python3 python3-numpy sqlite3 curl chromium
 libpq-dev postgresql
 clang libclang-rt-dev"
 # clang and its runtimes: libFuzzer and the sanitizers (fuzz/, .ci/sanitizers)

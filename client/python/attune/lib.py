@@ -1,0 +1,204 @@
+"""ctypes layer over libattune.so (kernels/libattune.h): attune_auto
+(lookup + plan cache + run) on caller buffers.
+
+The library is found at $ATTUNE_LIB, else as libattune.so.1 on the loader's
+path. Tensors are described by (address, strides in elements) with the head
+dim contiguous, as libattune.h says; nothing here copies.
+"""
+import ctypes
+import os
+import threading
+
+DTYPES = {"f16": 0, "bf16": 1, "f32": 2}
+
+
+class AttuneError(RuntimeError):
+    """A libattune call failed; .code is its negative return code."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class Dims(ctypes.Structure):
+    _fields_ = [("b", ctypes.c_int64), ("hq", ctypes.c_int64), ("hkv", ctypes.c_int64),
+                ("sq", ctypes.c_int64), ("skv", ctypes.c_int64), ("d", ctypes.c_int64),
+                ("dtype", ctypes.c_int), ("causal", ctypes.c_int)]
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("stride_b", ctypes.c_int64),
+                ("stride_h", ctypes.c_int64), ("stride_s", ctypes.c_int64)]
+
+
+class Choice(ctypes.Structure):
+    _fields_ = [("tactic", ctypes.c_char * 96), ("source", ctypes.c_char * 16),
+                ("planned", ctypes.c_char * 128)]
+
+
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def load(path=None):
+    """The loaded libattune (once per process): path, $ATTUNE_LIB, or
+    libattune.so.1 from the loader's search path."""
+    global _lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        name = path or os.environ.get("ATTUNE_LIB") or "libattune.so.1"
+        lib = ctypes.CDLL(name)
+        P, V, I, S = ctypes.POINTER, ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+        lib.attune_abi.restype = I
+        lib.attune_strerror.restype = ctypes.c_char_p
+        lib.attune_strerror.argtypes = [I]
+        lib.attune_bucket_len.restype = ctypes.c_int64
+        lib.attune_bucket_len.argtypes = [ctypes.c_int64]
+        lib.attune_dev_open.argtypes = [ctypes.c_char_p, P(V), ctypes.c_char_p, S]
+        lib.attune_dev_close.argtypes = [V]
+        lib.attune_dev_id.restype = ctypes.c_char_p
+        lib.attune_dev_id.argtypes = [V]
+        lib.attune_auto_new.argtypes = [V, ctypes.c_char_p, I, P(V), ctypes.c_char_p, S]
+        lib.attune_auto_free.argtypes = [V]
+        lib.attune_auto_prepare.argtypes = [V, P(Dims), V, P(Choice), ctypes.c_char_p, S]
+        lib.attune_auto_run.argtypes = [V, P(Dims), P(Tensor), P(Tensor), P(Tensor),
+                                        P(Tensor), V, ctypes.c_char_p, S]
+        if lib.attune_abi() != 1:
+            raise AttuneError(-1, "%s has ABI %d, this binding speaks 1" % (name, lib.attune_abi()))
+        _lib = lib
+        return lib
+
+
+def bucket_len(n):
+    """The bucket ceiling libattune plans a length n at (libattune.h)."""
+    return load().attune_bucket_len(n)
+
+
+def _check(lib, rc, err):
+    if rc != 0:
+        msg = err.value.decode(errors="replace") or lib.attune_strerror(rc).decode()
+        raise AttuneError(rc, msg)
+
+
+class Auto:
+    """attune_auto on one device ("cpu", CUDA ordinal "0", ...): each run
+    looks up the shape's tactic (attuned at url, else $ATTUNE_URL, else
+    127.0.0.1:7373; the default tactic when none answers), plans it once
+    per length bucket and stream, and runs it. Thread-safe."""
+
+    def __init__(self, device="0", url=None, capacity=0, lib=None):
+        self._lib = lib or load()
+        self._dev = ctypes.c_void_p()
+        self._auto = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(256)
+        _check(self._lib, self._lib.attune_dev_open(str(device).encode(), ctypes.byref(self._dev),
+                                                     err, 256), err)
+        rc = self._lib.attune_auto_new(self._dev, url.encode() if url else None, capacity,
+                                       ctypes.byref(self._auto), err, 256)
+        if rc != 0:
+            self._lib.attune_dev_close(self._dev)
+            _check(self._lib, rc, err)
+        self.device_id = self._lib.attune_dev_id(self._dev).decode()
+        self._tls = threading.local()
+
+    def close(self):
+        if self._auto:
+            self._lib.attune_auto_free(self._auto)
+            self._lib.attune_dev_close(self._dev)
+            self._auto = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _bufs(self):
+        t = self._tls
+        if not hasattr(t, "dims"):
+            t.dims, t.q, t.k, t.v, t.o = Dims(), Tensor(), Tensor(), Tensor(), Tensor()
+            t.err = ctypes.create_string_buffer(256)
+            t.choice = Choice()
+        return t
+
+    @staticmethod
+    def _fill_dims(d, dims):
+        d.b, d.hq, d.hkv, d.sq, d.skv, d.d, d.dtype, d.causal = dims
+
+    def prepare(self, dims, stream=0):
+        """Look up and plan dims = (b, hq, hkv, sq, skv, d, dtype, causal)
+        for stream (an address, 0 = the default stream) without running:
+        before a CUDA graph capture. Returns (tactic, source, planned)."""
+        t = self._bufs()
+        self._fill_dims(t.dims, dims)
+        rc = self._lib.attune_auto_prepare(self._auto, t.dims, stream, t.choice, t.err, 256)
+        _check(self._lib, rc, t.err)
+        c = t.choice
+        return c.tactic.decode(), c.source.decode(), c.planned.decode()
+
+    def run(self, dims, q, k, v, o, stream=0):
+        """Run attention: dims as in prepare, q/k/v/o = (address, stride_b,
+        stride_h, stride_s) in elements; asynchronous on a CUDA stream."""
+        t = self._bufs()
+        self._fill_dims(t.dims, dims)
+        for dst, src in ((t.q, q), (t.k, k), (t.v, v), (t.o, o)):
+            dst.data, dst.stride_b, dst.stride_h, dst.stride_s = src
+        rc = self._lib.attune_auto_run(self._auto, t.dims, t.q, t.k, t.v, t.o, stream,
+                                       t.err, 256)
+        _check(self._lib, rc, t.err)
+
+
+_autos = {}
+_autos_lock = threading.Lock()
+
+
+def auto_for(device):
+    """The process's shared Auto for a device word ("cpu", "0", ...)."""
+    a = _autos.get(device)
+    if a is None:
+        with _autos_lock:
+            a = _autos.get(device)
+            if a is None:
+                a = _autos[device] = Auto(device)
+    return a
+
+
+def _view(arr, order):
+    """(address, stride_b, stride_h, stride_s) of a numpy array laid out as
+    order ("bhsd" or "bshd"), strides in elements."""
+    item = arr.itemsize
+    if arr.strides[3] != item:
+        raise AttuneError(-1, "the head dim must be contiguous")
+    sb, s1, s2 = (arr.strides[i] // item for i in range(3))
+    sh, ss = (s1, s2) if order == "bhsd" else (s2, s1)
+    return (arr.ctypes.data, sb, sh, ss)
+
+
+def run_numpy(q, k, v, is_causal=False, layout="bhsd", device="cpu", out=None):
+    """Attention on numpy arrays through the process's attune_auto of the
+    CPU device (run_numpy_with says how)."""
+    return run_numpy_with(auto_for(device), q, k, v, is_causal, layout, out)
+
+
+def run_numpy_with(auto, q, k, v, is_causal=False, layout="bhsd", out=None):
+    """Attention on numpy arrays through auto (an Auto of "cpu").
+    q: [b, hq, sq, d] (layout "bhsd") or [b, sq, hq, d] ("bshd"), k and v
+    likewise with hkv heads; float16 or float32; scale 1/sqrt(d); causal
+    bottom-right (query i sees key j iff j <= i + skv - sq). Returns out
+    (allocated like q when None)."""
+    import numpy as np
+    names = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32"}
+    if q.dtype not in names or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise AttuneError(-1, "q, k, v must share one dtype, float16 or float32")
+    if layout not in ("bhsd", "bshd"):
+        raise AttuneError(-1, "layout is 'bhsd' or 'bshd', not %r" % (layout,))
+    hs = (1, 2) if layout == "bhsd" else (2, 1)
+    b, hq, sq, d = q.shape[0], q.shape[hs[0]], q.shape[hs[1]], q.shape[3]
+    hkv, skv = k.shape[hs[0]], k.shape[hs[1]]
+    if out is None:
+        out = np.empty_like(q)
+    dims = (b, hq, hkv, sq, skv, d, DTYPES[names[q.dtype]], int(bool(is_causal)))
+    auto.run(dims, _view(q, layout), _view(k, layout), _view(v, layout),
+                         _view(out, layout))
+    return out

@@ -1,0 +1,125 @@
+"""attune.torch.attention: torch.nn.functional.scaled_dot_product_attention
+through attune (libattune's attune_auto, loaded with ctypes: nothing is
+built against torch).
+
+    import attune.torch
+    out = attune.torch.attention(q, k, v, is_causal=True, enable_gqa=True)
+
+Covered calls run the tactic attuned answers for the shape (tune on miss
+included; the default tactic when no daemon answers), on torch's current
+stream, without a copy for [b, h, s, d] tensors and views of [b, s, h, d]
+ones. Everything else calls SDPA itself, and says why once per reason
+(logging, logger "attune"): an attn_mask, dropout, a scale other than
+1/sqrt(d), dtypes other than float16/bfloat16/float32, tensors on different
+devices or not 16-byte aligned, and top-left causal calls with more
+queries than keys (see below).
+
+Causal alignment: SDPA's is_causal is top-left (query i sees keys j <= i);
+attune's kernels are bottom-right (j <= i + skv - sq, what a decode step
+over a KV cache needs). With sq == skv they agree. attention() follows SDPA
+by default: for sq < skv it runs the first sq keys (what top-left means);
+causal_alignment="bottom_right" asks for attune's own alignment.
+
+CUDA graphs: run each shape once outside the capture (or prepare() it):
+planning allocates; a captured run of a planned shape does not.
+"""
+import logging
+import math
+
+import torch
+
+from . import lib as _lib
+
+_log = logging.getLogger("attune")
+_DTYPES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+_warned = set()
+_ELEM = {torch.float16: 2, torch.bfloat16: 2, torch.float32: 4}
+
+
+def _fallback(reason, q, k, v, **kw):
+    if reason not in _warned:
+        _warned.add(reason)
+        _log.warning("attune: calling SDPA (%s)", reason)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kw)
+
+
+def _device_word(t):
+    return "cpu" if t.device.type == "cpu" else str(t.device.index)
+
+
+def _why_not(q, k, v, attn_mask, dropout_p, scale):
+    """Why attune does not run this call (None when it does)."""
+    if attn_mask is not None:
+        return "an attn_mask"
+    if dropout_p:
+        return "dropout"
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return "tensors not 4-d [b, h, s, d]"
+    if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        return "dtype %s" % q.dtype
+    if not (q.device == k.device == v.device) or q.device.type not in ("cuda", "cpu"):
+        return "tensors on different devices or not on CUDA/CPU"
+    d = q.shape[3]
+    if scale is not None and not math.isclose(scale, 1.0 / math.sqrt(d), rel_tol=1e-6):
+        return "a scale other than 1/sqrt(d)"
+    if k.shape[3] != d or v.shape[3] != d or tuple(k.shape) != tuple(v.shape):
+        return "k and v shapes differ from each other or from q's head dim"
+    if q.shape[0] != k.shape[0] or q.shape[1] % k.shape[1] != 0:
+        return "batch or head counts that do not group"
+    e = _ELEM[q.dtype]
+    for t in (q, k, v):
+        if t.stride(3) != 1 or t.data_ptr() % 16 or any((s * e) % 16 for s in t.stride()[:3]):
+            return "a tensor whose rows are not 16-byte aligned with a contiguous head dim"
+    return None
+
+
+def _view(t):
+    return (t.data_ptr(), t.stride(0), t.stride(1), t.stride(2))
+
+
+def run_bshd(q, k, v, causal, out=None):
+    """attune on q [b, hq, sq, d], k/v [b, hkv, skv, d] views (any strides
+    libattune reads), causal bottom-right. Returns out as a [b, sq, hq, d]
+    contiguous tensor (what a model's output projection reads). No checks:
+    attention() and attune.hf make them."""
+    b, hq, sq, d = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
+    if out is None:
+        out = torch.empty((b, sq, hq, d), dtype=q.dtype, device=q.device)
+    stream = torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
+    dims = (b, hq, hkv, sq, skv, d, _DTYPES[q.dtype], int(bool(causal)))
+    o = (out.data_ptr(), out.stride(0), out.stride(2), out.stride(1))
+    _lib.auto_for(_device_word(q)).run(dims, _view(q), _view(k), _view(v), o, stream)
+    return out
+
+
+def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              enable_gqa=False, causal_alignment="top_left"):
+    """torch.nn.functional.scaled_dot_product_attention's signature and
+    result ([b, hq, sq, d]), through attune where it covers the call."""
+    kw = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+              enable_gqa=enable_gqa)
+    why = _why_not(query, key, value, attn_mask, dropout_p, scale)
+    if why is None and query.shape[1] != key.shape[1] and not enable_gqa:
+        why = "hq != hkv without enable_gqa (SDPA says what it wants)"
+    if why is None and causal_alignment not in ("top_left", "bottom_right"):
+        raise ValueError("causal_alignment is 'top_left' or 'bottom_right'")
+    sq, skv = query.shape[2], key.shape[2]
+    if why is None and is_causal and causal_alignment == "top_left" and sq != skv:
+        if sq > skv:
+            why = "top-left causal with more queries than keys"
+        else:
+            key, value = key[:, :, :sq], value[:, :, :sq]  # keys past sq are never seen
+    if why is not None:
+        return _fallback(why, query, key, value, **kw)
+    return run_bshd(query, key, value, is_causal).transpose(1, 2)
+
+
+def prepare(query, key, value, is_causal=False):
+    """Look up and plan this call's shape on the current stream without
+    running (before a CUDA graph capture). Returns (tactic, source,
+    planned shape)."""
+    b, hq, sq, d = query.shape
+    dims = (b, hq, key.shape[1], sq, key.shape[2], d, _DTYPES[query.dtype], int(bool(is_causal)))
+    stream = torch.cuda.current_stream(query.device).cuda_stream if query.is_cuda else 0
+    return _lib.auto_for(_device_word(query)).prepare(dims, stream)

@@ -1,0 +1,281 @@
+/* libattune_auto.c -- attune_auto: ask which tactic wins a shape (through
+ * libattune_client and its cache), keep one plan per (bucketed shape,
+ * stream), run it at the call's lengths. What a runtime calls per layer.
+ *
+ * Entries are found by a linear scan from the last hit: a model has a few
+ * shapes (a prefill, a handful of decode buckets), so the scan is shorter
+ * than any hash. One mutex guards the table and is held through a run's
+ * host-side enqueue (microseconds): runs through one attune_auto are
+ * serialized on the host, which also orders a plan's scratch buffers when
+ * two threads share a stream. */
+#include "libattune.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../client/attune.h"
+#include "../common/attune_err.h"
+
+#define AUTO_TTL_MEASURED_MS 60000 /* re-ask the client after this long */
+#define AUTO_TTL_OTHER_MS 1000     /* predicted/default: the tune may land soon */
+
+typedef struct auto_entry {
+    attune_dims key;  /* bucketed (exact when exact is 1) */
+    void *stream;
+    int exact;        /* a plan at the call's own lengths (cuDNN) */
+    attune_plan *plan;
+    char source[16];
+    int64_t expires_ms;
+    uint64_t used;    /* LRU tick */
+} auto_entry;
+
+struct attune_auto {
+    attune_dev *dev;
+    attune_client *client;
+    pthread_mutex_t mu;
+    auto_entry *e;
+    int n, cap, hint;
+    attune_plan **retired; /* replaced plans: a captured graph may hold them */
+    int nretired, capretired;
+    uint64_t tick;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int attune_auto_new(attune_dev *dev, const char *url, int capacity, attune_auto **out,
+                    char *err, size_t errlen)
+{
+    if (out == NULL || dev == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no device or no place for the result");
+    *out = NULL;
+    attune_auto *a = calloc(1, sizeof *a);
+    int cap = capacity > 0 ? capacity : ATTUNE_AUTO_DEFAULT_CAPACITY;
+    if (a != NULL) {
+        a->e = calloc((size_t)cap, sizeof *a->e);
+        a->retired = calloc((size_t)cap, sizeof *a->retired);
+        a->client = attune_client_new(url, 1000);
+    }
+    if (a == NULL || a->e == NULL || a->retired == NULL || a->client == NULL) {
+        if (a != NULL) {
+            attune_client_free(a->client);
+            free(a->retired);
+            free(a->e);
+        }
+        free(a);
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&a->mu, NULL);
+    a->dev = dev;
+    a->cap = cap;
+    a->capretired = cap;
+    *out = a;
+    return 0;
+}
+
+void attune_auto_free(attune_auto *a)
+{
+    if (a == NULL)
+        return;
+    for (int i = 0; i < a->n; i++)
+        attune_plan_destroy(a->e[i].plan);
+    for (int i = 0; i < a->nretired; i++)
+        attune_plan_destroy(a->retired[i]);
+    attune_client_free(a->client);
+    pthread_mutex_destroy(&a->mu);
+    free(a->retired);
+    free(a->e);
+    free(a);
+}
+
+/* A plan that is being replaced: kept until attune_auto_free (a captured
+ * graph may still launch it), the oldest destroyed when the list is full. */
+static void retire(attune_auto *a, attune_plan *p)
+{
+    if (p == NULL)
+        return;
+    if (a->nretired == a->capretired) {
+        attune_plan_destroy(a->retired[0]);
+        memmove(a->retired, a->retired + 1, (size_t)(a->nretired - 1) * sizeof *a->retired);
+        a->nretired--;
+    }
+    a->retired[a->nretired++] = p;
+}
+
+static int dims_eq(const attune_dims *x, const attune_dims *y)
+{
+    return x->b == y->b && x->hq == y->hq && x->hkv == y->hkv && x->sq == y->sq &&
+           x->skv == y->skv && x->d == y->d && x->dtype == y->dtype && x->causal == y->causal;
+}
+
+static auto_entry *find(attune_auto *a, const attune_dims *key, void *stream, int exact)
+{
+    for (int j = 0; j < a->n; j++) {
+        int i = (a->hint + j) % a->n;
+        auto_entry *e = &a->e[i];
+        if (e->stream == stream && e->exact == exact && dims_eq(&e->key, key)) {
+            a->hint = i;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* A free slot: a new one, else the least recently used entry's (its plan
+ * destroyed: cudaFree orders it after the work in flight). */
+static auto_entry *slot(attune_auto *a)
+{
+    if (a->n < a->cap)
+        return &a->e[a->n++];
+    auto_entry *lru = &a->e[0];
+    for (int i = 1; i < a->n; i++)
+        if (a->e[i].used < lru->used)
+            lru = &a->e[i];
+    attune_plan_destroy(lru->plan);
+    memset(lru, 0, sizeof *lru);
+    return lru;
+}
+
+static const char *dtype_word(int dtype)
+{
+    return dtype == ATTUNE_DTYPE_F16 ? "f16" : dtype == ATTUNE_DTYPE_BF16 ? "bf16" : "f32";
+}
+
+/* Ask the client for key's tactic; plan it (the default tactic when the
+ * answer does not plan here). *plan, source filled; 0 or a code. */
+static int answer_plan(attune_auto *a, const attune_dims *key, attune_plan **plan,
+                       char source[16], char *err, size_t errlen)
+{
+    attune_shape_q q = {attune_dev_id(a->dev), key->b, key->hq, key->hkv, key->sq, key->skv,
+                        key->d, dtype_word(key->dtype), key->causal};
+    attune_answer ans;
+    attune_lookup(a->client, &q, 0, &ans); /* always filled: default on failure */
+    snprintf(source, 16, "%s", ans.source);
+    int rc = attune_plan_create(a->dev, key, ans.tactic, plan, err, errlen);
+    if (rc != 0 && strcmp(ans.tactic, ATTUNE_CLIENT_DEFAULT_TACTIC) != 0) {
+        snprintf(source, 16, "default");
+        rc = attune_plan_create(a->dev, key, ATTUNE_CLIENT_DEFAULT_TACTIC, plan, err, errlen);
+    }
+    return rc;
+}
+
+static int plans_lengths(const attune_plan *p)
+{
+    /* cuDNN's graphs fix the dimensions (libattune.h) */
+    return strncmp(attune_plan_tactic(p), "cudnn", 5) == 0;
+}
+
+/* The bucket entry of shape on stream, looked up and planned (or
+ * refreshed) as needed. */
+static int bucket_entry(attune_auto *a, const attune_dims *shape, void *stream,
+                        auto_entry **out, char *err, size_t errlen)
+{
+    attune_dims key = *shape;
+    key.sq = attune_bucket_len(shape->sq);
+    key.skv = attune_bucket_len(shape->skv);
+    auto_entry *e = find(a, &key, stream, 0);
+    int64_t now = now_ms();
+    if (e != NULL && now < e->expires_ms) {
+        *out = e;
+        return 0;
+    }
+    attune_plan *p = NULL;
+    char source[16];
+    int rc = answer_plan(a, &key, &p, source, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (e != NULL && strcmp(attune_plan_tactic(e->plan), attune_plan_tactic(p)) == 0) {
+        attune_plan_destroy(p); /* same answer: keep the plan a graph may hold */
+    } else {
+        if (e != NULL)
+            retire(a, e->plan);
+        else
+            e = slot(a);
+        *e = (auto_entry){.key = key, .stream = stream, .plan = p};
+    }
+    snprintf(e->source, sizeof e->source, "%s", source);
+    e->expires_ms = now + (strcmp(source, "measured") == 0 ? AUTO_TTL_MEASURED_MS
+                                                           : AUTO_TTL_OTHER_MS);
+    *out = e;
+    return 0;
+}
+
+/* The entry that runs shape: the bucket's, or for a plan that runs only
+ * its planned lengths, an exact-length plan of the same tactic. */
+static int entry_for(attune_auto *a, const attune_dims *shape, void *stream,
+                     auto_entry **out, char *err, size_t errlen)
+{
+    auto_entry *b;
+    int rc = bucket_entry(a, shape, stream, &b, err, errlen);
+    if (rc != 0)
+        return rc;
+    b->used = ++a->tick;
+    if (!plans_lengths(b->plan) || dims_eq(&b->key, shape)) {
+        *out = b;
+        return 0;
+    }
+    auto_entry *e = find(a, shape, stream, 1);
+    if (e == NULL || strcmp(attune_plan_tactic(e->plan), attune_plan_tactic(b->plan)) != 0) {
+        char tactic[ATTUNE_TACTIC_MAX];
+        attune_plan *p;
+        snprintf(tactic, sizeof tactic, "%s", attune_plan_tactic(b->plan));
+        if ((rc = attune_plan_create(a->dev, shape, tactic, &p, err, errlen)) != 0)
+            return rc;
+        if (e != NULL)
+            retire(a, e->plan);
+        else
+            e = slot(a); /* never b: b was used last */
+        *e = (auto_entry){.key = *shape, .stream = stream, .exact = 1, .plan = p};
+        snprintf(e->source, sizeof e->source, "%s", b->source);
+    }
+    e->used = ++a->tick;
+    *out = e;
+    return 0;
+}
+
+int attune_auto_prepare(attune_auto *a, const attune_dims *shape, void *stream,
+                        attune_choice *out, char *err, size_t errlen)
+{
+    if (a == NULL || shape == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no attune_auto or no shape");
+    pthread_mutex_lock(&a->mu);
+    auto_entry *e;
+    int rc = entry_for(a, shape, stream, &e, err, errlen);
+    if (rc == 0 && out != NULL) {
+        memset(out, 0, sizeof *out);
+        snprintf(out->tactic, sizeof out->tactic, "%s", attune_plan_tactic(e->plan));
+        snprintf(out->source, sizeof out->source, "%s", e->source);
+        snprintf(out->planned, sizeof out->planned, "%s", attune_plan_shape(e->plan));
+    }
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}
+
+int attune_auto_run(attune_auto *a, const attune_dims *shape, const attune_tensor *q,
+                    const attune_tensor *k, const attune_tensor *v, const attune_tensor *out,
+                    void *stream, char *err, size_t errlen)
+{
+    if (a == NULL || shape == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no attune_auto or no shape");
+    if (shape->sq < 1 || shape->skv < 1) /* 0 would mean "the planned" to a plan */
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "lengths sq=%lld skv=%lld under 1",
+                           (long long)shape->sq, (long long)shape->skv);
+    pthread_mutex_lock(&a->mu);
+    auto_entry *e;
+    int rc = entry_for(a, shape, stream, &e, err, errlen);
+    if (rc == 0) {
+        rc = attune_plan_run(e->plan, q, k, v, out, shape->sq, shape->skv, stream);
+        if (rc != 0)
+            attune_fail(err, errlen, rc, "%s planned for %s: %s", attune_plan_tactic(e->plan),
+                        attune_plan_shape(e->plan), attune_strerror(rc));
+    }
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}

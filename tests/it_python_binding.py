@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""it_python_binding.py -- the Python binding (client/python/attune) over
+libattune.so on the CPU device, with numpy: no torch needed.
+
+- attune.bucket_len is the documented bucketing (libattune.h);
+- attune.run_numpy (attune_auto: lookup + plan cache + run) against a
+  float64 reference on [b, h, s, d] and [b, s, h, d] layouts, MHA, GQA, MQA,
+  causal (bottom-right), lengths inside a bucket, a decode step, f32 and
+  f16, with no daemon listening (the default tactic);
+- with attuned running (tune of one shape at a bucket ceiling): lengths of
+  that bucket plan the daemon's measured winner for the ceiling, and run it
+  right;
+- bad input raises AttuneError with a reason.
+
+Environment: ATTUNE_LIB (libattune.so.1), ATTUNED_BIN (the daemon part is
+skipped without it), ATTUNE_SOURCE_DIR. numpy is Debian's python3-numpy
+(scripts/deps.sh): when this interpreter lacks it and /usr/bin/python3 has
+it, the test reruns itself there.
+"""
+
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+try:
+    import numpy as np
+except ImportError:
+    if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3":
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    print("FAIL numpy missing: scripts/deps.sh installs python3-numpy")
+    sys.exit(1)
+
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.environ.get("ATTUNE_SOURCE_DIR", os.path.join(HERE, "..")),
+                                "client", "python"))
+import attune  # noqa: E402
+import attune.lib  # noqa: E402
+import daemonlib  # noqa: E402
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def reference(q, k, v, causal, layout):
+    """float64 attention; arrays in layout, returned in [b, h, s, d]."""
+    if layout == "bshd":
+        q, k, v = (x.transpose(0, 2, 1, 3) for x in (q, k, v))
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, g, axis=1), np.repeat(v, g, axis=1)
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[3])
+    sq, skv = q.shape[2], k.shape[2]
+    if causal:
+        i, j = np.arange(sq)[:, None], np.arange(skv)[None, :]
+        s = np.where(j <= i + (skv - sq), s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+def rel_l2(out, ref, layout):
+    if layout == "bshd":
+        out = out.transpose(0, 2, 1, 3)
+    out = out.astype(np.float64)
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+def make(rng, b, h, s, d, dtype, layout):
+    shape = (b, h, s, d) if layout == "bhsd" else (b, s, h, d)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def case(rng, auto, b, hq, hkv, sq, skv, d, dtype, causal, layout):
+    q = make(rng, b, hq, sq, d, dtype, layout)
+    k = make(rng, b, hkv, skv, d, dtype, layout)
+    v = make(rng, b, hkv, skv, d, dtype, layout)
+    out = np.full_like(q, np.nan)
+    if auto is None:
+        attune.run_numpy(q, k, v, is_causal=causal, layout=layout, out=out)
+    else:
+        attune.lib.run_numpy_with(auto, q, k, v, causal, layout, out)
+    err = rel_l2(out, reference(q, k, v, causal, layout), layout)
+    tol = 1e-5 if dtype == np.float32 else 3e-3
+    return err, tol
+
+
+def bucketing():
+    want = {1: 1, 5: 5, 8: 8, 9: 10, 10: 10, 11: 12, 16: 16, 17: 20, 33: 40, 57: 64,
+            1000: 1024, 1025: 1280, 2049: 2560, 3000: 3072, 4096: 4096}
+    got = {n: attune.bucket_len(n) for n in want}
+    check(got == want, "bucket_len: four steps per octave (%s)" % got)
+
+
+def default_runs():
+    os.environ["ATTUNE_URL"] = "http://127.0.0.1:9"  # nothing listens: the default tactic
+    rng = np.random.default_rng(7)
+    cases = [(1, 4, 4, 50, 50, 64, np.float32, False, "bhsd"),
+             (2, 8, 2, 37, 37, 32, np.float16, True, "bshd"),
+             (1, 8, 1, 1, 45, 64, np.float32, False, "bhsd"),     # a decode step, MQA
+             (1, 4, 2, 13, 100, 32, np.float32, True, "bshd"),    # inside buckets 14, 112
+             (1, 4, 2, 12, 99, 32, np.float32, True, "bshd")]     # same buckets, other lengths
+    for c in cases:
+        err, tol = case(rng, None, *c)
+        check(err < tol, "run_numpy b%d hq%d hkv%d sq%d skv%d d%d %s %s %s: rel err %.2e < %.0e"
+              % (c[:6] + (np.dtype(c[6]).name, "causal" if c[7] else "nc", c[8], err, tol)))
+    tactic, source, planned = attune.lib.auto_for("cpu").prepare((1, 4, 2, 13, 100, 32, 2, 1))
+    check(source == "default" and tactic == "fused/pad=8"
+          and planned == "b1.hq4.hkv2.sq14.skv112.d32.f32.c",
+          "no daemon: the default tactic, planned at the bucket (%s %s %s)"
+          % (tactic, source, planned))
+
+
+def bad_input():
+    q = np.zeros((1, 2, 4, 8), np.float32)
+    for what, args in (("mixed dtypes", (q, q.astype(np.float16), q)),
+                       ("hq not a multiple of hkv", (np.zeros((1, 3, 4, 8), np.float32), q, q))):
+        try:
+            attune.run_numpy(*args)
+            check(False, "%s refused" % what)
+        except attune.AttuneError as e:
+            check(str(e) != "", "%s refused: %s" % (what, e))
+
+
+def with_daemon():
+    binary = os.environ.get("ATTUNED_BIN")
+    if not binary:
+        print("skip the daemon part: ATTUNED_BIN not set")
+        return
+    work = tempfile.mkdtemp(prefix="attune-it-py-")
+    d = daemonlib.Daemon(binary, work)
+    try:
+        ceiling = daemonlib.shape(1, 4, 1, 16, 64, 32, "f32", True)
+        st, r = d.post("/v1/tune", {"device": "cpu", "shapes": [ceiling]})
+        deadline = time.time() + 120
+        while st == 202 and time.time() < deadline:
+            st2, j = d.get("/v1/jobs/%d" % r["job"])
+            if j["state"] in ("done", "failed", "canceled"):
+                break
+            time.sleep(0.1)
+        key = daemonlib.key_of(1, 4, 1, 16, 64, 32, "f32", True)
+        st, a = d.get("/v1/tactic?device=cpu&shape=" + key)
+        check(st == 200 and a["source"] == "measured", "the ceiling is tuned (%s)" % a)
+        auto = attune.Auto("cpu", url="http://127.0.0.1:%d" % d.port)
+        tactic, source, planned = auto.prepare((1, 4, 1, 15, 57, 32, 2, 1))
+        check(tactic == a["tactic"] and source == "measured" and planned == key,
+              "sq 15 skv 57 plan the measured winner of %s: %s (%s, %s)"
+              % (key, tactic, source, planned))
+        rng = np.random.default_rng(11)
+        for sq, skv in ((15, 57), (16, 64), (9, 49)):
+            err, tol = case(rng, auto, 1, 4, 1, sq, skv, 32, np.float32, True, "bhsd")
+            check(err < tol, "%s at sq %d skv %d: rel err %.2e" % (tactic, sq, skv, err))
+        auto.close()
+    finally:
+        d.stop()
+
+
+def main():
+    bucketing()
+    default_runs()
+    bad_input()
+    with_daemon()
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
