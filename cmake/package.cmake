@@ -1,52 +1,121 @@
 # package.cmake -- Debian packages with cpack (docs/deploy.md, "Packages").
 #
 #   cd build && cpack -G DEB        ->  attune_<v>_<arch>.deb           attuned, unit, CLI, grids
-#                                       libattune-client_<v>_<arch>.deb library, header, pkg-config
+#                                       libattune1_<v>_<arch>.deb       libattune.so.1 (runtime)
+#                                       libattune-client_<v>_<arch>.deb libattune_client.so.2
+#                                       libattune-dev_<v>_<arch>.deb    headers, .so links, .pc, CMake
 #                                       python3-attune-client_<v>_all.deb the Python client
+#                                       *-dbgsym_<v>_<arch>.ddeb        their debug symbols
 #
 # Paths inside the packages are /usr (CPACK_PACKAGING_INSTALL_PREFIX); the
 # unit's ExecStart= follows the install prefix (see the install(CODE) in
-# CMakeLists.txt). Dependencies are named, not computed: dpkg-shlibdeps
-# cannot place the CUDA toolkit's libraries (not installed by dpkg on a
-# build host), and the list is short. A CUDA build also needs the CUDA
-# runtime and cuBLAS of its toolkit on the target (JetPack provides them).
+# CMakeLists.txt). The daemon's and client's dependencies are named, not
+# computed: dpkg-shlibdeps cannot place the CUDA toolkit's libraries (not
+# installed by dpkg on a build host), and the list is short. A CUDA build
+# also needs the CUDA runtime and cuBLAS of its toolkit on the target
+# (JetPack provides them). The libraries' packages follow Debian's naming
+# (policy 8.1: a runtime package named after the SONAME, holding the
+# library alone; one -dev package for building against it).
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME attune)
 set(CPACK_PACKAGE_VENDOR attune)
-set(CPACK_PACKAGE_CONTACT "attune maintainers <attune@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "autotuned attention kernel selection service")
+# Maintainer: a placeholder (lintian: bogus-mail-host) until whoever ships
+# the packages sets theirs.
+set(ATTUNE_DEB_MAINTAINER "attune maintainers <attune@localhost>" CACHE STRING
+    "Maintainer: field of the Debian packages (cmake/package.cmake)")
+set(CPACK_PACKAGE_CONTACT "${ATTUNE_DEB_MAINTAINER}")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
-set(CPACK_COMPONENTS_ALL daemon client python)
+set(CPACK_COMPONENTS_ALL daemon client runtime dev python)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_COMPONENT_DAEMON_DEPENDS client)
+set(CPACK_COMPONENT_DEV_DEPENDS runtime client)
+# Stripped, with the debug symbols in -dbgsym .ddeb packages beside them
+# (cpack moves them there: CPACK_STRIP_FILES stays off, or there would be
+# none to move; lintian: unstripped-binary-or-object); a shlibs file for
+# each shared library, so packages built against them get their Depends
+# computed.
+set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
+set(CPACK_DEBIAN_PYTHON_DEBUGINFO_PACKAGE OFF)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64")
   set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE arm64)
 endif()
 
+# Descriptions: the first line is the synopsis; cpack indents the rest
+# (an empty line becomes " ."), so they are written unindented here.
 set(CPACK_DEBIAN_DAEMON_PACKAGE_NAME attune)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_DEPENDS
     "libsqlite3-0, libjansson4, zlib1g, libmicrohttpd12 | libmicrohttpd12t64, libcurl4 | libcurl4t64")
 set(CPACK_DEBIAN_DAEMON_DESCRIPTION
-    "attuned (systemd service) and the attune CLI
- attune measures fused, split and folded attention implementations per shape
- on each GPU (and the CPU), stores every time and error in SQLite and answers
- which implementation to use over HTTP. The service is enabled and started on
- install with a fresh bearer token in /etc/attune/token.")
+    "autotuned attention kernel selection: attuned (systemd service), attune CLI
+attune measures fused, split and folded attention implementations per shape
+on each GPU (and the CPU), stores every time and error in SQLite and answers
+which implementation to use over HTTP. The service is enabled and started on
+install with a fresh bearer token in /etc/attune/token.")
 set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_EXTRA
     ${CMAKE_SOURCE_DIR}/packaging/deb/postinst ${CMAKE_SOURCE_DIR}/packaging/deb/prerm
     ${CMAKE_SOURCE_DIR}/packaging/deb/postrm)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
+# The two libraries: the loader's cache is refreshed by dpkg's ldconfig
+# trigger (packaging/deb/lib/triggers; lintian: lacks-ldconfig-trigger).
+# cpack still writes a postinst and postrm that run ldconfig themselves
+# (for any library under /usr/lib; lintian warns: maintscript-calls-ldconfig).
 set(CPACK_DEBIAN_CLIENT_PACKAGE_NAME libattune-client)
-set(CPACK_DEBIAN_CLIENT_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_CLIENT_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_CLIENT_PACKAGE_DEPENDS "libjansson4, libcurl4 | libcurl4t64")
+set(CPACK_DEBIAN_CLIENT_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/deb/lib/triggers)
 set(CPACK_DEBIAN_CLIENT_DESCRIPTION
-    "attune client library, header and pkg-config file
- libattune_client asks attuned which attention implementation to use; it never
- makes its caller fail (a documented default when the daemon is down).")
+    "attune client library
+libattune_client asks attuned which attention implementation to use; it never
+makes its caller fail (a documented default when the daemon is down).
+Header, pkg-config and CMake files are in libattune-dev.")
+
+# libattune.so.1: its Depends computed by dpkg-shlibdeps (libc6, and
+# libstdc++6/libgcc-s1 in a CUDA build). Libraries outside dpkg (the CUDA
+# runtime, cuDNN of a toolkit under /usr/local) cannot be placed there
+# (--ignore-missing-info): the description names them instead.
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libattune1)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/deb/lib/triggers)
+# Where libattune links libattune_client (attune_auto asks through it):
+# libattune1 depends on libattune-client of its version, and dpkg-shlibdeps
+# finds libattune_client.so.2 in the build tree (no shlibs of it there yet).
+get_target_property(_attune_rt_links libattune LINK_LIBRARIES)
+if(attune_client IN_LIST _attune_rt_links)
+  set(CPACK_COMPONENT_RUNTIME_DEPENDS client)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR})
+endif()
+set(_attune_rt_needs "")
+if(ATTUNE_HAVE_CUDA)
+  set(_attune_rt_needs "
+
+Built with the CUDA backend: needs libcudart.so.${CUDAToolkit_VERSION_MAJOR} (CUDA ${CUDAToolkit_VERSION_MAJOR}")
+  if(ATTUNE_HAVE_CUDNN)
+    string(APPEND _attune_rt_needs ")
+and libcudnn.so.9 (cuDNN 9")
+  endif()
+  string(APPEND _attune_rt_needs ", or JetPack) where the loader finds
+them; cuBLAS is opened on first use.")
+endif()
+set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
+    "attune runtime library: run attention tactics on caller buffers
+libattune runs the attention implementation attune picked (fused, split,
+folded, ...) for a shape on caller-owned q, k, v and out views, on the CPU
+or a GPU, through a small versioned C ABI (libattune.h).${_attune_rt_needs}")
+
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME libattune-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_DEV_DESCRIPTION
+    "attune libraries: development files
+Headers (libattune.h, attune.h), the libattune.so and libattune_client.so
+links, pkg-config files (libattune, attune_client) and the CMake package
+(find_package(attune): attune::attune, attune::client).")
 
 set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-attune-client)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
@@ -54,6 +123,27 @@ set(CPACK_DEBIAN_PYTHON_PACKAGE_ARCHITECTURE all)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3")
 set(CPACK_DEBIAN_PYTHON_DESCRIPTION
     "attune client for Python (standard library only)
- import attune_client: the same lookups as libattune_client.")
+import attune_client: the same lookups as libattune_client.")
+
+# /usr/share/doc/<package>/copyright and changelog.gz (Debian policy 12.5,
+# 12.7; lintian: no-copyright-file, no-changelog), in the packages only:
+# EXCLUDE_FROM_ALL keeps them out of a plain `cmake --install`. The
+# changelog is a native package's: one entry for the version built.
+string(TIMESTAMP ATTUNE_DEB_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC) # SOURCE_DATE_EPOCH if set
+configure_file(${CMAKE_SOURCE_DIR}/packaging/deb/changelog.in ${CMAKE_BINARY_DIR}/deb/changelog @ONLY)
+find_program(ATTUNE_GZIP gzip)
+if(ATTUNE_GZIP)
+  execute_process(COMMAND ${ATTUNE_GZIP} -9nc ${CMAKE_BINARY_DIR}/deb/changelog
+                  OUTPUT_FILE ${CMAKE_BINARY_DIR}/deb/changelog.gz)
+endif()
+foreach(_c DAEMON CLIENT RUNTIME DEV PYTHON)
+  string(TOLOWER ${_c} _comp)
+  set(_doc ${CMAKE_SOURCE_DIR}/packaging/deb/copyright)
+  if(ATTUNE_GZIP)
+    list(APPEND _doc ${CMAKE_BINARY_DIR}/deb/changelog.gz)
+  endif()
+  install(FILES ${_doc} DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${CPACK_DEBIAN_${_c}_PACKAGE_NAME}
+          COMPONENT ${_comp} EXCLUDE_FROM_ALL)
+endforeach()
 
 include(CPack)

@@ -1,9 +1,11 @@
 #!/bin/sh
-# it_cmake_package.sh -- the client as another project sees it: installed
-# (`cmake --install --component client`) into a scratch prefix, a consumer
-# project (tests/consumer/) configured with find_package(attune) against
-# that prefix, built and run; and the installed pkg-config file names that
-# prefix's include and lib directories, not the default /usr/local.
+# it_cmake_package.sh -- the libraries as another project sees them:
+# installed (`cmake --install --component client`, `runtime` and `dev`, the
+# Debian packages' components) into a scratch prefix, a consumer project
+# (tests/consumer/) configured with find_package(attune) against that
+# prefix, built and run (attune::client asks a daemon that is not there;
+# attune::attune runs every CPU tactic); and the installed pkg-config files
+# name that prefix's include and lib directories, not the default /usr/local.
 # Skipped (77) without the client library (libcurl missing) or pkg-config.
 set -eu
 : "${ATTUNE_BUILD_DIR:?}" "${ATTUNE_SOURCE_DIR:?}"
@@ -16,9 +18,11 @@ ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fail=1; }
 
 prefix=$tmp/prefix
-cmake --install "$ATTUNE_BUILD_DIR" --prefix "$prefix" --component client >"$tmp/install.log" 2>&1 ||
-    { cat "$tmp/install.log"; echo "FAIL cmake --install"; exit 1; }
-ok "installed the client component into a scratch prefix"
+for c in client runtime dev; do
+    cmake --install "$ATTUNE_BUILD_DIR" --prefix "$prefix" --component $c >>"$tmp/install.log" 2>&1 ||
+        { cat "$tmp/install.log"; echo "FAIL cmake --install --component $c"; exit 1; }
+done
+ok "installed the client, runtime and dev components into a scratch prefix"
 
 # find_package(attune) from a project that knows only the prefix
 if cmake -S "$ATTUNE_SOURCE_DIR/tests/consumer" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$prefix" \
@@ -41,12 +45,23 @@ case $out in
 *"fused/pad=8 default") ok "consumer runs against the installed library: $out" ;;
 *) bad "consumer output: $out" ;;
 esac
+# libattune.so.1 needs libattune_client.so.2 beside it: a prefix outside
+# the loader's paths needs LD_LIBRARY_PATH (the executable's RUNPATH covers
+# its own needs only)
+out=$(LD_LIBRARY_PATH=$prefix/lib "$tmp/build/runtime_consumer" 2>&1) || true
+case $out in
+"ran "*" tactics, out[0][0][0][0..3] = -1 -0.75 -0.5 -0.25 "*)
+    ok "attune::attune runs on the CPU: $out" ;;
+*) bad "runtime_consumer output: $out" ;;
+esac
 if command -v ldd >/dev/null 2>&1; then
-    lib=$(ldd "$tmp/build/consumer" | sed -n 's/.*libattune_client[^ ]* => \([^ ]*\).*/\1/p')
-    case $lib in
-    "$prefix"/*) ok "consumer loads $lib" ;;
-    *) bad "consumer loads libattune_client from '$lib', not the prefix" ;;
-    esac
+    for p in consumer:libattune_client runtime_consumer:libattune; do
+        lib=$(LD_LIBRARY_PATH=$prefix/lib ldd "$tmp/build/${p%%:*}" | sed -n "s/.*${p#*:}\.so[^ ]* => \([^ ]*\).*/\1/p")
+        case $lib in
+        "$prefix"/*) ok "${p%%:*} loads $lib" ;;
+        *) bad "${p%%:*} loads ${p#*:} from '$lib', not the prefix" ;;
+        esac
+    done
 fi
 
 # pkg-config: the prefix's directories, wherever it was installed
@@ -74,5 +89,16 @@ if cc $cflags -o "$tmp/pc_consumer" "$ATTUNE_SOURCE_DIR/tests/consumer/consumer.
 else
     cat "$tmp/cc.log"
     bad "build with pkg-config flags"
+fi
+rtflags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs libattune 2>&1) || true
+# shellcheck disable=SC2086
+if LD_LIBRARY_PATH=$prefix/lib cc -o "$tmp/pc_runtime" "$ATTUNE_SOURCE_DIR/tests/consumer/runtime_consumer.c" \
+        $rtflags -lm \
+        >"$tmp/cc.log" 2>&1 &&
+    LD_LIBRARY_PATH=$prefix/lib "$tmp/pc_runtime" >/dev/null 2>&1; then
+    ok "pkg-config libattune ($rtflags): builds and runs"
+else
+    cat "$tmp/cc.log"
+    bad "build with pkg-config libattune: $rtflags"
 fi
 exit $fail

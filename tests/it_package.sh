@@ -1,9 +1,15 @@
 #!/bin/sh
-# it_package.sh -- `cpack -G DEB` builds the three packages; extracted into a
+# it_package.sh -- `cpack -G DEB` builds the five packages; extracted into a
 # scratch root (dpkg-deb -x, what dpkg -i unpacks) the installed `attune
 # devices` and `attuned --version` run from there, attuned serves with the
 # unit's own arguments, the unit verifies and names /usr paths, pkg-config
 # and the Python module work from the root, and the maintainer scripts parse.
+# libattune1 holds libattune.so.1 alone (SONAME libattune.so.1, only the
+# attune_* functions exported, a shlibs file), libattune-dev the rest; a
+# program built against the root with pkg-config and with CMake's
+# find_package(attune) -> attune::attune runs tactics on the CPU
+# (tests/consumer/runtime_consumer.c); lintian, where installed, reports no
+# error on the two.
 # What a scratch root cannot show (systemd starting the unit after dpkg -i
 # on a clean Debian) is the procedure of docs/deploy.md, "Packages".
 # Skipped (77) without cpack or dpkg-deb, or without attuned.
@@ -24,7 +30,8 @@ bad() { echo "FAIL $1"; fail=1; }
     { cat "$tmp/cpack.log"; echo "FAIL cpack"; exit 1; }
 arch=$(dpkg --print-architecture)
 ver=$(sed -n 's/^project(attune VERSION \([0-9.]*\).*/\1/p' "$ATTUNE_SOURCE_DIR/CMakeLists.txt")
-for p in attune_${ver}_$arch libattune-client_${ver}_$arch python3-attune-client_${ver}_all; do
+for p in attune_${ver}_$arch libattune-client_${ver}_$arch libattune1_${ver}_$arch \
+    libattune-dev_${ver}_$arch python3-attune-client_${ver}_all; do
     if [ -f "$tmp/pkg/$p.deb" ]; then ok "built $p.deb"; else bad "no $p.deb"; fi
 done
 root=$tmp/root
@@ -99,6 +106,114 @@ if PYTHONPATH=$root/usr/lib/python3/dist-packages python3 -c \
     ok "python3 imports attune_client from the package"
 else
     bad "python3 attune_client import"
+fi
+
+# ---- libattune: libattune1 (the runtime, named after its SONAME) and
+# libattune-dev (what building against it needs).
+rt=$tmp/pkg/libattune1_${ver}_$arch.deb
+dev=$tmp/pkg/libattune-dev_${ver}_$arch.deb
+files=$(dpkg-deb -c "$rt" | awk '$1 !~ /^d/ && $6 !~ /^.\/usr\/share\/doc\// {print $6}' | tr '\n' ' ')
+case $files in
+"./usr/lib/libattune.so.1 ./usr/lib/libattune.so.1.0.0 " | "./usr/lib/libattune.so.1.0.0 ./usr/lib/libattune.so.1 ")
+    ok "libattune1 holds the library alone: $files" ;;
+*) bad "libattune1 holds: $files" ;;
+esac
+files=$(dpkg-deb -c "$dev" | awk '$1 !~ /^d/ {print $6}' | tr '\n' ' ')
+for f in ./usr/include/libattune.h ./usr/lib/libattune.so ./usr/lib/pkgconfig/libattune.pc \
+    ./usr/lib/cmake/attune/attuneConfig.cmake ./usr/lib/cmake/attune/attuneRuntimeTargets.cmake; do
+    case " $files" in *" $f "*) ;; *) bad "libattune-dev lacks $f" ;; esac
+done
+for p in libattune1 libattune-dev; do
+    for f in copyright changelog.gz; do
+        [ -f "$root/usr/share/doc/$p/$f" ] || bad "$p lacks /usr/share/doc/$p/$f"
+    done
+done
+[ "$(dpkg-deb -I "$rt" triggers 2>&1)" = "activate-noawait ldconfig" ] ||
+    bad "libattune1: no ldconfig trigger"
+[ "$(readlink "$root/usr/lib/libattune.so")" = libattune.so.1 ] &&
+    ok "libattune-dev: headers, libattune.so -> libattune.so.1, .pc, CMake files" ||
+    bad "libattune.so -> $(readlink "$root/usr/lib/libattune.so")"
+deps=$(dpkg-deb -f "$rt" Depends)
+case $deps in
+*libc6*) ok "libattune1 Depends (dpkg-shlibdeps): $deps" ;;
+*) bad "libattune1 Depends: $deps" ;;
+esac
+deps=$(dpkg-deb -f "$dev" Depends)
+case $deps in
+*"libattune1 (= $ver)"*) ok "libattune-dev Depends: $deps" ;;
+*) bad "libattune-dev Depends: $deps" ;;
+esac
+shlibs=$(dpkg-deb -I "$rt" shlibs 2>&1) || true
+[ "$shlibs" = "libattune 1 libattune1 (>= $ver)" ] && ok "libattune1 shlibs: $shlibs" ||
+    bad "libattune1 shlibs: $shlibs"
+# SONAME, and nothing exported but the functions of libattune.map
+so=$root/usr/lib/libattune.so.1
+soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$soname" = libattune.so.1 ] && ok "SONAME $soname" || bad "SONAME '$soname'"
+nm -D --defined-only "$so" | awk '$3 != "LIBATTUNE_1" {print $3}' | sed 's/@.*//' | sort >"$tmp/syms"
+sed -n '/global:/,/local:/s/^ *\(attune_[a-z_]*\);/\1/p' "$ATTUNE_SOURCE_DIR/kernels/libattune.map" |
+    sort >"$tmp/map"
+if [ -s "$tmp/map" ] && cmp -s "$tmp/syms" "$tmp/map"; then
+    ok "exports the $(wc -l <"$tmp/map") attune_* functions of libattune.map, nothing else"
+else
+    bad "exports differ from libattune.map: $(diff "$tmp/map" "$tmp/syms" | grep '^[<>]' | head -5 | tr '\n' ' ')"
+fi
+# a program of another project, built against the root, runs tactics on
+# the CPU: with pkg-config ...
+consumer=$ATTUNE_SOURCE_DIR/tests/consumer
+check_run() { # $1: what built it, $2: the program
+    out=$(LD_LIBRARY_PATH=$lib "$2" 2>&1) || true
+    case $out in
+    "ran "*" tactics, out[0][0][0][0..3] = -1 -0.75 -0.5 -0.25 "*) ok "$1: $out" ;;
+    *) bad "$1: $out" ;;
+    esac
+    l=$(LD_LIBRARY_PATH=$lib ldd "$2" 2>/dev/null | sed -n 's/.*libattune\.so\.1 => \([^ ]*\).*/\1/p')
+    case $l in
+    "$root"/*) ;;
+    *) bad "$1: loads libattune.so.1 from '$l', not the package" ;;
+    esac
+}
+if pc=$(PKG_CONFIG_PATH=$lib/pkgconfig pkg-config --cflags --libs libattune 2>&1) &&
+    # shellcheck disable=SC2086 # (LD_LIBRARY_PATH: ld finds libattune.so's
+    # own needs, libattune_client.so.2, through it, as in /usr/lib it would)
+    LD_LIBRARY_PATH=$lib cc -std=c11 -Wall -Wextra -Werror -o "$tmp/rt_pc" "$consumer/runtime_consumer.c" $pc -lm \
+        >"$tmp/cc.log" 2>&1; then
+    check_run "pkg-config libattune ($pc)" "$tmp/rt_pc"
+else
+    cat "$tmp/cc.log" 2>/dev/null
+    bad "pkg-config libattune: $pc"
+fi
+# ... and with find_package(attune) -> attune::attune
+if command -v cmake >/dev/null 2>&1; then
+    if cmake -S "$consumer" -B "$tmp/cbuild" -DCMAKE_PREFIX_PATH="$root/usr" \
+            -DCMAKE_BUILD_TYPE=Release >"$tmp/cmake.log" 2>&1 &&
+        cmake --build "$tmp/cbuild" >>"$tmp/cmake.log" 2>&1; then
+        dir=$(sed -n 's/^attune_DIR:PATH=//p' "$tmp/cbuild/CMakeCache.txt")
+        case $dir in
+        "$root"/*) check_run "find_package(attune) from $dir, attune::attune" "$tmp/cbuild/runtime_consumer" ;;
+        *) bad "attune_DIR=$dir, not the package's" ;;
+        esac
+    else
+        cat "$tmp/cmake.log"
+        bad "consumer project against the packages (find_package(attune))"
+    fi
+fi
+if command -v lintian >/dev/null 2>&1; then
+    # errors only: warnings are reported, not failed on. bogus-mail-host:
+    # the Maintainer: (and the changelog's) is a placeholder until
+    # ATTUNE_DEB_MAINTAINER is set (cmake/package.cmake).
+    lintian --no-tag-display-limit --suppress-tags bogus-mail-host,bogus-mail-host-in-debian-changelog \
+        "$rt" "$dev" \
+        >"$tmp/lintian" 2>&1 || true
+    grep '^W:' "$tmp/lintian" | sed 's/^/     /'
+    if grep -q '^E:' "$tmp/lintian"; then
+        grep '^E:' "$tmp/lintian"
+        bad "lintian reports errors on libattune1 / libattune-dev"
+    else
+        ok "lintian: no error on libattune1, libattune-dev"
+    fi
+else
+    echo "skip lintian (not installed)"
 fi
 
 for s in postinst prerm postrm; do
