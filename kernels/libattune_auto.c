@@ -148,18 +148,22 @@ static const char *dtype_word(int dtype)
     return dtype == ATTUNE_DTYPE_F16 ? "f16" : dtype == ATTUNE_DTYPE_BF16 ? "bf16" : "f32";
 }
 
-/* Ask the client for key's tactic; plan it (the default tactic when the
- * answer does not plan here). *plan, source filled; 0 or a code. */
-static int answer_plan(attune_auto *a, const attune_dims *key, attune_plan **plan,
-                       char source[16], char *err, size_t errlen)
+/* The client's answer for key (always filled: the default on failure). */
+static void ask(attune_auto *a, const attune_dims *key, attune_answer *ans)
 {
     attune_shape_q q = {attune_dev_id(a->dev), key->b, key->hq, key->hkv, key->sq, key->skv,
                         key->d, dtype_word(key->dtype), key->causal};
-    attune_answer ans;
-    attune_lookup(a->client, &q, 0, &ans); /* always filled: default on failure */
-    snprintf(source, 16, "%s", ans.source);
-    int rc = attune_plan_create(a->dev, key, ans.tactic, plan, err, errlen);
-    if (rc != 0 && strcmp(ans.tactic, ATTUNE_CLIENT_DEFAULT_TACTIC) != 0) {
+    attune_lookup(a->client, &q, 0, ans);
+}
+
+/* Plan ans's tactic for key, else the default tactic (the answer may name
+ * one this build cannot plan); source says which. 0 or a code. */
+static int plan_answer(attune_auto *a, const attune_dims *key, const attune_answer *ans,
+                       attune_plan **plan, char source[16], char *err, size_t errlen)
+{
+    snprintf(source, 16, "%s", ans->source);
+    int rc = attune_plan_create(a->dev, key, ans->tactic, plan, err, errlen);
+    if (rc != 0 && strcmp(ans->tactic, ATTUNE_CLIENT_DEFAULT_TACTIC) != 0) {
         snprintf(source, 16, "default");
         rc = attune_plan_create(a->dev, key, ATTUNE_CLIENT_DEFAULT_TACTIC, plan, err, errlen);
     }
@@ -172,8 +176,10 @@ static int plans_lengths(const attune_plan *p)
     return strncmp(attune_plan_tactic(p), "cudnn", 5) == 0;
 }
 
-/* The bucket entry of shape on stream, looked up and planned (or
- * refreshed) as needed. */
+/* The bucket entry of shape on stream, looked up and planned as needed.
+ * An expired entry asks again and plans only when the answer changed, so
+ * a refresh of a prepared shape never allocates (a graph capture may be
+ * under way). */
 static int bucket_entry(attune_auto *a, const attune_dims *shape, void *stream,
                         auto_entry **out, char *err, size_t errlen)
 {
@@ -186,23 +192,26 @@ static int bucket_entry(attune_auto *a, const attune_dims *shape, void *stream,
         *out = e;
         return 0;
     }
-    attune_plan *p = NULL;
-    char source[16];
-    int rc = answer_plan(a, &key, &p, source, err, errlen);
-    if (rc != 0)
-        return rc;
-    if (e != NULL && strcmp(attune_plan_tactic(e->plan), attune_plan_tactic(p)) == 0) {
-        attune_plan_destroy(p); /* same answer: keep the plan a graph may hold */
-    } else {
+    attune_answer ans;
+    ask(a, &key, &ans);
+    if (e == NULL || strcmp(attune_plan_tactic(e->plan), ans.tactic) != 0) {
+        attune_plan *p = NULL;
+        char source[16];
+        int rc = plan_answer(a, &key, &ans, &p, source, err, errlen);
+        if (rc != 0)
+            return rc;
         if (e != NULL)
             retire(a, e->plan);
         else
             e = slot(a);
         *e = (auto_entry){.key = key, .stream = stream, .plan = p};
+        snprintf(e->source, sizeof e->source, "%s", source);
+    } else {
+        snprintf(e->source, sizeof e->source, "%s", ans.source);
     }
-    snprintf(e->source, sizeof e->source, "%s", source);
-    e->expires_ms = now + (strcmp(source, "measured") == 0 ? AUTO_TTL_MEASURED_MS
-                                                           : AUTO_TTL_OTHER_MS);
+    /* a default the backend could not plan stays default: retried as one */
+    e->expires_ms = now + (strcmp(e->source, "measured") == 0 ? AUTO_TTL_MEASURED_MS
+                                                              : AUTO_TTL_OTHER_MS);
     *out = e;
     return 0;
 }

@@ -40,6 +40,15 @@
 # screening) for the winners' comparison;
 # tune-time.txt, tune-time.jsonl, tune-time.log: ATTUNE_TUNER_TRACE's line
 # per tactic and pass),
+# --torch (tests/gpu/test_torch_binding.py: attune.torch and
+# attn_implementation="attune" against float64 and SDPA; torch.log),
+# --e2e (attuned on an empty database, tune on miss, then
+# bench/e2e_models.py: Llama-3-8B-, Gemma-2B- and ViT-L/14-class models with
+# sdpa, eager and attune; e2e.log, e2e.jsonl; --e2e-args "ARGS" passes
+# ARGS on, e.g. "--models vit --steps 50"),
+# --lib-store (tune grids/gpu-libattune.json with --screen 0, then
+# bench/libattune_store.py: every tactic through libattune against the
+# time the tuner stored; libstore.log),
 # --peers-args "ARGS" (extra
 # arguments to peers.py, e.g. "--only 0,1 --budget-ms 100"), --no-tests,
 # --ctest-args "ARGS". Logs and results go under $OUT (the run tool's
@@ -59,6 +68,10 @@ LOO=0
 REALMODELS=0
 TUNETIME=0
 TESTS=1
+TORCH=0
+E2E=0
+E2E_ARGS=""
+LIBSTORE=0
 PEERS_ARGS=""
 CTEST_ARGS=""
 RM_ARGS=""
@@ -71,11 +84,15 @@ while [ $# -gt 0 ]; do
     --realmodels) REALMODELS=1 ;;
     --tune-time) TUNETIME=1 ;;
     --no-tests) TESTS=0 ;;
+    --torch) TORCH=1 ;;
+    --e2e) E2E=1 ;;
+    --e2e-args) shift; E2E_ARGS=${1:-} ;;
+    --lib-store) LIBSTORE=1 ;;
     --peers-args) shift; PEERS_ARGS=${1:-} ;;
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
     --realmodels-args) shift; RM_ARGS=${1:-} ;;
     --miss-quick) shift; MQ_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--daemon] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS] [--miss-quick \"TABLE KEY...\"]" >&2
+    *) echo "usage: run.sh [--bench] [--daemon] [--torch] [--e2e] [--e2e-args ARGS] [--lib-store] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS] [--miss-quick \"TABLE KEY...\"]" >&2
        exit 2 ;;
     esac
     shift
@@ -193,7 +210,7 @@ grep "attune:" "$OUT/build.log" | tee -a "$RUNLOG" >&2
 # Without tests or the benchmark only the programs are needed: the test
 # binaries are not built (minutes of device time saved).
 ONLY=()
-[ "$TESTS" = 0 ] && [ "$BENCH" = 0 ] && ONLY=(--target attune attuned)
+[ "$TESTS" = 0 ] && [ "$BENCH" = 0 ] && ONLY=(--target attune attuned libattune)
 log "build (-j$JOBS) ${ONLY[*]}"
 if ! cmake --build "$BUILD" -j "$JOBS" "${ONLY[@]}" >>"$OUT/build.log" 2>&1; then
     log "full build failed (someone's work in progress?); building the GPU targets alone"
@@ -305,6 +322,60 @@ if [ "$TUNETIME" = 1 ]; then
     done
     rm -rf "$JITC"
     log "tune time done ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (4f) the Python binding and transformers (attune.torch, attune.hf)
+
+export ATTUNE_LIB=$BUILD/libattune.so.1 ATTUNE_SOURCE_DIR=$ROOT
+if [ "$TORCH" = 1 ]; then
+    log "tests/gpu/test_torch_binding.py"
+    (unset ATTUNE_URL; python3 "$ROOT/tests/gpu/test_torch_binding.py") >"$OUT/torch.log" 2>&1 ||
+        STATUS=1
+    grep -E "^(ok|FAIL)|failed|skip" "$OUT/torch.log" | tee -a "$RUNLOG" >&2
+    log "torch done ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (4h) every tactic through libattune vs the time the tuner stored
+
+if [ "$LIBSTORE" = 1 ]; then
+    DB=${TMPDIR:-/tmp}/attune-libstore-$$.db
+    log "tune grids/gpu-libattune.json (--screen 0), then bench/libattune_store.py"
+    "$BUILD/attune" tune --db "$DB" --device 0 --grid "$ROOT/grids/gpu-libattune.json" \
+        --screen 0 --budget-ms 50 --quiet >"$OUT/libstore.log" 2>&1 || STATUS=1
+    PYTHONUNBUFFERED=1 python3 "$ROOT/bench/libattune_store.py" --db "$DB" \
+        --grid "$ROOT/grids/gpu-libattune.json" --attune "$BUILD/attune" \
+        --out "${TMPDIR:-/tmp}/libstore-$$.jsonl" >>"$OUT/libstore.log" 2>&1 || STATUS=1
+    tail -3 "$OUT/libstore.log" | tee -a "$RUNLOG" >&2
+    rm -f "$DB"* "${TMPDIR:-/tmp}/libstore-$$.jsonl"
+    log "lib-store done ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (4g) whole models: sdpa, eager, attune (tune on miss by a fresh attuned)
+
+if [ "$E2E" = 1 ]; then
+    W=${TMPDIR:-/tmp}/attune-e2e-$$
+    mkdir -p "$W"
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    "$BUILD/attuned" --port "$PORT" --db "$W/attune.db" --no-default-grid --tune-budget-ms 30 \
+        --log "$W/attuned.log" &
+    APID=$!
+    python3 - "$PORT" <<'PY'
+import sys, time, urllib.request
+for _ in range(100):
+    try:
+        urllib.request.urlopen("http://127.0.0.1:%s/v1/health" % sys.argv[1], timeout=1); break
+    except OSError:
+        time.sleep(0.2)
+PY
+    log "bench/e2e_models.py (attuned pid $APID on port $PORT) $E2E_ARGS"
+    # shellcheck disable=SC2086
+    PYTHONUNBUFFERED=1 python3 "$ROOT/bench/e2e_models.py" --url "http://127.0.0.1:$PORT" \
+        --out "$OUT/e2e.jsonl" $E2E_ARGS >"$OUT/e2e.log" 2>&1 || STATUS=1
+    kill "$APID"; wait "$APID"
+    { echo "---- attuned log (tail)"; tail -40 "$W/attuned.log"; } >>"$OUT/e2e.log"
+    grep -vE "^\s*$" "$OUT/e2e.log" | grep -E "^(model|llama|gemma|vit|geomean)" | tee -a "$RUNLOG" >&2
+    rm -rf "$W"
+    log "e2e done ($(($(date +%s) - START)) s)"
 fi
 
 # ---- (5) peer benchmark

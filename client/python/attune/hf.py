@@ -57,6 +57,19 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     return _at.run_bshd(query, key, value, causal), None
 
 
+def use(model, impl):
+    """Switch model's attention implementation ("attune", "sdpa", "eager")
+    after it was built: transformers' own switch where it has one, else the
+    configs' field every attention layer reads."""
+    if hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation(impl)
+        return
+    for m in model.modules():
+        cfg = getattr(m, "config", None)
+        if cfg is not None:
+            cfg._attn_implementation = impl
+
+
 def register(name="attune"):
     """Register attune under name with transformers (done on import)."""
     AttentionInterface.register(name, attention_forward)

@@ -59,6 +59,11 @@ def load(path=None):
         lib.attune_dev_close.argtypes = [V]
         lib.attune_dev_id.restype = ctypes.c_char_p
         lib.attune_dev_id.argtypes = [V]
+        lib.attune_plan_create.argtypes = [V, P(Dims), ctypes.c_char_p, P(V), ctypes.c_char_p, S]
+        lib.attune_plan_run.argtypes = [V, P(Tensor), P(Tensor), P(Tensor), P(Tensor),
+                                        ctypes.c_int64, ctypes.c_int64, V]
+        lib.attune_plan_destroy.argtypes = [V]
+        lib.attune_tactics.argtypes = [V, P(Dims), V, I, ctypes.c_char_p, S]
         lib.attune_auto_new.argtypes = [V, ctypes.c_char_p, I, P(V), ctypes.c_char_p, S]
         lib.attune_auto_free.argtypes = [V]
         lib.attune_auto_prepare.argtypes = [V, P(Dims), V, P(Choice), ctypes.c_char_p, S]
@@ -147,6 +152,59 @@ class Auto:
         rc = self._lib.attune_auto_run(self._auto, t.dims, t.q, t.k, t.v, t.o, stream,
                                        t.err, 256)
         _check(self._lib, rc, t.err)
+
+
+class Device:
+    """An opened device ("cpu", CUDA ordinal "0", "GPU-<uuid>", a name)."""
+
+    def __init__(self, device="0", lib=None):
+        self._lib = lib or load()
+        self.handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(256)
+        _check(self._lib, self._lib.attune_dev_open(str(device).encode(),
+                                                     ctypes.byref(self.handle), err, 256), err)
+        self.id = self._lib.attune_dev_id(self.handle).decode()
+
+    def tactics(self, dims):
+        """The tactics the device lists for dims (canonical text)."""
+        err = ctypes.create_string_buffer(256)
+        d = Dims(*dims)
+        n = self._lib.attune_tactics(self.handle, d, None, 0, err, 256)
+        _check(self._lib, min(n, 0), err)
+        buf = (ctypes.c_char * 96 * n)()
+        self._lib.attune_tactics(self.handle, d, buf, n, err, 256)
+        return [bytes(buf[i]).split(b"\0", 1)[0].decode() for i in range(n)]
+
+    def close(self):
+        if self.handle:
+            self._lib.attune_dev_close(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+class Plan:
+    """One tactic planned for dims on a Device (attune_plan_*): what the
+    tuner timed, run on caller tensors."""
+
+    def __init__(self, device, dims, tactic):
+        self._lib = device._lib
+        self.handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(256)
+        _check(self._lib, self._lib.attune_plan_create(device.handle, Dims(*dims), tactic.encode(),
+                                                        ctypes.byref(self.handle), err, 256), err)
+        self._t = [Tensor(), Tensor(), Tensor(), Tensor()]
+
+    def run(self, q, k, v, o, sq=0, skv=0, stream=0):
+        """q/k/v/o = (address, stride_b, stride_h, stride_s); raises on error."""
+        for dst, src in zip(self._t, (q, k, v, o)):
+            dst.data, dst.stride_b, dst.stride_h, dst.stride_s = src
+        rc = self._lib.attune_plan_run(self.handle, *self._t, sq, skv, stream)
+        if rc != 0:
+            raise AttuneError(rc, self._lib.attune_strerror(rc).decode())
+
+    def close(self):
+        if self.handle:
+            self._lib.attune_plan_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
 
 
 _autos = {}

@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""e2e_models.py -- whole models through attune (issue 24, item 7).
+
+Models are built from their published configs with random weights (no
+downloads), in one process, on CUDA device 0:
+  llama  Llama-3-8B (32 layers, 32 query / 8 KV heads, d 128), bf16:
+         a prefill of --prefill tokens at batch --batch, then --steps
+         decode steps with a KV cache;
+  gemma  Gemma-2B, PaliGemma's decoder (18 layers, 8 query heads, 1 KV
+         head, d 256), bf16: the same prefill and decode;
+  vit    ViT-L/14 at 224 px (24 layers, 16 heads, d 64, 257 tokens), f16,
+         batch --vit-batch: one forward.
+Each runs with attn_implementation "sdpa", "eager" and "attune" (attune.hf;
+answers from attuned at --url, which the caller starts on an empty
+database). For attune, the first forward is timed apart (lookups, plans and
+the daemon's tune on miss are queued then); the script then waits until
+attuned has measured every shape it was asked (the bucket ceilings), and
+times the steady state.
+
+Figures per model and implementation: time per forward (prefill, median
+of --reps, wall clock around a synchronized forward: what a caller waits)
+and per generated token (mean over the steps); attention's own time per
+forward and per token (the attention calls of one recorded forward,
+replayed in a CUDA graph with that implementation, events around the
+replays, median of 10: kernels only, no launch gaps), its share of the
+forward; and the largest difference of the last position's logits against
+sdpa (max abs, and relative L2). Results: JSON lines on --out, a table on
+stdout.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import urllib.request
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
+import attune.hf as ah  # noqa: E402
+import attune.lib  # noqa: E402
+import attune.torch  # noqa: E402
+from transformers import (AttentionInterface, GemmaConfig, GemmaForCausalLM,  # noqa: E402
+                          LlamaConfig, LlamaForCausalLM, ViTConfig, ViTModel)
+from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask  # noqa: E402
+
+IMPLS = ("sdpa", "eager", "attune")
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def build(name):
+    if name == "llama":
+        cfg = LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+                          num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                          max_position_embeddings=8192, rope_theta=500000.0)
+        cls, dt = LlamaForCausalLM, torch.bfloat16
+    elif name == "gemma":
+        cfg = GemmaConfig(vocab_size=256000, hidden_size=2048, intermediate_size=16384,
+                          num_hidden_layers=18, num_attention_heads=8, num_key_value_heads=1,
+                          head_dim=256, max_position_embeddings=8192)
+        cls, dt = GemmaForCausalLM, torch.bfloat16
+    else:
+        cfg = ViTConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                        intermediate_size=4096, image_size=224, patch_size=14)
+        cls, dt = ViTModel, torch.float16
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dt)
+    try:
+        with torch.device("cuda"):
+            m = cls(cfg).eval()
+    finally:
+        torch.set_default_dtype(old)
+    return m, dt
+
+
+# ---- recording the attention calls of one forward
+
+RECORDED = []
+
+
+def _record(module, query, key, value, attention_mask, **kw):
+    RECORDED.append((module, query, key, value, attention_mask, kw))
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kw)
+
+
+AttentionInterface.register("record", _record)
+AttentionMaskInterface.register("record", sdpa_mask)
+
+
+def eager_fn(module):
+    return sys.modules[type(module).__module__].eager_attention_forward
+
+
+def causal_mask(q, k, dtype):
+    sq, skv = q.shape[2], k.shape[2]
+    i = torch.arange(sq, device=q.device)[:, None]
+    j = torch.arange(skv, device=q.device)[None, :]
+    m = torch.zeros(sq, skv, device=q.device, dtype=dtype)
+    return m.masked_fill(j > i + (skv - sq), torch.finfo(dtype).min)[None, None]
+
+
+def attention_calls(impl, calls):
+    """Closures running each recorded call with impl (eager gets the causal
+    mask eager's own forward would build)."""
+    out = []
+    for module, q, k, v, mask, kw in calls:
+        kw = dict(kw)
+        if impl == "eager":
+            causal = getattr(module, "is_causal", False) and q.shape[2] > 1 and mask is None
+            m = causal_mask(q, k, q.dtype) if causal else mask
+            kw.pop("is_causal", None)
+            out.append(lambda module=module, q=q, k=k, v=v, m=m, kw=kw:
+                       eager_fn(module)(module, q, k, v, m, **kw))
+        else:
+            fn = sdpa_attention_forward if impl == "sdpa" else ah.attention_forward
+            out.append(lambda fn=fn, module=module, q=q, k=k, v=v, mask=mask, kw=kw:
+                       fn(module, q, k, v, mask, **kw))
+    return out
+
+
+def graph_time_us(fns, reps=10):
+    """Median time of one pass over fns, captured in a CUDA graph and
+    replayed between events (kernels only)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        for f in fns:  # warm-up: plans, cuBLAS handles, lazy modules
+            f()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s), torch.no_grad():
+        for f in fns:
+            f()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0)
+    del g
+    return statistics.median(times)
+
+
+# ---- the model's own timings
+
+def sync_time(fn):
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    r = fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) * 1e3, r
+
+
+def run_decoder(m, ids, steps, reps, first_only=False):
+    """(prefill ms list, ms per token, last-position prefill logits, cache)."""
+    def prefill():
+        with torch.no_grad():
+            return m(input_ids=ids, use_cache=True, logits_to_keep=1)
+    times = []
+    for _ in range(1 if first_only else reps):
+        t, r = sync_time(prefill)
+        times.append(t)
+    logits = r.logits[:, -1].float()
+    if first_only:
+        return times, None, logits
+    cache, nxt = r.past_key_values, r.logits[:, -1].argmax(-1, keepdim=True)
+    del r
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for _ in range(steps):
+            r = m(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            cache, nxt = r.past_key_values, r.logits[:, -1].argmax(-1, keepdim=True)
+    torch.cuda.synchronize()
+    per_tok = (time.perf_counter() - t0) * 1e3 / steps
+    return times, per_tok, logits
+
+
+def run_vit(m, px, reps, first_only=False):
+    def fwd():
+        with torch.no_grad():
+            return m(pixel_values=px)
+    times = []
+    for _ in range(1 if first_only else reps):
+        t, r = sync_time(fwd)
+        times.append(t)
+    return times, None, r.last_hidden_state[:, 0].float()
+
+
+def record_calls(m, name, ids_or_px):
+    """The attention calls of one prefill forward and (decoders) of one
+    decode step after it."""
+    ah.use(m, "record")
+    RECORDED.clear()
+    with torch.no_grad():
+        if name == "vit":
+            m(pixel_values=ids_or_px)
+            return list(RECORDED), []
+        r = m(input_ids=ids_or_px, use_cache=True, logits_to_keep=1)
+        pre = list(RECORDED)
+        RECORDED.clear()
+        m(input_ids=r.logits[:, -1].argmax(-1, keepdim=True), past_key_values=r.past_key_values,
+          use_cache=True, logits_to_keep=1)
+        return pre, list(RECORDED)
+
+
+# ---- attuned
+
+def _get(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.load(r)
+
+
+def wait_measured(url, keys, timeout_s, quiet_s=5.0):
+    """Seconds until attuned answers `measured` with no tuning in flight for
+    every key, and no new row of these shapes came for quiet_s (the full
+    tune that follows the quick pass is over: it would share the GPU with
+    the timings). None: not within timeout_s."""
+    t0 = time.time()
+    dev = attune.lib.Device("0").id
+    last, last_change = None, time.time()
+    while time.time() - t0 < timeout_s:
+        done, rows = True, 0
+        for k in keys:
+            try:
+                a = _get("%s/v1/tactic?device=%s&shape=%s" % (url, dev, k))
+                rows += len(_get("%s/v1/results?device=%s&shape=%s" % (url, dev, k))["measurements"])
+                done = done and a.get("source") == "measured" and not a.get("tuning")
+            except (OSError, ValueError, KeyError):
+                done = False
+        if rows != last:
+            last, last_change = rows, time.time()
+        if done and time.time() - last_change >= quiet_s:
+            return time.time() - t0
+        time.sleep(1.0)
+    return None
+
+
+def bucket_keys(calls):
+    keys = set()
+    for module, q, k, v, mask, kw in calls:
+        b, hq, sq, d = q.shape
+        causal = bool(getattr(module, "is_causal", False)) and sq > 1 and mask is None
+        dt = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}[q.dtype]
+        keys.add("b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (
+            b, hq, k.shape[1], attune.lib.bucket_len(sq), attune.lib.bucket_len(k.shape[2]), d, dt,
+            "c" if causal else "nc"))
+    return sorted(keys)
+
+
+def model_run(name, a, out):
+    m, dt = build(name)
+    torch.manual_seed(0)
+    if name == "vit":
+        inp = torch.randn(a.vit_batch, 3, 224, 224, device="cuda", dtype=dt)
+        run = lambda first=False: run_vit(m, inp, a.reps, first)  # noqa: E731
+    else:
+        inp = torch.randint(0, m.config.vocab_size, (a.batch, a.prefill), device="cuda")
+        run = lambda first=False: run_decoder(m, inp, a.steps, a.reps, first)  # noqa: E731
+    res = {"model": name}
+    # attune's first forward: a fresh attuned, nothing measured yet
+    ah.use(m, "attune")
+    first, _, _ = run(first=True)
+    res["attune_first_ms"] = first[0]
+    pre, dec = record_calls(m, name, inp)
+    keys = bucket_keys(pre + dec)
+    res["shapes"] = keys
+    res["tuned_after_s"] = wait_measured(a.url, keys, a.tune_wait)
+    log("%s: first attune forward %.1f ms; shapes %s measured after %s s"
+        % (name, first[0], keys, res["tuned_after_s"]))
+    logits = {}
+    for impl in IMPLS:
+        ah.use(m, impl)
+        ah.calls.update(attune=0, sdpa=0)
+        times, per_tok, lg = run()
+        logits[impl] = lg
+        r = {"forward_ms": statistics.median(times), "forward_ms_all": times, "token_ms": per_tok}
+        r["attn_forward_us"] = graph_time_us(attention_calls(impl, pre))
+        r["attn_token_us"] = graph_time_us(attention_calls(impl, dec)) if dec else None
+        if impl == "attune":
+            r["calls"] = dict(ah.calls)
+            r["tactics"] = sorted({attune.torch.prepare(q, k, v, bool(getattr(mo, "is_causal", False))
+                                                        and q.shape[2] > 1)[0]
+                                   for mo, q, k, v, _, _ in pre + dec})
+        res[impl] = r
+        log("%s %-6s forward %.2f ms, token %s ms, attention %.1f us/forward (%.0f%%), %s us/token"
+            % (name, impl, r["forward_ms"], per_tok and round(per_tok, 3), r["attn_forward_us"],
+               100 * r["attn_forward_us"] / 1000 / r["forward_ms"], r["attn_token_us"]))
+    for impl in ("eager", "attune"):
+        d = (logits[impl].double() - logits["sdpa"].double())
+        res[impl]["logits_max_abs"] = d.abs().max().item()
+        res[impl]["logits_rel_l2"] = (d.norm() / logits["sdpa"].double().norm()).item()
+    steps = a.steps if name != "vit" else 0
+    for impl in IMPLS:
+        r = res[impl]
+        r["attn_workload_us"] = r["attn_forward_us"] + steps * (r["attn_token_us"] or 0)
+    res["attn_speedup_vs_sdpa"] = res["sdpa"]["attn_workload_us"] / res["attune"]["attn_workload_us"]
+    out.write(json.dumps(res) + "\n")
+    out.flush()
+    del m
+    torch.cuda.empty_cache()
+    return res
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="llama,gemma,vit")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--prefill", type=int, default=2048)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--vit-batch", type=int, default=64)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--tune-wait", type=float, default=150.0,
+                   help="seconds to wait for attuned to measure the shapes")
+    p.add_argument("--url", default=os.environ.get("ATTUNE_URL", "http://127.0.0.1:7373"))
+    p.add_argument("--out", default="e2e.jsonl")
+    a = p.parse_args()
+    os.environ["ATTUNE_URL"] = a.url
+    log("torch %s, GPU %s" % (torch.__version__, torch.cuda.get_device_name(0)))
+    results = []
+    with open(a.out, "w") as out:
+        for name in a.models.split(","):
+            try:
+                results.append(model_run(name, a, out))
+            except Exception as ex:
+                import traceback
+                traceback.print_exc()
+                log("%s failed: %r" % (name, ex))
+    if results:
+        g = math.exp(sum(math.log(r["attn_speedup_vs_sdpa"]) for r in results) / len(results))
+        log("\nmodel  | forward ms sdpa/eager/attune | token ms sdpa/eager/attune | "
+            "attention speedup vs sdpa | logits rel L2 attune, eager")
+        for r in results:
+            log("%-6s | %s | %s | %.3fx | %.1e, %.1e" % (
+                r["model"], " / ".join("%.2f" % r[i]["forward_ms"] for i in IMPLS),
+                " / ".join("%.3f" % r[i]["token_ms"] if r[i]["token_ms"] else "-" for i in IMPLS),
+                r["attn_speedup_vs_sdpa"], r["attune"]["logits_rel_l2"], r["eager"]["logits_rel_l2"]))
+        log("geomean attention speedup vs sdpa: %.3fx over %d models" % (g, len(results)))
+    return 0 if len(results) == len(a.models.split(",")) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

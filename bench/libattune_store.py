@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""libattune_store.py -- does libattune run each tactic as fast as the tuner
+measured it? (issue 24: within 3% of the stored time.)
+
+For every shape of --grid, `attune results --json` gives the rows the tuner
+stored on --db for CUDA device 0 (tune them first: `attune tune --db DB
+--device 0 --grid GRID --screen 0`, so every tactic is timed fully). Each
+`ok` row's tactic is then planned through libattune.so (attune.lib.Plan,
+ctypes) and run on contiguous [b, h, s, d] torch tensors the way the tuner
+times: a CUDA graph of back-to-back runs (about 2 ms of them) replayed
+between two events, median of --reps replays. The stored time compared is
+time_us_copies when the row has one (a padded tactic run through libattune
+does its copies), else time_us. Prints a line per tactic and the
+distribution of the ratio libattune / stored; exit 1 when a tactic cannot
+be planned or run.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
+import attune.lib as al  # noqa: E402
+
+DT = {"f16": (0, torch.float16), "bf16": (1, torch.bfloat16), "f32": (2, torch.float32)}
+
+
+def time_plan(plan, dims, reps, est_us):
+    b, hq, hkv, sq, skv, d, dtype, causal = dims
+    tdt = [v[1] for v in DT.values() if v[0] == dtype][0]
+    q = torch.randn(b, hq, sq, d, device="cuda", dtype=tdt)
+    k = torch.randn(b, hkv, skv, d, device="cuda", dtype=tdt)
+    v = torch.randn(b, hkv, skv, d, device="cuda", dtype=tdt)
+    o = torch.empty_like(q)
+    view = lambda t: (t.data_ptr(), t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
+    args = (view(q), view(k), view(v), view(o))
+    iters = max(1, min(1000, int(2000.0 / max(est_us, 1e-3))))
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        plan.run(*args, stream=s.cuda_stream)  # warm-up outside the capture
+    s.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for _ in range(iters):
+            plan.run(*args, stream=s.cuda_stream)
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1000.0 / iters)
+    del g
+    return statistics.median(times)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--db", required=True)
+    p.add_argument("--grid", required=True)
+    p.add_argument("--attune", default=os.environ.get("ATTUNE_BIN", "attune"))
+    p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--out", default="libattune-store.jsonl")
+    a = p.parse_args()
+    dev = al.Device("0")
+    ratios, failed = [], 0
+    with open(a.out, "w") as out:
+        for sh in json.load(open(a.grid))["shapes"]:
+            key = "b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (
+                sh["b"], sh["hq"], sh["hkv"], sh["sq"], sh["skv"], sh["d"], sh["dtype"],
+                "c" if sh["causal"] else "nc")
+            r = subprocess.run([a.attune, "results", "--db", a.db, "--device", "0", "--shape", key,
+                                "--json"], capture_output=True, text=True)
+            if r.returncode != 0:
+                print("FAIL %s: attune results: %s" % (key, r.stderr.strip()))
+                failed += 1
+                continue
+            rows = json.loads(r.stdout)["measurements"]
+            dims = (sh["b"], sh["hq"], sh["hkv"], sh["sq"], sh["skv"], sh["d"], DT[sh["dtype"]][0],
+                    int(sh["causal"]))
+            for row in rows:
+                if row.get("status") != "ok":
+                    continue
+                stored = row.get("time_us_copies") or row["time_us"]
+                try:
+                    plan = al.Plan(dev, dims, row["tactic"])
+                    us = time_plan(plan, dims, a.reps, stored)
+                    plan.close()
+                except Exception as ex:
+                    print("FAIL %s %s: %s" % (key, row["tactic"], ex))
+                    failed += 1
+                    continue
+                ratios.append(us / stored)
+                rec = {"shape": key, "tactic": row["tactic"], "stored_us": stored, "libattune_us": us,
+                       "ratio": us / stored, "note": row.get("note", "")}
+                out.write(json.dumps(rec) + "\n")
+                print("%-40s %-52s stored %9.2f us  libattune %9.2f us  %.3f"
+                      % (key, row["tactic"], stored, us, us / stored), flush=True)
+    if ratios:
+        rs = sorted(ratios)
+        within = sum(1 for x in rs if x <= 1.03)
+        print("\n%d tactics: ratio libattune/stored median %.3f, p90 %.3f, max %.3f, min %.3f; "
+              "%d within 3%% (%.1f%%)" % (len(rs), statistics.median(rs), rs[int(0.9 * (len(rs) - 1))],
+                                          rs[-1], rs[0], within, 100.0 * within / len(rs)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
