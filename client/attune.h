@@ -63,10 +63,13 @@ typedef struct attune_shape_q {
 
 typedef struct attune_answer {
     char tactic[96];     /* canonical, e.g. "folded/acc=f32/pad=8" */
-    char variant[32];    /* "fused", "fused_splitkv", "split", "split_repeat", "folded" */
+    char variant[32];    /* "fused", "fused_splitkv", "split", "split_repeat",
+                            "folded", "cudnn" */
     int pad;             /* sq and skv rounded up to this multiple */
     char source[16];     /* "measured", "fleet", "nearest", "predicted" or
-                            "default" (docs/api.md) */
+                            "default" (docs/api.md); "none" (tactic "") when
+                            a lookup limited to variants has no tactic
+                            (attune_lookup_in) */
     int stale;           /* measured on another software stack */
     double time_us;      /* kernel time per call; NaN when unknown */
     double rel_err;      /* relative L2 error vs float64; NaN when unknown */
@@ -135,6 +138,22 @@ void attune_default_answer(attune_answer *out, const char *why);
  * invalid: then no request is made). */
 int attune_lookup(attune_client *c, const attune_shape_q *q, double max_rel_err,
                   attune_answer *out);
+
+/* The same among the variants the caller can run (docs/api.md "Ask for
+ * what you can run"): variants is a comma-separated list of variant names
+ * ("cudnn,split,folded"; NULL or "" = every variant, attune_lookup). The
+ * answer is the best tactic of those variants by the daemon's rules. The
+ * cache keeps one answer per (device, shape, bound, set of variants); the
+ * set's spelling does not matter ("split,cudnn" = "cudnn , split").
+ * Fallbacks: the default tactic when the set allows fused, else no tactic
+ * at all: tactic "" and source "none" (nothing of the set is known to run;
+ * the caller uses its own path). So is the answer when attuned says that
+ * the backend lists none of the variants for the shape (HTTP 404:
+ * ATTUNE_CLIENT_REJECTED, its reason in error). A list that is not names
+ * ([a-z0-9_], comma-separated) is ATTUNE_CLIENT_EINVAL without a request;
+ * an unknown name is refused by attuned (ATTUNE_CLIENT_REJECTED). */
+int attune_lookup_in(attune_client *c, const attune_shape_q *q, const char *variants,
+                     double max_rel_err, attune_answer *out);
 
 /* Drop every cached answer. */
 void attune_client_clear_cache(attune_client *c);

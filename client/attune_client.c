@@ -16,7 +16,8 @@
 #define LOOKUP_BODY_MAX (64u << 10)  /* a lookup answer is ~400 bytes */
 #define REQUEST_BODY_MAX (256u << 20) /* exports can be large */
 #define CACHE_WAYS 4                 /* set-associative: bounded probe */
-#define KEY_MAX 320
+#define KEY_MAX 384
+#define VARIANTS_MAX 128            /* a variants list, as given or canonical */
 
 typedef struct cache_entry {
     char key[KEY_MAX];               /* "" = empty */
@@ -496,60 +497,153 @@ static void error_text(const char *text, size_t len, long status, char *why, siz
     json_decref(o);
 }
 
-int attune_lookup(attune_client *c, const attune_shape_q *q, double max_rel_err,
-                  attune_answer *out)
+static int cmp_str(const void *a, const void *b)
 {
-    char why[256];
-    if (out == NULL)
-        return ATTUNE_CLIENT_EINVAL;
-    if (c == NULL || q == NULL) {
-        attune_default_answer(out, "no client or no query");
-        return ATTUNE_CLIENT_EINVAL;
-    }
-    if (!valid_query(q, why, sizeof why)) {
-        attune_default_answer(out, why);
-        return ATTUNE_CLIENT_EINVAL;
-    }
-    if (!(max_rel_err >= 0 && max_rel_err <= 1)) { /* NaN fails too */
-        attune_default_answer(out, "max_rel_err must be 0 (daemon's bound) or in (0, 1]");
-        return ATTUNE_CLIENT_EINVAL;
-    }
-    const char *device = q->device != NULL ? q->device : "0";
-    char key[KEY_MAX];
-    snprintf(key, sizeof key, "%s|b%lld.hq%lld.hkv%lld.sq%lld.skv%lld.d%lld.%s.%s|%.17g",
-             device, q->b, q->hq, q->hkv, q->sq, q->skv, q->d, q->dtype,
-             q->causal ? "c" : "nc", max_rel_err);
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 
-    pthread_mutex_lock(&c->mu);
-    int hit = cache_get(c, key, out);
-    int down = !hit && c->down_until_ms > now_ms();
-    pthread_mutex_unlock(&c->mu);
-    if (hit)
-        return ATTUNE_CLIENT_OK;
-    if (down) {
-        attune_default_answer(out, "attuned unreachable (recent failure; retrying later)");
-        return ATTUNE_CLIENT_FALLBACK;
+/* The canonical text of a variants list into out (names trimmed, sorted,
+ * repeats dropped: "split, cudnn,split" -> "cudnn,split"; "" for NULL or
+ * ""), so that two spellings of one set share a cache entry. Names are
+ * checked for their characters only ([a-z0-9_]); attuned knows which
+ * exist. 0, or -1 with why set. */
+static int canon_variants(const char *list, char *out, size_t len, char *why, size_t whylen)
+{
+    char copy[VARIANTS_MAX];
+    const char *names[16];
+    int n = 0;
+    out[0] = 0;
+    if (list == NULL || list[0] == 0)
+        return 0;
+    if (strlen(list) >= sizeof copy) {
+        copy_str(why, whylen, "variants: list too long");
+        return -1;
     }
+    copy_str(copy, sizeof copy, list);
+    for (char *t = copy, *next; t != NULL; t = next) {
+        if ((next = strchr(t, ',')) != NULL)
+            *next++ = 0;
+        while (*t == ' ')
+            t++;
+        for (char *e = t + strlen(t); e > t && e[-1] == ' ';)
+            *--e = 0;
+        if (*t == 0 || strspn(t, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(t) ||
+            n == (int)(sizeof names / sizeof names[0])) {
+            snprintf(why, whylen, "variants: '%.40s' is not a list of variant names "
+                     "(e.g. cudnn,split,folded)", list);
+            return -1;
+        }
+        names[n++] = t;
+    }
+    if (n == 0) {
+        snprintf(why, whylen, "variants: '%.40s' names no variant", list);
+        return -1;
+    }
+    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || strcmp(names[i], names[i - 1]) != 0)
+            k += (size_t)snprintf(out + k, len - k, "%s%s", k ? "," : "", names[i]);
+    return 0;
+}
 
+/* 1 when the canonical list allows the variant name v ("" allows all). */
+static int variants_allow(const char *canon, const char *v)
+{
+    size_t n = strlen(v);
+    if (canon[0] == 0)
+        return 1;
+    for (const char *p = canon; (p = strstr(p, v)) != NULL; p += n)
+        if ((p == canon || p[-1] == ',') && (p[n] == 0 || p[n] == ','))
+            return 1;
+    return 0;
+}
+
+/* The fallback answer of a lookup limited to variants (canonical): the
+ * default when the set allows fused, else no tactic (source "none"). */
+static void fallback_answer(attune_answer *out, const char *why, const char *variants)
+{
+    attune_default_answer(out, why);
+    if (variants_allow(variants, "fused"))
+        return;
+    out->tactic[0] = out->variant[0] = 0;
+    out->pad = 0;
+    copy_str(out->source, sizeof out->source, "none");
+}
+
+/* The cache key of a lookup: device, shape, bound and variants. */
+static void lookup_key(const attune_shape_q *q, const char *device, double max_rel_err,
+                       const char *variants, char *key, size_t len)
+{
+    snprintf(key, len, "%s|b%lld.hq%lld.hkv%lld.sq%lld.skv%lld.d%lld.%s.%s|%.17g|%s", device,
+             q->b, q->hq, q->hkv, q->sq, q->skv, q->d, q->dtype, q->causal ? "c" : "nc",
+             max_rel_err, variants);
+}
+
+/* The URL of GET /v1/tactic for the lookup into url. 0, or -1 with why. */
+static int lookup_url(const attune_client *c, const attune_shape_q *q, const char *device,
+                      double max_rel_err, const char *variants, char *url, size_t len,
+                      char *why, size_t whylen)
+{
     char *dev_esc = curl_easy_escape(NULL, device, 0);
     if (dev_esc == NULL) {
-        attune_default_answer(out, "out of memory");
-        return ATTUNE_CLIENT_FALLBACK;
+        copy_str(why, whylen, "out of memory");
+        return -1;
     }
-    char url[1024];
-    int n = snprintf(url, sizeof url,
+    int n = snprintf(url, len,
                      "%s/v1/tactic?device=%s&b=%lld&hq=%lld&hkv=%lld&sq=%lld&skv=%lld"
                      "&d=%lld&dtype=%s&causal=%d",
                      c->url, dev_esc, q->b, q->hq, q->hkv, q->sq, q->skv, q->d, q->dtype,
                      q->causal);
     curl_free(dev_esc);
-    if (max_rel_err > 0 && n > 0 && (size_t)n < sizeof url)
-        n += snprintf(url + n, sizeof url - (size_t)n, "&max_rel_err=%.17g", max_rel_err);
-    if (n < 0 || (size_t)n >= sizeof url) {
-        attune_default_answer(out, "daemon URL too long");
-        return ATTUNE_CLIENT_FALLBACK;
+    if (max_rel_err > 0 && n > 0 && (size_t)n < len)
+        n += snprintf(url + n, len - (size_t)n, "&max_rel_err=%.17g", max_rel_err);
+    if (variants[0] != 0 && n > 0 && (size_t)n < len)
+        n += snprintf(url + n, len - (size_t)n, "&variants=%s", variants);
+    if (n < 0 || (size_t)n >= len) {
+        copy_str(why, whylen, "daemon URL too long");
+        return -1;
     }
+    return 0;
+}
 
+/* Check the arguments of a lookup; the canonical variants into canon.
+ * ATTUNE_CLIENT_OK, or EINVAL with out holding the fallback. */
+static int lookup_check(attune_client *c, const attune_shape_q *q, const char *variants,
+                        double max_rel_err, char *canon, size_t len, attune_answer *out)
+{
+    char why[256];
+    if (c == NULL || q == NULL) {
+        attune_default_answer(out, "no client or no query");
+        return ATTUNE_CLIENT_EINVAL;
+    }
+    if (canon_variants(variants, canon, len, why, sizeof why) != 0) {
+        fallback_answer(out, why, "-");
+        return ATTUNE_CLIENT_EINVAL;
+    }
+    if (!valid_query(q, why, sizeof why)) {
+        fallback_answer(out, why, canon);
+        return ATTUNE_CLIENT_EINVAL;
+    }
+    if (!(max_rel_err >= 0 && max_rel_err <= 1)) { /* NaN fails too */
+        fallback_answer(out, "max_rel_err must be 0 (daemon's bound) or in (0, 1]", canon);
+        return ATTUNE_CLIENT_EINVAL;
+    }
+    return ATTUNE_CLIENT_OK;
+}
+
+int attune_lookup(attune_client *c, const attune_shape_q *q, double max_rel_err,
+                  attune_answer *out)
+{
+    return attune_lookup_in(c, q, NULL, max_rel_err, out);
+}
+
+/* Ask the daemon (the lookup's cache missed): the answer into out, the
+ * return code of attune_lookup_in. */
+static int ask_daemon(attune_client *c, const char *url, const char *key, const char *canon,
+                      attune_answer *out)
+{
+    char why[256];
     long status = 0;
     buf b;
     int rc = perform(c, "GET", url, NULL, LOOKUP_BODY_MAX, &status, &b, why, sizeof why);
@@ -561,20 +655,20 @@ int attune_lookup(attune_client *c, const attune_shape_q *q, double max_rel_err,
         if (c->retry_ms > 0)
             c->down_until_ms = now_ms() + c->retry_ms;
         pthread_mutex_unlock(&c->mu);
-        attune_default_answer(out, why);
+        fallback_answer(out, why, canon);
         return ATTUNE_CLIENT_FALLBACK;
     }
     if (status != 200) {
         error_text(b.p, b.len, status, why, sizeof why);
         free(b.p);
-        attune_default_answer(out, why);
+        fallback_answer(out, why, canon);
         return ATTUNE_CLIENT_REJECTED;
     }
     attune_answer a;
     int bad = b.p == NULL || parse_answer(b.p, b.len, &a) != 0;
     free(b.p);
     if (bad) {
-        attune_default_answer(out, "malformed answer from attuned");
+        fallback_answer(out, "malformed answer from attuned", canon);
         return ATTUNE_CLIENT_FALLBACK;
     }
     pthread_mutex_lock(&c->mu);
@@ -582,4 +676,35 @@ int attune_lookup(attune_client *c, const attune_shape_q *q, double max_rel_err,
     pthread_mutex_unlock(&c->mu);
     *out = a;
     return ATTUNE_CLIENT_OK;
+}
+
+int attune_lookup_in(attune_client *c, const attune_shape_q *q, const char *variants,
+                     double max_rel_err, attune_answer *out)
+{
+    char why[256], canon[VARIANTS_MAX];
+    if (out == NULL)
+        return ATTUNE_CLIENT_EINVAL;
+    int rc = lookup_check(c, q, variants, max_rel_err, canon, sizeof canon, out);
+    if (rc != ATTUNE_CLIENT_OK)
+        return rc;
+    const char *device = q->device != NULL ? q->device : "0";
+    char key[KEY_MAX];
+    lookup_key(q, device, max_rel_err, canon, key, sizeof key);
+
+    pthread_mutex_lock(&c->mu);
+    int hit = cache_get(c, key, out);
+    int down = !hit && c->down_until_ms > now_ms();
+    pthread_mutex_unlock(&c->mu);
+    if (hit)
+        return ATTUNE_CLIENT_OK;
+    if (down) {
+        fallback_answer(out, "attuned unreachable (recent failure; retrying later)", canon);
+        return ATTUNE_CLIENT_FALLBACK;
+    }
+    char url[1024];
+    if (lookup_url(c, q, device, max_rel_err, canon, url, sizeof url, why, sizeof why) != 0) {
+        fallback_answer(out, why, canon);
+        return ATTUNE_CLIENT_FALLBACK;
+    }
+    return ask_daemon(c, url, key, canon, out);
 }

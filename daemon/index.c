@@ -129,10 +129,12 @@ static int cmp_rows(const void *a, const void *b)
  * row), but only those of cur's power mode: a row taken in another mode
  * belongs to another device state and is never served (kernels/power.h),
  * and only complete ones (select_complete; need_mark: a local device):
- * rows of a tune in flight are never a winner's source.
+ * rows of a tune in flight are never a winner's source. vs: the variants
+ * the winner may be of (0: any); completeness is the whole stack's.
  * Sets *stale. Returns the row index or -1. Rows are sorted by stack. */
 static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
-                       const select_policy *p, double mre, int need_mark, int *stale)
+                       const select_policy *p, double mre, variant_set vs, int need_mark,
+                       int *stale)
 {
     const char *cur_stack = cur->id;
     int best = -1;
@@ -148,7 +150,7 @@ static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
         }
         int usable = strcmp(m[lo].power, cur->power) == 0 &&
                      select_complete(m + lo, hi - lo, need_mark);
-        int w = usable ? select_winner(m + lo, hi - lo, p, mre) : -1;
+        int w = usable ? variant_set_winner(m + lo, hi - lo, p, mre, vs) : -1;
         if (w >= 0) {
             if (strcmp(m[lo].stack_id, cur_stack) == 0) {
                 *stale = 0;
@@ -168,7 +170,7 @@ static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
 static void cache_winners(ix_shape *sh, const ix_device *d, const select_policy *p)
 {
     int stale;
-    int w = pick_winner(sh->m, sh->n, &d->stack, p, 0, d->local, &stale);
+    int w = pick_winner(sh->m, sh->n, &d->stack, p, 0, 0, d->local, &stale);
     sh->win_fresh = (w >= 0 && !stale) ? w : -1;
     sh->win_stale = (w >= 0 && stale) ? w : -1;
 }
@@ -529,16 +531,17 @@ void index_stats(index_state *ix, int *local, int *fleet, int64_t *measurements)
     pthread_rwlock_unlock(&ix->lock);
 }
 
-/* Winner of one indexed shape under the lookup's bound: cached for the
- * policy's own bound, recomputed for an override. */
+/* Winner of one indexed shape under the lookup's bound and variants:
+ * cached for the policy's own bound and every variant, recomputed for an
+ * override or a set of variants. */
 static int shape_winner(const ix_shape *sh, const ix_device *d, const select_policy *p,
-                        double mre, int *stale)
+                        double mre, variant_set vs, int *stale)
 {
-    if (mre <= 0) {
+    if (mre <= 0 && vs == 0) {
         *stale = sh->win_fresh < 0 && sh->win_stale >= 0;
         return sh->win_fresh >= 0 ? sh->win_fresh : sh->win_stale;
     }
-    return pick_winner(sh->m, sh->n, &d->stack, p, mre, d->local, stale);
+    return pick_winner(sh->m, sh->n, &d->stack, p, mre, vs, d->local, stale);
 }
 
 /* ---- answers for shapes the device has not measured */
@@ -635,7 +638,7 @@ static int same_model(const ix_device *a, const ix_device *b)
  * on a fleet device of the same model, fresh rows before stale ones. 0
  * with *out filled, or ATTUNE_ENOTFOUND (read lock held). */
 static int fleet_answer(index_state *ix, const ix_device *d, const char *key, uint64_t h,
-                        double mre, index_answer *out)
+                        double mre, variant_set vs, index_answer *out)
 {
     const ix_device *best = NULL;
     int best_w = -1, best_stale = 1, best_i = -1;
@@ -646,7 +649,7 @@ static int fleet_answer(index_state *ix, const ix_device *d, const char *key, ui
         int stale, i = find_slot_shape(f, key, h);
         if (i < 0)
             continue;
-        int w = shape_winner(&f->shapes[i], f, &ix->policy, mre, &stale);
+        int w = shape_winner(&f->shapes[i], f, &ix->policy, mre, vs, &stale);
         if (w < 0 || (best != NULL && (stale || !best_stale)))
             continue;
         best = f;
@@ -665,8 +668,97 @@ static int fleet_answer(index_state *ix, const ix_device *d, const char *key, ui
     return 0;
 }
 
+/* Keep the tactics of list_buf[0..n) that vs allows, in order; the
+ * variants listed before into *listed. Returns the count kept. */
+static int filter_listing(int n, variant_set vs, variant_set *listed)
+{
+    int k = 0;
+    *listed = 0;
+    for (int i = 0; i < n; i++) {
+        *listed |= 1u << list_buf[i].variant;
+        if (variant_set_has(vs, list_buf[i].variant))
+            list_buf[k++] = list_buf[i];
+    }
+    return k;
+}
+
+/* The answer of the prediction model among list_buf[0..nlist) (or the
+ * families the device measured, when nothing lists for it: nall == 0).
+ * 0 with out filled, or ATTUNE_ENOTFOUND (read lock held). */
+static int predicted_answer(index_state *ix, ix_device *d, const attn_shape *s, int nlist,
+                            int nall, double mre, variant_set vs, index_answer *out)
+{
+    const predict_model *pm = device_model(ix, d);
+    predict_answer pa;
+    int prc = ATTUNE_ENOTFOUND;
+    if (pm != NULL && nlist > 0)
+        prc = predict_answer_for(pm, s, list_buf, nlist, mre, &pa);
+    else if (pm != NULL && nall == 0)
+        prc = predict_answer_measured_families_in(pm, s, vs, mre, &pa);
+    if (prc != 0)
+        return ATTUNE_ENOTFOUND;
+    out->source = pa.nearest ? INDEX_NEAREST : INDEX_PREDICTED;
+    out->stale = pa.stale;
+    out->distance = pa.distance;
+    out->predicted_us = pa.time_us;
+    out->nfrom = pa.nfrom;
+    memcpy(out->from, pa.from, sizeof out->from);
+    memcpy(out->from_key, pa.from[0], sizeof out->from_key);
+    predicted_row(d, s, pa.tactic_str, pa.time_us, pa.rel_err, &out->m);
+    return 0;
+}
+
+/* Nothing qualifies: the listed fused pad=8 tactic, else the first listed
+ * (list_buf[0..nlist), already limited to vs); INDEX_DEFAULT_TACTIC when
+ * nothing lists for the device (nall == 0) and vs allows fused. 0, or
+ * ATTUNE_ENOTFOUND when vs leaves no tactic. */
+static int default_answer(const ix_device *d, const attn_shape *s, int nlist, int nall,
+                          variant_set vs, index_answer *out)
+{
+    char dflt[ATTN_TACTIC_STR_MAX];
+    snprintf(dflt, sizeof dflt, "%s", INDEX_DEFAULT_TACTIC);
+    if (nlist == 0 && (nall > 0 || !variant_set_has(vs, ATTN_FUSED)))
+        return ATTUNE_ENOTFOUND;
+    int pick = nlist > 0 ? 0 : -1;
+    for (int k = 0; k < nlist; k++)
+        if (list_buf[k].variant == ATTN_FUSED && list_buf[k].pad == 8) {
+            pick = k;
+            break;
+        }
+    if (pick >= 0)
+        attn_tactic_str(&list_buf[pick], dflt, sizeof dflt);
+    predicted_row(d, s, dflt, NAN, NAN, &out->m);
+    return 0;
+}
+
+/* The shape's own winner on d (measured), when it has one. 1 with out
+ * filled, else 0; counts out->own_rows (read lock held). */
+static int measured_answer(index_state *ix, const ix_device *d, const char *key, uint64_t h,
+                           double mre, variant_set vs, index_answer *out)
+{
+    int stale, i = find_slot_shape(d, key, h);
+    if (i < 0)
+        return 0;
+    for (int k = 0; k < d->shapes[i].n; k++)
+        out->own_rows += strcmp(d->shapes[i].m[k].stack_id, d->stack.id) == 0;
+    int w = shape_winner(&d->shapes[i], d, &ix->policy, mre, vs, &stale);
+    if (w < 0)
+        return 0;
+    out->source = INDEX_MEASURED;
+    out->stale = stale;
+    out->m = d->shapes[i].m[w];
+    memcpy(out->from_key, key, sizeof out->from_key);
+    return 1;
+}
+
 int index_lookup(index_state *ix, const char *device, const attn_shape *s,
                  double max_rel_err, index_answer *out)
+{
+    return index_lookup_in(ix, device, s, max_rel_err, 0, out);
+}
+
+int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
+                    double max_rel_err, variant_set vs, index_answer *out)
 {
     memset(out, 0, sizeof *out);
     /* the shape key, built once: the hash probe, the answer, tune on miss */
@@ -675,6 +767,7 @@ int index_lookup(index_state *ix, const char *device, const attn_shape *s,
     uint64_t h = key_hash(key);
     out->source = INDEX_DEFAULT;
     out->predicted_us = NAN;
+    vs = vs == VARIANT_SET_ALL ? 0 : vs; /* every variant: the cached winners */
 
     pthread_rwlock_rdlock(&ix->lock);
     ix_device *d = find_spec(ix, device); /* the device, found once */
@@ -685,55 +778,19 @@ int index_lookup(index_state *ix, const char *device, const attn_shape *s,
     memcpy(out->device_id, d->info.id, sizeof out->device_id);
     out->local = d->local;
     memcpy(out->stack_id, d->stack.id, sizeof out->stack_id);
-    int stale;
-    int i = find_slot_shape(d, key, h);
-    if (i >= 0) {
-        for (int k = 0; k < d->shapes[i].n; k++)
-            out->own_rows += strcmp(d->shapes[i].m[k].stack_id, d->stack.id) == 0;
-        int w = shape_winner(&d->shapes[i], d, &ix->policy, max_rel_err, &stale);
-        if (w >= 0) {
-            out->source = INDEX_MEASURED;
-            out->stale = stale;
-            out->m = d->shapes[i].m[w];
-            memcpy(out->from_key, key, sizeof out->from_key);
-            goto done;
-        }
-    }
-    if (d->local && fleet_answer(ix, d, key, h, max_rel_err, out) == 0)
+    int rc = 0;
+    if (measured_answer(ix, d, key, h, max_rel_err, vs, out))
         goto done;
-    int nlist = listing(ix, d, s);
-    const predict_model *pm = device_model(ix, d);
-    predict_answer pa;
-    int prc = ATTUNE_ENOTFOUND;
-    if (pm != NULL)
-        prc = nlist > 0 ? predict_answer_for(pm, s, list_buf, nlist, max_rel_err, &pa)
-                        : predict_answer_measured_families(pm, s, max_rel_err, &pa);
-    if (prc == 0) {
-        out->source = pa.nearest ? INDEX_NEAREST : INDEX_PREDICTED;
-        out->stale = pa.stale;
-        out->distance = pa.distance;
-        out->predicted_us = pa.time_us;
-        out->nfrom = pa.nfrom;
-        memcpy(out->from, pa.from, sizeof out->from);
-        memcpy(out->from_key, pa.from[0], sizeof out->from_key);
-        predicted_row(d, s, pa.tactic_str, pa.time_us, pa.rel_err, &out->m);
+    if (d->local && fleet_answer(ix, d, key, h, max_rel_err, vs, out) == 0)
         goto done;
-    }
-    /* nothing qualifies: the backend's fused pad=8 tactic, else its first */
-    char dflt[ATTN_TACTIC_STR_MAX];
-    snprintf(dflt, sizeof dflt, "%s", INDEX_DEFAULT_TACTIC);
-    int pick = nlist > 0 ? 0 : -1;
-    for (int k = 0; k < nlist; k++)
-        if (list_buf[k].variant == ATTN_FUSED && list_buf[k].pad == 8) {
-            pick = k;
-            break;
-        }
-    if (pick >= 0)
-        attn_tactic_str(&list_buf[pick], dflt, sizeof dflt);
-    predicted_row(d, s, dflt, NAN, NAN, &out->m);
+    int nall = listing(ix, d, s);
+    int nlist = filter_listing(nall, vs, &out->listed);
+    if (predicted_answer(ix, d, s, nlist, nall, max_rel_err, vs, out) == 0)
+        goto done;
+    rc = default_answer(d, s, nlist, nall, vs, out);
 done:
     pthread_rwlock_unlock(&ix->lock);
-    return 0;
+    return rc;
 }
 
 int index_predict_top(index_state *ix, const char *device_id, const attn_shape *s, int k,

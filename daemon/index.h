@@ -29,7 +29,9 @@
  *             d, causal and group size;
  *   default   the device has nothing that qualifies: the backend's first
  *             fused tactic with pad=8 (INDEX_DEFAULT_TACTIC where the
- *             backend cannot list). */
+ *             backend cannot list).
+ * A lookup may name the variants its caller can run (index_lookup_in):
+ * every source above then answers among those variants only. */
 #ifndef ATTUNED_INDEX_H
 #define ATTUNED_INDEX_H
 
@@ -38,6 +40,7 @@
 #include "../db/store.h"
 #include "../tuner/predict.h"
 #include "../tuner/select.h"
+#include "../tuner/variant_set.h"
 
 /* The answer when nothing is known: the fused kernel exists for every
  * shape on every backend, and pad=8 keeps its rows aligned (DESIGN.md: an
@@ -128,6 +131,9 @@ typedef struct index_answer {
     char fleet_host[64];
     int own_rows;                    /* rows of this shape in the device's current
                                         stack (0: never tuned here) */
+    variant_set listed;              /* the variants the backend lists for the
+                                        shape, when the answer needed its
+                                        listing (predicted, default); 0 else */
 } index_answer;
 
 /* Answer a lookup for shape s on the device that device names (any spec
@@ -139,6 +145,19 @@ typedef struct index_answer {
  * ATTUNE_ENODEV. */
 int index_lookup(index_state *ix, const char *device, const attn_shape *s,
                  double max_rel_err, index_answer *out);
+
+/* The same among the tactics of the variants vs only (0: every variant;
+ * the API's variants=, issue 24 item 4): measured and fleet answers are
+ * the winner among the allowed rows (variant_set_winner: the bounds and
+ * the incumbent counted among them), predicted ones choose among the
+ * allowed tactics of the listing (or of the measured families), and the
+ * default is the listing's first allowed tactic (fused pad=8 first).
+ * ATTUNE_ENOTFOUND when the set leaves no tactic to answer with: the
+ * backend lists none of its variants for the shape (out->listed says which
+ * it lists), or nothing lists for the device and the set leaves out fused
+ * (INDEX_DEFAULT_TACTIC's variant). */
+int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
+                    double max_rel_err, variant_set vs, index_answer *out);
 
 /* The k tactics the prediction model ranks best for shape s on device_id
  * (among the backend's listing) into out[0..k); returns how many (0 when

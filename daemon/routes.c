@@ -76,7 +76,7 @@ static const char *const no_args[] = {NULL};
 static const char *const device_arg[] = {"device", NULL};
 static const char *const shape_args[] = {"device", "shape", "b", "hq", "hkv", "sq",
                                          "skv", "d", "dtype", "causal", "max_rel_err",
-                                         NULL};
+                                         "variants", NULL};
 static const char *const results_args[] = {"device", "shape", "b", "hq", "hkv", "sq",
                                            "skv", "d", "dtype", "causal", NULL};
 static const char *const jobs_args[] = {"state", "device", "limit", NULL};
@@ -201,19 +201,42 @@ static enum MHD_Result h_metrics(req *r, const char *url, const http_args *a)
  * row) are parsed here, the device is resolved and the shape key built
  * once, in index_lookup, and both are reused for the answer and tune on
  * miss (docs/design.md). */
+/* 404: the variants asked for leave no tactic (index_lookup_in). */
+static enum MHD_Result no_tactic_in(req *r, const index_answer *ans, variant_set vs)
+{
+    char want[96], listed[96];
+    variant_set_str(vs, want, sizeof want);
+    variant_set_str(ans->listed, listed, sizeof listed);
+    if (ans->listed == 0)
+        return http_fail(r, ATTUNE_ENOTFOUND,
+                         "no tactic of variants=%s for %s on %s: nothing measured qualifies "
+                         "and this host cannot list the device's tactics (the default is "
+                         "%s)", want, ans->key, ans->device_id, INDEX_DEFAULT_TACTIC);
+    return http_fail(r, ATTUNE_ENOTFOUND,
+                     "no tactic of variants=%s for %s on %s: the backend lists only %s "
+                     "for this shape", want, ans->key, ans->device_id, listed);
+}
+
 static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
 {
     char err[ATTUNE_ERRLEN];
     attn_shape s;
     double mre;
+    variant_set vs;
     const char *spec = http_arg(a, "device");
     if (spec == NULL)
         return http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
     if (http_args_shape(a, &s, err, sizeof err) != 0 ||
         http_arg_max_rel_err(a, &mre, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "%s", err);
+    const char *vl = http_arg(a, "variants");
+    if (variant_set_parse(vl, &vs, err, sizeof err) != 0)
+        return http_fail(r, ATTUNE_EINVAL, "variants='%.64s': %s", vl, err);
     index_answer ans;
-    int rc = strlen(spec) > 128 ? ATTUNE_ENODEV : index_lookup(r->d->ix, spec, &s, mre, &ans);
+    int rc = strlen(spec) > 128 ? ATTUNE_ENODEV
+                                : index_lookup_in(r->d->ix, spec, &s, mre, vs, &ans);
+    if (rc == ATTUNE_ENOTFOUND)
+        return no_tactic_in(r, &ans, vs);
     if (rc != 0)
         return http_fail(r, rc, "unknown device '%.64s' (see GET /v1/devices)", spec);
 
@@ -275,6 +298,10 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
         jbuf_str(&b, "tuning", tuning == JOBS_MISS_QUEUED ? "queued" : "running");
     if (mre > 0)
         jbuf_num(&b, "max_rel_err", mre);
+    if (vs != 0) {
+        char vt[96];
+        jbuf_str(&b, "variants", variant_set_str(vs, vt, sizeof vt));
+    }
     size_t len = 0;
     char *text = jbuf_finish(&b, &len);
     if (text == NULL)

@@ -51,17 +51,20 @@ static void work_winners(req *r, store *st)
         req_fail(r, ATTUNE_ENOMEM, "out of memory");
         goto out;
     }
+    char vt[96];
+    variant_set_str(r->winners.variants, vt, sizeof vt);
     req_result(r, 200,
-               json_pack("{s:s, s:s, s:s, s:o, s:f, s:o}", "device", dev.info.id, "name",
+               json_pack("{s:s, s:s, s:s, s:o, s:f, s:s, s:o}", "device", dev.info.id, "name",
                          dev.info.name, "stack", dev.stack.id, "max_rel_err", bounds,
                          "max_ratio", p->max_ratio > 0 ? p->max_ratio : SELECT_DEFAULT_RATIO,
-                         "winners", arr));
+                         "variants", vt, "winners", arr));
 out:
     free(m);
     free(rows);
 }
 
-const char *const winners_args[] = {"device", "dtype", "d", "causal", "stale", NULL};
+const char *const winners_args[] = {"device", "dtype", "d", "causal", "stale", "variants",
+                                     NULL};
 
 enum MHD_Result winners_get(req *r, const char *url, const http_args *a)
 {
@@ -91,6 +94,8 @@ enum MHD_Result winners_get(req *r, const char *url, const http_args *a)
         return http_fail(r, ATTUNE_EINVAL, "causal='%.16s' must be true or false", v);
     if ((v = http_arg(a, "stale")) != NULL && arg_bool(v, &f->stale) != 0)
         return http_fail(r, ATTUNE_EINVAL, "stale='%.16s' must be true or false", v);
+    if (variant_set_parse(v = http_arg(a, "variants"), &f->variants, err, sizeof err) != 0)
+        return http_fail(r, ATTUNE_EINVAL, "variants='%.64s': %s", v, err);
     snprintf(r->device_id, sizeof r->device_id, "%s", dev.info.id);
     return http_defer(r, work_winners);
 }

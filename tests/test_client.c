@@ -37,6 +37,8 @@ static struct {
     void (*free_)(void *);
     void (*default_answer)(attune_answer *, const char *);
     const char *(*client_url)(const attune_client *);
+    int (*lookup_in)(attune_client *, const attune_shape_q *, const char *, double,
+                     attune_answer *);
 } api;
 #define attune_client_new (*api.client_new)
 #define attune_client_free (*api.client_free)
@@ -47,6 +49,7 @@ static struct {
 #define attune_free (*api.free_)
 #define attune_default_answer (*api.default_answer)
 #define attune_client_url (*api.client_url)
+#define attune_lookup_in (*api.lookup_in)
 
 /* Load the library; 0 or -1 (message printed). */
 static int load_api(void)
@@ -69,8 +72,10 @@ static int load_api(void)
     *(void **)&api.free_ = dlsym(h, "attune_free");
     *(void **)&api.default_answer = dlsym(h, "attune_default_answer");
     *(void **)&api.client_url = dlsym(h, "attune_client_url");
+    *(void **)&api.lookup_in = dlsym(h, "attune_lookup_in");
     if (!api.client_new || !api.client_free || !api.set_cache || !api.set_retry ||
-        !api.lookup || !api.request || !api.free_ || !api.default_answer || !api.client_url) {
+        !api.lookup || !api.request || !api.free_ || !api.default_answer || !api.client_url ||
+        !api.lookup_in) {
         fprintf(stderr, "%s lacks part of the attune.h API\n", path);
         exit(1);
     }
@@ -469,6 +474,46 @@ static void lookup_should_reject_invalid_queries(void)
     attune_client_free(NULL);
 }
 
+/* variants= (issue 24 item 4): sent in one canonical spelling, part of the
+ * cache key; a list that is not names is refused without a request; a
+ * refusal of a set without fused falls back to no tactic. */
+static void lookup_in_should_send_and_cache_by_the_variants(void)
+{
+    attune_client *c = attune_client_new(server_url, 2000);
+    attune_shape_q q = query("cpu");
+    attune_answer a;
+    char last[1024];
+    q.b = 5;
+    int before = requests_seen(NULL, 0);
+    CHECK_EQ_INT(attune_lookup_in(c, &q, " split,cudnn ,split", 0, &a), ATTUNE_CLIENT_OK);
+    requests_seen(last, sizeof last);
+    CHECK_MSG(strstr(last, "&causal=0&variants=cudnn,split ") != NULL, "request line: %s", last);
+    CHECK_EQ_INT(attune_lookup_in(c, &q, "cudnn,split", 0, &a), ATTUNE_CLIENT_OK); /* cached */
+    CHECK_EQ_INT(requests_seen(NULL, 0), before + 1);
+    CHECK_EQ_INT(attune_lookup_in(c, &q, "split", 0, &a), ATTUNE_CLIENT_OK); /* another set */
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK);  /* no set: another key */
+    CHECK_EQ_INT(attune_lookup_in(c, &q, "", 0, &a), ATTUNE_CLIENT_OK); /* = no set: cached */
+    CHECK_EQ_INT(requests_seen(NULL, 0), before + 3);
+    requests_seen(last, sizeof last);
+    CHECK_MSG(strstr(last, "variants") == NULL, "no set, no variants=: %s", last);
+    static const char *const bad[] = {"split;fused", ",", "Split", "split,,fused", " "};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ_INT(attune_lookup_in(c, &q, bad[i], 0, &a), ATTUNE_CLIENT_EINVAL);
+        CHECK_STR(a.source, "none");
+        CHECK_STR(a.tactic, "");
+        CHECK(strstr(a.error, "variants") != NULL);
+    }
+    CHECK_EQ_INT(requests_seen(NULL, 0), before + 3);
+    q = query("gone"); /* a 404 */
+    CHECK_EQ_INT(attune_lookup_in(c, &q, "cudnn,split", 0, &a), ATTUNE_CLIENT_REJECTED);
+    CHECK_STR(a.tactic, "");
+    CHECK_STR(a.source, "none");
+    CHECK_EQ_INT(attune_lookup_in(c, &q, "split,fused_splitkv,fused", 0, &a),
+                 ATTUNE_CLIENT_REJECTED);
+    CHECK_STR(a.tactic, ATTUNE_CLIENT_DEFAULT_TACTIC); /* fused is allowed: the default */
+    attune_client_free(c);
+}
+
 static void request_should_return_raw_answers(void)
 {
     attune_client *c = attune_client_new(server_url, 2000);
@@ -520,6 +565,7 @@ int main(void)
     RUN(lookup_should_fall_back_on_a_malformed_answer);
     RUN(lookup_should_fall_back_fast_when_unreachable);
     RUN(lookup_should_reject_invalid_queries);
+    RUN(lookup_in_should_send_and_cache_by_the_variants);
     RUN(request_should_return_raw_answers);
     RUN(default_answer_should_be_the_documented_one);
     server_stop(th);

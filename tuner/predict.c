@@ -1367,6 +1367,13 @@ static void with_splits(const char *fam, int n, char *buf, size_t len)
 int predict_answer_measured_families(const predict_model *pm, const attn_shape *s,
                                      double max_rel_err, predict_answer *out)
 {
+    return predict_answer_measured_families_in(pm, s, 0, max_rel_err, out);
+}
+
+int predict_answer_measured_families_in(const predict_model *pm, const attn_shape *s,
+                                        variant_set vs, double max_rel_err,
+                                        predict_answer *out)
+{
     if (pm == NULL || s == NULL || out == NULL || attn_shape_validate(s, NULL, 0) != 0)
         return ATTUNE_EINVAL;
     neigh nb[K_NEIGH];
@@ -1395,7 +1402,7 @@ int predict_answer_measured_families(const predict_model *pm, const attn_shape *
                 snprintf(ts, sizeof ts, "%s", pm->fams[r->fam]);
             }
             attn_tactic t;
-            if (attn_tactic_parse(ts, &t, NULL, 0) != 0)
+            if (attn_tactic_parse(ts, &t, NULL, 0) != 0 || !variant_set_has(vs, t.variant))
                 continue;
             int dup = 0;
             for (int q = 0; q < n && !dup; q++)

@@ -59,6 +59,7 @@
 
 #include "../db/store.h"
 #include "select.h"
+#include "variant_set.h"
 
 /* Measured shapes an answer names as the ones it leaned on. */
 #define PREDICT_MAX_FROM 4
@@ -125,6 +126,10 @@ int predict_answer_for(const predict_model *pm, const attn_shape *s, const attn_
  * it was measured, within 1..64 and the padded key count). Returns as predict_answer_for. */
 int predict_answer_measured_families(const predict_model *pm, const attn_shape *s,
                                      double max_rel_err, predict_answer *out);
+/* The same among the families of the variants vs only (0: every one). */
+int predict_answer_measured_families_in(const predict_model *pm, const attn_shape *s,
+                                        variant_set vs, double max_rel_err,
+                                        predict_answer *out);
 
 /* The family of a tactic: its text without "/splits=N" into buf (at least
  * ATTN_TACTIC_STR_MAX); *splits receives N (0 when absent) and *pad the

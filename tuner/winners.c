@@ -16,6 +16,7 @@ void winners_filter_all(winners_filter *f)
     f->causal = -1;
     f->stale = -1;
     f->need_mark = 0;
+    f->variants = 0;
 }
 
 static int cmp_i64(int64_t a, int64_t b)
@@ -65,7 +66,7 @@ typedef struct group {
  * accurate tactic is unchanged) but made the slowest possible, and no row
  * is an incumbent (hysteresis is about replacing a winner, not ranking). */
 static int runner_up(const store_measurement *m, const group *g, const select_policy *p,
-                     store_measurement *out)
+                     variant_set vs, store_measurement *out)
 {
     int n = g->hi - g->lo;
     store_measurement *c = malloc((size_t)n * sizeof *c);
@@ -76,20 +77,24 @@ static int runner_up(const store_measurement *m, const group *g, const select_po
         c[i].incumbent = 0;
     int w = g->win - g->lo;
     c[w].time_us = c[w].time_us_copies = DBL_MAX;
-    int r = select_winner(c, n, p, 0);
+    int r = variant_set_winner(c, n, p, 0, vs);
     int found = r >= 0 && r != w;
     if (found)
         *out = m[g->lo + r];
     free(c);
-    return found;
+    return r == ATTUNE_ENOMEM ? r : found;
 }
 
 /* Fill row from the rows m[lo..hi) of one shape, sorted by stack, leaving
- * out stacks of another power mode than cur's. 1 when filled, 0 when no
- * row of cur's mode exists, or ATTUNE_ENOMEM. */
+ * out stacks of another power mode than cur's. f (may be NULL) gives
+ * need_mark and the variants the winner may be of (the counts then count
+ * their rows alone). 1 when filled, 0 when no row of cur's mode exists,
+ * or ATTUNE_ENOMEM. */
 static int shape_row(const store_measurement *m, int lo, int hi, const attn_stack *cur,
-                     const select_policy *p, int need_mark, winners_row *row)
+                     const select_policy *p, const winners_filter *f, winners_row *row)
 {
+    int need_mark = f != NULL && f->need_mark;
+    variant_set vs = f != NULL ? f->variants : 0;
     const char *cur_stack = cur->id;
     group gs[16];
     int ng = 0, rc = 0;
@@ -119,8 +124,13 @@ static int shape_row(const store_measurement *m, int lo, int hi, const attn_stac
             g = bigger;
             cap *= 2;
         }
-        int w = select_complete(m + i, j - i, need_mark) ? select_winner(m + i, j - i, p, 0)
-                                                         : -1;
+        int w = select_complete(m + i, j - i, need_mark)
+                    ? variant_set_winner(m + i, j - i, p, 0, vs)
+                    : -1;
+        if (w == ATTUNE_ENOMEM) {
+            rc = w;
+            goto out;
+        }
         g[ng++] = (group){i, j, newest, w >= 0 ? i + w : -1};
         i = j;
     }
@@ -147,18 +157,21 @@ static int shape_row(const store_measurement *m, int lo, int hi, const attn_stac
     row->margin = NAN;
     snprintf(row->stack_id, sizeof row->stack_id, "%s", m[g[ch].lo].stack_id);
     row->stale = strcmp(row->stack_id, cur_stack) != 0;
-    row->ntactics = g[ch].hi - g[ch].lo;
-    for (int i = g[ch].lo; i < g[ch].hi; i++)
+    for (int i = g[ch].lo; i < g[ch].hi; i++) {
+        if (!variant_set_has_tactic(vs, m[i].tactic))
+            continue;
+        row->ntactics++;
         switch (m[i].status) {
         case STORE_OK: row->nok++; break;
         case STORE_INACCURATE: row->ninaccurate++; break;
         case STORE_FAILED: row->nfailed++; break;
         case STORE_UNSUPPORTED: row->nunsupported++; break;
         }
+    }
     if (g[ch].win >= 0) {
         row->has_winner = 1;
         row->winner = m[g[ch].win];
-        int r = runner_up(m, &g[ch], p, &row->runner_up);
+        int r = runner_up(m, &g[ch], p, vs, &row->runner_up);
         if (r < 0) {
             rc = r;
             goto out;
@@ -210,8 +223,7 @@ int winners_compute(const store_measurement *m, int n, const attn_stack *cur,
         if (keep_shape(&s[lo].shape, f)) {
             if ((rc = grow_array(&rows, &cap, nrows, sizeof *rows)) != 0)
                 goto fail;
-            if ((rc = shape_row(s, lo, hi, cur, p, f != NULL && f->need_mark,
-                                &rows[nrows])) < 0)
+            if ((rc = shape_row(s, lo, hi, cur, p, f, &rows[nrows])) < 0)
                 goto fail;
             const winners_row *w = &rows[nrows];
             /* stale filter: a shape without a winner is neither */

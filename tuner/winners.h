@@ -17,6 +17,7 @@
 
 #include "../db/store.h"
 #include "select.h"
+#include "variant_set.h"
 
 /* Which shapes to keep; -1 / 0 fields match anything. */
 typedef struct winners_filter {
@@ -29,6 +30,10 @@ typedef struct winners_filter {
      * lookups do; a tune in flight lists the shape without a winner.
      * 0 (fleet devices; winners_filter_all): every stack's rows count. */
     int need_mark;
+    /* The variants a winner may be of (0: all; the API's variants=): the
+     * winner, runner-up and counts of a shape among those rows alone
+     * (variant_set_winner), the view of a runtime that runs only them. */
+    variant_set variants;
 } winners_filter;
 
 /* Fill f with "everything" (need_mark 0). */

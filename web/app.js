@@ -13,7 +13,7 @@ const VARIANT_COLORS = {
   folded: '#59a14f', cudnn: '#b07aa1',
 };
 const state = {
-  devices: [], device: null, winners: null, winnersText: '', jobs: [], jobsText: '',
+  devices: [], device: null, winners: null, winnersText: '', variantsOff: new Set(), jobs: [], jobsText: '',
   shape: null, results: null, resultsKey: '', progress: {}, ticks: 0, lastDone: '',
 };
 
@@ -285,7 +285,8 @@ function renderMap() {
   const w = state.winners;
   el.innerHTML = '';
   if (!w) return;
-  document.getElementById('map-title').textContent = '\u2014 ' + w.name + ', stack ' + w.stack;
+  document.getElementById('map-title').textContent = '\u2014 ' + w.name + ', stack ' + w.stack +
+    (w.variants ? ', variants ' + w.variants.replace(/,/g, ', ') : '');
   renderLegend(w.winners);
   if (w.winners.length === 0) {
     el.innerHTML = '<p class="empty">Nothing tuned on this device yet: winners appear here ' +
@@ -579,11 +580,43 @@ function showError(e) {
   setStatus('attuned: ' + (e && e.message ? e.message : e), true);
 }
 
+/* ---- the variants filter: the winners a runtime that runs only some
+ * variants gets (GET /v1/winners?variants=, as /v1/tactic?variants=) */
+
+const VARIANTS = ['fused', 'fused_splitkv', 'split', 'split_repeat', 'folded', 'cudnn'];
+
+/* The checked variants as the API's list; '' when all are (no filter). */
+function variantsParam() {
+  const on = VARIANTS.filter((v) => !state.variantsOff.has(v));
+  return on.length === VARIANTS.length ? '' : on.join(',');
+}
+
+function renderVariants() {
+  const el = document.getElementById('variants');
+  el.innerHTML = 'Variants this runtime can run: ' + VARIANTS.map((v) =>
+    '<label><input type="checkbox" data-variant="' + v + '"' +
+    (state.variantsOff.has(v) ? '' : ' checked') + '> ' + v + '</label>').join(' ');
+  for (const box of el.querySelectorAll('input')) {
+    box.addEventListener('change', () => {
+      if (box.checked) state.variantsOff.delete(box.dataset.variant);
+      else state.variantsOff.add(box.dataset.variant);
+      if (!variantsParam() && state.variantsOff.size) { /* none checked: all again */
+        state.variantsOff.clear();
+        renderVariants();
+      }
+      state.winnersText = '';
+      refreshWinners().catch(showError);
+    });
+  }
+}
+
 async function refreshWinners() {
   if (!state.device) return;
   const dev = state.device;
-  const w = await api('/v1/winners?device=' + encodeURIComponent(dev));
-  if (dev !== state.device) return;
+  const vs = variantsParam();
+  const w = await api('/v1/winners?device=' + encodeURIComponent(dev) +
+    (vs ? '&variants=' + encodeURIComponent(vs) : ''));
+  if (dev !== state.device || vs !== variantsParam()) return;
   const text = JSON.stringify(w);
   if (text !== state.winnersText) {
     state.winners = w;
@@ -594,6 +627,7 @@ async function refreshWinners() {
     await refreshResults(false);
   }
   document.body.dataset.winnersDevice = dev;
+  document.body.dataset.winnersVariants = vs;
   document.body.dataset.winnersShapes = String(w.winners.length);
 }
 
@@ -652,6 +686,7 @@ async function tick() {
 }
 
 async function start() {
+  renderVariants();
   try {
     const h = await api('/v1/health');
     document.getElementById('version').textContent = 'attuned ' + h.version;

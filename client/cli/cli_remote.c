@@ -21,7 +21,8 @@
 static const char query_usage[] =
     "usage: attune query [--url URL] [--timeout-ms MS] --device ID\n"
     "                    (--shape KEY | --b N --hq N --hkv N --sq N --skv N --d N\n"
-    "                     --dtype T [--causal]) [--max-rel-err X] [--json]\n"
+    "                     --dtype T [--causal]) [--max-rel-err X]\n"
+    "                    [--variants LIST] [--json]\n"
     "\n"
     "Which tactic attuned serves for a shape (GET /v1/tactic), with where the\n"
     "answer comes from: source measured (this shape was tuned), fleet (tuned on\n"
@@ -37,14 +38,20 @@ static const char query_usage[] =
     "                    or name (fleet devices too)\n"
     "  --shape KEY       e.g. b1.hq8.hkv1.sq50.skv128.d64.f16.nc (.c: causal)\n"
     "  --max-rel-err X   accuracy bound for this query, 0 < X <= 1\n"
+    "  --variants LIST   only tactics of these variants, e.g. cudnn,split,folded\n"
+    "                    (fused, fused_splitkv, split, split_repeat, folded, cudnn):\n"
+    "                    the best of what a runtime can run; when none of them\n"
+    "                    can answer, tactic is empty and source none\n"
     "  --timeout-ms MS   per request (default 2000)\n"
     "  --json            the answer as JSON (fallback/refused flags, error)\n"
     "\n"
     "The answer is printed even when there is none from the daemon: the default\n"
-    "tactic " ATTUNE_CLIENT_DEFAULT_TACTIC " (source default), what a runtime's client falls back to.\n"
+    "tactic " ATTUNE_CLIENT_DEFAULT_TACTIC " (source default), what a runtime's client falls back to\n"
+    "(with --variants that leave out fused: no tactic, source none).\n"
     "Exit status: 0 attuned answered; 1 attuned could not be reached or failed\n"
     "(default answer printed); 2 usage; 3 attuned refused the question, e.g. an\n"
-    "unknown device (default answer printed, its error on stderr).\n";
+    "unknown device or no tactic of --variants for the shape (the fallback\n"
+    "answer printed, the error on stderr).\n";
 
 static const char jobs_usage[] =
     "usage: attune jobs [--url URL] [--json] [--state S] [--device ID]   list jobs\n"
@@ -171,7 +178,8 @@ static void print_num(const char *name, double v)
  * JSON answer). */
 static void print_answer(const attune_answer *a)
 {
-    printf("%-14s %s\n%-14s %s\n", "tactic", a->tactic, "source", a->source);
+    printf("%-14s %s\n%-14s %s\n", "tactic", a->tactic[0] ? a->tactic : "-", "source",
+           a->source);
     if (strcmp(a->source, "nearest") == 0 || strcmp(a->source, "predicted") == 0) {
         printf("%-14s %s\n", "from_shape", a->from_shape);
         print_num("distance", a->distance);
@@ -180,7 +188,7 @@ static void print_answer(const attune_answer *a)
         printf("%-14s %s\n", "fleet_device", a->fleet_device);
     if (a->tuning[0])
         printf("%-14s %s\n", "tuning", a->tuning);
-    if (strcmp(a->source, "default") != 0) {
+    if (strcmp(a->source, "default") != 0 && strcmp(a->source, "none") != 0) {
         printf("%-14s %s\n", "stale",
                a->stale ? "yes (measured under another software stack)" : "no");
         printf("%-14s %s\n", "measured_stack", a->measured_stack[0] ? a->measured_stack : "-");
@@ -207,7 +215,7 @@ static const char *refusal_text(const char *error, long *status)
 
 /* The options of `attune query`. */
 typedef struct query_args {
-    const char *url, *device, *key, *dtype, *mre, *timeout, *fields[6];
+    const char *url, *device, *key, *dtype, *mre, *timeout, *fields[6], *variants;
     int causal, json;
 } query_args;
 
@@ -256,6 +264,7 @@ static int query_args_parse(int argc, char **argv, query_args *a, attune_shape_q
                             {"dtype", 0, CLI_VALUE, &a->dtype},
                             {"causal", 0, CLI_FLAG, &a->causal},
                             {"max-rel-err", 0, CLI_VALUE, &a->mre},
+                            {"variants", 0, CLI_VALUE, &a->variants},
                             {"json", 0, CLI_FLAG, &a->json},
                             {NULL, 0, 0, NULL}};
     int status;
@@ -320,7 +329,8 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
         fprintf(stderr, "attune query: attuned refused the question: %s", msg);
         if (status > 0)
             fprintf(stderr, " (HTTP %ld)", status);
-        fprintf(stderr, "; printed the default answer a runtime would get\n");
+        fprintf(stderr, "; printed the %s answer a runtime would get\n",
+                a->tactic[0] ? "default" : "fallback (no tactic)");
         return 3;
     }
     if (rc == ATTUNE_CLIENT_OK)
@@ -331,7 +341,8 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
                 a->error);
     else
         print_unreachable("attune query", c, a->error);
-    fprintf(stderr, "attune query: printed the default answer\n");
+    fprintf(stderr, "attune query: printed the %s answer\n",
+            a->tactic[0] ? "default" : "fallback (no tactic)");
     return 1;
 }
 
@@ -351,7 +362,12 @@ int cli_query_main(int argc, char **argv)
         return 1;
     }
     attune_answer a;
-    rc = attune_lookup(c, &q, mre, &a);
+    if (args.variants != NULL && args.variants[0] == 0) {
+        fprintf(stderr, "attune query: --variants is empty (e.g. cudnn,split,folded)\n");
+        attune_client_free(c);
+        return 2;
+    }
+    rc = attune_lookup_in(c, &q, args.variants, mre, &a);
     if (rc == ATTUNE_CLIENT_EINVAL) {
         fprintf(stderr, "attune query: %s\n", a.error);
         attune_client_free(c);

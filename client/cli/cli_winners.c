@@ -17,6 +17,7 @@
 const char cli_winners_help[] =
     "usage: attune winners --db FILE --device ID [--json] [--dtype T] [--d N]\n"
     "                      [--causal true|false] [--stale true|false]\n"
+    "                      [--variants LIST]\n"
     "\n"
     "Every shape measured on device ID with its winner (docs/tuning.md), the time\n"
     "it competes with (with the pad copies when it pads), its relative error, the\n"
@@ -24,7 +25,10 @@ const char cli_winners_help[] =
     "shows the most recent other stack's, marked stale; a shape with no eligible\n"
     "tactic at all is listed as '(none)'. --json prints the object of attuned's\n"
     "GET /v1/winners. The filters keep one dtype, head size, masking, or only\n"
-    "stale (or only fresh) winners.\n";
+    "stale (or only fresh) winners. --variants cudnn,split,folded shows the view\n"
+    "of a runtime that runs only those variants (names: fused, fused_splitkv,\n"
+    "split, split_repeat, folded, cudnn): each shape's winner, runner-up and\n"
+    "counts among their tactics alone, as GET /v1/tactic?variants= answers.\n";
 
 static void print_table(const char *id, const char *name, const char *stack,
                         const winners_row *w, int n)
@@ -62,7 +66,7 @@ static void print_table(const char *id, const char *name, const char *stack,
 static int winners_args(int argc, char **argv, const char **db, const char **device, int *json,
                         winners_filter *f)
 {
-    const char *dtype = NULL, *d = NULL, *causal = NULL, *stale = NULL;
+    const char *dtype = NULL, *d = NULL, *causal = NULL, *stale = NULL, *variants = NULL;
     const cli_opt opts[] = {{"db", 0, CLI_VALUE, db},
                             {"device", 0, CLI_VALUE, device},
                             {"json", 0, CLI_FLAG, json},
@@ -70,6 +74,7 @@ static int winners_args(int argc, char **argv, const char **db, const char **dev
                             {"d", 0, CLI_VALUE, &d},
                             {"causal", 0, CLI_VALUE, &causal},
                             {"stale", 0, CLI_VALUE, &stale},
+                            {"variants", 0, CLI_VALUE, &variants},
                             {NULL, 0, 0, NULL}};
     int rc;
     if (cli_parse(argc, argv, opts, cli_winners_help, NULL, &rc))
@@ -91,6 +96,11 @@ static int winners_args(int argc, char **argv, const char **db, const char **dev
         return cli_usage_error("winners", "--causal must be true or false");
     if (stale != NULL && cli_bool(stale, &f->stale) != 0)
         return cli_usage_error("winners", "--stale must be true or false");
+    char err[ATTUNE_ERRLEN];
+    if (variants != NULL && (variants[0] == 0 ||
+                             variant_set_parse(variants, &f->variants, err, sizeof err) != 0))
+        return cli_usage_error("winners", "--variants '%s': %s", variants,
+                               variants[0] ? err : "empty (write e.g. cudnn,split,folded)");
     if (*db == NULL || *device == NULL)
         return cli_usage_error("winners", "needs --db FILE --device ID");
     return 0;
@@ -130,11 +140,14 @@ int cli_winners_main(int argc, char **argv)
         goto out;
     }
     if (json) {
+        char vt[96];
         json_t *root = json_pack(
-            "{s:s, s:s, s:s, s:{s:f, s:f, s:f}, s:f, s:o}", "device", info.id, "name", info.name,
-            "stack", stack.id, "max_rel_err", "f16", select_max_rel_err(&pol, ATTN_F16), "bf16",
-            select_max_rel_err(&pol, ATTN_BF16), "f32", select_max_rel_err(&pol, ATTN_F32),
-            "max_ratio", SELECT_DEFAULT_RATIO, "winners", winners_json(rows, nrows));
+            "{s:s, s:s, s:s, s:{s:f, s:f, s:f}, s:f, s:s, s:o}", "device", info.id, "name",
+            info.name, "stack", stack.id, "max_rel_err", "f16",
+            select_max_rel_err(&pol, ATTN_F16), "bf16", select_max_rel_err(&pol, ATTN_BF16),
+            "f32", select_max_rel_err(&pol, ATTN_F32), "max_ratio", SELECT_DEFAULT_RATIO,
+            "variants", variant_set_str(f.variants, vt, sizeof vt), "winners",
+            winners_json(rows, nrows));
         if (root == NULL || json_num_dumpf(root, stdout, JSON_INDENT(2)) != 0) {
             json_decref(root);
             fprintf(stderr, "attune: out of memory\n");

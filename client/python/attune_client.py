@@ -11,6 +11,8 @@ passes and engine builders. The same behaviour as the C client
     a.tactic   # "folded/acc=f32/pad=8"
     a.source   # "measured", "nearest" (a.from_shape, a.distance) or "default"
     a.stale    # True: measured under another software stack (a.measured_stack)
+    a = c.lookup(device="cpu", b=1, hq=8, hkv=1, sq=50, skv=128, d=64, dtype="f16",
+                 variants="split,folded")  # the best of what this runtime can run
 
 ``device`` is "cpu", a CUDA ordinal ("0" is the first GPU: on a host
 without one it is an unknown device, refused with the default answer), a
@@ -37,7 +39,8 @@ import urllib.request
 from collections import OrderedDict
 
 __all__ = ["Client", "Answer", "DEFAULT_TACTIC", "DEFAULT_URL", "OK", "FALLBACK",
-           "REJECTED", "INVALID", "default_answer", "parse_shape_key"]
+           "REJECTED", "INVALID", "VARIANTS", "default_answer", "parse_shape_key",
+           "canon_variants"]
 
 #: The answer when nothing better is known (identical to the daemon's and
 #: the C client's): the fused kernel runs every shape; pad=8 keeps rows aligned.
@@ -69,6 +72,8 @@ class Answer:
     is the answering measurement's stack, stack the device's current one
     ("" when unknown). tuning: "queued"/"running" while the daemon tunes
     this shape (tune on miss), else "".
+    A lookup limited to variants (lookup(variants=...)) that none of them
+    can answer has tactic "" and source "none".
     """
 
     __slots__ = ("tactic", "variant", "pad", "source", "stale", "time_us", "rel_err",
@@ -136,6 +141,75 @@ def parse_shape_key(key):
             "dtype": m.group(7), "causal": m.group(8) == "c"}
 
 
+
+#: The variant names of DESIGN.md (attuned refuses others).
+VARIANTS = ("fused", "fused_splitkv", "split", "split_repeat", "folded", "cudnn")
+_NAME_RE = re.compile(r"[a-z0-9_]+")
+
+
+def canon_variants(variants):
+    """The canonical text of a set of variants: names sorted, repeats
+    dropped ("split,cudnn" -> "cudnn,split"); "" for None or "" (every
+    variant). variants: a comma-separated string or an iterable of names.
+    Raises ValueError for anything else (unknown names are attuned's to
+    refuse, as the C client leaves them)."""
+    if variants is None or variants == "":
+        return ""
+    names = variants.split(",") if isinstance(variants, str) else list(variants)
+    names = [n.strip() if isinstance(n, str) else n for n in names]
+    if not names or not all(isinstance(n, str) and _NAME_RE.fullmatch(n) for n in names):
+        raise ValueError("variants: %r is not a list of variant names (e.g. "
+                         "\"cudnn,split,folded\")" % (variants,))
+    return ",".join(sorted(set(names)))
+
+
+def _fallback(why, vs="", code=FALLBACK):
+    """The fallback of a lookup limited to the variants vs (canonical): the
+    default answer when vs allows fused (or is empty), else no tactic
+    (tactic "", source "none"), as the C client (attune_lookup_in)."""
+    if not vs or "fused" in vs.split(","):
+        return default_answer(why, code)
+    return Answer("", "", 0, "none", error=why, code=code)
+
+
+def _check_query(device, sizes, dtype):
+    """Why a lookup's arguments are wrong, or ""."""
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _MAX_DIM
+               for v in sizes):
+        return "shape sizes must be integers in [1, 2^20]"
+    if sizes[1] % sizes[2]:
+        return "hq must be a multiple of hkv"
+    if dtype not in _DTYPES:
+        return "dtype must be f16, bf16 or f32"
+    if not isinstance(device, str) or not device or len(device) > 128:
+        return "device must be a non-empty string"
+    return ""
+
+
+def _answer_of(obj, vs=""):
+    """The Answer of a GET /v1/tactic JSON object (a fallback when it is
+    malformed)."""
+    if (not isinstance(obj, dict) or not isinstance(obj.get("tactic"), str)
+            or not isinstance(obj.get("source"), str)):
+        return _fallback("malformed answer from attuned", vs)
+    pad = obj.get("pad")
+    shape = str(obj.get("shape") or "")
+    if obj["source"] in ("nearest", "predicted"):
+        from_shape, distance = str(obj.get("from_shape") or ""), _num(obj.get("distance"))
+    elif obj["source"] in ("measured", "fleet"):
+        from_shape, distance = shape, 0.0
+    else:
+        from_shape, distance = "", math.nan
+    return Answer(obj["tactic"], str(obj.get("variant") or ""),
+                  pad if isinstance(pad, int) else 0, obj["source"],
+                  stale=obj.get("stale") is True, time_us=_num(obj.get("time_us")),
+                  rel_err=_num(obj.get("rel_err")), max_abs_err=_num(obj.get("max_abs_err")),
+                  device=str(obj.get("device") or ""), shape=shape, from_shape=from_shape,
+                  distance=distance, measured_stack=str(obj.get("measured_stack") or ""),
+                  stack=str(obj.get("stack") or ""), tuning=str(obj.get("tuning") or ""),
+                  fleet_device=str(obj.get("fleet_device") or ""))
+
+
 class Client:
     """Client of one attuned.
 
@@ -188,29 +262,29 @@ class Client:
     # ---- lookups
 
     def lookup(self, device="0", b=1, hq=1, hkv=1, sq=1, skv=1, d=64, dtype="f16",
-               causal=False, max_rel_err=0.0):
+               causal=False, max_rel_err=0.0, variants=None):
         """Which tactic to use for this shape on device ("cpu", a CUDA
         ordinal: "0" is the first GPU, a UUID or a name). max_rel_err > 0
-        overrides the daemon's accuracy bound. Always returns an Answer;
+        overrides the daemon's accuracy bound. variants: the variants the
+        caller can run, "cudnn,split" or a list of names (None: all); the
+        answer is the best among them, or, when nothing of them can answer,
+        tactic "" with source "none" (see Answer). Always returns an Answer;
         never raises for daemon trouble."""
-        sizes = (b, hq, hkv, sq, skv, d)
-        if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _MAX_DIM
-                   for v in sizes):
-            return default_answer("shape sizes must be integers in [1, 2^20]", INVALID)
-        if hq % hkv:
-            return default_answer("hq must be a multiple of hkv", INVALID)
-        if dtype not in _DTYPES:
-            return default_answer("dtype must be f16, bf16 or f32", INVALID)
-        if not isinstance(device, str) or not device or len(device) > 128:
-            return default_answer("device must be a non-empty string", INVALID)
+        try:
+            vs = canon_variants(variants)
+        except ValueError as e:
+            return _fallback(str(e), "-", INVALID)
+        why = _check_query(device, (b, hq, hkv, sq, skv, d), dtype)
+        if why:
+            return _fallback(why, vs, INVALID)
         try:
             mre = float(max_rel_err)
         except (TypeError, ValueError):
             mre = -1.0
         if not (0.0 <= mre <= 1.0):
-            return default_answer("max_rel_err must be 0 or in (0, 1]", INVALID)
+            return _fallback("max_rel_err must be 0 or in (0, 1]", vs, INVALID)
         causal = 1 if causal else 0
-        key = (device, _shape_key(b, hq, hkv, sq, skv, d, dtype, causal), mre)
+        key = (device, _shape_key(b, hq, hkv, sq, skv, d, dtype, causal), mre, vs)
 
         now = time.monotonic()
         with self._lock:
@@ -221,47 +295,17 @@ class Client:
                     return hit[1]
                 del self._cache[key]
             if self._down_until > now:
-                return default_answer("attuned at %s unreachable (recent failure; retrying "
-                                      "later)" % self.url)
+                return _fallback("attuned at %s unreachable (recent failure; retrying "
+                                 "later)" % self.url, vs)
 
         q = [("device", device), ("b", b), ("hq", hq), ("hkv", hkv), ("sq", sq),
              ("skv", skv), ("d", d), ("dtype", dtype), ("causal", causal)]
         if mre > 0:
             q.append(("max_rel_err", repr(mre)))
-        path = "/v1/tactic?" + urllib.parse.urlencode(q)
-        try:
-            status, obj = self.request("GET", path)
-        except Exception as e:  # any transport trouble is a fallback, never an error
-            self._mark_down()
-            return default_answer("cannot reach attuned at %s: %s (give its address with "
-                                  "url= or ATTUNE_URL)" % (self.url, e))
-        if status != 200:
-            msg = obj.get("error") if isinstance(obj, dict) else None
-            why = "HTTP %d: %s" % (status, msg or "no error text")
-            if status >= 500:
-                self._mark_down()
-                return default_answer(why)
-            return default_answer(why, REJECTED)
-        if (not isinstance(obj, dict) or not isinstance(obj.get("tactic"), str)
-                or not isinstance(obj.get("source"), str)):
-            return default_answer("malformed answer from attuned")
-        pad = obj.get("pad")
-        shape = str(obj.get("shape") or "")
-        if obj["source"] in ("nearest", "predicted"):
-            from_shape, distance = str(obj.get("from_shape") or ""), _num(obj.get("distance"))
-        elif obj["source"] in ("measured", "fleet"):
-            from_shape, distance = shape, 0.0
-        else:
-            from_shape, distance = "", math.nan
-        a = Answer(obj["tactic"], str(obj.get("variant") or ""),
-                   pad if isinstance(pad, int) else 0, obj["source"],
-                   stale=obj.get("stale") is True, time_us=_num(obj.get("time_us")),
-                   rel_err=_num(obj.get("rel_err")), max_abs_err=_num(obj.get("max_abs_err")),
-                   device=str(obj.get("device") or ""), shape=shape, from_shape=from_shape,
-                   distance=distance, measured_stack=str(obj.get("measured_stack") or ""),
-                   stack=str(obj.get("stack") or ""), tuning=str(obj.get("tuning") or ""),
-                   fleet_device=str(obj.get("fleet_device") or ""))
-        if self.cache_size > 0 and self.cache_ttl > 0:
+        if vs:
+            q.append(("variants", vs))
+        a = self._ask(q, vs)
+        if a.code == OK and self.cache_size > 0 and self.cache_ttl > 0:
             # an answer not measured yet is re-asked soon: the daemon may be
             # tuning the shape (tune on miss)
             ttl = self.cache_ttl if a.source == "measured" else min(self.cache_ttl,
@@ -273,7 +317,26 @@ class Client:
                     self._cache.popitem(last=False)
         return a
 
-    def lookup_shape(self, shape, device="0", max_rel_err=0.0):
+    def _ask(self, q, vs):
+        """GET /v1/tactic with the query pairs q; the Answer (a fallback on
+        any trouble)."""
+        path = "/v1/tactic?" + urllib.parse.urlencode(q)
+        try:
+            status, obj = self.request("GET", path)
+        except Exception as e:  # any transport trouble is a fallback, never an error
+            self._mark_down()
+            return _fallback("cannot reach attuned at %s: %s (give its address with "
+                             "url= or ATTUNE_URL)" % (self.url, e), vs)
+        if status != 200:
+            msg = obj.get("error") if isinstance(obj, dict) else None
+            why = "HTTP %d: %s" % (status, msg or "no error text")
+            if status >= 500:
+                self._mark_down()
+                return _fallback(why, vs)
+            return _fallback(why, vs, REJECTED)
+        return _answer_of(obj, vs)
+
+    def lookup_shape(self, shape, device="0", max_rel_err=0.0, variants=None):
         """lookup() with a shape given as a canonical key,
         "b1.hq8.hkv1.sq50.skv128.d64.f16.nc", or as a dict as in the API:
         {"b":1,"hq":8,"hkv":1,"sq":50,"skv":128,"d":64,"dtype":"f16","causal":False}
@@ -288,7 +351,7 @@ class Client:
             return self.lookup(device=device, b=shape["b"], hq=shape["hq"], hkv=shape["hkv"],
                                sq=shape["sq"], skv=shape["skv"], d=shape["d"],
                                dtype=shape["dtype"], causal=bool(shape.get("causal", False)),
-                               max_rel_err=max_rel_err)
+                               max_rel_err=max_rel_err, variants=variants)
         except KeyError as e:
             return default_answer("shape dict lacks the field %s" % (e,), INVALID)
         except (AttributeError, TypeError):
