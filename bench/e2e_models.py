@@ -222,7 +222,7 @@ def _get(url):
         return json.load(r)
 
 
-def wait_measured(url, keys, timeout_s, quiet_s=5.0):
+def wait_measured(url, keys, timeout_s, quiet_s=3.0):
     """Seconds until attuned answers `measured` with no tuning in flight for
     every key, and no new row of these shapes came for quiet_s (the full
     tune that follows the quick pass is over: it would share the GPU with

@@ -27,6 +27,8 @@ typedef struct auto_entry {
     void *stream;
     int exact;        /* a plan at the call's own lengths (cuDNN) */
     attune_plan *plan;
+    char answered[ATTUNE_TACTIC_MAX]; /* the lookup's tactic (the plan's, or
+                                          one it fell back from) */
     char source[16];
     int64_t expires_ms;
     uint64_t used;    /* LRU tick */
@@ -156,18 +158,52 @@ static void ask(attune_auto *a, const attune_dims *key, attune_answer *ans)
     attune_lookup(a->client, &q, 0, ans);
 }
 
-/* Plan ans's tactic for key, else the default tactic (the answer may name
- * one this build cannot plan); source says which. 0 or a code. */
+/* The daemon's default for key on this device (index.h): the first
+ * listed fused tactic with pad=8, else the first fused, else the first
+ * listed. The client's offline default, "fused/pad=8", names no complete
+ * tactic on a backend whose fused tactics have more keys (CUDA's tiles). */
+static int listed_default(attune_auto *a, const attune_dims *key, char out[ATTUNE_TACTIC_MAX],
+                          char *err, size_t errlen)
+{
+    enum { CAP = 512 };
+    char(*list)[ATTUNE_TACTIC_MAX] = malloc(CAP * sizeof *list);
+    if (list == NULL)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    int n = attune_tactics(a->dev, key, list, CAP, err, errlen);
+    n = n > CAP ? CAP : n;
+    int pick = -1;
+    for (int i = 0; i < n && pick < 0; i++)
+        if (strncmp(list[i], "fused/", 6) == 0 && strstr(list[i], "/pad=8") != NULL)
+            pick = i;
+    for (int i = 0; i < n && pick < 0; i++)
+        if (strncmp(list[i], "fused", 5) == 0)
+            pick = i;
+    if (pick < 0 && n > 0)
+        pick = 0;
+    if (pick >= 0)
+        snprintf(out, ATTUNE_TACTIC_MAX, "%s", list[pick]);
+    free(list);
+    if (n < 0)
+        return n;
+    return pick < 0 ? attune_fail(err, errlen, ATTUNE_EUNSUPP, "the device lists no tactic")
+                    : 0;
+}
+
+/* Plan ans's tactic for key, else the device's default tactic (the answer
+ * may name one this build cannot plan, or be the client's offline
+ * default); source says which. 0 or a code. */
 static int plan_answer(attune_auto *a, const attune_dims *key, const attune_answer *ans,
                        attune_plan **plan, char source[16], char *err, size_t errlen)
 {
+    char fallback[ATTUNE_TACTIC_MAX];
     snprintf(source, 16, "%s", ans->source);
     int rc = attune_plan_create(a->dev, key, ans->tactic, plan, err, errlen);
-    if (rc != 0 && strcmp(ans->tactic, ATTUNE_CLIENT_DEFAULT_TACTIC) != 0) {
-        snprintf(source, 16, "default");
-        rc = attune_plan_create(a->dev, key, ATTUNE_CLIENT_DEFAULT_TACTIC, plan, err, errlen);
-    }
-    return rc;
+    if (rc == 0)
+        return 0;
+    snprintf(source, 16, "default");
+    if ((rc = listed_default(a, key, fallback, err, errlen)) != 0)
+        return rc;
+    return attune_plan_create(a->dev, key, fallback, plan, err, errlen);
 }
 
 static int plans_lengths(const attune_plan *p)
@@ -194,7 +230,7 @@ static int bucket_entry(attune_auto *a, const attune_dims *shape, void *stream,
     }
     attune_answer ans;
     ask(a, &key, &ans);
-    if (e == NULL || strcmp(attune_plan_tactic(e->plan), ans.tactic) != 0) {
+    if (e == NULL || strcmp(e->answered, ans.tactic) != 0) {
         attune_plan *p = NULL;
         char source[16];
         int rc = plan_answer(a, &key, &ans, &p, source, err, errlen);
@@ -205,11 +241,12 @@ static int bucket_entry(attune_auto *a, const attune_dims *shape, void *stream,
         else
             e = slot(a);
         *e = (auto_entry){.key = key, .stream = stream, .plan = p};
+        snprintf(e->answered, sizeof e->answered, "%s", ans.tactic);
         snprintf(e->source, sizeof e->source, "%s", source);
-    } else {
+    } else if (strcmp(e->answered, attune_plan_tactic(e->plan)) == 0) {
         snprintf(e->source, sizeof e->source, "%s", ans.source);
     }
-    /* a default the backend could not plan stays default: retried as one */
+    /* an answer planned as the default stays "default" until it changes */
     e->expires_ms = now + (strcmp(e->source, "measured") == 0 ? AUTO_TTL_MEASURED_MS
                                                               : AUTO_TTL_OTHER_MS);
     *out = e;

@@ -45,7 +45,9 @@
 # --e2e (attuned on an empty database, tune on miss, then
 # bench/e2e_models.py: Llama-3-8B-, Gemma-2B- and ViT-L/14-class models with
 # sdpa, eager and attune; e2e.log, e2e.jsonl; --e2e-args "ARGS" passes
-# ARGS on, e.g. "--models vit --steps 50"),
+# ARGS on, e.g. "--models vit --steps 50"; --e2e-pretune: the same after
+# `attune tune` of grids/e2e-models.json on that database, so no tuning
+# shares the GPU with the timings),
 # --lib-store (tune grids/gpu-libattune.json with --screen 0, then
 # bench/libattune_store.py: every tactic through libattune against the
 # time the tuner stored; libstore.log),
@@ -71,6 +73,7 @@ TESTS=1
 TORCH=0
 E2E=0
 E2E_ARGS=""
+E2E_PRETUNE=0
 LIBSTORE=0
 PEERS_ARGS=""
 CTEST_ARGS=""
@@ -86,13 +89,14 @@ while [ $# -gt 0 ]; do
     --no-tests) TESTS=0 ;;
     --torch) TORCH=1 ;;
     --e2e) E2E=1 ;;
+    --e2e-pretune) E2E=1; E2E_PRETUNE=1 ;;
     --e2e-args) shift; E2E_ARGS=${1:-} ;;
     --lib-store) LIBSTORE=1 ;;
     --peers-args) shift; PEERS_ARGS=${1:-} ;;
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
     --realmodels-args) shift; RM_ARGS=${1:-} ;;
     --miss-quick) shift; MQ_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--daemon] [--torch] [--e2e] [--e2e-args ARGS] [--lib-store] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS] [--miss-quick \"TABLE KEY...\"]" >&2
+    *) echo "usage: run.sh [--bench] [--daemon] [--torch] [--e2e] [--e2e-pretune] [--e2e-args ARGS] [--lib-store] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS] [--miss-quick \"TABLE KEY...\"]" >&2
        exit 2 ;;
     esac
     shift
@@ -355,6 +359,12 @@ fi
 if [ "$E2E" = 1 ]; then
     W=${TMPDIR:-/tmp}/attune-e2e-$$
     mkdir -p "$W"
+    if [ "$E2E_PRETUNE" = 1 ]; then
+        t0=$(date +%s)
+        "$BUILD/attune" tune --db "$W/attune.db" --device 0 --grid "$ROOT/grids/e2e-models.json" \
+            --budget-ms 30 --quiet >"$W/pretune.log" 2>&1 || STATUS=1
+        log "pre-tuned grids/e2e-models.json in $(($(date +%s) - t0)) s"
+    fi
     PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     "$BUILD/attuned" --port "$PORT" --db "$W/attune.db" --no-default-grid --tune-budget-ms 30 \
         --log "$W/attuned.log" &
