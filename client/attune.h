@@ -2,7 +2,8 @@
  * attention implementation (tactic) to use for a shape on a device.
  *
  * What a C or C++ runtime links (libattune_client, libcurl inside). This
- * header is self-contained: it needs nothing else from attune.
+ * header is self-contained: it needs nothing else from attune. Without a
+ * daemon (a Jetson that ships a table): attune_client_new("file:PATH").
  *
  *   attune_client *c = attune_client_new("http://127.0.0.1:7373", 200);
  *   attune_shape_q q = {.device = "0", .b = 1, .hq = 8, .hkv = 1, .sq = 50,
@@ -100,7 +101,17 @@ typedef struct attune_answer {
 
 /* New client for the daemon at url (NULL: $ATTUNE_URL, else
  * ATTUNE_CLIENT_DEFAULT_URL). timeout_ms bounds each request, connect
- * included (<= 0: 1000). Cache: 256 answers, 60 s (answers not measured:
+ * included (<= 0: 1000).
+ * url "file:PATH" (or "file://PATH"): no daemon; lookups are answered in
+ * process, read-only, from the database file or exported table (.json,
+ * .json.gz) at PATH, by attuned's own lookup code and rules:
+ * libattune_lookup.so.1 (installed with attuned; $ATTUNE_LOOKUP_LIB
+ * overrides), loaded on this call, reads the file once, here. Every
+ * device of the file answers as a device of another host would in
+ * attuned ("cpu" and "0" name the file's CPU and GPU 0; docs/api.md
+ * "Lookups without a daemon"). When the library or the file cannot be
+ * read, every lookup falls back (ATTUNE_CLIENT_FALLBACK) with the reason
+ * in the answer's error; attune_request answers ATTUNE_CLIENT_EIO. Cache: 256 answers, 60 s (answers not measured:
  * ATTUNE_CLIENT_SHORT_TTL_MS, or the TTL when shorter); retry interval
  * after a failure: 1000 ms. Returns NULL on ENOMEM only: a daemon that is down is
  * not an error here. */

@@ -1,6 +1,7 @@
 /* attune_client.c -- lookups against attuned over HTTP (libcurl), with an
  * in-process cache and the documented fallback. */
 #include "attune.h"
+#include "attune_client_table.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -39,6 +40,7 @@ struct attune_client {
     long ttl_ms;
     uint64_t stamp;
     int64_t down_until_ms;           /* fall back without trying until then */
+    table_mode *table;               /* a "file:" client: answers in process */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -110,9 +112,15 @@ attune_client *attune_client_new(const char *url, long timeout_ms)
     c->ttl_ms = 60000;
     if (alloc_cache(256, &c->cache, &c->nsets) != 0)
         goto fail;
+    if (strncmp(c->url, "file:", 5) == 0) { /* file:PATH, file://PATH */
+        const char *path = c->url + 5;
+        if ((c->table = table_mode_open(strncmp(path, "//", 2) == 0 ? path + 2 : path)) == NULL)
+            goto fail;
+    }
     pthread_mutex_init(&c->mu, NULL);
     return c;
 fail:
+    free(c->cache);
     free(c->url);
     free(c);
     return NULL;
@@ -129,6 +137,7 @@ void attune_client_free(attune_client *c)
         return;
     for (int i = 0; i < c->npool; i++)
         curl_easy_cleanup(c->pool[i]);
+    table_mode_close(c->table);
     free(c->cache);
     free(c->url);
     free(c->token);
@@ -383,6 +392,8 @@ int attune_request(attune_client *c, const char *method, const char *path, const
     if (c == NULL || method == NULL || path == NULL || status == NULL || response == NULL ||
         path[0] != '/')
         return ATTUNE_CLIENT_EINVAL;
+    if (c->table != NULL)
+        return ATTUNE_CLIENT_EIO; /* a file, no daemon to ask */
     size_t n = strlen(c->url) + strlen(path) + 1;
     char *url = malloc(n);
     if (url == NULL)
@@ -678,6 +689,40 @@ static int ask_daemon(attune_client *c, const char *url, const char *key, const 
     return ATTUNE_CLIENT_OK;
 }
 
+/* Ask the table of a "file:" client (the lookup's cache missed): the
+ * answer into out, the return code of attune_lookup_in. The same JSON as
+ * from attuned, so the same parser. */
+static int ask_table(attune_client *c, const attune_shape_q *q, const char *device,
+                     double max_rel_err, const char *key, const char *canon,
+                     attune_answer *out)
+{
+    char why[256], *json = NULL;
+    int status = table_mode_ask(c->table, q, device, max_rel_err, canon, &json, why,
+                                sizeof why);
+    attune_answer a;
+    if (status < 0) {
+        fallback_answer(out, why, canon);
+        return ATTUNE_CLIENT_FALLBACK;
+    }
+    if (status != 200) {
+        error_text(json, strlen(json), status, why, sizeof why);
+        free(json);
+        fallback_answer(out, why, canon);
+        return status >= 500 ? ATTUNE_CLIENT_FALLBACK : ATTUNE_CLIENT_REJECTED;
+    }
+    int bad = parse_answer(json, strlen(json), &a) != 0;
+    free(json);
+    if (bad) {
+        fallback_answer(out, "malformed answer from libattune_lookup", canon);
+        return ATTUNE_CLIENT_FALLBACK;
+    }
+    pthread_mutex_lock(&c->mu);
+    cache_put(c, key, &a);
+    pthread_mutex_unlock(&c->mu);
+    *out = a;
+    return ATTUNE_CLIENT_OK;
+}
+
 int attune_lookup_in(attune_client *c, const attune_shape_q *q, const char *variants,
                      double max_rel_err, attune_answer *out)
 {
@@ -697,6 +742,8 @@ int attune_lookup_in(attune_client *c, const attune_shape_q *q, const char *vari
     pthread_mutex_unlock(&c->mu);
     if (hit)
         return ATTUNE_CLIENT_OK;
+    if (c->table != NULL)
+        return ask_table(c, q, device, max_rel_err, key, canon, out);
     if (down) {
         fallback_answer(out, "attuned unreachable (recent failure; retrying later)", canon);
         return ATTUNE_CLIENT_FALLBACK;

@@ -8,7 +8,7 @@
 
 #include "../kernels/attn.h"
 #include "auth.h"
-#include "index.h"
+#include "../lookup/index.h"
 #include "jobs.h"
 #include "sync.h"
 #include "worker.h"

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "../common/jbuf.h"
 #include "../tuner/winners.h"
 #include "attuned.h"
 #include "routes.h"
@@ -164,27 +165,6 @@ int http_device(req *r, const char *spec, index_device_view *v, enum MHD_Result 
  * (strings skipped, escapes honoured). Checked before parsing, so a body
  * of 100k '[' costs a scan, not a parser recursion. */
 int http_json_depth_ok(const char *s, size_t n, int max);
-
-/* ---- a small JSON object writer for the lookup path: one buffer, no
- * allocation per field (jansson builds a tree first). Keys are literals;
- * string values are escaped; non-finite numbers become null; doubles print
- * with 17 significant digits, as jansson does. */
-
-typedef struct jbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} jbuf;
-
-/* Start "{" in a malloc'd buffer of cap bytes (grows as needed). */
-void jbuf_init(jbuf *b, size_t cap);
-void jbuf_str(jbuf *b, const char *key, const char *val);
-void jbuf_num(jbuf *b, const char *key, double v);
-void jbuf_int(jbuf *b, const char *key, long long v);
-void jbuf_bool(jbuf *b, const char *key, int v);
-/* Close the object: the text (malloc'd, caller owns) and its length, or
- * NULL on ENOMEM (the buffer is freed). */
-char *jbuf_finish(jbuf *b, size_t *len);
 
 /* Elapsed seconds since r->t0. */
 double req_elapsed(const req *r);

@@ -17,7 +17,7 @@
 
 #include "../db/store.h"
 #include "../tuner/select.h"
-#include "index.h"
+#include "../lookup/index.h"
 #include "metrics.h"
 
 /* Queued jobs per device before POST /v1/tune answers 503. */

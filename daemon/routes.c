@@ -16,6 +16,7 @@
 
 #include "../common/json_num.h"
 #include "../common/shape_json.h"
+#include "../lookup/answer_json.h"
 #include "conn.h"
 #include "drift_route.h"
 #include "export.h"
@@ -125,21 +126,6 @@ static int path_matches(const route *rt, const char *url)
 
 /* ---- small JSON helpers */
 
-/* Variant and pad of a canonical tactic, for the answers' convenience
- * fields; unparsable text (an imported oddity) gives variant = prefix. */
-static void tactic_parts(const char *tactic, char *variant, size_t vlen, int *pad)
-{
-    attn_tactic t;
-    *pad = 0;
-    if (attn_tactic_parse(tactic, &t, NULL, 0) == 0) {
-        snprintf(variant, vlen, "%s", attn_variant_name(t.variant));
-        *pad = t.pad;
-        return;
-    }
-    size_t n = strcspn(tactic, "/");
-    snprintf(variant, vlen, "%.*s", (int)n, tactic);
-}
-
 static json_t *device_json(const index_device_view *v)
 {
     char cc[16];
@@ -199,24 +185,8 @@ static enum MHD_Result h_metrics(req *r, const char *url, const http_args *a)
 
 /* handler -> index -> answer: the arguments (checked against the route
  * row) are parsed here, the device is resolved and the shape key built
- * once, in index_lookup, and both are reused for the answer and tune on
- * miss (docs/design.md). */
-/* 404: the variants asked for leave no tactic (index_lookup_in). */
-static enum MHD_Result no_tactic_in(req *r, const index_answer *ans, variant_set vs)
-{
-    char want[96], listed[96];
-    variant_set_str(vs, want, sizeof want);
-    variant_set_str(ans->listed, listed, sizeof listed);
-    if (ans->listed == 0)
-        return http_fail(r, ATTUNE_ENOTFOUND,
-                         "no tactic of variants=%s for %s on %s: nothing measured qualifies "
-                         "and this host cannot list the device's tactics (the default is "
-                         "%s)", want, ans->key, ans->device_id, INDEX_DEFAULT_TACTIC);
-    return http_fail(r, ATTUNE_ENOTFOUND,
-                     "no tactic of variants=%s for %s on %s: the backend lists only %s "
-                     "for this shape", want, ans->key, ans->device_id, listed);
-}
-
+ * once, in index_lookup_in, and both are reused for the answer and tune on
+ * miss (docs/design.md). The answer's text: lookup/answer_json.h. */
 static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
 {
     char err[ATTUNE_ERRLEN];
@@ -235,75 +205,22 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
     index_answer ans;
     int rc = strlen(spec) > 128 ? ATTUNE_ENODEV
                                 : index_lookup_in(r->d->ix, spec, &s, mre, vs, &ans);
-    if (rc == ATTUNE_ENOTFOUND)
-        return no_tactic_in(r, &ans, vs);
+    if (rc == ATTUNE_ENOTFOUND) {
+        answer_no_tactic_text(&ans, vs, err, sizeof err);
+        return http_fail(r, rc, "%s", err);
+    }
     if (rc != 0)
         return http_fail(r, rc, "unknown device '%.64s' (see GET /v1/devices)", spec);
-
-    /* the hot path: written straight into one buffer (see jbuf) */
-    char variant[32];
-    int pad;
-    const char *tactic = ans.m.tactic; /* complete, listed for the shape (index.h) */
-    tactic_parts(tactic, variant, sizeof variant, &pad);
     /* tune on miss: a shape not tuned on this (local) device is queued */
     int tuning = ans.source != INDEX_MEASURED && ans.own_rows == 0 && ans.local
                      ? jobs_miss(r->d->jobs, ans.device_id, &s, ans.key)
                      : JOBS_MISS_NONE;
-    jbuf b;
-    jbuf_init(&b, 640);
-    jbuf_str(&b, "device", ans.device_id);
-    jbuf_str(&b, "shape", ans.key);
-    jbuf_str(&b, "tactic", tactic);
-    jbuf_str(&b, "variant", variant);
-    jbuf_int(&b, "pad", pad);
-    jbuf_str(&b, "source", index_source_name(ans.source));
-    jbuf_bool(&b, "stale", ans.stale);
-    jbuf_str(&b, "stack", ans.stack_id);
-    if (ans.source == INDEX_DEFAULT) {
-        jbuf_num(&b, "time_us", NAN);
-        jbuf_num(&b, "rel_err", NAN);
-        jbuf_num(&b, "max_abs_err", NAN);
-    } else if (ans.source == INDEX_NEAREST || ans.source == INDEX_PREDICTED) {
-        /* predicted numbers: no measurement of this shape backs them */
-        jbuf_num(&b, "time_us",
-                 ans.source == INDEX_NEAREST ? select_time(&ans.m) : ans.m.time_us);
-        jbuf_num(&b, "predicted_us", ans.predicted_us);
-        jbuf_num(&b, "rel_err", ans.m.rel_err);
-        jbuf_num(&b, "max_abs_err", NAN);
-        jbuf_str(&b, "from_shape", ans.from_key);
-        jbuf_num(&b, "distance", ans.distance);
-        char from[PREDICT_MAX_FROM * (ATTN_SHAPE_KEY_MAX + 1)];
-        size_t fl = 0;
-        from[0] = 0;
-        for (int k = 0; k < ans.nfrom; k++)
-            fl += (size_t)snprintf(from + fl, sizeof from - fl, "%s%s", k ? "," : "",
-                                   ans.from[k]);
-        jbuf_str(&b, "from_shapes", from); /* comma-separated, heaviest first */
-    } else {
-        /* time_us is what a caller pays: with the pad/unpad copies for a
-         * padded tactic (the figure the winner was chosen on, select.h) */
-        jbuf_num(&b, "time_us", select_time(&ans.m));
-        jbuf_num(&b, "time_us_kernel", ans.m.time_us);
-        jbuf_num(&b, "time_us_copies", ans.m.time_us_copies);
-        jbuf_num(&b, "rel_err", ans.m.rel_err);
-        jbuf_num(&b, "max_abs_err", ans.m.max_abs_err);
-        jbuf_str(&b, "measured_stack", ans.m.stack_id);
-    }
-    if (ans.source == INDEX_FLEET) {
-        jbuf_str(&b, "from_shape", ans.from_key);
-        jbuf_str(&b, "fleet_device", ans.fleet_device);
-        jbuf_str(&b, "fleet_host", ans.fleet_host);
-    }
-    if (tuning == JOBS_MISS_QUEUED || tuning == JOBS_MISS_RUNNING)
-        jbuf_str(&b, "tuning", tuning == JOBS_MISS_QUEUED ? "queued" : "running");
-    if (mre > 0)
-        jbuf_num(&b, "max_rel_err", mre);
-    if (vs != 0) {
-        char vt[96];
-        jbuf_str(&b, "variants", variant_set_str(vs, vt, sizeof vt));
-    }
     size_t len = 0;
-    char *text = jbuf_finish(&b, &len);
+    char *text = answer_json(&ans, mre, vs,
+                             tuning == JOBS_MISS_QUEUED    ? "queued"
+                             : tuning == JOBS_MISS_RUNNING ? "running"
+                                                           : NULL,
+                             &len);
     if (text == NULL)
         return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     enum MHD_Result ret = http_send(r, 200, "application/json", text, len, NULL, NULL);
@@ -317,7 +234,7 @@ static json_t *measurement_json(const store_measurement *m, const char *cur_stac
 {
     char variant[32];
     int pad;
-    tactic_parts(m->tactic, variant, sizeof variant, &pad);
+    answer_tactic_parts(m->tactic, variant, sizeof variant, &pad);
     json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:b, s:s, s:s, s:i, s:s, s:s, s:I}",
                           "tactic", m->tactic, "variant", variant, "pad", pad, "n", m->n,
                           "status", store_status_name(m->status), "stack", m->stack_id,

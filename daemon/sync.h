@@ -29,7 +29,7 @@
 #define ATTUNED_SYNC_H
 
 #include "../db/store.h"
-#include "index.h"
+#include "../lookup/index.h"
 
 typedef struct sync_state {
     index_state *ix;

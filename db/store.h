@@ -63,6 +63,13 @@ typedef struct store_measurement {
 int store_open(const char *path, int create, store **out, char *err, size_t errlen);
 void store_close(store *st);
 
+/* A copy in memory of the database at path, which is opened read-only and
+ * never written (an older schema is migrated in the copy): what an
+ * in-process lookup reads (lookup/lookup_file.h). Writes go to the copy
+ * and are lost at store_close. On error *out is NULL and err says why
+ * (cannot open or read, not a database, newer schema). */
+int store_open_snapshot(const char *path, store **out, char *err, size_t errlen);
+
 /* Insert or refresh the device and its stack (the stack's fields kept so
  * exports and drift reports can show them). */
 int store_device_put(store *st, const attn_device_info *info, const attn_stack *stack);

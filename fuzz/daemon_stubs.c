@@ -2,7 +2,7 @@
  * harnesses never reach (metrics, the DB worker, the index's device
  * lookup), as no-ops, so that a harness links http.c without the whole
  * daemon. */
-#include "../daemon/index.h"
+#include "../lookup/index.h"
 #include "../daemon/metrics.h"
 #include "../daemon/worker.h"
 

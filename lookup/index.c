@@ -1,4 +1,5 @@
-/* index.c -- per-device hash tables of measurements, read-mostly. */
+/* index.c -- the lookup index: per-device hash tables of measurements, read-mostly
+ * (shared by attuned and the clients' in-process lookups, lookup/lookup_file.h). */
 #include "index.h"
 
 #include <math.h>
@@ -45,6 +46,8 @@ struct index_state {
     pthread_rwlock_t lock;
     pthread_mutex_t model_mu;   /* builds of ix_device.model */
     select_policy policy;
+    int host_specs;             /* index_set_host_specs: "cpu" and ordinals
+                                   name fleet devices too */
     ix_device *devs;
     int ndevs, cap;
 };
@@ -483,10 +486,16 @@ static ix_device *find_spec(index_state *ix, const char *spec)
         for (int i = 0; i < ix->ndevs; i++) {
             ix_device *d = &ix->devs[i];
             if (d->local == (pass == 0) &&
-                attn_device_match(spec, &d->info, d->local) != ATTN_MATCH_NONE)
+                attn_device_match(spec, &d->info, d->local || ix->host_specs) !=
+                    ATTN_MATCH_NONE)
                 return d;
         }
     return NULL;
+}
+
+void index_set_host_specs(index_state *ix, int on)
+{
+    ix->host_specs = on != 0;
 }
 
 int index_device_find(index_state *ix, const char *spec, index_device_view *out)

@@ -104,6 +104,13 @@ typedef struct index_device_view {
  * id, name case-insensitively; local devices first). 0 or ATTUNE_ENODEV. */
 int index_device_find(index_state *ix, const char *spec, index_device_view *out);
 
+/* on = 1: "cpu" and CUDA ordinals ("0") also name fleet devices (by kind
+ * and the ordinal they had where they were measured), after the local
+ * ones: an in-process lookup of a table (lookup_file.h) has no device of
+ * its own, and a runtime asks for "0" on the host the table was made for.
+ * Set before the index is shared. */
+void index_set_host_specs(index_state *ix, int on);
+
 /* Copy of every device; *out malloc'd (caller frees). */
 int index_devices(index_state *ix, index_device_view **out, int *n);
 

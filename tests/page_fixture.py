@@ -63,14 +63,15 @@ def make_db(attune, source_dir, workdir):
 
 
 class Daemon:
-    def __init__(self, binary, workdir, db, budget_ms="10"):
+    def __init__(self, binary, workdir, db, budget_ms="10", extra=()):
         self.binary, self.workdir, self.db = binary, workdir, db
         self.port = free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.log = open(os.path.join(workdir, "attuned.log"), "ab")
         self.proc = subprocess.Popen(
             [binary, "--db", db, "--port", str(self.port), "--no-default-grid",
-             "--tune-budget-ms", budget_ms], cwd=workdir, stdout=self.log, stderr=self.log)
+             "--tune-budget-ms", budget_ms] + list(extra), cwd=workdir, stdout=self.log,
+            stderr=self.log)
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:

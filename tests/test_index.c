@@ -1,4 +1,4 @@
-/* test_index.c -- the daemon's lookup index (daemon/index.c): measured
+/* test_index.c -- the daemon's lookup index (lookup/index.c): measured
  * answers only from complete tunes, committed rows taken as the store
  * applies them, nearest/predicted and default answers, and whole-device
  * reloads seen atomically by concurrent readers. */
@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "daemon/index.h"
+#include "lookup/index.h"
 #include "test.h"
 
 static const attn_shape A = {1, 4, 2, 24, 40, 16, ATTN_F32, 0};

@@ -33,7 +33,9 @@ static const char query_usage[] =
     "software stack (measured_stack differs from the device's current stack);\n"
     "tuning queued/running while attuned tunes the shape after this miss.\n"
     "\n"
-    "  --url URL         the daemon (default $ATTUNE_URL, else " ATTUNE_CLIENT_DEFAULT_URL ")\n"
+    "  --url URL         the daemon (default $ATTUNE_URL, else " ATTUNE_CLIENT_DEFAULT_URL "),\n"
+    "                    or file:PATH: answer in process, by attuned's rules, from a\n"
+    "                    database file or an exported table (.json, .json.gz)\n"
     "  --device ID       cpu, a CUDA ordinal (0 is the first GPU), a device id\n"
     "                    or name (fleet devices too)\n"
     "  --shape KEY       e.g. b1.hq8.hkv1.sq50.skv128.d64.f16.nc (.c: causal)\n"
@@ -135,6 +137,11 @@ static void print_http_error(const char *what, long status, const char *body)
  * point to it. */
 static void print_unreachable(const char *prefix, const attune_client *c, const char *why)
 {
+    if (strncmp(attune_client_url(c), "file:", 5) == 0) { /* no daemon: a table */
+        fprintf(stderr, "%s: %s%s%s\n", prefix, attune_client_url(c),
+                why != NULL ? ": " : ": not served from a table file", why != NULL ? why : "");
+        return;
+    }
     fprintf(stderr, "%s: cannot reach attuned at %s%s%s (is it running? give its "
                     "address with --url URL or ATTUNE_URL)\n",
             prefix, attune_client_url(c), why != NULL ? ": " : "", why != NULL ? why : "");
@@ -326,7 +333,8 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
     if (rc == ATTUNE_CLIENT_REJECTED) {
         long status;
         const char *msg = refusal_text(a->error, &status);
-        fprintf(stderr, "attune query: attuned refused the question: %s", msg);
+        fprintf(stderr, "attune query: %s refused the question: %s",
+                strncmp(attune_client_url(c), "file:", 5) == 0 ? "the table" : "attuned", msg);
         if (status > 0)
             fprintf(stderr, " (HTTP %ld)", status);
         fprintf(stderr, "; printed the %s answer a runtime would get\n",

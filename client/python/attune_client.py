@@ -14,6 +14,11 @@ passes and engine builders. The same behaviour as the C client
     a = c.lookup(device="cpu", b=1, hq=8, hkv=1, sq=50, skv=128, d=64, dtype="f16",
                  variants="split,folded")  # the best of what this runtime can run
 
+Without a daemon (a device that ships its table): ``Client(table=PATH)``
+answers in process from a database file or an exported table (.json,
+.json.gz) with attuned's own lookup code, loaded through ctypes
+(libattune_lookup; docs/api.md "Lookups without a daemon").
+
 ``device`` is "cpu", a CUDA ordinal ("0" is the first GPU: on a host
 without one it is an unknown device, refused with the default answer), a
 device id or a device name. The default, "0", matches the C client's.
@@ -210,6 +215,63 @@ def _answer_of(obj, vs=""):
                   fleet_device=str(obj.get("fleet_device") or ""))
 
 
+
+class _Table:
+    """A table file answered in process by libattune_lookup
+    (lookup/attune_lookup.h) through ctypes: attuned's lookup code, its
+    rules and its JSON. error is "" when the table is open."""
+
+    def __init__(self, path):
+        import ctypes
+        import ctypes.util
+        self._ct, self._lib, self._t, self.error = ctypes, None, None, ""
+        name = (os.environ.get("ATTUNE_LOOKUP_LIB") or ctypes.util.find_library("attune_lookup")
+                or "libattune_lookup.so.1")
+        try:
+            lib = ctypes.CDLL(name)
+            lib.attune_table_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
+                                              ctypes.c_char_p, ctypes.c_size_t]
+            lib.attune_table_tactic.argtypes = [
+                ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_longlong),
+                ctypes.c_char_p, ctypes.c_int, ctypes.c_double, ctypes.c_char_p,
+                ctypes.POINTER(ctypes.c_void_p)]
+            lib.attune_table_free.argtypes = [ctypes.c_void_p]
+            lib.attune_table_close.argtypes = [ctypes.c_void_p]
+            if lib.attune_table_abi() != 1:
+                raise OSError("libattune_lookup: not the interface of version 1")
+        except (OSError, AttributeError) as e:
+            self.error = "cannot load libattune_lookup (%s; installed with attuned, or set " \
+                         "ATTUNE_LOOKUP_LIB): %s" % (name, e)
+            return
+        t, err = ctypes.c_void_p(), ctypes.create_string_buffer(256)
+        if lib.attune_table_open(os.fsencode(path), ctypes.byref(t), err, 256) != 0:
+            self.error = err.value.decode("utf-8", "replace")
+            return
+        self._lib, self._t = lib, t
+
+    def tactic(self, q):
+        """(status, decoded JSON) of the table's answer to the query pairs
+        of GET /v1/tactic; (0, {"error": why}) without a table."""
+        if self._t is None:
+            return 0, {"error": self.error}
+        ct = self._ct
+        dims = (ct.c_longlong * 6)(*[int(q[k]) for k in ("b", "hq", "hkv", "sq", "skv", "d")])
+        out = ct.c_void_p()
+        vs = q.get("variants")
+        status = self._lib.attune_table_tactic(
+            self._t, q["device"].encode(), dims, q["dtype"].encode(), int(q["causal"]),
+            float(q.get("max_rel_err", 0.0)), vs.encode() if vs else None, ct.byref(out))
+        if not out.value:
+            return 0, {"error": "out of memory"}
+        text = ct.string_at(out.value).decode("utf-8")
+        self._lib.attune_table_free(out)
+        return status, json.loads(text)
+
+    def __del__(self):
+        if self._t is not None and self._lib is not None:
+            self._lib.attune_table_close(self._t)
+            self._t = None
+
 class Client:
     """Client of one attuned.
 
@@ -217,10 +279,21 @@ class Client:
     per request, connect included. cache_size answers are kept for
     cache_ttl seconds (cache_size 0 disables the cache). token: bearer token
     for request() on POST/DELETE routes.
+
+    table: a database file or an exported table (.json, .json.gz) to answer
+    from in process, without a daemon (url "file:PATH" is the same). The
+    answers are attuned's own code's: libattune_lookup, loaded through
+    ctypes ($ATTUNE_LOOKUP_LIB, else the loader's search path: it is
+    installed with attuned), reads the file once and answers by the
+    daemon's rules. When it or the file cannot be loaded, every lookup
+    falls back (FALLBACK) with the reason in error, as for a daemon that is
+    down; table_error says it at once.
     """
 
     def __init__(self, url=None, timeout=1.0, cache_size=256, cache_ttl=60.0,
-                 retry_interval=1.0, token=None):
+                 retry_interval=1.0, token=None, table=None):
+        if table is not None:
+            url = "file:" + os.fspath(table)
         self.url = (url or os.environ.get("ATTUNE_URL") or DEFAULT_URL).rstrip("/")
         self.timeout = float(timeout) if timeout and timeout > 0 else 1.0
         self.cache_size = max(0, int(cache_size))
@@ -234,12 +307,21 @@ class Client:
         # a proxy from the environment must not swallow loopback lookups
         handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
         self._opener = urllib.request.build_opener(*handlers)
+        self._table = None
+        self.table_error = ""
+        if self.url.startswith("file:"):
+            path = self.url[5:]
+            self._table = _Table(path[2:] if path.startswith("//") else path)
+            self.table_error = self._table.error
 
     # ---- raw requests
 
     def request(self, method, path, body=None):
         """Send one request; returns (status, decoded JSON or text). Raises
-        OSError (URLError, timeout) when no HTTP answer comes."""
+        OSError (URLError, timeout) when no HTTP answer comes (always for a
+        table: there is no daemon to ask)."""
+        if self._table is not None:
+            raise OSError("%s is a table file, not a daemon" % self.url)
         data = None
         headers = {"Accept": "application/json"}
         if body is not None:
@@ -318,8 +400,15 @@ class Client:
         return a
 
     def _ask(self, q, vs):
-        """GET /v1/tactic with the query pairs q; the Answer (a fallback on
-        any trouble)."""
+        """GET /v1/tactic with the query pairs q (or the table's answer to
+        them); the Answer (a fallback on any trouble)."""
+        if self._table is not None:
+            status, obj = self._table.tactic(dict(q))
+            if status == 200:
+                return _answer_of(obj, vs)
+            msg = obj.get("error") if isinstance(obj, dict) else None
+            why = ("HTTP %d: %s" % (status, msg or "no error text")) if status else msg
+            return _fallback(why, vs, REJECTED if 400 <= status < 500 else FALLBACK)
         path = "/v1/tactic?" + urllib.parse.urlencode(q)
         try:
             status, obj = self.request("GET", path)
