@@ -139,9 +139,13 @@ void attune_plan_destroy(attune_plan *plan);
  * the bucket's ceiling, and one plan at the ceiling runs every length of
  * the bucket. A decode step that grows the KV cache by one stays in its
  * plan for a quarter octave; so does a prefill of a new prompt length.
- * attuned tunes on a miss what it is asked: the ceilings. cuDNN plans run
- * their planned lengths only, so a cuDNN answer gets a plan per length
- * below the ceiling (docs/libattune.md).
+ * attuned tunes on a miss what it is asked: the ceilings. A call at the
+ * ceiling runs the bucket's answer. Below it, an answer that is not one
+ * of attune's fused kernels (cuDNN, whose graphs fix the lengths; the
+ * GEMM families, which meet lengths cuBLAS runs slowly) gives way to the
+ * bucket's best fused kernel (a second lookup, variants
+ * "fused,fused_splitkv"), which runs every length of the bucket from one
+ * plan (docs/libattune.md).
  *
  * Entries are keyed by (bucketed shape, stream): a plan's runs must be
  * ordered, so each stream has its own. Answers that are not `measured`

@@ -21,11 +21,12 @@
 
 #define AUTO_TTL_MEASURED_MS 60000 /* re-ask the client after this long */
 #define AUTO_TTL_OTHER_MS 1000     /* predicted/default: the tune may land soon */
+#define AUTO_ANYLEN_VARIANTS "fused,fused_splitkv"
 
 typedef struct auto_entry {
-    attune_dims key;  /* bucketed (exact when exact is 1) */
+    attune_dims key;  /* the bucket ceiling */
     void *stream;
-    int exact;        /* a plan at the call's own lengths (cuDNN) */
+    int anylen;       /* 1: the bucket's answer among AUTO_ANYLEN_VARIANTS */
     attune_plan *plan;
     char answered[ATTUNE_TACTIC_MAX]; /* the lookup's tactic (the plan's, or
                                           one it fell back from) */
@@ -117,12 +118,12 @@ static int dims_eq(const attune_dims *x, const attune_dims *y)
            x->skv == y->skv && x->d == y->d && x->dtype == y->dtype && x->causal == y->causal;
 }
 
-static auto_entry *find(attune_auto *a, const attune_dims *key, void *stream, int exact)
+static auto_entry *find(attune_auto *a, const attune_dims *key, void *stream, int anylen)
 {
     for (int j = 0; j < a->n; j++) {
         int i = (a->hint + j) % a->n;
         auto_entry *e = &a->e[i];
-        if (e->stream == stream && e->exact == exact && dims_eq(&e->key, key)) {
+        if (e->stream == stream && e->anylen == anylen && dims_eq(&e->key, key)) {
             a->hint = i;
             return e;
         }
@@ -150,12 +151,14 @@ static const char *dtype_word(int dtype)
     return dtype == ATTUNE_DTYPE_F16 ? "f16" : dtype == ATTUNE_DTYPE_BF16 ? "bf16" : "f32";
 }
 
-/* The client's answer for key (always filled: the default on failure). */
-static void ask(attune_auto *a, const attune_dims *key, attune_answer *ans)
+/* The client's answer for key among variants (NULL: all); always filled:
+ * the default on failure. */
+static void ask(attune_auto *a, const attune_dims *key, const char *variants,
+                attune_answer *ans)
 {
     attune_shape_q q = {attune_dev_id(a->dev), key->b, key->hq, key->hkv, key->sq, key->skv,
                         key->d, dtype_word(key->dtype), key->causal};
-    attune_lookup(a->client, &q, 0, ans);
+    attune_lookup_in(a->client, &q, variants, 0, ans);
 }
 
 /* The daemon's default for key on this device (index.h): the first
@@ -206,41 +209,42 @@ static int plan_answer(attune_auto *a, const attune_dims *key, const attune_answ
     return attune_plan_create(a->dev, key, fallback, plan, err, errlen);
 }
 
-static int plans_lengths(const attune_plan *p)
+/* Whether p runs every length up to its planned ones at the speed the
+ * tuner measured at them: our fused kernels take lengths as arguments.
+ * cuDNN's graphs fix them (a plan per length), and the GEMM families at
+ * pad 1 meet lengths cuBLAS runs slowly (2049 keys: unaligned rows). */
+static int any_length(const attune_plan *p)
 {
-    /* cuDNN's graphs fix the dimensions (libattune.h) */
-    return strncmp(attune_plan_tactic(p), "cudnn", 5) == 0;
+    return strncmp(attune_plan_tactic(p), "fused", 5) == 0;
 }
 
-/* The bucket entry of shape on stream, looked up and planned as needed.
- * An expired entry asks again and plans only when the answer changed, so
- * a refresh of a prepared shape never allocates (a graph capture may be
- * under way). */
-static int bucket_entry(attune_auto *a, const attune_dims *shape, void *stream,
+/* The entry of the bucket key on stream (anylen: the answer among the
+ * families whose kernels take any length), looked up and planned as
+ * needed. An expired entry asks again and plans only when the answer
+ * changed, so a refresh of a prepared shape never allocates (a graph
+ * capture may be under way). */
+static int bucket_entry(attune_auto *a, const attune_dims *key, int anylen, void *stream,
                         auto_entry **out, char *err, size_t errlen)
 {
-    attune_dims key = *shape;
-    key.sq = attune_bucket_len(shape->sq);
-    key.skv = attune_bucket_len(shape->skv);
-    auto_entry *e = find(a, &key, stream, 0);
+    auto_entry *e = find(a, key, stream, anylen);
     int64_t now = now_ms();
     if (e != NULL && now < e->expires_ms) {
         *out = e;
         return 0;
     }
     attune_answer ans;
-    ask(a, &key, &ans);
+    ask(a, key, anylen ? AUTO_ANYLEN_VARIANTS : NULL, &ans);
     if (e == NULL || strcmp(e->answered, ans.tactic) != 0) {
         attune_plan *p = NULL;
         char source[16];
-        int rc = plan_answer(a, &key, &ans, &p, source, err, errlen);
+        int rc = plan_answer(a, key, &ans, &p, source, err, errlen);
         if (rc != 0)
             return rc;
         if (e != NULL)
             retire(a, e->plan);
         else
             e = slot(a);
-        *e = (auto_entry){.key = key, .stream = stream, .plan = p};
+        *e = (auto_entry){.key = *key, .stream = stream, .anylen = anylen, .plan = p};
         snprintf(e->answered, sizeof e->answered, "%s", ans.tactic);
         snprintf(e->source, sizeof e->source, "%s", source);
     } else if (strcmp(e->answered, attune_plan_tactic(e->plan)) == 0) {
@@ -253,36 +257,25 @@ static int bucket_entry(attune_auto *a, const attune_dims *shape, void *stream,
     return 0;
 }
 
-/* The entry that runs shape: the bucket's, or for a plan that runs only
- * its planned lengths, an exact-length plan of the same tactic. */
+/* The entry that runs shape: its bucket's answer, unless the call's
+ * lengths are not the bucket's ceiling and that answer is no fused kernel;
+ * then the bucket's best fused kernel (asked among AUTO_ANYLEN_VARIANTS),
+ * which runs every length of the bucket without another plan. */
 static int entry_for(attune_auto *a, const attune_dims *shape, void *stream,
                      auto_entry **out, char *err, size_t errlen)
 {
+    attune_dims key = *shape;
+    key.sq = attune_bucket_len(shape->sq);
+    key.skv = attune_bucket_len(shape->skv);
     auto_entry *b;
-    int rc = bucket_entry(a, shape, stream, &b, err, errlen);
+    int rc = bucket_entry(a, &key, 0, stream, &b, err, errlen);
     if (rc != 0)
         return rc;
+    if (!any_length(b->plan) && !dims_eq(&key, shape) &&
+        (rc = bucket_entry(a, &key, 1, stream, &b, err, errlen)) != 0)
+        return rc;
     b->used = ++a->tick;
-    if (!plans_lengths(b->plan) || dims_eq(&b->key, shape)) {
-        *out = b;
-        return 0;
-    }
-    auto_entry *e = find(a, shape, stream, 1);
-    if (e == NULL || strcmp(attune_plan_tactic(e->plan), attune_plan_tactic(b->plan)) != 0) {
-        char tactic[ATTUNE_TACTIC_MAX];
-        attune_plan *p;
-        snprintf(tactic, sizeof tactic, "%s", attune_plan_tactic(b->plan));
-        if ((rc = attune_plan_create(a->dev, shape, tactic, &p, err, errlen)) != 0)
-            return rc;
-        if (e != NULL)
-            retire(a, e->plan);
-        else
-            e = slot(a); /* never b: b was used last */
-        *e = (auto_entry){.key = *shape, .stream = stream, .exact = 1, .plan = p};
-        snprintf(e->source, sizeof e->source, "%s", b->source);
-    }
-    e->used = ++a->tick;
-    *out = e;
+    *out = b;
     return 0;
 }
 

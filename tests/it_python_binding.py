@@ -7,9 +7,10 @@ libattune.so on the CPU device, with numpy: no torch needed.
   float64 reference on [b, h, s, d] and [b, s, h, d] layouts, MHA, GQA, MQA,
   causal (bottom-right), lengths inside a bucket, a decode step, f32 and
   f16, with no daemon listening (the default tactic);
-- with attuned running (tune of one shape at a bucket ceiling): lengths of
-  that bucket plan the daemon's measured winner for the ceiling, and run it
-  right;
+- with attuned running (tune of one shape at a bucket ceiling): the
+  ceiling plans the daemon's measured winner; other lengths of the bucket
+  the bucket's best fused kernel (variants=fused,fused_splitkv) unless the
+  winner is one; all run right;
 - bad input raises AttuneError with a reason.
 
 Environment: ATTUNE_LIB (libattune.so.1), ATTUNED_BIN (the daemon part is
@@ -148,14 +149,19 @@ def with_daemon():
         st, a = d.get("/v1/tactic?device=cpu&shape=" + key)
         check(st == 200 and a["source"] == "measured", "the ceiling is tuned (%s)" % a)
         auto = attune.Auto("cpu", url="http://127.0.0.1:%d" % d.port)
-        tactic, source, planned = auto.prepare((1, 4, 1, 15, 57, 32, 2, 1))
+        tactic, source, planned = auto.prepare((1, 4, 1, 16, 64, 32, 2, 1))
         check(tactic == a["tactic"] and source == "measured" and planned == key,
-              "sq 15 skv 57 plan the measured winner of %s: %s (%s, %s)"
-              % (key, tactic, source, planned))
+              "at the ceiling %s: the measured winner %s (%s)" % (key, tactic, source))
+        st, f = d.get("/v1/tactic?device=cpu&shape=%s&variants=fused,fused_splitkv" % key)
+        want = f["tactic"] if a["variant"] not in ("fused", "fused_splitkv") else a["tactic"]
+        t2, s2, p2 = auto.prepare((1, 4, 1, 15, 57, 32, 2, 1))
+        check(st == 200 and t2 == want and p2 == key,
+              "sq 15 skv 57 (bucket %s): %s, the bucket's best that runs any length (%s)"
+              % (key, t2, want))
         rng = np.random.default_rng(11)
         for sq, skv in ((15, 57), (16, 64), (9, 49)):
             err, tol = case(rng, auto, 1, 4, 1, sq, skv, 32, np.float32, True, "bhsd")
-            check(err < tol, "%s at sq %d skv %d: rel err %.2e" % (tactic, sq, skv, err))
+            check(err < tol, "at sq %d skv %d: rel err %.2e" % (sq, skv, err))
         auto.close()
     finally:
         d.stop()
