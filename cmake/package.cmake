@@ -5,6 +5,7 @@
 #                                       libattune-client_<v>_<arch>.deb libattune_client.so.2
 #                                       libattune-dev_<v>_<arch>.deb    headers, .so links, .pc, CMake
 #                                       python3-attune-client_<v>_all.deb the Python client
+#                                       python3-attune_<v>_all.deb      the Python binding of libattune
 #                                       *-dbgsym_<v>_<arch>.ddeb        their debug symbols
 #
 # Paths inside the packages are /usr (CPACK_PACKAGING_INSTALL_PREFIX); the
@@ -26,7 +27,7 @@ set(ATTUNE_DEB_MAINTAINER "attune maintainers <attune@localhost>" CACHE STRING
 set(CPACK_PACKAGE_CONTACT "${ATTUNE_DEB_MAINTAINER}")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
-set(CPACK_COMPONENTS_ALL daemon client runtime dev python)
+set(CPACK_COMPONENTS_ALL daemon client runtime dev python pybinding)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_COMPONENT_DAEMON_DEPENDS client)
@@ -38,6 +39,7 @@ set(CPACK_COMPONENT_DEV_DEPENDS runtime client)
 # computed.
 set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
 set(CPACK_DEBIAN_PYTHON_DEBUGINFO_PACKAGE OFF)
+set(CPACK_DEBIAN_PYBINDING_DEBUGINFO_PACKAGE OFF)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64")
@@ -125,6 +127,20 @@ set(CPACK_DEBIAN_PYTHON_DESCRIPTION
     "attune client for Python (standard library only)
 import attune_client: the same lookups as libattune_client.")
 
+# The binding loads libattune.so.1 with ctypes (no compiled part: arch all);
+# numpy and torch are what a caller brings.
+set(CPACK_DEBIAN_PYBINDING_PACKAGE_NAME python3-attune)
+set(CPACK_DEBIAN_PYBINDING_PACKAGE_SECTION python)
+set(CPACK_DEBIAN_PYBINDING_PACKAGE_ARCHITECTURE all)
+set(CPACK_DEBIAN_PYBINDING_PACKAGE_DEPENDS "python3")
+set(CPACK_COMPONENT_PYBINDING_DEPENDS runtime) # libattune1 (= this version)
+set(CPACK_DEBIAN_PYBINDING_PACKAGE_SUGGESTS "python3-numpy")
+set(CPACK_DEBIAN_PYBINDING_DESCRIPTION
+    "attune runtime for Python: run the attention tactic attune picked
+import attune.torch: attention() with torch.nn.functional.scaled_dot_product_attention's
+signature through libattune; import attune.hf: attn_implementation=\"attune\"
+for Hugging Face transformers; attune.run_numpy on the CPU (docs/libattune.md).")
+
 # /usr/share/doc/<package>/copyright and changelog.gz (Debian policy 12.5,
 # 12.7; lintian: no-copyright-file, no-changelog), in the packages only:
 # EXCLUDE_FROM_ALL keeps them out of a plain `cmake --install`. The
@@ -136,7 +152,7 @@ if(ATTUNE_GZIP)
   execute_process(COMMAND ${ATTUNE_GZIP} -9nc ${CMAKE_BINARY_DIR}/deb/changelog
                   OUTPUT_FILE ${CMAKE_BINARY_DIR}/deb/changelog.gz)
 endif()
-foreach(_c DAEMON CLIENT RUNTIME DEV PYTHON)
+foreach(_c DAEMON CLIENT RUNTIME DEV PYTHON PYBINDING)
   string(TOLOWER ${_c} _comp)
   set(_doc ${CMAKE_SOURCE_DIR}/packaging/deb/copyright)
   if(ATTUNE_GZIP)

@@ -198,6 +198,32 @@ if command -v cmake >/dev/null 2>&1; then
         bad "consumer project against the packages (find_package(attune))"
     fi
 fi
+# ---- python3-attune: the binding, on libattune1 of its version; with
+# Debian's numpy it runs attention on the CPU from the packages alone.
+pb=$tmp/pkg/python3-attune_${ver}_all.deb
+if [ -f "$pb" ]; then
+    deps=$(dpkg-deb -f "$pb" Depends)
+    case $deps in
+    *python3*"libattune1 (= $ver)"* | *"libattune1 (= $ver)"*python3*) ok "python3-attune Depends: $deps" ;;
+    *) bad "python3-attune Depends: $deps" ;;
+    esac
+    py=/usr/bin/python3
+    [ -x $py ] || py=python3
+    out=$(PYTHONPATH=$root/usr/lib/python3/dist-packages LD_LIBRARY_PATH=$lib \
+        ATTUNE_URL=http://127.0.0.1:9 $py -c '
+import sys, numpy as np, attune
+assert attune.__file__.startswith(sys.argv[1]), attune.__file__
+q = np.ones((1, 2, 4, 8), np.float32); v = np.arange(8, dtype=np.float32) * np.ones((1, 2, 4, 8), np.float32)
+print("out", attune.run_numpy(q, q, v)[0, 1, 3].tolist())' "$root" 2>&1) || true
+    case $out in
+    "out [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]") ok "python3-attune runs attention from the packages: $out" ;;
+    *"No module named 'numpy'"*) echo "skip python3-attune run: no numpy for $py" ;;
+    *) bad "python3-attune: $out" ;;
+    esac
+else
+    bad "no python3-attune_${ver}_all.deb"
+fi
+
 if command -v lintian >/dev/null 2>&1; then
     # errors only: warnings are reported, not failed on. bogus-mail-host:
     # the Maintainer: (and the changelog's) is a placeholder until
