@@ -670,7 +670,8 @@ int jobs_list(jobs *j, jobs_view **out, int *n)
         rc = ATTUNE_ENOMEM;
         *n = 0;
     } else {
-        memcpy(*out, j->tab, (size_t)j->ntab * sizeof **out);
+        if (j->ntab > 0) /* j->tab may be NULL: memcpy(NULL, 0) is UB */
+            memcpy(*out, j->tab, (size_t)j->ntab * sizeof **out);
         *n = j->ntab;
     }
     pthread_mutex_unlock(&j->mu);

@@ -3,18 +3,47 @@
  * lists runs on caller views against a float64 reference, in [b, h, s, d]
  * and [b, s, h, d] layouts with gaps in the rows, at the planned lengths
  * and shorter ones (a growing KV cache), writing its output rows and
- * nothing else; bad arguments are refused with a reason. */
+ * nothing else; bad arguments are refused with a reason; attune_auto runs
+ * every length of a bucket from one plan per stream. */
 #include "test.h"
 
 #include "libattune_ref.h"
 
-/* One run of plan on fresh views of layout lay at lengths sq, skv (rows
- * allotted per head: the planned lengths). Checks the output against the
+/* What runs the views: a plan at given lengths, or an attune_auto. */
+typedef struct runner {
+    attune_plan *plan;
+    attune_auto *autop;
+    void *stream;
+} runner;
+
+static int runner_run(runner *r, const attune_dims *s, attune_tensor *q, attune_tensor *k,
+                      attune_tensor *v, attune_tensor *o, int64_t sq, int64_t skv,
+                      const char **tac)
+{
+    if (r->plan != NULL) {
+        *tac = attune_plan_tactic(r->plan);
+        return attune_plan_run(r->plan, q, k, v, o, sq, skv, NULL);
+    }
+    static attune_choice c;
+    attune_dims call = *s;
+    call.sq = sq, call.skv = skv;
+    char err[256] = "";
+    int rc = attune_auto_prepare(r->autop, &call, r->stream, &c, err, sizeof err);
+    *tac = c.tactic;
+    if (rc == 0)
+        rc = attune_auto_run(r->autop, &call, q, k, v, o, r->stream, err, sizeof err);
+    CHECK_MSG(rc == 0, "attune_auto at sq %lld skv %lld: %s", (long long)sq, (long long)skv,
+              err);
+    return rc;
+}
+
+/* One run of r on fresh views of layout lay at lengths sq, skv (rows
+ * allotted per head: s's lengths). Checks the output against the
  * reference, the poison gone, nothing outside the output rows touched. */
-static void run_views(attune_plan *plan, const attune_dims *s, int lay, int64_t pad, int64_t sq,
+static void run_views(runner *r, const attune_dims *s, int lay, int64_t pad, int64_t sq,
                       int64_t skv, uint64_t seed)
 {
-    const char *tac = attune_plan_tactic(plan);
+    const char *tac = "";
     const size_t es = ref_es(s->dtype);
     attune_tensor q, k, v, o;
     size_t nq = ref_view(lay, s->b, s->hq, s->sq, s->d, pad, NULL, &q);
@@ -30,9 +59,9 @@ static void run_views(attune_plan *plan, const attune_dims *s, int lay, int64_t 
     ref_poison(ob, s->dtype, nq);
     memcpy(before, ob, nq * es);
 
-    int rc = attune_plan_run(plan, &q, &k, &v, &o, sq, skv, NULL);
-    CHECK_MSG(rc == 0, "%s %s layout %d sq %lld skv %lld: %s", attune_plan_shape(plan), tac, lay,
-              (long long)sq, (long long)skv, attune_strerror(rc));
+    int rc = runner_run(r, s, &q, &k, &v, &o, sq, skv, &tac);
+    CHECK_MSG(rc == 0, "%s layout %d sq %lld skv %lld: %s", tac, lay, (long long)sq,
+              (long long)skv, attune_strerror(rc));
     if (rc == 0) {
         ref_errs e;
         const int64_t rsq = sq != 0 ? sq : s->sq, rskv = skv != 0 ? skv : s->skv;
@@ -40,11 +69,10 @@ static void run_views(attune_plan *plan, const attune_dims *s, int lay, int64_t 
         e.touched = ref_touched(s, rsq, &o, ob, before, nq);
         CHECK_EQ_INT(e.compared, s->b * s->hq * rsq * s->d); /* no vacuous pass */
         CHECK_MSG(e.nonfinite == 0 && e.touched == 0 && e.rel <= ref_bound(s->dtype, tac),
-                  "%s %s layout %d pad %lld sq %lld skv %lld: rel %.3g (bound %.3g), %lld "
+                  "%s layout %d pad %lld sq %lld skv %lld: rel %.3g (bound %.3g), %lld "
                   "non-finite, %lld touched outside",
-                  attune_plan_shape(plan), tac, lay, (long long)pad, (long long)sq,
-                  (long long)skv, e.rel, ref_bound(s->dtype, tac), (long long)e.nonfinite,
-                  (long long)e.touched);
+                  tac, lay, (long long)pad, (long long)sq, (long long)skv, e.rel,
+                  ref_bound(s->dtype, tac), (long long)e.nonfinite, (long long)e.touched);
     }
     free(qb), free(kb), free(vb), free(ob), free(before);
 }
@@ -64,10 +92,11 @@ static void every_tactic(attune_dev *dev, const attune_dims *s)
         if (rc != 0)
             continue;
         CHECK_STR(attune_plan_tactic(plan), list[i]);
-        run_views(plan, s, REF_BHSD, 0, 0, 0, 11 + (uint64_t)i);
-        run_views(plan, s, REF_BSHD, 8, 0, 0, 12 + (uint64_t)i);
-        run_views(plan, s, REF_BSHD, 0, s->sq, s->skv - 3, 13 + (uint64_t)i);
-        run_views(plan, s, REF_BHSD, 8, s->sq > 2 ? s->sq - 2 : 1, s->skv - 5, 14 + (uint64_t)i);
+        runner r = {.plan = plan};
+        run_views(&r, s, REF_BHSD, 0, 0, 0, 11 + (uint64_t)i);
+        run_views(&r, s, REF_BSHD, 8, 0, 0, 12 + (uint64_t)i);
+        run_views(&r, s, REF_BSHD, 0, s->sq, s->skv - 3, 13 + (uint64_t)i);
+        run_views(&r, s, REF_BHSD, 8, s->sq > 2 ? s->sq - 2 : 1, s->skv - 5, 14 + (uint64_t)i);
         attune_plan_destroy(plan);
     }
     free(list);
@@ -136,9 +165,63 @@ static void bad_arguments_should_be_refused_with_a_reason(void)
     attune_dev_close(dev);
 }
 
+/* attune_auto with nothing answering (a closed port): the device's
+ * default tactic, planned at the bucket's ceiling, runs every length of
+ * the bucket right, a decode step too, in both layouts; a second stream
+ * has its own plan; past its capacity (2) the least recently used plan
+ * goes and the calls still run right. */
+static void auto_should_run_every_length_of_a_bucket(void)
+{
+    attune_dev *dev = NULL;
+    attune_auto *a = NULL;
+    char err[256] = "";
+    CHECK(attune_dev_open("cpu", &dev, err, sizeof err) == 0);
+    int rc = attune_auto_new(dev, "http://127.0.0.1:9", 2, &a, err, sizeof err);
+    CHECK_MSG(rc == 0 || rc == ATTUNE_RT_EUNSUPP, "attune_auto_new: %s", err);
+    if (rc != 0) { /* built without libattune_client: said so */
+        CHECK(err[0] != 0);
+        attune_dev_close(dev);
+        return;
+    }
+    attune_dims s = {1, 4, 2, 13, 100, 32, ATTUNE_DTYPE_F32, 1};
+    attune_choice c;
+    CHECK(attune_auto_prepare(a, &s, NULL, &c, err, sizeof err) == 0);
+    CHECK_STR(c.planned, "b1.hq4.hkv2.sq14.skv112.d32.f32.c");
+    CHECK_STR(c.source, "default");
+    CHECK(strncmp(c.tactic, "fused/", 6) == 0 && strstr(c.tactic, "pad=8") != NULL);
+    const int64_t lens[][2] = {{13, 100}, {14, 112}, {13, 99}, {14, 105}};
+    int stream_b = 0;
+    for (int i = 0; i < 4; i++) {
+        attune_dims at = s;
+        at.sq = lens[i][0], at.skv = lens[i][1];
+        runner r = {.autop = a, .stream = i % 2 ? (void *)&stream_b : NULL};
+        run_views(&r, &at, i % 2 ? REF_BSHD : REF_BHSD, i % 2 ? 8 : 0, at.sq, at.skv, 40 + i);
+        attune_choice ci;
+        CHECK(attune_auto_prepare(a, &at, r.stream, &ci, err, sizeof err) == 0);
+        CHECK_STR(ci.planned, c.planned); /* one bucket, one plan per stream */
+    }
+    /* a decode step and another shape: three entries in a capacity of 2 */
+    attune_dims dec = {1, 4, 2, 1, 57, 32, ATTUNE_DTYPE_F16, 0};
+    attune_dims mha = {2, 2, 2, 20, 20, 16, ATTUNE_DTYPE_F32, 0};
+    for (int round = 0; round < 2; round++) {
+        runner r = {.autop = a};
+        run_views(&r, &dec, REF_BHSD, 0, dec.sq, dec.skv, 50 + round);
+        run_views(&r, &mha, REF_BSHD, 0, mha.sq, mha.skv, 52 + round);
+        run_views(&r, &s, REF_BHSD, 0, s.sq, s.skv, 54 + round);
+    }
+    attune_dims bad = s;
+    bad.sq = 0;
+    CHECK(attune_auto_run(a, &bad, NULL, NULL, NULL, NULL, NULL, err, sizeof err) ==
+          ATTUNE_RT_EINVAL);
+    CHECK(strstr(err, "under 1") != NULL);
+    attune_auto_free(a);
+    attune_dev_close(dev);
+}
+
 int main(void)
 {
     RUN(plans_should_run_every_cpu_tactic_on_views);
+    RUN(auto_should_run_every_length_of_a_bucket);
     RUN(bad_arguments_should_be_refused_with_a_reason);
     return test_summary();
 }

@@ -77,7 +77,8 @@ static int combine(row *rows, int *n)
                 abs_err = m->max_abs_err;
         }
         row r = rows[i];
-        qsort(times, (size_t)nt, sizeof *times, dbl_cmp);
+        if (nt > 0) /* qsort(NULL, 0) is UB */
+            qsort(times, (size_t)nt, sizeof *times, dbl_cmp);
         r.m.time_us = nt == 0 ? NAN
                       : nt % 2 ? times[nt / 2]
                                : 0.5 * (times[nt / 2 - 1] + times[nt / 2]);
@@ -283,7 +284,8 @@ int drift_compare(store *st, const char *device, int model, const char *stack_a,
                 goto out;
         }
     }
-    qsort(rows, (size_t)n, sizeof *rows, row_cmp);
+    if (n > 0) /* rows is NULL when no device has any: qsort(NULL, 0) is UB */
+        qsort(rows, (size_t)n, sizeof *rows, row_cmp);
     if (model && (rc = combine(rows, &n)) != 0)
         goto out;
     if ((rc = pick_stacks(rows, n, stack_a, stack_b, out->stack_a, out->stack_b, err,
@@ -351,8 +353,10 @@ int drift_compare(store *st, const char *device, int model, const char *stack_a,
         i = ie;
         j = je;
     }
-    qsort(out->acc, (size_t)out->nacc, sizeof *out->acc, acc_cmp);
-    qsort(out->shapes, (size_t)out->nshapes, sizeof *out->shapes, shape_cmp);
+    if (out->nacc > 0)
+        qsort(out->acc, (size_t)out->nacc, sizeof *out->acc, acc_cmp);
+    if (out->nshapes > 0)
+        qsort(out->shapes, (size_t)out->nshapes, sizeof *out->shapes, shape_cmp);
 out:
     if (rc != 0)
         drift_report_free(out);
