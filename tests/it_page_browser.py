@@ -5,7 +5,8 @@ Starts attuned on a small tuned CPU database (page_fixture.py) and runs
 tests/browser/page_test.mjs: headless Debian chromium driven by
 playwright-core (pinned in tests/browser/package-lock.json, installed by
 scripts/deps.sh). It checks that every shape shows the winner of
-GET /v1/winners, that a job's progress moves on the page and its winners
+GET /v1/winners (and, with only split checked in the variants filter, of
+GET /v1/winners?variants=split), that a job's progress moves on the page and its winners
 appear within seconds of it finishing, and that the page logs no console
 error. Screenshots go to <build>/screenshots/ (docs/dashboard.png is one).
 

@@ -49,8 +49,9 @@ function parseTime(s) {
   return m ? parseFloat(m[1]) * (m[2] === 'ms' ? 1000 : 1) : NaN;
 }
 
-async function checkWinners(page, label) {
-  const { body: w } = await api('/v1/winners?device=' + encodeURIComponent(w0.device));
+async function checkWinners(page, label, variants) {
+  const { body: w } = await api('/v1/winners?device=' + encodeURIComponent(w0.device) +
+    (variants ? '&variants=' + variants : ''));
   const cells = await cellsOf(page);
   const legend = await page.$$eval('#legend .swatch', (s) => s.map((e) => ({
     name: e.textContent, color: e.querySelector('i').style.background })));
@@ -154,6 +155,23 @@ async function main() {
     const bound = await page.$$('svg.bars line.bound');
     check(bound.length === 1, 'the accuracy bound is drawn');
     await page.screenshot({ path: path.join(SHOTS, 'dashboard.png'), fullPage: true });
+
+    // the variants filter: with split alone checked, the map is the winners
+    // among split (GET /v1/winners?variants=split); all checked again: all
+    const others = ['fused', 'fused_splitkv', 'split_repeat', 'folded', 'cudnn'];
+    for (const v of others) await page.uncheck(`#variants input[data-variant="${v}"]`);
+    await page.waitForFunction(() => document.body.dataset.winnersVariants === 'split', null,
+      { timeout: 10000 });
+    const ws = await checkWinners(page, 'variants=split', 'split');
+    check(ws.winners.every((r) => !r.winner || r.winner.variant === 'split') &&
+      w0.winners.some((r) => r.winner && r.winner.variant !== 'split'),
+      'variants=split: every winner shown is a split tactic (not so without the filter)');
+    const title = await page.$eval('#map-title', (e) => e.textContent);
+    check(title.includes('variants split'), 'the map title names the variants: ' + title);
+    for (const v of others) await page.check(`#variants input[data-variant="${v}"]`);
+    await page.waitForFunction(() => document.body.dataset.winnersVariants === '', null,
+      { timeout: 10000 });
+    await checkWinners(page, 'every variant again');
 
     // a job: its progress moves on the page, then its winners appear
     const job = JSON.parse(process.env.ATTUNE_JOB);
