@@ -180,7 +180,11 @@ int64_t attune_bucket_len(int64_t n);
 /* New attune_auto on dev (which must outlive it). url: where answers come
  * from, as attune_client_new takes it (NULL: $ATTUNE_URL, else
  * http://127.0.0.1:7373); the daemon unreachable means the default tactic
- * (fused/pad=8), which runs everywhere. capacity <= 0: the default. */
+ * (fused/pad=8), which runs everywhere; "file:PATH" answers from a
+ * database file or exported table in process. Lookups name the device by
+ * its id; a source that does not know the id (a table tuned on another
+ * device of the same model, shipped with the runtime) is asked by the
+ * device's name from then on. capacity <= 0: the default. */
 int attune_auto_new(attune_dev *dev, const char *url, int capacity, attune_auto **out,
                     char *err, size_t errlen);
 

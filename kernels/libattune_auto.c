@@ -37,6 +37,7 @@ typedef struct auto_entry {
 
 struct attune_auto {
     attune_dev *dev;
+    char who[128]; /* the device word lookups use: its id, else its name */
     attune_client *client;
     pthread_mutex_t mu;
     auto_entry *e;
@@ -77,6 +78,7 @@ int attune_auto_new(attune_dev *dev, const char *url, int capacity, attune_auto 
     }
     pthread_mutex_init(&a->mu, NULL);
     a->dev = dev;
+    snprintf(a->who, sizeof a->who, "%s", attune_dev_id(dev));
     a->cap = cap;
     a->capretired = cap;
     *out = a;
@@ -156,9 +158,17 @@ static const char *dtype_word(int dtype)
 static void ask(attune_auto *a, const attune_dims *key, const char *variants,
                 attune_answer *ans)
 {
-    attune_shape_q q = {attune_dev_id(a->dev), key->b, key->hq, key->hkv, key->sq, key->skv,
+    attune_shape_q q = {a->who, key->b, key->hq, key->hkv, key->sq, key->skv,
                         key->d, dtype_word(key->dtype), key->causal};
-    attune_lookup_in(a->client, &q, variants, 0, ans);
+    int rc = attune_lookup_in(a->client, &q, variants, 0, ans);
+    const char *name = attune_dev_name(a->dev);
+    if (rc == ATTUNE_CLIENT_REJECTED && strcmp(a->who, name) != 0) {
+        /* a source that does not know this device's id (a table tuned on
+         * another device of its model, shipped to this one): by its name */
+        q.device = name;
+        if (attune_lookup_in(a->client, &q, variants, 0, ans) != ATTUNE_CLIENT_REJECTED)
+            snprintf(a->who, sizeof a->who, "%s", name);
+    }
 }
 
 /* The daemon's default for key on this device (index.h): the first

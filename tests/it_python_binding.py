@@ -11,6 +11,9 @@ libattune.so on the CPU device, with numpy: no torch needed.
   ceiling plans the daemon's measured winner; other lengths of the bucket
   the bucket's best fused kernel (variants=fused,fused_splitkv) unless the
   winner is one; all run right;
+- a table exported from that daemon's database, read in process
+  (url "file:PATH"), answers the same, also when shipped to another device
+  of the same model (asked by the device's name);
 - bad input raises AttuneError with a reason.
 
 Environment: ATTUNE_LIB (libattune.so.1), ATTUNED_BIN (the daemon part is
@@ -19,7 +22,9 @@ skipped without it), ATTUNE_SOURCE_DIR. numpy is Debian's python3-numpy
 it, the test reruns itself there.
 """
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -163,8 +168,33 @@ def with_daemon():
             err, tol = case(rng, auto, 1, 4, 1, sq, skv, 32, np.float32, True, "bhsd")
             check(err < tol, "at sq %d skv %d: rel err %.2e" % (sq, skv, err))
         auto.close()
+        shipped(d, work, key, a["tactic"])
     finally:
         d.stop()
+
+
+def shipped(d, work, key, tactic):
+    """A table exported here and shipped to another device of this model
+    (its id and host changed): attune_auto reads it in process (file:)
+    and, the id unknown there, asks by the device's name."""
+    binary = os.environ.get("ATTUNE_BIN")
+    if not binary:
+        print("skip the table part: ATTUNE_BIN not set")
+        return
+    table = os.path.join(work, "table.json")
+    r = subprocess.run([binary, "export", "--db", d.db, "--device", "cpu", "-o", table],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "attune export (%s)" % r.stderr.strip())
+    t = json.load(open(table))
+    t["device"]["id"], t["host"] = "CPU-00000000000000aa", "another-host"
+    other = os.path.join(work, "other.json")
+    json.dump(t, open(other, "w"))
+    for path, what in ((table, "this device's table"), (other, "a table of another device")):
+        auto = attune.Auto("cpu", url="file:" + path)
+        got = auto.prepare((1, 4, 1, 16, 64, 32, 2, 1))
+        check(got[0] == tactic and got[1] == "measured",
+              "file:%s, no daemon: %s (%s)" % (what, got[0], got[1]))
+        auto.close()
 
 
 def main():
