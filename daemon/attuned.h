@@ -59,6 +59,9 @@ typedef struct attuned_config {
     const char *log_path;       /* NULL: stderr */
     int verbose;                /* log every request */
     double tune_budget_ms;      /* tuner budget per tactic; <= 0: default */
+    int miss_budget_s;          /* --miss-budget-s: a miss tune's whole budget */
+    int miss_quota;             /* --miss-quota: miss shapes per device and day */
+    int job_budget_s;           /* --job-budget-s: an explicit job's shape without force */
     const char *fleet_url;      /* --fleet: fleet server (NULL: no sync) */
     int fleet_period_s;         /* seconds between fleet syncs */
     int fleet_batch;            /* rows per fleet push transaction */

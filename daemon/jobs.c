@@ -1,5 +1,6 @@
 /* jobs.c -- the job table and the per-device tuning threads. */
 #include "jobs.h"
+#include "jobs_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -9,47 +10,15 @@
 #include <time.h>
 
 #include "../common/grow.h"
+#include "../kernels/cancel.h"
 #include "../tuner/tuner.h"
 #include "log.h"
 #include "metrics.h"
 
-typedef struct jdev {
-    jobs *j;
-    attn_device dev;
-    pthread_t th;
-    int started;
-    pthread_cond_t cv;
-    int64_t *q;              /* ring of queued job ids */
-    int qhead, qlen, qcap;
-    atomic_int cancel;       /* tuner_opts.cancel of the running job: read by the job
-                              * thread without the lock (issue 15 item 4) */
-    attn_shape miss[JOBS_MISS_MAX_QUEUED]; /* ring of shapes missed by lookups */
-    unsigned char miss_full[JOBS_MISS_MAX_QUEUED]; /* 1: its quick pass is done */
-    int mhead, mlen;
-    char miss_running[ATTN_SHAPE_KEY_MAX]; /* "" when none */
-    double tokens, tokens_at; /* rate limit of jobs_miss (monotonic s) */
-    int user_cancel;         /* the cancel came from DELETE, not shutdown */
-    int64_t running;         /* job id, 0 when idle */
-} jdev;
-
 static double mono_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return attn_mono_s();
 }
-
-struct jobs {
-    pthread_mutex_t mu;      /* guards everything below and every jdev queue */
-    jobs_config cfg;
-    char *db_path;
-    select_policy policy;
-    jdev *devs;
-    int ndevs;
-    jobs_view *tab;          /* sorted by id */
-    int ntab, captab;
-    int stopping;
-};
 
 int jobs_new(const jobs_config *cfg, jobs **out)
 {
@@ -77,6 +46,7 @@ int jobs_new(const jobs_config *cfg, jobs **out)
         d->qcap = j->cfg.max_queued + 1;
         d->tokens = JOBS_MISS_BURST;
         d->tokens_at = mono_s();
+        d->miss_day = (int64_t)time(NULL) / 86400;
         if ((d->q = malloc((size_t)d->qcap * sizeof *d->q)) == NULL)
             goto fail;
         pthread_cond_init(&d->cv, NULL);
@@ -95,7 +65,7 @@ fail:
 
 /* ---- table helpers (j->mu held) */
 
-static jobs_view *find_job(jobs *j, int64_t id)
+jobs_view *jobs_find_job(jobs *j, int64_t id)
 {
     int lo = 0, hi = j->ntab - 1;
     while (lo <= hi) {
@@ -110,7 +80,7 @@ static jobs_view *find_job(jobs *j, int64_t id)
     return NULL;
 }
 
-static int add_job(jobs *j, const jobs_view *v)
+int jobs_add_job(jobs *j, const jobs_view *v)
 {
     if (grow_array(&j->tab, &j->captab, j->ntab, sizeof *j->tab) != 0)
         return ATTUNE_ENOMEM;
@@ -123,7 +93,7 @@ static int add_job(jobs *j, const jobs_view *v)
     return 0;
 }
 
-static jdev *find_dev(jobs *j, const char *device_id)
+jdev *jobs_find_dev(jobs *j, const char *device_id)
 {
     for (int i = 0; i < j->ndevs; i++)
         if (strcmp(j->devs[i].dev.info.id, device_id) == 0)
@@ -156,6 +126,7 @@ static void view_from_row(jobs_view *v, const store_job *row)
 {
     memset(v, 0, sizeof *v);
     v->id = row->id;
+    v->kind = row->kind;
     snprintf(v->device_id, sizeof v->device_id, "%s", row->device_id);
     v->state = row->state;
     v->done = row->done;
@@ -163,6 +134,25 @@ static void view_from_row(jobs_view *v, const store_job *row)
     v->created_at = row->created_at;
     v->updated_at = row->updated_at;
     snprintf(v->error, sizeof v->error, "%s", row->error);
+}
+
+/* At load, j->mu held: job v of device d, left queued or running, queued
+ * again: an explicit one in the job queue, a miss tune in the miss queue
+ * (its shape read back; a full queue fails it, the next miss queues it
+ * again). 0 or an error of the store or the queue. */
+static int requeue(jdev *d, store *st, jobs_view *v)
+{
+    if (v->kind != STORE_JOB_MISS)
+        return enqueue(d, v->id);
+    store_job job;
+    int rc = store_job_get(st, v->id, &job);
+    if (rc == 0 && job.total >= 1 && jobs_miss_resume(d, v, &job.shapes[0]) != 0) {
+        v->state = STORE_JOB_FAILED;
+        snprintf(v->error, sizeof v->error, "not resumed: the miss queue is full");
+        store_job_update(st, v->id, v->state, v->done, v->error);
+    }
+    store_job_free(&job);
+    return rc;
 }
 
 int jobs_load(jobs *j, store *st, int *requeued)
@@ -178,7 +168,7 @@ int jobs_load(jobs *j, store *st, int *requeued)
         jobs_view v;
         view_from_row(&v, &rows[i]);
         if (v.state == STORE_JOB_QUEUED || v.state == STORE_JOB_RUNNING) {
-            jdev *d = find_dev(j, v.device_id);
+            jdev *d = jobs_find_dev(j, v.device_id);
             if (d == NULL) {
                 v.state = STORE_JOB_FAILED;
                 snprintf(v.error, sizeof v.error, "device %s is not on this host",
@@ -188,12 +178,13 @@ int jobs_load(jobs *j, store *st, int *requeued)
                 if (v.state == STORE_JOB_RUNNING)
                     store_job_update(st, v.id, STORE_JOB_QUEUED, v.done, NULL);
                 v.state = STORE_JOB_QUEUED;
-                if ((rc = enqueue(d, v.id)) == 0)
+                if ((rc = requeue(d, st, &v)) == 0)
                     (*requeued)++;
             }
         }
+        jobs_miss_count(j, &v);
         if (rc == 0)
-            rc = add_job(j, &v);
+            rc = jobs_add_job(j, &v);
     }
     pthread_mutex_unlock(&j->mu);
     free(rows);
@@ -202,15 +193,9 @@ int jobs_load(jobs *j, store *st, int *requeued)
 
 /* ---- the device thread */
 
-typedef struct run_ctx {
-    jdev *d;
-    int64_t job;
-    int last_tactic;
-} run_ctx;
-
 /* Tuner options of a device thread: the daemon's policy and budget, the
  * device's cancel flag, committed rows to jobs_config.committed. */
-static void run_opts(jdev *d, tuner_opts *o)
+void jobs_run_opts(jdev *d, tuner_opts *o)
 {
     jobs *j = d->j;
     tuner_opts_default(o);
@@ -222,14 +207,14 @@ static void run_opts(jdev *d, tuner_opts *o)
     o->committed_ctx = j->cfg.committed_ctx;
 }
 
-static int on_progress(void *ctx, const tuner_progress *p)
+int jobs_on_progress(void *ctx, const tuner_progress *p)
 {
     run_ctx *c = ctx;
     if (p->tactic_index != c->last_tactic) {
         c->last_tactic = p->tactic_index;
         jobs *j = c->d->j;
         pthread_mutex_lock(&j->mu);
-        jobs_view *v = find_job(j, c->job);
+        jobs_view *v = jobs_find_job(j, c->job);
         if (v != NULL) {
             v->tactic_index = p->tactic_index;
             v->tactic_count = p->tactic_count;
@@ -242,190 +227,15 @@ static int on_progress(void *ctx, const tuner_progress *p)
     return c->d->cancel;
 }
 
-/* ---- tune on miss */
-
-/* The quick pass lists only the tactics the model ranked best: the tuner
- * asks the device's tactics() through a copy of its ops whose tactics()
- * is this, fed per device thread. */
-static _Thread_local const attn_tactic *quick_list;
-static _Thread_local int quick_n;
-
-static int quick_tactics(int index, const attn_shape *s, attn_tactic *out, int max)
-{
-    (void)index;
-    (void)s;
-    int n = 0;
-    for (int k = 0; k < quick_n && n < max; k++)
-        out[n++] = quick_list[k];
-    return n;
-}
-
-typedef struct miss_ctx {
-    run_ctx run;
-    double deadline;         /* mono_s() */
-    int yield;               /* the full pass: give way to queued misses */
-    int yielded;             /* it stopped for one */
-} miss_ctx;
-
-/* Progress of a miss tune: the index follows each tactic; stop on
- * shutdown, past the shape's budget, or when an explicit job waits; the
- * full pass also when a newly missed shape is queued (its quick pass
- * comes first, so a burst of new shapes is measured within seconds, not
- * one full tune after another). Full passes never give way to each
- * other: that would trade them back and forth without end. */
-static int miss_stop(miss_ctx *m)
-{
-    jdev *d = m->run.d;
-    pthread_mutex_lock(&d->j->mu);
-    int stop = d->j->stopping || d->qlen > 0;
-    int give_way = 0;
-    for (int i = 0; !stop && m->yield && i < d->mlen && !give_way; i++)
-        give_way = !d->miss_full[(d->mhead + i) % JOBS_MISS_MAX_QUEUED];
-    pthread_mutex_unlock(&d->j->mu);
-    m->yielded |= give_way;
-    return stop || give_way || mono_s() > m->deadline;
-}
-
-static int miss_progress(void *ctx, const tuner_progress *p)
-{
-    miss_ctx *m = ctx;
-    on_progress(&m->run, p);
-    return miss_stop(m);
-}
-
-/* Queue s again behind the shapes missed since, its quick pass done (the
- * tuner skips the tactics it measured). Dropped when the queue is full:
- * s is measured, an explicit job can finish it. */
-static void miss_requeue(jdev *d, const attn_shape *s, const char *key)
-{
-    pthread_mutex_lock(&d->j->mu);
-    int room = d->mlen < JOBS_MISS_MAX_QUEUED;
-    if (room) {
-        int at = (d->mhead + d->mlen) % JOBS_MISS_MAX_QUEUED;
-        d->miss[at] = *s;
-        d->miss_full[at] = 1;
-        d->mlen++;
-    }
-    pthread_mutex_unlock(&d->j->mu);
-    log_event(LOGL_INFO, "miss_tune_yield", "device=%s shape=%s requeued=%d", d->dev.info.id,
-              key, room);
-}
-
-/* Tune shape s missed by a lookup: unless full (its quick pass was done
- * before it gave way), the quick pass over the model's top tactics; then
- * every tactic, giving way to shapes missed meanwhile (miss_stop). */
-static void run_miss(jdev *d, store *st, const attn_shape *s, int full)
-{
-    jobs *j = d->j;
-    char key[ATTN_SHAPE_KEY_MAX];
-    attn_shape_key(s, key, sizeof key);
-    attn_tactic top[JOBS_MISS_QUICK];
-    int k = !full && j->cfg.ix != NULL
-                ? index_predict_top(j->cfg.ix, d->dev.info.id, s, JOBS_MISS_QUICK, top)
-                : 0;
-    tuner_opts o;
-    run_opts(d, &o);
-    miss_ctx m = {.run = {.d = d, .job = 0, .last_tactic = -1},
-                  .deadline = mono_s() + JOBS_MISS_BUDGET_S};
-    o.progress = miss_progress;
-    o.ctx = &m;
-    tuner_shape_result res;
-    int rc = 0, quick = 0;
-    log_event(LOGL_INFO, "miss_tune_start", "device=%s shape=%s quick=%d full_only=%d",
-              d->dev.info.id, key, k, full);
-    if (k > 0) {
-        attn_ops qops = *d->dev.ops;
-        qops.tactics = quick_tactics;
-        attn_device qdev = d->dev;
-        qdev.ops = &qops;
-        quick_list = top;
-        quick_n = k;
-        tuner_opts qo = o;
-        if (qo.budget_ms > JOBS_MISS_QUICK_BUDGET_MS)
-            qo.budget_ms = JOBS_MISS_QUICK_BUDGET_MS;
-        /* The model's top list is the screen: a screening pass would run
-         * each tactic three more times, which for a shape of 80 ms a call
-         * (the tenth run's 44776-token prefill) put the quick pass at
-         * 3.6 s, past the lookup's few seconds. */
-        qo.screen_factor = 0;
-        memset(&res, 0, sizeof res);
-        double t0 = mono_s();
-        rc = tuner_run_shape(st, &qdev, s, &qo, 0, 1, &res);
-        quick = res.measured;
-        metrics_measurements_add(res.measured);
-        /* how long a lookup waits for `measured` (docs/api.md: a few seconds) */
-        log_event(LOGL_INFO, "miss_quick_end",
-                  "device=%s shape=%s measured=%d screened=%d ms=%.0f prepare_ms=%.0f plan_ms=%.0f "
-                  "check_ms=%.0f time_ms=%.0f store_ms=%.0f rc=\"%s\"",
-                  d->dev.info.id, key, quick, res.screened, (mono_s() - t0) * 1e3,
-                  res.prepare_s * 1e3,
-                  res.plan_s * 1e3, res.check_s * 1e3, (res.screen_s + res.time_s) * 1e3,
-                  res.store_s * 1e3, rc ? attune_strerror(rc) : "ok");
-    }
-    memset(&res, 0, sizeof res);
-    m.yield = 1;
-    if (rc == 0 && !miss_stop(&m)) {
-        m.run.last_tactic = -1;
-        rc = tuner_run_shape(st, &d->dev, s, &o, 0, 1, &res);
-        metrics_measurements_add(res.measured);
-    }
-    log_event(LOGL_INFO, "miss_tune_end", "device=%s shape=%s quick=%d measured=%d rc=\"%s\"",
-              d->dev.info.id, key, quick, res.measured, rc ? attune_strerror(rc) : "ok");
-    if (rc == 0 && m.yielded)
-        miss_requeue(d, s, key);
-}
-
-static int same_shape(const attn_shape *a, const attn_shape *b)
-{
-    return a->b == b->b && a->hq == b->hq && a->hkv == b->hkv && a->sq == b->sq &&
-           a->skv == b->skv && a->d == b->d && a->dtype == b->dtype && a->causal == b->causal;
-}
-
-int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *key)
-{
-    if (j == NULL || j->cfg.no_tune_on_miss)
-        return JOBS_MISS_NONE;
-    int state = JOBS_MISS_NONE;
-    pthread_mutex_lock(&j->mu);
-    jdev *d = find_dev(j, device_id);
-    if (d == NULL || j->stopping)
-        goto out;
-    if (strcmp(d->miss_running, key) == 0) {
-        state = JOBS_MISS_RUNNING;
-        goto out;
-    }
-    for (int i = 0; i < d->mlen; i++)
-        if (same_shape(&d->miss[(d->mhead + i) % JOBS_MISS_MAX_QUEUED], s)) {
-            state = JOBS_MISS_QUEUED;
-            goto out;
-        }
-    double now = mono_s();
-    d->tokens += (now - d->tokens_at) * JOBS_MISS_RATE;
-    if (d->tokens > JOBS_MISS_BURST)
-        d->tokens = JOBS_MISS_BURST;
-    d->tokens_at = now;
-    if (d->tokens < 1.0 || d->mlen == JOBS_MISS_MAX_QUEUED)
-        goto out;
-    d->tokens -= 1.0;
-    d->miss[(d->mhead + d->mlen) % JOBS_MISS_MAX_QUEUED] = *s;
-    d->miss_full[(d->mhead + d->mlen) % JOBS_MISS_MAX_QUEUED] = 0;
-    d->mlen++;
-    pthread_cond_signal(&d->cv);
-    state = JOBS_MISS_QUEUED;
-out:
-    pthread_mutex_unlock(&j->mu);
-    return state;
-}
-
 /* Record a job's progress in memory and in its row. */
-static void set_state(jdev *d, store *st, int64_t id, store_job_state state, int done,
+void jobs_set_state(jdev *d, store *st, int64_t id, store_job_state state, int done,
                       const char *error)
 {
     jobs *j = d->j;
     if (store_job_update(st, id, state, done, error) != 0)
         log_event(LOGL_ERROR, "job_update_failed", "job=%lld", (long long)id);
     pthread_mutex_lock(&j->mu);
-    jobs_view *v = find_job(j, id);
+    jobs_view *v = jobs_find_job(j, id);
     if (v != NULL) {
         int next_shape = done != v->done;
         v->state = state;
@@ -455,18 +265,18 @@ static void run_job(jdev *d, store *st, int64_t id)
     int rc = store_job_get(st, id, &job);
     if (rc != 0) {
         snprintf(err, sizeof err, "cannot load the job: %s", attune_strerror(rc));
-        set_state(d, st, id, STORE_JOB_FAILED, 0, err);
+        jobs_set_state(d, st, id, STORE_JOB_FAILED, 0, err);
         return;
     }
     done = job.done < 0 ? 0 : job.done;
-    set_state(d, st, id, STORE_JOB_RUNNING, done, NULL);
+    jobs_set_state(d, st, id, STORE_JOB_RUNNING, done, NULL);
     log_event(LOGL_INFO, "job_start", "job=%lld device=%s done=%d total=%d", (long long)id,
               d->dev.info.id, done, job.total);
 
     tuner_opts o;
-    run_opts(d, &o);
+    jobs_run_opts(d, &o);
     run_ctx c = {.d = d, .job = id};
-    o.progress = on_progress;
+    o.progress = jobs_on_progress;
     o.ctx = &c;
 
     for (int i = done; i < job.total; i++) {
@@ -496,7 +306,7 @@ static void run_job(jdev *d, store *st, int64_t id)
             }
         }
         done = i + 1;
-        set_state(d, st, id, STORE_JOB_RUNNING, done, NULL);
+        jobs_set_state(d, st, id, STORE_JOB_RUNNING, done, NULL);
     }
 
     store_job_state final;
@@ -518,7 +328,7 @@ static void run_job(jdev *d, store *st, int64_t id)
     } else {
         final = STORE_JOB_DONE;
     }
-    set_state(d, st, id, final, done, final == STORE_JOB_FAILED ? err : NULL);
+    jobs_set_state(d, st, id, final, done, final == STORE_JOB_FAILED ? err : NULL);
     log_event(LOGL_INFO, "job_end", "job=%lld state=%s done=%d total=%d", (long long)id,
               store_job_state_name(final), done, job.total);
     store_job_free(&job);
@@ -550,23 +360,13 @@ static void *device_main(void *arg)
         if (j->stopping)
             break;
         if (d->qlen == 0) {
-            /* no explicit job: a shape a lookup missed */
-            attn_shape s = d->miss[d->mhead];
-            int full = d->miss_full[d->mhead];
-            d->mhead = (d->mhead + 1) % JOBS_MISS_MAX_QUEUED;
-            d->mlen--;
-            attn_shape_key(&s, d->miss_running, sizeof d->miss_running);
-            d->cancel = 0;
-            pthread_mutex_unlock(&j->mu);
-            run_miss(d, st, &s, full);
-            pthread_mutex_lock(&j->mu);
-            d->miss_running[0] = 0;
+            jobs_miss_run_next(d, st); /* no explicit job: a shape a lookup missed */
             continue;
         }
         int64_t id = d->q[d->qhead];
         d->qhead = (d->qhead + 1) % d->qcap;
         d->qlen--;
-        jobs_view *v = find_job(j, id);
+        jobs_view *v = jobs_find_job(j, id);
         if (v == NULL || v->state != STORE_JOB_QUEUED)
             continue; /* canceled while queued */
         v->state = STORE_JOB_RUNNING;
@@ -597,7 +397,7 @@ int jobs_start(jobs *j)
 
 static int room_locked(jobs *j, const char *device_id, jdev **out)
 {
-    jdev *d = find_dev(j, device_id);
+    jdev *d = jobs_find_dev(j, device_id);
     if (d == NULL)
         return ATTUNE_ENODEV;
     if (j->stopping || d->qlen >= j->cfg.max_queued)
@@ -633,7 +433,7 @@ int jobs_submit(jobs *j, store *st, const char *device_id, const attn_shape *sha
     v.total = n;
     v.created_at = v.updated_at = (int64_t)time(NULL);
     pthread_mutex_lock(&j->mu);
-    rc = add_job(j, &v);
+    rc = jobs_add_job(j, &v);
     if (rc == 0 && (rc = room_locked(j, device_id, &d)) == 0)
         rc = enqueue(d, id);
     pthread_mutex_unlock(&j->mu);
@@ -641,7 +441,7 @@ int jobs_submit(jobs *j, store *st, const char *device_id, const attn_shape *sha
         /* the row exists: do not leave it queued for the next start */
         store_job_update(st, id, STORE_JOB_FAILED, 0, "not queued: daemon busy or stopping");
         pthread_mutex_lock(&j->mu);
-        jobs_view *pv = find_job(j, id);
+        jobs_view *pv = jobs_find_job(j, id);
         if (pv != NULL)
             pv->state = STORE_JOB_FAILED;
         pthread_mutex_unlock(&j->mu);
@@ -654,7 +454,7 @@ int jobs_submit(jobs *j, store *st, const char *device_id, const attn_shape *sha
 int jobs_get(jobs *j, int64_t id, jobs_view *out)
 {
     pthread_mutex_lock(&j->mu);
-    jobs_view *v = find_job(j, id);
+    jobs_view *v = jobs_find_job(j, id);
     if (v != NULL)
         *out = *v;
     pthread_mutex_unlock(&j->mu);
@@ -682,7 +482,7 @@ int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out)
 {
     int rc = 0, write = 0;
     pthread_mutex_lock(&j->mu);
-    jobs_view *v = find_job(j, id);
+    jobs_view *v = jobs_find_job(j, id);
     if (v == NULL) {
         pthread_mutex_unlock(&j->mu);
         return ATTUNE_ENOTFOUND;
@@ -695,7 +495,7 @@ int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out)
         write = 1;
         break;
     case STORE_JOB_RUNNING: {
-        jdev *d = find_dev(j, v->device_id);
+        jdev *d = jobs_find_dev(j, v->device_id);
         if (d != NULL && d->running == id) {
             d->user_cancel = 1;
             d->cancel = 1;
@@ -750,6 +550,11 @@ int jobs_queue_depths(jobs *j, metrics_queue *out, int max)
                            strcmp(j->tab[k].device_id, out[i].device) == 0;
         out[i].misses = j->devs[i].mlen;
         out[i].miss_running = j->devs[i].miss_running[0] != 0;
+        out[i].miss_today = j->devs[i].miss_day == (int64_t)time(NULL) / 86400
+                                ? j->devs[i].miss_today : 0;
+        out[i].miss_quota = j->cfg.miss_quota > 0 ? j->cfg.miss_quota : JOBS_MISS_QUOTA;
+        out[i].refused_budget = j->devs[i].refused_budget;
+        out[i].refused_quota = j->devs[i].refused_quota;
     }
     pthread_mutex_unlock(&j->mu);
     return n;

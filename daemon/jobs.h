@@ -39,10 +39,15 @@ typedef struct jobs_config {
     double budget_ms;             /* tuner timing budget per tactic; <= 0: default */
     int max_queued;               /* per device; <= 0: JOBS_MAX_QUEUED */
     int no_tune_on_miss;          /* 1: jobs_miss never queues */
+    double miss_budget_s;         /* a miss tune's whole budget, admission and
+                                     deadline; <= 0: JOBS_MISS_BUDGET_S */
+    int miss_quota;               /* shapes tuned on miss per device and UTC day;
+                                     <= 0: JOBS_MISS_QUOTA */
 } jobs_config;
 
 typedef struct jobs_view {
     int64_t id;
+    store_job_kind kind;          /* tune (POST /v1/tune) or miss (tune on miss) */
     char device_id[64];
     store_job_state state;
     int done, total;              /* shapes */
@@ -92,37 +97,47 @@ int jobs_list(jobs *j, jobs_view **out, int *n);
  * ATTUNE_EDB. Canceling a canceled job is 0. */
 int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
 
-/* ---- tune on miss (issue 10)
+/* ---- tune on miss (issue 10, issue 29 items 1-2, issue 28 item 2)
  *
- * A lookup whose answer is not `measured` queues its shape on that local
- * device: in memory (no SQLite on the lookup path; a restart forgets the
- * queue, the next miss queues again), deduplicated, behind every explicit
- * job, at most JOBS_MISS_MAX_QUEUED per device and JOBS_MISS_RATE per
- * second (bursts of JOBS_MISS_BURST). Its device thread, when no job is
- * queued, first times the JOBS_MISS_QUICK tactics the prediction model
- * ranks best, each for at most JOBS_MISS_QUICK_BUDGET_MS and without a
- * screening pass (so the shape is `measured` within a second or two), then
- * every tactic, for at most JOBS_MISS_BUDGET_S; an explicit job that
- * arrives meanwhile stops it (what was measured stays). A shape missed
- * during that full pass is not kept waiting for it: the full pass gives
- * way, the newer shape's quick pass runs, and the first shape goes back
- * in the queue to finish (what it measured is not timed again). Full
- * passes do not give way to each other. */
+ * A lookup whose answer is not `measured` asks jobs_miss to queue its
+ * shape on that local device: in memory (no SQLite on the lookup path),
+ * deduplicated, behind every explicit job, at most JOBS_MISS_MAX_QUEUED
+ * per device and JOBS_MISS_RATE per second (bursts of JOBS_MISS_BURST).
+ * Admission first (daemon/admit.h): the shape's whole tune must be
+ * predicted to fit the miss budget (jobs_config.miss_budget_s) and the
+ * device's daily quota (miss_quota shapes a UTC day) must have room; else
+ * the lookup is told why (JOBS_MISS_REFUSED).
+ *
+ * When its device thread takes the shape up it becomes a job row of kind
+ * `miss` (GET /v1/jobs, `attune jobs`, cancellable with DELETE): first the
+ * JOBS_MISS_QUICK tactics the model ranks best, each for at most
+ * JOBS_MISS_QUICK_BUDGET_MS, without screening and without the winner
+ * mark (rows only: the shape is not `measured` from a partial tune), then
+ * every tactic, whose end marks the winner: only then is the shape
+ * `measured` and the job done. The whole tune stops at the miss budget
+ * (kernels included, kernels/cancel.h): the job fails, its rows stay, and
+ * the next miss resumes it. An explicit job arriving, or a newly missed
+ * shape during a full pass, makes it give way after the tactic in flight:
+ * back in the queue, measured tactics not timed again. Shutdown leaves
+ * the row queued; the next start resumes it. */
 #define JOBS_MISS_MAX_QUEUED 32
 #define JOBS_MISS_RATE 2.0
 #define JOBS_MISS_BURST 8.0
 #define JOBS_MISS_QUICK 3
 #define JOBS_MISS_QUICK_BUDGET_MS 30.0 /* per tactic of the quick pass */
 #define JOBS_MISS_BUDGET_S 60.0
+#define JOBS_MISS_QUOTA 200
 
-enum { JOBS_MISS_NONE = 0, JOBS_MISS_QUEUED = 1, JOBS_MISS_RUNNING = 2 };
+enum { JOBS_MISS_NONE = 0, JOBS_MISS_QUEUED = 1, JOBS_MISS_RUNNING = 2, JOBS_MISS_REFUSED = 3 };
 
 /* Queue shape s (canonical key key, as the lookup built it) of local
- * device device_id for tuning. Returns
- * JOBS_MISS_QUEUED (queued now or already), JOBS_MISS_RUNNING (being
- * tuned now), or JOBS_MISS_NONE (tune on miss off, not a local device,
+ * device device_id for tuning. Returns JOBS_MISS_QUEUED (queued now or
+ * already), JOBS_MISS_RUNNING (being tuned now), JOBS_MISS_REFUSED (why:
+ * "predicted 9.6 min (budget 60 s)", "daily quota of 200 shapes
+ * reached"), or JOBS_MISS_NONE (tune on miss off, not a local device,
  * queue full, over the rate, stopping). Never blocks on I/O. */
-int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *key);
+int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *key, char *why,
+              size_t whylen);
 
 /* 1 when any job (any state) exists for device_id. */
 int jobs_any_for_device(jobs *j, const char *device_id);

@@ -56,6 +56,11 @@ static const char usage_text[] =
     "  --request-timeout S  a new connection's request headers must arrive within\n"
     "                       S seconds (default 10); a kept-alive one has --timeout\n"
     "  --tune-budget-ms MS  tuner time budget per tactic (default: the tuner's)\n"
+    "  --miss-budget-s S    tune on miss only shapes whose whole tune is predicted\n"
+    "                       within S seconds, and stop one at S (default 60)\n"
+    "  --miss-quota N       shapes tuned on miss per device and UTC day (default 200)\n"
+    "  --job-budget-s S     POST /v1/tune refuses a shape predicted over S seconds\n"
+    "                       unless the job says \"force\": true (default 3600)\n"
     "  --fleet URL          sync with a fleet server (PostgreSQL URI or conninfo,\n"
     "                       no password in it: libpq reads PGPASSFILE, ~/.pgpass,\n"
     "                       PGPASSWORD): push every committed row, pull this\n"
@@ -81,7 +86,7 @@ enum {
     OPT_PORT = 256, OPT_BIND, OPT_DB, OPT_TOKEN, OPT_NOGRID, OPT_GRID, OPT_GRID_GPU,
     OPT_ALLOW, OPT_THREADS, OPT_MAXCONN, OPT_TIMEOUT, OPT_PERIP, OPT_REQTIMEOUT, OPT_BUDGET,
     OPT_LOG, OPT_VERBOSE, OPT_VERSION, OPT_HELP, OPT_FLEET, OPT_FLEET_PERIOD, OPT_FLEET_BATCH,
-    OPT_FLEET_PAUSE, OPT_NOMISS
+    OPT_FLEET_PAUSE, OPT_NOMISS, OPT_MISS_BUDGET, OPT_MISS_QUOTA, OPT_JOB_BUDGET
 };
 
 /* Parse a decimal int in [min, max] that fills the whole string. */
@@ -96,6 +101,33 @@ static int parse_int(const char *s, long min, long max, int *out)
     return 0;
 }
 
+/* The admission options (issue 29 item 1): NULL, or the option that was bad. */
+static const char *tuning_opt(int ch, const char *arg, attuned_config *c)
+{
+    switch (ch) {
+    case OPT_MISS_BUDGET: return parse_int(arg, 1, 86400, &c->miss_budget_s) ? "--miss-budget-s" : NULL;
+    case OPT_MISS_QUOTA: return parse_int(arg, 1, 1000000, &c->miss_quota) ? "--miss-quota" : NULL;
+    default: return parse_int(arg, 1, 86400 * 30, &c->job_budget_s) ? "--job-budget-s" : NULL;
+    }
+}
+
+/* The defaults of every option (usage_text names them). */
+static void config_defaults(attuned_config *c)
+{
+    c->port = 7373;
+    c->bind = "127.0.0.1";
+    c->db_path = "./var/attune.db";
+    c->default_grid = "grids/cpu-small.json";
+    c->default_grid_gpu = "grids/default.json";
+    c->threads = 4;
+    c->max_connections = 2048;
+    c->timeout_s = 30;
+    c->fleet_period_s = 10;
+    c->per_ip = 64;
+    c->request_timeout_s = 10;
+    c->job_budget_s = 3600;
+}
+
 static int parse_args(int argc, char **argv, attuned_config *c)
 {
     static const struct option opts[] = {
@@ -105,6 +137,9 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         {"token-file", required_argument, NULL, OPT_TOKEN},
         {"no-default-grid", no_argument, NULL, OPT_NOGRID},
         {"no-tune-on-miss", no_argument, NULL, OPT_NOMISS},
+        {"miss-budget-s", required_argument, NULL, OPT_MISS_BUDGET},
+        {"miss-quota", required_argument, NULL, OPT_MISS_QUOTA},
+        {"job-budget-s", required_argument, NULL, OPT_JOB_BUDGET},
         {"default-grid", required_argument, NULL, OPT_GRID},
         {"default-grid-gpu", required_argument, NULL, OPT_GRID_GPU},
         {"allow-host", required_argument, NULL, OPT_ALLOW},
@@ -123,17 +158,7 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         {"fleet-batch", required_argument, NULL, OPT_FLEET_BATCH},
         {"fleet-pause-ms", required_argument, NULL, OPT_FLEET_PAUSE},
         {NULL, 0, NULL, 0}};
-    c->port = 7373;
-    c->bind = "127.0.0.1";
-    c->db_path = "./var/attune.db";
-    c->default_grid = "grids/cpu-small.json";
-    c->default_grid_gpu = "grids/default.json";
-    c->threads = 4;
-    c->max_connections = 2048;
-    c->timeout_s = 30;
-    c->fleet_period_s = 10;
-    c->per_ip = 64;
-    c->request_timeout_s = 10;
+    config_defaults(c);
     int ch, budget;
     opterr = 0;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -145,6 +170,8 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         case OPT_TOKEN: c->token_file = optarg; break;
         case OPT_NOGRID: c->no_default_grid = 1; break;
         case OPT_NOMISS: c->no_tune_on_miss = 1; break;
+        case OPT_MISS_BUDGET: case OPT_MISS_QUOTA: case OPT_JOB_BUDGET:
+            bad = tuning_opt(ch, optarg, c); break;
         case OPT_GRID: c->default_grid = optarg; break;
         case OPT_GRID_GPU: c->default_grid_gpu = optarg; break;
         case OPT_ALLOW:
@@ -362,7 +389,8 @@ static int start_index_and_jobs(attuned *d, store *st)
                       .ndevices = d->ndevices, .ix = d->ix, .policy = &policy,
                       .committed = sync_row, .committed_ctx = d->ix,
                       .budget_ms = d->cfg.tune_budget_ms,
-                      .no_tune_on_miss = d->cfg.no_tune_on_miss};
+                      .no_tune_on_miss = d->cfg.no_tune_on_miss,
+                      .miss_budget_s = d->cfg.miss_budget_s, .miss_quota = d->cfg.miss_quota};
     if ((rc = jobs_new(&jc, &d->jobs)) != 0)
         return rc;
     int requeued = 0;

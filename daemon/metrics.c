@@ -172,6 +172,38 @@ static void render_lookups(FILE *f)
             atomic_load_explicit(&lookups_stale, memory_order_relaxed));
 }
 
+/* Tune on miss's admission (issue 29 item 1): the daily quota, its use,
+ * and lookups refused tuning by reason. */
+static void render_miss_quota(FILE *f, const metrics_snapshot *snap)
+{
+    fprintf(f, "# HELP attune_miss_quota Shapes a local device tunes on miss per UTC day "
+               "(--miss-quota).\n# TYPE attune_miss_quota gauge\n");
+    for (int i = 0; i < snap->nqueues; i++) {
+        char dev[2 * sizeof snap->queues[i].device];
+        label_escape(snap->queues[i].device, dev, sizeof dev);
+        fprintf(f, "attune_miss_quota{device=\"%s\"} %d\n", dev, snap->queues[i].miss_quota);
+    }
+    fprintf(f, "# HELP attune_miss_admitted_today Shapes admitted for tune on miss this UTC "
+               "day.\n# TYPE attune_miss_admitted_today gauge\n");
+    for (int i = 0; i < snap->nqueues; i++) {
+        char dev[2 * sizeof snap->queues[i].device];
+        label_escape(snap->queues[i].device, dev, sizeof dev);
+        fprintf(f, "attune_miss_admitted_today{device=\"%s\"} %d\n", dev,
+                snap->queues[i].miss_today);
+    }
+    fprintf(f, "# HELP attune_miss_refused_total Lookups whose shape was refused tuning: its "
+               "predicted tune over --miss-budget-s (reason=\"budget\") or the day's quota "
+               "used (reason=\"quota\").\n# TYPE attune_miss_refused_total counter\n");
+    for (int i = 0; i < snap->nqueues; i++) {
+        char dev[2 * sizeof snap->queues[i].device];
+        label_escape(snap->queues[i].device, dev, sizeof dev);
+        fprintf(f, "attune_miss_refused_total{device=\"%s\",reason=\"budget\"} %lld\n", dev,
+                (long long)snap->queues[i].refused_budget);
+        fprintf(f, "attune_miss_refused_total{device=\"%s\",reason=\"quota\"} %lld\n", dev,
+                (long long)snap->queues[i].refused_quota);
+    }
+}
+
 /* The daemon's state: reload failures, queues, jobs, rows, devices, the
  * database's size, the start time. */
 static void render_state(FILE *f, const metrics_snapshot *snap)
@@ -203,6 +235,7 @@ static void render_state(FILE *f, const metrics_snapshot *snap)
         label_escape(snap->queues[i].device, dev, sizeof dev);
         fprintf(f, "attune_miss_tuning{device=\"%s\"} %d\n", dev, snap->queues[i].miss_running);
     }
+    render_miss_quota(f, snap);
 
     fprintf(f, "# HELP attune_jobs Tuning jobs known to the daemon, by state.\n"
                "# TYPE attune_jobs gauge\n");

@@ -44,6 +44,9 @@ typedef struct metrics_queue {
     int jobs;
     int misses;
     int miss_running; /* 1: a missed shape is being tuned now */
+    int miss_today;   /* shapes admitted for tune on miss this UTC day */
+    int miss_quota;   /* the daily quota */
+    int64_t refused_budget, refused_quota; /* lookups refused tuning, since start */
 } metrics_queue;
 
 /* State the metrics module cannot see itself, filled by the caller at

@@ -17,6 +17,7 @@
 #include "../common/json_num.h"
 #include "../common/shape_json.h"
 #include "../lookup/answer_json.h"
+#include "admit.h"
 #include "conn.h"
 #include "drift_route.h"
 #include "export.h"
@@ -211,14 +212,17 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
     }
     if (rc != 0)
         return http_fail(r, rc, "unknown device '%.64s' (see GET /v1/devices)", spec);
-    /* tune on miss: a shape not tuned on this (local) device is queued */
-    int tuning = ans.source != INDEX_MEASURED && ans.own_rows == 0 && ans.local
-                     ? jobs_miss(r->d->jobs, ans.device_id, &s, ans.key)
+    /* tune on miss: a shape whose tune on this (local) device is not
+     * complete is queued (a partial one resumes), if admitted */
+    char why[128] = "";
+    int tuning = ans.source != INDEX_MEASURED && ans.local
+                     ? jobs_miss(r->d->jobs, ans.device_id, &s, ans.key, why, sizeof why)
                      : JOBS_MISS_NONE;
     size_t len = 0;
     char *text = answer_json(&ans, mre, vs,
                              tuning == JOBS_MISS_QUEUED    ? "queued"
                              : tuning == JOBS_MISS_RUNNING ? "running"
+                             : tuning == JOBS_MISS_REFUSED ? why
                                                            : NULL,
                              &len);
     if (text == NULL)
@@ -295,7 +299,8 @@ static enum MHD_Result h_results(req *r, const char *url, const http_args *a)
 
 static json_t *job_json(const jobs_view *v)
 {
-    json_t *o = json_pack("{s:I, s:s, s:s, s:i, s:i, s:I, s:I}", "id", (json_int_t)v->id,
+    json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:i, s:i, s:I, s:I}", "id", (json_int_t)v->id,
+                          "kind", store_job_kind_name(v->kind),
                           "device", v->device_id, "state", store_job_state_name(v->state),
                           "done", v->done, "total", v->total, "created_at",
                           (json_int_t)v->created_at, "updated_at", (json_int_t)v->updated_at);
@@ -456,6 +461,29 @@ static json_t *body_object(req *r, enum MHD_Result *ret)
     return root;
 }
 
+/* Admission of an explicit job (issue 29 item 1): 1 with the 400 queued
+ * when a shape's whole tune is predicted over --job-budget-s (the job may
+ * say "force": true), else 0. */
+static int tune_over_budget(req *r, const attn_device_info *dev, enum MHD_Result *ret)
+{
+    double budget = r->d->cfg.job_budget_s > 0 ? r->d->cfg.job_budget_s : 3600;
+    for (int i = 0; i < r->nshapes; i++) {
+        admit_cost c;
+        char key[ATTN_SHAPE_KEY_MAX], why[96];
+        if (admit_estimate(r->d->ix, dev, &r->shapes[i], r->d->cfg.tune_budget_ms, &c) != 0 ||
+            admit_fits(&c, budget))
+            continue;
+        attn_shape_key(&r->shapes[i], key, sizeof key);
+        log_event(LOGL_WARN, "tune_over_budget", "device=%s shape=%s cost_s=%.0f", dev->id,
+                  key, c.seconds);
+        *ret = http_fail(r, ATTUNE_ERANGE, "shapes[%d] %s: %s; to tune it all the same, "
+                         "send \"force\": true (attune tune --force-long)", i, key,
+                         admit_describe(&c, budget, why, sizeof why));
+        return 1;
+    }
+    return 0;
+}
+
 static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
 {
     char err[ATTUNE_ERRLEN];
@@ -466,10 +494,16 @@ static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
     const char *k;
     json_t *val;
     json_object_foreach(root, k, val) {
-        if (strcmp(k, "device") != 0 && strcmp(k, "shapes") != 0) {
-            ret = http_fail(r, ATTUNE_EINVAL, "unknown key '%.32s' (expected device, shapes)", k);
+        if (strcmp(k, "device") != 0 && strcmp(k, "shapes") != 0 && strcmp(k, "force") != 0) {
+            ret = http_fail(r, ATTUNE_EINVAL, "unknown key '%.32s' (expected device, shapes, "
+                            "force)", k);
             goto out;
         }
+    }
+    json_t *jf = json_object_get(root, "force");
+    if (jf != NULL && !json_is_boolean(jf)) {
+        ret = http_fail(r, ATTUNE_EINVAL, "'force' must be true or false");
+        goto out;
     }
     json_t *jd = json_object_get(root, "device");
     char spec[32];
@@ -520,6 +554,8 @@ static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
         }
     }
     r->nshapes = (int)ns;
+    if (!json_is_true(jf) && tune_over_budget(r, &dev.info, &ret))
+        goto out;
     int rc = jobs_check_room(r->d->jobs, dev.info.id);
     if (rc != 0) {
         ret = http_fail(r, ATTUNE_EBUSY, "the job queue of device %s is full; retry later",

@@ -16,7 +16,7 @@
 typedef struct store store;
 
 /* Current schema version (PRAGMA user_version after open). */
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 typedef enum {
     STORE_OK = 0,
@@ -150,9 +150,16 @@ typedef enum {
 
 const char *store_job_state_name(store_job_state s);
 
+/* What made a job: POST /v1/tune (or a grid), or tune on miss. */
+typedef enum { STORE_JOB_TUNE = 0, STORE_JOB_MISS = 1 } store_job_kind;
+
+/* "tune", "miss" */
+const char *store_job_kind_name(store_job_kind k);
+
 typedef struct store_job {
     int64_t id;
     char device_id[64];
+    store_job_kind kind;
     store_job_state state;
     int done, total;         /* shapes finished / in the job */
     int64_t created_at, updated_at;
@@ -163,6 +170,9 @@ typedef struct store_job {
 /* Create a queued job over n shapes; *id receives its id. */
 int store_job_create(store *st, const char *device_id, const attn_shape *shapes, int n,
                      int64_t *id);
+/* The same for a job of the given kind. */
+int store_job_create_kind(store *st, const char *device_id, store_job_kind kind,
+                          const attn_shape *shapes, int n, int64_t *id);
 /* Load a job with its shapes (job->shapes malloc'd; free with store_job_free). */
 int store_job_get(store *st, int64_t id, store_job *job);
 void store_job_free(store_job *job);

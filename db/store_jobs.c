@@ -17,8 +17,14 @@ static int job_state_parse(const char *s, store_job_state *out)
 
 /* ---- jobs */
 
+const char *store_job_kind_name(store_job_kind k)
+{
+    return k == STORE_JOB_MISS ? "miss" : "tune";
+}
+
 typedef struct job_create_args {
     const char *device_id;
+    store_job_kind kind;
     const attn_shape *shapes;
     int n;
     int64_t id;  /* out */
@@ -31,12 +37,13 @@ static int job_create_tx(store *st, void *ctx)
     sqlite3_stmt *q = NULL;
     int rc = store_stmt(st, STMT_JOB_INSERT,
                         "INSERT INTO jobs(device_id, state, done, total, created_at, "
-                        "updated_at, error) VALUES (?1, 'queued', 0, ?2, ?3, ?3, '')",
+                        "updated_at, error, kind) VALUES (?1, 'queued', 0, ?2, ?3, ?3, '', ?4)",
                         &q);
     if (rc == 0)
         rc = store_write(st, q,
                          store_bind_text(q, 1, a->device_id) || sqlite3_bind_int(q, 2, a->n) ||
-                             sqlite3_bind_int64(q, 3, store_now()),
+                             sqlite3_bind_int64(q, 3, store_now()) ||
+                             store_bind_text(q, 4, store_job_kind_name(a->kind)),
                          NULL);
     if (rc != 0)
         return rc;
@@ -62,6 +69,12 @@ static int job_create_tx(store *st, void *ctx)
 int store_job_create(store *st, const char *device_id, const attn_shape *shapes, int n,
                      int64_t *id)
 {
+    return store_job_create_kind(st, device_id, STORE_JOB_TUNE, shapes, n, id);
+}
+
+int store_job_create_kind(store *st, const char *device_id, store_job_kind kind,
+                          const attn_shape *shapes, int n, int64_t *id)
+{
     int rc;
     if (st == NULL || device_id == NULL || shapes == NULL || id == NULL || n < 1 ||
         n > STORE_MAX_JOB_SHAPES)
@@ -71,13 +84,13 @@ int store_job_create(store *st, const char *device_id, const attn_shape *shapes,
     for (int i = 0; i < n; i++)
         if ((rc = attn_shape_validate(&shapes[i], NULL, 0)) != 0)
             return ATTUNE_EINVAL;
-    job_create_args a = {device_id, shapes, n, 0};
+    job_create_args a = {device_id, kind, shapes, n, 0};
     if ((rc = store_tx(st, job_create_tx, &a)) == 0)
         *id = a.id;
     return rc;
 }
 
-#define JOB_COLS "id, device_id, state, done, total, created_at, updated_at, error"
+#define JOB_COLS "id, device_id, state, done, total, created_at, updated_at, error, kind"
 
 static int job_read(sqlite3_stmt *q, store_job *j)
 {
@@ -93,6 +106,9 @@ static int job_read(sqlite3_stmt *q, store_job *j)
     j->created_at = sqlite3_column_int64(q, 5);
     j->updated_at = sqlite3_column_int64(q, 6);
     store_column_text(q, 7, j->error, sizeof j->error);
+    char kind[8];
+    store_column_text(q, 8, kind, sizeof kind);
+    j->kind = strcmp(kind, "miss") == 0 ? STORE_JOB_MISS : STORE_JOB_TUNE;
     return 0;
 }
 

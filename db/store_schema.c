@@ -11,6 +11,7 @@
  *      (device, stack, shape) chose as winner (tuner/select.h's hysteresis).
  *   4  stacks gain power: the power mode the stack's rows were taken in
  *      (kernels/power.h; part of the stack id when not empty).
+ *   5  jobs gain kind: 'tune' (explicit) or 'miss' (tune on miss).
  *
  * A new database is created at the current version directly; an older one
  * is migrated step by step, each step and the user_version bump in one
@@ -90,6 +91,7 @@ static const char schema_current[] =
     "  created_at INTEGER NOT NULL,"
     "  updated_at INTEGER NOT NULL,"
     "  error TEXT NOT NULL DEFAULT '',"
+    "  kind TEXT NOT NULL DEFAULT 'tune' CHECK (kind IN ('tune', 'miss')),"
     "  CHECK (done >= 0 AND done <= total)"
     ");"
     "CREATE INDEX jobs_state ON jobs(state, created_at);"
@@ -136,12 +138,19 @@ static const char migrate_2_3[] =
 static const char migrate_3_4[] =
     "ALTER TABLE stacks ADD COLUMN power TEXT NOT NULL DEFAULT '';";
 
+/* Migration 4 -> 5: a job's kind: 'tune' (POST /v1/tune, every job before)
+ * or 'miss' (tune on miss, issue 28 item 2 / issue 29 item 2). */
+static const char migrate_4_5[] =
+    "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'tune'"
+    " CHECK (kind IN ('tune', 'miss'));";
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     NULL, /* 0 -> 1 never runs: an empty database gets schema_current */
     migrate_1_2,
     migrate_2_3,
     migrate_3_4,
+    migrate_4_5,
 };
 
 /* Read user_version and the number of schema objects. The first read of a

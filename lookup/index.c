@@ -830,6 +830,29 @@ int index_predict_top(index_state *ix, const char *device_id, const attn_shape *
     return n;
 }
 
+int index_predict_times(index_state *ix, const char *device_id, const attn_shape *s,
+                        double *us, int max)
+{
+    pthread_rwlock_rdlock(&ix->lock);
+    ix_device *d = find_device(ix, device_id);
+    if (d == NULL) {
+        pthread_rwlock_unlock(&ix->lock);
+        return ATTUNE_ENODEV;
+    }
+    int nlist = listing(ix, d, s);
+    const predict_model *pm = device_model(ix, d);
+    int n = nlist < max ? nlist : max;
+    /* one candidate at a time, under the loosest bound: its own time */
+    for (int c = 0; c < n; c++) {
+        predict_answer pa;
+        us[c] = pm != NULL && predict_answer_for(pm, s, &list_buf[c], 1, 1.0, &pa) == 0
+                    ? pa.time_us
+                    : NAN;
+    }
+    pthread_rwlock_unlock(&ix->lock);
+    return n;
+}
+
 int index_results(index_state *ix, const char *device_id, const attn_shape *s,
                   store_measurement **out, int *n, char stack_id[24])
 {

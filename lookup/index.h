@@ -173,6 +173,14 @@ int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
 int index_predict_top(index_state *ix, const char *device_id, const attn_shape *s, int k,
                       attn_tactic *out);
 
+/* Predicted time per call (us) of every tactic the backend lists for s on
+ * local device device_id, each on its own (NaN where the model has no
+ * evidence for it), into us[0..max): the cost of a whole tune (issue 29,
+ * daemon/admit.h). Returns how many were written (0: nothing lists, or
+ * no model) or ATTUNE_ENODEV. */
+int index_predict_times(index_state *ix, const char *device_id, const attn_shape *s,
+                        double *us, int max);
+
 /* Copy of every row of shape s on device_id (sorted by stack, then tactic)
  * into *out (malloc'd, NULL when n == 0), and the device's current stack.
  * 0 or ATTUNE_ENODEV / ATTUNE_ENOMEM. */

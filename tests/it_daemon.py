@@ -668,7 +668,7 @@ def test_job_progress_and_cli_cancel(d):
           "attune jobs --wait exits 1 for a canceled job (rc %d, %s)" % (r[0], j["state"]))
     r = attune_cli("jobs", "--url", url)
     lines = r[1].splitlines()
-    check(r[0] == 0 and lines and lines[0].split() == ["ID", "STATE", "DONE/TOTAL", "DEVICE"]
+    check(r[0] == 0 and lines and lines[0].split() == ["ID", "KIND", "STATE", "DONE/TOTAL", "DEVICE"]
           and len(lines) >= 2, "attune jobs lists with a header row (%r)" % lines[:2])
 
 

@@ -6,8 +6,10 @@ tunes three small CPU shapes through POST /v1/tune, then:
 - an untuned shape gets a predicted (or nearest) answer: a complete tactic
   that `attune tactics` lists for it, with a predicted time, the shapes it
   leaned on, and "tuning": "queued" or "running";
-- a later lookup is `measured` once the quick pass of the top predicted
-  tactics has completed (polled; the time it took is printed);
+- a later lookup is `measured` once the whole tune has completed (the
+  quick pass of the top predicted tactics writes rows but no winner mark,
+  issue 29 item 2; polled, the time it took is printed), and then every
+  listed tactic is stored;
 - the Python client, asked for another untuned shape, gets the predicted
   answer, and after its short cache TTL the measured one;
 - a fleet table of another CPU of the same model (name, SM count, memory)
@@ -89,7 +91,7 @@ def main():
               and a["predicted_us"] == a["time_us"] and a["from_shapes"]
               and (lst is None or a["tactic"] in lst),
               "a miss: a listed predicted tactic, tuning queued (%s)" % json.dumps(a))
-        # the quick pass's completion (its winner mark), waited for as a
+        # the full pass's completion (its winner mark), waited for as a
         # state: how soon it comes is a figure, not a check (2 shared cores)
         deadline = time.time() + 60
         while True:
@@ -98,10 +100,12 @@ def main():
                 break
             time.sleep(0.1)
         check(st == 200 and b["source"] == "measured" and "tuning" not in b,
-              "a later lookup is measured once the quick pass completed (%s, after %.1f s)"
+              "a later lookup is measured once the tune completed (%s, after %.1f s)"
               % (b.get("source"), time.time() - t0))
         st, res = d.get("/v1/results?device=cpu&shape=" + miss)
-        check(st == 200 and len(res["measurements"]) >= 3, "the miss's rows are stored")
+        check(st == 200 and (lst is None or len(res["measurements"]) >= len(lst)),
+              "measured only with every listed tactic stored (%d of %s)"
+              % (len(res["measurements"]), lst and len(lst)))
         # the quick pass times its top tactics fully, with no screening pass
         # in front (one that, at 80 ms a call, put it past 3 s on the H200)
         qe = re.search(r"miss_quick_end device=\S+ shape=%s measured=(\d+) screened=(\d+)"

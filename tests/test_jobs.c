@@ -33,6 +33,7 @@ typedef struct hook {
     index_state *ix;
     int rows, marks;
     attn_shape order[256]; /* the shape of each row, in commit order */
+    int mark_at;     /* rows before the first mark since the last reset, -1: none */
     int hold;        /* hold at the next row */
     int held;        /* the thread waits in the callback */
 } hook;
@@ -47,7 +48,8 @@ static void committed(void *ctx, const store_measurement *m)
     if (h->rows < (int)(sizeof h->order / sizeof h->order[0]))
         h->order[h->rows] = m->shape;
     h->rows++;
-    h->marks += m->incumbent;
+    if (m->incumbent && h->marks++ == 0)
+        h->mark_at = h->rows - 1;
     if (h->hold) {
         h->held = 1;
         pthread_cond_broadcast(&h->cv);
@@ -321,6 +323,7 @@ static void miss_should_give_way_to_a_newer_miss(store *st)
     static const attn_shape A = {1, 2, 1, 10, 20, 16, ATTN_F32, 0};
     static const attn_shape B = {1, 2, 1, 14, 28, 16, ATTN_F32, 0};
     attn_tactic t[64];
+    char why[128];
     int na = cpu.ops->tactics(cpu.index, &A, t, 64);
     int nb = cpu.ops->tactics(cpu.index, &B, t, 64);
     CHECK(na >= 3 && nb >= 3);
@@ -334,9 +337,9 @@ static void miss_should_give_way_to_a_newer_miss(store *st)
     H.hold = 1;
     pthread_mutex_unlock(&H.mu);
     CHECK_EQ_INT(jobs_start(j), 0);
-    CHECK_EQ_INT(jobs_miss(j, cpu.info.id, &A, "a"), JOBS_MISS_QUEUED);
+    CHECK_EQ_INT(jobs_miss(j, cpu.info.id, &A, "a", why, sizeof why), JOBS_MISS_QUEUED);
     wait_held(); /* A's first row */
-    CHECK_EQ_INT(jobs_miss(j, cpu.info.id, &B, "b"), JOBS_MISS_QUEUED);
+    CHECK_EQ_INT(jobs_miss(j, cpu.info.id, &B, "b", why, sizeof why), JOBS_MISS_QUEUED);
     release();
     int ra = 0, rb = 0;
     for (long i = 0; i < 60000 && (ra < na || rb < nb); i++) {
@@ -358,6 +361,67 @@ static void miss_should_give_way_to_a_newer_miss(store *st)
     CHECK(a_before_b >= 1);
     index_answer ans;
     CHECK_EQ_INT(index_lookup(H.ix, cpu.info.id, &B, 0, &ans), 0);
+    CHECK_EQ_INT(ans.source, INDEX_MEASURED);
+    jobs_stop(j);
+    jobs_free(j);
+}
+
+/* A miss is a job of kind miss; its quick pass commits rows without the
+ * winner mark (not `measured`); a shutdown there leaves the job queued;
+ * the next start resumes it, and only the end of its full pass, after
+ * every tactic's row, marks the winner (issue 29 item 2). */
+static void miss_should_be_a_job_marked_only_by_its_full_pass(store *st)
+{
+    static const attn_shape C = {1, 2, 1, 18, 36, 16, ATTN_F32, 0};
+    attn_tactic t[64];
+    char why[128];
+    int nc = cpu.ops->tactics(cpu.index, &C, t, 64);
+    jobs_config cfg = {.db_path = db_path, .devices = &cpu, .ndevices = 1, .ix = H.ix,
+                       .budget_ms = 2, .max_queued = 8, .committed = committed,
+                       .committed_ctx = &H};
+    jobs *j = NULL;
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    H.rows = H.marks = 0;
+    H.hold = 1;
+    CHECK_EQ_INT(jobs_start(j), 0);
+    CHECK_EQ_INT(jobs_miss(j, cpu.info.id, &C, "c", why, sizeof why), JOBS_MISS_QUEUED);
+    wait_held(); /* the quick pass's first row */
+    index_answer ans;
+    CHECK_EQ_INT(index_lookup(H.ix, cpu.info.id, &C, 0, &ans), 0);
+    CHECK(ans.source != INDEX_MEASURED);
+    CHECK_EQ_INT(H.marks, 0);
+    jobs_view *v = NULL;
+    int n = 0;
+    CHECK_EQ_INT(jobs_list(j, &v, &n), 0);
+    CHECK(n >= 1 && v[n - 1].kind == STORE_JOB_MISS && v[n - 1].state == STORE_JOB_RUNNING);
+    int64_t id = n >= 1 ? v[n - 1].id : 0;
+    free(v);
+    pthread_t stopper;
+    CHECK_EQ_INT(pthread_create(&stopper, NULL, stop_thread, j), 0);
+    while (jobs_check_room(j, cpu.info.id) != ATTUNE_EBUSY)
+        sched_yield();
+    release();
+    pthread_join(stopper, NULL);
+    jobs_free(j);
+    store_job row;
+    CHECK_EQ_INT(store_job_get(st, id, &row), 0);
+    CHECK_EQ_INT(row.kind, STORE_JOB_MISS);
+    CHECK_EQ_INT(row.state, STORE_JOB_QUEUED);
+    store_job_free(&row);
+    int before = stored_tactics(st, &C), requeued = 0;
+    CHECK(before >= 1 && before < nc);
+
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    CHECK_EQ_INT(jobs_load(j, st, &requeued), 0);
+    CHECK_EQ_INT(requeued, 1);
+    H.rows = H.marks = 0;
+    H.mark_at = -1;
+    CHECK_EQ_INT(jobs_start(j), 0);
+    CHECK(wait_state(j, id, STORE_JOB_DONE));
+    CHECK_EQ_INT(stored_tactics(st, &C), nc);
+    CHECK_EQ_INT(H.marks, 1);
+    CHECK_EQ_INT(H.mark_at, nc - before); /* every missing row, then the mark */
+    CHECK_EQ_INT(index_lookup(H.ix, cpu.info.id, &C, 0, &ans), 0);
     CHECK_EQ_INT(ans.source, INDEX_MEASURED);
     jobs_stop(j);
     jobs_free(j);
@@ -386,6 +450,7 @@ int main(void)
     RUN_ARG(cancel_should_stop_a_running_job_between_tactics, st);
     RUN_ARG(stop_should_leave_the_job_queued_and_load_resume_it, st);
     RUN_ARG(miss_should_give_way_to_a_newer_miss, st);
+    RUN_ARG(miss_should_be_a_job_marked_only_by_its_full_pass, st);
     index_free(H.ix);
     store_close(st);
     return test_summary();

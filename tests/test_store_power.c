@@ -126,7 +126,8 @@ static void v3_database_should_gain_an_empty_power(void)
     sqlite3 *db = NULL;
     CHECK_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(db,
-                              "ALTER TABLE stacks DROP COLUMN power; PRAGMA user_version = 3;",
+                              "ALTER TABLE stacks DROP COLUMN power; ALTER TABLE jobs DROP COLUMN kind; "
+                              "PRAGMA user_version = 3;",
                               NULL, NULL, NULL),
                  SQLITE_OK);
     sqlite3_close(db);

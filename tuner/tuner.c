@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../common/hash.h"
+#include "../kernels/cancel.h"
 
 #define MAX_TACTICS 256
 /* Inaccurate tactics within this factor of the bound are still timed. */
@@ -169,7 +170,7 @@ static int time_plan(const attn_device *dev, attn_plan *p, int with_copies, cons
                      double best_us, int min_samples, timing_stats *ts)
 {
     attn_timing t;
-    int rc = dev->ops->time(p, 1, with_copies, &t);
+    int rc = attn_cancel_poll() ? ATTUNE_ECANCELED : dev->ops->time(p, 1, with_copies, &t);
     if (rc != 0)
         return rc;
     double est = t.us > 0.01 ? t.us : 0.01;
@@ -198,7 +199,7 @@ static int time_plan(const attn_device *dev, attn_plan *p, int with_copies, cons
     double start = now_s(), prev_med = NAN, spent_us = 0;
     memset(ts, 0, sizeof *ts);
     while (n < cap) {
-        if (o->cancel && *o->cancel) {
+        if (attn_cancel_poll()) { /* o->cancel or the deadline: no new call */
             rc = ATTUNE_ECANCELED;
             goto done;
         }
@@ -260,7 +261,7 @@ static int time_copies(const attn_device *dev, attn_plan *p, const tuner_opts *o
     int rc = est <= budget_us / 2 ? dev->ops->time(p, 1, 1, &b) : 0;
     int n = 0;
     while (rc == 0 && n < cap) {
-        if (o->cancel && *o->cancel) {
+        if (attn_cancel_poll()) {
             rc = ATTUNE_ECANCELED;
             break;
         }
@@ -471,19 +472,21 @@ static void run_blank_row(const shape_run *r, int k, store_measurement *m)
 
 /* Step 3a: the checked run: poisoned output, every checked row compared
  * with the reference; sets m's errors and status. */
-static void run_check(shape_run *r, attn_plan *p, store_measurement *m)
+static int run_check(shape_run *r, attn_plan *p, store_measurement *m)
 {
     const attn_device *dev = r->dev;
     size_t nonfinite = 0;
     int prc = dev->ops->poison(r->ss);
     if (prc == 0)
-        prc = dev->ops->run(p);
+        prc = attn_cancel_poll() ? ATTUNE_ECANCELED : dev->ops->run(p);
+    if (prc == ATTUNE_ECANCELED)
+        return prc; /* stopped, not failed: the row is not committed */
     if (prc == 0)
         prc = dev->ops->fetch_rows(r->ss, r->rows, r->nrows, r->got);
     if (prc != 0) {
         m->status = STORE_FAILED;
         snprintf(m->note, sizeof m->note, "run: %s", attune_strerror(prc));
-        return;
+        return 0;
     }
     compare(r->got, r->ref, (size_t)r->nrows * (size_t)r->s->d, &m->max_abs_err, &m->rel_err,
             &nonfinite);
@@ -498,6 +501,7 @@ static void run_check(shape_run *r, attn_plan *p, store_measurement *m)
     } else {
         m->status = STORE_OK;
     }
+    return 0;
 }
 
 /* Step 3b: timing of a checked tactic t (plan p) under the throttling
@@ -575,9 +579,9 @@ static int run_measure(shape_run *r, int k, const char *prior, store_measurement
     if (p == NULL)
         return 0;
     double t0 = now_s();
-    run_check(r, p, m);
+    rc = run_check(r, p, m);
     r->res->check_s += now_s() - t0;
-    if (run_timeable(r, m)) {
+    if (rc == 0 && run_timeable(r, m)) {
         t0 = now_s();
         rc = run_time(r, t, p, m);
         r->res->time_s += now_s() - t0;
@@ -605,11 +609,11 @@ static int run_screen(shape_run *r, int k, store_measurement *m, int *pending)
     char plan_note[sizeof m->note];
     memcpy(plan_note, m->note, sizeof plan_note);
     double t0 = now_s();
-    run_check(r, p, m);
+    int crc = run_check(r, p, m);
     r->res->check_s += now_s() - t0;
-    if (!run_timeable(r, m)) {
+    if (crc != 0 || !run_timeable(r, m)) {
         run_plan_free(r, p);
-        return 0;
+        return crc;
     }
     tuner_opts so = *o;
     so.min_samples = so.max_samples = o->screen_samples > 0 ? o->screen_samples : 1;
@@ -682,7 +686,7 @@ static int run_report(shape_run *r, tuner_progress *pr, double t0, const char *t
     pr->tactic = tactic;
     if (report(o, pr, t0, r->committed) != 0)
         return 1;
-    return tactic != NULL && o->cancel && *o->cancel;
+    return tactic != NULL && attn_cancel_poll();
 }
 
 /* 1 when tactic text t is on the todo list (measured again by this tune). */
@@ -900,6 +904,7 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
         snprintf(r.host, sizeof r.host, "unknown");
     r.host[sizeof r.host - 1] = 0;
 
+    attn_cancel_arm(o->cancel, o->deadline_s); /* reaches into the kernel calls */
     double t0 = now_s();
     if ((rc = store_device_put(st, &dev->info, &dev->stack)) != 0 ||
         (rc = run_list_tactics(&r, res)) != 0)
@@ -915,8 +920,10 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
         if (rc != 0)
             goto done;
     }
-    rc = run_mark_winner(&r, res);
+    if (!o->no_mark)
+        rc = run_mark_winner(&r, res);
 done:
+    attn_cancel_arm(NULL, 0);
     run_free(&r);
     return rc;
 }

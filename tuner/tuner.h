@@ -83,6 +83,15 @@ typedef struct tuner_opts {
     void *clock_ctx;
     double clock_ref_mhz;
     double throttle_rel;   /* default 0.05: a clock 5% below the start */
+    /* The shape's deadline (kernels/cancel.h attn_mono_s; <= 0: none):
+     * past it no kernel call is started, a CPU call in flight stops at its
+     * next block, and the tune answers ATTUNE_ECANCELED (what was
+     * committed stays). The cancel flag above also reaches into calls. */
+    double deadline_s;
+    /* 1: commit rows but leave the winner mark alone, so the shape does
+     * not answer `measured` (tune on miss's quick pass: only a complete
+     * tune marks, issue 29 item 2). */
+    int no_mark;
 } tuner_opts;
 
 void tuner_opts_default(tuner_opts *o);

@@ -395,8 +395,9 @@ int cli_query_main(int argc, char **argv)
 static void print_job_line(json_t *j)
 {
     const char *err = json_string_value(json_object_get(j, "error"));
-    printf("%6lld  %-9s %5lld/%-5lld %s%s%s\n",
-           (long long)json_integer_value(json_object_get(j, "id")),
+    const char *kind = json_string_value(json_object_get(j, "kind"));
+    printf("%6lld  %-4s  %-9s %5lld/%-5lld %s%s%s\n",
+           (long long)json_integer_value(json_object_get(j, "id")), kind ? kind : "tune",
            json_string_value(json_object_get(j, "state")),
            (long long)json_integer_value(json_object_get(j, "done")),
            (long long)json_integer_value(json_object_get(j, "total")),
@@ -406,7 +407,7 @@ static void print_job_line(json_t *j)
 /* The column names above print_job_line's. */
 static void print_job_header(void)
 {
-    printf("%6s  %-9s %-11s %s\n", "ID", "STATE", " DONE/TOTAL", "DEVICE");
+    printf("%6s  %-4s  %-9s %-11s %s\n", "ID", "KIND", "STATE", " DONE/TOTAL", "DEVICE");
 }
 
 static int job_finished(json_t *j)
@@ -561,10 +562,10 @@ int cli_jobs_main(int argc, char **argv)
 
 /* POST the shapes as a job; *id the job's. Returns the exit status. */
 static int queue_job(attune_client *c, const char *device, const attn_shape *shapes, int n,
-                     long long *id)
+                     int force, long long *id)
 {
     json_t *arr = json_array();
-    json_t *body = json_pack("{s:s, s:o}", "device", device, "shapes", arr);
+    json_t *body = json_pack("{s:s, s:o, s:b}", "device", device, "shapes", arr, "force", force);
     char *text = NULL, *resp = NULL;
     long status = 0;
     int rc = 1;
@@ -608,7 +609,7 @@ int cli_tune_remote(const cli_tune_args *a)
         goto out;
     if ((c = attune_client_new(a->url, 30000)) == NULL || attune_client_set_token(c, tok) != 0)
         goto out;
-    if ((rc = queue_job(c, a->device, shapes, n, &id)) != 0)
+    if ((rc = queue_job(c, a->device, shapes, n, a->force_long, &id)) != 0)
         goto out;
     printf("job %lld queued: %d shapes on %s\n", id, n, a->device);
     fflush(stdout);

@@ -48,6 +48,8 @@ const char cli_tune_help[] =
     "                   file $ATTUNE_TOKEN_FILE, else ./var/token (the daemon's\n"
     "                   token file; /etc/attune/token under systemd)\n"
     "  --wait           (--url) follow the job to its end, a line at each change\n"
+    "  --force-long     (--url) queue shapes whose whole tune the daemon predicts\n"
+    "                   over its job budget (an hour by default); refused without it\n"
     "\n"
     "Exit status: 0 all shapes tuned (--url: queued; with --wait, the job ended\n"
     "done), 1 a shape or the database failed (--wait: the job ended failed or\n"
@@ -125,6 +127,7 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
                             {"force", 0, CLI_FLAG, &a->force},
                             {"quiet", 0, CLI_FLAG, &a->quiet},
                             {"wait", 0, CLI_FLAG, &a->wait},
+                            {"force-long", 0, CLI_FLAG, &a->force_long},
                             {NULL, 0, 0, NULL}};
     int status;
     if (cli_parse(argc, argv, opts, cli_tune_help, NULL, &status))
@@ -134,9 +137,9 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
             return cli_usage_error("tune", "--db, --force, --budget-ms and --screen go without --url "
                                            "(the daemon tunes into its own database)");
     } else {
-        if (a->wait || a->token_file != NULL)
+        if (a->wait || a->token_file != NULL || a->force_long)
             return cli_usage_error("tune", "%s goes with --url (a daemon job)",
-                                   a->wait ? "--wait" : "--token-file");
+                                   a->wait ? "--wait" : a->force_long ? "--force-long" : "--token-file");
         if (a->db == NULL)
             return cli_usage_error("tune", "needs --db FILE and --device ID");
     }

@@ -10,6 +10,7 @@ typedef struct cli_tune_args {
     const char *db, *device, *grid, *budget, *screen, *url, *token_file;
     cli_multi shapes; /* --shape KEY ... */
     int force, quiet, wait;
+    int force_long;   /* --force-long: tune shapes predicted over the daemon's job budget */
 } cli_tune_args;
 
 extern const char cli_tune_help[];

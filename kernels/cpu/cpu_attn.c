@@ -32,12 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cancel.h"
 #include "../dtype.h"
 #include "cpu_internal.h"
 
 #define LANES 8     /* floats per inner-loop group */
 #define FUSED_BR 64 /* fused: query rows per block */
 #define FUSED_BC 64 /* fused: keys per tile */
+#define ROW_CHUNK 256 /* split, folded: query rows between two cancel polls */
 #define KBLOCK 128  /* split, folded: keys per cache block of both GEMMs (multiple of LANES and 4) */
 
 struct cpu_work {
@@ -56,7 +58,19 @@ struct cpu_work {
     const void *kv_src; /* split: the K buffer and offset now in kt and vf, */
     size_t kv_off;      /* so query heads sharing a KV head load it once */
     void *krep, *vrep; /* split_repeat: [b, hq, skvp, d] in the storage dtype */
+    int stop;      /* the thread's cancel hook fired (kernels/cancel.h): the
+                      rest of the call is skipped, the run answers ECANCELED */
 };
+
+/* Block boundary: 1 when the call must stop (and stays stopped). One
+ * relaxed atomic load, a clock read only under a deadline: a block is at
+ * least KBLOCK keys x its rows, tens of microseconds and up. */
+static int stopped(cpu_work *w)
+{
+    if (!w->stop && attn_cancel_poll())
+        w->stop = 1;
+    return w->stop;
+}
 
 static int64_t round_lanes(int64_t n) { return attn_round_up(n, LANES); }
 
@@ -315,25 +329,31 @@ static void attend_block(const cpu_problem *pb, cpu_work *w, int64_t rows, size_
         w->kv_off = koff;
     }
 
-    gemm_qk(rows, ldk, d, w->qf, ldd, w->kt, ldk, w->s);
-    for (int64_t r = 0; r < rows; r++)
-        softmax_row(w->s + r * ldk, cpu_visible(pb, r % pb->sqp), ldk, scale);
-    /* O = P V, dense over the padded keys (P is 0 there), in blocks of
-     * KBLOCK keys so that the block of V stays in cache across all rows. */
-    memset(w->of, 0, (size_t)(rows * ldd) * sizeof *w->of);
-    for (int64_t j0 = 0; j0 < skvp; j0 += KBLOCK)
-        for (int64_t r = 0; r < rows; r++)
-            row_pv(w->s + r * ldk + j0, min64(KBLOCK, skvp - j0), w->vf + j0 * ldd, ldd,
-                   w->of + r * ldd);
-    for (int64_t r = 0; r < rows; r++)
-        store_row(pb->out, t, qoff + (size_t)(r * d), w->of + r * ldd, d);
+    /* In chunks of ROW_CHUNK rows, a block boundary each (kernels/cancel.h):
+     * a block of a long prefill is every row of a head. */
+    for (int64_t r0 = 0; r0 < rows && !stopped(w); r0 += ROW_CHUNK) {
+        const int64_t nr = min64(ROW_CHUNK, rows - r0);
+        float *restrict sc = w->s + r0 * ldk, *restrict oc = w->of + r0 * ldd;
+        gemm_qk(nr, ldk, d, w->qf + r0 * ldd, ldd, w->kt, ldk, sc);
+        for (int64_t r = 0; r < nr; r++)
+            softmax_row(sc + r * ldk, cpu_visible(pb, (r0 + r) % pb->sqp), ldk, scale);
+        /* O = P V, dense over the padded keys (P is 0 there), in blocks of
+         * KBLOCK keys so that the block of V stays in cache across the rows. */
+        memset(oc, 0, (size_t)(nr * ldd) * sizeof *oc);
+        for (int64_t j0 = 0; j0 < skvp; j0 += KBLOCK)
+            for (int64_t r = 0; r < nr; r++)
+                row_pv(sc + r * ldk + j0, min64(KBLOCK, skvp - j0), w->vf + j0 * ldd, ldd,
+                       oc + r * ldd);
+        for (int64_t r = 0; r < nr; r++)
+            store_row(pb->out, t, qoff + (size_t)((r0 + r) * d), oc + r * ldd, d);
+    }
 }
 
 static void run_split(const cpu_problem *pb, cpu_work *w)
 {
     const int64_t g = pb->hq / pb->hkv, d = pb->d;
-    for (int64_t bi = 0; bi < pb->b; bi++)
-        for (int64_t h = 0; h < pb->hq; h++)
+    for (int64_t bi = 0; bi < pb->b && !w->stop; bi++)
+        for (int64_t h = 0; h < pb->hq && !w->stop; h++)
             attend_block(pb, w, pb->sqp, (size_t)((bi * pb->hq + h) * pb->sqp * d),
                          (size_t)((bi * pb->hkv + h / g) * pb->skvp * d));
 }
@@ -344,7 +364,7 @@ static void run_split_repeat(const cpu_problem *pb, cpu_work *w)
 {
     const int64_t g = pb->hq / pb->hkv;
     const size_t head = (size_t)(pb->skvp * pb->d) * attn_dtype_size(pb->dtype);
-    for (int64_t bi = 0; bi < pb->b; bi++)
+    for (int64_t bi = 0; bi < pb->b && !stopped(w); bi++)
         for (int64_t h = 0; h < pb->hq; h++) {
             size_t dst = (size_t)(bi * pb->hq + h) * head;
             size_t src = (size_t)(bi * pb->hkv + h / g) * head;
@@ -363,8 +383,8 @@ static void run_split_repeat(const cpu_problem *pb, cpu_work *w)
 static void run_folded(const cpu_problem *pb, cpu_work *w)
 {
     const int64_t g = pb->hq / pb->hkv, d = pb->d;
-    for (int64_t bi = 0; bi < pb->b; bi++)
-        for (int64_t kvh = 0; kvh < pb->hkv; kvh++)
+    for (int64_t bi = 0; bi < pb->b && !w->stop; bi++)
+        for (int64_t kvh = 0; kvh < pb->hkv && !w->stop; kvh++)
             attend_block(pb, w, g * pb->sqp, (size_t)((bi * pb->hq + kvh * g) * pb->sqp * d),
                          (size_t)((bi * pb->hkv + kvh) * pb->skvp * d));
 }
@@ -433,11 +453,11 @@ static void fused_block(const cpu_problem *pb, cpu_work *w, int64_t r0, int64_t 
 static void run_fused(const cpu_problem *pb, cpu_work *w)
 {
     const int64_t g = pb->hq / pb->hkv, d = pb->d;
-    for (int64_t bi = 0; bi < pb->b; bi++)
-        for (int64_t h = 0; h < pb->hq; h++) {
+    for (int64_t bi = 0; bi < pb->b && !w->stop; bi++)
+        for (int64_t h = 0; h < pb->hq && !w->stop; h++) {
             size_t qoff = (size_t)((bi * pb->hq + h) * pb->sqp * d);
             size_t koff = (size_t)((bi * pb->hkv + h / g) * pb->skvp * d);
-            for (int64_t r0 = 0; r0 < pb->sqp; r0 += FUSED_BR)
+            for (int64_t r0 = 0; r0 < pb->sqp && !stopped(w); r0 += FUSED_BR)
                 fused_block(pb, w, r0, min64(FUSED_BR, pb->sqp - r0), qoff, koff);
         }
 }
@@ -449,19 +469,20 @@ int cpu_attn_run(attn_variant v, const cpu_problem *pb, cpu_work *w)
     if (w == NULL || w->variant != v)
         return ATTUNE_EINVAL;
     w->kv_src = NULL; /* inputs may have changed since the last run */
+    w->stop = 0;
     switch (v) {
     case ATTN_FUSED:
         run_fused(pb, w);
-        return 0;
+        return w->stop ? ATTUNE_ECANCELED : 0;
     case ATTN_SPLIT:
         run_split(pb, w);
-        return 0;
+        return w->stop ? ATTUNE_ECANCELED : 0;
     case ATTN_SPLIT_REPEAT:
         run_split_repeat(pb, w);
-        return 0;
+        return w->stop ? ATTUNE_ECANCELED : 0;
     case ATTN_FOLDED:
         run_folded(pb, w);
-        return 0;
+        return w->stop ? ATTUNE_ECANCELED : 0;
     case ATTN_FUSED_SPLITKV:
     case ATTN_CUDNN: /* a vendor library: GPU only */
     case ATTN_NVARIANTS:

@@ -18,6 +18,7 @@
 #include "../../common/hash.h"
 #include "../power.h"
 #include "../dtype.h"
+#include "../cancel.h"
 #include "cpu_internal.h"
 
 #ifndef ATTUNE_VERSION
@@ -213,11 +214,16 @@ static int cpu_tactics(int index, const attn_shape *s, attn_tactic *out, int max
 /* ---- sessions */
 
 /* Contract in cpu_internal.h. */
-void cpu_fill_normal(void *buf, attn_dtype t, size_t n, uint64_t *state)
+int cpu_fill_normal(void *buf, attn_dtype t, size_t n, uint64_t *state)
 {
     const double two_pi = 6.283185307179586476925;
-    size_t i = 0;
+    size_t i = 0, next_poll = (size_t)1 << 20;
     while (i < n) {
+        if (i >= next_poll) {
+            if (attn_cancel_poll())
+                return ATTUNE_ECANCELED;
+            next_poll = i + ((size_t)1 << 20);
+        }
         /* Box-Muller on 53-bit uniforms: u1 in (0, 1] keeps log finite. */
         double u1 = ((double)(hash_splitmix64(state) >> 11) + 1.0) * 0x1p-53;
         double u2 = (double)(hash_splitmix64(state) >> 11) * 0x1p-53;
@@ -227,6 +233,7 @@ void cpu_fill_normal(void *buf, attn_dtype t, size_t n, uint64_t *state)
             if (dtype_round(t, z[k]) != 0.0f) /* |z| < 2^-25 in f16: redraw */
                 dtype_store(buf, t, i++, z[k]);
     }
+    return 0;
 }
 
 static void cpu_session_close(attn_session *ss)
@@ -283,9 +290,10 @@ static int cpu_session_open(int index, const attn_shape *s, uint64_t seed, attn_
         goto fail;
 
     uint64_t state = seed;
-    cpu_fill_normal(ss->q, s->dtype, ss->nq, &state);
-    cpu_fill_normal(ss->k, s->dtype, ss->nkv, &state);
-    cpu_fill_normal(ss->v, s->dtype, ss->nkv, &state);
+    if ((rc = cpu_fill_normal(ss->q, s->dtype, ss->nq, &state)) != 0 ||
+        (rc = cpu_fill_normal(ss->k, s->dtype, ss->nkv, &state)) != 0 ||
+        (rc = cpu_fill_normal(ss->v, s->dtype, ss->nkv, &state)) != 0)
+        goto fail;
     dtype_fill_nan(ss->out, s->dtype, ss->nq);
     *out = ss;
     return 0;

@@ -65,8 +65,11 @@ int cpu_reference(const attn_shape *s, const void *q, const void *k, const void 
 
 /* Fill n elements of buf (dtype t) with standard-normal values drawn from
  * the SplitMix64 stream *state (Box-Muller), redrawing any value that is
- * zero once stored, so the buffer holds no zeros. Advances *state. */
-void cpu_fill_normal(void *buf, attn_dtype t, size_t n, uint64_t *state);
+ * zero once stored, so the buffer holds no zeros. Advances *state.
+ * Returns 0, or ATTUNE_ECANCELED when the thread's cancel hook fired
+ * (kernels/cancel.h; polled every 2^20 elements: a long prefill's q is
+ * tens of millions, seconds to draw) with buf partly filled. */
+int cpu_fill_normal(void *buf, attn_dtype t, size_t n, uint64_t *state);
 
 /* Bytes of memory the CPU backend lets one session and a plan use
  * together: half the physical memory (8 GiB when that is unknown). */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "../dtype.h"
+#include "../cancel.h"
 #include "cpu_internal.h"
 
 /* The K and V rows of one KV head as float: a pointer into the buffer for
@@ -63,6 +64,10 @@ int cpu_reference(const attn_shape *s, const void *q, const void *k, const void 
     int64_t cached_b = -1, cached_kvh = -1;
     const float *kf = NULL, *vf = NULL;
     for (int n = 0; n < nrows; n++) {
+        if (attn_cancel_poll()) { /* a row of a long prefill: a few ms */
+            rc = ATTUNE_ECANCELED;
+            goto fail;
+        }
         const int64_t r = rows[n];
         const int64_t i = r % sq, h = (r / sq) % hq, bi = r / (sq * hq);
         const int64_t kvh = h / g;

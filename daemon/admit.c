@@ -1,0 +1,117 @@
+/* admit.c -- the predicted cost of a shape's whole tune, and the budget. */
+#include "admit.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* Tactics priced at most (the CPU lists 16 or so, an H200 a few hundred). */
+#define ADMIT_MAX_TACTICS 1024
+/* The roofline's rates when the model knows nothing: low on purpose. */
+#define ADMIT_CPU_FLOPS 1e9
+#define ADMIT_GPU_FLOPS 2e13
+/* Tune on miss's quick pass: its tactics, each timed for about 30 ms. */
+#define ADMIT_QUICK_TACTICS 3
+#define ADMIT_QUICK_BUDGET_S 0.03
+
+/* Seconds one tactic of t seconds a call costs a tune with a per-tactic
+ * timing budget of b seconds: the checked run and the calibration call;
+ * timed samples, bound by b but never fewer than one call; as much again
+ * for the pad copies' pairs or the screening (tuner/tuner.c time_plan,
+ * time_copies, run_screen). */
+static double tactic_s(double t, double b)
+{
+    double timed = t > b ? t : b;
+    return 2.0 * t + 2.0 * timed;
+}
+
+/* FLOPs of the shape's two GEMMs, causal or not. */
+static double shape_flops(const attn_shape *s)
+{
+    double f = 4.0 * (double)s->b * (double)s->hq * (double)s->sq * (double)s->skv * (double)s->d;
+    return s->causal ? f / 2 : f;
+}
+
+/* Buffers a session holds: q and out, k and v, in the storage dtype, and
+ * their copies padded to 64 (the largest pad). */
+static double shape_bytes(const attn_shape *s)
+{
+    double e = (double)attn_dtype_size(s->dtype) * (double)s->d;
+    double q = (double)s->b * (double)s->hq * (double)attn_round_up(s->sq, 64);
+    double kv = (double)s->b * (double)s->hkv * (double)attn_round_up(s->skv, 64);
+    return 2.0 * e * (2.0 * q + 2.0 * kv);
+}
+
+/* Fill the unknown times of us[0..n) with the slowest known one, or the
+ * roofline when none is known (*roofline = 1). */
+static void fill_unknown(double *us, int n, const attn_device_info *dev, const attn_shape *s,
+                         int *roofline)
+{
+    double worst = NAN;
+    for (int i = 0; i < n; i++)
+        if (isfinite(us[i]) && !(us[i] <= worst))
+            worst = us[i];
+    if (!isfinite(worst)) {
+        int cpu = dev->kind[0] == 'c';
+        worst = shape_flops(s) / (cpu ? ADMIT_CPU_FLOPS : ADMIT_GPU_FLOPS) * 1e6;
+        *roofline = 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (!isfinite(us[i]))
+            us[i] = worst;
+}
+
+int admit_estimate(index_state *ix, const attn_device_info *dev, const attn_shape *s,
+                   double tactic_budget_ms, admit_cost *out)
+{
+    static _Thread_local double us[ADMIT_MAX_TACTICS];
+    *out = (admit_cost){0};
+    int n = index_predict_times(ix, dev->id, s, us, ADMIT_MAX_TACTICS);
+    if (n < 0)
+        return n;
+    if (n == 0) /* nothing lists (or no model): one tactic at the roofline */
+        us[n++] = NAN;
+    fill_unknown(us, n, dev, s, &out->roofline);
+    double b = tactic_budget_ms > 0 ? tactic_budget_ms * 1e-3 : 0.2;
+    for (int i = 0; i < n; i++) {
+        double t = us[i] * 1e-6;
+        out->seconds += tactic_s(t, b) + (i < ADMIT_QUICK_TACTICS ? tactic_s(t, ADMIT_QUICK_BUDGET_S) : 0);
+        if (us[i] > out->call_us)
+            out->call_us = us[i];
+    }
+    out->ntactics = n;
+    out->bytes = shape_bytes(s);
+    out->max_bytes = dev->memory_mb > 0 ? 0.5 * (double)dev->memory_mb * 1048576.0
+                                             : INFINITY;
+    return 0;
+}
+
+int admit_fits(const admit_cost *c, double budget_s)
+{
+    return c->seconds <= budget_s && c->bytes <= c->max_bytes;
+}
+
+/* A duration in words: "42 s", "9.6 min", "3.1 h", "2.0 days". */
+static void duration(double s, char *buf, size_t len)
+{
+    if (s < 120)
+        snprintf(buf, len, "%.0f s", s);
+    else if (s < 7200)
+        snprintf(buf, len, "%.1f min", s / 60);
+    else if (s < 172800)
+        snprintf(buf, len, "%.1f h", s / 3600);
+    else
+        snprintf(buf, len, "%.1f days", s / 86400);
+}
+
+char *admit_describe(const admit_cost *c, double budget_s, char *buf, size_t len)
+{
+    char t[32], b[32];
+    if (c->bytes > c->max_bytes) {
+        snprintf(buf, len, "buffers of %.1f GB over %.1f GB", c->bytes / 1e9, c->max_bytes / 1e9);
+        return buf;
+    }
+    duration(c->seconds, t, sizeof t);
+    duration(budget_s, b, sizeof b);
+    snprintf(buf, len, "predicted %s (budget %s)", t, b);
+    return buf;
+}

@@ -1,0 +1,84 @@
+/* jobs_internal.h -- what jobs.c and jobs_miss.c share: the job table, a
+ * device's queues and the helpers both call. Not for other modules. */
+#ifndef ATTUNED_JOBS_INTERNAL_H
+#define ATTUNED_JOBS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "../tuner/tuner.h"
+#include "jobs.h"
+
+/* A shape a lookup missed, waiting for its device thread. */
+typedef struct miss_entry {
+    attn_shape s;
+    int64_t job;             /* its job row; 0 until the device thread takes it up */
+    int full;                /* 1: its quick pass is done (only the full pass left) */
+} miss_entry;
+
+typedef struct jdev {
+    jobs *j;
+    attn_device dev;
+    pthread_t th;
+    int started;
+    pthread_cond_t cv;
+    int64_t *q;              /* ring of queued job ids */
+    int qhead, qlen, qcap;
+    atomic_int cancel;       /* tuner_opts.cancel of the running job: read by the job
+                              * thread without the lock (issue 15 item 4) */
+    miss_entry miss[JOBS_MISS_MAX_QUEUED]; /* ring of shapes missed by lookups */
+    int mhead, mlen;
+    char miss_running[ATTN_SHAPE_KEY_MAX]; /* "" when none */
+    double tokens, tokens_at; /* rate limit of jobs_miss (monotonic s) */
+    int64_t miss_day;        /* UTC day (time / 86400) miss_today counts */
+    int miss_today;          /* shapes admitted for tune on miss that day */
+    int64_t refused_budget, refused_quota; /* lookups refused, since start */
+    int user_cancel;         /* the cancel came from DELETE, not shutdown */
+    int64_t running;         /* job id, 0 when idle */
+} jdev;
+
+struct jobs {
+    pthread_mutex_t mu;      /* guards everything below and every jdev queue */
+    jobs_config cfg;
+    char *db_path;
+    select_policy policy;
+    jdev *devs;
+    int ndevs;
+    jobs_view *tab;          /* sorted by id */
+    int ntab, captab;
+    int stopping;
+};
+
+/* Progress of a running job, for jobs_on_progress. */
+typedef struct run_ctx {
+    jdev *d;
+    int64_t job;
+    int last_tactic;
+} run_ctx;
+
+/* j->mu held: the job with that id, or NULL. */
+jobs_view *jobs_find_job(jobs *j, int64_t id);
+/* j->mu held: add v to the table. 0 or ATTUNE_ENOMEM. */
+int jobs_add_job(jobs *j, const jobs_view *v);
+/* j->mu held: the local device, or NULL. */
+jdev *jobs_find_dev(jobs *j, const char *device_id);
+/* Record a job's progress in memory and in its row (j->mu not held). */
+void jobs_set_state(jdev *d, store *st, int64_t id, store_job_state state, int done,
+                    const char *error);
+/* Tuner options of a device thread (its policy, budget, cancel flag). */
+void jobs_run_opts(jdev *d, tuner_opts *o);
+/* tuner_opts.progress of a job: its view follows each tactic. */
+int jobs_on_progress(void *ctx, const tuner_progress *p);
+
+/* ---- jobs_miss.c, called by jobs.c */
+
+/* j->mu held, on d's thread, d->mlen > 0: take the next missed shape and
+ * tune it (the lock is dropped meanwhile and held again on return). */
+void jobs_miss_run_next(jdev *d, store *st);
+/* j->mu held, at load: a miss job row v left queued or running goes back
+ * in its device's miss queue. 0, or ATTUNE_EBUSY when the queue is full. */
+int jobs_miss_resume(jdev *d, const jobs_view *v, const attn_shape *s);
+/* j->mu held, at load: count today's miss jobs of v's device (quota). */
+void jobs_miss_count(jobs *j, const jobs_view *v);
+
+#endif
