@@ -35,7 +35,7 @@ static int route_count;
 static atomic_ullong requests[METRICS_MAX_ROUTES][NSTATUS];
 static atomic_ullong lat_buckets[NBUCKETS + 1]; /* last: +Inf */
 static atomic_ullong lat_sum_ns;
-static atomic_ullong lookups[5]; /* by index_source */
+static atomic_ullong lookups[6]; /* by index_source */
 static atomic_ullong lookups_stale;
 static atomic_ullong reload_failures;
 static atomic_ullong measurements;
@@ -67,7 +67,7 @@ void metrics_request(int route, unsigned status)
 
 void metrics_lookup(int source, int stale, double seconds)
 {
-    if (source >= 0 && source < 5)
+    if (source >= 0 && source < 6)
         atomic_fetch_add_explicit(&lookups[source], 1, memory_order_relaxed);
     if (stale)
         atomic_fetch_add_explicit(&lookups_stale, 1, memory_order_relaxed);
@@ -143,8 +143,8 @@ static void render_http(FILE *f)
 /* Lookups: the latency histogram, answers by source, stale answers. */
 static void render_lookups(FILE *f)
 {
-    static const char *const sources[5] = {"measured", "nearest", "default", "predicted",
-                                           "fleet"};
+    static const char *const sources[6] = {"measured", "nearest", "default", "predicted",
+                                           "fleet",    "pinned"};
     fprintf(f, "# HELP attune_lookup_duration_seconds Time to answer GET /v1/tactic, "
                "parse to response.\n# TYPE attune_lookup_duration_seconds histogram\n");
     unsigned long long cum = 0;
@@ -162,7 +162,7 @@ static void render_lookups(FILE *f)
 
     fprintf(f, "# HELP attune_lookups_total Lookups answered, by source of the answer.\n"
                "# TYPE attune_lookups_total counter\n");
-    for (int s = 0; s < 5; s++)
+    for (int s = 0; s < 6; s++)
         fprintf(f, "attune_lookups_total{source=\"%s\"} %llu\n", sources[s],
                 atomic_load_explicit(&lookups[s], memory_order_relaxed));
 
@@ -201,6 +201,23 @@ static void render_miss_quota(FILE *f, const metrics_snapshot *snap)
                 (long long)snap->queues[i].refused_budget);
         fprintf(f, "attune_miss_refused_total{device=\"%s\",reason=\"quota\"} %lld\n", dev,
                 (long long)snap->queues[i].refused_quota);
+    }
+    fprintf(f, "# HELP attune_miss_retained Shapes tuned on miss under retention: forgotten "
+               "when no lookup asks for them within --miss-retain-s.\n"
+               "# TYPE attune_miss_retained gauge\n");
+    for (int i = 0; i < snap->nqueues; i++) {
+        char dev[2 * sizeof snap->queues[i].device];
+        label_escape(snap->queues[i].device, dev, sizeof dev);
+        fprintf(f, "attune_miss_retained{device=\"%s\"} %d\n", dev, snap->queues[i].miss_kept);
+    }
+    fprintf(f, "# HELP attune_miss_forgotten_total Shapes tuned on miss whose rows were "
+               "deleted for want of a lookup, since start.\n"
+               "# TYPE attune_miss_forgotten_total counter\n");
+    for (int i = 0; i < snap->nqueues; i++) {
+        char dev[2 * sizeof snap->queues[i].device];
+        label_escape(snap->queues[i].device, dev, sizeof dev);
+        fprintf(f, "attune_miss_forgotten_total{device=\"%s\"} %lld\n", dev,
+                (long long)snap->queues[i].miss_expired);
     }
 }
 

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "page.h"
+#include "pins_route.h"
 
 typedef enum MHD_Result (*handler_fn)(req *r, const char *url, const http_args *a);
 
@@ -95,6 +96,9 @@ static const route routes[] = {
     {"GET", "/v1/export", 0, 0, 0, device_arg, h_export, "/v1/export"},
     {"POST", "/v1/import", 0, 1, ATTUNED_IMPORT_BODY_MAX, no_args, h_import, "/v1/import"},
     {"GET", "/v1/drift", 0, 0, 0, drift_route_args, drift_route_get, "/v1/drift"},
+    {"GET", "/v1/pins", 0, 0, 0, pins_route_args, pins_route_list, "/v1/pins"},
+    {"POST", "/v1/pins", 0, 1, PINS_ROUTE_BODY_MAX, no_args, pins_route_add, "/v1/pins"},
+    {"DELETE", "/v1/pins/", 1, 1, 0, no_args, pins_route_delete, "/v1/pins/ID"},
     {"GET", "/metrics", 0, 0, 0, no_args, h_metrics, "/metrics"},
     {"GET", "/v1/winners", 0, 0, 0, winners_args, winners_get, "/v1/winners"},
     {"GET", "/", 0, 0, 0, NULL, page_get, "/"},
@@ -218,6 +222,8 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
     int tuning = ans.source != INDEX_MEASURED && ans.local
                      ? jobs_miss(r->d->jobs, ans.device_id, &s, ans.key, why, sizeof why)
                      : JOBS_MISS_NONE;
+    if (ans.source == INDEX_MEASURED && ans.local)
+        jobs_asked(r->d->jobs, ans.device_id, ans.key); /* retention of miss-tuned shapes */
     size_t len = 0;
     char *text = answer_json(&ans, mre, vs,
                              tuning == JOBS_MISS_QUEUED    ? "queued"
@@ -596,11 +602,12 @@ static void work_import(req *r, store *st)
     /* the index follows the store: the devices the table changed (a table
      * may carry rows of devices the index already has) */
     sync_refresh(&r->d->sync, st, "import");
-    log_event(LOGL_INFO, "import", "devices=%d stacks=%d measurements=%d skipped=%d",
-              stats.devices, stats.stacks, stats.measurements, stats.skipped);
-    req_result(r, 200, json_pack("{s:{s:i, s:i, s:i, s:i}}", "imported", "devices",
+    log_event(LOGL_INFO, "import", "devices=%d stacks=%d measurements=%d skipped=%d pins=%d",
+              stats.devices, stats.stacks, stats.measurements, stats.skipped, stats.pins);
+    req_result(r, 200, json_pack("{s:{s:i, s:i, s:i, s:i, s:i}}", "imported", "devices",
                                  stats.devices, "stacks", stats.stacks, "measurements",
-                                 stats.measurements, "skipped", stats.skipped));
+                                 stats.measurements, "skipped", stats.skipped, "pins",
+                                 stats.pins));
 }
 
 static enum MHD_Result h_import(req *r, const char *url, const http_args *a)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../db/store_pins.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -46,6 +47,20 @@ out:
     return rc;
 }
 
+int sync_pins(sync_state *s, store *st)
+{
+    pin *p = NULL;
+    int n = 0;
+    int rc = store_pins_list(st, &p, &n);
+    if (rc != 0) {
+        metrics_reload_failed();
+        log_event(LOGL_ERROR, "pins_reload_failed", "error=\"%s\" kept=old",
+                  attune_strerror(rc));
+        return rc;
+    }
+    return index_pins_set(s->ix, p, n); /* takes p */
+}
+
 int sync_load(sync_state *s, store *st)
 {
     int rc;
@@ -70,7 +85,7 @@ int sync_load(sync_state *s, store *st)
             rc = load_device(s, st, infos[i].id);
     free(infos);
     free(stacks);
-    return rc;
+    return rc != 0 ? rc : sync_pins(s, st);
 }
 
 /* Log the index's totals after a reload of some devices. */
@@ -118,7 +133,8 @@ int sync_reload(sync_state *s, store *st, const char *reason)
     free(infos);
     free(stacks);
     log_reloaded(s, reason, ok, failed);
-    return first;
+    rc = sync_pins(s, st);
+    return first != 0 ? first : rc;
 }
 
 /* 1 when two descriptions of a device differ in any field. */
@@ -181,7 +197,8 @@ static int refresh(sync_state *s, store *st, const char *reason, int *looked)
     }
     if (ok > 0 || failed > 0)
         log_reloaded(s, reason, ok, failed);
-    rc = first;
+    rc = sync_pins(s, st); /* a few rows: read whole on every look */
+    rc = first != 0 ? first : rc;
 out:
     free(views);
     free(p);

@@ -13,6 +13,10 @@
  *              and only a device that differs, or that the index lacks,
  *              is reloaded whole;
  *   SIGHUP     sync_reload, on the DB worker: every device;
+ *   pins       sync_pins: every pin (a few rows), read whole at start,
+ *              after each pin route's write, and with every reload or
+ *              refresh below (another process's `attune pin --db`, an
+ *              import, a fleet pull);
  *   others     sync_watch, on the DB worker every ATTUNED_WATCH_PERIOD_S:
  *              when the database's data_version moved (another connection
  *              committed: another process, the fleet thread's pull, or this
@@ -46,6 +50,10 @@ void sync_init(sync_state *s, index_state *ix, const attn_device *local, int nlo
  * then every other device st knows (fleet) with its identity, latest
  * stack and rows. 0 or the first error. */
 int sync_load(sync_state *s, store *st);
+
+/* Read every pin of st into the index (index_pins_set). 0 or the
+ * store's error (logged, counted; the index keeps its old pins). */
+int sync_pins(sync_state *s, store *st);
 
 /* Reload every device of st (local ones' rows; fleet ones' identity,
  * stack and rows), one at a time, each swapped in whole. reason names

@@ -16,7 +16,7 @@
 typedef struct store store;
 
 /* Current schema version (PRAGMA user_version after open). */
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 typedef enum {
     STORE_OK = 0,
@@ -179,6 +179,12 @@ void store_job_free(store_job *job);
 /* Update state, progress and error text (error may be NULL). */
 int store_job_update(store *st, int64_t id, store_job_state state, int done,
                      const char *error);
+/* Retention of tune on miss: delete every row of shape s on device_id (all
+ * stacks) and the miss jobs of s there, in one transaction; *rows: the
+ * measurements deleted. ATTUNE_EEXIST (nothing deleted) when an explicit
+ * job (kind tune) of the device holds s. */
+int store_forget_miss_shape(store *st, const char *device_id, const attn_shape *s,
+                            int64_t *rows);
 /* Jobs in the given state (or all with state < 0), oldest first, without
  * shapes; *out malloc'd. */
 int store_jobs_list(store *st, int state, store_job **out, int *n);
@@ -213,6 +219,7 @@ void store_export_close(store_export_stream *x);
 typedef struct store_import_stats {
     int devices, stacks, measurements; /* rows written */
     int skipped;                       /* rows identical to existing ones */
+    int pins;                          /* pins added (db/store_pins.h) */
 } store_import_stats;
 
 /* Validate a fleet table completely, then merge it in one transaction:

@@ -16,6 +16,7 @@
 #include "../common/hash.h"
 #include "../common/json_num.h"
 #include "../common/shape_json.h"
+#include "store_fleet_pins.h"
 #include "store_internal.h"
 
 #define FLEET_FORMAT     "attune-fleet"
@@ -156,10 +157,11 @@ int store_export(store *st, const char *device_id, char **json)
     if (gethostname(host, sizeof host) != 0)
         host[0] = 0;
     host[sizeof host - 1] = 0;
-    root = json_pack("{ss si sI ss so sO sO}", "format", FLEET_FORMAT, "version", FLEET_VERSION,
+    root = json_pack("{ss si sI ss so sO}", "format", FLEET_FORMAT, "version", FLEET_VERSION,
                      "exported_at", (json_int_t)store_now(), "host", host, "device",
-                     device_json(&a.info, &a.latest), "stacks", a.stacks, "measurements", meas);
-    if (root == NULL)
+                     device_json(&a.info, &a.latest), "stacks", a.stacks);
+    if (root == NULL || store_fleet_pins_put(st, &a.info, root) != 0 ||
+        json_object_set(root, "measurements", meas) != 0)
         goto fail;
     /* Compact: a table has to fit the import limit (FLEET_MAX_BYTES). */
     if ((*json = json_num_dumps(root, JSON_COMPACT)) == NULL)
@@ -553,6 +555,8 @@ typedef struct merge_args {
     int64_t seen;
     const char *latest;
     json_t *rows_js;
+    const pin *pins;          /* checked (store_fleet_pins_read) */
+    int npins;
     store_import_stats got;   /* out */
     int stage;                /* 0 BEGIN failed, 1 in the body, 2 body done */
     char *err;
@@ -588,12 +592,17 @@ static int merge_tx(store *st, void *ctx)
         else
             a->got.skipped++;
     }
+    if ((rc = store_pins_merge(st, a->pins, a->npins, &a->got.pins)) != 0)
+        return rc == ATTUNE_ETOOBIG
+                   ? attune_fail(a->err, a->errlen, rc, "the table's pins would pass the limit "
+                                 "of %d pins", PIN_MAX)
+                   : merge_fail(st, rc, a->err, a->errlen);
     a->stage = 2;
     return 0;
 }
 
 static const char *const top_keys[] = {"format", "version", "exported_at", "host",
-                                       "device", "stacks", "measurements"};
+                                       "device", "stacks", "measurements", "pins"};
 
 /* Contract: see store.h. Nothing is written unless every check passes;
  * then one BEGIN IMMEDIATE transaction upserts the device and stacks and
@@ -606,6 +615,8 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
     json_t *root = NULL, *v, *stacks_js, *rows_js;
     attn_stack *stacks = NULL;
     row_hash *keys = NULL;
+    pin *pins = NULL;
+    int npins = 0;
     attn_device_info dev;
     char host[64], latest[24];
     int64_t version, exported_at;
@@ -687,14 +698,16 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
     }
     int64_t seen = exported_at, newest = -1;
     if ((rc = check_stacks(stacks_js, latest, stacks, err, errlen)) != 0 ||
-        (rc = check_rows(rows_js, dev.id, stacks, nstacks, keys, &newest, err, errlen)) != 0)
+        (rc = check_rows(rows_js, dev.id, stacks, nstacks, keys, &newest, err, errlen)) != 0 ||
+        (rc = store_fleet_pins_read(root, &pins, &npins, err, errlen)) != 0)
         goto fail;
     if (newest >= 0)
         seen = newest; /* the device was seen when it was last measured */
 
     /* Merge: all or nothing. */
     merge_args a = {.stacks = stacks, .nstacks = nstacks, .dev = &dev, .seen = seen,
-                    .latest = latest, .rows_js = rows_js, .err = err, .errlen = errlen};
+                    .latest = latest, .rows_js = rows_js, .pins = pins, .npins = npins,
+                    .err = err, .errlen = errlen};
     if ((rc = store_tx(st, merge_tx, &a)) != 0) {
         if (a.stage == 0)
             attune_fail(err, errlen, rc, "cannot lock the database: %s", sqlite3_errmsg(st->db));
@@ -708,6 +721,7 @@ fail:
     json_decref(root);
     free(stacks);
     free(keys);
+    free(pins);
     return rc;
 }
 
@@ -731,7 +745,12 @@ json_t *store_fleet_head_json(store *st, const attn_device_info *info,
         host[0] = 0;
     host[sizeof host - 1] = 0;
     /* the keys of store_export's root, in its order, measurements last */
-    return json_pack("{ss si sI ss so so}", "format", FLEET_FORMAT, "version", FLEET_VERSION,
-                     "exported_at", (json_int_t)store_now(), "host", host, "device",
-                     device_json(info, latest), "stacks", stacks);
+    json_t *head = json_pack("{ss si sI ss so so}", "format", FLEET_FORMAT, "version",
+                             FLEET_VERSION, "exported_at", (json_int_t)store_now(), "host",
+                             host, "device", device_json(info, latest), "stacks", stacks);
+    if (head != NULL && store_fleet_pins_put(st, info, head) != 0) {
+        json_decref(head);
+        return NULL;
+    }
+    return head;
 }

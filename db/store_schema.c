@@ -12,6 +12,7 @@
  *   4  stacks gain power: the power mode the stack's rows were taken in
  *      (kernels/power.h; part of the stack id when not empty).
  *   5  jobs gain kind: 'tune' (explicit) or 'miss' (tune on miss).
+ *   6  pins: an operator's force/exclude rules (tuner/pin.h, db/store_pins.h).
  *
  * A new database is created at the current version directly; an older one
  * is migrated step by step, each step and the user_version bump in one
@@ -21,6 +22,22 @@
 #include <string.h>
 
 #include "store_internal.h"
+
+/* The pins table (version 6): one rule a row, unique by its identity (the
+ * model compared in any case, as device names are). */
+#define PINS_TABLE                                                           \
+    "CREATE TABLE pins ("                                                    \
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"                                \
+    "  action TEXT NOT NULL CHECK (action IN ('force', 'exclude')),"         \
+    "  tactic TEXT NOT NULL,"                                                \
+    "  shape TEXT NOT NULL DEFAULT '',"                                      \
+    "  device TEXT NOT NULL DEFAULT '',"                                     \
+    "  model TEXT NOT NULL DEFAULT '' COLLATE NOCASE,"                       \
+    "  reason TEXT NOT NULL,"                                                \
+    "  author TEXT NOT NULL,"                                                \
+    "  created_at INTEGER NOT NULL,"                                         \
+    "  UNIQUE (action, tactic, shape, device, model)"                        \
+    ");"
 
 /* The current schema, created in one go on an empty database. Kept equal
  * to version 1 + every migration, column order included (added columns go
@@ -100,7 +117,8 @@ static const char schema_current[] =
     "  position INTEGER NOT NULL,"        /* 0-based order within the job */
     "  shape_id INTEGER NOT NULL REFERENCES shapes(id),"
     "  PRIMARY KEY (job_id, position)"
-    ");";
+    ");"
+    PINS_TABLE;
 
 /* Migration 1 -> 2: additive columns only. New measurement columns take
  * their "not recorded" values: copies time unknown (NULL = NaN), no rows
@@ -144,6 +162,9 @@ static const char migrate_4_5[] =
     "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'tune'"
     " CHECK (kind IN ('tune', 'miss'));";
 
+/* Migration 5 -> 6: pins (issue 28 item 1); an older database has none. */
+static const char migrate_5_6[] = PINS_TABLE;
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     NULL, /* 0 -> 1 never runs: an empty database gets schema_current */
@@ -151,6 +172,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     migrate_2_3,
     migrate_3_4,
     migrate_4_5,
+    migrate_5_6,
 };
 
 /* Read user_version and the number of schema objects. The first read of a

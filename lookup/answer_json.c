@@ -51,6 +51,26 @@ static void measured_fields(jbuf *b, const index_answer *ans)
     jbuf_str(b, "measured_stack", ans->m.stack_id);
 }
 
+/* A pinned answer: the pin that forced it, and the device's own numbers
+ * for the tactic when it measured it (else null). */
+static void pinned_fields(jbuf *b, const index_answer *ans)
+{
+    const pin *p = &ans->pinned;
+    if (ans->m.stack_id[0] != 0) {
+        measured_fields(b, ans);
+    } else {
+        jbuf_num(b, "time_us", NAN);
+        jbuf_num(b, "rel_err", NAN);
+        jbuf_num(b, "max_abs_err", NAN);
+    }
+    jbuf_int(b, "pin_id", (long long)p->id);
+    jbuf_str(b, "pin_shape", p->shape);
+    jbuf_str(b, "pin_device", p->device);
+    jbuf_str(b, "pin_model", p->model);
+    jbuf_str(b, "pin_reason", p->reason);
+    jbuf_str(b, "pin_author", p->author);
+}
+
 char *answer_json(const index_answer *ans, double mre, variant_set vs, const char *tuning,
                   size_t *len)
 {
@@ -74,6 +94,8 @@ char *answer_json(const index_answer *ans, double mre, variant_set vs, const cha
         jbuf_num(&b, "max_abs_err", NAN);
     } else if (ans->source == INDEX_NEAREST || ans->source == INDEX_PREDICTED) {
         predicted_fields(&b, ans);
+    } else if (ans->source == INDEX_PINNED) {
+        pinned_fields(&b, ans);
     } else {
         measured_fields(&b, ans);
     }
@@ -82,6 +104,8 @@ char *answer_json(const index_answer *ans, double mre, variant_set vs, const cha
         jbuf_str(&b, "fleet_device", ans->fleet_device);
         jbuf_str(&b, "fleet_host", ans->fleet_host);
     }
+    if (ans->nexcluded > 0)
+        jbuf_int(&b, "pins_excluding", ans->nexcluded);
     if (tuning != NULL)
         jbuf_str(&b, "tuning", tuning);
     if (mre > 0)
@@ -98,7 +122,13 @@ void answer_no_tactic_text(const index_answer *ans, variant_set vs, char *buf, s
     char want[96], listed[96];
     variant_set_str(vs, want, sizeof want);
     variant_set_str(ans->listed, listed, sizeof listed);
-    if (ans->listed == 0)
+    if (ans->nexcluded > 0)
+        snprintf(buf, len,
+                 "no tactic%s%s for %s on %s: %d exclusion pin%s (GET /v1/pins) leave%s no "
+                 "tactic that qualifies", vs != 0 ? " of variants=" : "", vs != 0 ? want : "",
+                 ans->key, ans->device_id, ans->nexcluded, ans->nexcluded > 1 ? "s" : "",
+                 ans->nexcluded > 1 ? "" : "s");
+    else if (ans->listed == 0)
         snprintf(buf, len,
                  "no tactic of variants=%s for %s on %s: nothing measured qualifies and this "
                  "host cannot list the device's tactics (the default is %s)",

@@ -50,6 +50,8 @@ struct index_state {
                                    name fleet devices too */
     ix_device *devs;
     int ndevs, cap;
+    pin *pins;                  /* index_pins_set: every pin, any device */
+    int npins;
 };
 
 const char *index_source_name(index_source s)
@@ -59,6 +61,7 @@ const char *index_source_name(index_source s)
     case INDEX_NEAREST: return "nearest";
     case INDEX_PREDICTED: return "predicted";
     case INDEX_FLEET: return "fleet";
+    case INDEX_PINNED: return "pinned";
     default: return "default";
     }
 }
@@ -97,6 +100,7 @@ void index_free(index_state *ix)
         predict_free(ix->devs[i].model);
     }
     free(ix->devs);
+    free(ix->pins);
     pthread_mutex_destroy(&ix->model_mu);
     pthread_rwlock_destroy(&ix->lock);
     free(ix);
@@ -133,11 +137,12 @@ static int cmp_rows(const void *a, const void *b)
  * belongs to another device state and is never served (kernels/power.h),
  * and only complete ones (select_complete; need_mark: a local device):
  * rows of a tune in flight are never a winner's source. vs: the variants
- * the winner may be of (0: any); completeness is the whole stack's.
+ * the winner may be of (0: any), pm the exclusions it may not be (NULL:
+ * none); completeness is the whole stack's.
  * Sets *stale. Returns the row index or -1. Rows are sorted by stack. */
 static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
-                       const select_policy *p, double mre, variant_set vs, int need_mark,
-                       int *stale)
+                       const select_policy *p, double mre, variant_set vs,
+                       const pin_match *pm, int need_mark, int *stale)
 {
     const char *cur_stack = cur->id;
     int best = -1;
@@ -153,7 +158,7 @@ static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
         }
         int usable = strcmp(m[lo].power, cur->power) == 0 &&
                      select_complete(m + lo, hi - lo, need_mark);
-        int w = usable ? variant_set_winner(m + lo, hi - lo, p, mre, vs) : -1;
+        int w = usable ? pin_winner(m + lo, hi - lo, p, mre, vs, pm) : -1;
         if (w >= 0) {
             if (strcmp(m[lo].stack_id, cur_stack) == 0) {
                 *stale = 0;
@@ -173,7 +178,7 @@ static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
 static void cache_winners(ix_shape *sh, const ix_device *d, const select_policy *p)
 {
     int stale;
-    int w = pick_winner(sh->m, sh->n, &d->stack, p, 0, 0, d->local, &stale);
+    int w = pick_winner(sh->m, sh->n, &d->stack, p, 0, 0, NULL, d->local, &stale);
     sh->win_fresh = (w >= 0 && !stale) ? w : -1;
     sh->win_stale = (w >= 0 && stale) ? w : -1;
 }
@@ -540,17 +545,17 @@ void index_stats(index_state *ix, int *local, int *fleet, int64_t *measurements)
     pthread_rwlock_unlock(&ix->lock);
 }
 
-/* Winner of one indexed shape under the lookup's bound and variants:
- * cached for the policy's own bound and every variant, recomputed for an
- * override or a set of variants. */
+/* Winner of one indexed shape under the lookup's bound, variants and
+ * exclusions: cached for the policy's own bound, every variant and no
+ * exclusion, recomputed otherwise. */
 static int shape_winner(const ix_shape *sh, const ix_device *d, const select_policy *p,
-                        double mre, variant_set vs, int *stale)
+                        double mre, variant_set vs, const pin_match *pm, int *stale)
 {
-    if (mre <= 0 && vs == 0) {
+    if (mre <= 0 && vs == 0 && (pm == NULL || pm->nexclude == 0)) {
         *stale = sh->win_fresh < 0 && sh->win_stale >= 0;
         return sh->win_fresh >= 0 ? sh->win_fresh : sh->win_stale;
     }
-    return pick_winner(sh->m, sh->n, &d->stack, p, mre, vs, d->local, stale);
+    return pick_winner(sh->m, sh->n, &d->stack, p, mre, vs, pm, d->local, stale);
 }
 
 /* ---- answers for shapes the device has not measured */
@@ -647,7 +652,7 @@ static int same_model(const ix_device *a, const ix_device *b)
  * on a fleet device of the same model, fresh rows before stale ones. 0
  * with *out filled, or ATTUNE_ENOTFOUND (read lock held). */
 static int fleet_answer(index_state *ix, const ix_device *d, const char *key, uint64_t h,
-                        double mre, variant_set vs, index_answer *out)
+                        double mre, variant_set vs, const pin_match *pm, index_answer *out)
 {
     const ix_device *best = NULL;
     int best_w = -1, best_stale = 1, best_i = -1;
@@ -658,7 +663,7 @@ static int fleet_answer(index_state *ix, const ix_device *d, const char *key, ui
         int stale, i = find_slot_shape(f, key, h);
         if (i < 0)
             continue;
-        int w = shape_winner(&f->shapes[i], f, &ix->policy, mre, vs, &stale);
+        int w = shape_winner(&f->shapes[i], f, &ix->policy, mre, vs, pm, &stale);
         if (w < 0 || (best != NULL && (stale || !best_stale)))
             continue;
         best = f;
@@ -677,33 +682,45 @@ static int fleet_answer(index_state *ix, const ix_device *d, const char *key, ui
     return 0;
 }
 
-/* Keep the tactics of list_buf[0..n) that vs allows, in order; the
- * variants listed before into *listed. Returns the count kept. */
-static int filter_listing(int n, variant_set vs, variant_set *listed)
+/* Keep the tactics of list_buf[0..n) that vs allows and no exclusion of
+ * pm covers, in order; the variants listed before into *listed. Returns
+ * the count kept. */
+static int filter_listing(int n, variant_set vs, const pin_match *pm, variant_set *listed)
 {
     int k = 0;
     *listed = 0;
     for (int i = 0; i < n; i++) {
+        char ts[ATTN_TACTIC_STR_MAX];
         *listed |= 1u << list_buf[i].variant;
-        if (variant_set_has(vs, list_buf[i].variant))
+        if (variant_set_has(vs, list_buf[i].variant) &&
+            (pm == NULL || pin_match_excluded(pm, attn_tactic_str(&list_buf[i], ts,
+                                                                  sizeof ts)) == NULL))
             list_buf[k++] = list_buf[i];
     }
     return k;
+}
+
+/* predict_keep_fn over a pin_match: 1 when no exclusion covers tactic. */
+static int not_excluded(void *ctx, const char *tactic)
+{
+    return pin_match_excluded(ctx, tactic) == NULL;
 }
 
 /* The answer of the prediction model among list_buf[0..nlist) (or the
  * families the device measured, when nothing lists for it: nall == 0).
  * 0 with out filled, or ATTUNE_ENOTFOUND (read lock held). */
 static int predicted_answer(index_state *ix, ix_device *d, const attn_shape *s, int nlist,
-                            int nall, double mre, variant_set vs, index_answer *out)
+                            int nall, double mre, variant_set vs, const pin_match *pm,
+                            index_answer *out)
 {
-    const predict_model *pm = device_model(ix, d);
+    const predict_model *model = device_model(ix, d);
     predict_answer pa;
     int prc = ATTUNE_ENOTFOUND;
-    if (pm != NULL && nlist > 0)
-        prc = predict_answer_for(pm, s, list_buf, nlist, mre, &pa);
-    else if (pm != NULL && nall == 0)
-        prc = predict_answer_measured_families_in(pm, s, vs, mre, &pa);
+    if (model != NULL && nlist > 0)
+        prc = predict_answer_for(model, s, list_buf, nlist, mre, &pa);
+    else if (model != NULL && nall == 0)
+        prc = predict_answer_measured_families_if(model, s, vs, pm != NULL ? not_excluded : NULL,
+                                                  (void *)pm, mre, &pa);
     if (prc != 0)
         return ATTUNE_ENOTFOUND;
     out->source = pa.nearest ? INDEX_NEAREST : INDEX_PREDICTED;
@@ -718,15 +735,17 @@ static int predicted_answer(index_state *ix, ix_device *d, const attn_shape *s, 
 }
 
 /* Nothing qualifies: the listed fused pad=8 tactic, else the first listed
- * (list_buf[0..nlist), already limited to vs); INDEX_DEFAULT_TACTIC when
- * nothing lists for the device (nall == 0) and vs allows fused. 0, or
- * ATTUNE_ENOTFOUND when vs leaves no tactic. */
+ * (list_buf[0..nlist), already limited to vs and the exclusions);
+ * INDEX_DEFAULT_TACTIC when nothing lists for the device (nall == 0) and
+ * vs allows fused and pm does not exclude it. 0, or ATTUNE_ENOTFOUND when
+ * no tactic is left. */
 static int default_answer(const ix_device *d, const attn_shape *s, int nlist, int nall,
-                          variant_set vs, index_answer *out)
+                          variant_set vs, const pin_match *pm, index_answer *out)
 {
     char dflt[ATTN_TACTIC_STR_MAX];
     snprintf(dflt, sizeof dflt, "%s", INDEX_DEFAULT_TACTIC);
-    if (nlist == 0 && (nall > 0 || !variant_set_has(vs, ATTN_FUSED)))
+    if (nlist == 0 && (nall > 0 || !variant_set_has(vs, ATTN_FUSED) ||
+                       pin_match_excluded(pm, dflt) != NULL))
         return ATTUNE_ENOTFOUND;
     int pick = nlist > 0 ? 0 : -1;
     for (int k = 0; k < nlist; k++)
@@ -740,17 +759,23 @@ static int default_answer(const ix_device *d, const attn_shape *s, int nlist, in
     return 0;
 }
 
-/* The shape's own winner on d (measured), when it has one. 1 with out
- * filled, else 0; counts out->own_rows (read lock held). */
-static int measured_answer(index_state *ix, const ix_device *d, const char *key, uint64_t h,
-                           double mre, variant_set vs, index_answer *out)
+/* Rows of shape i of d in its current stack into out->own_rows (tune on
+ * miss: 0 means never tuned here). */
+static void count_own_rows(const ix_device *d, int i, index_answer *out)
 {
-    int stale, i = find_slot_shape(d, key, h);
+    for (int k = 0; i >= 0 && k < d->shapes[i].n; k++)
+        out->own_rows += strcmp(d->shapes[i].m[k].stack_id, d->stack.id) == 0;
+}
+
+/* The shape's own winner on d (measured), when it has one. 1 with out
+ * filled, else 0 (read lock held). */
+static int measured_answer(index_state *ix, const ix_device *d, int i, const char *key,
+                           double mre, variant_set vs, const pin_match *pm, index_answer *out)
+{
+    int stale;
     if (i < 0)
         return 0;
-    for (int k = 0; k < d->shapes[i].n; k++)
-        out->own_rows += strcmp(d->shapes[i].m[k].stack_id, d->stack.id) == 0;
-    int w = shape_winner(&d->shapes[i], d, &ix->policy, mre, vs, &stale);
+    int w = shape_winner(&d->shapes[i], d, &ix->policy, mre, vs, pm, &stale);
     if (w < 0)
         return 0;
     out->source = INDEX_MEASURED;
@@ -760,10 +785,92 @@ static int measured_answer(index_state *ix, const ix_device *d, const char *key,
     return 1;
 }
 
+/* The row of tactic among shape i's rows on d: of the current stack if
+ * there is one, else of any stack; -1 when none. */
+static int tactic_row(const ix_device *d, int i, const char *tactic)
+{
+    int any = -1;
+    for (int k = 0; i >= 0 && k < d->shapes[i].n; k++) {
+        const store_measurement *m = &d->shapes[i].m[k];
+        if (strcmp(m->tactic, tactic) != 0)
+            continue;
+        if (strcmp(m->stack_id, d->stack.id) == 0)
+            return k;
+        any = k;
+    }
+    return any;
+}
+
+/* 1 when tactic runs for the shape on d: the listing (list_buf[0..nall))
+ * has it, or, when nothing lists for d, a row of it was measured (it was
+ * listed where it ran). */
+static int tactic_runs(const ix_device *d, int i, const char *tactic, int nall)
+{
+    char ts[ATTN_TACTIC_STR_MAX];
+    if (nall == 0)
+        return tactic_row(d, i, tactic) >= 0;
+    for (int k = 0; k < nall; k++)
+        if (strcmp(attn_tactic_str(&list_buf[k], ts, sizeof ts), tactic) == 0)
+            return 1;
+    return 0;
+}
+
+/* The most specific force of pm that is not excluded, of an asked variant
+ * and runs on d (docs/api.md "Pins"). 1 with out filled (the device's own
+ * row of the tactic when it has one), else 0 (read lock held). */
+static int forced_answer(index_state *ix, const ix_device *d, int i, const attn_shape *s,
+                         variant_set vs, const pin_match *pm, index_answer *out)
+{
+    if (pm == NULL || pm->nforce == 0)
+        return 0;
+    int nall = listing(ix, d, s);
+    for (int k = 0;; k++) {
+        const pin *p = pin_match_force(pm, k);
+        if (p == NULL)
+            return 0;
+        if (pin_match_excluded(pm, p->tactic) != NULL ||
+            !variant_set_has_tactic(vs, p->tactic) || !tactic_runs(d, i, p->tactic, nall))
+            continue;
+        int r = tactic_row(d, i, p->tactic);
+        if (r >= 0)
+            out->m = d->shapes[i].m[r];
+        else
+            predicted_row(d, s, p->tactic, NAN, NAN, &out->m);
+        out->source = INDEX_PINNED;
+        out->stale = r >= 0 && strcmp(out->m.stack_id, d->stack.id) != 0;
+        out->pinned = *p;
+        return 1;
+    }
+}
+
 int index_lookup(index_state *ix, const char *device, const attn_shape *s,
                  double max_rel_err, index_answer *out)
 {
     return index_lookup_in(ix, device, s, max_rel_err, 0, out);
+}
+
+/* The sources in order for shape s (key, hash h) on d (read lock held):
+ * pinned, measured, fleet, predicted, default. 0 or ATTUNE_ENOTFOUND. */
+static int answer_from(index_state *ix, ix_device *d, const attn_shape *s, const char *key,
+                       uint64_t h, double mre, variant_set vs, index_answer *out)
+{
+    pin_match match;
+    const pin_match *pm = pin_match_init(&match, ix->pins, ix->npins, &d->info, key) > 0
+                              ? &match
+                              : NULL;
+    out->nexcluded = match.nexclude;
+    int i = find_slot_shape(d, key, h);
+    count_own_rows(d, i, out);
+    if (forced_answer(ix, d, i, s, vs, pm, out) ||
+        measured_answer(ix, d, i, key, mre, vs, pm, out))
+        return 0;
+    if (d->local && fleet_answer(ix, d, key, h, mre, vs, pm, out) == 0)
+        return 0;
+    int nall = listing(ix, d, s);
+    int nlist = filter_listing(nall, vs, pm, &out->listed);
+    if (predicted_answer(ix, d, s, nlist, nall, mre, vs, pm, out) == 0)
+        return 0;
+    return default_answer(d, s, nlist, nall, vs, pm, out);
 }
 
 int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
@@ -787,17 +894,50 @@ int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
     memcpy(out->device_id, d->info.id, sizeof out->device_id);
     out->local = d->local;
     memcpy(out->stack_id, d->stack.id, sizeof out->stack_id);
+    int rc = answer_from(ix, d, s, key, h, max_rel_err, vs, out);
+    pthread_rwlock_unlock(&ix->lock);
+    return rc;
+}
+
+int index_tactic_listed(index_state *ix, const char *device_id, const attn_shape *s,
+                        const char *tactic)
+{
+    pthread_rwlock_rdlock(&ix->lock);
+    ix_device *d = find_device(ix, device_id);
+    int rc = ATTUNE_ENODEV;
+    if (d != NULL) {
+        int nall = listing(ix, d, s);
+        rc = nall == 0 ? ATTUNE_ENOTFOUND : tactic_runs(d, -1, tactic, nall);
+    }
+    pthread_rwlock_unlock(&ix->lock);
+    return rc;
+}
+
+int index_pins_set(index_state *ix, pin *pins, int n)
+{
+    pthread_rwlock_wrlock(&ix->lock);
+    pin *old = ix->pins;
+    ix->pins = n > 0 ? pins : NULL;
+    ix->npins = n > 0 ? n : 0;
+    pthread_rwlock_unlock(&ix->lock);
+    free(old);
+    if (n <= 0)
+        free(pins);
+    return 0;
+}
+
+int index_pins(index_state *ix, pin **out, int *n)
+{
     int rc = 0;
-    if (measured_answer(ix, d, key, h, max_rel_err, vs, out))
-        goto done;
-    if (d->local && fleet_answer(ix, d, key, h, max_rel_err, vs, out) == 0)
-        goto done;
-    int nall = listing(ix, d, s);
-    int nlist = filter_listing(nall, vs, &out->listed);
-    if (predicted_answer(ix, d, s, nlist, nall, max_rel_err, vs, out) == 0)
-        goto done;
-    rc = default_answer(d, s, nlist, nall, vs, out);
-done:
+    pthread_rwlock_rdlock(&ix->lock);
+    *n = ix->npins;
+    *out = NULL;
+    if (ix->npins > 0 && (*out = malloc((size_t)ix->npins * sizeof **out)) == NULL) {
+        rc = ATTUNE_ENOMEM;
+        *n = 0;
+    } else if (ix->npins > 0) {
+        memcpy(*out, ix->pins, (size_t)ix->npins * sizeof **out);
+    }
     pthread_rwlock_unlock(&ix->lock);
     return rc;
 }

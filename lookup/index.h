@@ -31,13 +31,24 @@
  *             fused tactic with pad=8 (INDEX_DEFAULT_TACTIC where the
  *             backend cannot list).
  * A lookup may name the variants its caller can run (index_lookup_in):
- * every source above then answers among those variants only. */
+ * every source above then answers among those variants only.
+ *
+ * Pins (tuner/pin.h, docs/api.md "Pins") come first: the most specific
+ * force that applies to the (device, shape), is not excluded, is of an
+ * asked variant and runs there (the backend lists it; where nothing lists
+ * for the device, a row of it was measured for the shape) answers
+ *   pinned    with the pin, and the device's own measurement of that
+ *             tactic when there is one;
+ * and the exclusions that apply take their tactics out of every source
+ * above (measured and fleet winners are chosen among the other rows, the
+ * model and the default among the other listed tactics). */
 #ifndef ATTUNED_INDEX_H
 #define ATTUNED_INDEX_H
 
 #include <stdint.h>
 
 #include "../db/store.h"
+#include "../tuner/pin.h"
 #include "../tuner/predict.h"
 #include "../tuner/select.h"
 #include "../tuner/variant_set.h"
@@ -53,11 +64,12 @@ typedef enum {
     INDEX_NEAREST = 1,
     INDEX_DEFAULT = 2,
     INDEX_PREDICTED = 3,
-    INDEX_FLEET = 4
+    INDEX_FLEET = 4,
+    INDEX_PINNED = 5
 } index_source;
-#define INDEX_NSOURCES 5
+#define INDEX_NSOURCES 6
 
-/* "measured", "nearest", "default", "predicted", "fleet" */
+/* "measured", "nearest", "default", "predicted", "fleet", "pinned" */
 const char *index_source_name(index_source s);
 
 typedef struct index_state index_state;
@@ -111,6 +123,21 @@ int index_device_find(index_state *ix, const char *spec, index_device_view *out)
  * Set before the index is shared. */
 void index_set_host_specs(index_state *ix, int on);
 
+/* Replace the index's pins by pins[0..n) (taking ownership; NULL, 0:
+ * none), swapped in whole under the write lock. 0. */
+int index_pins_set(index_state *ix, pin *pins, int n);
+
+/* Copy of the pins held; *out malloc'd (NULL when *n == 0). 0 or
+ * ATTUNE_ENOMEM. */
+int index_pins(index_state *ix, pin **out, int *n);
+
+/* Whether device_id's backend lists tactic (canonical text) for shape s:
+ * 1 or 0; ATTUNE_ENOTFOUND when nothing on this host lists for the device
+ * (a GPU of another host), ATTUNE_ENODEV. What a force pin is checked
+ * against when it is written for one shape and one device. */
+int index_tactic_listed(index_state *ix, const char *device_id, const attn_shape *s,
+                        const char *tactic);
+
 /* Copy of every device; *out malloc'd (caller frees). */
 int index_devices(index_state *ix, index_device_view **out, int *n);
 
@@ -141,6 +168,8 @@ typedef struct index_answer {
     variant_set listed;              /* the variants the backend lists for the
                                         shape, when the answer needed its
                                         listing (predicted, default); 0 else */
+    int nexcluded;                   /* exclusion pins applying to the lookup */
+    pin pinned;                      /* pinned: the force that answered */
 } index_answer;
 
 /* Answer a lookup for shape s on the device that device names (any spec
@@ -162,7 +191,8 @@ int index_lookup(index_state *ix, const char *device, const attn_shape *s,
  * ATTUNE_ENOTFOUND when the set leaves no tactic to answer with: the
  * backend lists none of its variants for the shape (out->listed says which
  * it lists), or nothing lists for the device and the set leaves out fused
- * (INDEX_DEFAULT_TACTIC's variant). */
+ * (INDEX_DEFAULT_TACTIC's variant), or exclusion pins (out->nexcluded)
+ * took out every tactic left. */
 int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
                     double max_rel_err, variant_set vs, index_answer *out);
 

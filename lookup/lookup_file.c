@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../common/table_file.h"
+#include "../db/store_pins.h"
 
 /* 1 when the file at path starts with SQLite's header. */
 static int is_sqlite(const char *path)
@@ -65,6 +66,18 @@ static int load_devices(store *st, index_state *ix, const char *path, char *err,
     return rc;
 }
 
+/* The file's pins into ix: they answer in process as in attuned. */
+static int load_pins(store *st, index_state *ix, const char *path, char *err, size_t errlen)
+{
+    pin *p = NULL;
+    int n = 0;
+    int rc = store_pins_list(st, &p, &n);
+    if (rc != 0)
+        return attune_fail(err, errlen, rc, "reading the pins of '%s' failed: %s", path,
+                           attune_strerror(rc));
+    return index_pins_set(ix, p, n); /* takes p */
+}
+
 int lookup_file_open(const char *path, index_state **out, char *err, size_t errlen)
 {
     store *st = NULL;
@@ -82,6 +95,8 @@ int lookup_file_open(const char *path, index_state **out, char *err, size_t errl
     }
     index_set_host_specs(ix, 1);
     rc = load_devices(st, ix, path, err, errlen);
+    if (rc == 0)
+        rc = load_pins(st, ix, path, err, errlen);
     store_close(st);
     if (rc != 0) {
         index_free(ix);

@@ -485,7 +485,7 @@ static void fleet_should_reject_every_bad_fixture_unchanged(void)
         CHECK_MSG(text != NULL, "cannot read %s", bad_tables[i].file);
         if (text == NULL)
             continue;
-        store_import_stats stats = {9, 9, 9, 9};
+        store_import_stats stats = {9, 9, 9, 9, 9};
         err[0] = 0;
         int rc = store_import(st, text, len, &stats, err, sizeof err);
         CHECK_MSG(rc == bad_tables[i].rc, "%s: rc %d (%s), want %d", bad_tables[i].file, rc,

@@ -1374,6 +1374,13 @@ int predict_answer_measured_families_in(const predict_model *pm, const attn_shap
                                         variant_set vs, double max_rel_err,
                                         predict_answer *out)
 {
+    return predict_answer_measured_families_if(pm, s, vs, NULL, NULL, max_rel_err, out);
+}
+
+int predict_answer_measured_families_if(const predict_model *pm, const attn_shape *s,
+                                        variant_set vs, predict_keep_fn keep, void *ctx,
+                                        double max_rel_err, predict_answer *out)
+{
     if (pm == NULL || s == NULL || out == NULL || attn_shape_validate(s, NULL, 0) != 0)
         return ATTUNE_EINVAL;
     neigh nb[K_NEIGH];
@@ -1402,7 +1409,8 @@ int predict_answer_measured_families_in(const predict_model *pm, const attn_shap
                 snprintf(ts, sizeof ts, "%s", pm->fams[r->fam]);
             }
             attn_tactic t;
-            if (attn_tactic_parse(ts, &t, NULL, 0) != 0 || !variant_set_has(vs, t.variant))
+            if (attn_tactic_parse(ts, &t, NULL, 0) != 0 || !variant_set_has(vs, t.variant) ||
+                (keep != NULL && !keep(ctx, attn_tactic_str(&t, ts, sizeof ts))))
                 continue;
             int dup = 0;
             for (int q = 0; q < n && !dup; q++)

@@ -131,6 +131,15 @@ int predict_answer_measured_families_in(const predict_model *pm, const attn_shap
                                         variant_set vs, double max_rel_err,
                                         predict_answer *out);
 
+/* 1 when the candidate tactic (canonical text) may be answered. */
+typedef int (*predict_keep_fn)(void *ctx, const char *tactic);
+
+/* The same among the candidates keep(ctx, tactic) accepts too (keep NULL:
+ * every one): the exclusion pins of a lookup (lookup/index.h). */
+int predict_answer_measured_families_if(const predict_model *pm, const attn_shape *s,
+                                        variant_set vs, predict_keep_fn keep, void *ctx,
+                                        double max_rel_err, predict_answer *out);
+
 /* The family of a tactic: its text without "/splits=N" into buf (at least
  * ATTN_TACTIC_STR_MAX); *splits receives N (0 when absent) and *pad the
  * pad (1 when absent). Works on the text, so tactic keys this build does

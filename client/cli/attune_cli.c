@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "cli_fleet.h"
+#include "cli_pins.h"
 #include "cli_predict.h"
 #include "cli_results.h"
 #include "cli_table.h"
@@ -43,6 +44,11 @@ static const char usage[] =
     "                                        the answer of a running attuned, or of\n"
     "                                        a table file (--url file:PATH)\n"
     "  jobs [--url URL] [ID]                 its tuning jobs (--wait, --cancel)\n"
+    "  pin (--force T | --exclude T) --reason TEXT [--shape KEY|PATTERN]\n"
+    "      [--device ID | --model NAME] [--url URL | --db FILE]\n"
+    "                                        force or exclude tactics in the answers\n"
+    "  unpin [--url URL | --db FILE] ID      remove a pin\n"
+    "  pins [--url URL | --db FILE] [--device ID]  list the pins\n"
     "  fleet push|pull|status --db FILE --fleet URL\n"
     "                                        sync with the fleet server (PostgreSQL)\n"
     "  drift --db FILE --device ID [--model]  what changed between two stacks,\n"
@@ -141,6 +147,8 @@ static const struct command {
     {"tactics", cli_tactics_main},    {"loo", cli_loo_main},
     {"fleet", cli_fleet_main},        {"drift", cli_drift_main},
     {"query", cli_query_main},        {"jobs", cli_jobs_main},
+    {"pin", cli_pin_main},            {"unpin", cli_unpin_main},
+    {"pins", cli_pins_main},
 };
 
 int main(int argc, char **argv)

@@ -73,7 +73,7 @@ static const char jobs_usage[] =
     "--wait a job that ended failed or canceled; 2 usage.\n";
 
 /* The bearer token for mutating routes (see jobs_usage). */
-static int load_token(const char *file, char *tok, size_t len)
+int cli_remote_token(const char *file, char *tok, size_t len)
 {
     const char *env = getenv("ATTUNE_TOKEN");
     if (file == NULL && env != NULL && *env != 0) {
@@ -104,7 +104,7 @@ static int load_token(const char *file, char *tok, size_t len)
 
 /* Append prefix and value percent-encoded (RFC 3986 unreserved kept) to
  * dst; returns the length written. */
-static size_t append_param(char *dst, size_t len, const char *prefix, const char *value)
+size_t cli_remote_param(char *dst, size_t len, const char *prefix, const char *value)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t n = (size_t)snprintf(dst, len, "%s", prefix);
@@ -124,7 +124,7 @@ static size_t append_param(char *dst, size_t len, const char *prefix, const char
 }
 
 /* Print the error of a non-2xx answer. */
-static void print_http_error(const char *what, long status, const char *body)
+void cli_remote_http_error(const char *what, long status, const char *body)
 {
     json_error_t je;
     json_t *o = body != NULL ? json_loads(body, 0, &je) : NULL;
@@ -135,7 +135,7 @@ static void print_http_error(const char *what, long status, const char *body)
 
 /* Say that attuned at c's URL did not answer (why may be NULL), and how to
  * point to it. */
-static void print_unreachable(const char *prefix, const attune_client *c, const char *why)
+void cli_remote_unreachable(const char *prefix, const attune_client *c, const char *why)
 {
     if (strncmp(attune_client_url(c), "file:", 5) == 0) { /* no daemon: a table */
         fprintf(stderr, "%s: %s%s%s\n", prefix, attune_client_url(c),
@@ -148,19 +148,19 @@ static void print_unreachable(const char *prefix, const attune_client *c, const 
 }
 
 /* GET path and parse the JSON answer; NULL (error printed) unless 200. */
-static json_t *get_json(attune_client *c, const char *path, const char *what)
+json_t *cli_remote_get_json(attune_client *c, const char *path, const char *what)
 {
     long status = 0;
     char *body = NULL;
     if (attune_request(c, "GET", path, NULL, &status, &body) != ATTUNE_CLIENT_OK) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "attune: %s", what);
-        print_unreachable(prefix, c, NULL);
+        cli_remote_unreachable(prefix, c, NULL);
         return NULL;
     }
     json_t *o = NULL;
     if (status != 200) {
-        print_http_error(what, status, body);
+        cli_remote_http_error(what, status, body);
     } else {
         json_error_t je;
         o = json_loads(body, 0, &je);
@@ -348,7 +348,7 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
         fprintf(stderr, "attune query: attuned at %s failed: %s\n", attune_client_url(c),
                 a->error);
     else
-        print_unreachable("attune query", c, a->error);
+        cli_remote_unreachable("attune query", c, a->error);
     fprintf(stderr, "attune query: printed the %s answer\n",
             a->tactic[0] ? "default" : "fallback (no tactic)");
     return 1;
@@ -425,7 +425,7 @@ static int wait_job(attune_client *c, long long id, int quiet)
     long long last_done = -1;
     char last_state[16] = "";
     for (;;) {
-        json_t *j = get_json(c, path, "job");
+        json_t *j = cli_remote_get_json(c, path, "job");
         if (j == NULL)
             return 1;
         long long done = json_integer_value(json_object_get(j, "done"));
@@ -453,12 +453,12 @@ static int cancel_job(attune_client *c, long long id, const char *token_file)
     char tok[512], path[64];
     long status = 0;
     char *body = NULL;
-    if (load_token(token_file, tok, sizeof tok) != 0 ||
+    if (cli_remote_token(token_file, tok, sizeof tok) != 0 ||
         attune_client_set_token(c, tok) != ATTUNE_CLIENT_OK)
         return 1;
     snprintf(path, sizeof path, "/v1/jobs/%lld", id);
     if (attune_request(c, "DELETE", path, NULL, &status, &body) != ATTUNE_CLIENT_OK) {
-        print_unreachable("attune jobs", c, NULL);
+        cli_remote_unreachable("attune jobs", c, NULL);
         return 1;
     }
     int rc = 1;
@@ -478,7 +478,7 @@ static int cancel_job(attune_client *c, long long id, const char *token_file)
         json_decref(j);
         rc = 0;
     } else {
-        print_http_error("cancel", status, body);
+        cli_remote_http_error("cancel", status, body);
     }
     attune_free(body);
     return rc;
@@ -495,11 +495,11 @@ static int show_jobs(attune_client *c, long long id, const char *state, const ch
     } else {
         size_t k = (size_t)snprintf(path, sizeof path, "/v1/jobs");
         if (state != NULL)
-            k += append_param(path + k, sizeof path - k, "?state=", state);
+            k += cli_remote_param(path + k, sizeof path - k, "?state=", state);
         if (device != NULL && k < sizeof path)
-            append_param(path + k, sizeof path - k, state ? "&device=" : "?device=", device);
+            cli_remote_param(path + k, sizeof path - k, state ? "&device=" : "?device=", device);
     }
-    json_t *o = get_json(c, path, "jobs");
+    json_t *o = cli_remote_get_json(c, path, "jobs");
     if (o == NULL)
         return 1;
     if (json) {
@@ -576,11 +576,11 @@ static int queue_job(attune_client *c, const char *device, const attn_shape *sha
     if ((text = json_num_dumps(body, JSON_COMPACT)) == NULL)
         goto out;
     if (attune_request(c, "POST", "/v1/tune", text, &status, &resp) != ATTUNE_CLIENT_OK) {
-        print_unreachable("attune tune", c, NULL);
+        cli_remote_unreachable("attune tune", c, NULL);
         goto out;
     }
     if (status != 202) {
-        print_http_error("tune", status, resp);
+        cli_remote_http_error("tune", status, resp);
         goto out;
     }
     json_error_t je;
@@ -605,7 +605,7 @@ int cli_tune_remote(const cli_tune_args *a)
     if (rc != 0)
         goto out;
     rc = 1;
-    if (load_token(a->token_file, tok, sizeof tok) != 0)
+    if (cli_remote_token(a->token_file, tok, sizeof tok) != 0)
         goto out;
     if ((c = attune_client_new(a->url, 30000)) == NULL || attune_client_set_token(c, tok) != 0)
         goto out;

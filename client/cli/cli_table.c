@@ -118,7 +118,8 @@ int cli_import_main(int argc, char **argv)
                 err[0] ? err : attune_strerror(rc));
         return 1;
     }
-    printf("imported %s: %d measurements written, %d skipped (not newer), %d devices, %d stacks\n",
-           pos.v[0], stats.measurements, stats.skipped, stats.devices, stats.stacks);
+    printf("imported %s: %d measurements written, %d skipped (not newer), %d devices, %d stacks, "
+           "%d pins\n", pos.v[0], stats.measurements, stats.skipped, stats.devices, stats.stacks,
+           stats.pins);
     return 0;
 }

@@ -1,0 +1,207 @@
+/* store_pins.c -- pins as rows of the store (store_pins.h). Pins are few
+ * and written rarely: the statements are prepared per call, not cached. */
+#include "store_pins.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+#define PIN_COLS "id, action, tactic, shape, device, model, reason, author, created_at"
+
+/* A prepared statement of sql on st, or the mapped error. */
+static int prepare(store *st, const char *sql, sqlite3_stmt **q)
+{
+    int src = sqlite3_prepare_v2(st->db, sql, -1, q, NULL);
+    return src == SQLITE_OK ? 0 : store_sqlite_err(src);
+}
+
+static int pin_row(sqlite3_stmt *q, void *row)
+{
+    pin *p = row;
+    char action[16];
+    memset(p, 0, sizeof *p);
+    p->id = sqlite3_column_int64(q, 0);
+    store_column_text(q, 1, action, sizeof action);
+    if (pin_action_parse(action, &p->action) != 0)
+        return ATTUNE_EFORMAT;
+    store_column_text(q, 2, p->tactic, sizeof p->tactic);
+    store_column_text(q, 3, p->shape, sizeof p->shape);
+    store_column_text(q, 4, p->device, sizeof p->device);
+    store_column_text(q, 5, p->model, sizeof p->model);
+    store_column_text(q, 6, p->reason, sizeof p->reason);
+    store_column_text(q, 7, p->author, sizeof p->author);
+    p->created_at = sqlite3_column_int64(q, 8);
+    return 0;
+}
+
+/* Rows of sql (PIN_COLS; ?1, ?2 bound to a, b when not NULL). */
+static int pins_query(store *st, const char *sql, const char *a, const char *b, pin **out,
+                      int *n)
+{
+    sqlite3_stmt *q = NULL;
+    void *rows = NULL;
+    *out = NULL;
+    *n = 0;
+    int rc = prepare(st, sql, &q);
+    if (rc == 0 && ((a != NULL && store_bind_text(q, 1, a) != 0) ||
+                    (b != NULL && store_bind_text(q, 2, b) != 0)))
+        rc = ATTUNE_EDB;
+    if (rc == 0 && (rc = store_collect(q, sizeof(pin), pin_row, &rows, n)) == 0)
+        *out = rows;
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int store_pins_list(store *st, pin **out, int *n)
+{
+    return pins_query(st, "SELECT " PIN_COLS " FROM pins ORDER BY id", NULL, NULL, out, n);
+}
+
+int store_pins_for(store *st, const attn_device_info *dev, pin **out, int *n)
+{
+    return pins_query(st,
+                      "SELECT " PIN_COLS " FROM pins WHERE (device = '' OR device = ?1) AND "
+                      "(model = '' OR model = ?2 COLLATE NOCASE) ORDER BY id",
+                      dev->id, dev->name, out, n);
+}
+
+/* Pins stored now into *count. */
+static int pins_count(store *st, int *count)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st, "SELECT count(*) FROM pins", &q);
+    if (rc == 0 && (rc = store_step_row(q)) == 0)
+        *count = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+/* Bind p's identity (action, tactic, shape, device, model) to ?1..?5. */
+static int bind_identity(sqlite3_stmt *q, const pin *p)
+{
+    return store_bind_text(q, 1, pin_action_name(p->action)) ||
+           store_bind_text(q, 2, p->tactic) || store_bind_text(q, 3, p->shape) ||
+           store_bind_text(q, 4, p->device) || store_bind_text(q, 5, p->model);
+}
+
+/* The id of the stored rule equal to p into *id (0 when none). */
+static int pin_find(store *st, const pin *p, int64_t *id)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st,
+                     "SELECT id FROM pins WHERE action = ?1 AND tactic = ?2 AND shape = ?3 "
+                     "AND device = ?4 AND model = ?5",
+                     &q);
+    *id = 0;
+    if (rc == 0 && bind_identity(q, p) != 0)
+        rc = ATTUNE_EDB;
+    if (rc == 0 && (rc = store_step_row(q)) == 0)
+        *id = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return rc == ATTUNE_ENOTFOUND ? 0 : rc;
+}
+
+/* Insert p, or find the equal rule stored (update != 0: take p's reason
+ * and author). p->id set; *inserted 1 when new. Inside a transaction. */
+static int pin_write(store *st, pin *p, int update, int *inserted)
+{
+    sqlite3_stmt *q = NULL;
+    int count = 0, rc = pin_find(st, p, &p->id);
+    *inserted = 0;
+    if (rc != 0 || (p->id != 0 && !update))
+        return rc;
+    if (p->id == 0 && (rc = pins_count(st, &count)) == 0 && count >= PIN_MAX)
+        return ATTUNE_ETOOBIG;
+    if (rc == 0)
+        rc = prepare(st, p->id != 0
+                             ? "UPDATE pins SET reason = ?6, author = ?7 WHERE action = ?1 AND "
+                               "tactic = ?2 AND shape = ?3 AND device = ?4 AND model = ?5"
+                             : "INSERT INTO pins(action, tactic, shape, device, model, reason, "
+                               "author, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                     &q);
+    if (rc == 0 && (bind_identity(q, p) || store_bind_text(q, 6, p->reason) ||
+                    store_bind_text(q, 7, p->author) ||
+                    (p->id == 0 && sqlite3_bind_int64(q, 8, p->created_at))))
+        rc = ATTUNE_EDB;
+    if (rc == 0 && (rc = store_exec(q)) == 0 && p->id == 0) {
+        p->id = sqlite3_last_insert_rowid(st->db);
+        *inserted = 1;
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+typedef struct put_args {
+    pin *p;
+    int added;
+} put_args;
+
+static int put_tx(store *st, void *ctx)
+{
+    put_args *a = ctx;
+    return pin_write(st, a->p, 1, &a->added);
+}
+
+int store_pin_put(store *st, pin *p, int *added, char *err, size_t errlen)
+{
+    int rc = pin_check(p, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (p->created_at == 0)
+        p->created_at = store_now();
+    put_args a = {.p = p};
+    if ((rc = store_tx(st, put_tx, &a)) == ATTUNE_ETOOBIG)
+        return attune_fail(err, errlen, rc, "%d pins are stored already: remove some first",
+                           PIN_MAX);
+    if (rc != 0)
+        return attune_fail(err, errlen, rc, "storing the pin failed: %s", attune_strerror(rc));
+    if (added != NULL)
+        *added = a.added;
+    return 0;
+}
+
+typedef struct delete_args {
+    int64_t id;
+    pin *out;
+} delete_args;
+
+static int delete_tx(store *st, void *ctx)
+{
+    delete_args *a = ctx;
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st, "SELECT " PIN_COLS " FROM pins WHERE id = ?1", &q);
+    if (rc == 0 && sqlite3_bind_int64(q, 1, a->id) != SQLITE_OK)
+        rc = ATTUNE_EDB;
+    if (rc == 0 && (rc = store_step_row(q)) == 0)
+        rc = pin_row(q, a->out);
+    sqlite3_finalize(q);
+    q = NULL;
+    if (rc == 0)
+        rc = prepare(st, "DELETE FROM pins WHERE id = ?1", &q);
+    if (rc == 0)
+        rc = sqlite3_bind_int64(q, 1, a->id) != SQLITE_OK ? ATTUNE_EDB : store_exec(q);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int store_pin_delete(store *st, int64_t id, pin *out)
+{
+    pin tmp;
+    delete_args a = {.id = id, .out = out != NULL ? out : &tmp};
+    return store_tx(st, delete_tx, &a);
+}
+
+int store_pins_merge(store *st, const pin *p, int n, int *added)
+{
+    *added = 0;
+    for (int i = 0; i < n; i++) {
+        pin c = p[i];
+        int inserted = 0;
+        int rc = pin_write(st, &c, 0, &inserted);
+        if (rc != 0)
+            return rc;
+        *added += inserted;
+    }
+    return 0;
+}

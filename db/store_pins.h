@@ -1,0 +1,36 @@
+/* store_pins.h -- pins (tuner/pin.h) as rows of the store: add, remove,
+ * list, and merge from an imported table (schema version 6, docs/schema.md).
+ *
+ * A pin's identity is (action, tactic, shape, device, model, the model in
+ * any case): writing the same rule again keeps its id and creation time
+ * and takes the new reason and author. At most PIN_MAX pins are kept. */
+#ifndef ATTUNE_STORE_PINS_H
+#define ATTUNE_STORE_PINS_H
+
+#include "../tuner/pin.h"
+#include "store.h"
+
+/* Check p (pin_check: normalised in place) and store it in its own
+ * transaction. p->created_at 0 is now. On success p->id is the row's id
+ * and *added (may be NULL) 1 when it is new, 0 when an equal rule was
+ * updated. ATTUNE_EINVAL (err says why), ATTUNE_ETOOBIG (PIN_MAX pins
+ * already), or a store error. */
+int store_pin_put(store *st, pin *p, int *added, char *err, size_t errlen);
+
+/* Remove pin id; *out (may be NULL) receives it as it was. 0 or
+ * ATTUNE_ENOTFOUND. */
+int store_pin_delete(store *st, int64_t id, pin *out);
+
+/* Every pin, oldest first; *out malloc'd (NULL when *n == 0). */
+int store_pins_list(store *st, pin **out, int *n);
+
+/* The pins that can apply to device dev (its id, its model's name, or
+ * every device): what its exported table carries. As store_pins_list. */
+int store_pins_for(store *st, const attn_device_info *dev, pin **out, int *n);
+
+/* Inside a transaction (store_import's): insert each of p[0..n) (checked
+ * already) that the store does not hold; an equal rule is left as stored.
+ * *added counts the new ones. ATTUNE_ETOOBIG past PIN_MAX. */
+int store_pins_merge(store *st, const pin *p, int n, int *added);
+
+#endif
