@@ -62,6 +62,7 @@ typedef struct attuned_config {
     int miss_budget_s;          /* --miss-budget-s: a miss tune's whole budget */
     int miss_quota;             /* --miss-quota: miss shapes per device and day */
     int job_budget_s;           /* --job-budget-s: an explicit job's shape without force */
+    int miss_retain_s;          /* --miss-retain-s: retention of miss-tuned shapes */
     const char *fleet_url;      /* --fleet: fleet server (NULL: no sync) */
     int fleet_period_s;         /* seconds between fleet syncs */
     int fleet_batch;            /* rows per fleet push transaction */

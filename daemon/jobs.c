@@ -47,15 +47,22 @@ int jobs_new(const jobs_config *cfg, jobs **out)
         d->tokens = JOBS_MISS_BURST;
         d->tokens_at = mono_s();
         d->miss_day = (int64_t)time(NULL) / 86400;
-        if ((d->q = malloc((size_t)d->qcap * sizeof *d->q)) == NULL)
+        if ((d->q = malloc((size_t)d->qcap * sizeof *d->q)) == NULL ||
+            (d->kept = calloc(JOBS_RETAIN_SLOTS, sizeof *d->kept)) == NULL)
             goto fail;
-        pthread_cond_init(&d->cv, NULL);
+        pthread_condattr_t ca; /* timed waits (the retention sweep) on CLOCK_MONOTONIC */
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&d->cv, &ca);
+        pthread_condattr_destroy(&ca);
     }
     *out = j;
     return 0;
 fail:
-    for (int i = 0; i < j->ndevs; i++)
+    for (int i = 0; i < j->ndevs; i++) {
         free(j->devs[i].q);
+        free(j->devs[i].kept);
+    }
     free(j->devs);
     free(j->db_path);
     pthread_mutex_destroy(&j->mu);
@@ -140,6 +147,19 @@ static void view_from_row(jobs_view *v, const store_job *row)
  * again: an explicit one in the job queue, a miss tune in the miss queue
  * (its shape read back; a full queue fails it, the next miss queues it
  * again). 0 or an error of the store or the queue. */
+/* At load: a done miss job's shape goes under retention, last asked at
+ * the job's updated_at. */
+static void retain_loaded(jobs *j, store *st, const jobs_view *v)
+{
+    jdev *d = jobs_find_dev(j, v->device_id);
+    store_job job;
+    if (d == NULL || store_job_get(st, v->id, &job) != 0)
+        return;
+    if (job.total >= 1)
+        jobs_retain_add(d, &job.shapes[0], v->id, v->updated_at);
+    store_job_free(&job);
+}
+
 static int requeue(jdev *d, store *st, jobs_view *v)
 {
     if (v->kind != STORE_JOB_MISS)
@@ -183,6 +203,8 @@ int jobs_load(jobs *j, store *st, int *requeued)
             }
         }
         jobs_miss_count(j, &v);
+        if (v.kind == STORE_JOB_MISS && v.state == STORE_JOB_DONE)
+            retain_loaded(j, st, &v);
         if (rc == 0)
             rc = jobs_add_job(j, &v);
     }
@@ -334,6 +356,27 @@ static void run_job(jdev *d, store *st, int64_t id)
     store_job_free(&job);
 }
 
+/* j->mu held, the device idle: wait for work until the next retention
+ * sweep is due, then run it (the lock dropped meanwhile). 1 when a sweep
+ * ran, so the caller looks at the queues again; 0 after a wake-up. */
+static int idle_sweep(jdev *d, store *st)
+{
+    double period = jobs_retain_s(d->j) / 4;
+    period = period < JOBS_RETAIN_PERIOD_S ? (period < 1 ? 1 : period) : JOBS_RETAIN_PERIOD_S;
+    if (attn_mono_s() < d->next_sweep) {
+        struct timespec ts;
+        ts.tv_sec = (time_t)d->next_sweep;
+        ts.tv_nsec = (long)((d->next_sweep - (double)ts.tv_sec) * 1e9);
+        pthread_cond_timedwait(&d->cv, &d->j->mu, &ts);
+        return 0;
+    }
+    d->next_sweep = attn_mono_s() + period;
+    pthread_mutex_unlock(&d->j->mu);
+    jobs_retain_sweep(d, st);
+    pthread_mutex_lock(&d->j->mu);
+    return 1;
+}
+
 static void *device_main(void *arg)
 {
     jdev *d = arg;
@@ -355,8 +398,8 @@ static void *device_main(void *arg)
     }
     pthread_mutex_lock(&j->mu);
     for (;;) {
-        while (!j->stopping && d->qlen == 0 && d->mlen == 0)
-            pthread_cond_wait(&d->cv, &j->mu);
+        while (!j->stopping && d->qlen == 0 && d->mlen == 0 && !idle_sweep(d, st))
+            continue;
         if (j->stopping)
             break;
         if (d->qlen == 0) {
@@ -555,9 +598,25 @@ int jobs_queue_depths(jobs *j, metrics_queue *out, int max)
         out[i].miss_quota = j->cfg.miss_quota > 0 ? j->cfg.miss_quota : JOBS_MISS_QUOTA;
         out[i].refused_budget = j->devs[i].refused_budget;
         out[i].refused_quota = j->devs[i].refused_quota;
+        out[i].miss_kept = atomic_load(&j->devs[i].nkept);
+        out[i].miss_expired = j->devs[i].expired;
     }
     pthread_mutex_unlock(&j->mu);
     return n;
+}
+
+void jobs_forgotten(jdev *d, int64_t id)
+{
+    jobs *j = d->j;
+    pthread_mutex_lock(&j->mu);
+    jobs_view *v = jobs_find_job(j, id);
+    if (v != NULL) {
+        int at = (int)(v - j->tab);
+        memmove(v, v + 1, (size_t)(j->ntab - at - 1) * sizeof *v);
+        j->ntab--;
+    }
+    d->expired++;
+    pthread_mutex_unlock(&j->mu);
 }
 
 void jobs_stop(jobs *j)
@@ -584,6 +643,7 @@ void jobs_free(jobs *j)
         return;
     for (int i = 0; i < j->ndevs; i++) {
         free(j->devs[i].q);
+        free(j->devs[i].kept);
         pthread_cond_destroy(&j->devs[i].cv);
     }
     free(j->devs);

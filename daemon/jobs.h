@@ -43,6 +43,8 @@ typedef struct jobs_config {
                                      deadline; <= 0: JOBS_MISS_BUDGET_S */
     int miss_quota;               /* shapes tuned on miss per device and UTC day;
                                      <= 0: JOBS_MISS_QUOTA */
+    double miss_retain_s;         /* a shape tuned on miss that no lookup asked for
+                                     this long is forgotten; <= 0: JOBS_MISS_RETAIN_S */
 } jobs_config;
 
 typedef struct jobs_view {
@@ -127,6 +129,15 @@ int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
 #define JOBS_MISS_QUICK_BUDGET_MS 30.0 /* per tactic of the quick pass */
 #define JOBS_MISS_BUDGET_S 60.0
 #define JOBS_MISS_QUOTA 200
+/* Retention: a shape a miss job completed, not asked for again (answered
+ * `measured`) within JOBS_MISS_RETAIN_S, has its rows on the device and its
+ * miss jobs deleted, unless an explicit job tuned it too. Checked every
+ * JOBS_RETAIN_PERIOD_S (a quarter of the retention when that is shorter)
+ * by the idle device thread; JOBS_RETAIN_SLOTS shapes tracked per device
+ * (200 a day for 30 days fit; beyond, a shape is kept for good). */
+#define JOBS_MISS_RETAIN_S (30.0 * 86400)
+#define JOBS_RETAIN_PERIOD_S 3600.0
+#define JOBS_RETAIN_SLOTS 8192
 
 enum { JOBS_MISS_NONE = 0, JOBS_MISS_QUEUED = 1, JOBS_MISS_RUNNING = 2, JOBS_MISS_REFUSED = 3 };
 
@@ -138,6 +149,11 @@ enum { JOBS_MISS_NONE = 0, JOBS_MISS_QUEUED = 1, JOBS_MISS_RUNNING = 2, JOBS_MIS
  * queue full, over the rate, stopping). Never blocks on I/O. */
 int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *key, char *why,
               size_t whylen);
+
+/* A lookup answered `measured` for shape key on local device device_id:
+ * if tune on miss completed that shape, it was asked for again (retention).
+ * Lock-free: atomics only. */
+void jobs_asked(jobs *j, const char *device_id, const char *key);
 
 /* 1 when any job (any state) exists for device_id. */
 int jobs_any_for_device(jobs *j, const char *device_id);

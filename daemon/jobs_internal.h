@@ -16,6 +16,16 @@ typedef struct miss_entry {
     int full;                /* 1: its quick pass is done (only the full pass left) */
 } miss_entry;
 
+/* A shape a miss job completed, for retention (jobs_retain.c). Lookups
+ * read h and store asked; the device thread owns the rest. */
+typedef struct retain_slot {
+    _Atomic uint64_t h;      /* hash of its key; 0 empty, 1 a tombstone */
+    _Atomic int64_t asked;   /* unix s: the tune's end, then the last lookup */
+    int64_t saved;           /* asked as last written to the job row */
+    int64_t job;             /* the miss job that completed it */
+    attn_shape s;
+} retain_slot;
+
 typedef struct jdev {
     jobs *j;
     attn_device dev;
@@ -33,6 +43,10 @@ typedef struct jdev {
     int64_t miss_day;        /* UTC day (time / 86400) miss_today counts */
     int miss_today;          /* shapes admitted for tune on miss that day */
     int64_t refused_budget, refused_quota; /* lookups refused, since start */
+    retain_slot *kept;       /* JOBS_RETAIN_SLOTS: shapes tuned on miss */
+    atomic_int nkept;        /* live slots */
+    int64_t expired;         /* shapes forgotten since start (j->mu) */
+    double next_sweep;       /* attn_mono_s() of the next retention sweep */
     int user_cancel;         /* the cancel came from DELETE, not shutdown */
     int64_t running;         /* job id, 0 when idle */
 } jdev;
@@ -69,6 +83,21 @@ void jobs_set_state(jdev *d, store *st, int64_t id, store_job_state state, int d
 void jobs_run_opts(jdev *d, tuner_opts *o);
 /* tuner_opts.progress of a job: its view follows each tactic. */
 int jobs_on_progress(void *ctx, const tuner_progress *p);
+
+/* j->mu not held: job id's view dropped (its shape was forgotten), counted
+ * in d->expired. */
+void jobs_forgotten(jdev *d, int64_t id);
+
+/* ---- jobs_retain.c */
+
+/* The retention (jobs_config.miss_retain_s or its default), seconds. */
+double jobs_retain_s(const jobs *j);
+/* Device thread or load: track shape s, completed by miss job job, last
+ * asked at asked (unix s). */
+void jobs_retain_add(jdev *d, const attn_shape *s, int64_t job, int64_t asked);
+/* Device thread, no lock: forget what nobody asked for within the
+ * retention; save the last-asked times of the others. */
+void jobs_retain_sweep(jdev *d, store *st);
 
 /* ---- jobs_miss.c, called by jobs.c */
 

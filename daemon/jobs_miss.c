@@ -291,7 +291,10 @@ static void miss_settle(jdev *d, store *st, const miss_entry *e, const miss_ctx 
         snprintf(err, sizeof err, "%s", attune_strerror(rc));
     if (final == STORE_JOB_FAILED && err[0] == 0)
         snprintf(err, sizeof err, "gave way with the miss queue full: the next miss resumes it");
-    jobs_set_state(d, st, e->job, final, final == STORE_JOB_DONE, final == STORE_JOB_FAILED ? err : NULL);
+    jobs_set_state(d, st, e->job, final, final == STORE_JOB_DONE,
+                   final == STORE_JOB_FAILED ? err : NULL);
+    if (final == STORE_JOB_DONE) /* under retention from now */
+        jobs_retain_add(d, &e->s, e->job, (int64_t)time(NULL));
     log_event(LOGL_INFO, "miss_tune_end", "job=%lld device=%s shape=%s state=%s rc=\"%s\"",
               (long long)e->job, d->dev.info.id, key, store_job_state_name(final),
               rc ? attune_strerror(rc) : "ok");

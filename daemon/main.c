@@ -59,6 +59,8 @@ static const char usage_text[] =
     "  --miss-budget-s S    tune on miss only shapes whose whole tune is predicted\n"
     "                       within S seconds, and stop one at S (default 60)\n"
     "  --miss-quota N       shapes tuned on miss per device and UTC day (default 200)\n"
+    "  --miss-retain-s S    forget a shape tuned on miss that no lookup asked for\n"
+    "                       within S seconds (default 2592000: 30 days)\n"
     "  --job-budget-s S     POST /v1/tune refuses a shape predicted over S seconds\n"
     "                       unless the job says \"force\": true (default 3600)\n"
     "  --fleet URL          sync with a fleet server (PostgreSQL URI or conninfo,\n"
@@ -86,7 +88,7 @@ enum {
     OPT_PORT = 256, OPT_BIND, OPT_DB, OPT_TOKEN, OPT_NOGRID, OPT_GRID, OPT_GRID_GPU,
     OPT_ALLOW, OPT_THREADS, OPT_MAXCONN, OPT_TIMEOUT, OPT_PERIP, OPT_REQTIMEOUT, OPT_BUDGET,
     OPT_LOG, OPT_VERBOSE, OPT_VERSION, OPT_HELP, OPT_FLEET, OPT_FLEET_PERIOD, OPT_FLEET_BATCH,
-    OPT_FLEET_PAUSE, OPT_NOMISS, OPT_MISS_BUDGET, OPT_MISS_QUOTA, OPT_JOB_BUDGET
+    OPT_FLEET_PAUSE, OPT_NOMISS, OPT_MISS_BUDGET, OPT_MISS_QUOTA, OPT_JOB_BUDGET, OPT_MISS_RETAIN
 };
 
 /* Parse a decimal int in [min, max] that fills the whole string. */
@@ -107,6 +109,8 @@ static const char *tuning_opt(int ch, const char *arg, attuned_config *c)
     switch (ch) {
     case OPT_MISS_BUDGET: return parse_int(arg, 1, 86400, &c->miss_budget_s) ? "--miss-budget-s" : NULL;
     case OPT_MISS_QUOTA: return parse_int(arg, 1, 1000000, &c->miss_quota) ? "--miss-quota" : NULL;
+    case OPT_MISS_RETAIN:
+        return parse_int(arg, 1, 86400 * 3650, &c->miss_retain_s) ? "--miss-retain-s" : NULL;
     default: return parse_int(arg, 1, 86400 * 30, &c->job_budget_s) ? "--job-budget-s" : NULL;
     }
 }
@@ -140,6 +144,7 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         {"miss-budget-s", required_argument, NULL, OPT_MISS_BUDGET},
         {"miss-quota", required_argument, NULL, OPT_MISS_QUOTA},
         {"job-budget-s", required_argument, NULL, OPT_JOB_BUDGET},
+        {"miss-retain-s", required_argument, NULL, OPT_MISS_RETAIN},
         {"default-grid", required_argument, NULL, OPT_GRID},
         {"default-grid-gpu", required_argument, NULL, OPT_GRID_GPU},
         {"allow-host", required_argument, NULL, OPT_ALLOW},
@@ -170,7 +175,7 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         case OPT_TOKEN: c->token_file = optarg; break;
         case OPT_NOGRID: c->no_default_grid = 1; break;
         case OPT_NOMISS: c->no_tune_on_miss = 1; break;
-        case OPT_MISS_BUDGET: case OPT_MISS_QUOTA: case OPT_JOB_BUDGET:
+        case OPT_MISS_BUDGET: case OPT_MISS_QUOTA: case OPT_JOB_BUDGET: case OPT_MISS_RETAIN:
             bad = tuning_opt(ch, optarg, c); break;
         case OPT_GRID: c->default_grid = optarg; break;
         case OPT_GRID_GPU: c->default_grid_gpu = optarg; break;
@@ -390,7 +395,8 @@ static int start_index_and_jobs(attuned *d, store *st)
                       .committed = sync_row, .committed_ctx = d->ix,
                       .budget_ms = d->cfg.tune_budget_ms,
                       .no_tune_on_miss = d->cfg.no_tune_on_miss,
-                      .miss_budget_s = d->cfg.miss_budget_s, .miss_quota = d->cfg.miss_quota};
+                      .miss_budget_s = d->cfg.miss_budget_s, .miss_quota = d->cfg.miss_quota,
+                      .miss_retain_s = d->cfg.miss_retain_s};
     if ((rc = jobs_new(&jc, &d->jobs)) != 0)
         return rc;
     int requeued = 0;

@@ -202,6 +202,23 @@ static void render_miss_quota(FILE *f, const metrics_snapshot *snap)
         fprintf(f, "attune_miss_refused_total{device=\"%s\",reason=\"quota\"} %lld\n", dev,
                 (long long)snap->queues[i].refused_quota);
     }
+    fprintf(f, "# HELP attune_miss_retained Shapes tuned on miss under retention: forgotten "
+               "when no lookup asks for them within --miss-retain-s.\n"
+               "# TYPE attune_miss_retained gauge\n");
+    for (int i = 0; i < snap->nqueues; i++) {
+        char dev[2 * sizeof snap->queues[i].device];
+        label_escape(snap->queues[i].device, dev, sizeof dev);
+        fprintf(f, "attune_miss_retained{device=\"%s\"} %d\n", dev, snap->queues[i].miss_kept);
+    }
+    fprintf(f, "# HELP attune_miss_forgotten_total Shapes tuned on miss whose rows were "
+               "deleted for want of a lookup, since start.\n"
+               "# TYPE attune_miss_forgotten_total counter\n");
+    for (int i = 0; i < snap->nqueues; i++) {
+        char dev[2 * sizeof snap->queues[i].device];
+        label_escape(snap->queues[i].device, dev, sizeof dev);
+        fprintf(f, "attune_miss_forgotten_total{device=\"%s\"} %lld\n", dev,
+                (long long)snap->queues[i].miss_expired);
+    }
 }
 
 /* The daemon's state: reload failures, queues, jobs, rows, devices, the

@@ -47,6 +47,8 @@ typedef struct metrics_queue {
     int miss_today;   /* shapes admitted for tune on miss this UTC day */
     int miss_quota;   /* the daily quota */
     int64_t refused_budget, refused_quota; /* lookups refused tuning, since start */
+    int miss_kept;    /* shapes tuned on miss, under retention */
+    int64_t miss_expired; /* of those, forgotten since start */
 } metrics_queue;
 
 /* State the metrics module cannot see itself, filled by the caller at

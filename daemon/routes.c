@@ -222,6 +222,8 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
     int tuning = ans.source != INDEX_MEASURED && ans.local
                      ? jobs_miss(r->d->jobs, ans.device_id, &s, ans.key, why, sizeof why)
                      : JOBS_MISS_NONE;
+    if (ans.source == INDEX_MEASURED && ans.local)
+        jobs_asked(r->d->jobs, ans.device_id, ans.key); /* retention of miss-tuned shapes */
     size_t len = 0;
     char *text = answer_json(&ans, mre, vs,
                              tuning == JOBS_MISS_QUEUED    ? "queued"

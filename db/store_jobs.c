@@ -244,3 +244,61 @@ int store_jobs_list(store *st, int state, store_job **out, int *n)
     store_stmt_done(q);
     return rc;
 }
+
+/* ---- retention of tune on miss */
+
+typedef struct forget_args {
+    const char *device_id;
+    const char *key;
+    int64_t rows;  /* out */
+} forget_args;
+
+/* Run sql (parameters ?1 device id, ?2 shape key) on st; *changes: rows
+ * it changed. 0 or ATTUNE_EDB. Rarely run: prepared each time. */
+static int forget_step(store *st, const forget_args *a, const char *sql, int64_t *changes)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) == SQLITE_OK &&
+                     sqlite3_bind_text(q, 1, a->device_id, -1, SQLITE_STATIC) == SQLITE_OK &&
+                     sqlite3_bind_text(q, 2, a->key, -1, SQLITE_STATIC) == SQLITE_OK
+                 ? sqlite3_step(q)
+                 : SQLITE_ERROR;
+    if (changes != NULL)
+        *changes = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : sqlite3_changes(st->db);
+    sqlite3_finalize(q);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : ATTUNE_EDB;
+}
+
+#define FORGET_SHAPE "(SELECT id FROM shapes WHERE key = ?2)"
+#define FORGET_JOBS(kind)                                                              \
+    "SELECT j.id FROM jobs j JOIN job_shapes js ON js.job_id = j.id WHERE j.device_id = ?1 " \
+    "AND j.kind = '" kind "' AND js.shape_id = " FORGET_SHAPE
+
+/* store_forget_miss_shape's transaction: refused when an explicit job
+ * holds the shape; else its measurements, then its miss jobs. */
+static int forget_tx(store *st, void *ctx)
+{
+    forget_args *a = ctx;
+    int64_t explicit_jobs = 0, n = 0;
+    int rc = forget_step(st, a, "SELECT count(*) FROM (" FORGET_JOBS("tune") ")", &explicit_jobs);
+    if (rc == 0 && explicit_jobs > 0)
+        return ATTUNE_EEXIST;
+    if (rc == 0)
+        rc = forget_step(st, a, "DELETE FROM measurements WHERE device_id = ?1 AND shape_id = "
+                         FORGET_SHAPE, &a->rows);
+    if (rc == 0)
+        rc = forget_step(st, a, "DELETE FROM jobs WHERE id IN (" FORGET_JOBS("miss") ")", &n);
+    return rc;
+}
+
+int store_forget_miss_shape(store *st, const char *device_id, const attn_shape *s,
+                            int64_t *rows)
+{
+    char key[ATTN_SHAPE_KEY_MAX];
+    if (st == NULL || device_id == NULL || s == NULL || rows == NULL)
+        return ATTUNE_EINVAL;
+    forget_args a = {device_id, attn_shape_key(s, key, sizeof key), 0};
+    int rc = store_tx(st, forget_tx, &a);
+    *rows = a.rows;
+    return rc;
+}

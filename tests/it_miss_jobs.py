@@ -15,6 +15,8 @@
   resumes and completes, and the shape answers `measured` only then.
 - Quota: a flood of distinct misses admits --miss-quota shapes; the rest
   are refused with the reason; /metrics shows the quota and its use.
+- Retention: of two shapes tuned on miss, the one no lookup asks for again
+  within --miss-retain-s is forgotten (rows and job), the other kept.
 
 Environment: ATTUNED_BIN (required, else skip: 77), ATTUNE_BIN.
 """
@@ -240,16 +242,44 @@ def test_quota(binary, work):
         d.stop()
 
 
+def test_retention(binary, work):
+    d = daemonlib.Daemon(binary, work, ["--miss-retain-s", "3"])
+    try:
+        a, b = key_of(1, 2, 1, 8, 16, 16), key_of(1, 2, 1, 12, 16, 16)
+        for k in (a, b):
+            d.get(q(k))
+        check(wait_for(lambda: all(d.get(q(k))[1]["source"] == "measured" for k in (a, b)),
+                       30, 0.1) is not None, "two shapes tuned on miss")
+
+        def forgotten():
+            d.get(q(a))  # asked again: kept
+            return stored(d, b) == 0
+        t0 = time.time()
+        gone = wait_for(forgotten, 20, 0.3)
+        check(gone is not None and stored(d, a) > 0,
+              "the shape nobody asked again is forgotten after %.1f s, the other kept (%d rows)"
+              % (time.time() - t0, stored(d, a)))
+        text = d.request("GET", "/metrics")[1].decode()
+        check('attune_miss_forgotten_total{device="' in text and "} 1\n" in text and
+              "attune_miss_retained{device=" in text,
+              "/metrics counts it")
+        kinds = [j["kind"] for j in d.get("/v1/jobs")[1]["jobs"]]
+        check(kinds.count("miss") == 1, "its miss job is gone (%s)" % kinds)
+    finally:
+        d.stop()
+
+
 def main():
     binary = os.environ.get("ATTUNED_BIN")
     if not binary or not os.path.exists(binary) or not os.environ.get("ATTUNE_BIN"):
         print("skip: ATTUNED_BIN / ATTUNE_BIN not set")
         return SKIP
-    works = [tempfile.mkdtemp(prefix="attune-it-missjobs-") for _ in range(3)]
+    works = [tempfile.mkdtemp(prefix="attune-it-missjobs-") for _ in range(4)]
     t0 = time.time()
     test_admission(binary, works[0])
     test_miss_jobs(binary, works[1])
     test_quota(binary, works[2])
+    test_retention(binary, works[3])
     print("%.1f s" % (time.time() - t0))
     if not failures:
         for w in works:

@@ -176,7 +176,11 @@ function renderJobs() {
     const dev = state.devices.find((d) => d.id === j.device);
     h += '<tr class="job ' + esc(j.state) + '" data-job="' + esc(j.id) + '" data-state="' +
       esc(j.state) + '" data-done="' + esc(j.done) + '" data-total="' + esc(j.total) +
-      '" data-progress="' + frac.toFixed(4) + '"><td>' + esc(j.id) + '</td><td>' +
+      '" data-progress="' + frac.toFixed(4) + '" data-kind="' + esc(j.kind || 'tune') +
+      '"><td>' + esc(j.id) +
+      /* tune on miss (issue 28 item 2): a lookup's shape, not a submitted job */
+      (j.kind === 'miss' ? ' <span class="kind" title="tuned because a lookup missed it">miss' +
+        '</span>' : '') + '</td><td>' +
       esc(dev ? dev.name : j.device) + '</td><td>' + esc(j.state) +
       (j.cancel_requested ? ' (cancel requested)' : '') + (j.error ? ': ' + esc(j.error) : '') +
       '</td><td><div class="bar"><div data-frac="' + frac.toFixed(4) +
