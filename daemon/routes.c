@@ -82,7 +82,7 @@ static const char *const shape_args[] = {"device", "shape", "b", "hq", "hkv", "s
                                          "variants", NULL};
 static const char *const results_args[] = {"device", "shape", "b", "hq", "hkv", "sq",
                                            "skv", "d", "dtype", "causal", NULL};
-static const char *const jobs_args[] = {"state", "device", "limit", NULL};
+static const char *const jobs_args[] = {"state", "device", "limit", "kind", NULL};
 
 static const route routes[] = {
     {"GET", "/v1/health", 0, 0, 0, no_args, h_health, "/v1/health"},
@@ -358,6 +358,9 @@ static enum MHD_Result h_jobs_list(req *r, const char *url, const http_args *a)
             return http_fail(r, ATTUNE_EINVAL, "unknown state '%.32s' (queued, running, done, "
                                    "failed, canceled)", sv);
     }
+    const char *kv = http_arg(a, "kind"); /* tune or miss (issue 28 item 2) */
+    if (kv != NULL && strcmp(kv, "tune") != 0 && strcmp(kv, "miss") != 0)
+        return http_fail(r, ATTUNE_EINVAL, "unknown kind '%.32s' (tune, miss)", kv);
     index_device_view dev;
     enum MHD_Result ret;
     const char *dv = http_arg(a, "device"); /* optional here */
@@ -372,6 +375,7 @@ static enum MHD_Result h_jobs_list(req *r, const char *url, const http_args *a)
     /* newest first, up to limit */
     for (int i = n - 1; i >= 0 && arr != NULL && shown < limit; i--) {
         if ((state >= 0 && (int)v[i].state != state) ||
+            (kv != NULL && strcmp(store_job_kind_name(v[i].kind), kv) != 0) ||
             (dv != NULL && strcmp(v[i].device_id, dev.info.id) != 0))
             continue;
         list_add(&arr, job_json(&v[i]));
@@ -468,9 +472,11 @@ static json_t *body_object(req *r, enum MHD_Result *ret)
 }
 
 /* Admission of an explicit job (issue 29 item 1): 1 with the 400 queued
- * when a shape's whole tune is predicted over --job-budget-s (the job may
- * say "force": true), else 0. */
-static int tune_over_budget(req *r, const attn_device_info *dev, enum MHD_Result *ret)
+ * when a shape's whole tune is predicted over --job-budget-s, else 0; a
+ * job that says "force": true (force) is let through with a warning
+ * logged per such shape. */
+static int tune_over_budget(req *r, const attn_device_info *dev, int force,
+                            enum MHD_Result *ret)
 {
     double budget = r->d->cfg.job_budget_s > 0 ? r->d->cfg.job_budget_s : 3600;
     for (int i = 0; i < r->nshapes; i++) {
@@ -480,8 +486,10 @@ static int tune_over_budget(req *r, const attn_device_info *dev, enum MHD_Result
             admit_fits(&c, budget))
             continue;
         attn_shape_key(&r->shapes[i], key, sizeof key);
-        log_event(LOGL_WARN, "tune_over_budget", "device=%s shape=%s cost_s=%.0f", dev->id,
-                  key, c.seconds);
+        log_event(LOGL_WARN, "tune_over_budget", "device=%s shape=%s cost_s=%.0f forced=%d",
+                  dev->id, key, c.seconds, force);
+        if (force)
+            continue;
         *ret = http_fail(r, ATTUNE_ERANGE, "shapes[%d] %s: %s; to tune it all the same, "
                          "send \"force\": true (attune tune --force-long)", i, key,
                          admit_describe(&c, budget, why, sizeof why));
@@ -560,7 +568,7 @@ static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
         }
     }
     r->nshapes = (int)ns;
-    if (!json_is_true(jf) && tune_over_budget(r, &dev.info, &ret))
+    if (tune_over_budget(r, &dev.info, json_is_true(jf), &ret))
         goto out;
     int rc = jobs_check_room(r->d->jobs, dev.info.id);
     if (rc != 0) {

@@ -238,6 +238,12 @@ def test_quota(binary, work):
         jobs = misses()
         check(len(jobs) == 4 and all(j["state"] == "done" for j in jobs),
               "4 miss jobs, all done (%s)" % [j["state"] for j in jobs])
+        keys = [key_of(1, 2, 1, 8 + i, 16, 16) for i in range(12)]
+        rows = sum(stored(d, k) for k in keys)
+        check(rows <= 4 * max(listed(k) for k in keys[:4]),
+              "the database holds the 4 admitted shapes' rows only (%d)" % rows)
+        st, only = d.get("/v1/jobs?kind=miss")
+        check(st == 200 and len(only["jobs"]) == 4, "GET /v1/jobs?kind=miss lists them")
     finally:
         d.stop()
 
