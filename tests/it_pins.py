@@ -207,6 +207,9 @@ def main():
         check(a["source"] == "measured" and c["source"] == "fleet", "A measured, C from the fleet")
         st, devs = d.get("/v1/devices")
         cpu_name = [x["name"] for x in devs["devices"] if x["id"] == a["device"]][0]
+        st, page = d.request("GET", "/")
+        st2, js = d.request("GET", "/ui/app.js")
+        check(b'id="pins"' in page and b"/v1/pins" in js, "the page has a pins section")
         check_force(d, env, work, a["tactic"])
         check_exclusions(d, env, a["tactic"], c["tactic"], cpu_name)
         check_refusals(d, env)

@@ -1,7 +1,7 @@
 /* app.js -- the attune dashboard: reads the API of the attuned that served
  * it (GET only) and draws plain SVG. No library, no build step.
  *
- * Polls /v1/jobs every second, and /v1/devices + /v1/winners when a job's
+ * Polls /v1/jobs every second, and /v1/devices + /v1/pins + /v1/winners when a job's
  * progress moves (each tactic) or else every five seconds, so winners show
  * within a second of being measured. Everything drawn carries data-* attributes
  * with the values it shows: the browser test reads them back. */
@@ -15,6 +15,7 @@ const VARIANT_COLORS = {
 const state = {
   devices: [], device: null, winners: null, winnersText: '', variantsOff: new Set(), jobs: [], jobsText: '',
   shape: null, results: null, resultsKey: '', progress: {}, ticks: 0, lastDone: '',
+  pins: [],
 };
 
 /* ---- small helpers */
@@ -195,6 +196,42 @@ function renderJobs() {
   for (const b of el.querySelectorAll('.bar div')) {
     b.style.width = (100 * Number(b.dataset.frac)).toFixed(1) + '%';
   }
+}
+
+/* ---- pins: force / exclude rules (issue 28 item 1) */
+
+function pinWhere(p) {
+  if (p.device) {
+    const dev = state.devices.find((d) => d.id === p.device);
+    return dev ? dev.name + ' (' + p.device + ')' : p.device;
+  }
+  return p.model ? 'every ' + p.model : 'every device';
+}
+
+function renderPins() {
+  const el = document.getElementById('pins');
+  if (state.pins.length === 0) {
+    el.innerHTML = '<p class="empty">No pins: every answer comes from the measurements.</p>';
+    return;
+  }
+  let h = '<table><thead><tr><th>pin</th><th>action</th><th>tactic</th><th>shape</th>' +
+    '<th>where</th><th>reason</th><th>author</th><th>since</th></tr></thead><tbody>';
+  for (const p of state.pins) {
+    h += '<tr class="pin ' + esc(p.action) + '" data-pin="' + esc(p.id) + '" data-action="' +
+      esc(p.action) + '" data-tactic="' + esc(p.tactic) + '" data-shape="' + esc(p.shape) +
+      '"><td>' + esc(p.id) + '</td><td>' + esc(p.action) + '</td><td class="mono">' +
+      esc(p.tactic) + (p.action === 'exclude' ? ' (and under it)' : '') +
+      '</td><td class="mono">' + esc(p.shape || 'every shape') + '</td><td>' +
+      esc(pinWhere(p)) + '</td><td>' + esc(p.reason) + '</td><td>' + esc(p.author) +
+      '</td><td>' + esc(new Date(p.created_at * 1000).toLocaleString()) + '</td></tr>';
+  }
+  el.innerHTML = h + '</tbody></table>';
+}
+
+async function refreshPins() {
+  const p = await api('/v1/pins');
+  state.pins = p.pins;
+  renderPins();
 }
 
 /* ---- the winner map */
@@ -520,6 +557,19 @@ function renderShape() {
   txt += '. ' + rows.length + ' rows, ' + bad + ' not ok (inaccurate, failed or unsupported).';
   info.textContent = txt;
   el.appendChild(info);
+  const a = state.answer;
+  if (a && (a.error || a.source === 'pinned' || a.pins_excluding > 0)) {
+    const p = document.createElement('p');
+    p.className = 'shape-pin';
+    p.setAttribute('data-answer', a.tactic || '');
+    p.setAttribute('data-source', a.source || '');
+    p.textContent = a.error ? 'Pins leave no tactic to answer: ' + a.error
+      : a.source === 'pinned' ? 'Pinned: lookups answer ' + a.tactic + ' (pin ' + a.pin_id +
+        ', ' + a.pin_reason + ', by ' + a.pin_author + ').'
+      : a.pins_excluding + ' exclusion pin(s) apply: lookups answer ' + a.tactic + ' (' +
+        a.source + ').';
+    el.appendChild(p);
+  }
   const wrap = document.createElement('div');
   wrap.className = 'charts';
   const f1 = document.createElement('figure');
@@ -643,9 +693,14 @@ async function refreshResults(force) {
   const key = state.device + ' ' + state.shape;
   const res = await api('/v1/results?device=' + encodeURIComponent(state.device) +
     '&shape=' + encodeURIComponent(state.shape));
-  const text = key + JSON.stringify(res) + JSON.stringify(winnerRow());
+  /* what a lookup answers now: pins may differ from the measured winner */
+  const answer = state.pins.length === 0 ? null : await api('/v1/tactic?device=' +
+    encodeURIComponent(state.device) + '&shape=' + encodeURIComponent(state.shape))
+    .catch((e) => ({ error: String(e.message || e) }));
+  const text = key + JSON.stringify(res) + JSON.stringify(winnerRow()) + JSON.stringify(answer);
   if (force || text !== state.resultsKey) {
     state.results = res;
+    state.answer = answer;
     state.resultsKey = text;
     renderShape();
   }
@@ -678,6 +733,7 @@ async function tick() {
      * every 5 s (writes by `attune tune --db` and imports) */
     if (state.ticks % 5 === 0 || moved) {
       await refreshDevices();
+      await refreshPins();
       await refreshWinners();
     }
     setStatus('live, updated ' + new Date().toLocaleTimeString(), false);
