@@ -7,6 +7,9 @@
  * without reading back), and runs its device's jobs one at a time, oldest
  * first.
  *
+ * Kinds: `tune` (POST /v1/tune, the first-start grid) and `miss` (tune on
+ * miss, one shape: jobs_miss.c, below).
+ *
  * States: queued -> running -> done | failed | canceled. A DELETE cancels a
  * queued job at once and a running one between tactics (tuner_opts.cancel);
  * what was committed stays. Shutdown interrupts a running job the same way
