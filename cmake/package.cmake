@@ -3,6 +3,7 @@
 #   cd build && cpack -G DEB        ->  attune_<v>_<arch>.deb           attuned, unit, CLI, grids
 #                                       libattune1_<v>_<arch>.deb       libattune.so.1 (runtime)
 #                                       libattune-client_<v>_<arch>.deb libattune_client.so.2
+#                                       libattune-lookup1_<v>_<arch>.deb libattune_lookup.so.1 (file: lookups)
 #                                       libattune-dev_<v>_<arch>.deb    headers, .so links, .pc, CMake
 #                                       python3-attune-client_<v>_all.deb the Python client
 #                                       python3-attune_<v>_all.deb      the Python binding of libattune
@@ -27,7 +28,7 @@ set(ATTUNE_DEB_MAINTAINER "attune maintainers <attune@localhost>" CACHE STRING
 set(CPACK_PACKAGE_CONTACT "${ATTUNE_DEB_MAINTAINER}")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
-set(CPACK_COMPONENTS_ALL daemon client runtime dev python pybinding)
+set(CPACK_COMPONENTS_ALL daemon client lookup runtime dev python pybinding)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_COMPONENT_DAEMON_DEPENDS client)
@@ -76,6 +77,22 @@ set(CPACK_DEBIAN_CLIENT_DESCRIPTION
 libattune_client asks attuned which attention implementation to use; it never
 makes its caller fail (a documented default when the daemon is down).
 Header, pkg-config and CMake files are in libattune-dev.")
+
+# libattune_lookup.so.1: the clients' in-process lookups from a database
+# file or an exported table (attune_client_new("file:PATH"), dlopen'ed, so
+# libattune-client only suggests it); Depends by dpkg-shlibdeps (SQLite,
+# jansson, zlib; a CUDA build's toolkit libraries as for libattune1).
+set(CPACK_DEBIAN_LOOKUP_PACKAGE_NAME libattune-lookup1)
+set(CPACK_DEBIAN_LOOKUP_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_LOOKUP_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_LOOKUP_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/deb/lib/triggers)
+set(CPACK_DEBIAN_LOOKUP_DESCRIPTION
+    "attune lookups without a daemon
+libattune_lookup answers which attention implementation to use from an attune
+database file or exported table, in process and read-only, with the daemon's
+rules: what libattune_client and the Python client load for file: URLs (a
+Jetson runtime that ships its tuned table).")
+set(CPACK_DEBIAN_CLIENT_PACKAGE_SUGGESTS "libattune-lookup1 (= ${PROJECT_VERSION})")
 
 # libattune.so.1: its Depends computed by dpkg-shlibdeps (libc6, and
 # libstdc++6/libgcc-s1 in a CUDA build). Libraries outside dpkg (the CUDA
@@ -152,7 +169,7 @@ if(ATTUNE_GZIP)
   execute_process(COMMAND ${ATTUNE_GZIP} -9nc ${CMAKE_BINARY_DIR}/deb/changelog
                   OUTPUT_FILE ${CMAKE_BINARY_DIR}/deb/changelog.gz)
 endif()
-foreach(_c DAEMON CLIENT RUNTIME DEV PYTHON PYBINDING)
+foreach(_c DAEMON CLIENT LOOKUP RUNTIME DEV PYTHON PYBINDING)
   string(TOLOWER ${_c} _comp)
   set(_doc ${CMAKE_SOURCE_DIR}/packaging/deb/copyright)
   if(ATTUNE_GZIP)

@@ -31,7 +31,8 @@ bad() { echo "FAIL $1"; fail=1; }
 arch=$(dpkg --print-architecture)
 ver=$(sed -n 's/^project(attune VERSION \([0-9.]*\).*/\1/p' "$ATTUNE_SOURCE_DIR/CMakeLists.txt")
 for p in attune_${ver}_$arch libattune-client_${ver}_$arch libattune1_${ver}_$arch \
-    libattune-dev_${ver}_$arch python3-attune-client_${ver}_all; do
+    libattune-lookup1_${ver}_$arch libattune-dev_${ver}_$arch python3-attune-client_${ver}_all \
+    python3-attune_${ver}_all; do
     if [ -f "$tmp/pkg/$p.deb" ]; then ok "built $p.deb"; else bad "no $p.deb"; fi
 done
 root=$tmp/root
@@ -224,19 +225,46 @@ else
     bad "no python3-attune_${ver}_all.deb"
 fi
 
+# ---- libattune-lookup1: the file: lookups, alone, on what it links;
+# the packaged CLI answers from a table through it.
+lk=$tmp/pkg/libattune-lookup1_${ver}_$arch.deb
+files=$(dpkg-deb -c "$lk" | awk '$1 !~ /^d/ && $6 !~ /^.\/usr\/share\/doc\// {print $6}' | tr '\n' ' ')
+case $files in
+"./usr/lib/libattune_lookup.so.1 ./usr/lib/libattune_lookup.so.1.0.0 " | "./usr/lib/libattune_lookup.so.1.0.0 ./usr/lib/libattune_lookup.so.1 ")
+    ok "libattune-lookup1 holds the library alone" ;;
+*) bad "libattune-lookup1 holds: $files" ;;
+esac
+deps=$(dpkg-deb -f "$lk" Depends)
+case $deps in
+*libsqlite3-0*) ok "libattune-lookup1 Depends (dpkg-shlibdeps): $deps" ;;
+*) bad "libattune-lookup1 Depends: $deps" ;;
+esac
+dpkg-deb -f "$tmp/pkg/libattune-client_${ver}_$arch.deb" Suggests | grep -q "libattune-lookup1 (= $ver)" &&
+    ok "libattune-client suggests libattune-lookup1" || bad "libattune-client: no Suggests of libattune-lookup1"
+LD_LIBRARY_PATH=$lib "$root/usr/bin/attune" tune --db "$tmp/t.db" --device cpu --shape b1.hq2.hkv2.sq8.skv8.d16.f32.nc \
+    --budget-ms 2 --quiet >/dev/null 2>&1 &&
+    LD_LIBRARY_PATH=$lib "$root/usr/bin/attune" export --db "$tmp/t.db" --device cpu -o "$tmp/t.json" \
+    >/dev/null 2>&1 || true
+out=$(env -u ATTUNE_LOOKUP_LIB LD_LIBRARY_PATH=$lib "$root/usr/bin/attune" query --url "file:$tmp/t.json" --device cpu \
+    --shape b1.hq2.hkv2.sq8.skv8.d16.f32.nc 2>&1) || true
+case $out in
+*measured*) ok "the packaged CLI answers from a table in process (file:)" ;;
+*) bad "attune query --url file:: $out" ;;
+esac
+
 if command -v lintian >/dev/null 2>&1; then
     # errors only: warnings are reported, not failed on. bogus-mail-host:
     # the Maintainer: (and the changelog's) is a placeholder until
     # ATTUNE_DEB_MAINTAINER is set (cmake/package.cmake).
     lintian --no-tag-display-limit --suppress-tags bogus-mail-host,bogus-mail-host-in-debian-changelog \
-        "$rt" "$dev" \
+        "$rt" "$dev" "$lk" \
         >"$tmp/lintian" 2>&1 || true
     grep '^W:' "$tmp/lintian" | sed 's/^/     /'
     if grep -q '^E:' "$tmp/lintian"; then
         grep '^E:' "$tmp/lintian"
-        bad "lintian reports errors on libattune1 / libattune-dev"
+        bad "lintian reports errors on libattune1 / libattune-dev / libattune-lookup1"
     else
-        ok "lintian: no error on libattune1, libattune-dev"
+        ok "lintian: no error on libattune1, libattune-dev, libattune-lookup1"
     fi
 else
     echo "skip lintian (not installed)"
