@@ -6,6 +6,10 @@
 
 /* Tactics priced at most (the CPU lists 16 or so, an H200 a few hundred). */
 #define ADMIT_MAX_TACTICS 1024
+/* Tactics priced by the model, evenly spread over the listing (the rest
+ * cost their mean): about 5 us each, so a lookup's miss or a 4096-shape
+ * job's admission stays in the milliseconds and the second at worst. */
+#define ADMIT_SAMPLE 24
 /* The roofline's rates when the model knows nothing: low on purpose. */
 #define ADMIT_CPU_FLOPS 1e9
 #define ADMIT_GPU_FLOPS 2e13
@@ -41,23 +45,34 @@ static double shape_bytes(const attn_shape *s)
     return 2.0 * e * (2.0 * q + 2.0 * kv);
 }
 
-/* Fill the unknown times of us[0..n) with the slowest known one, or the
- * roofline when none is known (*roofline = 1). */
+/* Fill the times of us[0..n) the model has no word on (NaN) with the
+ * slowest predicted one, or the roofline when none is (*roofline = 1);
+ * those not priced (negative, index_predict_times' sample) with the mean
+ * of the others. */
 static void fill_unknown(double *us, int n, const attn_device_info *dev, const attn_shape *s,
                          int *roofline)
 {
-    double worst = NAN;
+    double worst = NAN, sum = 0;
+    int k = 0;
     for (int i = 0; i < n; i++)
-        if (isfinite(us[i]) && !(us[i] <= worst))
+        if (isfinite(us[i]) && us[i] >= 0 && !(us[i] <= worst))
             worst = us[i];
     if (!isfinite(worst)) {
         int cpu = dev->kind[0] == 'c';
         worst = shape_flops(s) / (cpu ? ADMIT_CPU_FLOPS : ADMIT_GPU_FLOPS) * 1e6;
         *roofline = 1;
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (!isfinite(us[i]))
             us[i] = worst;
+        if (us[i] >= 0) {
+            sum += us[i];
+            k++;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (us[i] < 0)
+            us[i] = k > 0 ? sum / k : worst;
 }
 
 int admit_estimate(index_state *ix, const attn_device_info *dev, const attn_shape *s,
@@ -65,7 +80,7 @@ int admit_estimate(index_state *ix, const attn_device_info *dev, const attn_shap
 {
     static _Thread_local double us[ADMIT_MAX_TACTICS];
     *out = (admit_cost){0};
-    int n = index_predict_times(ix, dev->id, s, us, ADMIT_MAX_TACTICS);
+    int n = index_predict_times(ix, dev->id, s, us, ADMIT_MAX_TACTICS, ADMIT_SAMPLE);
     if (n < 0)
         return n;
     if (n == 0) /* nothing lists (or no model): one tactic at the roofline */

@@ -86,11 +86,18 @@ int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *k
         return JOBS_MISS_NONE;
     pthread_mutex_lock(&j->mu);
     jdev *d = jobs_find_dev(j, device_id);
-    int state = d == NULL || j->stopping ? JOBS_MISS_NONE : miss_known(d, s, key);
+    int stopping = j->stopping;
+    int state = d == NULL || stopping ? JOBS_MISS_NONE : miss_known(d, s, key);
+    int quota_left = 0;
+    if (d != NULL) {
+        roll_day(d);
+        quota_left = d->miss_today < miss_quota(j);
+    }
     pthread_mutex_unlock(&j->mu);
-    if (d == NULL || state != JOBS_MISS_NONE || j->stopping)
+    if (d == NULL || state != JOBS_MISS_NONE || stopping)
         return state;
-    int fits = miss_admit(j, d, s, why, whylen);
+    /* the quota first: past it, a flood costs no pricing */
+    int fits = !quota_left || miss_admit(j, d, s, why, whylen);
     pthread_mutex_lock(&j->mu);
     roll_day(d);
     if (!fits) {

@@ -971,7 +971,7 @@ int index_predict_top(index_state *ix, const char *device_id, const attn_shape *
 }
 
 int index_predict_times(index_state *ix, const char *device_id, const attn_shape *s,
-                        double *us, int max)
+                        double *us, int max, int sample)
 {
     pthread_rwlock_rdlock(&ix->lock);
     ix_device *d = find_device(ix, device_id);
@@ -982,10 +982,12 @@ int index_predict_times(index_state *ix, const char *device_id, const attn_shape
     int nlist = listing(ix, d, s);
     const predict_model *pm = device_model(ix, d);
     int n = nlist < max ? nlist : max;
+    int step = sample > 0 && n > sample ? (n + sample - 1) / sample : 1;
     /* one candidate at a time, under the loosest bound: its own time */
     for (int c = 0; c < n; c++) {
         predict_answer pa;
-        us[c] = pm != NULL && predict_answer_for(pm, s, &list_buf[c], 1, 1.0, &pa) == 0
+        us[c] = c % step != 0 ? -1.0
+                : pm != NULL && predict_answer_for(pm, s, &list_buf[c], 1, 1.0, &pa) == 0
                     ? pa.time_us
                     : NAN;
     }

@@ -206,10 +206,12 @@ int index_predict_top(index_state *ix, const char *device_id, const attn_shape *
 /* Predicted time per call (us) of every tactic the backend lists for s on
  * local device device_id, each on its own (NaN where the model has no
  * evidence for it), into us[0..max): the cost of a whole tune (issue 29,
- * daemon/admit.h). Returns how many were written (0: nothing lists, or
- * no model) or ATTUNE_ENODEV. */
+ * daemon/admit.h). sample > 0 predicts about that many, evenly spread
+ * over the listing, and writes -1 for the others (a GPU lists hundreds:
+ * an explicit grid of 4096 shapes is priced on the HTTP thread). Returns
+ * how many were written (0: nothing lists) or ATTUNE_ENODEV. */
 int index_predict_times(index_state *ix, const char *device_id, const attn_shape *s,
-                        double *us, int max);
+                        double *us, int max, int sample);
 
 /* Copy of every row of shape s on device_id (sorted by stack, then tactic)
  * into *out (malloc'd, NULL when n == 0), and the device's current stack.
