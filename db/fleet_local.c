@@ -9,6 +9,7 @@
 
 #include "../common/grow.h"
 #include "../common/hash.h"
+#include "fleet_pins.h"
 #include "store_internal.h"
 
 /* The log and the sync state. */
@@ -577,7 +578,8 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
             break;
     }
     free(b.rows);
-    return rc;
+    int pushed, added; /* the pins go with every push (fleet_pins.h) */
+    return rc != 0 ? rc : fleet_local_pins(st, c, &pushed, &added, err, errlen);
 }
 
 /* One model's pull into the store: what store_import does with a fleet
@@ -658,5 +660,6 @@ int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n
             return rc;
         *rows += a.rows;
     }
-    return 0;
+    int pushed, added; /* and with every pull */
+    return fleet_local_pins(st, c, &pushed, &added, err, errlen);
 }

@@ -20,7 +20,10 @@
  * fleet_local.c; docs/fleet.md, "Copies of a store").
  *
  * Pulled aggregates (device FLEET-<hash>, fleet_pg.h) are never logged, so
- * they never travel back to the server. */
+ * they never travel back to the server.
+ *
+ * Every push and every pull ends with the exchange of the store's pins
+ * (fleet_pins.h: all of them each time, merged last-writer-wins). */
 #ifndef ATTUNE_FLEET_LOCAL_H
 #define ATTUNE_FLEET_LOCAL_H
 

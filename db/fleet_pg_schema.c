@@ -6,6 +6,8 @@
  *      model, stack, shape, tactic, device), sources (push watermarks),
  *      dirty (groups pushed since their aggregates were computed),
  *      aggregates and outliers.
+ *   2  pins: the fleet's operator pins (tuner/pin.h), one row per rule
+ *      with its tombstone state, merged last-writer-wins (fleet_pins.h).
  *
  * Migrations run in one transaction under an advisory lock, so two
  * attuned starting against a new server create it once. docs/fleet.md
@@ -124,8 +126,25 @@ static const char schema_v1[] =
     "  PRIMARY KEY (model_id, stack_id, shape_id, tactic_id, device_id));"
     "CREATE INDEX outliers_device ON outliers(device_id);";
 
+/* Version 2: pins, keyed by the rule (the model in any case, as stores
+ * compare it); updated_at decides which copy of a rule wins. */
+static const char schema_v2[] =
+    "CREATE TABLE pins ("
+    "  action text NOT NULL CHECK (action IN ('force', 'exclude')),"
+    "  tactic text NOT NULL CHECK (length(tactic) BETWEEN 1 AND 95),"
+    "  shape text NOT NULL CHECK (length(shape) < 128),"
+    "  device text NOT NULL CHECK (length(device) < 64),"
+    "  model text NOT NULL CHECK (length(model) < 64),"
+    "  reason text NOT NULL CHECK (length(reason) BETWEEN 1 AND 255),"
+    "  author text NOT NULL CHECK (length(author) BETWEEN 1 AND 63),"
+    "  created_at bigint NOT NULL CHECK (created_at >= 0),"
+    "  updated_at bigint NOT NULL CHECK (updated_at >= 0),"
+    "  removed boolean NOT NULL,"
+    "  pushed_at timestamptz NOT NULL DEFAULT now());"
+    "CREATE UNIQUE INDEX pins_rule ON pins (action, tactic, shape, device, lower(model));";
+
 /* migrations[v] takes the server from version v to v + 1. */
-static const char *const migrations[FLEET_PG_SCHEMA_VERSION] = {schema_v1};
+static const char *const migrations[FLEET_PG_SCHEMA_VERSION] = {schema_v1, schema_v2};
 
 /* Advisory lock key of schema changes (any constant unique to attune). */
 #define SCHEMA_LOCK_KEY 737301

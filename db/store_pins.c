@@ -7,7 +7,9 @@
 
 #include "store_internal.h"
 
-#define PIN_COLS "id, action, tactic, shape, device, model, reason, author, created_at"
+#define PIN_COLS                                                                    \
+    "id, action, tactic, shape, device, model, reason, author, created_at, updated_at, " \
+    "removed"
 
 /* A prepared statement of sql on st, or the mapped error. */
 static int prepare(store *st, const char *sql, sqlite3_stmt **q)
@@ -32,6 +34,8 @@ static int pin_row(sqlite3_stmt *q, void *row)
     store_column_text(q, 6, p->reason, sizeof p->reason);
     store_column_text(q, 7, p->author, sizeof p->author);
     p->created_at = sqlite3_column_int64(q, 8);
+    p->updated_at = sqlite3_column_int64(q, 9);
+    p->removed = sqlite3_column_int(q, 10);
     return 0;
 }
 
@@ -55,14 +59,20 @@ static int pins_query(store *st, const char *sql, const char *a, const char *b, 
 
 int store_pins_list(store *st, pin **out, int *n)
 {
+    return pins_query(st, "SELECT " PIN_COLS " FROM pins WHERE removed = 0 ORDER BY id", NULL,
+                      NULL, out, n);
+}
+
+int store_pins_all(store *st, pin **out, int *n)
+{
     return pins_query(st, "SELECT " PIN_COLS " FROM pins ORDER BY id", NULL, NULL, out, n);
 }
 
 int store_pins_for(store *st, const attn_device_info *dev, pin **out, int *n)
 {
     return pins_query(st,
-                      "SELECT " PIN_COLS " FROM pins WHERE (device = '' OR device = ?1) AND "
-                      "(model = '' OR model = ?2 COLLATE NOCASE) ORDER BY id",
+                      "SELECT " PIN_COLS " FROM pins WHERE removed = 0 AND (device = '' OR "
+                      "device = ?1) AND (model = '' OR model = ?2 COLLATE NOCASE) ORDER BY id",
                       dev->id, dev->name, out, n);
 }
 
@@ -70,7 +80,7 @@ int store_pins_for(store *st, const attn_device_info *dev, pin **out, int *n)
 static int pins_count(store *st, int *count)
 {
     sqlite3_stmt *q = NULL;
-    int rc = prepare(st, "SELECT count(*) FROM pins", &q);
+    int rc = prepare(st, "SELECT count(*) FROM pins WHERE removed = 0", &q);
     if (rc == 0 && (rc = store_step_row(q)) == 0)
         *count = sqlite3_column_int(q, 0);
     sqlite3_finalize(q);
@@ -85,50 +95,70 @@ static int bind_identity(sqlite3_stmt *q, const pin *p)
            store_bind_text(q, 4, p->device) || store_bind_text(q, 5, p->model);
 }
 
-/* The id of the stored rule equal to p into *id (0 when none). */
-static int pin_find(store *st, const pin *p, int64_t *id)
+/* The stored rule equal to p (any removed state) into *old (old->id 0
+ * when none). */
+static int pin_find(store *st, const pin *p, pin *old)
 {
     sqlite3_stmt *q = NULL;
     int rc = prepare(st,
-                     "SELECT id FROM pins WHERE action = ?1 AND tactic = ?2 AND shape = ?3 "
-                     "AND device = ?4 AND model = ?5",
+                     "SELECT " PIN_COLS " FROM pins WHERE action = ?1 AND tactic = ?2 AND "
+                     "shape = ?3 AND device = ?4 AND model = ?5",
                      &q);
-    *id = 0;
+    memset(old, 0, sizeof *old);
     if (rc == 0 && bind_identity(q, p) != 0)
         rc = ATTUNE_EDB;
     if (rc == 0 && (rc = store_step_row(q)) == 0)
-        *id = sqlite3_column_int64(q, 0);
+        rc = pin_row(q, old);
     sqlite3_finalize(q);
     return rc == ATTUNE_ENOTFOUND ? 0 : rc;
 }
 
-/* Insert p, or find the equal rule stored (update != 0: take p's reason
- * and author). p->id set; *inserted 1 when new. Inside a transaction. */
-static int pin_write(store *st, pin *p, int update, int *inserted)
+/* Write p over the stored row old (old->id 0: insert), every field. */
+static int pin_store(store *st, pin *p, const pin *old)
 {
     sqlite3_stmt *q = NULL;
-    int count = 0, rc = pin_find(st, p, &p->id);
-    *inserted = 0;
-    if (rc != 0 || (p->id != 0 && !update))
-        return rc;
-    if (p->id == 0 && (rc = pins_count(st, &count)) == 0 && count >= PIN_MAX)
-        return ATTUNE_ETOOBIG;
-    if (rc == 0)
-        rc = prepare(st, p->id != 0
-                             ? "UPDATE pins SET reason = ?6, author = ?7 WHERE action = ?1 AND "
-                               "tactic = ?2 AND shape = ?3 AND device = ?4 AND model = ?5"
+    int rc = prepare(st, old->id != 0
+                             ? "UPDATE pins SET reason = ?6, author = ?7, created_at = ?8, "
+                               "updated_at = ?9, removed = ?10 WHERE id = ?11"
                              : "INSERT INTO pins(action, tactic, shape, device, model, reason, "
-                               "author, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                               "author, created_at, updated_at, removed) VALUES (?1, ?2, ?3, "
+                               "?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                      &q);
-    if (rc == 0 && (bind_identity(q, p) || store_bind_text(q, 6, p->reason) ||
+    if (rc == 0 && ((old->id == 0 && bind_identity(q, p)) || store_bind_text(q, 6, p->reason) ||
                     store_bind_text(q, 7, p->author) ||
-                    (p->id == 0 && sqlite3_bind_int64(q, 8, p->created_at))))
+                    sqlite3_bind_int64(q, 8, p->created_at) ||
+                    sqlite3_bind_int64(q, 9, p->updated_at) || sqlite3_bind_int(q, 10, p->removed) ||
+                    (old->id != 0 && sqlite3_bind_int64(q, 11, old->id))))
         rc = ATTUNE_EDB;
-    if (rc == 0 && (rc = store_exec(q)) == 0 && p->id == 0) {
-        p->id = sqlite3_last_insert_rowid(st->db);
-        *inserted = 1;
-    }
+    if (rc == 0 && (rc = store_exec(q)) == 0)
+        p->id = old->id != 0 ? old->id : sqlite3_last_insert_rowid(st->db);
     sqlite3_finalize(q);
+    return rc;
+}
+
+/* Write p (inside a transaction). local: a rule written here now, which
+ * always wins (a rewrite keeps the id and, unless the rule was removed,
+ * the creation time); else a merged one (an import, a fleet pull), which
+ * wins only when it changed later than the stored one (updated_at). p->id
+ * set; *added 1 when the rule is now in force and was not. */
+static int pin_write(store *st, pin *p, int local, int *added)
+{
+    pin old;
+    int count = 0, rc = pin_find(st, p, &old);
+    *added = 0;
+    if (rc != 0)
+        return rc;
+    if (old.id != 0 && !local && p->updated_at <= old.updated_at) {
+        p->id = old.id; /* the stored one is as new or newer */
+        return 0;
+    }
+    if (local && old.id != 0 && !old.removed)
+        p->created_at = old.created_at;
+    int was_in_force = old.id != 0 && !old.removed;
+    if (!p->removed && !was_in_force && (rc = pins_count(st, &count)) == 0 && count >= PIN_MAX)
+        return ATTUNE_ETOOBIG;
+    if (rc == 0 && (rc = pin_store(st, p, &old)) == 0)
+        *added = !p->removed && !was_in_force;
     return rc;
 }
 
@@ -150,6 +180,8 @@ int store_pin_put(store *st, pin *p, int *added, char *err, size_t errlen)
         return rc;
     if (p->created_at == 0)
         p->created_at = store_now();
+    p->updated_at = store_now();
+    p->removed = 0;
     put_args a = {.p = p};
     if ((rc = store_tx(st, put_tx, &a)) == ATTUNE_ETOOBIG)
         return attune_fail(err, errlen, rc, "%d pins are stored already: remove some first",
@@ -170,17 +202,21 @@ static int delete_tx(store *st, void *ctx)
 {
     delete_args *a = ctx;
     sqlite3_stmt *q = NULL;
-    int rc = prepare(st, "SELECT " PIN_COLS " FROM pins WHERE id = ?1", &q);
+    int rc = prepare(st, "SELECT " PIN_COLS " FROM pins WHERE id = ?1 AND removed = 0", &q);
     if (rc == 0 && sqlite3_bind_int64(q, 1, a->id) != SQLITE_OK)
         rc = ATTUNE_EDB;
     if (rc == 0 && (rc = store_step_row(q)) == 0)
         rc = pin_row(q, a->out);
     sqlite3_finalize(q);
     q = NULL;
+    /* a tombstone: the removal is itself merged (last writer wins) */
     if (rc == 0)
-        rc = prepare(st, "DELETE FROM pins WHERE id = ?1", &q);
+        rc = prepare(st, "UPDATE pins SET removed = 1, updated_at = ?2 WHERE id = ?1", &q);
     if (rc == 0)
-        rc = sqlite3_bind_int64(q, 1, a->id) != SQLITE_OK ? ATTUNE_EDB : store_exec(q);
+        rc = sqlite3_bind_int64(q, 1, a->id) != SQLITE_OK ||
+                     sqlite3_bind_int64(q, 2, store_now()) != SQLITE_OK
+                 ? ATTUNE_EDB
+                 : store_exec(q);
     sqlite3_finalize(q);
     return rc;
 }
@@ -198,6 +234,8 @@ int store_pins_merge(store *st, const pin *p, int n, int *added)
     for (int i = 0; i < n; i++) {
         pin c = p[i];
         int inserted = 0;
+        if (c.updated_at == 0)
+            c.updated_at = c.created_at; /* a table's pin changed when it was made */
         int rc = pin_write(st, &c, 0, &inserted);
         if (rc != 0)
             return rc;

@@ -3,7 +3,10 @@
  *
  * A pin's identity is (action, tactic, shape, device, model, the model in
  * any case): writing the same rule again keeps its id and creation time
- * and takes the new reason and author. At most PIN_MAX pins are kept. */
+ * and takes the new reason and author. At most PIN_MAX pins are in force.
+ * A removed pin stays as a tombstone (removed = 1, never listed nor
+ * answered) so that merges (imports, fleet sync) are last-writer-wins by
+ * updated_at: a removal is not undone by an older copy of the rule. */
 #ifndef ATTUNE_STORE_PINS_H
 #define ATTUNE_STORE_PINS_H
 
@@ -17,20 +20,24 @@
  * already), or a store error. */
 int store_pin_put(store *st, pin *p, int *added, char *err, size_t errlen);
 
-/* Remove pin id; *out (may be NULL) receives it as it was. 0 or
- * ATTUNE_ENOTFOUND. */
+/* Remove pin id (a tombstone, updated now); *out (may be NULL) receives it
+ * as it was. 0 or ATTUNE_ENOTFOUND (no such pin in force). */
 int store_pin_delete(store *st, int64_t id, pin *out);
 
-/* Every pin, oldest first; *out malloc'd (NULL when *n == 0). */
+/* Every pin in force, oldest first; *out malloc'd (NULL when *n == 0). */
 int store_pins_list(store *st, pin **out, int *n);
+
+/* The same with the tombstones (removed = 1): what fleet sync pushes. */
+int store_pins_all(store *st, pin **out, int *n);
 
 /* The pins that can apply to device dev (its id, its model's name, or
  * every device): what its exported table carries. As store_pins_list. */
 int store_pins_for(store *st, const attn_device_info *dev, pin **out, int *n);
 
-/* Inside a transaction (store_import's): insert each of p[0..n) (checked
- * already) that the store does not hold; an equal rule is left as stored.
- * *added counts the new ones. ATTUNE_ETOOBIG past PIN_MAX. */
+/* Inside a transaction (store_import's, a fleet pull's): merge each of
+ * p[0..n) (checked already; updated_at 0: its created_at), a rule or a
+ * tombstone: it replaces the stored equal rule only when it changed later.
+ * *added counts the rules it put in force. ATTUNE_ETOOBIG past PIN_MAX. */
 int store_pins_merge(store *st, const pin *p, int n, int *added);
 
 #endif

@@ -13,6 +13,8 @@
  *      (kernels/power.h; part of the stack id when not empty).
  *   5  jobs gain kind: 'tune' (explicit) or 'miss' (tune on miss).
  *   6  pins: an operator's force/exclude rules (tuner/pin.h, db/store_pins.h).
+ *   7  pins gain updated_at and removed: a removed pin stays as a tombstone,
+ *      so that fleet sync and imports merge rules last-writer-wins.
  *
  * A new database is created at the current version directly; an older one
  * is migrated step by step, each step and the user_version bump in one
@@ -25,7 +27,7 @@
 
 /* The pins table (version 6): one rule a row, unique by its identity (the
  * model compared in any case, as device names are). */
-#define PINS_TABLE                                                           \
+#define PINS_TABLE_V6                                                           \
     "CREATE TABLE pins ("                                                    \
     "  id INTEGER PRIMARY KEY AUTOINCREMENT,"                                \
     "  action TEXT NOT NULL CHECK (action IN ('force', 'exclude')),"         \
@@ -38,6 +40,13 @@
     "  created_at INTEGER NOT NULL,"                                         \
     "  UNIQUE (action, tactic, shape, device, model)"                        \
     ");"
+
+/* Version 7: when the rule last changed (written, rewritten, removed; unix
+ * seconds) and whether it is removed: the last writer wins a merge. */
+#define PINS_COLUMNS_V7                                                      \
+    "ALTER TABLE pins ADD COLUMN updated_at INTEGER NOT NULL DEFAULT 0;"     \
+    "ALTER TABLE pins ADD COLUMN removed INTEGER NOT NULL DEFAULT 0"         \
+    " CHECK (removed IN (0, 1));"
 
 /* The current schema, created in one go on an empty database. Kept equal
  * to version 1 + every migration, column order included (added columns go
@@ -118,7 +127,7 @@ static const char schema_current[] =
     "  shape_id INTEGER NOT NULL REFERENCES shapes(id),"
     "  PRIMARY KEY (job_id, position)"
     ");"
-    PINS_TABLE;
+    PINS_TABLE_V6 PINS_COLUMNS_V7;
 
 /* Migration 1 -> 2: additive columns only. New measurement columns take
  * their "not recorded" values: copies time unknown (NULL = NaN), no rows
@@ -163,7 +172,10 @@ static const char migrate_4_5[] =
     " CHECK (kind IN ('tune', 'miss'));";
 
 /* Migration 5 -> 6: pins (issue 28 item 1); an older database has none. */
-static const char migrate_5_6[] = PINS_TABLE;
+static const char migrate_5_6[] = PINS_TABLE_V6;
+
+/* Migration 6 -> 7: pins last changed when they were made. */
+static const char migrate_6_7[] = PINS_COLUMNS_V7 "UPDATE pins SET updated_at = created_at;";
 
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
@@ -173,6 +185,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     migrate_3_4,
     migrate_4_5,
     migrate_5_6,
+    migrate_6_7,
 };
 
 /* Read user_version and the number of schema objects. The first read of a

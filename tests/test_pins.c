@@ -280,26 +280,76 @@ static void store_should_keep_pins_and_carry_them_in_tables(void)
     store_close(st);
 }
 
+/* A database of the current schema turned back into an older one. */
+static void older_db(const char *path, const char *sql)
+{
+    char err[256];
+    store *st = NULL;
+    CHECK_EQ_INT(store_open(path, 1, &st, err, sizeof err), 0);
+    store_close(st);
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK && sqlite3_exec(db, sql, 0, 0, 0) == SQLITE_OK);
+    sqlite3_close(db);
+}
+
 static void store_should_migrate_a_database_from_before_pins(void)
 {
     char dir[256], path[512], err[256];
     test_tmpdir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/old.db", dir);
+    snprintf(path, sizeof path, "%s/v5.db", dir);
+    older_db(path, "DROP TABLE pins; PRAGMA user_version = 5;");
     store *st = NULL;
-    CHECK_EQ_INT(store_open(path, 1, &st, err, sizeof err), 0);
-    store_close(st);
-    sqlite3 *db = NULL; /* the previous version: no pins table */
-    char sql[128];
-    snprintf(sql, sizeof sql, "DROP TABLE pins; PRAGMA user_version = %d;",
-             STORE_SCHEMA_VERSION - 1);
-    CHECK(sqlite3_open(path, &db) == SQLITE_OK && sqlite3_exec(db, sql, 0, 0, 0) == SQLITE_OK);
-    sqlite3_close(db);
     CHECK_EQ_INT(store_open(path, 0, &st, err, sizeof err), 0);
     pin p = mk(PIN_EXCLUDE, "split", "", "", "", 0);
     pin *got = NULL;
     int n = -1;
     CHECK(store_pins_list(st, &got, &n) == 0 && n == 0);
     CHECK_EQ_INT(store_pin_put(st, &p, NULL, err, sizeof err), 0);
+    store_close(st);
+    /* version 6: pins without tombstones; they changed when they were made */
+    snprintf(path, sizeof path, "%s/v6.db", dir);
+    older_db(path, "ALTER TABLE pins DROP COLUMN removed; ALTER TABLE pins DROP COLUMN "
+                   "updated_at; INSERT INTO pins(action, tactic, reason, author, created_at) "
+                   "VALUES ('exclude', 'split', 'r', 'a', 77); PRAGMA user_version = 6;");
+    CHECK_EQ_INT(store_open(path, 0, &st, err, sizeof err), 0);
+    CHECK(store_pins_list(st, &got, &n) == 0 && n == 1);
+    CHECK(n == 1 && got[0].updated_at == 77 && got[0].removed == 0);
+    free(got);
+    store_close(st);
+}
+
+/* Merges keep the last writer: a removal is not undone by an older copy,
+ * a newer copy revives it; the tombstones are what fleet sync sends. */
+static void store_should_merge_pins_last_writer_wins(void)
+{
+    char err[256];
+    store *st = NULL;
+    CHECK_EQ_INT(store_open(":memory:", 1, &st, err, sizeof err), 0);
+    pin p = mk(PIN_EXCLUDE, "split", "", "", "", 0), *got = NULL;
+    int added = 0, n = 0;
+    CHECK_EQ_INT(store_pin_put(st, &p, &added, err, sizeof err), 0);
+    CHECK_EQ_INT(store_pin_delete(st, p.id, NULL), 0);
+    CHECK(store_pins_list(st, &got, &n) == 0 && n == 0);
+    CHECK(store_pins_all(st, &got, &n) == 0 && n == 1 && got[0].removed == 1);
+    int64_t removed_at = n == 1 ? got[0].updated_at : 0;
+    free(got);
+    pin old = p;
+    old.updated_at = removed_at - 10; /* an older copy of the rule */
+    CHECK(store_pins_merge(st, &old, 1, &added) == 0 && added == 0);
+    CHECK(store_pins_list(st, &got, &n) == 0 && n == 0);
+    pin newer = p;
+    newer.updated_at = removed_at + 10;
+    CHECK(store_pins_merge(st, &newer, 1, &added) == 0 && added == 1);
+    CHECK(store_pins_list(st, &got, &n) == 0 && n == 1);
+    free(got);
+    pin gone = newer;
+    gone.removed = 1;
+    gone.updated_at = removed_at + 20; /* removed elsewhere later */
+    CHECK(store_pins_merge(st, &gone, 1, &added) == 0 && added == 0);
+    CHECK(store_pins_list(st, &got, &n) == 0 && n == 0);
+    CHECK_EQ_INT(store_pin_put(st, &p, &added, err, sizeof err), 0); /* pinned here again */
+    CHECK(added == 1 && store_pins_list(st, &got, &n) == 0 && n == 1);
+    free(got);
     store_close(st);
 }
 
@@ -312,5 +362,6 @@ int main(void)
     RUN(lookup_should_never_answer_an_excluded_tactic);
     RUN(store_should_keep_pins_and_carry_them_in_tables);
     RUN(store_should_migrate_a_database_from_before_pins);
+    RUN(store_should_merge_pins_last_writer_wins);
     return test_summary();
 }

@@ -38,6 +38,9 @@ typedef struct pin {
     char reason[PIN_REASON_MAX];
     char author[PIN_AUTHOR_MAX];
     int64_t created_at;                /* unix seconds */
+    /* Merging (imports, fleet sync): the last writer of a rule wins. */
+    int64_t updated_at;                /* last written or removed, unix seconds */
+    int removed;                       /* 1: a tombstone (never answers) */
 } pin;
 
 /* "force", "exclude" */
