@@ -219,10 +219,10 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
     /* tune on miss: a shape whose tune on this (local) device is not
      * complete is queued (a partial one resumes), if admitted */
     char why[128] = "";
-    int tuning = ans.source != INDEX_MEASURED && ans.local
+    int tuning = ans.source != INDEX_MEASURED && !ans.complete && ans.local
                      ? jobs_miss(r->d->jobs, ans.device_id, &s, ans.key, why, sizeof why)
                      : JOBS_MISS_NONE;
-    if (ans.source == INDEX_MEASURED && ans.local)
+    if ((ans.source == INDEX_MEASURED || ans.complete) && ans.local)
         jobs_asked(r->d->jobs, ans.device_id, ans.key); /* retention of miss-tuned shapes */
     size_t len = 0;
     char *text = answer_json(&ans, mre, vs,

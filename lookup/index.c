@@ -760,11 +760,17 @@ static int default_answer(const ix_device *d, const attn_shape *s, int nlist, in
 }
 
 /* Rows of shape i of d in its current stack into out->own_rows (tune on
- * miss: 0 means never tuned here). */
+ * miss: 0 means never tuned here), and whether they hold a complete tune
+ * (out->complete). Rows are sorted by stack: the stack's are contiguous. */
 static void count_own_rows(const ix_device *d, int i, index_answer *out)
 {
+    int lo = -1;
     for (int k = 0; i >= 0 && k < d->shapes[i].n; k++)
-        out->own_rows += strcmp(d->shapes[i].m[k].stack_id, d->stack.id) == 0;
+        if (strcmp(d->shapes[i].m[k].stack_id, d->stack.id) == 0) {
+            lo = lo < 0 ? k : lo;
+            out->own_rows++;
+        }
+    out->complete = lo >= 0 && select_complete(d->shapes[i].m + lo, out->own_rows, d->local);
 }
 
 /* The shape's own winner on d (measured), when it has one. 1 with out

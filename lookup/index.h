@@ -165,6 +165,9 @@ typedef struct index_answer {
     char fleet_host[64];
     int own_rows;                    /* rows of this shape in the device's current
                                         stack (0: never tuned here) */
+    int complete;                    /* those rows hold a complete tune (a pin or
+                                        a bound may still answer otherwise than
+                                        measured: no tune on miss then) */
     variant_set listed;              /* the variants the backend lists for the
                                         shape, when the answer needed its
                                         listing (predicted, default); 0 else */

@@ -160,6 +160,7 @@ static void lookup_should_answer_a_force_as_pinned(void)
     CHECK_NEAR(a.m.time_us, 20, 1e-9); /* its own measurement */
     CHECK_EQ_INT(a.pinned.id, 1);
     CHECK_EQ_INT(a.own_rows, 3);
+    CHECK_EQ_INT(a.complete, 1); /* tuned: no tune on miss for a pinned answer */
     /* not of the asked variants: answered among them instead */
     CHECK(index_lookup_in(ix, "CPU-L", &A, 0, 1u << ATTN_SPLIT, &a) == 0 &&
           a.source == INDEX_MEASURED);
@@ -172,6 +173,7 @@ static void lookup_should_answer_a_force_as_pinned(void)
     CHECK_STR(a.m.tactic, "split/acc=f32/pad=1");
     CHECK(index_lookup(ix, "CPU-L", &U, 0, &a) == 0 && a.source == INDEX_PINNED);
     CHECK(isnan(a.m.time_us)); /* never measured here */
+    CHECK(a.own_rows == 0 && a.complete == 0);
     CHECK_EQ_INT(index_tactic_listed(ix, "CPU-L", &M, "folded/acc=f32/pad=1"), 0);
     CHECK_EQ_INT(index_tactic_listed(ix, "CPU-L", &A, "folded/acc=f32/pad=1"), 1);
     /* unpinned: back to the measurement */
