@@ -90,7 +90,9 @@ typedef struct attune_answer {
     char stack[24];      /* the device's current stack; stale means the two
                             differ; "" on fallback */
     char tuning[16];     /* "queued" or "running": the daemon is tuning this
-                            shape (tune on miss); "" otherwise */
+                            shape (tune on miss); "refused": it will not
+                            (predicted over its budget, or its daily quota
+                            used: the daemon's answer says which); "" otherwise */
     char fleet_device[64]; /* source "fleet": the device that measured it */
 } attune_answer;
 

@@ -478,7 +478,10 @@ static int parse_answer(const char *text, size_t len, attune_answer *a)
     copy_str(a->measured_stack, sizeof a->measured_stack,
              json_string_value(json_object_get(o, "measured_stack")));
     copy_str(a->stack, sizeof a->stack, json_string_value(json_object_get(o, "stack")));
-    copy_str(a->tuning, sizeof a->tuning, json_string_value(json_object_get(o, "tuning")));
+    const char *tuning = json_string_value(json_object_get(o, "tuning"));
+    /* "refused: predicted 6.5 h (budget 60 s)": the word fits, the reason not */
+    copy_str(a->tuning, sizeof a->tuning,
+             tuning != NULL && strncmp(tuning, "refused", 7) == 0 ? "refused" : tuning);
     if (strcmp(a->source, "nearest") == 0 || strcmp(a->source, "predicted") == 0) {
         copy_str(a->from_shape, sizeof a->from_shape,
                  json_string_value(json_object_get(o, "from_shape")));

@@ -96,6 +96,13 @@ def test_admission(binary, work):
         check(st == 200 and a["source"] != "measured" and
               a.get("tuning", "").startswith("refused: predicted") and dt < 1.0,
               "the huge lookup answers at once (%.3f s), tuning %r" % (dt, a.get("tuning")))
+        r = subprocess.run([os.environ["ATTUNE_BIN"], "query", "--url",
+                            "http://127.0.0.1:%d" % d.port, "--device", "cpu", "--shape",
+                            key_of(1, 1, 1, 1048576, 16384, 64, "f16")],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0 and any(ln.split() == ["tuning", "refused"]
+                                        for ln in r.stdout.splitlines()),
+              "attune query (the C client) says tuning refused (%r)" % r.stdout[-200:])
         huge = shape(1, 1, 1, 1048576, 16384, 64, "f16")
         st, r = d.post("/v1/tune", {"device": "cpu", "shapes": [huge]})
         check(st == 400 and "force" in r["error"] and "predicted" in r["error"],

@@ -76,7 +76,8 @@ class Answer:
     default). stale: measured under another software stack; measured_stack
     is the answering measurement's stack, stack the device's current one
     ("" when unknown). tuning: "queued"/"running" while the daemon tunes
-    this shape (tune on miss), else "".
+    this shape (tune on miss), "refused: <why>" when its admission refused
+    to (predicted over its budget, or its daily quota used), else "".
     A lookup limited to variants (lookup(variants=...)) that none of them
     can answer has tactic "" and source "none".
     """
