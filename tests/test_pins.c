@@ -45,6 +45,13 @@ static void check_should_normalise_and_refuse(void)
     CHECK(strstr(err, "complete") != NULL);
     p = mk(PIN_EXCLUDE, "fused/pad", "", "", "", 0); /* half a part */
     CHECK_EQ_INT(pin_check(&p, err, sizeof err), ATTUNE_EINVAL);
+    p = mk(PIN_EXCLUDE, "fused/pa=1", "", "", "", 0); /* a typo would exclude nothing */
+    CHECK_EQ_INT(pin_check(&p, err, sizeof err), ATTUNE_EINVAL);
+    CHECK(strstr(err, "unknown key 'pa'") != NULL);
+    p = mk(PIN_EXCLUDE, "fused/tile=64x64/pad=1", "", "", "", 0); /* never a prefix */
+    CHECK_EQ_INT(pin_check(&p, err, sizeof err), ATTUNE_EINVAL);
+    p = mk(PIN_EXCLUDE, "fused/pad=1/tile=64x64", "", "", "", 0);
+    CHECK_EQ_INT(pin_check(&p, err, sizeof err), 0);
     p = mk(PIN_EXCLUDE, "fusd", "", "", "", 0);
     CHECK_EQ_INT(pin_check(&p, err, sizeof err), ATTUNE_EINVAL);
     CHECK(strstr(err, "fusd") != NULL);

@@ -45,20 +45,47 @@ static int check_text(const char *s, size_t max, const char *field, int need, ch
     return 0;
 }
 
-/* One part "key=value" of an exclusion prefix: [a-z0-9_]+=[A-Za-z0-9_.x]+. */
+/* A character of a tactic's key (k) or value (!k). */
+static int part_char(int c, int k)
+{
+    int word = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    return k ? word : word || (c >= 'A' && c <= 'Z') || c == '.' || c == '-';
+}
+
+/* One part "key=value" of an exclusion prefix: [a-z0-9_]+=[A-Za-z0-9_.-]+. */
 static int part_ok(const char *b, size_t n)
 {
     const char *eq = memchr(b, '=', n);
     if (eq == NULL || eq == b || eq == b + n - 1)
         return 0;
-    for (const char *p = b; p < b + n; p++) {
-        int c = (unsigned char)*p;
-        int word = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-        if (p < eq ? !word : !(word || (c >= 'A' && c <= 'Z') || c == '.' || c == '-'))
-            if (p != eq)
-                return 0;
-    }
+    for (const char *p = b; p < b + n; p++)
+        if (p != eq && !part_char((unsigned char)*p, p < eq))
+            return 0;
     return 1;
+}
+
+/* The keys a tactic may have (kernels/attn.c), in their canonical order. */
+static const char *const tactic_keys[] = {"acc",    "arch",  "eng",  "fold",  "graph", "kcfg",
+                                          "pad",    "splits", "stages", "tile", "warps", NULL};
+
+/* The key of part (key=value...) must be a tactic key, after prev (the
+ * canonical text sorts its keys: a prefix out of order matches nothing).
+ * Values are compared as text. prev receives the key. */
+static int check_key(const char *t, const char *part, char *prev, size_t plen, char *err,
+                     size_t errlen)
+{
+    size_t n = strcspn(part, "=");
+    int known = 0;
+    for (int i = 0; tactic_keys[i] != NULL && !known; i++)
+        known = strlen(tactic_keys[i]) == n && strncmp(tactic_keys[i], part, n) == 0;
+    if (!known)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "tactic '%s': unknown key '%.*s'", t,
+                           (int)n, part);
+    if (prev[0] != 0 && strncmp(prev, part, n) >= 0)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "tactic '%s': keys must be in their "
+                           "canonical (sorted) order, as attune tactics writes them", t);
+    snprintf(prev, plen, "%.*s", (int)n, part);
+    return 0;
 }
 
 /* An exclusion: a variant name, then whole key=value parts. */
@@ -75,12 +102,16 @@ static int check_prefix(const char *t, char *err, size_t errlen)
     if (attn_variant_parse(name, &v) != 0)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown variant '%s' in tactic '%s' "
                            "(known: %s)", name, t, variant_set_names());
+    char prev[16] = "";
     for (const char *p = t + n; *p == '/';) {
         size_t k = strcspn(p + 1, "/");
         if (!part_ok(p + 1, k))
             return attune_fail(err, errlen, ATTUNE_EINVAL,
                                "tactic '%s': '%.*s' is not a key=value part (a prefix is whole "
                                "parts, e.g. fused/pad=1)", t, (int)k, p + 1);
+        int rc = check_key(t, p + 1, prev, sizeof prev, err, errlen);
+        if (rc != 0)
+            return rc;
         p += 1 + k;
     }
     return 0;

@@ -57,12 +57,16 @@ static void print_header(void)
            "device/model", "author", "reason");
 }
 
-static void print_pin(const pin *p)
+/* One pin object (as GET /v1/pins and pin_json write it) as a line. */
+static void print_pin(const json_t *o)
 {
-    const char *where = p->device[0] ? p->device : p->model[0] ? p->model : "-";
-    printf("%-5lld %-8s %-32s %-40s %-26s %-12s %s\n", (long long)p->id,
-           pin_action_name(p->action), p->tactic, p->shape[0] ? p->shape : "-", where,
-           p->author, p->reason);
+#define PIN_FIELD(k) (json_string_value(json_object_get(o, k)) ? json_string_value(json_object_get(o, k)) : "")
+    const char *dev = PIN_FIELD("device"), *model = PIN_FIELD("model"), *shape = PIN_FIELD("shape");
+    printf("%-5lld %-8s %-32s %-40s %-26s %-12s %s\n",
+           (long long)json_integer_value(json_object_get(o, "id")), PIN_FIELD("action"),
+           PIN_FIELD("tactic"), shape[0] ? shape : "-", dev[0] ? dev : model[0] ? model : "-",
+           PIN_FIELD("author"), PIN_FIELD("reason"));
+#undef PIN_FIELD
 }
 
 /* Print pins (a JSON array of pin objects) as a table or JSON. 0 or 1. */
@@ -79,17 +83,8 @@ static int print_pins(const json_t *arr, int json)
         return 0;
     }
     print_header();
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        pin p;
-        char err[256];
-        json_t *o = json_deep_copy(json_array_get(arr, i));
-        json_object_del(o, "id");
-        if (pin_from_json(o, "pin", &p, err, sizeof err) == 0) {
-            p.id = json_integer_value(json_object_get(json_array_get(arr, i), "id"));
-            print_pin(&p);
-        }
-        json_decref(o);
-    }
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        print_pin(json_array_get(arr, i));
     return 0;
 }
 
