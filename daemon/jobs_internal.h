@@ -95,6 +95,10 @@ double jobs_retain_s(const jobs *j);
 /* Device thread or load: track shape s, completed by miss job job, last
  * asked at asked (unix s). */
 void jobs_retain_add(jdev *d, const attn_shape *s, int64_t job, int64_t asked);
+/* 1 when a miss job completed the shape of key (and it is not forgotten):
+ * a lookup that still finds it not `measured` (no tactic could be timed)
+ * does not queue it again. Lock-free. */
+int jobs_retain_has(const jdev *d, const char *key);
 /* Device thread, no lock: forget what nobody asked for within the
  * retention; save the last-asked times of the others. */
 void jobs_retain_sweep(jdev *d, store *st);

@@ -88,13 +88,16 @@ int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *k
     jdev *d = jobs_find_dev(j, device_id);
     int stopping = j->stopping;
     int state = d == NULL || stopping ? JOBS_MISS_NONE : miss_known(d, s, key);
+    /* completed by a miss job already, yet not measured (no tactic could be
+     * timed): tuning it again would find the same, a day's quota on one shape */
+    int tuned = d != NULL && state == JOBS_MISS_NONE && jobs_retain_has(d, key);
     int quota_left = 0;
     if (d != NULL) {
         roll_day(d);
         quota_left = d->miss_today < miss_quota(j);
     }
     pthread_mutex_unlock(&j->mu);
-    if (d == NULL || state != JOBS_MISS_NONE || stopping)
+    if (d == NULL || state != JOBS_MISS_NONE || stopping || tuned)
         return state;
     /* the quota first: past it, a flood costs no pricing */
     int fits = !quota_left || miss_admit(j, d, s, why, whylen);

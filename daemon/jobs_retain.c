@@ -72,6 +72,12 @@ void jobs_retain_add(jdev *d, const attn_shape *s, int64_t job, int64_t asked)
     }
 }
 
+int jobs_retain_has(const jdev *d, const char *key)
+{
+    return atomic_load_explicit(&d->nkept, memory_order_relaxed) > 0 &&
+           find_slot(d, key_hash(key)) >= 0;
+}
+
 void jobs_asked(jobs *j, const char *device_id, const char *key)
 {
     if (j == NULL)
