@@ -440,8 +440,14 @@ static void work_tune(req *r, store *st)
     log_event(LOGL_INFO, "job_queued", "job=%lld device=%s shapes=%d", (long long)v.id,
               v.device_id, v.total);
     snprintf(r->location, sizeof r->location, "/v1/jobs/%lld", (long long)v.id);
-    req_result(r, 202, json_pack("{s:I, s:s, s:s, s:i}", "job", (json_int_t)v.id, "state",
-                                 "queued", "device", v.device_id, "total", v.total));
+    json_t *o = json_pack("{s:I, s:s, s:s, s:i}", "job", (json_int_t)v.id, "state", "queued",
+                          "device", v.device_id, "total", v.total);
+    char warn[160];
+    snprintf(warn, sizeof warn, "%d shape(s) predicted over the job budget, queued because "
+             "of \"force\": true", r->extra_flag);
+    if (o != NULL && r->extra_flag > 0) /* tune_over_budget counted them */
+        json_object_set_new(o, "warning", json_string(warn));
+    req_result(r, 202, o);
 }
 
 /* Parse a request body as a JSON object; on failure the error is queued. */
@@ -488,8 +494,10 @@ static int tune_over_budget(req *r, const attn_device_info *dev, int force,
         attn_shape_key(&r->shapes[i], key, sizeof key);
         log_event(LOGL_WARN, "tune_over_budget", "device=%s shape=%s cost_s=%.0f forced=%d",
                   dev->id, key, c.seconds, force);
-        if (force)
+        if (force) {
+            r->extra_flag++; /* work_tune's 202 warns */
             continue;
+        }
         *ret = http_fail(r, ATTUNE_ERANGE, "shapes[%d] %s: %s; to tune it all the same, "
                          "send \"force\": true (attune tune --force-long)", i, key,
                          admit_describe(&c, budget, why, sizeof why));

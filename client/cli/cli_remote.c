@@ -587,6 +587,9 @@ static int queue_job(attune_client *c, const char *device, const attn_shape *sha
     json_error_t je;
     json_t *o = json_loads(resp, 0, &je);
     *id = json_integer_value(json_object_get(o, "job"));
+    const char *warn = json_string_value(json_object_get(o, "warning")); /* --force-long */
+    if (warn != NULL)
+        fprintf(stderr, "attune tune: warning: %s\n", warn);
     json_decref(o);
     rc = 0;
 out:
