@@ -3,8 +3,9 @@
 # `measured` answer: attuned with tune on miss on a copy of a tuned table
 # (the asked shapes' rows removed, the device id made this GPU's), each
 # shape asked once, then polled every 0.05 s until its answer's source is
-# `measured`. Prints per shape the seconds to `measured` and the daemon's
-# miss_quick_end line (the quick pass's own duration).
+# `measured`. Prints per shape the seconds to `measured` (since issue 29
+# item 2: the full tune's end, the quick pass leaving the winner mark to
+# it) and the daemon's miss_quick_end and miss_full_end lines.
 #
 # usage: bench/miss_quick.sh TABLE.json[.gz] KEY...
 #   e.g. bench/miss_quick.sh bench/realmodels-holdout9-h200.json.gz \
@@ -64,6 +65,7 @@ for key in keys:
     print("%s asked at %s: first %s, %s after %.2f s" % (
         key, time.strftime("%H:%M:%S", time.gmtime(t0)), first, src, time.time() - t0))
     for line in open(log):
-        if re.search(r"event=miss_(tune_start|quick_end) .*shape=%s " % re.escape(key), line):
+        if re.search(r"event=miss_(tune_start|quick_end|full_end) .*shape=%s " % re.escape(key),
+                     line):
             print("  " + line.rstrip())
 PY
