@@ -154,6 +154,8 @@ static int pin_write(store *st, pin *p, int local, int *added)
     }
     if (local && old.id != 0 && !old.removed)
         p->created_at = old.created_at;
+    if (local && p->updated_at <= old.updated_at) /* seconds: later than the last change */
+        p->updated_at = old.updated_at + 1;
     int was_in_force = old.id != 0 && !old.removed;
     if (!p->removed && !was_in_force && (rc = pins_count(st, &count)) == 0 && count >= PIN_MAX)
         return ATTUNE_ETOOBIG;
@@ -211,7 +213,8 @@ static int delete_tx(store *st, void *ctx)
     q = NULL;
     /* a tombstone: the removal is itself merged (last writer wins) */
     if (rc == 0)
-        rc = prepare(st, "UPDATE pins SET removed = 1, updated_at = ?2 WHERE id = ?1", &q);
+        rc = prepare(st, "UPDATE pins SET removed = 1, updated_at = max(?2, updated_at + 1) "
+                         "WHERE id = ?1", &q);
     if (rc == 0)
         rc = sqlite3_bind_int64(q, 1, a->id) != SQLITE_OK ||
                      sqlite3_bind_int64(q, 2, store_now()) != SQLITE_OK

@@ -341,6 +341,7 @@ static void store_should_merge_pins_last_writer_wins(void)
     CHECK(store_pins_list(st, &got, &n) == 0 && n == 0);
     CHECK(store_pins_all(st, &got, &n) == 0 && n == 1 && got[0].removed == 1);
     int64_t removed_at = n == 1 ? got[0].updated_at : 0;
+    CHECK(removed_at > p.updated_at); /* later than the pin, even in the same second */
     free(got);
     pin old = p;
     old.updated_at = removed_at - 10; /* an older copy of the rule */
