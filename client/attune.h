@@ -67,8 +67,9 @@ typedef struct attune_answer {
     char variant[32];    /* "fused", "fused_splitkv", "split", "split_repeat",
                             "folded", "cudnn" */
     int pad;             /* sq and skv rounded up to this multiple */
-    char source[16];     /* "measured", "fleet", "nearest", "predicted" or
-                            "default" (docs/api.md); "none" (tactic "") when
+    char source[16];     /* "measured", "fleet", "nearest", "predicted",
+                            "default" or "pinned" (an operator's pin,
+                            docs/api.md "Pins"); "none" (tactic "") when
                             a lookup limited to variants has no tactic
                             (attune_lookup_in) */
     int stale;           /* measured on another software stack */

@@ -69,7 +69,8 @@ class Answer:
     """One lookup's answer. Numbers are NaN when unknown.
 
     source: "measured", "fleet" (fleet_device measured it), "nearest" or
-    "predicted" (the prediction model), "default". from_shape: the tuned
+    "predicted" (the prediction model), "default", or "pinned" (an
+    operator's pin forced the tactic; docs/api.md "Pins"). from_shape: the tuned
     shape that answered (the shape itself for "measured" and "fleet", the
     closest one leaned on for "nearest"/"predicted", "" for "default");
     distance: how far it is in log-shape space (0 for measured, NaN for
