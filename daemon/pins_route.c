@@ -4,20 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "../db/store_pins.h"
 #include "../tuner/pin_json.h"
 #include "log.h"
 
 const char *const pins_route_args[] = {"device", NULL};
-
-/* 1 when p can apply to device v (its id, its model, or every device). */
-static int pin_for_device(const pin *p, const index_device_view *v)
-{
-    return (p->device[0] == 0 || strcmp(p->device, v->info.id) == 0) &&
-           (p->model[0] == 0 || strcasecmp(p->model, v->info.name) == 0);
-}
 
 enum MHD_Result pins_route_list(req *r, const char *url, const http_args *a)
 {
@@ -31,7 +23,7 @@ enum MHD_Result pins_route_list(req *r, const char *url, const http_args *a)
     if (index_pins(r->d->ix, &p, &n) != 0)
         return http_fail(r, ATTUNE_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++)
-        if (spec == NULL || pin_for_device(&p[i], &dev))
+        if (spec == NULL || pin_device_covers(&p[i], &dev.info))
             p[k++] = p[i];
     json_t *arr = pin_json_array(p, k);
     free(p);

@@ -259,13 +259,15 @@ int pin_tactic_matches(const pin *p, const char *tactic)
     return strncmp(p->tactic, tactic, n) == 0 && (tactic[n] == 0 || tactic[n] == '/');
 }
 
+int pin_device_covers(const pin *p, const attn_device_info *dev)
+{
+    return (p->device[0] == 0 || strcmp(p->device, dev->id) == 0) &&
+           (p->model[0] == 0 || strcasecmp(p->model, dev->name) == 0);
+}
+
 int pin_applies(const pin *p, const attn_device_info *dev, const char *key)
 {
-    if (p->device[0] != 0 && strcmp(p->device, dev->id) != 0)
-        return 0;
-    if (p->model[0] != 0 && strcasecmp(p->model, dev->name) != 0)
-        return 0;
-    return pin_shape_covers(p->shape, key);
+    return pin_device_covers(p, dev) && pin_shape_covers(p->shape, key);
 }
 
 int pin_rank(const pin *p)

@@ -66,6 +66,10 @@ int pin_shape_covers(const char *pattern, const char *key);
  * with it followed by '/' (exclude). */
 int pin_tactic_matches(const pin *p, const char *tactic);
 
+/* 1 when p can apply to device dev: its id, its model (name, any case),
+ * or every device. */
+int pin_device_covers(const pin *p, const attn_device_info *dev);
+
 /* 1 when p applies to device dev (id exact, model by name in any case, or
  * every device) and shape key. */
 int pin_applies(const pin *p, const attn_device_info *dev, const char *key);
