@@ -212,6 +212,9 @@ def test_miss_jobs(binary, work):
         st, a = d.get(q(key))
         check(a.get("tuning") in ("queued", "running"), "a miss is queued")
         check(no_partial_measured(d, key, n), "measured only once all %d tactics are stored" % n)
+        # the mark commits just before the job's own end: wait for its state
+        wait_for(lambda: all(j["state"] == "done" for j in d.get("/v1/jobs?kind=miss")[1]["jobs"]),
+                 20)
         jobs = [j for j in d.get("/v1/jobs")[1]["jobs"] if j["kind"] == "miss"]
         check(len(jobs) == 1 and jobs[0]["state"] == "done" and jobs[0]["total"] == 1,
               "GET /v1/jobs lists it: kind miss, done (%s)" % json.dumps(jobs))

@@ -427,6 +427,40 @@ static void miss_should_be_a_job_marked_only_by_its_full_pass(store *st)
     jobs_free(j);
 }
 
+/* DELETE of a running miss job: canceled after the tactic in flight, like
+ * any job; its rows stay, its shape not measured (issue 28 item 2). */
+static void miss_job_should_be_cancellable(store *st)
+{
+    static const attn_shape E = {1, 2, 1, 22, 44, 16, ATTN_F32, 0};
+    char why[128];
+    jobs_config cfg = {.db_path = db_path, .devices = &cpu, .ndevices = 1, .ix = H.ix,
+                       .budget_ms = 2, .max_queued = 8, .committed = committed,
+                       .committed_ctx = &H};
+    jobs *j = NULL;
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    H.rows = H.marks = 0;
+    H.hold = 1;
+    CHECK_EQ_INT(jobs_start(j), 0);
+    CHECK_EQ_INT(jobs_miss(j, cpu.info.id, &E, "e", why, sizeof why), JOBS_MISS_QUEUED);
+    wait_held();
+    jobs_view *v = NULL, c;
+    int n = 0;
+    CHECK_EQ_INT(jobs_list(j, &v, &n), 0);
+    int64_t id = n >= 1 ? v[n - 1].id : 0;
+    CHECK(n >= 1 && v[n - 1].kind == STORE_JOB_MISS);
+    free(v);
+    CHECK_EQ_INT(jobs_cancel(j, st, id, &c), 0);
+    CHECK(c.cancel_requested);
+    release();
+    CHECK(wait_state(j, id, STORE_JOB_CANCELED));
+    CHECK_EQ_INT(H.marks, 0);
+    index_answer ans;
+    CHECK_EQ_INT(index_lookup(H.ix, cpu.info.id, &E, 0, &ans), 0);
+    CHECK(ans.source != INDEX_MEASURED);
+    jobs_stop(j);
+    jobs_free(j);
+}
+
 int main(void)
 {
     char dir[300], err[ATTUNE_ERRLEN];
@@ -451,6 +485,7 @@ int main(void)
     RUN_ARG(stop_should_leave_the_job_queued_and_load_resume_it, st);
     RUN_ARG(miss_should_give_way_to_a_newer_miss, st);
     RUN_ARG(miss_should_be_a_job_marked_only_by_its_full_pass, st);
+    RUN_ARG(miss_job_should_be_cancellable, st);
     index_free(H.ix);
     store_close(st);
     return test_summary();
