@@ -1,7 +1,7 @@
 /* app.js -- the attune dashboard: reads the API of the attuned that served
  * it (GET only) and draws plain SVG. No library, no build step.
  *
- * Polls /v1/jobs every second, and /v1/devices + /v1/pins + /v1/winners when a job's
+ * Polls /v1/jobs and /v1/pins every second, and /v1/devices + /v1/winners when a job's
  * progress moves (each tactic) or else every five seconds, so winners show
  * within a second of being measured. Everything drawn carries data-* attributes
  * with the values it shows: the browser test reads them back. */
@@ -15,7 +15,7 @@ const VARIANT_COLORS = {
 const state = {
   devices: [], device: null, winners: null, winnersText: '', variantsOff: new Set(), jobs: [], jobsText: '',
   shape: null, results: null, resultsKey: '', progress: {}, ticks: 0, lastDone: '',
-  pins: [],
+  pins: [], pinsText: '',
 };
 
 /* ---- small helpers */
@@ -228,10 +228,16 @@ function renderPins() {
   el.innerHTML = h + '</tbody></table>';
 }
 
+/* Every second (a few rules, from memory): a pin written or removed shows
+ * at once, and the shape shown says what lookups answer under it. */
 async function refreshPins() {
   const p = await api('/v1/pins');
+  const text = JSON.stringify(p.pins);
+  if (text === state.pinsText) return;
   state.pins = p.pins;
+  state.pinsText = text;
   renderPins();
+  if (state.results) await refreshResults(true);
 }
 
 /* ---- the winner map */
@@ -729,11 +735,11 @@ async function tick() {
     const moved = done !== state.lastDone;
     state.lastDone = done;
     renderJobs();
+    await refreshPins();
     /* winners are read from the database: at each step of a job, else
      * every 5 s (writes by `attune tune --db` and imports) */
     if (state.ticks % 5 === 0 || moved) {
       await refreshDevices();
-      await refreshPins();
       await refreshWinners();
     }
     setStatus('live, updated ' + new Date().toLocaleTimeString(), false);

@@ -173,6 +173,25 @@ async function main() {
       { timeout: 10000 });
     await checkWinners(page, 'every variant again');
 
+    // a pin: listed at once, and the shape shown says lookups answer it
+    const other = res.measurements.find((m) => m.status === 'ok' &&
+      m.tactic !== pick.winner.tactic).tactic;
+    const auth = { 'Content-Type': 'application/json',
+      Authorization: 'Bearer ' + process.env.ATTUNE_TOKEN };
+    const { status: pst, body: pinned } = await api('/v1/pins', { method: 'POST', headers: auth,
+      body: JSON.stringify({ action: 'force', tactic: other, shape: pick.shape, device: 'cpu',
+        reason: 'browser test', author: 'page_test' }) });
+    check(pst === 201, 'POST /v1/pins forced ' + other);
+    await page.waitForFunction((t) => document.querySelector(`#pins tr.pin[data-tactic="${t}"]`)
+      && document.querySelector('.shape-pin[data-source="pinned"]')?.dataset.answer === t,
+    other, { timeout: 10000 }).then(() => check(true, 'the pin is listed and the shape ' +
+      'view says lookups answer ' + other), () => check(false, 'the pin is not shown'));
+    await api('/v1/pins/' + pinned.pin.id, { method: 'DELETE', headers: auth });
+    await page.waitForFunction(() => !document.querySelector('#pins tr.pin') &&
+      !document.querySelector('.shape-pin'), null, { timeout: 10000 })
+      .then(() => check(true, 'unpinned: the page shows no pin'),
+        () => check(false, 'the removed pin is still shown'));
+
     // a job: its progress moves on the page, then its winners appear
     const job = JSON.parse(process.env.ATTUNE_JOB);
     const { status, body: queued } = await api('/v1/tune', {
