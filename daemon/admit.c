@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* Tactics priced at most (the CPU lists 16 or so, an H200 a few hundred). */
 #define ADMIT_MAX_TACTICS 1024
@@ -16,16 +17,52 @@
 /* Tune on miss's quick pass: its tactics, each timed for about 30 ms. */
 #define ADMIT_QUICK_TACTICS 3
 #define ADMIT_QUICK_BUDGET_S 0.03
+/* The screening pass (tuner/tuner.c run_screen): a warm-up and 3 samples
+ * of about 0.5 ms (never below one call). */
+#define ADMIT_SCREEN_SAMPLES 4
+#define ADMIT_SCREEN_SAMPLE_S 0.0005
 
-/* Seconds one tactic of t seconds a call costs a tune with a per-tactic
- * timing budget of b seconds: the checked run and the calibration call;
- * timed samples, bound by b but never fewer than one call; as much again
- * for the pad copies' pairs or the screening (tuner/tuner.c time_plan,
- * time_copies, run_screen). */
-static double tactic_s(double t, double b)
+/* Seconds the full protocol costs one tactic of t seconds a call under a
+ * per-tactic timing budget of b seconds: the checked run and the
+ * calibration call, then timed samples bound by b but never fewer than
+ * one call, as much again for a padded tactic's copies (time_plan,
+ * time_copies). */
+static double full_s(double t, double b)
 {
     double timed = t > b ? t : b;
     return 2.0 * t + 2.0 * timed;
+}
+
+/* Seconds the screening costs it: the checked run, the calibration call
+ * and the screening samples (and as many for the copies' pairs). */
+static double screen_s(double t)
+{
+    double sample = t > ADMIT_SCREEN_SAMPLE_S ? t : ADMIT_SCREEN_SAMPLE_S;
+    return 2.0 * t + 2.0 * ADMIT_SCREEN_SAMPLES * sample;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The whole tune of tactics of us[0..n) (sorted here, fastest first):
+ * the quick pass times the fastest 3 for about 30 ms each; the full tune
+ * screens every one and times in full the fastest eighth (at least 3:
+ * those screened within 1.25x of the best, docs/tuning.md). Seconds. */
+static double tune_s(double *us, int n, double b)
+{
+    qsort(us, (size_t)n, sizeof *us, cmp_double);
+    int kept = n / 8 > ADMIT_QUICK_TACTICS ? n / 8 : ADMIT_QUICK_TACTICS;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        double t = us[i] * 1e-6;
+        sum += n > 1 ? screen_s(t) : 0;
+        sum += i < kept ? full_s(t, b) : 0;
+        sum += i < ADMIT_QUICK_TACTICS ? full_s(t, ADMIT_QUICK_BUDGET_S) : 0;
+    }
+    return sum;
 }
 
 /* FLOPs of the shape's two GEMMs, causal or not. */
@@ -86,13 +123,10 @@ int admit_estimate(index_state *ix, const attn_device_info *dev, const attn_shap
     if (n == 0) /* nothing lists (or no model): one tactic at the roofline */
         us[n++] = NAN;
     fill_unknown(us, n, dev, s, &out->roofline);
-    double b = tactic_budget_ms > 0 ? tactic_budget_ms * 1e-3 : 0.2;
-    for (int i = 0; i < n; i++) {
-        double t = us[i] * 1e-6;
-        out->seconds += tactic_s(t, b) + (i < ADMIT_QUICK_TACTICS ? tactic_s(t, ADMIT_QUICK_BUDGET_S) : 0);
+    for (int i = 0; i < n; i++)
         if (us[i] > out->call_us)
             out->call_us = us[i];
-    }
+    out->seconds = tune_s(us, n, tactic_budget_ms > 0 ? tactic_budget_ms * 1e-3 : 0.2);
     out->ntactics = n;
     out->bytes = shape_bytes(s);
     out->max_bytes = dev->memory_mb > 0 ? 0.5 * (double)dev->memory_mb * 1048576.0

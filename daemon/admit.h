@@ -3,13 +3,15 @@
  *
  * A lookup can name any valid shape; before this, tune on miss queued one
  * whose single call the model put at 576 s on the CPU, and the tuner was
- * gone for hours. The cost of a tune is, over every tactic the backend
- * lists for the shape, the calls the tuner makes (the checked run, the
- * calibration call, then timed samples that the per-tactic budget binds
- * but never below one call, the pad copies' pairs and the screening) times
- * that tactic's predicted time per call (index_predict_times), plus the
- * quick pass of tune on miss; and its buffers (q, k, v and out, padded
- * copies) must fit in half the device's memory. A tactic the model has no
+ * gone for hours. The cost of a tune is, over the tactics the backend
+ * lists for the shape, the calls the tuner makes times each tactic's
+ * predicted time per call (index_predict_times): the screening of every
+ * tactic (checked run, calibration call, a warm-up and 3 short samples,
+ * never below one call each), the full timing of the fastest eighth (the
+ * screening keeps those within 1.25x of the best; samples bound by the
+ * per-tactic budget, never below one call; as much again for pad copies),
+ * and tune on miss's quick pass over the fastest 3; and its buffers (q, k,
+ * v and out, padded copies) must fit in half the device's memory. A tactic the model has no
  * word on costs the slowest predicted one; a device with no model at all
  * costs a roofline of its FLOPs at a deliberately low rate (refusing a
  * cheap shape is cheaper than admitting an hour). */
