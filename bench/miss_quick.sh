@@ -55,15 +55,18 @@ port, dev, wait_s, log, keys = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys
 def ask(key):
     url = "http://127.0.0.1:%s/v1/tactic?device=%s&shape=%s" % (port, dev, key)
     with urllib.request.urlopen(url, timeout=30) as r:
-        return json.load(r)["source"]
+        a = json.load(r)
+        return a["source"], a.get("tuning", "")
 for key in keys:
     t0 = time.time()
-    first = src = ask(key)
-    while src != "measured" and time.time() - t0 < wait_s:
+    (first, tuning) = (src, _) = ask(key)
+    # refused by admission (predicted over --miss-budget-s): nothing to wait for
+    while src != "measured" and not tuning.startswith("refused") and time.time() - t0 < wait_s:
         time.sleep(0.05)
-        src = ask(key)
-    print("%s asked at %s: first %s, %s after %.2f s" % (
-        key, time.strftime("%H:%M:%S", time.gmtime(t0)), first, src, time.time() - t0))
+        src, _ = ask(key)
+    print("%s asked at %s: first %s (tuning %s), %s after %.2f s" % (
+        key, time.strftime("%H:%M:%S", time.gmtime(t0)), first, tuning or "-", src,
+        time.time() - t0))
     for line in open(log):
         if re.search(r"event=miss_(tune_start|quick_end|full_end) .*shape=%s " % re.escape(key),
                      line):
