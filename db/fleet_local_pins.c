@@ -42,11 +42,13 @@ int fleet_local_pins(store *st, fleet_pg *c, int *pushed, int *added, char *err,
         attune_fail(err, errlen, rc, "cannot read the pins: %s", attune_strerror(rc));
         goto out;
     }
-    if ((rc = fleet_pg_pins_push(c, mine, nmine, err, errlen)) != 0 ||
-        (rc = fleet_pg_pins_pull(c, &theirs, &ntheirs, err, errlen)) != 0 ||
-        (rc = check_pulled(theirs, ntheirs, err, errlen)) != 0)
+    /* nothing to send, nothing to merge: no transaction on either side */
+    if (nmine > 0 && (rc = fleet_pg_pins_push(c, mine, nmine, err, errlen)) != 0)
         goto out;
     *pushed = nmine;
+    if ((rc = fleet_pg_pins_pull(c, &theirs, &ntheirs, err, errlen)) != 0 ||
+        (rc = check_pulled(theirs, ntheirs, err, errlen)) != 0 || ntheirs == 0)
+        goto out;
     merge_args a = {.p = theirs, .n = ntheirs};
     if ((rc = store_tx(st, merge_tx, &a)) != 0) {
         attune_fail(err, errlen, rc, "cannot store the pulled pins: %s", attune_strerror(rc));
