@@ -173,6 +173,10 @@ def check_refusals(d, env):
                                                           p.stderr.strip()))
     p = run(["pin", "--exclude", "split"], env)
     check(p.returncode == 2 and "--reason" in p.stderr, "no --reason: usage error")
+    p = run(["pin", "--db", os.path.join(os.path.dirname(d.db), "attune.db"), "--force",
+             "folded/acc=f32/pad=1", "--shape", MHA, "--device", "cpu", "--reason", "r"], env)
+    check(p.returncode == 1 and "does not list" in p.stderr,
+          "attune pin --db refuses an unlisted force too: " + p.stderr.strip())
     p = run(["unpin", "999"], env)
     check(p.returncode == 1 and "no pin 999" in p.stderr, "unpin of no pin: " + p.stderr.strip())
     body = json.dumps({"action": "exclude", "tactic": "split", "reason": "r", "author": "a"})

@@ -290,6 +290,27 @@ int pin_beats(const pin *a, const pin *b)
     return ra != rb ? ra > rb : a->id > b->id;
 }
 
+int pin_force_listed(const pin *p, const attn_device *dev)
+{
+    attn_shape s;
+    if (p->action != PIN_FORCE || p->shape[0] == 0 || strchr(p->shape, '*') != NULL ||
+        attn_shape_parse(p->shape, &s, NULL, 0) != 0)
+        return -1;
+    int n = dev->ops->tactics(dev->index, &s, NULL, 0);
+    int cap = n > 4096 ? n : 4096; /* the CPU counts; CUDA writes at most max */
+    attn_tactic *t = n >= 0 ? malloc((size_t)cap * sizeof *t) : NULL;
+    int listed = -1;
+    if (t != NULL && (n = dev->ops->tactics(dev->index, &s, t, cap)) >= 0) {
+        listed = 0;
+        for (int i = 0; i < n && i < cap && !listed; i++) {
+            char ts[ATTN_TACTIC_STR_MAX];
+            listed = strcmp(attn_tactic_str(&t[i], ts, sizeof ts), p->tactic) == 0;
+        }
+    }
+    free(t);
+    return listed;
+}
+
 int pin_match_init(pin_match *m, const pin *pins, int n, const attn_device_info *dev,
                    const char *key)
 {

@@ -82,6 +82,12 @@ int pin_rank(const pin *p);
 /* 1 when a beats b: higher rank, else the newer (larger id). */
 int pin_beats(const pin *a, const pin *b);
 
+/* For a force of one shape key: whether device dev's backend lists its
+ * tactic for that shape (1 or 0); -1 when p is no such force (a pattern,
+ * every shape, an exclusion) or listing fails. What `attune pin --db`
+ * checks for a device of this host (attuned: index_tactic_listed). */
+int pin_force_listed(const pin *p, const attn_device *dev);
+
 /* The pins of one lookup: those of pins[0..n) that apply to (dev, key).
  * Reads pins in place (they must outlive the match). */
 typedef struct pin_match {

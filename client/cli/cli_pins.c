@@ -139,16 +139,25 @@ static int pin_args_check(const pin_args *a)
 
 /* ---- straight into a database (--db) */
 
-/* A device spec as the id the store knows (cpu, ordinal, id, name). */
-static int db_device_id(store *st, const char *spec, char *id, size_t len)
+/* p's device spec as the id the store knows (cpu, ordinal, id, name); a
+ * force of one shape for a device of this host must be a tactic its
+ * backend lists for the shape (attuned checks the same). 0 or 1 (said). */
+static int db_device(store *st, pin *p)
 {
     attn_device local;
     attn_device_info info;
     attn_stack stack;
     int is_local = 0;
-    if (cli_device_resolve(st, spec, &local, &is_local, &info, &stack) != 0)
+    if (cli_device_resolve(st, p->device, &local, &is_local, &info, &stack) != 0)
         return 1;
-    snprintf(id, len, "%s", info.id);
+    snprintf(p->device, sizeof p->device, "%s", info.id);
+    char why[ATTUNE_ERRLEN];
+    if (is_local && pin_check(p, why, sizeof why) == 0 && pin_force_listed(p, &local) == 0) {
+        fprintf(stderr, "attune pin: device %s does not list tactic %s for %s (attune tactics "
+                "--device %s --shape %s lists them)\n", p->device, p->tactic, p->shape,
+                p->device, p->shape);
+        return 1;
+    }
     return 0;
 }
 
@@ -173,7 +182,7 @@ static int pin_db(const pin_args *a, json_t *body)
     }
     if (cli_store_open(a->db, 0, &st) != 0)
         return 1;
-    if (p.device[0] != 0 && db_device_id(st, p.device, p.device, sizeof p.device) != 0)
+    if (p.device[0] != 0 && db_device(st, &p) != 0)
         goto out;
     if (store_pin_put(st, &p, &added, err, sizeof err) != 0) {
         fprintf(stderr, "attune pin: %s\n", err);
