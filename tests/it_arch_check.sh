@@ -3,7 +3,9 @@
 # compiled for sm_87 (Orin) and sm_110 (Thor) without spills outside the
 # configurations those architectures do not get. Skipped (77) without nvcc
 # or in a build configured with ATTUNE_WITH_CUDA=OFF;
-# compiles are cached in the build directory.
+# compiles are cached in the build directory. Cold it is the longest test
+# (~90 s of CPU, two processes): ctest starts it first (COST in
+# tests/CMakeLists.txt).
 set -eu
 : "${ATTUNE_SOURCE_DIR:?}" "${ATTUNE_BUILD_DIR:?}"
 # A build configured without CUDA (-DATTUNE_WITH_CUDA=OFF) skips it too.
