@@ -247,15 +247,22 @@ def wait_measured(url, keys, timeout_s, quiet_s=3.0):
     return None
 
 
-def bucket_keys(calls):
+def bucket_keys(calls, exact=()):
+    """The shape keys attune_auto asks attuned for calls: their buckets'
+    ceilings, and the exact lengths of the calls in exact (a prefill or an
+    encoder forward run at one length: attune_auto promotes it to its own
+    plan, docs/libattune.md)."""
     keys = set()
     for module, q, k, v, mask, kw in calls:
         b, hq, sq, d = q.shape
         causal = bool(getattr(module, "is_causal", False)) and sq > 1 and mask is None
         dt = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}[q.dtype]
-        keys.add("b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (
-            b, hq, k.shape[1], attune.lib.bucket_len(sq), attune.lib.bucket_len(k.shape[2]), d, dt,
-            "c" if causal else "nc"))
+        lens = [(attune.lib.bucket_len(sq), attune.lib.bucket_len(k.shape[2]))]
+        if any(c is q for c in (e[1] for e in exact)):
+            lens.append((sq, k.shape[2]))
+        for lq, lk in lens:
+            keys.add("b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (
+                b, hq, k.shape[1], lq, lk, d, dt, "c" if causal else "nc"))
     return sorted(keys)
 
 
@@ -274,7 +281,7 @@ def model_run(name, a, out):
     first, _, _ = run(first=True)
     res["attune_first_ms"] = first[0]
     pre, dec = record_calls(m, name, inp)
-    keys = bucket_keys(pre + dec)
+    keys = bucket_keys(pre + dec, exact=pre)
     res["shapes"] = keys
     res["tuned_after_s"] = wait_measured(a.url, keys, a.tune_wait)
     log("%s: first attune forward %.1f ms; shapes %s measured after %s s"
@@ -282,6 +289,7 @@ def model_run(name, a, out):
     logits = {}
     for impl in IMPLS:
         ah.use(m, impl)
+        run(first=True)  # warm-up, untimed: lazy modules, attune's answers and plans
         ah.calls.update(attune=0, sdpa=0)
         times, per_tok, lg = run()
         logits[impl] = lg

@@ -309,6 +309,21 @@ typedef struct attn_ops {
      * or strides this plan cannot read), ATTUNE_EUNSUPP (lengths other
      * than the planned ones on a tactic fixed to them, cuDNN), EGPU. */
     int (*launch)(attn_plan *p, const attn_io *io, void *stream);
+
+    /* Optional (NULL: nothing to do): let plan p (a plan_new plan) read
+     * and write tensors at the strides of views (data pointers ignored) in
+     * place from now on, where the variant fixes strides when it is built
+     * (cuDNN: a graph for them; the others read strides at run time and
+     * return 0). Slow and allocates, like plan_new; never while stream (the
+     * stream runs come on) is capturing a CUDA graph: ATTUNE_EBUSY then.
+     * ATTUNE_EUNSUPP (note says why) when the variant cannot: runs on such
+     * views keep the plan's copies. Calls of p must not run meanwhile. */
+    int (*plan_views)(attn_plan *p, const attn_io *views, void *stream, char *note,
+                      size_t notelen);
+
+    /* Optional (NULL: never): 1 while stream is capturing a CUDA graph, so
+     * nothing may allocate or build on it; else 0. */
+    int (*capturing)(void *stream);
 } attn_ops;
 
 /* ---- device registry (kernels/registry.c) */

@@ -9,11 +9,12 @@
 #include <string.h>
 
 #include "attn.h"
+#include "libattune_priv.h"
 
 _Static_assert(ATTUNE_RT_EINVAL == (int)ATTUNE_EINVAL && ATTUNE_RT_ENOMEM == (int)ATTUNE_ENOMEM &&
                    ATTUNE_RT_ENODEV == (int)ATTUNE_ENODEV &&
                    ATTUNE_RT_EUNSUPP == (int)ATTUNE_EUNSUPP && ATTUNE_RT_EGPU == (int)ATTUNE_EGPU &&
-                   ATTUNE_RT_EBLAS == (int)ATTUNE_EBLAS,
+                   ATTUNE_RT_EBLAS == (int)ATTUNE_EBLAS && ATTUNE_RT_EBUSY == (int)ATTUNE_EBUSY,
                "libattune.h's codes are attune_err.h's");
 _Static_assert(ATTUNE_DTYPE_F16 == (int)ATTN_F16 && ATTUNE_DTYPE_BF16 == (int)ATTN_BF16 &&
                    ATTUNE_DTYPE_F32 == (int)ATTN_F32,
@@ -175,6 +176,31 @@ int attune_plan_run(attune_plan *plan, const attune_tensor *q, const attune_tens
         return ATTUNE_EINVAL;
     attn_io io = {to_tensor(q), to_tensor(k), to_tensor(v), to_tensor(out), sq, skv};
     return plan->ops->launch(plan->p, &io, stream);
+}
+
+int attune_plan_set_views(attune_plan *plan, const attune_tensor *q, const attune_tensor *k,
+                          const attune_tensor *v, const attune_tensor *out, void *stream,
+                          char *err, size_t errlen)
+{
+    if (plan == NULL || q == NULL || k == NULL || v == NULL || out == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "no plan or no tensor");
+    if (plan->ops->plan_views == NULL)
+        return 0;
+    attn_io io = {to_tensor(q), to_tensor(k), to_tensor(v), to_tensor(out), 0, 0};
+    char note[160] = "";
+    int rc = plan->ops->plan_views(plan->p, &io, stream, note, sizeof note);
+    if (rc != 0)
+        return attune_fail(err, errlen, rc, "%s on %s: %s%s%s", plan->tactic, plan->shape,
+                           rc == ATTUNE_EBUSY ? "the stream is capturing a CUDA graph"
+                                              : attune_strerror(rc),
+                           note[0] ? ": " : "", note);
+    return 0;
+}
+
+/* Contract in libattune_priv.h. */
+int attune_dev_capturing(const attune_dev *dev, void *stream)
+{
+    return dev != NULL && dev->d.ops->capturing != NULL && dev->d.ops->capturing(stream);
 }
 
 const char *attune_plan_tactic(const attune_plan *plan) { return plan != NULL ? plan->tactic : ""; }

@@ -61,6 +61,7 @@ int attune_abi(void);
 #define ATTUNE_RT_EUNSUPP (-4) /* the tactic does not run this shape here */
 #define ATTUNE_RT_EGPU (-9)
 #define ATTUNE_RT_EBLAS (-10)
+#define ATTUNE_RT_EBUSY (-12)  /* since 1.1: a stream capturing a CUDA graph */
 
 /* Fixed English description of a code; never NULL. */
 const char *attune_strerror(int code);
@@ -120,6 +121,22 @@ int attune_plan_create(attune_dev *dev, const attune_dims *shape, const char *ta
 int attune_plan_run(attune_plan *plan, const attune_tensor *q, const attune_tensor *k,
                     const attune_tensor *v, const attune_tensor *out, int64_t sq, int64_t skv,
                     void *stream);
+
+/* Tell plan the strides its runs will have (the tensors' data pointers
+ * are ignored), so tactics that fix strides when built read and write
+ * them in place: cuDNN tactics build a graph for them (slow, allocates;
+ * the runs at the planned lengths on such tensors then copy nothing,
+ * where they otherwise pack q, k, v into the plan's contiguous buffers
+ * and unpack out: [b, s, h, d] tensors, say). Tactics that read strides
+ * at run time need nothing (0). Runs on other strides still run, through
+ * the copies. stream: the stream the runs come on; while it captures a
+ * CUDA graph nothing is built (ATTUNE_RT_EBUSY). Not concurrently with a
+ * run of plan. Returns 0, ATTUNE_RT_EUNSUPP (err says why: the engine
+ * refuses these strides, a padded tactic), EBUSY, EINVAL, ENOMEM, EGPU.
+ * Since 1.1. */
+int attune_plan_set_views(attune_plan *plan, const attune_tensor *q, const attune_tensor *k,
+                          const attune_tensor *v, const attune_tensor *out, void *stream,
+                          char *err, size_t errlen);
 
 /* The plan's tactic and shape as canonical text. */
 const char *attune_plan_tactic(const attune_plan *plan);

@@ -18,13 +18,17 @@
 
 #include "../client/attune.h"
 #include "../common/attune_err.h"
+#include "libattune_priv.h"
 
 #define AUTO_TTL_MEASURED_MS 60000 /* re-ask the client after this long */
 #define AUTO_TTL_OTHER_MS 1000     /* predicted/default: the tune may land soon */
 #define AUTO_ANYLEN_VARIANTS "fused,fused_splitkv"
+#define AUTO_EXACT_CALLS 128 /* a bucket run at one length only this often, */
+#define AUTO_EXACT_MS 1000   /* or for this long, plans that length exactly */
+#define AUTO_VIEWS_TRIES 4   /* strides told a plan, at most (cuDNN builds) */
 
 typedef struct auto_entry {
-    attune_dims key;  /* the bucket ceiling */
+    attune_dims key;  /* the bucket ceiling, or a promoted exact shape */
     void *stream;
     int anylen;       /* 1: the bucket's answer among AUTO_ANYLEN_VARIANTS */
     attune_plan *plan;
@@ -33,6 +37,14 @@ typedef struct auto_entry {
     char source[16];
     int64_t expires_ms;
     uint64_t used;    /* LRU tick */
+    /* below the ceiling: the one length seen so far (one_sq = 0: none
+     * yet; mixed: more than one), since when and how often (promotion) */
+    int64_t one_sq, one_skv, one_since_ms;
+    uint64_t one_calls;
+    int mixed;
+    /* the strides the plan was last told (attune_plan_set_views) */
+    attune_tensor views[4];
+    int views_told, views_tries;
 } auto_entry;
 
 struct attune_auto {
@@ -250,11 +262,17 @@ static int bucket_entry(attune_auto *a, const attune_dims *key, int anylen, void
         int rc = plan_answer(a, key, &ans, &p, source, err, errlen);
         if (rc != 0)
             return rc;
-        if (e != NULL)
+        auto_entry keep = {0};
+        if (e != NULL) {
             retire(a, e->plan);
-        else
+            keep = *e;
+        } else {
             e = slot(a);
-        *e = (auto_entry){.key = *key, .stream = stream, .anylen = anylen, .plan = p};
+        }
+        *e = (auto_entry){.key = *key, .stream = stream, .anylen = anylen, .plan = p,
+                          .one_sq = keep.one_sq, .one_skv = keep.one_skv,
+                          .one_since_ms = keep.one_since_ms, .one_calls = keep.one_calls,
+                          .mixed = keep.mixed};
         snprintf(e->answered, sizeof e->answered, "%s", ans.tactic);
         snprintf(e->source, sizeof e->source, "%s", source);
     } else if (strcmp(e->answered, attune_plan_tactic(e->plan)) == 0) {
@@ -267,12 +285,62 @@ static int bucket_entry(attune_auto *a, const attune_dims *key, int anylen, void
     return 0;
 }
 
+/* Count a call at shape's lengths (below its bucket's ceiling) on the
+ * bucket's entry b; 1 when the bucket has run this one length only,
+ * AUTO_EXACT_CALLS times or for AUTO_EXACT_MS (an encoder, a fixed
+ * prompt: its length deserves its own answer and plan), else 0. A decode
+ * step meets a new length within a few calls, so its bucket never
+ * promotes one. */
+static int promote(auto_entry *b, const attune_dims *shape, int64_t now)
+{
+    if (b->one_sq == 0) {
+        b->one_sq = shape->sq, b->one_skv = shape->skv, b->one_since_ms = now;
+        b->one_calls = 0;
+    }
+    if (b->one_sq != shape->sq || b->one_skv != shape->skv)
+        b->mixed = 1;
+    if (b->mixed)
+        return 0;
+    b->one_calls++;
+    return b->one_calls >= AUTO_EXACT_CALLS ||
+           (b->one_calls >= 2 && now - b->one_since_ms >= AUTO_EXACT_MS);
+}
+
+static int same_strides(const attune_tensor *x, const attune_tensor *y)
+{
+    return x->stride_b == y->stride_b && x->stride_h == y->stride_h && x->stride_s == y->stride_s;
+}
+
+/* Tell e's plan the strides of the call's tensors t (NULL: a prepare,
+ * none) when it runs at its planned lengths, so a cuDNN graph reads and
+ * writes them in place (attune_plan_set_views); not while the stream
+ * captures, and at most AUTO_VIEWS_TRIES times per entry. A refusal
+ * leaves the copies: nothing to report. */
+static void tell_views(attune_auto *a, auto_entry *e, const attune_dims *shape,
+                       const attune_tensor *t, void *stream)
+{
+    if (t == NULL || !dims_eq(&e->key, shape) ||
+        strncmp(attune_plan_tactic(e->plan), "cudnn", 5) != 0)
+        return;
+    if (e->views_told && same_strides(&e->views[0], &t[0]) && same_strides(&e->views[1], &t[1]) &&
+        same_strides(&e->views[2], &t[2]) && same_strides(&e->views[3], &t[3]))
+        return;
+    if (e->views_tries >= AUTO_VIEWS_TRIES || attune_dev_capturing(a->dev, stream))
+        return;
+    e->views_tries++;
+    e->views_told = 1;
+    memcpy(e->views, t, sizeof e->views);
+    (void)attune_plan_set_views(e->plan, &t[0], &t[1], &t[2], &t[3], stream, NULL, 0);
+}
+
 /* The entry that runs shape: its bucket's answer, unless the call's
  * lengths are not the bucket's ceiling and that answer is no fused kernel;
  * then the bucket's best fused kernel (asked among AUTO_ANYLEN_VARIANTS),
- * which runs every length of the bucket without another plan. */
-static int entry_for(attune_auto *a, const attune_dims *shape, void *stream,
-                     auto_entry **out, char *err, size_t errlen)
+ * which runs every length of the bucket without another plan. A bucket
+ * that has run one length only (promote) gets that length's own answer
+ * and plan. t: the call's q, k, v, out (NULL for a prepare). */
+static int entry_for(attune_auto *a, const attune_dims *shape, const attune_tensor *t,
+                     void *stream, auto_entry **out, char *err, size_t errlen)
 {
     attune_dims key = *shape;
     key.sq = attune_bucket_len(shape->sq);
@@ -281,9 +349,18 @@ static int entry_for(attune_auto *a, const attune_dims *shape, void *stream,
     int rc = bucket_entry(a, &key, 0, stream, &b, err, errlen);
     if (rc != 0)
         return rc;
-    if (!any_length(b->plan) && !dims_eq(&key, shape) &&
-        (rc = bucket_entry(a, &key, 1, stream, &b, err, errlen)) != 0)
-        return rc;
+    if (!dims_eq(&key, shape)) {
+        int exact = find(a, shape, stream, 0) != NULL;
+        if (!exact && promote(b, shape, now_ms()) && !attune_dev_capturing(a->dev, stream))
+            exact = 1; /* plan it now: not while capturing (plans allocate) */
+        if (exact)
+            rc = bucket_entry(a, shape, 0, stream, &b, err, errlen);
+        else if (!any_length(b->plan))
+            rc = bucket_entry(a, &key, 1, stream, &b, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    tell_views(a, b, shape, t, stream);
     b->used = ++a->tick;
     *out = b;
     return 0;
@@ -296,7 +373,7 @@ int attune_auto_prepare(attune_auto *a, const attune_dims *shape, void *stream,
         return attune_fail(err, errlen, ATTUNE_EINVAL, "no attune_auto or no shape");
     pthread_mutex_lock(&a->mu);
     auto_entry *e;
-    int rc = entry_for(a, shape, stream, &e, err, errlen);
+    int rc = entry_for(a, shape, NULL, stream, &e, err, errlen);
     if (rc == 0 && out != NULL) {
         memset(out, 0, sizeof *out);
         snprintf(out->tactic, sizeof out->tactic, "%s", attune_plan_tactic(e->plan));
@@ -316,9 +393,12 @@ int attune_auto_run(attune_auto *a, const attune_dims *shape, const attune_tenso
     if (shape->sq < 1 || shape->skv < 1) /* 0 would mean "the planned" to a plan */
         return attune_fail(err, errlen, ATTUNE_EINVAL, "lengths sq=%lld skv=%lld under 1",
                            (long long)shape->sq, (long long)shape->skv);
+    if (q == NULL || k == NULL || v == NULL || out == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "a tensor is missing");
     pthread_mutex_lock(&a->mu);
     auto_entry *e;
-    int rc = entry_for(a, shape, stream, &e, err, errlen);
+    const attune_tensor t[4] = {*q, *k, *v, *out};
+    int rc = entry_for(a, shape, t, stream, &e, err, errlen);
     if (rc == 0) {
         rc = attune_plan_run(e->plan, q, k, v, out, shape->sq, shape->skv, stream);
         if (rc != 0)

@@ -218,10 +218,52 @@ static void auto_should_run_every_length_of_a_bucket(void)
     attune_dev_close(dev);
 }
 
+/* The plan key attune_auto reports for shape at lengths sq, skv after
+ * one run there. */
+static void auto_run_once(attune_auto *a, const attune_dims *s, int64_t sq, int64_t skv,
+                          uint64_t seed, attune_choice *c)
+{
+    char err[256] = "";
+    attune_dims at = *s;
+    at.sq = sq, at.skv = skv;
+    runner r = {.autop = a};
+    run_views(&r, &at, REF_BHSD, 0, sq, skv, seed);
+    CHECK(attune_auto_prepare(a, &at, NULL, c, err, sizeof err) == 0);
+}
+
+/* A bucket run at one length only (an encoder) plans that length exactly
+ * once it has run it AUTO_EXACT_CALLS (128) times; a bucket that meets two
+ * lengths (a decode step) keeps its ceiling's plan however often it runs;
+ * both compute right throughout (run_views checks every output). */
+static void auto_should_plan_a_length_run_alone_exactly(void)
+{
+    attune_dev *dev = NULL;
+    attune_auto *a = NULL;
+    char err[256] = "";
+    CHECK(attune_dev_open("cpu", &dev, err, sizeof err) == 0);
+    if (attune_auto_new(dev, "http://127.0.0.1:9", 0, &a, err, sizeof err) != 0) {
+        attune_dev_close(dev); /* built without libattune_client: the test above says */
+        return;
+    }
+    attune_dims s = {1, 2, 1, 9, 9, 8, ATTUNE_DTYPE_F32, 0};
+    attune_choice c;
+    auto_run_once(a, &s, 9, 9, 60, &c);
+    CHECK_STR(c.planned, "b1.hq2.hkv1.sq10.skv10.d8.f32.nc"); /* the ceiling at first */
+    for (int i = 0; i < 130; i++)
+        auto_run_once(a, &s, 9, 9, 61 + (uint64_t)i, &c);
+    CHECK_STR(c.planned, "b1.hq2.hkv1.sq9.skv9.d8.f32.nc");
+    for (int i = 0; i < 200; i++) /* 17 and 18: bucket 20 */
+        auto_run_once(a, &s, 17 + i % 2, 17 + i % 2, 300 + (uint64_t)i, &c);
+    CHECK_STR(c.planned, "b1.hq2.hkv1.sq20.skv20.d8.f32.nc");
+    attune_auto_free(a);
+    attune_dev_close(dev);
+}
+
 int main(void)
 {
     RUN(plans_should_run_every_cpu_tactic_on_views);
     RUN(auto_should_run_every_length_of_a_bucket);
+    RUN(auto_should_plan_a_length_run_alone_exactly);
     RUN(bad_arguments_should_be_refused_with_a_reason);
     return test_summary();
 }

@@ -344,6 +344,7 @@ static void ops_plan_free(attn_plan *p)
         cudaGraphExecDestroy(p->graphs[i].exec);
 #ifdef ATTUNE_HAVE_CUDNN
     cuda_cudnn_plan_put(p->dnn);
+    cuda_cudnn_plan_put(p->dnn_views);
 #endif
     if (p->blas != NULL)
         cuda_blas.destroy(p->blas); /* a handle exists: the library is open */
@@ -444,8 +445,9 @@ static int plan_make(int dev, const attn_shape *s, const attn_tactic *t, int fla
             snprintf(note, notelen, "%s", dnote);
         if (rc != 0)
             goto fail;
-        if (cuda_cudnn_workspace_bytes(p->dnn) > 0)
-            RC_TRY(dev_alloc(&p->dnn_ws, cuda_cudnn_workspace_bytes(p->dnn)));
+        p->dnn_ws_bytes = cuda_cudnn_workspace_bytes(p->dnn);
+        if (p->dnn_ws_bytes > 0)
+            RC_TRY(dev_alloc(&p->dnn_ws, p->dnn_ws_bytes));
 #endif
     } else {
         RC_TRY(cuda_split_prepare(p));
@@ -485,6 +487,21 @@ static int fused_views(const attn_shape *s, const attn_tensor *a, const attn_ten
     return cuda_fused_views_ok(s, &io);
 }
 
+static int same_strides(const attn_tensor *a, const attn_tensor *b)
+{
+    return a->sb == b->sb && a->sh == b->sh && a->ss == b->ss;
+}
+
+/* Does call c run at p's planned lengths on views at the strides p's
+ * cuDNN graph of views was built for (attn_ops.plan_views)? */
+static int views_adopted(const attn_plan *p, const cuda_call *c)
+{
+    return p->dnn_views != NULL && c->s.sq == p->s.sq && c->s.skv == p->s.skv &&
+           c->sqp == p->s.sq && c->skvp == p->s.skv && same_strides(&c->q, &p->views.q) &&
+           same_strides(&c->k, &p->views.k) && same_strides(&c->v, &p->views.v) &&
+           same_strides(&c->o, &p->views.o);
+}
+
 /* Does p's variant read call c's views in place? */
 static int reads(const attn_plan *p, const cuda_call *c)
 {
@@ -492,11 +509,11 @@ static int reads(const attn_plan *p, const cuda_call *c)
         return fused_views(&c->s, &c->q, &c->o) && fused_views(&c->s, &c->k, &c->v) &&
                (p->t.arch != 0 || (c->k.sb == c->v.sb && c->k.sh == c->v.sh && c->k.ss == c->v.ss));
     if (p->t.variant == ATTN_CUDNN) /* the planned contiguous layout, planned rows */
-        return c->sqp == p->sq_pad && c->skvp == p->skv_pad &&
+        return views_adopted(p, c) || (c->sqp == p->sq_pad && c->skvp == p->skv_pad &&
                attn_tensor_contiguous(&c->q, c->s.hq, c->sqp, c->s.d) &&
                attn_tensor_contiguous(&c->o, c->s.hq, c->sqp, c->s.d) &&
                attn_tensor_contiguous(&c->k, c->s.hkv, c->skvp, c->s.d) &&
-               attn_tensor_contiguous(&c->v, c->s.hkv, c->skvp, c->s.d);
+               attn_tensor_contiguous(&c->v, c->s.hkv, c->skvp, c->s.d));
     return cuda_split_reads(p, c);
 }
 
@@ -576,7 +593,8 @@ static int plan_enqueue(attn_plan *p, const attn_io *io, cudaStream_t stream, in
     }
 #ifdef ATTUNE_HAVE_CUDNN
     else if (p->t.variant == ATTN_CUDNN)
-        RC_TRY(cuda_cudnn_launch(p->dnn, c.q.data, c.k.data, c.v.data, c.o.data, p->dnn_ws, stream));
+        RC_TRY(cuda_cudnn_launch(views_adopted(p, &c) ? p->dnn_views : p->dnn, c.q.data,
+                                 c.k.data, c.v.data, c.o.data, p->dnn_ws, stream));
 #endif
     else {
         BLAS_TRY(cuda_blas.set_stream(p->blas, stream));
@@ -604,6 +622,71 @@ static int ops_launch(attn_plan *p, const attn_io *io, void *stream)
     return rc;
 fail:
     return rc;
+}
+
+/* Contract in attn.h (attn_ops.capturing). */
+static int ops_capturing(void *stream)
+{
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &st) != cudaSuccess) {
+        cudaGetLastError();
+        return 1; /* cannot tell: assume the worst (nothing is built) */
+    }
+    return st != cudaStreamCaptureStatusNone;
+}
+
+/* Contract in attn.h (attn_ops.plan_views): cuDNN's graphs fix the
+ * strides they read; every other variant reads the views' strides at run
+ * time (or copies what it cannot read). */
+static int ops_plan_views(attn_plan *p, const attn_io *views, void *stream, char *note,
+                          size_t notelen)
+{
+    if (note != NULL && notelen > 0)
+        note[0] = 0;
+    if (p == NULL || views == NULL)
+        return ATTUNE_EINVAL;
+    if (p->t.variant != ATTN_CUDNN)
+        return 0;
+    if (ops_capturing(stream))
+        return ATTUNE_EBUSY;
+#ifdef ATTUNE_HAVE_CUDNN
+    int rc = 0, prev = -1;
+    cuda_cudnn_plan *dv = NULL;
+    void *ws = NULL;
+    if (p->sq_pad != p->s.sq || p->skv_pad != p->s.skv) {
+        if (note != NULL && notelen > 0)
+            snprintf(note, notelen, "a padded cudnn tactic runs on its own padded copies");
+        return ATTUNE_EUNSUPP;
+    }
+    if (p->dnn_views != NULL && same_strides(&views->q, &p->views.q) &&
+        same_strides(&views->k, &p->views.k) && same_strides(&views->v, &p->views.v) &&
+        same_strides(&views->o, &p->views.o))
+        return 0;
+    cudaGetDevice(&prev);
+    CU_TRY(cudaSetDevice(p->dev));
+    RC_TRY(cuda_cudnn_plan_get_views(p->dev, &p->s, &p->t, views, &dv, NULL, note, notelen));
+    if (cuda_cudnn_workspace_bytes(dv) > p->dnn_ws_bytes) {
+        RC_TRY(dev_alloc(&ws, cuda_cudnn_workspace_bytes(dv)));
+        CU_TRY(cudaStreamSynchronize((cudaStream_t)stream)); /* runs in flight use the old */
+        cudaFree(p->dnn_ws);
+        p->dnn_ws = ws;
+        p->dnn_ws_bytes = cuda_cudnn_workspace_bytes(dv);
+        ws = NULL;
+    }
+    cuda_cudnn_plan_put(p->dnn_views);
+    p->dnn_views = dv;
+    p->views = *views;
+    dv = NULL;
+fail:
+    cuda_cudnn_plan_put(dv);
+    cudaFree(ws);
+    if (prev >= 0)
+        cudaSetDevice(prev);
+    return rc;
+#else
+    (void)note, (void)notelen;
+    return ATTUNE_EUNSUPP;
+#endif
 }
 
 /* ---- session plans: the tuner's */
@@ -755,4 +838,6 @@ extern "C" const attn_ops attn_cuda_ops = {
     ops_plan_note,
     ops_plan_new,
     ops_launch,
+    ops_plan_views,
+    ops_capturing,
 };

@@ -247,7 +247,11 @@ typedef struct geom {
     int64_t shift;
     int64_t kv_valid;        /* non-causal: keys >= kv_valid are padding */
     int64_t zero_rows;       /* query rows per head set to 0 (= q0) */
+    int64_t st[4][3];        /* q, k, v, o: batch, head and row strides in
+                                elements (the head dim contiguous) */
 } geom;
+
+enum { ST_Q, ST_K, ST_V, ST_O };
 
 /* The geometry of shape s with buffers of sq_pad/skv_pad rows per head. */
 static void geom_of(int dev, const attn_shape *s, attn_graph form, int64_t sq_pad,
@@ -263,6 +267,13 @@ static void geom_of(int dev, const attn_shape *s, attn_graph form, int64_t sq_pa
     g->d = s->d;
     g->q_rows = sq_pad;
     g->kv_rows = skv_pad;
+    for (int i = 0; i < 4; i++) { /* contiguous [b, h, rows, d] buffers */
+        int64_t heads = (i == ST_Q || i == ST_O) ? s->hq : s->hkv;
+        int64_t rows = (i == ST_Q || i == ST_O) ? sq_pad : skv_pad;
+        g->st[i][0] = heads * rows * s->d;
+        g->st[i][1] = rows * s->d;
+        g->st[i][2] = s->d;
+    }
     g->q0 = (s->causal && s->sq > s->skv) ? s->sq - s->skv : 0;
     g->zero_rows = g->q0;
     g->sqv = sq_pad - g->q0;
@@ -288,6 +299,26 @@ static void geom_of(int dev, const attn_shape *s, attn_graph form, int64_t sq_pa
             g->skvv = sq_pad + g->shift;
         }
     }
+}
+
+/* g's tensors read at the strides of views (a caller's [b, s, h, d]
+ * buffers, say) instead of contiguous buffers: the graph reads and writes
+ * them in place. */
+static void geom_views(geom *g, const attn_io *views)
+{
+    const attn_tensor *t[4] = {&views->q, &views->k, &views->v, &views->o};
+    for (int i = 0; i < 4; i++) {
+        g->st[i][0] = t[i]->sb;
+        g->st[i][1] = t[i]->sh;
+        g->st[i][2] = t[i]->ss;
+    }
+}
+
+/* 1 when g's output is the contiguous buffer of q_rows rows per head. */
+static int geom_o_contiguous(const geom *g)
+{
+    return g->st[ST_O][2] == g->d && g->st[ST_O][1] == g->q_rows * g->d &&
+           g->st[ST_O][0] == g->hq * g->q_rows * g->d;
 }
 
 static cudnnDataType_t io_type(attn_dtype t)
@@ -325,8 +356,14 @@ static int geom_check(const geom *g, char *note, size_t notelen)
         return refuse(note, notelen, "%s",
                       "cudnn < 9.6: bottom-right causal needs lengths that are multiples of 64");
     /* Q and O start q0 rows into the buffer: keep them 16-byte aligned. */
-    if ((g->q0 * g->d * (int64_t)io_size(g->dt)) % 16 != 0)
+    if ((g->q0 * g->st[ST_Q][2] * (int64_t)io_size(g->dt)) % 16 != 0 ||
+        (g->q0 * g->st[ST_O][2] * (int64_t)io_size(g->dt)) % 16 != 0)
         return refuse(note, notelen, "%s", "cudnn: query row offset not 16-byte aligned (d too odd)");
+    /* the rows that see no key are zeroed by a 2D memset of contiguous
+     * buffers */
+    if (g->zero_rows > 0 && !geom_o_contiguous(g))
+        return refuse(note, notelen, "%s",
+                      "cudnn: rows that see no key (causal, sq > skv) need a contiguous output");
     return 0;
 }
 
@@ -501,24 +538,26 @@ fail:
     return rc;
 }
 
-/* Q, K (or K^T), V, O: the session's buffers, [b, h, rows, d] contiguous.
- * Q and O start q0 rows in (the pointer offset is applied at launch). */
+/* Q, K (or K^T), V, O at the geometry's strides: the session's buffers,
+ * [b, h, rows, d] contiguous, or a caller's views (geom_views). Q and O
+ * start q0 rows in (the pointer offset is applied at launch). */
 static int io_tensors(graph_build *gb, const geom *g, int k_transposed, desc_t *q, desc_t *k,
                       desc_t *v, desc_t *o)
 {
     int rc = 0;
     cudnnDataType_t dt = io_type(g->dt);
     int64_t qd[4] = {g->b, g->hq, g->sqv, g->d};
-    int64_t qs[4] = {g->hq * g->q_rows * g->d, g->q_rows * g->d, g->d, 1};
     int64_t vd[4] = {g->b, g->hkv, g->skvv, g->d};
-    int64_t vs[4] = {g->hkv * g->kv_rows * g->d, g->kv_rows * g->d, g->d, 1};
+    int64_t st[4][4];
+    for (int i = 0; i < 4; i++)
+        st[i][0] = g->st[i][0], st[i][1] = g->st[i][1], st[i][2] = g->st[i][2], st[i][3] = 1;
     /* K^T: K's memory read with the last two dims (and strides) swapped */
     int64_t ktd[4] = {g->b, g->hkv, g->d, g->skvv};
-    int64_t kts[4] = {vs[0], vs[1], 1, g->d};
-    RC_TRY(tensor(gb, UID_Q, dt, qd, qs, 0, q));
-    RC_TRY(tensor(gb, UID_K, dt, k_transposed ? ktd : vd, k_transposed ? kts : vs, 0, k));
-    RC_TRY(tensor(gb, UID_V, dt, vd, vs, 0, v));
-    RC_TRY(tensor(gb, UID_O, dt, qd, qs, 0, o));
+    int64_t kts[4] = {st[ST_K][0], st[ST_K][1], 1, st[ST_K][2]};
+    RC_TRY(tensor(gb, UID_Q, dt, qd, st[ST_Q], 0, q));
+    RC_TRY(tensor(gb, UID_K, dt, k_transposed ? ktd : vd, k_transposed ? kts : st[ST_K], 0, k));
+    RC_TRY(tensor(gb, UID_V, dt, vd, st[ST_V], 0, v));
+    RC_TRY(tensor(gb, UID_O, dt, qd, st[ST_O], 0, o));
     return 0;
 fail:
     return rc;
@@ -1462,26 +1501,15 @@ void cuda_cudnn_prefetch_wait(void)
     pthread_mutex_unlock(&dnn_lock);
 }
 
-int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int64_t sq_pad,
-                        int64_t skv_pad, cuda_cudnn_plan **out, double *built_ms, char *note,
-                        size_t notelen)
+/* cuda_cudnn_plan_get and _views: the plan of t on geometry g. */
+static int plan_get_geom(int dev, const attn_shape *s, const attn_tactic *t, const geom *gp,
+                         cuda_cudnn_plan **out, double *built_ms, char *note, size_t notelen)
 {
     int rc = 0;
     cuda_cudnn_plan *p;
-    geom g;
+    geom g = *gp;
     double t0;
 
-    if (out == NULL || s == NULL || t == NULL)
-        return ATTUNE_EINVAL;
-    *out = NULL;
-    if (built_ms != NULL)
-        *built_ms = 0;
-    if (note != NULL && notelen > 0)
-        note[0] = 0;
-    if (t->variant != ATTN_CUDNN || (t->graph != ATTN_GRAPH_SDPA && t->graph != ATTN_GRAPH_COMP) ||
-        t->eng < 0 || t->kcfg < 0 || sq_pad < s->sq || skv_pad < s->skv)
-        return ATTUNE_EINVAL;
-    geom_of(dev, s, t->graph, sq_pad, skv_pad, &g);
     if ((rc = geom_check(&g, note, notelen)) != 0)
         return rc;
 
@@ -1545,6 +1573,58 @@ int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int6
 done:
     pthread_mutex_unlock(&dnn_lock);
     return rc;
+}
+
+/* Argument checks common to both gets; 0 or EINVAL. */
+static int get_args(const attn_shape *s, const attn_tactic *t, cuda_cudnn_plan **out,
+                    double *built_ms, char *note, size_t notelen)
+{
+    if (out == NULL || s == NULL || t == NULL)
+        return ATTUNE_EINVAL;
+    *out = NULL;
+    if (built_ms != NULL)
+        *built_ms = 0;
+    if (note != NULL && notelen > 0)
+        note[0] = 0;
+    if (t->variant != ATTN_CUDNN || (t->graph != ATTN_GRAPH_SDPA && t->graph != ATTN_GRAPH_COMP) ||
+        t->eng < 0 || t->kcfg < 0)
+        return ATTUNE_EINVAL;
+    return 0;
+}
+
+int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int64_t sq_pad,
+                        int64_t skv_pad, cuda_cudnn_plan **out, double *built_ms, char *note,
+                        size_t notelen)
+{
+    geom g;
+    int rc = get_args(s, t, out, built_ms, note, notelen);
+    if (rc != 0)
+        return rc;
+    if (sq_pad < s->sq || skv_pad < s->skv)
+        return ATTUNE_EINVAL;
+    geom_of(dev, s, t->graph, sq_pad, skv_pad, &g);
+    return plan_get_geom(dev, s, t, &g, out, built_ms, note, notelen);
+}
+
+int cuda_cudnn_plan_get_views(int dev, const attn_shape *s, const attn_tactic *t,
+                              const attn_io *views, cuda_cudnn_plan **out, double *built_ms,
+                              char *note, size_t notelen)
+{
+    geom g;
+    int rc = get_args(s, t, out, built_ms, note, notelen);
+    if (rc != 0)
+        return rc;
+    if (views == NULL)
+        return ATTUNE_EINVAL;
+    const attn_tensor *v[4] = {&views->q, &views->k, &views->v, &views->o};
+    int64_t es = (int64_t)io_size(s->dtype);
+    for (int i = 0; i < 4; i++) /* cuDNN's engines load whole 16-byte vectors */
+        if (v[i]->sb < 0 || v[i]->sh < 0 || v[i]->ss < s->d || (v[i]->sb * es) % 16 ||
+            (v[i]->sh * es) % 16 || (v[i]->ss * es) % 16)
+            return refuse(note, notelen, "%s", "cudnn: strides not in 16-byte units");
+    geom_of(dev, s, t->graph, s->sq, s->skv, &g);
+    geom_views(&g, views);
+    return plan_get_geom(dev, s, t, &g, out, built_ms, note, notelen);
 }
 
 void cuda_cudnn_plan_put(cuda_cudnn_plan *p)
@@ -1631,10 +1711,10 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
         cudaGetLastError();
         return ATTUNE_EGPU;
     }
-    uids[n] = UID_Q, ptrs[n++] = (char *)q + (size_t)g->q0 * row_bytes;
+    uids[n] = UID_Q, ptrs[n++] = (char *)q + (size_t)(g->q0 * g->st[ST_Q][2]) * es;
     uids[n] = UID_K, ptrs[n++] = (void *)k;
     uids[n] = UID_V, ptrs[n++] = (void *)v;
-    uids[n] = UID_O, ptrs[n++] = (char *)o + (size_t)g->q0 * row_bytes;
+    uids[n] = UID_O, ptrs[n++] = (char *)o + (size_t)(g->q0 * g->st[ST_O][2]) * es;
     uids[n] = UID_SCALE, ptrs[n++] = &p->scale;
     if (g->form == ATTN_GRAPH_COMP && (g->causal || g->kv_valid < g->skvv)) {
         uids[n] = UID_NEGINF, ptrs[n++] = &p->neginf;

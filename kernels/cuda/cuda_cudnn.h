@@ -62,6 +62,18 @@ typedef struct cuda_cudnn_plan cuda_cudnn_plan;
 int cuda_cudnn_plan_get(int dev, const attn_shape *s, const attn_tactic *t, int64_t sq_pad,
                         int64_t skv_pad, cuda_cudnn_plan **out, double *built_ms,
                         char *note, size_t notelen);
+
+/* The plan of tactic t (a pad-1 tactic's engine and knobs) for shape s at
+ * its own lengths, reading q, k, v and writing o in place at the strides
+ * of views (their data pointers are ignored): a caller's [b, s, h, d]
+ * buffers, say, with no copy. Cached like cuda_cudnn_plan_get's (the
+ * strides are part of the key). The engine chosen on contiguous buffers
+ * may refuse other strides: ATTUNE_EUNSUPP with cuDNN's reason in note,
+ * as for strides not in 16-byte units or causal rows that see no key
+ * (their zeroing needs a contiguous output). */
+int cuda_cudnn_plan_get_views(int dev, const attn_shape *s, const attn_tactic *t,
+                              const attn_io *views, cuda_cudnn_plan **out, double *built_ms,
+                              char *note, size_t notelen);
 void cuda_cudnn_plan_put(cuda_cudnn_plan *p);
 
 /* Workspace bytes the plan needs at launch (<= CUDA_CUDNN_WS_CAP). */
@@ -72,7 +84,8 @@ size_t cuda_cudnn_workspace_bytes(const cuda_cudnn_plan *p);
 int cuda_cudnn_plan_describe(const cuda_cudnn_plan *p, int *eng, int *kcfg);
 
 /* Enqueue the plan on stream: q, k, v, o are the padded buffers ([b, h,
- * rows, d], rows = sq_pad or skv_pad), ws at least the workspace bytes.
+ * rows, d], rows = sq_pad or skv_pad), or the caller's tensors at the
+ * strides of a plan_get_views plan; ws at least the workspace bytes.
  * Rows that see no key (causal, sq > skv) are zeroed here. Capturable. */
 int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
                       void *ws, cudaStream_t stream);

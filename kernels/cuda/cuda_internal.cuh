@@ -166,7 +166,11 @@ struct attn_plan {
                                 cuBLAS never allocates while a graph is captured */
     void *blas_ws;
     struct cuda_cudnn_plan *dnn; /* cudnn variant: a held cache entry */
+    struct cuda_cudnn_plan *dnn_views; /* and one reading the views below in
+                                          place (attn_ops.plan_views), or NULL */
+    attn_io views;           /* its strides (data pointers unused) */
     void *dnn_ws;
+    size_t dnn_ws_bytes;
     void *fused_ws;          /* fused variants' workspace */
     size_t fused_ws_bytes;
     /* session timing: graphs of back-to-back calls on the session */

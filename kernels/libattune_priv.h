@@ -1,0 +1,12 @@
+/* libattune_priv.h -- what libattune's own files share and its ABI does not
+ * export (libattune.map keeps these local). */
+#ifndef LIBATTUNE_PRIV_H
+#define LIBATTUNE_PRIV_H
+
+#include "libattune.h"
+
+/* 1 while stream is capturing a CUDA graph on dev's backend (nothing may
+ * allocate or build on it then), else 0. */
+int attune_dev_capturing(const attune_dev *dev, void *stream);
+
+#endif
