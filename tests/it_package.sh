@@ -151,7 +151,7 @@ shlibs=$(dpkg-deb -I "$rt" shlibs 2>&1) || true
 so=$root/usr/lib/libattune.so.1
 soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = libattune.so.1 ] && ok "SONAME $soname" || bad "SONAME '$soname'"
-nm -D --defined-only "$so" | awk '$3 != "LIBATTUNE_1" {print $3}' | sed 's/@.*//' | sort >"$tmp/syms"
+nm -D --defined-only "$so" | awk '$3 !~ /^LIBATTUNE_/ {print $3}' | sed 's/@.*//' | sort >"$tmp/syms"
 sed -n '/global:/,/local:/s/^ *\(attune_[a-z_]*\);/\1/p' "$ATTUNE_SOURCE_DIR/kernels/libattune.map" |
     sort >"$tmp/map"
 if [ -s "$tmp/map" ] && cmp -s "$tmp/syms" "$tmp/map"; then
