@@ -321,6 +321,10 @@ int http_arg_int(const http_args *a, const char *key, int64_t min, int64_t max,
         if (*q < '0' || *q > '9')
             return attune_fail(err, errlen, ATTUNE_EINVAL, "%s='%s' is not an integer", key,
                                shown(v, b1, sizeof b1));
+    /* one spelling per number, as the shape keys (b01 is refused there) */
+    if (p[0] == '0' && p[1] != 0)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "%s='%s' has a leading zero", key,
+                           shown(v, b1, sizeof b1));
     errno = 0;
     long long x = strtoll(v, NULL, 10);
     if (errno == ERANGE || x > max)
@@ -440,7 +444,27 @@ typedef struct header_scan {
     const char *cl;         /* first Content-Length value */
     size_t cl_len;
     int cl_differ;          /* a later Content-Length differs from the first */
+    int te;                 /* Transfer-Encoding headers */
+    int ctypes, auths;      /* Content-Type and Authorization headers */
+    int bad_name;           /* a header name that is not an RFC 9110 token */
 } header_scan;
+
+/* RFC 9110 5.1/5.6.2: a field name is a token, so "Host : x" (white space
+ * before the colon, which libmicrohttpd keeps in the name) is not a Host
+ * header a proxy and attuned could disagree on: refused (RFC 9112 5.1). */
+static int token_name(const char *key, size_t n)
+{
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)key[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch != 0 && strchr(extra, ch) != NULL)))
+            return 0;
+    }
+    return 1;
+}
 
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                    size_t key_size, const char *value, size_t value_size)
@@ -460,8 +484,16 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
         if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
             h->bad = 1;
     }
+    if (!token_name(key, key_size))
+        h->bad_name = 1;
     if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
         h->hosts++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+        h->te++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
+        h->ctypes++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0)
+        h->auths++;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 && value != NULL) {
         if (h->cl == NULL) {
             h->cl = value;
@@ -543,6 +575,22 @@ unsigned http_request_check(req *r, char *err, size_t errlen)
     }
     if (h.cl_differ) {
         attune_fail(err, errlen, ATTUNE_EINVAL, "Content-Length headers that differ");
+        return 400;
+    }
+    if (h.bad_name) {
+        attune_fail(err, errlen, ATTUNE_EINVAL,
+                    "a header name that is not a token (white space before its colon?)");
+        return 400;
+    }
+    /* both framings: which one a proxy in front used is unknowable
+     * (request smuggling, RFC 9112 6.3) */
+    if (h.te > 0 && h.cl != NULL) {
+        attune_fail(err, errlen, ATTUNE_EINVAL, "both Content-Length and Transfer-Encoding");
+        return 400;
+    }
+    if (h.ctypes > 1 || h.auths > 1) {
+        attune_fail(err, errlen, ATTUNE_EINVAL, "more than one %s header",
+                    h.ctypes > 1 ? "Content-Type" : "Authorization");
         return 400;
     }
     return 0;

@@ -106,8 +106,10 @@ enum MHD_Result http_send_ready(req *r);
  * error: "%00" in the URI (path or query: a NUL would cut the value short
  * where it is read as a C string), a URI over ATTUNED_URI_MAX (414),
  * headers over ATTUNED_HEADER_MAX (431), a NUL or control byte in a
- * header, two Host headers, Content-Length headers that differ. 0, or the
- * status to answer with err set. */
+ * header, two Host headers, Content-Length headers that differ, a header
+ * name that is not a token ("Host : x"), Content-Length together with
+ * Transfer-Encoding, two Content-Type or two Authorization headers. 0, or
+ * the status to answer with err set. */
 unsigned http_request_check(req *r, char *err, size_t errlen);
 
 /* 1 when a Content-Type value is application/json, alone or with
@@ -142,7 +144,8 @@ int http_args_check(const http_args *a, const char *const *allowed, char *err, s
 const char *http_arg(const http_args *a, const char *key);
 
 /* Parse a required integer argument in [min, max] (decimal digits, an
- * optional '-' so negatives are named as such). 0 or ATTUNE_EINVAL. */
+ * optional '-' so negatives are named as such; no leading zero, as in a
+ * canonical shape key: "01" is refused, "0" is not). 0 or ATTUNE_EINVAL. */
 int http_arg_int(const http_args *a, const char *key, int64_t min, int64_t max,
                  int64_t *out, char *err, size_t errlen);
 

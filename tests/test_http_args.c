@@ -58,10 +58,18 @@ static void arg_int_should_take_plain_decimals_in_range(void)
     char err[ATTUNE_ERRLEN];
     int64_t v = 0;
     const char *kv[] = {"n", "42", "neg", "-3", "x", "4x2", "big", "99999999999999999999",
-                        "sp", " 1", "plus", "+1", "hex", "0x10"};
-    http_args a = args(7, kv);
+                        "sp", " 1", "plus", "+1", "hex", "0x10", "zero", "0", "lz", "01",
+                        "lzz", "007", "negz", "-01"};
+    http_args a = args(11, kv);
     CHECK_EQ_INT(http_arg_int(&a, "n", 1, 100, &v, err, sizeof err), 0);
     CHECK_EQ_INT(v, 42);
+    CHECK_EQ_INT(http_arg_int(&a, "zero", 0, 100, &v, err, sizeof err), 0);
+    CHECK_EQ_INT(v, 0);
+    /* one spelling per number, as shape keys: b=01 as b01 (issue 29 item 9) */
+    CHECK_EQ_INT(http_arg_int(&a, "lz", 0, 100, &v, err, sizeof err), ATTUNE_EINVAL);
+    CHECK_MSG(strstr(err, "leading zero") != NULL, "%s", err);
+    CHECK_EQ_INT(http_arg_int(&a, "lzz", 0, 100, &v, err, sizeof err), ATTUNE_EINVAL);
+    CHECK_EQ_INT(http_arg_int(&a, "negz", -100, 100, &v, err, sizeof err), ATTUNE_EINVAL);
     CHECK_EQ_INT(http_arg_int(&a, "n", 1, 41, &v, err, sizeof err), ATTUNE_EINVAL);
     CHECK_MSG(strstr(err, "too large") != NULL, "%s", err);
     CHECK_EQ_INT(http_arg_int(&a, "neg", 1, 100, &v, err, sizeof err), ATTUNE_EINVAL);
