@@ -59,8 +59,8 @@ test: build
 # latency goals are asserted here (--strict), not in `make test`.
 REL_N ?= 50
 reliability: build
-	@env ATTUNED_BIN=$(BUILD)/attuned ATTUNE_BIN=$(BUILD)/attune \
-	    LOOKUP_LOAD=$(BUILD)/tests/lookup_load tests/reliability/run_all.sh $(REL_N)
+	@env ATTUNED_BIN=$(abspath $(BUILD))/attuned ATTUNE_BIN=$(abspath $(BUILD))/attune \
+	    LOOKUP_LOAD=$(abspath $(BUILD))/tests/lookup_load tests/reliability/run_all.sh $(REL_N)
 
 # libFuzzer: every harness of fuzz/ for FUZZ_SECONDS from its seed corpus
 # (clang ASan+UBSan build in build-asan/).

@@ -21,15 +21,17 @@ SHAPE_JSON = {"b": 1, "hq": 4, "hkv": 1, "sq": 16, "skv": 64, "d": 32, "dtype": 
 
 
 def need(*names):
-    """Paths of the binaries named by these environment variables; exit 77
-    (skip) when one is missing."""
+    """Absolute paths of the binaries named by these environment variables
+    (a relative one, such as make's build/attuned, is taken from the current
+    directory: the daemons run from temporary directories); exit 77 (skip)
+    when one is missing."""
     out = []
     for n in names:
         p = os.environ.get(n)
         if not p or not os.path.exists(p):
             print("skip: %s not set or missing" % n)
             sys.exit(SKIP)
-        out.append(p)
+        out.append(os.path.abspath(p))
     return out
 
 
