@@ -87,12 +87,12 @@ static int sync_once(fleet_sync *s, int64_t *next_pull)
     int rc;
     if (s->conn == NULL) {
         if ((rc = fleet_pg_connect(s->url, &s->conn, err, sizeof err)) != 0) {
-            log_event(LOGL_WARN, "fleet_unreachable", "error=\"%s\"", err);
+            log_event(LOGL_WARN, "fleet_unreachable", "error=%s", LOG_Q(err));
             return rc;
         }
         char where[256];
         fleet_pg_describe(s->conn, where, sizeof where);
-        log_event(LOGL_INFO, "fleet_connected", "%s source=%s", where, s->source);
+        log_event(LOGL_INFO, "fleet_connected", "server=%s source=%s", LOG_Q(where), s->source);
         atomic_store(&m_up, 1);
     }
     fleet_local_push ps;
@@ -103,13 +103,13 @@ static int sync_once(fleet_sync *s, int64_t *next_pull)
     atomic_fetch_add(&m_rejected, ps.rows.rejected);
     atomic_fetch_add(&m_batches, ps.batches);
     if (ps.rows.rejected > 0)
-        log_event(LOGL_WARN, "fleet_rows_rejected", "count=%" PRId64 " first=\"%s\"",
-                  ps.rows.rejected, ps.first_rejected);
+        log_event(LOGL_WARN, "fleet_rows_rejected", "count=%" PRId64 " first=%s",
+                  ps.rows.rejected, LOG_Q(ps.first_rejected));
     if (ps.batches > 0)
         log_event(LOGL_INFO, "fleet_pushed", "rows=%" PRId64 " batches=%" PRId64
                   " watermark=%" PRId64, ps.rows.sent, ps.batches, ps.acked);
     if (rc != 0) {
-        log_event(LOGL_WARN, "fleet_push_failed", "error=\"%s\"", err);
+        log_event(LOGL_WARN, "fleet_push_failed", "error=%s", LOG_Q(err));
         return rc;
     }
     atomic_store(&m_last_push, (long long)time(NULL));
@@ -120,7 +120,7 @@ static int sync_once(fleet_sync *s, int64_t *next_pull)
         if ((rc = fleet_local_pull(s->st, s->conn, s->devices, s->cfg.ndevices,
                                    FLEET_SYNC_REFRESH_S, &rows, err,
                                    sizeof err)) != 0) {
-            log_event(LOGL_WARN, "fleet_pull_failed", "error=\"%s\"", err);
+            log_event(LOGL_WARN, "fleet_pull_failed", "error=%s", LOG_Q(err));
             return rc;
         }
         atomic_fetch_add(&m_pulled, rows);

@@ -14,43 +14,6 @@
 #include "log.h"
 #include "metrics.h"
 
-/* Copy s into buf (len bytes) as the inside of a quoted log value: '"' and
- * '\\' escaped, control and non-ASCII bytes as \xHH, so that client text
- * can neither end the quoted field nor forge key=value fields after it.
- * Truncated (with "...") past len. Returns buf. */
-static const char *log_quoted(const char *s, char *buf, size_t len)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char e[4];
-        size_t n;
-        if (*p == '"' || *p == '\\') {
-            e[0] = '\\';
-            e[1] = (char)*p;
-            n = 2;
-        } else if (*p < 0x20 || *p >= 0x7f) {
-            e[0] = '\\';
-            e[1] = 'x';
-            e[2] = hex[*p >> 4];
-            e[3] = hex[*p & 15];
-            n = 4;
-        } else {
-            e[0] = (char)*p;
-            n = 1;
-        }
-        if (o + n + 4 > len) {
-            memcpy(buf + o, "...", 3);
-            o += 3;
-            break;
-        }
-        memcpy(buf + o, e, n);
-        o += n;
-    }
-    buf[o] = 0;
-    return buf;
-}
-
 double req_elapsed(const req *r)
 {
     struct timespec now;
@@ -80,12 +43,11 @@ enum MHD_Result http_queue(req *r, unsigned status, struct MHD_Response *resp)
     MHD_destroy_response(resp);
     metrics_request(r->route, status);
     if (status >= 400 ? log_enabled(LOGL_INFO) : log_enabled(LOGL_DEBUG)) {
-        char m[40], u[420];
+        char m[40];
         log_event(status >= 400 ? LOGL_INFO : LOGL_DEBUG, "request",
-                  "method=\"%s\" path=\"%s\" status=%u us=%.0f",
-                  log_quoted(r->method ? r->method : "?", m, sizeof m),
-                  log_quoted(r->url ? r->url : "?", u, sizeof u), status,
-                  req_elapsed(r) * 1e6);
+                  "method=%s path=%s status=%u us=%.0f",
+                  log_quote(r->method ? r->method : "?", m, sizeof m),
+                  LOG_Q(r->url ? r->url : "?"), status, req_elapsed(r) * 1e6);
     }
     return ret;
 }
@@ -210,6 +172,34 @@ enum MHD_Result http_defer(req *r, req_work_fn fn)
     MHD_suspend_connection(r->conn);
     if (atomic_load(&r->d->stopping) ||
         worker_submit(r->d->worker, run_deferred, r) != 0) {
+        req_fail(r, ATTUNE_EBUSY, "the daemon is shutting down");
+        atomic_store(&r->ready, 1);
+        MHD_resume_connection(r->conn);
+    }
+    return MHD_YES;
+}
+
+/* A read: a request queued when the daemon began to stop is answered 503
+ * at once rather than run (sixteen queued reports of seconds each would
+ * hold the stop past the unit's timeout). */
+static void run_deferred_read(void *arg, store *st)
+{
+    req *r = arg;
+    if (atomic_load(&r->d->stopping))
+        req_fail(r, ATTUNE_EBUSY, "the daemon is shutting down");
+    else
+        r->work(r, st);
+    atomic_store(&r->ready, 1);
+    MHD_resume_connection(r->conn);
+}
+
+enum MHD_Result http_defer_read(req *r, req_work_fn fn)
+{
+    r->work = fn;
+    conn_request_busy(r->conn);
+    MHD_suspend_connection(r->conn);
+    if (atomic_load(&r->d->stopping) ||
+        worker_submit(r->d->reader, run_deferred_read, r) != 0) {
         req_fail(r, ATTUNE_EBUSY, "the daemon is shutting down");
         atomic_store(&r->ready, 1);
         MHD_resume_connection(r->conn);

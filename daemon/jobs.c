@@ -392,8 +392,8 @@ static void *device_main(void *arg)
         snprintf(name, sizeof name, "attuned-job-%u", (unsigned)d->dev.info.index % 1000u);
     prctl(PR_SET_NAME, name, 0, 0, 0);
     if (store_open(j->db_path, 0, &st, err, sizeof err) != 0) {
-        log_event(LOGL_ERROR, "job_thread_store_failed", "device=%s error=\"%s\"",
-                  d->dev.info.id, err);
+        log_event(LOGL_ERROR, "job_thread_store_failed", "device=%s error=%s",
+                  d->dev.info.id, LOG_Q(err));
         return NULL;
     }
     pthread_mutex_lock(&j->mu);

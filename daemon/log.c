@@ -1,6 +1,7 @@
 /* log.c -- event lines on stderr or a reopenable log file. */
 #include "log.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -128,4 +129,54 @@ void log_event(log_level level, const char *event, const char *fmt, ...)
         n -= (size_t)w;
     }
     pthread_mutex_unlock(&log_mu);
+}
+
+const char *log_quote(const char *s, char *buf, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    assert(len >= 8);
+    if (s == NULL)
+        s = "-";
+    size_t end = strlen(s);
+    while (end > 0 && (s[end - 1] == ' ' || s[end - 1] == '\n' || s[end - 1] == '\r' ||
+                       s[end - 1] == '\t'))
+        end--;
+    size_t o = 0, cut = 1;
+    buf[o++] = '"';
+    for (size_t i = 0; i < end; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e[4];
+        size_t n = 2;
+        e[0] = '\\';
+        if (c == '"' || c == '\\') {
+            e[1] = (char)c;
+        } else if (c == '\n') {
+            e[1] = 'n';
+        } else if (c == '\r') {
+            e[1] = 'r';
+        } else if (c == '\t') {
+            e[1] = 't';
+        } else if (c < 0x20 || c >= 0x7f) {
+            e[1] = 'x';
+            e[2] = hex[c >> 4];
+            e[3] = hex[c & 15];
+            n = 4;
+        } else {
+            e[0] = (char)c;
+            n = 1;
+        }
+        if (o + n + 2 > len) { /* no room for it and `"`: back to the last cut */
+            o = cut;
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(buf + o, e, n);
+        o += n;
+        if (o + 5 <= len) /* `..."` and the NUL still fit after this escape */
+            cut = o;
+    }
+    buf[o++] = '"';
+    buf[o] = 0;
+    return buf;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../db/fleet_pg.h"
+#include "../db/store_readonly.h"
 #include "../tuner/grid.h"
 #include "attuned.h"
 #include "fleet_sync.h"
@@ -289,8 +290,8 @@ static void queue_default_grids(attuned *d, store *st)
         char err[ATTUNE_ERRLEN];
         int rc = grid_load(path, &shapes, &n, err, sizeof err);
         if (rc != 0) {
-            log_event(LOGL_WARN, "default_grid_skipped", "device=%s grid=\"%s\" error=\"%s\"",
-                      dev->info.id, path, err);
+            log_event(LOGL_WARN, "default_grid_skipped", "device=%s grid=%s error=%s",
+                      dev->info.id, LOG_Q(path), LOG_Q(err));
             continue;
         }
         jobs_view jv;
@@ -300,8 +301,8 @@ static void queue_default_grids(attuned *d, store *st)
             log_event(LOGL_WARN, "default_grid_failed", "device=%s error=\"%s\"",
                       dev->info.id, attune_strerror(rc));
         else
-            log_event(LOGL_INFO, "default_grid_queued", "device=%s grid=\"%s\" job=%lld "
-                      "shapes=%d", dev->info.id, path, (long long)jv.id, n);
+            log_event(LOGL_INFO, "default_grid_queued", "device=%s grid=%s job=%lld "
+                      "shapes=%d", dev->info.id, LOG_Q(path), (long long)jv.id, n);
     }
 }
 
@@ -344,28 +345,29 @@ static int open_store(attuned *d, store **st)
     char err[ATTUNE_ERRLEN], token_path[PATH_MAX];
     int rc, loose = 0;
     if (make_parent_dirs(d->cfg.db_path) != 0) {
-        log_event(LOGL_ERROR, "db_dir_failed", "db=\"%s\" error=\"%s\"", d->cfg.db_path,
-                  strerror(errno));
+        log_event(LOGL_ERROR, "db_dir_failed", "db=%s error=%s", LOG_Q(d->cfg.db_path),
+                  LOG_Q(strerror(errno)));
         return ATTUNE_EIO;
     }
     if ((rc = store_open(d->cfg.db_path, 1, st, err, sizeof err)) != 0) {
-        log_event(LOGL_ERROR, "db_open_failed", "db=\"%s\" error=\"%s\"", d->cfg.db_path, err);
+        log_event(LOGL_ERROR, "db_open_failed", "db=%s error=%s", LOG_Q(d->cfg.db_path),
+                  LOG_Q(err));
         return rc;
     }
     if ((rc = auth_token_load(d->cfg.token_file, d->cfg.db_path, d->token, token_path,
                               sizeof token_path, &loose, err, sizeof err)) != 0) {
-        log_event(LOGL_ERROR, "token_failed", "error=\"%s\"", err);
+        log_event(LOGL_ERROR, "token_failed", "error=%s", LOG_Q(err));
         return rc;
     }
     if (loose)
-        log_event(LOGL_WARN, "token_file_readable", "path=\"%s\" hint=\"chmod 600\"",
-                  token_path);
-    log_event(LOGL_INFO, "token", "path=\"%s\"", token_path);
+        log_event(LOGL_WARN, "token_file_readable", "path=%s hint=\"chmod 600\"",
+                  LOG_Q(token_path));
+    log_event(LOGL_INFO, "token", "path=%s", LOG_Q(token_path));
     int n = attn_devices(d->devices, ATTUNED_MAX_DEVICES);
     d->ndevices = n < ATTUNED_MAX_DEVICES ? n : ATTUNED_MAX_DEVICES;
     for (int i = 0; i < d->ndevices; i++)
-        log_event(LOGL_INFO, "device", "id=%s kind=%s name=\"%s\" stack=%s",
-                  d->devices[i].info.id, d->devices[i].info.kind, d->devices[i].info.name,
+        log_event(LOGL_INFO, "device", "id=%s kind=%s name=%s stack=%s",
+                  d->devices[i].info.id, d->devices[i].info.kind, LOG_Q(d->devices[i].info.name),
                   d->devices[i].stack.id);
     return 0;
 }
@@ -426,7 +428,7 @@ static int start_fleet(attuned *d)
                             .pause_ms = d->cfg.fleet_pause_ms};
     int rc = fleet_sync_start(&fc, &d->fleet, err, sizeof err);
     if (rc != 0) {
-        log_event(LOGL_ERROR, "fleet_start_failed", "error=\"%s\"", err);
+        log_event(LOGL_ERROR, "fleet_start_failed", "error=%s", LOG_Q(err));
         return rc;
     }
     log_event(LOGL_INFO, "fleet_sync", "period_s=%d", d->cfg.fleet_period_s);
@@ -440,7 +442,7 @@ static int serve(attuned *d, const sigset_t *sigs)
     char err[ATTUNE_ERRLEN];
     int rc = server_start(d, err, sizeof err);
     if (rc != 0) {
-        log_event(LOGL_ERROR, "listen_failed", "error=\"%s\"", err);
+        log_event(LOGL_ERROR, "listen_failed", "error=%s", LOG_Q(err));
         return rc;
     }
     sdnotify_send("READY=1");
@@ -456,13 +458,35 @@ static int serve(attuned *d, const sigset_t *sigs)
         }
         log_event(LOGL_INFO, "reopen_log", NULL);
         if (log_reopen() != 0)
-            log_event(LOGL_ERROR, "reopen_log_failed", "path=\"%s\"",
-                      d->cfg.log_path ? d->cfg.log_path : "");
+            log_event(LOGL_ERROR, "reopen_log_failed", "path=%s",
+                      LOG_Q(d->cfg.log_path));
         if ((rc = worker_submit(d->worker, reload_work, d)) != 0) {
             metrics_reload_failed();
             log_event(LOGL_ERROR, "index_reload_failed", "error=\"%s\"", attune_strerror(rc));
         }
     }
+}
+
+/* The read pool: ATTUNED_READERS read-only connections to the database
+ * the writer opened (and migrated), one per thread. 0 or an error. */
+static int start_readers(attuned *d)
+{
+    store *sts[ATTUNED_READERS] = {NULL};
+    char err[ATTUNE_ERRLEN];
+    int rc = 0, n = 0;
+    for (; n < ATTUNED_READERS; n++)
+        if ((rc = store_open_readonly(d->cfg.db_path, &sts[n], err, sizeof err)) != 0) {
+            log_event(LOGL_ERROR, "reader_open_failed", "error=\"%s\"",
+                      attune_strerror(rc)); /* err names the path: outside text */
+            break;
+        }
+    if (rc == 0 && (rc = worker_start_pool(sts, n, "attuned-read", NULL, NULL, 0,
+                                           &d->reader)) != 0)
+        log_event(LOGL_ERROR, "reader_start_failed", "error=\"%s\"", attune_strerror(rc));
+    if (rc != 0)
+        for (int i = 0; i < n; i++)
+            store_close(sts[i]);
+    return rc;
 }
 
 /* Step 6: no new connections; the DB worker drains (resuming every
@@ -475,6 +499,7 @@ static void shutdown_all(attuned *d, store *st)
     atomic_store(&d->stopping, 1);
     server_quiesce(d);
     worker_stop(d->worker);
+    worker_stop(d->reader);
     server_stop(d);
     fleet_sync_stop(d->fleet);
     jobs_stop(d->jobs);
@@ -499,13 +524,15 @@ int main(int argc, char **argv)
     }
     log_set_level(d.cfg.verbose ? LOGL_DEBUG : LOGL_INFO);
     block_signals(&sigs);
-    log_event(LOGL_INFO, "start", "version=%s db=\"%s\" pid=%ld", ATTUNE_VERSION,
-              d.cfg.db_path, (long)getpid());
+    log_event(LOGL_INFO, "start", "version=%s db=%s pid=%ld", ATTUNE_VERSION,
+              LOG_Q(d.cfg.db_path), (long)getpid());
     if (open_store(&d, &st) != 0 || start_index_and_jobs(&d, st) != 0)
         goto out;
     if (worker_start(st, db_tick, &d, ATTUNED_WATCH_PERIOD_S, &d.worker) != 0)
         goto out;
     st = NULL; /* the worker owns it now */
+    if (start_readers(&d) != 0)
+        goto out;
     if (d.cfg.fleet_url != NULL && start_fleet(&d) != 0)
         goto out;
     if (serve(&d, &sigs) == 0)

@@ -87,8 +87,9 @@ static void work_add(req *r, store *st)
     }
     sync_pins(&r->d->sync, st);
     log_event(LOGL_INFO, "pin_added", "id=%lld action=%s tactic=%s shape=%s device=%s "
-              "model=\"%s\" author=\"%s\" new=%d", (long long)p.id, pin_action_name(p.action),
-              p.tactic, p.shape, p.device, p.model, p.author, added);
+              "model=%s author=%s new=%d", (long long)p.id, pin_action_name(p.action),
+              LOG_Q(p.tactic), LOG_Q(p.shape), LOG_Q(p.device), LOG_Q(p.model),
+              LOG_Q(p.author), added);
     req_result(r, added ? 201 : 200, json_pack("{s:o}", "pin", pin_json(&p)));
 }
 
@@ -116,7 +117,7 @@ static void work_delete(req *r, store *st)
         return;
     }
     sync_pins(&r->d->sync, st);
-    log_event(LOGL_INFO, "pin_removed", "id=%lld tactic=%s", (long long)p.id, p.tactic);
+    log_event(LOGL_INFO, "pin_removed", "id=%lld tactic=%s", (long long)p.id, LOG_Q(p.tactic));
     req_result(r, 200, json_pack("{s:o}", "deleted", pin_json(&p)));
 }
 

@@ -18,13 +18,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t n = strlen(msg);
-    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
-        msg[--n] = 0;
-    for (char *p = msg; *p; p++)
-        if (*p == '"')
-            *p = '\'';
-    log_event(LOGL_DEBUG, "mhd", "message=\"%s\"", msg);
+    log_event(LOGL_DEBUG, "mhd", "message=%s", LOG_Q(msg));
 }
 
 static struct MHD_Daemon *start_with(attuned *d, unsigned poll_flag,
@@ -36,6 +30,9 @@ static struct MHD_Daemon *start_with(attuned *d, unsigned poll_flag,
         flags |= MHD_USE_IPv6;
     return MHD_start_daemon(
         flags, (uint16_t)d->cfg.port, NULL, NULL, routes_access, d,
+        /* first: libmicrohttpd reads the options in order, and warns on
+         * stderr (its own logger) when the logger comes later */
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, sa,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)d->cfg.threads,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)d->cfg.max_connections,
@@ -45,7 +42,6 @@ static struct MHD_Daemon *start_with(attuned *d, unsigned poll_flag,
         MHD_OPTION_NOTIFY_CONNECTION, conn_notify, d->guard,
         MHD_OPTION_URI_LOG_CALLBACK, conn_uri_seen, d->guard,
         MHD_OPTION_NOTIFY_COMPLETED, routes_completed, d,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_END);
 }
 

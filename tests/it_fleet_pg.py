@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fleetlib  # noqa: E402
+import loglib  # noqa: E402
 from fleetlib import check  # noqa: E402
 
 ATTUNE = os.environ["ATTUNE_BIN"]
@@ -437,6 +438,13 @@ def test_daemon(pg, tmp, drift_db):
         check("fleet_unreachable" in log or "fleet_push_failed" in log,
               "the outage is logged")
         check(pg.password not in log and "PGPASS" not in log, "no credentials in the log")
+        # libpq's errors span lines and quote names: each one stays in its
+        # field (daemon/log.c's log_quote; tests/it_log_escape.py)
+        events, bad = loglib.parse_lines(log.splitlines(True))
+        errs = [e["error"] for e in events
+                if e["event"] in ("fleet_unreachable", "fleet_push_failed", "fleet_pull_failed")]
+        check(not bad and errs, "every log line parses, libpq's errors included (%d lines; "
+              "%r; not: %r)" % (len(events), errs[:2], bad[:2]))
     finally:
         d.stop()
 
