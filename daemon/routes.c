@@ -258,6 +258,7 @@ static json_t *measurement_json(const store_measurement *m, const char *cur_stac
     json_object_set_new(o, "time_us_max", json_num(m->time_us_max));
     json_object_set_new(o, "time_us_copies", json_num(m->time_us_copies));
     json_object_set_new(o, "time_us_paid", json_num(select_time(m))); /* what wins */
+    json_object_set_new(o, "noisy", json_boolean(m->noisy)); /* never wins: tuner/noise.h */
     json_object_set_new(o, "rel_err", json_num(m->rel_err));
     json_object_set_new(o, "max_abs_err", json_num(m->max_abs_err));
     json_object_set_new(o, "err_ratio", json_num(m->err_ratio));

@@ -369,13 +369,14 @@ typedef struct batch {
     attn_stack stacks[16];
     int nstacks;
     int64_t last_seq;
-    int64_t missing;   /* log entries whose row is gone or unreadable */
+    int64_t missing;   /* log entries whose row is gone, noisy or unreadable */
 } batch;
 
 static const char read_sql[] =
     "SELECT l.seq, " STORE_MEAS_COLS
     " FROM fleet_log l LEFT JOIN measurements m ON m.device_id = l.device_id"
     "  AND m.stack_id = l.stack_id AND m.shape_id = l.shape_id AND m.tactic = l.tactic"
+    "  AND m.noisy = 0" /* a noisy row stays home; its re-measure is logged again */
     " LEFT JOIN shapes s ON s.id = m.shape_id"
     " WHERE l.seq > ?1 ORDER BY l.seq LIMIT ?2";
 
@@ -421,7 +422,7 @@ static int batch_read_tx(store *st, void *ctx)
     while ((src = sqlite3_step(q)) == SQLITE_ROW) {
         int64_t seq = sqlite3_column_int64(q, 0);
         if (sqlite3_column_type(q, 1) == SQLITE_NULL || sqlite3_column_type(q, 3) == SQLITE_NULL) {
-            b->missing++; /* superseded by a later entry, or unreadable */
+            b->missing++; /* superseded by a later entry, noisy, or unreadable */
             b->last_seq = seq;
             continue;
         }

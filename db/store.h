@@ -16,7 +16,7 @@
 typedef struct store store;
 
 /* Current schema version (PRAGMA user_version after open). */
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
 typedef enum {
     STORE_OK = 0,
@@ -52,6 +52,10 @@ typedef struct store_measurement {
     int incumbent;         /* 1: the winner chosen by the last tune of this
                               (device, stack, shape); kept by re-measuring,
                               set only by store_winner_mark; not exported */
+    int noisy;             /* 1: the timing stayed noisy after the tuner's
+                              re-measures (tuner/noise.h; the note says how):
+                              never a winner, measured again by the next tune,
+                              not pushed to a fleet server */
     /* provenance */
     char host[64];
     int64_t taken_at;      /* unix seconds */
@@ -91,7 +95,8 @@ int store_measurement_put(store *st, const store_measurement *m);
  * stack. */
 int store_devices_list(store *st, attn_device_info **infos, attn_stack **stacks, int *n);
 
-/* 1 if a row exists for (device, stack, shape, tactic), 0 if not, <0 error. */
+/* 1 if a row exists for (device, stack, shape, tactic) and is not noisy, 0
+ * if not (a noisy row is there to be measured again), <0 error. */
 int store_measurement_exists(store *st, const char *device_id, const char *stack_id,
                              const attn_shape *s, const char *tactic);
 

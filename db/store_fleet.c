@@ -53,6 +53,9 @@ static json_t *measurement_json(const store_measurement *m)
         bad |= json_object_set_new(o, "note", json_string(m->note));
         bad |= json_object_set_new(o, "host", json_string(m->host));
         bad |= json_object_set_new(o, "taken_at", json_integer(m->taken_at));
+        /* only when set: a clean row reads as every table before it did */
+        if (m->noisy)
+            bad |= json_object_set_new(o, "noisy", json_true());
     }
     if (bad) {
         json_decref(o);
@@ -358,7 +361,7 @@ static int stack_from_json(const json_t *o, int i, attn_stack *s, char *err, siz
 static const char *const row_keys[] = {
     "shape", "shape_key", "tactic", "stack", "status", "time_us", "time_us_min",
     "time_us_max", "time_us_copies", "n", "max_abs_err", "rel_err", "mode", "l2",
-    "rows_checked", "note", "host", "taken_at"};
+    "rows_checked", "note", "host", "taken_at", "noisy"};
 
 /* Row i of measurements into *m (tactic in canonical form), for device_id.
  * Checks everything but the stack's presence in the table (the caller's). */
@@ -409,6 +412,13 @@ static int row_from_json(const json_t *o, int i, const char *device_id, store_me
         (rc = get_str(o, "host", m->host, sizeof m->host, where, err, errlen)) != 0 ||
         (rc = get_int(o, "taken_at", 0, STORE_MAX_TAKEN_AT, where, &taken, err, errlen)) != 0)
         return rc;
+    /* Optional (tables before the noise check have none): true on a row
+     * whose timing stayed noisy (tuner/noise.h). */
+    json_t *noisy = json_object_get(o, "noisy");
+    if (noisy != NULL && !json_is_boolean(noisy))
+        return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s.noisy: must be true or false",
+                           where);
+    m->noisy = noisy != NULL && json_is_true(noisy);
     m->n = (int)n;
     m->rows_checked = (int)rows;
     m->taken_at = taken;

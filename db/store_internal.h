@@ -191,12 +191,13 @@ int store_upsert_stack(store *st, const attn_stack *s, int *changed);
 int store_schema_migrate(store *st, char *err, size_t errlen);
 
 /* A measurement's columns (measurements m JOIN shapes s): what
- * store_meas_columns reads, 25 of them. */
+ * store_meas_columns reads, STORE_MEAS_NCOLS of them. */
 #define STORE_MEAS_COLS                                                                 \
     "m.device_id, m.stack_id, s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype, s.causal, "  \
     "m.tactic, m.status, m.time_us, m.time_us_min, m.time_us_max, m.time_us_copies, "   \
     "m.n, m.max_abs_err, m.rel_err, m.mode, m.l2, m.rows_checked, m.note, m.host, "     \
-    "m.taken_at"
+    "m.taken_at, m.noisy"
+#define STORE_MEAS_NCOLS 26
 
 /* Read the STORE_MEAS_COLS of q from column first into m (zeroed first;
  * incumbent, err_ratio and power are not among them). 0, or ATTUNE_EDB

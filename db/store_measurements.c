@@ -10,15 +10,16 @@
 #define MEAS_UPSERT                                                                    \
     "INSERT INTO measurements(device_id, stack_id, shape_id, tactic, status, time_us, " \
     "time_us_min, time_us_max, time_us_copies, n, max_abs_err, rel_err, mode, l2, "    \
-    "rows_checked, note, host, taken_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, " \
-    "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) "                                    \
+    "rows_checked, note, host, taken_at, noisy) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "  \
+    "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "                       \
     "ON CONFLICT(device_id, stack_id, shape_id, tactic) DO UPDATE SET "               \
     "status = excluded.status, time_us = excluded.time_us, "                           \
     "time_us_min = excluded.time_us_min, time_us_max = excluded.time_us_max, "         \
     "time_us_copies = excluded.time_us_copies, n = excluded.n, "                       \
     "max_abs_err = excluded.max_abs_err, rel_err = excluded.rel_err, "                 \
     "mode = excluded.mode, l2 = excluded.l2, rows_checked = excluded.rows_checked, "   \
-    "note = excluded.note, host = excluded.host, taken_at = excluded.taken_at"
+    "note = excluded.note, host = excluded.host, taken_at = excluded.taken_at, "      \
+    "noisy = excluded.noisy"
 
 int store_write_measurement(store *st, const store_measurement *m, const char *tactic,
                             int only_newer, int *written)
@@ -45,7 +46,8 @@ int store_write_measurement(store *st, const store_measurement *m, const char *t
                 store_bind_double(q, 11, m->max_abs_err) || store_bind_double(q, 12, m->rel_err) ||
                 store_bind_text(q, 13, m->mode) || store_bind_text(q, 14, m->l2) ||
                 sqlite3_bind_int(q, 15, m->rows_checked) || store_bind_text(q, 16, m->note) ||
-                store_bind_text(q, 17, m->host) || sqlite3_bind_int64(q, 18, m->taken_at),
+                store_bind_text(q, 17, m->host) || sqlite3_bind_int64(q, 18, m->taken_at) ||
+                sqlite3_bind_int(q, 19, m->noisy != 0),
             written);
     return rc;
 }
@@ -109,7 +111,7 @@ int store_measurement_exists(store *st, const char *device_id, const char *stack
     rc = store_stmt(st, STMT_MEAS_EXISTS,
                     "SELECT 1 FROM measurements m JOIN shapes s ON s.id = m.shape_id "
                     "WHERE m.device_id = ?1 AND m.stack_id = ?2 AND s.key = ?3 "
-                    "AND m.tactic = ?4",
+                    "AND m.tactic = ?4 AND m.noisy = 0",
                     &q);
     if (rc != 0)
         goto fail;
@@ -180,6 +182,7 @@ int store_meas_columns(sqlite3_stmt *q, int first, store_measurement *m)
     store_column_text(q, i + 22, m->note, sizeof m->note);
     store_column_text(q, i + 23, m->host, sizeof m->host);
     m->taken_at = sqlite3_column_int64(q, i + 24);
+    m->noisy = sqlite3_column_int(q, i + 25) != 0;
     return rc;
 }
 
@@ -190,10 +193,10 @@ static int row_read(sqlite3_stmt *q, store_measurement *m)
     int rc = store_meas_columns(q, 0, m);
     if (rc != 0)
         return rc;
-    m->incumbent = sqlite3_column_int(q, 25) != 0;
-    double best = store_column_double(q, 26);
+    m->incumbent = sqlite3_column_int(q, STORE_MEAS_NCOLS) != 0;
+    double best = store_column_double(q, STORE_MEAS_NCOLS + 1);
     m->err_ratio = isnan(m->rel_err) || isnan(best) || best == 0 ? NAN : m->rel_err / best;
-    store_column_text(q, 27, m->power, sizeof m->power);
+    store_column_text(q, STORE_MEAS_NCOLS + 2, m->power, sizeof m->power);
     return 0;
 }
 

@@ -15,6 +15,9 @@
  *   6  pins: an operator's force/exclude rules (tuner/pin.h, db/store_pins.h).
  *   7  pins gain updated_at and removed: a removed pin stays as a tombstone,
  *      so that fleet sync and imports merge rules last-writer-wins.
+ *   8  measurements gain noisy: 1 on a row whose timing stayed noisy after
+ *      the tuner's re-measures (tuner/noise.h); kept out of answers and
+ *      measured again by the next tune.
  *
  * A new database is created at the current version directly; an older one
  * is migrated step by step, each step and the user_version bump in one
@@ -104,6 +107,7 @@ static const char schema_current[] =
     "  note TEXT NOT NULL DEFAULT '',"
     "  host TEXT NOT NULL DEFAULT '',"
     "  incumbent INTEGER NOT NULL DEFAULT 0 CHECK (incumbent IN (0, 1)),"
+    "  noisy INTEGER NOT NULL DEFAULT 0 CHECK (noisy IN (0, 1)),"
     "  PRIMARY KEY (device_id, stack_id, shape_id, tactic)"
     ");"
     "CREATE INDEX measurements_shape ON measurements(device_id, shape_id);"
@@ -177,6 +181,12 @@ static const char migrate_5_6[] = PINS_TABLE_V6;
 /* Migration 6 -> 7: pins last changed when they were made. */
 static const char migrate_6_7[] = PINS_COLUMNS_V7 "UPDATE pins SET updated_at = created_at;";
 
+/* Migration 7 -> 8: rows timed before the noise check are taken as clean
+ * (nothing says otherwise; a re-tune checks them). */
+static const char migrate_7_8[] =
+    "ALTER TABLE measurements ADD COLUMN noisy INTEGER NOT NULL DEFAULT 0"
+    " CHECK (noisy IN (0, 1));";
+
 /* migrations[v] takes a database from version v to v + 1. */
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     NULL, /* 0 -> 1 never runs: an empty database gets schema_current */
@@ -186,6 +196,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     migrate_4_5,
     migrate_5_6,
     migrate_6_7,
+    migrate_7_8,
 };
 
 /* Read user_version and the number of schema objects. The first read of a

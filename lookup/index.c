@@ -600,9 +600,10 @@ static int listing(const index_state *ix, const ix_device *d, const attn_shape *
     return n < 0 ? 0 : (n > INDEX_LIST_MAX ? INDEX_LIST_MAX : n);
 }
 
-/* d's prediction model over its rows of the current power mode, built on
- * first use (read lock held: the rows do not change under it; model_mu
- * serialises the builders). NULL on ENOMEM. */
+/* d's prediction model over its rows of the current power mode, noisy
+ * ones left out (tuner/noise.h: no figure to fit on), built on first use
+ * (read lock held: the rows do not change under it; model_mu serialises
+ * the builders). NULL on ENOMEM. */
 static const predict_model *device_model(index_state *ix, ix_device *d)
 {
     pthread_mutex_lock(&ix->model_mu);
@@ -613,7 +614,8 @@ static const predict_model *device_model(index_state *ix, ix_device *d)
             int n = 0;
             for (int i = 0; i < d->nshapes; i++)
                 for (int k = 0; k < d->shapes[i].n && n < d->nmeas; k++)
-                    if (strcmp(d->shapes[i].m[k].power, d->stack.power) == 0)
+                    if (strcmp(d->shapes[i].m[k].power, d->stack.power) == 0 &&
+                        !d->shapes[i].m[k].noisy)
                         rows[n++] = &d->shapes[i].m[k];
             d->model = predict_build_dev(rows, n, d->stack.id, &ix->policy, &d->info);
             free(rows);

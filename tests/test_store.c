@@ -653,6 +653,87 @@ static void store_should_migrate_a_version_1_database(void)
     store_close(st);
 }
 
+/* A noisy row (tuner/noise.h): stored with its flag, not "existing" for a
+ * tune that resumes (it is measured again), carried by a table as
+ * "noisy": true and back; a version-7 database reads its rows clean. */
+static void store_should_keep_the_noisy_flag(void)
+{
+    char path[300], err[ATTUNE_ERRLEN] = "", buf[64];
+    attn_device_info d;
+    attn_stack s;
+    store *st = open_with_device(path, sizeof path, &d, &s);
+    if (st == NULL)
+        return;
+    store_measurement m, q;
+    measurement(&m, &d, &s, shape_mqa(), "fused/pad=1", 10, 1e-3);
+    measurement(&q, &d, &s, shape_mqa(), "split/acc=f32/pad=1", 12, 1e-3);
+    m.noisy = 1;
+    snprintf(m.note, sizeof m.note, "noisy: median 2.50x the min");
+    CHECK_EQ_INT(store_measurement_put(st, &m), 0);
+    CHECK_EQ_INT(store_measurement_put(st, &q), 0);
+    CHECK_EQ_INT(store_measurement_exists(st, d.id, s.id, &m.shape, "fused/pad=1"), 0);
+    CHECK_EQ_INT(store_measurement_exists(st, d.id, s.id, &m.shape, "split/acc=f32/pad=1"), 1);
+    store_measurement *rows = NULL;
+    int n = 0;
+    CHECK_EQ_INT(store_measurements_get(st, d.id, s.id, &m.shape, &rows, &n), 0);
+    CHECK_EQ_INT(n, 2);
+    for (int i = 0; i < n; i++)
+        CHECK_EQ_INT(rows[i].noisy, strcmp(rows[i].tactic, "fused/pad=1") == 0);
+    free(rows);
+    char *json = NULL;
+    CHECK_EQ_INT(store_export(st, d.id, &json), 0);
+    /* the flag only where set */
+    const char *one = json ? strstr(json, "\"noisy\"") : NULL;
+    CHECK(one != NULL && strstr(one + 1, "\"noisy\"") == NULL);
+    char path2[300];
+    store *st2 = NULL;
+    tmp_db(path2, sizeof path2);
+    CHECK_EQ_INT(store_open(path2, 1, &st2, err, sizeof err), 0);
+    store_import_stats stats;
+    if (st2 != NULL && json != NULL) {
+        CHECK_EQ_INT(store_import(st2, json, strlen(json), &stats, err, sizeof err), 0);
+        CHECK_EQ_INT(store_measurements_get(st2, d.id, s.id, &m.shape, &rows, &n), 0);
+        CHECK_EQ_INT(n, 2);
+        for (int i = 0; i < n; i++)
+            CHECK_EQ_INT(rows[i].noisy, strcmp(rows[i].tactic, "fused/pad=1") == 0);
+        free(rows);
+        /* anything but a boolean is refused */
+        char *at = strstr(json, "\"noisy\":true");
+        CHECK(at != NULL);
+        if (at != NULL) {
+            memcpy(at + 8, "1   ", 4);
+            CHECK_EQ_INT(store_import(st2, json, strlen(json), &stats, err, sizeof err),
+                         ATTUNE_EFORMAT);
+            CHECK(strstr(err, ".noisy") != NULL);
+        }
+    }
+    free(json);
+    store_close(st2);
+    /* re-measured clean, it exists again */
+    m.noisy = 0;
+    m.note[0] = 0;
+    CHECK_EQ_INT(store_measurement_put(st, &m), 0);
+    CHECK_EQ_INT(store_measurement_exists(st, d.id, s.id, &m.shape, "fused/pad=1"), 1);
+    m.noisy = 1;
+    CHECK_EQ_INT(store_measurement_put(st, &m), 0);
+    store_close(st);
+    /* version 7: no column; its rows read clean after the migration */
+    CHECK_EQ_INT(raw_sql(path, "ALTER TABLE measurements DROP COLUMN noisy", NULL, 0), SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "PRAGMA user_version = 7", NULL, 0), SQLITE_OK);
+    st = NULL;
+    CHECK_EQ_INT(store_open(path, 0, &st, err, sizeof err), 0);
+    CHECK_EQ_INT(raw_sql(path, "PRAGMA user_version", buf, sizeof buf), SQLITE_OK);
+    CHECK_EQ_INT(atoi(buf), STORE_SCHEMA_VERSION);
+    if (st != NULL) {
+        CHECK_EQ_INT(store_measurements_get(st, d.id, s.id, &m.shape, &rows, &n), 0);
+        CHECK_EQ_INT(n, 2);
+        for (int i = 0; i < n; i++)
+            CHECK_EQ_INT(rows[i].noisy, 0);
+        free(rows);
+    }
+    store_close(st);
+}
+
 /* A migration that fails half-way leaves the database at its old version,
  * with none of the step's changes (one transaction per step). */
 static void store_should_roll_back_a_failed_migration(void)
@@ -891,6 +972,7 @@ int main(void)
     RUN(store_should_reject_invalid_rows);
     RUN(store_should_use_wal_and_wait_for_locks);
     RUN(store_should_migrate_a_version_1_database);
+    RUN(store_should_keep_the_noisy_flag);
     RUN(store_should_roll_back_a_failed_migration);
     RUN(store_should_refuse_a_newer_schema);
     RUN(store_should_refuse_what_is_not_its_database);

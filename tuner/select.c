@@ -28,11 +28,13 @@ double select_time(const store_measurement *m)
 }
 
 /* A row that can compete: ok, or inaccurate when the query set its own
- * bound (max_rel_err may loosen the default), with a time and an error. */
+ * bound (max_rel_err may loosen the default), with a time and an error,
+ * and not noisy (its time is no figure to pick by: tuner/noise.h). */
 static int usable(const store_measurement *m, int override)
 {
     int status_ok = m->status == STORE_OK || (override && m->status == STORE_INACCURATE);
-    return status_ok && isfinite(select_time(m)) && isfinite(m->rel_err) && m->rel_err >= 0;
+    return status_ok && !m->noisy && isfinite(select_time(m)) && isfinite(m->rel_err) &&
+           m->rel_err >= 0;
 }
 
 int select_winner(const store_measurement *m, int n, const select_policy *p,

@@ -1,7 +1,8 @@
 /* select.h -- the selection rule: the fastest accurate measurement wins.
  *
- * A measurement is eligible when its status is ok, its time is finite, and
- * its relative L2 error is within both bounds:
+ * A measurement is eligible when its status is ok, it is not flagged noisy
+ * (tuner/noise.h: kept out of answers until measured again), its time is
+ * finite, and its relative L2 error is within both bounds:
  *   rel_err <= max_rel_err              (absolute, per dtype by default)
  *   rel_err <= max_ratio * best_rel_err (relative to the most accurate ok
  *                                        tactic of the same shape)

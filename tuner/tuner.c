@@ -27,6 +27,10 @@ void tuner_opts_default(tuner_opts *o)
     o->full_check_rows = 4096;
     o->sample_rows = 256;
     o->throttle_rel = 0.05;
+    o->noise_spread = TUNER_NOISE_SPREAD;
+    o->noise_share = TUNER_NOISE_SHARE;
+    o->noise_retries = TUNER_NOISE_RETRIES;
+    o->noise_pause_ms = TUNER_NOISE_PAUSE_MS;
     /* 1.25: on the H200's anchors a screening read its tactic's full time
      * within 0.87-1.04x, and the full protocol's winner was screened within
      * 1.02x of the best in every run (docs/perf.md, tune time) */
@@ -307,32 +311,65 @@ static int time_tactic(const attn_device *dev, attn_plan *p, const attn_tactic *
     return prc;
 }
 
-/* time_tactic under the throttling check (throttle.h): a tactic timed
- * while the clock was down is timed again; if the clock is still down the
- * second timing stays, and its row says so ahead of any other note. */
+/* Prefix m's note with text: "text; <the note before>", cut to fit. */
+static void note_prefix(store_measurement *m, const char *text)
+{
+    char note[sizeof m->note];
+    int n = snprintf(note, sizeof note, "%s", text);
+    if (n < 0)
+        return;
+    if (m->note[0] != 0 && (size_t)n + 3 < sizeof note) /* the rest, truncated to fit */
+        snprintf(note + n, sizeof note - (size_t)n, "; %.*s", (int)(sizeof note - (size_t)n - 3),
+                 m->note);
+    memcpy(m->note, note, sizeof note);
+}
+
+/* time_tactic under the throttling check (throttle.h) and the noise check
+ * (noise.h). A tactic timed while the clock was down is timed again once;
+ * one whose timing was noisy, up to o->noise_retries times after a pause.
+ * The last timing stays: still throttled, its note says so; still noisy,
+ * the row is flagged noisy and its note says why, ahead of any other. */
 static int time_checked(const attn_device *dev, attn_plan *p, const attn_tactic *t,
                         const tuner_opts *o, double best_us, tuner_throttle *thr,
-                        store_measurement *m, tuner_shape_result *res)
+                        tuner_noise *nz, store_measurement *m, tuner_shape_result *res)
 {
-    char before[sizeof m->note];
+    char before[sizeof m->note], why[64] = "";
     memcpy(before, m->note, sizeof before);
-    for (int attempt = 0; attempt < 2; attempt++) {
+    int throttled = 0, noisy = 0, retries = o->noise_retries > 0 ? o->noise_retries : 0;
+    for (int attempt = 0;; attempt++) {
         memcpy(m->note, before, sizeof before);
         m->time_us_copies = NAN;
         tuner_throttle_begin(thr, dev);
+        tuner_noise_begin(nz, dev);
         int prc = time_tactic(dev, p, t, o, best_us, o->min_samples * 2 + 1, m);
-        if (prc != 0 || !tuner_throttle_end(thr, dev))
+        tuner_noise_end(nz, dev);
+        if (prc != 0)
             return prc;
-        if (attempt == 0)
-            res->retimed++;
+        throttled = tuner_throttle_end(thr, dev);
+        noisy = tuner_noise_judge(nz, m->time_us, m->time_us_min, m->n, why, sizeof why);
+        int again = (throttled && attempt < 1) || (noisy && attempt < retries);
+        if (attempt == 0) {
+            res->retimed += throttled && again;
+            res->noise_retimed += noisy && again;
+        }
+        if (!again)
+            break;
+        if (noisy && tuner_noise_pause(o->noise_pause_ms))
+            return ATTUNE_ECANCELED;
     }
-    res->throttled++;
-    char note[sizeof m->note];
-    tuner_throttle_note(thr, note, sizeof note);
-    size_t n = strlen(note);
-    if (m->note[0] != 0 && n + 3 < sizeof note) /* the rest, truncated to fit */
-        snprintf(note + n, sizeof note - n, "; %.*s", (int)(sizeof note - n - 3), m->note);
-    memcpy(m->note, note, sizeof note);
+    if (throttled) {
+        char note[sizeof m->note];
+        res->throttled++;
+        tuner_throttle_note(thr, note, sizeof note);
+        note_prefix(m, note);
+    }
+    m->noisy = noisy;
+    if (noisy) {
+        char note[sizeof m->note];
+        res->noisy++;
+        snprintf(note, sizeof note, "noisy: %s", why);
+        note_prefix(m, note);
+    }
     return 0;
 }
 
@@ -351,6 +388,7 @@ typedef struct screened {
     int k;               /* its index in the todo list */
     store_measurement m; /* its checked row with the screening's times */
     double low_mhz;      /* lowest GPU clock sampled around the screening, 0: none */
+    int noisy;           /* the screening was noisy (noise.h): no verdict on it */
     char plan_note[sizeof ((store_measurement *)0)->note]; /* the backend's, at its plan */
 } screened;
 
@@ -373,6 +411,7 @@ typedef struct shape_run {
     double bound;                       /* the dtype's error bound */
     double best_us;                     /* best time so far, for the early cut */
     tuner_throttle thr;                 /* clock check around each timing */
+    tuner_noise nz;                     /* noise check of each timing */
     screened *scr;                      /* the screening pass's timed tactics */
     int nscr;
     int committed;                      /* rows committed so far (progress) */
@@ -509,7 +548,7 @@ static int run_check(shape_run *r, attn_plan *p, store_measurement *m)
  * other timing errors mark the row failed. */
 static int run_time(shape_run *r, const attn_tactic *t, attn_plan *p, store_measurement *m)
 {
-    int prc = time_checked(r->dev, p, t, r->o, r->best_us, &r->thr, m, r->res);
+    int prc = time_checked(r->dev, p, t, r->o, r->best_us, &r->thr, &r->nz, m, r->res);
     if (prc == ATTUNE_ECANCELED)
         return prc;
     if (prc != 0) {
@@ -621,7 +660,9 @@ static int run_screen(shape_run *r, int k, store_measurement *m, int *pending)
         so.target_sample_ms = o->screen_sample_ms;
     t0 = now_s();
     tuner_throttle_begin(&r->thr, r->dev);
+    tuner_noise_begin(&r->nz, r->dev);
     int prc = time_tactic(r->dev, p, t, &so, INFINITY, so.min_samples, m);
+    tuner_noise_end(&r->nz, r->dev);
     tuner_throttle_end(&r->thr, r->dev);
     r->res->screen_s += now_s() - t0;
     r->res->screened++;
@@ -637,6 +678,7 @@ static int run_screen(shape_run *r, int k, store_measurement *m, int *pending)
     e->k = k;
     e->m = *m;
     e->low_mhz = r->thr.low_mhz;
+    e->noisy = tuner_noise_judge(&r->nz, m->time_us, m->time_us_min, m->n, NULL, 0);
     memcpy(e->plan_note, plan_note, sizeof e->plan_note);
     *pending = 1;
     return 0;
@@ -735,10 +777,11 @@ static double run_screen_best(const shape_run *r)
  * screened time: within screen_factor x best, or screened while the GPU
  * clock was more than throttle_rel below the run's start (its screening
  * time may read slow: a tactic screened while the clock ramped up from
- * idle is not judged on it), or there is no best to judge by. */
+ * idle is not judged on it), or noisily (noise.h: the host was busy), or
+ * there is no best to judge by. */
 static int run_screen_keep(const shape_run *r, const screened *e, double best)
 {
-    if (!isfinite(best))
+    if (!isfinite(best) || e->noisy)
         return 1;
     if (e->low_mhz > 0 && e->low_mhz < (1.0 - r->thr.rel) * r->thr.ref_mhz)
         return 1;
@@ -865,6 +908,14 @@ static int run_mark_winner(shape_run *r, tuner_shape_result *res)
     int mark = w >= 0 ? w : select_winner(ms, nms, r->o->policy, INFINITY);
     if (mark >= 0 && !ms[mark].incumbent)
         rc = store_winner_mark(r->st, dev->info.id, dev->stack.id, r->s, ms[mark].tactic);
+    /* Nothing to mark because the timed rows are noisy (select_winner
+     * passes over them): an older mark goes, so the shape does not read as
+     * tuned and the next tune (or a miss) measures it again. */
+    for (int i = 0; mark < 0 && rc == 0 && i < nms; i++)
+        if (ms[i].noisy) {
+            rc = store_winner_mark(r->st, dev->info.id, dev->stack.id, r->s, NULL);
+            break;
+        }
     if (rc == 0 && mark >= 0) {
         ms[mark].incumbent = 1;
         if (r->o->committed != NULL)
@@ -897,6 +948,8 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
                              .rel = o->throttle_rel > 0 ? o->throttle_rel : 0.05,
                              .ref_mhz = o->clock_ref_mhz};
     res->clock_ref_mhz = o->clock_ref_mhz;
+    r.nz = (tuner_noise){.spread = o->noise_spread, .share = o->noise_share, .cpu = o->cpu,
+                         .ctx = o->cpu_ctx};
     attn_shape_key(s, r.key, sizeof r.key);
     if (o->host)
         snprintf(r.host, sizeof r.host, "%s", o->host);

@@ -18,7 +18,11 @@
  * second pass. The others are stored with their check and their screening
  * time, n = the screening samples and a note "screened out: ...". Rows of
  * the first pass are committed when it ends (failed and unsupported ones at
- * once): a crash in the first pass loses the screening done so far. */
+ * once): a crash in the first pass loses the screening done so far.
+ *
+ * Every timing is checked for noise (noise.h): a noisy one is timed again,
+ * and a row still noisy is stored flagged, kept out of answers and not
+ * counted as stored by the next tune (it is measured again). */
 #ifndef ATTUNE_TUNER_H
 #define ATTUNE_TUNER_H
 
@@ -26,6 +30,7 @@
 #include <stdio.h>
 
 #include "../db/store.h"
+#include "noise.h"
 #include "select.h"
 #include "throttle.h"
 
@@ -83,6 +88,17 @@ typedef struct tuner_opts {
     void *clock_ctx;
     double clock_ref_mhz;
     double throttle_rel;   /* default 0.05: a clock 5% below the start */
+    /* Noise check (tuner/noise.h): a timing whose median is over
+     * (1 + noise_spread) x its fastest sample, or whose thread had under
+     * noise_share of a CPU (CPU devices), is timed again up to
+     * noise_retries times, noise_pause_ms after the last; still noisy, its
+     * row is stored flagged noisy. Defaults TUNER_NOISE_*; a spread and a
+     * share <= 0 turn each test off. cpu: the CPU clock source (NULL: the
+     * timing thread's own, on a CPU device). */
+    double noise_spread, noise_share;
+    int noise_retries, noise_pause_ms;
+    tuner_cpu_fn cpu;
+    void *cpu_ctx;
     /* The shape's deadline (kernels/cancel.h attn_mono_s; <= 0: none):
      * past it no kernel call is started, a CPU call in flight stops at its
      * next block, and the tune answers ATTUNE_ECANCELED (what was
@@ -104,6 +120,8 @@ typedef struct tuner_shape_result {
     double winner_us;
     int retimed;      /* tactics timed again because the clock had dropped */
     int throttled;    /* of those, still throttled: noted in their rows */
+    int noise_retimed; /* tactics timed again because their timing was noisy */
+    int noisy;        /* of those, still noisy: stored flagged noisy */
     double clock_ref_mhz; /* the run's starting clock after this shape */
     int screened;     /* tactics timed by the screening pass */
     int screened_out; /* of those, stored with their screening time only */

@@ -439,7 +439,8 @@ function drawBars(rows, win, res, wrow) {
     const isWin = win && m.tactic === win.tactic && m.stack === win.stack;
     const stale = m.stack !== res.stack;
     const g = svg('g', { class: 'row ' + m.status + (isWin ? ' winner' : '') +
-      (stale ? ' stale' : ''), 'data-tactic': m.tactic, 'data-status': m.status,
+      (stale ? ' stale' : '') + (m.noisy ? ' noisy' : ''), 'data-tactic': m.tactic,
+    'data-status': m.status,
     'data-stack': m.stack });
     if (i % 2 === 0) {
       g.appendChild(svg('rect', { x: 0, y, width: labelW + timeW + gap + errW + 20,
@@ -447,6 +448,7 @@ function drawBars(rows, win, res, wrow) {
     }
     let label = (isWin ? '\u2605 ' : '') + m.tactic;
     if (m.status !== 'ok') label += '  [' + m.status + ']';
+    if (m.noisy) label += '  [noisy]'; /* never an answer until measured again */
     const dev = state.devices.find((d) => d.id === state.device);
     const power = dev && dev.stack ? dev.stack.power || '' : '';
     if (stale && m.power !== undefined && (m.power || '') !== power) {

@@ -18,9 +18,10 @@ const char cli_results_help[] =
     "Every measured tactic of the shape: median time, min, max, time with\n"
     "pad/unpad copies, samples, relative L2 and max abs error against float64,\n"
     "the error ratio to the most accurate tactic, status and note. The winner\n"
-    "(docs/tuning.md) is marked '*'. ID may also be a device known only from an\n"
-    "imported table. --max-rel-err X: the winner under the bound X instead of the\n"
-    "defaults (loosens or tightens).\n";
+    "(docs/tuning.md) is marked '*'; a timing that stayed noisy '~' (never a\n"
+    "winner; the next tune measures it again). ID may also be a device known\n"
+    "only from an imported table. --max-rel-err X: the winner under the bound X\n"
+    "instead of the defaults (loosens or tightens).\n";
 
 /* The rows to show: the device's current stack, or when it has none, the
  * most recent other stack's (stale until re-measured here), one stack at a
@@ -60,7 +61,7 @@ static json_t *row_json(const store_measurement *m, int winner)
     attn_tactic t = {0};
     if (attn_tactic_parse(m->tactic, &t, NULL, 0) != 0)
         t.pad = 0; /* not canonical: shown as stored, pad unknown */
-    return json_pack("{ss ss si so so so so so si so so so ss ss sb ss}", "tactic", m->tactic,
+    return json_pack("{ss ss si so so so so so si so so so ss ss sb ss sb}", "tactic", m->tactic,
                      "variant", attn_variant_name(t.variant), "pad", t.pad, "time_us",
                      json_num(m->time_us), "time_us_paid", json_num(select_time(m)),
                      "time_us_min", json_num(m->time_us_min), "time_us_max",
@@ -68,7 +69,7 @@ static json_t *row_json(const store_measurement *m, int winner)
                      "n", m->n, "rel_err", json_num(m->rel_err), "max_abs_err",
                      json_num(m->max_abs_err), "err_ratio", json_num(m->err_ratio), "status",
                      store_status_name(m->status), "note", m->note, "winner", winner, "stack",
-                     m->stack_id);
+                     m->stack_id, "noisy", m->noisy);
 }
 
 static void print_json(const char *id, const char *shape, const char *stack_id,
@@ -98,7 +99,8 @@ static void print_row(const store_measurement *m, int winner)
         cli_fmt_num(t[k], sizeof t[k], "%.2f", tv[k]);
     for (int k = 0; k < 3; k++)
         cli_fmt_num(e[k], sizeof e[k], k == 2 ? "%.2f" : "%.2e", ev[k]);
-    printf("%c %-34s %-10s %10s %10s %10s %10s %10s %4d %9s %9s %6s%s%s\n", winner ? '*' : ' ',
+    printf("%c %-34s %-10s %10s %10s %10s %10s %10s %4d %9s %9s %6s%s%s\n",
+           winner ? '*' : m->noisy ? '~' : ' ',
            m->tactic, store_status_name(m->status), t[0], t[1], t[2], t[3], t[4], m->n, e[0],
            e[1], e[2], m->note[0] ? "  " : "", m->note);
 }
@@ -179,6 +181,13 @@ int cli_results_main(int argc, char **argv)
                    "max_abs", "ratio");
         for (int i = 0; i < n; i++)
             print_row(&m[i], i == w);
+        int noisy = 0;
+        for (int i = 0; i < n; i++)
+            noisy += m[i].noisy;
+        if (noisy > 0)
+            printf("~ noisy: %d timing%s stayed noisy after re-measuring (the note says how); "
+                   "kept out of answers until the next tune measures %s again\n",
+                   noisy, noisy == 1 ? "" : "s", noisy == 1 ? "it" : "them");
         if (n > 0)
             printf("winner: %s\n", w >= 0 ? m[w].tactic : "(none within tolerance)");
         print_kept(m, n, w, &pol, max_rel_err);

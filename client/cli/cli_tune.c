@@ -189,6 +189,11 @@ static int tune_one(store *st, const attn_device *dev, const attn_shape *s, int 
         fprintf(stderr, "attune: %s: GPU clock dropped during %d tactic%s (timed again); "
                         "%d still throttled, noted in their rows (attune results)\n",
                 key, res.retimed, res.retimed == 1 ? "" : "s", res.throttled);
+    if (res.noisy > 0 || (res.noise_retimed > 0 && !ctx->quiet))
+        fprintf(stderr, "attune: %s: noisy timings of %d tactic%s (timed again); %d still "
+                        "noisy, stored flagged and kept out of answers until measured again "
+                        "(attune results)\n",
+                key, res.noise_retimed, res.noise_retimed == 1 ? "" : "s", res.noisy);
     return 0;
 }
 
