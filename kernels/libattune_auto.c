@@ -286,7 +286,7 @@ static int bucket_entry(attune_auto *a, const attune_dims *key, int anylen, void
 }
 
 /* Count a call at shape's lengths (below its bucket's ceiling) on the
- * bucket's entry b; 1 when the bucket has run this one length only,
+ * bucket's entry b (per stream); 1 when the bucket has run this one length only,
  * AUTO_EXACT_CALLS times or for AUTO_EXACT_MS (an encoder, a fixed
  * prompt: its length deserves its own answer and plan), else 0. A decode
  * step meets a new length within a few calls, so its bucket never
@@ -304,6 +304,18 @@ static int promote(auto_entry *b, const attune_dims *shape, int64_t now)
     b->one_calls++;
     return b->one_calls >= AUTO_EXACT_CALLS ||
            (b->one_calls >= 2 && now - b->one_since_ms >= AUTO_EXACT_MS);
+}
+
+/* Whether shape (below its bucket's ceiling) was promoted to its own
+ * entry on any stream: a length proven to run alone on one stream gets
+ * its plan on the others at once (a side stream that replays a model's
+ * calls in a CUDA graph, say). */
+static int promoted(const attune_auto *a, const attune_dims *shape)
+{
+    for (int i = 0; i < a->n; i++)
+        if (!a->e[i].anylen && a->e[i].plan != NULL && dims_eq(&a->e[i].key, shape))
+            return 1;
+    return 0;
 }
 
 static int same_strides(const attune_tensor *x, const attune_tensor *y)
@@ -350,7 +362,7 @@ static int entry_for(attune_auto *a, const attune_dims *shape, const attune_tens
     if (rc != 0)
         return rc;
     if (!dims_eq(&key, shape)) {
-        int exact = find(a, shape, stream, 0) != NULL;
+        int exact = promoted(a, shape);
         if (!exact && promote(b, shape, now_ms()) && !attune_dev_capturing(a->dev, stream))
             exact = 1; /* plan it now: not while capturing (plans allocate) */
         if (exact)

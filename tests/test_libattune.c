@@ -252,6 +252,10 @@ static void auto_should_plan_a_length_run_alone_exactly(void)
     for (int i = 0; i < 130; i++)
         auto_run_once(a, &s, 9, 9, 61 + (uint64_t)i, &c);
     CHECK_STR(c.planned, "b1.hq2.hkv1.sq9.skv9.d8.f32.nc");
+    int other_stream = 0; /* promoted on one stream: on another at once */
+    attune_dims nine = s;
+    CHECK(attune_auto_prepare(a, &nine, &other_stream, &c, err, sizeof err) == 0);
+    CHECK_STR(c.planned, "b1.hq2.hkv1.sq9.skv9.d8.f32.nc");
     for (int i = 0; i < 200; i++) /* 17 and 18: bucket 20 */
         auto_run_once(a, &s, 17 + i % 2, 17 + i % 2, 300 + (uint64_t)i, &c);
     CHECK_STR(c.planned, "b1.hq2.hkv1.sq20.skv20.d8.f32.nc");
