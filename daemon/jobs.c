@@ -312,6 +312,9 @@ static void run_job(jdev *d, store *st, int64_t id)
         if (res.throttled > 0)
             log_event(LOGL_WARN, "tactics_throttled", "job=%lld throttled=%d retimed=%d",
                       (long long)id, res.throttled, res.retimed);
+        if (res.noisy > 0) /* stored flagged, out of answers (tuner/noise.h) */
+            log_event(LOGL_WARN, "tactics_noisy", "job=%lld noisy=%d retimed=%d",
+                      (long long)id, res.noisy, res.noise_retimed);
         metrics_measurements_add(res.measured);
         if (rc == ATTUNE_ECANCELED)
             break;
