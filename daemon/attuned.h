@@ -35,6 +35,11 @@
 /* GET /v1/export streams at once (503 beyond): each holds a read
  * transaction and a database connection until its reader is done. */
 #define ATTUNED_EXPORTS_MAX     4
+/* Threads (each with a read-only connection) of the read pool: the
+ * reports of GET /v1/winners and /v1/drift read every row of a device,
+ * seconds on a big store; two run at once, the rest queue, and none waits
+ * behind or holds up the writer. */
+#define ATTUNED_READERS         2
 /* Deepest JSON nesting accepted in a request body. */
 #define ATTUNED_JSON_DEPTH_MAX  32
 /* Seconds between two looks of the watcher at the database (sync.h). */
@@ -76,7 +81,8 @@ typedef struct attuned {
     char token[AUTH_TOKEN_MAX];
     index_state *ix;
     jobs *jobs;
-    worker *worker;
+    worker *worker;             /* the DB worker: the daemon's one writer */
+    worker *reader;             /* the read pool (ATTUNED_READERS threads) */
     sync_state sync;            /* the index follows the database (sync.h) */
     struct fleet_sync *fleet;   /* NULL: no --fleet */
     struct MHD_Daemon *mhd;

@@ -1,6 +1,7 @@
 /* drift_route.c -- GET /v1/drift (docs/api.md). The report reads every row
  * of the device (or of every device of its model) from SQLite, so it runs
- * on the DB worker like /v1/export, never on an HTTP thread. */
+ * on the read pool (http_defer_read), never on an HTTP thread nor on the
+ * DB worker, whose writes it would hold up. */
 #include "drift_route.h"
 
 #include <string.h>
@@ -60,5 +61,5 @@ enum MHD_Result drift_route_get(req *r, const char *url, const http_args *a)
     snprintf(r->extra[0], sizeof r->extra[0], "%s", from ? from : "");
     snprintf(r->extra[1], sizeof r->extra[1], "%s", to ? to : "");
     r->extra_flag = model != NULL && strcmp(model, "1") == 0;
-    return http_defer(r, work_drift);
+    return http_defer_read(r, work_drift);
 }

@@ -96,6 +96,13 @@ void req_result_text(req *r, unsigned status, char *text, size_t len);
  * worker is stopping the answer is 503. Always MHD_YES. */
 enum MHD_Result http_defer(req *r, req_work_fn fn);
 
+/* http_defer for a read (GET /v1/winners, /v1/drift): fn runs on the read
+ * pool (attuned.reader), with a read-only store handle of its own thread,
+ * so a report of seconds neither queues ahead of the writer's items
+ * (POST /v1/tune, DELETE /v1/jobs/ID, imports) nor can write. A read still
+ * queued when the daemon stops is answered 503. Always MHD_YES. */
+enum MHD_Result http_defer_read(req *r, req_work_fn fn);
+
 /* Queue the response the worker prepared. */
 enum MHD_Result http_send_ready(req *r);
 

@@ -18,7 +18,7 @@ static int arg_bool(const char *v, int *out)
     return 0;
 }
 
-/* Runs on the DB worker: the device's rows from the store (every stack),
+/* Runs on the read pool: the device's rows from the store (every stack),
  * reduced by the index's policy against its current stack. */
 static void work_winners(req *r, store *st)
 {
@@ -97,5 +97,5 @@ enum MHD_Result winners_get(req *r, const char *url, const http_args *a)
     if (variant_set_parse(v = http_arg(a, "variants"), &f->variants, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "variants='%.64s': %s", v, err);
     snprintf(r->device_id, sizeof r->device_id, "%s", dev.info.id);
-    return http_defer(r, work_winners);
+    return http_defer_read(r, work_winners);
 }

@@ -1,8 +1,10 @@
-/* worker.c -- a FIFO of closures run by one thread with its own store. */
+/* worker.c -- a FIFO of closures run by one thread (or a few), each with
+ * its own store. */
 #include "worker.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -13,37 +15,51 @@ typedef struct item {
     struct item *next;
 } item;
 
+#define WORKER_MAX_THREADS 8
+
+typedef struct thread_arg {
+    struct worker *w;
+    int i;
+} thread_arg;
+
 struct worker {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_t th;
-    store *st;
+    int nthreads;
+    pthread_t th[WORKER_MAX_THREADS];
+    store *st[WORKER_MAX_THREADS];  /* thread i's own handle */
+    thread_arg ta[WORKER_MAX_THREADS]; /* what thread i is started with */
+    char name[16];                  /* thread name (prctl: 15 bytes) */
     item *head, *tail;
     int closed;          /* no more submissions; exit when drained */
-    worker_fn tick;
+    worker_fn tick;      /* thread 0 only */
     void *tick_ctx;
     int period_s;
 };
 
+
 static void *worker_main(void *arg)
 {
-    worker *w = arg;
+    const thread_arg *ta = arg;
+    worker *w = ta->w;
+    store *st = w->st[ta->i];
+    worker_fn tick = ta->i == 0 ? w->tick : NULL;
     struct timespec next;
-    prctl(PR_SET_NAME, "attuned-db", 0, 0, 0);
+    prctl(PR_SET_NAME, w->name, 0, 0, 0);
     clock_gettime(CLOCK_MONOTONIC, &next);
-    if (w->tick != NULL)
-        w->tick(w->tick_ctx, w->st);
+    if (tick != NULL)
+        tick(w->tick_ctx, st);
     next.tv_sec += w->period_s;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (w->head == NULL && !w->closed) {
-            if (w->tick == NULL || w->period_s <= 0) {
+            if (tick == NULL || w->period_s <= 0) {
                 pthread_cond_wait(&w->cv, &w->mu);
                 continue;
             }
             if (pthread_cond_timedwait(&w->cv, &w->mu, &next) == ETIMEDOUT) {
                 pthread_mutex_unlock(&w->mu);
-                w->tick(w->tick_ctx, w->st);
+                tick(w->tick_ctx, st);
                 pthread_mutex_lock(&w->mu);
                 clock_gettime(CLOCK_MONOTONIC, &next);
                 next.tv_sec += w->period_s;
@@ -56,7 +72,7 @@ static void *worker_main(void *arg)
         if (w->head == NULL)
             w->tail = NULL;
         pthread_mutex_unlock(&w->mu);
-        it->fn(it->arg, w->st);
+        it->fn(it->arg, st);
         free(it);
         pthread_mutex_lock(&w->mu);
     }
@@ -64,9 +80,12 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int worker_start(store *st, worker_fn tick, void *tick_ctx, int period_s, worker **out)
+int worker_start_pool(store *const *sts, int n, const char *name, worker_fn tick,
+                      void *tick_ctx, int period_s, worker **out)
 {
     *out = NULL;
+    if (n < 1 || n > WORKER_MAX_THREADS)
+        return ATTUNE_EINVAL;
     worker *w = calloc(1, sizeof *w);
     if (w == NULL)
         return ATTUNE_ENOMEM;
@@ -76,18 +95,37 @@ int worker_start(store *st, worker_fn tick, void *tick_ctx, int period_s, worker
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
-    w->st = st;
+    snprintf(w->name, sizeof w->name, "%s", name);
     w->tick = tick;
     w->tick_ctx = tick_ctx;
     w->period_s = period_s;
-    if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
-        pthread_cond_destroy(&w->cv);
-        pthread_mutex_destroy(&w->mu);
-        free(w);
-        return ATTUNE_ENOMEM;
+    for (int i = 0; i < n; i++)
+        w->st[i] = sts[i];
+    for (int i = 0; i < n; i++) {
+        w->ta[i] = (thread_arg){w, i};
+        if (pthread_create(&w->th[i], NULL, worker_main, &w->ta[i]) != 0) {
+            /* the started ones drain nothing and exit; the stores stay
+             * the caller's */
+            pthread_mutex_lock(&w->mu);
+            w->closed = 1;
+            pthread_cond_broadcast(&w->cv);
+            pthread_mutex_unlock(&w->mu);
+            for (int j = 0; j < i; j++)
+                pthread_join(w->th[j], NULL);
+            pthread_cond_destroy(&w->cv);
+            pthread_mutex_destroy(&w->mu);
+            free(w);
+            return ATTUNE_ENOMEM;
+        }
+        w->nthreads = i + 1;
     }
     *out = w;
     return 0;
+}
+
+int worker_start(store *st, worker_fn tick, void *tick_ctx, int period_s, worker **out)
+{
+    return worker_start_pool(&st, 1, "attuned-db", tick, tick_ctx, period_s, out);
 }
 
 int worker_submit(worker *w, worker_fn fn, void *arg)
@@ -120,10 +158,12 @@ void worker_stop(worker *w)
         return;
     pthread_mutex_lock(&w->mu);
     w->closed = 1;
-    pthread_cond_signal(&w->cv);
+    pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    pthread_join(w->th, NULL);
-    store_close(w->st);
+    for (int i = 0; i < w->nthreads; i++) {
+        pthread_join(w->th[i], NULL);
+        store_close(w->st[i]);
+    }
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);

@@ -22,12 +22,22 @@ typedef void (*worker_fn)(void *arg, store *st);
  * and st is left to the caller. */
 int worker_start(store *st, worker_fn tick, void *tick_ctx, int period_s, worker **out);
 
+/* The same with n threads (1..8) named name, thread i owning sts[i] (all
+ * closed by worker_stop), taking items from one queue in submission order;
+ * tick runs on thread 0 only. The read pool of GET /v1/winners and
+ * /v1/drift: read-only handles (store_open_readonly), so the heavy reads
+ * neither queue behind the writer's items nor hold it up. ATTUNE_EINVAL
+ * for n out of range; on error *out is NULL and the stores are left to the
+ * caller. */
+int worker_start_pool(store *const *sts, int n, const char *name, worker_fn tick,
+                      void *tick_ctx, int period_s, worker **out);
+
 /* Queue fn(arg). Returns 0, or ATTUNE_EBUSY once worker_stop has begun
  * (fn will not run: the caller answers 503 itself), ATTUNE_ENOMEM. */
 int worker_submit(worker *w, worker_fn fn, void *arg);
 
-/* Refuse new items, run every queued one, join the thread, close the
- * store, free w. NULL is a no-op. */
+/* Refuse new items, run every queued one, join the threads, close their
+ * stores, free w. NULL is a no-op. */
 void worker_stop(worker *w);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "../common/json_num.h"
 #include "store_internal.h"
+#include "store_readonly.h"
 
 struct store_export_stream {
     store *st;            /* read-only, private to this export */
@@ -20,45 +21,6 @@ struct store_export_stream {
     int state;            /* 0 head, 1 rows, 2 tail sent, 3 done */
     int rows;             /* rows written (a ',' before every one but the first) */
 };
-
-/* Open path read-only as a store of its own: no migration (a read-only
- * connection cannot write one), the schema version must be current. */
-static int open_readonly(const char *path, store **out, char *err, size_t errlen)
-{
-    sqlite3_stmt *v = NULL;
-    int rc;
-    store *st = calloc(1, sizeof *st);
-    if (st == NULL || (st->path = strdup(path)) == NULL) {
-        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-        goto fail;
-    }
-    int src = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
-    if (src != SQLITE_OK) {
-        rc = attune_fail(err, errlen, store_sqlite_err(src), "cannot open database '%s': %s",
-                         path, st->db != NULL ? sqlite3_errmsg(st->db) : sqlite3_errstr(src));
-        goto fail;
-    }
-    sqlite3_extended_result_codes(st->db, 1);
-    sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
-    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &v, NULL) != SQLITE_OK ||
-        sqlite3_step(v) != SQLITE_ROW) {
-        rc = attune_fail(err, errlen, ATTUNE_EDB, "cannot read database '%s': %s", path,
-                         sqlite3_errmsg(st->db));
-        goto fail;
-    }
-    if (sqlite3_column_int(v, 0) != STORE_SCHEMA_VERSION) {
-        rc = attune_fail(err, errlen, ATTUNE_EVERSION, "database '%s' has schema %d, not %d",
-                         path, sqlite3_column_int(v, 0), STORE_SCHEMA_VERSION);
-        goto fail;
-    }
-    sqlite3_finalize(v);
-    *out = st;
-    return 0;
-fail:
-    sqlite3_finalize(v);
-    store_close(st);
-    return rc;
-}
 
 int store_export_open(const char *path, const char *device_id, store_export_stream **out,
                       char *err, size_t errlen)
@@ -73,7 +35,7 @@ int store_export_open(const char *path, const char *device_id, store_export_stre
         return attune_fail(err, errlen, ATTUNE_EINVAL, "no database or device given");
     if ((x = calloc(1, sizeof *x)) == NULL)
         return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    if ((rc = open_readonly(path, &x->st, err, errlen)) != 0)
+    if ((rc = store_open_readonly(path, &x->st, err, errlen)) != 0)
         goto fail;
     /* one read transaction from here to store_export_close: every piece
      * comes from the same snapshot (WAL: writers go on meanwhile) */
