@@ -2,11 +2,17 @@
 # it_cross_arm64.sh -- the CPU-only configuration cross-builds for arm64
 # (Jetson's CPU) with Debian's cross toolchain, warnings as errors, and
 # cpack makes its arm64 packages. Skipped (77) unless the toolchain and the
-# arm64 -dev packages are installed (ATTUNE_CROSS=arm64 scripts/deps.sh).
+# arm64 -dev packages are installed (ATTUNE_CROSS=arm64 scripts/deps.sh),
+# and on an arm64 host (a Jetson, an arm64 CI runner): there the native
+# build and its tests are the arm64 build, and aarch64-linux-gnu-gcc is the
+# native compiler, not a cross one.
 # The build directory is kept under the build tree: later runs are
 # incremental.
 set -eu
 : "${ATTUNE_SOURCE_DIR:?}" "${ATTUNE_BUILD_DIR:?}"
+case "$(uname -m)/$(dpkg --print-architecture 2>/dev/null || true)" in
+aarch64/* | arm64/* | */arm64) echo "skip: this host is arm64 (the native build is the arm64 build)"; exit 77 ;;
+esac
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || { echo "skip: no aarch64-linux-gnu-gcc"; exit 77; }
 for pc in sqlite3 jansson zlib; do
     [ -f /usr/lib/aarch64-linux-gnu/pkgconfig/$pc.pc ] || { echo "skip: no arm64 $pc.pc"; exit 77; }
