@@ -7,12 +7,11 @@
 #include <string.h>
 
 #include "../common/hash.h"
+#include "variant.h"
 
 const int attn_pads[ATTN_NPADS] = {1, 8, 16, 64};
 
 static const char *const dtype_names[] = {"f16", "bf16", "f32"};
-static const char *const variant_names[ATTN_NVARIANTS] = {
-    "fused", "fused_splitkv", "split", "split_repeat", "folded", "cudnn"};
 static const char *const graph_names[] = {"", "sdpa", "comp"};
 
 const char *attn_dtype_name(attn_dtype t)
@@ -161,16 +160,21 @@ double attn_shape_flops(const attn_shape *s)
     return 4.0 * (double)s->b * (double)s->hq * pairs * (double)s->d;
 }
 
+/* Variant names are the table's (kernels/variants.c): a registered family
+ * names its variant too. */
 const char *attn_variant_name(attn_variant v)
 {
-    return (unsigned)v < ATTN_NVARIANTS ? variant_names[v] : "?";
+    const attn_variant_desc *f = attn_family_variant(v);
+    return f != NULL ? f->name : "?";
 }
 
 int attn_variant_parse(const char *s, attn_variant *out)
 {
-    for (int i = 0; i < ATTN_NVARIANTS; i++)
-        if (strcmp(s, variant_names[i]) == 0) {
-            *out = (attn_variant)i;
+    int n;
+    const attn_variant_desc *const *fams = attn_families(&n);
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, fams[i]->name) == 0) {
+            *out = fams[i]->variant;
             return 0;
         }
     return ATTUNE_EINVAL;

@@ -326,8 +326,12 @@ static cpu_problem handmade_problem(const handmade *hm)
 /* Run variant v on pb, drop the padded query rows, relative L2 vs ref. */
 static double handmade_error(handmade *hm, attn_variant v, const cpu_problem *pb)
 {
+    static const cpu_kernel *const kernels[] = {&cpu_fused_kernel, &cpu_split_kernel,
+                                                &cpu_split_repeat_kernel, &cpu_folded_kernel};
+    const cpu_kernel *k = kernels[v == ATTN_FUSED ? 0 : v == ATTN_SPLIT ? 1
+                                  : v == ATTN_SPLIT_REPEAT ? 2 : 3];
     cpu_work *w = NULL;
-    if (cpu_work_alloc(v, pb, &w) != 0 || cpu_attn_run(v, pb, w) != 0) {
+    if (cpu_work_alloc(k, pb, &w) != 0 || cpu_kernel_run(k, pb, w) != 0) {
         cpu_work_free(w);
         return INFINITY;
     }

@@ -6,10 +6,25 @@
 #include <string.h>
 
 #include "../common/attune_err.h"
+#include "../kernels/variant.h"
 
+/* The names of the table's variants (kernels/variants.c) in id order,
+ * rebuilt per call (a registered variant is named too), per thread. */
 const char *variant_set_names(void)
 {
-    return "fused, fused_splitkv, split, split_repeat, folded, cudnn";
+    static _Thread_local char buf[512];
+    size_t n = 0;
+    buf[0] = 0;
+    for (int v = 0; v < ATTN_MAX_VARIANTS; v++) {
+        const attn_variant_desc *f = attn_family_variant((attn_variant)v);
+        if (f == NULL)
+            continue;
+        int w = snprintf(buf + n, sizeof buf - n, "%s%s", n ? ", " : "", f->name);
+        if (w < 0 || (size_t)w >= sizeof buf - n)
+            break;
+        n += (size_t)w;
+    }
+    return buf;
 }
 
 /* The name of [b, e) with surrounding spaces cut, into buf; its length. */
@@ -58,7 +73,7 @@ int variant_set_parse(const char *list, variant_set *out, char *err, size_t errl
 
 int variant_set_has(variant_set s, attn_variant v)
 {
-    return s == 0 || ((unsigned)v < ATTN_NVARIANTS && (s & (1u << v)) != 0);
+    return s == 0 || ((unsigned)v < ATTN_MAX_VARIANTS && (s & (1u << v)) != 0);
 }
 
 int variant_set_has_tactic(variant_set s, const char *tactic)
@@ -79,7 +94,7 @@ char *variant_set_str(variant_set s, char *buf, size_t len)
 {
     size_t n = 0;
     buf[0] = 0;
-    for (int v = 0; v < ATTN_NVARIANTS && s != 0; v++)
+    for (int v = 0; v < ATTN_MAX_VARIANTS && s != 0; v++)
         if (s & (1u << v)) {
             int w = snprintf(buf + n, len - n, "%s%s", n ? "," : "",
                              attn_variant_name((attn_variant)v));

@@ -2,12 +2,13 @@
  * limits the candidates of an answer (issue 24 item 4, DESIGN.md "Ask among
  * what you can run").
  *
- * A set is a bit mask over attn_variant (bit v = 1u << v); 0 is "every
- * variant", the meaning of a query without variants=. The text form is a
- * comma-separated list of variant names (`cudnn,split,folded`); the
- * canonical text lists them in the enum's order (fused, fused_splitkv,
- * split, split_repeat, folded, cudnn), so two spellings of one set share
- * a cache entry. */
+ * A set is a bit mask over attn_variant (bit v = 1u << v, v below
+ * ATTN_MAX_VARIANTS: the variants of kernels/variant.h's table, a
+ * registered one too); 0 is "every variant", the meaning of a query
+ * without variants=. The text form is a comma-separated list of variant
+ * names (`cudnn,split,folded`); the canonical text lists them in id order
+ * (fused, fused_splitkv, split, split_repeat, folded, cudnn, then
+ * registered ones), so two spellings of one set share a cache entry. */
 #ifndef ATTUNE_VARIANT_SET_H
 #define ATTUNE_VARIANT_SET_H
 
@@ -19,7 +20,7 @@
 
 typedef uint32_t variant_set;
 
-/* Every variant: the same as 0 for a filter, spelled out. */
+/* Every built-in variant: the same as 0 for a filter, spelled out. */
 #define VARIANT_SET_ALL ((variant_set)((1u << ATTN_NVARIANTS) - 1))
 
 /* Parse a comma-separated list of variant names (spaces around names are

@@ -43,7 +43,7 @@
 #define KBLOCK 128  /* split, folded: keys per cache block of both GEMMs (multiple of LANES and 4) */
 
 struct cpu_work {
-    attn_variant variant;
+    const cpu_kernel *kernel; /* the kernel it was made for */
     int64_t rows;  /* query rows of one block: fused FUSED_BR, split sqp, folded g*sqp */
     int64_t keys;  /* keys of one block: fused FUSED_BC, else skvp */
     int64_t ldd;   /* d rounded up to LANES: row stride of qf, vf, of */
@@ -76,36 +76,30 @@ static int64_t round_lanes(int64_t n) { return attn_round_up(n, LANES); }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Block sizes of variant v on pb; 0 when v has no CPU implementation. */
-static int block_dims(attn_variant v, const cpu_problem *pb, int64_t *rows, int64_t *keys)
+/* ---- block sizes of each kernel (its workspace holds one block) */
+
+static void fused_dims(const cpu_problem *pb, int64_t *rows, int64_t *keys)
 {
-    switch (v) {
-    case ATTN_FUSED:
-        *rows = min64(FUSED_BR, pb->sqp);
-        *keys = min64(FUSED_BC, pb->skvp);
-        return 1;
-    case ATTN_SPLIT:
-    case ATTN_SPLIT_REPEAT:
-        *rows = pb->sqp;
-        *keys = pb->skvp;
-        return 1;
-    case ATTN_FOLDED:
-        *rows = (pb->hq / pb->hkv) * pb->sqp;
-        *keys = pb->skvp;
-        return 1;
-    case ATTN_FUSED_SPLITKV: /* flash-decoding is a GPU occupancy trick: not on CPU */
-    case ATTN_CUDNN: /* a vendor library: GPU only */
-    case ATTN_NVARIANTS:
-        break;
-    }
-    return 0;
+    *rows = min64(FUSED_BR, pb->sqp);
+    *keys = min64(FUSED_BC, pb->skvp);
 }
 
-double cpu_work_bytes(attn_variant v, const cpu_problem *pb)
+static void split_dims(const cpu_problem *pb, int64_t *rows, int64_t *keys)
+{
+    *rows = pb->sqp;
+    *keys = pb->skvp;
+}
+
+static void folded_dims(const cpu_problem *pb, int64_t *rows, int64_t *keys)
+{
+    *rows = (pb->hq / pb->hkv) * pb->sqp;
+    *keys = pb->skvp;
+}
+
+double cpu_work_bytes(const cpu_kernel *k, const cpu_problem *pb)
 {
     int64_t rows, keys;
-    if (!block_dims(v, pb, &rows, &keys))
-        return 0;
+    k->dims(pb, &rows, &keys);
     double ldd = (double)round_lanes(pb->d), ldk = (double)round_lanes(keys);
     double floats = (double)rows * ldd * 2      /* qf, of */
                     + (double)pb->d * ldk       /* kt */
@@ -113,7 +107,7 @@ double cpu_work_bytes(attn_variant v, const cpu_problem *pb)
                     + (double)rows * ldk        /* s */
                     + 2.0 * (double)rows + (double)LANES * (double)pb->d;
     double bytes = floats * sizeof(float);
-    if (v == ATTN_SPLIT_REPEAT)
+    if (k->repeat_kv)
         bytes += 2.0 * (double)pb->b * (double)pb->hq * (double)pb->skvp * (double)pb->d *
                  (double)attn_dtype_size(pb->dtype);
     return bytes;
@@ -124,20 +118,18 @@ static float *fzalloc(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof
 
 /* Contract in cpu_internal.h. All buffers are zeroed, so the padding
  * columns of qf, vf and kt contribute nothing to any sum. */
-int cpu_work_alloc(attn_variant v, const cpu_problem *pb, cpu_work **out)
+int cpu_work_alloc(const cpu_kernel *k, const cpu_problem *pb, cpu_work **out)
 {
     int64_t rows, keys;
     cpu_work *w = NULL;
-    int rc = ATTUNE_EUNSUPP;
+    int rc = ATTUNE_ENOMEM;
 
     *out = NULL;
-    if (!block_dims(v, pb, &rows, &keys))
-        goto fail;
-    rc = ATTUNE_ENOMEM;
+    k->dims(pb, &rows, &keys);
     w = calloc(1, sizeof *w);
     if (w == NULL)
         goto fail;
-    w->variant = v;
+    w->kernel = k;
     w->rows = rows;
     w->keys = keys;
     w->ldd = round_lanes(pb->d);
@@ -152,7 +144,7 @@ int cpu_work_alloc(attn_variant v, const cpu_problem *pb, cpu_work **out)
     w->tmp = fzalloc(LANES * pb->d);
     if (!w->qf || !w->kt || !w->vf || !w->s || !w->of || !w->m || !w->l || !w->tmp)
         goto fail;
-    if (v == ATTN_SPLIT_REPEAT) {
+    if (k->repeat_kv) {
         size_t n = (size_t)(pb->b * pb->hq * pb->skvp * pb->d) * attn_dtype_size(pb->dtype);
         w->krep = malloc(n);
         w->vrep = malloc(n);
@@ -462,31 +454,19 @@ static void run_fused(const cpu_problem *pb, cpu_work *w)
         }
 }
 
-/* ---- dispatcher */
+/* ---- the kernels, as cpu_variants.c's descriptors name them */
 
-int cpu_attn_run(attn_variant v, const cpu_problem *pb, cpu_work *w)
+const cpu_kernel cpu_fused_kernel = {run_fused, fused_dims, 0};
+const cpu_kernel cpu_split_kernel = {run_split, split_dims, 0};
+const cpu_kernel cpu_split_repeat_kernel = {run_split_repeat, split_dims, 1};
+const cpu_kernel cpu_folded_kernel = {run_folded, folded_dims, 0};
+
+int cpu_kernel_run(const cpu_kernel *k, const cpu_problem *pb, cpu_work *w)
 {
-    if (w == NULL || w->variant != v)
-        return ATTUNE_EINVAL;
+    if (k == NULL || w == NULL || w->kernel != k)
+        return ATTUNE_EINVAL; /* a workspace of another kernel: fail loudly */
     w->kv_src = NULL; /* inputs may have changed since the last run */
     w->stop = 0;
-    switch (v) {
-    case ATTN_FUSED:
-        run_fused(pb, w);
-        return w->stop ? ATTUNE_ECANCELED : 0;
-    case ATTN_SPLIT:
-        run_split(pb, w);
-        return w->stop ? ATTUNE_ECANCELED : 0;
-    case ATTN_SPLIT_REPEAT:
-        run_split_repeat(pb, w);
-        return w->stop ? ATTUNE_ECANCELED : 0;
-    case ATTN_FOLDED:
-        run_folded(pb, w);
-        return w->stop ? ATTUNE_ECANCELED : 0;
-    case ATTN_FUSED_SPLITKV:
-    case ATTN_CUDNN: /* a vendor library: GPU only */
-    case ATTN_NVARIANTS:
-        break;
-    }
-    return ATTUNE_EINVAL; /* no such CPU variant: fail loudly */
+    k->run(pb, w);
+    return w->stop ? ATTUNE_ECANCELED : 0;
 }

@@ -35,18 +35,6 @@ struct attn_session {
     double bytes;   /* of the four buffers */
 };
 
-struct attn_plan {
-    attn_session *ss; /* made through a session (plan()), else NULL */
-    attn_shape s;     /* planned: the longest lengths a call may have */
-    attn_tactic t;
-    int flags;        /* ATTN_PLAN_* */
-    cpu_problem pb;   /* the last call's problem, on the buffers it ran on */
-    void *qp, *op;    /* contiguous (padded) copies of q and out, NULL until needed */
-    void *kp, *vp;    /* of k and v */
-    size_t q_cap, kv_cap; /* bytes of each */
-    cpu_work *w;      /* for the lengths of pb */
-};
-
 /* ---- memory */
 
 /* Contract in cpu_internal.h. */
@@ -172,17 +160,13 @@ static int cpu_device_info(int index, attn_device_info *info, attn_stack *stack)
 
 /* ---- tactics */
 
-/* Variants in listing order. fused_splitkv is absent: it exists to fill
- * GPU SMs when sq is small, which means nothing to a single-threaded CPU. */
-static const attn_variant cpu_variants[] = {ATTN_FUSED, ATTN_SPLIT, ATTN_SPLIT_REPEAT,
-                                            ATTN_FOLDED};
+/* The CPU as its families' listings see it. */
+static const attn_device_info cpu_list_dev = {.kind = "cpu", .index = -1};
 
-/* Every variant that applies x every pad: fused (no tile: the CPU tile is
- * fixed), split, and for hkv < hq split_repeat and folded; GEMM variants
- * with acc=f32 only (CPU arithmetic is fp32). A pad at or beyond the
- * lengths is still listed: it is a distinct tactic, with its copies.
- * Writes up to max, returns the total count (4 for each variant listed),
- * or ATTUNE_ENODEV / the shape's validation error / ATTUNE_EINVAL. */
+/* The tactics of every CPU family (kernels/cpu/cpu_variants.c), in the
+ * table's order. Writes up to max, returns the total count (4 pads for
+ * each variant listed), or ATTUNE_ENODEV / the shape's validation error /
+ * ATTUNE_EINVAL. */
 static int cpu_tactics(int index, const attn_shape *s, attn_tactic *out, int max)
 {
     if (index != 0)
@@ -192,23 +176,7 @@ static int cpu_tactics(int index, const attn_shape *s, attn_tactic *out, int max
     int rc = attn_shape_validate(s, NULL, 0);
     if (rc != 0)
         return rc;
-    int n = 0;
-    for (size_t vi = 0; vi < sizeof cpu_variants / sizeof cpu_variants[0]; vi++) {
-        attn_variant v = cpu_variants[vi];
-        if ((v == ATTN_SPLIT_REPEAT || v == ATTN_FOLDED) && s->hkv == s->hq)
-            continue; /* DESIGN.md: they apply to hkv < hq only */
-        for (int pi = 0; pi < ATTN_NPADS; pi++) {
-            if (n < max) {
-                attn_tactic t = {0};
-                t.variant = v;
-                t.pad = attn_pads[pi];
-                t.acc = v == ATTN_FUSED ? ATTN_ACC_NONE : ATTN_ACC_F32;
-                out[n] = t;
-            }
-            n++;
-        }
-    }
-    return n;
+    return attn_family_list("cpu", &cpu_list_dev, s, out, max);
 }
 
 /* ---- sessions */
@@ -398,34 +366,13 @@ static void cpu_plan_free(attn_plan *p)
 {
     if (p == NULL)
         return;
-    cpu_work_free(p->w);
+    if (p->fam != NULL)
+        p->fam->kernel->free(p);
     free(p->qp);
     free(p->op);
     free(p->kp);
     free(p->vp);
     free(p);
-}
-
-/* Does the CPU run tactic t? fused takes no parameter but pad; the GEMM
- * variants take acc=f32 only; nothing takes splits or warps. */
-static int cpu_runs(const attn_tactic *t)
-{
-    if (t->splits != 0 || t->warps != 0 || t->tile_m != 0 || t->tile_n != 0 ||
-        t->arch != 0 || t->stages != 0)
-        return 0;
-    switch (t->variant) {
-    case ATTN_FUSED:
-        return t->acc == ATTN_ACC_NONE;
-    case ATTN_SPLIT:
-    case ATTN_SPLIT_REPEAT:
-    case ATTN_FOLDED:
-        return t->acc == ATTN_ACC_F32;
-    case ATTN_FUSED_SPLITKV:
-    case ATTN_CUDNN: /* a vendor library: GPU only */
-    case ATTN_NVARIANTS:
-        break;
-    }
-    return 0;
 }
 
 /* The problem of a call of p at the lengths of rs (sizes only; buffers
@@ -485,12 +432,8 @@ static int prepare(attn_plan *p, const cpu_problem *pb, int need_q, int need_kv)
             (rc = regrow(&p->vp, &p->kv_cap, nkv, s->dtype, 0)) != 0)
             return rc;
     }
-    if (p->w == NULL || p->pb.sqp != pb->sqp || p->pb.skvp != pb->skvp) {
-        cpu_work_free(p->w);
-        p->w = NULL;
-        if ((rc = cpu_work_alloc(p->t.variant, pb, &p->w)) != 0)
-            return rc;
-    }
+    if (p->w == NULL || p->pb.sqp != pb->sqp || p->pb.skvp != pb->skvp)
+        return p->fam->kernel->plan(p, pb, NULL, 0); /* the workspace of these lengths */
     return 0;
 }
 
@@ -499,7 +442,8 @@ static int prepare(attn_plan *p, const cpu_problem *pb, int need_q, int need_kv)
  * changes a length, the workspace) so the memory budget is checked here.
  * split_repeat and folded are accepted for hkv == hq too (they compute the
  * same thing), though tactics() does not list them. ATTUNE_EINVAL for a
- * bad pad or variant, ATTUNE_EUNSUPP for a tactic the CPU does not run,
+ * bad pad or an unknown variant, ATTUNE_EUNSUPP for a tactic no CPU
+ * family owns (kernels/cpu/cpu_variants.c),
  * ATTUNE_ENOMEM beyond the memory budget (less `used`, what the caller's
  * buffers take). */
 static int plan_make(int index, const attn_shape *s, const attn_tactic *t, int flags,
@@ -515,13 +459,14 @@ static int plan_make(int index, const attn_shape *s, const attn_tactic *t, int f
     *out = NULL;
     if (index != 0)
         return ATTUNE_ENODEV;
-    if (s == NULL || t == NULL || (unsigned)t->variant >= ATTN_NVARIANTS ||
+    if (s == NULL || t == NULL || attn_family_variant(t->variant) == NULL ||
         attn_shape_validate(s, NULL, 0) != 0)
         goto fail;
     if (t->pad != 1 && t->pad != 8 && t->pad != 16 && t->pad != 64)
         goto fail;
     rc = ATTUNE_EUNSUPP;
-    if (!cpu_runs(t))
+    const attn_variant_desc *fam = attn_family_of(t, "cpu");
+    if (fam == NULL || fam->kernel == NULL)
         goto fail;
 
     rc = ATTUNE_ENOMEM;
@@ -530,10 +475,13 @@ static int plan_make(int index, const attn_shape *s, const attn_tactic *t, int f
         goto fail;
     p->s = *s;
     p->t = *t;
+    p->fam = fam;
     p->flags = flags;
     cpu_problem pb;
     problem_of(p, s, &pb);
-    double bytes = cpu_work_bytes(t->variant, &pb);
+    attn_cost cost;
+    fam->describe(s, t, NULL, 0, &cost);
+    double bytes = cost.work_bytes;
     if (pb.sqp != pb.sq)
         bytes += 2.0 * buf_bytes(s, s->hq, pb.sqp);
     if (pb.skvp != pb.skv)
@@ -609,7 +557,7 @@ static int cpu_launch(attn_plan *p, const attn_io *io, void *stream)
     pb.k = in_kv ? io->k.data : p->kp;
     pb.v = in_kv ? io->v.data : p->vp;
     p->pb = pb;
-    if ((rc = cpu_attn_run(p->t.variant, &pb, p->w)) != 0)
+    if ((rc = p->fam->kernel->run(p, &pb)) != 0)
         return rc;
     if (!in_q)
         unpack(&io->o, p->op, pb.sqp, pb.b, pb.hq, pb.sq, pb.d, es);
@@ -651,7 +599,7 @@ static int cpu_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
         return rc;
     const double t0 = now_us();
     for (int it = 0; it < iters; it++) {
-        rc = with_copies ? cpu_run(p) : cpu_attn_run(p->t.variant, &p->pb, p->w);
+        rc = with_copies ? cpu_run(p) : p->fam->kernel->run(p, &p->pb);
         if (rc != 0)
             return rc;
     }

@@ -40,6 +40,8 @@
  */
 #include "cuda_fused.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
+#include "cuda_fused_configs.h" /* the configurations, head dims, shared memory */
+#include "../variant.h"         /* attn_sm_limits_of */
 #ifdef ATTUNE_HAVE_SM90A
 #include "cuda_fused_sm90a.h" /* version 3: the arch=sm90a tactics */
 #endif
@@ -163,7 +165,7 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32
  * Costs 16/(2D) more shared memory (3-25%). */
 template <int D>
 struct tile_rs {
-    static constexpr int value = 2 * D + 16;
+    static constexpr int value = FUSED_TILE_RS(D);
 };
 
 /* Copy ROWS rows of D elements (global row stride ld) into a padded tile
@@ -565,25 +567,16 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
     }
 }
 
-/* Pipeline depth of version 2: as many stages of K+V as fit, with the Q
- * tile, in 110 KB (two blocks per SM: 228 KB less 1 KB per block), 2 to 4.
- * At d = 128, Bc = 64 that is 3 stages: two tiles in flight while one is
- * computed. (A 96 KB budget gave 2 with the padded rows: 72 us, 3.7 TB/s
- * on the decode target; see docs/kernels.md.) */
+/* Pipeline depth and shared memory of version 2: cuda_fused_configs.h. */
 template <int D, int BC>
 struct splitkv_stages {
-    static constexpr int bytes = 2 * BC * tile_rs<D>::value;
-    static constexpr int fit = (112640 - 16 * tile_rs<D>::value) / bytes;
-    static constexpr int value = fit < 2 ? 2 : (fit > 4 ? 4 : fit);
+    static constexpr int value = SPLITKV_STAGES(D, BC);
 };
 
 template <int D, int BC, int NW>
 constexpr size_t splitkv_smem()
 {
-    constexpr size_t q = 16 * tile_rs<D>::value;
-    constexpr size_t pipe = (size_t)splitkv_stages<D, BC>::value * 2 * BC * tile_rs<D>::value;
-    constexpr size_t merge = (size_t)NW * 16 * (D + 4) * 4 + (size_t)NW * 16 * 2 * 4;
-    return q + (pipe > merge ? pipe : merge);
+    return SPLITKV_SMEM(D, BC, NW);
 }
 
 /* Version 2: fused_splitkv. Block = 16 folded rows r = (query head within
@@ -858,29 +851,8 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
 
 /* ---- launchers */
 
-/* The kernel configurations built: (D, Br, Bc, warps, K/V buffers) for
- * fused, (D, Bc, warps) for fused_splitkv (16 rows per block). A tactic
- * names the first four (tile=BrxBc, warps); the buffer count belongs to the
- * configuration, chosen by measurement on an H200 (docs/kernels.md):
- * double buffering won on 64x64/d128 (+4-9%), 128x128/8 warps and d <= 64,
- * lost on 128x64/d128 (335 -> 315 TFLOP/s) and 64x64/d256 (44.7 -> 48.5 us).
- * Br = 16 * MI * warps (per key group); MI = 2 halves the shared-memory
- * reads of K and V per MMA (each B fragment feeds two row tiles), FA2's
- * choice for d <= 128; d = 256 keeps MI = 1 for registers (the O
- * accumulators alone take 128 per thread). 64x64 and 64x32 with 8 warps at
- * d = 256 are two key groups of 4 warps (KG = 2): for grids of about one
- * block per SM (b1.hq8.sq968.d256: 128 blocks, 44.7 -> 42.3 us at 64x64). */
-#define FUSED_CONFIGS(X)                                                         \
-    X(32, 128, 64, 4, 2) X(32, 64, 64, 4, 2) X(32, 128, 128, 4, 2)               \
-    X(64, 128, 64, 4, 2) X(64, 64, 64, 4, 2) X(64, 128, 128, 8, 2)               \
-    X(128, 128, 64, 4, 1) X(128, 64, 64, 4, 2) X(128, 128, 32, 4, 1)             \
-    X(128, 128, 128, 8, 2)                                                       \
-    X(256, 64, 64, 4, 1) X(256, 128, 64, 8, 2) X(256, 64, 32, 4, 2) X(256, 64, 64, 8, 1)    \
-    X(256, 64, 32, 8, 2)
-
-#define SPLITKV_CONFIGS(X)                                                  \
-    X(32, 64, 4) X(32, 128, 4) X(64, 64, 4) X(64, 128, 4)                   \
-    X(128, 64, 4) X(128, 32, 2) X(256, 32, 2) X(256, 64, 4)
+/* The kernel configurations built: FUSED_CONFIGS and SPLITKV_CONFIGS of
+ * cuda_fused_configs.h (their descriptors read the same lines). */
 
 /* Configurations an architecture does not get, because ptxas spills
  * registers in them there (scripts/check_arch.sh compiles every kernel for
@@ -898,24 +870,18 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
     X(110, ATTN_FUSED_SPLITKV, 64, 16, 128, 4) /* 8 B */
 
 /* Largest dynamic shared memory one block may opt in to, per compute
- * capability (CUDA programming guide, technical specifications): 163 KB on
- * 8.0 and 8.7 (Orin), 99 KB on 8.6, 8.9 and 12.x, 227 KB on 9.0, 10.x and
- * 11.0 (Thor). Unknown ones get the smallest of these. */
+ * capability (kernels/variants.c holds the table). */
 static size_t smem_block_max(int cc_major, int cc_minor)
 {
-    const int cc = cc_major * 10 + cc_minor;
-    if (cc == 80 || cc == 87)
-        return 163 * 1024;
-    if (cc == 90 || (cc >= 100 && cc < 120))
-        return 227 * 1024;
-    return 99 * 1024;
+    attn_sm_limits lim;
+    attn_sm_limits_of(cc_major, cc_minor, &lim);
+    return (size_t)lim.smem_block;
 }
 
 template <int D, int BR, int BC, int NW, int KVST>
 constexpr size_t fused_smem()
 {
-    /* Q tile, then per key group double-or-single-buffered K and V tiles */
-    return (size_t)(BR + (NW * 16 > BR ? NW * 16 / BR : 1) * 2 * KVST * BC) * tile_rs<D>::value;
+    return FUSED_SMEM(D, BR, BC, NW, KVST);
 }
 
 /* Does architecture cc get this configuration? Shared memory within its
@@ -936,7 +902,7 @@ static bool arch_gets(int cc_major, int cc_minor, attn_variant v, int d, int br,
 
 extern "C" size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d)
 {
-    const int D = d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
+    const int D = FUSED_KERNEL_DIM(d);
     if (t == NULL)
         return 0;
 #define FUSED_SMEM(D_, BR_, BC_, NW_, KVST_)                                     \
@@ -956,7 +922,7 @@ extern "C" size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d)
 /* Padded kernel head dim for d: the next of 32, 64, 128, 256; 0 if none. */
 static int kernel_dim(int64_t d)
 {
-    return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
+    return FUSED_KERNEL_DIM(d);
 }
 
 template <typename T, int D, int BR, int BC, int NW, int KVST>
@@ -1036,7 +1002,7 @@ static int64_t kv_tiles(const attn_shape *s, int bc)
  * of fused 64-row tiles on 132 SMs) get key-split candidates too. */
 static int splitkv_applies(const attn_shape *s)
 {
-    return attn_shape_group(s) * s->sq <= 512 && s->skv >= 128;
+    return attn_shape_group(s) * s->sq <= SPLITKV_MAX_ROWS && s->skv >= SPLITKV_MIN_KEYS;
 }
 
 extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_minor, attn_tactic *out, int max)

@@ -55,6 +55,7 @@
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
+#include "cuda_fused_configs.h" /* SM90_CONFIGS, head dims, shared memory, the fold */
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -311,7 +312,8 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32
 template <int D, int BR, int BC, int STAGES>
 struct sm90_smem {
     static constexpr uint32_t q = BR * D * 2, kv = BC * D * 2;
-    static constexpr size_t bytes = (size_t)q + 2 * STAGES * (size_t)kv + 1024;
+    static constexpr size_t bytes = SM90_SMEM(D, BR, BC, STAGES);
+    static_assert(bytes == (size_t)q + 2 * STAGES * (size_t)kv + 1024, "the layout below");
 };
 
 /* Version 3. Tensor maps: q over [b*hq][sq][d] (box 64 x 128 rows, or
@@ -684,15 +686,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 
 /* ---- launchers */
 
-/* The configurations built: (D, BR, BC, STAGES); a producer warpgroup and
- * BR / 64 consumer warpgroups (warps = 4 + BR / 16); the 128-row ones also
- * folded. Shared memory: d64 128x128x3: 112 KB, 192x128x3: 120 KB; d128
- * 128x128x2: 160 KB; d256 128x64x2: 192 KB. */
-#define SM90_CONFIGS(X) X(64, 128, 128, 3) X(64, 192, 128, 3) X(128, 128, 128, 2) X(256, 128, 64, 2)
-
-/* Folded blocks want g | 128 with QB = 128 / g >= 8 rows per head (so each
- * head's Q box fills whole 1024-byte swizzle atoms); g = 1 is the plain kernel. */
-#define SM90_FOLD_MAX_G 16
+/* The configurations built, the fold's limits: SM90_CONFIGS and
+ * SM90_FOLD_* of cuda_fused_configs.h (their descriptor reads the same). */
 /* Folded splits are listed while the previous count's grid stays under one
  * block per SM of an H200 (132), as version 2 lists its splits. */
 #define SM90_SMS 132
@@ -704,13 +699,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 
 static int sm90_kernel_dim(int64_t d)
 {
-    return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0;
+    return SM90_KERNEL_DIM(d);
 }
 
 static bool fold_applies(const attn_shape *s)
 {
     const int64_t g = s->hq / s->hkv;
-    return g >= 2 && g <= SM90_FOLD_MAX_G && (g & (g - 1)) == 0;
+    return SM90_FOLD_APPLIES(g);
 }
 
 static int ilog2(int64_t x)

@@ -1,0 +1,105 @@
+/* cuda_fused_configs.h -- the fused kernels' configurations, head dims and
+ * shared memory: one copy, read by the kernels that are built from it
+ * (cuda_fused.cu, cuda_fused_sm90a.cu) and by their descriptors
+ * (desc_fused.c), which describe them to the cost model. Plain C, no CUDA
+ * header: a host without CUDA costs these kernels from an imported table.
+ * The macros are constant expressions, so the kernels' templates use them
+ * for their launch sizes. */
+#ifndef CUDA_FUSED_CONFIGS_H
+#define CUDA_FUSED_CONFIGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- versions 1 and 2 (cuda_fused.cu)
+ *
+ * The kernel configurations built: (D, Br, Bc, warps, K/V buffers) for
+ * fused, (D, Bc, warps) for fused_splitkv (16 rows per block). A tactic
+ * names the first four (tile=BrxBc, warps); the buffer count belongs to the
+ * configuration, chosen by measurement on an H200 (docs/kernels.md):
+ * double buffering won on 64x64/d128 (+4-9%), 128x128/8 warps and d <= 64,
+ * lost on 128x64/d128 (335 -> 315 TFLOP/s) and 64x64/d256 (44.7 -> 48.5 us).
+ * Br = 16 * MI * warps (per key group); MI = 2 halves the shared-memory
+ * reads of K and V per MMA (each B fragment feeds two row tiles), FA2's
+ * choice for d <= 128; d = 256 keeps MI = 1 for registers (the O
+ * accumulators alone take 128 per thread). 64x64 and 64x32 with 8 warps at
+ * d = 256 are two key groups of 4 warps (KG = 2): for grids of about one
+ * block per SM (b1.hq8.sq968.d256: 128 blocks, 44.7 -> 42.3 us at 64x64). */
+#define FUSED_CONFIGS(X)                                                         \
+    X(32, 128, 64, 4, 2) X(32, 64, 64, 4, 2) X(32, 128, 128, 4, 2)               \
+    X(64, 128, 64, 4, 2) X(64, 64, 64, 4, 2) X(64, 128, 128, 8, 2)               \
+    X(128, 128, 64, 4, 1) X(128, 64, 64, 4, 2) X(128, 128, 32, 4, 1)             \
+    X(128, 128, 128, 8, 2)                                                       \
+    X(256, 64, 64, 4, 1) X(256, 128, 64, 8, 2) X(256, 64, 32, 4, 2) X(256, 64, 64, 8, 1)    \
+    X(256, 64, 32, 8, 2)
+
+#define SPLITKV_CONFIGS(X)                                                  \
+    X(32, 64, 4) X(32, 128, 4) X(64, 64, 4) X(64, 128, 4)                   \
+    X(128, 64, 4) X(128, 32, 2) X(256, 32, 2) X(256, 64, 4)
+
+/* Head dim a version 1 or 2 kernel computes for d: the next of 32, 64,
+ * 128, 256 (columns past d are zero); 0 when d is over 256. */
+#define FUSED_KERNEL_DIM(d) ((d) <= 32 ? 32 : (d) <= 64 ? 64 : (d) <= 128 ? 128 : (d) <= 256 ? 256 : 0)
+
+/* Shared-memory tiles are rows of D b16 elements padded by one 16-byte
+ * chunk: row stride 2D + 16 bytes (cuda_fused.cu says why). */
+#define FUSED_TILE_RS(D) (2 * (D) + 16)
+
+/* Version 1's shared memory: the Q tile, then per key group double-or-
+ * single-buffered K and V tiles. */
+#define FUSED_SMEM(D, BR, BC, NW, KVST)                                                        \
+    ((size_t)((BR) + ((NW) * 16 > (BR) ? (NW) * 16 / (BR) : 1) * 2 * (KVST) * (BC)) *          \
+     (size_t)FUSED_TILE_RS(D))
+
+/* Version 2's pipeline depth: as many stages of K+V as fit, with the Q
+ * tile, in 110 KB (two blocks per SM: 228 KB less 1 KB per block), 2 to
+ * 4. At d = 128, Bc = 64 that is 3 stages: two tiles in flight while one
+ * is computed. (A 96 KB budget gave 2 with the padded rows: 72 us, 3.7
+ * TB/s on the decode target; see docs/kernels.md.) */
+#define SPLITKV_FIT(D, BC) ((112640 - 16 * FUSED_TILE_RS(D)) / (2 * (BC) * FUSED_TILE_RS(D)))
+#define SPLITKV_STAGES(D, BC)                                                                  \
+    (SPLITKV_FIT(D, BC) < 2 ? 2 : (SPLITKV_FIT(D, BC) > 4 ? 4 : SPLITKV_FIT(D, BC)))
+
+/* Version 2's shared memory: its 16-row Q tile, then the larger of the K/V
+ * pipeline and the warps' merge buffers (f32 partial rows and their
+ * max/sum). */
+#define SPLITKV_PIPE(D, BC) ((size_t)SPLITKV_STAGES(D, BC) * 2 * (BC) * FUSED_TILE_RS(D))
+#define SPLITKV_MERGE(D, NW) ((size_t)(NW) * 16 * ((D) + 4) * 4 + (size_t)(NW) * 16 * 2 * 4)
+#define SPLITKV_SMEM(D, BC, NW)                                                                \
+    ((size_t)16 * FUSED_TILE_RS(D) +                                                           \
+     (SPLITKV_PIPE(D, BC) > SPLITKV_MERGE(D, NW) ? SPLITKV_PIPE(D, BC) : SPLITKV_MERGE(D, NW)))
+
+/* Version 2 applies to decode-like shapes: the folded rows of a KV head
+ * (g * sq) fill at most 32 16-row tiles, and there are enough keys to
+ * split (cuda_fused.cu says why). */
+#define SPLITKV_MAX_ROWS 512
+#define SPLITKV_MIN_KEYS 128
+
+/* ---- version 3 (cuda_fused_sm90a.cu)
+ *
+ * The configurations built: (D, BR, BC, STAGES); a producer warpgroup and
+ * BR / 64 consumer warpgroups (warps = 4 + BR / 16); the 128-row ones also
+ * folded. Shared memory: d64 128x128x3: 112 KB, 192x128x3: 120 KB; d128
+ * 128x128x2: 160 KB; d256 128x64x2: 192 KB. */
+#define SM90_CONFIGS(X) X(64, 128, 128, 3) X(64, 192, 128, 3) X(128, 128, 128, 2) X(256, 128, 64, 2)
+
+/* Head dim a version 3 kernel computes for d: 64, 128 or 256; 0 over 256. */
+#define SM90_KERNEL_DIM(d) ((d) <= 64 ? 64 : (d) <= 128 ? 128 : (d) <= 256 ? 256 : 0)
+
+/* Version 3's shared memory: Q, then STAGES K buffers, then STAGES V
+ * buffers, each [D/64 chunks][rows][128 B]; 1024 more bytes to align the
+ * start to a swizzle atom. */
+#define SM90_SMEM(D, BR, BC, STAGES)                                                           \
+    ((size_t)(BR) * (D) * 2 + 2 * (size_t)(STAGES) * (size_t)(BC) * (D) * 2 + 1024)
+
+/* Folded blocks want g | 128 with QB = 128 / g >= 8 rows per head (so each
+ * head's Q box fills whole 1024-byte swizzle atoms); g = 1 is the plain
+ * kernel. A folded block holds 128 rows: 128 / g queries of each of the g
+ * query heads of one KV head. */
+#define SM90_FOLD_MAX_G 16
+#define SM90_FOLD_ROWS 128
+
+/* 1 when the fold applies to group size g: a power of two in 2..16. */
+#define SM90_FOLD_APPLIES(g) ((g) >= 2 && (g) <= SM90_FOLD_MAX_G && ((g) & ((g) - 1)) == 0)
+
+#endif
