@@ -98,6 +98,15 @@ static void load_table(const char *path)
     load_table_into(path, &rows, &nrows, &stack, NULL);
 }
 
+/* ATTUNE_PREDICT_TRACE=1: every model built here traces its answers on
+ * stderr (predict_set_trace), to compare two versions of the model line
+ * by line; NULL otherwise. */
+static FILE *trace_out(void)
+{
+    const char *t = getenv("ATTUNE_PREDICT_TRACE");
+    return t != NULL && *t != 0 && strcmp(t, "0") != 0 ? stderr : NULL;
+}
+
 static void print_result(const loo_result *r)
 {
     for (int i = 0; i < r->n; i++) {
@@ -111,7 +120,8 @@ static void print_result(const loo_result *r)
 static void loo_should_meet_the_regret_bounds_on_the_cpu_table(void)
 {
     loo_result r;
-    CHECK_EQ_INT(loo_run(rows, nrows, stack.id, NULL, NULL, &r), 0);
+    loo_opts o = {.trace = trace_out()};
+    CHECK_EQ_INT(loo_run_opts(rows, nrows, stack.id, NULL, NULL, &o, &r), 0);
     CHECK_EQ_INT(r.n, 16);
     print_result(&r);
     for (int i = 0; i < r.n; i++)
@@ -156,7 +166,7 @@ static void h200_default_grid_loo(const char *table, int min_tuned)
             m[k++] = m[i];
     }
     CHECK_MSG(tuned >= min_tuned, "%s: %d of the grid's shapes in the table", table, tuned);
-    loo_opts o = {.info = &info};
+    loo_opts o = {.info = &info, .trace = trace_out()};
     loo_result r;
     CHECK_EQ_INT(loo_run_opts(m, k, stk.id, NULL, NULL, &o, &r), 0);
     CHECK_EQ_INT(r.n, tuned);
@@ -220,7 +230,7 @@ static void h200_real_model_set(const char *table, const char *set, int nset)
         if (in)
             m[k++] = m[i];
     }
-    loo_opts o = {.info = &info, .hold = hold, .nhold = nhold};
+    loo_opts o = {.info = &info, .hold = hold, .nhold = nhold, .trace = trace_out()};
     loo_result r;
     CHECK_EQ_INT(loo_run_opts(m, k, stk.id, NULL, NULL, &o, &r), 0);
     CHECK_EQ_INT(r.n, nset);

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/variant.h"
+#include "predict_cost.h"
+
 /* ---- tuning constants of the model (docs/tuning.md "Predicted answers") */
 
 /* Measured shapes an answer leans on. */
@@ -35,59 +38,29 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
  * neighbours that measured its family found it eligible. */
 #define ELIG_SHARE 0.5
 
-/* Wave quantisation of tiled GPU prefill kernels (fused and
- * fused/arch=sm90a; cuDNN taken as 128-row tiles; split-KV's grid is set by
- * its split count, which transfers by grid instead): a grid of B blocks on S = SMs x resident blocks per
- * SM runs ceil(B / S) waves, each as long as a full one (a block's time
- * hardly depends on how many share its SM: on the H200, 120 blocks of the
- * 128x64 d=64 tile in a last wave took as long as 240 in a full one), so
- * the useful fraction is (B / S) / ceil(B / S). Which tile fills the SMs
- * best flips with the block count (b1.hq20.sq1500 d=64: 240 blocks of
- * 128x64 fill one wave of 264 slots, 480 of 64x64 take two of 396: 1.49x).
- * Resident blocks per SM come from the kernel's resources: threads, shared
- * memory (Q tile plus K and V tiles per stage), and registers, which grow
- * with the accumulators a thread holds (rows per warp x (Bc + d) / 32
- * floats); the register estimate is checked against ptxas -v for sm_90
- * (docs/tuning.md "Predicted answers"). */
-#define REGS_FILE 65536    /* 32-bit registers per SM, sm_50 on */
-#define REGS_BASE 40.0     /* addresses, indices, softmax state */
-#define REGS_PER_ACC 1.5   /* per accumulator float a thread holds */
-#define REGS_MAX 255.0
-
-/* Fixed work of a split-KV block (loading its Q rows, storing its partial
- * O), in key tiles of its width: see work_of and block_fixed_tiles. */
-#define BLOCK_FIXED_TILES 0.5
-/* ... and half that for cuDNN's tiled engines, which pay less per block
- * on a short key loop than the kernels here (LTX-Video's 6144 queries on
- * 128 keys, d = 64: eng=2 ran at 1.00x its cost, the sm90a kernel at
- * 1.45x; an engine that overlaps one tile's O store with the next one's
- * Q load would, but its insides are not visible). Offline on the ten
- * H200 tables (docs/perf.md, the model of the tenth set) it moved no
- * answer more than 2% the wrong way and took the default-grid
- * leave-one-out worst from 1.256 to 1.229; flat from 0.125 to 0.375. */
-#define CUDNN_BLOCK_FIXED_TILES 0.25
-/* ... and each wave of a tiled kernel's blocks pays a latency that no
- * FLOP or byte rate covers (blocks issued, Q tile loaded and O tile
- * stored before and after the pipelined key loop), in units of the
- * device's launch floor (lat_us, half the fastest measured time: 2.2 us
- * on the H200, so 0.87 us a wave). It is what makes a decode step of 1024
- * heads cost 8 waves of 128-row blocks for the sm90a kernel: NLLB-200's
- * b64.hq16.sq1.skv256 d=128, bytes-bound by the roofline at 34 us, took
- * 54 (cuDNN's decode engine 37), and was answered at 1.45x the winner. On
- * every H200 table, 0.37-0.46 leave every evaluation as good or better
- * and 0.5 already answers a GEMM for batch 288 of 14 frames (2.4x): the
- * model is sensitive here (docs/tuning.md). */
+/* What a kernel costs on a shape is its own descriptor's to say
+ * (kernels/variant.h describe(): rows and keys computed, head dim, grid,
+ * launches, copies); the model adds the device's rates and two constants
+ * of its own (predict_cost.h):
+ *
+ * Each wave of a tiled kernel's blocks pays a latency that no FLOP or
+ * byte rate covers (blocks issued, Q tile loaded and O tile stored before
+ * and after the pipelined key loop), in units of the device's launch floor
+ * (lat_us, half the fastest measured time: 2.2 us on the H200, so 0.87 us
+ * a wave). It is what makes a decode step of 1024 heads cost 8 waves of
+ * 128-row blocks for the sm90a kernel: NLLB-200's b64.hq16.sq1.skv256
+ * d=128, bytes-bound by the roofline at 34 us, took 54 (cuDNN's decode
+ * engine 37), and was answered at 1.45x the winner. On every H200 table,
+ * 0.37-0.46 leave every evaluation as good or better and 0.5 already
+ * answers a GEMM for batch 288 of 14 frames (2.4x): the model is sensitive
+ * here (docs/tuning.md). */
 #define BLOCK_WAVE_LAT 0.4
-/* A split-KV launch of B blocks streams the keys at no more than
- * B / (SPLIT_OCC x SMs) of the device's byte rate: a block reads its
- * keys at about twice an SM's share of the bandwidth, not all of it.
- * Without it, one split over 8 KV heads (8 blocks on 132 SMs) was costed
- * as bytes at the full rate and answered at 2.9x the winner on a
- * group-16 decode step (b1.hq128.hkv8.sq1.skv2048 d64). */
-#define SPLIT_OCC 0.5
-/* Output tile of a cuBLAS block on the GEMM variants' batched matrices
- * (gemm_waves). */
-#define GEMM_TILE 128.0
+/* Under a causal mask the SMs that took the last (longest) row tiles
+ * finish last: a kernel that does not issue its longest blocks first
+ * waits for half the longest block's extra work (the sm90a d=256 kernel
+ * ran 2048 causal rows at 386 TFLOP/s per busy slot by the equal-blocks
+ * waves, 556 on 968 rows without a mask). */
+#define CAUSAL_TAIL 0.5
 
 /* ---- the model */
 
@@ -125,10 +98,12 @@ struct predict_model {
     int *sib;          /* family indices by nost, then index (find_fam_or_sibling) */
     double peak_flops, peak_bytes, lat_us; /* per microsecond */
     double *fam_flops; /* per family: the FLOP/s per busy wave slot it reached */
-    unsigned char *fam_dec; /* per family: measured on a decode step (cudnn_tiled) */
+    unsigned char *fam_dec; /* per family: measured on a single-query step
+                               (ATTN_HINT_DECODE to its descriptor) */
+    const attn_variant_desc **fam_desc; /* per family: its descriptor, NULL if none */
+    attn_device_info dev; /* the device the rows were measured on */
+    int has_dev;       /* dev is known (predict_build_dev) */
     int sms;           /* SMs of a CUDA device; 0: no wave model */
-    double smem_sm;    /* shared memory per SM, bytes */
-    int threads_sm;    /* resident threads per SM */
     FILE *trace;       /* predict_set_trace; NULL: quiet */
 };
 
@@ -139,350 +114,64 @@ static double err_scale(attn_dtype t)
     return select_max_rel_err(NULL, t);
 }
 
-/* (query, key) pairs a shape computes: sq*skv, or for causal the visible
- * ones (key j <= i + skv - sq), in closed form (sq can be 10^6). */
-static double visible_pairs(int64_t sq, int64_t skv, int causal)
+/* The descriptor's account of t on s (family fam, -1 if none) on the
+ * model's device. */
+static void describe_on(const predict_model *pm, const attn_shape *s, const attn_tactic *t,
+                        int fam, attn_cost *c)
 {
-    if (!causal)
-        return (double)sq * (double)skv;
-    /* row i sees clamp(i + c, 0, skv) keys, c = skv - sq + 1: none before
-     * row lo, all from row sq - 1 on (>= lo since skv >= 1) */
-    int64_t c = skv - sq + 1;
-    int64_t lo = c > 0 ? 0 : 1 - c, full = sq - 1;
-    double n = (double)(full - lo);
-    double pairs = n * (double)c + ((double)lo + (double)(full - 1)) * n / 2.0;
-    pairs += (double)(sq - full) * (double)skv;
-    return pairs;
+    unsigned hints = fam >= 0 && pm->fam_dec != NULL && pm->fam_dec[fam] ? ATTN_HINT_DECODE : 0;
+    attn_describe(s, t, pm->has_dev ? &pm->dev : NULL, hints, c);
 }
 
-/* 1 for the GEMM variants (split, split_repeat, folded): they compute the
- * whole score matrix (a GEMM cannot skip the masked half of a causal
- * one; fused kernels skip masked tiles). */
-static int dense_variant(attn_variant v)
+/* The model's rates for family fam (-1: none; its FLOP ceiling, else the
+ * device's). */
+static predict_rates rates_of(const predict_model *pm, int fam)
 {
-    return v == ATTN_SPLIT || v == ATTN_SPLIT_REPEAT || v == ATTN_FOLDED;
+    predict_rates r = {fam >= 0 ? pm->fam_flops[fam] : pm->peak_flops, pm->peak_bytes,
+                       pm->lat_us, BLOCK_WAVE_LAT, CAUSAL_TAIL, pm->sms};
+    return r;
 }
 
-/* Head dim the kernel of t computes at d (causal: under a causal mask):
- * the CUDA fused kernels are instantiated for 32, 64, 128 and 256
- * (cuda_fused.cu kernel_dim; sm90a from 64), so d = 40 costs a d = 64
- * kernel; cuDNN's causal prefill engines run a head dim between 64 and
- * 128 as 128 (on the H200, b1.hq32.sq2048 causal: 82-85 us at d = 80,
- * 84 at d = 96, 82-85 at d = 128; costed at d = 80, eng=2 was answered
- * for Phi-2 at 1.27x sm90a), while without a mask they run it near their
- * head dim (PixArt d = 72 cross-attention 28.6 us against sm90a's 46.6,
- * ViT-H d = 80 43.5 against 50.7: costed at 128 there, 1.4-1.6x misses);
- * below 64 they cost a head dim of 64 (costed at d, engines 2 and 9 were
- * predicted 1.2-1.5x too fast at d = 32 on every held-out set that asked
- * one, and answered at 1.23-1.58x a fused kernel: OneFormer, Sparse
- * R-CNN, b4.hq8.sq500); others compute d. */
-static int64_t kernel_dim(const attn_tactic *t, int64_t d, int causal)
+/* FLOPs and bytes of s computed by t (family fam) as its kernel describes
+ * itself. */
+static void work_of(const predict_model *pm, const attn_shape *s, const attn_tactic *t, int fam,
+                    double *flops, double *bytes)
 {
-    if (t->variant == ATTN_CUDNN && causal && d > 64 && d < 128)
-        return 128;
-    if (t->variant == ATTN_CUDNN && d < 64)
-        return 64;
-    if (t->variant != ATTN_FUSED && t->variant != ATTN_FUSED_SPLITKV)
-        return d;
-    int64_t k = t->arch == ATTN_ARCH_SM90A ? 64 : 32;
-    while (k < d && k < 256)
-        k *= 2;
-    return k < d ? d : k;
+    attn_cost c;
+    describe_on(pm, s, t, fam, &c);
+    predict_work(s, &c, flops, bytes);
 }
 
-/* cuDNN's tiling is not in its tactic: its SDPA engines for sm_90 are
- * taken to be FlashAttention-3-like, as the sm90a kernel here (128 query
- * rows per block, one block per SM), so a shape that leaves most SMs idle
- * is no cheaper for it than for the tiled kernels that know it. */
-#define CUDNN_TILE_ROWS 128
-/* ... except for single-query decode steps: there the engines listed for
- * them split the keys, as split-KV does (on the H200 cudnn kcfg=36 ran
- * b1.hq32.sq1.skv4096 d128 at 3.1 TB/s, which 32 one-per-head blocks
- * could not), so no row tile or wave is charged. Only there: with 8
- * queries (b1.hq32.hkv8.sq8.skv4096 d128, speculative verification) every
- * engine cuDNN listed ran whole 128-row tiles over all the keys, 54-108 us
- * against split-KV's 12-14 (engine 1 kcfg=4, 1.1-1.3x the best on decode
- * steps, took 108 us there), and costed as key-splitting (the bound was
- * 16 query rows) the prefill engine was answered at 4.5x the winner. */
-#define CUDNN_DECODE_ROWS 2
-
-/* 1 when cuDNN tactic t (family fam, -1 if none) is costed on s as
- * 128-row tiles (whole tiles of the real rows, 8 queries cost 128) with
- * waves: on shapes of CUDNN_DECODE_ROWS query rows or more, and on a
- * decode step for an engine never measured on one (the backend lists
- * other engines for decode steps: one seen only on prefill shapes is not
- * credited the decode engines' key split). */
-static int cudnn_tiled(const predict_model *pm, const attn_shape *s, const attn_tactic *t, int fam)
+/* Useful fraction of the waves t runs on s: 1 without a wave model. */
+static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_tactic *t, int fam)
 {
-    if (t->variant != ATTN_CUDNN)
-        return 0;
-    return s->sq >= CUDNN_DECODE_ROWS || fam < 0 || pm->fam_dec == NULL || !pm->fam_dec[fam];
+    attn_cost c;
+    describe_on(pm, s, t, fam, &c);
+    return predict_wave_eff(s, &c, pm->sms, CAUSAL_TAIL);
 }
 
-/* Queries of each query head in one block of the sm90a kernel's fold
- * (cuda_fused_sm90a.cu version 3.1: a block of 128 rows owns one KV head
- * and 128 / g queries of each of its g heads), or 0 when t does not fold
- * on s. A few-query step of a large group fills whole blocks: 16 queries
- * of group 8 are one 128-row block per KV head, not 8 blocks of 16 real
- * rows in 128 (costed so, the fold+split kernel was predicted 3.6x its
- * 17.8 us on b1.hq64.hkv8.sq16.skv8192 d128 and folded answered at 2.3x). */
-static int64_t fold_queries(const attn_shape *s, const attn_tactic *t)
-{
-    int64_t g = attn_shape_group(s);
-    if (t->variant != ATTN_FUSED || !t->fold || t->tile_m <= 0 || g < 2 || (g & (g - 1)) != 0 ||
-        g > t->tile_m || s->sq > t->tile_m / g)
-        return 0;
-    return t->tile_m / g;
-}
-
-/* Query rows per query head that t computes on s: a tiled kernel computes
- * whole row tiles of the real rows (split KV: of the group's folded rows,
- * so a decode step of group 4 fills 4 of 16), never the pad's rows: on
- * the H200 a decode step (sq = 1) took 151 us with 128-row tiles, 97 with
- * 64-row ones; cuDNN is taken to tile by 128 rows (CUDNN_TILE_ROWS)
- * but on the decode steps of its decode engines (cudnn_tiled); a
- * GEMM variant computes the padded buffer; others the real rows. */
-static double rows_computed(const attn_shape *s, const attn_tactic *t, int ctile)
-{
-    int64_t tm = t->tile_m, qb = fold_queries(s, t);
-    if (qb > 0)
-        return (double)attn_round_up(s->sq, qb);
-    if (tm > 0 && t->variant == ATTN_FUSED)
-        return (double)attn_round_up(s->sq, tm);
-    if (ctile)
-        return (double)attn_round_up(s->sq, CUDNN_TILE_ROWS);
-    if (tm > 0 && t->variant == ATTN_FUSED_SPLITKV) {
-        int64_t g = attn_shape_group(s);
-        return (double)attn_round_up(g * s->sq, tm) / (double)g;
-    }
-    if (dense_variant(t->variant))
-        return (double)attn_round_up(s->sq, t->pad > 1 ? t->pad : 1);
-    return (double)s->sq;
-}
-
-/* A block's fixed prologue and epilogue in key steps of width tn. A fused
- * kernel's block moves tile_m rows of Q in and of O out, a key step
- * tile_n rows of K and of V: tile_m / tile_n steps of the same bytes
- * (192x128: 1.5, 128x64: 2, 64x64: 1), with no fitted constant. Taken as
- * half a step for every tile, the kernels here were predicted 1.17-1.33x
- * too fast on the many-query, short-key shapes of the held-out sets
- * (b8.hq1.sq16384.skv256, b2.hq32.sq6144.skv128, b32.hq5.sq1024.skv77
- * and b32.hq5.sq2560.skv77, d = 64) and answered there at 1.21-1.45x
- * cuDNN's time; offline on the eleven H200 tables this takes those four
- * to 1.00-1.01 (docs/tuning.md). cuDNN's engines pay
- * CUDNN_BLOCK_FIXED_TILES; split-KV blocks (16-row Q tiles, a combine
- * pass after) BLOCK_FIXED_TILES. */
-static double block_fixed_tiles(const attn_tactic *t, int64_t tn)
-{
-    if (t->variant == ATTN_CUDNN)
-        return CUDNN_BLOCK_FIXED_TILES;
-    if (t->variant == ATTN_FUSED && t->tile_m > 0 && tn > 0)
-        return (double)t->tile_m / (double)tn;
-    return BLOCK_FIXED_TILES;
-}
-
-/* FLOPs and bytes of s computed by t: the rows it computes against the
- * padded keys, visible pairs only for fused kernels under a causal mask,
- * at the kernel's head dim; bytes move the padded buffers' real head dim. */
-static void work_of(const attn_shape *s, const attn_tactic *t, int ctile, double *flops,
-                    double *bytes)
-{
-    int pad = t->pad > 1 ? t->pad : 1;
-    int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
-    /* a tiled kernel computes whole key tiles: 77 keys cost 128 (cuDNN's
-     * prefill engines taken as 128 wide, as their rows) */
-    int64_t tn = t->variant == ATTN_FUSED || t->variant == ATTN_FUSED_SPLITKV ? t->tile_n
-                 : ctile ? CUDNN_TILE_ROWS
-                                                                          : 0;
-    double keys = tn > 0 ? (double)attn_round_up(skvp, tn) : (double)skvp;
-    /* and each block (each split's) pays a fixed prologue and epilogue,
-     * its Q tile in and its O tile out (block_fixed_tiles): on 77 keys
-     * one 128-key step is most of a block's time, and a kernel that
-     * needs twice the waves of another takes about twice as long (the
-     * sm90a 128x128 kernel, 4 waves, 1.46x the 128x64 tile's 2 on
-     * b2.hq8.sq4096.skv77 d40); a long key loop hides it */
-    if (tn > 0)
-        keys += block_fixed_tiles(t, tn) * (double)tn * (t->splits > 1 ? t->splits : 1);
-    double grow = rows_computed(s, t, ctile) / (double)s->sq * keys / (double)s->skv;
-    double pairs = visible_pairs(s->sq, s->skv, s->causal && !dense_variant(t->variant)) * grow;
-    double es = (double)attn_dtype_size(s->dtype);
-    *flops = 4.0 * (double)s->b * (double)s->hq * pairs * (double)kernel_dim(t, s->d, s->causal);
-    *bytes = es * (2.0 * (double)s->b * (double)s->hq * (double)sqp * (double)s->d +
-                   2.0 * (double)s->b * (double)s->hkv * (double)skvp * (double)s->d);
-}
-
-/* FLOPs of the shape itself: its visible pairs at its head dim, whatever
- * a tactic pads or wastes. */
-static double useful_flops(const attn_shape *s)
-{
-    return 4.0 * (double)s->b * (double)s->hq * visible_pairs(s->sq, s->skv, s->causal) *
-           (double)s->d;
-}
-
-/* Blocks one split of a split-KV tactic launches on s: b * hkv * row
- * blocks of the group's folded query rows. */
+/* Blocks of one split of a split tactic t on s: b * hkv * row blocks of
+ * the group's folded query rows (split-KV's and the fold's grid). */
 static double split_grid(const attn_shape *s, int tile_m)
 {
     int64_t tm = tile_m > 0 ? tile_m : 16;
     return (double)(s->b * s->hkv) * (double)((attn_shape_group(s) * s->sq + tm - 1) / tm);
 }
 
-
-/* Blocks tactic t launches on s (cuda_fused.cu: b * hq * row blocks); 0
- * when t is not a tiled prefill kernel. Split-KV tactics are left out: the
- * split count already sets their grid (it transfers by grid, above), and
- * their decode shapes are bound by bytes, not by compute slots. */
-static double grid_blocks(const attn_shape *s, const attn_tactic *t, int ctile)
-{
-    if (ctile)
-        return (double)(s->b * s->hq) * (double)((s->sq + CUDNN_TILE_ROWS - 1) / CUDNN_TILE_ROWS);
-    if (t->tile_m <= 0 || t->warps <= 0 || t->variant != ATTN_FUSED)
-        return 0;
-    int64_t qb = fold_queries(s, t);
-    if (qb > 0) /* one block per KV head, row block and key range */
-        return (double)(s->b * s->hkv) * (double)((s->sq + qb - 1) / qb) *
-               (double)(t->splits > 1 ? t->splits : 1);
-    return (double)(s->b * s->hq) * (double)((s->sq + t->tile_m - 1) / t->tile_m);
-}
-
-/* Blocks of t resident per SM at head dim d (see REGS_*): the least of
- * the thread, shared memory and register limits, at least 1. */
-static int blocks_per_sm(const predict_model *pm, const attn_tactic *t, int64_t d)
-{
-    if (t->variant == ATTN_CUDNN)
-        return 1;
-    double threads = 32.0 * t->warps;
-    int64_t dk = kernel_dim(t, d, 0); /* cuDNN returned above */
-    int stages = t->stages > 1 ? t->stages : 1;
-    double smem = 2.0 * (double)dk * (double)(t->tile_m + 2 * stages * t->tile_n);
-    double acc = (double)t->tile_m / t->warps * (double)(t->tile_n + dk) / 32.0;
-    double regs = fmin(REGS_BASE + REGS_PER_ACC * acc, REGS_MAX);
-    double k = fmin(pm->threads_sm / threads, REGS_FILE / (threads * regs));
-    k = fmin(k, pm->smem_sm / smem);
-    return k >= 1 ? (int)k : 1;
-}
-
-/* Useful fraction of the waves t runs on s: 1 without a wave model. */
-static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_tactic *t,
-                       int ctile)
-{
-    double blocks = grid_blocks(s, t, ctile);
-    if (pm->sms <= 0 || blocks <= 0)
-        return 1.0;
-    double slots = (double)pm->sms * blocks_per_sm(pm, t, s->d);
-    double waves = blocks / slots;
-    if (!s->causal)
-        return waves / ceil(waves);
-    /* Causal: row tile j sees the keys up to its last row, a share
-     * w_j = (skv - sq + (j + 1) tm) / skv of them, from w_min (the first)
-     * to 1, f on average. A block is its w_min part, run in whole waves,
-     * plus the rest, balanced over the slots but for half the largest
-     * (the SMs that took the last row tiles finish last): the sm90a d=256
-     * kernel ran 2048 causal rows at 386 TFLOP/s per busy slot by the
-     * equal-blocks waves, 556 on 968 rows without a mask. The sm90a
-     * kernel (version 3.2) issues its causal blocks longest first, so its
-     * last wave holds the shortest blocks and no such tail is charged:
-     * charged, the fold kernel (16 queries of 8 heads per block) was
-     * costed 1.23x its time on b2.hq8.hkv1.sq2048 d256 causal (73 us
-     * against 60) and cuDNN answered there at 1.48x once the fold was
-     * costed as it runs (fold_queries). */
-    double tm = t->variant == ATTN_CUDNN ? CUDNN_TILE_ROWS : t->tile_m;
-    double n = ceil((double)s->sq / tm), c = (double)(s->skv - s->sq);
-    double wmin = fmin(fmax((c + tm) / (double)s->skv, 0.0), 1.0);
-    double f = fmin(fmax((c + tm * (n + 1) / 2) / (double)s->skv, wmin), 1.0);
-    double tail = t->arch == ATTN_ARCH_SM90A ? 0.0 : 0.5;
-    double time = ceil(waves) * wmin + waves * (f - wmin) + tail * (1 - wmin);
-    return waves * f / time;
-}
-
-/* Kernels t launches: the GEMM variants three (Q.K^T, softmax, P.V), a
- * split-KV tactic with several splits two (the splits, their combine),
- * the others one (on a CUDA device). Each costs the launch floor: on shapes too small to
- * fill the device (a decode step of one KV head) the floor is most of
- * the time, and three launches are not the price of one (the H200 ran
- * b1.hq71.hkv1.sq1.skv2048 d64 in 5.5 us with cuDNN's one kernel, 9.3
- * with folded's three). */
-static double launches(const predict_model *pm, const attn_tactic *t)
-{
-    if (pm->sms <= 0)
-        return 1; /* not a CUDA device: no kernel launches to count */
-    if (dense_variant(t->variant))
-        return 3;
-    return t->splits > 1 ? 2 : 1;
-}
-
-/* Cost in microseconds of the pad and unpad copies of t on s (the
- * backends' shared pad path): for a padded query length Q in and O out,
- * for a padded key length K and V in, each read and written once at the
- * device's byte rate, and on a CUDA device one launch each. A pad that
- * changes no length copies nothing: it is pad=1's kernel. On the H200
- * the copies of b1.hq8.sq900 d=32 took 6.5 us next to a 18 us cuDNN
- * kernel; costed without them, the padded engine was answered at 2.4x
- * the winner's time. */
-static double copy_cost(const predict_model *pm, const attn_shape *s, const attn_tactic *t)
-{
-    int pad = t->pad > 1 ? t->pad : 1;
-    double es = (double)attn_dtype_size(s->dtype), bytes = 0, n = 0;
-    if (attn_round_up(s->sq, pad) != s->sq) {
-        bytes += 2.0 * 2.0 * es * (double)(s->b * s->hq) * (double)s->sq * (double)s->d;
-        n += 2;
-    }
-    if (attn_round_up(s->skv, pad) != s->skv) {
-        bytes += 2.0 * 2.0 * es * (double)(s->b * s->hkv) * (double)s->skv * (double)s->d;
-        n += 2;
-    }
-    return bytes / pm->peak_bytes + (pm->sms > 0 ? n * pm->lat_us : 0);
-}
-
-/* Waves of thread blocks the two GEMMs of a GEMM variant t (split,
- * split_repeat, folded) run on s: one block per GEMM_TILE x GEMM_TILE
- * output tile of each batched matrix (folded: b * hkv matrices of the
- * group's g * sq rows; the others b * hq of sq rows), one resident per
- * SM. Each wave pays BLOCK_WAVE_LAT as a tiled kernel's does: a batch of
- * many tiny matrices is all block latency. Without it, AnimateDiff's
- * temporal attention (b8192.hq8.sq16.skv16 d40: 65536 matrices of 16 x
- * 16) was answered with a GEMM at 2.37x the fused kernel. */
-static double gemm_waves(const predict_model *pm, const attn_shape *s, const attn_tactic *t)
-{
-    int64_t g = t->variant == ATTN_FOLDED ? attn_shape_group(s) : 1;
-    double mats = (double)s->b * (double)(s->hq / g);
-    double tiles = ceil((double)(g * s->sq) / GEMM_TILE) * ceil((double)s->skv / GEMM_TILE);
-    return 2.0 * ceil(mats * tiles / (double)pm->sms);
-}
-
-/* Byte rate t streams s at: the device's, but for a split-KV launch too
- * small to occupy the SMs (SPLIT_OCC). */
-static double split_bytes_rate(const predict_model *pm, const attn_shape *s, const attn_tactic *t)
-{
-    if (pm->sms <= 0 || t->variant != ATTN_FUSED_SPLITKV)
-        return pm->peak_bytes;
-    double blocks = split_grid(s, t->tile_m) * (t->splits > 1 ? t->splits : 1);
-    return pm->peak_bytes * fmin(1.0, blocks / (SPLIT_OCC * pm->sms));
-}
-
 /* Roofline cost in microseconds of s run by t (family fam, -1 if none) on
- * the model's device: FLOPs at the rate the family reached on any shape,
- * stretched by the waves' idle slots; bytes at the device's best rate
- * (split_bytes_rate); plus each wave's latency (BLOCK_WAVE_LAT), the
- * launches and the pad copies. The
- * family's own FLOP peak, not the device's: a split-KV decode kernel that
+ * the model's device (predict_cost_us): FLOPs at the rate the family
+ * reached on any shape, not the device's (a split-KV decode kernel that
  * never went past a few TFLOP/s on decode shapes is not credited the
- * prefill kernels' 500 when asked for 50 queries of d = 256 (it ran 9x
- * its device roofline there). Bytes at the device's: a prefill kernel
- * measured only on compute-bound shapes never showed its byte rate. */
+ * prefill kernels' 500 when asked for 50 queries of d = 256: it ran 9x
+ * its device roofline there); bytes at the device's best rate (a prefill
+ * kernel measured only on compute-bound shapes never showed its byte
+ * rate). */
 static double cost_of(const predict_model *pm, const attn_shape *s, const attn_tactic *t, int fam)
 {
-    double fl, by;
-    int ct = cudnn_tiled(pm, s, t, fam);
-    work_of(s, t, ct, &fl, &by);
-    double pf = fam >= 0 ? pm->fam_flops[fam] : pm->peak_flops;
-    double blocks = grid_blocks(s, t, ct), waves = 0;
-    if (pm->sms > 0 && blocks > 0)
-        waves = ceil(blocks / ((double)pm->sms * blocks_per_sm(pm, t, s->d)));
-    if (pm->sms > 0 && dense_variant(t->variant))
-        waves = gemm_waves(pm, s, t);
-    return fmax(fl / pf / wave_eff(pm, s, t, ct), by / split_bytes_rate(pm, s, t)) +
-           waves * BLOCK_WAVE_LAT * pm->lat_us + pm->lat_us * launches(pm, t) + copy_cost(pm, s, t);
+    attn_cost c;
+    describe_on(pm, s, t, fam, &c);
+    predict_rates r = rates_of(pm, fam);
+    return predict_cost_us(s, &c, &r);
 }
 
 static void features(const attn_shape *s, double f[5])
@@ -538,18 +227,19 @@ char *predict_family(const char *tactic, char *buf, size_t len, int *splits, int
 }
 
 /* A row's tactic, parsed; a text this build does not parse (another
- * build's table) keeps its pad and whether it is a GEMM variant, and no
- * tile (no wave model). */
+ * build's table) keeps its variant, when known, and its pad: its
+ * descriptor, or the plain description, costs it. */
 static attn_tactic row_tactic(const char *text)
 {
     attn_tactic t;
     if (attn_tactic_parse(text, &t, NULL, 0) == 0)
         return t;
     memset(&t, 0, sizeof t);
-    char fam[ATTN_TACTIC_STR_MAX];
+    char fam[ATTN_TACTIC_STR_MAX], word[ATTN_TACTIC_STR_MAX];
     predict_family(text, fam, sizeof fam, &t.splits, &t.pad);
-    t.variant = strncmp(text, "split", 5) == 0 || strncmp(text, "folded", 6) == 0 ? ATTN_SPLIT
-                                                                                   : ATTN_FUSED;
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(text, "/"), text);
+    if (attn_variant_parse(word, &t.variant) != 0)
+        t.variant = ATTN_FUSED;
     return t;
 }
 
@@ -665,6 +355,7 @@ void predict_free(predict_model *pm)
     free(pm->sib);
     free(pm->fam_flops);
     free(pm->fam_dec);
+    free(pm->fam_desc);
     free(pm);
 }
 
@@ -854,8 +545,11 @@ static void parse_rows(predict_model *pm, const store_measurement *const *m, con
         int sp, pad;
         row->fam = find_fam(pm, predict_family(r->tactic, fam, sizeof fam, &sp, &pad));
         row->t = row_tactic(r->tactic);
-        if (row->fam >= 0 && r->shape.sq < CUDNN_DECODE_ROWS)
+        if (row->fam >= 0 && r->shape.sq == 1)
             pm->fam_dec[row->fam] = 1;
+        if (row->fam >= 0 && pm->fam_desc[row->fam] == NULL)
+            pm->fam_desc[row->fam] =
+                attn_family_of(&row->t, pm->has_dev ? pm->dev.kind : NULL);
     }
 }
 
@@ -882,18 +576,12 @@ static int same_kernel(const char *a, const char *b)
     }
 }
 
-/* 1 when families a and b are of the same variant and arch. */
-static int same_variant(const char *a, const char *b)
+/* 1 when families a and b are tactics of one kernel family (one
+ * descriptor's, kernels/variant.h: fused, fused/arch=sm90a, cudnn, ...). */
+static int same_family(const predict_model *pm, int a, int b)
 {
-    size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
-    if (la != lb || strncmp(a, b, la) != 0)
-        return 0;
-    const char *xa = strstr(a, "/arch="), *xb = strstr(b, "/arch=");
-    if (xa == NULL || xb == NULL)
-        return xa == xb;
-    la = strcspn(xa + 1, "/");
-    lb = strcspn(xb + 1, "/");
-    return la == lb && strncmp(xa, xb, la + 1) == 0;
+    const attn_variant_desc *x = pm->fam_desc[a], *y = pm->fam_desc[b];
+    return x != NULL && y != NULL && strcmp(x->family, y->family) == 0;
 }
 
 static int roofline(predict_model *pm, const store_measurement *const *m, const int *pick)
@@ -910,10 +598,10 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         if (!row_timed(r) || r->status != STORE_OK)
             continue;
         double fl, by, tm = select_time(r);
-        work_of(&r->shape, &row->t, cudnn_tiled(pm, &r->shape, &row->t, row->fam), &fl, &by);
+        work_of(pm, &r->shape, &row->t, row->fam, &fl, &by);
         pm->peak_flops = fmax(pm->peak_flops, fl / tm);
         pm->peak_bytes = fmax(pm->peak_bytes, by / tm);
-        peak_useful = fmax(peak_useful, useful_flops(&r->shape) / tm);
+        peak_useful = fmax(peak_useful, predict_useful_flops(&r->shape) / tm);
         tmin = fmin(tmin, tm);
     }
     if (!(pm->peak_flops > 0 && pm->peak_bytes > 0 && isfinite(tmin))) {
@@ -939,10 +627,9 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         const pm_row *row = &pm->rows[k];
         if (!row_timed(r) || r->status != STORE_OK)
             continue;
-        int ct = cudnn_tiled(pm, &r->shape, &row->t, row->fam);
-        double fl, by, tm = select_time(r), w = wave_eff(pm, &r->shape, &row->t, ct);
-        work_of(&r->shape, &row->t, ct, &fl, &by);
-        cb[row->fam] |= useful_flops(&r->shape) / peak_useful >= by / pm->peak_bytes;
+        double fl, by, tm = select_time(r), w = wave_eff(pm, &r->shape, &row->t, row->fam);
+        work_of(pm, &r->shape, &row->t, row->fam, &fl, &by);
+        cb[row->fam] |= predict_useful_flops(&r->shape) / peak_useful >= by / pm->peak_bytes;
         pm->fam_flops[row->fam] = fmax(pm->fam_flops[row->fam], fl / tm / w);
     }
     /* the pad does not change a kernel's ceiling: a family not seen
@@ -975,7 +662,7 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
             continue;
         double v = 0;
         for (int g = 0; g < pm->nfams; g++)
-            if (cb[g] & 1 && same_variant(pm->fams[f], pm->fams[g]))
+            if (cb[g] & 1 && same_family(pm, f, g))
                 v = fmax(v, pm->fam_flops[g]);
         pm->fam_flops[f] = v > 0 ? v : best_cb;
         cb[f] = 4;
@@ -1021,16 +708,6 @@ static void build_rows(predict_model *pm, const store_measurement *const *m, con
     }
 }
 
-/* Shared memory (bytes) and resident threads per SM of compute
- * capability cc (the CUDA programming guide's table). */
-static void sm_limits(int major, int minor, double *smem, int *threads)
-{
-    int cc = major * 10 + minor;
-    *smem = cc == 80 || cc == 87 ? 164 * 1024.0 : cc == 90 || cc >= 100 ? 228 * 1024.0
-                                                                        : 100 * 1024.0;
-    *threads = cc == 86 || cc == 87 || cc == 89 || cc >= 120 ? 1536 : 2048;
-}
-
 predict_model *predict_build_dev(const store_measurement *const *m, int n, const char *cur_stack,
                                  const select_policy *p, const attn_device_info *dev)
 {
@@ -1044,9 +721,10 @@ predict_model *predict_build_dev(const store_measurement *const *m, int n, const
     else
         select_policy_default(&pm->policy);
     pm->peak_flops = pm->peak_bytes = 1;
-    if (dev != NULL && strcmp(dev->kind, "cuda") == 0 && dev->sm_count > 0) {
-        pm->sms = dev->sm_count;
-        sm_limits(dev->cc_major, dev->cc_minor, &pm->smem_sm, &pm->threads_sm);
+    if (dev != NULL) {
+        pm->dev = *dev;
+        pm->has_dev = 1;
+        pm->sms = attn_cost_gpu(dev) ? dev->sm_count : 0;
     }
     if (n <= 0)
         return pm;
@@ -1058,7 +736,9 @@ predict_model *predict_build_dev(const store_measurement *const *m, int n, const
         (pm->rows = calloc((size_t)(npick > 0 ? npick : 1), sizeof *pm->rows)) == NULL)
         goto fail;
     pm->nrows = npick;
-    if ((pm->fam_dec = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), 1)) == NULL)
+    if ((pm->fam_dec = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), 1)) == NULL ||
+        (pm->fam_desc = calloc((size_t)(pm->nfams > 0 ? pm->nfams : 1), sizeof *pm->fam_desc)) ==
+            NULL)
         goto fail;
     parse_rows(pm, m, pick);
     if (roofline(pm, m, pick) != 0)
