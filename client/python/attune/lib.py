@@ -63,6 +63,9 @@ def load(path=None):
         lib.attune_plan_run.argtypes = [V, P(Tensor), P(Tensor), P(Tensor), P(Tensor),
                                         ctypes.c_int64, ctypes.c_int64, V]
         lib.attune_plan_destroy.argtypes = [V]
+        if hasattr(lib, "attune_plan_set_views"):  # since 1.1
+            lib.attune_plan_set_views.argtypes = [V, P(Tensor), P(Tensor), P(Tensor), P(Tensor),
+                                                  V, ctypes.c_char_p, S]
         lib.attune_tactics.argtypes = [V, P(Dims), V, I, ctypes.c_char_p, S]
         lib.attune_auto_new.argtypes = [V, ctypes.c_char_p, I, P(V), ctypes.c_char_p, S]
         lib.attune_auto_free.argtypes = [V]
@@ -200,6 +203,19 @@ class Plan:
         rc = self._lib.attune_plan_run(self.handle, *self._t, sq, skv, stream)
         if rc != 0:
             raise AttuneError(rc, self._lib.attune_strerror(rc).decode())
+
+    def set_views(self, q, k, v, o, stream=0):
+        """Tell the plan the strides its runs will have (q/k/v/o as in
+        run; addresses unused): a cuDNN plan builds a graph that reads and
+        writes them in place (libattune.h, attune_plan_set_views). Raises
+        on error (EUNSUPP: the engine refuses them; runs still copy)."""
+        if not hasattr(self._lib, "attune_plan_set_views"):
+            raise AttuneError(-4, "libattune older than 1.1: no attune_plan_set_views")
+        for dst, src in zip(self._t, (q, k, v, o)):
+            dst.data, dst.stride_b, dst.stride_h, dst.stride_s = src
+        err = ctypes.create_string_buffer(256)
+        _check(self._lib, self._lib.attune_plan_set_views(self.handle, *self._t, stream, err,
+                                                          256), err)
 
     def close(self):
         if self.handle:
