@@ -40,6 +40,13 @@
  * seconds on a big store; two run at once, the rest queue, and none waits
  * behind or holds up the writer. */
 #define ATTUNED_READERS         2
+/* An export's first seconds, before --export-min-rate applies. */
+#define ATTUNED_EXPORT_GRACE_S  5
+/* A WAL over this, with no export running, is checkpointed and truncated
+ * (export_wal_tick); SQLite's own checkpoints keep it near 4 MB. */
+#define ATTUNED_WAL_SHRINK_BYTES (8 << 20)
+/* How long that checkpoint waits for a reader on an older snapshot. */
+#define ATTUNED_WAL_CHECKPOINT_WAIT_MS 20
 /* Deepest JSON nesting accepted in a request body. */
 #define ATTUNED_JSON_DEPTH_MAX  32
 /* Seconds between two looks of the watcher at the database (sync.h). */
@@ -68,6 +75,8 @@ typedef struct attuned_config {
     int miss_quota;             /* --miss-quota: miss shapes per device and day */
     int job_budget_s;           /* --job-budget-s: an explicit job's shape without force */
     int miss_retain_s;          /* --miss-retain-s: retention of miss-tuned shapes */
+    int export_timeout_s;       /* --export-timeout: an export's whole deadline */
+    int export_min_rate_kb;     /* --export-min-rate: KiB/s after the grace; 0: none */
     const char *fleet_url;      /* --fleet: fleet server (NULL: no sync) */
     int fleet_period_s;         /* seconds between fleet syncs */
     int fleet_batch;            /* rows per fleet push transaction */

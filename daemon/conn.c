@@ -13,14 +13,15 @@
 /* Watchdog period: a connection outlives its deadline by at most this. */
 #define CONN_TICK_MS 200
 
-enum { PHASE_HEADERS, PHASE_BODY, PHASE_BUSY };
+/* HEADERS, BODY and SENDING have a deadline; BUSY has none */
+enum { PHASE_HEADERS, PHASE_BODY, PHASE_BUSY, PHASE_SENDING };
 
 typedef struct conn_state {
     struct conn_state *prev, *next;
     conn_guard *g;
     MHD_socket fd;
     int phase;
-    double deadline;      /* CLOCK_MONOTONIC seconds; phases HEADERS, BODY */
+    double deadline;      /* CLOCK_MONOTONIC seconds; not in phase BUSY */
     int shut;             /* shut down by the watchdog already */
     const char *uri;
     size_t uri_len;
@@ -210,6 +211,17 @@ void conn_request_busy(struct MHD_Connection *c)
         return;
     pthread_mutex_lock(&s->g->mu);
     s->phase = PHASE_BUSY;
+    pthread_mutex_unlock(&s->g->mu);
+}
+
+void conn_send_deadline(struct MHD_Connection *c, double seconds)
+{
+    conn_state *s = state_of(c);
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->g->mu);
+    s->phase = PHASE_SENDING;
+    s->deadline = now_s() + seconds;
     pthread_mutex_unlock(&s->g->mu);
 }
 

@@ -9,7 +9,9 @@
  * its deadline, which makes libmicrohttpd close it on its next read.
  * While a request is being answered (handler, deferred work, response
  * being sent) there is no deadline: the idle timeout covers a reader that
- * stops reading. */
+ * stops reading; a response that may take long to send (a streamed
+ * export) sets its own (conn_send_deadline), which a reader that keeps
+ * reading slowly cannot outlast. */
 #ifndef ATTUNED_CONN_H
 #define ATTUNED_CONN_H
 
@@ -52,6 +54,13 @@ void conn_request_begin(struct MHD_Connection *c, conn_request_info *info);
 /* The request is being answered (response queued or work deferred): no
  * deadline until it completes. */
 void conn_request_busy(struct MHD_Connection *c);
+
+/* The response of c is being sent under a deadline, seconds from now:
+ * past it the watchdog shuts the connection down (libmicrohttpd then
+ * closes it and frees the response). Called again, it moves the deadline
+ * (a streamed export extends it as bytes go out: a minimum rate); the
+ * request's completion lifts it. From the thread serving c. */
+void conn_send_deadline(struct MHD_Connection *c, double seconds);
 
 /* The request completed (MHD's completion callback): the connection may
  * carry another request, whose headers are due within idle_s. */

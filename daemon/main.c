@@ -18,6 +18,7 @@
 #include "../db/store_readonly.h"
 #include "../tuner/grid.h"
 #include "attuned.h"
+#include "export.h"
 #include "fleet_sync.h"
 #include "log.h"
 #include "metrics.h"
@@ -64,6 +65,10 @@ static const char usage_text[] =
     "                       within S seconds (default 2592000: 30 days)\n"
     "  --job-budget-s S     POST /v1/tune refuses a shape predicted over S seconds\n"
     "                       unless the job says \"force\": true (default 3600)\n"
+    "  --export-timeout S   a GET /v1/export is cut S seconds after it began\n"
+    "                       (default 600)\n"
+    "  --export-min-rate K  ... or once it has averaged under K KiB/s since its\n"
+    "                       start, after 5 s (default 256; 0: no minimum)\n"
     "  --fleet URL          sync with a fleet server (PostgreSQL URI or conninfo,\n"
     "                       no password in it: libpq reads PGPASSFILE, ~/.pgpass,\n"
     "                       PGPASSWORD): push every committed row, pull this\n"
@@ -89,7 +94,8 @@ enum {
     OPT_PORT = 256, OPT_BIND, OPT_DB, OPT_TOKEN, OPT_NOGRID, OPT_GRID, OPT_GRID_GPU,
     OPT_ALLOW, OPT_THREADS, OPT_MAXCONN, OPT_TIMEOUT, OPT_PERIP, OPT_REQTIMEOUT, OPT_BUDGET,
     OPT_LOG, OPT_VERBOSE, OPT_VERSION, OPT_HELP, OPT_FLEET, OPT_FLEET_PERIOD, OPT_FLEET_BATCH,
-    OPT_FLEET_PAUSE, OPT_NOMISS, OPT_MISS_BUDGET, OPT_MISS_QUOTA, OPT_JOB_BUDGET, OPT_MISS_RETAIN
+    OPT_FLEET_PAUSE, OPT_NOMISS, OPT_MISS_BUDGET, OPT_MISS_QUOTA, OPT_JOB_BUDGET, OPT_MISS_RETAIN,
+    OPT_EXPORT_TIMEOUT, OPT_EXPORT_RATE
 };
 
 /* Parse a decimal int in [min, max] that fills the whole string. */
@@ -104,10 +110,15 @@ static int parse_int(const char *s, long min, long max, int *out)
     return 0;
 }
 
-/* The admission options (issue 29 item 1): NULL, or the option that was bad. */
-static const char *tuning_opt(int ch, const char *arg, attuned_config *c)
+/* The admission and export limits (issue 29 items 1, 4): NULL, or the
+ * option that was bad. */
+static const char *limit_opt(int ch, const char *arg, attuned_config *c)
 {
     switch (ch) {
+    case OPT_EXPORT_TIMEOUT:
+        return parse_int(arg, 1, 86400, &c->export_timeout_s) ? "--export-timeout" : NULL;
+    case OPT_EXPORT_RATE:
+        return parse_int(arg, 0, 1 << 20, &c->export_min_rate_kb) ? "--export-min-rate" : NULL;
     case OPT_MISS_BUDGET: return parse_int(arg, 1, 86400, &c->miss_budget_s) ? "--miss-budget-s" : NULL;
     case OPT_MISS_QUOTA: return parse_int(arg, 1, 1000000, &c->miss_quota) ? "--miss-quota" : NULL;
     case OPT_MISS_RETAIN:
@@ -131,6 +142,8 @@ static void config_defaults(attuned_config *c)
     c->per_ip = 64;
     c->request_timeout_s = 10;
     c->job_budget_s = 3600;
+    c->export_timeout_s = 600;
+    c->export_min_rate_kb = 256;
 }
 
 static int parse_args(int argc, char **argv, attuned_config *c)
@@ -146,6 +159,8 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         {"miss-quota", required_argument, NULL, OPT_MISS_QUOTA},
         {"job-budget-s", required_argument, NULL, OPT_JOB_BUDGET},
         {"miss-retain-s", required_argument, NULL, OPT_MISS_RETAIN},
+        {"export-timeout", required_argument, NULL, OPT_EXPORT_TIMEOUT},
+        {"export-min-rate", required_argument, NULL, OPT_EXPORT_RATE},
         {"default-grid", required_argument, NULL, OPT_GRID},
         {"default-grid-gpu", required_argument, NULL, OPT_GRID_GPU},
         {"allow-host", required_argument, NULL, OPT_ALLOW},
@@ -177,7 +192,7 @@ static int parse_args(int argc, char **argv, attuned_config *c)
         case OPT_NOGRID: c->no_default_grid = 1; break;
         case OPT_NOMISS: c->no_tune_on_miss = 1; break;
         case OPT_MISS_BUDGET: case OPT_MISS_QUOTA: case OPT_JOB_BUDGET: case OPT_MISS_RETAIN:
-            bad = tuning_opt(ch, optarg, c); break;
+        case OPT_EXPORT_TIMEOUT: case OPT_EXPORT_RATE: bad = limit_opt(ch, optarg, c); break;
         case OPT_GRID: c->default_grid = optarg; break;
         case OPT_GRID_GPU: c->default_grid_gpu = optarg; break;
         case OPT_ALLOW:
@@ -307,13 +322,15 @@ static void queue_default_grids(attuned *d, store *st)
 }
 
 /* DB worker tick, every ATTUNED_WATCH_PERIOD_S: the watcher (writes of
- * other processes), and about every 10 s the database size for /metrics.
+ * other processes), the WAL shrunk back once long readers are gone
+ * (export_wal_tick), and about every 10 s the database size for /metrics.
  * Only the worker thread calls it. */
 static void db_tick(void *arg, store *st)
 {
     static int ticks;
     attuned *d = arg;
     sync_watch(&d->sync, st);
+    export_wal_tick(d, st);
     if (ticks++ % (10 / ATTUNED_WATCH_PERIOD_S) == 0)
         metrics_set_db_size(store_size_bytes(st));
 }
