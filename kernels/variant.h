@@ -136,6 +136,12 @@ typedef struct attn_kernel_ops {
      * (cuDNN builds its plans ahead while other families are timed). */
     void (*warm)(int index, const attn_shape *s);
     void (*cool)(int index, const attn_shape *s);
+    /* Optional: let plan p read and write tensors at the strides of views
+     * in place from now on, where the kernel fixes strides when it is
+     * built (attn_ops.plan_views; the backend has checked that stream is
+     * not capturing). NULL: it reads strides at run time, nothing to do. */
+    int (*plan_views)(attn_plan *p, const attn_io *views, void *stream, char *note,
+                      size_t notelen);
 } attn_kernel_ops;
 
 typedef struct attn_variant_desc {

@@ -96,6 +96,28 @@ static void families_should_own_their_tactics(void)
     CHECK_STR(family("cudnn/eng=9/graph=sdpa/kcfg=7/pad=1", NULL), "cudnn");
 }
 
+/* The CPU families always run here; the CUDA ones only in a CUDA build
+ * (cudnn also needs cuDNN): the rest are described, not built. */
+static void families_should_be_built_with_their_backend(void)
+{
+    int n;
+    const attn_variant_desc *const *f = attn_families(&n);
+    for (int i = 0; i < n; i++) {
+        int want = strcmp(f[i]->backend, "cpu") == 0;
+#ifdef ATTUNE_HAVE_CUDA
+        want |= strcmp(f[i]->backend, "cuda") == 0 && f[i]->variant != ATTN_CUDNN;
+#ifdef ATTUNE_HAVE_CUDNN
+        want |= f[i]->variant == ATTN_CUDNN;
+#endif
+#endif
+        CHECK_MSG((f[i]->kernel != NULL) == want, "%s on %s: kernel ops %s", f[i]->family,
+                  f[i]->backend, f[i]->kernel != NULL ? "built" : "absent");
+        if (f[i]->kernel != NULL)
+            CHECK(f[i]->kernel->list != NULL && f[i]->kernel->plan != NULL &&
+                  f[i]->kernel->run != NULL && f[i]->kernel->free != NULL);
+    }
+}
+
 static void cpu_listing_should_be_the_tables(void)
 {
     attn_shape s = shp(1, 8, 2, 50, 100, 64, ATTN_F16, 0);
@@ -417,6 +439,7 @@ int main(void)
 {
     RUN(table_should_give_each_variant_one_name_and_colour);
     RUN(families_should_own_their_tactics);
+    RUN(families_should_be_built_with_their_backend);
     RUN(cpu_listing_should_be_the_tables);
     RUN(fused_tiles_should_describe_their_grid);
     RUN(sm90a_fold_should_fill_its_rows_with_the_group);

@@ -10,7 +10,10 @@
  * on them; otherwise the plan's own contiguous copies are packed first and
  * the output copied back. Every variant (the GEMM variants of cuda_split.cu,
  * the fused kernels of cuda_fused.cu, cuDNN) sees views and the real
- * lengths; pad and layout copies are this file's job, once for all.
+ * lengths; pad and layout copies are this file's job, once for all. This
+ * file names no variant: it lists, plans and runs each tactic through its
+ * family's kernel ops in the table of kernels/variant.h (cuda_split.cu,
+ * ops_fused.cu, ops_cudnn.cu).
  *
  * A session (the tuner's) holds one shape's inputs (seeded normal data,
  * generated on the device), the output, one stream and two events; its
@@ -29,42 +32,6 @@
 
 #include "cuda_internal.cuh"
 
-/* The fused kernels live in cuda_fused.cu (another module); until that
- * file lands, or when built with -DATTUNE_CUDA_NO_FUSED, fused tactics are
- * simply absent. */
-#if defined(__has_include)
-#if __has_include("cuda_fused.h") && !defined(ATTUNE_CUDA_NO_FUSED)
-#include "cuda_fused.h"
-#include "cuda_fused_common.cuh"
-#define HAVE_FUSED 1
-#endif
-#endif
-#ifndef HAVE_FUSED
-static int cuda_fused_tactics(const attn_shape *, int, int, attn_tactic *, int) { return 0; }
-static size_t cuda_fused_workspace_bytes(const attn_shape *, const attn_tactic *) { return 0; }
-static int cuda_fused_launch_views(const attn_shape *, const attn_tactic *, const attn_io *, int64_t,
-                                   int64_t, void *, cudaStream_t)
-{
-    return ATTUNE_EUNSUPP;
-}
-static bool cuda_fused_views_ok(const attn_shape *, const attn_io *) { return false; }
-#endif
-
-/* The cudnn variant (cuda_cudnn.c, plain C) when CMake found cuDNN;
- * otherwise cudnn tactics are absent and planning one is unsupported. */
-#ifdef ATTUNE_HAVE_CUDNN
-#include "cuda_cudnn.h"
-#else
-static int cuda_cudnn_tactics(int, const attn_shape *, attn_tactic *, int) { return 0; }
-#endif
-
-/* cuBLAS workspace per GEMM plan: 32 MiB is what cuBLAS recommends on
- * Hopper; set explicitly so graph capture never makes it allocate. */
-#define BLAS_WS_BYTES ((size_t)32 << 20)
-#define MAX_FUSED_TACTICS 512
-
-static int is_fused(attn_variant v) { return v == ATTN_FUSED || v == ATTN_FUSED_SPLITKV; }
-
 static int valid_pad(int pad)
 {
     for (int i = 0; i < ATTN_NPADS; i++)
@@ -82,16 +49,41 @@ static int ops_device_info(int index, attn_device_info *info, attn_stack *stack)
     return cuda_device_info(index, info, stack);
 }
 
-/* Fused tactics first (from cuda_fused.cu), then the GEMM variants: split
- * always, split_repeat and folded when hkv < hq; acc f16 for f16 data only,
- * f32 always; every pad of attn_pads (docs/tuning.md: a pad that changes no
- * length is still listed and measured, it costs one tactic). Writes at most
- * max tactics, returns the number written. */
+/* Contract in cuda_internal.cuh. */
+int cuda_dev_alloc(void **p, size_t bytes)
+{
+    int rc = 0;
+    CU_TRY(cudaMalloc(p, bytes > 0 ? bytes : 1));
+    return 0;
+fail:
+    *p = NULL;
+    return rc;
+}
+
+/* Device index as the families' listings see it: its ordinal, compute
+ * capability and SM count. */
+static int list_device(int index, attn_device_info *dev)
+{
+    int rc = 0;
+    memset(dev, 0, sizeof *dev);
+    snprintf(dev->kind, sizeof dev->kind, "cuda");
+    dev->index = index;
+    CU_TRY(cudaDeviceGetAttribute(&dev->cc_major, cudaDevAttrComputeCapabilityMajor, index));
+    CU_TRY(cudaDeviceGetAttribute(&dev->cc_minor, cudaDevAttrComputeCapabilityMinor, index));
+    CU_TRY(cudaDeviceGetAttribute(&dev->sm_count, cudaDevAttrMultiProcessorCount, index));
+    return 0;
+fail:
+    return rc;
+}
+
+/* The tactics of every CUDA family built in, in the table's order (the
+ * fused kernels, then the GEMM variants, then cuDNN's engines). Writes at
+ * most max tactics, returns the number written. */
 static int ops_tactics(int index, const attn_shape *s, attn_tactic *out, int max)
 {
-    int rc = 0, n = 0, cmaj = 0, cmin = 0;
+    int rc = 0;
     char err[ATTUNE_ERRLEN];
-    static const attn_variant gemm_variants[] = {ATTN_SPLIT, ATTN_SPLIT_REPEAT, ATTN_FOLDED};
+    attn_device_info dev;
 
     if (s == NULL || (out == NULL && max > 0) || max < 0)
         return ATTUNE_EINVAL;
@@ -99,38 +91,9 @@ static int ops_tactics(int index, const attn_shape *s, attn_tactic *out, int max
         return rc;
     if (index < 0 || index >= cuda_device_count())
         return ATTUNE_ENODEV;
-    CU_TRY(cudaDeviceGetAttribute(&cmaj, cudaDevAttrComputeCapabilityMajor, index));
-    CU_TRY(cudaDeviceGetAttribute(&cmin, cudaDevAttrComputeCapabilityMinor, index));
-
-    if (max > 0) {
-        int nf = cuda_fused_tactics(s, cmaj, cmin, out, max);
-        n = nf < 0 ? 0 : (nf > max ? max : nf);
-    }
-    for (size_t vi = 0; vi < sizeof gemm_variants / sizeof gemm_variants[0]; vi++) {
-        attn_variant v = gemm_variants[vi];
-        if (v != ATTN_SPLIT && s->hkv == s->hq)
-            continue;
-        for (int acc = ATTN_ACC_F16; acc <= ATTN_ACC_F32; acc++) {
-            if (acc == ATTN_ACC_F16 && s->dtype != ATTN_F16)
-                continue;
-            for (int pi = 0; pi < ATTN_NPADS; pi++) {
-                if (n >= max)
-                    return n;
-                memset(&out[n], 0, sizeof out[n]);
-                out[n].variant = v;
-                out[n].acc = (attn_acc)acc;
-                out[n].pad = attn_pads[pi];
-                n++;
-            }
-        }
-    }
-    if (n < max) {
-        int nd = cuda_cudnn_tactics(index, s, out + n, max - n);
-        n += nd > 0 ? nd : 0;
-    }
-    return n;
-fail:
-    return rc;
+    if ((rc = list_device(index, &dev)) != 0)
+        return rc;
+    return attn_family_list("cuda", &dev, s, out, max);
 }
 
 /* ---- sessions */
@@ -140,12 +103,24 @@ static void ops_session_close(attn_session *ss);
 /* Allocate one buffer; ENOMEM when it does not fit. */
 static int dev_alloc(void **p, size_t bytes)
 {
-    int rc = 0;
-    CU_TRY(cudaMalloc(p, bytes > 0 ? bytes : 1));
-    return 0;
-fail:
-    *p = NULL;
-    return rc;
+    return cuda_dev_alloc(p, bytes);
+}
+
+/* Tell every family's kernels that a session of s opened (warm) or closes
+ * (cool) on device index. */
+static void sessions_hook(int index, const attn_shape *s, int open)
+{
+    int n;
+    const attn_variant_desc *const *f = attn_families(&n);
+    for (int i = 0; i < n; i++) {
+        const attn_kernel_ops *k = f[i]->kernel;
+        if (strcmp(f[i]->backend, "cuda") != 0 || k == NULL)
+            continue;
+        if (open && k->warm != NULL)
+            k->warm(index, s);
+        if (!open && k->cool != NULL)
+            k->cool(index, s);
+    }
 }
 
 /* Buffers for s on device index, inputs filled from seed (q, k, v draw
@@ -188,9 +163,7 @@ static int ops_session_open(int index, const attn_shape *s, uint64_t seed, attn_
     RC_TRY(cuda_fill_normal(ss->v, s->dtype, ss->nkv, seed, 2, ss->stream));
     RC_TRY(cuda_fill_nan(ss->o, s->dtype, ss->nq, ss->stream));
     CU_TRY(cudaStreamSynchronize(ss->stream));
-#ifdef ATTUNE_HAVE_CUDNN
-    cuda_cudnn_prefetch(index, s); /* cudnn plans build while others are measured */
-#endif
+    sessions_hook(index, s, 1); /* cudnn plans build while others are measured */
     *out = ss;
     return 0;
 fail:
@@ -205,9 +178,7 @@ static void ops_session_close(attn_session *ss)
     if (ss == NULL)
         return;
     cudaSetDevice(ss->dev);
-#ifdef ATTUNE_HAVE_CUDNN
-    cuda_cudnn_prefetch_cancel(ss->dev, &ss->s);
-#endif
+    sessions_hook(ss->dev, &ss->s, 0);
     if (ss->stream != NULL)
         cudaStreamSynchronize(ss->stream);
     while (ss->plans != NULL) /* plans the caller forgot */
@@ -302,28 +273,6 @@ fail:
 
 /* ---- plans */
 
-/* 1 when t is among the fused tactics listed for shape s on device dev. */
-static int fused_listed(int dev, const attn_shape *s, const attn_tactic *t)
-{
-    attn_tactic *list;
-    int cmaj = 0, cmin = 0, n, found = 0;
-    if (cudaDeviceGetAttribute(&cmaj, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cmin, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        return 0;
-    list = (attn_tactic *)malloc(MAX_FUSED_TACTICS * sizeof *list);
-    if (list == NULL)
-        return 0;
-    n = cuda_fused_tactics(s, cmaj, cmin, list, MAX_FUSED_TACTICS);
-    for (int i = 0; i < n && !found; i++)
-        found = list[i].variant == t->variant && list[i].pad == t->pad &&
-                list[i].acc == t->acc && list[i].tile_m == t->tile_m &&
-                list[i].tile_n == t->tile_n && list[i].splits == t->splits &&
-                list[i].warps == t->warps && list[i].arch == t->arch &&
-                list[i].stages == t->stages && list[i].fold == t->fold;
-    free(list);
-    return found;
-}
-
 static void ops_plan_free(attn_plan *p)
 {
     if (p == NULL)
@@ -342,16 +291,8 @@ static void ops_plan_free(attn_plan *p)
     }
     for (int i = 0; i < p->ngraphs; i++)
         cudaGraphExecDestroy(p->graphs[i].exec);
-#ifdef ATTUNE_HAVE_CUDNN
-    cuda_cudnn_plan_put(p->dnn);
-    cuda_cudnn_plan_put(p->dnn_views);
-#endif
-    if (p->blas != NULL)
-        cuda_blas.destroy(p->blas); /* a handle exists: the library is open */
-    cuda_split_release(p);
-    cudaFree(p->blas_ws);
-    cudaFree(p->dnn_ws);
-    cudaFree(p->fused_ws);
+    if (p->fam != NULL)
+        p->fam->kernel->free(p);
     cudaFree(p->qp);
     cudaFree(p->op);
     cudaFree(p->kp);
@@ -365,18 +306,22 @@ static void ops_plan_free(attn_plan *p)
 /* Does the plan keep its own copies? Where the pad changes a planned
  * length, always. A contiguous plan (the tuner's) needs no others. Any
  * other may be called at shorter lengths (a pad then changes them) or on
- * views its variant cannot read in place: all but the fused variants at
- * pad 1 keep copies (fused kernels read any 16-byte strides). */
+ * views its variant cannot read in place: all but the families that read
+ * any 16-byte strides (the fused kernels: kernel ops' strided) at pad 1
+ * keep copies. */
 static void own_copies(const attn_plan *p, int *q, int *kv)
 {
     *q = p->sq_pad != p->s.sq;
     *kv = p->skv_pad != p->s.skv;
-    if (!(p->flags & ATTN_PLAN_CONTIGUOUS) && !(is_fused(p->t.variant) && p->t.pad == 1))
+    if (!(p->flags & ATTN_PLAN_CONTIGUOUS) && !(p->fam->kernel->strided && p->t.pad == 1))
         *q = *kv = 1;
 }
 
-/* Contract in attn.h (attn_ops.plan_new). note gets cuDNN's refusal or
- * build cost. */
+/* Contract in attn.h (attn_ops.plan_new). The tactic's family (the table
+ * of kernels/variant.h) makes the rest: note gets its refusal or build
+ * cost (cuDNN's). A variant no CUDA family owns is ATTUNE_EINVAL when no
+ * family knows it at all, else ATTUNE_EUNSUPP, as a family described but
+ * not built into this binary (cudnn without cuDNN). */
 static int plan_make(int dev, const attn_shape *s, const attn_tactic *t, int flags, attn_plan **out,
                      char *note, size_t notelen)
 {
@@ -390,25 +335,26 @@ static int plan_make(int dev, const attn_shape *s, const attn_tactic *t, int fla
         return ATTUNE_EINVAL;
     *out = NULL;
     if (attn_shape_validate(s, err, sizeof err) != 0 || !valid_pad(t->pad) ||
-        (unsigned)t->variant >= ATTN_NVARIANTS)
+        attn_family_variant(t->variant) == NULL)
         return ATTUNE_EINVAL;
     if (dev < 0 || dev >= cuda_device_count())
         return ATTUNE_ENODEV;
-    if (is_fused(t->variant) && !fused_listed(dev, s, t))
+    const attn_variant_desc *fam = attn_family_of(t, "cuda");
+    if (fam == NULL)
         return ATTUNE_EUNSUPP;
-#ifndef ATTUNE_HAVE_CUDNN
-    if (t->variant == ATTN_CUDNN) {
+    if (fam->kernel == NULL) {
         if (note != NULL && notelen > 0)
-            snprintf(note, notelen, "cudnn: not built in (no cuDNN found by CMake)");
+            snprintf(note, notelen, "%s: not built in (its library was not found by CMake)",
+                     fam->family);
         return ATTUNE_EUNSUPP;
     }
-#endif
     p = (attn_plan *)calloc(1, sizeof *p);
     if (p == NULL)
         return ATTUNE_ENOMEM;
     p->dev = dev;
     p->s = *s;
     p->t = *t;
+    p->fam = fam;
     p->flags = flags;
     p->es = attn_dtype_size(s->dtype);
     p->sq_pad = attn_round_up(s->sq, t->pad);
@@ -430,35 +376,7 @@ static int plan_make(int dev, const attn_shape *s, const attn_tactic *t, int fla
         CU_TRY(cudaMemset(p->kp, 0, bytes));
         CU_TRY(cudaMemset(p->vp, 0, bytes));
     }
-    if (is_fused(t->variant)) {
-        p->fused_ws_bytes = cuda_fused_workspace_bytes(s, t);
-        if (p->fused_ws_bytes > 0)
-            RC_TRY(dev_alloc(&p->fused_ws, p->fused_ws_bytes));
-    } else if (t->variant == ATTN_CUDNN) {
-#ifdef ATTUNE_HAVE_CUDNN
-        /* the note says what the plan's build cost (once per shape, tactic
-         * and process, not per call): it rides in the measurement's note */
-        char dnote[128] = "";
-        rc = cuda_cudnn_plan_get(dev, s, t, p->sq_pad, p->skv_pad, &p->dnn, NULL, dnote,
-                                 sizeof dnote);
-        if (note != NULL && notelen > 0)
-            snprintf(note, notelen, "%s", dnote);
-        if (rc != 0)
-            goto fail;
-        p->dnn_ws_bytes = cuda_cudnn_workspace_bytes(p->dnn);
-        if (p->dnn_ws_bytes > 0)
-            RC_TRY(dev_alloc(&p->dnn_ws, p->dnn_ws_bytes));
-#endif
-    } else {
-        RC_TRY(cuda_split_prepare(p));
-        RC_TRY(dev_alloc(&p->blas_ws, BLAS_WS_BYTES));
-        RC_TRY(cuda_blas_open());
-        BLAS_TRY(cuda_blas.create(&p->blas));
-        BLAS_TRY(cuda_blas.set_workspace(p->blas, p->blas_ws, BLAS_WS_BYTES));
-        /* Default math: f32 GEMMs stay f32 (no TF32); 16-bit inputs still
-         * use tensor cores. */
-        BLAS_TRY(cuda_blas.set_math_mode(p->blas, CUBLAS_DEFAULT_MATH));
-    }
+    RC_TRY(fam->kernel->plan(p, NULL, note, notelen));
     if (prev >= 0)
         cudaSetDevice(prev);
     *out = p;
@@ -476,45 +394,16 @@ static int ops_plan_new(int index, const attn_shape *s, const attn_tactic *t, in
     return plan_make(index, s, t, flags, out, note, notelen);
 }
 
-/* 1 when tensors v[0..n) suit the fused kernels (16-byte aligned, strides
- * in 16-byte units, row strides >= d). */
-static int fused_views(const attn_shape *s, const attn_tensor *a, const attn_tensor *b)
-{
-    attn_io io;
-    memset(&io, 0, sizeof io);
-    io.q = io.o = *a;
-    io.k = io.v = *b;
-    return cuda_fused_views_ok(s, &io);
-}
-
-static int same_strides(const attn_tensor *a, const attn_tensor *b)
-{
-    return a->sb == b->sb && a->sh == b->sh && a->ss == b->ss;
-}
-
-/* Does call c run at p's planned lengths on views at the strides p's
- * cuDNN graph of views was built for (attn_ops.plan_views)? */
-static int views_adopted(const attn_plan *p, const cuda_call *c)
-{
-    return p->dnn_views != NULL && c->s.sq == p->s.sq && c->s.skv == p->s.skv &&
-           c->sqp == p->s.sq && c->skvp == p->s.skv && same_strides(&c->q, &p->views.q) &&
-           same_strides(&c->k, &p->views.k) && same_strides(&c->v, &p->views.v) &&
-           same_strides(&c->o, &p->views.o);
-}
-
-/* Does p's variant read call c's views in place? */
+/* Does p's family read call c's views in place? Without a reads op:
+ * contiguous views of c's rows only. */
 static int reads(const attn_plan *p, const cuda_call *c)
 {
-    if (is_fused(p->t.variant)) /* v1/v2 read K and V at one set of strides */
-        return fused_views(&c->s, &c->q, &c->o) && fused_views(&c->s, &c->k, &c->v) &&
-               (p->t.arch != 0 || (c->k.sb == c->v.sb && c->k.sh == c->v.sh && c->k.ss == c->v.ss));
-    if (p->t.variant == ATTN_CUDNN) /* the planned contiguous layout, planned rows */
-        return views_adopted(p, c) || (c->sqp == p->sq_pad && c->skvp == p->skv_pad &&
-               attn_tensor_contiguous(&c->q, c->s.hq, c->sqp, c->s.d) &&
-               attn_tensor_contiguous(&c->o, c->s.hq, c->sqp, c->s.d) &&
-               attn_tensor_contiguous(&c->k, c->s.hkv, c->skvp, c->s.d) &&
-               attn_tensor_contiguous(&c->v, c->s.hkv, c->skvp, c->s.d));
-    return cuda_split_reads(p, c);
+    if (p->fam->kernel->reads != NULL)
+        return p->fam->kernel->reads(p, c);
+    return attn_tensor_contiguous(&c->q, c->s.hq, c->sqp, c->s.d) &&
+           attn_tensor_contiguous(&c->o, c->s.hq, c->sqp, c->s.d) &&
+           attn_tensor_contiguous(&c->k, c->s.hkv, c->skvp, c->s.d) &&
+           attn_tensor_contiguous(&c->v, c->s.hkv, c->skvp, c->s.d);
 }
 
 /* The view of an own copy: contiguous, rows rows per head. */
@@ -575,7 +464,7 @@ static int plan_enqueue(attn_plan *p, const attn_io *io, cudaStream_t stream, in
           attn_tensor_contiguous(&io->k, rs.hkv, rs.skv, rs.d) &&
           attn_tensor_contiguous(&io->v, rs.hkv, rs.skv, rs.d)))
         return ATTUNE_EINVAL;
-    if (p->t.variant == ATTN_CUDNN && (rs.sq != p->s.sq || rs.skv != p->s.skv))
+    if (p->fam->kernel->fixed_lengths && (rs.sq != p->s.sq || rs.skv != p->s.skv))
         return ATTUNE_EUNSUPP; /* a cuDNN graph is built for its lengths */
     if ((rc = choose(p, io, &rs, stream, &c, &copy_q, &copy_kv)) != 0)
         return rc;
@@ -585,21 +474,7 @@ static int plan_enqueue(attn_plan *p, const attn_io *io, cudaStream_t stream, in
         RC_TRY(cuda_pack_view(p->kp, &io->k, p->es, rs.b, rs.hkv, 1, rs.skv, c.skvp, rs.d, stream));
         RC_TRY(cuda_pack_view(p->vp, &io->v, p->es, rs.b, rs.hkv, 1, rs.skv, c.skvp, rs.d, stream));
     }
-    if (is_fused(p->t.variant)) {
-        attn_io views;
-        memset(&views, 0, sizeof views);
-        views.q = c.q, views.k = c.k, views.v = c.v, views.o = c.o;
-        RC_TRY(cuda_fused_launch_views(&rs, &p->t, &views, c.sqp, c.skvp, p->fused_ws, stream));
-    }
-#ifdef ATTUNE_HAVE_CUDNN
-    else if (p->t.variant == ATTN_CUDNN)
-        RC_TRY(cuda_cudnn_launch(views_adopted(p, &c) ? p->dnn_views : p->dnn, c.q.data,
-                                 c.k.data, c.v.data, c.o.data, p->dnn_ws, stream));
-#endif
-    else {
-        BLAS_TRY(cuda_blas.set_stream(p->blas, stream));
-        RC_TRY(cuda_split_launch(p, &c));
-    }
+    RC_TRY(p->fam->kernel->run(p, &c));
     if (with_copies && copy_q)
         RC_TRY(cuda_unpack_view(&io->o, p->op, p->es, rs.b, rs.hq, rs.sq, c.sqp, rs.d, stream));
     return 0;
@@ -635,9 +510,10 @@ static int ops_capturing(void *stream)
     return st != cudaStreamCaptureStatusNone;
 }
 
-/* Contract in attn.h (attn_ops.plan_views): cuDNN's graphs fix the
- * strides they read; every other variant reads the views' strides at run
- * time (or copies what it cannot read). */
+/* Contract in attn.h (attn_ops.plan_views): a family whose kernels fix
+ * the strides they read when built (cuDNN's graphs) builds for views';
+ * every other reads the views' strides at run time (or copies what it
+ * cannot read). */
 static int ops_plan_views(attn_plan *p, const attn_io *views, void *stream, char *note,
                           size_t notelen)
 {
@@ -645,48 +521,11 @@ static int ops_plan_views(attn_plan *p, const attn_io *views, void *stream, char
         note[0] = 0;
     if (p == NULL || views == NULL)
         return ATTUNE_EINVAL;
-    if (p->t.variant != ATTN_CUDNN)
+    if (p->fam->kernel->plan_views == NULL)
         return 0;
     if (ops_capturing(stream))
         return ATTUNE_EBUSY;
-#ifdef ATTUNE_HAVE_CUDNN
-    int rc = 0, prev = -1;
-    cuda_cudnn_plan *dv = NULL;
-    void *ws = NULL;
-    if (p->sq_pad != p->s.sq || p->skv_pad != p->s.skv) {
-        if (note != NULL && notelen > 0)
-            snprintf(note, notelen, "a padded cudnn tactic runs on its own padded copies");
-        return ATTUNE_EUNSUPP;
-    }
-    if (p->dnn_views != NULL && same_strides(&views->q, &p->views.q) &&
-        same_strides(&views->k, &p->views.k) && same_strides(&views->v, &p->views.v) &&
-        same_strides(&views->o, &p->views.o))
-        return 0;
-    cudaGetDevice(&prev);
-    CU_TRY(cudaSetDevice(p->dev));
-    RC_TRY(cuda_cudnn_plan_get_views(p->dev, &p->s, &p->t, views, &dv, NULL, note, notelen));
-    if (cuda_cudnn_workspace_bytes(dv) > p->dnn_ws_bytes) {
-        RC_TRY(dev_alloc(&ws, cuda_cudnn_workspace_bytes(dv)));
-        CU_TRY(cudaStreamSynchronize((cudaStream_t)stream)); /* runs in flight use the old */
-        cudaFree(p->dnn_ws);
-        p->dnn_ws = ws;
-        p->dnn_ws_bytes = cuda_cudnn_workspace_bytes(dv);
-        ws = NULL;
-    }
-    cuda_cudnn_plan_put(p->dnn_views);
-    p->dnn_views = dv;
-    p->views = *views;
-    dv = NULL;
-fail:
-    cuda_cudnn_plan_put(dv);
-    cudaFree(ws);
-    if (prev >= 0)
-        cudaSetDevice(prev);
-    return rc;
-#else
-    (void)note, (void)notelen;
-    return ATTUNE_EUNSUPP;
-#endif
+    return p->fam->kernel->plan_views(p, views, stream, note, notelen);
 }
 
 /* ---- session plans: the tuner's */

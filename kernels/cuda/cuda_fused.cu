@@ -905,17 +905,17 @@ extern "C" size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d)
     const int D = FUSED_KERNEL_DIM(d);
     if (t == NULL)
         return 0;
-#define FUSED_SMEM(D_, BR_, BC_, NW_, KVST_)                                     \
+#define V1_SMEM_OF(D_, BR_, BC_, NW_, KVST_)                                     \
     if (t->variant == ATTN_FUSED && D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && \
         t->warps == NW_)                                                         \
         return fused_smem<D_, BR_, BC_, NW_, KVST_>();
-    FUSED_CONFIGS(FUSED_SMEM)
-#undef FUSED_SMEM
-#define SPLITKV_SMEM(D_, BC_, NW_)                                               \
+    FUSED_CONFIGS(V1_SMEM_OF)
+#undef V1_SMEM_OF
+#define V2_SMEM_OF(D_, BC_, NW_)                                                 \
     if (t->variant == ATTN_FUSED_SPLITKV && D == D_ && t->tile_n == BC_ && t->warps == NW_) \
         return splitkv_smem<D_, BC_, NW_>();
-    SPLITKV_CONFIGS(SPLITKV_SMEM)
-#undef SPLITKV_SMEM
+    SPLITKV_CONFIGS(V2_SMEM_OF)
+#undef V2_SMEM_OF
     return 0;
 }
 

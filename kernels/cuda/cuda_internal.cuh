@@ -4,7 +4,10 @@
  * cuda_data.cu (fill, poison, pad/unpad, repeat_kv, row gather),
  * cuda_reference.cu (float64 reference), cuda_split.cu (cuBLAS split,
  * split_repeat and folded attention), cuda_blas.cu (cuBLAS, opened on first
- * use) and cuda_backend.cu (sessions, plans, timing, the attn_ops table). Kernels are launched only from the file that
+ * use) and cuda_backend.cu (sessions, plans, timing, the attn_ops table).
+ * The variants' kernel ops (kernels/variant.h: list, plan, run, free,
+ * reads), which the backend drives through the table of families, sit
+ * beside their kernels: cuda_split.cu, ops_fused.cu, ops_cudnn.cu. Kernels are launched only from the file that
  * defines them (no separable compilation); files call each other's host
  * launchers, declared here. Not installed, not included by C code. */
 #ifndef ATTUNE_CUDA_INTERNAL_CUH
@@ -18,6 +21,7 @@
 #include <stdint.h>
 
 #include "../attn.h"
+#include "../variant.h"
 
 /* ---- errors
  *
@@ -156,6 +160,7 @@ struct attn_plan {
     int dev;                 /* CUDA ordinal */
     attn_shape s;            /* planned: the longest lengths a call may have */
     attn_tactic t;
+    const attn_variant_desc *fam; /* t's family: its kernel ops run the plan */
     int flags;               /* ATTN_PLAN_* */
     size_t es;               /* bytes per element */
     int64_t sq_pad, skv_pad; /* planned lengths rounded up to the pad */
@@ -184,12 +189,18 @@ struct attn_plan {
  * per head the views hold (the call's lengths rounded up to the pad when
  * the views are the plan's own copies, else the real lengths), the views
  * and the stream. */
-typedef struct cuda_call {
+typedef struct attn_call { /* the CUDA backend's call (kernels/variant.h) */
     attn_shape s;
     int64_t sqp, skvp;
     attn_tensor q, k, v, o;
     cudaStream_t stream;
 } cuda_call;
+
+/* ---- cuda_backend.cu */
+
+/* cudaMalloc of bytes (at least 1) into *p: 0, or ATTUNE_ENOMEM / EGPU
+ * with *p NULL. */
+int cuda_dev_alloc(void **p, size_t bytes);
 
 /* ---- cuda_device.cu */
 int cuda_device_count(void);

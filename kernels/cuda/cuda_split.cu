@@ -530,3 +530,101 @@ fail:
     cudaStreamSynchronize(p->ss->stream);
     return rc;
 }
+
+/* ---- kernel ops (kernels/variant.h) of the families desc_split.c
+ * describes: the backend lists, plans and runs the GEMM variants only
+ * through these */
+
+/* cuBLAS workspace per GEMM plan: 32 MiB is what cuBLAS recommends on
+ * Hopper; set explicitly so graph capture never makes it allocate. */
+#define BLAS_WS_BYTES ((size_t)32 << 20)
+
+/* Variant v for every acc (f16 for f16 data only, f32 always) and pad of
+ * attn_pads (docs/tuning.md: a pad that changes no length is still listed
+ * and measured, it costs one tactic); the grouped variants (split_repeat,
+ * folded) when hkv < hq. Writes up to max, returns the count written. */
+static int list_gemm(attn_variant v, const attn_shape *s, attn_tactic *out, int max)
+{
+    int n = 0;
+    if (v != ATTN_SPLIT && s->hkv == s->hq)
+        return 0;
+    for (int acc = ATTN_ACC_F16; acc <= ATTN_ACC_F32; acc++) {
+        if (acc == ATTN_ACC_F16 && s->dtype != ATTN_F16)
+            continue;
+        for (int pi = 0; pi < ATTN_NPADS && n < max; pi++) {
+            memset(&out[n], 0, sizeof out[n]);
+            out[n].variant = v;
+            out[n].acc = (attn_acc)acc;
+            out[n].pad = attn_pads[pi];
+            n++;
+        }
+    }
+    return n;
+}
+
+static int list_split(const attn_device_info *dev, const attn_shape *s, attn_tactic *out, int max)
+{
+    (void)dev;
+    return list_gemm(ATTN_SPLIT, s, out, max);
+}
+
+static int list_split_repeat(const attn_device_info *dev, const attn_shape *s, attn_tactic *out,
+                             int max)
+{
+    (void)dev;
+    return list_gemm(ATTN_SPLIT_REPEAT, s, out, max);
+}
+
+static int list_folded(const attn_device_info *dev, const attn_shape *s, attn_tactic *out,
+                       int max)
+{
+    (void)dev;
+    return list_gemm(ATTN_FOLDED, s, out, max);
+}
+
+/* The S/P workspace, and the plan's own cuBLAS handle and workspace. */
+static int gemm_plan(attn_plan *p, const attn_call *c, char *note, size_t notelen)
+{
+    (void)c, (void)note, (void)notelen;
+    int rc = 0;
+    RC_TRY(cuda_split_prepare(p));
+    RC_TRY(cuda_dev_alloc(&p->blas_ws, BLAS_WS_BYTES));
+    RC_TRY(cuda_blas_open());
+    BLAS_TRY(cuda_blas.create(&p->blas));
+    BLAS_TRY(cuda_blas.set_workspace(p->blas, p->blas_ws, BLAS_WS_BYTES));
+    /* Default math: f32 GEMMs stay f32 (no TF32); 16-bit inputs still use
+     * tensor cores. */
+    BLAS_TRY(cuda_blas.set_math_mode(p->blas, CUBLAS_DEFAULT_MATH));
+    return 0;
+fail:
+    return rc;
+}
+
+static int gemm_run(attn_plan *p, const attn_call *c)
+{
+    int rc = 0;
+    BLAS_TRY(cuda_blas.set_stream(p->blas, c->stream));
+    return cuda_split_launch(p, c);
+fail:
+    return rc;
+}
+
+static void gemm_free(attn_plan *p)
+{
+    if (p->blas != NULL)
+        cuda_blas.destroy(p->blas); /* a handle exists: the library is open */
+    p->blas = NULL;
+    cuda_split_release(p);
+    cudaFree(p->blas_ws);
+    p->blas_ws = NULL;
+}
+
+extern "C" const attn_kernel_ops cuda_split_ops = {
+    0, 0, list_split, gemm_plan, gemm_run, gemm_free, cuda_split_reads, NULL, NULL, NULL,
+};
+extern "C" const attn_kernel_ops cuda_split_repeat_ops = {
+    0, 0, list_split_repeat, gemm_plan, gemm_run, gemm_free, cuda_split_reads, NULL, NULL, NULL,
+};
+extern "C" const attn_kernel_ops cuda_folded_ops = {
+    0, 0, list_folded, gemm_plan, gemm_run, gemm_free, cuda_split_reads, NULL, NULL, NULL,
+};

@@ -86,9 +86,8 @@ static int describe_cudnn(const attn_shape *s, const attn_tactic *t, const attn_
     return s->dtype == ATTN_F32 ? ATTUNE_EUNSUPP : 0;
 }
 
-/* Kernel ops: until cuda_backend.cu lists and runs through the table
- * (ATTUNE_CUDA_FAMILY_OPS), it drives these kernels itself. */
-#if defined(ATTUNE_HAVE_CUDA) && defined(ATTUNE_HAVE_CUDNN) && defined(ATTUNE_CUDA_FAMILY_OPS)
+/* Kernel ops: the CUDA backend's, when it is built. */
+#if defined(ATTUNE_HAVE_CUDA) && defined(ATTUNE_HAVE_CUDNN)
 extern const attn_kernel_ops cuda_cudnn_ops;
 #define OPS (&cuda_cudnn_ops)
 #else

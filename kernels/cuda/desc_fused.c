@@ -217,9 +217,8 @@ static int describe_splitkv(const attn_shape *s, const attn_tactic *t,
 
 /* ---- the descriptors (one line each in kernels/variants.c's table) */
 
-/* Kernel ops: until cuda_backend.cu lists and runs through the table
- * (ATTUNE_CUDA_FAMILY_OPS), it drives these kernels itself. */
-#if defined(ATTUNE_HAVE_CUDA) && defined(ATTUNE_CUDA_FAMILY_OPS)
+/* Kernel ops: the CUDA backend's, when it is built. */
+#if defined(ATTUNE_HAVE_CUDA)
 extern const attn_kernel_ops cuda_fused_ops, cuda_fused_sm90a_ops, cuda_fused_splitkv_ops;
 #define OPS(x) (&(x))
 #else

@@ -90,9 +90,8 @@ static int describe_folded(const attn_shape *s, const attn_tactic *t, const attn
     return 0;
 }
 
-/* Kernel ops: until cuda_backend.cu lists and runs through the table
- * (ATTUNE_CUDA_FAMILY_OPS), it drives these kernels itself. */
-#if defined(ATTUNE_HAVE_CUDA) && defined(ATTUNE_CUDA_FAMILY_OPS)
+/* Kernel ops: the CUDA backend's, when it is built. */
+#if defined(ATTUNE_HAVE_CUDA)
 extern const attn_kernel_ops cuda_split_ops, cuda_split_repeat_ops, cuda_folded_ops;
 #define OPS(x) (&(x))
 #else

@@ -1,0 +1,146 @@
+/* ops_cudnn.cu -- how the CUDA backend drives cuDNN's SDPA (kernels/variant.h
+ * kernel ops of the family desc_cudnn.c describes; the cuDNN calls are
+ * kernels/cuda/cuda_cudnn.c's). A plan holds a cached execution plan
+ * built for its padded lengths and the planned contiguous layout, and,
+ * once told the strides of its runs (plan_views), a second one that reads
+ * and writes them in place; its lengths are fixed; sessions build their
+ * shape's plans ahead (warm). Compiled only with cuDNN (ATTUNE_HAVE_CUDNN):
+ * without it the family is described but not built. */
+#ifdef ATTUNE_HAVE_CUDNN
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_cudnn.h"
+#include "cuda_internal.cuh"
+
+static int list_cudnn(const attn_device_info *dev, const attn_shape *s, attn_tactic *out, int max)
+{
+    if (max <= 0 || out == NULL)
+        return 0;
+    int n = cuda_cudnn_tactics(dev->index, s, out, max);
+    return n > 0 ? n : 0;
+}
+
+/* The execution plan of the tactic for the plan's padded lengths (built
+ * on first use, or ahead by warm), and its workspace. note says what its
+ * build cost (once per shape, tactic and process, not per call: it rides
+ * in the measurement's note) or why cuDNN refused it. */
+static int cudnn_plan(attn_plan *p, const attn_call *c, char *note, size_t notelen)
+{
+    (void)c;
+    int rc = 0;
+    char dnote[128] = "";
+    rc = cuda_cudnn_plan_get(p->dev, &p->s, &p->t, p->sq_pad, p->skv_pad, &p->dnn, NULL, dnote,
+                             sizeof dnote);
+    if (note != NULL && notelen > 0)
+        snprintf(note, notelen, "%s", dnote);
+    if (rc != 0)
+        return rc;
+    p->dnn_ws_bytes = cuda_cudnn_workspace_bytes(p->dnn);
+    if (p->dnn_ws_bytes > 0)
+        RC_TRY(cuda_dev_alloc(&p->dnn_ws, p->dnn_ws_bytes));
+    return 0;
+fail:
+    return rc;
+}
+
+static int same_strides(const attn_tensor *a, const attn_tensor *b)
+{
+    return a->sb == b->sb && a->sh == b->sh && a->ss == b->ss;
+}
+
+/* Does call c run at p's planned lengths on views at the strides p's
+ * cuDNN graph of views was built for (attn_ops.plan_views)? */
+static int views_adopted(const attn_plan *p, const attn_call *c)
+{
+    return p->dnn_views != NULL && c->s.sq == p->s.sq && c->s.skv == p->s.skv &&
+           c->sqp == p->s.sq && c->skvp == p->s.skv && same_strides(&c->q, &p->views.q) &&
+           same_strides(&c->k, &p->views.k) && same_strides(&c->v, &p->views.v) &&
+           same_strides(&c->o, &p->views.o);
+}
+
+static int cudnn_run(attn_plan *p, const attn_call *c)
+{
+    return cuda_cudnn_launch(views_adopted(p, c) ? p->dnn_views : p->dnn, c->q.data, c->k.data,
+                             c->v.data, c->o.data, p->dnn_ws, c->stream);
+}
+
+static void cudnn_free(attn_plan *p)
+{
+    cuda_cudnn_plan_put(p->dnn);
+    cuda_cudnn_plan_put(p->dnn_views);
+    p->dnn = p->dnn_views = NULL;
+    cudaFree(p->dnn_ws);
+    p->dnn_ws = NULL;
+    p->dnn_ws_bytes = 0;
+}
+
+/* The views its graph of views was built for, or the planned contiguous
+ * layout at the planned (padded) rows. */
+static int cudnn_reads(const attn_plan *p, const attn_call *c)
+{
+    return views_adopted(p, c) ||
+           (c->sqp == p->sq_pad && c->skvp == p->skv_pad &&
+            attn_tensor_contiguous(&c->q, c->s.hq, c->sqp, c->s.d) &&
+            attn_tensor_contiguous(&c->o, c->s.hq, c->sqp, c->s.d) &&
+            attn_tensor_contiguous(&c->k, c->s.hkv, c->skvp, c->s.d) &&
+            attn_tensor_contiguous(&c->v, c->s.hkv, c->skvp, c->s.d));
+}
+
+static void cudnn_warm(int index, const attn_shape *s)
+{
+    cuda_cudnn_prefetch(index, s); /* plans build while other families are measured */
+}
+
+static void cudnn_cool(int index, const attn_shape *s)
+{
+    cuda_cudnn_prefetch_cancel(index, s);
+}
+
+/* Contract in variant.h (attn_kernel_ops.plan_views): cuDNN's graphs fix
+ * the strides they read, so a graph for views' strides is built. */
+static int cudnn_plan_views(attn_plan *p, const attn_io *views, void *stream, char *note,
+                            size_t notelen)
+{
+    int rc = 0, prev = -1;
+    cuda_cudnn_plan *dv = NULL;
+    void *ws = NULL;
+    if (p->sq_pad != p->s.sq || p->skv_pad != p->s.skv) {
+        if (note != NULL && notelen > 0)
+            snprintf(note, notelen, "a padded cudnn tactic runs on its own padded copies");
+        return ATTUNE_EUNSUPP;
+    }
+    if (p->dnn_views != NULL && same_strides(&views->q, &p->views.q) &&
+        same_strides(&views->k, &p->views.k) && same_strides(&views->v, &p->views.v) &&
+        same_strides(&views->o, &p->views.o))
+        return 0;
+    cudaGetDevice(&prev);
+    CU_TRY(cudaSetDevice(p->dev));
+    RC_TRY(cuda_cudnn_plan_get_views(p->dev, &p->s, &p->t, views, &dv, NULL, note, notelen));
+    if (cuda_cudnn_workspace_bytes(dv) > p->dnn_ws_bytes) {
+        RC_TRY(cuda_dev_alloc(&ws, cuda_cudnn_workspace_bytes(dv)));
+        CU_TRY(cudaStreamSynchronize((cudaStream_t)stream)); /* runs in flight use the old */
+        cudaFree(p->dnn_ws);
+        p->dnn_ws = ws;
+        p->dnn_ws_bytes = cuda_cudnn_workspace_bytes(dv);
+        ws = NULL;
+    }
+    cuda_cudnn_plan_put(p->dnn_views);
+    p->dnn_views = dv;
+    p->views = *views;
+    dv = NULL;
+fail:
+    cuda_cudnn_plan_put(dv);
+    cudaFree(ws);
+    if (prev >= 0)
+        cudaSetDevice(prev);
+    return rc;
+}
+
+/* strided: no (its graphs fix strides); fixed lengths: a cuDNN graph is
+ * built for its lengths. */
+extern "C" const attn_kernel_ops cuda_cudnn_ops = {
+    0, 1, list_cudnn, cudnn_plan, cudnn_run, cudnn_free, cudnn_reads, cudnn_warm, cudnn_cool,
+    cudnn_plan_views,
+};
+#endif
