@@ -13,10 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "../common/json_num.h"
 #include "../common/shape_json.h"
 #include "../lookup/answer_json.h"
+#include "../tuner/variants_json.h"
 #include "admit.h"
 #include "conn.h"
 #include "drift_route.h"
@@ -42,6 +46,7 @@ typedef struct route {
 } route;
 
 static enum MHD_Result h_health(req *r, const char *url, const http_args *a);
+static enum MHD_Result h_variants(req *r, const char *url, const http_args *a);
 /* Append o to *arr; on failure drop the whole list (*arr NULL), so that
  * send_list answers 500 rather than a silently shortened list. */
 static void list_add(json_t **arr, json_t *o)
@@ -101,6 +106,7 @@ static const route routes[] = {
     {"DELETE", "/v1/pins/", 1, 1, 0, no_args, pins_route_delete, "/v1/pins/ID"},
     {"GET", "/metrics", 0, 0, 0, no_args, h_metrics, "/metrics"},
     {"GET", "/v1/winners", 0, 0, 0, winners_args, winners_get, "/v1/winners"},
+    {"GET", "/v1/variants", 0, 0, 0, no_args, h_variants, "/v1/variants"},
     {"GET", "/", 0, 0, 0, NULL, page_get, "/"},
     {"GET", "/ui/", 1, 0, 0, NULL, page_get, "/ui/ASSET"},
     {NULL, NULL, 0, 0, 0, NULL, h_not_found, "unmatched"},
@@ -169,6 +175,16 @@ static enum MHD_Result h_devices(req *r, const char *url, const http_args *a)
         list_add(&arr, device_json(&v[i]));
     free(v);
     return send_list(r, "devices", arr);
+}
+
+/* GET /v1/variants: the table of kernel families (kernels/variant.h), so
+ * the page colours and names every variant this build knows. */
+static enum MHD_Result h_variants(req *r, const char *url, const http_args *a)
+{
+    json_t *j = variants_json();
+    if (j == NULL)
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
+    return http_send_json(r, 200, j);
 }
 
 static enum MHD_Result h_metrics(req *r, const char *url, const http_args *a)
@@ -609,6 +625,12 @@ static void work_import(req *r, store *st)
     store_import_stats stats;
     memset(&stats, 0, sizeof stats);
     int rc = store_import(st, r->body, r->len, &stats, err, sizeof err);
+    /* the table's text (up to 64 MiB) is done with: freed before the index
+     * reload below, whose arrays are the import's other peak (issue 29
+     * item 8; the budget it was charged is given back at completion) */
+    free(r->body);
+    r->body = NULL;
+    r->len = r->cap = 0;
     if (rc != 0) {
         /* a bad table is the client's (4xx), a failing store the server's */
         req_fail(r, rc, "%s: %s", attune_http_status(rc) < 500 ? "fleet table rejected"
@@ -619,6 +641,9 @@ static void work_import(req *r, store *st)
     /* the index follows the store: the devices the table changed (a table
      * may carry rows of devices the index already has) */
     sync_refresh(&r->d->sync, st, "import");
+#ifdef __GLIBC__
+    malloc_trim(0); /* what the import and the reload freed goes back to the system */
+#endif
     log_event(LOGL_INFO, "import", "devices=%d stacks=%d measurements=%d skipped=%d pins=%d",
               stats.devices, stats.stacks, stats.measurements, stats.skipped, stats.pins);
     req_result(r, 200, json_pack("{s:{s:i, s:i, s:i, s:i, s:i}}", "imported", "devices",
