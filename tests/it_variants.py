@@ -63,7 +63,8 @@ def best_allowed(rows, allowed, bound):
     """(eligible rows of the set, the fastest of them): select_winner's
     rule among the allowed rows alone (tuner/select.c)."""
     ok = [m for m in rows if m["variant"] in allowed and m["status"] == "ok"
-          and m["time_us"] is not None and m["rel_err"] is not None and m["rel_err"] >= 0]
+          and m["time_us"] is not None and m["rel_err"] is not None and m["rel_err"] >= 0
+          and not m.get("noisy")]  # a noisy timing is no answer (tuner/noise.h)
     if not ok:
         return [], None
     best_err = min(m["rel_err"] for m in ok)

@@ -229,7 +229,8 @@ static store *tmp_store(void)
  * screening, no pause, no CPU share (the script is the only noise). */
 static void opts(tuner_opts *o)
 {
-    tuner_opts_default(o);
+    tuner_opts_default(o); /* the suite's ATTUNE_NOISE_CHECK=0 turned it off: */
+    o->noise_spread = TUNER_NOISE_SPREAD;
     o->min_samples = o->max_samples = 7;
     o->screen_factor = 0;
     o->noise_pause_ms = 0;
@@ -432,6 +433,21 @@ static void screening_should_not_judge_on_a_noisy_screening(void)
     }
 }
 
+/* ATTUNE_NOISE_CHECK=0 turns both tests off; anything else leaves them. */
+static void defaults_should_follow_the_environment(void)
+{
+    tuner_opts o;
+    setenv("ATTUNE_NOISE_CHECK", "0", 1);
+    tuner_opts_default(&o);
+    CHECK(o.noise_spread == 0 && o.noise_share == 0);
+    setenv("ATTUNE_NOISE_CHECK", "1", 1);
+    tuner_opts_default(&o);
+    CHECK(o.noise_spread == TUNER_NOISE_SPREAD && o.noise_share == TUNER_NOISE_SHARE);
+    unsetenv("ATTUNE_NOISE_CHECK");
+    tuner_opts_default(&o);
+    CHECK(o.noise_spread == TUNER_NOISE_SPREAD && o.noise_retries == TUNER_NOISE_RETRIES);
+}
+
 int main(void)
 {
     RUN(judge_should_flag_a_median_far_above_the_min);
@@ -442,5 +458,6 @@ int main(void)
     RUN(tuner_should_leave_a_shape_of_noisy_rows_unmarked);
     RUN(tuner_should_judge_the_cpu_share);
     RUN(screening_should_not_judge_on_a_noisy_screening);
+    RUN(defaults_should_follow_the_environment);
     return test_summary();
 }

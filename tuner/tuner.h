@@ -92,8 +92,9 @@ typedef struct tuner_opts {
      * (1 + noise_spread) x its fastest sample, or whose thread had under
      * noise_share of a CPU (CPU devices), is timed again up to
      * noise_retries times, noise_pause_ms after the last; still noisy, its
-     * row is stored flagged noisy. Defaults TUNER_NOISE_*; a spread and a
-     * share <= 0 turn each test off. cpu: the CPU clock source (NULL: the
+     * row is stored flagged noisy. Defaults TUNER_NOISE_*, both tests off
+     * when the environment has ATTUNE_NOISE_CHECK=0; a spread and a share
+     * <= 0 turn each test off. cpu: the CPU clock source (NULL: the
      * timing thread's own, on a CPU device). */
     double noise_spread, noise_share;
     int noise_retries, noise_pause_ms;
