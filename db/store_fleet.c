@@ -17,6 +17,7 @@
 #include "../common/json_num.h"
 #include "../common/shape_json.h"
 #include "store_fleet_pins.h"
+#include "store_fleet_scan.h"
 #include "store_internal.h"
 
 #define FLEET_FORMAT     "attune-fleet"
@@ -465,8 +466,21 @@ static int same_identity(const store_measurement *a, const store_measurement *b)
 
 /* After sorting by hash, rows with equal hashes are compared exactly (an
  * adversarial FNV collision must not pass for, or hide, a duplicate). */
-static int find_duplicates(const json_t *arr, row_hash *keys, int n, const char *device_id,
-                           char *err, size_t errlen)
+/* Row i of rows into m: parsed from its text, read, freed (a table's rows
+ * are never all held as JSON: store_fleet_scan.h). */
+static int row_at(const fleet_rows *rows, size_t i, const char *device_id, store_measurement *m,
+                  char *err, size_t errlen)
+{
+    json_t *o = fleet_rows_get(rows, i);
+    if (o == NULL)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    int rc = row_from_json(o, (int)i, device_id, m, err, errlen);
+    json_decref(o);
+    return rc;
+}
+
+static int find_duplicates(const fleet_rows *rows, row_hash *keys, int n,
+                           const char *device_id, char *err, size_t errlen)
 {
     store_measurement a, b;
     qsort(keys, (size_t)n, sizeof *keys, row_hash_cmp);
@@ -476,11 +490,10 @@ static int find_duplicates(const json_t *arr, row_hash *keys, int n, const char 
             continue;
         }
         for (int k = start; k < j; k++) {
-            if (row_from_json(json_array_get(arr, (size_t)keys[k].i), keys[k].i, device_id, &a,
-                              err, errlen) != 0 ||
-                row_from_json(json_array_get(arr, (size_t)keys[j].i), keys[j].i, device_id, &b,
-                              err, errlen) != 0)
-                return ATTUNE_EFORMAT; /* cannot happen: rows were validated */
+            int rc;
+            if ((rc = row_at(rows, (size_t)keys[k].i, device_id, &a, err, errlen)) != 0 ||
+                (rc = row_at(rows, (size_t)keys[j].i, device_id, &b, err, errlen)) != 0)
+                return rc; /* ENOMEM: rows were validated */
             if (same_identity(&a, &b))
                 return attune_fail(err, errlen, ATTUNE_EFORMAT,
                                    "measurements[%d] repeats measurements[%d] (stack %s, "
@@ -535,15 +548,15 @@ static int check_stacks(const json_t *arr, const char *latest, attn_stack *stack
 /* Rows of a table: each valid, with a stack among stacks[0..nstacks), no
  * two the same row (keys: one per row, scratch). *newest: the latest
  * taken_at, -1 when there are no rows. */
-static int check_rows(const json_t *arr, const char *device_id, const attn_stack *stacks,
+static int check_rows(const fleet_rows *rows, const char *device_id, const attn_stack *stacks,
                       size_t nstacks, row_hash *keys, int64_t *newest, char *err,
                       size_t errlen)
 {
-    size_t n = json_array_size(arr);
+    size_t n = rows->n;
     store_measurement m;
     int rc;
     for (size_t i = 0; i < n; i++) {
-        if ((rc = row_from_json(json_array_get(arr, i), (int)i, device_id, &m, err, errlen)) != 0)
+        if ((rc = row_at(rows, i, device_id, &m, err, errlen)) != 0)
             return rc;
         if (bsearch(m.stack_id, stacks, nstacks, sizeof *stacks, stack_key_cmp) == NULL)
             return attune_fail(err, errlen, ATTUNE_EFORMAT,
@@ -554,7 +567,7 @@ static int check_rows(const json_t *arr, const char *device_id, const attn_stack
         if (m.taken_at > *newest)
             *newest = m.taken_at;
     }
-    return find_duplicates(arr, keys, (int)n, device_id, err, errlen);
+    return find_duplicates(rows, keys, (int)n, device_id, err, errlen);
 }
 
 /* What store_import's transaction merges: the checked table. */
@@ -564,7 +577,7 @@ typedef struct merge_args {
     const attn_device_info *dev;
     int64_t seen;
     const char *latest;
-    json_t *rows_js;
+    const fleet_rows *rows;
     const pin *pins;          /* checked (store_fleet_pins_read) */
     int npins;
     store_import_stats got;   /* out */
@@ -590,10 +603,8 @@ static int merge_tx(store *st, void *ctx)
     if (rc != 0)
         return merge_fail(st, rc, a->err, a->errlen);
     a->got.devices = changed;
-    size_t nrows = json_array_size(a->rows_js);
-    for (size_t i = 0; i < nrows; i++) {
-        if ((rc = row_from_json(json_array_get(a->rows_js, i), (int)i, a->dev->id, &m, a->err,
-                                a->errlen)) != 0)
+    for (size_t i = 0; i < a->rows->n; i++) {
+        if ((rc = row_at(a->rows, i, a->dev->id, &m, a->err, a->errlen)) != 0)
             return rc;
         if ((rc = store_write_measurement(st, &m, m.tactic, 1, &changed)) != 0)
             return merge_fail(st, rc, a->err, a->errlen);
@@ -627,6 +638,7 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
     row_hash *keys = NULL;
     pin *pins = NULL;
     int npins = 0;
+    fleet_rows rows = {0};
     attn_device_info dev;
     char host[64], latest[24];
     int64_t version, exported_at;
@@ -641,19 +653,11 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
                            FLEET_MAX_BYTES);
 
     /* Duplicate keys in an object are an error, not "last one wins";
-     * NaN/Infinity literals and NUL in strings are rejected by the parser. */
-    json_error_t jerr;
-    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL) {
-        rc = attune_fail(err, errlen, ATTUNE_EFORMAT,
-                         "fleet table is not valid JSON: line %d, column %d: %s", jerr.line,
-                         jerr.column, jerr.text);
+     * NaN/Infinity literals and NUL in strings are rejected by the parser.
+     * The rows stay text, indexed, each parsed when read (memory: the
+     * table's text and one row, not a tree several times its size). */
+    if ((rc = fleet_scan(json, len, &root, &rows, err, errlen)) != 0)
         goto fail;
-    }
-    if (!json_is_object(root)) {
-        rc = attune_fail(err, errlen, ATTUNE_EFORMAT, "fleet table must be a JSON object");
-        goto fail;
-    }
     v = json_object_get(root, "format");
     if (!json_is_string(v) || strcmp(json_string_value(v), FLEET_FORMAT) != 0) {
         rc = attune_fail(err, errlen, ATTUNE_EFORMAT,
@@ -691,7 +695,7 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
                          "table: \"stacks\" and \"measurements\" must be arrays");
         goto fail;
     }
-    size_t nstacks = json_array_size(stacks_js), nrows = json_array_size(rows_js);
+    size_t nstacks = json_array_size(stacks_js), nrows = rows.n;
     if (nstacks > FLEET_MAX_STACKS || nrows > FLEET_MAX_ROWS) {
         rc = attune_fail(err, errlen, ATTUNE_ETOOBIG,
                          "fleet table has %zu stacks and %zu measurements, over the limits "
@@ -708,7 +712,7 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
     }
     int64_t seen = exported_at, newest = -1;
     if ((rc = check_stacks(stacks_js, latest, stacks, err, errlen)) != 0 ||
-        (rc = check_rows(rows_js, dev.id, stacks, nstacks, keys, &newest, err, errlen)) != 0 ||
+        (rc = check_rows(&rows, dev.id, stacks, nstacks, keys, &newest, err, errlen)) != 0 ||
         (rc = store_fleet_pins_read(root, &pins, &npins, err, errlen)) != 0)
         goto fail;
     if (newest >= 0)
@@ -716,7 +720,7 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
 
     /* Merge: all or nothing. */
     merge_args a = {.stacks = stacks, .nstacks = nstacks, .dev = &dev, .seen = seen,
-                    .latest = latest, .rows_js = rows_js, .pins = pins, .npins = npins,
+                    .latest = latest, .rows = &rows, .pins = pins, .npins = npins,
                     .err = err, .errlen = errlen};
     if ((rc = store_tx(st, merge_tx, &a)) != 0) {
         if (a.stage == 0)
@@ -729,6 +733,7 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
         *stats = a.got;
 fail:
     json_decref(root);
+    fleet_rows_free(&rows);
     free(stacks);
     free(keys);
     free(pins);

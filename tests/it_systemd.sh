@@ -56,7 +56,7 @@ for want in '^Type=notify$' '^DynamicUser=yes$' '^StateDirectory=attune$' \
     '^DeviceAllow=/dev/nvidiactl rw$' '^DeviceAllow=/dev/nvidia-uvm rw$' \
     '^DeviceAllow=char-nvidia-frontend rw$' '^ExecStart=/usr/local/bin/attuned --db /var/lib/attune/attune.db' \
     '^DeviceAllow=/dev/nvmap rw$' '^DeviceAllow=/dev/nvgpu/igpu0/ctrl rw$' \
-    '^SupplementaryGroups=video$' '^PrivateUsers=no$'; do
+    '^SupplementaryGroups=video$' '^PrivateUsers=no$' '^MemoryMax=75%$'; do
     if grep -q -- "$want" "$unit"; then ok "has $want"; else bad "lacks $want"; fi
 done
 for forbidden in '^MemoryDenyWriteExecute=' '^ProcSubset=' '^PrivateDevices=yes' \

@@ -635,6 +635,95 @@ done:
     store_close(st);
 }
 
+/* text with the first occurrence of from replaced by to (malloc'd). */
+static char *replaced(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    CHECK_MSG(at != NULL, "'%s' not in the table", from);
+    if (at == NULL)
+        return strdup(text);
+    size_t n = strlen(text) - strlen(from) + strlen(to);
+    char *out = malloc(n + 1);
+    size_t k = (size_t)(at - text);
+    memcpy(out, text, k);
+    strcpy(out + k, to);
+    strcat(out, at + strlen(from));
+    return out;
+}
+
+/* The streamed parse of store_import (store_fleet_scan.c: the rows kept as
+ * text, parsed one at a time) accepts exactly the JSON that json_loadb
+ * with JSON_REJECT_DUPLICATES accepts, at every level of the table. */
+static void fleet_scan_should_refuse_what_the_parser_refuses(void)
+{
+    char pa[300], pb[300], err[ATTUNE_ERRLEN] = "";
+    store *a = fresh_store(pa, sizeof pa), *b = fresh_store(pb, sizeof pb);
+    char *text = NULL;
+    if (a == NULL || b == NULL)
+        goto done;
+    populate(a);
+    CHECK_EQ_INT(store_export(a, "GPU-2f6c3a1e-8b7d-4c5e-9a0b-1c2d3e4f5a6b", &text), 0);
+    if (text == NULL)
+        goto done;
+    /* the export is compact: rows are "},{" apart, the array ends "}]" */
+    static const struct {
+        const char *from, *to;
+        int ok;
+    } cases[] = {
+        {"\"measurements\":[", "\"measurements\" :\n [ ", 1},
+        {"},{", "} ,\n\t{", 1},
+        {"},{", "}{", 0},                       /* no comma between rows */
+        {"},{", "},,{", 0},
+        {"},{", "},1e999,{", 0},                /* a row jansson cannot read */
+        {"},{", "},{\"a\":1,\"a\":2},{", 0},  /* a duplicate key inside a row */
+        {"},{", "},\"\\ud800\",{", 0},          /* a lone surrogate */
+        {"\"measurements\":[{", "\"measurements\":[,{", 0},
+        {"\"format\":", "\"format\":\"x\",\"format\":", 0}, /* duplicate top key */
+        {"\"host\":", "\"host\" \"x\",\"host\":", 0},       /* no colon */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *t = replaced(text, cases[i].from, cases[i].to);
+        json_error_t je;
+        json_t *ref = json_loadb(t, strlen(t), JSON_REJECT_DUPLICATES, &je);
+        CHECK_MSG((ref != NULL) == cases[i].ok, "case %zu: json_loadb %s", i,
+                  ref ? "accepts" : je.text);
+        json_decref(ref);
+        store_import_stats st;
+        int rc = store_import(b, t, strlen(t), &st, err, sizeof err);
+        CHECK_MSG(cases[i].ok ? rc == 0 : rc == ATTUNE_EFORMAT, "case %zu: rc %d (%s)", i, rc,
+                  err);
+        if (!cases[i].ok)
+            CHECK_MSG(strstr(err, "not valid JSON: line 1, column") != NULL, "case %zu: %s", i,
+                      err);
+        free(t);
+    }
+    /* the end of the table: nothing may follow the object, and it must close */
+    size_t n = strlen(text);
+    char *t = malloc(n + 8);
+    memcpy(t, text, n);
+    memcpy(t + n, " x", 3);
+    CHECK_EQ_INT(store_import(b, t, n + 2, NULL, err, sizeof err), ATTUNE_EFORMAT);
+    memcpy(t + n, "\0", 2); /* a raw NUL after the object */
+    CHECK_EQ_INT(store_import(b, t, n + 1, NULL, err, sizeof err), ATTUNE_EFORMAT);
+    CHECK_EQ_INT(store_import(b, t, n - 1, NULL, err, sizeof err), ATTUNE_EFORMAT);
+    CHECK_EQ_INT(store_import(b, "[]", 2, NULL, err, sizeof err), ATTUNE_EFORMAT);
+    CHECK_MSG(strstr(err, "must be a JSON object") != NULL, "%s", err);
+    CHECK_EQ_INT(store_import(b, "  ", 2, NULL, err, sizeof err), ATTUNE_EFORMAT);
+    free(t);
+    /* an empty measurements array: the table's device and stacks alone */
+    t = replaced(text, "\"measurements\":[", "\"measurements\":[]}");
+    *strstr(t, "[]}") = 0;
+    strcat(t, "[]}");
+    store_import_stats st;
+    CHECK_EQ_INT(store_import(b, t, strlen(t), &st, err, sizeof err), 0);
+    CHECK_EQ_INT(st.measurements, 0);
+    free(t);
+done:
+    free(text);
+    store_close(a);
+    store_close(b);
+}
+
 static void fleet_export_should_refuse_unknown_devices(void)
 {
     char path[300];
@@ -671,5 +760,6 @@ int main(void)
     RUN(fleet_should_refuse_oversized_tables);
     RUN(fleet_should_merge_all_or_nothing);
     RUN(fleet_export_should_refuse_unknown_devices);
+    RUN(fleet_scan_should_refuse_what_the_parser_refuses);
     return test_summary();
 }

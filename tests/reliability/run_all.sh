@@ -19,6 +19,7 @@ run "$here/slow_clients.py" --long --strict
 run "$here/load.py" --long --strict
 run "$here/miss_flood.py" --long
 run "$here/../it_reads_off_writer.py" --long
+run "$here/../it_import_memory.py" --long
 echo "==== figures (commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo ?), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
 grep '^figures:' "$out"
 rm -f "$out"
