@@ -6,14 +6,16 @@
  * daemon (a Jetson that ships a table): attune_client_new("file:PATH").
  *
  *   attune_client *c = attune_client_new("http://127.0.0.1:7373", 200);
- *   attune_shape_q q = {.device = "0", .b = 1, .hq = 8, .hkv = 1, .sq = 50,
- *                       .skv = 1018, .d = 256, .dtype = "f16", .causal = 0};
+ *   attune_shape_q q = {.b = 1, .hq = 8, .hkv = 1, .sq = 50, .skv = 1018,
+ *                       .d = 256, .dtype = "f16", .causal = 0};
  *   attune_answer a;
  *   attune_lookup(c, &q, 0, &a);          // a.tactic: "folded/acc=f32/pad=8"
  *   attune_client_free(c);
  *
- * Device "0" is the first CUDA GPU; on a host without one ask for "cpu"
- * (an unknown device is refused: ATTUNE_CLIENT_REJECTED, default answer).
+ * Without .device the lookup is for the first local GPU attuned reports,
+ * else its CPU (a CPU-only host). Device "0" is the first CUDA GPU: on a
+ * host without one it is an unknown device, refused
+ * (ATTUNE_CLIENT_REJECTED, default answer).
  *
  * A lookup never makes its runtime fail: when the daemon is unreachable,
  * slow, or refuses the question, the answer is still filled, with the
@@ -28,6 +30,8 @@
  * setters (call them before sharing the client). */
 #ifndef ATTUNE_CLIENT_H
 #define ATTUNE_CLIENT_H
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,7 +60,11 @@ typedef struct attune_client attune_client;
 /* A lookup: one attention shape on one device (DESIGN.md "Words"). */
 typedef struct attune_shape_q {
     const char *device;  /* "cpu", CUDA ordinal "0" (the first GPU),
-                            "GPU-<uuid>", or a device name; NULL means "0" */
+                            "GPU-<uuid>", or a device name; NULL: the first
+                            local GPU attuned reports, else its CPU (asked
+                            once: GET /v1/devices, kept for the cache's
+                            TTL); a "file:" client: the file's GPU 0, else
+                            its CPU */
     long long b, hq, hkv, sq, skv, d; /* all >= 1, hq % hkv == 0 */
     const char *dtype;   /* "f16", "bf16" or "f32" */
     int causal;          /* 0 or 1 */
@@ -168,6 +176,15 @@ int attune_lookup(attune_client *c, const attune_shape_q *q, double max_rel_err,
  * an unknown name is refused by attuned (ATTUNE_CLIENT_REJECTED). */
 int attune_lookup_in(attune_client *c, const attune_shape_q *q, const char *variants,
                      double max_rel_err, attune_answer *out);
+
+/* The device a lookup without one is for (attune_shape_q.device NULL):
+ * the id of the first local GPU attuned reports (GET /v1/devices), else of
+ * its first local device (the CPU), into buf (len bytes; 64 hold any id).
+ * Kept for the cache's TTL, as lookups keep it. Returns ATTUNE_CLIENT_OK;
+ * FALLBACK (unreachable, failing, or no local device) or REJECTED (a 4xx)
+ * with buf holding why; EINVAL for a "file:" client (its lookups ask the
+ * file's GPU 0, else its CPU) or bad arguments. */
+int attune_default_device(attune_client *c, char *buf, size_t len);
 
 /* Drop every cached answer. */
 void attune_client_clear_cache(attune_client *c);

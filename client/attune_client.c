@@ -41,6 +41,8 @@ struct attune_client {
     uint64_t stamp;
     int64_t down_until_ms;           /* fall back without trying until then */
     table_mode *table;               /* a "file:" client: answers in process */
+    char default_dev[64];            /* a lookup without a device: this one */
+    int64_t default_until_ms;        /* ... until then (then asked again) */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -726,16 +728,127 @@ static int ask_table(attune_client *c, const attune_shape_q *q, const char *devi
     return ATTUNE_CLIENT_OK;
 }
 
+/* The device of the first entry of a GET /v1/devices answer that is local
+ * and of kind "cuda", else of the first local one (the CPU), into out.
+ * 0, or -1 when the answer lists no local device or is not one. */
+static int pick_default(const char *text, size_t len, char *out, size_t outlen)
+{
+    json_error_t je;
+    json_t *o = json_loadb(text, len, 0, &je);
+    json_t *arr = json_object_get(o, "devices");
+    const char *gpu = NULL, *any = NULL;
+    size_t i;
+    json_t *d;
+    json_array_foreach(arr, i, d) {
+        const char *id = json_string_value(json_object_get(d, "id"));
+        const char *kind = json_string_value(json_object_get(d, "kind"));
+        if (id == NULL || id[0] == 0 || strlen(id) >= outlen ||
+            !json_is_true(json_object_get(d, "local")))
+            continue;
+        if (any == NULL)
+            any = id;
+        if (gpu == NULL && kind != NULL && strcmp(kind, "cuda") == 0)
+            gpu = id;
+    }
+    int rc = gpu != NULL || any != NULL ? 0 : -1;
+    if (rc == 0)
+        copy_str(out, outlen, gpu != NULL ? gpu : any);
+    json_decref(o);
+    return rc;
+}
+
+/* The device a lookup without one means (q->device NULL): the first local
+ * GPU attuned reports, else its first local device (GET /v1/devices), kept
+ * for the cache's TTL (at least a second). 0 with out set, or
+ * ATTUNE_CLIENT_FALLBACK / REJECTED with why (the lookup falls back). */
+static int default_device(attune_client *c, char *out, size_t len, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&c->mu);
+    int have = c->default_dev[0] != 0 && c->default_until_ms > now_ms();
+    if (have)
+        copy_str(out, len, c->default_dev);
+    long ttl = c->ttl_ms > 1000 ? c->ttl_ms : 1000;
+    pthread_mutex_unlock(&c->mu);
+    if (have)
+        return 0;
+    size_t n = strlen(c->url) + sizeof "/v1/devices";
+    char *url = malloc(n);
+    if (url == NULL) {
+        copy_str(why, whylen, "out of memory");
+        return ATTUNE_CLIENT_FALLBACK;
+    }
+    snprintf(url, n, "%s/v1/devices", c->url);
+    long status = 0;
+    buf b;
+    int rc = perform(c, "GET", url, NULL, REQUEST_BODY_MAX, &status, &b, why, whylen);
+    free(url);
+    if (rc != ATTUNE_CLIENT_OK || status != 200) {
+        if (rc == ATTUNE_CLIENT_OK)
+            error_text(b.p, b.len, status, why, whylen);
+        free(b.p);
+        pthread_mutex_lock(&c->mu);
+        if (c->retry_ms > 0 && (rc != ATTUNE_CLIENT_OK || status >= 500))
+            c->down_until_ms = now_ms() + c->retry_ms;
+        pthread_mutex_unlock(&c->mu);
+        return rc == ATTUNE_CLIENT_OK && status < 500 ? ATTUNE_CLIENT_REJECTED
+                                                      : ATTUNE_CLIENT_FALLBACK;
+    }
+    rc = b.p != NULL ? pick_default(b.p, b.len, out, len) : -1;
+    free(b.p);
+    if (rc != 0) {
+        copy_str(why, whylen, "attuned reports no local device (GET /v1/devices)");
+        return ATTUNE_CLIENT_FALLBACK;
+    }
+    pthread_mutex_lock(&c->mu);
+    copy_str(c->default_dev, sizeof c->default_dev, out);
+    c->default_until_ms = now_ms() + ttl;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+int attune_default_device(attune_client *c, char *out, size_t len)
+{
+    char why[256];
+    if (c == NULL || out == NULL || len == 0)
+        return ATTUNE_CLIENT_EINVAL;
+    if (c->table != NULL) {
+        copy_str(out, len, "a table file has no daemon to report devices");
+        return ATTUNE_CLIENT_EINVAL;
+    }
+    int rc = default_device(c, out, len, why, sizeof why);
+    if (rc != 0)
+        copy_str(out, len, why);
+    return rc;
+}
+
+/* A "file:" client's lookup without a device: GPU 0 of the file, else its
+ * CPU (the file's devices answer as another host's: "0" and "cpu" name
+ * them by kind). The answer into out, the return code of
+ * attune_lookup_in. */
+static int ask_table_default(attune_client *c, const attune_shape_q *q, double max_rel_err,
+                             const char *canon, attune_answer *out)
+{
+    char key[KEY_MAX];
+    lookup_key(q, "0", max_rel_err, canon, key, sizeof key);
+    int rc = ask_table(c, q, "0", max_rel_err, key, canon, out);
+    if (rc != ATTUNE_CLIENT_REJECTED || strstr(out->error, "unknown device") == NULL)
+        return rc;
+    lookup_key(q, "cpu", max_rel_err, canon, key, sizeof key);
+    return ask_table(c, q, "cpu", max_rel_err, key, canon, out);
+}
+
 int attune_lookup_in(attune_client *c, const attune_shape_q *q, const char *variants,
                      double max_rel_err, attune_answer *out)
 {
-    char why[256], canon[VARIANTS_MAX];
+    char why[256], canon[VARIANTS_MAX], dflt[64];
     if (out == NULL)
         return ATTUNE_CLIENT_EINVAL;
     int rc = lookup_check(c, q, variants, max_rel_err, canon, sizeof canon, out);
     if (rc != ATTUNE_CLIENT_OK)
         return rc;
-    const char *device = q->device != NULL ? q->device : "0";
+    /* no device: "" in the cache key until resolved (file mode: "0" or
+     * "cpu", asked in turn; a daemon: the device it names first) */
+    const char *device = q->device != NULL ? q->device : "";
     char key[KEY_MAX];
     lookup_key(q, device, max_rel_err, canon, key, sizeof key);
 
@@ -745,11 +858,33 @@ int attune_lookup_in(attune_client *c, const attune_shape_q *q, const char *vari
     pthread_mutex_unlock(&c->mu);
     if (hit)
         return ATTUNE_CLIENT_OK;
+    if (c->table != NULL && q->device == NULL) {
+        rc = ask_table_default(c, q, max_rel_err, canon, out);
+        if (rc == ATTUNE_CLIENT_OK) {
+            pthread_mutex_lock(&c->mu);
+            cache_put(c, key, out);
+            pthread_mutex_unlock(&c->mu);
+        }
+        return rc;
+    }
     if (c->table != NULL)
         return ask_table(c, q, device, max_rel_err, key, canon, out);
     if (down) {
         fallback_answer(out, "attuned unreachable (recent failure; retrying later)", canon);
         return ATTUNE_CLIENT_FALLBACK;
+    }
+    if (q->device == NULL) {
+        if ((rc = default_device(c, dflt, sizeof dflt, why, sizeof why)) != 0) {
+            fallback_answer(out, why, canon);
+            return rc;
+        }
+        device = dflt;
+        lookup_key(q, device, max_rel_err, canon, key, sizeof key);
+        pthread_mutex_lock(&c->mu);
+        int hit2 = cache_get(c, key, out);
+        pthread_mutex_unlock(&c->mu);
+        if (hit2)
+            return ATTUNE_CLIENT_OK;
     }
     char url[1024];
     if (lookup_url(c, q, device, max_rel_err, canon, url, sizeof url, why, sizeof why) != 0) {

@@ -90,6 +90,9 @@ static volatile int srv_stop;
 static int srv_count;               /* requests answered */
 static char srv_last[1024];         /* last request line */
 static pthread_mutex_t srv_mu = PTHREAD_MUTEX_INITIALIZER;
+/* GET /v1/devices: what the daemon reports (srv_mu); NULL: a 500 */
+static const char *srv_devices =
+    "{\"devices\":[{\"id\":\"CPU-00\",\"kind\":\"cpu\",\"local\":true}]}";
 
 static const char answer_ok[] =
     "{\"device\":\"CPU-00\",\"shape\":\"b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\","
@@ -165,6 +168,15 @@ static void *server_main(void *arg)
             reply(fd, 200, "this is not json");
         else if (strncmp(buf, "GET /v1/health", 14) == 0)
             reply(fd, 200, "{\"status\":\"ok\"}");
+        else if (strncmp(buf, "GET /v1/devices", 15) == 0) {
+            pthread_mutex_lock(&srv_mu);
+            const char *devs = srv_devices;
+            pthread_mutex_unlock(&srv_mu);
+            if (devs != NULL)
+                reply(fd, 200, devs);
+            else
+                reply(fd, 500, "{\"error\":\"database is on fire\"}");
+        }
         else
             reply(fd, 200, answer_ok);
         close(fd);
@@ -369,6 +381,60 @@ static void lookup_should_escape_device_names(void)
     attune_client_free(c);
 }
 
+static void set_devices(const char *json)
+{
+    pthread_mutex_lock(&srv_mu);
+    srv_devices = json;
+    pthread_mutex_unlock(&srv_mu);
+}
+
+/* No device: the first local GPU the daemon reports, else its first local
+ * device (a CPU-only host: the CPU, not "0", which it does not know),
+ * asked once and kept; a daemon that cannot say is a fallback. */
+static void lookup_without_device_should_ask_the_first_local_device(void)
+{
+    attune_shape_q q = query(NULL);
+    attune_answer a;
+    char last[1024];
+    set_devices("{\"devices\":[{\"id\":\"GPU-far\",\"kind\":\"cuda\",\"local\":false},"
+                "{\"id\":\"CPU-00\",\"kind\":\"cpu\",\"local\":true}]}");
+    attune_client *c = attune_client_new(server_url, 2000);
+    int before = requests_seen(NULL, 0);
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK);
+    CHECK_EQ_INT(requests_seen(last, sizeof last), before + 2);
+    CHECK_MSG(strstr(last, "GET /v1/tactic?device=CPU-00&") == last, "request line: %s", last);
+    CHECK_STR(a.tactic, "split/acc=f32/pad=16");
+    q.b = 2; /* another shape: the device is known, one request */
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK);
+    CHECK_EQ_INT(requests_seen(last, sizeof last), before + 3);
+    CHECK_MSG(strstr(last, "device=CPU-00&") != NULL, "request line: %s", last);
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK); /* cached */
+    CHECK_EQ_INT(requests_seen(NULL, 0), before + 3);
+    attune_client_free(c);
+
+    set_devices("{\"devices\":[{\"id\":\"CPU-00\",\"kind\":\"cpu\",\"local\":true},"
+                "{\"id\":\"GPU-aa\",\"kind\":\"cuda\",\"local\":true},"
+                "{\"id\":\"GPU-bb\",\"kind\":\"cuda\",\"local\":true}]}");
+    c = attune_client_new(server_url, 2000);
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_OK);
+    requests_seen(last, sizeof last);
+    CHECK_MSG(strstr(last, "device=GPU-aa&") != NULL, "request line: %s", last);
+    attune_client_free(c);
+
+    set_devices("{\"devices\":[]}");
+    c = attune_client_new(server_url, 2000);
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_FALLBACK);
+    CHECK_STR(a.source, "default");
+    CHECK_MSG(strstr(a.error, "no local device") != NULL, "error: %s", a.error);
+    attune_client_free(c);
+    set_devices(NULL);
+    c = attune_client_new(server_url, 2000);
+    CHECK_EQ_INT(attune_lookup(c, &q, 0, &a), ATTUNE_CLIENT_FALLBACK);
+    CHECK_MSG(strstr(a.error, "HTTP 500") != NULL, "error: %s", a.error);
+    attune_client_free(c);
+    set_devices("{\"devices\":[{\"id\":\"CPU-00\",\"kind\":\"cpu\",\"local\":true}]}");
+}
+
 static void lookup_should_report_a_rejection_with_the_default(void)
 {
     attune_client *c = attune_client_new(server_url, 2000);
@@ -560,6 +626,7 @@ int main(void)
     RUN(client_url_should_be_the_resolved_one);
     RUN(lookup_should_cache_answers);
     RUN(lookup_should_escape_device_names);
+    RUN(lookup_without_device_should_ask_the_first_local_device);
     RUN(lookup_should_report_a_rejection_with_the_default);
     RUN(lookup_should_fall_back_on_server_errors_then_wait);
     RUN(lookup_should_fall_back_on_a_malformed_answer);

@@ -102,23 +102,26 @@ function renderDevices() {
     el.innerHTML = '<p class="empty">No devices.</p>';
     return;
   }
-  let h = '<table><thead><tr><th>device</th><th>id</th><th>kind</th><th>cc</th><th>SMs</th>' +
-    '<th>memory</th><th>stack</th><th>driver / runtime / BLAS</th><th>power mode</th>' +
-    '<th>attune</th>' +
-    '<th>shapes</th><th>measurements</th><th></th></tr></thead><tbody>';
+  /* five columns whose cells wrap (style.css): the table fits 800 px with a
+   * GPU's UUID, driver and libraries in it (issue 28) */
+  let h = '<div class="table-wrap"><table class="devices"><thead><tr><th>device</th>' +
+    '<th>id / stack</th><th>driver / runtime / BLAS, power mode, attune</th>' +
+    '<th>tuned</th><th></th></tr></thead><tbody>';
   for (const d of state.devices) {
     const s = d.stack || {};
+    const what = [d.kind, d.kind === 'cuda' ? 'cc ' + d.cc : '',
+      d.sm_count ? d.sm_count + (d.kind === 'cuda' ? ' SMs' : ' cores') : '',
+      d.memory_mb ? d.memory_mb + ' MB' : ''].filter((x) => x).join(' \u00b7 ');
     h += '<tr class="device' + (state.device === d.id ? ' selected' : '') + '" data-device="' +
-      esc(d.id) + '"><td>' + esc(d.name) + '</td><td class="mono">' + esc(d.id) + '</td><td>' +
-      esc(d.kind) + '</td><td>' + (d.kind === 'cuda' ? esc(d.cc) : '-') + '</td><td>' + esc(d.sm_count) + '</td><td>' +
-      (d.memory_mb ? esc(d.memory_mb) + ' MB' : '-') + '</td><td class="mono">' +
-      esc(s.id || '-') + '</td><td>' + esc([s.driver, s.runtime, s.blas].filter((x) => x)
-      .join(' / ') || '-') + '</td><td>' + esc(s.power || '-') + '</td><td>' +
-      esc(s.attune || '-') + '</td><td>' +
-      esc(d.shapes) + '</td><td>' + esc(d.measurements) + '</td><td>' +
-      (d.local ? 'this host' : 'fleet') + '</td></tr>';
+      esc(d.id) + '"><td><b>' + esc(d.name) + '</b><br><span class="sub">' + esc(what) +
+      '</span></td><td class="mono">' + esc(d.id) + '<br><span class="sub">stack ' +
+      esc(s.id || '-') + '</span></td><td>' + esc([s.driver, s.runtime, s.blas]
+      .filter((x) => x).join(' / ') || '-') + '<br><span class="sub">power ' +
+      esc(s.power || '-') + ' \u00b7 attune ' + esc(s.attune || '-') + '</span></td><td>' +
+      esc(d.shapes) + ' shapes<br><span class="sub">' + esc(d.measurements) +
+      ' measurements</span></td><td>' + (d.local ? 'this host' : 'fleet') + '</td></tr>';
   }
-  el.innerHTML = h + '</tbody></table>';
+  el.innerHTML = h + '</tbody></table></div>';
   for (const tr of el.querySelectorAll('tr.device')) {
     tr.addEventListener('click', () => selectDevice(tr.dataset.device));
   }
@@ -164,7 +167,8 @@ function renderJobs() {
     el.innerHTML = '<p class="empty">No tuning jobs yet.</p>';
     return;
   }
-  let h = '<table><thead><tr><th>job</th><th>device</th><th>state</th><th>progress</th>' +
+  let h = '<div class="table-wrap"><table><thead><tr><th>job</th><th>device</th>' +
+    '<th>state</th><th>progress</th>' +
     '<th>shape</th><th>tactic</th><th>ETA</th><th>updated</th></tr></thead><tbody>';
   for (const j of jobs) {
     const frac = jobFraction(j);
@@ -191,7 +195,7 @@ function renderJobs() {
       '</td><td>' + esc(jobEta(j, frac)) + '</td><td>' +
       esc(new Date(j.updated_at * 1000).toLocaleTimeString()) + '</td></tr>';
   }
-  el.innerHTML = h + '</tbody></table>';
+  el.innerHTML = h + '</tbody></table></div>';
   /* widths through the CSSOM: the CSP refuses style="" attributes */
   for (const b of el.querySelectorAll('.bar div')) {
     b.style.width = (100 * Number(b.dataset.frac)).toFixed(1) + '%';
@@ -214,7 +218,8 @@ function renderPins() {
     el.innerHTML = '<p class="empty">No pins: every answer comes from the measurements.</p>';
     return;
   }
-  let h = '<table><thead><tr><th>pin</th><th>action</th><th>tactic</th><th>shape</th>' +
+  let h = '<div class="table-wrap"><table><thead><tr><th>pin</th><th>action</th>' +
+    '<th>tactic</th><th>shape</th>' +
     '<th>where</th><th>reason</th><th>author</th><th>since</th></tr></thead><tbody>';
   for (const p of state.pins) {
     h += '<tr class="pin ' + esc(p.action) + '" data-pin="' + esc(p.id) + '" data-action="' +
@@ -225,7 +230,7 @@ function renderPins() {
       esc(pinWhere(p)) + '</td><td>' + esc(p.reason) + '</td><td>' + esc(p.author) +
       '</td><td>' + esc(new Date(p.created_at * 1000).toLocaleString()) + '</td></tr>';
   }
-  el.innerHTML = h + '</tbody></table>';
+  el.innerHTML = h + '</tbody></table></div>';
 }
 
 /* Every second (a few rules, from memory): a pin written or removed shows
@@ -610,7 +615,8 @@ function renderStacks() {
   }
   let h = '';
   if (changed.length) {
-    h += '<table class="stack-changes"><thead><tr><th>shape</th><th>previous stack</th>' +
+    h += '<div class="table-wrap"><table class="stack-changes"><thead><tr><th>shape</th>' +
+      '<th>previous stack</th>' +
       '<th>its winner</th><th>time</th><th>now (stack)</th><th>winner</th><th>time</th>' +
       '<th>time now / before</th><th>error now / before</th></tr></thead><tbody>';
     for (const r of changed) {
@@ -625,7 +631,7 @@ function renderStacks() {
         ? 'better' : '') + '">' + fmtX(tr) + '</td><td class="' + (er > 2 ? 'worse' : '') +
         '">' + fmtX(er) + '</td></tr>';
     }
-    h += '</tbody></table>';
+    h += '</tbody></table></div>';
   }
   if (stale.length) {
     h += '<p>Not re-measured on the current stack ' + esc(w.stack) +

@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "cli_fleet.h"
+#include "cli_out.h"
 #include "cli_pins.h"
 #include "cli_predict.h"
 #include "cli_results.h"
@@ -64,11 +65,13 @@ static const char usage[] =
 /* ---- devices */
 
 static const char devices_help[] =
-    "usage: attune devices [--json]\n"
+    "usage: attune devices [--json | --csv]\n"
     "\n"
     "Lists the devices this host can tune: the CPU (spec `cpu`) and each CUDA GPU\n"
-    "(spec = its ordinal), with id, name, compute capability, SMs, memory and the\n"
-    "id of the software stack their measurements belong to.\n";
+    "(spec = its ordinal), with id, name, compute capability, SMs, memory, the\n"
+    "id of the software stack their measurements belong to and the power mode.\n"
+    "The table fits the terminal (the power mode and stack left out first);\n"
+    "--csv and --json print every field.\n";
 
 static void print_device_json(json_t *arr, const attn_device *d)
 {
@@ -83,17 +86,26 @@ static void print_device_json(json_t *arr, const attn_device *d)
                        "kernels", d->stack.kernels, "power", d->stack.power));
 }
 
+static const cli_col device_cols[] = {
+    {"spec", 0, 0, 0}, {"kind", 0, 0, 0},     {"name", 0, 0, 0},  {"id", 0, 0, 0},
+    {"cc", 1, 0, 0},   {"sm_count", 1, 0, 0}, {"memory_mb", 1, 0, 0},
+    {"stack", 0, 1, 0}, {"power", 0, 2, 1}};
+
 static int cmd_devices(int argc, char **argv)
 {
-    int json = 0, rc;
-    const cli_opt opts[] = {{"json", 0, CLI_FLAG, &json}, {NULL, 0, 0, NULL}};
+    int json = 0, csv = 0, rc;
+    cli_format fmt;
+    const cli_opt opts[] = {{"json", 0, CLI_FLAG, &json}, {"csv", 0, CLI_FLAG, &csv},
+                            {NULL, 0, 0, NULL}};
     if (cli_parse(argc, argv, opts, devices_help, NULL, &rc))
+        return rc;
+    if ((rc = cli_format_pick("devices", json, csv, &fmt)) != 0)
         return rc;
     attn_device devs[64];
     int n = attn_devices(devs, 64);
     if (n > 64)
         n = 64;
-    if (json) {
+    if (fmt == CLI_JSON) {
         json_t *arr = json_array();
         for (int i = 0; i < n; i++)
             print_device_json(arr, &devs[i]);
@@ -103,23 +115,31 @@ static int cmd_devices(int argc, char **argv)
         json_decref(root);
         return 0;
     }
-    printf("%-6s %-5s %-40s %-24s %5s %5s %9s  %s\n", "spec", "kind", "name", "id", "cc", "SMs",
-           "mem_MB", "stack");
-    for (int i = 0; i < n; i++) {
+    cli_table *t = cli_table_new(device_cols, 9);
+    for (int i = 0; t != NULL && i < n; i++) {
         const attn_device *d = &devs[i];
-        char spec[16], cc[16];
+        char spec[16], cc[16], sms[16], mem[24], pw[256];
         if (strcmp(d->info.kind, "cpu") == 0)
             snprintf(spec, sizeof spec, "cpu");
         else
             snprintf(spec, sizeof spec, "%d", d->index);
         snprintf(cc, sizeof cc, "%d.%d", d->info.cc_major, d->info.cc_minor);
-        printf("%-6s %-5s %-40.40s %-24.24s %5s %5d %9lld  %s\n", spec, d->info.kind,
-               d->info.name, d->info.id, cc, d->info.sm_count, (long long)d->info.memory_mb,
-               d->stack.id);
-        char pw[256];
-        if (attn_power_describe(&d->info, pw, sizeof pw)[0] != 0)
-            printf("%-6s power: %s\n", "", pw);
+        snprintf(sms, sizeof sms, "%d", d->info.sm_count);
+        snprintf(mem, sizeof mem, "%lld", (long long)d->info.memory_mb);
+        attn_power_describe(&d->info, pw, sizeof pw);
+        const char *cells[9] = {spec, d->info.kind, d->info.name, d->info.id, cc, sms, mem,
+                                d->stack.id, pw};
+        if (cli_table_add(t, cells) != 0) {
+            cli_table_free(t);
+            t = NULL;
+        }
     }
+    if (t == NULL) {
+        fprintf(stderr, "attune: out of memory\n");
+        return 1;
+    }
+    cli_table_print(t, fmt, cli_term_width(), stdout);
+    cli_table_free(t);
     return 0;
 }
 

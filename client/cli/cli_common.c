@@ -2,11 +2,43 @@
  * commands share. */
 #include "cli_common.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "tuner/grid.h"
+
+int cli_db_default(const char *cmd, const char **db)
+{
+    if (*db != NULL)
+        return 0;
+    const char *env = getenv("ATTUNE_DB");
+    if (env != NULL && env[0] != 0) {
+        *db = env;
+        return 0;
+    }
+    if (access(ATTUNE_SYSTEM_DB, F_OK) == 0 || errno == EACCES) {
+        *db = ATTUNE_SYSTEM_DB;
+        return 0;
+    }
+    return cli_usage_error(cmd, "no database: give --db FILE or set ATTUNE_DB (the "
+                                "installed service's " ATTUNE_SYSTEM_DB " does not exist)");
+}
+
+const char *cli_device_default(const char *device)
+{
+    if (device != NULL)
+        return device;
+    attn_device devs[16];
+    int n = attn_devices(devs, 16);
+    for (int i = 0; i < n && i < 16; i++)
+        if (strcmp(devs[i].info.kind, "cuda") == 0)
+            return "0";
+    return "cpu";
+}
 
 int cli_store_open(const char *path, int create, store **st)
 {

@@ -10,6 +10,22 @@
 #include "db/store.h"
 #include "kernels/attn.h"
 
+/* The database of the installed service (systemd/attuned.service's
+ * StateDirectory), what offline commands read when given none. */
+#ifndef ATTUNE_SYSTEM_DB
+#define ATTUNE_SYSTEM_DB "/var/lib/attune/attune.db"
+#endif
+
+/* The database an offline command uses when *db is NULL: $ATTUNE_DB when
+ * set, else ATTUNE_SYSTEM_DB when it exists (or exists unreadable: opening
+ * it then says so). Returns 0 with *db set, or 2 after printing a usage
+ * error that says what to give. */
+int cli_db_default(const char *cmd, const char **db);
+
+/* The device an offline command means when given none (device NULL): the
+ * first GPU of this host ("0"), else "cpu"; else device itself. */
+const char *cli_device_default(const char *device);
+
 /* Open the database at path (create: make it when missing). Returns 0, or
  * the store's error code after printing it with the path. */
 int cli_store_open(const char *path, int create, store **st);

@@ -18,9 +18,9 @@
 #include "tuner/drift.h"
 
 static const char fleet_usage[] =
-    "usage: attune fleet push   --db FILE --fleet URL [--batch N]\n"
-    "       attune fleet pull   --db FILE --fleet URL [--device ID ...]\n"
-    "       attune fleet status --db FILE [--fleet URL]\n"
+    "usage: attune fleet push   [--db FILE] --fleet URL [--batch N]\n"
+    "       attune fleet pull   [--db FILE] --fleet URL [--device ID ...]\n"
+    "       attune fleet status [--db FILE] [--fleet URL]\n"
     "\n"
     "Syncs the local database with the fleet server (PostgreSQL, docs/fleet.md):\n"
     "  push    sends every committed row the server has not seen (batches of N\n"
@@ -33,11 +33,12 @@ static const char fleet_usage[] =
     "\n"
     "URL is a libpq URI or conninfo, e.g. postgresql://attune@fleet-db/attune.\n"
     "It must not carry a password: libpq reads PGPASSFILE, ~/.pgpass or\n"
-    "PGPASSWORD. Exit status: 0 success, 1 error (or rows refused as malformed:\n"
-    "the others are pushed), 2 usage.\n";
+    "PGPASSWORD. --db defaults to $ATTUNE_DB, else the installed service's\n"
+    "database (" ATTUNE_SYSTEM_DB ") when it exists. Exit status: 0 success,\n"
+    "1 error (or rows refused as malformed: the others are pushed), 2 usage.\n";
 
 static const char drift_usage[] =
-    "usage: attune drift --db FILE --device ID [--model] [--from STACK --to STACK]\n"
+    "usage: attune drift [--db FILE] --device ID [--model] [--from STACK --to STACK]\n"
     "                    [--json] [--fleet URL]\n"
     "\n"
     "Compares two software stacks of a device (or, with --model, of every device of\n"
@@ -48,8 +49,9 @@ static const char drift_usage[] =
     "The two stacks default to the two most recent (by their first measurement).\n"
     "A summary line ends the text. With --fleet URL the model's aggregates are\n"
     "pulled from the fleet server first and the report is the model's (--model):\n"
-    "the whole fleet's drift. Exit status: 0 no accuracy regression, 1 error,\n"
-    "2 usage, 4 at least one accuracy regression.\n";
+    "the whole fleet's drift. --db defaults as for attune results.\n"
+    "Exit status: 0 no accuracy regression, 1 error, 2 usage, 4 at least one\n"
+    "accuracy regression.\n";
 
 typedef struct args {
     const char *db, *url, *from, *to;
@@ -88,8 +90,8 @@ static int parse(int argc, char **argv, args *a, const char *usage)
     }
     if (a->devices.n > 16)
         return cli_usage_error(argv[0], "at most 16 --device");
-    if (a->db == NULL)
-        return cli_usage_error(argv[0], "--db FILE is required");
+    if ((rc = cli_db_default(argv[0], &a->db)) != 0)
+        return rc;
     if (a->url != NULL) {
         char err[ATTUNE_ERRLEN];
         if (fleet_pg_url_check(a->url, err, sizeof err) != 0)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "cli_out.h"
 #include "db/store_pins.h"
 #include "tuner/pin_json.h"
 #ifdef ATTUNE_HAVE_CLIENT
@@ -43,36 +44,28 @@ static const char unpin_usage[] =
     "other pins and the measurements say.\n";
 
 static const char pins_usage[] =
-    "usage: attune pins [--url URL | --db FILE] [--device ID] [--json]\n"
+    "usage: attune pins [--url URL | --db FILE] [--device ID] [--json | --csv]\n"
     "\n"
     "Lists the pins, oldest first: id, action, tactic, shape (- every shape),\n"
-    "device or model (- every device), author and reason. --device: only those\n"
-    "that can apply to that device.\n";
+    "device or model (- every device), author and reason. The table fits the\n"
+    "terminal (the author left out, the reason cut first); --csv and --json\n"
+    "print every field. --device: only those that can apply to that device.\n";
 
 /* ---- printing */
 
-static void print_header(void)
-{
-    printf("%-5s %-8s %-32s %-40s %-26s %-12s %s\n", "id", "action", "tactic", "shape",
-           "device/model", "author", "reason");
-}
+/* The pins table's columns; at a narrow terminal the author goes first,
+ * and the reason is cut. */
+static const cli_col pin_cols[] = {
+    {"id", 1, 0, 0},    {"action", 0, 0, 0},        {"tactic", 0, 0, 0},
+    {"shape", 0, 0, 0}, {"device/model", 0, 0, 0},  {"author", 0, 1, 0},
+    {"reason", 0, 0, 1}};
 
-/* One pin object (as GET /v1/pins and pin_json write it) as a line. */
-static void print_pin(const json_t *o)
+/* Print pins (a JSON array of pin objects, as GET /v1/pins and pin_json
+ * write them) as a table, CSV (every field; empty where the table says
+ * "-") or JSON. 0 or 1. */
+static int print_pins(const json_t *arr, cli_format fmt)
 {
-#define PIN_FIELD(k) (json_string_value(json_object_get(o, k)) ? json_string_value(json_object_get(o, k)) : "")
-    const char *dev = PIN_FIELD("device"), *model = PIN_FIELD("model"), *shape = PIN_FIELD("shape");
-    printf("%-5lld %-8s %-32s %-40s %-26s %-12s %s\n",
-           (long long)json_integer_value(json_object_get(o, "id")), PIN_FIELD("action"),
-           PIN_FIELD("tactic"), shape[0] ? shape : "-", dev[0] ? dev : model[0] ? model : "-",
-           PIN_FIELD("author"), PIN_FIELD("reason"));
-#undef PIN_FIELD
-}
-
-/* Print pins (a JSON array of pin objects) as a table or JSON. 0 or 1. */
-static int print_pins(const json_t *arr, int json)
-{
-    if (json) {
+    if (fmt == CLI_JSON) {
         json_t *root = json_pack("{s:O}", "pins", arr);
         char *t = root != NULL ? json_dumps(root, JSON_INDENT(2)) : NULL;
         json_decref(root);
@@ -82,9 +75,27 @@ static int print_pins(const json_t *arr, int json)
         free(t);
         return 0;
     }
-    print_header();
-    for (size_t i = 0; i < json_array_size(arr); i++)
-        print_pin(json_array_get(arr, i));
+    cli_table *t = cli_table_new(pin_cols, 7);
+    for (size_t i = 0; t != NULL && i < json_array_size(arr); i++) {
+        const json_t *o = json_array_get(arr, i);
+#define PIN_FIELD(k) (json_string_value(json_object_get(o, k)) ? json_string_value(json_object_get(o, k)) : "")
+        const char *dev = PIN_FIELD("device"), *model = PIN_FIELD("model");
+        const char *shape = PIN_FIELD("shape"), *none = fmt == CLI_CSV ? "" : "-";
+        char id[24];
+        snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(o, "id")));
+        const char *cells[7] = {id, PIN_FIELD("action"), PIN_FIELD("tactic"),
+                                shape[0] ? shape : none, dev[0] ? dev : model[0] ? model : none,
+                                PIN_FIELD("author"), PIN_FIELD("reason")};
+#undef PIN_FIELD
+        if (cli_table_add(t, cells) != 0) {
+            cli_table_free(t);
+            t = NULL;
+        }
+    }
+    if (t == NULL)
+        return 1;
+    cli_table_print(t, fmt, cli_term_width(), stdout);
+    cli_table_free(t);
     return 0;
 }
 
@@ -165,7 +176,7 @@ static int db_device(store *st, pin *p)
 static int print_one(const pin *p, int json)
 {
     json_t *arr = pin_json_array(p, 1);
-    int rc = arr != NULL ? print_pins(arr, json) : 1;
+    int rc = arr != NULL ? print_pins(arr, json ? CLI_JSON : CLI_TEXT) : 1;
     json_decref(arr);
     return rc;
 }
@@ -211,7 +222,7 @@ static int unpin_db(const char *db, long long id)
     return rc != 0;
 }
 
-static int pins_db(const char *db, const char *device, int json)
+static int pins_db(const char *db, const char *device, cli_format fmt)
 {
     store *st = NULL;
     pin *p = NULL;
@@ -230,7 +241,7 @@ static int pins_db(const char *db, const char *device, int json)
         goto out;
     }
     json_t *arr = pin_json_array(p, n);
-    rc = arr != NULL ? print_pins(arr, json) : 1;
+    rc = arr != NULL ? print_pins(arr, fmt) : 1;
     json_decref(arr);
 out:
     free(p);
@@ -282,7 +293,7 @@ static int pin_url(const pin_args *a, json_t *body)
     free(text);
     if (rc == 0) {
         json_t *arr = json_pack("[O]", json_object_get(o, "pin"));
-        rc = arr != NULL ? print_pins(arr, a->json) : 1;
+        rc = arr != NULL ? print_pins(arr, a->json ? CLI_JSON : CLI_TEXT) : 1;
         json_decref(arr);
     }
     json_decref(o);
@@ -303,7 +314,7 @@ static int unpin_url(const char *url, const char *token_file, long long id)
     return rc;
 }
 
-static int pins_url(const char *url, const char *device, int json)
+static int pins_url(const char *url, const char *device, cli_format fmt)
 {
     char path[512] = "/v1/pins";
     if (device != NULL)
@@ -312,7 +323,7 @@ static int pins_url(const char *url, const char *device, int json)
     if (c == NULL)
         return 1;
     json_t *o = cli_remote_get_json(c, path, "pins");
-    int rc = o != NULL ? print_pins(json_object_get(o, "pins"), json) : 1;
+    int rc = o != NULL ? print_pins(json_object_get(o, "pins"), fmt) : 1;
     json_decref(o);
     attune_client_free(c);
     return rc;
@@ -387,20 +398,24 @@ int cli_unpin_main(int argc, char **argv)
 int cli_pins_main(int argc, char **argv)
 {
     const char *url = NULL, *db = NULL, *device = NULL;
-    int json = 0, rc;
+    int json = 0, csv = 0, rc;
+    cli_format fmt;
     const cli_opt opts[] = {{"url", 0, CLI_VALUE, &url},
                             {"db", 0, CLI_VALUE, &db},
                             {"device", 0, CLI_VALUE, &device},
                             {"json", 0, CLI_FLAG, &json},
+                            {"csv", 0, CLI_FLAG, &csv},
                             {NULL, 0, 0, NULL}};
     if (cli_parse(argc, argv, opts, pins_usage, NULL, &rc))
+        return rc;
+    if ((rc = cli_format_pick("pins", json, csv, &fmt)) != 0)
         return rc;
     if (db != NULL && url != NULL)
         return cli_usage_error("pins", "--db and --url are exclusive");
     if (db != NULL)
-        return pins_db(db, device, json);
+        return pins_db(db, device, fmt);
 #ifdef ATTUNE_HAVE_CLIENT
-    return pins_url(url, device, json);
+    return pins_url(url, device, fmt);
 #else
     return no_client("pins");
 #endif

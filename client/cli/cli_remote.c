@@ -12,6 +12,7 @@
 
 #include "../attune.h"
 #include "cli_common.h"
+#include "cli_out.h"
 #include "cli_tune.h"
 #include "common/json_num.h"
 #include "common/shape_json.h"
@@ -19,7 +20,7 @@
 #include "tuner/grid.h"
 
 static const char query_usage[] =
-    "usage: attune query [--url URL] [--timeout-ms MS] --device ID\n"
+    "usage: attune query [--url URL] [--timeout-ms MS] [--device ID]\n"
     "                    (--shape KEY | --b N --hq N --hkv N --sq N --skv N --d N\n"
     "                     --dtype T [--causal]) [--max-rel-err X]\n"
     "                    [--variants LIST] [--json]\n"
@@ -38,7 +39,9 @@ static const char query_usage[] =
     "                    or file:PATH: answer in process, by attuned's rules, from a\n"
     "                    database file or an exported table (.json, .json.gz)\n"
     "  --device ID       cpu, a CUDA ordinal (0 is the first GPU), a device id\n"
-    "                    or name (fleet devices too)\n"
+    "                    or name (fleet devices too); default: the first local GPU\n"
+    "                    attuned reports, else its CPU (a table: its GPU 0, else\n"
+    "                    its CPU)\n"
     "  --shape KEY       e.g. b1.hq8.hkv1.sq50.skv128.d64.f16.nc (.c: causal)\n"
     "  --max-rel-err X   accuracy bound for this query, 0 < X <= 1\n"
     "  --variants LIST   only tactics of these variants, e.g. cudnn,split,folded\n"
@@ -57,13 +60,15 @@ static const char query_usage[] =
     "answer printed, the error on stderr).\n";
 
 static const char jobs_usage[] =
-    "usage: attune jobs [--url URL] [--json] [--state S] [--device ID]   list jobs\n"
-    "       attune jobs [--url URL] [--json] [--wait] ID                show one job\n"
+    "usage: attune jobs [--url URL] [--json | --csv] [--state S] [--device ID]\n"
+    "                                                      list jobs\n"
+    "       attune jobs [--url URL] [--json | --csv] [--wait] ID   show one job\n"
     "       attune jobs [--url URL] --cancel [--token-file F] ID         cancel it\n"
     "\n"
     "Jobs of a running attuned, newest first: id, state (queued, running, done,\n"
     "failed, canceled), shapes done/total, device, and the error of a failed\n"
-    "job. --state and --device filter the list. --wait polls until the job is\n"
+    "job (the table fits the terminal, the error cut; --csv and --json print\n"
+    "it whole). --state and --device filter the list. --wait polls until the job is\n"
     "done, failed or canceled, printing a line at each change. --cancel cancels\n"
     "a queued job at once and asks a running one to stop after the tactic in\n"
     "flight (it then reads canceled; measurements taken so far are kept).\n"
@@ -76,19 +81,29 @@ static const char jobs_usage[] =
 /* The bearer token for mutating routes (see jobs_usage). */
 int cli_remote_token(const char *file, char *tok, size_t len)
 {
-    const char *env = getenv("ATTUNE_TOKEN");
+    const char *env = getenv("ATTUNE_TOKEN"), *from = "--token-file";
     if (file == NULL && env != NULL && *env != 0) {
         snprintf(tok, len, "%s", env);
         return 0;
     }
-    if (file == NULL)
-        file = getenv("ATTUNE_TOKEN_FILE");
-    if (file == NULL)
-        file = "./var/token";
+    if (file == NULL && (file = getenv("ATTUNE_TOKEN_FILE")) != NULL && *file != 0)
+        from = "$ATTUNE_TOKEN_FILE";
+    else if (file == NULL || *file == 0)
+        file = "./var/token", from = NULL;
     FILE *f = fopen(file, "r");
     if (f == NULL) {
-        fprintf(stderr, "attune: cannot read token file %s: %s (use --token-file)\n", file,
-                strerror(errno));
+        int e = errno;
+        /* say which file, where its name came from, and what to give instead */
+        if (from == NULL)
+            fprintf(stderr, "attune: no token: $ATTUNE_TOKEN is not set and the default "
+                            "token file %s %s (give --token-file FILE, e.g. the daemon's "
+                            "token file beside its database)\n",
+                    file, e == ENOENT ? "does not exist" : strerror(e));
+        else if (e == ENOENT)
+            fprintf(stderr, "attune: token file %s (%s) does not exist\n", file, from);
+        else
+            fprintf(stderr, "attune: cannot read token file %s (%s): %s\n", file, from,
+                    strerror(e));
         return -1;
     }
     size_t n = fread(tok, 1, len - 1, f);
@@ -278,9 +293,7 @@ static int query_args_parse(int argc, char **argv, query_args *a, attune_shape_q
     int status;
     if (cli_parse(argc, argv, opts, query_usage, NULL, &status))
         return status == 0 ? -1 : status;
-    if (a->device == NULL)
-        return cli_usage_error("query", "--device is required (see attune query --help)");
-    q->device = a->device;
+    q->device = a->device; /* NULL: the client's default (attune.h) */
     int rc = query_shape(a, q, dt, dtlen);
     if (rc != 0)
         return rc;
@@ -485,10 +498,51 @@ static int cancel_job(attune_client *c, long long id, const char *token_file)
     return rc;
 }
 
+/* A job list's columns; at a narrow terminal the error is cut. */
+static const cli_col job_cols[] = {{"id", 1, 0, 0},    {"kind", 0, 0, 0},
+                                   {"state", 0, 0, 0}, {"done", 1, 0, 0},
+                                   {"total", 1, 0, 0}, {"device", 0, 0, 0},
+                                   {"error", 0, 0, 1}};
+
+/* Jobs (JSON objects of arr) as a table or CSV. 0 or 1 (out of memory). */
+static int print_jobs(json_t *arr, cli_format fmt)
+{
+    cli_table *t = cli_table_new(job_cols, 7);
+    size_t i;
+    json_t *j;
+    json_array_foreach(arr, i, j) {
+        char id[24], done[24], total[24];
+        const char *kind = json_string_value(json_object_get(j, "kind"));
+        snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(j, "id")));
+        snprintf(done, sizeof done, "%lld",
+                 (long long)json_integer_value(json_object_get(j, "done")));
+        snprintf(total, sizeof total, "%lld",
+                 (long long)json_integer_value(json_object_get(j, "total")));
+        const char *cells[7] = {id, kind ? kind : "tune",
+                                json_string_value(json_object_get(j, "state")), done, total,
+                                json_string_value(json_object_get(j, "device")),
+                                json_string_value(json_object_get(j, "error"))};
+        if (t != NULL && cli_table_add(t, cells) != 0) {
+            cli_table_free(t);
+            t = NULL;
+        }
+    }
+    if (t == NULL) {
+        fprintf(stderr, "attune: out of memory\n");
+        return 1;
+    }
+    if (fmt == CLI_TEXT && cli_table_rows(t) == 0)
+        printf("no jobs\n");
+    else
+        cli_table_print(t, fmt, cli_term_width(), stdout);
+    cli_table_free(t);
+    return 0;
+}
+
 /* Print one job (id > 0) or the list (filtered by state and device, either
- * may be NULL), as a table or JSON. Returns the exit status. */
+ * may be NULL), as a table, CSV or JSON. Returns the exit status. */
 static int show_jobs(attune_client *c, long long id, const char *state, const char *device,
-                     int json)
+                     cli_format fmt)
 {
     char path[512];
     if (id > 0) {
@@ -503,43 +557,41 @@ static int show_jobs(attune_client *c, long long id, const char *state, const ch
     json_t *o = cli_remote_get_json(c, path, "jobs");
     if (o == NULL)
         return 1;
-    if (json) {
+    int rc = 0;
+    if (fmt == CLI_JSON) {
         char *text = json_num_dumps(o, JSON_INDENT(2));
         if (text != NULL)
             puts(text);
         free(text);
     } else if (id > 0) {
-        print_job_header();
-        print_job_line(o);
+        json_t *one = json_pack("[O]", o);
+        rc = one != NULL ? print_jobs(one, fmt) : 1;
+        json_decref(one);
     } else {
-        size_t i;
-        json_t *j;
-        json_t *arr = json_object_get(o, "jobs");
-        if (json_array_size(arr) == 0)
-            printf("no jobs\n");
-        else
-            print_job_header();
-        json_array_foreach(arr, i, j)
-            print_job_line(j);
+        rc = print_jobs(json_object_get(o, "jobs"), fmt);
     }
     json_decref(o);
-    return 0;
+    return rc;
 }
 
 int cli_jobs_main(int argc, char **argv)
 {
     const char *url = NULL, *token_file = NULL, *state = NULL, *device = NULL;
-    int json = 0, cancel = 0, wait = 0, rc;
+    int json = 0, csv = 0, cancel = 0, wait = 0, rc;
+    cli_format fmt;
     cli_pos pos = {.max = 1};
     const cli_opt opts[] = {{"url", 0, CLI_VALUE, &url},
                             {"token-file", 0, CLI_VALUE, &token_file},
                             {"state", 0, CLI_VALUE, &state},
                             {"device", 0, CLI_VALUE, &device},
                             {"json", 0, CLI_FLAG, &json},
+                            {"csv", 0, CLI_FLAG, &csv},
                             {"cancel", 0, CLI_FLAG, &cancel},
                             {"wait", 0, CLI_FLAG, &wait},
                             {NULL, 0, 0, NULL}};
     if (cli_parse(argc, argv, opts, jobs_usage, &pos, &rc))
+        return rc;
+    if ((rc = cli_format_pick("jobs", json, csv, &fmt)) != 0)
         return rc;
     long long id = 0;
     if (pos.n == 1 && (cli_llong(pos.v[0], &id) != 0 || id < 1))
@@ -554,7 +606,7 @@ int cli_jobs_main(int argc, char **argv)
     else if (wait)
         rc = wait_job(c, id, json);
     else
-        rc = show_jobs(c, id, state, device, json);
+        rc = show_jobs(c, id, state, device, fmt);
     attune_client_free(c);
     return rc;
 }
@@ -613,9 +665,18 @@ int cli_tune_remote(const cli_tune_args *a)
         goto out;
     if ((c = attune_client_new(a->url, 30000)) == NULL || attune_client_set_token(c, tok) != 0)
         goto out;
-    if ((rc = queue_job(c, a->device, shapes, n, a->force_long, &id)) != 0)
+    char dflt[256];
+    const char *device = a->device;
+    if (device == NULL) { /* the daemon's first local GPU, else its CPU */
+        if (attune_default_device(c, dflt, sizeof dflt) != ATTUNE_CLIENT_OK) {
+            cli_remote_unreachable("attune tune", c, dflt);
+            goto out;
+        }
+        device = dflt;
+    }
+    if ((rc = queue_job(c, device, shapes, n, a->force_long, &id)) != 0)
         goto out;
-    printf("job %lld queued: %d shapes on %s\n", id, n, a->device);
+    printf("job %lld queued: %d shapes on %s\n", id, n, device);
     fflush(stdout);
     rc = a->wait ? wait_job(c, id, a->quiet) : 0;
 out:

@@ -3,25 +3,32 @@
 #include "cli_results.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_common.h"
+#include "cli_out.h"
 #include "common/json_num.h"
 #include "tuner/select.h"
 
 const char cli_results_help[] =
-    "usage: attune results --db FILE --device ID --shape KEY [--json]\n"
+    "usage: attune results [--db FILE] [--device ID] --shape KEY [--json | --csv]\n"
     "                      [--max-rel-err X]\n"
     "\n"
-    "Every measured tactic of the shape: median time, min, max, time with\n"
-    "pad/unpad copies, samples, relative L2 and max abs error against float64,\n"
-    "the error ratio to the most accurate tactic, status and note. The winner\n"
-    "(docs/tuning.md) is marked '*'; a timing that stayed noisy '~' (never a\n"
-    "winner; the next tune measures it again). ID may also be a device known\n"
-    "only from an imported table. --max-rel-err X: the winner under the bound X\n"
-    "instead of the defaults (loosens or tightens).\n";
+    "Every measured tactic of the shape: the time it competes with (paid_us: with\n"
+    "the pad/unpad copies of a padded tactic), median, min and max kernel time,\n"
+    "the time with copies, samples, relative L2 and max abs error against\n"
+    "float64, the error ratio to the most accurate tactic, status and note. The\n"
+    "winner (docs/tuning.md) is marked '*'; a timing that stayed noisy '~' (never\n"
+    "a winner; the next tune measures it again). The table fits the terminal\n"
+    "(least needed columns left out, the note cut); --csv and --json print\n"
+    "every column. --db defaults to $ATTUNE_DB, else the installed service's\n"
+    "database (" ATTUNE_SYSTEM_DB ") when it exists; --device to the first GPU of\n"
+    "this host, else cpu. ID may also be a device known only from an imported\n"
+    "table. --max-rel-err X: the winner under the bound X instead of the defaults\n"
+    "(loosens or tightens).\n";
 
 /* The rows to show: the device's current stack, or when it has none, the
  * most recent other stack's (stale until re-measured here), one stack at a
@@ -87,22 +94,46 @@ static void print_json(const char *id, const char *shape, const char *stack_id,
     json_decref(root);
 }
 
-static void print_row(const store_measurement *m, int winner)
+/* The table's columns: the mark ('*' the winner, '~' noisy; in CSV
+ * "winner" / "noisy"), then what attune results --help lists; at a narrow
+ * terminal the ratio goes first, then max_abs, max, min, copies_us,
+ * time_us and n, and the note is cut. */
+static const cli_col cols_text[] = {
+    {"", 0, 0, 0},         {"tactic", 0, 0, 0},    {"status", 0, 0, 0},
+    {"paid_us", 1, 0, 0},  {"time_us", 1, 2, 0},   {"min_us", 1, 4, 0},
+    {"max_us", 1, 5, 0},   {"copies_us", 1, 3, 0}, {"n", 1, 1, 0},
+    {"rel_err", 1, 0, 0},  {"max_abs", 1, 6, 0},   {"ratio", 1, 7, 0},
+    {"note", 0, 0, 1}};
+static const cli_col cols_csv[] = {
+    {"mark", 0, 0, 0},     {"tactic", 0, 0, 0},    {"status", 0, 0, 0},
+    {"paid_us", 1, 0, 0},  {"time_us", 1, 0, 0},   {"min_us", 1, 0, 0},
+    {"max_us", 1, 0, 0},   {"copies_us", 1, 0, 0}, {"n", 1, 0, 0},
+    {"rel_err", 1, 0, 0},  {"max_abs_err", 1, 0, 0}, {"err_ratio", 1, 0, 0},
+    {"note", 0, 0, 0}};
+#define NCOLS ((int)(sizeof cols_text / sizeof cols_text[0]))
+
+/* Row m into t: times with 2 decimals and errors with 3 digits in the
+ * table, every digit in CSV ("" where not measured). */
+static int add_row(cli_table *t, const store_measurement *m, int winner, int csv)
 {
-    char t[5][16], e[3][16];
+    char v[9][32], nbuf[16];
     /* paid_us: what a caller pays (with the copies of a padded tactic), the
      * figure the winner is chosen on */
-    const double tv[5] = {select_time(m), m->time_us, m->time_us_min, m->time_us_max,
-                          m->time_us_copies};
-    const double ev[3] = {m->rel_err, m->max_abs_err, m->err_ratio};
-    for (int k = 0; k < 5; k++)
-        cli_fmt_num(t[k], sizeof t[k], "%.2f", tv[k]);
-    for (int k = 0; k < 3; k++)
-        cli_fmt_num(e[k], sizeof e[k], k == 2 ? "%.2f" : "%.2e", ev[k]);
-    printf("%c %-34s %-10s %10s %10s %10s %10s %10s %4d %9s %9s %6s%s%s\n",
-           winner ? '*' : m->noisy ? '~' : ' ',
-           m->tactic, store_status_name(m->status), t[0], t[1], t[2], t[3], t[4], m->n, e[0],
-           e[1], e[2], m->note[0] ? "  " : "", m->note);
+    const double x[9] = {select_time(m),  m->time_us,   m->time_us_min,
+                         m->time_us_max,  m->time_us_copies, m->rel_err,
+                         m->max_abs_err,  m->err_ratio, 0};
+    for (int k = 0; k < 8; k++) {
+        if (csv && !isfinite(x[k]))
+            v[k][0] = 0;
+        else
+            cli_fmt_num(v[k], sizeof v[k], csv ? "%.17g" : k < 5 ? "%.2f" : k < 7 ? "%.2e" : "%.2f",
+                        x[k]);
+    }
+    snprintf(nbuf, sizeof nbuf, "%d", m->n);
+    const char *mark = winner ? (csv ? "winner" : "*") : m->noisy ? (csv ? "noisy" : "~") : "";
+    const char *cells[NCOLS] = {mark, m->tactic, store_status_name(m->status), v[0], v[1],
+                                v[2], v[3], v[4], nbuf, v[5], v[6], v[7], m->note};
+    return cli_table_add(t, cells);
 }
 
 /* Say why when the winner is not the fastest eligible row: the hysteresis
@@ -120,7 +151,7 @@ static void print_kept(const store_measurement *m, int n, int w, const select_po
         mm[i].incumbent = 0;
     int f = select_winner(mm, n, pol, max_rel_err);
     if (f >= 0 && f != w)
-        printf("  kept from the last tune: %s measured %.2f us against %.2f us, "
+        printf("  kept from the last tune: %s measured %.2f us\n  against %.2f us, "
                "within the measured noise\n",
                m[f].tactic, select_time(&m[f]), select_time(&m[w]));
     free(mm);
@@ -129,17 +160,24 @@ static void print_kept(const store_measurement *m, int n, int w, const select_po
 int cli_results_main(int argc, char **argv)
 {
     const char *db = NULL, *device = NULL, *shape = NULL, *mre = NULL;
-    int json = 0, rc;
+    int json = 0, csv = 0, rc;
+    cli_format fmt;
     const cli_opt opts[] = {{"db", 0, CLI_VALUE, &db},
                             {"device", 0, CLI_VALUE, &device},
                             {"shape", 0, CLI_VALUE, &shape},
                             {"max-rel-err", 0, CLI_VALUE, &mre},
                             {"json", 0, CLI_FLAG, &json},
+                            {"csv", 0, CLI_FLAG, &csv},
                             {NULL, 0, 0, NULL}};
     if (cli_parse(argc, argv, opts, cli_results_help, NULL, &rc))
         return rc;
-    if (!db || !device || !shape)
-        return cli_usage_error("results", "needs --db FILE --device ID --shape KEY");
+    if ((rc = cli_format_pick("results", json, csv, &fmt)) != 0)
+        return rc;
+    if (!shape)
+        return cli_usage_error("results", "needs --shape KEY");
+    if ((rc = cli_db_default("results", &db)) != 0)
+        return rc;
+    device = cli_device_default(device);
     double max_rel_err = 0;
     if (mre && (cli_double(mre, &max_rel_err) || max_rel_err <= 0))
         return cli_usage_error("results", "--max-rel-err must be a positive number");
@@ -165,34 +203,51 @@ int cli_results_main(int argc, char **argv)
     select_policy pol;
     select_policy_default(&pol);
     int w = select_winner(m, n, &pol, max_rel_err);
-    if (json) {
+    if (fmt == CLI_JSON) {
         print_json(info.id, shape, stack.id, m, n, w, stale_stack != NULL);
+    } else if (fmt == CLI_CSV) {
+        cli_table *t = cli_table_new(cols_csv, NCOLS);
+        for (int i = 0; t != NULL && i < n; i++)
+            if (add_row(t, &m[i], i == w, 1) != 0)
+                goto oom;
+        if (t == NULL)
+            goto oom;
+        cli_table_print(t, CLI_CSV, 0, stdout);
+        cli_table_free(t);
     } else {
         printf("%s on %s\n", shape, info.id);
         if (stale_stack)
-            printf("  stale: measured on stack %s; this device's current stack is %s\n",
-                   stale_stack, stack.id);
+            printf("  stale: measured under stack %s (the device's now: %s)\n", stale_stack,
+                   stack.id);
         if (n == 0)
-            printf("  no measurements (tune it with: attune tune --db %s --device %s --shape %s)\n",
-                   db, device, shape);
-        else
-            printf("  %-34s %-10s %10s %10s %10s %10s %10s %4s %9s %9s %6s\n", "tactic",
-                   "status", "paid_us", "time_us", "min", "max", "w/copies", "n", "rel_err",
-                   "max_abs", "ratio");
+            printf("  no measurements; tune it with\n  attune tune --db %s --device %s "
+                   "--shape %s\n", db, device, shape);
+        cli_table *t = n > 0 ? cli_table_new(cols_text, NCOLS) : NULL;
+        if (n > 0 && t == NULL)
+            goto oom;
         for (int i = 0; i < n; i++)
-            print_row(&m[i], i == w);
+            if (add_row(t, &m[i], i == w, 0) != 0) {
+                cli_table_free(t);
+                goto oom;
+            }
+        if (t != NULL)
+            cli_table_print(t, CLI_TEXT, cli_term_width(), stdout);
+        cli_table_free(t);
         int noisy = 0;
         for (int i = 0; i < n; i++)
             noisy += m[i].noisy;
         if (noisy > 0)
-            printf("~ noisy: %d timing%s stayed noisy after re-measuring (the note says how); "
-                   "kept out of answers until the next tune measures %s again\n",
+            printf("~ noisy: %d timing%s stayed noisy when measured again (the note says\n"
+                   "  how); out of answers until the next tune measures %s\n",
                    noisy, noisy == 1 ? "" : "s", noisy == 1 ? "it" : "them");
         if (n > 0)
             printf("winner: %s\n", w >= 0 ? m[w].tactic : "(none within tolerance)");
         print_kept(m, n, w, &pol, max_rel_err);
     }
     rc = 0;
+    goto out;
+oom:
+    fprintf(stderr, "attune: out of memory\n");
 out:
     free(m);
     store_close(st);

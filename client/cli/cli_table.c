@@ -12,18 +12,22 @@
 #include "common/table_file.h"
 
 static const char export_help[] =
-    "usage: attune export --db FILE --device ID [-o FILE]\n"
+    "usage: attune export [--db FILE] [--device ID] [-o FILE]\n"
     "\n"
     "Writes the device's measurements, all stacks, with provenance as a fleet\n"
     "table (docs/fleet.md) to stdout or FILE (-o, --output; written beside, then\n"
-    "renamed).\n";
+    "renamed). --db defaults to $ATTUNE_DB, else the installed service's database\n"
+    "(" ATTUNE_SYSTEM_DB ") when it exists; --device to the first GPU of this\n"
+    "host, else cpu.\n";
 
 static const char import_help[] =
-    "usage: attune import --db FILE TABLE.json\n"
+    "usage: attune import [--db FILE] TABLE.json\n"
     "\n"
     "Validates the fleet table completely (types, ranges, tactics, duplicates,\n"
     "sizes), then merges it in one transaction: a row replaces a stored one only\n"
-    "when newer. Any problem rejects the whole table; the database is unchanged.\n"
+    "when newer. Any problem rejects the whole table; the database is unchanged\n"
+    "(and one that did not exist is not created). --db defaults to $ATTUNE_DB,\n"
+    "else the installed service's database (" ATTUNE_SYSTEM_DB ") when it exists.\n"
     "TABLE.json may be - for stdin, and gzip-compressed (TABLE.json.gz, as the\n"
     "H200 tables in bench/).\n";
 
@@ -58,8 +62,9 @@ int cli_export_main(int argc, char **argv)
                             {NULL, 0, 0, NULL}};
     if (cli_parse(argc, argv, opts, export_help, NULL, &rc))
         return rc;
-    if (!db || !device)
-        return cli_usage_error("export", "needs --db FILE --device ID");
+    if ((rc = cli_db_default("export", &db)) != 0)
+        return rc;
+    device = cli_device_default(device);
     store *st;
     if (cli_store_open(db, 0, &st) != 0)
         return 1;
@@ -87,6 +92,17 @@ out:
     return rc;
 }
 
+/* Remove the database file at path and its SQLite companions. */
+static void remove_db(const char *path)
+{
+    static const char *const ext[] = {"", "-wal", "-shm", "-journal"};
+    char buf[4096];
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        snprintf(buf, sizeof buf, "%s%s", path, ext[i]);
+        unlink(buf);
+    }
+}
+
 int cli_import_main(int argc, char **argv)
 {
     const char *db = NULL;
@@ -95,14 +111,19 @@ int cli_import_main(int argc, char **argv)
     const cli_opt opts[] = {{"db", 0, CLI_VALUE, &db}, {NULL, 0, 0, NULL}};
     if (cli_parse(argc, argv, opts, import_help, &pos, &rc))
         return rc;
-    if (!db || pos.n != 1)
-        return cli_usage_error("import", "needs --db FILE and one TABLE.json");
+    if (pos.n != 1)
+        return cli_usage_error("import", "needs one TABLE.json");
+    if ((rc = cli_db_default("import", &db)) != 0)
+        return rc;
     char *json, rerr[ATTUNE_ERRLEN] = "";
     size_t len;
     if (table_file_read(pos.v[0], (size_t)64 << 20, &json, &len, rerr, sizeof rerr) != 0) {
         fprintf(stderr, "attune: %s\n", rerr);
         return 1;
     }
+    /* a database this import creates goes again when the table is refused:
+     * "unchanged" means no new file either */
+    int created = access(db, F_OK) != 0 && errno == ENOENT;
     store *st;
     if (cli_store_open(db, 1, &st) != 0) {
         free(json);
@@ -114,7 +135,10 @@ int cli_import_main(int argc, char **argv)
     store_close(st);
     free(json);
     if (rc != 0) {
-        fprintf(stderr, "attune: import of %s rejected, database unchanged: %s\n", pos.v[0],
+        if (created)
+            remove_db(db);
+        fprintf(stderr, "attune: import of %s rejected, %s: %s\n", pos.v[0],
+                created ? "no database created" : "database unchanged",
                 err[0] ? err : attune_strerror(rc));
         return 1;
     }

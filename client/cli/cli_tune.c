@@ -18,9 +18,9 @@
 #include "tuner/tuner.h"
 
 const char cli_tune_help[] =
-    "usage: attune tune --db FILE --device ID (--shape KEY ... | --grid FILE)\n"
+    "usage: attune tune [--db FILE] [--device ID] (--shape KEY ... | --grid FILE)\n"
     "                   [--force] [--budget-ms MS] [--screen F] [--quiet]\n"
-    "       attune tune --url URL --device ID (--shape KEY ... | --grid FILE)\n"
+    "       attune tune --url URL [--device ID] (--shape KEY ... | --grid FILE)\n"
     "                   [--token-file F] [--wait] [--quiet]\n"
     "\n"
     "With --db: measures every applicable tactic of each shape on device ID of\n"
@@ -32,7 +32,11 @@ const char cli_tune_help[] =
     "With --url: queues the same work as a job of a running attuned (POST\n"
     "/v1/tune) on a device of the daemon's host and prints the job's id.\n"
     "\n"
-    "  --device ID      cpu, a CUDA ordinal (0 is the first GPU), a device id or name\n"
+    "  --db FILE        default $ATTUNE_DB, else the installed service's database\n"
+    "                   (" ATTUNE_SYSTEM_DB ") when it exists\n"
+    "  --device ID      cpu, a CUDA ordinal (0 is the first GPU), a device id or\n"
+    "                   name; default the first GPU of this host, else cpu (--url:\n"
+    "                   the first local GPU the daemon reports, else its CPU)\n"
     "  --shape KEY      canonical key, e.g. b1.hq8.hkv1.sq50.skv1018.d256.f16.nc\n"
     "                   (.c: causal; repeatable); --grid FILE: a grids/*.json file\n"
     "  --budget-ms MS   timing budget per tactic (default 200); a tactic whose\n"
@@ -140,11 +144,11 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
         if (a->wait || a->token_file != NULL || a->force_long)
             return cli_usage_error("tune", "%s goes with --url (a daemon job)",
                                    a->wait ? "--wait" : a->force_long ? "--force-long" : "--token-file");
-        if (a->db == NULL)
-            return cli_usage_error("tune", "needs --db FILE and --device ID");
+        int rc = cli_db_default("tune", &a->db);
+        if (rc != 0)
+            return rc;
+        a->device = cli_device_default(a->device); /* (--url: the daemon's, later) */
     }
-    if (a->device == NULL)
-        return cli_usage_error("tune", "needs --device ID");
     if ((a->grid == NULL) == (a->shapes.n == 0))
         return cli_usage_error("tune", "needs either --shape KEY (repeatable) or --grid FILE");
     return 0;

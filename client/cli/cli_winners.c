@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "cli_out.h"
 #include "cli_winners.h"
 #include "common/json_num.h"
 #include "db/store.h"
@@ -15,61 +16,102 @@
 #include "tuner/winners.h"
 
 const char cli_winners_help[] =
-    "usage: attune winners --db FILE --device ID [--json] [--dtype T] [--d N]\n"
-    "                      [--causal true|false] [--stale true|false]\n"
+    "usage: attune winners [--db FILE] [--device ID] [--json | --csv] [--dtype T]\n"
+    "                      [--d N] [--causal true|false] [--stale true|false]\n"
     "                      [--variants LIST]\n"
     "\n"
     "Every shape measured on device ID with its winner (docs/tuning.md), the time\n"
     "it competes with (with the pad copies when it pads), its relative error, the\n"
     "runner-up and the speedup over it. A shape whose current stack has no winner\n"
     "shows the most recent other stack's, marked stale; a shape with no eligible\n"
-    "tactic at all is listed as '(none)'. --json prints the object of attuned's\n"
-    "GET /v1/winners. The filters keep one dtype, head size, masking, or only\n"
-    "stale (or only fresh) winners. --variants cudnn,split,folded shows the view\n"
-    "of a runtime that runs only those variants (names: fused, fused_splitkv,\n"
-    "split, split_repeat, folded, cudnn): each shape's winner, runner-up and\n"
-    "counts among their tactics alone, as GET /v1/tactic?variants= answers.\n";
+    "tactic at all is listed as '(none)'. The table fits the terminal (the\n"
+    "runner-up's name, its time and the error left out first); --csv prints every\n"
+    "column, --json the object of attuned's GET /v1/winners. --db defaults to\n"
+    "$ATTUNE_DB, else the installed service's database (" ATTUNE_SYSTEM_DB ")\n"
+    "when it exists; --device to the first GPU of this host, else cpu. The filters\n"
+    "keep one dtype, head size, masking, or only stale (or only fresh) winners.\n"
+    "--variants cudnn,split,folded shows the view of a runtime that runs only\n"
+    "those variants (names: fused, fused_splitkv, split, split_repeat, folded,\n"
+    "cudnn): each shape's winner, runner-up and counts among their tactics\n"
+    "alone, as GET /v1/tactic?variants= answers.\n";
 
-static void print_table(const char *id, const char *name, const char *stack,
-                        const winners_row *w, int n)
+/* The table's columns; at a narrow terminal the runner-up's name goes
+ * first, then its time and the winner's error, and the note is cut. */
+static const cli_col cols[] = {
+    {"shape", 0, 0, 0},        {"winner", 0, 0, 0},      {"time_us", 1, 0, 0},
+    {"rel_err", 1, 1, 0},      {"runner_up", 0, 3, 0},   {"runner_up_us", 1, 2, 0},
+    {"speedup", 1, 0, 0},      {"note", 0, 0, 1}};
+#define NCOLS ((int)(sizeof cols / sizeof cols[0]))
+
+/* The rows as a table (csv: every digit, "" where there is no number). 0
+ * or ATTUNE_ENOMEM. */
+static int fill_table(cli_table *t, const winners_row *w, int n, int csv)
+{
+    for (int i = 0; i < n; i++) {
+        char key[ATTN_SHAPE_KEY_MAX], v[4][32], note[160] = "";
+        const double x[4] = {w[i].has_winner ? select_time(&w[i].winner) : NAN,
+                             w[i].has_winner ? w[i].winner.rel_err : NAN,
+                             w[i].has_runner_up ? select_time(&w[i].runner_up) : NAN,
+                             w[i].has_winner ? w[i].margin : NAN};
+        static const char *const fmt[4] = {"%.2f", "%.2e", "%.2f", "%.2fx"};
+        for (int k = 0; k < 4; k++)
+            if (csv && !isfinite(x[k]))
+                v[k][0] = 0;
+            else
+                cli_fmt_num(v[k], sizeof v[k], csv ? "%.17g" : fmt[k], x[k]);
+        attn_shape_key(&w[i].shape, key, sizeof key);
+        if (!w[i].has_winner)
+            snprintf(note, sizeof note, "%d tactics: %d ok, %d inaccurate, %d failed",
+                     w[i].ntactics, w[i].nok, w[i].ninaccurate, w[i].nfailed);
+        else if (w[i].stale) /* the stack in CSV; the word fits a terminal */
+            snprintf(note, sizeof note, csv ? "stale: stack %s" : "stale", w[i].stack_id);
+        const char *cells[NCOLS] = {
+            key, w[i].has_winner ? w[i].winner.tactic : "(none)", v[0], v[1],
+            w[i].has_runner_up ? w[i].runner_up.tactic : csv ? "" : "-", v[2], v[3], note};
+        if (cli_table_add(t, cells) != 0)
+            return ATTUNE_ENOMEM;
+    }
+    return 0;
+}
+
+/* The rows as a table fitted to the terminal, or CSV. 0 or ATTUNE_ENOMEM. */
+static int print_table(const char *id, const char *name, const char *stack,
+                       const winners_row *w, int n, cli_format fmt)
 {
     int with = 0, stale = 0;
     for (int i = 0; i < n; i++) {
         with += w[i].has_winner;
         stale += w[i].has_winner && w[i].stale;
     }
-    printf("%s (%s), stack %s: %d shape%s, %d with a winner, %d stale\n", name, id, stack, n,
-           n == 1 ? "" : "s", with, stale);
-    if (n == 0)
-        return;
-    printf("%-40s %-30s %10s %9s %-30s %10s %7s\n", "shape", "winner", "time_us", "rel_err",
-           "runner-up", "time_us", "speedup");
-    for (int i = 0; i < n; i++) {
-        char key[ATTN_SHAPE_KEY_MAX], t[16], e[16], rt[16], sp[16];
-        attn_shape_key(&w[i].shape, key, sizeof key);
-        if (!w[i].has_winner) {
-            printf("%-40s %-30s (%d tactics: %d ok, %d inaccurate, %d failed)\n", key,
-                   "(none)", w[i].ntactics, w[i].nok, w[i].ninaccurate, w[i].nfailed);
-            continue;
-        }
-        cli_fmt_num(t, sizeof t, "%.2f", select_time(&w[i].winner));
-        cli_fmt_num(e, sizeof e, "%.2e", w[i].winner.rel_err);
-        cli_fmt_num(rt, sizeof rt, "%.2f", w[i].has_runner_up ? select_time(&w[i].runner_up) : NAN);
-        cli_fmt_num(sp, sizeof sp, "%.2fx", w[i].margin);
-        printf("%-40s %-30s %10s %9s %-30s %10s %7s%s%s\n", key, w[i].winner.tactic, t, e,
-               w[i].has_runner_up ? w[i].runner_up.tactic : "-", rt, sp,
-               w[i].stale ? "  stale: stack " : "", w[i].stale ? w[i].stack_id : "");
+    cli_table *t = cli_table_new(cols, NCOLS);
+    if (t == NULL || fill_table(t, w, n, fmt == CLI_CSV) != 0) {
+        cli_table_free(t);
+        return ATTUNE_ENOMEM;
     }
+    if (fmt == CLI_TEXT) { /* one line where it fits, else two */
+        char title[512];
+        int width = cli_term_width(), k = snprintf(title, sizeof title, "%s (%s), stack %s:",
+                                                   name, id, stack);
+        snprintf(title + k, sizeof title - (size_t)k, "%s%d shape%s, %d with a winner, %d stale",
+                 width > 0 && k + 40 > width ? "\n" : " ", n, n == 1 ? "" : "s", with, stale);
+        puts(title);
+    }
+    if (n > 0 || fmt == CLI_CSV)
+        cli_table_print(t, fmt, cli_term_width(), stdout);
+    cli_table_free(t);
+    return 0;
 }
 
 /* Parse the options; 0, or the exit status to return. */
-static int winners_args(int argc, char **argv, const char **db, const char **device, int *json,
-                        winners_filter *f)
+static int winners_args(int argc, char **argv, const char **db, const char **device,
+                        cli_format *fmt, winners_filter *f)
 {
     const char *dtype = NULL, *d = NULL, *causal = NULL, *stale = NULL, *variants = NULL;
+    int json = 0, csv = 0;
     const cli_opt opts[] = {{"db", 0, CLI_VALUE, db},
                             {"device", 0, CLI_VALUE, device},
-                            {"json", 0, CLI_FLAG, json},
+                            {"json", 0, CLI_FLAG, &json},
+                            {"csv", 0, CLI_FLAG, &csv},
                             {"dtype", 0, CLI_VALUE, &dtype},
                             {"d", 0, CLI_VALUE, &d},
                             {"causal", 0, CLI_VALUE, &causal},
@@ -79,6 +121,8 @@ static int winners_args(int argc, char **argv, const char **db, const char **dev
     int rc;
     if (cli_parse(argc, argv, opts, cli_winners_help, NULL, &rc))
         return rc == 0 ? -1 : rc;
+    if ((rc = cli_format_pick("winners", json, csv, fmt)) != 0)
+        return rc;
     attn_dtype dt;
     long long hd;
     if (dtype != NULL) {
@@ -101,18 +145,17 @@ static int winners_args(int argc, char **argv, const char **db, const char **dev
                              variant_set_parse(variants, &f->variants, err, sizeof err) != 0))
         return cli_usage_error("winners", "--variants '%s': %s", variants,
                                variants[0] ? err : "empty (write e.g. cudnn,split,folded)");
-    if (*db == NULL || *device == NULL)
-        return cli_usage_error("winners", "needs --db FILE --device ID");
-    return 0;
+    *device = cli_device_default(*device);
+    return cli_db_default("winners", db);
 }
 
 int cli_winners_main(int argc, char **argv)
 {
     const char *db = NULL, *device = NULL;
-    int json = 0;
+    cli_format fmt;
     winners_filter f;
     winners_filter_all(&f);
-    int rc = winners_args(argc, argv, &db, &device, &json, &f);
+    int rc = winners_args(argc, argv, &db, &device, &fmt, &f);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     store *st = NULL;
@@ -139,7 +182,7 @@ int cli_winners_main(int argc, char **argv)
         fprintf(stderr, "attune: out of memory\n");
         goto out;
     }
-    if (json) {
+    if (fmt == CLI_JSON) {
         char vt[96];
         json_t *root = json_pack(
             "{s:s, s:s, s:s, s:{s:f, s:f, s:f}, s:f, s:s, s:o}", "device", info.id, "name",
@@ -155,8 +198,9 @@ int cli_winners_main(int argc, char **argv)
         }
         putchar('\n');
         json_decref(root);
-    } else {
-        print_table(info.id, info.name, stack.id, rows, nrows);
+    } else if (print_table(info.id, info.name, stack.id, rows, nrows, fmt) != 0) {
+        fprintf(stderr, "attune: out of memory\n");
+        goto out;
     }
     rc = 0;
 out:

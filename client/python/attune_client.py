@@ -21,7 +21,10 @@ answers in process from a database file or an exported table (.json,
 
 ``device`` is "cpu", a CUDA ordinal ("0" is the first GPU: on a host
 without one it is an unknown device, refused with the default answer), a
-device id or a device name. The default, "0", matches the C client's.
+device id or a device name. Without one (None, the default) a lookup is
+for the first local GPU the daemon reports, else its CPU (GET /v1/devices,
+asked once and kept for cache_ttl); a table: its GPU 0, else its CPU. The
+C client does the same.
 
 A lookup never raises because of the daemon: when it is unreachable, slow
 or refuses the question, the answer is the documented default
@@ -188,8 +191,9 @@ def _check_query(device, sizes, dtype):
         return "hq must be a multiple of hkv"
     if dtype not in _DTYPES:
         return "dtype must be f16, bf16 or f32"
-    if not isinstance(device, str) or not device or len(device) > 128:
-        return "device must be a non-empty string"
+    if device is not None and (not isinstance(device, str) or not device
+                               or len(device) > 128):
+        return "device must be a non-empty string (or None: the first local device)"
     return ""
 
 
@@ -305,6 +309,7 @@ class Client:
         self._lock = threading.Lock()
         self._cache = OrderedDict()   # key -> (expires, Answer)
         self._down_until = 0.0
+        self._default_dev, self._default_until = "", 0.0  # a lookup without device
         host = urllib.parse.urlsplit(self.url).hostname or ""
         # a proxy from the environment must not swallow loopback lookups
         handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
@@ -345,10 +350,11 @@ class Client:
 
     # ---- lookups
 
-    def lookup(self, device="0", b=1, hq=1, hkv=1, sq=1, skv=1, d=64, dtype="f16",
+    def lookup(self, device=None, b=1, hq=1, hkv=1, sq=1, skv=1, d=64, dtype="f16",
                causal=False, max_rel_err=0.0, variants=None):
         """Which tactic to use for this shape on device ("cpu", a CUDA
-        ordinal: "0" is the first GPU, a UUID or a name). max_rel_err > 0
+        ordinal: "0" is the first GPU, a UUID or a name; None: the first
+        local GPU the daemon reports, else its CPU). max_rel_err > 0
         overrides the daemon's accuracy bound. variants: the variants the
         caller can run, "cudnn,split" or a list of names (None: all); the
         answer is the best among them, or, when nothing of them can answer,
@@ -388,7 +394,17 @@ class Client:
             q.append(("max_rel_err", repr(mre)))
         if vs:
             q.append(("variants", vs))
-        a = self._ask(q, vs)
+        if device is not None:
+            a = self._ask(q, vs)
+        elif self._table is not None:  # the table's GPU 0, else its CPU
+            a = self._ask([("device", "0")] + q[1:], vs)
+            if a.code == REJECTED and "unknown device" in a.error:
+                a = self._ask([("device", "cpu")] + q[1:], vs)
+        else:
+            dev, why = self._default_device()
+            if dev is None:
+                return _fallback(why, vs, REJECTED if why.startswith("HTTP 4") else FALLBACK)
+            a = self._ask([("device", dev)] + q[1:], vs)
         if a.code == OK and self.cache_size > 0 and self.cache_ttl > 0:
             # an answer not measured yet is re-asked soon: the daemon may be
             # tuning the shape (tune on miss)
@@ -400,6 +416,37 @@ class Client:
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return a
+
+    def _default_device(self):
+        """(device id, "") of the first local GPU the daemon reports, else
+        of its first local device (GET /v1/devices), kept for cache_ttl
+        seconds (at least one); (None, why) when it cannot say."""
+        now = time.monotonic()
+        with self._lock:
+            if self._default_dev and self._default_until > now:
+                return self._default_dev, ""
+        try:
+            status, obj = self.request("GET", "/v1/devices")
+        except Exception as e:  # transport trouble: a fallback, as a lookup's
+            self._mark_down()
+            return None, "cannot reach attuned at %s: %s (give its address with url= or " \
+                         "ATTUNE_URL)" % (self.url, e)
+        if status != 200:
+            msg = obj.get("error") if isinstance(obj, dict) else None
+            if status >= 500:
+                self._mark_down()
+            return None, "HTTP %d: %s" % (status, msg or "no error text")
+        devs = obj.get("devices") if isinstance(obj, dict) else None
+        local = [d for d in devs or [] if isinstance(d, dict) and d.get("local") is True
+                 and isinstance(d.get("id"), str) and d["id"]]
+        gpus = [d for d in local if d.get("kind") == "cuda"]
+        if not local:
+            return None, "attuned reports no local device (GET /v1/devices)"
+        dev = (gpus or local)[0]["id"]
+        with self._lock:
+            self._default_dev = dev
+            self._default_until = time.monotonic() + max(1.0, self.cache_ttl)
+        return dev, ""
 
     def _ask(self, q, vs):
         """GET /v1/tactic with the query pairs q (or the table's answer to
@@ -427,12 +474,13 @@ class Client:
             return _fallback(why, vs, REJECTED)
         return _answer_of(obj, vs)
 
-    def lookup_shape(self, shape, device="0", max_rel_err=0.0, variants=None):
+    def lookup_shape(self, shape, device=None, max_rel_err=0.0, variants=None):
         """lookup() with a shape given as a canonical key,
         "b1.hq8.hkv1.sq50.skv128.d64.f16.nc", or as a dict as in the API:
         {"b":1,"hq":8,"hkv":1,"sq":50,"skv":128,"d":64,"dtype":"f16","causal":False}
         (causal may be a bool or 0/1, and may be left out: False). device as
-        in lookup(): "0" is the first GPU, "cpu" the CPU."""
+        in lookup(): "0" is the first GPU, "cpu" the CPU, None the first
+        local device."""
         if isinstance(shape, str):
             try:
                 shape = parse_shape_key(shape)

@@ -94,6 +94,47 @@ async function checkWinners(page, label, variants) {
 
 let w0;
 
+// At 800 px (issue 28), with a GPU of another host listed beside this
+// host's devices (its UUID, driver, cuBLAS+cuDNN and power mode are the
+// widest cells a Devices table holds), the table fits the window: no cell
+// right of it, nothing to scroll to inside its box or on the page's width.
+async function checkNarrow(ctx) {
+  const narrow = await ctx.newPage();
+  try {
+    await narrow.setViewportSize({ width: 800, height: 900 });
+    const real = (await api('/v1/devices')).body;
+    const h200 = {
+      id: 'GPU-5b79e132-7ecd-a1eb-8791-4969760a01e9', index: -1, name: 'NVIDIA H200',
+      kind: 'cuda', cc: '9.0', sm_count: 132, memory_mb: 143155, clock_mhz: 1980,
+      mem_clock_mhz: 3201, local: false, shapes: 0, measurements: 0,
+      stack: { id: '4ba486189c247424', driver: '580.159.04/cuda-13.0', runtime: '13.0',
+        blas: 'cublas-13.1.0+cudnn-9.19.0', attune: '0.1.0', kernels: 'e65143f54a048ca7',
+        power: 'pl-700W' },
+    };
+    await narrow.route('**/v1/devices', (r) => r.fulfill({ status: 200,
+      contentType: 'application/json',
+      body: JSON.stringify({ devices: real.devices.concat([h200]) }) }));
+    await narrow.goto(URL_ + '/', { waitUntil: 'load' });
+    await narrow.waitForFunction((n) => document.body.dataset.ready === '1' &&
+      document.querySelectorAll('tr.device').length === n, real.devices.length + 1,
+    { timeout: 15000 });
+    const fit = await narrow.evaluate(() => {
+      const box = document.querySelector('#devices .table-wrap');
+      const t = document.querySelector('#devices table').getBoundingClientRect();
+      const right = Math.max(...[...document.querySelectorAll('#devices th, #devices td')]
+        .map((c) => c.getBoundingClientRect().right));
+      return { table: t.right, cells: right, inner: box.scrollWidth - box.clientWidth,
+        page: document.documentElement.scrollWidth, width: window.innerWidth };
+    });
+    check(fit.table <= fit.width && fit.cells <= fit.width && fit.inner <= 0 &&
+      fit.page <= fit.width, 'at 800 px the Devices table fits: right edge ' +
+      `${fit.table.toFixed(0)}, cells to ${fit.cells.toFixed(0)}, page ${fit.page} wide`);
+    await narrow.screenshot({ path: path.join(SHOTS, 'dashboard-800.png'), fullPage: true });
+  } finally {
+    await narrow.close();
+  }
+}
+
 async function main() {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'attune-chromium-'));
   const ctx = await chromium.launchPersistentContext(profile, {
@@ -243,6 +284,7 @@ async function main() {
     await sleep(2500); // one more poll of /v1/winners, so the page and the API agree
     await checkWinners(page, 'after the job');
     await page.screenshot({ path: path.join(SHOTS, 'dashboard-after-job.png'), fullPage: true });
+    await checkNarrow(ctx);
   } finally {
     await ctx.close();
     fs.rmSync(profile, { recursive: true, force: true });
