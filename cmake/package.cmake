@@ -2,22 +2,24 @@
 #
 #   cd build && cpack -G DEB        ->  attune_<v>_<arch>.deb           attuned, unit, CLI, grids
 #                                       libattune1_<v>_<arch>.deb       libattune.so.1 (runtime)
-#                                       libattune-client_<v>_<arch>.deb libattune_client.so.2
+#                                       libattune-client2_<v>_<arch>.deb libattune_client.so.2
 #                                       libattune-lookup1_<v>_<arch>.deb libattune_lookup.so.1 (file: lookups)
 #                                       libattune-dev_<v>_<arch>.deb    headers, .so links, .pc, CMake
 #                                       python3-attune-client_<v>_all.deb the Python client
 #                                       python3-attune_<v>_all.deb      the Python binding of libattune
 #                                       *-dbgsym_<v>_<arch>.ddeb        their debug symbols
 #
-# Paths inside the packages are /usr (CPACK_PACKAGING_INSTALL_PREFIX); the
-# unit's ExecStart= follows the install prefix (see the install(CODE) in
-# CMakeLists.txt). The daemon's and client's dependencies are named, not
-# computed: dpkg-shlibdeps cannot place the CUDA toolkit's libraries (not
-# installed by dpkg on a build host), and the list is short. A CUDA build
-# also needs the CUDA runtime and cuBLAS of its toolkit on the target
-# (JetPack provides them). The libraries' packages follow Debian's naming
-# (policy 8.1: a runtime package named after the SONAME, holding the
-# library alone; one -dev package for building against it).
+# Paths inside the packages are /usr (CPACK_PACKAGING_INSTALL_PREFIX), the
+# libraries in the multiarch directory (CMAKE_INSTALL_LIBDIR); the unit's
+# ExecStart= follows the install prefix (see the install(CODE) in
+# CMakeLists.txt). Every package's Depends are computed by dpkg-shlibdeps
+# from what its binaries link, plus the sibling packages of this version
+# they link or load: nothing of CUDA is linked (the runtime statically,
+# cuBLAS and cuDNN opened on first use), so the packages of a CUDA build
+# install and run on a host without CUDA, on its CPU, and their
+# descriptions say what a GPU needs. The libraries' packages follow Debian's
+# naming (policy 8.1: a runtime package named after the SONAME, holding the
+# library alone; one -dev package for building against them).
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME attune)
 set(CPACK_PACKAGE_VENDOR attune)
@@ -51,32 +53,54 @@ endif()
 # (an empty line becomes " ."), so they are written unindented here.
 set(CPACK_DEBIAN_DAEMON_PACKAGE_NAME attune)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_SECTION utils)
-set(CPACK_DEBIAN_DAEMON_PACKAGE_DEPENDS
-    "libsqlite3-0, libjansson4, zlib1g, libmicrohttpd12 | libmicrohttpd12t64, libcurl4 | libcurl4t64")
+set(CPACK_DEBIAN_DAEMON_PACKAGE_SHLIBDEPS ON)
+# the maintainer scripts enable and start the unit through
+# deb-systemd-helper and deb-systemd-invoke (packaging/deb/postinst)
+set(CPACK_DEBIAN_DAEMON_PACKAGE_DEPENDS "init-system-helpers (>= 1.54~)")
+# attune query --url file: loads libattune_lookup.so.1
+set(CPACK_DEBIAN_DAEMON_PACKAGE_RECOMMENDS "libattune-lookup1 (= ${PROJECT_VERSION})")
+set(_attune_gpu_needs "")
+if(ATTUNE_HAVE_CUDA)
+  set(_attune_gpu_needs "
+
+GPUs (CUDA backend built in): the CUDA runtime is linked in; the NVIDIA
+driver's libcuda.so.1 and cuBLAS (libcublas.so.${CUDAToolkit_VERSION_MAJOR})")
+  if(ATTUNE_HAVE_CUDNN)
+    string(APPEND _attune_gpu_needs ", and for the cudnn
+variant cuDNN 9 (libcudnn.so.9),")
+  endif()
+  string(APPEND _attune_gpu_needs " are opened when a GPU is first
+used: NVIDIA's driver and CUDA ${CUDAToolkit_VERSION_MAJOR} packages, or JetPack. Without the
+driver or cuBLAS only the CPU is listed, without cuDNN the cudnn variant;
+ATTUNE_CUDA_VERBOSE=1 attune devices names a cuBLAS or cuDNN that did not
+load.")
+endif()
 set(CPACK_DEBIAN_DAEMON_DESCRIPTION
     "autotuned attention kernel selection: attuned (systemd service), attune CLI
 attune measures fused, split and folded attention implementations per shape
 on each GPU (and the CPU), stores every time and error in SQLite and answers
 which implementation to use over HTTP. The service is enabled and started on
-install with a fresh bearer token in /etc/attune/token.")
+first install, with a fresh bearer token in /etc/attune/token; an upgrade
+leaves it disabled if it was.${_attune_gpu_needs}")
 set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_EXTRA
     ${CMAKE_SOURCE_DIR}/packaging/deb/postinst ${CMAKE_SOURCE_DIR}/packaging/deb/prerm
     ${CMAKE_SOURCE_DIR}/packaging/deb/postrm)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
-# The two libraries: the loader's cache is refreshed by dpkg's ldconfig
-# trigger (packaging/deb/lib/triggers; lintian: lacks-ldconfig-trigger).
-# cpack still writes a postinst and postrm that run ldconfig themselves
-# (for any library under /usr/lib; lintian warns: maintscript-calls-ldconfig).
-set(CPACK_DEBIAN_CLIENT_PACKAGE_NAME libattune-client)
+# The libraries: the loader's cache is refreshed by dpkg's ldconfig trigger
+# (packaging/deb/lib/triggers; lintian: lacks-ldconfig-trigger). cpack
+# still adds a postinst and postrm that run ldconfig (for a library under
+# /usr/lib; lintian warns, maintscript-calls-ldconfig): redundant, harmless.
+set(CPACK_DEBIAN_CLIENT_PACKAGE_NAME libattune-client2)
 set(CPACK_DEBIAN_CLIENT_PACKAGE_SECTION libs)
-set(CPACK_DEBIAN_CLIENT_PACKAGE_DEPENDS "libjansson4, libcurl4 | libcurl4t64")
+set(CPACK_DEBIAN_CLIENT_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_CLIENT_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/deb/lib/triggers)
 set(CPACK_DEBIAN_CLIENT_DESCRIPTION
-    "attune client library
+    "attune client library (libattune_client.so.2)
 libattune_client asks attuned which attention implementation to use; it never
 makes its caller fail (a documented default when the daemon is down).
-Header, pkg-config and CMake files are in libattune-dev.")
+Header, pkg-config (attune_client) and CMake (attune::attune_client) files
+are in libattune-dev.")
 
 # libattune_lookup.so.1: the clients' in-process lookups from a database
 # file or an exported table (attune_client_new("file:PATH"), dlopen'ed, so
@@ -95,38 +119,25 @@ Jetson runtime that ships its tuned table).")
 set(CPACK_DEBIAN_CLIENT_PACKAGE_SUGGESTS "libattune-lookup1 (= ${PROJECT_VERSION})")
 
 # libattune.so.1: its Depends computed by dpkg-shlibdeps (libc6, and
-# libstdc++6/libgcc-s1 in a CUDA build). Libraries outside dpkg (the CUDA
-# runtime, cuDNN of a toolkit under /usr/local) cannot be placed there
-# (--ignore-missing-info): the description names them instead.
+# libstdc++6/libgcc-s1 in a CUDA build), plus libattune-client2 of its
+# version where it links libattune_client (attune_auto asks through it;
+# dpkg-shlibdeps finds libattune_client.so.2 in the build tree, which has
+# no shlibs of it yet).
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libattune1)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/deb/lib/triggers)
-# Where libattune links libattune_client (attune_auto asks through it):
-# libattune1 depends on libattune-client of its version, and dpkg-shlibdeps
-# finds libattune_client.so.2 in the build tree (no shlibs of it there yet).
 get_target_property(_attune_rt_links libattune LINK_LIBRARIES)
 if(attune_client IN_LIST _attune_rt_links)
   set(CPACK_COMPONENT_RUNTIME_DEPENDS client)
-  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR})
 endif()
-set(_attune_rt_needs "")
-if(ATTUNE_HAVE_CUDA)
-  set(_attune_rt_needs "
-
-Built with the CUDA backend: needs libcudart.so.${CUDAToolkit_VERSION_MAJOR} (CUDA ${CUDAToolkit_VERSION_MAJOR}")
-  if(ATTUNE_HAVE_CUDNN)
-    string(APPEND _attune_rt_needs ")
-and libcudnn.so.9 (cuDNN 9")
-  endif()
-  string(APPEND _attune_rt_needs ", or JetPack) where the loader finds
-them; cuBLAS is opened on first use.")
-endif()
+# the daemon's programs link libattune_client.so.2 too
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR})
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
     "attune runtime library: run attention tactics on caller buffers
 libattune runs the attention implementation attune picked (fused, split,
 folded, ...) for a shape on caller-owned q, k, v and out views, on the CPU
-or a GPU, through a small versioned C ABI (libattune.h).${_attune_rt_needs}")
+or a GPU, through a small versioned C ABI (libattune.h).${_attune_gpu_needs}")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libattune-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
@@ -134,7 +145,7 @@ set(CPACK_DEBIAN_DEV_DESCRIPTION
     "attune libraries: development files
 Headers (libattune.h, attune.h), the libattune.so and libattune_client.so
 links, pkg-config files (libattune, attune_client) and the CMake package
-(find_package(attune): attune::attune, attune::client).")
+(find_package(attune): attune::attune, attune::attune_client).")
 
 set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-attune-client)
 set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
@@ -154,9 +165,10 @@ set(CPACK_COMPONENT_PYBINDING_DEPENDS runtime) # libattune1 (= this version)
 set(CPACK_DEBIAN_PYBINDING_PACKAGE_SUGGESTS "python3-numpy")
 set(CPACK_DEBIAN_PYBINDING_DESCRIPTION
     "attune runtime for Python: run the attention tactic attune picked
-import attune.torch: attention() with torch.nn.functional.scaled_dot_product_attention's
-signature through libattune; import attune.hf: attn_implementation=\"attune\"
-for Hugging Face transformers; attune.run_numpy on the CPU (docs/libattune.md).")
+import attune.torch: attention() with the signature of
+torch.nn.functional.scaled_dot_product_attention, through libattune;
+import attune.hf: attn_implementation=\"attune\" for Hugging Face
+transformers; attune.run_numpy on the CPU (docs/libattune.md).")
 
 # /usr/share/doc/<package>/copyright and changelog.gz (Debian policy 12.5,
 # 12.7; lintian: no-copyright-file, no-changelog), in the packages only:

@@ -3,7 +3,7 @@
 # installed (`cmake --install --component client`, `runtime` and `dev`, the
 # Debian packages' components) into a scratch prefix, a consumer project
 # (tests/consumer/) configured with find_package(attune) against that
-# prefix, built and run (attune::client asks a daemon that is not there;
+# prefix, built and run (attune::attune_client asks a daemon that is not there;
 # attune::attune runs every CPU tactic); and the installed pkg-config files
 # name that prefix's include and lib directories, not the default /usr/local.
 # Skipped (77) without the client library (libcurl missing) or pkg-config.
@@ -18,6 +18,9 @@ ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fail=1; }
 
 prefix=$tmp/prefix
+# the libraries' directory: lib/<multiarch triplet> (or what the build was
+# configured with)
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$ATTUNE_BUILD_DIR/CMakeCache.txt")
 for c in client runtime dev; do
     cmake --install "$ATTUNE_BUILD_DIR" --prefix "$prefix" --component $c >>"$tmp/install.log" 2>&1 ||
         { cat "$tmp/install.log"; echo "FAIL cmake --install --component $c"; exit 1; }
@@ -48,7 +51,7 @@ esac
 # libattune.so.1 needs libattune_client.so.2 beside it: a prefix outside
 # the loader's paths needs LD_LIBRARY_PATH (the executable's RUNPATH covers
 # its own needs only)
-out=$(LD_LIBRARY_PATH=$prefix/lib "$tmp/build/runtime_consumer" 2>&1) || true
+out=$(LD_LIBRARY_PATH=$prefix/$libdir "$tmp/build/runtime_consumer" 2>&1) || true
 case $out in
 "ran "*" tactics, out[0][0][0][0..3] = -1 -0.75 -0.5 -0.25 "*)
     ok "attune::attune runs on the CPU: $out" ;;
@@ -56,7 +59,7 @@ case $out in
 esac
 if command -v ldd >/dev/null 2>&1; then
     for p in consumer:libattune_client runtime_consumer:libattune; do
-        lib=$(LD_LIBRARY_PATH=$prefix/lib ldd "$tmp/build/${p%%:*}" | sed -n "s/.*${p#*:}\.so[^ ]* => \([^ ]*\).*/\1/p")
+        lib=$(LD_LIBRARY_PATH=$prefix/$libdir ldd "$tmp/build/${p%%:*}" | sed -n "s/.*${p#*:}\.so[^ ]* => \([^ ]*\).*/\1/p")
         case $lib in
         "$prefix"/*) ok "${p%%:*} loads $lib" ;;
         *) bad "${p%%:*} loads ${p#*:} from '$lib', not the prefix" ;;
@@ -66,8 +69,8 @@ fi
 
 # pkg-config: the prefix's directories, wherever it was installed
 real=$(cd "$prefix" && pwd -P)
-cflags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags attune_client 2>&1) || true
-libs=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --libs attune_client 2>&1) || true
+cflags=$(PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig pkg-config --cflags attune_client 2>&1) || true
+libs=$(PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig pkg-config --libs attune_client 2>&1) || true
 inc=$(echo "$cflags" | sed -n 's/^-I\([^ ]*\).*/\1/p')
 ldir=$(echo "$libs" | sed -n 's/^-L\([^ ]*\).*/\1/p')
 if [ -n "$inc" ] && [ "$(cd "$inc" 2>/dev/null && pwd -P)" = "$real/include" ] &&
@@ -76,7 +79,7 @@ if [ -n "$inc" ] && [ "$(cd "$inc" 2>/dev/null && pwd -P)" = "$real/include" ] &
 else
     bad "pkg-config --cflags: $cflags"
 fi
-if [ -n "$ldir" ] && [ "$(cd "$ldir" 2>/dev/null && pwd -P)" = "$real/lib" ]; then
+if [ -n "$ldir" ] && [ "$(cd "$ldir" 2>/dev/null && pwd -P)" = "$real/$libdir" ]; then
     ok "pkg-config --libs: $libs"
 else
     bad "pkg-config --libs: $libs"
@@ -84,18 +87,18 @@ fi
 # and a program built with what it says compiles and links
 if cc $cflags -o "$tmp/pc_consumer" "$ATTUNE_SOURCE_DIR/tests/consumer/consumer.c" $libs \
         >"$tmp/cc.log" 2>&1 &&
-    LD_LIBRARY_PATH=$prefix/lib "$tmp/pc_consumer" "http://127.0.0.1:$port" >/dev/null 2>&1; then
+    LD_LIBRARY_PATH=$prefix/$libdir "$tmp/pc_consumer" "http://127.0.0.1:$port" >/dev/null 2>&1; then
     ok "a program built with pkg-config's flags links and runs"
 else
     cat "$tmp/cc.log"
     bad "build with pkg-config flags"
 fi
-rtflags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs libattune 2>&1) || true
+rtflags=$(PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig pkg-config --cflags --libs libattune 2>&1) || true
 # shellcheck disable=SC2086
-if LD_LIBRARY_PATH=$prefix/lib cc -o "$tmp/pc_runtime" "$ATTUNE_SOURCE_DIR/tests/consumer/runtime_consumer.c" \
+if LD_LIBRARY_PATH=$prefix/$libdir cc -o "$tmp/pc_runtime" "$ATTUNE_SOURCE_DIR/tests/consumer/runtime_consumer.c" \
         $rtflags -lm \
         >"$tmp/cc.log" 2>&1 &&
-    LD_LIBRARY_PATH=$prefix/lib "$tmp/pc_runtime" >/dev/null 2>&1; then
+    LD_LIBRARY_PATH=$prefix/$libdir "$tmp/pc_runtime" >/dev/null 2>&1; then
     ok "pkg-config libattune ($rtflags): builds and runs"
 else
     cat "$tmp/cc.log"

@@ -1,17 +1,27 @@
 #!/bin/sh
-# it_package.sh -- `cpack -G DEB` builds the five packages; extracted into a
-# scratch root (dpkg-deb -x, what dpkg -i unpacks) the installed `attune
+# it_package.sh -- `cpack -G DEB` builds the seven packages; extracted into
+# a scratch root (dpkg-deb -x, what dpkg -i unpacks) the installed `attune
 # devices` and `attuned --version` run from there, attuned serves with the
 # unit's own arguments, the unit verifies and names /usr paths, pkg-config
-# and the Python module work from the root, and the maintainer scripts parse.
-# libattune1 holds libattune.so.1 alone (SONAME libattune.so.1, only the
-# attune_* functions exported, a shlibs file), libattune-dev the rest; a
-# program built against the root with pkg-config and with CMake's
-# find_package(attune) -> attune::attune runs tactics on the CPU
-# (tests/consumer/runtime_consumer.c); lintian, where installed, reports no
-# error on the two.
-# What a scratch root cannot show (systemd starting the unit after dpkg -i
-# on a clean Debian) is the procedure of docs/deploy.md, "Packages".
+# and the Python module work from the root. Each library is in the
+# multiarch directory, in the package its SONAME names (libattune1,
+# libattune-client2, libattune-lookup1: the library alone, a shlibs file,
+# dpkg's ldconfig trigger; libattune.so.1 exports only the attune_*
+# functions), libattune-dev holds the rest; a program built against the
+# root with pkg-config and with CMake's find_package(attune) ->
+# attune::attune runs tactics on the CPU (tests/consumer/runtime_consumer.c).
+# Every package: Depends that name the package of each library its ELF
+# files need (dpkg-shlibdeps' work, checked against `dpkg -S` here), no
+# CUDA library among those needs (a CUDA build loads them at run time), ELF
+# files stripped with their debug symbols in the -dbgsym .ddeb by build id,
+# copyright and changelog; lintian (Debian's, scripts/deps.sh) reports no
+# error on any of them. The maintainer scripts run against stand-ins of
+# deb-systemd-helper, deb-systemd-invoke and systemctl: a first install
+# enables and starts the unit, an upgrade of a disabled unit does not
+# enable it again, removal stops it, purge forgets it.
+# What a scratch root cannot show (dpkg -i on a clean Debian with only the
+# Depends, the real deb-systemd-helper) is tests/clean_root.sh's, run by
+# hand (it downloads a Debian root); docs/deploy.md, "Packages".
 # Skipped (77) without cpack or dpkg-deb, or without attuned.
 set -eu
 : "${ATTUNE_BUILD_DIR:?}" "${ATTUNE_SOURCE_DIR:?}"
@@ -30,7 +40,7 @@ bad() { echo "FAIL $1"; fail=1; }
     { cat "$tmp/cpack.log"; echo "FAIL cpack"; exit 1; }
 arch=$(dpkg --print-architecture)
 ver=$(sed -n 's/^project(attune VERSION \([0-9.]*\).*/\1/p' "$ATTUNE_SOURCE_DIR/CMakeLists.txt")
-for p in attune_${ver}_$arch libattune-client_${ver}_$arch libattune1_${ver}_$arch \
+for p in attune_${ver}_$arch libattune-client2_${ver}_$arch libattune1_${ver}_$arch \
     libattune-lookup1_${ver}_$arch libattune-dev_${ver}_$arch python3-attune-client_${ver}_all \
     python3-attune_${ver}_all; do
     if [ -f "$tmp/pkg/$p.deb" ]; then ok "built $p.deb"; else bad "no $p.deb"; fi
@@ -43,11 +53,14 @@ for f in "$tmp"/pkg/*.deb; do dpkg-deb -x "$f" "$root"; done
 # what its binaries link.
 deps=$(dpkg-deb -f "$tmp/pkg/attune_${ver}_$arch.deb" Depends)
 case $deps in
-*"libattune-client (= $ver)"*libsqlite3-0*libmicrohttpd12*) ok "attune Depends: $deps" ;;
+*"libattune-client2 (= $ver)"*libmicrohttpd12*libsqlite3-0*) ok "attune Depends: $deps" ;;
 *) bad "attune Depends: $deps" ;;
 esac
 
-lib=$root/usr/lib
+# the libraries' directory: lib/<multiarch triplet> (or what the build
+# was configured with)
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$ATTUNE_BUILD_DIR/CMakeCache.txt")
+lib=$root/usr/$libdir
 out=$(LD_LIBRARY_PATH=$lib "$root/usr/bin/attune" devices 2>&1) || true
 case $out in
 *"cpu "*"cpu "*) ok "installed attune devices lists the CPU" ;;
@@ -96,7 +109,7 @@ pid=
 # Library package: header, pkg-config relative to its own location.
 pc=$(PKG_CONFIG_PATH=$lib/pkgconfig pkg-config --cflags --libs attune_client 2>&1) || true
 case $pc in
-*"-I$lib/pkgconfig/../../include"*"-lattune_client"*) ok "pkg-config: $pc" ;;
+*"-I$lib/pkgconfig/"*"include"*"-lattune_client"*) ok "pkg-config: $pc" ;;
 *) bad "pkg-config: $pc" ;;
 esac
 [ -f "$root/usr/include/attune.h" ] && ok "attune.h installed" || bad "no attune.h"
@@ -115,13 +128,15 @@ rt=$tmp/pkg/libattune1_${ver}_$arch.deb
 dev=$tmp/pkg/libattune-dev_${ver}_$arch.deb
 files=$(dpkg-deb -c "$rt" | awk '$1 !~ /^d/ && $6 !~ /^.\/usr\/share\/doc\// {print $6}' | tr '\n' ' ')
 case $files in
-"./usr/lib/libattune.so.1 ./usr/lib/libattune.so.1.0.0 " | "./usr/lib/libattune.so.1.0.0 ./usr/lib/libattune.so.1 ")
+"./usr/$libdir/libattune.so.1 ./usr/$libdir/libattune.so.1.0.0 " | "./usr/$libdir/libattune.so.1.0.0 ./usr/$libdir/libattune.so.1 ")
     ok "libattune1 holds the library alone: $files" ;;
 *) bad "libattune1 holds: $files" ;;
 esac
 files=$(dpkg-deb -c "$dev" | awk '$1 !~ /^d/ {print $6}' | tr '\n' ' ')
-for f in ./usr/include/libattune.h ./usr/lib/libattune.so ./usr/lib/pkgconfig/libattune.pc \
-    ./usr/lib/cmake/attune/attuneConfig.cmake ./usr/lib/cmake/attune/attuneRuntimeTargets.cmake; do
+for f in ./usr/include/libattune.h ./usr/$libdir/libattune.so ./usr/$libdir/pkgconfig/libattune.pc \
+    ./usr/$libdir/cmake/attune/attuneConfig.cmake ./usr/$libdir/cmake/attune/attuneRuntimeTargets.cmake \
+    ./usr/include/attune.h ./usr/$libdir/libattune_client.so ./usr/$libdir/pkgconfig/attune_client.pc \
+    ./usr/$libdir/cmake/attune/attuneTargets.cmake; do
     case " $files" in *" $f "*) ;; *) bad "libattune-dev lacks $f" ;; esac
 done
 for p in libattune1 libattune-dev; do
@@ -131,9 +146,9 @@ for p in libattune1 libattune-dev; do
 done
 [ "$(dpkg-deb -I "$rt" triggers 2>&1)" = "activate-noawait ldconfig" ] ||
     bad "libattune1: no ldconfig trigger"
-[ "$(readlink "$root/usr/lib/libattune.so")" = libattune.so.1 ] &&
+[ "$(readlink "$lib/libattune.so")" = libattune.so.1 ] &&
     ok "libattune-dev: headers, libattune.so -> libattune.so.1, .pc, CMake files" ||
-    bad "libattune.so -> $(readlink "$root/usr/lib/libattune.so")"
+    bad "libattune.so -> $(readlink "$lib/libattune.so")"
 deps=$(dpkg-deb -f "$rt" Depends)
 case $deps in
 *libc6*) ok "libattune1 Depends (dpkg-shlibdeps): $deps" ;;
@@ -148,7 +163,7 @@ shlibs=$(dpkg-deb -I "$rt" shlibs 2>&1) || true
 [ "$shlibs" = "libattune 1 libattune1 (>= $ver)" ] && ok "libattune1 shlibs: $shlibs" ||
     bad "libattune1 shlibs: $shlibs"
 # SONAME, and nothing exported but the functions of libattune.map
-so=$root/usr/lib/libattune.so.1
+so=$lib/libattune.so.1
 soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = libattune.so.1 ] && ok "SONAME $soname" || bad "SONAME '$soname'"
 nm -D --defined-only "$so" | awk '$3 !~ /^LIBATTUNE_/ {print $3}' | sed 's/@.*//' | sort >"$tmp/syms"
@@ -230,7 +245,7 @@ fi
 lk=$tmp/pkg/libattune-lookup1_${ver}_$arch.deb
 files=$(dpkg-deb -c "$lk" | awk '$1 !~ /^d/ && $6 !~ /^.\/usr\/share\/doc\// {print $6}' | tr '\n' ' ')
 case $files in
-"./usr/lib/libattune_lookup.so.1 ./usr/lib/libattune_lookup.so.1.0.0 " | "./usr/lib/libattune_lookup.so.1.0.0 ./usr/lib/libattune_lookup.so.1 ")
+"./usr/$libdir/libattune_lookup.so.1 ./usr/$libdir/libattune_lookup.so.1.0.0 " | "./usr/$libdir/libattune_lookup.so.1.0.0 ./usr/$libdir/libattune_lookup.so.1 ")
     ok "libattune-lookup1 holds the library alone" ;;
 *) bad "libattune-lookup1 holds: $files" ;;
 esac
@@ -239,8 +254,8 @@ case $deps in
 *libsqlite3-0*) ok "libattune-lookup1 Depends (dpkg-shlibdeps): $deps" ;;
 *) bad "libattune-lookup1 Depends: $deps" ;;
 esac
-dpkg-deb -f "$tmp/pkg/libattune-client_${ver}_$arch.deb" Suggests | grep -q "libattune-lookup1 (= $ver)" &&
-    ok "libattune-client suggests libattune-lookup1" || bad "libattune-client: no Suggests of libattune-lookup1"
+dpkg-deb -f "$tmp/pkg/libattune-client2_${ver}_$arch.deb" Suggests | grep -q "libattune-lookup1 (= $ver)" &&
+    ok "libattune-client2 suggests libattune-lookup1" || bad "libattune-client2: no Suggests of libattune-lookup1"
 LD_LIBRARY_PATH=$lib "$root/usr/bin/attune" tune --db "$tmp/t.db" --device cpu --shape b1.hq2.hkv2.sq8.skv8.d16.f32.nc \
     --budget-ms 2 --quiet >/dev/null 2>&1 &&
     LD_LIBRARY_PATH=$lib "$root/usr/bin/attune" export --db "$tmp/t.db" --device cpu -o "$tmp/t.json" \
@@ -252,30 +267,139 @@ case $out in
 *) bad "attune query --url file:: $out" ;;
 esac
 
+# ---- every package: its documentation files; for each ELF file, the
+# package of each library it needs in Depends (a library of this build:
+# its sibling package; else the Debian package that holds it here), none
+# of CUDA's (a CUDA build opens them at run time), stripped, and its debug
+# symbols in the package's -dbgsym .ddeb under its build id
+pkg_of_soname() { # $1: a SONAME; the package that holds it (this build's, or dpkg -S; cached)
+    case $1 in
+    libattune.so.1) echo libattune1; return ;;
+    libattune_client.so.2) echo libattune-client2; return ;;
+    libattune_lookup.so.1) echo libattune-lookup1; return ;;
+    esac
+    sed -n "s/^$1 //p" "$tmp/sonames" 2>/dev/null | grep . && return
+    for path in $(ldconfig -p | awk -v n="$1" '$1 == n {print $NF}'); do
+        for cand in "$path" "$(readlink -f "$path")" "${path#/usr}" "/usr$path"; do
+            p=$(dpkg -S "$cand" 2>/dev/null | head -1 | sed 's/:.*//')
+            [ -n "$p" ] && { echo "$1 $p" >>"$tmp/sonames"; echo "$p"; return; }
+        done
+    done
+}
+mkdir -p "$tmp/x"
+for deb in "$tmp"/pkg/*.deb; do
+    p=$(dpkg-deb -f "$deb" Package)
+    x=$tmp/x/$p
+    dpkg-deb -x "$deb" "$x"
+    for f in copyright changelog.gz; do
+        [ -f "$x/usr/share/doc/$p/$f" ] || bad "$p lacks /usr/share/doc/$p/$f"
+    done
+    deps=" $(dpkg-deb -f "$deb" Depends | tr ',|' '  ') "
+    dbg=$tmp/pkg/$p-dbgsym_${ver}_$arch.ddeb
+    [ -f "$dbg" ] && dpkg-deb -c "$dbg" | awk '{print $6}' >"$tmp/dbg.list" || : >"$tmp/dbg.list"
+    nelf=0
+    for f in $(find "$x" -type f | sort); do
+        readelf -h "$f" >/dev/null 2>&1 || continue
+        nelf=$((nelf + 1))
+        rel=${f#"$x"}
+        for so in $(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+            case $so in
+            libcuda.so* | libcudart* | libcudnn* | libcublas* | libnv*) bad "$p: $rel needs $so (CUDA must load at run time)"; continue ;;
+            esac
+            dp=$(pkg_of_soname "$so")
+            if [ -z "$dp" ]; then
+                bad "$p: $rel needs $so, which no Debian package here holds"
+            else
+                case $deps in
+                *" $dp "*) ;;
+                *) bad "$p: $rel needs $so ($dp), not in Depends:$deps" ;;
+                esac
+            fi
+        done
+        if readelf -S "$f" | grep -q '\.debug_info'; then
+            bad "$p: $rel is not stripped"
+        fi
+        id=$(readelf -n "$f" | sed -n 's/.*Build ID: \([0-9a-f]*\).*/\1/p')
+        d=${id#??}
+        grep -qx "./usr/lib/debug/.build-id/$(echo "$id" | cut -c1-2)/$d.debug" "$tmp/dbg.list" ||
+            bad "$p: $rel: no debug symbols for build id '$id' in $(basename "$dbg")"
+    done
+    ok "$p: $nelf ELF files, each library they need in Depends, stripped, symbols in -dbgsym; copyright, changelog"
+done
+
 if command -v lintian >/dev/null 2>&1; then
-    # errors only: warnings are reported, not failed on. bogus-mail-host:
-    # the Maintainer: (and the changelog's) is a placeholder until
-    # ATTUNE_DEB_MAINTAINER is set (cmake/package.cmake).
-    lintian --no-tag-display-limit --suppress-tags bogus-mail-host,bogus-mail-host-in-debian-changelog \
-        "$rt" "$dev" "$lk" \
-        >"$tmp/lintian" 2>&1 || true
+    # errors fail, warnings are shown. bogus-mail-host: the Maintainer:
+    # (and the changelog's) is a placeholder until ATTUNE_DEB_MAINTAINER is
+    # set (cmake/package.cmake).
+    rc=0
+    lintian --tag-display-limit 0 --suppress-tags bogus-mail-host,bogus-mail-host-in-debian-changelog \
+        "$tmp"/pkg/*.deb >"$tmp/lintian" 2>&1 || rc=$?
     grep '^W:' "$tmp/lintian" | sed 's/^/     /'
     if grep -q '^E:' "$tmp/lintian"; then
         grep '^E:' "$tmp/lintian"
-        bad "lintian reports errors on libattune1 / libattune-dev / libattune-lookup1"
+        bad "lintian reports errors"
+    elif [ $rc -ne 0 ]; then
+        cat "$tmp/lintian"
+        bad "lintian exited $rc"
     else
-        ok "lintian: no error on libattune1, libattune-dev, libattune-lookup1"
+        ok "lintian: no error on the $(ls "$tmp"/pkg/*.deb | wc -l) packages"
     fi
 else
     echo "skip lintian (not installed)"
 fi
 
+# ---- the maintainer scripts, run against stand-ins that record their
+# calls (the real deb-systemd-helper is tests/clean_root.sh's): as
+# dh_installsystemd does, systemctl only for daemon-reload
 for s in postinst prerm postrm; do
-    f=$ATTUNE_SOURCE_DIR/packaging/deb/$s
-    if dpkg-deb -I "$tmp/pkg/attune_${ver}_$arch.deb" $s >/dev/null 2>&1 && sh -n "$f"; then
-        ok "$s in the package, parses"
-    else
-        bad "$s missing or broken"
+    dpkg-deb -I "$tmp/pkg/attune_${ver}_$arch.deb" $s >"$tmp/$s" 2>/dev/null && sh -n "$tmp/$s" ||
+        bad "$s missing from the package or broken"
+    if grep -Eq '^[^#]*systemctl +(--system +)?(enable|disable|start|stop|restart|mask)' "$tmp/$s"; then
+        bad "$s calls systemctl for more than daemon-reload"
     fi
 done
+stub=$tmp/stub
+mkdir -p "$stub/bin" "$stub/run/systemd/system" "$stub/etc"
+for t in deb-systemd-helper deb-systemd-invoke systemctl; do
+    # was-enabled answers what $WAS_ENABLED says (1: enabled or new)
+    printf '#!/bin/sh\necho "%s $*" >>"%s/calls"\n[ "$1 $2" = "--quiet was-enabled" ] && [ "${WAS_ENABLED:-1}" = 0 ] && exit 1\nexit 0\n' \
+        "$t" "$stub" >"$stub/bin/$t"
+    chmod +x "$stub/bin/$t"
+done
+run_script() { # $1: script, $2...: its arguments; the calls it made, one line each
+    : >"$stub/calls"
+    sed "s#/run/systemd/system#$stub/run/systemd/system#g; s#/etc/attune#$stub/etc/attune#g" "$tmp/$1" >"$tmp/$1.t"
+    script=$1
+    shift
+    PATH=$stub/bin:$PATH sh "$tmp/$script.t" "$@" >/dev/null 2>&1 || echo "exit $?" >>"$stub/calls"
+    tr '\n' ';' <"$stub/calls"
+}
+want_calls() { # $1: what, $2: the calls seen, $3: the calls wanted
+    [ "$2" = "$3" ] && ok "$1" || bad "$1: calls '$2', wanted '$3'"
+}
+c=$(WAS_ENABLED=1 run_script postinst configure)
+want_calls "postinst, first install: token, unit enabled and started" "$c" \
+    "deb-systemd-helper unmask attuned.service;deb-systemd-helper --quiet was-enabled attuned.service;deb-systemd-helper enable attuned.service;systemctl --system daemon-reload;deb-systemd-invoke start attuned.service;"
+[ "$(stat -c %a "$stub/etc/attune/token" 2>/dev/null)" = 600 ] && [ "$(wc -c <"$stub/etc/attune/token")" -eq 65 ] &&
+    ok "postinst wrote a 0600 token of 64 hex digits" || bad "postinst token: $(ls -l "$stub/etc/attune" 2>&1)"
+old=$(cat "$stub/etc/attune/token")
+c=$(WAS_ENABLED=0 run_script postinst configure 0.0.9)
+want_calls "postinst, upgrade of a unit the admin disabled: not enabled again" "$c" \
+    "deb-systemd-helper unmask attuned.service;deb-systemd-helper --quiet was-enabled attuned.service;deb-systemd-helper update-state attuned.service;systemctl --system daemon-reload;deb-systemd-invoke restart attuned.service;"
+[ "$(cat "$stub/etc/attune/token")" = "$old" ] && ok "an upgrade keeps the token" || bad "an upgrade changed the token"
+c=$(WAS_ENABLED=1 run_script postinst configure 0.0.9)
+want_calls "postinst, upgrade of an enabled unit: restarted" "$c" \
+    "deb-systemd-helper unmask attuned.service;deb-systemd-helper --quiet was-enabled attuned.service;deb-systemd-helper enable attuned.service;systemctl --system daemon-reload;deb-systemd-invoke restart attuned.service;"
+want_calls "prerm upgrade: nothing (postinst restarts)" "$(run_script prerm upgrade 0.1.1)" ""
+want_calls "prerm remove: stopped" "$(run_script prerm remove)" "deb-systemd-invoke stop attuned.service;"
+want_calls "postrm remove: the unit's state masked" "$(run_script postrm remove)" \
+    "deb-systemd-helper mask attuned.service;systemctl --system daemon-reload;"
+c=$(run_script postrm purge)
+want_calls "postrm purge: the unit's state forgotten" "$c" \
+    "deb-systemd-helper purge attuned.service;deb-systemd-helper unmask attuned.service;systemctl --system daemon-reload;"
+[ ! -e "$stub/etc/attune" ] && ok "purge removes the token" || bad "purge left $stub/etc/attune"
+rm -rf "$stub/run/systemd"
+c=$(WAS_ENABLED=1 run_script postinst configure)
+want_calls "postinst without a running systemd: enabled, nothing started" "$c" \
+    "deb-systemd-helper unmask attuned.service;deb-systemd-helper --quiet was-enabled attuned.service;deb-systemd-helper enable attuned.service;"
 exit $fail
