@@ -14,17 +14,13 @@
 #include <time.h>
 
 #include "../common/hash.h"
+#include "device_model.h"
 
 void fleet_model_id(const attn_device_info *d, char *out, size_t len)
 {
     char text[256];
-    int n = snprintf(text, sizeof text, "%s|%s|%d.%d|%d|%" PRId64, d->name, d->kind,
-                     d->cc_major, d->cc_minor, d->sm_count, d->memory_mb);
-    if (n < 0)
-        n = 0;
-    if ((size_t)n >= sizeof text)
-        n = sizeof text - 1;
-    uint64_t h = hash_fnv1a64(hash_fnv1a64_init(), text, (size_t)n);
+    device_model_text(d, text, sizeof text); /* memory as the model's, not as reported */
+    uint64_t h = hash_fnv1a64(hash_fnv1a64_init(), text, strlen(text));
     snprintf(out, len, FLEET_DEVICE_PREFIX "%016" PRIx64, h);
 }
 

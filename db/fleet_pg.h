@@ -24,7 +24,7 @@
 typedef struct fleet_pg fleet_pg;
 
 /* Server schema version (table attune_meta, key schema_version). */
-#define FLEET_PG_SCHEMA_VERSION 2
+#define FLEET_PG_SCHEMA_VERSION 3
 
 /* Pulled aggregates live in the local store as one device per model whose
  * id is this prefix + 16 hex digits of the model's hash (fleet_model_id),
@@ -33,7 +33,10 @@ typedef struct fleet_pg fleet_pg;
 #define FLEET_HOST "fleet"
 
 /* A device is a "model" member when name, kind, compute capability, SM
- * count and memory are equal. Writes "FLEET-<16 hex>" into out (>= 24). */
+ * count and the model's memory are equal (device_model.h: memory rounded
+ * up to its built size, so two hosts of one model agree; server schema 3,
+ * store schema 9 re-keyed the ids of older versions). Writes
+ * "FLEET-<16 hex of device_model_text's FNV-1a>" into out (>= 24). */
 void fleet_model_id(const attn_device_info *d, char *out, size_t len);
 
 /* 1 when id names a pulled fleet-aggregate device. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../common/hash.h"
+#include "device_model.h"
 #include "fleet_pg_internal.h"
 
 /* ---- id maps */
@@ -102,7 +103,8 @@ int fleet_pg_model_dim(fleet_pg *c, const attn_device_info *d, int *id, char *er
     snprintf(ccma, sizeof ccma, "%d", d->cc_major);
     snprintf(ccmi, sizeof ccmi, "%d", d->cc_minor);
     snprintf(sm, sizeof sm, "%d", d->sm_count);
-    snprintf(mem, sizeof mem, "%" PRId64, d->memory_mb);
+    /* the model's memory (device_model.h), not what this device reported */
+    snprintf(mem, sizeof mem, "%" PRId64, device_model_memory_gib(d->memory_mb) * 1024);
     const char *p[] = {uid, d->name, d->kind, ccma, ccmi, sm, mem};
     int rc = upsert_id(c,
                        "INSERT INTO models (uid, name, kind, cc_major, cc_minor, sm_count, "

@@ -8,6 +8,11 @@
  *      aggregates and outliers.
  *   2  pins: the fleet's operator pins (tuner/pin.h), one row per rule
  *      with its tombstone state, merged last-writer-wins (fleet_pins.h).
+ *   3  models keyed by the model's memory, not one driver's figure
+ *      (db/device_model.h): each model's uid and memory_mb recomputed, and
+ *      the models that then coincide merged into the oldest (their devices
+ *      and rows moved to it, a row of one key kept where newest, the
+ *      aggregates dropped and the groups marked dirty to be recomputed).
  *
  * Migrations run in one transaction under an advisory lock, so two
  * attuned starting against a new server create it once. docs/fleet.md
@@ -18,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_model.h"
 #include "fleet_pg_internal.h"
 
 /* Version 1. CHECKs repeat the local store's field rules (docs/fleet.md)
@@ -143,8 +149,117 @@ static const char schema_v2[] =
     "  pushed_at timestamptz NOT NULL DEFAULT now());"
     "CREATE UNIQUE INDEX pins_rule ON pins (action, tactic, shape, device, lower(model));";
 
-/* migrations[v] takes the server from version v to v + 1. */
-static const char *const migrations[FLEET_PG_SCHEMA_VERSION] = {schema_v1, schema_v2};
+/* Version 3, for one model m merged into k: devices, then rows (a key
+ * held by both keeps the newer row), then the derived tables (k's groups
+ * recomputed), then the model row. params: "mk" ($1 = m, $2 = k), "m" or
+ * "k" ($1 alone): PostgreSQL types only the parameters a statement names. */
+static const struct {
+    const char *params, *sql;
+} merge_model[] = {
+    {"mk", "UPDATE devices SET model_id = $2::int WHERE model_id = $1::int"},
+    {"mk", "INSERT INTO measurements (model_id, stack_id, shape_id, tactic_id, device_id,"
+           " status, time_us, time_us_min, time_us_max, time_us_copies, n, max_abs_err,"
+           " rel_err, mode, l2, rows_checked, note, host, taken_at, pushed_at)"
+           " SELECT $2::int, stack_id, shape_id, tactic_id, device_id, status, time_us,"
+           " time_us_min, time_us_max, time_us_copies, n, max_abs_err, rel_err, mode, l2,"
+           " rows_checked, note, host, taken_at, pushed_at FROM measurements"
+           " WHERE model_id = $1::int"
+           " ON CONFLICT (model_id, stack_id, shape_id, tactic_id, device_id) DO UPDATE SET"
+           " status = excluded.status, time_us = excluded.time_us,"
+           " time_us_min = excluded.time_us_min, time_us_max = excluded.time_us_max,"
+           " time_us_copies = excluded.time_us_copies, n = excluded.n,"
+           " max_abs_err = excluded.max_abs_err, rel_err = excluded.rel_err,"
+           " mode = excluded.mode, l2 = excluded.l2, rows_checked = excluded.rows_checked,"
+           " note = excluded.note, host = excluded.host, taken_at = excluded.taken_at,"
+           " pushed_at = excluded.pushed_at WHERE excluded.taken_at > measurements.taken_at"},
+    {"m", "DELETE FROM measurements WHERE model_id = $1::int"},
+    {"mk", "DELETE FROM aggregates WHERE model_id IN ($1::int, $2::int)"},
+    {"mk", "DELETE FROM outliers WHERE model_id IN ($1::int, $2::int)"},
+    {"m", "DELETE FROM dirty WHERE model_id = $1::int"},
+    {"k", "INSERT INTO dirty (model_id, stack_id, shape_id) SELECT DISTINCT model_id,"
+          " stack_id, shape_id FROM measurements WHERE model_id = $1::int"
+          " ON CONFLICT DO NOTHING"},
+    {"k", "UPDATE models SET refreshed_at = NULL WHERE id = $1::int"},
+    {"m", "DELETE FROM models WHERE id = $1::int"},
+};
+
+typedef struct model_row {
+    int id;
+    attn_device_info d;
+    char uid[32];
+    int64_t mem_mb; /* the model's: device_model_memory_gib * 1024 */
+} model_row;
+
+/* Version 3 (in C: the uid is a hash): every model's uid and memory as
+ * device_model.h defines them; models that coincide merged into the one of
+ * the lowest id. Inside the migration's transaction. 0 or the error. */
+static int migrate_models(fleet_pg *c, char *err, size_t errlen)
+{
+    PGresult *r = PQexec(c->conn, "SELECT id, name, kind, cc_major, cc_minor, sm_count,"
+                                  " memory_mb FROM models ORDER BY id");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        int rc = fleet_pg_fail(c, r, "reading the models (schema 3)", err, errlen);
+        PQclear(r);
+        return rc;
+    }
+    int n = PQntuples(r), rc = 0;
+    model_row *m = calloc(n > 0 ? (size_t)n : 1, sizeof *m);
+    if (m == NULL) {
+        PQclear(r);
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        m[i].id = atoi(PQgetvalue(r, i, 0));
+        snprintf(m[i].d.name, sizeof m[i].d.name, "%s", PQgetvalue(r, i, 1));
+        snprintf(m[i].d.kind, sizeof m[i].d.kind, "%s", PQgetvalue(r, i, 2));
+        m[i].d.cc_major = atoi(PQgetvalue(r, i, 3));
+        m[i].d.cc_minor = atoi(PQgetvalue(r, i, 4));
+        m[i].d.sm_count = atoi(PQgetvalue(r, i, 5));
+        m[i].d.memory_mb = strtoll(PQgetvalue(r, i, 6), NULL, 10);
+        fleet_model_id(&m[i].d, m[i].uid, sizeof m[i].uid);
+        m[i].mem_mb = device_model_memory_gib(m[i].d.memory_mb) * 1024;
+    }
+    PQclear(r);
+    /* merges first (a later model into the first of its uid), so that no
+     * two rows hold one (name, ..., memory_mb) when the keepers change */
+    for (int i = 0; i < n && rc == 0; i++)
+        for (int k = 0; k < i && rc == 0; k++) {
+            if (strcmp(m[i].uid, m[k].uid) != 0 || m[k].id < 0)
+                continue;
+            char from[16], to[16];
+            snprintf(from, sizeof from, "%d", m[i].id);
+            snprintf(to, sizeof to, "%d", m[k].id);
+            const char *mk[] = {from, to}, *k1[] = {to};
+            for (size_t s = 0; s < sizeof merge_model / sizeof merge_model[0] && rc == 0; s++) {
+                const char *w = merge_model[s].params;
+                rc = fleet_pg_cmd_params(c, merge_model[s].sql, (int)strlen(w),
+                                         strcmp(w, "k") == 0 ? k1 : mk,
+                                         "merging a model (schema 3)", err, errlen);
+            }
+            m[i].id = -1; /* merged */
+            break;
+        }
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (m[i].id < 0)
+            continue;
+        char id[16], mem[24];
+        snprintf(id, sizeof id, "%d", m[i].id);
+        snprintf(mem, sizeof mem, "%lld", (long long)m[i].mem_mb);
+        const char *p[] = {id, m[i].uid, mem};
+        rc = fleet_pg_cmd_params(c, "UPDATE models SET uid = $2, memory_mb = $3::bigint"
+                                    " WHERE id = $1::int", 3, p,
+                                 "re-keying a model (schema 3)", err, errlen);
+    }
+    free(m);
+    return rc;
+}
+
+/* migrations[v] takes the server from version v to v + 1 (NULL: in C,
+ * migrate_c[v]). */
+static const char *const migrations[FLEET_PG_SCHEMA_VERSION] = {schema_v1, schema_v2, NULL};
+static int (*const migrate_c[FLEET_PG_SCHEMA_VERSION])(fleet_pg *, char *, size_t) = {
+    [2] = migrate_models,
+};
 
 /* Advisory lock key of schema changes (any constant unique to attune). */
 #define SCHEMA_LOCK_KEY 737301
@@ -184,7 +299,9 @@ int fleet_pg_schema_migrate(fleet_pg *c, char *err, size_t errlen)
         return fleet_pg_cmd(c, "COMMIT", err, errlen);
     }
     for (; version < FLEET_PG_SCHEMA_VERSION; version++)
-        if ((rc = fleet_pg_cmd(c, migrations[version], err, errlen)) != 0)
+        if ((rc = migrations[version] != NULL
+                      ? fleet_pg_cmd(c, migrations[version], err, errlen)
+                      : migrate_c[version](c, err, errlen)) != 0)
             goto fail;
     snprintf(sql, sizeof sql,
              "INSERT INTO attune_meta VALUES ('schema_version', '%d') "

@@ -16,7 +16,7 @@
 typedef struct store store;
 
 /* Current schema version (PRAGMA user_version after open). */
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 
 typedef enum {
     STORE_OK = 0,

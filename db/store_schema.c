@@ -18,14 +18,19 @@
  *   8  measurements gain noisy: 1 on a row whose timing stayed noisy after
  *      the tuner's re-measures (tuner/noise.h); kept out of answers and
  *      measured again by the next tune.
+ *   9  no new column: pulled fleet devices (FLEET-<hash>) take the ids of
+ *      their models as db/device_model.h defines them now (memory rounded to
+ *      its built size), two old ids of one model merged into one.
  *
  * A new database is created at the current version directly; an older one
  * is migrated step by step, each step and the user_version bump in one
  * BEGIN IMMEDIATE transaction, so a crash mid-migration leaves the old
  * version intact. docs/schema.md describes the tables. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "fleet_pg.h"
 #include "store_internal.h"
 
 /* The pins table (version 6): one rule a row, unique by its identity (the
@@ -187,7 +192,94 @@ static const char migrate_7_8[] =
     "ALTER TABLE measurements ADD COLUMN noisy INTEGER NOT NULL DEFAULT 0"
     " CHECK (noisy IN (0, 1));";
 
-/* migrations[v] takes a database from version v to v + 1. */
+/* Migration 8 -> 9, in C (the id is a hash): every pulled fleet device
+ * (FLEET-...) re-keyed to fleet_model_id of its description, the model's
+ * memory rounded (db/device_model.h). Its rows move with it; when the new
+ * id is taken (a second old id of the same model), a row moves only where
+ * the key has none or an older one, the rest goes with the old device. */
+static int rekey_fleet_devices(store *st)
+{
+    sqlite3_stmt *q = NULL;
+    int src = sqlite3_prepare_v2(st->db,
+                                 "SELECT id, name, kind, cc_major, cc_minor, sm_count, memory_mb "
+                                 "FROM devices WHERE substr(id, 1, 6) = 'FLEET-' ORDER BY "
+                                 "last_seen DESC, id",
+                                 -1, &q, NULL);
+    char (*ids)[2][64] = NULL;
+    int n = 0, cap = 0;
+    while (src == SQLITE_OK || src == SQLITE_ROW) {
+        if ((src = sqlite3_step(q)) != SQLITE_ROW)
+            break;
+        attn_device_info d;
+        memset(&d, 0, sizeof d);
+        store_column_text(q, 0, d.id, sizeof d.id);
+        store_column_text(q, 1, d.name, sizeof d.name);
+        store_column_text(q, 2, d.kind, sizeof d.kind);
+        d.cc_major = sqlite3_column_int(q, 3);
+        d.cc_minor = sqlite3_column_int(q, 4);
+        d.sm_count = sqlite3_column_int(q, 5);
+        d.memory_mb = sqlite3_column_int64(q, 6);
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            void *p = realloc(ids, (size_t)cap * sizeof *ids);
+            if (p == NULL) {
+                src = SQLITE_NOMEM;
+                break;
+            }
+            ids = p;
+        }
+        snprintf(ids[n][0], sizeof ids[n][0], "%s", d.id);
+        fleet_model_id(&d, ids[n][1], sizeof ids[n][1]);
+        n++;
+    }
+    sqlite3_finalize(q);
+    if (src != SQLITE_DONE) {
+        free(ids);
+        return src;
+    }
+    static const char move[] =
+        /* the new device row, from the old one, unless the model has it */
+        "INSERT OR IGNORE INTO devices (id, name, kind, idx, cc_major, cc_minor, sm_count,"
+        " memory_mb, latest_stack, first_seen, last_seen, clock_mhz, mem_clock_mhz)"
+        " SELECT ?2, name, kind, idx, cc_major, cc_minor, sm_count, memory_mb, latest_stack,"
+        " first_seen, last_seen, clock_mhz, mem_clock_mhz FROM devices WHERE id = ?1;"
+        /* rows of a key the new id lacks or holds older */
+        "DELETE FROM measurements AS n WHERE n.device_id = ?2 AND EXISTS (SELECT 1 FROM"
+        " measurements o WHERE o.device_id = ?1 AND o.stack_id = n.stack_id AND"
+        " o.shape_id = n.shape_id AND o.tactic = n.tactic AND o.taken_at > n.taken_at);"
+        "UPDATE OR IGNORE measurements SET device_id = ?2 WHERE device_id = ?1;"
+        "DELETE FROM measurements WHERE device_id = ?1;"
+        "UPDATE OR IGNORE pins SET device = ?2 WHERE device = ?1;"
+        "DELETE FROM devices WHERE id = ?1;";
+    for (int i = 0; i < n && src == SQLITE_DONE; i++) {
+        if (strcmp(ids[i][0], ids[i][1]) == 0)
+            continue;
+        const char *tail = move;
+        while (src == SQLITE_DONE && *tail) {
+            sqlite3_stmt *s = NULL;
+            src = sqlite3_prepare_v2(st->db, tail, -1, &s, &tail);
+            if (src != SQLITE_OK)
+                break;
+            if (s == NULL) { /* trailing whitespace */
+                src = SQLITE_DONE;
+                break;
+            }
+            sqlite3_bind_text(s, 1, ids[i][0], -1, SQLITE_STATIC);
+            if (sqlite3_bind_parameter_count(s) >= 2)
+                sqlite3_bind_text(s, 2, ids[i][1], -1, SQLITE_STATIC);
+            src = sqlite3_step(s);
+            sqlite3_finalize(s);
+        }
+    }
+    free(ids);
+    return src == SQLITE_DONE ? SQLITE_OK : src;
+}
+
+/* migrations[v] takes a database from version v to v + 1 (NULL: in C,
+ * migrate_c[v]). */
+static int (*const migrate_c[STORE_SCHEMA_VERSION])(store *st) = {
+    [8] = rekey_fleet_devices,
+};
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     NULL, /* 0 -> 1 never runs: an empty database gets schema_current */
     migrate_1_2,
@@ -197,6 +289,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     migrate_5_6,
     migrate_6_7,
     migrate_7_8,
+    NULL,
 };
 
 /* Read user_version and the number of schema objects. The first read of a
@@ -270,7 +363,9 @@ static int migrate_tx(store *st, void *ctx)
         version = STORE_SCHEMA_VERSION;
     }
     for (; version < STORE_SCHEMA_VERSION; version++)
-        if (sqlite3_exec(st->db, migrations[version], NULL, NULL, NULL) != SQLITE_OK)
+        if (migrations[version] != NULL
+                ? sqlite3_exec(st->db, migrations[version], NULL, NULL, NULL) != SQLITE_OK
+                : migrate_c[version](st) != SQLITE_OK)
             goto sqlfail;
     /* PRAGMA takes no bound parameters; the value is a compile-time int. */
     char pragma[64];
@@ -279,8 +374,10 @@ static int migrate_tx(store *st, void *ctx)
         goto sqlfail;
     a->stage = 2;
     return 0;
-sqlfail:
-    return attune_fail(a->err, a->errlen, store_sqlite_err(sqlite3_extended_errcode(st->db)),
+sqlfail:;
+    /* a C step's failure may leave no error on the handle: never report 0 */
+    int code = store_sqlite_err(sqlite3_extended_errcode(st->db));
+    return attune_fail(a->err, a->errlen, code != 0 ? code : ATTUNE_EDB,
                        "cannot bring '%s' to schema version %d (at version %d): %s", st->path,
                        STORE_SCHEMA_VERSION, version, sqlite3_errmsg(st->db));
 }

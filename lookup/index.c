@@ -10,6 +10,7 @@
 
 #include "../common/grow.h"
 #include "../common/hash.h"
+#include "../db/device_model.h"
 
 typedef struct ix_shape {
     attn_shape shape;
@@ -642,12 +643,11 @@ static void predicted_row(const ix_device *d, const attn_shape *s, const char *t
     m->rel_err = rel_err;
 }
 
-/* One model of device: name, compute capability, SM count, memory. */
+/* One model of device: name, compute capability, SM count, memory as the
+ * model's (db/device_model.h: two hosts of one model agree on it). */
 static int same_model(const ix_device *a, const ix_device *b)
 {
-    return strcmp(a->info.kind, b->info.kind) == 0 && strcmp(a->info.name, b->info.name) == 0 &&
-           a->info.cc_major == b->info.cc_major && a->info.cc_minor == b->info.cc_minor &&
-           a->info.sm_count == b->info.sm_count && a->info.memory_mb == b->info.memory_mb;
+    return device_model_same(&a->info, &b->info);
 }
 
 /* Fleet fallback for local device d: the winner of the shape (key, hash h)

@@ -96,7 +96,7 @@ def test_credentials(pg, tmp):
     check(r.returncode == 1 and "password" in r.stderr,
           "without the passfile the server refuses (scram auth is on)")
     r = run(pg, "fleet", "status", "--db", db, "--fleet", pg.url)
-    check(r.returncode == 0 and "server schema 2" in r.stdout,
+    check(r.returncode == 0 and "server schema 3" in r.stdout,
           "the passfile's credentials connect and create the schema")
 
 
