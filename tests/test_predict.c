@@ -6,6 +6,7 @@
 
 #include "test.h"
 #include "tuner/predict.h"
+#include "tuner/predict_cost.h"
 
 static store_measurement row(const attn_shape *s, const char *tactic, double us, double rel)
 {
@@ -416,6 +417,68 @@ static void unmeasured_stages_should_lean_on_the_sibling_kernel(void)
     predict_free(pm);
 }
 
+/* The wave latency is fitted per device (predict.c, "constants fitted
+ * per device"): on a synthetic GPU whose times are the cost model's own
+ * with a known latency per wave of blocks (none, or 3 launch floors), the
+ * fitted value follows it, off the default either way; and the answers
+ * then pick the tile that needs fewer waves when waves are dear. */
+static double synthetic_us(const attn_shape *s, const char *tactic, const attn_device_info *dev,
+                           double wave_lat)
+{
+    attn_tactic t = tac(tactic);
+    attn_cost c;
+    attn_describe(s, &t, dev, 0, &c);
+    predict_rates r = {4e8, 4e6, 2.0, wave_lat, 0.5, dev->sm_count};
+    return predict_cost_us(s, &c, &r);
+}
+
+static void wave_latency_should_be_fitted_per_device(void)
+{
+    const char *tiles[2] = {"fused/pad=1/tile=128x64/warps=4", "fused/pad=1/tile=64x64/warps=4"};
+    attn_device_info gpu;
+    memset(&gpu, 0, sizeof gpu);
+    snprintf(gpu.kind, sizeof gpu.kind, "cuda");
+    gpu.cc_major = 9;
+    gpu.sm_count = 132;
+    const double truth[2] = {0.0, 3.0};
+    for (int w = 0; w < 2; w++) {
+        store_measurement m[64];
+        int n = 0;
+        /* 32 to 4096 blocks, and two shapes that fill whole waves of one
+         * tile each (33 heads: 264 blocks of 128 rows at 1024 queries,
+         * the 128x64 tile's slots; 396 of 64 at 768, the 64x64 tile's), so
+         * the FLOP ceilings the model reads are the device's */
+        attn_shape sh[24];
+        int ns = 0;
+        for (int64_t b = 1; b <= 16; b *= 2)
+            for (int64_t sq = 256; sq <= 2048; sq *= 2)
+                sh[ns++] = shp(b, 16, 16, sq, sq, 64, ATTN_F16, 0);
+        sh[ns++] = shp(1, 33, 33, 1024, 1024, 64, ATTN_F16, 0);
+        sh[ns++] = shp(1, 33, 33, 768, 768, 64, ATTN_F16, 0);
+        for (int i = 0; i < ns; i++)
+            for (int k = 0; k < 2; k++)
+                m[n++] = row(&sh[i], tiles[k], synthetic_us(&sh[i], tiles[k], &gpu, truth[w]),
+                             3e-4);
+        predict_model *pm = predict_build_on(m, n, "stack-a", NULL, &gpu);
+        int fitted = 0;
+        double got = predict_wave_lat(pm, &fitted);
+        CHECK_MSG(fitted, "wave latency %g not fitted (%d rows)", truth[w], n);
+        /* the model's own FLOP ceilings (the best rate a family reached,
+         * latency included) keep it from the truth; its side of the
+         * default is the device's */
+        if (truth[w] == 0)
+            CHECK_MSG(got < 0.4, "fitted %g for no wave latency", got);
+        else
+            CHECK_MSG(got >= 0.8, "fitted %g for %g launch floors a wave", got, truth[w]);
+        predict_free(pm);
+        /* the same rows off a GPU: nothing to fit, the default */
+        pm = predict_build(m, n, "stack-a", NULL);
+        CHECK_NEAR(predict_wave_lat(pm, &fitted), 0.4, 0);
+        CHECK_EQ_INT(fitted, 0);
+        predict_free(pm);
+    }
+}
+
 int main(void)
 {
     RUN(family_should_drop_only_the_split_count);
@@ -428,5 +491,6 @@ int main(void)
     RUN(decode_engine_should_win_a_far_decode_step);
     RUN(unmeasured_stages_should_lean_on_the_sibling_kernel);
     RUN(every_answer_should_be_a_listed_tactic);
+    RUN(wave_latency_should_be_fitted_per_device);
     return test_summary();
 }

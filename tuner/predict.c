@@ -61,6 +61,9 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
  * ran 2048 causal rows at 386 TFLOP/s per busy slot by the equal-blocks
  * waves, 556 on 968 rows without a mask). */
 #define CAUSAL_TAIL 0.5
+/* The launch floor: half the fastest row's time (a row is at least one
+ * launch and some work); fitted per device (below). */
+#define LAT_SHARE 0.5
 
 /* ---- the model */
 
@@ -104,6 +107,9 @@ struct predict_model {
     attn_device_info dev; /* the device the rows were measured on */
     int has_dev;       /* dev is known (predict_build_dev) */
     int sms;           /* SMs of a CUDA device; 0: no wave model */
+    double wave_lat;   /* a wave of blocks' latency in launch floors: fitted
+                          (fit_constants) or BLOCK_WAVE_LAT */
+    int wave_lat_fitted; /* 1: fitted on this device's rows */
     FILE *trace;       /* predict_set_trace; NULL: quiet */
 };
 
@@ -128,7 +134,7 @@ static void describe_on(const predict_model *pm, const attn_shape *s, const attn
 static predict_rates rates_of(const predict_model *pm, int fam)
 {
     predict_rates r = {fam >= 0 ? pm->fam_flops[fam] : pm->peak_flops, pm->peak_bytes,
-                       pm->lat_us, BLOCK_WAVE_LAT, CAUSAL_TAIL, pm->sms};
+                       pm->lat_us, pm->wave_lat, CAUSAL_TAIL, pm->sms};
     return r;
 }
 
@@ -150,12 +156,15 @@ static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_
     return predict_wave_eff(s, &c, pm->sms, CAUSAL_TAIL);
 }
 
-/* Blocks of one split of a split tactic t on s: b * hkv * row blocks of
- * the group's folded query rows (split-KV's and the fold's grid). */
-static double split_grid(const attn_shape *s, int tile_m)
+/* Blocks of one split of tactic t (family fam) on s, as its kernel
+ * describes its grid (split-KV's and the sm90a fold's: b * hkv row blocks
+ * of the group's query rows). */
+static double split_grid(const predict_model *pm, const attn_shape *s, const attn_tactic *t,
+                         int fam)
 {
-    int64_t tm = tile_m > 0 ? tile_m : 16;
-    return (double)(s->b * s->hkv) * (double)((attn_shape_group(s) * s->sq + tm - 1) / tm);
+    attn_cost c;
+    describe_on(pm, s, t, fam, &c);
+    return c.blocks / (t->splits > 1 ? t->splits : 1);
 }
 
 /* Roofline cost in microseconds of s run by t (family fam, -1 if none) on
@@ -368,6 +377,13 @@ void predict_set_trace(predict_model *pm, FILE *f)
 int predict_nshapes(const predict_model *pm)
 {
     return pm ? pm->nshapes : 0;
+}
+
+double predict_wave_lat(const predict_model *pm, int *fitted)
+{
+    if (fitted != NULL)
+        *fitted = pm != NULL && pm->wave_lat_fitted;
+    return pm != NULL ? pm->wave_lat : BLOCK_WAVE_LAT;
 }
 
 predict_model *predict_build(const store_measurement *rows, int n, const char *cur_stack,
@@ -608,7 +624,7 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         pm->peak_flops = pm->peak_bytes = 1;
         tmin = 0;
     }
-    pm->lat_us = 0.5 * tmin;
+    pm->lat_us = LAT_SHARE * tmin;
     /* A family's FLOP rate per busy slot: the best its rows reached, but
      * only if one of them was of a shape the device's roofline calls
      * compute-bound (its own FLOPs, not a tactic's padded and wasted ones,
@@ -708,6 +724,200 @@ static void build_rows(predict_model *pm, const store_measurement *const *m, con
     }
 }
 
+/* ---- constants fitted per device
+ *
+ * Two constants of the cost are the device's own and are fitted on its
+ * rows when they hold enough shapes whose kernels run in waves: the launch
+ * floor, as a share of the fastest row's time (LAT_SHARE), and a wave's
+ * latency in launch floors (BLOCK_WAVE_LAT). A row's cost is A + L x (P +
+ * w x W): A its roofline and copy bytes, P its launches and copies, W its
+ * waves, L = share x the fastest time. The fit takes the pair (share, w)
+ * on a grid (FIT_STEPS steps of each, by coordinate descent from the
+ * defaults) that makes a tactic's efficiency (log time over cost) on each
+ * shape most like its efficiency on the FIT_NEIGH shapes nearest to it:
+ * least squares over every such pair of rows of one family and split
+ * count, what an answer assumes when it carries a neighbour's efficiency
+ * over to the shape asked. The fitted pair replaces the defaults only
+ * where the rows clearly prefer it: a sum of squares under FIT_GAIN times
+ * the defaults'. On the thirteen H200 tables the wave latency alone went
+ * to 0.55-1.0 for a sum only 1-7% under 0.4's, and 0.55 already answers
+ * the first table's batch of 288 frames with a GEMM at 4.1x the winner:
+ * there the defaults stay. A device whose launches or waves cost
+ * something else shows it plainly (synthetic devices of known floor and
+ * wave latency: test_predict). Fewer such shapes: the defaults. */
+#define FIT_MIN_SHAPES 12 /* shapes with a row run in waves */
+#define FIT_NEIGH 3
+#define FIT_STEPS 20      /* grid: share 0.05 .. 1.0, w 0 .. 1.0 */
+#define FIT_ROUNDS 3
+#define FIT_GAIN 0.8
+
+typedef struct fit_row {
+    int fam, splits;
+    double t, a, p, w;    /* time; cost without latency; launches + copies; waves */
+} fit_row;
+
+static int cmp_fit_row(const void *x, const void *y)
+{
+    const fit_row *a = x, *b = y;
+    if (a->fam != b->fam)
+        return (a->fam > b->fam) - (a->fam < b->fam);
+    return (a->splits > b->splits) - (a->splits < b->splits);
+}
+
+/* Append to pairs[] (room for max) the index pairs of rows of one family
+ * and split count in x[0..nx) and y[0..ny) (fr-relative, both sorted).
+ * Returns the new count. */
+static int fit_pairs(const fit_row *fr, int x, int nx, int y, int ny, int (*pairs)[2], int n,
+                     int max)
+{
+    for (int i = 0, j = 0; i < nx && j < ny && n < max;) {
+        int c = cmp_fit_row(&fr[x + i], &fr[y + j]);
+        if (c < 0) {
+            i++;
+        } else if (c > 0) {
+            j++;
+        } else {
+            pairs[n][0] = x + i++;
+            pairs[n++][1] = y + j++;
+        }
+    }
+    return n;
+}
+
+/* Sum of squared differences of log(t / cost) over the pairs of the rows
+ * fr[0..nr), at floor L and wave latency w; lt: room for nr values. */
+static double fit_sum(const fit_row *fr, int nr, const int (*pairs)[2], int n, double L,
+                      double w, double *lt)
+{
+    double sum = 0;
+    for (int i = 0; i < nr; i++)
+        lt[i] = log(fr[i].t / (fr[i].a + L * (fr[i].p + w * fr[i].w)));
+    for (int k = 0; k < n; k++) {
+        double d = lt[pairs[k][0]] - lt[pairs[k][1]];
+        sum += d * d;
+    }
+    return sum;
+}
+
+/* Each shape's FIT_NEIGH nearest other shapes into nb (-1: none). */
+static void fit_neighbours(const predict_model *pm, int *nb)
+{
+    for (int si = 0; si < pm->nshapes; si++) {
+        double best[FIT_NEIGH];
+        for (int q = 0; q < FIT_NEIGH; q++)
+            nb[si * FIT_NEIGH + q] = -1, best[q] = INFINITY;
+        for (int sj = 0; sj < pm->nshapes; sj++) {
+            if (sj == si)
+                continue;
+            double d = shape_dist(&pm->shapes[si].s, pm->shapes[si].f, &pm->shapes[sj]);
+            int q = FIT_NEIGH;
+            while (q > 0 && d < best[q - 1])
+                q--;
+            if (q == FIT_NEIGH)
+                continue;
+            for (int z = FIT_NEIGH - 1; z > q; z--)
+                best[z] = best[z - 1], nb[si * FIT_NEIGH + z] = nb[si * FIT_NEIGH + z - 1];
+            best[q] = d;
+            nb[si * FIT_NEIGH + q] = sj;
+        }
+    }
+}
+
+/* Coordinate descent over the grid from (share, w): the best of each in
+ * turn, FIT_ROUNDS times. *sum gets the least sum found. */
+static void fit_search(const fit_row *fr, int nr, const int (*pairs)[2], int n, double tmin,
+                       double *share, double *w, double *sum, double *lt)
+{
+    *sum = fit_sum(fr, nr, pairs, n, *share * tmin, *w, lt);
+    for (int round = 0; round < FIT_ROUNDS; round++) {
+        double before = *sum;
+        for (int k = 1; k <= FIT_STEPS; k++) {
+            double c = (double)k / FIT_STEPS, v = fit_sum(fr, nr, pairs, n, c * tmin, *w, lt);
+            if (v < *sum)
+                *sum = v, *share = c;
+        }
+        for (int k = 0; k <= FIT_STEPS; k++) {
+            double c = (double)k / FIT_STEPS, v = fit_sum(fr, nr, pairs, n, *share * tmin, c, lt);
+            if (v < *sum)
+                *sum = v, *w = c;
+        }
+        if (!(*sum < before))
+            break;
+    }
+}
+
+/* pm->lat_us and pm->wave_lat: fitted on the timed ok rows, else the
+ * defaults (the floor roofline() set, BLOCK_WAVE_LAT). 0 or
+ * ATTUNE_ENOMEM. */
+static int fit_constants(predict_model *pm, const store_measurement *const *m, const int *pick)
+{
+    pm->wave_lat = BLOCK_WAVE_LAT;
+    pm->wave_lat_fitted = 0;
+    double tmin = pm->lat_us / LAT_SHARE;
+    if (pm->sms <= 0 || pm->nrows == 0 || !(tmin > 0))
+        return 0;
+    int maxpairs = pm->nrows * FIT_NEIGH;
+    fit_row *fr = malloc((size_t)pm->nrows * sizeof *fr);
+    double *lt = malloc((size_t)pm->nrows * sizeof *lt);
+    int *r0 = malloc((size_t)(pm->nshapes + 1) * sizeof *r0);
+    int *nb = malloc((size_t)pm->nshapes * FIT_NEIGH * sizeof *nb);
+    int (*pairs)[2] = malloc((size_t)maxpairs * sizeof *pairs);
+    int rc = ATTUNE_ENOMEM;
+    if (fr == NULL || lt == NULL || r0 == NULL || nb == NULL || pairs == NULL)
+        goto out;
+    int n = 0, shapes = 0;
+    for (int si = 0; si < pm->nshapes; si++) {
+        const pm_shape *sh = &pm->shapes[si];
+        int waved = 0;
+        r0[si] = n;
+        for (int k = sh->r0; k < sh->r0 + sh->nr; k++) {
+            const store_measurement *r = &M(pick[k]);
+            const pm_row *row = &pm->rows[k];
+            if (!row_timed(r) || r->status != STORE_OK || row->fam < 0)
+                continue;
+            attn_cost c;
+            describe_on(pm, &r->shape, &row->t, row->fam, &c);
+            predict_rates rt = rates_of(pm, row->fam);
+            rt.lat_us = 0;
+            fit_row *f = &fr[n++];
+            f->fam = row->fam;
+            f->splits = row->t.splits;
+            f->t = select_time(r);
+            f->a = predict_cost_us(&r->shape, &c, &rt);
+            f->p = c.launches + c.copies;
+            f->w = c.waves;
+            waved |= c.waves > 0;
+        }
+        qsort(fr + r0[si], (size_t)(n - r0[si]), sizeof *fr, cmp_fit_row);
+        shapes += waved;
+    }
+    r0[pm->nshapes] = n;
+    rc = 0;
+    if (shapes < FIT_MIN_SHAPES)
+        goto out;
+    fit_neighbours(pm, nb);
+    int np = 0;
+    for (int si = 0; si < pm->nshapes; si++)
+        for (int q = 0; q < FIT_NEIGH; q++) {
+            int sj = nb[si * FIT_NEIGH + q];
+            if (sj >= 0)
+                np = fit_pairs(fr, r0[si], r0[si + 1] - r0[si], r0[sj], r0[sj + 1] - r0[sj],
+                               pairs, np, maxpairs);
+        }
+    double share = LAT_SHARE, w = BLOCK_WAVE_LAT, least;
+    double at_default =
+        fit_sum(fr, n, (const int(*)[2])pairs, np, LAT_SHARE * tmin, BLOCK_WAVE_LAT, lt);
+    fit_search(fr, n, (const int(*)[2])pairs, np, tmin, &share, &w, &least, lt);
+    if (least < FIT_GAIN * at_default) {
+        pm->lat_us = share * tmin;
+        pm->wave_lat = w;
+        pm->wave_lat_fitted = 1;
+    }
+out:
+    free(fr), free(lt), free(r0), free(nb), free(pairs);
+    return rc;
+}
+
 predict_model *predict_build_dev(const store_measurement *const *m, int n, const char *cur_stack,
                                  const select_policy *p, const attn_device_info *dev)
 {
@@ -721,6 +931,7 @@ predict_model *predict_build_dev(const store_measurement *const *m, int n, const
     else
         select_policy_default(&pm->policy);
     pm->peak_flops = pm->peak_bytes = 1;
+    pm->wave_lat = BLOCK_WAVE_LAT;
     if (dev != NULL) {
         pm->dev = *dev;
         pm->has_dev = 1;
@@ -741,7 +952,7 @@ predict_model *predict_build_dev(const store_measurement *const *m, int n, const
             NULL)
         goto fail;
     parse_rows(pm, m, pick);
-    if (roofline(pm, m, pick) != 0)
+    if (roofline(pm, m, pick) != 0 || fit_constants(pm, m, pick) != 0)
         goto fail;
     build_rows(pm, m, pick);
     free(pick);
@@ -863,7 +1074,7 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
     double c_keys = 0, c_blocks = 0;
     int csp = t->splits > 1 ? t->splits : 1;
     c_keys = log2((double)attn_round_up(s->skv, pad) / csp);
-    c_blocks = log2(split_grid(s, t->tile_m) * csp);
+    c_blocks = log2(split_grid(pm, s, t, fam) * csp);
     for (int j = 0; j < nnb; j++) {
         used[j] = 0;
         const pm_shape *sh = &pm->shapes[nb[j].shape];
@@ -878,7 +1089,7 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
                 const pm_row *r = &pm->rows[k];
                 int rsp = r->t.splits > 1 ? r->t.splits : 1;
                 double kk = log2((double)attn_round_up(sh->s.skv, r->t.pad) / rsp);
-                double kb = log2(split_grid(&sh->s, r->t.tile_m) * rsp);
+                double kb = log2(split_grid(pm, &sh->s, &r->t, fam) * rsp);
                 double dk = DIST_SPLIT_BLOCKS * fabs(c_blocks - kb) + DIST_SPLIT_KEYS * fabs(c_keys - kk);
                 if (dk < pen) {
                     pen = dk;
@@ -1080,7 +1291,8 @@ int predict_answer_measured_families_if(const predict_model *pm, const attn_shap
             char ts[ATTN_TACTIC_STR_MAX];
             if (r->t.splits > 0) {
                 /* the same grid on s: splits = blocks_j / blocks per split on s */
-                double want = split_grid(&sh->s, r->t.tile_m) * r->t.splits / split_grid(s, r->t.tile_m);
+                double want = split_grid(pm, &sh->s, &r->t, r->fam) * r->t.splits /
+                              split_grid(pm, s, &r->t, r->fam);
                 int sp = 1;
                 while (sp < 64 && sp * 2 <= want * 1.4142 && sp * 2 <= attn_round_up(s->skv, r->t.pad))
                     sp *= 2;

@@ -98,6 +98,12 @@ void predict_set_trace(predict_model *pm, FILE *f);
 /* Shapes the model holds (those with at least one row). */
 int predict_nshapes(const predict_model *pm);
 
+/* The wave latency the model costs tactics with, in launch floors
+ * (predict_cost.h): fitted on the device's own rows where they clearly
+ * prefer another value than the default (predict.c, "constants fitted per
+ * device"), else the default. *fitted (may be NULL) gets 1 when fitted. */
+double predict_wave_lat(const predict_model *pm, int *fitted);
+
 typedef struct predict_answer {
     attn_tactic tactic;                 /* complete, one of the candidates */
     char tactic_str[ATTN_TACTIC_STR_MAX];
