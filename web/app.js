@@ -8,10 +8,10 @@
 'use strict';
 
 const SVGNS = 'http://www.w3.org/2000/svg';
-const VARIANT_COLORS = {
-  fused: '#4e79a7', fused_splitkv: '#76b7b2', split: '#f28e2b', split_repeat: '#e15759',
-  folded: '#59a14f', cudnn: '#b07aa1',
-};
+/* The variants and their colours: GET /v1/variants, the table of kernel
+ * families that attuned was built with (kernels/variant.h), read at start. */
+const VARIANT_COLORS = {};
+const VARIANTS = [];
 const state = {
   devices: [], device: null, winners: null, winnersText: '', variantsOff: new Set(), jobs: [], jobsText: '',
   shape: null, results: null, resultsKey: '', progress: {}, ticks: 0, lastDone: '',
@@ -651,8 +651,6 @@ function showError(e) {
 /* ---- the variants filter: the winners a runtime that runs only some
  * variants gets (GET /v1/winners?variants=, as /v1/tactic?variants=) */
 
-const VARIANTS = ['fused', 'fused_splitkv', 'split', 'split_repeat', 'folded', 'cudnn'];
-
 /* The checked variants as the API's list; '' when all are (no filter). */
 function variantsParam() {
   const on = VARIANTS.filter((v) => !state.variantsOff.has(v));
@@ -759,7 +757,23 @@ async function tick() {
   setTimeout(tick, 1000);
 }
 
+/* The variants' names and colours from the table (a variant the page
+ * has not read gets a colour from its name: variantColor). */
+async function loadVariants() {
+  const t = await api('/v1/variants');
+  VARIANTS.length = 0;
+  for (const v of t.variants || []) {
+    VARIANTS.push(v.name);
+    VARIANT_COLORS[v.name] = v.color;
+  }
+}
+
 async function start() {
+  try {
+    await loadVariants();
+  } catch (e) {
+    showError(e);
+  }
   renderVariants();
   try {
     const h = await api('/v1/health');

@@ -197,6 +197,17 @@ async function main() {
     check(bound.length === 1, 'the accuracy bound is drawn');
     await page.screenshot({ path: path.join(SHOTS, 'dashboard.png'), fullPage: true });
 
+    // the variants and their colours are the table's (GET /v1/variants)
+    const { body: vt } = await api('/v1/variants');
+    const boxes = await page.$$eval('#variants input', (r) => r.map((e) => e.dataset.variant));
+    check(JSON.stringify(boxes) === JSON.stringify(vt.variants.map((v) => v.name)) &&
+      boxes.includes('cudnn'), 'the variants filter lists the table\'s variants: ' + boxes);
+    const colors = Object.fromEntries(vt.variants.map((v) => [v.name, v.color]));
+    const fills = await page.$$eval('#map g.cell', (r) => r.filter((g) => g.dataset.tactic)
+      .map((g) => [g.dataset.tactic.split('/')[0], g.querySelector('rect').getAttribute('fill')]));
+    check(fills.length > 0 && fills.every(([v, f]) => f === colors[v]),
+      'winners are drawn in the table\'s colours');
+
     // the variants filter: with split alone checked, the map is the winners
     // among split (GET /v1/winners?variants=split); all checked again: all
     const others = ['fused', 'fused_splitkv', 'split_repeat', 'folded', 'cudnn'];
