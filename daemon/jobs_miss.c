@@ -145,22 +145,6 @@ void jobs_miss_count(jobs *j, const jobs_view *v)
 
 /* ---- the device thread */
 
-/* The quick pass lists only the tactics the model ranked best: the tuner
- * asks the device's tactics() through a copy of its ops whose tactics()
- * is this, fed per device thread. */
-static _Thread_local const attn_tactic *quick_list;
-static _Thread_local int quick_n;
-
-static int quick_tactics(int index, const attn_shape *s, attn_tactic *out, int max)
-{
-    (void)index;
-    (void)s;
-    int n = 0;
-    for (int k = 0; k < quick_n && n < max; k++)
-        out[n++] = quick_list[k];
-    return n;
-}
-
 typedef struct miss_ctx {
     run_ctx run;
     double deadline;         /* attn_mono_s(): the miss budget's end */
@@ -207,13 +191,9 @@ static int quick_pass(jdev *d, store *st, const miss_entry *e, const tuner_opts 
                 : 0;
     if (k <= 0)
         return 0;
-    attn_ops qops = *d->dev.ops;
-    qops.tactics = quick_tactics;
-    attn_device qdev = d->dev;
-    qdev.ops = &qops;
-    quick_list = top;
-    quick_n = k;
     tuner_opts qo = *o;
+    qo.candidates = top; /* the model's best few, not the device's listing */
+    qo.ncandidates = k;
     if (qo.budget_ms > JOBS_MISS_QUICK_BUDGET_MS)
         qo.budget_ms = JOBS_MISS_QUICK_BUDGET_MS;
     /* The model's top list is the screen: a screening pass would run each
@@ -223,7 +203,7 @@ static int quick_pass(jdev *d, store *st, const miss_entry *e, const tuner_opts 
     qo.no_mark = 1; /* only the full pass makes the shape `measured` */
     tuner_shape_result res;
     double t0 = attn_mono_s();
-    int rc = tuner_run_shape(st, &qdev, &e->s, &qo, 0, 1, &res);
+    int rc = tuner_run_shape(st, &d->dev, &e->s, &qo, 0, 1, &res);
     metrics_measurements_add(res.measured);
     log_event(LOGL_INFO, "miss_quick_end",
               "device=%s shape=%s measured=%d screened=%d ms=%.0f prepare_ms=%.0f plan_ms=%.0f "

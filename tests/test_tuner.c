@@ -229,6 +229,38 @@ static void tuner_should_record_each_outcome(void)
     store_close(st);
 }
 
+/* Candidates given by the caller (tune on miss's quick pass) are measured
+ * instead of the device's listing: only they get rows. */
+static void candidates_should_replace_the_listing(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    attn_tactic cand[2];
+    CHECK_EQ_INT(attn_tactic_parse(fake_tactics[T_SLOW], &cand[0], NULL, 0), 0);
+    CHECK_EQ_INT(attn_tactic_parse(fake_tactics[T_FAST], &cand[1], NULL, 0), 0);
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    o.screen_factor = 0;
+    o.candidates = cand;
+    o.ncandidates = 2;
+    memset(time_calls, 0, sizeof time_calls);
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.measured, 2);
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    CHECK_EQ_INT(n, 2);
+    CHECK(find(m, n, T_SLOW) != NULL && find(m, n, T_FAST) != NULL);
+    CHECK_EQ_INT(time_calls[T_HOPELESS], 0);
+    free(m);
+    store_close(st);
+}
+
 static void budget_should_bind_slow_tactics(void)
 {
     char dir[256];
@@ -800,6 +832,7 @@ int main(void)
 {
     RUN(tuner_should_record_each_outcome);
     RUN(tuner_should_resume_without_remeasuring);
+    RUN(candidates_should_replace_the_listing);
     RUN(retune_should_keep_winner_within_noise);
     RUN(budget_should_bind_slow_tactics);
     RUN(check_rows_should_cover_every_head_and_boundary);

@@ -438,14 +438,22 @@ static void run_free(shape_run *r)
     free(r->tactics);
 }
 
-/* Step 1: the applicable tactics, and which of them still need measuring
- * (what is committed for this stack is not measured again unless forced). */
+/* Step 1: the applicable tactics (the caller's candidates, else the
+ * device's listing), and which of them still need measuring (what is
+ * committed for this stack is not measured again unless forced). */
 static int run_list_tactics(shape_run *r, tuner_shape_result *res)
 {
     const attn_device *dev = r->dev;
     if ((r->tactics = malloc(MAX_TACTICS * sizeof *r->tactics)) == NULL)
         return ATTUNE_ENOMEM;
-    int nt = dev->ops->tactics(dev->index, r->s, r->tactics, MAX_TACTICS);
+    int nt;
+    if (r->o->candidates != NULL) {
+        nt = r->o->ncandidates < MAX_TACTICS ? r->o->ncandidates : MAX_TACTICS;
+        if (nt > 0)
+            memcpy(r->tactics, r->o->candidates, (size_t)nt * sizeof *r->tactics);
+    } else {
+        nt = dev->ops->tactics(dev->index, r->s, r->tactics, MAX_TACTICS);
+    }
     if (nt < 0)
         return nt;
     r->nt = nt > MAX_TACTICS ? MAX_TACTICS : nt;

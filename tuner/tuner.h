@@ -109,6 +109,13 @@ typedef struct tuner_opts {
      * not answer `measured` (tune on miss's quick pass: only a complete
      * tune marks, issue 29 item 2). */
     int no_mark;
+    /* The tactics to measure, candidates[0..ncandidates) (tune on miss's
+     * quick pass: the model's best few), instead of every tactic the
+     * device lists for the shape; NULL: the listing. They are measured as
+     * listed ones are (a tactic the device does not run is stored
+     * unsupported). */
+    const attn_tactic *candidates;
+    int ncandidates;
 } tuner_opts;
 
 void tuner_opts_default(tuner_opts *o);
