@@ -6,7 +6,7 @@
  *
  *   fleet_bench --fleet URL [--devices 1000] [--models 10] [--shapes 200]
  *               [--tactics 40] [--jobs 2] [--reset] [--db FILE]
- *               [--server-pid PID]
+ *               [--server-pid PID] [--push-only]
  *
  * Defaults are issue 11's fleet: 1,000 devices of 10 models, 200 shapes,
  * 40 tactics = 8,000,000 rows. Each device is one push (8,000 rows, one
@@ -15,8 +15,9 @@
  * rows/s and the load average; with --server-pid (the postmaster) also the
  * CPU time of the server's processes and of this client, which the
  * neighbours on a shared machine do not change. --reset drops attune's
- * tables first (use a database of its own). bench/fleet_bench.py starts a
- * private PostgreSQL and runs this. */
+ * tables first (use a database of its own); --push-only stops after the
+ * push (bench/push_copy.py compares it with a plain COPY of its rows).
+ * bench/fleet_bench.py starts a private PostgreSQL and runs this. */
 #include <inttypes.h>
 #include <math.h>
 #include <dirent.h>
@@ -282,7 +283,9 @@ static void pull_into(store *st, fleet_pg *c, const attn_device_info *d, int ref
 
 static const char reset_sql[] =
     "DROP TABLE IF EXISTS attune_meta, models, devices, stacks, shapes, tactics, measurements,"
-    " sources, dirty, aggregates, outliers CASCADE";
+    " sources, dirty, aggregates, outliers, pins CASCADE";
+
+static int push_only;
 
 static int parse_args(int argc, char **argv, int *reset, const char **dbpath)
 {
@@ -290,6 +293,10 @@ static int parse_args(int argc, char **argv, int *reset, const char **dbpath)
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(o, "--reset") == 0) {
             *reset = 1;
+            continue;
+        }
+        if (strcmp(o, "--push-only") == 0) {
+            push_only = 1;
             continue;
         }
         if (v == NULL)
@@ -417,7 +424,7 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &reset, &dbpath) != 0) {
         fprintf(stderr, "usage: fleet_bench --fleet URL [--devices N] [--models N] "
                         "[--shapes N] [--tactics N<=40] [--jobs N] [--reset] [--db FILE] "
-                        "[--server-pid PID]\n");
+                        "[--server-pid PID] [--push-only]\n");
         return 2;
     }
     make_tactics();
@@ -437,6 +444,10 @@ int main(int argc, char **argv)
     }
     CHECK(fleet_pg_connect(url, &c, err, sizeof err), "connect");
     push_all();
+    if (push_only) {
+        fleet_pg_close(c);
+        return 0;
+    }
 
     attn_device_info d0;
     model_of(0, &d0);
