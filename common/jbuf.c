@@ -54,16 +54,21 @@ void jbuf_str(jbuf *b, const char *key, const char *val)
     static const char hex[] = "0123456789abcdef";
     jb_key(b, key);
     jb_put(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)val; *p; p++) {
+    const unsigned char *run = (const unsigned char *)val; /* bytes copied as they are */
+    for (const unsigned char *p = run;; p++) {
+        if (*p != 0 && *p != '"' && *p != '\\' && *p >= 0x20)
+            continue;
+        jb_put(b, (const char *)run, (size_t)(p - run)); /* one copy per plain run */
+        if (*p == 0)
+            break;
         if (*p == '"' || *p == '\\') {
             char e[2] = {'\\', (char)*p};
             jb_put(b, e, 2);
-        } else if (*p < 0x20) {
+        } else {
             char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
             jb_put(b, e, 6);
-        } else {
-            jb_put(b, (const char *)p, 1);
         }
+        run = p + 1;
     }
     jb_put(b, "\"", 1);
 }

@@ -2,11 +2,36 @@
 #include "json_num.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The shortest forms of the values this thread wrote last, by the bits of
+ * the double (direct-mapped): a daemon answers the same few measured times
+ * and errors again and again, and each costs up to three glibc printf and
+ * strtod round trips, multi-precision arithmetic all: 23% of attuned's CPU
+ * at 40,000 lookups/s (issue 29 item 6, docs/perf-http.md). An entry is the
+ * text the loop below made for exactly these bits, so a hit changes no
+ * output. */
+#define NUM_CACHE 256
+
+typedef struct num_entry {
+    uint64_t bits;
+    unsigned char n;      /* 0: empty */
+    char s[JSON_NUM_MAX];
+} num_entry;
+
+static _Thread_local num_entry num_cache[NUM_CACHE];
+
 int json_num_shortest(double v, char buf[JSON_NUM_MAX])
 {
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    num_entry *e = &num_cache[(bits * 0x9e3779b97f4a7c15ull) >> 56];
+    if (e->n != 0 && e->bits == bits) {
+        memcpy(buf, e->s, (size_t)e->n + 1);
+        return e->n;
+    }
     /* %.17g always reads back (IEEE double: 17 significant digits), so
      * the loop ends; most measured times need 15 or 17. */
     int n = 0;
@@ -14,6 +39,11 @@ int json_num_shortest(double v, char buf[JSON_NUM_MAX])
         n = snprintf(buf, JSON_NUM_MAX, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)
             break;
+    }
+    if (n > 0 && n < JSON_NUM_MAX) {
+        e->bits = bits;
+        e->n = (unsigned char)n;
+        memcpy(e->s, buf, (size_t)n + 1);
     }
     return n;
 }

@@ -123,6 +123,34 @@ static void dumps_should_read_back_every_tricky_value(void)
     json_decref(arr);
 }
 
+/* The per-thread cache of shortest forms (issue 29 item 6) answers with
+ * the text of exactly the same bits: 4096 values (16 per cache slot, so
+ * every slot is overwritten many times) written twice, in two orders, read
+ * back the same and exactly; 0.0 and -0.0 (bits differ) stay apart. */
+static void shortest_should_not_change_when_cached(void)
+{
+    enum { N = 4096 };
+    static char first[N][JSON_NUM_MAX];
+    double v[N];
+    for (int i = 0; i < N; i++)
+        v[i] = (i + 1) * 0.1 + i * 1e-9;
+    for (int i = 0; i < N; i++)
+        json_num_shortest(v[i], first[i]);
+    for (int i = N - 1; i >= 0; i--) {
+        char again[JSON_NUM_MAX];
+        json_num_shortest(v[i], again);
+        CHECK_MSG(strcmp(again, first[i]) == 0, "%s then %s", first[i], again);
+        CHECK(strtod(again, NULL) == v[i]);
+    }
+    char a[JSON_NUM_MAX], b[JSON_NUM_MAX];
+    json_num_shortest(0.0, a);
+    json_num_shortest(-0.0, b);
+    CHECK_MSG(strcmp(a, "0") == 0 && strcmp(b, "-0") == 0, "%s %s", a, b);
+    json_num_shortest(-0.0, b);
+    json_num_shortest(0.0, a);
+    CHECK_MSG(strcmp(a, "0") == 0 && strcmp(b, "-0") == 0, "%s %s", a, b);
+}
+
 int main(void)
 {
     RUN(format_should_read_back_exactly);
@@ -130,5 +158,6 @@ int main(void)
     RUN(format_should_write_null_for_non_finite);
     RUN(dumps_should_shorten_reals_only);
     RUN(dumps_should_read_back_every_tricky_value);
+    RUN(shortest_should_not_change_when_cached);
     return test_summary();
 }
