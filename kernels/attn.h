@@ -365,6 +365,18 @@ int attn_devices(attn_device *out, int max);
  * backend. Returns 0, or ATTUNE_ENODEV with a message in err. */
 int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t errlen);
 
+/* The backend compiled in that drives devices of kind ("cpu", "cuda": an
+ * attn_device_info.kind), or NULL: callers above the kernels find a
+ * backend here, never by its name. */
+const attn_ops *attn_backend(const char *kind);
+
+/* A device's index within its backend: its CUDA ordinal, 0 for the CPU
+ * (whose info.index is -1). */
+static inline int attn_backend_index(const attn_device_info *info)
+{
+    return info->index >= 0 ? info->index : 0;
+}
+
 /* The backends compiled in (CPU always; CUDA when built with it). */
 extern const attn_ops attn_cpu_ops;
 #ifdef ATTUNE_HAVE_CUDA

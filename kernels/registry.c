@@ -32,6 +32,14 @@ static void backend_devices(size_t b, attn_device *out, int max, int *total)
     }
 }
 
+const attn_ops *attn_backend(const char *kind)
+{
+    for (size_t b = 0; kind != NULL && b < NBACKENDS; b++)
+        if (strcmp(backends[b]->name, kind) == 0)
+            return backends[b];
+    return NULL;
+}
+
 int attn_devices(attn_device *out, int max)
 {
     int total = 0;

@@ -565,39 +565,28 @@ static int shape_winner(const ix_shape *sh, const ix_device *d, const select_pol
 #define INDEX_LIST_MAX 2048
 static _Thread_local attn_tactic list_buf[INDEX_LIST_MAX];
 
-/* List the tactics of s for d into list_buf: a local device's own backend;
- * for a fleet device the CPU backend (the same listing on every CPU) or a
- * local GPU of the same compute capability. Returns the count, 0 when no
- * backend of this host can list for d (read lock held). */
+/* List the tactics of s for d into list_buf through the registry's backend
+ * of d's kind (kernels/attn.h attn_backend): a local device's own; for a
+ * fleet device, a local device of the same kind and compute capability,
+ * or for a CPU the CPU backend's one device. Returns the count, 0 when no backend of this
+ * host can list for d (read lock held). */
 static int listing(const index_state *ix, const ix_device *d, const attn_shape *s)
 {
-    const attn_ops *ops = NULL;
-    int index = 0;
-    if (strcmp(d->info.kind, "cpu") == 0) {
-        ops = &attn_cpu_ops;
+    const attn_ops *ops = attn_backend(d->info.kind);
+    const ix_device *by = d->local ? d : NULL;
+    for (int i = 0; i < ix->ndevs && by == NULL && ops != NULL; i++) {
+        const ix_device *o = &ix->devs[i];
+        if (o->local && strcmp(o->info.kind, d->info.kind) == 0 &&
+            o->info.cc_major == d->info.cc_major && o->info.cc_minor == d->info.cc_minor)
+            by = o;
     }
-#ifdef ATTUNE_HAVE_CUDA
-    else if (strcmp(d->info.kind, "cuda") == 0) {
-        for (int i = 0; i < ix->ndevs && ops == NULL; i++) {
-            const ix_device *o = &ix->devs[i];
-            if (o->local && strcmp(o->info.kind, "cuda") == 0 &&
-                (o == d || (o->info.cc_major == d->info.cc_major &&
-                            o->info.cc_minor == d->info.cc_minor))) {
-                ops = &attn_cuda_ops;
-                index = o->info.index;
-            }
-        }
-        if (d->local) {
-            ops = &attn_cuda_ops;
-            index = d->info.index;
-        }
-    }
-#else
-    (void)ix;
-#endif
-    if (ops == NULL)
+    /* every CPU lists alike: a CPU of a table read from a file (no local
+     * device in the index) is listed by this host's */
+    int cpu = strcmp(d->info.kind, "cpu") == 0;
+    if (ops == NULL || (by == NULL && !cpu))
         return 0;
-    int n = ops->tactics(index, s, list_buf, INDEX_LIST_MAX);
+    int n = ops->tactics(by != NULL ? attn_backend_index(&by->info) : 0, s, list_buf,
+                         INDEX_LIST_MAX);
     return n < 0 ? 0 : (n > INDEX_LIST_MAX ? INDEX_LIST_MAX : n);
 }
 
