@@ -14,7 +14,9 @@
  *      rows with new keys go straight into measurements with one binary
  *      COPY; rows with known keys go through a temporary staging table and
  *      one INSERT ... ON CONFLICT that replaces a row only when newer; mark
- *      the touched groups dirty; move the watermark; COMMIT.
+ *      the touched groups dirty; move the watermark; COMMIT. The small
+ *      statements before the COPY, and those after it, are sent together
+ *      (libpq's pipeline mode): three round trips a push, not eleven.
  *
  * Why new and known rows part ways: a new key needs no conflict handling,
  * and COPY into the table itself is PostgreSQL's cheapest way to add rows
@@ -30,6 +32,7 @@
  * side formats or parses decimal text, which was most of a push's client
  * time), integers as 4 or 8. */
 #ifdef ATTUNE_HAVE_LIBPQ
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -423,6 +426,100 @@ static int copy_rows(fleet_pg *c, const fleet_batch *b, const push_plan *p, int 
     return copy_send(c, sql, buf, state, err, errlen);
 }
 
+/* ---- statements sent together
+
+ * A push's small statements before its COPY, and those after it, go to
+ * the server at once (libpq's pipeline mode) and their answers are read
+ * back in order: one round trip per group instead of one per statement.
+ * On a loaded host each round trip is a wait for the scheduler on both
+ * sides, and a push made eleven of them around a COPY of 8,000 rows
+ * (bench/push_copy.py; docs/fleet.md "Transport"). COPY itself cannot be
+ * pipelined. The first statement that fails is the group's error; the
+ * server skips the rest (PGRES_PIPELINE_ABORTED) and the transaction is
+ * rolled back by the caller. A libpq without pipelining (before 14) runs
+ * each statement as it is added: the same answers, a round trip each. */
+#define BATCH_MAX 8
+
+typedef struct stmt_batch {
+    fleet_pg *c;
+    int n, piped;
+    PGresult *res[BATCH_MAX];
+    const char *what[BATCH_MAX];
+} stmt_batch;
+
+static void sb_init(stmt_batch *sb, fleet_pg *c)
+{
+    memset(sb, 0, sizeof *sb);
+    sb->c = c;
+#ifdef LIBPQ_HAS_PIPELINING
+    sb->piped = PQenterPipelineMode(c->conn) == 1;
+#endif
+}
+
+/* Add a statement of n parameters (types, values, lengths, formats as
+ * PQexecParams takes them; NULL: text). A send that fails shows as the
+ * statement's missing answer in sb_run. */
+static void sb_add(stmt_batch *sb, const char *what, const char *sql, int n, const Oid *types,
+                   const char *const *vals, const int *lens, const int *fmts)
+{
+    assert(sb->n < BATCH_MAX);
+    int i = sb->n++;
+    sb->what[i] = what;
+#ifdef LIBPQ_HAS_PIPELINING
+    if (sb->piped) {
+        if (PQsendQueryParams(sb->c->conn, sql, n, types, vals, lens, fmts, 0) != 1)
+            sb->what[i] = NULL; /* not sent: no answer will come */
+        return;
+    }
+#endif
+    sb->res[i] = PQexecParams(sb->c->conn, sql, n, types, vals, lens, fmts, 0);
+}
+
+/* The answers, in order: 0 when every statement succeeded (their results
+ * in sb->res for the caller to read), else the first failure's error. */
+static int sb_run(stmt_batch *sb, char *err, size_t errlen)
+{
+    int rc = 0;
+#ifdef LIBPQ_HAS_PIPELINING
+    if (sb->piped) {
+        PGconn *conn = sb->c->conn;
+        int synced = PQpipelineSync(conn) == 1;
+        for (int i = 0; i < sb->n && synced; i++) {
+            if (sb->what[i] == NULL)
+                continue;
+            sb->res[i] = PQgetResult(conn);
+            if (sb->res[i] == NULL)
+                break; /* the connection is gone */
+            PGresult *more;
+            while ((more = PQgetResult(conn)) != NULL) /* the end of this statement's answer */
+                PQclear(more);
+        }
+        PGresult *r = synced ? PQgetResult(conn) : NULL;
+        if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
+            synced = 0;
+        PQclear(r);
+        if (!synced || PQexitPipelineMode(conn) != 1)
+            rc = fleet_pg_fail(sb->c, NULL, "fleet server (pipeline)", err, errlen);
+    }
+#endif
+    for (int i = 0; i < sb->n; i++) {
+        ExecStatusType st = PQresultStatus(sb->res[i]);
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+            return fleet_pg_fail(sb->c, sb->res[i], sb->what[i] ? sb->what[i] : "fleet server",
+                                 err, errlen);
+    }
+    return rc;
+}
+
+static void sb_free(stmt_batch *sb)
+{
+    for (int i = 0; i < sb->n; i++)
+        PQclear(sb->res[i]);
+    sb->n = 0;
+}
+
+/* ---- binary int4[] parameters */
+
 /* A binary int4[] parameter (array_recv's format): field f of the keys
  * sel[0..n). */
 static void int_array(cbuf *a, const push_plan *p, int f, const int *sel, int n)
@@ -437,86 +534,114 @@ static void int_array(cbuf *a, const push_plan *p, int f, const int *sel, int n)
         cb_f_int(a, p->keys[sel[i]].k[f]);
 }
 
-/* Run sql with nparams binary int4[] parameters: fields f[0..nparams) of
- * the keys sel[0..n). NULL when out of memory. */
-static PGresult *exec_arrays(fleet_pg *c, const char *sql, const push_plan *p, const int *f,
-                             int nparams, const int *sel, int n)
+/* Add sql with nparams binary int4[] parameters, fields f[0..nparams) of
+ * the keys sel[0..n), to sb. ATTUNE_ENOMEM when out of memory. */
+static int add_arrays(stmt_batch *sb, const char *what, const char *sql, const push_plan *p,
+                      const int *f, int nparams, const int *sel, int n)
 {
     cbuf a[5];
     const char *vals[5];
-    int lens[5], fmts[5];
+    int lens[5], fmts[5], rc = 0;
     Oid types[5];
-    PGresult *r = NULL;
     memset(a, 0, sizeof a);
     for (int i = 0; i < nparams; i++) {
         int_array(&a[i], p, f[i], sel, n);
-        if (a[i].oom)
+        if (a[i].oom) {
+            rc = ATTUNE_ENOMEM;
             goto out;
+        }
         vals[i] = (const char *)a[i].p;
         lens[i] = (int)a[i].len;
         fmts[i] = 1;
         types[i] = 1007; /* int4[] */
     }
-    r = PQexecParams(c->conn, sql, nparams, types, vals, lens, fmts, 0);
+    sb_add(sb, what, sql, nparams, types, vals, lens, fmts); /* sent or run: copied */
 out:
     for (int i = 0; i < nparams; i++)
         free(a[i].p);
-    return r;
+    return rc;
 }
 
-/* Which of the keys sel[0..n) the server has: marked known, counted in
- * *nknown. OFFSET 0 keeps the EXISTS a per-row index probe: pulled up
- * into a join, the planner may choose to hash the whole table for a large
- * batch. */
-static int probe(fleet_pg *c, push_plan *p, const int *sel, int n, int *nknown, char *err,
-                 size_t errlen)
+/* ---- probing which keys the server has */
+
+/* Which of the keys sel[k] the server has. OFFSET 0 keeps the EXISTS a
+ * per-row index probe: pulled up into a join, the planner may choose to
+ * hash the whole table for a large batch. */
+static const char probe_sql[] =
+    "SELECT k.i FROM unnest($1, $2, $3, $4, $5) WITH ORDINALITY AS k(m, s, h, t, d, i)"
+    " WHERE EXISTS (SELECT 1 FROM measurements x WHERE x.model_id = k.m AND"
+    " x.stack_id = k.s AND x.shape_id = k.h AND x.tactic_id = k.t AND"
+    " x.device_id = k.d OFFSET 0)";
+
+static int probe_add(stmt_batch *sb, const push_plan *p, const int *sel, int n)
 {
-    static const char sql[] =
-        "SELECT k.i FROM unnest($1, $2, $3, $4, $5) WITH ORDINALITY AS k(m, s, h, t, d, i)"
-        " WHERE EXISTS (SELECT 1 FROM measurements x WHERE x.model_id = k.m AND"
-        " x.stack_id = k.s AND x.shape_id = k.h AND x.tactic_id = k.t AND"
-        " x.device_id = k.d OFFSET 0)";
     static const int fields[5] = {0, 1, 2, 3, 4};
-    PGresult *r = exec_arrays(c, sql, p, fields, 5, sel, n);
-    int rc = 0;
+    return add_arrays(sb, "fleet server (probe)", probe_sql, p, fields, 5, sel, n);
+}
+
+/* Mark the keys of the probe's answer r known; the newly known ones
+ * counted in *nknown. */
+static void probe_read(push_plan *p, const PGresult *r, const int *sel, int n, int *nknown)
+{
     *nknown = 0;
-    if (r == NULL)
-        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    else if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        rc = fleet_pg_fail(c, r, "fleet server (probe)", err, errlen);
-    for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
+    for (int i = 0; i < PQntuples(r); i++) {
         long k = strtol(PQgetvalue(r, i, 0), NULL, 10) - 1;
         if (k >= 0 && k < n && !p->keys[sel[k]].known) {
             p->keys[sel[k]].known = 1;
             (*nknown)++;
         }
     }
-    PQclear(r);
+}
+
+/* Probe the keys sel[0..n) alone (one round trip). */
+static int probe(fleet_pg *c, push_plan *p, const int *sel, int n, int *nknown, char *err,
+                 size_t errlen)
+{
+    stmt_batch sb;
+    sb_init(&sb, c);
+    int rc = probe_add(&sb, p, sel, n);
+    int rc2 = sb_run(&sb, err, errlen);
+    if (rc != 0)
+        rc = attune_fail(err, errlen, rc, "out of memory");
+    else
+        rc = rc2;
+    if (rc == 0)
+        probe_read(p, sb.res[0], sel, n, nknown);
+    sb_free(&sb);
     return rc;
 }
 
 /* Keys probed first, one in PROBE_SAMPLE_STRIDE (and the last): when none
  * of them is on the server, the batch is taken for new (a device's first
  * push) and goes straight to COPY without probing every key; a wrong
- * guess costs one rolled-back COPY, then the full probe. */
+ * guess costs one rolled-back COPY, then the full probe. The sample's
+ * indices into sel; their count. */
 #define PROBE_SAMPLE_STRIDE 256
 
-/* New keys straight into measurements, under a savepoint. *conflict = 1
- * (and 0 returned) when another session has inserted one of them: the
- * COPY is rolled back to the savepoint. */
+static int probe_sample(const push_plan *p, int *sel)
+{
+    int n = 0;
+    for (int k = 0; k < p->nkeys; k += PROBE_SAMPLE_STRIDE)
+        sel[n++] = k;
+    if (sel[n - 1] != p->nkeys - 1)
+        sel[n++] = p->nkeys - 1;
+    return n;
+}
+
+/* ---- sending the rows */
+
+/* New keys straight into measurements, under the savepoint fleet_new that
+ * push_tx made. *conflict = 1 (and 0 returned) when another session has
+ * inserted one of them: the COPY is rolled back to the savepoint, which
+ * stays for the next attempt. */
 static int copy_new(fleet_pg *c, const fleet_batch *b, push_plan *p, cbuf *buf, int *conflict,
                     char *err, size_t errlen)
 {
     static const char sql[] = "COPY measurements (" PUSH_COLUMNS ") FROM STDIN (FORMAT binary)";
     char state[6];
-    int rc;
     *conflict = 0;
-    if ((rc = fleet_pg_cmd(c, "SAVEPOINT fleet_new", err, errlen)) != 0)
-        return rc;
-    rc = copy_rows(c, b, p, 0, sql, buf, state, err, errlen);
-    if (rc == 0)
-        return fleet_pg_cmd(c, "RELEASE SAVEPOINT fleet_new", err, errlen);
-    if (strcmp(state, "23505") != 0) /* not unique_violation */
+    int rc = copy_rows(c, b, p, 0, sql, buf, state, err, errlen);
+    if (rc == 0 || strcmp(state, "23505") != 0) /* not unique_violation */
         return rc;
     *conflict = 1;
     return fleet_pg_cmd(c, "ROLLBACK TO SAVEPOINT fleet_new", err, errlen);
@@ -538,18 +663,13 @@ static int merge_known(fleet_pg *c, const fleet_batch *b, const push_plan *p, cb
 }
 
 /* Send every key: new ones by COPY, known ones by the merge (see the top
- * of the file). sel: scratch of p->nkeys. */
-static int send_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int *sel, char *err,
-                     size_t errlen)
+ * of the file). known: how many the sample probe found on the server;
+ * sel: scratch of p->nkeys. */
+static int send_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int known, int *sel,
+                     char *err, size_t errlen)
 {
     cbuf buf = {0};
-    int rc, n = 0, known = 0, all = 0, conflict = 0;
-    for (int k = 0; k < p->nkeys; k += PROBE_SAMPLE_STRIDE)
-        sel[n++] = k;
-    if (sel[n - 1] != p->nkeys - 1)
-        sel[n++] = p->nkeys - 1;
-    if ((rc = probe(c, p, sel, n, &known, err, errlen)) != 0)
-        goto out;
+    int rc = 0, all = 0, conflict = 0, n;
     for (;;) {
         if (known > 0 || conflict) {
             for (int k = 0; k < p->nkeys; k++)
@@ -578,90 +698,102 @@ out:
     return rc;
 }
 
-/* The (model, stack, shape) groups of the keys, for the next refresh. The
- * keys are sorted, so each group is one run; they are inserted in key
- * order, so concurrent pushers take the row locks in one order and never
- * deadlock. sel: scratch of p->nkeys. */
-static int mark_dirty(fleet_pg *c, const push_plan *p, int *sel, char *err, size_t errlen)
+/* The (model, stack, shape) groups of the keys, for the next refresh,
+ * added to sb. The keys are sorted, so each group is one run; they are
+ * inserted in key order, so concurrent pushers take the row locks in one
+ * order and never deadlock. sel: scratch of p->nkeys. */
+static int dirty_add(stmt_batch *sb, const push_plan *p, int *sel)
 {
     static const char sql[] =
         "INSERT INTO dirty SELECT * FROM unnest($1, $2, $3) AS g(m, s, h)"
         " ORDER BY 1, 2, 3 ON CONFLICT DO NOTHING";
     static const int fields[3] = {0, 1, 2};
-    int n = 0, rc = 0;
+    int n = 0;
     for (int k = 0; k < p->nkeys; k++)
         if (k == 0 || memcmp(p->keys[k].k, p->keys[k - 1].k, 3 * sizeof(int)) != 0)
             sel[n++] = k;
-    PGresult *r = exec_arrays(c, sql, p, fields, 3, sel, n);
-    if (r == NULL)
-        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    else if (PQresultStatus(r) != PGRES_COMMAND_OK)
-        rc = fleet_pg_fail(c, r, "fleet server (dirty groups)", err, errlen);
-    PQclear(r);
-    return rc;
-}
-
-/* Lock the source's row and read its watermark (inside the transaction). */
-static int source_lock(fleet_pg *c, const char *source, int64_t *seq, char *err,
-                       size_t errlen)
-{
-    const char *p[] = {source};
-    int found;
-    int rc = fleet_pg_cmd_params(c,
-                                 "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) "
-                                 "ON CONFLICT (id) DO NOTHING",
-                                 1, p, "fleet server (source)", err, errlen);
-    if (rc == 0)
-        rc = fleet_pg_value(c, "SELECT pushed_seq FROM sources WHERE id = $1 FOR UPDATE", 1, p,
-                            seq, &found, "fleet server (source)", err, errlen);
-    if (rc == 0 && !found) /* inserted just above, in this transaction */
-        rc = attune_fail(err, errlen, ATTUNE_EDB, "fleet server (source): no row");
-    return rc;
-}
-
-static int watermark_set(fleet_pg *c, const char *source, int64_t last_seq, char *err,
-                         size_t errlen)
-{
-    char seq[24];
-    snprintf(seq, sizeof seq, "%" PRId64, last_seq);
-    const char *p[] = {source, seq};
-    return fleet_pg_cmd_params(c,
-                               "UPDATE sources SET pushed_seq = $2, updated_at = now() "
-                               "WHERE id = $1",
-                               2, p, "fleet server (watermark)", err, errlen);
+    return add_arrays(sb, "fleet server (dirty groups)", sql, p, fields, 3, sel, n);
 }
 
 /* Step 3: everything the server writes, in one transaction, rolled back
- * on any failure. */
+ * on any failure. Three round trips when every key is new: BEGIN, the
+ * source's row locked and read, the sample probed and the savepoint made,
+ * together; the COPY; the savepoint released, the dirty groups, the
+ * watermark and COMMIT, together. */
 static int push_tx(fleet_pg *c, const fleet_batch *b, push_plan *p, fleet_push_stats *stats,
                    char *err, size_t errlen)
 {
     int rc, *sel = malloc(sizeof *sel * (size_t)(p->nkeys > 0 ? p->nkeys : 1));
+    int i_seq = -1, i_probe = -1, nsample = 0, known = 0;
+    const char *src[2] = {b->source, NULL};
+    char seq[24];
+    stmt_batch sb;
     if (sel == NULL)
         return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    if ((rc = fleet_pg_cmd(c, "BEGIN", err, errlen)) != 0)
-        goto out;
+    sb_init(&sb, c);
+    sb_add(&sb, "fleet server", "BEGIN", 0, NULL, NULL, NULL, NULL);
     if (b->source != NULL) {
-        int64_t have = 0;
-        if ((rc = source_lock(c, b->source, &have, err, errlen)) != 0)
+        sb_add(&sb, "fleet server (source)",
+               "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) ON CONFLICT (id) DO NOTHING",
+               1, NULL, src, NULL, NULL);
+        i_seq = sb.n;
+        sb_add(&sb, "fleet server (source)",
+               "SELECT pushed_seq FROM sources WHERE id = $1 FOR UPDATE", 1, NULL, src, NULL,
+               NULL);
+    }
+    int oom = 0;
+    if (p->nkeys > 0) {
+        nsample = probe_sample(p, sel);
+        i_probe = sb.n;
+        oom = probe_add(&sb, p, sel, nsample) != 0;
+        sb_add(&sb, "fleet server", "SAVEPOINT fleet_new", 0, NULL, NULL, NULL, NULL);
+    }
+    rc = sb_run(&sb, err, errlen);
+    if (rc == 0 && oom)
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    if (rc != 0)
+        goto fail;
+    if (b->source != NULL) {
+        if (PQntuples(sb.res[i_seq]) < 1) { /* inserted just above, in this transaction */
+            rc = attune_fail(err, errlen, ATTUNE_EDB, "fleet server (source): no row");
             goto fail;
-        if (have >= b->last_seq) {
+        }
+        if (strtoll(PQgetvalue(sb.res[i_seq], 0, 0), NULL, 10) >= b->last_seq) {
             /* a push that committed before its pusher died: already here */
             stats->skipped++;
+            sb_free(&sb);
             rc = fleet_pg_cmd(c, "ROLLBACK", err, errlen);
             goto out;
         }
     }
-    if (p->nkeys > 0 && ((rc = send_rows(c, b, p, sel, err, errlen)) != 0 ||
-                         (rc = mark_dirty(c, p, sel, err, errlen)) != 0))
+    if (p->nkeys > 0)
+        probe_read(p, sb.res[i_probe], sel, nsample, &known);
+    sb_free(&sb);
+    if (p->nkeys > 0 && (rc = send_rows(c, b, p, known, sel, err, errlen)) != 0)
         goto fail;
-    if (b->source != NULL && (rc = watermark_set(c, b->source, b->last_seq, err, errlen)) != 0)
+    sb_init(&sb, c);
+    if (p->nkeys > 0) {
+        sb_add(&sb, "fleet server", "RELEASE SAVEPOINT fleet_new", 0, NULL, NULL, NULL, NULL);
+        oom = dirty_add(&sb, p, sel) != 0;
+    }
+    if (b->source != NULL) {
+        snprintf(seq, sizeof seq, "%" PRId64, b->last_seq);
+        src[1] = seq;
+        sb_add(&sb, "fleet server (watermark)",
+               "UPDATE sources SET pushed_seq = $2, updated_at = now() WHERE id = $1", 2, NULL,
+               src, NULL, NULL);
+    }
+    sb_add(&sb, "fleet server", "COMMIT", 0, NULL, NULL, NULL, NULL);
+    rc = sb_run(&sb, err, errlen);
+    if (rc == 0 && oom)
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    if (rc != 0)
         goto fail;
-    if ((rc = fleet_pg_cmd(c, "COMMIT", err, errlen)) != 0)
-        goto fail;
+    sb_free(&sb);
     stats->sent += p->nkeys;
     goto out;
 fail:
+    sb_free(&sb);
     fleet_pg_rollback(c);
 out:
     free(sel);
