@@ -409,6 +409,10 @@ static int start_index_and_jobs(attuned *d, store *st)
     index_stats(d->ix, &nlocal, &nfleet, &nmeas);
     log_event(LOGL_INFO, "index_loaded", "local=%d fleet=%d measurements=%lld", nlocal,
               nfleet, (long long)nmeas);
+    /* the prediction models: built now, then rebuilt off the request path
+     * when rows change (a lookup never builds one under the index's lock) */
+    if ((rc = index_models_start(d->ix)) != 0)
+        log_event(LOGL_WARN, "index_models_inline", "error=\"%s\"", attune_strerror(rc));
     jobs_config jc = {.db_path = d->cfg.db_path, .devices = d->devices,
                       .ndevices = d->ndevices, .ix = d->ix, .policy = &policy,
                       .committed = sync_row, .committed_ctx = d->ix,

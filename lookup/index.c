@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../common/grow.h"
 #include "../common/hash.h"
@@ -37,15 +38,26 @@ typedef struct ix_device {
     int64_t nmeas;
     int64_t taken_sum, marks; /* totals of the shapes' */
     int64_t loads;        /* index_device_load swaps so far */
-    /* The prediction model over the rows above: built by the first lookup
-     * that needs it (under model_mu, the read lock held), dropped by every
-     * write (the write lock excludes its readers). */
+    /* The prediction model over the rows above. With the model builder
+     * (index_models_start) a write marks it dirty and the builder swaps in
+     * a new one (write lock); lookups answer from the one they find.
+     * Without it, the first lookup that needs it builds it (under
+     * model_mu, the read lock held) and every write drops it. */
     predict_model *model;
+    int model_dirty;      /* rows changed since the model was built */
+    uint64_t gen;         /* writes so far: a build of an older gen stays dirty */
 } ix_device;
 
 struct index_state {
     pthread_rwlock_t lock;
     pthread_mutex_t model_mu;   /* builds of ix_device.model */
+    /* the model builder (index_models_start): a thread that rebuilds the
+     * dirty models off the request path */
+    int builder_on;             /* set once, before the thread starts */
+    pthread_t builder;
+    pthread_mutex_t build_mu;   /* build_wanted, build_stop; taken after ix->lock */
+    pthread_cond_t build_cv;
+    int build_wanted, build_stop;
     select_policy policy;
     int host_specs;             /* index_set_host_specs: "cpu" and ordinals
                                    name fleet devices too */
@@ -77,6 +89,8 @@ index_state *index_new(const select_policy *p)
         return NULL;
     }
     pthread_mutex_init(&ix->model_mu, NULL);
+    pthread_mutex_init(&ix->build_mu, NULL);
+    pthread_cond_init(&ix->build_cv, NULL);
     if (p != NULL)
         ix->policy = *p;
     else
@@ -95,6 +109,13 @@ void index_free(index_state *ix)
 {
     if (ix == NULL)
         return;
+    if (ix->builder_on) {
+        pthread_mutex_lock(&ix->build_mu);
+        ix->build_stop = 1;
+        pthread_cond_signal(&ix->build_cv);
+        pthread_mutex_unlock(&ix->build_mu);
+        pthread_join(ix->builder, NULL);
+    }
     for (int i = 0; i < ix->ndevs; i++) {
         free_shapes(ix->devs[i].shapes, ix->devs[i].nshapes);
         free(ix->devs[i].slots);
@@ -103,6 +124,8 @@ void index_free(index_state *ix)
     free(ix->devs);
     free(ix->pins);
     pthread_mutex_destroy(&ix->model_mu);
+    pthread_mutex_destroy(&ix->build_mu);
+    pthread_cond_destroy(&ix->build_cv);
     pthread_rwlock_destroy(&ix->lock);
     free(ix);
 }
@@ -241,6 +264,24 @@ static int find_slot_shape(const ix_device *d, const char *key, uint64_t h)
     }
 }
 
+/* d's rows changed (write lock held): with the builder, its model is
+ * marked for a rebuild and kept meanwhile; without, dropped (the write
+ * lock excludes every reader of it). */
+static void rows_changed(index_state *ix, ix_device *d)
+{
+    d->gen++;
+    if (!ix->builder_on) {
+        predict_free(d->model);
+        d->model = NULL;
+        return;
+    }
+    d->model_dirty = 1;
+    pthread_mutex_lock(&ix->build_mu);
+    ix->build_wanted = 1;
+    pthread_cond_signal(&ix->build_cv);
+    pthread_mutex_unlock(&ix->build_mu);
+}
+
 int index_device_put(index_state *ix, const attn_device_info *info, const attn_stack *stack,
                      int local)
 {
@@ -256,8 +297,7 @@ int index_device_put(index_state *ix, const attn_device_info *info, const attn_s
     d->info = *info;
     d->stack = *stack;
     d->local = local || d->local; /* a fleet copy of a local device stays local */
-    predict_free(d->model); /* the write lock excludes every reader of it */
-    d->model = NULL;
+    rows_changed(ix, d);
     for (int i = 0; i < d->nshapes; i++)
         cache_winners(&d->shapes[i], d, &ix->policy);
 out:
@@ -377,8 +417,7 @@ int index_row_put(index_state *ix, const store_measurement *row)
     }
     cache_winners(sh, d, &ix->policy);
     device_totals(d);
-    predict_free(d->model); /* the write lock excludes every reader of it */
-    d->model = NULL;
+    rows_changed(ix, d);
 out:
     pthread_rwlock_unlock(&ix->lock);
     return rc;
@@ -452,8 +491,7 @@ int index_device_load(index_state *ix, const char *device_id, store_measurement 
     d->nslots = nslots;
     device_totals(d);
     d->loads++;
-    predict_free(d->model);
-    d->model = NULL;
+    rows_changed(ix, d);
     pthread_rwlock_unlock(&ix->lock);
     free_shapes(old, nold);
     free(old_slots);
@@ -590,30 +628,127 @@ static int listing(const index_state *ix, const ix_device *d, const attn_shape *
     return n < 0 ? 0 : (n > INDEX_LIST_MAX ? INDEX_LIST_MAX : n);
 }
 
-/* d's prediction model over its rows of the current power mode, noisy
- * ones left out (tuner/noise.h: no figure to fit on), built on first use
- * (read lock held: the rows do not change under it; model_mu serialises
- * the builders). NULL on ENOMEM. */
+/* A model over d's rows of the current power mode, noisy ones left out
+ * (tuner/noise.h: no figure to fit on); the read lock held (the rows do
+ * not change under it). NULL on ENOMEM. */
+static predict_model *build_model(const index_state *ix, const ix_device *d)
+{
+    const store_measurement **rows = malloc((size_t)(d->nmeas > 0 ? d->nmeas : 1) * sizeof *rows);
+    if (rows == NULL)
+        return NULL;
+    int n = 0;
+    for (int i = 0; i < d->nshapes; i++)
+        for (int k = 0; k < d->shapes[i].n && n < d->nmeas; k++)
+            if (strcmp(d->shapes[i].m[k].power, d->stack.power) == 0 && !d->shapes[i].m[k].noisy)
+                rows[n++] = &d->shapes[i].m[k];
+    predict_model *pm = predict_build_dev(rows, n, d->stack.id, &ix->policy, &d->info);
+    free(rows);
+    return pm;
+}
+
+/* d's prediction model (read lock held). With the builder: the one it
+ * swapped in last, built off the request path (NULL until the first:
+ * index_models_start builds every model before it returns); a lookup
+ * never builds or waits. Without: built on first use (model_mu
+ * serialises the builders). NULL on ENOMEM. */
 static const predict_model *device_model(index_state *ix, ix_device *d)
 {
+    if (ix->builder_on)
+        return d->model;
     pthread_mutex_lock(&ix->model_mu);
-    if (d->model == NULL) {
-        const store_measurement **rows = malloc((size_t)(d->nmeas > 0 ? d->nmeas : 1) *
-                                                sizeof *rows);
-        if (rows != NULL) {
-            int n = 0;
-            for (int i = 0; i < d->nshapes; i++)
-                for (int k = 0; k < d->shapes[i].n && n < d->nmeas; k++)
-                    if (strcmp(d->shapes[i].m[k].power, d->stack.power) == 0 &&
-                        !d->shapes[i].m[k].noisy)
-                        rows[n++] = &d->shapes[i].m[k];
-            d->model = predict_build_dev(rows, n, d->stack.id, &ix->policy, &d->info);
-            free(rows);
-        }
-    }
+    if (d->model == NULL)
+        d->model = build_model(ix, d);
     const predict_model *pm = d->model;
     pthread_mutex_unlock(&ix->model_mu);
     return pm;
+}
+
+/* Rebuild the first dirty model (built under the read lock, swapped in
+ * under the write lock; still dirty when rows changed meanwhile). 1 when
+ * one was built, 0 when none is dirty. */
+static int build_one(index_state *ix)
+{
+    char id[sizeof ((attn_device_info *)0)->id];
+    uint64_t gen = 0;
+    predict_model *pm = NULL;
+    int found = 0;
+    pthread_rwlock_rdlock(&ix->lock);
+    for (int i = 0; i < ix->ndevs && !found; i++) {
+        const ix_device *d = &ix->devs[i];
+        if (!d->model_dirty)
+            continue;
+        found = 1;
+        memcpy(id, d->info.id, sizeof id);
+        gen = d->gen;
+        pm = build_model(ix, d);
+    }
+    pthread_rwlock_unlock(&ix->lock);
+    if (!found)
+        return 0;
+    predict_model *old = NULL;
+    pthread_rwlock_wrlock(&ix->lock);
+    ix_device *d = find_device(ix, id);
+    if (d != NULL && pm != NULL) {
+        old = d->model;
+        d->model = pm;
+        pm = NULL;
+        d->model_dirty = d->gen != gen;
+    } else if (d != NULL) {
+        d->model_dirty = 0; /* ENOMEM: the previous model stays, until the next write */
+    }
+    pthread_rwlock_unlock(&ix->lock);
+    predict_free(old); /* swapped out under the write lock: no reader holds it */
+    predict_free(pm);
+    return 1;
+}
+
+/* A burst of writes (a tune commits a row every few milliseconds) is
+ * one rebuild: the builder waits this long after being woken. */
+#define INDEX_BUILD_SETTLE_MS 20
+
+static void *builder_main(void *arg)
+{
+    index_state *ix = arg;
+    for (;;) {
+        pthread_mutex_lock(&ix->build_mu);
+        while (!ix->build_wanted && !ix->build_stop)
+            pthread_cond_wait(&ix->build_cv, &ix->build_mu);
+        int stop = ix->build_stop;
+        ix->build_wanted = 0;
+        pthread_mutex_unlock(&ix->build_mu);
+        if (stop)
+            return NULL;
+        struct timespec settle = {0, INDEX_BUILD_SETTLE_MS * 1000000L};
+        do /* rows still coming in: rebuild at most once a settle time */
+            nanosleep(&settle, NULL);
+        while (build_one(ix));
+    }
+}
+
+int index_models_start(index_state *ix)
+{
+    pthread_rwlock_wrlock(&ix->lock);
+    for (int i = 0; i < ix->ndevs; i++)
+        ix->devs[i].model_dirty = 1;
+    pthread_rwlock_unlock(&ix->lock);
+    while (build_one(ix)) /* every model at load, before a lookup comes */
+        ;
+    pthread_rwlock_wrlock(&ix->lock);
+    ix->builder_on = 1; /* from here writes mark models dirty */
+    int dirty = 0;
+    for (int i = 0; i < ix->ndevs; i++)
+        dirty |= ix->devs[i].model_dirty;
+    pthread_rwlock_unlock(&ix->lock);
+    pthread_mutex_lock(&ix->build_mu);
+    ix->build_wanted |= dirty;
+    pthread_mutex_unlock(&ix->build_mu);
+    if (pthread_create(&ix->builder, NULL, builder_main, ix) != 0) {
+        pthread_rwlock_wrlock(&ix->lock);
+        ix->builder_on = 0;
+        pthread_rwlock_unlock(&ix->lock);
+        return ATTUNE_ENOMEM;
+    }
+    return 0;
 }
 
 /* An answer row that no measurement backs: the tactic, the predicted time

@@ -78,6 +78,17 @@ typedef struct index_state index_state;
 index_state *index_new(const select_policy *p);
 void index_free(index_state *ix);
 
+/* Build the prediction models off the request path from now on (attuned):
+ * every device's model now, before this returns; afterwards a thread
+ * rebuilds a device's model when its rows change (a burst of rows is one
+ * rebuild) and swaps it in, while lookups answer from the previous one (a
+ * device with no model yet answers as one with no prediction: default)
+ * and never build or wait on one. Without it (the clients' in-process
+ * lookups), the first lookup that needs a model builds it. 0 or
+ * ATTUNE_ENOMEM (the thread did not start: lookups build, as without).
+ * index_free stops the thread. */
+int index_models_start(index_state *ix);
+
 /* Add a device, or refresh its identity and current stack (winners are
  * recomputed against the new stack). local: a device of this host. */
 int index_device_put(index_state *ix, const attn_device_info *info, const attn_stack *stack,

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "lookup/index.h"
 #include "test.h"
@@ -191,6 +192,39 @@ static void lookup_should_answer_nearest_or_predicted_from_other_shapes(void)
     index_free(ix);
 }
 
+/* With the model builder (attuned's), a lookup never builds a model: the
+ * one built at start answers at once, a write keeps it answering while
+ * the builder rebuilds, and the rebuilt one follows the new rows. */
+static void models_should_be_built_off_the_lookup_path(void)
+{
+    index_state *ix = one_device("CPU-1", 1);
+    static const char *const tactics[] = {"fused/pad=1", "split/acc=f32/pad=1",
+                                          "folded/acc=f32/pad=1"};
+    for (int i = 0; i < 3; i++)
+        put(ix, row("CPU-1", "cur", A, tactics[i], 10.0 * (i + 1), i == 0, 100));
+    CHECK_EQ_INT(index_models_start(ix), 0);
+    index_answer a;
+    CHECK_EQ_INT(index_lookup(ix, "CPU-1", &A2, 0, &a), 0);
+    CHECK_MSG(a.source == INDEX_NEAREST || a.source == INDEX_PREDICTED, "at start: %s",
+              index_source_name(a.source));
+    CHECK_STR(a.m.tactic, tactics[0]);
+    /* folded becomes 30x faster than fused: the previous model answers
+     * until the builder has swapped in the new one */
+    put(ix, row("CPU-1", "cur", A, tactics[2], 1.0 / 3, 0, 200));
+    CHECK_EQ_INT(index_lookup(ix, "CPU-1", &A2, 0, &a), 0);
+    CHECK_MSG(a.source == INDEX_NEAREST || a.source == INDEX_PREDICTED, "after a write: %s",
+              index_source_name(a.source));
+    int followed = 0;
+    for (int i = 0; i < 500 && !followed; i++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL); /* a poll interval, not an ordering */
+        CHECK_EQ_INT(index_lookup(ix, "CPU-1", &A2, 0, &a), 0);
+        followed = strcmp(a.m.tactic, tactics[2]) == 0;
+    }
+    CHECK_MSG(followed, "the rebuilt model answers %s, not the new fastest", a.m.tactic);
+    index_free(ix); /* stops the builder */
+}
+
 static void lookup_should_answer_default_when_nothing_is_known(void)
 {
     index_state *ix = one_device("CPU-1", 1);
@@ -310,6 +344,7 @@ int main(void)
     RUN(row_put_should_apply_rows_as_the_store_does);
     RUN(lookup_should_answer_nearest_or_predicted_from_other_shapes);
     RUN(lookup_should_answer_default_when_nothing_is_known);
+    RUN(models_should_be_built_off_the_lookup_path);
     RUN(reload_should_be_atomic_under_concurrent_readers);
     return test_summary();
 }
