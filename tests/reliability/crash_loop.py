@@ -160,15 +160,20 @@ def loop_attuned(attuned, attune, work, n, f, figures):
         d.stop()
         final = db.after_kill(f, "attuned final")
         # complete: tuning the shapes again finds nothing left to measure
+        # but the rows stored flagged noisy (issue 28: a noisy timing counts
+        # as not stored, the next tune times it again; on a loaded machine
+        # some are)
+        noisy = db.q("SELECT count(*) FROM measurements WHERE noisy != 0")[0][0]
         args = [attune, "tune", "--db", d.db, "--device", "cpu", "--budget-ms", "2"]
         for k in keys:
             args += ["--shape", k]
         r = subprocess.run(args, capture_output=True, text=True, timeout=600)
         measured = sum(int(m.group(2)) for m in map(SHAPE_LINE.match, r.stderr.splitlines())
                        if m)
-        f.check(states == ["done"] and measured == 0 and db.rows() == final,
+        f.check(states == ["done"] and measured == noisy and db.rows() == final,
                 "attuned: %d kills mid-job, every job done after restarts (%s), nothing left "
-                "to measure (%d), %d rows" % (killed, states, measured, final))
+                "to measure but the %d noisy rows (%d), %d rows" % (killed, states, noisy,
+                                                                  measured, final))
         figures["attuned"] = {"loops": n, "killed": killed, "jobs": len(jobs), "rows": final}
     finally:
         d.cleanup()
