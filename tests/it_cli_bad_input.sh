@@ -67,7 +67,8 @@ got=$("$A" --version 2>&1); rc=$?
 # accepted: `CMD --opt x --zz-end x` fails on --zz-end, never on --opt (a
 # value option takes x, a flag leaves x as an argument; parsing stops at the
 # unknown option before anything runs).
-for cmd in devices tune results winners export import tactics loo query jobs "fleet push" drift; do
+for cmd in devices tune results winners export import tactics loo query jobs "fleet push" drift \
+    variants; do
     # shellcheck disable=SC2086
     "$A" $cmd --help >"$dir/help" 2>"$dir/err"; rc=$?
     if [ $rc -ne 0 ] || [ -s "$dir/err" ] || ! grep -q "usage: attune ${cmd%% *}" "$dir/help"; then
@@ -84,6 +85,16 @@ for cmd in devices tune results winners export import tactics loo query jobs "fl
     done
     echo "ok: attune $cmd --help: every documented option is accepted"
 done
+
+# attune variants: the table of kernel families, every variant with a
+# family of each backend that runs it (cudnn's is described in any build)
+got=$("$A" variants --csv 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s\n' "$got" | grep -q '^fused,fused,cpu,yes,#' &&
+    printf '%s\n' "$got" | grep -q '^cudnn,cudnn,cuda,\(yes\|no\),#b07aa1,'; then
+    echo "ok: attune variants lists the table"
+else
+    echo "FAIL: attune variants -> $rc"; printf '%s\n' "$got" | head -5; fails=$((fails + 1))
+fi
 
 for f in "$ATTUNE_TEST_INPUTS"/fleet_bad_*.json; do
     [ -e "$f" ] || continue

@@ -23,7 +23,8 @@ key=b1.hq2.hkv1.sq3.skv5.d8.f32.nc
 # loaded: what LD_DEBUG=libs says the dynamic loader opened for a command
 for cmd in "--version" "--help" "tune --help" "devices" "results --db $db --device cpu --shape $key" \
            "winners --db $db --device cpu" "export --db $db --device cpu" \
-           "tune --db $db --device cpu --shape $key --quiet" "tactics --device cpu --shape $key"; do
+           "tune --db $db --device cpu --shape $key --quiet" "tactics --device cpu --shape $key" \
+           "variants"; do
     # shellcheck disable=SC2086
     LD_DEBUG=libs "$A" $cmd >/dev/null 2>"$dir/libs"
     if grep -q "calling init: .*libcudart\|calling init: .*libcudnn" "$dir/libs"; then

@@ -13,6 +13,7 @@
 #include "cli_results.h"
 #include "cli_table.h"
 #include "cli_tune.h"
+#include "cli_variants.h"
 #include "cli_winners.h"
 #include "common/json_num.h"
 #include "kernels/attn.h"
@@ -40,6 +41,7 @@ static const char usage[] =
     "  export [--db FILE] [--device ID] [-o FILE]  the device's table as fleet JSON\n"
     "  import [--db FILE] TABLE.json         validate a fleet table, then merge it\n"
     "  tactics [--device ID] --shape KEY     every tactic the backend lists for it\n"
+    "  variants                              the kernel families this build knows\n"
     "  loo [--db FILE] [--device ID] [--grid FILE]\n"
     "                                        leave-one-out regret of predictions\n"
     "  query [--device ID] --shape KEY [--url URL] [--variants LIST]\n"
@@ -61,10 +63,10 @@ static const char usage[] =
     "defaults to this host's first GPU, else cpu (query, tune --url: the daemon's\n"
     "first local GPU, else its CPU). --db defaults to $ATTUNE_DB, else the\n"
     "installed service's " ATTUNE_SYSTEM_DB " when it exists. The listings\n"
-    "(devices, tactics, results, winners, jobs, pins, loo) fit the terminal and\n"
-    "take --csv or --json for every column. `attune <command> --help` describes\n"
-    "each command. Options take their value as --opt VALUE or --opt=VALUE, in any\n"
-    "order.\n"
+    "(devices, tactics, results, winners, jobs, pins, loo, variants) fit the\n"
+    "terminal and take --csv or --json for every column. `attune <command>\n"
+    "--help` describes each command. Options take their value as --opt VALUE or\n"
+    "--opt=VALUE, in any order.\n"
     "Exit status: 0 success, 1 error, 2 usage, 130 interrupted; `attune query`\n"
     "also 3 when attuned refused the question (see `attune query --help`).\n";
 
@@ -174,7 +176,7 @@ static const struct command {
     {"fleet", cli_fleet_main},        {"drift", cli_drift_main},
     {"query", cli_query_main},        {"jobs", cli_jobs_main},
     {"pin", cli_pin_main},            {"unpin", cli_unpin_main},
-    {"pins", cli_pins_main},
+    {"pins", cli_pins_main},          {"variants", cli_variants_main},
 };
 
 int main(int argc, char **argv)
