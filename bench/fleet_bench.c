@@ -193,28 +193,25 @@ static double noise(uint64_t a, uint64_t b)
     return (double)(hash_splitmix64(&s) >> 11) / (double)(1ULL << 52) - 1.0;
 }
 
-/* One device's rows: times vary 3% around a model/shape/tactic base; every
- * 97th device is a slow card (+60%), for the outlier flags. */
-static void device_rows(int dev, store_measurement *rows)
+/* The fields of a row that no device changes (shape, tactic, status,
+ * mode, ...), one per (shape, tactic), made once: device_rows copies them,
+ * so making a device's rows costs little beside pushing them (the push's
+ * wall time is the push path's, bench/push_copy.py). */
+static store_measurement *row_template;
+
+static void make_template(void)
 {
-    attn_device_info d;
-    model_of(dev, &d);
-    int k = 0;
+    int per = nshapes * ntactics, k = 0;
+    row_template = calloc((size_t)per, sizeof *row_template);
+    if (row_template == NULL)
+        exit(1);
     for (int i = 0; i < nshapes; i++)
         for (int t = 0; t < ntactics; t++, k++) {
-            store_measurement *m = &rows[k];
-            memset(m, 0, sizeof *m);
-            snprintf(m->device_id, sizeof m->device_id, "%s", d.id);
+            store_measurement *m = &row_template[k];
             snprintf(m->stack_id, sizeof m->stack_id, "%s", stack.id);
             shape_of(i, &m->shape);
             snprintf(m->tactic, sizeof m->tactic, "%s", tactics[t]);
-            double base = (10.0 + i) * (1.0 + 0.05 * t) * (1.0 + 0.1 * (dev % nmodels));
-            double f = (1.0 + 0.03 * noise((uint64_t)dev, (uint64_t)k)) *
-                       (dev % 97 == 5 ? 1.6 : 1.0);
             m->status = t % 13 == 12 ? STORE_UNSUPPORTED : STORE_OK;
-            m->time_us = m->status == STORE_OK ? base * f : NAN;
-            m->time_us_min = m->status == STORE_OK ? base * f * 0.98 : NAN;
-            m->time_us_max = m->status == STORE_OK ? base * f * 1.05 : NAN;
             m->time_us_copies = NAN;
             m->n = 20;
             m->rel_err = m->status == STORE_OK ? 1e-4 * (1 + t % 5) : NAN;
@@ -223,7 +220,30 @@ static void device_rows(int dev, store_measurement *rows)
             snprintf(m->l2, sizeof m->l2, "flushed");
             m->rows_checked = 256;
             snprintf(m->note, sizeof m->note, "%s", m->status == STORE_OK ? "" : "bench");
-            snprintf(m->host, sizeof m->host, "host-%04d", dev);
+        }
+}
+
+/* One device's rows: times vary 3% around a model/shape/tactic base; every
+ * 97th device is a slow card (+60%), for the outlier flags. */
+static void device_rows(int dev, store_measurement *rows)
+{
+    attn_device_info d;
+    char host[sizeof rows->host];
+    model_of(dev, &d);
+    snprintf(host, sizeof host, "host-%04d", dev);
+    memcpy(rows, row_template, sizeof *rows * (size_t)(nshapes * ntactics));
+    int k = 0;
+    for (int i = 0; i < nshapes; i++)
+        for (int t = 0; t < ntactics; t++, k++) {
+            store_measurement *m = &rows[k];
+            memcpy(m->device_id, d.id, sizeof m->device_id);
+            memcpy(m->host, host, sizeof m->host);
+            double base = (10.0 + i) * (1.0 + 0.05 * t) * (1.0 + 0.1 * (dev % nmodels));
+            double f = (1.0 + 0.03 * noise((uint64_t)dev, (uint64_t)k)) *
+                       (dev % 97 == 5 ? 1.6 : 1.0);
+            m->time_us = m->status == STORE_OK ? base * f : NAN;
+            m->time_us_min = m->status == STORE_OK ? base * f * 0.98 : NAN;
+            m->time_us_max = m->status == STORE_OK ? base * f * 1.05 : NAN;
             m->taken_at = 1767000000 + dev;
         }
 }
@@ -434,6 +454,7 @@ int main(int argc, char **argv)
     snprintf(stack.attune, sizeof stack.attune, "0.1.0");
     snprintf(stack.kernels, sizeof stack.kernels, "3f1c0d2a9b8e7f60");
     attn_stack_finish(&stack);
+    make_template();
 
     char err[512] = "";
     fleet_pg *c = NULL;

@@ -17,12 +17,18 @@ shared_buffers 512MB). Each run, on fresh tables:
         inserted, emptied, then loaded back with one
         `COPY measurements (...) FROM STDIN (FORMAT binary)` through psql
         (the client-side \\copy: the rows cross the same socket), rows/s;
+  COPY in batches  the same, one COPY and commit per device's 8,000 rows
+        (the push's transactions without the rest of the push), from one
+        psql session, rows/s;
 
-then prints the ratio push/COPY (the goal: >= 0.8), per run and the median
-of the runs, with the date, machine and commit, the load average, and the
-server's CPU time for each (from /proc: on a shared machine wall time says
-as much about the neighbours). docs/fleet.md records the results.
+then prints push/COPY (the goal: >= 0.8) and push/(COPY in batches), per
+run and the median of the runs, with the date, machine and commit, the
+load average, and for each the CPU time of the server's processes (from
+/proc) and of the client (the push's excludes making its synthetic rows):
+on a shared machine wall time says as much about the neighbours, CPU time
+per row does not. docs/fleet.md records the results.
 """
+import resource
 import argparse
 import os
 import platform
@@ -102,7 +108,7 @@ def main():
     dump = os.path.join(pg.dir, "rows.bin")
     open(dump, "w").close()
     os.chmod(dump, 0o666)
-    ratios = []
+    ratios, ratios_b, cpu_ratios = [], [], []
     try:
         print("server: PostgreSQL %s, fsync on, synchronous_commit on; %d rows = %d device "
               "pushes of 8,000 over %d connections" % (
@@ -112,39 +118,70 @@ def main():
             spid = int(f.readline().strip())
         for run in range(a.runs):
             pg.sql("CHECKPOINT")
-            l0, c0, t0 = os.getloadavg()[0], server_cpu(spid), time.time()
+            l0, c0 = os.getloadavg()[0], server_cpu(spid)
             r = subprocess.run([exe, "--fleet", pg.url, "--reset", "--push-only", "--devices",
-                                str(devices), "--jobs", str(a.jobs)], env=pg.env(),
-                               capture_output=True, text=True)
-            push_s, push_cpu = time.time() - t0, server_cpu(spid) - c0
+                                str(devices), "--jobs", str(a.jobs), "--server-pid", str(spid)],
+                               env=pg.env(), capture_output=True, text=True)
+            push_cpu = server_cpu(spid) - c0
             m = re.search(r"push: (\d+) rows in ([0-9.]+) s", r.stdout)
+            mc = re.search(r"push CPU: server [0-9.]+ s \+ client ([0-9.]+) s", r.stdout)
             if r.returncode != 0 or m is None:
                 print(r.stdout, r.stderr)
                 return 1
             rows = int(m.group(1))
             push_s = float(m.group(2))  # the pushes alone, without connecting and resetting
-            # the pushed rows, in the order they went in (the heap's), then
-            # the table emptied, and loaded again by one plain COPY
+            push_ccpu = float(mc.group(1)) if mc else float("nan")
+            # the pushed rows, in the order they went in (the heap's), and
+            # per device push, then the table emptied and loaded again by
+            # one plain COPY, and again by a COPY per device push
             psql(pg, "-c", "\\copy (SELECT %s FROM measurements) TO '%s' WITH (FORMAT binary)"
                  % (COLUMNS, dump))
-            psql(pg, "-c", "TRUNCATE measurements, dirty")
-            pg.sql("CHECKPOINT")
-            l1, c1, t1 = os.getloadavg()[0], server_cpu(spid), time.time()
-            psql(pg, "-c", "\\copy measurements (%s) FROM '%s' WITH (FORMAT binary)"
-                 % (COLUMNS, dump))
-            copy_s, copy_cpu = time.time() - t1, server_cpu(spid) - c1
-            n = int(pg.sql("SELECT count(*) FROM measurements")[0])
-            if n != rows:
-                print("COPY loaded %d rows, the push %d" % (n, rows))
-                return 1
-            ratio = (rows / push_s) / (rows / copy_s)
+            devs = pg.sql("SELECT device_id FROM measurements GROUP BY device_id "
+                          "ORDER BY min(ctid)")
+            script = os.path.join(pg.dir, "batches.sql")
+            with open(os.path.join(pg.dir, "dump.sql"), "w") as f:
+                for d in devs:
+                    f.write("\\copy (SELECT %s FROM measurements WHERE device_id = %s) TO "
+                            "'%s.%s' WITH (FORMAT binary)\n" % (COLUMNS, d, dump, d))
+            with open(script, "w") as f:
+                for d in devs:
+                    f.write("\\copy measurements (%s) FROM '%s.%s' WITH (FORMAT binary)\n"
+                            % (COLUMNS, dump, d))
+            psql(pg, "-f", os.path.join(pg.dir, "dump.sql"))
+            times = []
+            for how, arg in (("one COPY", ["-c", "\\copy measurements (%s) FROM '%s' WITH "
+                                           "(FORMAT binary)" % (COLUMNS, dump)]),
+                             ("COPY in batches", ["-f", script])):
+                psql(pg, "-c", "TRUNCATE measurements, dirty")
+                pg.sql("CHECKPOINT")
+                l1, c1, k1, t1 = (os.getloadavg()[0], server_cpu(spid),
+                                  resource.getrusage(resource.RUSAGE_CHILDREN), time.time())
+                psql(pg, *arg)
+                k2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                times.append((time.time() - t1, server_cpu(spid) - c1,
+                              k2.ru_utime - k1.ru_utime + k2.ru_stime - k1.ru_stime, l1))
+                n = int(pg.sql("SELECT count(*) FROM measurements")[0])
+                if n != rows:
+                    print("%s loaded %d rows, the push %d" % (how, n, rows))
+                    return 1
+            (copy_s, copy_cpu, copy_ccpu, l1), (batch_s, batch_cpu, batch_ccpu, l2) = times
+            ratio, ratio_b = copy_s / push_s, batch_s / push_s
+            cpu_ratio = (copy_cpu + copy_ccpu) / (push_cpu + push_ccpu)
             ratios.append(ratio)
-            print("run %d: push %d rows in %.1f s = %.0f rows/s (server CPU %.1f s, load %.1f); "
-                  "COPY %.1f s = %.0f rows/s (server CPU %.1f s, load %.1f); push/COPY = %.2f"
-                  % (run + 1, rows, push_s, rows / push_s, push_cpu, l0, copy_s, rows / copy_s,
-                     copy_cpu, l1, ratio), flush=True)
-        print("push/COPY at %d rows: %s; median %.2f (goal >= 0.8)" % (
-            devices * 8000, ", ".join("%.2f" % x for x in ratios), statistics.median(ratios)))
+            ratios_b.append(ratio_b)
+            cpu_ratios.append(cpu_ratio)
+            print("run %d: push %d rows in %.1f s = %.0f rows/s (CPU server %.1f s + client %.1f s,"
+                  " load %.1f); one COPY %.1f s = %.0f rows/s (CPU %.1f + %.1f s, load %.1f); "
+                  "COPY in batches %.1f s (CPU %.1f + %.1f s, load %.1f); push/COPY = %.2f, "
+                  "push/(COPY in batches) = %.2f, by CPU time push/COPY = %.2f"
+                  % (run + 1, rows, push_s, rows / push_s, push_cpu, push_ccpu, l0, copy_s,
+                     rows / copy_s, copy_cpu, copy_ccpu, l1, batch_s, batch_cpu, batch_ccpu, l2,
+                     ratio, ratio_b, cpu_ratio), flush=True)
+        print("push/COPY at %d rows: %s; median %.2f (goal >= 0.8); push/(COPY in batches) "
+              "median %.2f; by CPU time median %.2f" % (
+                  devices * 8000, ", ".join("%.2f" % x for x in ratios),
+                  statistics.median(ratios), statistics.median(ratios_b),
+                  statistics.median(cpu_ratios)))
     finally:
         pg.close()
     return 0

@@ -131,16 +131,17 @@ static void cb_copy_header(cbuf *b)
     cb_i32(b, 0);
 }
 
-/* Send b (header, tuples, and the trailer this adds) with sql, a COPY ...
- * FROM STDIN (FORMAT binary). On a server error its SQLSTATE goes to state
- * (6 bytes; "" otherwise). */
-static int copy_send(fleet_pg *c, const char *sql, cbuf *b, char *state, char *err,
-                     size_t errlen)
+/* A binary COPY streamed while it is made: copy_begin sends sql (a COPY
+ * ... FROM STDIN (FORMAT binary)) and starts b with the header; the caller
+ * appends tuples and calls copy_flush, which sends b whenever it holds
+ * COPY_CHUNK bytes, so the server parses and inserts the first rows while
+ * the client is still encoding the last; copy_end sends the rest and the
+ * trailer and reads the result. On a server error its SQLSTATE goes to
+ * state (6 bytes; "" otherwise). */
+#define COPY_CHUNK (256u << 10)
+
+static int copy_begin(fleet_pg *c, const char *sql, cbuf *b, char *err, size_t errlen)
 {
-    state[0] = 0;
-    cb_i16(b, -1);
-    if (b->oom)
-        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
     PGresult *r = PQexec(c->conn, sql);
     if (PQresultStatus(r) != PGRES_COPY_IN) {
         int rc = fleet_pg_fail(c, r, "fleet server (COPY)", err, errlen);
@@ -148,23 +149,42 @@ static int copy_send(fleet_pg *c, const char *sql, cbuf *b, char *state, char *e
         return rc;
     }
     PQclear(r);
-    int ok = 1;
-    for (size_t off = 0; off < b->len && ok;) {
-        size_t chunk = b->len - off < (1u << 20) ? b->len - off : (1u << 20);
-        ok = PQputCopyData(c->conn, (const char *)b->p + off, (int)chunk) == 1;
-        off += chunk;
-    }
-    if (PQputCopyEnd(c->conn, ok ? NULL : "client failed") != 1)
+    cb_copy_header(b);
+    return 0;
+}
+
+/* Send what b holds once it is COPY_CHUNK or more (all of it when all);
+ * 0, or -1 when the connection failed (copy_end reports it). */
+static int copy_flush(fleet_pg *c, cbuf *b, int all)
+{
+    if (b->oom || (!all && b->len < COPY_CHUNK) || b->len == 0)
+        return 0;
+    int ok = PQputCopyData(c->conn, (const char *)b->p, (int)b->len) == 1;
+    b->len = 0;
+    return ok ? 0 : -1;
+}
+
+static int copy_end(fleet_pg *c, cbuf *b, int ok, char *state, char *err, size_t errlen)
+{
+    state[0] = 0;
+    cb_i16(b, -1);
+    int oom = b->oom;
+    if (ok && !oom)
+        ok = copy_flush(c, b, 1) == 0;
+    if (PQputCopyEnd(c->conn, ok && !oom ? NULL : "client failed") != 1)
         ok = 0;
     int rc = 0;
+    PGresult *r;
     while ((r = PQgetResult(c->conn)) != NULL) {
-        if (PQresultStatus(r) != PGRES_COMMAND_OK && rc == 0) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && rc == 0 && !oom) {
             const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
             snprintf(state, 6, "%s", s ? s : "");
             rc = fleet_pg_fail(c, r, "fleet server (COPY)", err, errlen);
         }
         PQclear(r);
     }
+    if (oom)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
     if (rc == 0 && !ok)
         rc = fleet_pg_fail(c, NULL, "fleet server (COPY)", err, errlen);
     return rc;
@@ -415,15 +435,20 @@ static void copy_row(cbuf *buf, const prow *k, const store_measurement *m)
     cb_f_bigint(buf, m->taken_at);
 }
 
-/* COPY the keys whose known flag equals known into target. */
+/* COPY the keys whose known flag equals known with sql, streamed. */
 static int copy_rows(fleet_pg *c, const fleet_batch *b, const push_plan *p, int known,
                      const char *sql, cbuf *buf, char *state, char *err, size_t errlen)
 {
-    cb_copy_header(buf);
-    for (int k = 0; k < p->nkeys; k++)
-        if (p->keys[k].known == known)
+    state[0] = 0;
+    int rc = copy_begin(c, sql, buf, err, errlen), ok = 1;
+    if (rc != 0)
+        return rc;
+    for (int k = 0; k < p->nkeys && ok; k++)
+        if (p->keys[k].known == known) {
             copy_row(buf, &p->keys[k], &b->rows[p->keys[k].idx]);
-    return copy_send(c, sql, buf, state, err, errlen);
+            ok = copy_flush(c, buf, 0) == 0;
+        }
+    return copy_end(c, buf, ok, state, err, errlen);
 }
 
 /* ---- statements sent together
