@@ -190,9 +190,7 @@ def main():
               "slow_reader_cut_s=%s" % (last, peak / 1e6, after / 1e6,
                                        "%.1f" % slow if slow else "-"), flush=True)
     except Exception as e:  # report, then fail
-        import traceback
-        traceback.print_exc()
-        f.items.append("exception: %s" % e)
+        f.exception(e)
     return f.exit()
 
 

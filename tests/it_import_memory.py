@@ -103,9 +103,7 @@ def main():
         if args.long:
             imports(binary, rows, 2, f)
     except Exception as e:  # report, then fail
-        import traceback
-        traceback.print_exc()
-        f.items.append("exception: %s" % e)
+        f.exception(e)
     return f.exit()
 
 

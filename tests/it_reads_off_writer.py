@@ -176,9 +176,7 @@ def main():
         f.check(not dels or max(dels) < 1.5, "DELETE /v1/jobs/ID beside 16 readers: under 1.5 s "
                 "(max %.1f ms)" % (max(dels) * 1e3 if dels else -1))
     except Exception as e:  # report, then fail
-        import traceback
-        traceback.print_exc()
-        f.items.append("exception: %s" % e)
+        f.exception(e)
     finally:
         if f.items:
             print(d.log_tail())

@@ -53,6 +53,12 @@ class Failures:
             self.items.append(what)
         return cond
 
+    def exception(self, e):
+        """An exception a test did not expect: its traceback, then a failure."""
+        import traceback
+        traceback.print_exc()
+        self.items.append("exception: %s" % e)
+
     def exit(self):
         if self.items:
             print("%d FAILED: %s" % (len(self.items), "; ".join(self.items)))
