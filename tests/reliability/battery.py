@@ -276,8 +276,14 @@ def test_export(d, f, rows):
             "POST /v1/tune and DELETE /v1/jobs/ID answer beside 4 unread exports "
             "(%.3f s, %.3f s)" % (t_tune, t_del))
     grow = (d.rss_kb() - rss0) / 1024.0
-    f.check(grow < 30, "4 unread exports grow the daemon by %.1f MB (< 30; the table is %.0f MB)"
-            % (grow, len(json.dumps(table)) / 1e6))
+    # held tables would be 4x the table's text; what grows is the exports'
+    # SQLite page caches (2 MB each), their buffers and the tune job's. The
+    # import before gives its memory back (malloc_trim, issue 29 item 8), so
+    # this counts from a low baseline: at 60,000 rows 9 MB when it did not,
+    # 24-29 MB since; at 12,000 rows 11 MB. Bound: 16 MB and one table
+    mb = len(json.dumps(table)) / 1e6
+    f.check(grow < 16 + mb, "4 unread exports grow the daemon by %.1f MB (< %.0f; the table is "
+            "%.0f MB, 4 held would be %.0f)" % (grow, 16 + mb, mb, 4 * mb))
     for s in stalled:
         s.close()
     time.sleep(0.5)
