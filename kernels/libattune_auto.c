@@ -362,9 +362,11 @@ static int entry_for(attune_auto *a, const attune_dims *shape, const attune_tens
     if (rc != 0)
         return rc;
     if (!dims_eq(&key, shape)) {
-        int exact = promoted(a, shape);
-        if (!exact && promote(b, shape, now_ms()) && !attune_dev_capturing(a->dev, stream))
-            exact = 1; /* plan it now: not while capturing (plans allocate) */
+        int exact = promoted(a, shape) || promote(b, shape, now_ms());
+        /* a new exact entry plans: not while this stream captures (plans
+         * allocate); one it already has runs */
+        if (exact && find(a, shape, stream, 0) == NULL && attune_dev_capturing(a->dev, stream))
+            exact = 0;
         if (exact)
             rc = bucket_entry(a, shape, 0, stream, &b, err, errlen);
         else if (!any_length(b->plan))
