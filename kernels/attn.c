@@ -11,17 +11,17 @@
 
 const int attn_pads[ATTN_NPADS] = {1, 8, 16, 64};
 
-static const char *const dtype_names[] = {"f16", "bf16", "f32"};
+static const char *const dtype_names[ATTN_NDTYPES] = {"f16", "bf16", "f32", "e4m3"};
 static const char *const graph_names[] = {"", "sdpa", "comp"};
 
 const char *attn_dtype_name(attn_dtype t)
 {
-    return (unsigned)t < 3 ? dtype_names[t] : "?";
+    return (unsigned)t < ATTN_NDTYPES ? dtype_names[t] : "?";
 }
 
 int attn_dtype_parse(const char *s, attn_dtype *out)
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < ATTN_NDTYPES; i++)
         if (strcmp(s, dtype_names[i]) == 0) {
             *out = (attn_dtype)i;
             return 0;
@@ -31,7 +31,7 @@ int attn_dtype_parse(const char *s, attn_dtype *out)
 
 size_t attn_dtype_size(attn_dtype t)
 {
-    return t == ATTN_F32 ? 4 : 2;
+    return t == ATTN_F32 ? 4 : t == ATTN_E4M3 ? 1 : 2;
 }
 
 int attn_shape_validate(const attn_shape *s, char *err, size_t errlen)
@@ -55,7 +55,7 @@ int attn_shape_validate(const attn_shape *s, char *err, size_t errlen)
         return attune_fail(err, errlen, ATTUNE_EINVAL,
                            "hq=%lld is not a multiple of hkv=%lld",
                            (long long)s->hq, (long long)s->hkv);
-    if ((unsigned)s->dtype > ATTN_F32)
+    if ((unsigned)s->dtype >= ATTN_NDTYPES)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown dtype %d", (int)s->dtype);
     if (s->causal != 0 && s->causal != 1)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "causal must be 0 or 1");
@@ -127,7 +127,7 @@ int attn_shape_parse(const char *key, attn_shape *out, char *err, size_t errlen)
     dt[dl] = 0;
     if (attn_dtype_parse(dt, &s.dtype) != 0)
         return attune_fail(err, errlen, ATTUNE_EINVAL,
-                           "unknown dtype '%s' (expected f16, bf16 or f32)", dt);
+                           "unknown dtype '%s' (expected f16, bf16, f32 or e4m3)", dt);
     if (strcmp(dot + 1, "c") == 0)
         s.causal = 1;
     else if (strcmp(dot + 1, "nc") == 0)

@@ -5,7 +5,7 @@
  * daemon, CLI) talks to devices only through it.
  *
  * Data layout: q [b, hq, sq, d], k and v [b, hkv, skv, d], out [b, hq, sq, d],
- * contiguous, in the shape's storage dtype. Query head h reads KV head
+ * contiguous, in the shape's storage dtype (out: attn_dtype_out of it). Query head h reads KV head
  * h / (hq / hkv). Scale 1/sqrt(d). Causal: query i may see key j iff
  * j <= i + (skv - sq), from the real lengths; a row that sees no key is 0. */
 #ifndef ATTN_H
@@ -22,7 +22,12 @@ extern "C" {
 
 /* ---- shapes */
 
-typedef enum { ATTN_F16 = 0, ATTN_BF16 = 1, ATTN_F32 = 2 } attn_dtype;
+/* e4m3: q, k and v in FP8 E4M3 (the OCP "fn" form: bias 7, largest finite
+ * 448, no infinities, S.1111.111 is NaN), each with a per-tensor descale
+ * factor (attn_io.descale: a stored value times its tensor's descale is
+ * the value meant); out in bf16 (attn_dtype_out). */
+typedef enum { ATTN_F16 = 0, ATTN_BF16 = 1, ATTN_F32 = 2, ATTN_E4M3 = 3 } attn_dtype;
+#define ATTN_NDTYPES 4
 
 typedef struct attn_shape {
     int64_t b, hq, hkv, sq, skv, d;
@@ -39,9 +44,12 @@ typedef struct attn_shape {
 /* Longest canonical shape key, NUL included. */
 #define ATTN_SHAPE_KEY_MAX 128
 
-const char *attn_dtype_name(attn_dtype t);        /* "f16", "bf16", "f32" */
+const char *attn_dtype_name(attn_dtype t);        /* "f16", "bf16", "f32", "e4m3" */
 int attn_dtype_parse(const char *s, attn_dtype *out); /* 0 or ATTUNE_EINVAL */
 size_t attn_dtype_size(attn_dtype t);             /* bytes per element */
+
+/* The dtype of out for inputs of dtype t: bf16 for e4m3, else t. */
+static inline attn_dtype attn_dtype_out(attn_dtype t) { return t == ATTN_E4M3 ? ATTN_BF16 : t; }
 
 /* Check every invariant of a shape: sizes >= 1 and <= ATTN_MAX_DIM,
  * d <= ATTN_MAX_HEADDIM, hq % hkv == 0, known dtype, causal in {0,1},
@@ -186,6 +194,11 @@ typedef struct attn_tensor {
 typedef struct attn_io {
     attn_tensor q, k, v, o;
     int64_t sq, skv;
+    /* e4m3: the descale factors of q, k and v, one float each, in memory
+     * the backend reads (device memory on CUDA, read when the call runs:
+     * a captured graph reads the values current at replay). NULL: 1.
+     * Ignored for other dtypes. */
+    const float *descale[3];
 } attn_io;
 
 /* The contiguous [b, h, s, d] views of shape s over q, k, v and o (lengths

@@ -123,6 +123,49 @@ static inline float bf16_to_f32(uint16_t h)
     return f32_from_bits(x);
 }
 
+/* e4m3: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is
+ * subnormal (m/8 * 2^-6); S.1111.111 is NaN, so the largest finite value
+ * is 1.75 * 2^8 = 448. */
+static float e4m3_to_f32(uint8_t x)
+{
+    const uint32_t e = (x >> 3) & 15u, m = x & 7u, sign = (uint32_t)(x & 0x80u) << 24;
+    if (e == 15 && m == 7)
+        return f32_from_bits(sign | 0x7fc00000u);
+    if (e == 0) /* m * 2^-9, exact */
+        return f32_from_bits(sign | f32_bits((float)m * 0x1p-9f));
+    return f32_from_bits(sign | ((e - 7 + 127) << 23) | (m << 20));
+}
+
+/* x >= 0 rounded to the nearest integer, ties to even, with no dependence
+ * on the FPU's rounding mode (x - floor(x) is exact for x < 2^52). */
+static double round_even(double x)
+{
+    double fl = floor(x), fr = x - fl;
+    if (fr > 0.5 || (fr == 0.5 && fmod(fl, 2.0) != 0.0))
+        fl += 1.0;
+    return fl;
+}
+
+static uint8_t f32_to_e4m3(float f)
+{
+    const uint8_t sign = signbit(f) ? 0x80u : 0;
+    if (isnan(f))
+        return (uint8_t)(sign | 0x7fu);
+    double a = fabs((double)f);
+    if (a >= 448.0) /* saturate: the largest finite, infinities included */
+        return (uint8_t)(sign | 0x7eu);
+    if (a < 0x1p-6) /* subnormal: units of 2^-9; 8 units is the smallest normal */
+        return (uint8_t)(sign | (uint8_t)round_even(a * 512.0));
+    int e;
+    (void)frexp(a, &e); /* a = fr * 2^e, fr in [0.5, 1): a in [2^(e-1), 2^e) */
+    double q = round_even(ldexp(a, 4 - e));  /* 8..16: the significand in eighths */
+    int code = ((e - 1 + 7) << 3) + (int)q - 8; /* 16 carries into the exponent */
+    return (uint8_t)(sign | (code > 0x7e ? 0x7e : code));
+}
+
+uint8_t dtype_f32_to_e4m3(float f) { return f32_to_e4m3(f); }
+float dtype_e4m3_to_f32(uint8_t x) { return e4m3_to_f32(x); }
+
 uint16_t dtype_f32_to_f16(float f) { return f32_to_f16(f); }
 float dtype_f16_to_f32(uint16_t h) { return f16_to_f32(h); }
 uint16_t dtype_f32_to_bf16(float f) { return f32_to_bf16(f); }
@@ -135,6 +178,8 @@ float dtype_round(attn_dtype t, float f)
         return f16_to_f32(f32_to_f16(f));
     case ATTN_BF16:
         return bf16_to_f32(f32_to_bf16(f));
+    case ATTN_E4M3:
+        return e4m3_to_f32(f32_to_e4m3(f));
     case ATTN_F32:
         break;
     }
@@ -148,6 +193,8 @@ float dtype_load(const void *buf, attn_dtype t, size_t i)
         return f16_to_f32(((const uint16_t *)buf)[i]);
     case ATTN_BF16:
         return bf16_to_f32(((const uint16_t *)buf)[i]);
+    case ATTN_E4M3:
+        return e4m3_to_f32(((const uint8_t *)buf)[i]);
     case ATTN_F32:
         break;
     }
@@ -167,6 +214,9 @@ void dtype_store(void *buf, attn_dtype t, size_t i, float f)
         return;
     case ATTN_BF16:
         ((uint16_t *)buf)[i] = f32_to_bf16(f);
+        return;
+    case ATTN_E4M3:
+        ((uint8_t *)buf)[i] = f32_to_e4m3(f);
         return;
     case ATTN_F32:
         break;
@@ -229,6 +279,10 @@ void dtype_load_n(const void *src, attn_dtype t, float *dst, size_t n)
     case ATTN_BF16:
         bf16_load_n((const uint16_t *)src, dst, n);
         return;
+    case ATTN_E4M3:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = e4m3_to_f32(((const uint8_t *)src)[i]);
+        return;
     case ATTN_F32:
         break;
     }
@@ -247,6 +301,10 @@ void dtype_store_n(void *dst, attn_dtype t, const float *src, size_t n)
         for (size_t i = 0; i < n; i++)
             h[i] = f32_to_bf16(src[i]);
         return;
+    case ATTN_E4M3:
+        for (size_t i = 0; i < n; i++)
+            ((uint8_t *)dst)[i] = f32_to_e4m3(src[i]);
+        return;
     case ATTN_F32:
         break;
     }
@@ -259,6 +317,10 @@ void dtype_fill_nan(void *buf, attn_dtype t, size_t n)
         float *f = (float *)buf;
         for (size_t i = 0; i < n; i++)
             f[i] = NAN;
+        return;
+    }
+    if (t == ATTN_E4M3) {
+        memset(buf, 0x7f, n);
         return;
     }
     assert(t == ATTN_F16 || t == ATTN_BF16);

@@ -1,4 +1,4 @@
-/* dtype.h -- f16 and bf16 <-> float conversions in software, and typed
+/* dtype.h -- f16, bf16 and e4m3 <-> float conversions in software, and typed
  * element access to buffers stored in an attn_dtype.
  *
  * Conversions are exact where they can be: f16 and bf16 -> float is exact
@@ -8,8 +8,15 @@
  * finite half round to +-Inf (as IEEE 754 nearest rounding does), -0 stays
  * -0, and NaN stays NaN: quiet, sign and the leading payload bits kept.
  *
+ * e4m3 (FP8, the OCP "fn" form) saturates instead: float -> e4m3 rounds to
+ * nearest even and clamps to +-448 (infinities too, as PTX's
+ * cvt.rn.satfinite does), NaN becomes S.1111.111; e4m3 -> float is exact.
+ * An e4m3 element is the stored value: its tensor's descale factor is the
+ * caller's to apply.
+ *
  * Buffers are flat arrays of elements of the given dtype (uint16_t for f16
- * and bf16, float for f32); indices are element indices, not bytes. */
+ * and bf16, uint8_t for e4m3, float for f32); indices are element indices,
+ * not bytes. */
 #ifndef DTYPE_H
 #define DTYPE_H
 
@@ -28,6 +35,11 @@ uint16_t dtype_f32_to_f16(float f);  /* round to nearest even */
 float dtype_f16_to_f32(uint16_t h);  /* exact */
 uint16_t dtype_f32_to_bf16(float f); /* round to nearest even */
 float dtype_bf16_to_f32(uint16_t h); /* exact */
+uint8_t dtype_f32_to_e4m3(float f);  /* round to nearest even, saturate to 448 */
+float dtype_e4m3_to_f32(uint8_t x);  /* exact */
+
+/* Largest finite e4m3 value. */
+#define DTYPE_E4M3_MAX 448.0f
 
 /* f rounded to what a buffer of dtype t would store (identity for f32). */
 float dtype_round(attn_dtype t, float f);

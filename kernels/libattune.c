@@ -17,7 +17,7 @@ _Static_assert(ATTUNE_RT_EINVAL == (int)ATTUNE_EINVAL && ATTUNE_RT_ENOMEM == (in
                    ATTUNE_RT_EBLAS == (int)ATTUNE_EBLAS && ATTUNE_RT_EBUSY == (int)ATTUNE_EBUSY,
                "libattune.h's codes are attune_err.h's");
 _Static_assert(ATTUNE_DTYPE_F16 == (int)ATTN_F16 && ATTUNE_DTYPE_BF16 == (int)ATTN_BF16 &&
-                   ATTUNE_DTYPE_F32 == (int)ATTN_F32,
+                   ATTUNE_DTYPE_F32 == (int)ATTN_F32 && ATTUNE_DTYPE_E4M3 == (int)ATTN_E4M3,
                "libattune.h's dtypes are attn.h's");
 
 struct attune_dev {
@@ -30,6 +30,7 @@ struct attune_plan {
     attn_shape s;
     char tactic[ATTN_TACTIC_STR_MAX];
     char shape[ATTN_SHAPE_KEY_MAX];
+    const float *descale[3]; /* e4m3: q, k, v (attune_plan_set_descales) */
 };
 
 int attune_abi(void) { return LIBATTUNE_ABI; }
@@ -78,7 +79,7 @@ static int to_shape(const attune_dims *dims, attn_shape *s, char *err, size_t er
 {
     if (dims == NULL)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "no shape");
-    if (dims->dtype < ATTUNE_DTYPE_F16 || dims->dtype > ATTUNE_DTYPE_F32)
+    if (dims->dtype < ATTUNE_DTYPE_F16 || dims->dtype > ATTUNE_DTYPE_E4M3)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown dtype %d", dims->dtype);
     if (dims->causal != 0 && dims->causal != 1)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "causal=%d is not 0 or 1", dims->causal);
@@ -174,8 +175,19 @@ int attune_plan_run(attune_plan *plan, const attune_tensor *q, const attune_tens
 {
     if (plan == NULL || q == NULL || k == NULL || v == NULL || out == NULL)
         return ATTUNE_EINVAL;
-    attn_io io = {to_tensor(q), to_tensor(k), to_tensor(v), to_tensor(out), sq, skv};
+    attn_io io = {to_tensor(q), to_tensor(k), to_tensor(v), to_tensor(out), sq, skv,
+                  {plan->descale[0], plan->descale[1], plan->descale[2]}};
     return plan->ops->launch(plan->p, &io, stream);
+}
+
+int attune_plan_set_descales(attune_plan *plan, const float *q, const float *k, const float *v)
+{
+    if (plan == NULL)
+        return ATTUNE_EINVAL;
+    plan->descale[0] = q;
+    plan->descale[1] = k;
+    plan->descale[2] = v;
+    return 0;
 }
 
 int attune_plan_set_views(attune_plan *plan, const attune_tensor *q, const attune_tensor *k,
@@ -186,7 +198,7 @@ int attune_plan_set_views(attune_plan *plan, const attune_tensor *q, const attun
         return attune_fail(err, errlen, ATTUNE_EINVAL, "no plan or no tensor");
     if (plan->ops->plan_views == NULL)
         return 0;
-    attn_io io = {to_tensor(q), to_tensor(k), to_tensor(v), to_tensor(out), 0, 0};
+    attn_io io = {to_tensor(q), to_tensor(k), to_tensor(v), to_tensor(out), 0, 0, {0}};
     char note[160] = "";
     int rc = plan->ops->plan_views(plan->p, &io, stream, note, sizeof note);
     if (rc != 0)

@@ -66,7 +66,9 @@ int attune_abi(void);
 /* Fixed English description of a code; never NULL. */
 const char *attune_strerror(int code);
 
-enum { ATTUNE_DTYPE_F16 = 0, ATTUNE_DTYPE_BF16 = 1, ATTUNE_DTYPE_F32 = 2 };
+/* E4M3 (since 1.2): q, k, v in FP8 E4M3 with per-tensor descale factors
+ * (attune_plan_set_descales), out in bf16. */
+enum { ATTUNE_DTYPE_F16 = 0, ATTUNE_DTYPE_BF16 = 1, ATTUNE_DTYPE_F32 = 2, ATTUNE_DTYPE_E4M3 = 3 };
 
 /* An attention shape (DESIGN.md "Words"). For a plan, sq and skv are the
  * longest lengths a run will have: runs may be shorter. */
@@ -137,6 +139,15 @@ int attune_plan_run(attune_plan *plan, const attune_tensor *q, const attune_tens
 int attune_plan_set_views(attune_plan *plan, const attune_tensor *q, const attune_tensor *k,
                           const attune_tensor *v, const attune_tensor *out, void *stream,
                           char *err, size_t errlen);
+
+/* For an e4m3 plan: the descale factors of q, k and v, one float each
+ * (a stored element times its tensor's descale is the value meant), in
+ * memory the device reads (device memory on a GPU, host memory on the
+ * CPU), read when each run executes: a captured graph reads the values
+ * current at replay, so a runtime updates them in place. NULL: 1. Kept
+ * until set again; ignored by plans of other dtypes. Returns 0 or
+ * ATTUNE_RT_EINVAL (no plan). Since 1.2. */
+int attune_plan_set_descales(attune_plan *plan, const float *q, const float *k, const float *v);
 
 /* The plan's tactic and shape as canonical text. */
 const char *attune_plan_tactic(const attune_plan *plan);

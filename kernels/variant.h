@@ -161,7 +161,21 @@ typedef struct attn_variant_desc {
     int (*describe)(const attn_shape *s, const attn_tactic *t, const attn_device_info *dev,
                     unsigned hints, attn_cost *out);
     const attn_kernel_ops *kernel; /* NULL: not built into this binary */
+    /* The dtypes its kernels may run, ATTN_DTYPE_BIT(t) each (list() says
+     * which shapes); 0: f16, bf16 and f32 (ATTN_DTYPES_WIDE). A family
+     * is asked to list tactics only for the dtypes it names, so e4m3 data
+     * never reaches a kernel written for wider elements. */
+    unsigned dtypes;
 } attn_variant_desc;
+
+#define ATTN_DTYPE_BIT(t) (1u << (unsigned)(t))
+#define ATTN_DTYPES_WIDE (ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16) | ATTN_DTYPE_BIT(ATTN_F32))
+
+/* The dtypes family f may run (its dtypes, or ATTN_DTYPES_WIDE for 0). */
+static inline unsigned attn_family_dtypes(const attn_variant_desc *f)
+{
+    return f->dtypes != 0 ? f->dtypes : ATTN_DTYPES_WIDE;
+}
 
 /* ---- the table (kernels/variants.c) */
 

@@ -82,7 +82,8 @@ int attn_family_list(const char *backend, const attn_device_info *dev, const att
     int n = 0;
     for (int i = 0; i < ntable; i++) {
         const attn_variant_desc *f = table[i];
-        if (strcmp(f->backend, backend) != 0 || f->kernel == NULL || f->kernel->list == NULL)
+        if (strcmp(f->backend, backend) != 0 || f->kernel == NULL || f->kernel->list == NULL ||
+            !(attn_family_dtypes(f) & ATTN_DTYPE_BIT(s->dtype)))
             continue;
         int room = n < max ? max - n : 0;
         int k = f->kernel->list(dev, s, room > 0 ? out + n : NULL, room);

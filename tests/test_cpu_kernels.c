@@ -31,6 +31,7 @@ static double tolerance(attn_dtype t)
     case ATTN_F16:
         return 0x1p-11 + 1e-5;
     case ATTN_BF16:
+    case ATTN_E4M3: /* out is bf16 */
         return 0x1p-8 + 1e-5;
     case ATTN_F32:
         break;

@@ -1,7 +1,8 @@
-/* test_dtype.c -- f16/bf16 <-> float conversions: exhaustive round trips,
+/* test_dtype.c -- f16/bf16/e4m3 <-> float conversions: exhaustive round trips,
  * an independent rint()-based oracle for float -> half rounding, and the
  * edge cases spelled out (ties, overflow, subnormals, -0, NaN). */
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "kernels/dtype.h"
@@ -342,6 +343,93 @@ static void bulk_loads_should_match_scalar_conversions(void)
     free(f);
 }
 
+/* The value of e4m3 pattern x from the definition (OCP FP8 E4M3), in double;
+ * NaN for S.1111.111. */
+static double e4m3_value(uint8_t x)
+{
+    int e = (x >> 3) & 15, m = x & 7;
+    double sign = (x & 0x80) ? -1.0 : 1.0;
+    if (e == 15 && m == 7)
+        return NAN;
+    if (e == 0)
+        return sign * m / 8.0 / 64.0;
+    return sign * (1.0 + m / 8.0) * pow(2.0, e - 7);
+}
+
+static void e4m3_should_decode_and_round_trip_every_pattern(void)
+{
+    int bad = 0;
+    for (int x = 0; x < 256; x++) {
+        double want = e4m3_value((uint8_t)x);
+        float f = dtype_e4m3_to_f32((uint8_t)x);
+        if (isnan(want)) {
+            bad += !isnan(f);
+            bad += (dtype_f32_to_e4m3(f) & 0x7f) != 0x7f;
+            continue;
+        }
+        bad += (double)f != want || (signbit(f) != 0) != ((x & 0x80) != 0);
+        bad += dtype_f32_to_e4m3(f) != (uint8_t)x;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_NEAR(dtype_e4m3_to_f32(0x7e), 448.0, 0.0);
+    CHECK_NEAR(dtype_e4m3_to_f32(0x01), 0x1p-9, 0.0);
+    CHECK_NEAR(dtype_e4m3_to_f32(0x08), 0x1p-6, 0.0);
+    CHECK_NEAR(dtype_e4m3_to_f32(0x38), 1.0, 0.0);
+}
+
+/* Every float between two neighbouring e4m3 values goes to the nearer one,
+ * the even one at the midpoint: checked against the definition at the
+ * midpoints and a float either side of each, over every pair of
+ * neighbours. */
+static void f32_to_e4m3_should_round_to_nearest_even(void)
+{
+    int bad = 0;
+    for (int x = 0; x < 0x7e; x++) { /* positive neighbours x, x + 1 */
+        float lo = dtype_e4m3_to_f32((uint8_t)x), hi = dtype_e4m3_to_f32((uint8_t)(x + 1));
+        float mid = (float)(((double)lo + (double)hi) / 2); /* exact in float */
+        uint8_t even = (x & 1) ? (uint8_t)(x + 1) : (uint8_t)x;
+        bad += dtype_f32_to_e4m3(mid) != even;
+        bad += dtype_f32_to_e4m3(nextafterf(mid, 0.0f)) != (uint8_t)x;
+        bad += dtype_f32_to_e4m3(nextafterf(mid, 1000.0f)) != (uint8_t)(x + 1);
+        bad += dtype_f32_to_e4m3(-mid) != (uint8_t)(0x80 | even);
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(1.0f + 1.0f / 16), 0x38);   /* tie -> even (1.0) */
+    CHECK_EQ_INT(dtype_f32_to_e4m3(1.0f + 3.0f / 16), 0x3a);   /* tie -> even (1.25) */
+    CHECK_EQ_INT(dtype_f32_to_e4m3(0x1p-10f), 0x00);           /* half the least: even 0 */
+    CHECK_EQ_INT(dtype_f32_to_e4m3(0x1p-10f * 3), 0x02);       /* 1.5 units -> 2 */
+    CHECK_EQ_INT(dtype_f32_to_e4m3(0x1p-6f - 0x1p-10f), 0x08); /* carries into the normals */
+}
+
+static void f32_to_e4m3_should_saturate_and_keep_nan(void)
+{
+    CHECK_EQ_INT(dtype_f32_to_e4m3(448.0f), 0x7e);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(463.0f), 0x7e);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(1e30f), 0x7e);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(INFINITY), 0x7e);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(-INFINITY), 0xfe);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(NAN), 0x7f);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(-NAN), 0xff);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(-0.0f), 0x80);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(0x1p-12f), 0x00);
+    CHECK_EQ_INT(dtype_f32_to_e4m3(-0x1p-12f), 0x80);
+    uint8_t buf[5];
+    dtype_fill_nan(buf, ATTN_E4M3, 5);
+    CHECK(isnan(dtype_load(buf, ATTN_E4M3, 4)));
+    dtype_store(buf, ATTN_E4M3, 2, 3.3f);
+    CHECK_NEAR(dtype_load(buf, ATTN_E4M3, 2), 3.25, 0.0);
+    CHECK_NEAR(dtype_round(ATTN_E4M3, 3.3f), 3.25, 0.0);
+    float back[5];
+    dtype_load_n(buf, ATTN_E4M3, back, 5);
+    CHECK_NEAR(back[2], 3.25, 0.0);
+    CHECK(isnan(back[0]));
+    const float src[3] = {0.3f, -500.0f, 17.0f};
+    dtype_store_n(buf, ATTN_E4M3, src, 3);
+    CHECK_EQ_INT(buf[0], dtype_f32_to_e4m3(0.3f));
+    CHECK_EQ_INT(buf[1], 0xfe);
+    CHECK_NEAR(dtype_load(buf, ATTN_E4M3, 2), 16.0, 0.0); /* 17 between 16 and 18: even 16 */
+}
+
 int main(void)
 {
     RUN(f16_should_round_trip_every_bit_pattern);
@@ -361,5 +449,8 @@ int main(void)
     RUN(conversions_should_keep_nan_quiet);
     RUN(buffer_access_should_round_like_scalars);
     RUN(bulk_loads_should_match_scalar_conversions);
+    RUN(e4m3_should_decode_and_round_trip_every_pattern);
+    RUN(f32_to_e4m3_should_round_to_nearest_even);
+    RUN(f32_to_e4m3_should_saturate_and_keep_nan);
     return test_summary();
 }

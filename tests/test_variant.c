@@ -338,7 +338,7 @@ static const attn_kernel_ops toy_ops = {
     .list = toy_list, .plan = toy_plan, .run = toy_run, .free = toy_free};
 static const attn_variant_desc toy = {
     TOY, "toy", "toy", "cpu", "the CPU's fused kernel under another name", "pad=1|8",
-    "#123456", toy_owns, toy_describe, &toy_ops};
+    "#123456", toy_owns, toy_describe, &toy_ops, ATTN_DTYPES_WIDE};
 
 static store_measurement row(const attn_shape *s, const char *tactic, double us)
 {
