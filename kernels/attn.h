@@ -271,8 +271,18 @@ typedef struct attn_ops {
     void (*session_close)(attn_session *ss);
 
     /* float64 reference of the given rows, from the session's inputs as
-     * stored (after dtype rounding): ref[k * d + c] for rows[k]. */
+     * stored (after dtype rounding; e4m3: the stored values times their
+     * tensor's descale): ref[k * d + c] for rows[k]. */
     int (*reference)(attn_session *ss, const int64_t *rows, int nrows, double *ref);
+
+    /* Optional (NULL: none): for an e4m3 session, the float64 reference
+     * of the given rows from the bf16 values its inputs were quantized
+     * from, so an error against it is the whole cost of going to FP8
+     * (input rounding included). An e4m3 session is filled so: standard
+     * normal values rounded to bf16 (the source), descale = amax / 448
+     * per tensor, stored = e4m3(source / descale). ATTUNE_EUNSUPP for a
+     * session of another dtype. */
+    int (*reference_source)(attn_session *ss, const int64_t *rows, int nrows, double *ref);
 
     /* Fill the output with NaN. */
     int (*poison)(attn_session *ss);

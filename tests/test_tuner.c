@@ -148,7 +148,7 @@ static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
 }
 
 static const attn_ops fake_ops = {"fake", fake_count, fake_info, fake_tactics_fn, fake_open,
-                                  fake_close, fake_reference, fake_poison, fake_fetch,
+                                  fake_close, fake_reference, NULL, fake_poison, fake_fetch,
                                   fake_plan, fake_plan_free, fake_run, fake_time,
                                   fake_plan_note, NULL, NULL, NULL, NULL}; /* no caller-buffer
                                                                   plans: the tuner needs none */

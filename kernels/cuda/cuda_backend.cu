@@ -668,6 +668,7 @@ extern "C" const attn_ops attn_cuda_ops = {
     ops_session_open,
     ops_session_close,
     ops_reference,
+    NULL, /* reference_source: e4m3 sessions come with the e4m3 tactics */
     ops_poison,
     ops_fetch_rows,
     ops_plan,
