@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "../kernels/attn.h"
+#include "shape.h"
 
 /* Parse obj into *out. Every field is required, integers must be JSON
  * integers, dtype one of f16/bf16/f32, causal a boolean (0/1 accepted);

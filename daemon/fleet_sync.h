@@ -12,7 +12,7 @@
 
 #include <stdio.h>
 
-#include "../kernels/attn.h"
+#include "../common/device_id.h"
 
 typedef struct fleet_sync fleet_sync;
 

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../kernels/attn.h"
+#include "../common/device_id.h"
 
 /* The model's memory in GiB for a reported total of memory_mb MiB; 0 when
  * the memory is unknown (memory_mb <= 0). */

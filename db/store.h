@@ -11,7 +11,9 @@
 
 #include <stdint.h>
 
-#include "../kernels/attn.h"
+#include "../common/device_id.h"
+#include "../common/shape.h"
+#include "../common/tactic.h"
 
 typedef struct store store;
 

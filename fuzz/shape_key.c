@@ -2,7 +2,7 @@
  * (attn_shape_parse), which every API and CLI shape goes through.
  * Properties: no crash; an accepted key is valid and is exactly its own
  * canonical spelling (issue 15 item 8: one spelling per shape). */
-#include "../kernels/attn.h"
+#include "../common/shape.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -2,7 +2,7 @@
  * which reads tactic strings from the store, imports and the API.
  * Properties: no crash; an accepted tactic prints canonically, and the
  * canonical text parses back to the same tactic and the same text. */
-#include "../kernels/attn.h"
+#include "../common/tactic.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

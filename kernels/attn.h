@@ -1,13 +1,17 @@
-/* attn.h -- attention shapes, tactics, devices and the backend interface.
+/* attn.h -- caller buffers, the backend interface and the device registry.
  *
- * The words of DESIGN.md as C types. A backend (kernels/cpu/, kernels/cuda/)
- * fills an attn_ops table; everything above the kernels (tuner, store,
- * daemon, CLI) talks to devices only through it.
+ * A backend (kernels/cpu/, kernels/cuda/) fills an attn_ops table;
+ * everything above the kernels (tuner, store, daemon, CLI) talks to devices
+ * only through it. The words it speaks (shapes and dtypes, tactics, device
+ * identity and stacks: DESIGN.md "Words") live in the lowest layer,
+ * common/shape.h, common/tactic.h and common/device_id.h, included here so
+ * every file of the kernels has them; a file above the kernels that needs
+ * only the words includes those (docs/design.md "Layers").
  *
  * Data layout: q [b, hq, sq, d], k and v [b, hkv, skv, d], out [b, hq, sq, d],
- * contiguous, in the shape's storage dtype (out: attn_dtype_out of it). Query head h reads KV head
- * h / (hq / hkv). Scale 1/sqrt(d). Causal: query i may see key j iff
- * j <= i + (skv - sq), from the real lengths; a row that sees no key is 0. */
+ * contiguous, in the shape's storage dtype (out: attn_dtype_out of it). Query head
+ * h reads KV head h / (hq / hkv). Scale 1/sqrt(d). Causal: query i may see key j
+ * iff j <= i + (skv - sq), from the real lengths; a row that sees no key is 0. */
 #ifndef ATTN_H
 #define ATTN_H
 
@@ -15,164 +19,13 @@
 #include <stdint.h>
 
 #include "../common/attune_err.h"
+#include "../common/device_id.h"
+#include "../common/shape.h"
+#include "../common/tactic.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- shapes */
-
-/* e4m3: q, k and v in FP8 E4M3 (the OCP "fn" form: bias 7, largest finite
- * 448, no infinities, S.1111.111 is NaN), each with a per-tensor descale
- * factor (attn_io.descale: a stored value times its tensor's descale is
- * the value meant); out in bf16 (attn_dtype_out). */
-typedef enum { ATTN_F16 = 0, ATTN_BF16 = 1, ATTN_F32 = 2, ATTN_E4M3 = 3 } attn_dtype;
-#define ATTN_NDTYPES 4
-
-typedef struct attn_shape {
-    int64_t b, hq, hkv, sq, skv, d;
-    attn_dtype dtype;
-    int causal; /* 0 or 1 */
-} attn_shape;
-
-/* Upper bounds a shape must respect to be accepted at all (further limited
- * by the device's memory when buffers are allocated). */
-#define ATTN_MAX_DIM     (1LL << 20) /* any single size */
-#define ATTN_MAX_HEADDIM 1024
-#define ATTN_MAX_ELEMS   (1LL << 34) /* elements in any one of q, k, v, out */
-
-/* Longest canonical shape key, NUL included. */
-#define ATTN_SHAPE_KEY_MAX 128
-
-const char *attn_dtype_name(attn_dtype t);        /* "f16", "bf16", "f32", "e4m3" */
-int attn_dtype_parse(const char *s, attn_dtype *out); /* 0 or ATTUNE_EINVAL */
-size_t attn_dtype_size(attn_dtype t);             /* bytes per element */
-
-/* The dtype of out for inputs of dtype t: bf16 for e4m3, else t. */
-static inline attn_dtype attn_dtype_out(attn_dtype t) { return t == ATTN_E4M3 ? ATTN_BF16 : t; }
-
-/* Check every invariant of a shape: sizes >= 1 and <= ATTN_MAX_DIM,
- * d <= ATTN_MAX_HEADDIM, hq % hkv == 0, known dtype, causal in {0,1},
- * element counts under ATTN_MAX_ELEMS. Returns 0 or ATTUNE_EINVAL /
- * ATTUNE_ETOOBIG with a message naming the field in err. */
-int attn_shape_validate(const attn_shape *s, char *err, size_t errlen);
-
-/* Format the canonical key `b1.hq8.hkv1.sq50.skv1018.d256.f16.nc` into buf
- * (at least ATTN_SHAPE_KEY_MAX bytes). Returns buf. */
-char *attn_shape_key(const attn_shape *s, char *buf, size_t buflen);
-
-/* Parse a canonical key. Fields must appear in canonical order, each once;
- * the result is validated. Returns 0, or ATTUNE_EINVAL/ETOOBIG with err. */
-int attn_shape_parse(const char *key, attn_shape *out, char *err, size_t errlen);
-
-/* Group size g = hq / hkv. */
-static inline int64_t attn_shape_group(const attn_shape *s) { return s->hq / s->hkv; }
-
-/* FLOPs of the attention proper (2 GEMMs, 4*b*hq*sq*skv*d), halved-ish for
- * causal by counting only visible (query, key) pairs. */
-double attn_shape_flops(const attn_shape *s);
-
-/* Visible key count for query row i (0-based, real lengths). */
-static inline int64_t attn_visible_keys(const attn_shape *s, int64_t i)
-{
-    if (!s->causal)
-        return s->skv;
-    int64_t n = i + (s->skv - s->sq) + 1;
-    return n < 0 ? 0 : (n > s->skv ? s->skv : n);
-}
-
-/* ---- tactics */
-
-typedef enum {
-    ATTN_FUSED = 0,
-    ATTN_FUSED_SPLITKV = 1,
-    ATTN_SPLIT = 2,
-    ATTN_SPLIT_REPEAT = 3,
-    ATTN_FOLDED = 4,
-    ATTN_CUDNN = 5, /* cuDNN's SDPA forward (kernels/cuda/cuda_cudnn.c) */
-    ATTN_NVARIANTS = 6
-} attn_variant;
-
-/* A tactic: variant plus parameters. A parameter equal to 0 is absent
- * (acc uses ATTN_ACC_NONE), except the cudnn keys (eng, graph, kcfg), which
- * are present exactly when the variant is cudnn (engine 0 and knob code 0
- * are real values). Canonical text: `variant/key=value/...`, keys sorted:
- * acc, arch, eng, fold, graph, kcfg, pad, splits, stages, tile, warps; pad
- * is always present. */
-typedef enum { ATTN_ACC_NONE = 0, ATTN_ACC_F16 = 1, ATTN_ACC_F32 = 2 } attn_acc;
-
-/* cudnn: the form of the operation graph handed to cuDNN. sdpa: the single
- * SDPA_FWD operation (cuDNN >= 9.13.1); comp: matmul, pointwise and
- * reduction operations that cuDNN fuses (every cuDNN 9). */
-typedef enum { ATTN_GRAPH_NONE = 0, ATTN_GRAPH_SDPA = 1, ATTN_GRAPH_COMP = 2 } attn_graph;
-
-typedef struct attn_tactic {
-    attn_variant variant;
-    int pad;          /* 1, 8, 16 or 64 */
-    attn_acc acc;     /* GEMM variants: cuBLAS compute type */
-    int tile_m, tile_n; /* fused: Br x Bc, 0 = absent */
-    int splits;       /* fused_splitkv: number of key splits, 0 = absent */
-    int warps;        /* fused: warps per block, 0 = absent */
-    int arch;         /* fused: kernel family for one architecture (ATTN_ARCH_*), 0 = absent */
-    int stages;       /* fused arch=sm90a: K/V shared-memory stages, 0 = absent */
-    int fold;         /* fused arch=sm90a: 1 = the g query heads of a KV head packed
-                         into the rows of one block (text `fold=1`), 0 = absent */
-    int eng;          /* cudnn: engine global index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX) */
-    attn_graph graph; /* cudnn: graph form */
-    int kcfg;         /* cudnn: the engine's knob settings as one code
-                         (cuda_cudnn.h says how); 0 = engine defaults */
-} attn_tactic;
-
-/* Values of attn_tactic.arch: text `arch=sm90a` (wgmma/TMA kernels, compute
- * capability 9.0 only). */
-#define ATTN_ARCH_SM90A 90
-
-#define ATTN_TACTIC_STR_MAX 96
-
-const char *attn_variant_name(attn_variant v); /* "fused", "split", ... */
-int attn_variant_parse(const char *s, attn_variant *out);
-
-/* Canonical text of t into buf (>= ATTN_TACTIC_STR_MAX bytes). Returns buf. */
-char *attn_tactic_str(const attn_tactic *t, char *buf, size_t buflen);
-
-/* Parse canonical tactic text. Keys may come in any order but each once;
- * unknown keys or values are errors. Returns 0 or ATTUNE_EINVAL with err. */
-int attn_tactic_parse(const char *s, attn_tactic *out, char *err, size_t errlen);
-
-/* The valid pads. */
-#define ATTN_NPADS 4
-extern const int attn_pads[ATTN_NPADS]; /* {1, 8, 16, 64} */
-
-static inline int64_t attn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-/* ---- devices and stacks */
-
-typedef struct attn_device_info {
-    char id[64];      /* CUDA: "GPU-<uuid>"; CPU: "CPU-<16 hex of host+model>" */
-    char name[128];   /* "NVIDIA H200", CPU model name */
-    char kind[8];     /* "cpu" or "cuda" */
-    int index;        /* CUDA ordinal; -1 for the CPU */
-    int cc_major, cc_minor; /* 0.0 for the CPU */
-    int sm_count;     /* CPU: logical cores */
-    int64_t memory_mb;
-    int clock_mhz, mem_clock_mhz; /* 0 when unknown */
-} attn_device_info;
-
-typedef struct attn_stack {
-    char driver[32];   /* CUDA driver version, "" for the CPU */
-    char runtime[32];  /* CUDA runtime version, or "cpu" */
-    char blas[32];     /* vendor libraries: "cublas-13.1.0", plus "+cudnn-9.14.0"
-                          when the cudnn variant is built in; "" when unused */
-    char attune[32];   /* ATTUNE_VERSION */
-    char kernels[24];  /* hash of the kernels' build (sources + flags) */
-    char power[48];    /* power mode (kernels/power.h): "nvpmodel-0-MAXN",
-                          "pl-700W", "" when none is known */
-    char id[24];       /* 16 hex: hash of all fields above; the stack's key */
-} attn_stack;
-
-/* Fill st->id from the other fields. An empty power adds nothing to the
- * hash, so stacks recorded before power modes keep their ids. */
-void attn_stack_finish(attn_stack *st);
 
 /* ---- caller buffers
  *
@@ -357,26 +210,6 @@ typedef struct attn_device {
     attn_device_info info;
     attn_stack stack;
 } attn_device;
-
-/* A device spec read as a CUDA ordinal: its value when spec is 1 to 6
- * decimal digits, -2 when it is digits but longer (no such ordinal), -1
- * when it is not an ordinal at all (cpu, a UUID, a name). One rule for the
- * CLI's registry and the daemon's index. */
-int attn_device_ordinal(const char *spec);
-
-/* How well spec names the device described by info (DESIGN.md "Words"),
- * the one matcher of the CLI, the store and the daemon's index:
- *   "cpu" (any case)  the CPU backend's device of this host;
- *   an ordinal "0"    the CUDA device of that index on this host;
- *   anything else     the device whose id is spec exactly (ids are kept
- *                     byte for byte: two fleet ids may differ only in case)
- *                     or whose name is spec, case-insensitive.
- * local: info is a device of this host (cpu and ordinals name no other).
- * Returns ATTN_MATCH_NONE, ATTN_MATCH_NAME, or ATTN_MATCH_EXACT (cpu, an
- * ordinal or the id): callers take an exact match over a name match, so a
- * device whose name is another's id cannot shadow it. */
-enum { ATTN_MATCH_NONE = 0, ATTN_MATCH_NAME = 1, ATTN_MATCH_EXACT = 2 };
-int attn_device_match(const char *spec, const attn_device_info *info, int local);
 
 /* All devices of all compiled-in backends: the CPU first, then CUDA
  * ordinals. Writes up to max into out; returns the total count. */

@@ -1,10 +1,7 @@
 /* registry.c -- the devices of every compiled-in backend, and device specs. */
 #include "attn.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 static const attn_ops *const backends[] = {
     &attn_cpu_ops,
@@ -46,33 +43,6 @@ int attn_devices(attn_device *out, int max)
     for (size_t b = 0; b < NBACKENDS; b++)
         backend_devices(b, out, max, &total);
     return total;
-}
-
-int attn_device_ordinal(const char *spec)
-{
-    size_t n = 0;
-    for (; spec[n]; n++)
-        if (spec[n] < '0' || spec[n] > '9')
-            return -1;
-    if (n == 0)
-        return -1;
-    return n <= 6 ? atoi(spec) : -2; /* <= 6 digits: atoi cannot overflow */
-}
-
-int attn_device_match(const char *spec, const attn_device_info *info, int local)
-{
-    if (spec == NULL || *spec == 0)
-        return ATTN_MATCH_NONE;
-    if (strcasecmp(spec, "cpu") == 0)
-        return local && strcmp(info->kind, "cpu") == 0 ? ATTN_MATCH_EXACT : ATTN_MATCH_NONE;
-    int ordinal = attn_device_ordinal(spec);
-    if (ordinal != -1)
-        return local && strcmp(info->kind, "cuda") == 0 && info->index == ordinal
-                   ? ATTN_MATCH_EXACT
-                   : ATTN_MATCH_NONE;
-    if (strcmp(spec, info->id) == 0)
-        return ATTN_MATCH_EXACT;
-    return strcasecmp(spec, info->name) == 0 ? ATTN_MATCH_NAME : ATTN_MATCH_NONE;
 }
 
 int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t errlen)

@@ -42,10 +42,9 @@
 extern "C" {
 #endif
 
-/* Variant ids: the built-in ones of attn.h (ATTN_FUSED ... ATTN_CUDNN),
- * then those registered at run time (attn_family_register), below this.
- * A variant set (tuner/variant_set.h) is a bit mask over them. */
-#define ATTN_MAX_VARIANTS 32
+/* Variant ids (ATTN_MAX_VARIANTS and the built-in ones, ATTN_FUSED ...
+ * ATTN_CUDNN) and their words are common/tactic.h's: a family registered
+ * at run time (attn_family_register) registers its variant's word there. */
 /* Families the table holds at most, built-in and registered. */
 #define ATTN_MAX_FAMILIES 48
 
@@ -193,11 +192,14 @@ const attn_variant_desc *attn_family_variant(attn_variant v);
 
 /* Add a family (tests, plug-ins): before any other thread reads the
  * table. Its variant id is a built-in one, or a new one below
- * ATTN_MAX_VARIANTS whose name no other id has. 0, ATTUNE_EINVAL (fields
- * missing, a name taken by another id), ATTUNE_ERANGE (table full). */
+ * ATTN_MAX_VARIANTS whose name no other id has; a new id's name becomes
+ * a variant word (attn_variant_register). 0, ATTUNE_EINVAL (fields
+ * missing, a name taken by another id, not a word), ATTUNE_ERANGE (table
+ * full). */
 int attn_family_register(const attn_variant_desc *d);
 
-/* Unregister the families registered since the built-in ones (tests). */
+/* Unregister the families registered since the built-in ones, and their
+ * variant words (tests). */
 void attn_family_reset(void);
 
 /* The tactics every family of backend lists for s on dev, in table order,

@@ -65,6 +65,9 @@ int attn_family_register(const attn_variant_desc *d)
             return ATTUNE_EINVAL; /* one name per id, one id per name */
     if (ntable >= ATTN_MAX_FAMILIES)
         return ATTUNE_ERANGE;
+    int rc = attn_variant_register(d->variant, d->name); /* the tactic text's word */
+    if (rc != 0)
+        return rc;
     table[ntable++] = d;
     return 0;
 }
@@ -74,6 +77,7 @@ void attn_family_reset(void)
     for (int i = NBUILTIN; i < ntable; i++)
         table[i] = NULL;
     ntable = NBUILTIN;
+    attn_variant_reset();
 }
 
 int attn_family_list(const char *backend, const attn_device_info *dev, const attn_shape *s,

@@ -5,7 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kernels/power.h"
+#include "common/power.h"
+#include "kernels/attn.h"
 #include "test.h"
 
 static char orin[PATH_MAX], thor[PATH_MAX];

@@ -7,7 +7,7 @@
 #ifndef ATTUNE_GRID_H
 #define ATTUNE_GRID_H
 
-#include "../kernels/attn.h"
+#include "../common/shape.h"
 
 /* Largest grid accepted. */
 #define GRID_MAX_SHAPES 4096

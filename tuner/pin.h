@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../db/store.h"
+#include "../kernels/attn.h"
 #include "select.h"
 #include "variant_set.h"
 

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "../kernels/power.h"
+#include "../common/power.h"
 
 static void sample(tuner_throttle *t, const attn_device *dev)
 {

@@ -17,7 +17,7 @@
 #include "cli_winners.h"
 #include "common/json_num.h"
 #include "kernels/attn.h"
-#include "kernels/power.h"
+#include "common/power.h"
 #ifdef ATTUNE_HAVE_CLIENT
 #include "cli_remote.h"
 #endif

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cli_opts.h"
-#include "kernels/attn.h"
+#include "common/attune_err.h"
 
 #define SEP 2          /* spaces between two columns */
 #define MIN_SHRUNK 12  /* a shrinkable column is never cut below this */

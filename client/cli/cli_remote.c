@@ -16,7 +16,7 @@
 #include "cli_tune.h"
 #include "common/json_num.h"
 #include "common/shape_json.h"
-#include "kernels/attn.h"
+#include "common/shape.h"
 #include "tuner/grid.h"
 
 static const char query_usage[] =

@@ -11,8 +11,8 @@
 #include "cli_out.h"
 #include "cli_winners.h"
 #include "common/json_num.h"
+#include "common/shape.h"
 #include "db/store.h"
-#include "kernels/attn.h"
 #include "tuner/winners.h"
 
 const char cli_winners_help[] =

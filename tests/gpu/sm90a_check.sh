@@ -38,14 +38,15 @@ build() {
     local cf="-O2 -std=c11 -D_POSIX_C_SOURCE=200809L -DATTUNE_HAVE_CUDA=1 -DATTUNE_HAVE_SM90A=1 -I$ROOT -I$CUDA_INC"
     local nf="-O3 -std=c++17 -I$ROOT -DATTUNE_HAVE_SM90A=1"
     (cd "$BIN/obj" &&
-        cc $cf -c "$ROOT/tests/gpu/test_fused.c" "$ROOT/kernels/attn.c" "$ROOT/common/attune_err.c" &&
+        cc $cf -c "$ROOT/tests/gpu/test_fused.c" "$ROOT/kernels/attn.c" "$ROOT/common/attune_err.c" \
+            "$ROOT/common/shape.c" "$ROOT/common/tactic.c" "$ROOT/common/device_id.c" &&
         nvcc $nf -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -c "$ROOT/kernels/cuda/cuda_fused_sm90a.cu" \
             2>"$BIN/ptxas_sm90a.txt" &&
         nvcc $nf -arch=sm_90 -c "$ROOT/bench/fused_bench.cu" &&
         nvcc $nf -arch=sm_90 -c "$ROOT/kernels/cuda/cuda_fused.cu") || return 1
     (cd "$BIN/obj" &&
-        nvcc -o "$BIN/test_fused" test_fused.o attn.o attune_err.o cuda_fused.o cuda_fused_sm90a.o -lpthread -lm &&
-        nvcc -o "$BIN/fused_bench" fused_bench.o attn.o attune_err.o cuda_fused.o cuda_fused_sm90a.o) || return 1
+        nvcc -o "$BIN/test_fused" test_fused.o attn.o attune_err.o shape.o tactic.o device_id.o cuda_fused.o cuda_fused_sm90a.o -lpthread -lm &&
+        nvcc -o "$BIN/fused_bench" fused_bench.o attn.o attune_err.o shape.o tactic.o device_id.o cuda_fused.o cuda_fused_sm90a.o) || return 1
 }
 
 if [ "$BUILD_ONLY" = 1 ]; then
