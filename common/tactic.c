@@ -37,6 +37,22 @@ int attn_variant_parse(const char *s, attn_variant *out)
     return ATTUNE_EINVAL;
 }
 
+const char *attn_variant_names(void)
+{
+    static _Thread_local char buf[512];
+    size_t n = 0;
+    buf[0] = 0;
+    for (int v = 0; v < ATTN_MAX_VARIANTS; v++) {
+        if (variant_words[v] == NULL)
+            continue;
+        int w = snprintf(buf + n, sizeof buf - n, "%s%s", n ? ", " : "", variant_words[v]);
+        if (w < 0 || (size_t)w >= sizeof buf - n)
+            break;
+        n += (size_t)w;
+    }
+    return buf;
+}
+
 /* 1 when s is 1 to 31 characters of [a-z0-9_]: a word that tactic text,
  * variant sets (commas) and shape patterns read back unchanged. */
 static int is_word(const char *s)

@@ -72,6 +72,11 @@ typedef struct attn_tactic {
 const char *attn_variant_name(attn_variant v); /* "fused", "split", ...; "?" unknown */
 int attn_variant_parse(const char *s, attn_variant *out); /* 0 or ATTUNE_EINVAL */
 
+/* The variant words known now, ", "-separated in id order ("fused,
+ * fused_splitkv, split, ..."), for messages. A per-thread buffer, valid
+ * until the thread's next call. */
+const char *attn_variant_names(void);
+
 /* Give variant id v (ATTN_NVARIANTS <= v < ATTN_MAX_VARIANTS for a new
  * one) its word: 1 to 31 characters of [a-z0-9_]. name is kept, not
  * copied: it must outlive every use (a descriptor's string). 0 when v now

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "../db/store_pins.h"
-#include "../tuner/pin_json.h"
+#include "../common/pin_json.h"
 #include "log.h"
 
 const char *const pins_route_args[] = {"device", NULL};

@@ -6,7 +6,7 @@
 #ifndef ATTUNE_FLEET_PINS_H
 #define ATTUNE_FLEET_PINS_H
 
-#include "../tuner/pin.h"
+#include "../common/pin_rule.h"
 #include "fleet_pg.h"
 
 /* Pins (and tombstones) the server keeps at most. */

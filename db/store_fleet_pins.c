@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../tuner/pin_json.h"
+#include "../common/pin_json.h"
 
 int store_fleet_pins_put(store *st, const attn_device_info *dev, json_t *root)
 {

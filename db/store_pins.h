@@ -10,7 +10,7 @@
 #ifndef ATTUNE_STORE_PINS_H
 #define ATTUNE_STORE_PINS_H
 
-#include "../tuner/pin.h"
+#include "../common/pin_rule.h"
 #include "store.h"
 
 /* Check p (pin_check: normalised in place) and store it in its own

@@ -12,8 +12,9 @@
 
 #include "cli_common.h"
 #include "cli_out.h"
+#include "common/pin_json.h"
 #include "db/store_pins.h"
-#include "tuner/pin_json.h"
+#include "tuner/pin.h"
 #ifdef ATTUNE_HAVE_CLIENT
 #include "cli_remote.h"
 #endif

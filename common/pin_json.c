@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../common/attune_err.h"
+#include "attune_err.h"
 
 json_t *pin_json(const pin *p)
 {

@@ -1,11 +1,11 @@
-/* pin_json.h -- pins (pin.h) as JSON: the objects of GET /v1/pins, of the
+/* pin_json.h -- pins (pin_rule.h) as JSON: the objects of GET /v1/pins, of the
  * "pins" of a fleet table (docs/fleet.md) and of POST /v1/pins' body. */
 #ifndef ATTUNE_PIN_JSON_H
 #define ATTUNE_PIN_JSON_H
 
 #include <jansson.h>
 
-#include "pin.h"
+#include "pin_rule.h"
 
 /* {"id","action","tactic","shape","device","model","reason","author",
  * "created_at"}; NULL on ENOMEM. */
