@@ -146,6 +146,7 @@ static int ops_session_open(int index, const attn_shape *s, uint64_t seed, attn_
     ss->s = *s;
     ss->seed = seed;
     ss->es = attn_dtype_size(s->dtype);
+    ss->es_out = attn_dtype_size(attn_dtype_out(s->dtype));
     ss->nq = s->b * s->hq * s->sq * s->d;
     ss->nkv = s->b * s->hkv * s->skv * s->d;
 
@@ -154,14 +155,27 @@ static int ops_session_open(int index, const attn_shape *s, uint64_t seed, attn_
     CU_TRY(cudaEventCreate(&ss->ev0));
     CU_TRY(cudaEventCreate(&ss->ev1));
     RC_TRY(dev_alloc(&ss->q, (size_t)ss->nq * ss->es));
-    RC_TRY(dev_alloc(&ss->o, (size_t)ss->nq * ss->es));
+    RC_TRY(dev_alloc(&ss->o, (size_t)ss->nq * ss->es_out));
     RC_TRY(dev_alloc(&ss->k, (size_t)ss->nkv * ss->es));
     RC_TRY(dev_alloc(&ss->v, (size_t)ss->nkv * ss->es));
 
-    RC_TRY(cuda_fill_normal(ss->q, s->dtype, ss->nq, seed, 0, ss->stream));
-    RC_TRY(cuda_fill_normal(ss->k, s->dtype, ss->nkv, seed, 1, ss->stream));
-    RC_TRY(cuda_fill_normal(ss->v, s->dtype, ss->nkv, seed, 2, ss->stream));
-    RC_TRY(cuda_fill_nan(ss->o, s->dtype, ss->nq, ss->stream));
+    if (s->dtype == ATTN_E4M3) { /* attn_ops.reference_source says how */
+        void *x8[3] = {ss->q, ss->k, ss->v};
+        int64_t n[3] = {ss->nq, ss->nkv, ss->nkv};
+        RC_TRY(dev_alloc((void **)&ss->descale, 4 * sizeof(float)));
+        for (int i = 0; i < 3; i++) {
+            RC_TRY(dev_alloc(&ss->src[i], (size_t)n[i] * 2));
+            RC_TRY(cuda_fill_e4m3(x8[i], ss->src[i], n[i], seed, (uint32_t)i, ss->descale + i,
+                                  (unsigned *)(ss->descale + 3), ss->stream));
+        }
+        CU_TRY(cudaMemcpyAsync(ss->descale_h, ss->descale, sizeof ss->descale_h,
+                               cudaMemcpyDeviceToHost, ss->stream));
+    } else {
+        RC_TRY(cuda_fill_normal(ss->q, s->dtype, ss->nq, seed, 0, ss->stream));
+        RC_TRY(cuda_fill_normal(ss->k, s->dtype, ss->nkv, seed, 1, ss->stream));
+        RC_TRY(cuda_fill_normal(ss->v, s->dtype, ss->nkv, seed, 2, ss->stream));
+    }
+    RC_TRY(cuda_fill_nan(ss->o, attn_dtype_out(s->dtype), ss->nq, ss->stream));
     CU_TRY(cudaStreamSynchronize(ss->stream));
     sessions_hook(index, s, 1); /* cudnn plans build while others are measured */
     *out = ss;
@@ -187,6 +201,9 @@ static void ops_session_close(attn_session *ss)
     cudaFree(ss->k);
     cudaFree(ss->v);
     cudaFree(ss->o);
+    for (int i = 0; i < 3; i++)
+        cudaFree(ss->src[i]);
+    cudaFree(ss->descale);
     if (ss->ev0 != NULL)
         cudaEventDestroy(ss->ev0);
     if (ss->ev1 != NULL)
@@ -209,7 +226,8 @@ static int check_rows(const attn_session *ss, const int64_t *rows, int nrows)
 }
 
 /* Copy rows to the device, run fn's kernel into a device double buffer of
- * nrows*d, copy back to host out. which: 0 reference, 1 fetch. */
+ * nrows*d, copy back to host out. which: 0 reference, 1 fetch, 2 the
+ * reference from an e4m3 session's source values. */
 static int rows_op(attn_session *ss, const int64_t *rows, int nrows, double *out, int which)
 {
     int rc = 0;
@@ -229,8 +247,11 @@ static int rows_op(attn_session *ss, const int64_t *rows, int nrows, double *out
                            cudaMemcpyHostToDevice, ss->stream));
     if (which == 0)
         RC_TRY(cuda_reference_rows(ss, drows, nrows, dout, ss->stream));
+    else if (which == 2)
+        RC_TRY(cuda_reference_source_rows(ss, drows, nrows, dout, ss->stream));
     else
-        RC_TRY(cuda_gather_rows(dout, ss->o, ss->s.dtype, drows, nrows, ss->s.d, ss->stream));
+        RC_TRY(cuda_gather_rows(dout, ss->o, attn_dtype_out(ss->s.dtype), drows, nrows, ss->s.d,
+                                ss->stream));
     CU_TRY(cudaMemcpyAsync(out, dout, out_bytes, cudaMemcpyDeviceToHost, ss->stream));
     CU_TRY(cudaStreamSynchronize(ss->stream));
     rc = 0;
@@ -247,6 +268,13 @@ static int ops_reference(attn_session *ss, const int64_t *rows, int nrows, doubl
     return rows_op(ss, rows, nrows, ref, 0);
 }
 
+static int ops_reference_source(attn_session *ss, const int64_t *rows, int nrows, double *ref)
+{
+    if (ss != NULL && ss->s.dtype != ATTN_E4M3)
+        return ATTUNE_EUNSUPP;
+    return rows_op(ss, rows, nrows, ref, 2);
+}
+
 static int ops_fetch_rows(attn_session *ss, const int64_t *rows, int nrows, double *out)
 {
     return rows_op(ss, rows, nrows, out, 1);
@@ -260,11 +288,11 @@ static int ops_poison(attn_session *ss)
     if (ss == NULL)
         return ATTUNE_EINVAL;
     CU_TRY(cudaSetDevice(ss->dev));
-    RC_TRY(cuda_fill_nan(ss->o, ss->s.dtype, ss->nq, ss->stream));
+    RC_TRY(cuda_fill_nan(ss->o, attn_dtype_out(ss->s.dtype), ss->nq, ss->stream));
     for (attn_plan *p = ss->plans; p != NULL; p = p->next)
         if (p->op != NULL)
-            RC_TRY(cuda_fill_nan(p->op, ss->s.dtype, ss->s.b * ss->s.hq * p->sq_pad * ss->s.d,
-                                 ss->stream));
+            RC_TRY(cuda_fill_nan(p->op, attn_dtype_out(ss->s.dtype),
+                                 ss->s.b * ss->s.hq * p->sq_pad * ss->s.d, ss->stream));
     CU_TRY(cudaStreamSynchronize(ss->stream));
     return 0;
 fail:
@@ -357,6 +385,7 @@ static int plan_make(int dev, const attn_shape *s, const attn_tactic *t, int fla
     p->fam = fam;
     p->flags = flags;
     p->es = attn_dtype_size(s->dtype);
+    p->es_out = attn_dtype_size(attn_dtype_out(s->dtype));
     p->sq_pad = attn_round_up(s->sq, t->pad);
     p->skv_pad = attn_round_up(s->skv, t->pad);
     cudaGetDevice(&prev);
@@ -365,7 +394,7 @@ static int plan_make(int dev, const attn_shape *s, const attn_tactic *t, int fla
     if (need_q) {
         size_t bytes = (size_t)(s->b * s->hq * p->sq_pad * s->d) * p->es;
         RC_TRY(dev_alloc(&p->qp, bytes));
-        RC_TRY(dev_alloc(&p->op, bytes));
+        RC_TRY(dev_alloc(&p->op, (size_t)(s->b * s->hq * p->sq_pad * s->d) * p->es_out));
         /* zero, not garbage: padded rows of a first kernel-only timing */
         CU_TRY(cudaMemset(p->qp, 0, bytes));
     }
@@ -432,6 +461,8 @@ static int choose(const attn_plan *p, const attn_io *io, const attn_shape *rs, c
         memset(c, 0, sizeof *c);
         c->s = *rs;
         c->stream = stream;
+        for (int i = 0; i < 3; i++)
+            c->descale[i] = io->descale[i];
         c->sqp = cq ? sqp : rs->sq;
         c->skvp = ckv ? skvp : rs->skv;
         c->q = cq ? own_view(p->qp, rs->hq, sqp, rs->d) : io->q;
@@ -476,7 +507,7 @@ static int plan_enqueue(attn_plan *p, const attn_io *io, cudaStream_t stream, in
     }
     RC_TRY(p->fam->kernel->run(p, &c));
     if (with_copies && copy_q)
-        RC_TRY(cuda_unpack_view(&io->o, p->op, p->es, rs.b, rs.hq, rs.sq, c.sqp, rs.d, stream));
+        RC_TRY(cuda_unpack_view(&io->o, p->op, p->es_out, rs.b, rs.hq, rs.sq, c.sqp, rs.d, stream));
     return 0;
 fail:
     return rc;
@@ -551,6 +582,9 @@ static int ops_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
 static void session_io(const attn_session *ss, attn_io *io)
 {
     attn_io_contiguous(&ss->s, ss->q, ss->k, ss->v, ss->o, io);
+    if (ss->descale != NULL)
+        for (int i = 0; i < 3; i++)
+            io->descale[i] = ss->descale + i;
 }
 
 static int ops_run(attn_plan *p)
@@ -668,7 +702,7 @@ extern "C" const attn_ops attn_cuda_ops = {
     ops_session_open,
     ops_session_close,
     ops_reference,
-    NULL, /* reference_source: e4m3 sessions come with the e4m3 tactics */
+    ops_reference_source,
     ops_poison,
     ops_fetch_rows,
     ops_plan,

@@ -31,6 +31,21 @@
  * GQA/MQA: K and V are described with hkv heads; cuDNN broadcasts each to
  * its g = hq / hkv query heads. Nothing is copied.
  *
+ * e4m3 (FP8, compute capability 9.0 on): the comp graph with q, k, v in
+ * FP8 E4M3 and the frontend's FP8 chain (NVIDIA's sdpa_fp8): scores times
+ * the scale, descale_q and descale_k; P's amax; P times scale_s into FP8
+ * for the second matmul; O times descale_s, descale_v and scale_o, and
+ * O's amax. On Hopper cuDNN writes O in FP8 only (bf16 output from FP8
+ * is Blackwell's), so O goes in FP8 to the workspace with descale_v left
+ * at 1 and scale_o 1 (|O| <= the largest stored |v| <= 448), and a kernel
+ * of ops_cudnn.cu writes out = O8 * descale_v in bf16 (ATTUNE_CUDNN_FP8_O
+ * =bf16 asks cuDNN for bf16 O instead, where an engine takes it). scale_s
+ * is 256 (P in [0, 1] -> [0, 256]: its small values stay normal in FP8),
+ * descale_s 1/256, both exact. The scalars live in device memory the
+ * plan owns (amax outputs included, written and never read). Bottom-right
+ * causal masks are Blackwell's for FP8: shifted causal geometries are
+ * refused here.
+ *
  * Plan building is what a first tune pays for (cuDNN compiles its runtime
  * engines' kernels), so it runs ahead and in parallel: when a session
  * opens (cuda_cudnn_prefetch), every cudnn tactic of its shape is queued,
@@ -249,6 +264,7 @@ typedef struct geom {
     int64_t zero_rows;       /* query rows per head set to 0 (= q0) */
     int64_t st[4][3];        /* q, k, v, o: batch, head and row strides in
                                 elements (the head dim contiguous) */
+    int o8;                  /* e4m3: O in FP8 to the workspace, then bf16 */
 } geom;
 
 enum { ST_Q, ST_K, ST_V, ST_O };
@@ -283,6 +299,10 @@ static void geom_of(int dev, const attn_shape *s, attn_graph form, int64_t sq_pa
      * skv (then q0 = 0) */
     g->shift = s->causal ? g->q0 + s->skv - s->sq : 0;
     g->kv_valid = s->causal ? skv_pad : s->skv;
+    if (s->dtype == ATTN_E4M3) {
+        const char *o = getenv("ATTUNE_CUDNN_FP8_O");
+        g->o8 = !(o != NULL && strcmp(o, "bf16") == 0);
+    }
     if (g->shift > 0 && (sq_pad > s->sq || skv_pad > s->skv)) {
         /* cuDNN's fused engines align a shifted causal diagonal to the
          * graph's own lengths (j <= r + skvv - sqv), whatever the scalars
@@ -323,10 +343,53 @@ static int geom_o_contiguous(const geom *g)
 
 static cudnnDataType_t io_type(attn_dtype t)
 {
-    return t == ATTN_F16 ? CUDNN_DATA_HALF : (t == ATTN_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT);
+    switch (t) {
+    case ATTN_F16:
+        return CUDNN_DATA_HALF;
+    case ATTN_BF16:
+        return CUDNN_DATA_BFLOAT16;
+    case ATTN_E4M3:
+        return CUDNN_DATA_FP8_E4M3;
+    case ATTN_F32:
+        break;
+    }
+    return CUDNN_DATA_FLOAT;
 }
 
-static size_t io_size(attn_dtype t) { return t == ATTN_F32 ? 4 : 2; }
+static size_t io_size(attn_dtype t) { return attn_dtype_size(t); }
+
+/* Bytes of one element of out. */
+static size_t out_size(attn_dtype t) { return attn_dtype_size(attn_dtype_out(t)); }
+
+/* The device's compute capability as major * 10 + minor (0: unknown). */
+static int device_cc(int dev)
+{
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return major * 10 + minor;
+}
+
+/* e4m3's refusals (NVIDIA's sdpa_support_surface.h, FP8 forward). */
+static int fp8_check(const geom *g, size_t v, char *note, size_t notelen)
+{
+    if (device_cc(g->dev) < 90)
+        return refuse(note, notelen, "%s",
+                      "cudnn: FP8 SDPA needs compute capability 9.0 or newer");
+    if (v < 90100)
+        return refuse(note, notelen, "%s", "cudnn: FP8 SDPA needs cuDNN >= 9.1");
+    if (g->form != ATTN_GRAPH_COMP)
+        return refuse(note, notelen, "%s", "cudnn: the SDPA_FWD operation takes no FP8 scales");
+    if (g->d % 16 != 0 || g->d > 256)
+        return refuse(note, notelen, "%s", "cudnn: FP8 SDPA takes head dims of 16..256 in steps of 16");
+    if (g->causal && g->shift != 0)
+        return refuse(note, notelen, "%s",
+                      "cudnn: FP8 SDPA's bottom-right causal mask is Blackwell's (sq < skv)");
+    return 0;
+}
 
 /* Refusals known before cuDNN is asked. */
 static int geom_check(const geom *g, char *note, size_t notelen)
@@ -338,6 +401,11 @@ static int geom_check(const geom *g, char *note, size_t notelen)
     if (version_refused(v)) {
         cuda_cudnn_version(ver, sizeof ver);
         return refuse(note, notelen, "%s: known-bad SDPA forward (NVIDIA), refused", ver);
+    }
+    if (g->dt == ATTN_E4M3) {
+        int rc = fp8_check(g, v, note, notelen);
+        if (rc != 0)
+            return rc;
     }
     if (g->form == ATTN_GRAPH_SDPA) {
 #if CUDNN_VERSION >= 91301
@@ -357,11 +425,11 @@ static int geom_check(const geom *g, char *note, size_t notelen)
                       "cudnn < 9.6: bottom-right causal needs lengths that are multiples of 64");
     /* Q and O start q0 rows into the buffer: keep them 16-byte aligned. */
     if ((g->q0 * g->st[ST_Q][2] * (int64_t)io_size(g->dt)) % 16 != 0 ||
-        (g->q0 * g->st[ST_O][2] * (int64_t)io_size(g->dt)) % 16 != 0)
+        (g->q0 * g->st[ST_O][2] * (int64_t)out_size(g->dt)) % 16 != 0)
         return refuse(note, notelen, "%s", "cudnn: query row offset not 16-byte aligned (d too odd)");
     /* the rows that see no key are zeroed by a 2D memset of contiguous
      * buffers */
-    if (g->zero_rows > 0 && !geom_o_contiguous(g))
+    if (g->zero_rows > 0 && !geom_o_contiguous(g) && !g->o8)
         return refuse(note, notelen, "%s",
                       "cudnn: rows that see no key (causal, sq > skv) need a contiguous output");
     return 0;
@@ -371,7 +439,15 @@ static int geom_check(const geom *g, char *note, size_t notelen)
 
 /* Unique ids of the non-virtual tensors (the variant pack's keys). */
 enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_SCALE, UID_NEGINF, UID_SHIFT_A, UID_SHIFT_B,
-       UID_KV_VALID, UID_VIRTUAL = 100 };
+       UID_KV_VALID,
+       /* e4m3: descale_q, _k, _v, descale_s, scale_s, scale_o, amax_s, amax_o
+        * (device scalars) */
+       UID_DQ, UID_DK, UID_DV, UID_DS, UID_SS, UID_SO, UID_AMAX_S, UID_AMAX_O,
+       UID_VIRTUAL = 100 };
+
+/* The plan's device scalars of an e4m3 graph (cuda_cudnn_plan.dconst). */
+enum { DC_ONE, DC_SCALE_S, DC_DESCALE_S, DC_SCALE_O, DC_AMAX_S, DC_AMAX_O, DC_N };
+#define FP8_SCALE_S 256.0f
 
 typedef struct graph_build {
     desc_t all[128]; /* every descriptor made, destroyed at the end (the
@@ -470,6 +546,13 @@ static int scalar(graph_build *gb, int64_t uid, cudnnDataType_t dt, desc_t *out)
     return tensor(gb, uid, dt, one, one, 1, out);
 }
 
+/* A float scalar in device memory (FP8's scales and amax outputs). */
+static int dev_scalar(graph_build *gb, int64_t uid, desc_t *out)
+{
+    static const int64_t one[4] = {1, 1, 1, 1};
+    return tensor(gb, uid, CUDNN_DATA_FLOAT, one, one, 0, out);
+}
+
 /* y = mode(x [, b [, t]]), computed in prec; axis >= 0 for GEN_INDEX. */
 static int pointwise(graph_build *gb, cudnnPointwiseMode_t mode, cudnnDataType_t prec, int64_t axis,
                      desc_t x, desc_t b, desc_t t, desc_t y)
@@ -557,7 +640,48 @@ static int io_tensors(graph_build *gb, const geom *g, int k_transposed, desc_t *
     RC_TRY(tensor(gb, UID_Q, dt, qd, st[ST_Q], 0, q));
     RC_TRY(tensor(gb, UID_K, dt, k_transposed ? ktd : vd, k_transposed ? kts : st[ST_K], 0, k));
     RC_TRY(tensor(gb, UID_V, dt, vd, st[ST_V], 0, v));
-    RC_TRY(tensor(gb, UID_O, dt, qd, st[ST_O], 0, o));
+    if (g->o8) { /* FP8 O, contiguous in the workspace */
+        int64_t os[4] = {g->hq * g->sqv * g->d, g->sqv * g->d, g->d, 1};
+        RC_TRY(tensor(gb, UID_O, dt, qd, os, 0, o));
+    } else {
+        RC_TRY(tensor(gb, UID_O, io_type(attn_dtype_out(g->dt)), qd, st[ST_O], 0, o));
+    }
+    return 0;
+fail:
+    return rc;
+}
+
+/* e4m3's end of the comp graph, from the softmax's exp and sum: P = ex /
+ * sum (f32) and its amax, P * scale_s in FP8, O1 = P8 @ V (f32), times
+ * descale_s, descale_v and scale_o into O, and amax of O before scale_o
+ * (NVIDIA's FP8 chain, the tensor types the frontend gives). */
+static int comp_fp8_tail(graph_build *gb, const geom *g, desc_t ex, desc_t sum, desc_t v, desc_t o)
+{
+    int rc = 0;
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    desc_t p, amax_s, ss, p8, o1, o2, o3, ds, dv, so, amax_o;
+    int64_t od[4] = {g->b, g->hq, g->sqv, g->d};
+    int64_t os[4] = {g->hq * g->sqv * g->d, g->sqv * g->d, g->d, 1};
+
+    RC_TRY(virt_scores(gb, g, f32, 0, &p));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_DIV, f32, -1, ex, sum, NULL, p));
+    RC_TRY(dev_scalar(gb, UID_AMAX_S, &amax_s));
+    RC_TRY(reduction(gb, CUDNN_REDUCE_TENSOR_AMAX, p, amax_s));
+    RC_TRY(dev_scalar(gb, UID_SS, &ss));
+    RC_TRY(virt_scores(gb, g, CUDNN_DATA_FP8_E4M3, 0, &p8));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_MUL, f32, -1, p, ss, NULL, p8));
+    RC_TRY(tensor(gb, 0, f32, od, os, 0, &o1));
+    RC_TRY(matmul(gb, p8, v, o1));
+    RC_TRY(dev_scalar(gb, UID_DS, &ds));
+    RC_TRY(tensor(gb, 0, f32, od, os, 0, &o2));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_MUL, f32, -1, o1, ds, NULL, o2));
+    RC_TRY(dev_scalar(gb, UID_DV, &dv));
+    RC_TRY(tensor(gb, 0, f32, od, os, 0, &o3));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_MUL, f32, -1, o2, dv, NULL, o3));
+    RC_TRY(dev_scalar(gb, UID_SO, &so));
+    RC_TRY(pointwise(gb, CUDNN_POINTWISE_MUL, f32, -1, o3, so, NULL, o));
+    RC_TRY(dev_scalar(gb, UID_AMAX_O, &amax_o));
+    RC_TRY(reduction(gb, CUDNN_REDUCE_TENSOR_AMAX, o3, amax_o));
     return 0;
 fail:
     return rc;
@@ -578,6 +702,16 @@ static int build_comp(graph_build *gb, const geom *g)
     RC_TRY(virt_scores(gb, g, f32, 0, &ss));
     RC_TRY(pointwise(gb, CUDNN_POINTWISE_MUL, f32, -1, s, scale, NULL, ss));
     last = ss;
+    if (g->dt == ATTN_E4M3) { /* times descale_q, then descale_k (the frontend's order) */
+        desc_t dq, dk, s3, s4;
+        RC_TRY(dev_scalar(gb, UID_DQ, &dq));
+        RC_TRY(dev_scalar(gb, UID_DK, &dk));
+        RC_TRY(virt_scores(gb, g, f32, 0, &s3));
+        RC_TRY(pointwise(gb, CUDNN_POINTWISE_MUL, f32, -1, last, dq, NULL, s3));
+        RC_TRY(virt_scores(gb, g, f32, 0, &s4));
+        RC_TRY(pointwise(gb, CUDNN_POINTWISE_MUL, f32, -1, s3, dk, NULL, s4));
+        last = s4;
+    }
 
     if (g->causal || g->kv_valid < g->skvv) {
         RC_TRY(scalar(gb, UID_NEGINF, f32, &neginf));
@@ -626,6 +760,8 @@ static int build_comp(graph_build *gb, const geom *g)
     RC_TRY(pointwise(gb, CUDNN_POINTWISE_LOG, f32, -1, sum, NULL, NULL, lg));
     RC_TRY(virt_scores(gb, g, f32, 1, &stats));
     RC_TRY(pointwise(gb, CUDNN_POINTWISE_ADD, f32, -1, mx, lg, NULL, stats));
+    if (g->dt == ATTN_E4M3)
+        return comp_fp8_tail(gb, g, ex, sum, v, o);
     /* P in the storage dtype: the second matmul's A operand must be */
     RC_TRY(virt_scores(gb, g, io_type(g->dt), 0, &p));
     RC_TRY(pointwise(gb, CUDNN_POINTWISE_DIV, f32, -1, ex, sum, NULL, p));
@@ -1013,10 +1149,13 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
 {
     int n = 0;
     static const attn_graph forms[] = {ATTN_GRAPH_COMP, ATTN_GRAPH_SDPA};
+    int nforms = s != NULL && s->dtype == ATTN_E4M3 ? 1 : 2; /* no FP8 SDPA_FWD */
     int names[MAX_CFGS][2];
 
     if (s == NULL || max < 0 || (out == NULL && max > 0))
         return ATTUNE_EINVAL;
+    if (s->dtype == ATTN_E4M3 && device_cc(dev) < 90)
+        return 0; /* no FP8 engines: nothing to list (desc_cudnn.c says why) */
     if (s->dtype == ATTN_F32 || version_refused(cudnnGetVersion())) {
         /* one tactic, so the refusal is recorded with its reason */
         if (max < 1)
@@ -1040,7 +1179,7 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
                     attn_round_up(s->skv, attn_pads[pj]) == skvp;
         if (seen)
             continue;
-        for (size_t fi = 0; fi < sizeof forms / sizeof forms[0]; fi++) {
+        for (int fi = 0; fi < nforms; fi++) {
             geom g;
             geom_of(dev, s, forms[fi], sqp, skvp, &g);
             /* heuristics rank their configs: keep the first few, and
@@ -1060,6 +1199,16 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
         }
     }
     pthread_mutex_unlock(&enum_lock);
+    if (n == 0 && s->dtype == ATTN_E4M3 && max >= 1) {
+        /* no FP8 engine for this geometry (a shifted causal mask, a head
+         * dim FP8 does not take): one tactic, so the refusal is recorded
+         * with geom_check's reason */
+        memset(&out[0], 0, sizeof out[0]);
+        out[0].variant = ATTN_CUDNN;
+        out[0].graph = ATTN_GRAPH_COMP;
+        out[0].pad = 1;
+        n = 1;
+    }
     return n;
 }
 
@@ -1099,6 +1248,8 @@ struct cuda_cudnn_plan {
     int refs;
     float scale, neginf;
     int32_t shift_a, shift_b, kv_valid;
+    float *dconst;    /* e4m3: the device scalars (DC_*), NULL otherwise */
+    size_t o8_off;    /* g.o8: where FP8 O lies in the workspace */
 };
 
 #define PLAN_CACHE 256
@@ -1121,6 +1272,10 @@ static void plan_parts_free(cuda_cudnn_plan *p)
         destroy(&p->choices[i]);
     destroy(&p->engine);
     graph_build_free(&p->gb);
+    if (p->dconst != NULL) {
+        cudaFree(p->dconst);
+        p->dconst = NULL;
+    }
 }
 
 /* A new entry for (g, tactic t of shape s), not yet built. */
@@ -1258,6 +1413,20 @@ static int plan_build(cuda_cudnn_plan *p, cudnnHandle_t h, char *note, size_t no
         goto fail;
     }
     p->ws_bytes = (size_t)ws;
+    if (p->g.dt == ATTN_E4M3) { /* the scalars, and FP8 O after cuDNN's own workspace */
+        float dc[DC_N] = {1.0f, FP8_SCALE_S, 1.0f / FP8_SCALE_S, 1.0f, 0.0f, 0.0f};
+        if (cudaMalloc((void **)&p->dconst, sizeof dc) != cudaSuccess ||
+            cudaMemcpy(p->dconst, dc, sizeof dc, cudaMemcpyHostToDevice) != cudaSuccess) {
+            cudaGetLastError();
+            p->dconst = NULL;
+            rc = ATTUNE_ENOMEM;
+            goto fail;
+        }
+        if (p->g.o8) {
+            p->o8_off = (p->ws_bytes + 255) / 256 * 256;
+            p->ws_bytes = p->o8_off + (size_t)(p->g.b * p->g.hq * p->g.sqv * p->g.d);
+        }
+    }
     p->plan = plan;
     gb->note = NULL; /* the caller's buffer: not ours to keep */
     gb->notelen = 0;
@@ -1617,11 +1786,12 @@ int cuda_cudnn_plan_get_views(int dev, const attn_shape *s, const attn_tactic *t
     if (views == NULL)
         return ATTUNE_EINVAL;
     const attn_tensor *v[4] = {&views->q, &views->k, &views->v, &views->o};
-    int64_t es = (int64_t)io_size(s->dtype);
-    for (int i = 0; i < 4; i++) /* cuDNN's engines load whole 16-byte vectors */
+    for (int i = 0; i < 4; i++) { /* cuDNN's engines load whole 16-byte vectors */
+        int64_t es = (int64_t)(i == 3 ? out_size(s->dtype) : io_size(s->dtype));
         if (v[i]->sb < 0 || v[i]->sh < 0 || v[i]->ss < s->d || (v[i]->sb * es) % 16 ||
             (v[i]->sh * es) % 16 || (v[i]->ss * es) % 16)
             return refuse(note, notelen, "%s", "cudnn: strides not in 16-byte units");
+    }
     geom_of(dev, s, t->graph, s->sq, s->skv, &g);
     geom_views(&g, views);
     return plan_get_geom(dev, s, t, &g, out, built_ms, note, notelen);
@@ -1687,7 +1857,7 @@ void cuda_cudnn_prefetch_stats(int *built, int *builders_running)
 /* ---- 5. launch */
 
 int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
-                      void *ws, cudaStream_t stream)
+                      const float *const descale[3], void *ws, cudaStream_t stream)
 {
     int rc = 0;
     char *note = NULL;
@@ -1695,17 +1865,20 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
     desc_t vp = NULL;
     const geom *g;
     size_t es, row_bytes;
-    int64_t uids[9];
-    void *ptrs[9];
+    int64_t uids[20];
+    void *ptrs[20];
     int n = 0;
+    void *o_graph = o;
 
     if (p == NULL || p->dh == NULL || q == NULL || k == NULL || v == NULL || o == NULL ||
         (p->ws_bytes > 0 && ws == NULL))
         return ATTUNE_EINVAL;
     g = &p->g;
     es = io_size(g->dt);
-    row_bytes = (size_t)g->d * es;
-    if (g->zero_rows > 0 &&
+    row_bytes = (size_t)g->d * out_size(g->dt);
+    if (g->o8)
+        o_graph = (char *)ws + p->o8_off; /* FP8 O: the rows from q0 on */
+    if (g->zero_rows > 0 && !g->o8 &&
         cudaMemset2DAsync(o, (size_t)g->q_rows * row_bytes, 0, (size_t)g->zero_rows * row_bytes,
                           (size_t)(g->b * g->hq), stream) != cudaSuccess) {
         cudaGetLastError();
@@ -1714,7 +1887,8 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
     uids[n] = UID_Q, ptrs[n++] = (char *)q + (size_t)(g->q0 * g->st[ST_Q][2]) * es;
     uids[n] = UID_K, ptrs[n++] = (void *)k;
     uids[n] = UID_V, ptrs[n++] = (void *)v;
-    uids[n] = UID_O, ptrs[n++] = (char *)o + (size_t)(g->q0 * g->st[ST_O][2]) * es;
+    uids[n] = UID_O, ptrs[n++] = g->o8 ? o_graph
+                                       : (char *)o + (size_t)(g->q0 * g->st[ST_O][2]) * out_size(g->dt);
     uids[n] = UID_SCALE, ptrs[n++] = &p->scale;
     if (g->form == ATTN_GRAPH_COMP && (g->causal || g->kv_valid < g->skvv)) {
         uids[n] = UID_NEGINF, ptrs[n++] = &p->neginf;
@@ -1724,6 +1898,18 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
         } else if (!g->causal) {
             uids[n] = UID_KV_VALID, ptrs[n++] = &p->kv_valid;
         }
+    }
+    if (g->dt == ATTN_E4M3) {
+        float *c = p->dconst, *one = p->dconst + DC_ONE;
+        uids[n] = UID_DQ, ptrs[n++] = descale != NULL && descale[0] != NULL ? (void *)descale[0] : one;
+        uids[n] = UID_DK, ptrs[n++] = descale != NULL && descale[1] != NULL ? (void *)descale[1] : one;
+        uids[n] = UID_DV, ptrs[n++] = !g->o8 && descale != NULL && descale[2] != NULL
+                                          ? (void *)descale[2] : one;
+        uids[n] = UID_DS, ptrs[n++] = c + DC_DESCALE_S;
+        uids[n] = UID_SS, ptrs[n++] = c + DC_SCALE_S;
+        uids[n] = UID_SO, ptrs[n++] = c + DC_SCALE_O;
+        uids[n] = UID_AMAX_S, ptrs[n++] = c + DC_AMAX_S;
+        uids[n] = UID_AMAX_O, ptrs[n++] = c + DC_AMAX_O;
     }
     dnn_attr a[] = {
         {CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids},
@@ -1740,6 +1926,9 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
     pthread_mutex_unlock(&p->dh->mu);
     if (st != CUDNN_STATUS_SUCCESS)
         rc = dnn_err(st, "execute", note, notelen);
+    else if (g->o8)
+        rc = cuda_cudnn_fp8_out(o, g->st[ST_O], o_graph, g->b, g->hq, g->q_rows, g->q0, g->sqv,
+                                g->d, descale != NULL ? descale[2] : NULL, stream);
 fail:
     destroy(&vp);
     /* launch-time refusals are failures: the plan said it could run */

@@ -85,10 +85,20 @@ int cuda_cudnn_plan_describe(const cuda_cudnn_plan *p, int *eng, int *kcfg);
 
 /* Enqueue the plan on stream: q, k, v, o are the padded buffers ([b, h,
  * rows, d], rows = sq_pad or skv_pad), or the caller's tensors at the
- * strides of a plan_get_views plan; ws at least the workspace bytes.
- * Rows that see no key (causal, sq > skv) are zeroed here. Capturable. */
+ * strides of a plan_get_views plan; ws at least the workspace bytes;
+ * descale (e4m3; NULL or NULL entries: 1): q's, k's and v's descale
+ * factors in device memory. Rows that see no key (causal, sq > skv) are
+ * zeroed here. Capturable. */
 int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
-                      void *ws, cudaStream_t stream);
+                      const float *const descale[3], void *ws, cudaStream_t stream);
+
+/* e4m3 graphs with FP8 O (ops_cudnn.cu): out (bf16, strides st: batch,
+ * head, row, elements) <- o8 (FP8, contiguous [b, hq, sqv, d], the rows
+ * from q0 on) times *descale_v (device; NULL: 1); the first q0 rows of
+ * each head of out's q_rows are 0. Capturable. 0 or EGPU. */
+int cuda_cudnn_fp8_out(void *out, const int64_t st[3], const void *o8, int64_t b, int64_t hq,
+                       int64_t q_rows, int64_t q0, int64_t sqv, int64_t d,
+                       const float *descale_v, cudaStream_t stream);
 
 /* Build the plans of shape s's cudnn tactics on dev ahead, on builder
  * threads (each with its own cuDNN handle), while the caller goes on: the

@@ -103,6 +103,59 @@ fail:
     return rc;
 }
 
+/* ---- e4m3 inputs (attn_ops.reference_source says how they are made) */
+
+/* *amax_bits = max |x| over x's n elements, as float bits (a non-negative
+ * float orders like its bits); *amax_bits must start at 0. */
+__global__ void amax_kernel(const __nv_bfloat16 *x, int64_t n, unsigned *amax_bits)
+{
+    float m = 0.0f;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x)
+        m = fmaxf(m, fabsf(__bfloat162float(x[e])));
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0)
+        atomicMax(amax_bits, __float_as_uint(m));
+}
+
+/* x8 = e4m3(src / descale), descale = amax / 448 (1 for an all-zero src):
+ * round to nearest even, saturating (the constructor's cvt.rn.satfinite). */
+__global__ void quantize_kernel(__nv_fp8_e4m3 *x8, const __nv_bfloat16 *src, int64_t n,
+                                const unsigned *amax_bits)
+{
+    float amax = __uint_as_float(*amax_bits);
+    float descale = amax > 0.0f ? amax / 448.0f : 1.0f;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x)
+        x8[e] = __nv_fp8_e4m3(__bfloat162float(src[e]) / descale);
+}
+
+__global__ void descale_kernel(float *descale, const unsigned *amax_bits)
+{
+    float amax = __uint_as_float(*amax_bits);
+    *descale = amax > 0.0f ? amax / 448.0f : 1.0f;
+}
+
+int cuda_fill_e4m3(void *x8, void *src, int64_t n, uint64_t seed, uint32_t id, float *descale,
+                   unsigned *scratch, cudaStream_t stream)
+{
+    int rc = 0;
+    unsigned gr = grid_for(n, 256);
+    RC_TRY(cuda_fill_normal(src, ATTN_BF16, n, seed, id, stream));
+    CU_TRY(cudaMemsetAsync(scratch, 0, sizeof *scratch, stream));
+    amax_kernel<<<gr, 256, 0, stream>>>((const __nv_bfloat16 *)src, n, scratch);
+    CU_LAUNCHED();
+    quantize_kernel<<<gr, 256, 0, stream>>>((__nv_fp8_e4m3 *)x8, (const __nv_bfloat16 *)src, n,
+                                            scratch);
+    CU_LAUNCHED();
+    descale_kernel<<<1, 1, 0, stream>>>(descale, scratch);
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
+}
+
 /* ---- views: strided copies to and from contiguous buffers */
 
 /* One word w of row i of head h of batch bi of a [b, heads, rows_pad, d]
@@ -142,14 +195,14 @@ __global__ void unpack_view_kernel(W *dst, const W *src, int64_t total, int64_t 
     }
 }
 
-/* The widest word (16, 4 or 2 bytes) dividing the row, the view's strides
- * (elements of es bytes) and its base address. */
+/* The widest word (16, 4, 2 or 1 bytes) dividing the row, the view's
+ * strides (elements of es bytes) and its base address. */
 static size_t view_word(const attn_tensor *v, size_t es, int64_t d)
 {
     const uint64_t bytes = (uint64_t)d * es, sb = (uint64_t)v->sb * es, sh = (uint64_t)v->sh * es,
                    ss = (uint64_t)v->ss * es, base = (uint64_t)(uintptr_t)v->data;
     const uint64_t all = bytes | sb | sh | ss | base;
-    return all % 16 == 0 ? 16 : (all % 4 == 0 ? 4 : 2);
+    return all % 16 == 0 ? 16 : (all % 4 == 0 ? 4 : (all % 2 == 0 ? 2 : 1));
 }
 
 
@@ -169,8 +222,10 @@ int cuda_pack_view(void *dst, const attn_tensor *src, size_t es, int64_t b, int6
         PACK(uint4);
     else if (w == 4)
         PACK(uint32_t);
-    else
+    else if (w == 2)
         PACK(uint16_t);
+    else
+        PACK(uint8_t);
 #undef PACK
     CU_LAUNCHED();
     return 0;
@@ -194,8 +249,10 @@ int cuda_unpack_view(const attn_tensor *dst, const void *src, size_t es, int64_t
         UNPACK(uint4);
     else if (w == 4)
         UNPACK(uint32_t);
-    else
+    else if (w == 2)
         UNPACK(uint16_t);
+    else
+        UNPACK(uint8_t);
 #undef UNPACK
     CU_LAUNCHED();
     return 0;

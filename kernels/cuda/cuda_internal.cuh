@@ -16,6 +16,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -110,6 +111,11 @@ template <> struct dt_traits<__nv_bfloat16> {
     static __device__ __forceinline__ double to_d(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
 };
 
+template <> struct dt_traits<__nv_fp8_e4m3> { /* stored values: descale is the caller's */
+    static __device__ __forceinline__ float to_f(__nv_fp8_e4m3 x) { return (float)x; }
+    static __device__ __forceinline__ __nv_fp8_e4m3 from_f(float x) { return __nv_fp8_e4m3(x); }
+    static __device__ __forceinline__ double to_d(__nv_fp8_e4m3 x) { return (double)(float)x; }
+};
 /* cuBLAS data type of a storage dtype. */
 static inline cudaDataType cuda_blas_type(attn_dtype t)
 {
@@ -130,9 +136,15 @@ struct attn_session {
     int dev;                 /* CUDA ordinal */
     attn_shape s;
     uint64_t seed;
-    size_t es;               /* bytes per element */
+    size_t es;               /* bytes per element of q, k, v */
+    size_t es_out;           /* of out (attn_dtype_out) */
     int64_t nq, nkv;         /* elements of q (= out) and of k (= v) */
-    void *q, *k, *v, *o;     /* [b,h,s,d] contiguous, storage dtype */
+    void *q, *k, *v, *o;     /* [b,h,s,d] contiguous, storage dtype (o: out's) */
+    /* e4m3: the bf16 values q, k, v were quantized from, and the three
+     * descale factors (device; host copy beside) */
+    void *src[3];
+    float *descale;
+    float descale_h[3];
     cudaStream_t stream;     /* every kernel of the session runs here */
     cudaEvent_t ev0, ev1;    /* timing */
     attn_plan *plans;        /* live plans, so poison reaches padded outputs */
@@ -162,7 +174,8 @@ struct attn_plan {
     attn_tactic t;
     const attn_variant_desc *fam; /* t's family: its kernel ops run the plan */
     int flags;               /* ATTN_PLAN_* */
-    size_t es;               /* bytes per element */
+    size_t es;               /* bytes per element of q, k, v */
+    size_t es_out;           /* of out */
     int64_t sq_pad, skv_pad; /* planned lengths rounded up to the pad */
     void *qp, *op;           /* own copies of q and out, NULL when never needed */
     void *kp, *vp;           /* of k and v */
@@ -194,6 +207,7 @@ typedef struct attn_call { /* the CUDA backend's call (kernels/variant.h) */
     int64_t sqp, skvp;
     attn_tensor q, k, v, o;
     cudaStream_t stream;
+    const float *descale[3]; /* e4m3: attn_io.descale (device memory) */
 } cuda_call;
 
 /* ---- cuda_backend.cu */
@@ -213,6 +227,11 @@ int cuda_device_info(int index, attn_device_info *info, attn_stack *stack);
  * regenerated alone and the data never depends on the launch shape. */
 int cuda_fill_normal(void *x, attn_dtype t, int64_t n, uint64_t seed, uint32_t stream_id,
                      cudaStream_t stream);
+/* e4m3 data (attn_ops.reference_source): src <- bf16 standard-normal
+ * values of (seed, id), *descale <- max |src| / 448, x8 <- e4m3(src /
+ * descale); scratch: one device word. */
+int cuda_fill_e4m3(void *x8, void *src, int64_t n, uint64_t seed, uint32_t id, float *descale,
+                   unsigned *scratch, cudaStream_t stream);
 /* NaN in every element. */
 int cuda_fill_nan(void *x, attn_dtype t, int64_t n, cudaStream_t stream);
 /* Contiguous dst [b, heads, rows_pad, d] <- view src: head h reads the
@@ -235,6 +254,10 @@ int cuda_gather_rows(double *out, const void *x, attn_dtype t, const int64_t *ro
  * output) from the session's stored inputs into ref (device, nrows*d). */
 int cuda_reference_rows(const attn_session *ss, const int64_t *rows, int nrows,
                         double *ref, cudaStream_t stream);
+/* The same from an e4m3 session's bf16 source values (ATTUNE_EUNSUPP for
+ * other dtypes). */
+int cuda_reference_source_rows(const attn_session *ss, const int64_t *rows, int nrows,
+                               double *ref, cudaStream_t stream);
 
 /* ---- cuda_split.cu */
 

@@ -19,7 +19,8 @@
 typedef struct ref_args {
     int64_t b, hq, hkv, sq, skv, d;
     int causal;
-    double scale;
+    double scale; /* 1/sqrt(d), times q's and k's descale (e4m3) */
+    double dv;    /* v's descale (e4m3), else 1 */
 } ref_args;
 
 static __device__ __forceinline__ double warp_sum(double x)
@@ -119,7 +120,7 @@ reference_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__re
     for (int u = 0; u < REF_ACC; u++) {
         int64_t c = tid + (int64_t)u * REF_THREADS;
         if (c < a.d)
-            out[(int64_t)blockIdx.x * a.d + c] = n > 0 ? acc[u] / L : 0.0;
+            out[(int64_t)blockIdx.x * a.d + c] = n > 0 ? acc[u] / L * a.dv : 0.0;
     }
 }
 
@@ -128,7 +129,7 @@ int cuda_reference_rows(const attn_session *ss, const int64_t *rows, int nrows, 
 {
     int rc = 0;
     const attn_shape *s = &ss->s;
-    ref_args a = {s->b, s->hq, s->hkv, s->sq, s->skv, s->d, s->causal, 0.0};
+    ref_args a = {s->b, s->hq, s->hkv, s->sq, s->skv, s->d, s->causal, 0.0, 1.0};
     a.scale = 1.0 / sqrt((double)s->d);
     if (nrows <= 0)
         return 0;
@@ -148,9 +149,38 @@ int cuda_reference_rows(const attn_session *ss, const int64_t *rows, int nrows, 
         reference_kernel<float><<<nrows, REF_THREADS, 0, stream>>>(
             (const float *)ss->q, (const float *)ss->k, (const float *)ss->v, rows, a, ref);
         break;
+    case ATTN_E4M3: /* the stored values times their descale factors */
+        a.scale *= (double)ss->descale_h[0] * (double)ss->descale_h[1];
+        a.dv = (double)ss->descale_h[2];
+        reference_kernel<__nv_fp8_e4m3><<<nrows, REF_THREADS, 0, stream>>>(
+            (const __nv_fp8_e4m3 *)ss->q, (const __nv_fp8_e4m3 *)ss->k,
+            (const __nv_fp8_e4m3 *)ss->v, rows, a, ref);
+        break;
     default:
         return ATTUNE_EINVAL;
     }
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
+}
+
+int cuda_reference_source_rows(const attn_session *ss, const int64_t *rows, int nrows,
+                               double *ref, cudaStream_t stream)
+{
+    int rc = 0;
+    const attn_shape *s = &ss->s;
+    ref_args a = {s->b, s->hq, s->hkv, s->sq, s->skv, s->d, s->causal, 0.0, 1.0};
+    a.scale = 1.0 / sqrt((double)s->d);
+    if (s->dtype != ATTN_E4M3 || ss->src[0] == NULL)
+        return ATTUNE_EUNSUPP;
+    if (nrows <= 0)
+        return 0;
+    if (s->d > REF_MAXD)
+        return ATTUNE_EUNSUPP;
+    reference_kernel<__nv_bfloat16><<<nrows, REF_THREADS, 0, stream>>>(
+        (const __nv_bfloat16 *)ss->src[0], (const __nv_bfloat16 *)ss->src[1],
+        (const __nv_bfloat16 *)ss->src[2], rows, a, ref);
     CU_LAUNCHED();
     return 0;
 fail:

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cuda_fp8.h>
+
 #include "cuda_cudnn.h"
 #include "cuda_internal.cuh"
 
@@ -62,7 +64,47 @@ static int views_adopted(const attn_plan *p, const attn_call *c)
 static int cudnn_run(attn_plan *p, const attn_call *c)
 {
     return cuda_cudnn_launch(views_adopted(p, c) ? p->dnn_views : p->dnn, c->q.data, c->k.data,
-                             c->v.data, c->o.data, p->dnn_ws, c->stream);
+                             c->v.data, c->o.data, c->descale, p->dnn_ws, c->stream);
+}
+
+/* out (bf16) <- FP8 O times descale_v; the rows before q0 zero. One
+ * thread per 8 elements (d is a multiple of 16 for FP8 graphs). */
+__global__ void fp8_out_kernel(__nv_bfloat16 *out, int64_t sb, int64_t sh, int64_t ss,
+                               const __nv_fp8_e4m3 *o8, int64_t hq, int64_t q_rows, int64_t q0,
+                               int64_t sqv, int64_t d, const float *descale_v, int64_t n8)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n8)
+        return;
+    int64_t e = i * 8, c = e % d, r = (e / d) % q_rows, bh = e / (d * q_rows);
+    int64_t bi = bh / hq, h = bh % hq;
+    __nv_bfloat16 *dst = out + bi * sb + h * sh + r * ss + c;
+    float dv = descale_v != NULL ? *descale_v : 1.0f;
+    for (int u = 0; u < 8; u++) {
+        float x = 0.0f;
+        if (r >= q0)
+            x = (float)o8[(bh * sqv + (r - q0)) * d + c + u] * dv;
+        dst[u] = __float2bfloat16_rn(x);
+    }
+}
+
+extern "C" int cuda_cudnn_fp8_out(void *out, const int64_t st[3], const void *o8, int64_t b,
+                                  int64_t hq, int64_t q_rows, int64_t q0, int64_t sqv, int64_t d,
+                                  const float *descale_v, cudaStream_t stream)
+{
+    int rc = 0;
+    int64_t n8 = b * hq * q_rows * d / 8;
+    if (d % 8 != 0 || q0 + sqv > q_rows)
+        return ATTUNE_EINVAL;
+    if (n8 == 0)
+        return 0;
+    fp8_out_kernel<<<(unsigned)((n8 + 255) / 256), 256, 0, stream>>>(
+        (__nv_bfloat16 *)out, st[0], st[1], st[2], (const __nv_fp8_e4m3 *)o8, hq, q_rows, q0, sqv,
+        d, descale_v, n8);
+    CU_LAUNCHED();
+    return 0;
+fail:
+    return rc;
 }
 
 static void cudnn_free(attn_plan *p)

@@ -86,6 +86,7 @@ double gpu_tol(attn_dtype t, attn_acc acc)
     switch (t) {
     case ATTN_F32: return 1e-5;
     case ATTN_BF16: return 2e-2;
+    case ATTN_E4M3: return GPU_TOL_E4M3;
     default: return acc == ATTN_ACC_F16 ? 1e-2 : 3e-3;
     }
 }

@@ -472,6 +472,151 @@ static void planted_mask_errors_should_be_caught(void)
             wrong, pad_right, pad_wrong);
 }
 
+/* e4m3 (FP8): every tactic listed against the float64 reference of the
+ * stored inputs (times their descales), and, for the whole cost of FP8,
+ * against the reference of the bf16 values they were quantized from. */
+static const attn_shape e4m3_cases[] = {
+    {1, 8, 8, 900, 900, 128, ATTN_E4M3, 0},
+    {2, 16, 4, 2048, 2048, 128, ATTN_E4M3, 1},
+    {1, 8, 1, 50, 1018, 64, ATTN_E4M3, 0},     /* MQA, short query */
+    {4, 8, 8, 1, 4096, 128, ATTN_E4M3, 0},     /* decode */
+    {1, 8, 2, 257, 257, 256, ATTN_E4M3, 0},    /* d = 256 */
+    {1, 4, 4, 2048, 1024, 128, ATTN_E4M3, 1},  /* sq > skv: 1024 empty rows */
+    {1, 4, 1, 4096, 4096, 128, ATTN_E4M3, 1},
+};
+
+static double e4m3_worst, e4m3_worst_src;
+
+static int cc_major(void)
+{
+    attn_device_info info;
+    attn_stack st;
+    return ops->device_info(0, &info, &st) == 0 ? info.cc_major : 0;
+}
+
+static void e4m3_check_shape(const attn_shape *s)
+{
+    char key[ATTN_SHAPE_KEY_MAX], ts[ATTN_TACTIC_STR_MAX];
+    attn_tactic t[64];
+    attn_session *ss = NULL;
+    int nrows, ok = 0;
+    int64_t *rows = gpu_sample_rows(s, MAX_ROWS, &nrows);
+    double *ref = gpu_xmalloc((size_t)nrows * s->d * sizeof *ref);
+    double *src = gpu_xmalloc((size_t)nrows * s->d * sizeof *src);
+    double *out = gpu_xmalloc((size_t)nrows * s->d * sizeof *out);
+    double worst_here = 0, worst_src = 0;
+
+    attn_shape_key(s, key, sizeof key);
+    int n = cudnn_tactics(s, t, 64);
+    CHECK_MSG(n > 0, "%s: no cudnn tactic listed", key);
+    CHECK_MSG(ops->session_open(0, s, 0xf8 ^ (uint64_t)s->skv, &ss) == 0, "%s: open", key);
+    if (ss == NULL || n <= 0)
+        goto done;
+    CHECK_EQ_INT(ops->reference(ss, rows, nrows, ref), 0);
+    CHECK_MSG(ops->reference_source != NULL, "%s", "cuda: no reference_source");
+    if (ops->reference_source == NULL)
+        goto done;
+    CHECK_EQ_INT(ops->reference_source(ss, rows, nrows, src), 0);
+    /* the two references differ by the input rounding alone: e4m3's 3
+     * mantissa bits, a few per cent, never nothing */
+    gpu_errs q = gpu_compare(s, rows, nrows, ref, src);
+    CHECK_MSG(q.rel > 1e-3 && q.rel < 0.1, "%s: stored vs source reference %.3g", key, q.rel);
+    for (int i = 0; i < n; i++) {
+        attn_plan *p = NULL;
+        attn_tactic_str(&t[i], ts, sizeof ts);
+        int rc = ops->plan(ss, &t[i], &p);
+        const char *note = ops->plan_note(ss);
+        if (rc == ATTUNE_EUNSUPP) {
+            CHECK_MSG(note != NULL && note[0] != 0, "%s %s: refused without a reason", key, ts);
+            fprintf(stderr, "  %s %s: unsupported: %s\n", key, ts, note ? note : "");
+            continue;
+        }
+        CHECK_MSG(rc == 0, "%s %s: plan: %s (%s)", key, ts, attune_strerror(rc), note ? note : "");
+        if (rc != 0)
+            continue;
+        CHECK_EQ_INT(ops->poison(ss), 0);
+        rc = ops->run(p);
+        CHECK_MSG(rc == 0, "%s %s: run: %s", key, ts, attune_strerror(rc));
+        CHECK_EQ_INT(ops->fetch_rows(ss, rows, nrows, out), 0);
+        gpu_errs e = gpu_compare(s, rows, nrows, out, ref);
+        gpu_errs es = gpu_compare(s, rows, nrows, out, src);
+        CHECK_MSG(e.nonfinite == 0, "%s %s: %lld elements not written or not finite", key, ts,
+                  (long long)e.nonfinite);
+        CHECK_MSG(e.nonzero_empty == 0, "%s %s: %lld elements of rows without keys not 0", key,
+                  ts, (long long)e.nonzero_empty);
+        CHECK_MSG(e.rel <= GPU_TOL_E4M3, "%s %s: rel err %.3g > %.3g (max abs %.3g)", key, ts,
+                  e.rel, GPU_TOL_E4M3, e.max_abs);
+        fprintf(stderr, "  %s %s: rel %.3e (vs bf16 source %.3e)\n", key, ts, e.rel, es.rel);
+        worst_here = e.rel > worst_here ? e.rel : worst_here;
+        worst_src = es.rel > worst_src ? es.rel : worst_src;
+        ok++;
+        ops->plan_free(p);
+    }
+    CHECK_MSG(ok > 0, "%s: none of %d e4m3 cudnn tactics ran", key, n);
+    e4m3_worst = worst_here > e4m3_worst ? worst_here : e4m3_worst;
+    e4m3_worst_src = worst_src > e4m3_worst_src ? worst_src : e4m3_worst_src;
+    fprintf(stderr, "  %-40s %2d tactics: %2d ok, worst rel %.2e (vs source %.2e, inputs alone %.2e)\n",
+            key, n, ok, worst_here, worst_src, q.rel);
+done:
+    if (ss != NULL)
+        ops->session_close(ss);
+    free(rows);
+    free(ref);
+    free(src);
+    free(out);
+}
+
+static void e4m3_tactics_should_match_the_reference(void)
+{
+    if (cc_major() < 9) { /* no FP8 engines: nothing listed */
+        attn_tactic t[4];
+        CHECK_EQ_INT(cudnn_tactics(&e4m3_cases[0], t, 4), 0);
+        return;
+    }
+    for (size_t i = 0; i < sizeof e4m3_cases / sizeof e4m3_cases[0]; i++)
+        e4m3_check_shape(&e4m3_cases[i]);
+    fprintf(stderr, "  e4m3 worst relative L2: %.2e against the stored inputs, %.2e against "
+                    "the bf16 source\n", e4m3_worst, e4m3_worst_src);
+}
+
+/* Causal with sq < skv needs the bottom-right mask, which cuDNN's FP8
+ * path has on Blackwell only: one tactic, refused with the reason. */
+static void e4m3_shifted_causal_should_be_refused_with_a_reason(void)
+{
+    attn_shape s = mk(1, 4, 4, 50, 1018, 128, ATTN_E4M3, 1);
+    attn_tactic t[8];
+    attn_session *ss = NULL;
+    attn_plan *p = NULL;
+    if (cc_major() < 9)
+        return;
+    int n = cudnn_tactics(&s, t, 8);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(ops->session_open(0, &s, 5, &ss), 0);
+    if (ss == NULL || n < 1)
+        return;
+    CHECK_EQ_INT(ops->plan(ss, &t[0], &p), ATTUNE_EUNSUPP);
+    const char *note = ops->plan_note(ss);
+    CHECK_MSG(note != NULL && strstr(note, "Blackwell") != NULL, "note '%s'", note ? note : "(null)");
+    ops->session_close(ss);
+}
+
+/* The check catches what it must: a causal e4m3 output against the
+ * non-causal reference of the same inputs. */
+static void e4m3_planted_errors_should_be_caught(void)
+{
+    attn_tactic t;
+    attn_shape c = mk(1, 4, 2, 512, 512, 128, ATTN_E4M3, 1), nc = c;
+    nc.causal = 0;
+    if (cc_major() < 9)
+        return;
+    CHECK(first_tactic(&c, 1, &t));
+    double right = gpu_cross_error(ops, &c, &c, &t, CROSS_SEED);
+    double wrong = gpu_cross_error(ops, &c, &nc, &t, CROSS_SEED);
+    CHECK_MSG(right >= 0 && right <= GPU_TOL_E4M3, "causal e4m3 vs its own reference: %.3g", right);
+    CHECK_MSG(wrong > 3 * GPU_TOL_E4M3, "causal e4m3 vs the non-causal reference: %.3g", wrong);
+    fprintf(stderr, "  planted e4m3: right %.2e wrong %.2e\n", right, wrong);
+}
+
 static void time_should_run_in_cuda_graphs(void)
 {
     attn_shape s = mk(1, 8, 1, 50, 1018, 256, ATTN_F16, 0);
@@ -531,6 +676,9 @@ int main(void)
     RUN(prefetch_should_build_plans_ahead);
     RUN(planted_mask_errors_should_be_caught);
     RUN(time_should_run_in_cuda_graphs);
+    RUN(e4m3_shifted_causal_should_be_refused_with_a_reason);
+    RUN(e4m3_planted_errors_should_be_caught);
+    RUN(e4m3_tactics_should_match_the_reference);
     RUN(every_tactic_should_match_the_reference);
 #else
     RUN(cudnn_should_be_absent);

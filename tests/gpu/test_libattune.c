@@ -321,6 +321,171 @@ static void two_threads_should_run_their_plans_at_once(void)
     attune_dev_close(dev);
 }
 
+/* ---- e4m3: descale factors reach the kernel, read at each run */
+
+/* The value of e4m3 pattern x (OCP FP8 E4M3: bias 7, no infinities). */
+static float e4m3_value(int x)
+{
+    int e = (x >> 3) & 15, m = x & 7;
+    float v = e == 0 ? ldexpf((float)m, -9) : ldexpf(1.0f + m / 8.0f, e - 7);
+    return (x & 0x80) ? -v : v;
+}
+
+/* The nearest e4m3 pattern to f, |f| <= 448 (ties: either; the reference
+ * reads what is stored, so the rounding need not be the library's). */
+static uint8_t e4m3_nearest(float f)
+{
+    int best = 0;
+    for (int x = 0; x < 256; x++)
+        if ((x & 0x7f) != 0x7f && fabsf(e4m3_value(x) - f) < fabsf(e4m3_value(best) - f))
+            best = x;
+    return (uint8_t)best;
+}
+
+static float bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Relative L2 error of the device bf16 output o against ref. */
+static double e4m3_rel(const void *o, size_t n, const double *ref)
+{
+    uint16_t *h = malloc(n * 2);
+    CU(cudaMemcpy(h, o, n * 2, cudaMemcpyDeviceToHost));
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = bf16_value(h[i]), d = x - ref[i];
+        num += isfinite(x) ? d * d : 1e30;
+        den += ref[i] * ref[i];
+    }
+    free(h);
+    return sqrt(num / den);
+}
+
+static void e4m3_descales_should_reach_the_kernel(void)
+{
+    const attune_dims s = {1, 4, 2, 128, 256, 128, ATTUNE_DTYPE_E4M3, 0};
+    const size_t nq = 4 * 128 * 128, nk = 2 * 256 * 128;
+    attune_dev *dev = NULL;
+    char err[256], (*tac)[ATTUNE_TACTIC_MAX] = malloc(64 * sizeof *tac);
+    CHECK_EQ_INT(attune_dev_open("0", &dev, err, sizeof err), 0);
+    int nt = dev != NULL ? attune_tactics(dev, &s, tac, 64, err, sizeof err) : 0;
+    int major = 0;
+    CU(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    if (major < 9) { /* no FP8 engines */
+        CHECK_EQ_INT(nt, 0);
+        goto out;
+    }
+    CHECK_MSG(nt > 0, "no e4m3 tactic listed: %s", err);
+    if (nt <= 0)
+        goto out;
+    /* inputs: uneven values, per-tensor descale = amax / 448 */
+    size_t n[3] = {nq, nk, nk};
+    float *x[3], desc[3];
+    uint8_t *x8[3];
+    void *d8[3];
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (int t = 0; t < 3; t++) {
+        x[t] = malloc(n[t] * sizeof(float));
+        x8[t] = malloc(n[t]);
+        float amax = 0;
+        for (size_t i = 0; i < n[t]; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            float u = (float)((st >> 40) & 0xffffff) / 16777216.0f - 0.5f;
+            x[t][i] = u * (1.0f + 3.0f * (float)((i * 7) % 5));
+            amax = fmaxf(amax, fabsf(x[t][i]));
+        }
+        desc[t] = amax / 448.0f;
+        for (size_t i = 0; i < n[t]; i++)
+            x8[t][i] = e4m3_nearest(x[t][i] / desc[t]);
+        CU(cudaMalloc(&d8[t], n[t]));
+        CU(cudaMemcpy(d8[t], x8[t], n[t], cudaMemcpyHostToDevice));
+    }
+    /* float64 reference from the stored values times their descales */
+    double *ref = malloc(nq * sizeof(double)), *p = malloc(256 * sizeof(double));
+    for (int h = 0; h < 4; h++)
+        for (int i = 0; i < 128; i++) {
+            const uint8_t *q = x8[0] + ((size_t)h * 128 + i) * 128;
+            const uint8_t *kb = x8[1] + (size_t)(h / 2) * 256 * 128, *vb = x8[2] + (size_t)(h / 2) * 256 * 128;
+            double m = -INFINITY, l = 0;
+            for (int j = 0; j < 256; j++) {
+                double a = 0;
+                for (int c = 0; c < 128; c++)
+                    a += (double)e4m3_value(q[c]) * desc[0] * e4m3_value(kb[j * 128 + c]) * desc[1];
+                p[j] = a / sqrt(128.0);
+                m = p[j] > m ? p[j] : m;
+            }
+            for (int j = 0; j < 256; j++)
+                l += (p[j] = exp(p[j] - m));
+            for (int c = 0; c < 128; c++) {
+                double o = 0;
+                for (int j = 0; j < 256; j++)
+                    o += p[j] * e4m3_value(vb[j * 128 + c]) * desc[2];
+                ref[((size_t)h * 128 + i) * 128 + c] = o / l;
+            }
+        }
+    float *ddesc;
+    void *dout;
+    CU(cudaMalloc((void **)&ddesc, 3 * sizeof(float)));
+    CU(cudaMemcpy(ddesc, desc, sizeof desc, cudaMemcpyHostToDevice));
+    CU(cudaMalloc(&dout, nq * 2));
+    attune_tensor tq = {d8[0], 4 * 128 * 128, 128 * 128, 128}, tk = {d8[1], 2 * 256 * 128, 256 * 128, 128},
+                  tv = {d8[2], 2 * 256 * 128, 256 * 128, 128}, to = {dout, 4 * 128 * 128, 128 * 128, 128};
+    int ran = 0;
+    for (int i = 0; i < nt; i++) {
+        attune_plan *pl = NULL;
+        int rc = attune_plan_create(dev, &s, tac[i], &pl, err, sizeof err);
+        if (rc == ATTUNE_RT_EUNSUPP) {
+            fprintf(stderr, "  e4m3 %s: unsupported: %s\n", tac[i], err);
+            continue;
+        }
+        CHECK_MSG(rc == 0, "e4m3 %s: plan: %s", tac[i], err);
+        if (rc != 0)
+            continue;
+        CHECK_EQ_INT(attune_plan_set_descales(pl, ddesc, ddesc + 1, ddesc + 2), 0);
+        CU(cudaMemset(dout, 0xff, nq * 2));
+        CHECK_EQ_INT(attune_plan_run(pl, &tq, &tk, &tv, &to, 0, 0, NULL), 0);
+        CU(cudaDeviceSynchronize());
+        double right = e4m3_rel(dout, nq, ref);
+        /* a changed descale_v in place: read at the next run, the output doubles */
+        float twice = 2 * desc[2];
+        CU(cudaMemcpy(ddesc + 2, &twice, sizeof twice, cudaMemcpyHostToDevice));
+        CHECK_EQ_INT(attune_plan_run(pl, &tq, &tk, &tv, &to, 0, 0, NULL), 0);
+        CU(cudaDeviceSynchronize());
+        double doubled = e4m3_rel(dout, nq, ref);
+        CU(cudaMemcpy(ddesc + 2, &desc[2], sizeof desc[2], cudaMemcpyHostToDevice));
+        /* no descales: 1 each, far from the reference */
+        CHECK_EQ_INT(attune_plan_set_descales(pl, NULL, NULL, NULL), 0);
+        CHECK_EQ_INT(attune_plan_run(pl, &tq, &tk, &tv, &to, 0, 0, NULL), 0);
+        CU(cudaDeviceSynchronize());
+        double none = e4m3_rel(dout, nq, ref);
+        CHECK_MSG(right <= 0.1, "e4m3 %s: rel %.3g", tac[i], right);
+        CHECK_MSG(fabs(doubled - 1.0) < 0.2, "e4m3 %s: descale_v x2 gave rel %.3g, not ~1", tac[i],
+                  doubled);
+        CHECK_MSG(none > 0.5, "e4m3 %s: without descales rel %.3g", tac[i], none);
+        fprintf(stderr, "  e4m3 %s: rel %.2e; descale_v x2 %.2f; none %.2f\n", tac[i], right,
+                doubled, none);
+        attune_plan_destroy(pl);
+        ran++;
+    }
+    CHECK_MSG(ran > 0, "%s", "no e4m3 tactic ran");
+    for (int t = 0; t < 3; t++) {
+        free(x[t]);
+        free(x8[t]);
+        cudaFree(d8[t]);
+    }
+    free(ref);
+    free(p);
+    cudaFree(ddesc);
+    cudaFree(dout);
+out:
+    free(tac);
+    attune_dev_close(dev);
+}
+
 int main(void)
 {
     int n = 0;
@@ -332,6 +497,7 @@ int main(void)
     fprintf(stderr, "%d tactics ran; %d cudnn calls at other lengths refused\n", g_ran,
             g_cudnn_short);
     RUN(two_threads_should_run_their_plans_at_once);
+    RUN(e4m3_descales_should_reach_the_kernel);
     return test_summary();
 }
 #else
