@@ -8,14 +8,15 @@ void select_policy_default(select_policy *p)
     p->max_rel_err[ATTN_F16] = SELECT_DEFAULT_F16;
     p->max_rel_err[ATTN_BF16] = SELECT_DEFAULT_BF16;
     p->max_rel_err[ATTN_F32] = SELECT_DEFAULT_F32;
+    p->max_rel_err[ATTN_E4M3] = SELECT_DEFAULT_E4M3;
     p->max_ratio = SELECT_DEFAULT_RATIO;
 }
 
 double select_max_rel_err(const select_policy *p, attn_dtype t)
 {
-    static const double defaults[3] = {SELECT_DEFAULT_F16, SELECT_DEFAULT_BF16,
-                                       SELECT_DEFAULT_F32};
-    if ((unsigned)t > ATTN_F32)
+    static const double defaults[ATTN_NDTYPES] = {SELECT_DEFAULT_F16, SELECT_DEFAULT_BF16,
+                                                  SELECT_DEFAULT_F32, SELECT_DEFAULT_E4M3};
+    if ((unsigned)t >= ATTN_NDTYPES)
         return 0;
     if (p != NULL && p->max_rel_err[t] > 0)
         return p->max_rel_err[t];

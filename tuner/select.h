@@ -9,7 +9,8 @@
  * Time compared is select_time(): for padded tactics the time including the
  * pad/unpad copies (what a runtime that holds unpadded tensors pays), else
  * the kernel time.
- * Defaults (docs/tuning.md explains them): f16 5e-3, bf16 3e-2, f32 1e-4;
+ * Defaults (docs/tuning.md explains them): f16 5e-3, bf16 3e-2, f32 1e-4,
+ * e4m3 1e-1 (against the stored FP8 inputs: P, and on Hopper O, in FP8);
  * max_ratio 8 (folding in f16 was measured at up to 7x the unfolded error). */
 #ifndef ATTUNE_SELECT_H
 #define ATTUNE_SELECT_H
@@ -17,13 +18,14 @@
 #include "../db/store.h"
 
 typedef struct select_policy {
-    double max_rel_err[3]; /* indexed by attn_dtype; <= 0 means default */
+    double max_rel_err[ATTN_NDTYPES]; /* indexed by attn_dtype; <= 0 means default */
     double max_ratio;      /* <= 0 means default */
 } select_policy;
 
 #define SELECT_DEFAULT_F16 5e-3
 #define SELECT_DEFAULT_BF16 3e-2
 #define SELECT_DEFAULT_F32 1e-4
+#define SELECT_DEFAULT_E4M3 1e-1
 #define SELECT_DEFAULT_RATIO 8.0
 
 /* The time a measurement competes with: time_us_copies when stored, else
