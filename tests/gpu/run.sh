@@ -29,6 +29,8 @@
 # (bench/realmodels.sh on GPU 0: answers for grids/realmodels.json before
 # tuning, their regret, tune on miss; realmodels.txt, realmodels-table.json,
 # kept as bench/<set>-h200.json.gz, gzip -9n: attune import reads it so;
+# --fp8 (bench/fp8.sh on GPU 0: e4m3 against bf16 winners over the anchors
+# and real-model shapes; fp8.txt, fp8.db; --fp8-args "--only 7,8"),
 # --realmodels-args "ARGS" passes ARGS on, e.g. "--hold grids/realmodels.json
 # --hold grids/realmodels-holdout.json --no-miss-check"),
 # --miss-quick "TABLE KEY..." (bench/miss_quick.sh: seconds from the first
@@ -68,6 +70,8 @@ BENCH=0
 DAEMON=0
 LOO=0
 REALMODELS=0
+FP8=0
+FP8_ARGS=
 TUNETIME=0
 TESTS=1
 TORCH=0
@@ -85,6 +89,8 @@ while [ $# -gt 0 ]; do
     --daemon) DAEMON=1 ;;
     --loo) LOO=1 ;;
     --realmodels) REALMODELS=1 ;;
+    --fp8) FP8=1 ;;
+    --fp8-args) shift; FP8_ARGS=${1:-} ;;
     --tune-time) TUNETIME=1 ;;
     --no-tests) TESTS=0 ;;
     --torch) TORCH=1 ;;
@@ -96,7 +102,7 @@ while [ $# -gt 0 ]; do
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
     --realmodels-args) shift; RM_ARGS=${1:-} ;;
     --miss-quick) shift; MQ_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--daemon] [--torch] [--e2e] [--e2e-pretune] [--e2e-args ARGS] [--lib-store] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS] [--miss-quick \"TABLE KEY...\"]" >&2
+    *) echo "usage: run.sh [--bench] [--daemon] [--torch] [--e2e] [--e2e-pretune] [--e2e-args ARGS] [--lib-store] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS] [--fp8] [--fp8-args ARGS] [--miss-quick \"TABLE KEY...\"]" >&2
        exit 2 ;;
     esac
     shift
@@ -293,6 +299,13 @@ if [ "$LOO" = 1 ]; then
 fi
 
 # ---- (4d) real-model shapes nobody tuned: answers, regret, tune on miss
+
+if [ "$FP8" = 1 ]; then
+    log "bench/fp8.sh on device 0"
+    START=$(date +%s)
+    OUT=$OUT bash "$ROOT/bench/fp8.sh" --build "$BUILD" --device 0 --out "$OUT" $FP8_ARGS || STATUS=1
+    log "fp8 done ($(($(date +%s) - START)) s)"
+fi
 
 if [ "$REALMODELS" = 1 ]; then
     log "bench/realmodels.sh on device 0"
