@@ -2,7 +2,11 @@
  *
  * Each variant reads q, k, v in the storage dtype, converts what it works on
  * to fp32 (as a GPU kernel converts tiles on load), accumulates in fp32 and
- * stores the output back with round-to-nearest-even. They run on the
+ * stores the output back with round-to-nearest-even, in the output dtype
+ * (attn_dtype_out: bf16 for e4m3). e4m3 inputs are multiplied by their
+ * tensor's descale as they are converted (cpu_problem.descale): an
+ * emulation of an FP8 kernel's arithmetic, not of its speed (the CPU has
+ * no FP8 units; the tiles it computes on are fp32 either way). They run on the
  * problem's (possibly padded) buffers; the mask always comes from the real
  * lengths (cpu_problem.skv, .diag), never from the padded ones.
  *
@@ -73,6 +77,14 @@ static int stopped(cpu_work *w)
 }
 
 static int64_t round_lanes(int64_t n) { return attn_round_up(n, LANES); }
+
+/* The factor tensor i (0 q, 1 k, 2 v) of pb is loaded with: its descale
+ * for e4m3, 1 for the other dtypes (whatever pb->descale holds: problems
+ * made before e4m3 leave it 0). */
+static float descale_of(const cpu_problem *pb, int i)
+{
+    return pb->dtype == ATTN_E4M3 ? pb->descale[i] : 1.0f;
+}
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -177,29 +189,42 @@ void cpu_work_free(cpu_work *w)
 
 /* ---- loading and storing tiles */
 
-/* rows x d elements of src (storage dtype t) from element off, row-major
- * and contiguous, into dst with row stride ldd (columns d..ldd untouched). */
-static void load_rows(const void *src, attn_dtype t, size_t off, int64_t rows, int64_t d,
-                      float *dst, int64_t ldd)
+/* n floats of x times f (the descale of an e4m3 tensor; nothing for 1). */
+static void scale_n(float *x, size_t n, float f)
 {
-    const size_t es = attn_dtype_size(t);
-    for (int64_t r = 0; r < rows; r++)
-        dtype_load_n((const char *)src + (off + (size_t)(r * d)) * es, t, dst + r * ldd,
-                     (size_t)d);
+    if (f == 1.0f)
+        return;
+    for (size_t i = 0; i < n; i++)
+        x[i] *= f;
 }
 
-/* n key rows of src from element off, transposed: kt[c * ldk + j] = K[j][c].
- * LANES rows at a time go through tmp ([LANES][d], converted), so each row
- * of kt receives LANES consecutive floats per pass, not one. The rows
- * n..round_lanes(n) come out zero: a GEMM over whole LANES groups reads
- * zeros there, never stale keys. */
-static void load_keys_t(const void *src, attn_dtype t, size_t off, int64_t n, int64_t d,
-                        float *restrict kt, int64_t ldk, float *restrict tmp)
+/* rows x d elements of src (storage dtype t) from element off, row-major
+ * and contiguous, into dst with row stride ldd (columns d..ldd untouched),
+ * each times f (the tensor's descale). */
+static void load_rows(const void *src, attn_dtype t, float f, size_t off, int64_t rows,
+                      int64_t d, float *dst, int64_t ldd)
+{
+    const size_t es = attn_dtype_size(t);
+    for (int64_t r = 0; r < rows; r++) {
+        dtype_load_n((const char *)src + (off + (size_t)(r * d)) * es, t, dst + r * ldd,
+                     (size_t)d);
+        scale_n(dst + r * ldd, (size_t)d, f);
+    }
+}
+
+/* n key rows of src from element off, transposed: kt[c * ldk + j] = K[j][c]
+ * times f (K's descale). LANES rows at a time go through tmp ([LANES][d],
+ * converted), so each row of kt receives LANES consecutive floats per
+ * pass, not one. The rows n..round_lanes(n) come out zero: a GEMM over
+ * whole LANES groups reads zeros there, never stale keys. */
+static void load_keys_t(const void *src, attn_dtype t, float f, size_t off, int64_t n,
+                        int64_t d, float *restrict kt, int64_t ldk, float *restrict tmp)
 {
     const size_t es = attn_dtype_size(t);
     for (int64_t j0 = 0; j0 < n; j0 += LANES) {
         const int64_t nb = n - j0 < LANES ? n - j0 : LANES;
         dtype_load_n((const char *)src + (off + (size_t)(j0 * d)) * es, t, tmp, (size_t)(nb * d));
+        scale_n(tmp, (size_t)(nb * d), f);
         if (nb < LANES)
             memset(tmp + nb * d, 0, (size_t)((LANES - nb) * d) * sizeof *tmp);
         for (int64_t c = 0; c < d; c++)
@@ -208,10 +233,12 @@ static void load_keys_t(const void *src, attn_dtype t, size_t off, int64_t n, in
     }
 }
 
-/* Store d floats as output row at element off of out (rounding RNE). */
+/* Store d floats as output row at element off of out (rounding RNE), for
+ * inputs of dtype t: out is attn_dtype_out(t). */
 static void store_row(void *out, attn_dtype t, size_t off, const float *row, int64_t d)
 {
-    dtype_store_n((char *)out + off * attn_dtype_size(t), t, row, (size_t)d);
+    const attn_dtype ot = attn_dtype_out(t);
+    dtype_store_n((char *)out + off * attn_dtype_size(ot), ot, row, (size_t)d);
 }
 
 /* ---- GEMM pieces (fp32, i-k-j) */
@@ -309,14 +336,14 @@ static void attend_block(const cpu_problem *pb, cpu_work *w, int64_t rows, size_
     const int64_t d = pb->d, ldd = w->ldd, ldk = w->ldk, skvp = pb->skvp;
     const float scale = (float)(1.0 / sqrt((double)d));
 
-    load_rows(pb->q, t, qoff, rows, d, w->qf, ldd);
+    load_rows(pb->q, t, descale_of(pb, 0), qoff, rows, d, w->qf, ldd);
     if (w->kv_src != pb->k || w->kv_off != koff) {
         /* Query heads of one group run back to back and share K and V:
          * convert them once, as a GPU's L2 serves the repeated reads of a
          * batched GEMM. split_repeat's per-head copies sit at distinct
          * offsets, so it converts every copy, as its GEMMs read every one. */
-        load_keys_t(pb->k, t, koff, skvp, d, w->kt, ldk, w->tmp);
-        load_rows(pb->v, t, koff, skvp, d, w->vf, ldd);
+        load_keys_t(pb->k, t, descale_of(pb, 1), koff, skvp, d, w->kt, ldk, w->tmp);
+        load_rows(pb->v, t, descale_of(pb, 2), koff, skvp, d, w->vf, ldd);
         w->kv_src = pb->k;
         w->kv_off = koff;
     }
@@ -396,7 +423,7 @@ static void fused_block(const cpu_problem *pb, cpu_work *w, int64_t r0, int64_t 
     const float scale = (float)(1.0 / sqrt((double)d));
     float *restrict m = w->m, *restrict l = w->l;
 
-    load_rows(pb->q, t, qoff + (size_t)(r0 * d), nr, d, w->qf, ldd);
+    load_rows(pb->q, t, descale_of(pb, 0), qoff + (size_t)(r0 * d), nr, d, w->qf, ldd);
     for (int64_t r = 0; r < nr; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
@@ -406,8 +433,9 @@ static void fused_block(const cpu_problem *pb, cpu_work *w, int64_t r0, int64_t 
     const int64_t nmax = cpu_visible(pb, r0 + nr - 1);
     for (int64_t j0 = 0; j0 < nmax; j0 += FUSED_BC) {
         const int64_t nk = min64(FUSED_BC, pb->skvp - j0);
-        load_keys_t(pb->k, t, koff + (size_t)(j0 * d), nk, d, w->kt, ldk, w->tmp);
-        load_rows(pb->v, t, koff + (size_t)(j0 * d), nk, d, w->vf, ldd);
+        load_keys_t(pb->k, t, descale_of(pb, 1), koff + (size_t)(j0 * d), nk, d, w->kt, ldk,
+                    w->tmp);
+        load_rows(pb->v, t, descale_of(pb, 2), koff + (size_t)(j0 * d), nk, d, w->vf, ldd);
         gemm_qk(nr, round_lanes(nk), d, w->qf, ldd, w->kt, ldk, w->s);
         for (int64_t r = 0; r < nr; r++) {
             int64_t nv = cpu_visible(pb, r0 + r) - j0; /* visible keys in this tile */

@@ -2,7 +2,11 @@
  * attune drives the CPU through (device identity, tactics, sessions,
  * plans with their pad copies, runs and timing).
  *
- * One device, index 0. A session owns q, k, v and out in the storage dtype;
+ * One device, index 0. A session owns q, k, v in the storage dtype and out
+ * in attn_dtype_out of it; an e4m3 session also the bf16 source its inputs
+ * were quantized from and their descales (attn_ops.reference_source). The
+ * CPU emulates e4m3: the arithmetic of an FP8 kernel (inputs rounded to
+ * e4m3, descaled on load, fp32 sums, bf16 out), at no FP8 speed;
  * a plan owns the padded copies its pad needs and the variant's workspace.
  * A plan holds a pointer to its session: close the session only after
  * freeing its plans. Nothing here is thread-safe per session or plan;
@@ -30,9 +34,13 @@
 
 struct attn_session {
     attn_shape s;
-    void *q, *k, *v, *out;
+    void *q, *k, *v, *out; /* out in attn_dtype_out(s.dtype) */
     size_t nq, nkv; /* elements in q (= out) and in k (= v) */
-    double bytes;   /* of the four buffers */
+    double bytes;   /* of every buffer below */
+    /* e4m3: the bf16 values q, k, v were quantized from, and the descale
+     * of each (stored x descale ~ source); NULL and 1 otherwise */
+    uint16_t *src[3];
+    float descale[3];
 };
 
 /* ---- memory */
@@ -212,12 +220,45 @@ static void cpu_session_close(attn_session *ss)
     free(ss->k);
     free(ss->v);
     free(ss->out);
+    for (int i = 0; i < 3; i++)
+        free(ss->src[i]);
     free(ss);
 }
 
+/* Contract in cpu_internal.h. */
+void cpu_quantize_e4m3(const uint16_t *src, size_t n, uint8_t *dst, float *descale)
+{
+    float amax = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(dtype_bf16_to_f32(src[i]));
+        amax = a > amax ? a : amax;
+    }
+    const float ds = amax > 0.0f ? amax / DTYPE_E4M3_MAX : 1.0f;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = dtype_f32_to_e4m3(dtype_bf16_to_f32(src[i]) / ds);
+    *descale = ds;
+}
+
+/* Fill an e4m3 session as attn_ops.reference_source says: q, then k, then
+ * v drawn as bf16 standard normals from *state (the source, kept), each
+ * tensor quantized with its own descale. */
+static int fill_e4m3(attn_session *ss, uint64_t *state)
+{
+    void *dst[3] = {ss->q, ss->k, ss->v};
+    for (int i = 0; i < 3; i++) {
+        size_t n = i == 0 ? ss->nq : ss->nkv;
+        int rc = cpu_fill_normal(ss->src[i], ATTN_BF16, n, state);
+        if (rc != 0)
+            return rc;
+        cpu_quantize_e4m3(ss->src[i], n, dst[i], &ss->descale[i]);
+    }
+    return 0;
+}
+
 /* Allocate q, k, v, out for s; fill q, then k, then v from one SplitMix64
- * stream seeded with seed; out starts as NaN. ATTUNE_ENOMEM when the four
- * buffers exceed cpu_mem_budget() or malloc fails; the shape's validation
+ * stream seeded with seed (e4m3: their bf16 sources, then quantized:
+ * fill_e4m3); out starts as NaN. ATTUNE_ENOMEM when the buffers exceed
+ * cpu_mem_budget() or malloc fails; the shape's validation
  * error for a bad shape; ATTUNE_ENODEV for an index other than 0. On error
  * *out is NULL and nothing is leaked. */
 static int cpu_session_open(int index, const attn_shape *s, uint64_t seed, attn_session **out)
@@ -236,10 +277,12 @@ static int cpu_session_open(int index, const attn_shape *s, uint64_t seed, attn_
     if ((rc = attn_shape_validate(s, NULL, 0)) != 0)
         goto fail;
 
-    const size_t es = attn_dtype_size(s->dtype);
+    const int e4m3 = s->dtype == ATTN_E4M3;
+    const size_t es = attn_dtype_size(s->dtype), eo = attn_dtype_size(attn_dtype_out(s->dtype));
     const double nq = (double)s->b * (double)s->hq * (double)s->sq * (double)s->d;
     const double nkv = (double)s->b * (double)s->hkv * (double)s->skv * (double)s->d;
-    const double bytes = 2.0 * (nq + nkv) * (double)es;
+    const double bytes = (nq + 2.0 * nkv) * (double)es + nq * (double)eo +
+                         (e4m3 ? (nq + 2.0 * nkv) * 2.0 : 0.0); /* the bf16 source */
     rc = ATTUNE_ENOMEM;
     if (bytes > cpu_mem_budget())
         goto fail;
@@ -251,18 +294,26 @@ static int cpu_session_open(int index, const attn_shape *s, uint64_t seed, attn_
     ss->nkv = (size_t)nkv;
     ss->bytes = bytes;
     ss->q = malloc(ss->nq * es);
-    ss->out = malloc(ss->nq * es);
+    ss->out = malloc(ss->nq * eo);
     ss->k = malloc(ss->nkv * es);
     ss->v = malloc(ss->nkv * es);
     if (!ss->q || !ss->out || !ss->k || !ss->v)
         goto fail;
+    for (int i = 0; i < 3; i++) {
+        ss->descale[i] = 1.0f;
+        if (e4m3 && (ss->src[i] = malloc((i == 0 ? ss->nq : ss->nkv) * 2)) == NULL)
+            goto fail;
+    }
 
     uint64_t state = seed;
-    if ((rc = cpu_fill_normal(ss->q, s->dtype, ss->nq, &state)) != 0 ||
-        (rc = cpu_fill_normal(ss->k, s->dtype, ss->nkv, &state)) != 0 ||
-        (rc = cpu_fill_normal(ss->v, s->dtype, ss->nkv, &state)) != 0)
+    if (e4m3)
+        rc = fill_e4m3(ss, &state);
+    else if ((rc = cpu_fill_normal(ss->q, s->dtype, ss->nq, &state)) == 0 &&
+             (rc = cpu_fill_normal(ss->k, s->dtype, ss->nkv, &state)) == 0)
+        rc = cpu_fill_normal(ss->v, s->dtype, ss->nkv, &state);
+    if (rc != 0)
         goto fail;
-    dtype_fill_nan(ss->out, s->dtype, ss->nq);
+    dtype_fill_nan(ss->out, attn_dtype_out(s->dtype), ss->nq);
     *out = ss;
     return 0;
 fail:
@@ -283,20 +334,38 @@ static int check_rows(const attn_session *ss, const int64_t *rows, int nrows, co
     return 0;
 }
 
-/* float64 reference of rows (see cpu_reference). */
+/* float64 reference of rows from the inputs as stored (see
+ * cpu_reference_descaled: e4m3 ones times the session's descales). */
 static int cpu_session_reference(attn_session *ss, const int64_t *rows, int nrows, double *ref)
 {
     int rc = check_rows(ss, rows, nrows, ref);
     if (rc != 0)
         return rc;
-    return cpu_reference(&ss->s, ss->q, ss->k, ss->v, rows, nrows, ref);
+    return cpu_reference_descaled(&ss->s, ss->q, ss->k, ss->v,
+                                  ss->s.dtype == ATTN_E4M3 ? ss->descale : NULL, rows, nrows,
+                                  ref);
+}
+
+/* float64 reference of rows from an e4m3 session's bf16 source (the same
+ * shape in bf16); ATTUNE_EUNSUPP for a session of another dtype. */
+static int cpu_session_reference_source(attn_session *ss, const int64_t *rows, int nrows,
+                                        double *ref)
+{
+    int rc = check_rows(ss, rows, nrows, ref);
+    if (rc != 0)
+        return rc;
+    if (ss->s.dtype != ATTN_E4M3)
+        return ATTUNE_EUNSUPP;
+    attn_shape bs = ss->s;
+    bs.dtype = ATTN_BF16;
+    return cpu_reference(&bs, ss->src[0], ss->src[1], ss->src[2], rows, nrows, ref);
 }
 
 static int cpu_poison(attn_session *ss)
 {
     if (ss == NULL)
         return ATTUNE_EINVAL;
-    dtype_fill_nan(ss->out, ss->s.dtype, ss->nq);
+    dtype_fill_nan(ss->out, attn_dtype_out(ss->s.dtype), ss->nq);
     return 0;
 }
 
@@ -307,10 +376,11 @@ static int cpu_fetch_rows(attn_session *ss, const int64_t *rows, int nrows, doub
     if (rc != 0)
         return rc;
     const int64_t d = ss->s.d;
+    const attn_dtype ot = attn_dtype_out(ss->s.dtype);
     for (int n = 0; n < nrows; n++)
         for (int64_t c = 0; c < d; c++)
             out[(size_t)n * (size_t)d + (size_t)c] =
-                dtype_load_f64(ss->out, ss->s.dtype, (size_t)(rows[n] * d + c));
+                dtype_load_f64(ss->out, ot, (size_t)(rows[n] * d + c));
     return 0;
 }
 
@@ -325,11 +395,11 @@ static int cpu_fetch_rows(attn_session *ss, const int64_t *rows, int nrows, doub
  * on the first call that needs them, and a call at new lengths remakes
  * the workspace (docs/libattune.md). */
 
-/* Bytes of one [b, heads, rows, d] buffer of p's dtype. */
-static double buf_bytes(const attn_shape *s, int64_t heads, int64_t rows)
+/* Bytes of one [b, heads, rows, d] buffer of dtype t of shape s. */
+static double buf_bytes(const attn_shape *s, attn_dtype t, int64_t heads, int64_t rows)
 {
     return (double)s->b * (double)heads * (double)rows * (double)s->d *
-           (double)attn_dtype_size(s->dtype);
+           (double)attn_dtype_size(t);
 }
 
 /* Copy the real rows of view src (rows x d per head) into contiguous dst
@@ -391,6 +461,7 @@ static void problem_of(const attn_plan *p, const attn_shape *rs, cpu_problem *pb
     pb->skvp = attn_round_up(rs->skv, p->t.pad);
     pb->diag = rs->skv - rs->sq; /* from the real lengths, always */
     pb->causal = rs->causal;
+    pb->descale[0] = pb->descale[1] = pb->descale[2] = 1.0f;
 }
 
 /* (Re)allocate *buf to hold at least bytes; the old contents go. A new
@@ -417,13 +488,15 @@ static int regrow(void **buf, size_t *cap, double bytes, attn_dtype t, int nan)
 static int prepare(attn_plan *p, const cpu_problem *pb, int need_q, int need_kv)
 {
     const attn_shape *s = &p->s;
-    const double nq = buf_bytes(s, s->hq, pb->sqp), nkv = buf_bytes(s, s->hkv, pb->skvp);
+    const attn_dtype ot = attn_dtype_out(s->dtype);
+    const double nq = buf_bytes(s, s->dtype, s->hq, pb->sqp);
+    const double no = buf_bytes(s, ot, s->hq, pb->sqp);
+    const double nkv = buf_bytes(s, s->dtype, s->hkv, pb->skvp);
     size_t cap;
     int rc;
     if (need_q) {
-        cap = p->q_cap;
-        if ((rc = regrow(&p->qp, &cap, nq, s->dtype, 0)) != 0 ||
-            (rc = regrow(&p->op, &p->q_cap, nq, s->dtype, 1)) != 0)
+        if ((rc = regrow(&p->qp, &p->q_cap, nq, s->dtype, 0)) != 0 ||
+            (rc = regrow(&p->op, &p->o_cap, no, ot, 1)) != 0)
             return rc;
     }
     if (need_kv) {
@@ -483,9 +556,10 @@ static int plan_make(int index, const attn_shape *s, const attn_tactic *t, int f
     fam->describe(s, t, NULL, 0, &cost);
     double bytes = cost.work_bytes;
     if (pb.sqp != pb.sq)
-        bytes += 2.0 * buf_bytes(s, s->hq, pb.sqp);
+        bytes += buf_bytes(s, s->dtype, s->hq, pb.sqp) +
+                 buf_bytes(s, attn_dtype_out(s->dtype), s->hq, pb.sqp);
     if (pb.skvp != pb.skv)
-        bytes += 2.0 * buf_bytes(s, s->hkv, pb.skvp);
+        bytes += 2.0 * buf_bytes(s, s->dtype, s->hkv, pb.skvp);
     if (used + bytes > cpu_mem_budget())
         goto fail;
     p->pb.sqp = p->pb.skvp = -1; /* nothing prepared yet */
@@ -522,7 +596,8 @@ static int cpu_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
 }
 
 /* Contract in attn.h (attn_ops.launch): copies in where the layout or the
- * pad needs them, the kernel, the copy out. Synchronous; stream unused. */
+ * pad needs them, the kernel, the copy out. Synchronous; stream unused.
+ * e4m3: io->descale read now (host memory; NULL: 1). */
 static int cpu_launch(attn_plan *p, const attn_io *io, void *stream)
 {
     (void)stream;
@@ -533,7 +608,10 @@ static int cpu_launch(attn_plan *p, const attn_io *io, void *stream)
     if (p == NULL || (rc = attn_io_check(&p->s, io, &rs, NULL, 0)) != 0)
         return ATTUNE_EINVAL;
     problem_of(p, &rs, &pb);
-    const size_t es = attn_dtype_size(rs.dtype);
+    if (rs.dtype == ATTN_E4M3)
+        for (int i = 0; i < 3; i++)
+            pb.descale[i] = io->descale[i] != NULL ? *io->descale[i] : 1.0f;
+    const size_t es = attn_dtype_size(rs.dtype), eo = attn_dtype_size(attn_dtype_out(rs.dtype));
     const int in_q = pb.sqp == pb.sq && attn_tensor_contiguous(&io->q, rs.hq, rs.sq, rs.d) &&
                      attn_tensor_contiguous(&io->o, rs.hq, rs.sq, rs.d);
     const int in_kv = pb.skvp == pb.skv &&
@@ -560,14 +638,16 @@ static int cpu_launch(attn_plan *p, const attn_io *io, void *stream)
     if ((rc = p->fam->kernel->run(p, &pb)) != 0)
         return rc;
     if (!in_q)
-        unpack(&io->o, p->op, pb.sqp, pb.b, pb.hq, pb.sq, pb.d, es);
+        unpack(&io->o, p->op, pb.sqp, pb.b, pb.hq, pb.sq, pb.d, eo);
     return 0;
 }
 
-/* The session's buffers as a call of the plan. */
+/* The session's buffers as a call of the plan, with its descales. */
 static void session_io(const attn_session *ss, attn_io *io)
 {
     attn_io_contiguous(&ss->s, ss->q, ss->k, ss->v, ss->out, io);
+    for (int i = 0; i < 3; i++)
+        io->descale[i] = &ss->descale[i];
 }
 
 /* One call of a session's plan on the session's buffers. */
@@ -615,6 +695,7 @@ const attn_ops attn_cpu_ops = {
     .session_open = cpu_session_open,
     .session_close = cpu_session_close,
     .reference = cpu_session_reference,
+    .reference_source = cpu_session_reference_source,
     .poison = cpu_poison,
     .fetch_rows = cpu_fetch_rows,
     .plan = cpu_plan,

@@ -14,7 +14,8 @@
 #include "../variant.h"
 
 /* One attention problem on buffers in the storage dtype, possibly padded.
- * q and out are [b, hq, sqp, d], k and v [b, hkv, skvp, d], contiguous.
+ * q and out are [b, hq, sqp, d], k and v [b, hkv, skvp, d], contiguous;
+ * out is in attn_dtype_out(dtype) (bf16 for e4m3 inputs).
  * The mask comes from the real lengths only: query row i (0 <= i < sqp)
  * sees key j iff j < skv and, when causal, j <= i + diag, where diag is
  * skv - sq of the real lengths. Rows i >= sq (padding) are computed like
@@ -28,6 +29,11 @@ typedef struct attn_call { /* the CPU's call (kernels/variant.h) */
     int causal;
     const void *q, *k, *v;
     void *out;
+    /* e4m3: the descale factors of q, k and v, applied as each element is
+     * loaded (stored value x descale = the value meant); ignored for the
+     * other dtypes. Values, not pointers: a plan reads attn_io.descale once
+     * per call, as a GPU kernel reads its descale at launch. */
+    float descale[3];
 } cpu_problem;
 
 /* Keys visible to query row i of pb (0 when none). */
@@ -84,7 +90,8 @@ struct attn_plan {
     cpu_problem pb;    /* the last call's problem, on the buffers it ran on */
     void *qp, *op;     /* contiguous (padded) copies of q and out, NULL until needed */
     void *kp, *vp;     /* of k and v */
-    size_t q_cap, kv_cap; /* bytes of each */
+    size_t q_cap, o_cap, kv_cap; /* bytes of qp, op, and each of kp and vp (out
+                                    is wider than q for e4m3) */
     cpu_work *w;       /* for the lengths of pb */
 };
 
@@ -95,6 +102,15 @@ struct attn_plan {
 int cpu_reference(const attn_shape *s, const void *q, const void *k, const void *v,
                   const int64_t *rows, int nrows, double *ref);
 
+/* cpu_reference with per-tensor descale factors: element x of q, k, v
+ * means x * descale[0], [1], [2] (descale NULL: 1 each). The factors are
+ * taken out of the sums (q.k scaled by descale[0] * descale[1] with the
+ * softmax scale, the output by descale[2]), so in float64 the result is
+ * that of the dequantized inputs to within a few ulps. What an e4m3
+ * session's reference is (attn_ops.reference). */
+int cpu_reference_descaled(const attn_shape *s, const void *q, const void *k, const void *v,
+                           const float *descale, const int64_t *rows, int nrows, double *ref);
+
 /* Fill n elements of buf (dtype t) with standard-normal values drawn from
  * the SplitMix64 stream *state (Box-Muller), redrawing any value that is
  * zero once stored, so the buffer holds no zeros. Advances *state.
@@ -102,6 +118,13 @@ int cpu_reference(const attn_shape *s, const void *q, const void *k, const void 
  * (kernels/cancel.h; polled every 2^20 elements: a long prefill's q is
  * tens of millions, seconds to draw) with buf partly filled. */
 int cpu_fill_normal(void *buf, attn_dtype t, size_t n, uint64_t *state);
+
+/* The e4m3 form of n bf16 source values (attn_ops.reference_source): the
+ * descale amax / 448 of the tensor (float; 1 when every value is 0) into
+ * *descale, and dst[i] = e4m3(src[i] / descale) (float division, round
+ * to nearest even, saturating). Values below descale * 2^-10 become 0:
+ * that is FP8's own cost, part of what reference_source measures. */
+void cpu_quantize_e4m3(const uint16_t *src, size_t n, uint8_t *dst, float *descale);
 
 /* Bytes of memory the CPU backend lets one session and a plan use
  * together: half the physical memory (8 GiB when that is unknown). */

@@ -1,9 +1,10 @@
 /* cpu_reference.c -- float64 attention for chosen rows: what every variant
  * (CPU and GPU) is checked against.
  *
- * Inputs are read as stored (f16/bf16 values are exact in float, so nothing
- * is lost reading them), every product, sum, exp and division is done in
- * double. Causal masking is bottom-right aligned from the real lengths;
+ * Inputs are read as stored (f16/bf16/e4m3 values are exact in float, so
+ * nothing is lost reading them; e4m3 ones times their tensor's descale,
+ * factored out of the sums), every product, sum, exp and division is done
+ * in double. Causal masking is bottom-right aligned from the real lengths;
  * a row that sees no key is 0. No padding exists here: the reference is the
  * unpadded problem by definition. */
 #include <math.h>
@@ -34,13 +35,16 @@ static void kv_head(const attn_shape *s, const void *k, const void *v, int64_t b
 
 /* Contract in cpu_internal.h. Rows may come in any order; consecutive rows
  * of one KV head reuse its converted copy, so callers that sort rows pay
- * the f16/bf16 conversion once per head. */
-int cpu_reference(const attn_shape *s, const void *q, const void *k, const void *v,
-                  const int64_t *rows, int nrows, double *ref)
+ * the f16/bf16/e4m3 conversion once per head. */
+int cpu_reference_descaled(const attn_shape *s, const void *q, const void *k, const void *v,
+                           const float *descale, const int64_t *rows, int nrows, double *ref)
 {
     const int64_t d = s->d, sq = s->sq, skv = s->skv, hq = s->hq;
     const int64_t g = s->hq / s->hkv, nrows_total = s->b * hq * sq;
-    const double scale = 1.0 / sqrt((double)d);
+    /* sum_c (q_c dq)(k_c dk) = dq dk sum_c q_c k_c; sum_j p_j (v_j dv) = dv sum_j p_j v_j */
+    const double dq = descale ? (double)descale[0] : 1.0, dk = descale ? (double)descale[1] : 1.0;
+    const double dv = descale ? (double)descale[2] : 1.0;
+    const double scale = 1.0 / sqrt((double)d) * dq * dk;
     float *scratch = NULL;
     double *p = NULL, *qd = NULL;
     int rc = ATTUNE_EINVAL;
@@ -109,7 +113,7 @@ int cpu_reference(const attn_shape *s, const void *q, const void *k, const void 
                 o[c] += w * (double)vr[c];
         }
         for (int64_t c = 0; c < d; c++)
-            o[c] /= sum;
+            o[c] = o[c] / sum * dv;
     }
     rc = 0;
 fail:
@@ -117,4 +121,10 @@ fail:
     free(qd);
     free(p);
     return rc;
+}
+
+int cpu_reference(const attn_shape *s, const void *q, const void *k, const void *v,
+                  const int64_t *rows, int nrows, double *ref)
+{
+    return cpu_reference_descaled(s, q, k, v, NULL, rows, nrows, ref);
 }

@@ -5,7 +5,8 @@
  *
  * No fused_splitkv (flash-decoding fills GPU SMs when sq is small, which
  * means nothing to a single-threaded CPU) and no cudnn (a GPU library).
- * The GEMM variants take acc=f32 only: CPU arithmetic is fp32. */
+ * The GEMM variants take acc=f32 only: CPU arithmetic is fp32. Every
+ * family takes f16, bf16, f32 and e4m3 (emulated: CPU_DTYPES). */
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -188,18 +189,23 @@ static int describe_folded(const attn_shape *s, const attn_tactic *t, const attn
 
 /* ---- the descriptors (one line each in kernels/variants.c's table) */
 
+/* Every CPU family runs e4m3 too: the kernels descale e4m3 inputs as they
+ * convert them to fp32 (cpu_attn.c), an emulation of FP8's arithmetic for
+ * checking and tests, with none of its speed. */
+#define CPU_DTYPES (ATTN_DTYPES_WIDE | ATTN_DTYPE_BIT(ATTN_E4M3))
+
 const attn_variant_desc attn_cpu_fused = {
     ATTN_FUSED, "fused", "fused", "cpu",
     "FlashAttention-2 over 64x64 tiles in fp32: online softmax, no score matrix",
     "pad=1|8|16|64", "#4e79a7", owns_fused, describe_fused, &fused_ops,
-    ATTN_DTYPES_WIDE,
+    CPU_DTYPES,
 };
 
 const attn_variant_desc attn_cpu_split = {
     ATTN_SPLIT, "split", "split", "cpu",
     "per query head: S = QK^T, masked softmax, O = PV (GQA by indexing the KV head)",
     "acc=f32, pad=1|8|16|64", "#f28e2b", owns_split, describe_split, &split_ops,
-    ATTN_DTYPES_WIDE,
+    CPU_DTYPES,
 };
 
 const attn_variant_desc attn_cpu_split_repeat = {
@@ -207,12 +213,12 @@ const attn_variant_desc attn_cpu_split_repeat = {
     "Hugging Face's path: K and V copied per query head (repeat_kv), then split; hkv < hq",
     "acc=f32, pad=1|8|16|64", "#e15759", owns_split_repeat, describe_split_repeat,
     &split_repeat_ops,
-    ATTN_DTYPES_WIDE,
+    CPU_DTYPES,
 };
 
 const attn_variant_desc attn_cpu_folded = {
     ATTN_FOLDED, "folded", "folded", "cpu",
     "the g query heads of a KV head folded into the rows of one GEMM; hkv < hq",
     "acc=f32, pad=1|8|16|64", "#59a14f", owns_folded, describe_folded, &folded_ops,
-    ATTN_DTYPES_WIDE,
+    CPU_DTYPES,
 };
