@@ -89,6 +89,54 @@ static void tactic_parse_should_reject_bad_text(void)
     }
 }
 
+/* The variant words (common/tactic.h): the built-in ones, one a family
+ * registers at run time (attn_family_register calls attn_variant_register),
+ * and what is refused: another word for an id, the word of another id,
+ * text that is not a word, an id out of range. */
+static void variant_words_should_be_one_word_per_id(void)
+{
+    static const char *const builtin[ATTN_NVARIANTS] = {"fused", "fused_splitkv", "split",
+                                                        "split_repeat", "folded", "cudnn"};
+    attn_variant got;
+    for (int v = 0; v < ATTN_NVARIANTS; v++) {
+        CHECK_STR(attn_variant_name((attn_variant)v), builtin[v]);
+        CHECK_EQ_INT(attn_variant_parse(builtin[v], &got), 0);
+        CHECK_EQ_INT((int)got, v);
+    }
+    CHECK_STR(attn_variant_names(), "fused, fused_splitkv, split, split_repeat, folded, cudnn");
+    const attn_variant toy = (attn_variant)(ATTN_NVARIANTS + 3), other = (attn_variant)(toy + 1);
+    attn_tactic t;
+    char buf[ATTN_TACTIC_STR_MAX];
+    CHECK_STR(attn_variant_name(toy), "?");
+    CHECK_EQ_INT(attn_tactic_parse("toy2/pad=8", &t, NULL, 0), ATTUNE_EINVAL);
+    CHECK_EQ_INT(attn_variant_register(toy, "toy2"), 0);
+    CHECK_EQ_INT(attn_variant_register(toy, "toy2"), 0); /* again: the same word */
+    CHECK_EQ_INT(attn_variant_parse("toy2", &got), 0);
+    CHECK_EQ_INT((int)got, (int)toy);
+    CHECK_EQ_INT(attn_tactic_parse("toy2/pad=8", &t, NULL, 0), 0);
+    CHECK_STR(attn_tactic_str(&t, buf, sizeof buf), "toy2/pad=8");
+    CHECK_STR(attn_variant_names(),
+              "fused, fused_splitkv, split, split_repeat, folded, cudnn, toy2");
+    CHECK_EQ_INT(attn_variant_register(toy, "toy3"), ATTUNE_EINVAL);   /* another word */
+    CHECK_EQ_INT(attn_variant_register(other, "toy2"), ATTUNE_EINVAL); /* toy's word */
+    CHECK_EQ_INT(attn_variant_register(other, "fused"), ATTUNE_EINVAL);
+    CHECK_EQ_INT(attn_variant_register(ATTN_SPLIT, "splat"), ATTUNE_EINVAL);
+    CHECK_EQ_INT(attn_variant_register(ATTN_SPLIT, "split"), 0);
+    const char *notword[] = {"", "Toy", "toy/x", "to y", "toy=1", "a,b", "t\xc3\xb6y",
+                             "abcdefghijklmnopqrstuvwxyz012345"}; /* 32 characters */
+    for (size_t i = 0; i < sizeof notword / sizeof notword[0]; i++)
+        CHECK_MSG(attn_variant_register(other, notword[i]) == ATTUNE_EINVAL, "took '%s'",
+                  notword[i]);
+    CHECK_EQ_INT(attn_variant_register(other, NULL), ATTUNE_EINVAL);
+    CHECK_EQ_INT(attn_variant_register((attn_variant)ATTN_MAX_VARIANTS, "toy4"), ATTUNE_EINVAL);
+    CHECK_STR(attn_variant_name(other), "?");
+    attn_variant_reset();
+    CHECK_EQ_INT(attn_variant_parse("toy2", &got), ATTUNE_EINVAL);
+    CHECK_EQ_INT(attn_tactic_parse("toy2/pad=8", &t, NULL, 0), ATTUNE_EINVAL);
+    CHECK_STR(attn_variant_name(toy), "?");
+    CHECK_STR(attn_variant_name(ATTN_CUDNN), "cudnn");
+}
+
 static void visible_keys_should_align_bottom_right(void)
 {
     attn_shape s = {1, 1, 1, 4, 10, 8, ATTN_F16, 1};
@@ -216,6 +264,7 @@ int main(void)
     RUN(shape_parse_should_reject_bad_keys);
     RUN(tactic_should_round_trip_canonically);
     RUN(tactic_parse_should_reject_bad_text);
+    RUN(variant_words_should_be_one_word_per_id);
     RUN(visible_keys_should_align_bottom_right);
     RUN(flops_should_count_visible_pairs);
     RUN(stack_id_should_depend_on_every_field);

@@ -237,7 +237,9 @@ char *predict_family(const char *tactic, char *buf, size_t len, int *splits, int
 
 /* A row's tactic, parsed; a text this build does not parse (another
  * build's table) keeps its variant, when known, and its pad: its
- * descriptor, or the plain description, costs it. */
+ * descriptor, or the plain description, costs it. An unknown variant word
+ * gets an id no family has (ATTN_MAX_VARIANTS), so the plain description
+ * costs it (as fused, the CPU's fused descriptor did, on any device). */
 static attn_tactic row_tactic(const char *text)
 {
     attn_tactic t;
@@ -248,7 +250,7 @@ static attn_tactic row_tactic(const char *text)
     predict_family(text, fam, sizeof fam, &t.splits, &t.pad);
     snprintf(word, sizeof word, "%.*s", (int)strcspn(text, "/"), text);
     if (attn_variant_parse(word, &t.variant) != 0)
-        t.variant = ATTN_FUSED;
+        t.variant = (attn_variant)ATTN_MAX_VARIANTS;
     return t;
 }
 
