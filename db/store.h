@@ -18,7 +18,7 @@
 typedef struct store store;
 
 /* Current schema version (PRAGMA user_version after open). */
-#define STORE_SCHEMA_VERSION 9
+#define STORE_SCHEMA_VERSION 10
 
 typedef enum {
     STORE_OK = 0,
@@ -43,6 +43,12 @@ typedef struct store_measurement {
     int n;                 /* timing samples taken */
     double max_abs_err;    /* NaN when not checked */
     double rel_err;        /* relative L2 error vs float64 reference */
+    double src_rel_err;    /* e4m3: relative L2 error vs the float64 reference of
+                              the bf16 source its inputs were quantized from
+                              (attn_ops.reference_source): the whole cost of
+                              FP8, input rounding included; NaN otherwise
+                              (rows of other dtypes are stored without one,
+                              whatever this holds) */
     double err_ratio;      /* rel_err / min rel_err of the same (device, stack,
                               shape) ok rows; filled on read, NaN if none */
     char mode[24];         /* "wall", "cuda-graph" */

@@ -207,6 +207,7 @@ int store_check_measurement(const store_measurement *m, char *canon, char *err,
     if ((rc = check_range(m->n, 0, STORE_MAX_N, "n", err, errlen)) != 0 ||
         (rc = check_error(m->max_abs_err, "max_abs_err", err, errlen)) != 0 ||
         (rc = check_error(m->rel_err, "rel_err", err, errlen)) != 0 ||
+        (rc = check_error(m->src_rel_err, "src_rel_err", err, errlen)) != 0 ||
         (rc = store_check_word(m->mode, sizeof m->mode, "mode", err, errlen)) != 0 ||
         (rc = store_check_word(m->l2, sizeof m->l2, "l2", err, errlen)) != 0 ||
         (rc = check_range(m->rows_checked, 0, INT_MAX, "rows_checked", err, errlen)) != 0 ||

@@ -57,6 +57,10 @@ static json_t *measurement_json(const store_measurement *m)
         /* only when set: a clean row reads as every table before it did */
         if (m->noisy)
             bad |= json_object_set_new(o, "noisy", json_true());
+        /* e4m3 rows only (null when not checked): the error against the
+         * bf16 source the inputs were quantized from */
+        if (m->shape.dtype == ATTN_E4M3)
+            bad |= json_object_set_new(o, "src_rel_err", json_num(m->src_rel_err));
     }
     if (bad) {
         json_decref(o);
@@ -362,7 +366,7 @@ static int stack_from_json(const json_t *o, int i, attn_stack *s, char *err, siz
 static const char *const row_keys[] = {
     "shape", "shape_key", "tactic", "stack", "status", "time_us", "time_us_min",
     "time_us_max", "time_us_copies", "n", "max_abs_err", "rel_err", "mode", "l2",
-    "rows_checked", "note", "host", "taken_at", "noisy"};
+    "rows_checked", "note", "host", "taken_at", "noisy", "src_rel_err"};
 
 /* Row i of measurements into *m (tactic in canonical form), for device_id.
  * Checks everything but the stack's presence in the table (the caller's). */
@@ -420,6 +424,17 @@ static int row_from_json(const json_t *o, int i, const char *device_id, store_me
         return attune_fail(err, errlen, ATTUNE_EFORMAT, "%s.noisy: must be true or false",
                            where);
     m->noisy = noisy != NULL && json_is_true(noisy);
+    /* Optional, e4m3 rows only (tables before FP8 have none): the error
+     * against the bf16 source's reference. */
+    m->src_rel_err = NAN;
+    if (json_object_get(o, "src_rel_err") != NULL) {
+        if (m->shape.dtype != ATTN_E4M3)
+            return attune_fail(err, errlen, ATTUNE_EFORMAT,
+                               "%s.src_rel_err: only e4m3 rows have one (this row is %s)",
+                               where, attn_dtype_name(m->shape.dtype));
+        if ((rc = get_num(o, "src_rel_err", where, &m->src_rel_err, err, errlen)) != 0)
+            return rc;
+    }
     m->n = (int)n;
     m->rows_checked = (int)rows;
     m->taken_at = taken;

@@ -196,8 +196,8 @@ int store_schema_migrate(store *st, char *err, size_t errlen);
     "m.device_id, m.stack_id, s.b, s.hq, s.hkv, s.sq, s.skv, s.d, s.dtype, s.causal, "  \
     "m.tactic, m.status, m.time_us, m.time_us_min, m.time_us_max, m.time_us_copies, "   \
     "m.n, m.max_abs_err, m.rel_err, m.mode, m.l2, m.rows_checked, m.note, m.host, "     \
-    "m.taken_at, m.noisy"
-#define STORE_MEAS_NCOLS 26
+    "m.taken_at, m.noisy, m.src_rel_err"
+#define STORE_MEAS_NCOLS 27
 
 /* Read the STORE_MEAS_COLS of q from column first into m (zeroed first;
  * incumbent, err_ratio and power are not among them). 0, or ATTUNE_EDB

@@ -10,8 +10,8 @@
 #define MEAS_UPSERT                                                                    \
     "INSERT INTO measurements(device_id, stack_id, shape_id, tactic, status, time_us, " \
     "time_us_min, time_us_max, time_us_copies, n, max_abs_err, rel_err, mode, l2, "    \
-    "rows_checked, note, host, taken_at, noisy) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "  \
-    "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "                       \
+    "rows_checked, note, host, taken_at, noisy, src_rel_err) VALUES (?1, ?2, ?3, ?4, "  \
+    "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) "       \
     "ON CONFLICT(device_id, stack_id, shape_id, tactic) DO UPDATE SET "               \
     "status = excluded.status, time_us = excluded.time_us, "                           \
     "time_us_min = excluded.time_us_min, time_us_max = excluded.time_us_max, "         \
@@ -19,7 +19,7 @@
     "max_abs_err = excluded.max_abs_err, rel_err = excluded.rel_err, "                 \
     "mode = excluded.mode, l2 = excluded.l2, rows_checked = excluded.rows_checked, "   \
     "note = excluded.note, host = excluded.host, taken_at = excluded.taken_at, "      \
-    "noisy = excluded.noisy"
+    "noisy = excluded.noisy, src_rel_err = excluded.src_rel_err"
 
 int store_write_measurement(store *st, const store_measurement *m, const char *tactic,
                             int only_newer, int *written)
@@ -47,7 +47,10 @@ int store_write_measurement(store *st, const store_measurement *m, const char *t
                 store_bind_text(q, 13, m->mode) || store_bind_text(q, 14, m->l2) ||
                 sqlite3_bind_int(q, 15, m->rows_checked) || store_bind_text(q, 16, m->note) ||
                 store_bind_text(q, 17, m->host) || sqlite3_bind_int64(q, 18, m->taken_at) ||
-                sqlite3_bind_int(q, 19, m->noisy != 0),
+                sqlite3_bind_int(q, 19, m->noisy != 0) ||
+                /* only an e4m3 row has a source: rows of other dtypes made
+                 * with memset (0, not NaN) store none */
+                store_bind_double(q, 20, m->shape.dtype == ATTN_E4M3 ? m->src_rel_err : NAN),
             written);
     return rc;
 }
@@ -77,6 +80,8 @@ int store_measurement_put(store *st, const store_measurement *m)
         c.max_abs_err = NAN;
     if (isinf(c.rel_err) && c.rel_err > 0)
         c.rel_err = NAN;
+    if (isinf(c.src_rel_err) && c.src_rel_err > 0)
+        c.src_rel_err = NAN;
     if ((rc = store_check_measurement(&c, canon, NULL, 0)) != 0)
         return rc;
     memcpy(c.tactic, canon, sizeof c.tactic);
@@ -183,6 +188,7 @@ int store_meas_columns(sqlite3_stmt *q, int first, store_measurement *m)
     store_column_text(q, i + 23, m->host, sizeof m->host);
     m->taken_at = sqlite3_column_int64(q, i + 24);
     m->noisy = sqlite3_column_int(q, i + 25) != 0;
+    m->src_rel_err = store_column_double(q, i + 26);
     return rc;
 }
 

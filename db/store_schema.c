@@ -21,6 +21,10 @@
  *   9  no new column: pulled fleet devices (FLEET-<hash>) take the ids of
  *      their models as db/device_model.h defines them now (memory rounded to
  *      its built size), two old ids of one model merged into one.
+ *  10  FP8 (issue 30): shapes.dtype may be 'e4m3' (the table rebuilt: a
+ *      CHECK cannot be altered in place), and measurements gain
+ *      src_rel_err, an e4m3 row's error against the reference of the bf16
+ *      source its inputs were quantized from (NULL for other dtypes).
  *
  * A new database is created at the current version directly; an older one
  * is migrated step by step, each step and the user_version bump in one
@@ -56,6 +60,19 @@
     "ALTER TABLE pins ADD COLUMN removed INTEGER NOT NULL DEFAULT 0"         \
     " CHECK (removed IN (0, 1));"
 
+/* The shapes table (version 10: dtype e4m3 allowed); `name` is what the
+ * statement creates, so that migration 9 -> 10 builds it beside the old
+ * one before the swap. */
+#define SHAPES_TABLE_V10(name)                                                  \
+    "CREATE TABLE " name " ("                                                  \
+    "  id INTEGER PRIMARY KEY,"                                                \
+    "  key TEXT NOT NULL UNIQUE," /* attn_shape_key */                         \
+    "  b INTEGER NOT NULL, hq INTEGER NOT NULL, hkv INTEGER NOT NULL,"         \
+    "  sq INTEGER NOT NULL, skv INTEGER NOT NULL, d INTEGER NOT NULL,"         \
+    "  dtype TEXT NOT NULL CHECK (dtype IN ('f16', 'bf16', 'f32', 'e4m3')),"   \
+    "  causal INTEGER NOT NULL CHECK (causal IN (0, 1))"                       \
+    ");"
+
 /* The current schema, created in one go on an empty database. Kept equal
  * to version 1 + every migration, column order included (added columns go
  * last), so a migrated database and a fresh one are the same tables. */
@@ -86,14 +103,7 @@ static const char schema_current[] =
     "  mem_clock_mhz INTEGER NOT NULL DEFAULT 0"
     ");"
     "CREATE INDEX devices_name ON devices(name COLLATE NOCASE);"
-    "CREATE TABLE shapes ("
-    "  id INTEGER PRIMARY KEY,"
-    "  key TEXT NOT NULL UNIQUE,"         /* attn_shape_key */
-    "  b INTEGER NOT NULL, hq INTEGER NOT NULL, hkv INTEGER NOT NULL,"
-    "  sq INTEGER NOT NULL, skv INTEGER NOT NULL, d INTEGER NOT NULL,"
-    "  dtype TEXT NOT NULL CHECK (dtype IN ('f16', 'bf16', 'f32')),"
-    "  causal INTEGER NOT NULL CHECK (causal IN (0, 1))"
-    ");"
+    SHAPES_TABLE_V10("shapes")
     "CREATE TABLE measurements ("
     "  device_id TEXT NOT NULL REFERENCES devices(id),"
     "  stack_id TEXT NOT NULL REFERENCES stacks(id),"
@@ -113,6 +123,7 @@ static const char schema_current[] =
     "  host TEXT NOT NULL DEFAULT '',"
     "  incumbent INTEGER NOT NULL DEFAULT 0 CHECK (incumbent IN (0, 1)),"
     "  noisy INTEGER NOT NULL DEFAULT 0 CHECK (noisy IN (0, 1)),"
+    "  src_rel_err REAL,"                 /* e4m3 only: vs the bf16 source */
     "  PRIMARY KEY (device_id, stack_id, shape_id, tactic)"
     ");"
     "CREATE INDEX measurements_shape ON measurements(device_id, shape_id);"
@@ -275,6 +286,20 @@ static int rekey_fleet_devices(store *st)
     return src == SQLITE_DONE ? SQLITE_OK : src;
 }
 
+/* Migration 9 -> 10: rows before FP8 have no source error (NULL), and the
+ * shapes table is rebuilt with the wider dtype CHECK: the new one made
+ * beside it, the rows copied (ids kept, so every reference still holds),
+ * the old one dropped and the new one renamed. It runs before store_open
+ * turns foreign keys on, so the drop checks no reference, and no view or
+ * trigger names shapes. */
+static const char migrate_9_10[] =
+    "ALTER TABLE measurements ADD COLUMN src_rel_err REAL;"
+    SHAPES_TABLE_V10("shapes_v10")
+    "INSERT INTO shapes_v10 (id, key, b, hq, hkv, sq, skv, d, dtype, causal)"
+    " SELECT id, key, b, hq, hkv, sq, skv, d, dtype, causal FROM shapes;"
+    "DROP TABLE shapes;"
+    "ALTER TABLE shapes_v10 RENAME TO shapes;";
+
 /* migrations[v] takes a database from version v to v + 1 (NULL: in C,
  * migrate_c[v]). */
 static int (*const migrate_c[STORE_SCHEMA_VERSION])(store *st) = {
@@ -290,6 +315,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     migrate_6_7,
     migrate_7_8,
     NULL,
+    migrate_9_10,
 };
 
 /* Read user_version and the number of schema objects. The first read of a

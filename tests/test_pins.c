@@ -307,6 +307,7 @@ static void store_should_migrate_a_database_from_before_pins(void)
     test_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/v5.db", dir);
     older_db(path, "DROP TABLE pins; ALTER TABLE measurements DROP COLUMN noisy; "
+                   "ALTER TABLE measurements DROP COLUMN src_rel_err; "
                    "PRAGMA user_version = 5;");
     store *st = NULL;
     CHECK_EQ_INT(store_open(path, 0, &st, err, sizeof err), 0);
@@ -321,7 +322,8 @@ static void store_should_migrate_a_database_from_before_pins(void)
     older_db(path, "ALTER TABLE pins DROP COLUMN removed; ALTER TABLE pins DROP COLUMN "
                    "updated_at; INSERT INTO pins(action, tactic, reason, author, created_at) "
                    "VALUES ('exclude', 'split', 'r', 'a', 77); "
-                   "ALTER TABLE measurements DROP COLUMN noisy; PRAGMA user_version = 6;");
+                   "ALTER TABLE measurements DROP COLUMN noisy; "
+                   "ALTER TABLE measurements DROP COLUMN src_rel_err; PRAGMA user_version = 6;");
     CHECK_EQ_INT(store_open(path, 0, &st, err, sizeof err), 0);
     CHECK(store_pins_list(st, &got, &n) == 0 && n == 1);
     CHECK(n == 1 && got[0].updated_at == 77 && got[0].removed == 0);

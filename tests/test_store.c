@@ -717,8 +717,11 @@ static void store_should_keep_the_noisy_flag(void)
     m.noisy = 1;
     CHECK_EQ_INT(store_measurement_put(st, &m), 0);
     store_close(st);
-    /* version 7: no column; its rows read clean after the migration */
+    /* version 7: no column; its rows read clean after the migration (nor
+     * the column of version 10, which the migration adds back) */
     CHECK_EQ_INT(raw_sql(path, "ALTER TABLE measurements DROP COLUMN noisy", NULL, 0), SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "ALTER TABLE measurements DROP COLUMN src_rel_err", NULL, 0),
+                 SQLITE_OK);
     CHECK_EQ_INT(raw_sql(path, "PRAGMA user_version = 7", NULL, 0), SQLITE_OK);
     st = NULL;
     CHECK_EQ_INT(store_open(path, 0, &st, err, sizeof err), 0);
@@ -730,6 +733,123 @@ static void store_should_keep_the_noisy_flag(void)
         for (int i = 0; i < n; i++)
             CHECK_EQ_INT(rows[i].noisy, 0);
         free(rows);
+    }
+    store_close(st);
+}
+
+/* An e4m3 row (issue 30) keeps its error against the bf16 source
+ * (src_rel_err) through put, read, a table and its import; rows of other
+ * dtypes have none, whatever the struct held, and a table giving one is
+ * refused. A version-9 database (shapes refused 'e4m3') takes e4m3 rows
+ * after its migration, its old rows without a source error. */
+static void store_should_keep_the_source_error_of_e4m3_rows(void)
+{
+    char path[300], err[ATTUNE_ERRLEN] = "", buf[64];
+    attn_device_info d;
+    attn_stack s;
+    store *st = open_with_device(path, sizeof path, &d, &s);
+    if (st == NULL)
+        return;
+    attn_shape e = shape_mqa();
+    e.dtype = ATTN_E4M3;
+    store_measurement m, b;
+    measurement(&m, &d, &s, e, "fused/pad=1", 10, 2e-2);
+    m.src_rel_err = 4.5e-2;
+    measurement(&b, &d, &s, shape_mqa(), "fused/pad=1", 12, 1e-3);
+    b.src_rel_err = 0; /* memset's value: not a source error */
+    CHECK_EQ_INT(store_measurement_put(st, &m), 0);
+    CHECK_EQ_INT(store_measurement_put(st, &b), 0);
+    store_measurement *rows = NULL;
+    int n = 0;
+    CHECK_EQ_INT(store_measurements_get(st, d.id, s.id, &e, &rows, &n), 0);
+    CHECK_EQ_INT(n, 1);
+    if (n == 1) {
+        CHECK(rows[0].src_rel_err == 4.5e-2);
+        CHECK(rows[0].rel_err == 2e-2);
+        CHECK_EQ_INT(rows[0].shape.dtype, ATTN_E4M3);
+    }
+    free(rows);
+    CHECK_EQ_INT(store_measurements_get(st, d.id, s.id, &b.shape, &rows, &n), 0);
+    CHECK(n == 1 && isnan(rows[0].src_rel_err));
+    free(rows);
+    m.src_rel_err = -1;
+    CHECK_EQ_INT(store_measurement_put(st, &m), ATTUNE_EINVAL);
+    m.src_rel_err = 4.5e-2;
+
+    char *json = NULL;
+    CHECK_EQ_INT(store_export(st, d.id, &json), 0);
+    const char *one = json ? strstr(json, "\"src_rel_err\"") : NULL;
+    CHECK(one != NULL && strstr(one + 1, "\"src_rel_err\"") == NULL); /* the e4m3 row's only */
+    char path2[300];
+    store *st2 = NULL;
+    tmp_db(path2, sizeof path2);
+    CHECK_EQ_INT(store_open(path2, 1, &st2, err, sizeof err), 0);
+    store_import_stats stats;
+    if (st2 != NULL && json != NULL) {
+        CHECK_EQ_INT(store_import(st2, json, strlen(json), &stats, err, sizeof err), 0);
+        CHECK_EQ_INT(store_measurements_get(st2, d.id, s.id, &e, &rows, &n), 0);
+        CHECK(n == 1 && rows[0].src_rel_err == 4.5e-2);
+        free(rows);
+        /* on a bf16 row: refused */
+        char *bad = strdup(json);
+        char *at = strstr(bad, ".e4m3.");
+        CHECK(at != NULL);
+        if (at != NULL) { /* the e4m3 row's shape key and shape say f16 now */
+            memcpy(at + 1, "f16", 3);
+            memmove(at + 4, at + 5, strlen(at + 5) + 1); /* the 3 of e4m3 */
+            char *dt = strstr(bad, "\"dtype\":\"e4m3\"");
+            CHECK(dt != NULL);
+            if (dt != NULL) {
+                memcpy(dt + 9, "f16", 3);
+                memmove(dt + 12, dt + 13, strlen(dt + 13) + 1);
+            }
+        }
+        CHECK_EQ_INT(store_import(st2, bad, strlen(bad), &stats, err, sizeof err),
+                     ATTUNE_EFORMAT);
+        CHECK_MSG(strstr(err, "src_rel_err") != NULL, "err: %s", err);
+        free(bad);
+    }
+    free(json);
+    store_close(st2);
+    store_close(st);
+
+    /* back to version 9: no column, and shapes as version 9 made it */
+    CHECK_EQ_INT(raw_sql(path, "DELETE FROM measurements WHERE shape_id IN (SELECT id FROM"
+                               " shapes WHERE dtype = 'e4m3')", NULL, 0), SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "DELETE FROM shapes WHERE dtype = 'e4m3'", NULL, 0), SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "ALTER TABLE measurements DROP COLUMN src_rel_err", NULL, 0),
+                 SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "CREATE TABLE shapes9 (id INTEGER PRIMARY KEY,"
+                               " key TEXT NOT NULL UNIQUE, b INTEGER NOT NULL,"
+                               " hq INTEGER NOT NULL, hkv INTEGER NOT NULL,"
+                               " sq INTEGER NOT NULL, skv INTEGER NOT NULL, d INTEGER NOT NULL,"
+                               " dtype TEXT NOT NULL CHECK (dtype IN ('f16', 'bf16', 'f32')),"
+                               " causal INTEGER NOT NULL CHECK (causal IN (0, 1)))",
+                         NULL, 0),
+                 SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "INSERT INTO shapes9 SELECT * FROM shapes", NULL, 0), SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "DROP TABLE shapes", NULL, 0), SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "ALTER TABLE shapes9 RENAME TO shapes", NULL, 0), SQLITE_OK);
+    CHECK_EQ_INT(raw_sql(path, "PRAGMA user_version = 9", NULL, 0), SQLITE_OK);
+    CHECK(raw_sql(path, "INSERT INTO shapes VALUES (99, 'x', 1, 1, 1, 1, 1, 8, 'e4m3', 0)", NULL,
+                  0) != SQLITE_OK); /* what version 9 refused */
+    st = NULL;
+    CHECK_EQ_INT(store_open(path, 0, &st, err, sizeof err), 0);
+    CHECK_EQ_INT(raw_sql(path, "PRAGMA user_version", buf, sizeof buf), SQLITE_OK);
+    CHECK_EQ_INT(atoi(buf), STORE_SCHEMA_VERSION);
+    if (st != NULL) {
+        CHECK_EQ_INT(store_measurements_get(st, d.id, s.id, &b.shape, &rows, &n), 0);
+        CHECK(n == 1 && isnan(rows[0].src_rel_err) && rows[0].rel_err == 1e-3);
+        free(rows);
+        CHECK_EQ_INT(store_measurement_put(st, &m), 0);
+        CHECK_EQ_INT(store_measurements_get(st, d.id, s.id, &e, &rows, &n), 0);
+        CHECK(n == 1 && rows[0].src_rel_err == 4.5e-2);
+        free(rows);
+        /* the rebuilt shapes keep their ids: the old row's shape is still found */
+        attn_shape *shapes = NULL;
+        CHECK_EQ_INT(store_shapes(st, d.id, &shapes, &n), 0);
+        CHECK_EQ_INT(n, 2);
+        free(shapes);
     }
     store_close(st);
 }
@@ -973,6 +1093,7 @@ int main(void)
     RUN(store_should_use_wal_and_wait_for_locks);
     RUN(store_should_migrate_a_version_1_database);
     RUN(store_should_keep_the_noisy_flag);
+    RUN(store_should_keep_the_source_error_of_e4m3_rows);
     RUN(store_should_roll_back_a_failed_migration);
     RUN(store_should_refuse_a_newer_schema);
     RUN(store_should_refuse_what_is_not_its_database);

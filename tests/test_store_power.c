@@ -128,6 +128,7 @@ static void v3_database_should_gain_an_empty_power(void)
     CHECK_EQ_INT(sqlite3_exec(db,
                               "ALTER TABLE stacks DROP COLUMN power; ALTER TABLE jobs DROP COLUMN kind; "
                               "DROP TABLE pins; ALTER TABLE measurements DROP COLUMN noisy; "
+                              "ALTER TABLE measurements DROP COLUMN src_rel_err; "
                               "PRAGMA user_version = 3;",
                               NULL, NULL, NULL),
                  SQLITE_OK);

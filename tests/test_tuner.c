@@ -147,6 +147,19 @@ static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
     return 0;
 }
 
+/* e4m3: the source the inputs came from is 1% larger than what they hold
+ * (every value), so a tactic's error against it is known in closed form. */
+#define FAKE_SRC_SCALE 1.01
+static int fake_reference_source(attn_session *ss, const int64_t *rows, int n, double *ref)
+{
+    if (ss->s.dtype != ATTN_E4M3)
+        return ATTUNE_EUNSUPP;
+    fake_reference(ss, rows, n, ref);
+    for (int64_t i = 0; i < n * ss->s.d; i++)
+        ref[i] *= FAKE_SRC_SCALE;
+    return 0;
+}
+
 static const attn_ops fake_ops = {"fake", fake_count, fake_info, fake_tactics_fn, fake_open,
                                   fake_close, fake_reference, NULL, fake_poison, fake_fetch,
                                   fake_plan, fake_plan_free, fake_run, fake_time,
@@ -159,6 +172,17 @@ static attn_device fake_device(void)
     d.ops = &fake_ops;
     d.index = 0;
     fake_info(0, &d.info, &d.stack);
+    return d;
+}
+
+/* The fake with a reference of the source (attn_ops.reference_source). */
+static attn_ops fake_src_ops;
+static attn_device fake_src_device(void)
+{
+    fake_src_ops = fake_ops;
+    fake_src_ops.reference_source = fake_reference_source;
+    attn_device d = fake_device();
+    d.ops = &fake_src_ops;
     return d;
 }
 
@@ -225,6 +249,71 @@ static void tuner_should_record_each_outcome(void)
     /* Failed tactics are never timed. */
     CHECK_EQ_INT(time_calls[T_UNWRITTEN], 0);
     CHECK_EQ_INT(time_calls[T_WRONG], 0);
+    free(m);
+    store_close(st);
+}
+
+/* An e4m3 shape's rows carry, beside the error against the reference, the
+ * error against the source's reference (src_rel_err), in closed form here:
+ * out = ref (1 + 1e-6) and src = 1.01 ref give |1 + 1e-6 - 1.01| / 1.01;
+ * WRONG's out = (ref + 0.5)(1 + 1e-6) is summed over the rows checked.
+ * Other dtypes, and failed rows, carry none. */
+static void tuner_should_record_the_error_against_the_source(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_src_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_E4M3, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    o.screen_factor = 0;
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    CHECK_EQ_INT(n, T_COUNT);
+    const double want = (FAKE_SRC_SCALE - (1 + 1e-6)) / FAKE_SRC_SCALE;
+    const store_measurement *x = find(m, n, T_FAST);
+    CHECK(x && x->status == STORE_OK && x->rel_err < 1e-5);
+    CHECK(x && fabs(x->src_rel_err - want) < 1e-12);
+    x = find(m, n, T_SLOW);
+    CHECK(x && fabs(x->src_rel_err - want) < 1e-12);
+    double num = 0, den = 0;
+    for (int64_t r = 0; r < 10; r++) /* b*hq*sq = 10 rows, all checked */
+        for (int64_t c = 0; c < 8; c++) {
+            double src = ref_value(r, c) * FAKE_SRC_SCALE;
+            double out = (ref_value(r, c) + fake_wrong_err) * (1 + 1e-6);
+            num += (out - src) * (out - src);
+            den += src * src;
+        }
+    x = find(m, n, T_WRONG);
+    CHECK(x && x->status == STORE_INACCURATE && fabs(x->src_rel_err - sqrt(num / den)) < 1e-12);
+    x = find(m, n, T_UNWRITTEN);
+    CHECK(x && x->status == STORE_FAILED && isnan(x->src_rel_err));
+    x = find(m, n, T_UNSUPP);
+    CHECK(x && isnan(x->src_rel_err));
+    free(m);
+
+    /* f16 on the same device: no source, no column */
+    attn_shape h = s;
+    h.dtype = ATTN_F16;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &h, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &h, &m, &n), 0);
+    CHECK_EQ_INT(n, T_COUNT);
+    for (int i = 0; i < n; i++)
+        CHECK(isnan(m[i].src_rel_err));
+    free(m);
+    /* e4m3 on a backend without reference_source: the column stays empty */
+    attn_device plain = fake_device();
+    attn_shape e2 = s;
+    e2.sq = 6;
+    CHECK_EQ_INT(tuner_run_shape(st, &plain, &e2, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(store_measurements_get(st, plain.info.id, plain.stack.id, &e2, &m, &n), 0);
+    CHECK_EQ_INT(n, T_COUNT);
+    for (int i = 0; i < n; i++)
+        CHECK(isnan(m[i].src_rel_err));
     free(m);
     store_close(st);
 }
@@ -831,6 +920,7 @@ static void screening_should_trace_each_pass(void)
 int main(void)
 {
     RUN(tuner_should_record_each_outcome);
+    RUN(tuner_should_record_the_error_against_the_source);
     RUN(tuner_should_resume_without_remeasuring);
     RUN(candidates_should_replace_the_listing);
     RUN(retune_should_keep_winner_within_noise);

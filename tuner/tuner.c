@@ -415,6 +415,9 @@ typedef struct shape_run {
     int64_t *rows;                      /* query rows checked */
     int nrows;
     double *ref, *got;                  /* reference and output of those rows */
+    double *src_ref;                    /* e4m3: the reference of the bf16 source
+                                           (attn_ops.reference_source); NULL when
+                                           none */
     double bound;                       /* the dtype's error bound */
     double best_us;                     /* best time so far, for the early cut */
     tuner_throttle thr;                 /* clock check around each timing */
@@ -432,6 +435,7 @@ static void run_free(shape_run *r)
     free(r->todo);
     free(r->ref);
     free(r->got);
+    free(r->src_ref);
     free(r->rows);
     if (r->ss)
         r->dev->ops->session_close(r->ss);
@@ -502,7 +506,22 @@ static int run_prepare(shape_run *r)
     r->got = malloc(cells * sizeof *r->got);
     if (r->ref == NULL || r->got == NULL)
         return ATTUNE_ENOMEM;
-    return dev->ops->reference(r->ss, r->rows, r->nrows, r->ref);
+    if ((rc = dev->ops->reference(r->ss, r->rows, r->nrows, r->ref)) != 0)
+        return rc;
+    /* e4m3: also the reference of the bf16 values the inputs came from, so
+     * each row says what FP8 costs in all (src_rel_err); a backend without
+     * one leaves the column empty */
+    if (r->s->dtype == ATTN_E4M3 && dev->ops->reference_source != NULL) {
+        if ((r->src_ref = malloc(cells * sizeof *r->src_ref)) == NULL)
+            return ATTUNE_ENOMEM;
+        rc = dev->ops->reference_source(r->ss, r->rows, r->nrows, r->src_ref);
+        if (rc == ATTUNE_EUNSUPP) {
+            free(r->src_ref);
+            r->src_ref = NULL;
+            rc = 0;
+        }
+    }
+    return rc;
 }
 
 /* A row for tactic k of the todo list, before any result: identity,
@@ -520,7 +539,7 @@ static void run_blank_row(const shape_run *r, int k, store_measurement *m)
     snprintf(m->l2, sizeof m->l2, "warm");
     snprintf(m->host, sizeof m->host, "%s", r->host);
     m->time_us = m->time_us_min = m->time_us_max = m->time_us_copies = NAN;
-    m->max_abs_err = m->rel_err = m->err_ratio = NAN;
+    m->max_abs_err = m->rel_err = m->err_ratio = m->src_rel_err = NAN;
     m->rows_checked = r->nrows;
 }
 
@@ -544,6 +563,12 @@ static int run_check(shape_run *r, attn_plan *p, store_measurement *m)
     }
     compare(r->got, r->ref, (size_t)r->nrows * (size_t)r->s->d, &m->max_abs_err, &m->rel_err,
             &nonfinite);
+    if (r->src_ref != NULL && nonfinite == 0) {
+        double src_abs; /* not stored: the relative error is what a query bounds */
+        size_t nf;
+        compare(r->got, r->src_ref, (size_t)r->nrows * (size_t)r->s->d, &src_abs,
+                &m->src_rel_err, &nf);
+    }
     if (nonfinite > 0) {
         m->status = STORE_FAILED;
         snprintf(m->note, sizeof m->note, "%zu output elements non-finite or unwritten",
