@@ -396,6 +396,8 @@ static void toy_variant_should_be_known_everywhere_by_its_descriptor(void)
     CHECK(j != NULL);
     char *text = json_dumps(j, 0);
     CHECK(text != NULL && strstr(text, "\"toy\"") != NULL && strstr(text, "#123456") != NULL);
+    /* each family names the dtypes it runs: toy the wide ones */
+    CHECK(text != NULL && strstr(text, "\"dtypes\": [\"f16\", \"bf16\", \"f32\"]") != NULL);
     free(text);
     json_decref(j);
     /* the model: toy is twice as fast as fused on every neighbour */

@@ -14,9 +14,18 @@ static json_t *families_of(attn_variant v)
     for (int i = 0; arr != NULL && i < n; i++) {
         if (f[i]->variant != v)
             continue;
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:b}", "family", f[i]->family, "backend",
-                              f[i]->backend, "params", f[i]->params, "summary", f[i]->summary,
-                              "built", f[i]->kernel != NULL);
+        json_t *dts = json_array();
+        for (int t = 0; dts != NULL && t < ATTN_NDTYPES; t++)
+            if ((f[i]->dtypes & ATTN_DTYPE_BIT(t)) &&
+                json_array_append_new(dts, json_string(attn_dtype_name((attn_dtype)t))) != 0) {
+                json_decref(dts);
+                dts = NULL;
+            }
+        json_t *o = dts == NULL ? NULL
+                                : json_pack("{s:s, s:s, s:s, s:s, s:b, s:o}", "family",
+                                            f[i]->family, "backend", f[i]->backend, "params",
+                                            f[i]->params, "summary", f[i]->summary, "built",
+                                            f[i]->kernel != NULL, "dtypes", dts);
         if (o == NULL || json_array_append_new(arr, o) != 0) {
             json_decref(arr);
             return NULL;

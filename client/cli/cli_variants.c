@@ -19,13 +19,29 @@ static const char variants_help[] =
     "describe themselves\"): per family its variant (the first word of a\n"
     "tactic, what a variants= filter takes), the family within it, the backend\n"
     "that runs it, whether this binary runs it (a family of a backend\n"
-    "or library not built here is still named, parsed and costed), its\n"
-    "parameters, the dashboard's colour of its variant and what it computes.\n"
+    "or library not built here is still named, parsed and costed), the dtypes\n"
+    "it runs, its parameters, the dashboard's colour of its variant and what\n"
+    "it computes.\n"
     "--json prints GET /v1/variants' answer.\n";
 
 static const cli_col cols[] = {{"variant", 0, 0, 0}, {"family", 0, 0, 0}, {"backend", 0, 0, 0},
-                               {"built", 0, 0, 0},   {"color", 0, 2, 0},  {"params", 0, 3, 0},
-                               {"summary", 0, 1, 1}};
+                               {"built", 0, 0, 0},   {"dtypes", 0, 2, 0}, {"color", 0, 2, 0},
+                               {"params", 0, 3, 0},  {"summary", 0, 1, 1}};
+
+/* "f16,bf16,e4m3": the dtypes family f runs, into buf. */
+static const char *dtypes_text(const attn_variant_desc *f, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int t = 0; t < ATTN_NDTYPES; t++)
+        if (f->dtypes & ATTN_DTYPE_BIT(t)) {
+            int w = snprintf(buf + k, len - k, "%s%s", k ? "," : "", attn_dtype_name((attn_dtype)t));
+            if (w < 0 || (size_t)w >= len - k)
+                break;
+            k += (size_t)w;
+        }
+    return buf;
+}
 
 int cli_variants_main(int argc, char **argv)
 {
@@ -50,13 +66,15 @@ int cli_variants_main(int argc, char **argv)
     }
     int n;
     const attn_variant_desc *const *f = attn_families(&n);
-    cli_table *t = cli_table_new(cols, 7);
+    cli_table *t = cli_table_new(cols, 8);
     for (int v = 0; t != NULL && v < ATTN_MAX_VARIANTS; v++) /* variants in id order */
         for (int i = 0; t != NULL && i < n; i++) {
             if (f[i]->variant != (attn_variant)v)
                 continue;
-            const char *cells[7] = {f[i]->name,   f[i]->family, f[i]->backend,
-                                    f[i]->kernel != NULL ? "yes" : "no", f[i]->color,
+            char dts[48];
+            const char *cells[8] = {f[i]->name,   f[i]->family, f[i]->backend,
+                                    f[i]->kernel != NULL ? "yes" : "no",
+                                    dtypes_text(f[i], dts, sizeof dts), f[i]->color,
                                     f[i]->params, f[i]->summary};
             if (cli_table_add(t, cells) != 0) {
                 cli_table_free(t);

@@ -97,7 +97,7 @@ extern const attn_kernel_ops cuda_cudnn_ops;
 const attn_variant_desc attn_cuda_cudnn = {
     ATTN_CUDNN, "cudnn", "cudnn", "cuda",
     "cuDNN's fused SDPA forward (backend API): one tactic per engine configuration, the string "
-    "alone rebuilds the plan",
+    "alone rebuilds the plan; e4m3 by its FP8 graph (compute capability 9.0 on)",
     "eng=N, graph=sdpa|comp, kcfg=N (the engine's knobs: cuda_cudnn.h), pad=1|8|16|64",
     "#b07aa1", owns_cudnn, describe_cudnn, OPS,
     /* e4m3: the FP8 graph, on compute capability 9.0 on (cuda_cudnn.c) */
