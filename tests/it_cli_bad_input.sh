@@ -89,8 +89,8 @@ done
 # attune variants: the table of kernel families, every variant with a
 # family of each backend that runs it (cudnn's is described in any build)
 got=$("$A" variants --csv 2>&1); rc=$?
-if [ $rc -eq 0 ] && printf '%s\n' "$got" | grep -q '^fused,fused,cpu,yes,#' &&
-    printf '%s\n' "$got" | grep -q '^cudnn,cudnn,cuda,\(yes\|no\),#b07aa1,'; then
+if [ $rc -eq 0 ] && printf '%s\n' "$got" | grep -q '^fused,fused,cpu,yes,"f16,bf16,f32,e4m3",#' &&
+    printf '%s\n' "$got" | grep -q '^cudnn,cudnn,cuda,\(yes\|no\),"f16,bf16,e4m3",#b07aa1,'; then
     echo "ok: attune variants lists the table"
 else
     echo "FAIL: attune variants -> $rc"; printf '%s\n' "$got" | head -5; fails=$((fails + 1))
