@@ -24,7 +24,7 @@
 typedef struct fleet_pg fleet_pg;
 
 /* Server schema version (table attune_meta, key schema_version). */
-#define FLEET_PG_SCHEMA_VERSION 3
+#define FLEET_PG_SCHEMA_VERSION 4
 
 /* Pulled aggregates live in the local store as one device per model whose
  * id is this prefix + 16 hex digits of the model's hash (fleet_model_id),

@@ -41,15 +41,15 @@ static const char head_sql[] =
 static const char rows_sql[] =
     "SELECT a.stack_id, sh.b, sh.hq, sh.hkv, sh.sq, sh.skv, sh.d, sh.dtype, sh.causal,"
     " t.text, a.status, a.median_us, a.min_us, a.max_us, a.copies_us, a.ok_devices,"
-    " a.devices, a.spread, a.rel_err, a.max_abs_err, a.outliers, a.updated_at"
+    " a.devices, a.spread, a.rel_err, a.max_abs_err, a.outliers, a.updated_at, a.src_rel_err"
     " FROM aggregates a JOIN shapes sh ON sh.id = a.shape_id"
     " JOIN tactics t ON t.id = a.tactic_id"
     " WHERE a.model_id = $1::int";
 
 /* rows_sql's column types (pg_type oids: int4 23, int8 20, text 25,
  * bool 16, float8 701): binary values are read by these. */
-static const Oid row_types[22] = {23, 20, 20, 20, 20, 20, 20, 25, 16, 25, 25,
-                                  701, 701, 701, 701, 23, 23, 701, 701, 701, 23, 20};
+static const Oid row_types[23] = {23, 20, 20, 20, 20, 20, 20, 25, 16, 25, 25,
+                                  701, 701, 701, 701, 23, 23, 701, 701, 701, 23, 20, 701};
 
 /* ---- binary values (network byte order) */
 
@@ -209,9 +209,9 @@ static int decode_row(fleet_pg_pull *p, const PGresult *r, store_measurement *m,
 {
     char dtype[8], status[16], note[128];
     if (!p->checked) {
-        if (PQnfields(r) != 22)
+        if (PQnfields(r) != 23)
             return attune_fail(err, errlen, ATTUNE_EFORMAT, "pull: unexpected columns");
-        for (int i = 0; i < 22; i++)
+        for (int i = 0; i < 23; i++)
             if (PQftype(r, i) != row_types[i] || PQfformat(r, i) != 1)
                 return attune_fail(err, errlen, ATTUNE_EFORMAT,
                                    "pull: column %d has an unexpected type", i);
@@ -254,6 +254,7 @@ static int decode_row(fleet_pg_pull *p, const PGresult *r, store_measurement *m,
     snprintf(m->mode, sizeof m->mode, "fleet");
     snprintf(m->host, sizeof m->host, FLEET_HOST);
     m->taken_at = get_i64(r, 21);
+    m->src_rel_err = get_num(r, 22); /* the largest of the ok devices', as rel_err */
     return 0;
 }
 

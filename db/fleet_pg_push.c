@@ -383,8 +383,8 @@ static void dedupe(push_plan *p)
 #define PUSH_COLUMNS                                                                     \
     "model_id, stack_id, shape_id, tactic_id, device_id, status, time_us, time_us_min," \
     " time_us_max, time_us_copies, n, max_abs_err, rel_err, mode, l2, rows_checked,"     \
-    " note, host, taken_at"
-#define PUSH_NCOLUMNS 19
+    " note, host, taken_at, src_rel_err"
+#define PUSH_NCOLUMNS 20
 
 /* The staging table of known rows, private to the session and emptied by
  * every commit or rollback. */
@@ -393,7 +393,7 @@ static const char stage_sql[] =
     " model_id int, stack_id int, shape_id int, tactic_id int, device_id int,"
     " status text, time_us float8, time_us_min float8, time_us_max float8,"
     " time_us_copies float8, n int, max_abs_err float8, rel_err float8, mode text,"
-    " l2 text, rows_checked int, note text, host text, taken_at bigint)"
+    " l2 text, rows_checked int, note text, host text, taken_at bigint, src_rel_err float8)"
     " ON COMMIT DELETE ROWS";
 
 static const char merge_sql[] =
@@ -406,12 +406,13 @@ static const char merge_sql[] =
     " max_abs_err = excluded.max_abs_err, rel_err = excluded.rel_err,"
     " mode = excluded.mode, l2 = excluded.l2, rows_checked = excluded.rows_checked,"
     " note = excluded.note, host = excluded.host, taken_at = excluded.taken_at,"
-    " pushed_at = now()"
+    " src_rel_err = excluded.src_rel_err, pushed_at = now()"
     " WHERE excluded.taken_at > m.taken_at OR (excluded.taken_at = m.taken_at AND"
     " (excluded.status, excluded.time_us, excluded.time_us_min, excluded.time_us_max,"
-    "  excluded.time_us_copies, excluded.n, excluded.max_abs_err, excluded.rel_err)"
+    "  excluded.time_us_copies, excluded.n, excluded.max_abs_err, excluded.rel_err,"
+    "  excluded.src_rel_err)"
     " IS DISTINCT FROM (m.status, m.time_us, m.time_us_min, m.time_us_max,"
-    "  m.time_us_copies, m.n, m.max_abs_err, m.rel_err))";
+    "  m.time_us_copies, m.n, m.max_abs_err, m.rel_err, m.src_rel_err))";
 
 /* One row as a binary COPY tuple, the columns of PUSH_COLUMNS. */
 static void copy_row(cbuf *buf, const prow *k, const store_measurement *m)
@@ -433,6 +434,7 @@ static void copy_row(cbuf *buf, const prow *k, const store_measurement *m)
     cb_f_text(buf, m->note);
     cb_f_text(buf, m->host);
     cb_f_bigint(buf, m->taken_at);
+    cb_f_num(buf, m->shape.dtype == ATTN_E4M3 ? m->src_rel_err : NAN); /* e4m3 rows only */
 }
 
 /* COPY the keys whose known flag equals known with sql, streamed. */

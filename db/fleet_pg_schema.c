@@ -13,6 +13,9 @@
  *      the models that then coincide merged into the oldest (their devices
  *      and rows moved to it, a row of one key kept where newest, the
  *      aggregates dropped and the groups marked dirty to be recomputed).
+ *   4  FP8 (issue 30): shapes.dtype may be 'e4m3'; measurements gain
+ *      src_rel_err (an e4m3 row's error against the reference of its bf16
+ *      source) and aggregates its largest over the ok devices.
  *
  * Migrations run in one transaction under an advisory lock, so two
  * attuned starting against a new server create it once. docs/fleet.md
@@ -149,6 +152,19 @@ static const char schema_v2[] =
     "  pushed_at timestamptz NOT NULL DEFAULT now());"
     "CREATE UNIQUE INDEX pins_rule ON pins (action, tactic, shape, device, lower(model));";
 
+/* Version 4: the dtype CHECK widened (PostgreSQL names a column's CHECK
+ * <table>_<column>_check), the source error of e4m3 rows beside rel_err
+ * (NULL for other dtypes and older rows), in rows and aggregates.
+ * Idempotent, so a server whose version was set back by hand (tests plant
+ * older servers so) migrates again. */
+static const char schema_v4[] =
+    "ALTER TABLE shapes DROP CONSTRAINT IF EXISTS shapes_dtype_check;"
+    "ALTER TABLE shapes ADD CONSTRAINT shapes_dtype_check"
+    "  CHECK (dtype IN ('f16', 'bf16', 'f32', 'e4m3'));"
+    "ALTER TABLE measurements ADD COLUMN IF NOT EXISTS src_rel_err float8"
+    "  CHECK (src_rel_err >= 0 AND src_rel_err < 'Infinity');"
+    "ALTER TABLE aggregates ADD COLUMN IF NOT EXISTS src_rel_err float8;";
+
 /* Version 3, for one model m merged into k: devices, then rows (a key
  * held by both keeps the newer row), then the derived tables (k's groups
  * recomputed), then the model row. params: "mk" ($1 = m, $2 = k), "m" or
@@ -256,7 +272,8 @@ static int migrate_models(fleet_pg *c, char *err, size_t errlen)
 
 /* migrations[v] takes the server from version v to v + 1 (NULL: in C,
  * migrate_c[v]). */
-static const char *const migrations[FLEET_PG_SCHEMA_VERSION] = {schema_v1, schema_v2, NULL};
+static const char *const migrations[FLEET_PG_SCHEMA_VERSION] = {schema_v1, schema_v2, NULL,
+                                                                 schema_v4};
 static int (*const migrate_c[FLEET_PG_SCHEMA_VERSION])(fleet_pg *, char *, size_t) = {
     [2] = migrate_models,
 };

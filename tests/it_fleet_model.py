@@ -110,13 +110,13 @@ def main():
                                                          name="NVIDIA H200", sm=132,
                                                          mem=143771), tmp)
         r = run(pg, "fleet", "status", "--db", db, "--fleet", pg.url)
-        check(r.returncode == 0 and "server schema 3" in r.stdout, "a new server is schema 3")
+        check(r.returncode == 0 and "server schema 4" in r.stdout, "a new server is schema 4")
         plant_v2(pg)
         check(int(pg.sql("SELECT count(*) FROM models WHERE name = 'NVIDIA H200'")[0]) == 2,
               "schema 2: one H200, two models")
         r = run(pg, "fleet", "status", "--db", db, "--fleet", pg.url)
-        check(r.returncode == 0 and "server schema 3" in r.stdout,
-              "connecting migrates it to schema 3")
+        check(r.returncode == 0 and "server schema 4" in r.stdout,
+              "connecting migrates it to schema 4 (through 3)")
         new = fnv("NVIDIA H200|cuda|9.0|132|144G")
         h200 = pg.sql("SELECT id, uid, memory_mb FROM models WHERE name = 'NVIDIA H200'")
         check(len(h200) == 1 and h200[0].split("|")[1:] == [new, "147456"],

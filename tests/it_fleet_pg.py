@@ -96,7 +96,7 @@ def test_credentials(pg, tmp):
     check(r.returncode == 1 and "password" in r.stderr,
           "without the passfile the server refuses (scram auth is on)")
     r = run(pg, "fleet", "status", "--db", db, "--fleet", pg.url)
-    check(r.returncode == 0 and "server schema 3" in r.stdout,
+    check(r.returncode == 0 and "server schema 4" in r.stdout,
           "the passfile's credentials connect and create the schema")
 
 
@@ -515,6 +515,47 @@ def test_fleet_answers(pg, tmp):
         d.stop()
 
 
+def test_e4m3(pg, tmp):
+    """FP8 rows (issue 30): e4m3 shapes and their error against the bf16
+    source (src_rel_err) travel to the server and come back in a model's
+    aggregates as the largest of the ok devices', like rel_err."""
+    s1 = fleetlib.stack("560.35.03")
+    shape = dict(fleetlib.shape_of(0, sq=33), dtype="e4m3")
+    src = {"GPU-f-1": 0.031, "GPU-f-2": 0.052, "GPU-f-3": 0.044}
+    for i, (dev, e) in enumerate(sorted(src.items())):
+        r8 = fleetlib.row(shape, "fused/pad=1", s1, 5.0 + i, T0, rel_err=0.01 + i * 1e-3)
+        r8["src_rel_err"] = e
+        b16 = fleetlib.row(fleetlib.shape_of(0, sq=33), "fused/pad=1", s1, 9.0, T0)
+        db = os.path.join(tmp, dev + ".db")
+        fleetlib.import_table(ATTUNE, db, fleetlib.table(dev, [r8, b16], [s1], name="FP8 GPU"),
+                              tmp)
+        r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+        check(r.returncode == 0 and "pushed 2 rows" in r.stdout,
+              "%s pushes its e4m3 and its f16 row (%s)" % (dev, r.stdout.strip()))
+    got = pg.sql("SELECT d.uid, m.src_rel_err FROM measurements m JOIN devices d ON"
+                 " d.id = m.device_id JOIN shapes s ON s.id = m.shape_id WHERE s.dtype = 'e4m3'"
+                 " ORDER BY 1")
+    check(got == ["%s|%s" % (d, src[d]) for d in sorted(src)],
+          "the server holds each device's source error (%s)" % got)
+    nulls = pg.sql("SELECT count(*) FROM measurements m JOIN shapes s ON s.id = m.shape_id"
+                   " JOIN devices d ON d.id = m.device_id WHERE s.dtype = 'f16'"
+                   " AND d.uid LIKE 'GPU-f-%' AND m.src_rel_err IS NULL")
+    check(nulls == ["3"], "f16 rows carry none (%s)" % nulls)
+    me = os.path.join(tmp, "fp8-me.db")
+    fleetlib.import_table(ATTUNE, me, fleetlib.table(
+        "GPU-f-4", [fleetlib.row(fleetlib.shape_of(900), "fused/pad=1", s1, 5.0, T0)], [s1],
+        name="FP8 GPU"), tmp)
+    r = run(pg, "fleet", "pull", "--db", me, "--fleet", pg.url, "--device", "GPU-f-4")
+    c = sqlite3.connect(me)
+    rows = c.execute("SELECT s.dtype, m.time_us, m.rel_err, m.src_rel_err FROM measurements m"
+                     " JOIN shapes s ON s.id = m.shape_id WHERE m.device_id LIKE 'FLEET-%'"
+                     " ORDER BY s.dtype").fetchall()
+    c.close()
+    check(r.returncode == 0 and rows == [("e4m3", 6.0, 0.012, 0.052), ("f16", 9.0, 1e-4, None)],
+          "the pulled e4m3 row: median time, largest rel_err and src_rel_err; the f16 row "
+          "none (%s)" % rows)
+
+
 def main():
     r = subprocess.run([ATTUNE, "fleet", "status", "--db", "/nonexistent/x.db", "--fleet",
                         "postgresql:///x"], capture_output=True, text=True)
@@ -534,6 +575,7 @@ def main():
         drift_db = test_drift(pg, tmp)
         test_daemon(pg, tmp, drift_db)
         test_fleet_answers(pg, tmp)
+        test_e4m3(pg, tmp)
     finally:
         pg.close()
         subprocess.run(["rm", "-rf", tmp])
