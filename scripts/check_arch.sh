@@ -3,7 +3,8 @@
 # architectures, device code only, and fail on register spills or static
 # shared memory over the architecture's per-block limit.
 #
-#   scripts/check_arch.sh [ARCH...]        default: 87 (Orin) 110 (Thor)
+#   scripts/check_arch.sh [--logs DIR] [ARCH...]   default: 87 (Orin) 110 (Thor)
+#   scripts/check_arch.sh --compile ARCH FILE LOG  one file, for the build
 #
 # Every kernels/**/*.cu is compiled with `nvcc -cubin -arch=sm_ARCH -O2
 # -Xptxas -v` (the flags of the RelWithDebInfo build's device code), so new
@@ -14,20 +15,53 @@
 # the kernel files, which cuda_fused_tactics also reads (dynamic shared
 # memory, not visible to ptxas, is checked against the same limits by
 # tests/test_fused_arch.c). The report goes to stdout and to
-# $ATTUNE_ARCH_CHECK_DIR (default build/arch-check); compiles are cached
-# there by the hash of the kernel sources, flags and nvcc version, so an
-# unchanged tree costs nothing. Exit 0 ok, 1 failure, 77 without nvcc.
+# $ATTUNE_ARCH_CHECK_DIR (default build/arch-check).
+#
+# Who compiles: with --logs DIR, the build did (the attune_arch_check
+# target of CMakeLists.txt, cmake/arch_check.cmake: one `--compile` per
+# file and architecture, DIR/sm_ARCH/<file>.log, scheduled by make beside
+# the rest of the build and redone only when a file it read changed);
+# this script only reads what ptxas said. Without --logs it compiles
+# everything itself, cached in $ATTUNE_ARCH_CHECK_DIR by the hash of the
+# kernel sources, flags and nvcc version, so an unchanged tree costs
+# nothing. --compile writes LOG (ptxas's report) and LOG.d (the files it
+# read, for make) when nvcc succeeds; when it fails, LOG.fail with nvcc's
+# errors and no LOG, and still exits 0: the check, not the build, fails.
+# Exit 0 ok, 1 failure, 77 without nvcc.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=${ATTUNE_ARCH_CHECK_DIR:-$src/build/arch-check}
-archs=${*:-87 110}
 nvcc=${NVCC:-nvcc}
 command -v "$nvcc" >/dev/null 2>&1 || for c in /usr/local/cuda/bin/nvcc; do
     [ -x "$c" ] && nvcc=$c
 done
+flags="-cubin -O2 -DNDEBUG -Xptxas -v -DATTUNE_HAVE_CUDA=1 -I$src"
+
+if [ "${1:-}" = --compile ]; then # ARCH FILE LOG: one compile, for the build
+    [ $# -eq 4 ] || { echo "usage: $0 --compile ARCH FILE LOG" >&2; exit 2; }
+    a=$2 f=$3 log=$4
+    tmp=$(mktemp -d)
+    mkdir -p "$(dirname "$log")"
+    rm -f "$log" "$log.fail"
+    # shellcheck disable=SC2086
+    if "$nvcc" $flags -arch=sm_$a "$f" -o "$tmp/x.cubin" -MD -MT "$log" -MF "$tmp/d" >"$tmp/log" 2>&1; then
+        mv "$tmp/d" "$log.d"
+        mv "$tmp/log" "$log"
+    else
+        mv "$tmp/log" "$log.fail"
+        echo "check_arch: nvcc failed for sm_$a on $f: $log.fail (it_arch_check reports it)" >&2
+    fi
+    rm -rf "$tmp"
+    exit 0
+fi
+logs=""
+if [ "${1:-}" = --logs ]; then
+    logs=$2
+    shift 2
+fi
+archs=${*:-87 110}
 command -v "$nvcc" >/dev/null 2>&1 || { echo "skip: nvcc not found"; exit 77; }
 command -v c++filt >/dev/null 2>&1 || { echo "skip: c++filt not found"; exit 77; }
-flags="-cubin -O2 -DNDEBUG -Xptxas -v -DATTUNE_HAVE_CUDA=1 -I$src"
 files=$(find "$src/kernels" -name '*.cu' | sort)
 [ -n "$files" ] || { echo "no .cu files under kernels/"; exit 0; }
 mkdir -p "$out"
@@ -47,10 +81,43 @@ limit() {
     esac
 }
 
+# The name of FILE's log under --logs DIR/sm_ARCH/: its path under kernels/
+# with / as __ (cuda/cuda_fused.cu -> cuda__cuda_fused.cu.log), as
+# cmake/arch_check.cmake names it.
+log_name() {
+    r=${1#"$src/kernels/"}
+    echo "$r" | sed 's|/|__|g'
+}
+
+collect_arch() { # arch -> $out/sm_$arch.$key.log from the build's logs, or a .fail file
+    a=$1
+    log=$out/sm_$a.$key.log
+    rm -f "$log" "$out/sm_$a.$key.fail"
+    tmp=$(mktemp)
+    rc=0
+    for f in $files; do
+        one=$logs/sm_$a/$(log_name "$f").log
+        echo "== $f" >>"$tmp"
+        if [ -f "$one" ]; then
+            cat "$one" >>"$tmp"
+        elif [ -f "$one.fail" ]; then
+            cat "$one.fail" >>"$tmp"
+            rc=1
+        else
+            echo "error: no $one: the build did not compile $f for sm_$a (target attune_arch_check)" >>"$tmp"
+            rc=1
+        fi
+    done
+    if [ $rc -eq 0 ]; then mv "$tmp" "$log"; else mv "$tmp" "$out/sm_$a.$key.fail"; fi
+    return $rc
+}
+
 compile_arch() { # arch -> $out/$arch.$key.log (all files), or a .fail file
     a=$1
     log=$out/sm_$a.$key.log
+    [ -n "$logs" ] && { collect_arch "$a"; return; }
     [ -f "$log" ] && return 0
+    rm -f "$out/sm_$a.$key.fail" # a failure before: this compile says again
     tmp=$(mktemp -d)
     rc=0
     for f in $files; do

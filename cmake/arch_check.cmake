@@ -1,0 +1,48 @@
+# arch_check.cmake -- the compiles of the architecture check (it_arch_check,
+# scripts/check_arch.sh) as build steps: target attune_arch_check, not
+# part of `all`, built by `make test` together with everything else (issue
+# 28 item 5). One custom command per kernel file and architecture, each
+# `scripts/check_arch.sh --compile ARCH FILE LOG` (nvcc -cubin -Xptxas -v,
+# the flags written once, in that script), so
+#   - make schedules them beside the C and CUDA build instead of after it,
+#     both cores busy (they were ~90 s of the tests' CPU, two processes,
+#     beside tests timing kernels);
+#   - each is done once per architecture and file and redone only when a
+#     file it read changed (nvcc's depfile): the cache is make's;
+#   - the test only reads what ptxas said (check_arch.sh --logs), after
+#     building this target, a no-op once make test has.
+# Architectures: ATTUNE_CHECK_ARCHS (default 87 110: Orin and Thor), those
+# this nvcc can build; the check notes the others as not checked.
+set(ATTUNE_CHECK_ARCHS "87;110" CACHE STRING "Architectures it_arch_check compiles every kernel for")
+set(ATTUNE_ARCH_CHECK_LOGS ${CMAKE_BINARY_DIR}/arch-check/logs)
+add_custom_target(attune_arch_check)
+if(ATTUNE_HAVE_CUDA AND CMAKE_CUDA_COMPILER)
+  execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-arch
+                  OUTPUT_VARIABLE _gpu_archs ERROR_QUIET)
+  file(GLOB_RECURSE _check_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/*.cu)
+  list(SORT _check_sources)
+  set(_check_logs)
+  foreach(a ${ATTUNE_CHECK_ARCHS})
+    if(NOT _gpu_archs MATCHES "compute_${a}\n")
+      continue()
+    endif()
+    foreach(f ${_check_sources})
+      # the name check_arch.sh's log_name gives: the path under kernels/, / as __
+      file(RELATIVE_PATH _rel ${CMAKE_SOURCE_DIR}/kernels ${f})
+      string(REPLACE "/" "__" _name ${_rel})
+      set(_log ${ATTUNE_ARCH_CHECK_LOGS}/sm_${a}/${_name}.log)
+      add_custom_command(OUTPUT ${_log}
+        COMMAND ${CMAKE_COMMAND} -E env NVCC=${CMAKE_CUDA_COMPILER}
+                ${CMAKE_SOURCE_DIR}/scripts/check_arch.sh --compile ${a} ${f} ${_log}
+        DEPENDS ${f} ${CMAKE_SOURCE_DIR}/scripts/check_arch.sh
+        DEPFILE ${_log}.d
+        COMMENT "Checking ${_rel} for sm_${a}"
+        VERBATIM)
+      list(APPEND _check_logs ${_log})
+    endforeach()
+  endforeach()
+  if(_check_logs)
+    add_custom_target(attune_arch_check_compile DEPENDS ${_check_logs})
+    add_dependencies(attune_arch_check attune_arch_check_compile)
+  endif()
+endif()
