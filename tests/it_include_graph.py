@@ -73,9 +73,12 @@ def sources(root):
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
+        # a build tree is any directory CMake configured (CMakeCache.txt),
+        # whatever its name, as well as build*/ at the top
         dirnames[:] = sorted(
             d for d in dirnames
-            if d not in SKIP_DIRS and not (rel_dir == "." and d.startswith("build")))
+            if d not in SKIP_DIRS and not (rel_dir == "." and d.startswith("build"))
+            and not os.path.isfile(os.path.join(dirpath, d, "CMakeCache.txt")))
         for f in sorted(filenames):
             if f.endswith(SOURCE_EXT):
                 out.append(os.path.normpath(os.path.join(rel_dir, f)).replace(os.sep, "/"))
