@@ -111,10 +111,19 @@ template <> struct dt_traits<__nv_bfloat16> {
     static __device__ __forceinline__ double to_d(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
 };
 
+/* e4m3 -> float by its bits (exact; NaN is never stored by the tuner's
+ * data): cheaper than the library's conversion where it is emulated
+ * (below sm_89), which made the reference kernel spill on sm_87. */
+static __device__ __forceinline__ float e4m3_to_float(__nv_fp8_e4m3 x)
+{
+    const unsigned b = x.__x, e = (b >> 3) & 15u, m = b & 7u;
+    const float mag = e == 0 ? (float)m * 0x1p-9f : __uint_as_float(((e + 120u) << 23) | (m << 20));
+    return (b & 0x80u) ? -mag : mag;
+}
 template <> struct dt_traits<__nv_fp8_e4m3> { /* stored values: descale is the caller's */
-    static __device__ __forceinline__ float to_f(__nv_fp8_e4m3 x) { return (float)x; }
+    static __device__ __forceinline__ float to_f(__nv_fp8_e4m3 x) { return e4m3_to_float(x); }
     static __device__ __forceinline__ __nv_fp8_e4m3 from_f(float x) { return __nv_fp8_e4m3(x); }
-    static __device__ __forceinline__ double to_d(__nv_fp8_e4m3 x) { return (double)(float)x; }
+    static __device__ __forceinline__ double to_d(__nv_fp8_e4m3 x) { return (double)e4m3_to_float(x); }
 };
 /* cuBLAS data type of a storage dtype. */
 static inline cudaDataType cuda_blas_type(attn_dtype t)
