@@ -11,7 +11,8 @@
 extern const attn_variant_desc attn_cpu_fused, attn_cpu_split, attn_cpu_split_repeat,
     attn_cpu_folded;
 extern const attn_variant_desc attn_cuda_fused, attn_cuda_fused_sm90a, attn_cuda_fused_splitkv,
-    attn_cuda_split, attn_cuda_split_repeat, attn_cuda_folded, attn_cuda_cudnn;
+    attn_cuda_fused_f32, attn_cuda_split, attn_cuda_split_repeat, attn_cuda_folded,
+    attn_cuda_cudnn;
 
 static const attn_variant_desc *table[ATTN_MAX_FAMILIES] = {
     &attn_cpu_fused,          /* kernels/cpu/cpu_variants.c */
@@ -21,12 +22,13 @@ static const attn_variant_desc *table[ATTN_MAX_FAMILIES] = {
     &attn_cuda_fused,         /* kernels/cuda/desc_fused.c: version 1 tiles */
     &attn_cuda_fused_sm90a,   /* kernels/cuda/desc_fused.c: version 3 (wgmma, TMA) */
     &attn_cuda_fused_splitkv, /* kernels/cuda/desc_fused.c: version 2 (flash-decoding) */
+    &attn_cuda_fused_f32,     /* kernels/cuda/desc_fused_f32.c: FP32 on the SIMT cores */
     &attn_cuda_split,         /* kernels/cuda/desc_split.c: cuBLAS GEMMs */
     &attn_cuda_split_repeat,
     &attn_cuda_folded,
     &attn_cuda_cudnn,         /* kernels/cuda/desc_cudnn.c */
 };
-#define NBUILTIN 11
+#define NBUILTIN 12
 
 static int ntable = NBUILTIN;
 

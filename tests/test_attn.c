@@ -61,7 +61,8 @@ static void tactic_should_round_trip_canonically(void)
                            "fused_splitkv/pad=1/splits=16/tile=64x64/warps=4",
                            "split/acc=f16/pad=64", "split_repeat/acc=f32/pad=16",
                            "fused/arch=sm90a/pad=8/stages=2/tile=128x128/warps=12",
-                           "fused/arch=sm90a/fold=1/pad=1/splits=8/stages=2/tile=128x128/warps=12"};
+                           "fused/arch=sm90a/fold=1/pad=1/splits=8/stages=2/tile=128x128/warps=12",
+                           "fused/acc=f32/pad=1/tile=64x64/warps=4"};
     for (size_t i = 0; i < sizeof canon / sizeof canon[0]; i++) {
         attn_tactic t;
         char buf[ATTN_TACTIC_STR_MAX];
@@ -73,6 +74,9 @@ static void tactic_should_round_trip_canonically(void)
     char buf[ATTN_TACTIC_STR_MAX];
     CHECK_EQ_INT(attn_tactic_parse("folded/pad=8/acc=f32", &t, NULL, 0), 0);
     CHECK_STR(attn_tactic_str(&t, buf, sizeof buf), "folded/acc=f32/pad=8");
+    /* acc on fused (the FP32 kernel's key) sorts first there too */
+    CHECK_EQ_INT(attn_tactic_parse("fused/warps=4/tile=32x64/pad=1/acc=f32", &t, NULL, 0), 0);
+    CHECK_STR(attn_tactic_str(&t, buf, sizeof buf), "fused/acc=f32/pad=1/tile=32x64/warps=4");
 }
 
 static void tactic_parse_should_reject_bad_text(void)

@@ -91,6 +91,11 @@ static void families_should_own_their_tactics(void)
     CHECK_STR(family("fused/arch=sm90a/pad=1/stages=2/tile=128x128/warps=12", "cuda"),
               "fused/arch=sm90a");
     CHECK_STR(family("fused_splitkv/pad=1/splits=4/tile=16x64/warps=4", "cuda"), "fused_splitkv");
+    /* acc=f32 on fused: the FP32 kernel, not the 16-bit tiles; not the CPU's */
+    CHECK_STR(family("fused/acc=f32/pad=1/tile=64x64/warps=4", "cuda"), "fused/acc=f32");
+    CHECK_STR(family("fused/acc=f32/pad=1/tile=64x64/warps=4", "cpu"), "");
+    CHECK_STR(family("fused/acc=f32/pad=1", "cuda"), ""); /* no tile */
+    CHECK_STR(family("fused/acc=f16/pad=1/tile=64x64/warps=4", "cuda"), "");
     CHECK_STR(family("fused_splitkv/pad=1/splits=4/tile=16x64/warps=4", "cpu"), "");
     CHECK_STR(family("cudnn/eng=9/graph=sdpa/kcfg=7/pad=1", "cuda"), "cudnn");
     CHECK_STR(family("cudnn/eng=9/graph=sdpa/kcfg=7/pad=1", NULL), "cudnn");
@@ -170,6 +175,42 @@ static void fused_tiles_should_describe_their_grid(void)
     c = describe("fused/pad=8/tile=128x64/warps=4", &s, &dev, 0);
     CHECK_EQ_INT(c.copies, 4);
     CHECK_NEAR(c.copy_bytes, 4.0 * 2 * (2 * 8 * 100 * 40 + 2 * 8 * 77 * 40), 0);
+}
+
+static void fused_f32_should_describe_its_tiles(void)
+{
+    attn_device_info dev = h200();
+    /* d = 40 runs the d = 64 kernel; 100 rows in 64-row tiles; 77 keys in
+     * two 64-key tiles, plus the block's Q in and O out (64 keys) */
+    attn_shape s = shp(2, 8, 2, 100, 77, 40, ATTN_F32, 1);
+    attn_cost c = describe("fused/acc=f32/pad=1/tile=64x64/warps=4", &s, &dev, 0);
+    attn_tactic t = tac("fused/acc=f32/pad=1/tile=64x64/warps=4");
+    CHECK_EQ_INT(attn_describe(&s, &t, &dev, 0, &c), 0);
+    CHECK_EQ_INT((int)c.head_dim, 64);
+    CHECK_NEAR(c.rows, 128, 0);
+    CHECK_NEAR(c.keys, 128 + 64, 0);
+    CHECK_NEAR(c.blocks, 2 * 8 * 2, 0);
+    CHECK_EQ_INT(c.threads, 128);
+    CHECK_EQ_INT(c.longest_first, 1);
+    CHECK_EQ_INT(c.causal_skip, 1);
+    /* Q, K, V rows of 64 + 4 floats, P 64 rows of 64 + 8 (cuda_fused_f32.h) */
+    CHECK_NEAR(c.smem, ((64 + 2 * 64) * 68 + 64 * 72) * 4, 0);
+    CHECK_NEAR(c.blocks_sm, 3, 0); /* 228 KB / 69 KB */
+    CHECK_EQ_INT(c.launches, 1);
+    CHECK_EQ_INT(c.copies, 0);
+    /* f16 data, a pad, a tile not built at this head dim: described, refused */
+    s.dtype = ATTN_F16;
+    CHECK_EQ_INT(attn_describe(&s, &t, &dev, 0, &c), ATTUNE_EUNSUPP);
+    s.dtype = ATTN_F32;
+    t = tac("fused/acc=f32/pad=8/tile=64x64/warps=4");
+    CHECK_EQ_INT(attn_describe(&s, &t, &dev, 0, &c), ATTUNE_EUNSUPP);
+    t = tac("fused/acc=f32/pad=1/tile=64x32/warps=4"); /* a d = 128 tile */
+    CHECK_EQ_INT(attn_describe(&s, &t, &dev, 0, &c), ATTUNE_EUNSUPP);
+    s.d = 128;
+    CHECK_EQ_INT(attn_describe(&s, &t, &dev, 0, &c), 0);
+    CHECK_EQ_INT((int)c.head_dim, 128);
+    s.d = 300;
+    CHECK_EQ_INT(attn_describe(&s, &t, &dev, 0, &c), ATTUNE_EUNSUPP);
 }
 
 static void sm90a_fold_should_fill_its_rows_with_the_group(void)
@@ -434,7 +475,7 @@ static void register_should_refuse_a_name_of_another_id(void)
     CHECK_EQ_INT(attn_family_register(&bad), ATTUNE_EINVAL);
     int n;
     attn_families(&n);
-    CHECK_EQ_INT(n, 11);
+    CHECK_EQ_INT(n, 12);
 }
 
 int main(void)
@@ -444,6 +485,7 @@ int main(void)
     RUN(families_should_be_built_with_their_backend);
     RUN(cpu_listing_should_be_the_tables);
     RUN(fused_tiles_should_describe_their_grid);
+    RUN(fused_f32_should_describe_its_tiles);
     RUN(sm90a_fold_should_fill_its_rows_with_the_group);
     RUN(splitkv_should_stream_at_its_blocks_share);
     RUN(gemms_should_compute_the_whole_padded_matrix);
