@@ -199,8 +199,8 @@ __device__ __forceinline__ void load_tile(float *s, const float *g, int64_t ld, 
  * Loads are predicated on this call's lengths: rows past sq (Q) or skv
  * (K, V) and columns past d are zero-filled, so nothing past a view's real
  * rows is read and masked keys contribute 0 * 0. */
-template <int D, int BR, int BC, int NW, int CG, bool VEC>
-__global__ void __launch_bounds__(NW * 32, 1) fused_f32_kernel(const f32_args p)
+template <int D, int BR, int BC, int NW, int CG, int MINB, bool VEC>
+__global__ void __launch_bounds__(NW * 32, MINB) fused_f32_kernel(const f32_args p)
 {
     constexpr int NTH = NW * 32, RGW = 32 / CG, RG = NW * RGW;
     constexpr int TM = F32_TM(BR, NW, CG), TN = F32_TN(BC, CG), TD = F32_TD(D, CG);
@@ -268,7 +268,10 @@ __global__ void __launch_bounds__(NW * 32, 1) fused_f32_kernel(const f32_args p)
         load_tile<BC, D, NTH, VEC>(sV, gV + (int64_t)n0 * p.vss, p.vss, p.skv - n0, p.d, tid);
         cp_async_commit();
 
-        /* S = Q K^T over the D columns in float4 steps. */
+        /* S = Q K^T over the D columns in float4 steps: of the TM float4s
+         * of Q and TN of K a step reads, the smaller side is held and the
+         * other streamed one float4 at a time (16 fewer live registers at
+         * TM = 4, TN = 8 than holding K). */
         float s[TM][TN];
 #pragma unroll
         for (int a = 0; a < TM; a++)
@@ -280,19 +283,39 @@ __global__ void __launch_bounds__(NW * 32, 1) fused_f32_kernel(const f32_args p)
             const float *kr = sK + cg * RS;
 #pragma unroll
             for (int k4 = 0; k4 < D / 4; k4++) {
-                float4 kv[TN];
+                if constexpr (TM <= TN) {
+                    float4 qv[TM];
 #pragma unroll
-                for (int j = 0; j < TN; j++)
-                    kv[j] = *reinterpret_cast<const float4 *>(kr + j * CG * RS + 4 * k4);
-#pragma unroll
-                for (int a = 0; a < TM; a++) {
-                    const float4 qv = *reinterpret_cast<const float4 *>(qr + a * RG * RS + 4 * k4);
+                    for (int a = 0; a < TM; a++)
+                        qv[a] = *reinterpret_cast<const float4 *>(qr + a * RG * RS + 4 * k4);
 #pragma unroll
                     for (int j = 0; j < TN; j++) {
-                        s[a][j] = fmaf(qv.x, kv[j].x, s[a][j]);
-                        s[a][j] = fmaf(qv.y, kv[j].y, s[a][j]);
-                        s[a][j] = fmaf(qv.z, kv[j].z, s[a][j]);
-                        s[a][j] = fmaf(qv.w, kv[j].w, s[a][j]);
+                        const float4 kv =
+                            *reinterpret_cast<const float4 *>(kr + j * CG * RS + 4 * k4);
+#pragma unroll
+                        for (int a = 0; a < TM; a++) {
+                            s[a][j] = fmaf(qv[a].x, kv.x, s[a][j]);
+                            s[a][j] = fmaf(qv[a].y, kv.y, s[a][j]);
+                            s[a][j] = fmaf(qv[a].z, kv.z, s[a][j]);
+                            s[a][j] = fmaf(qv[a].w, kv.w, s[a][j]);
+                        }
+                    }
+                } else {
+                    float4 kv[TN];
+#pragma unroll
+                    for (int j = 0; j < TN; j++)
+                        kv[j] = *reinterpret_cast<const float4 *>(kr + j * CG * RS + 4 * k4);
+#pragma unroll
+                    for (int a = 0; a < TM; a++) {
+                        const float4 qv =
+                            *reinterpret_cast<const float4 *>(qr + a * RG * RS + 4 * k4);
+#pragma unroll
+                        for (int j = 0; j < TN; j++) {
+                            s[a][j] = fmaf(qv.x, kv[j].x, s[a][j]);
+                            s[a][j] = fmaf(qv.y, kv[j].y, s[a][j]);
+                            s[a][j] = fmaf(qv.z, kv[j].z, s[a][j]);
+                            s[a][j] = fmaf(qv.w, kv[j].w, s[a][j]);
+                        }
                     }
                 }
             }
@@ -369,10 +392,14 @@ __global__ void __launch_bounds__(NW * 32, 1) fused_f32_kernel(const f32_args p)
                     float4 vv[TD / 4];
 #pragma unroll
                     for (int u = 0; u < TD / 4; u++)
-                        vv[u] = *reinterpret_cast<const float4 *>(vr + (4 * j4 + e) * RS + 4 * CG * u);
+                        vv[u] = *reinterpret_cast<const float4 *>(vr + (4 * j4 + e) * RS +
+                                                                  4 * CG * u);
 #pragma unroll
                     for (int a = 0; a < TM; a++) {
-                        const float pe = e == 0 ? pv[a].x : e == 1 ? pv[a].y : e == 2 ? pv[a].z : pv[a].w;
+                        const float pe = e == 0   ? pv[a].x
+                                         : e == 1 ? pv[a].y
+                                         : e == 2 ? pv[a].z
+                                                  : pv[a].w;
 #pragma unroll
                         for (int u = 0; u < TD / 4; u++) {
                             o[a][4 * u + 0] = fmaf(pe, vv[u].x, o[a][4 * u + 0]);
@@ -423,12 +450,12 @@ __global__ void __launch_bounds__(NW * 32, 1) fused_f32_kernel(const f32_args p)
 
 /* ---- launchers */
 
-template <int D, int BR, int BC, int NW, int CG>
+template <int D, int BR, int BC, int NW, int CG, int MINB>
 static int launch_f32(const f32_args &p, bool vec, int64_t blocks, cudaStream_t stream)
 {
     constexpr size_t smem = F32_SMEM(D, BR, BC, CG);
-    void (*kern)(const f32_args) = vec ? fused_f32_kernel<D, BR, BC, NW, CG, true>
-                                       : fused_f32_kernel<D, BR, BC, NW, CG, false>;
+    void (*kern)(const f32_args) = vec ? fused_f32_kernel<D, BR, BC, NW, CG, MINB, true>
+                                       : fused_f32_kernel<D, BR, BC, NW, CG, MINB, false>;
     /* Not a stream operation: allowed while a graph is being captured. */
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
         cudaSuccess)
@@ -448,7 +475,7 @@ extern "C" int cuda_fused_f32_tactics(const attn_shape *s, int cc_major, int cc_
     attn_sm_limits lim;
     attn_sm_limits_of(cc_major, cc_minor, &lim);
     int n = 0;
-#define F32_TACTIC(D_, BR_, BC_, NW_, CG_)                                                     \
+#define F32_TACTIC(D_, BR_, BC_, NW_, CG_, MINB_)                                              \
     if (D == D_ && n < max && (double)F32_SMEM(D_, BR_, BC_, CG_) <= lim.smem_block) {          \
         attn_tactic t = {};                                                                    \
         t.variant = ATTN_FUSED;                                                                \
@@ -518,13 +545,13 @@ extern "C" int cuda_fused_f32_launch(const attn_shape *s, const attn_tactic *t, 
                      vec_view(&io->o);
     cudaStream_t st = (cudaStream_t)stream;
 
-#define F32_LAUNCH(D_, BR_, BC_, NW_, CG_)                                                     \
+#define F32_LAUNCH(D_, BR_, BC_, NW_, CG_, MINB_)                                              \
     if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == NW_) {                 \
         const int64_t nrb = (s->sq + BR_ - 1) / BR_, blocks = nrb * s->b * s->hq;              \
         if (blocks > INT_MAX)                                                                  \
             return ATTUNE_EUNSUPP;                                                             \
         p.nrb = (int)nrb;                                                                      \
-        return launch_f32<D_, BR_, BC_, NW_, CG_>(p, vec, blocks, st);                         \
+        return launch_f32<D_, BR_, BC_, NW_, CG_, MINB_>(p, vec, blocks, st);                  \
     }
     F32_CONFIGS(F32_LAUNCH)
 #undef F32_LAUNCH

@@ -21,48 +21,55 @@ extern "C" {
 
 /* ---- configurations
  *
- * X(D, BR, BC, NW, CG): head dim bucket D, BR query rows and BC keys per
- * tile, NW warps, CG threads per row group (the lanes that share a query
- * row: they split its BC keys in S and its D columns in O). A tactic names
- * the first four (tile=BRxBC, warps=NW); CG belongs to the configuration.
- * A thread holds TM x TN scores and TM x TD outputs (F32_TM, F32_TN,
- * F32_TD below); outside the 16-row tiles TM >= 2, so every float4 read
- * from shared memory feeds >= 8 FFMAs (cuda_fused_f32.cu "Shared memory
- * and FFMAs"). Shared memory (F32_SMEM) and blocks per SM on an H200
- * (228 KB, 2048 threads):
+ * X(D, BR, BC, NW, CG, MINB): head dim bucket D, BR query rows and BC keys
+ * per tile, NW warps, CG threads per row group (the lanes that share a
+ * query row: they split its BC keys in S and its D columns in O), MINB
+ * the blocks per SM the kernel is built for (__launch_bounds__: ptxas keeps
+ * registers within 65536 / (32 NW MINB)). A tactic names the first four
+ * (tile=BRxBC, warps=NW); CG and MINB belong to the configuration. A
+ * thread holds TM x TN scores and TM x TD outputs (F32_TM, F32_TN, F32_TD
+ * below); outside the 16-row tiles TM >= 2, so every float4 read from
+ * shared memory feeds >= 8 FFMAs (cuda_fused_f32.cu, the kernel's comment).
+ * MINB is what shared memory allows on an H200 where registers allow it
+ * without spills, else the most that does not spill (ptxas 13.0, sm_90:
+ * MINB = 2 spilled 20-68 bytes on the 128-row tiles, 5 and 6 spilled 8-44
+ * on the 16- and 32-row d <= 64 ones). Registers (ptxas -v, float4 /
+ * 4-byte form) and blocks per SM on an H200 (228 KB, 1 KB reserved per
+ * block, 64 K registers, 2048 threads):
  *
- *   D    tile/warps  CG  TM TN TD  smem    H200     for
- *   32   16x64/4     8   1  8  4    25 KB  9        decode, short query blocks
- *   32   32x64/4     8   2  8  4    32 KB  7
- *   32   64x64/4     8   4  8  4    45 KB  5
- *   32   128x64/8    8   4  8  4    72 KB  3        long sequences: K/V read once per 128 rows
- *   64   16x64/4     8   1  8  8    43 KB  5
- *   64   32x64/4     8   2  8  8    52 KB  4
- *   64   64x64/4     8   4  8  8    69 KB  3        the encoder tile (PyTorch's: 64x64, 4 warps)
- *   64   128x64/8    8   4  8  8   104 KB  2
- *   128  16x64/4     16  2  4  8    79 KB  2
- *   128  32x64/4     16  4  4  8    93 KB  2
- *   128  64x32/4     8   4  4  16   76 KB  3
- *   128  64x64/8     16  4  4  8   119 KB  1
- *   256  16x32/4     16  2  2  16   84 KB  2
- *   256  32x32/4     16  4  2  16  104 KB  2
- *   256  64x32/8     16  4  2  16  142 KB  1
+ *   D    tile/warps  CG  TM TN TD  smem    MINB  registers  H200  for
+ *   32   16x64/4     8   1  8  4    25 KB  4     122 / 128  4     decode, short query blocks
+ *   32   32x64/4     8   2  8  4    32 KB  4     128 / 128  4
+ *   32   64x64/4     8   4  8  4    45 KB  3     168 / 168  3
+ *   32   128x64/8    8   4  8  4    72 KB  1     168 / 168  1     K/V read once per 128 rows
+ *   64   16x64/4     8   1  8  8    43 KB  4     128 / 128  4
+ *   64   32x64/4     8   2  8  8    52 KB  4     128 / 128  4
+ *   64   64x64/4     8   4  8  8    69 KB  3     168 / 168  3     encoders (PyTorch's tile)
+ *   64   128x64/8    8   4  8  8   104 KB  1     168 / 204  1
+ *   128  16x64/4     16  2  4  8    79 KB  2     128 / 182  2
+ *   128  32x64/4     16  4  4  8    92 KB  2     168 / 220  2
+ *   128  64x32/4     8   4  4  16   76 KB  2     206 / 236  2
+ *   128  64x64/8     16  4  4  8   119 KB  1     168 / 188  1
+ *   256  16x32/4     16  2  2  16   84 KB  2     152 / 132  2
+ *   256  32x32/4     16  4  2  16  104 KB  2     212 / 168  2
+ *   256  64x32/8     16  4  2  16  142 KB  1     206 / 232  1
  *
- * (registers may allow fewer: ptxas decides; docs/kernels.md has its
- * counts.) Each configuration is listed on a device whose per-block shared
- * memory holds it (attn_sm_limits_of): all on 8.0, 8.7, 9.0, 10.x and
- * 11.0; on 8.6, 8.9 and 12.x (99 KB) all but 64:128x64/8, 128:64x64/8,
- * 256:32x32/4 and 256:64x32/8. */
+ * Each configuration is listed on a device whose per-block shared memory
+ * holds it (attn_sm_limits_of): all on 8.0, 8.7, 9.0, 10.x and 11.0; on
+ * 8.6, 8.9 and 12.x (99 KB) all but 64:128x64/8, 128:64x64/8, 256:32x32/4
+ * and 256:64x32/8. */
 #define F32_CONFIGS(X)                                                                         \
-    X(32, 16, 64, 4, 8) X(32, 32, 64, 4, 8) X(32, 64, 64, 4, 8) X(32, 128, 64, 8, 8)           \
-    X(64, 16, 64, 4, 8) X(64, 32, 64, 4, 8) X(64, 64, 64, 4, 8) X(64, 128, 64, 8, 8)           \
-    X(128, 16, 64, 4, 16) X(128, 32, 64, 4, 16) X(128, 64, 32, 4, 8) X(128, 64, 64, 8, 16)     \
-    X(256, 16, 32, 4, 16) X(256, 32, 32, 4, 16) X(256, 64, 32, 8, 16)
+    X(32, 16, 64, 4, 8, 4) X(32, 32, 64, 4, 8, 4) X(32, 64, 64, 4, 8, 3)                       \
+    X(32, 128, 64, 8, 8, 1) X(64, 16, 64, 4, 8, 4) X(64, 32, 64, 4, 8, 4)                      \
+    X(64, 64, 64, 4, 8, 3) X(64, 128, 64, 8, 8, 1) X(128, 16, 64, 4, 16, 2)                    \
+    X(128, 32, 64, 4, 16, 2) X(128, 64, 32, 4, 8, 2) X(128, 64, 64, 8, 16, 1)                  \
+    X(256, 16, 32, 4, 16, 2) X(256, 32, 32, 4, 16, 2) X(256, 64, 32, 8, 16, 1)
 
 /* Head dim the kernel computes for d: the next of 32, 64, 128, 256
  * (columns past d are zero-filled in shared memory and never written); 0
  * over 256. */
-#define F32_KERNEL_DIM(d) ((d) <= 32 ? 32 : (d) <= 64 ? 64 : (d) <= 128 ? 128 : (d) <= 256 ? 256 : 0)
+#define F32_KERNEL_DIM(d)                                                                      \
+    ((d) <= 32 ? 32 : (d) <= 64 ? 64 : (d) <= 128 ? 128 : (d) <= 256 ? 256 : 0)
 
 /* Per-thread blocking of a configuration: rows TM (strided by the row
  * groups), keys TN of S (strided by CG), columns TD of O (float4 chunks
@@ -80,14 +87,13 @@ extern "C" {
 #define F32_SMEM(D, BR, BC, CG)                                                                \
     ((size_t)(((BR) + 2 * (BC)) * F32_ROW(D) + (BR) * F32_PROW(BC, CG)) * sizeof(float))
 
-/* Registers per thread, estimated for the cost model from what a thread
- * holds live in the key loop: TM x TN scores, TM x TD outputs, TN float4
- * of K, the row max and sum, plus addresses and indices
- * (F32_REGS_BASE); capped at 255. */
-#define F32_REGS_BASE 40
-#define F32_REGS(D, BR, BC, NW, CG)                                                            \
-    (F32_REGS_BASE + F32_TM(BR, NW, CG) * (F32_TN(BC, CG) + F32_TD(D, CG) + 2) +               \
-     4 * F32_TN(BC, CG))
+/* Registers per thread for the cost model: the launch bound's budget,
+ * 65536 / (32 NW MINB), at most 255. ptxas's counts (the table above) are
+ * at or under it, and where they are under, shared memory or threads
+ * already limit the blocks per SM to MINB or fewer: costed so, every
+ * configuration's blocks per SM on an H200 are the table's. */
+#define F32_REGS(NW, MINB)                                                                     \
+    (65536 / (32 * (NW) * (MINB)) < 255 ? 65536 / (32 * (NW) * (MINB)) : 255)
 
 /* ---- the launcher */
 

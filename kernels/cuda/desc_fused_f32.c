@@ -21,14 +21,16 @@ static int owns_f32(const attn_tactic *t)
 }
 
 /* The configuration of t at head dim bucket D: its CG (threads per row
- * group), or 0 when none is built. */
-static int config_cg(const attn_tactic *t, int64_t D)
+ * group) and MINB (blocks per SM it is built for); 0 when none is built. */
+static int config_of(const attn_tactic *t, int64_t D, int *minb)
 {
-#define F32_CG(D_, BR_, BC_, NW_, CG_)                                                         \
-    if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == NW_)                   \
-        return CG_;
-    F32_CONFIGS(F32_CG)
-#undef F32_CG
+#define F32_CFG(D_, BR_, BC_, NW_, CG_, MINB_)                                                 \
+    if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == NW_) {                 \
+        *minb = MINB_;                                                                         \
+        return CG_;                                                                            \
+    }
+    F32_CONFIGS(F32_CFG)
+#undef F32_CFG
     return 0;
 }
 
@@ -36,9 +38,9 @@ static int config_cg(const attn_tactic *t, int64_t D)
  * rows against the keys in whole key tiles, causal tiles past a block's
  * last row skipped, each block paying its Q tile in and O tile out as
  * tile_m keys of the same bytes; b * hq * row tiles blocks in waves over
- * the SMs, issued longest first when causal. Registers and shared memory
- * from cuda_fused_f32.h (the registers estimated: ptxas's counts are in
- * docs/kernels.md). A tile this head dim does not build (or a pad other
+ * the SMs, issued longest first when causal. Registers (the launch
+ * bound's budget) and shared memory from cuda_fused_f32.h. A tile this
+ * head dim does not build (or a pad other
  * than 1, or data other than f32) is described as the nearest thing and
  * answered ATTUNE_EUNSUPP. */
 static int describe_f32(const attn_shape *s, const attn_tactic *t, const attn_device_info *dev,
@@ -46,7 +48,8 @@ static int describe_f32(const attn_shape *s, const attn_tactic *t, const attn_de
 {
     (void)hints;
     int64_t D = F32_KERNEL_DIM(s->d);
-    int cg = D != 0 ? config_cg(t, D) : 0;
+    int minb = 1;
+    int cg = D != 0 ? config_of(t, D, &minb) : 0;
     int runs = cg != 0 && s->dtype == ATTN_F32 && t->pad == 1;
     if (D == 0)
         D = s->d;
@@ -66,7 +69,7 @@ static int describe_f32(const attn_shape *s, const attn_tactic *t, const attn_de
     out->row_tile = br;
     out->longest_first = 1;
     out->threads = 32 * nw;
-    out->regs = fmin((double)F32_REGS(D, br, bc, nw, cg), 255);
+    out->regs = (double)F32_REGS(nw, minb);
     out->smem = (double)F32_SMEM(D, br, bc, cg);
     if (attn_cost_gpu(dev)) {
         out->blocks_sm = attn_blocks_per_sm(dev, out->threads, out->regs, out->smem);
