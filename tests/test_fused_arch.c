@@ -13,6 +13,7 @@ int main(void)
 }
 #else
 #include "kernels/cuda/cuda_fused.h"
+#include "kernels/cuda/cuda_fused_f32.h"
 
 /* Per-block opt-in shared memory, from the CUDA programming guide's table,
  * written out here independently of cuda_fused.cu's copy. */
@@ -112,9 +113,55 @@ static void orin_and_thor_should_lose_what_spills_or_does_not_fit(void)
     CHECK_EQ_INT(nk, 7);
 }
 
+/* The fused f32 kernel (cuda_fused_f32.h): f32 only, pad 1 only, every
+ * listed configuration within the architecture's shared memory; all 15 on
+ * 9.0 (4 per head-dim bucket, 3 at d = 256), the 11 of 99 KB or less on
+ * 8.6 / 8.9 / 12.0, none before 8.0. */
+static void f32_configs_should_fit_their_architecture(void)
+{
+    for (size_t i = 0; i < sizeof ccs / sizeof ccs[0]; i++) {
+        int total = 0;
+        for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) {
+            attn_shape s = {1, 8, 1, 64, 4096, dims[k], ATTN_F32, 0};
+            attn_tactic t[64];
+            int n = cuda_fused_f32_tactics(&s, ccs[i] / 10, ccs[i] % 10, t, 64);
+            for (int j = 0; j < n; j++) {
+                int cg = 0;
+#define F32_SMEM_OF(D_, BR_, BC_, NW_, CG_, MINB_)                                              \
+    if (dims[k] == D_ && t[j].tile_m == BR_ && t[j].tile_n == BC_ && t[j].warps == NW_)         \
+        cg = CG_;
+                F32_CONFIGS(F32_SMEM_OF)
+#undef F32_SMEM_OF
+                size_t smem = F32_SMEM(dims[k], t[j].tile_m, t[j].tile_n, cg);
+                CHECK_MSG(cg > 0 && smem <= limit(ccs[i]), "cc %d d %d: %zu B", ccs[i], dims[k],
+                          smem);
+                CHECK(t[j].variant == ATTN_FUSED && t[j].acc == ATTN_ACC_F32 && t[j].pad == 1);
+                CHECK(cuda_fused_f32_listed(&s, ccs[i] / 10, ccs[i] % 10, &t[j]));
+            }
+            total += n;
+            s.dtype = ATTN_F16;
+            CHECK_EQ_INT(cuda_fused_f32_tactics(&s, ccs[i] / 10, ccs[i] % 10, t, 64), 0);
+        }
+        int big = ccs[i] == 80 || ccs[i] == 87 || ccs[i] == 90 || ccs[i] == 100 || ccs[i] == 110;
+        CHECK_MSG(total == (big ? 15 : 11), "sm_%d: %d fused/acc=f32 configurations", ccs[i],
+                  total);
+    }
+    attn_shape s = {1, 8, 1, 64, 64, 64, ATTN_F32, 0};
+    attn_tactic t[64];
+    CHECK_EQ_INT(cuda_fused_f32_tactics(&s, 7, 5, t, 64), 0);
+    s.d = 257;
+    CHECK_EQ_INT(cuda_fused_f32_tactics(&s, 9, 0, t, 64), 0);
+    s.d = 64;
+    CHECK_EQ_INT(cuda_fused_f32_tactics(&s, 9, 0, t, 2), 2); /* stops at max */
+    attn_tactic x = t[0];
+    x.pad = 8;
+    CHECK(!cuda_fused_f32_listed(&s, 9, 0, &x));
+}
+
 int main(void)
 {
     RUN(every_listed_config_should_fit_its_architecture);
+    RUN(f32_configs_should_fit_their_architecture);
     RUN(h200_should_keep_every_configuration);
     RUN(orin_and_thor_should_lose_what_spills_or_does_not_fit);
     return test_summary();
