@@ -52,11 +52,16 @@ int main(void)
 #include "common/hash.h"
 #include "kernels/attn.h"
 
+/* What runs now, for a fatal CUDA error (an illegal address surfaces at
+ * the next synchronisation, not at the launch that made it). */
+static char g_ctx[512] = "setup";
+
 #define CUDA_CHECK(x)                                                                          \
     do {                                                                                       \
         cudaError_t e_ = (x);                                                                  \
         if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            fprintf(stderr, "%s:%d: %s: %s (while running %s)\n", __FILE__, __LINE__, #x,      \
+                    cudaGetErrorString(e_), g_ctx);                                            \
             exit(1);                                                                           \
         }                                                                                      \
     } while (0)
@@ -383,6 +388,8 @@ static void run_case(const tcase *tc, uint64_t seed)
         CHECK_MSG(all[ti].pad == 1, "%s %s: listed at a pad other than 1", key, tname);
         if (g_filter != NULL && strstr(tname, g_filter) == NULL)
             continue;
+        snprintf(g_ctx, sizeof g_ctx, "%s %s, %s, seed %llu", ckey, tname, where,
+                 (unsigned long long)seed);
         attn_plan *p = NULL;
         int rc = ops->plan_new(0, &plan, &all[ti], 0, &p, note, sizeof note);
         CHECK_MSG(rc == 0, "%s %s: plan_new: %s (%s)", key, tname, attune_strerror(rc), note);
@@ -463,6 +470,7 @@ static void run_case(const tcase *tc, uint64_t seed)
     CHECK_MSG(ran > 0 || g_filter != NULL, "%s: no fused/acc=f32 tactic listed", key);
     if (tc->bench && best_us > 0) { /* split/acc=f32 on the same call */
         attn_tactic sp = {.variant = ATTN_SPLIT, .pad = 1, .acc = ATTN_ACC_F32};
+        snprintf(g_ctx, sizeof g_ctx, "%s split/acc=f32/pad=1 (timing)", ckey);
         attn_plan *p = NULL;
         char note[160];
         if (ops->plan_new(0, &plan, &sp, 0, &p, note, sizeof note) == 0) {
