@@ -66,7 +66,8 @@ typedef struct attune_shape_q {
                             TTL); a "file:" client: the file's GPU 0, else
                             its CPU */
     long long b, hq, hkv, sq, skv, d; /* all >= 1, hq % hkv == 0 */
-    const char *dtype;   /* "f16", "bf16" or "f32" */
+    const char *dtype;   /* "f16", "bf16", "f32" or "e4m3" (FP8: q, k, v in
+                            e4m3 with per-tensor descales, out bf16) */
     int causal;          /* 0 or 1 */
 } attune_shape_q;
 

@@ -428,8 +428,8 @@ static int valid_query(const attune_shape_q *q, char *why, size_t whylen)
         return 0;
     }
     if (q->dtype == NULL || (strcmp(q->dtype, "f16") != 0 && strcmp(q->dtype, "bf16") != 0 &&
-                             strcmp(q->dtype, "f32") != 0)) {
-        copy_str(why, whylen, "dtype must be f16, bf16 or f32");
+                             strcmp(q->dtype, "f32") != 0 && strcmp(q->dtype, "e4m3") != 0)) {
+        copy_str(why, whylen, "dtype must be f16, bf16, f32 or e4m3");
         return 0;
     }
     if (q->causal != 0 && q->causal != 1) {

@@ -26,7 +26,7 @@ int shape_json_parse(const json_t *obj, int allow_extra, attn_shape *out, char *
         return attune_fail(err, errlen, ATTUNE_EINVAL, "shape field \"dtype\" must be a string");
     if (attn_dtype_parse(json_string_value(dt), &s.dtype) != 0)
         return attune_fail(err, errlen, ATTUNE_EINVAL,
-                           "unknown dtype \"%.16s\" (expected f16, bf16 or f32)",
+                           "unknown dtype \"%.16s\" (expected f16, bf16, f32 or e4m3)",
                            json_string_value(dt));
     json_t *c = json_object_get(obj, "causal");
     if (json_is_boolean(c))

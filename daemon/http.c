@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "../common/json_num.h"
+#include "../lookup/dtype_choice.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
@@ -327,12 +328,18 @@ int http_arg_int(const http_args *a, const char *key, int64_t min, int64_t max,
     return 0;
 }
 
-int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen)
+/* http_args_shape, or with set != NULL http_args_dims. */
+static int args_shape(const http_args *a, attn_shape *s, unsigned *set, char *err,
+                      size_t errlen)
 {
     static const char *const fields[] = {"b", "hq", "hkv", "sq", "skv", "d"};
     char b1[48];
     const char *key = http_arg(a, "shape");
     memset(s, 0, sizeof *s);
+    if (key != NULL && set != NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "a set of dtypes takes the shape fields (b, hq, hkv, sq, skv, d, "
+                           "causal), not shape=");
     if (key != NULL) {
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
             if (http_arg(a, fields[i]) != NULL)
@@ -352,10 +359,16 @@ int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen)
     const char *dt = http_arg(a, "dtype");
     if (dt == NULL)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "missing parameter 'dtype'");
-    if (attn_dtype_parse(dt, &s->dtype) != 0)
+    if (set != NULL) {
+        if (dtype_set_parse(dt, set, err, errlen) != 0)
+            return ATTUNE_EINVAL;
+        s->dtype = ATTN_BF16;
+    } else if (attn_dtype_parse(dt, &s->dtype) != 0) {
         return attune_fail(err, errlen, ATTUNE_EINVAL,
-                           "unknown dtype '%s' (expected f16, bf16 or f32)",
+                           "unknown dtype '%s' (expected f16, bf16, f32 or e4m3; a set: any, "
+                           "or a list such as bf16,e4m3, with max_err=)",
                            shown(dt, b1, sizeof b1));
+    }
     const char *c = http_arg(a, "causal");
     if (c == NULL)
         return attune_fail(err, errlen, ATTUNE_EINVAL, "missing parameter 'causal'");
@@ -367,6 +380,32 @@ int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen)
         return attune_fail(err, errlen, ATTUNE_EINVAL,
                            "causal='%s' must be 0, 1, true or false", shown(c, b1, sizeof b1));
     return attn_shape_validate(s, err, errlen) == 0 ? 0 : ATTUNE_EINVAL;
+}
+
+int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen)
+{
+    return args_shape(a, s, NULL, err, errlen);
+}
+
+int http_args_dims(const http_args *a, attn_shape *s, unsigned *set, char *err,
+                   size_t errlen)
+{
+    return args_shape(a, s, set, err, errlen);
+}
+
+int http_arg_max_err(const http_args *a, double *out, char *err, size_t errlen)
+{
+    char b1[48];
+    const char *v = http_arg(a, "max_err");
+    double x;
+    *out = 0;
+    if (v == NULL)
+        return 0;
+    if (http_parse_real(v, &x) != 0 || x <= 0 || x > 1)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "max_err='%s' must be a number in (0, 1]",
+                           shown(v, b1, sizeof b1));
+    *out = x;
+    return 0;
 }
 
 int http_device(req *r, const char *spec, index_device_view *v, enum MHD_Result *ret)

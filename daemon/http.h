@@ -160,6 +160,19 @@ int http_arg_int(const http_args *a, const char *key, int64_t min, int64_t max,
  * d, dtype, causal (not both); validated. 0 or ATTUNE_EINVAL with err. */
 int http_args_shape(const http_args *a, attn_shape *s, char *err, size_t errlen);
 
+/* The cross-dtype question's shape (issue 30 item 3, GET /v1/tactic with
+ * dtype=any or a list): b, hq, hkv, sq, skv, d and causal as
+ * http_args_shape reads them, validated with s->dtype bf16 (the answer
+ * the others are compared with), and dtype= as a set ("any", or names
+ * separated by commas: lookup/dtype_choice.h) into *set. shape= is
+ * refused: a key names one dtype. 0 or ATTUNE_EINVAL with err. */
+int http_args_dims(const http_args *a, attn_shape *s, unsigned *set, char *err,
+                   size_t errlen);
+
+/* The max_err= of the cross-dtype question: required there, a plain
+ * decimal number in (0, 1]; *out 0 when absent. 0 or ATTUNE_EINVAL. */
+int http_arg_max_err(const http_args *a, double *out, char *err, size_t errlen);
+
 /* The optional max_rel_err= of a lookup: *out 0 when absent, else a plain
  * decimal number (http_parse_real) in (0, 1]. 0 or ATTUNE_EINVAL with err. */
 int http_arg_max_rel_err(const http_args *a, double *out, char *err, size_t errlen);

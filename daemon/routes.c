@@ -17,9 +17,11 @@
 #include <malloc.h>
 #endif
 
+#include "../common/dtype_device.h"
 #include "../common/json_num.h"
 #include "../common/shape_json.h"
 #include "../lookup/answer_json.h"
+#include "../lookup/dtype_choice.h"
 #include "../tuner/variants_json.h"
 #include "admit.h"
 #include "conn.h"
@@ -84,7 +86,7 @@ static const char *const no_args[] = {NULL};
 static const char *const device_arg[] = {"device", NULL};
 static const char *const shape_args[] = {"device", "shape", "b", "hq", "hkv", "sq",
                                          "skv", "d", "dtype", "causal", "max_rel_err",
-                                         "variants", NULL};
+                                         "variants", "max_err", NULL};
 static const char *const results_args[] = {"device", "shape", "b", "hq", "hkv", "sq",
                                            "skv", "d", "dtype", "causal", NULL};
 static const char *const jobs_args[] = {"state", "device", "limit", "kind", NULL};
@@ -204,6 +206,74 @@ static enum MHD_Result h_metrics(req *r, const char *url, const http_args *a)
 
 /* ---- GET /v1/tactic */
 
+/* 422 with why: a question this device can never answer (an e4m3 shape on
+ * a GPU without FP8 tensor cores), said at once rather than by a default
+ * answer and a tune that would list nothing. */
+static enum MHD_Result send_unprocessable(req *r, const char *why)
+{
+    return http_send_json(r, 422, json_pack("{s:s}", "error", why));
+}
+
+/* 1 (422 queued in *ret) when the device spec names cannot run dtype t
+ * (common/dtype_device.h); 0 otherwise, an unknown device included (the
+ * lookup says so). */
+static int refuse_dtype(req *r, const char *spec, attn_dtype t, enum MHD_Result *ret)
+{
+    char why[256];
+    index_device_view dev;
+    if (t != ATTN_E4M3 || strlen(spec) > 128 || index_device_find(r->d->ix, spec, &dev) != 0 ||
+        dtype_device_runs(&dev.info, t, why, sizeof why))
+        return 0;
+    *ret = send_unprocessable(r, why);
+    return 1;
+}
+
+/* GET /v1/tactic with dtype=any, a list of dtypes, or max_err=: the
+ * fastest tactic of those dtypes within max_err of the bf16 answer
+ * (lookup/dtype_choice.h); 404 with every dtype's reason when none
+ * qualifies. Measurements only: nothing is queued for tuning. */
+static enum MHD_Result h_tactic_dtypes(req *r, const char *spec, const http_args *a)
+{
+    char err[ATTUNE_ERRLEN];
+    attn_shape dims;
+    unsigned set;
+    double max_err;
+    variant_set vs;
+    if (http_arg(a, "max_rel_err") != NULL)
+        return http_fail(r, ATTUNE_EINVAL, "max_rel_err does not apply to a question over "
+                                           "dtypes: its bound is max_err=");
+    if (http_args_dims(a, &dims, &set, err, sizeof err) != 0 ||
+        http_arg_max_err(a, &max_err, err, sizeof err) != 0)
+        return http_fail(r, ATTUNE_EINVAL, "%s", err);
+    if (max_err == 0)
+        return http_fail(r, ATTUNE_EINVAL, "dtype=%.32s needs max_err=X: the error against the "
+                                           "bf16 answer a tactic may have, in (0, 1]",
+                         http_arg(a, "dtype"));
+    const char *vl = http_arg(a, "variants");
+    if (variant_set_parse(vl, &vs, err, sizeof err) != 0)
+        return http_fail(r, ATTUNE_EINVAL, "variants='%.64s': %s", vl, err);
+    dtype_choice *c = malloc(sizeof *c);
+    if (c == NULL)
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
+    int rc = strlen(spec) > 128 ? ATTUNE_ENODEV
+                                : dtype_choose(r->d->ix, spec, &dims, set, max_err, vs, c);
+    if (rc != 0) {
+        free(c);
+        if (rc == ATTUNE_ENODEV)
+            return http_fail(r, rc, "unknown device '%.64s' (see GET /v1/devices)", spec);
+        return http_fail(r, rc, "%s", attune_strerror(rc));
+    }
+    size_t len = 0;
+    char *text = dtype_choice_json(c, vs, &len);
+    int chosen = c->chosen;
+    if (chosen >= 0)
+        metrics_lookup((int)c->c[chosen].ans.source, c->c[chosen].ans.stale, req_elapsed(r));
+    free(c);
+    if (text == NULL)
+        return http_fail(r, ATTUNE_ENOMEM, "out of memory");
+    return http_send(r, chosen >= 0 ? 200 : 404, "application/json", text, len, NULL, NULL);
+}
+
 /* handler -> index -> answer: the arguments (checked against the route
  * row) are parsed here, the device is resolved and the shape key built
  * once, in index_lookup_in, and both are reused for the answer and tune on
@@ -217,9 +287,14 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
     const char *spec = http_arg(a, "device");
     if (spec == NULL)
         return http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
+    if (dtype_set_text(http_arg(a, "dtype")) || http_arg(a, "max_err") != NULL)
+        return h_tactic_dtypes(r, spec, a);
     if (http_args_shape(a, &s, err, sizeof err) != 0 ||
         http_arg_max_rel_err(a, &mre, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "%s", err);
+    enum MHD_Result refused;
+    if (refuse_dtype(r, spec, s.dtype, &refused))
+        return refused;
     const char *vl = http_arg(a, "variants");
     if (variant_set_parse(vl, &vs, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "variants='%.64s': %s", vl, err);
@@ -278,6 +353,8 @@ static json_t *measurement_json(const store_measurement *m, const char *cur_stac
     json_object_set_new(o, "rel_err", json_num(m->rel_err));
     json_object_set_new(o, "max_abs_err", json_num(m->max_abs_err));
     json_object_set_new(o, "err_ratio", json_num(m->err_ratio));
+    if (m->shape.dtype == ATTN_E4M3) /* FP8's whole cost: vs the bf16 source */
+        json_object_set_new(o, "src_rel_err", json_num(m->src_rel_err));
     json_object_set_new(o, "power", json_string(m->power)); /* the row's power mode */
     return o;
 }
@@ -593,6 +670,15 @@ static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
         }
     }
     r->nshapes = (int)ns;
+    for (int i = 0; i < r->nshapes; i++) { /* e4m3 on a GPU without FP8: nothing to tune */
+        char why[256];
+        if (!dtype_device_runs(&dev.info, r->shapes[i].dtype, why, sizeof why)) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "shapes[%d]: %s", i, why);
+            ret = send_unprocessable(r, msg);
+            goto out;
+        }
+    }
     if (tune_over_budget(r, &dev.info, json_is_true(jf), &ret))
         goto out;
     int rc = jobs_check_room(r->d->jobs, dev.info.id);

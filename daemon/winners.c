@@ -42,9 +42,10 @@ static void work_winners(req *r, store *st)
         goto out;
     }
     json_t *arr = winners_json(rows, nrows);
-    json_t *bounds = json_pack("{s:f, s:f, s:f}", "f16", select_max_rel_err(p, ATTN_F16),
+    json_t *bounds = json_pack("{s:f, s:f, s:f, s:f}", "f16", select_max_rel_err(p, ATTN_F16),
                                "bf16", select_max_rel_err(p, ATTN_BF16), "f32",
-                               select_max_rel_err(p, ATTN_F32));
+                               select_max_rel_err(p, ATTN_F32), "e4m3",
+                               select_max_rel_err(p, ATTN_E4M3));
     if (arr == NULL || bounds == NULL) {
         json_decref(arr);
         json_decref(bounds);
@@ -81,7 +82,7 @@ enum MHD_Result winners_get(req *r, const char *url, const http_args *a)
     attn_dtype dt;
     if (v != NULL) {
         if (attn_dtype_parse(v, &dt) != 0)
-            return http_fail(r, ATTUNE_EINVAL, "dtype='%.16s' must be f16, bf16 or f32", v);
+            return http_fail(r, ATTUNE_EINVAL, "dtype='%.16s' must be f16, bf16, f32 or e4m3", v);
         f->dtype = (int)dt;
     }
     if (http_arg(a, "d") != NULL) {

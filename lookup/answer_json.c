@@ -48,6 +48,8 @@ static void measured_fields(jbuf *b, const index_answer *ans)
     jbuf_num(b, "time_us_copies", ans->m.time_us_copies);
     jbuf_num(b, "rel_err", ans->m.rel_err);
     jbuf_num(b, "max_abs_err", ans->m.max_abs_err);
+    if (ans->m.shape.dtype == ATTN_E4M3) /* FP8's whole cost: vs the bf16 source */
+        jbuf_num(b, "src_rel_err", ans->m.src_rel_err);
     jbuf_str(b, "measured_stack", ans->m.stack_id);
 }
 

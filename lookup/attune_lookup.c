@@ -74,7 +74,7 @@ static int shape_of(const long long dims[6], const char *dtype, int causal, attn
 {
     memset(s, 0, sizeof *s);
     if (dims == NULL || dtype == NULL || attn_dtype_parse(dtype, &s->dtype) != 0) {
-        snprintf(why, whylen, "dtype='%.16s' must be f16, bf16 or f32", dtype ? dtype : "");
+        snprintf(why, whylen, "dtype='%.16s' must be f16, bf16, f32 or e4m3", dtype ? dtype : "");
         return -1;
     }
     if (causal != 0 && causal != 1) {

@@ -1031,6 +1031,87 @@ int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
     return rc;
 }
 
+/* A row that can compete under a query's own bound (select.h's usable()
+ * with the bound overridden): ok or inaccurate, not noisy, timed. */
+static int competes(const store_measurement *m)
+{
+    return (m->status == STORE_OK || m->status == STORE_INACCURATE) && !m->noisy &&
+           isfinite(select_time(m));
+}
+
+/* Contract in index.h. The rows are copied with rel_err replaced by the
+ * error asked for (src_err), so that pick_winner's rule (bounds, the
+ * incumbent, stacks, power modes, completeness, pins) applies unchanged. */
+int index_lookup_measured(index_state *ix, const char *device, const attn_shape *s,
+                          double max_err, int src_err, variant_set vs, index_answer *out,
+                          index_measured_info *info)
+{
+    memset(out, 0, sizeof *out);
+    memset(info, 0, sizeof *info);
+    info->best_err = NAN;
+    char *key = out->key;
+    attn_shape_key(s, key, sizeof out->key);
+    uint64_t h = key_hash(key);
+    out->source = INDEX_DEFAULT;
+    out->predicted_us = NAN;
+    vs = vs == VARIANT_SET_ALL ? 0 : vs;
+    if (!(max_err > 0))
+        return ATTUNE_EINVAL;
+
+    pthread_rwlock_rdlock(&ix->lock);
+    ix_device *d = find_spec(ix, device);
+    if (d == NULL) {
+        pthread_rwlock_unlock(&ix->lock);
+        return ATTUNE_ENODEV;
+    }
+    memcpy(out->device_id, d->info.id, sizeof out->device_id);
+    out->local = d->local;
+    memcpy(out->stack_id, d->stack.id, sizeof out->stack_id);
+    pin_match match;
+    const pin_match *pm = pin_match_init(&match, ix->pins, ix->npins, &d->info, key) > 0
+                              ? &match
+                              : NULL;
+    out->nexcluded = match.nexclude;
+    int i = find_slot_shape(d, key, h), rc = ATTUNE_ENOTFOUND;
+    count_own_rows(d, i, out);
+    const ix_shape *sh = i >= 0 ? &d->shapes[i] : NULL;
+    store_measurement *c = sh != NULL ? malloc((size_t)sh->n * sizeof *c) : NULL;
+    if (sh != NULL && c == NULL)
+        rc = ATTUNE_ENOMEM;
+    for (int k = 0; c != NULL && k < sh->n; k++) {
+        c[k] = sh->m[k];
+        if (src_err)
+            c[k].rel_err = c[k].src_rel_err;
+        if (!competes(&c[k]))
+            continue;
+        info->rows++;
+        if (isfinite(c[k].rel_err)) {
+            info->rows_err++;
+            if (!(c[k].rel_err >= info->best_err))
+                info->best_err = c[k].rel_err;
+        }
+    }
+    if (c != NULL && forced_answer(ix, d, i, s, vs, pm, out)) {
+        double e = src_err ? out->m.src_rel_err : out->m.rel_err;
+        rc = out->m.stack_id[0] != 0 && competes(&out->m) && e <= max_err ? 0 : ATTUNE_ENOTFOUND;
+    } else if (c != NULL) {
+        int stale;
+        int w = pick_winner(c, sh->n, &d->stack, &ix->policy, max_err, vs, pm, d->local, &stale);
+        if (w >= 0) {
+            out->source = INDEX_MEASURED;
+            out->stale = stale;
+            out->m = sh->m[w];
+            memcpy(out->from_key, key, sizeof out->from_key);
+            rc = 0;
+        } else if (w < -1) {
+            rc = w; /* ENOMEM from the exclusions' copy */
+        }
+    }
+    free(c);
+    pthread_rwlock_unlock(&ix->lock);
+    return rc;
+}
+
 int index_tactic_listed(index_state *ix, const char *device_id, const attn_shape *s,
                         const char *tactic)
 {

@@ -210,6 +210,31 @@ int index_lookup(index_state *ix, const char *device, const attn_shape *s,
 int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
                     double max_rel_err, variant_set vs, index_answer *out);
 
+/* What index_lookup_measured saw of the shape's rows, for saying why none
+ * qualified. */
+typedef struct index_measured_info {
+    int rows;        /* rows that could compete: ok or inaccurate, timed, not noisy
+                        (any stack) */
+    int rows_err;    /* of those, with a finite error of the asked kind */
+    double best_err; /* the smallest such error; NaN when none */
+} index_measured_info;
+
+/* The measured answer alone (no fleet, predicted or default) for shape s
+ * on the device that device names, under the query's own bound max_err
+ * (> 0) on each row's error: rel_err, or with src_err the row's
+ * src_rel_err (e4m3: its error against the bf16 source). As
+ * index_lookup_in's measured source otherwise: the device's complete
+ * tunes, its current stack first, variants vs, exclusion pins; a force
+ * pin that applies answers its tactic (source pinned) only when its row
+ * is within max_err. The cross-dtype query's candidate of one dtype
+ * (lookup/dtype_choice.h). 0 with out filled (source measured or pinned),
+ * ATTUNE_ENOTFOUND when no row qualifies (out->source pinned when a force
+ * pin held the shape; info says what there was), ATTUNE_ENODEV,
+ * ATTUNE_ENOMEM. */
+int index_lookup_measured(index_state *ix, const char *device, const attn_shape *s,
+                          double max_err, int src_err, variant_set vs, index_answer *out,
+                          index_measured_info *info);
+
 /* The k tactics the prediction model ranks best for shape s on device_id
  * (among the backend's listing) into out[0..k); returns how many (0 when
  * the device has no model or no listing), or ATTUNE_ENODEV. Tune on miss

@@ -132,6 +132,52 @@ static void args_shape_should_take_a_key_or_every_field(void)
     CHECK_EQ_INT(http_args_shape(&a, &s, err, sizeof err), ATTUNE_EINVAL);
 }
 
+/* The cross-dtype question's shape: the fields, dtype as a set, max_err
+ * (issue 30 item 3). */
+static void args_dims_should_take_the_fields_and_a_set_of_dtypes(void)
+{
+    char err[ATTUNE_ERRLEN];
+    attn_shape s;
+    unsigned set = 0;
+    double me = -1;
+    const char *kv[] = {"b", "1", "hq", "8", "hkv", "1", "sq", "50", "skv", "1018", "d", "256",
+                        "dtype", "bf16,e4m3", "causal", "true", "max_err", "0.05"};
+    http_args a = args(9, kv);
+    CHECK_EQ_INT(http_args_dims(&a, &s, &set, err, sizeof err), 0);
+    CHECK_EQ_INT(set, (1u << ATTN_BF16) | (1u << ATTN_E4M3));
+    CHECK(s.skv == 1018 && s.d == 256 && s.causal == 1 && s.dtype == ATTN_BF16);
+    CHECK_EQ_INT(http_arg_max_err(&a, &me, err, sizeof err), 0);
+    CHECK_NEAR(me, 0.05, 0);
+    kv[13] = "any";
+    a = args(9, kv);
+    CHECK_EQ_INT(http_args_dims(&a, &s, &set, err, sizeof err), 0);
+    CHECK_EQ_INT(set, (1u << ATTN_NDTYPES) - 1);
+    kv[13] = "e4m3"; /* one dtype is a set of one */
+    a = args(9, kv);
+    CHECK_EQ_INT(http_args_dims(&a, &s, &set, err, sizeof err), 0);
+    CHECK_EQ_INT(set, 1u << ATTN_E4M3);
+    CHECK_EQ_INT(http_args_shape(&a, &s, err, sizeof err), 0); /* and a plain shape */
+    CHECK_EQ_INT(s.dtype, ATTN_E4M3);
+    kv[13] = "bf16,f8";
+    a = args(9, kv);
+    CHECK_EQ_INT(http_args_dims(&a, &s, &set, err, sizeof err), ATTUNE_EINVAL);
+    CHECK_MSG(strstr(err, "'f8'") != NULL, "%s", err);
+    CHECK_EQ_INT(http_args_shape(&a, &s, err, sizeof err), ATTUNE_EINVAL);
+    CHECK_MSG(strstr(err, "e4m3") != NULL && strstr(err, "max_err") != NULL, "%s", err);
+    kv[17] = "0";
+    a = args(9, kv);
+    CHECK_EQ_INT(http_arg_max_err(&a, &me, err, sizeof err), ATTUNE_EINVAL);
+    kv[17] = "1e-3";
+    a = args(9, kv);
+    CHECK(http_arg_max_err(&a, &me, err, sizeof err) == 0 && me == 1e-3);
+    a = args(8, kv); /* no max_err: 0 */
+    CHECK(http_arg_max_err(&a, &me, err, sizeof err) == 0 && me == 0);
+    const char *key[] = {"shape", "b1.hq8.hkv1.sq50.skv1018.d256.bf16.nc"};
+    a = args(1, key);
+    CHECK_EQ_INT(http_args_dims(&a, &s, &set, err, sizeof err), ATTUNE_EINVAL);
+    CHECK_MSG(strstr(err, "not shape=") != NULL, "%s", err);
+}
+
 static void max_rel_err_should_be_a_plain_number_in_0_1(void)
 {
     char err[ATTUNE_ERRLEN];
@@ -197,6 +243,7 @@ int main(void)
     RUN(args_check_should_refuse_unknown_repeated_and_empty);
     RUN(arg_int_should_take_plain_decimals_in_range);
     RUN(args_shape_should_take_a_key_or_every_field);
+    RUN(args_dims_should_take_the_fields_and_a_set_of_dtypes);
     RUN(max_rel_err_should_be_a_plain_number_in_0_1);
     RUN(content_type_and_depth_should_be_strict);
     return test_summary();

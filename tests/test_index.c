@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "lookup/dtype_choice.h"
 #include "lookup/index.h"
 #include "test.h"
 
@@ -247,6 +248,184 @@ static void lookup_should_answer_default_when_nothing_is_known(void)
     index_free(ix);
 }
 
+/* ---- the cross-dtype question (lookup/dtype_choice.h, issue 30 item 3) */
+
+/* A complete tune of A's sizes in dtype t on dev: a fast and a slow
+ * tactic, the fast one marked; errors err (rel_err) and src (e4m3's
+ * src_rel_err, NaN for none). */
+static void tune_in(index_state *ix, const char *dev, attn_dtype t, double fast_us, double err,
+                    double src)
+{
+    attn_shape s = A;
+    s.dtype = t;
+    store_measurement f = row(dev, "cur", s, "fused/pad=1", fast_us, 1, 100);
+    store_measurement g = row(dev, "cur", s, "split/acc=f32/pad=1", fast_us * 3, 0, 100);
+    f.rel_err = g.rel_err = err;
+    f.src_rel_err = g.src_rel_err = src;
+    put(ix, f);
+    put(ix, g);
+}
+
+static const dtype_candidate *cand(const dtype_choice *c, attn_dtype t)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->c[i].dtype == t)
+            return &c->c[i];
+    return NULL;
+}
+
+static void dtype_sets_should_parse_any_and_lists(void)
+{
+    unsigned set = 0;
+    char err[ATTUNE_ERRLEN], buf[64];
+    CHECK(dtype_set_text("any") && dtype_set_text("bf16,e4m3") && !dtype_set_text("e4m3"));
+    CHECK(!dtype_set_text(NULL));
+    CHECK_EQ_INT(dtype_set_parse("any", &set, err, sizeof err), 0);
+    CHECK_STR(dtype_set_str(set, buf, sizeof buf), "f16,bf16,f32,e4m3");
+    CHECK_EQ_INT(dtype_set_parse("e4m3,bf16", &set, err, sizeof err), 0);
+    CHECK_EQ_INT(set, (1u << ATTN_BF16) | (1u << ATTN_E4M3));
+    CHECK_STR(dtype_set_str(set, buf, sizeof buf), "bf16,e4m3");
+    CHECK_EQ_INT(dtype_set_parse("e4m3", &set, err, sizeof err), 0);
+    CHECK_EQ_INT(set, 1u << ATTN_E4M3);
+    CHECK_EQ_INT(dtype_set_parse("bf16,fp8", &set, err, sizeof err), ATTUNE_EINVAL);
+    CHECK(strstr(err, "'fp8'") != NULL && strstr(err, "e4m3") != NULL);
+    CHECK_EQ_INT(dtype_set_parse("bf16,bf16", &set, err, sizeof err), ATTUNE_EINVAL);
+    CHECK_EQ_INT(dtype_set_parse("bf16,", &set, err, sizeof err), ATTUNE_EINVAL);
+    CHECK_EQ_INT(dtype_set_parse("", &set, err, sizeof err), ATTUNE_EINVAL);
+}
+
+/* A bf16 tune at 20 us with error 3e-3 and a faster e4m3 one (12 us) whose
+ * error against its stored inputs is 0.02 and against the bf16 source
+ * 0.045: the answer flips with max_err around 0.045. */
+static void dtype_choice_should_take_the_fastest_within_the_bound(void)
+{
+    index_state *ix = one_device("CPU-1", 1);
+    tune_in(ix, "CPU-1", ATTN_BF16, 20, 3e-3, NAN);
+    tune_in(ix, "CPU-1", ATTN_E4M3, 12, 0.02, 0.045);
+    const unsigned both = (1u << ATTN_BF16) | (1u << ATTN_E4M3);
+    dtype_choice *c = malloc(sizeof *c);
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 0.05, 0, c), 0);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_E4M3);
+    const dtype_candidate *e = cand(c, ATTN_E4M3), *b = cand(c, ATTN_BF16);
+    CHECK(e != NULL && e->verdict == DTYPE_CHOSEN && e->err == 0.045);
+    CHECK(e != NULL && strcmp(e->ans.m.tactic, "fused/pad=1") == 0 && e->ans.m.time_us == 12);
+    CHECK_STR(e->key, "b1.hq4.hkv2.sq24.skv40.d16.e4m3.nc");
+    CHECK(b != NULL && b->verdict == DTYPE_SLOWER && b->err == 3e-3);
+    CHECK(b != NULL && strstr(b->why, "slower") != NULL && strstr(b->why, "12 us") != NULL);
+    size_t len = 0;
+    char *json = dtype_choice_json(c, 0, &len);
+    CHECK(json != NULL && strlen(json) == len);
+    CHECK(json != NULL && strstr(json, "\"dtype\":\"e4m3\"") != NULL);
+    CHECK(json != NULL && strstr(json, "\"shape\":\"b1.hq4.hkv2.sq24.skv40.d16.e4m3.nc\"") != NULL);
+    CHECK(json != NULL && strstr(json, "\"err\":0.045") != NULL);
+    CHECK(json != NULL && strstr(json, "\"src_rel_err\":0.045") != NULL);
+    CHECK(json != NULL && strstr(json, "\"verdict\":\"slower\"") != NULL);
+    CHECK(json != NULL && strstr(json, "\"dtypes\":\"bf16,e4m3\"") != NULL);
+    free(json);
+
+    /* 0.044: the e4m3 rows' source error is over, bf16 answers */
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 0.044, 0, c), 0);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_BF16);
+    e = cand(c, ATTN_E4M3);
+    CHECK(e != NULL && e->verdict == DTYPE_OVER && e->err == 0.045);
+    CHECK(e != NULL && strstr(e->why, "0.045") != NULL && strstr(e->why, "over max_err") != NULL);
+    /* the e4m3 rows' own rel_err (0.02) is not what counts: 0.03 refuses them */
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 0.03, 0, c), 0);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_BF16);
+
+    /* below both: nothing, each dtype says why */
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 1e-3, 0, c), 0);
+    CHECK_EQ_INT(c->chosen, -1);
+    CHECK(cand(c, ATTN_BF16)->verdict == DTYPE_OVER && cand(c, ATTN_BF16)->err == 3e-3);
+    char why[2048];
+    dtype_choice_refusal(c, why, sizeof why);
+    CHECK_MSG(strstr(why, "no dtype of bf16,e4m3 within max_err=0.001") != NULL &&
+                  strstr(why, "b1.hq4.hkv2.sq24.skv40.d16.*.nc") != NULL &&
+                  strstr(why, "bf16: ") != NULL && strstr(why, "e4m3: ") != NULL,
+              "%s", why);
+    json = dtype_choice_json(c, 0, NULL);
+    CHECK(json != NULL && strstr(json, "\"error\":\"no dtype of") != NULL &&
+          strstr(json, "\"tactic\":null") != NULL);
+    free(json);
+
+    /* any: f16 and f32 not measured */
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, (1u << ATTN_NDTYPES) - 1, 0.05, 0, c), 0);
+    CHECK_EQ_INT(c->n, 4);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_E4M3);
+    CHECK(cand(c, ATTN_F16)->verdict == DTYPE_UNMEASURED &&
+          cand(c, ATTN_F32)->verdict == DTYPE_UNMEASURED);
+    CHECK(strstr(cand(c, ATTN_F16)->why, "b1.hq4.hkv2.sq24.skv40.d16.f16.nc is not measured") !=
+          NULL);
+    /* a faster f16 tune within the bound takes it */
+    tune_in(ix, "CPU-1", ATTN_F16, 9, 4e-4, NAN);
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, (1u << ATTN_NDTYPES) - 1, 0.05, 0, c), 0);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_F16);
+    /* variants: only split's rows (3x the fused times): bf16 60, e4m3 36 */
+    variant_set vs = 1u << ATTN_SPLIT;
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 0.05, vs, c), 0);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_E4M3 &&
+          strcmp(c->c[c->chosen].ans.m.tactic, "split/acc=f32/pad=1") == 0);
+    /* bad bounds, unknown devices */
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 0, 0, c), ATTUNE_EINVAL);
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 1.5, 0, c), ATTUNE_EINVAL);
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, 0, 0.05, 0, c), ATTUNE_EINVAL);
+    CHECK_EQ_INT(dtype_choose(ix, "GPU-nope", &A, both, 0.05, 0, c), ATTUNE_ENODEV);
+    free(c);
+    index_free(ix);
+}
+
+/* e4m3 rows without a source error (a backend without reference_source)
+ * are refused as such; a tune in flight is not measured; a GPU without
+ * FP8 tensor cores cannot run e4m3 at all. */
+static void dtype_choice_should_say_why_a_dtype_is_refused(void)
+{
+    index_state *ix = one_device("CPU-1", 1);
+    tune_in(ix, "CPU-1", ATTN_BF16, 20, 3e-3, NAN);
+    tune_in(ix, "CPU-1", ATTN_E4M3, 12, 0.02, NAN);
+    const unsigned both = (1u << ATTN_BF16) | (1u << ATTN_E4M3);
+    dtype_choice *c = malloc(sizeof *c);
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 0.5, 0, c), 0);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_BF16);
+    CHECK(cand(c, ATTN_E4M3)->verdict == DTYPE_NO_SOURCE);
+    CHECK(strstr(cand(c, ATTN_E4M3)->why, "without an error against its bf16 source") != NULL);
+    /* f32 rows of a tune in flight (no mark) */
+    attn_shape f = A;
+    put(ix, row("CPU-1", "cur", f, "fused/pad=1", 1, 0, 100));
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, (1u << ATTN_F32) | both, 0.5, 0, c), 0);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_BF16);
+    CHECK(cand(c, ATTN_F32)->verdict == DTYPE_UNMEASURED);
+    CHECK(strstr(cand(c, ATTN_F32)->why, "no complete tune") != NULL);
+    index_free(ix);
+
+    /* an Orin (sm_87) known from a table: e4m3 is refused before any row */
+    attn_device_info info;
+    attn_stack st;
+    device(&info, &st, "GPU-orin", "cur");
+    snprintf(info.name, sizeof info.name, "Orin");
+    snprintf(info.kind, sizeof info.kind, "cuda");
+    info.cc_major = 8;
+    info.cc_minor = 7;
+    ix = index_new(NULL);
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 0), 0);
+    tune_in(ix, "GPU-orin", ATTN_BF16, 20, 3e-3, NAN);
+    CHECK_EQ_INT(dtype_choose(ix, "GPU-orin", &A, both, 0.5, 0, c), 0);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_BF16);
+    const dtype_candidate *e = cand(c, ATTN_E4M3);
+    CHECK(e != NULL && e->verdict == DTYPE_UNSUPPORTED);
+    CHECK_MSG(e != NULL && strstr(e->why, "compute capability 8.7") != NULL &&
+                  strstr(e->why, "no FP8 tensor cores") != NULL,
+              "%s", e ? e->why : "");
+    /* an H100-class part (9.0) runs it: not measured, not unsupported */
+    info.cc_major = 9;
+    info.cc_minor = 0;
+    snprintf(info.id, sizeof info.id, "GPU-h");
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 0), 0);
+    CHECK_EQ_INT(dtype_choose(ix, "GPU-h", &A, both, 0.5, 0, c), 0);
+    CHECK(cand(c, ATTN_E4M3)->verdict == DTYPE_UNMEASURED);
+    free(c);
+    index_free(ix);
+}
+
 /* ---- reload atomicity: readers never see half of a device load */
 
 #define GEN_SHAPES 64
@@ -344,6 +523,9 @@ int main(void)
     RUN(row_put_should_apply_rows_as_the_store_does);
     RUN(lookup_should_answer_nearest_or_predicted_from_other_shapes);
     RUN(lookup_should_answer_default_when_nothing_is_known);
+    RUN(dtype_sets_should_parse_any_and_lists);
+    RUN(dtype_choice_should_take_the_fastest_within_the_bound);
+    RUN(dtype_choice_should_say_why_a_dtype_is_refused);
     RUN(models_should_be_built_off_the_lookup_path);
     RUN(reload_should_be_atomic_under_concurrent_readers);
     return test_summary();

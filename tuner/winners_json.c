@@ -30,6 +30,8 @@ static json_t *tactic_json(const store_measurement *m, int all)
     json_object_set_new(o, "time_us_copies", json_num(m->time_us_copies));
     json_object_set_new(o, "time_us_total", json_num(select_time(m)));
     json_object_set_new(o, "rel_err", json_num(m->rel_err));
+    if (m->shape.dtype == ATTN_E4M3) /* FP8's whole cost: vs the bf16 source */
+        json_object_set_new(o, "src_rel_err", json_num(m->src_rel_err));
     if (all) {
         json_object_set_new(o, "time_us_min", json_num(m->time_us_min));
         json_object_set_new(o, "time_us_max", json_num(m->time_us_max));

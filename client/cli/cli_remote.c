@@ -24,6 +24,8 @@ static const char query_usage[] =
     "                    (--shape KEY | --b N --hq N --hkv N --sq N --skv N --d N\n"
     "                     --dtype T [--causal]) [--max-rel-err X]\n"
     "                    [--variants LIST] [--json]\n"
+    "       attune query [--url URL] [--device ID] --b N ... --d N [--causal]\n"
+    "                    --dtype any|T,T... --max-err X [--variants LIST] [--json]\n"
     "\n"
     "Which tactic attuned serves for a shape (GET /v1/tactic), with where the\n"
     "answer comes from: source measured (this shape was tuned), fleet (tuned on\n"
@@ -34,6 +36,13 @@ static const char query_usage[] =
     "software stack (measured_stack differs from the device's current stack);\n"
     "tuning queued/running while attuned tunes the shape after this miss,\n"
     "refused when it will not (predicted over its budget, or its daily quota used).\n"
+    "\n"
+    "With --dtype any (or a list such as bf16,e4m3) and --max-err X: the fastest\n"
+    "measured tactic of any of those dtypes whose error against the bf16 answer\n"
+    "is at most X (an e4m3 tactic's error against the bf16 values its inputs came\n"
+    "from, a 16/32-bit one's own), the dtype that won and why each other one was\n"
+    "refused (not measured, over X, slower, no FP8 on the device); exit 3 when\n"
+    "none qualifies. attuned only (not file:).\n"
     "\n"
     "  --url URL         the daemon (default $ATTUNE_URL, else " ATTUNE_CLIENT_DEFAULT_URL "),\n"
     "                    or file:PATH: answer in process, by attuned's rules, from a\n"
@@ -238,9 +247,15 @@ static const char *refusal_text(const char *error, long *status)
 
 /* The options of `attune query`. */
 typedef struct query_args {
-    const char *url, *device, *key, *dtype, *mre, *timeout, *fields[6], *variants;
+    const char *url, *device, *key, *dtype, *mre, *timeout, *fields[6], *variants, *max_err;
     int causal, json;
 } query_args;
+
+/* 1 when --dtype names a set ("any", or a comma-separated list). */
+static int dtype_is_set(const char *dt)
+{
+    return dt != NULL && (strcmp(dt, "any") == 0 || strchr(dt, ',') != NULL);
+}
 
 /* The question: q from --shape KEY or the six fields and --dtype (dt holds
  * the dtype's name for q->dtype). Returns 0 or 2 (printed). */
@@ -263,7 +278,9 @@ static int query_shape(const query_args *a, attune_shape_q *q, char *dt, size_t 
         if (a->fields[i] == NULL || cli_llong(a->fields[i], dst[i]) != 0)
             return cli_usage_error("query", "give --shape KEY or an integer %s", names[i]);
     if (a->dtype == NULL)
-        return cli_usage_error("query", "--dtype f16|bf16|f32 is required");
+        return cli_usage_error("query", "--dtype f16|bf16|f32|e4m3 is required");
+    if (dtype_is_set(a->dtype) && a->max_err == NULL)
+        return cli_usage_error("query", "--dtype %s needs --max-err X", a->dtype);
     q->dtype = a->dtype;
     q->causal = a->causal;
     return 0;
@@ -288,6 +305,7 @@ static int query_args_parse(int argc, char **argv, query_args *a, attune_shape_q
                             {"causal", 0, CLI_FLAG, &a->causal},
                             {"max-rel-err", 0, CLI_VALUE, &a->mre},
                             {"variants", 0, CLI_VALUE, &a->variants},
+                            {"max-err", 0, CLI_VALUE, &a->max_err},
                             {"json", 0, CLI_FLAG, &a->json},
                             {NULL, 0, 0, NULL}};
     int status;
@@ -368,6 +386,69 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
     return 1;
 }
 
+/* The cross-dtype question (--dtype any|LIST --max-err X): GET /v1/tactic
+ * with dtype= the set and max_err= (docs/api.md "Which dtype"); the chosen
+ * dtype and tactic, then every dtype's verdict and why (--json: attuned's
+ * answer). 0 answered, 3 no dtype qualified (or refused), 1 unreachable. */
+static int query_dtypes(const query_args *a, const attune_shape_q *q, attune_client *c)
+{
+    char path[1024];
+    size_t n = cli_remote_param(path, sizeof path, "/v1/tactic?device=",
+                                cli_device_default(a->device));
+    n += (size_t)snprintf(path + n, sizeof path - n,
+                          "&b=%lld&hq=%lld&hkv=%lld&sq=%lld&skv=%lld&d=%lld&causal=%d", q->b,
+                          q->hq, q->hkv, q->sq, q->skv, q->d, q->causal);
+    n += cli_remote_param(path + n, sizeof path - n, "&dtype=", a->dtype);
+    n += cli_remote_param(path + n, sizeof path - n, "&max_err=", a->max_err);
+    if (a->variants != NULL)
+        n += cli_remote_param(path + n, sizeof path - n, "&variants=", a->variants);
+    if (n >= sizeof path)
+        return cli_usage_error("query", "the question is too long");
+    long status = 0;
+    char *body = NULL;
+    if (attune_request(c, "GET", path, NULL, &status, &body) != ATTUNE_CLIENT_OK) {
+        cli_remote_unreachable("attune query", c, NULL);
+        return 1;
+    }
+    json_error_t je;
+    json_t *o = json_loads(body, 0, &je);
+    attune_free(body);
+    const char *err = json_string_value(json_object_get(o, "error"));
+    json_t *cands = json_object_get(o, "candidates");
+    int rc = status == 200 ? 0 : status >= 500 || o == NULL ? 1 : 3;
+    if (a->json && o != NULL) {
+        char *text = json_num_dumps(o, JSON_INDENT(2));
+        if (text != NULL)
+            puts(text);
+        free(text);
+    } else if (status == 200) {
+        static const char *const keys[] = {"dtype", "tactic", "shape", "source", "device"};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            printf("%-14s %s\n", keys[i], json_string_value(json_object_get(o, keys[i])));
+        static const char *const nums[] = {"time_us", "rel_err", "src_rel_err", "err",
+                                           "max_err"};
+        for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+            json_t *v = json_object_get(o, nums[i]);
+            if (v != NULL) /* src_rel_err: e4m3 answers only */
+                print_num(nums[i], json_is_number(v) ? json_number_value(v) : NAN);
+        }
+    }
+    if (!a->json && json_is_array(cands)) {
+        size_t i;
+        json_t *k;
+        printf("candidates (error against the bf16 answer):\n");
+        json_array_foreach(cands, i, k)
+            printf("  %-5s %-15s %s\n", json_string_value(json_object_get(k, "dtype")),
+                   json_string_value(json_object_get(k, "verdict")),
+                   json_string_value(json_object_get(k, "why")));
+    }
+    if (status != 200)
+        fprintf(stderr, "attune query: %s (HTTP %ld)\n", err ? err : "malformed answer",
+                status);
+    json_decref(o);
+    return rc;
+}
+
 int cli_query_main(int argc, char **argv)
 {
     query_args args = {0};
@@ -388,6 +469,15 @@ int cli_query_main(int argc, char **argv)
         fprintf(stderr, "attune query: --variants is empty (e.g. cudnn,split,folded)\n");
         attune_client_free(c);
         return 2;
+    }
+    if (args.max_err != NULL) {
+        rc = args.mre != NULL ? cli_usage_error("query", "--max-rel-err does not apply with "
+                                                         "--max-err (a question over dtypes)")
+             : args.key != NULL ? cli_usage_error("query", "--max-err takes the shape fields "
+                                                           "and --dtype any|LIST, not --shape")
+                                : query_dtypes(&args, &q, c);
+        attune_client_free(c);
+        return rc;
     }
     rc = attune_lookup_in(c, &q, args.variants, mre, &a);
     if (rc == ATTUNE_CLIENT_EINVAL) {

@@ -20,7 +20,9 @@ const char cli_results_help[] =
     "Every measured tactic of the shape: the time it competes with (paid_us: with\n"
     "the pad/unpad copies of a padded tactic), median, min and max kernel time,\n"
     "the time with copies, samples, relative L2 and max abs error against\n"
-    "float64, the error ratio to the most accurate tactic, status and note. The\n"
+    "float64, the error ratio to the most accurate tactic, status and note; for an\n"
+    "e4m3 shape also src_err, the relative error against the bf16 values the FP8\n"
+    "inputs were quantized from (what going to FP8 costs in all). The\n"
     "winner (docs/tuning.md) is marked '*'; a timing that stayed noisy '~' (never\n"
     "a winner; the next tune measures it again). The table fits the terminal\n"
     "(least needed columns left out, the note cut); --csv and --json print\n"
@@ -79,12 +81,21 @@ static json_t *row_json(const store_measurement *m, int winner)
                      m->stack_id, "noisy", m->noisy);
 }
 
+/* row_json, with the source error of an e4m3 row. */
+static json_t *row_json_full(const store_measurement *m, int winner)
+{
+    json_t *o = row_json(m, winner);
+    if (o != NULL && m->shape.dtype == ATTN_E4M3)
+        json_object_set_new(o, "src_rel_err", json_num(m->src_rel_err));
+    return o;
+}
+
 static void print_json(const char *id, const char *shape, const char *stack_id,
                        const store_measurement *m, int n, int w, int stale)
 {
     json_t *arr = json_array();
     for (int i = 0; i < n; i++)
-        json_array_append_new(arr, row_json(&m[i], i == w));
+        json_array_append_new(arr, row_json_full(&m[i], i == w));
     json_t *root = json_pack("{ss ss ss sb so so}", "device", id, "shape", shape, "stack",
                              n > 0 ? m[0].stack_id : stack_id, "stale", stale, "winner",
                              w >= 0 ? json_string(m[w].tactic) : json_null(), "measurements",
@@ -111,9 +122,25 @@ static const cli_col cols_csv[] = {
     {"rel_err", 1, 0, 0},  {"max_abs_err", 1, 0, 0}, {"err_ratio", 1, 0, 0},
     {"note", 0, 0, 0}};
 #define NCOLS ((int)(sizeof cols_text / sizeof cols_text[0]))
+#define COL_REL_ERR 9 /* an e4m3 shape's src_err column comes after it */
+
+/* The columns of a table of shape s: base (cols_text or cols_csv), with
+ * src_err after rel_err for e4m3 (never left out: FP8's whole cost).
+ * Writes out[0..NCOLS + 1), returns the count. */
+static int table_cols(const cli_col *base, const attn_shape *s, cli_col *out)
+{
+    int k = 0;
+    for (int i = 0; i < NCOLS; i++) {
+        out[k++] = base[i];
+        if (i == COL_REL_ERR && s->dtype == ATTN_E4M3)
+            out[k++] = (cli_col){"src_err", 1, 0, 0};
+    }
+    return k;
+}
 
 /* Row m into t: times with 2 decimals and errors with 3 digits in the
- * table, every digit in CSV ("" where not measured). */
+ * table, every digit in CSV ("" where not measured); e4m3 rows with their
+ * source error after rel_err (as table_cols). */
 static int add_row(cli_table *t, const store_measurement *m, int winner, int csv)
 {
     char v[9][32], nbuf[16];
@@ -121,18 +148,26 @@ static int add_row(cli_table *t, const store_measurement *m, int winner, int csv
      * figure the winner is chosen on */
     const double x[9] = {select_time(m),  m->time_us,   m->time_us_min,
                          m->time_us_max,  m->time_us_copies, m->rel_err,
-                         m->max_abs_err,  m->err_ratio, 0};
-    for (int k = 0; k < 8; k++) {
+                         m->max_abs_err,  m->err_ratio, m->src_rel_err};
+    for (int k = 0; k < 9; k++) {
         if (csv && !isfinite(x[k]))
             v[k][0] = 0;
         else
-            cli_fmt_num(v[k], sizeof v[k], csv ? "%.17g" : k < 5 ? "%.2f" : k < 7 ? "%.2e" : "%.2f",
+            cli_fmt_num(v[k], sizeof v[k],
+                        csv ? "%.17g" : k < 5 ? "%.2f" : (k < 7 || k == 8) ? "%.2e" : "%.2f",
                         x[k]);
     }
     snprintf(nbuf, sizeof nbuf, "%d", m->n);
     const char *mark = winner ? (csv ? "winner" : "*") : m->noisy ? (csv ? "noisy" : "~") : "";
-    const char *cells[NCOLS] = {mark, m->tactic, store_status_name(m->status), v[0], v[1],
-                                v[2], v[3], v[4], nbuf, v[5], v[6], v[7], m->note};
+    const char *base[NCOLS] = {mark, m->tactic, store_status_name(m->status), v[0], v[1],
+                               v[2], v[3], v[4], nbuf, v[5], v[6], v[7], m->note};
+    const char *cells[NCOLS + 1];
+    int k = 0;
+    for (int i = 0; i < NCOLS; i++) {
+        cells[k++] = base[i];
+        if (i == COL_REL_ERR && m->shape.dtype == ATTN_E4M3)
+            cells[k++] = v[8];
+    }
     return cli_table_add(t, cells);
 }
 
@@ -206,7 +241,8 @@ int cli_results_main(int argc, char **argv)
     if (fmt == CLI_JSON) {
         print_json(info.id, shape, stack.id, m, n, w, stale_stack != NULL);
     } else if (fmt == CLI_CSV) {
-        cli_table *t = cli_table_new(cols_csv, NCOLS);
+        cli_col cols[NCOLS + 1];
+        cli_table *t = cli_table_new(cols, table_cols(cols_csv, &s, cols));
         for (int i = 0; t != NULL && i < n; i++)
             if (add_row(t, &m[i], i == w, 1) != 0)
                 goto oom;
@@ -222,7 +258,8 @@ int cli_results_main(int argc, char **argv)
         if (n == 0)
             printf("  no measurements; tune it with\n  attune tune --db %s --device %s "
                    "--shape %s\n", db, device, shape);
-        cli_table *t = n > 0 ? cli_table_new(cols_text, NCOLS) : NULL;
+        cli_col cols[NCOLS + 1];
+        cli_table *t = n > 0 ? cli_table_new(cols, table_cols(cols_text, &s, cols)) : NULL;
         if (n > 0 && t == NULL)
             goto oom;
         for (int i = 0; i < n; i++)

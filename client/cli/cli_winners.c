@@ -22,11 +22,13 @@ const char cli_winners_help[] =
     "\n"
     "Every shape measured on device ID with its winner (docs/tuning.md), the time\n"
     "it competes with (with the pad copies when it pads), its relative error, the\n"
-    "runner-up and the speedup over it. A shape whose current stack has no winner\n"
-    "shows the most recent other stack's, marked stale; a shape with no eligible\n"
-    "tactic at all is listed as '(none)'. The table fits the terminal (the\n"
-    "runner-up's name, its time and the error left out first); --csv prints every\n"
-    "column, --json the object of attuned's GET /v1/winners. --db defaults to\n"
+    "runner-up and the speedup over it (with e4m3 shapes: src_err, the winner's\n"
+    "error against the bf16 values its FP8 inputs came from). A shape whose\n"
+    "current stack has no winner shows the most recent other stack's, marked\n"
+    "stale; a shape with no eligible tactic at all is listed as '(none)'. The\n"
+    "table fits the terminal (the runner-up's name, its time and the errors left\n"
+    "out first); --csv prints every column, --json the object of attuned's\n"
+    "GET /v1/winners. --db defaults to\n"
     "$ATTUNE_DB, else the installed service's database (" ATTUNE_SYSTEM_DB ")\n"
     "when it exists; --device to the first GPU of this host, else cpu. The filters\n"
     "keep one dtype, head size, masking, or only stale (or only fresh) winners.\n"
@@ -42,19 +44,32 @@ static const cli_col cols[] = {
     {"rel_err", 1, 1, 0},      {"runner_up", 0, 3, 0},   {"runner_up_us", 1, 2, 0},
     {"speedup", 1, 0, 0},      {"note", 0, 0, 1}};
 #define NCOLS ((int)(sizeof cols / sizeof cols[0]))
+#define COL_REL_ERR 3 /* src_err follows it when a shape is e4m3 */
 
-/* The rows as a table (csv: every digit, "" where there is no number). 0
- * or ATTUNE_ENOMEM. */
-static int fill_table(cli_table *t, const winners_row *w, int n, int csv)
+/* 1 when one of the rows is of an e4m3 shape: the table then has src_err,
+ * the winner's error against the bf16 source ("" for other dtypes). */
+static int any_e4m3(const winners_row *w, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (w[i].shape.dtype == ATTN_E4M3)
+            return 1;
+    return 0;
+}
+
+/* The rows as a table (csv: every digit, "" where there is no number),
+ * with src_err after rel_err when src (any_e4m3). 0 or ATTUNE_ENOMEM. */
+static int fill_table(cli_table *t, const winners_row *w, int n, int csv, int src)
 {
     for (int i = 0; i < n; i++) {
-        char key[ATTN_SHAPE_KEY_MAX], v[4][32], note[160] = "";
-        const double x[4] = {w[i].has_winner ? select_time(&w[i].winner) : NAN,
+        char key[ATTN_SHAPE_KEY_MAX], v[5][32], note[160] = "";
+        const int e4m3 = w[i].has_winner && w[i].shape.dtype == ATTN_E4M3;
+        const double x[5] = {w[i].has_winner ? select_time(&w[i].winner) : NAN,
                              w[i].has_winner ? w[i].winner.rel_err : NAN,
                              w[i].has_runner_up ? select_time(&w[i].runner_up) : NAN,
-                             w[i].has_winner ? w[i].margin : NAN};
-        static const char *const fmt[4] = {"%.2f", "%.2e", "%.2f", "%.2fx"};
-        for (int k = 0; k < 4; k++)
+                             w[i].has_winner ? w[i].margin : NAN,
+                             e4m3 ? w[i].winner.src_rel_err : NAN};
+        static const char *const fmt[5] = {"%.2f", "%.2e", "%.2f", "%.2fx", "%.2e"};
+        for (int k = 0; k < 5; k++)
             if (csv && !isfinite(x[k]))
                 v[k][0] = 0;
             else
@@ -65,9 +80,16 @@ static int fill_table(cli_table *t, const winners_row *w, int n, int csv)
                      w[i].ntactics, w[i].nok, w[i].ninaccurate, w[i].nfailed);
         else if (w[i].stale) /* the stack in CSV; the word fits a terminal */
             snprintf(note, sizeof note, csv ? "stale: stack %s" : "stale", w[i].stack_id);
-        const char *cells[NCOLS] = {
+        const char *base[NCOLS] = {
             key, w[i].has_winner ? w[i].winner.tactic : "(none)", v[0], v[1],
             w[i].has_runner_up ? w[i].runner_up.tactic : csv ? "" : "-", v[2], v[3], note};
+        const char *cells[NCOLS + 1];
+        int k = 0;
+        for (int c = 0; c < NCOLS; c++) {
+            cells[k++] = base[c];
+            if (c == COL_REL_ERR && src)
+                cells[k++] = e4m3 || csv ? v[4] : "-";
+        }
         if (cli_table_add(t, cells) != 0)
             return ATTUNE_ENOMEM;
     }
@@ -83,8 +105,16 @@ static int print_table(const char *id, const char *name, const char *stack,
         with += w[i].has_winner;
         stale += w[i].has_winner && w[i].stale;
     }
-    cli_table *t = cli_table_new(cols, NCOLS);
-    if (t == NULL || fill_table(t, w, n, fmt == CLI_CSV) != 0) {
+    const int src = any_e4m3(w, n);
+    cli_col cs[NCOLS + 1];
+    int nc = 0;
+    for (int c = 0; c < NCOLS; c++) {
+        cs[nc++] = cols[c];
+        if (c == COL_REL_ERR && src)
+            cs[nc++] = (cli_col){"src_err", 1, 1, 0};
+    }
+    cli_table *t = cli_table_new(cs, nc);
+    if (t == NULL || fill_table(t, w, n, fmt == CLI_CSV, src) != 0) {
         cli_table_free(t);
         return ATTUNE_ENOMEM;
     }
@@ -127,7 +157,7 @@ static int winners_args(int argc, char **argv, const char **db, const char **dev
     long long hd;
     if (dtype != NULL) {
         if (attn_dtype_parse(dtype, &dt) != 0)
-            return cli_usage_error("winners", "--dtype must be f16, bf16 or f32");
+            return cli_usage_error("winners", "--dtype must be f16, bf16, f32 or e4m3");
         f->dtype = (int)dt;
     }
     if (d != NULL) {
@@ -185,10 +215,11 @@ int cli_winners_main(int argc, char **argv)
     if (fmt == CLI_JSON) {
         char vt[96];
         json_t *root = json_pack(
-            "{s:s, s:s, s:s, s:{s:f, s:f, s:f}, s:f, s:s, s:o}", "device", info.id, "name",
-            info.name, "stack", stack.id, "max_rel_err", "f16",
+            "{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f}, s:f, s:s, s:o}", "device", info.id,
+            "name", info.name, "stack", stack.id, "max_rel_err", "f16",
             select_max_rel_err(&pol, ATTN_F16), "bf16", select_max_rel_err(&pol, ATTN_BF16),
-            "f32", select_max_rel_err(&pol, ATTN_F32), "max_ratio", SELECT_DEFAULT_RATIO,
+            "f32", select_max_rel_err(&pol, ATTN_F32), "e4m3",
+            select_max_rel_err(&pol, ATTN_E4M3), "max_ratio", SELECT_DEFAULT_RATIO,
             "variants", variant_set_str(f.variants, vt, sizeof vt), "winners",
             winners_json(rows, nrows));
         if (root == NULL || json_num_dumpf(root, stdout, JSON_INDENT(2)) != 0) {

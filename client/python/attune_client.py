@@ -61,11 +61,11 @@ FALLBACK = 1    # unreachable, timed out or failing: default answer
 REJECTED = 2    # the daemon refused the question (unknown device, bad shape)
 INVALID = -1    # bad arguments: default answer, no request made
 
-_DTYPES = ("f16", "bf16", "f32")
+_DTYPES = ("f16", "bf16", "f32", "e4m3")
 _MAX_DIM = 1 << 20
 _LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
 _KEY_RE = re.compile(r"b(\d+)\.hq(\d+)\.hkv(\d+)\.sq(\d+)\.skv(\d+)\.d(\d+)\."
-                     r"(f16|bf16|f32)\.(c|nc)")
+                     r"(f16|bf16|f32|e4m3)\.(c|nc)")
 
 
 class Answer:
@@ -83,17 +83,20 @@ class Answer:
     this shape (tune on miss), "refused: <why>" when its admission refused
     to (predicted over its budget, or its daily quota used), else "".
     A lookup limited to variants (lookup(variants=...)) that none of them
-    can answer has tactic "" and source "none".
+    can answer has tactic "" and source "none". src_rel_err: for an e4m3
+    shape, the error against the bf16 values the FP8 inputs were quantized
+    from (the whole cost of FP8), NaN otherwise.
     """
 
     __slots__ = ("tactic", "variant", "pad", "source", "stale", "time_us", "rel_err",
                  "max_abs_err", "device", "shape", "error", "code", "from_shape",
-                 "distance", "measured_stack", "stack", "tuning", "fleet_device")
+                 "distance", "measured_stack", "stack", "tuning", "fleet_device",
+                 "src_rel_err")
 
     def __init__(self, tactic, variant, pad, source, stale=False, time_us=math.nan,
                  rel_err=math.nan, max_abs_err=math.nan, device="", shape="", error="",
                  code=OK, from_shape="", distance=math.nan, measured_stack="", stack="",
-                 tuning="", fleet_device=""):
+                 tuning="", fleet_device="", src_rel_err=math.nan):
         self.tactic = tactic
         self.variant = variant
         self.pad = pad
@@ -112,6 +115,7 @@ class Answer:
         self.stack = stack
         self.tuning = tuning
         self.fleet_device = fleet_device
+        self.src_rel_err = src_rel_err
 
     @property
     def fallback(self):
@@ -123,6 +127,38 @@ class Answer:
 
     def __repr__(self):
         return "Answer(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+
+
+class DtypeChoice:
+    """The answer of choose_dtype(): the fastest measured tactic of any of
+    the dtypes asked whose error against the bf16 answer is within max_err
+    (docs/api.md "Which dtype").
+
+    dtype: the dtype that won ("e4m3", "bf16", ...), None when none
+    qualified or attuned could not be asked (keep the bf16 path: answer is
+    then the default answer, error says why). answer: the winner's Answer
+    (its shape is the winner's dtype's). err: its error against the bf16
+    answer (an e4m3 tactic's src_rel_err, a 16/32-bit one's rel_err).
+    candidates: attuned's list, one dict per dtype asked with "dtype",
+    "shape", "verdict" ("chosen", "slower", "over", "no_source_error",
+    "not_measured", "pinned", "unsupported"), "why", "tactic", "time_us",
+    "err", "rel_err" (and "src_rel_err" for e4m3)."""
+
+    __slots__ = ("dtype", "answer", "err", "max_err", "candidates", "error", "code")
+
+    def __init__(self, dtype, answer, err=math.nan, max_err=math.nan, candidates=(),
+                 error="", code=OK):
+        self.dtype = dtype
+        self.answer = answer
+        self.err = err
+        self.max_err = max_err
+        self.candidates = list(candidates)
+        self.error = error
+        self.code = code
+
+    def __repr__(self):
+        return "DtypeChoice(%s)" % ", ".join("%s=%r" % (k, getattr(self, k))
+                                             for k in self.__slots__)
 
 
 def default_answer(why="", code=FALLBACK):
@@ -190,7 +226,7 @@ def _check_query(device, sizes, dtype):
     if sizes[1] % sizes[2]:
         return "hq must be a multiple of hkv"
     if dtype not in _DTYPES:
-        return "dtype must be f16, bf16 or f32"
+        return "dtype must be f16, bf16, f32 or e4m3"
     if device is not None and (not isinstance(device, str) or not device
                                or len(device) > 128):
         return "device must be a non-empty string (or None: the first local device)"
@@ -218,7 +254,8 @@ def _answer_of(obj, vs=""):
                   device=str(obj.get("device") or ""), shape=shape, from_shape=from_shape,
                   distance=distance, measured_stack=str(obj.get("measured_stack") or ""),
                   stack=str(obj.get("stack") or ""), tuning=str(obj.get("tuning") or ""),
-                  fleet_device=str(obj.get("fleet_device") or ""))
+                  fleet_device=str(obj.get("fleet_device") or ""),
+                  src_rel_err=_num(obj.get("src_rel_err")))
 
 
 
@@ -473,6 +510,58 @@ class Client:
                 return _fallback(why, vs)
             return _fallback(why, vs, REJECTED)
         return _answer_of(obj, vs)
+
+    def choose_dtype(self, device=None, b=1, hq=1, hkv=1, sq=1, skv=1, d=64, causal=False,
+                     dtypes="any", max_err=0.0, variants=None):
+        """The fastest measured tactic of any of dtypes ("any", a list such
+        as ["bf16", "e4m3"], or "bf16,e4m3") whose error against the bf16
+        answer of the shape is at most max_err (in (0, 1]): whether FP8 is
+        worth it here (GET /v1/tactic?dtype=...&max_err=...). Returns a
+        DtypeChoice; never raises for daemon trouble (dtype None, the
+        default answer). Not cached, not for table files."""
+        try:
+            vs = canon_variants(variants)
+        except ValueError as e:
+            return DtypeChoice(None, _fallback(str(e), "-", INVALID), error=str(e),
+                               code=INVALID)
+        names = dtypes.split(",") if isinstance(dtypes, str) else list(dtypes or ())
+        bad = "" if names == ["any"] or (names and all(n in _DTYPES for n in names)
+                                          and len(set(names)) == len(names)) else \
+            "dtypes must be \"any\" or distinct names of %s" % ", ".join(_DTYPES)
+        why = bad or _check_query(device, (b, hq, hkv, sq, skv, d), "bf16")
+        try:
+            me = float(max_err)
+        except (TypeError, ValueError):
+            me = -1.0
+        if not why and not (0.0 < me <= 1.0):
+            why = "max_err must be in (0, 1]"
+        if why:
+            return DtypeChoice(None, _fallback(why, vs, INVALID), error=why, code=INVALID)
+        if device is None and self._table is None:
+            device, why = self._default_device()
+            if device is None:
+                code = REJECTED if why.startswith("HTTP 4") else FALLBACK
+                return DtypeChoice(None, _fallback(why, vs, code), error=why, code=code)
+        q = [("device", device), ("b", b), ("hq", hq), ("hkv", hkv), ("sq", sq), ("skv", skv),
+             ("d", d), ("dtype", ",".join(names)), ("causal", 1 if causal else 0),
+             ("max_err", repr(me))]
+        if vs:
+            q.append(("variants", vs))
+        try:
+            status, obj = self.request("GET", "/v1/tactic?" + urllib.parse.urlencode(q))
+        except Exception as e:  # transport trouble: keep bf16
+            self._mark_down()
+            why = "cannot reach attuned at %s: %s" % (self.url, e)
+            return DtypeChoice(None, _fallback(why, vs), error=why, code=FALLBACK)
+        obj = obj if isinstance(obj, dict) else {}
+        cands = obj.get("candidates") if isinstance(obj.get("candidates"), list) else []
+        if status == 200:
+            return DtypeChoice(str(obj.get("dtype") or ""), _answer_of(obj, vs),
+                               _num(obj.get("err")), _num(obj.get("max_err")), cands)
+        why = "HTTP %d: %s" % (status, obj.get("error") or "no error text")
+        code = FALLBACK if status >= 500 else REJECTED
+        return DtypeChoice(None, _fallback(why, vs, code), max_err=_num(obj.get("max_err")),
+                           candidates=cands, error=why, code=code)
 
     def lookup_shape(self, shape, device=None, max_rel_err=0.0, variants=None):
         """lookup() with a shape given as a canonical key,
