@@ -426,6 +426,48 @@ static void dtype_choice_should_say_why_a_dtype_is_refused(void)
     index_free(ix);
 }
 
+static pin pin_of(pin_action a, const char *tactic, const char *shape, int64_t id)
+{
+    pin p;
+    memset(&p, 0, sizeof p);
+    p.id = id;
+    p.action = a;
+    snprintf(p.tactic, sizeof p.tactic, "%s", tactic);
+    snprintf(p.shape, sizeof p.shape, "%s", shape);
+    snprintf(p.reason, sizeof p.reason, "test");
+    snprintf(p.author, sizeof p.author, "tester");
+    return p;
+}
+
+/* A force pin makes its tactic a dtype's only candidate (within the bound
+ * or refused as pinned); an exclusion leaves its tactics out. */
+static void dtype_choice_should_honour_pins(void)
+{
+    index_state *ix = one_device("CPU-1", 1);
+    tune_in(ix, "CPU-1", ATTN_BF16, 20, 3e-3, NAN);
+    tune_in(ix, "CPU-1", ATTN_E4M3, 12, 0.02, 0.045);
+    pin *ps = calloc(2, sizeof *ps);
+    ps[0] = pin_of(PIN_FORCE, "split/acc=f32/pad=1", "b1.hq4.hkv2.sq24.skv40.d16.e4m3.nc", 7);
+    ps[1] = pin_of(PIN_EXCLUDE, "fused", "b1.hq4.hkv2.sq24.skv40.d16.bf16.nc", 8);
+    CHECK_EQ_INT(index_pins_set(ix, ps, 2), 0);
+    const unsigned both = (1u << ATTN_BF16) | (1u << ATTN_E4M3);
+    dtype_choice *c = malloc(sizeof *c);
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 0.05, 0, c), 0);
+    const dtype_candidate *e = cand(c, ATTN_E4M3), *b = cand(c, ATTN_BF16);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_E4M3);
+    CHECK(e->ans.source == INDEX_PINNED && strcmp(e->ans.m.tactic, "split/acc=f32/pad=1") == 0 &&
+          e->ans.m.time_us == 36);
+    CHECK(b->verdict == DTYPE_SLOWER && strcmp(b->ans.m.tactic, "split/acc=f32/pad=1") == 0 &&
+          b->ans.m.time_us == 60);
+    CHECK_EQ_INT(dtype_choose(ix, "cpu", &A, both, 0.04, 0, c), 0);
+    CHECK(c->chosen >= 0 && c->c[c->chosen].dtype == ATTN_BF16);
+    e = cand(c, ATTN_E4M3);
+    CHECK(e->verdict == DTYPE_PINNED && e->err == 0.045);
+    CHECK_MSG(strstr(e->why, "pin 7 forces split/acc=f32/pad=1") != NULL, "%s", e->why);
+    free(c);
+    index_free(ix);
+}
+
 /* ---- reload atomicity: readers never see half of a device load */
 
 #define GEN_SHAPES 64
@@ -526,6 +568,7 @@ int main(void)
     RUN(dtype_sets_should_parse_any_and_lists);
     RUN(dtype_choice_should_take_the_fastest_within_the_bound);
     RUN(dtype_choice_should_say_why_a_dtype_is_refused);
+    RUN(dtype_choice_should_honour_pins);
     RUN(models_should_be_built_off_the_lookup_path);
     RUN(reload_should_be_atomic_under_concurrent_readers);
     return test_summary();
