@@ -105,8 +105,9 @@ static void e4m3_tactics_should_list_every_cpu_family(void)
 {
     attn_tactic t[32];
     attn_shape gqa = mkshape(1, 8, 2, 50, 300, 64, 0), mha = mkshape(1, 4, 4, 50, 300, 64, 1);
-    CHECK_EQ_INT(ops->tactics(0, &gqa, t, 32), 16); /* fused, split, split_repeat, folded x 4 pads */
-    CHECK_EQ_INT(ops->tactics(0, &mha, t, 32), 8);  /* fused, split */
+    /* fused, split, split_repeat, folded x 4 pads; MHA: fused, split */
+    CHECK_EQ_INT(ops->tactics(0, &gqa, t, 32), 16);
+    CHECK_EQ_INT(ops->tactics(0, &mha, t, 32), 8);
 }
 
 /* The same seed gives the same stored inputs, descales and source; the

@@ -4,7 +4,8 @@
  * and [b, s, h, d] layouts with gaps in the rows, at the planned lengths
  * and shorter ones (a growing KV cache), writing its output rows and
  * nothing else; bad arguments are refused with a reason; attune_auto runs
- * every length of a bucket from one plan per stream. */
+ * every length of a bucket from one plan per stream; e4m3 plans read the
+ * descales set on them (host memory on the CPU) at each run. */
 #include "test.h"
 
 #include "libattune_ref.h"
@@ -263,11 +264,213 @@ static void auto_should_plan_a_length_run_alone_exactly(void)
     attune_dev_close(dev);
 }
 
+/* ---- e4m3: the descales set on a plan, read at each run (libattune 1.2)
+ *
+ * The CPU emulates FP8 (its kernels descale each element as they convert
+ * it to fp32, compute in fp32, store bf16), so against the float64
+ * reference of the stored values times their descales the error is the
+ * bf16 store's: at most 2^-8 relative, plus 1e-5 for fp32 arithmetic
+ * (tests/test_cpu_e4m3.c says why). */
+
+static const double e4m3_tol = 0x1p-8 + 1e-5;
+
+/* The value of e4m3 pattern x (OCP FP8 E4M3: bias 7, S.1111.111 NaN). */
+static double e4m3_value(uint8_t x)
+{
+    const int e = (x >> 3) & 15, m = x & 7;
+    const double sign = (x & 0x80) ? -1.0 : 1.0;
+    if (e == 15 && m == 7)
+        return NAN;
+    return e == 0 ? sign * m * 0x1p-9 : sign * (1.0 + m / 8.0) * ldexp(1.0, e - 7);
+}
+
+/* The nearest finite e4m3 pattern to f (|f| <= 448; a tie goes either way:
+ * the reference reads what is stored). */
+static uint8_t e4m3_nearest(double f)
+{
+    int best = 0;
+    for (int x = 1; x < 256; x++)
+        if ((x & 0x7f) != 0x7f &&
+            fabs(e4m3_value((uint8_t)x) - f) < fabs(e4m3_value((uint8_t)best) - f))
+            best = x;
+    return (uint8_t)best;
+}
+
+/* float64 attention of the stored e4m3 values x8[t] (contiguous [b, h, s, d])
+ * times desc[t] (NULL: 1) into ref, every row. */
+static void e4m3_reference(const attune_dims *s, uint8_t *const x8[3], const float *desc,
+                           double *ref)
+{
+    const int64_t g = s->hq / s->hkv, d = s->d;
+    double *p = malloc((size_t)s->skv * sizeof *p);
+    for (int64_t bi = 0; bi < s->b; bi++)
+        for (int64_t h = 0; h < s->hq; h++)
+            for (int64_t i = 0; i < s->sq; i++) {
+                const uint8_t *q = x8[0] + ((bi * s->hq + h) * s->sq + i) * d;
+                const size_t kv = (size_t)((bi * s->hkv + h / g) * s->skv * d);
+                int64_t n = s->causal ? i + (s->skv - s->sq) + 1 : s->skv;
+                n = n < 0 ? 0 : n > s->skv ? s->skv : n;
+                double mx = -INFINITY, l = 0, *o = ref + ((bi * s->hq + h) * s->sq + i) * d;
+                for (int64_t j = 0; j < n; j++) {
+                    double dot = 0;
+                    for (int64_t c = 0; c < d; c++)
+                        dot += e4m3_value(q[c]) * (desc ? desc[0] : 1.0) *
+                               e4m3_value(x8[1][kv + (size_t)(j * d + c)]) * (desc ? desc[1] : 1.0);
+                    p[j] = dot / sqrt((double)d);
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int64_t c = 0; c < d; c++)
+                    o[c] = 0;
+                for (int64_t j = 0; j < n; j++) {
+                    p[j] = exp(p[j] - mx);
+                    l += p[j];
+                    for (int64_t c = 0; c < d; c++)
+                        o[c] += p[j] * e4m3_value(x8[2][kv + (size_t)(j * d + c)]) *
+                                (desc ? desc[2] : 1.0);
+                }
+                for (int64_t c = 0; c < d; c++)
+                    o[c] = n > 0 ? o[c] / l : 0.0;
+            }
+    free(p);
+}
+
+/* ||out - k ref|| / ||k ref|| of the bf16 output view o (buffer ob); *bad
+ * counts non-finite elements. */
+static double e4m3_rel(const attune_dims *s, const uint16_t *ob, const attune_tensor *o,
+                       const double *ref, double k, int64_t *bad)
+{
+    double num = 0, den = 0;
+    *bad = 0;
+    for (int64_t bi = 0; bi < s->b; bi++)
+        for (int64_t h = 0; h < s->hq; h++)
+            for (int64_t i = 0; i < s->sq; i++)
+                for (int64_t c = 0; c < s->d; c++) {
+                    const double r = k * ref[((bi * s->hq + h) * s->sq + i) * s->d + c];
+                    const double got = ref_bf16_to_f(ob[ref_at(o, bi, h, i, c)]);
+                    if (!isfinite(got)) {
+                        ++*bad;
+                        continue;
+                    }
+                    num += (got - r) * (got - r);
+                    den += r * r;
+                }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Every CPU e4m3 tactic of s on views of layout lay (row padding pad):
+ * descales set once and changed in place (read at the next run), then
+ * none (1 each), each against its float64 reference. */
+static void e4m3_tactics_on(attune_dev *dev, const attune_dims *s, int lay, int64_t pad)
+{
+    const int64_t nq = s->b * s->hq * s->sq * s->d, nk = s->b * s->hkv * s->skv * s->d;
+    const int64_t n[3] = {nq, nk, nk};
+    const double spread[3] = {3.0, 0.5, 7.0}; /* descales far from 1 */
+    uint8_t *x8[3];
+    float desc[3], used[3];
+    uint64_t seed = 77 + (uint64_t)lay;
+    for (int t = 0; t < 3; t++) { /* values, descale = amax / 448, stored e4m3(x / descale) */
+        float *x = malloc((size_t)n[t] * sizeof *x);
+        ref_fill(x, ATTUNE_DTYPE_F32, (size_t)n[t], &seed);
+        float amax = 0;
+        for (int64_t i = 0; i < n[t]; i++) {
+            x[i] *= (float)spread[t];
+            amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        }
+        desc[t] = amax / 448.0f;
+        x8[t] = malloc((size_t)n[t]);
+        for (int64_t i = 0; i < n[t]; i++)
+            x8[t][i] = e4m3_nearest(x[i] / desc[t]);
+        free(x);
+    }
+    double *ref = malloc((size_t)nq * sizeof *ref), *ref1 = malloc((size_t)nq * sizeof *ref1);
+    e4m3_reference(s, x8, desc, ref);
+    e4m3_reference(s, x8, NULL, ref1);
+
+    attune_tensor v[4];
+    const int64_t heads[4] = {s->hq, s->hkv, s->hkv, s->hq};
+    const int64_t rows[4] = {s->sq, s->skv, s->skv, s->sq};
+    uint8_t *in[3];
+    size_t nview[4];
+    for (int t = 0; t < 4; t++)
+        nview[t] = ref_view(lay, s->b, heads[t], rows[t], s->d, pad, NULL, &v[t]);
+    for (int t = 0; t < 3; t++) { /* the stored values into the views */
+        in[t] = calloc(nview[t], 1);
+        v[t].data = in[t];
+        for (int64_t bi = 0; bi < s->b; bi++)
+            for (int64_t h = 0; h < heads[t]; h++)
+                for (int64_t i = 0; i < rows[t]; i++)
+                    for (int64_t c = 0; c < s->d; c++)
+                        in[t][ref_at(&v[t], bi, h, i, c)] =
+                            x8[t][((bi * heads[t] + h) * rows[t] + i) * s->d + c];
+    }
+    uint16_t *ob = malloc(nview[3] * sizeof *ob);
+    v[3].data = ob;
+
+    char (*list)[ATTUNE_TACTIC_MAX] = calloc(64, ATTUNE_TACTIC_MAX);
+    char err[256];
+    int nt = attune_tactics(dev, s, list, 64, err, sizeof err);
+    CHECK_MSG(nt >= 8 && nt <= 64, "e4m3 tactics: %d %s", nt, err); /* fused, split x 4 pads, ... */
+    for (int i = 0; i < nt && i < 64; i++) {
+        attune_plan *plan = NULL;
+        int rc = attune_plan_create(dev, s, list[i], &plan, err, sizeof err);
+        CHECK_MSG(rc == 0, "e4m3 plan %s: %s", list[i], err);
+        if (rc != 0)
+            continue;
+        memcpy(used, desc, sizeof used);
+        CHECK_EQ_INT(attune_plan_set_descales(plan, &used[0], &used[1], &used[2]), 0);
+        int64_t bad;
+        double e[3];
+        for (int run = 0; run < 3; run++) {
+            if (run == 1)
+                used[2] = 2 * desc[2]; /* in place: the next run reads it */
+            if (run == 2)
+                CHECK_EQ_INT(attune_plan_set_descales(plan, NULL, NULL, NULL), 0);
+            ref_poison(ob, ATTUNE_DTYPE_BF16, nview[3]);
+            rc = attune_plan_run(plan, &v[0], &v[1], &v[2], &v[3], 0, 0, NULL);
+            CHECK_MSG(rc == 0, "e4m3 %s run %d: %s", list[i], run, attune_strerror(rc));
+            e[run] = e4m3_rel(s, ob, &v[3], run == 2 ? ref1 : ref, run == 1 ? 2.0 : 1.0, &bad);
+            CHECK_MSG(bad == 0 && e[run] <= e4m3_tol,
+                      "e4m3 %s layout %d run %d: rel %.3g (bound %.3g), %lld non-finite", list[i],
+                      lay, run, e[run], e4m3_tol, (long long)bad);
+        }
+        /* and the runs differ: no descales is far from the right answer */
+        CHECK(e4m3_rel(s, ob, &v[3], ref, 1.0, &bad) > 10 * e4m3_tol);
+        attune_plan_destroy(plan);
+    }
+    free(list);
+    for (int t = 0; t < 3; t++)
+        free(x8[t]), free(in[t]);
+    free(ob), free(ref), free(ref1);
+}
+
+static void e4m3_plans_should_read_their_descales(void)
+{
+    attune_dev *dev = NULL;
+    char err[256];
+    CHECK_EQ_INT(attune_dev_open("cpu", &dev, err, sizeof err), 0);
+    if (dev == NULL)
+        return;
+    const attune_dims shapes[] = {
+        {1, 4, 2, 21, 45, 24, ATTUNE_DTYPE_E4M3, 1}, /* GQA, causal, odd lengths */
+        {2, 4, 4, 13, 21, 16, ATTUNE_DTYPE_E4M3, 0}, /* MHA */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        e4m3_tactics_on(dev, &shapes[i], REF_BHSD, 0);
+        e4m3_tactics_on(dev, &shapes[i], REF_BSHD, 8);
+    }
+    char key[128];
+    CHECK_EQ_INT(attune_shape_key(&shapes[0], key, sizeof key, err, sizeof err), 0);
+    CHECK_STR(key, "b1.hq4.hkv2.sq21.skv45.d24.e4m3.c");
+    CHECK_EQ_INT(attune_plan_set_descales(NULL, NULL, NULL, NULL), ATTUNE_RT_EINVAL);
+    attune_dev_close(dev);
+}
+
 int main(void)
 {
     RUN(plans_should_run_every_cpu_tactic_on_views);
     RUN(auto_should_run_every_length_of_a_bucket);
     RUN(auto_should_plan_a_length_run_alone_exactly);
     RUN(bad_arguments_should_be_refused_with_a_reason);
+    RUN(e4m3_plans_should_read_their_descales);
     return test_summary();
 }
