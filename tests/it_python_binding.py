@@ -14,7 +14,14 @@ libattune.so on the CPU device, with numpy: no torch needed.
 - a table exported from that daemon's database, read in process
   (url "file:PATH"), answers the same, also when shipped to another device
   of the same model (asked by the device's name);
-- bad input raises AttuneError with a reason.
+- bad input raises AttuneError with a reason;
+- an e4m3 Plan on the CPU (emulated FP8): inputs quantized with
+  attune.lib.quantize_e4m3 (descale amax/448), descales given to
+  Plan.set_descales as numbers, changed in place through plan.descales and
+  given as the address of a numpy float32 array: every CPU e4m3 tactic
+  within 2^-8 + 1e-5 of the float64 reference of the stored values times
+  their descales (bf16 out), a doubled V descale doubling the output; the
+  conversions agree with libattune's on every pattern.
 
 Environment: ATTUNE_LIB (libattune.so.1), ATTUNED_BIN (the daemon part is
 skipped without it), ATTUNE_SOURCE_DIR. numpy is Debian's python3-numpy
@@ -143,6 +150,55 @@ def plan_views():
     dev.close()
 
 
+def bf16_to_f32(u16):
+    return (u16.astype(np.uint32) << 16).view(np.float32)
+
+
+def e4m3_plan():
+    """attune.lib.Plan.set_descales on the CPU's emulated FP8."""
+    L = attune.lib
+    codes = np.arange(256, dtype=np.uint8)
+    vals = L.e4m3_to_float(codes)
+    fin = ~np.isnan(vals)
+    check(bool((L.float_to_e4m3(vals[fin]) == codes[fin]).all()) and np.isnan(vals[0x7f])
+          and vals[0x7e] == 448.0 and vals[0x01] == 2.0 ** -9,
+          "e4m3 patterns decode and encode back (448, 2^-9, NaN)")
+    check(list(L.float_to_e4m3([1 + 1 / 16, 1 + 3 / 16, 1e30, -np.inf, 17.0])) ==
+          [0x38, 0x3a, 0x7e, 0xfe, 0x58], "ties to even, saturation at 448")
+    rng = np.random.default_rng(13)
+    dev = L.Device("cpu")
+    b, hq, hkv, sq, skv, d = 1, 4, 2, 11, 37, 16
+    dims = (b, hq, hkv, sq, skv, d, L.DTYPES["e4m3"], 1)
+    raw = [rng.standard_normal((b, h, s, d)) * f for h, s, f in
+           ((hq, sq, 3.0), (hkv, skv, 0.5), (hkv, skv, 7.0))]
+    (q8, dq), (k8, dk), (v8, dv) = (L.quantize_e4m3(x) for x in raw)
+    ref = reference(*(L.e4m3_to_float(c).astype(np.float64) * ds
+                      for c, ds in ((q8, dq), (k8, dk), (v8, dv))), True, "bhsd")
+    view = lambda a: (a.ctypes.data, a.strides[0] // a.itemsize,  # noqa: E731
+                      a.strides[1] // a.itemsize, a.strides[2] // a.itemsize)
+    tol = 2.0 ** -8 + 1e-5
+    tactics = dev.tactics(dims)
+    check(len(tactics) == 16, "16 CPU e4m3 tactics for a GQA shape (%d)" % len(tactics))
+    box = np.array([dq, dk, dv], dtype=np.float32)
+    for t in tactics:
+        plan = L.Plan(dev, dims, t)
+        out = np.full((b, hq, sq, d), 0x7fc0, dtype=np.uint16)  # bf16 NaN
+        errs = []
+        plan.set_descales(dq, dk, dv)
+        plan.run(view(q8), view(k8), view(v8), view(out))
+        errs.append(rel_l2(bf16_to_f32(out), ref, "bhsd"))
+        plan.descales[2] = 2 * dv  # in place: the next run reads it
+        plan.run(view(q8), view(k8), view(v8), view(out))
+        errs.append(rel_l2(bf16_to_f32(out), 2 * ref, "bhsd"))
+        plan.set_descales(box.ctypes.data, box.ctypes.data + 4, box.ctypes.data + 8)
+        plan.run(view(q8), view(k8), view(v8), view(out))
+        errs.append(rel_l2(bf16_to_f32(out), ref, "bhsd"))
+        check(max(errs) <= tol, "e4m3 Plan %s: rel err %s <= %.3g (numbers, x2 in place, "
+              "addresses)" % (t, ["%.2e" % e for e in errs], tol))
+        plan.close()
+    dev.close()
+
+
 def bad_input():
     q = np.zeros((1, 2, 4, 8), np.float32)
     for what, args in (("mixed dtypes", (q, q.astype(np.float16), q)),
@@ -221,6 +277,7 @@ def main():
     bucketing()
     default_runs()
     plan_views()
+    e4m3_plan()
     bad_input()
     with_daemon()
     print("%d failed" % len(failures))

@@ -9,7 +9,7 @@ import ctypes
 import os
 import threading
 
-DTYPES = {"f16": 0, "bf16": 1, "f32": 2}
+DTYPES = {"f16": 0, "bf16": 1, "f32": 2, "e4m3": 3}  # e4m3: libattune 1.2, out in bf16
 
 
 class AttuneError(RuntimeError):
@@ -66,6 +66,9 @@ def load(path=None):
         if hasattr(lib, "attune_plan_set_views"):  # since 1.1
             lib.attune_plan_set_views.argtypes = [V, P(Tensor), P(Tensor), P(Tensor), P(Tensor),
                                                   V, ctypes.c_char_p, S]
+        if hasattr(lib, "attune_plan_set_descales"):  # since 1.2
+            F = P(ctypes.c_float)
+            lib.attune_plan_set_descales.argtypes = [V, F, F, F]
         lib.attune_tactics.argtypes = [V, P(Dims), V, I, ctypes.c_char_p, S]
         lib.attune_auto_new.argtypes = [V, ctypes.c_char_p, I, P(V), ctypes.c_char_p, S]
         lib.attune_auto_free.argtypes = [V]
@@ -195,6 +198,7 @@ class Plan:
         _check(self._lib, self._lib.attune_plan_create(device.handle, Dims(*dims), tactic.encode(),
                                                         ctypes.byref(self.handle), err, 256), err)
         self._t = [Tensor(), Tensor(), Tensor(), Tensor()]
+        self.descales = (ctypes.c_float * 3)(1.0, 1.0, 1.0)  # set_descales' own values
 
     def run(self, q, k, v, o, sq=0, skv=0, stream=0):
         """q/k/v/o = (address, stride_b, stride_h, stride_s); raises on error."""
@@ -216,6 +220,31 @@ class Plan:
         err = ctypes.create_string_buffer(256)
         _check(self._lib, self._lib.attune_plan_set_views(self.handle, *self._t, stream, err,
                                                           256), err)
+
+    def set_descales(self, q=None, k=None, v=None):
+        """For an e4m3 plan: the descale factors of q, k and v (a stored
+        element times its tensor's descale is the value meant), read at
+        every run (attune_plan_set_descales). Each is None (1), a number
+        (kept in self.descales, which the runs read: assign
+        plan.descales[i] to change it in place), or an int address of
+        one float the caller keeps alive (device memory on a GPU; on the
+        CPU host memory, e.g. a numpy float32 array's .ctypes.data).
+        Raises on error."""
+        if not hasattr(self._lib, "attune_plan_set_descales"):
+            raise AttuneError(-4, "libattune older than 1.2: no attune_plan_set_descales")
+        ptrs = []
+        for i, x in enumerate((q, k, v)):
+            if x is None:
+                ptrs.append(None)
+            elif isinstance(x, int) and not isinstance(x, bool):
+                ptrs.append(ctypes.cast(ctypes.c_void_p(x), ctypes.POINTER(ctypes.c_float)))
+            else:
+                self.descales[i] = float(x)
+                ptrs.append(ctypes.cast(ctypes.byref(self.descales, 4 * i),
+                                        ctypes.POINTER(ctypes.c_float)))
+        rc = self._lib.attune_plan_set_descales(self.handle, *ptrs)
+        if rc != 0:
+            raise AttuneError(rc, self._lib.attune_strerror(rc).decode())
 
     def close(self):
         if self.handle:
@@ -247,6 +276,47 @@ def _view(arr, order):
     sb, s1, s2 = (arr.strides[i] // item for i in range(3))
     sh, ss = (s1, s2) if order == "bhsd" else (s2, s1)
     return (arr.ctypes.data, sb, sh, ss)
+
+
+def _e4m3_values():
+    """The value of each e4m3 pattern (OCP FP8 E4M3: bias 7, S.1111.111 NaN)."""
+    import numpy as np
+    x = np.arange(256)
+    e, m = (x >> 3) & 15, x & 7
+    v = np.where(e == 0, m * 2.0 ** -9, (1 + m / 8.0) * 2.0 ** (e - 7))
+    v = np.where((x & 0x7f) == 0x7f, np.nan, v)
+    return np.where(x & 0x80, -v, v)
+
+
+def e4m3_to_float(codes):
+    """float32 values of e4m3 patterns (a uint8 numpy array)."""
+    import numpy as np
+    return _e4m3_values().astype(np.float32)[np.asarray(codes, dtype=np.uint8)]
+
+
+def float_to_e4m3(x):
+    """e4m3 patterns (uint8) of values x: round to nearest, ties to even,
+    saturating at +-448 (infinities too); NaN to S.1111.111 (as
+    kernels/dtype.h converts)."""
+    import numpy as np
+    x = np.asarray(x, dtype=np.float64)
+    pos = _e4m3_values()[:0x7f]  # 0 .. 448, ascending with the pattern
+    a = np.minimum(np.abs(np.nan_to_num(x, nan=0.0, posinf=448.0, neginf=448.0)), 448.0)
+    hi = np.clip(np.searchsorted(pos, a), 0, 0x7e)
+    lo = np.maximum(hi - 1, 0)
+    dlo, dhi = a - pos[lo], pos[hi] - a
+    code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
+    code = np.where(np.isnan(x), 0x7f, code).astype(np.uint8)
+    return code | np.where(np.signbit(x), 0x80, 0).astype(np.uint8)
+
+
+def quantize_e4m3(x):
+    """(patterns, descale) of a tensor x for an e4m3 plan, as attune's
+    sessions do it: descale = amax / 448, patterns = e4m3(x / descale)."""
+    import numpy as np
+    amax = float(np.max(np.abs(x))) if np.size(x) else 0.0
+    descale = amax / 448.0 if amax > 0 else 1.0
+    return float_to_e4m3(np.asarray(x, dtype=np.float64) / descale), descale
 
 
 def run_numpy(q, k, v, is_causal=False, layout="bhsd", device="cpu", out=None):
