@@ -72,14 +72,17 @@ static double shape_flops(const attn_shape *s)
     return s->causal ? f / 2 : f;
 }
 
-/* Buffers a session holds: q and out, k and v, in the storage dtype, and
- * their copies padded to 64 (the largest pad). */
+/* Buffers a session holds: q, k and v in the storage dtype, out in its
+ * output dtype, and their copies padded to 64 (the largest pad); an e4m3
+ * session also the bf16 source of q, k and v (attn_ops.reference_source). */
 static double shape_bytes(const attn_shape *s)
 {
-    double e = (double)attn_dtype_size(s->dtype) * (double)s->d;
+    double es = (double)attn_dtype_size(s->dtype) * (double)s->d;
+    double eo = (double)attn_dtype_size(attn_dtype_out(s->dtype)) * (double)s->d;
     double q = (double)s->b * (double)s->hq * (double)attn_round_up(s->sq, 64);
     double kv = (double)s->b * (double)s->hkv * (double)attn_round_up(s->skv, 64);
-    return 2.0 * e * (2.0 * q + 2.0 * kv);
+    double src = s->dtype == ATTN_E4M3 ? 2.0 * (double)s->d * (q + 2.0 * kv) : 0.0;
+    return 2.0 * ((es + eo) * q + 2.0 * es * kv) + src;
 }
 
 /* Fill the times of us[0..n) the model has no word on (NaN) with the

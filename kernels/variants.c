@@ -118,10 +118,11 @@ void attn_pad_copies(const attn_shape *s, const attn_tactic *t, double *bytes, i
 {
     int pad = t->pad > 1 ? t->pad : 1;
     double es = (double)attn_dtype_size(s->dtype);
+    double eo = (double)attn_dtype_size(attn_dtype_out(s->dtype)); /* e4m3: bf16 out */
     *bytes = 0;
     *copies = 0;
     if (attn_round_up(s->sq, pad) != s->sq) { /* Q in, O out: each read and written */
-        *bytes += 2.0 * 2.0 * es * (double)(s->b * s->hq) * (double)s->sq * (double)s->d;
+        *bytes += 2.0 * (es + eo) * (double)(s->b * s->hq) * (double)s->sq * (double)s->d;
         *copies += 2;
     }
     if (attn_round_up(s->skv, pad) != s->skv) { /* K in, V in */
@@ -142,12 +143,13 @@ void attn_cost_base(const attn_shape *s, const attn_tactic *t, const attn_device
     int pad = t->pad > 1 ? t->pad : 1;
     int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
     double es = (double)attn_dtype_size(s->dtype);
+    double eo = (double)attn_dtype_size(attn_dtype_out(s->dtype)); /* e4m3: bf16 out */
     out->rows = (double)s->sq;
     out->keys = (double)skvp;
     out->head_dim = s->d;
     out->causal_skip = 1;
-    out->bytes = es * (2.0 * (double)s->b * (double)s->hq * (double)sqp * (double)s->d +
-                       2.0 * (double)s->b * (double)s->hkv * (double)skvp * (double)s->d);
+    out->bytes = (es + eo) * (double)s->b * (double)s->hq * (double)sqp * (double)s->d +
+                 2.0 * es * (double)s->b * (double)s->hkv * (double)skvp * (double)s->d;
     out->byte_share = 1;
     out->launches = 1;
     attn_pad_copies(s, t, &out->copy_bytes, &out->copies);

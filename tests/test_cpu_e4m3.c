@@ -110,6 +110,29 @@ static void e4m3_tactics_should_list_every_cpu_family(void)
     CHECK_EQ_INT(ops->tactics(0, &mha, t, 32), 8);
 }
 
+/* What an e4m3 call moves, as the cost model reads it: q, k, v at one
+ * byte, out (bf16) at two, in the bytes of a call and of its pad copies. */
+static void e4m3_costs_should_count_a_bf16_output(void)
+{
+    attn_shape s = mkshape(2, 8, 2, 50, 300, 64, 0);
+    attn_tactic t = {0};
+    t.variant = ATTN_FUSED;
+    t.pad = 8; /* 50 -> 56 and 300 -> 304: both sides copied */
+    attn_cost c;
+    attn_cost_base(&s, &t, NULL, &c);
+    const double q = 2.0 * 8 * 56 * 64, kv = 2.0 * 2 * 304 * 64; /* padded elements */
+    CHECK_NEAR(c.bytes, (1 + 2) * q + 2 * 1 * kv, 0);
+    double bytes;
+    int copies;
+    attn_pad_copies(&s, &t, &bytes, &copies);
+    CHECK_EQ_INT(copies, 4);
+    /* Q in (1 byte read, 1 written), O out (2 and 2), K and V in (1 and 1) */
+    CHECK_NEAR(bytes, 2.0 * (1 + 2) * (2.0 * 8 * 50 * 64) + 2.0 * 2 * 1 * (2.0 * 2 * 300 * 64), 0);
+    s.dtype = ATTN_BF16; /* 16-bit: every tensor at two */
+    attn_cost_base(&s, &t, NULL, &c);
+    CHECK_NEAR(c.bytes, 2 * 2 * q + 2 * 2 * kv, 0);
+}
+
 /* The same seed gives the same stored inputs, descales and source; the
  * two references differ by the input rounding; reference_source is
  * e4m3's only. */
@@ -425,6 +448,7 @@ int main(void)
 {
     RUN(quantize_should_map_amax_to_448_and_round_the_rest);
     RUN(e4m3_tactics_should_list_every_cpu_family);
+    RUN(e4m3_costs_should_count_a_bf16_output);
     RUN(session_should_keep_its_source_and_descales);
     RUN(every_e4m3_tactic_should_match_the_reference);
     RUN(check_should_catch_planted_errors);
