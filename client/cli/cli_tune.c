@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "common/dtype_device.h"
 #include "db/store.h"
 #include "kernels/attn.h"
 #include "tuner/tuner.h"
@@ -270,6 +271,11 @@ int cli_tune_main(int argc, char **argv)
         fprintf(stderr, "attune: %s\n", err);
         goto out;
     }
+    for (int i = 0; i < n; i++) /* e4m3 on a GPU without FP8 tensor cores: nothing to tune */
+        if (!dtype_device_runs(&dev.info, shapes[i].dtype, err, sizeof err)) {
+            fprintf(stderr, "attune: tune: shape %d: %s\n", i + 1, err);
+            goto out;
+        }
     if (cli_store_open(a.db, 1, &st) != 0)
         goto out;
     rc = tune_shapes(st, &dev, shapes, n, &o, a.quiet);
