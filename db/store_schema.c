@@ -286,24 +286,46 @@ static int rekey_fleet_devices(store *st)
     return src == SQLITE_DONE ? SQLITE_OK : src;
 }
 
-/* Migration 9 -> 10: rows before FP8 have no source error (NULL), and the
- * shapes table is rebuilt with the wider dtype CHECK: the new one made
- * beside it, the rows copied (ids kept, so every reference still holds),
- * the old one dropped and the new one renamed. It runs before store_open
- * turns foreign keys on, so the drop checks no reference, and no view or
- * trigger names shapes. */
-static const char migrate_9_10[] =
-    "ALTER TABLE measurements ADD COLUMN src_rel_err REAL;"
+/* Migration 9 -> 10, in C: rows before FP8 have no source error (NULL;
+ * the column is added unless a file set back to an older version by hand
+ * has it), and the shapes table is rebuilt with the wider dtype CHECK: the
+ * new one made beside it, the rows copied (ids kept, so every reference
+ * still holds), the old one dropped and the new one renamed. It runs
+ * before store_open turns foreign keys on, so the drop checks no
+ * reference, and no view or trigger names shapes. */
+static const char rebuild_shapes_v10[] =
     SHAPES_TABLE_V10("shapes_v10")
     "INSERT INTO shapes_v10 (id, key, b, hq, hkv, sq, skv, d, dtype, causal)"
     " SELECT id, key, b, hq, hkv, sq, skv, d, dtype, causal FROM shapes;"
     "DROP TABLE shapes;"
     "ALTER TABLE shapes_v10 RENAME TO shapes;";
 
+static int add_source_error(store *st)
+{
+    sqlite3_stmt *q = NULL;
+    int has = 0;
+    int src = sqlite3_prepare_v2(st->db,
+                                 "SELECT count(*) FROM pragma_table_info('measurements')"
+                                 " WHERE name = 'src_rel_err'",
+                                 -1, &q, NULL);
+    if (src == SQLITE_OK && (src = sqlite3_step(q)) == SQLITE_ROW) {
+        has = sqlite3_column_int(q, 0) > 0;
+        src = SQLITE_OK;
+    }
+    sqlite3_finalize(q);
+    if (src == SQLITE_OK && !has)
+        src = sqlite3_exec(st->db, "ALTER TABLE measurements ADD COLUMN src_rel_err REAL;",
+                           NULL, NULL, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_exec(st->db, rebuild_shapes_v10, NULL, NULL, NULL);
+    return src;
+}
+
 /* migrations[v] takes a database from version v to v + 1 (NULL: in C,
  * migrate_c[v]). */
 static int (*const migrate_c[STORE_SCHEMA_VERSION])(store *st) = {
     [8] = rekey_fleet_devices,
+    [9] = add_source_error,
 };
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     NULL, /* 0 -> 1 never runs: an empty database gets schema_current */
@@ -315,7 +337,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     migrate_6_7,
     migrate_7_8,
     NULL,
-    migrate_9_10,
+    NULL,
 };
 
 /* Read user_version and the number of schema objects. The first read of a
