@@ -10,7 +10,7 @@
 #include <strings.h>
 
 #include "../common/json_num.h"
-#include "../lookup/dtype_choice.h"
+#include "../common/dtype_set.h"
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 
+#include "../common/dtype_set.h"
 #include "index.h"
 
 typedef enum {
@@ -59,18 +60,6 @@ typedef struct dtype_choice {
     dtype_candidate c[ATTN_NDTYPES];
     int chosen;                   /* index into c; -1 when none qualified */
 } dtype_choice;
-
-/* 1 when text names a set of dtypes rather than one: "any", or a list
- * with a comma. */
-int dtype_set_text(const char *text);
-
-/* Parse a set: "any" (every dtype) or a comma-separated list of dtype
- * names ("bf16,e4m3"), each once. *set: bit 1 << dtype per dtype. 0 or
- * ATTUNE_EINVAL with err naming the bad word. */
-int dtype_set_parse(const char *text, unsigned *set, char *err, size_t errlen);
-
-/* The canonical text of a set: names in dtype order, comma-separated. */
-const char *dtype_set_str(unsigned set, char *buf, size_t len);
 
 /* Answer the question for the sizes of dims (its dtype is ignored) on the
  * device that device names, among the dtypes of set, under max_err (in
