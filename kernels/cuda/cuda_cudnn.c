@@ -385,6 +385,20 @@ static int fp8_check(const geom *g, size_t v, char *note, size_t notelen)
         return refuse(note, notelen, "%s", "cudnn: the SDPA_FWD operation takes no FP8 scales");
     if (g->d % 16 != 0 || g->d > 256)
         return refuse(note, notelen, "%s", "cudnn: FP8 SDPA takes head dims of 16..256 in steps of 16");
+    /* Seen on the H200 with cuDNN 9.19.0 (2026-12-03): at d = 256 an engine
+     * configuration (eng=2, kcfg=33) faulted the GPU context, which takes
+     * every later call of the process down with it; refused until the
+     * faulting configurations are told apart. */
+    if (g->d > 128)
+        return refuse(note, notelen, "%s",
+                      "cudnn: FP8 SDPA over d = 128 refused (an engine faulted the GPU at d = 256, "
+                      "cuDNN 9.19 on the H200)");
+    /* the same run: padded keys masked by a column compare (not a pattern
+     * NVIDIA emits for FP8) gave non-finite rows */
+    if (!g->causal && g->kv_valid < g->skvv)
+        return refuse(note, notelen, "%s",
+                      "cudnn: FP8 SDPA with padded keys gave non-finite rows (cuDNN 9.19 on the "
+                      "H200): pad=1 covers every length");
     if (g->causal && g->shift != 0)
         return refuse(note, notelen, "%s",
                       "cudnn: FP8 SDPA's bottom-right causal mask is Blackwell's (sq < skv)");
