@@ -26,7 +26,8 @@
  * split/acc=f32's (cuBLAS SGEMM, the f32 path before this kernel), so a
  * single run says what is wrong and what it is worth. Exit 77 without a
  * GPU. ATTUNE_TEST_TACTIC=TEXT runs only tactics whose name holds TEXT;
- * ATTUNE_TEST_QUICK=1 keeps small cases (compute-sanitizer). */
+ * ATTUNE_TEST_QUICK=1 keeps small cases and times one launch of each
+ * (compute-sanitizer). */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -307,8 +308,8 @@ static double rel_error(const attn_shape *s, const attn_tensor *out, const int64
     return isnan(rel) ? INFINITY : rel;
 }
 
-/* Time plan p on io: 3 warm-up launches, then `iters` between events.
- * Microseconds per launch, or -1. */
+/* Time plan p on io: warm-up launches (3, or 1 for a single timed one),
+ * then `iters` between events. Microseconds per launch, or -1. */
 static double time_plan(attn_plan *p, const attn_io *io, int iters)
 {
     cudaEvent_t a, b;
@@ -316,7 +317,7 @@ static double time_plan(attn_plan *p, const attn_io *io, int iters)
     CUDA_CHECK(cudaEventCreate(&a));
     CUDA_CHECK(cudaEventCreate(&b));
     int rc = 0;
-    for (int i = 0; i < 3 && rc == 0; i++)
+    for (int i = 0; i < (iters > 1 ? 3 : 1) && rc == 0; i++)
         rc = ops->launch(p, io, NULL);
     CUDA_CHECK(cudaEventRecord(a, 0));
     for (int i = 0; i < iters && rc == 0; i++)
@@ -329,163 +330,215 @@ static double time_plan(attn_plan *p, const attn_io *io, int iters)
     return rc == 0 ? 1000.0 * ms / iters : -1;
 }
 
-static void run_case(const tcase *tc, uint64_t seed)
-{
-    attn_shape plan = {tc->b, tc->hq, tc->hkv, tc->sq, tc->skv, tc->d, ATTN_F32, tc->causal};
-    attn_shape s = plan; /* this call's */
-    s.sq = tc->call_sq ? tc->call_sq : tc->sq;
-    s.skv = tc->call_skv ? tc->call_skv : tc->skv;
+/* One case's data: its planned and call shapes, tensors on both sides,
+ * the checked rows and their references. */
+typedef struct case_run {
+    attn_shape plan, s; /* s: this call's lengths */
     char key[ATTN_SHAPE_KEY_MAX], ckey[ATTN_SHAPE_KEY_MAX], where[96];
-    attn_shape_key(&plan, key, sizeof key);
-    attn_shape_key(&s, ckey, sizeof ckey);
-    snprintf(where, sizeof where, "q %s kv %s o %s%s", tc->lq->name, tc->lkv->name, tc->lo->name,
-             s.sq != plan.sq || s.skv != plan.skv ? ", shorter call" : "");
-    uint64_t st = seed;
-
+    uint64_t seed;
     tensor q, k, v, o;
-    tensor_make(&q, tc->lq, plan.b, plan.hq, plan.sq, s.sq, plan.d, 1, &st);
-    tensor_make(&k, tc->lkv, plan.b, plan.hkv, plan.skv, s.skv, plan.d, 1, &st);
-    tensor_make(&v, tc->lkv, plan.b, plan.hkv, plan.skv, s.skv, plan.d, 1, &st);
-    tensor_make(&o, tc->lo, plan.b, plan.hq, plan.sq, s.sq, plan.d, 0, &st);
-    float *o2 = gpu_xmalloc((size_t)o.n * sizeof(float));
-    unsigned char *is_real = gpu_xmalloc((size_t)o.n);
+    float *o2;              /* the second run's output */
+    unsigned char *is_real; /* per cell of o: inside the call's rows and d columns */
     attn_io io;
-    memset(&io, 0, sizeof io);
-    io.q = q.vd, io.k = k.vd, io.v = v.vd, io.o = o.vd;
-    io.sq = s.sq, io.skv = s.skv;
+    int64_t *rows;
+    int nrows;
+    double *ref, *ref_flip; /* ref_flip: the opposite mask's, NULL when it changes too little */
+    double planted_rel;     /* the planted error's, once measured (else NAN) */
+} case_run;
 
-    int maxrows = 2048;
-    int64_t *rows = gpu_xmalloc(sizeof(int64_t) * (size_t)maxrows);
-    int nrows = pick_rows(&s, rows, maxrows, &st);
-    double *ref = gpu_xmalloc(sizeof(double) * (size_t)nrows * (size_t)s.d);
-    ref_job job = {.s = &s, .q = &q.vh, .k = &k.vh, .v = &v.vh, .rows = rows, .nrows = nrows,
-                   .out = ref};
+/* Check one launch's output (o.h, and o2 from a second run): every real
+ * element written and finite, rows without keys 0, the two runs
+ * identical, every other cell still poison, the error within the bound;
+ * the first time, the planted mask error caught. Returns the error. */
+static double check_output(case_run *c, const char *tname, int *planted, double *max_abs)
+{
+    const attn_shape *s = &c->s;
+    int64_t bad = 0, nonzero = 0, moved = 0, touched = 0;
+    memset(c->is_real, 0, (size_t)c->o.n);
+    for (int64_t bi = 0; bi < s->b; bi++)
+        for (int64_t h = 0; h < s->hq; h++)
+            for (int64_t i = 0; i < s->sq; i++) {
+                int empty = attn_visible_keys(s, i) == 0;
+                for (int64_t col = 0; col < s->d; col++) {
+                    const float *x = elem(&c->o.vh, bi, h, i, col);
+                    size_t at = (size_t)(x - c->o.h);
+                    c->is_real[at] = 1;
+                    bad += !isfinite(*x);
+                    nonzero += empty && *x != 0.0f;
+                    moved += memcmp(&c->o.h[at], &c->o2[at], 4) != 0;
+                }
+            }
+    for (int64_t e = 0; e < c->o.n; e++) {
+        uint32_t bits;
+        memcpy(&bits, &c->o.h[e], 4);
+        touched += !c->is_real[e] && bits != 0xffffffffu;
+    }
+    CHECK_MSG(bad == 0, "%s %s %s: %lld real outputs not written or not finite", c->ckey, tname,
+              c->where, (long long)bad);
+    CHECK_MSG(nonzero == 0, "%s %s %s: %lld outputs of rows without keys not 0", c->ckey, tname,
+              c->where, (long long)nonzero);
+    CHECK_MSG(moved == 0, "%s %s %s: %lld outputs differ between two runs (race?)", c->ckey,
+              tname, c->where, (long long)moved);
+    CHECK_MSG(touched == 0, "%s %s %s: %lld cells outside the call's rows/columns written",
+              c->ckey, tname, c->where, (long long)touched);
+    double rel = rel_error(s, &c->o.vh, c->rows, c->nrows, c->ref, max_abs);
+    CHECK_MSG(rel <= TOL_F32, "%s %s %s: rel err %.3g > %.0e (max abs %.3g)", c->ckey, tname,
+              c->where, rel, TOL_F32, *max_abs);
+    if (rel > worst_rel || worst_what[0] == 0) {
+        worst_rel = rel > worst_rel ? rel : worst_rel;
+        snprintf(worst_what, sizeof worst_what, "%s %s", c->ckey, tname);
+    }
+    if (c->ref_flip != NULL && !*planted) { /* the opposite mask's reference */
+        double ma;
+        double wrong = rel_error(s, &c->o.vh, c->rows, c->nrows, c->ref_flip, &ma);
+        CHECK_MSG(wrong > PLANTED_MIN, "%s %s: planted mask error not caught (rel %.3g)",
+                  c->ckey, tname, wrong);
+        n_planted += wrong > PLANTED_MIN;
+        *planted = 1;
+        c->planted_rel = wrong;
+    }
+    return rel;
+}
+
+/* Plan tactic t on the case, run it twice, check, time (iters launches).
+ * Returns microseconds per launch, or -1 when it did not run. */
+static double run_tactic(case_run *c, const attn_tactic *t, int iters, int *planted)
+{
+    char tname[ATTN_TACTIC_STR_MAX], note[160] = "";
+    attn_tactic_str(t, tname, sizeof tname);
+    snprintf(g_ctx, sizeof g_ctx, "%s %s, %s, seed %llu", c->ckey, tname, c->where,
+             (unsigned long long)c->seed);
+    attn_plan *p = NULL;
+    int rc = ops->plan_new(0, &c->plan, t, 0, &p, note, sizeof note);
+    CHECK_MSG(rc == 0, "%s %s: plan_new: %s (%s)", c->key, tname, attune_strerror(rc), note);
+    if (rc != 0)
+        return -1;
+    for (int r = 0; r < 2 && rc == 0; r++) {
+        CUDA_CHECK(cudaMemset(c->o.dv, 0xff, (size_t)c->o.n * sizeof(float)));
+        rc = ops->launch(p, &c->io, NULL);
+        CHECK_MSG(rc == 0, "%s %s: launch: %s", c->ckey, tname, attune_strerror(rc));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(r ? c->o2 : c->o.h, c->o.dv, (size_t)c->o.n * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+    }
+    double us = -1;
+    if (rc == 0) {
+        n_runs += 2;
+        double max_abs;
+        double rel = check_output(c, tname, planted, &max_abs);
+        us = time_plan(p, &c->io, iters);
+        CHECK_MSG(us > 0, "%s %s: timing failed", c->ckey, tname);
+        fprintf(stderr, "  %-40s %-44s rel %.2e max %.2e %9.2f us %6.2f TFLOP/s\n", c->ckey,
+                tname, rel, max_abs, us, us > 0 ? attn_shape_flops(&c->s) / us * 1e-6 : 0);
+        if (!isnan(c->planted_rel))
+            fprintf(stderr, "    planted: this output against the %s reference, rel err %.3g\n",
+                    c->s.causal ? "non-causal" : "causal", c->planted_rel);
+        c->planted_rel = NAN;
+    }
+    ops->plan_free(p);
+    return us;
+}
+
+/* split/acc=f32 (cuBLAS SGEMM) timed on the case's call, beside the best
+ * fused f32 tactic's time. */
+static void time_split(case_run *c, const char *best, double best_us)
+{
+    attn_tactic sp = {.variant = ATTN_SPLIT, .pad = 1, .acc = ATTN_ACC_F32};
+    attn_plan *p = NULL;
+    char note[160];
+    snprintf(g_ctx, sizeof g_ctx, "%s split/acc=f32/pad=1 (timing)", c->ckey);
+    if (ops->plan_new(0, &c->plan, &sp, 0, &p, note, sizeof note) != 0)
+        return;
+    double us = time_plan(p, &c->io, 50);
+    fprintf(stderr, "  %-40s %-44s %31.2f us %6.2f TFLOP/s\n", c->ckey, "split/acc=f32/pad=1",
+            us, us > 0 ? attn_shape_flops(&c->s) / us * 1e-6 : 0);
+    fprintf(stderr, "  => best %s: %.2f us, %.2fx split/acc=f32's %.2f us\n", best, best_us,
+            us / best_us, us);
+    ops->plan_free(p);
+}
+
+/* Inputs, views and references of case tc into c. */
+static void case_open(case_run *c, const tcase *tc, uint64_t seed)
+{
+    memset(c, 0, sizeof *c);
+    attn_shape plan = {tc->b, tc->hq, tc->hkv, tc->sq, tc->skv, tc->d, ATTN_F32, tc->causal};
+    c->plan = c->s = plan;
+    c->s.sq = tc->call_sq ? tc->call_sq : tc->sq;
+    c->s.skv = tc->call_skv ? tc->call_skv : tc->skv;
+    c->seed = seed;
+    c->planted_rel = NAN;
+    attn_shape_key(&c->plan, c->key, sizeof c->key);
+    attn_shape_key(&c->s, c->ckey, sizeof c->ckey);
+    snprintf(c->where, sizeof c->where, "q %s kv %s o %s%s", tc->lq->name, tc->lkv->name,
+             tc->lo->name, c->s.sq != plan.sq || c->s.skv != plan.skv ? ", shorter call" : "");
+    uint64_t st = seed;
+    tensor_make(&c->q, tc->lq, plan.b, plan.hq, plan.sq, c->s.sq, plan.d, 1, &st);
+    tensor_make(&c->k, tc->lkv, plan.b, plan.hkv, plan.skv, c->s.skv, plan.d, 1, &st);
+    tensor_make(&c->v, tc->lkv, plan.b, plan.hkv, plan.skv, c->s.skv, plan.d, 1, &st);
+    tensor_make(&c->o, tc->lo, plan.b, plan.hq, plan.sq, c->s.sq, plan.d, 0, &st);
+    c->o2 = gpu_xmalloc((size_t)c->o.n * sizeof(float));
+    c->is_real = gpu_xmalloc((size_t)c->o.n);
+    c->io.q = c->q.vd, c->io.k = c->k.vd, c->io.v = c->v.vd, c->io.o = c->o.vd;
+    c->io.sq = c->s.sq, c->io.skv = c->s.skv;
+
+    enum { MAXROWS = 2048 };
+    c->rows = gpu_xmalloc(sizeof(int64_t) * MAXROWS);
+    c->nrows = pick_rows(&c->s, c->rows, MAXROWS, &st);
+    c->ref = gpu_xmalloc(sizeof(double) * (size_t)c->nrows * (size_t)c->s.d);
+    ref_job job = {.s = &c->s, .q = &c->q.vh, .k = &c->k.vh, .v = &c->v.vh, .rows = c->rows,
+                   .nrows = c->nrows, .out = c->ref};
     reference(&job);
-    /* the opposite mask's reference, for the planted error */
-    attn_shape flip = s;
-    flip.causal = !s.causal;
-    int64_t va = attn_visible_keys(&s, 0), vb = attn_visible_keys(&flip, 0);
-    int plant = 10 * (va < vb ? va : vb) < 9 * (va < vb ? vb : va); /* row 0 differs by > 10% */
-    double *ref_flip = NULL;
-    if (plant) {
-        ref_flip = gpu_xmalloc(sizeof(double) * (size_t)nrows * (size_t)s.d);
+    /* the opposite mask's reference, where row 0's keys differ by > 10% */
+    attn_shape flip = c->s;
+    flip.causal = !c->s.causal;
+    int64_t va = attn_visible_keys(&c->s, 0), vb = attn_visible_keys(&flip, 0);
+    if (10 * (va < vb ? va : vb) < 9 * (va < vb ? vb : va)) {
+        c->ref_flip = gpu_xmalloc(sizeof(double) * (size_t)c->nrows * (size_t)c->s.d);
         ref_job jf = job;
-        jf.s = &flip, jf.out = ref_flip;
+        jf.s = &flip, jf.out = c->ref_flip;
         reference(&jf);
     }
+}
 
+static void case_close(case_run *c)
+{
+    tensor_free(&c->q), tensor_free(&c->k), tensor_free(&c->v), tensor_free(&c->o);
+    free(c->o2), free(c->is_real), free(c->rows), free(c->ref), free(c->ref_flip);
+}
+
+/* Every listed fused/acc=f32 tactic on case tc; on bench cases, split's
+ * time beside the best. */
+static void run_case(const tcase *tc, uint64_t seed)
+{
+    case_run c;
+    case_open(&c, tc, seed);
     enum { MAXT = 1024 };
     attn_tactic all[MAXT];
-    int n = ops->tactics(0, &plan, all, MAXT), ran = 0, planted_here = 0;
+    int n = ops->tactics(0, &c.plan, all, MAXT), ran = 0, planted = 0;
     double best_us = -1;
     char best[ATTN_TACTIC_STR_MAX] = "";
-    const double flops = attn_shape_flops(&s);
     for (int ti = 0; ti < n; ti++) {
         if (!is_f32_fused(&all[ti]))
             continue;
-        char tname[ATTN_TACTIC_STR_MAX], note[160] = "";
+        char tname[ATTN_TACTIC_STR_MAX];
         attn_tactic_str(&all[ti], tname, sizeof tname);
-        CHECK_MSG(all[ti].pad == 1, "%s %s: listed at a pad other than 1", key, tname);
+        CHECK_MSG(all[ti].pad == 1, "%s %s: listed at a pad other than 1", c.key, tname);
         if (g_filter != NULL && strstr(tname, g_filter) == NULL)
             continue;
-        snprintf(g_ctx, sizeof g_ctx, "%s %s, %s, seed %llu", ckey, tname, where,
-                 (unsigned long long)seed);
-        attn_plan *p = NULL;
-        int rc = ops->plan_new(0, &plan, &all[ti], 0, &p, note, sizeof note);
-        CHECK_MSG(rc == 0, "%s %s: plan_new: %s (%s)", key, tname, attune_strerror(rc), note);
-        if (rc != 0)
-            continue;
-        for (int r = 0; r < 2 && rc == 0; r++) {
-            CUDA_CHECK(cudaMemset(o.dv, 0xff, (size_t)o.n * sizeof(float)));
-            rc = ops->launch(p, &io, NULL);
-            CHECK_MSG(rc == 0, "%s %s: launch: %s", ckey, tname, attune_strerror(rc));
-            CUDA_CHECK(cudaDeviceSynchronize());
-            CUDA_CHECK(cudaMemcpy(r ? o2 : o.h, o.dv, (size_t)o.n * sizeof(float),
-                                  cudaMemcpyDeviceToHost));
-        }
-        if (rc != 0) {
-            ops->plan_free(p);
-            continue;
-        }
-        n_runs += 2;
-        ran++;
-        /* Every real element written and finite, rows without keys 0,
-         * the two runs identical; every other cell still poison. */
-        int64_t bad = 0, nonzero = 0, moved = 0, touched = 0;
-        memset(is_real, 0, (size_t)o.n);
-        for (int64_t bi = 0; bi < s.b; bi++)
-            for (int64_t h = 0; h < s.hq; h++)
-                for (int64_t i = 0; i < s.sq; i++) {
-                    int empty = attn_visible_keys(&s, i) == 0;
-                    for (int64_t c = 0; c < s.d; c++) {
-                        const float *x = elem(&o.vh, bi, h, i, c);
-                        size_t at = (size_t)(x - o.h);
-                        is_real[at] = 1;
-                        bad += !isfinite(*x);
-                        nonzero += empty && *x != 0.0f;
-                        moved += memcmp(&o.h[at], &o2[at], 4) != 0;
-                    }
-                }
-        for (int64_t e = 0; e < o.n; e++) {
-            uint32_t bits;
-            memcpy(&bits, &o.h[e], 4);
-            touched += !is_real[e] && bits != 0xffffffffu;
-        }
-        CHECK_MSG(bad == 0, "%s %s %s: %lld real outputs not written or not finite", ckey, tname,
-                  where, (long long)bad);
-        CHECK_MSG(nonzero == 0, "%s %s %s: %lld outputs of rows without keys not 0", ckey, tname,
-                  where, (long long)nonzero);
-        CHECK_MSG(moved == 0, "%s %s %s: %lld outputs differ between two runs (race?)", ckey,
-                  tname, where, (long long)moved);
-        CHECK_MSG(touched == 0, "%s %s %s: %lld cells outside the call's rows/columns written",
-                  ckey, tname, where, (long long)touched);
-        double max_abs;
-        double rel = rel_error(&s, &o.vh, rows, nrows, ref, &max_abs);
-        CHECK_MSG(rel <= TOL_F32, "%s %s %s: rel err %.3g > %.0e (max abs %.3g)", ckey, tname,
-                  where, rel, TOL_F32, max_abs);
-        if (rel > worst_rel || worst_what[0] == 0) {
-            worst_rel = rel > worst_rel ? rel : worst_rel;
-            snprintf(worst_what, sizeof worst_what, "%s %s", ckey, tname);
-        }
-        if (plant && !planted_here) { /* first tactic of the case: the opposite mask */
-            double ma;
-            double wrong = rel_error(&s, &o.vh, rows, nrows, ref_flip, &ma);
-            CHECK_MSG(wrong > PLANTED_MIN, "%s %s: planted mask error not caught (rel %.3g)",
-                      ckey, tname, wrong);
-            n_planted += wrong > PLANTED_MIN;
-            planted_here = 1;
-            fprintf(stderr, "    planted: against the %s reference, rel err %.3g\n",
-                    s.causal ? "non-causal" : "causal", wrong);
-        }
-        double us = time_plan(p, &io, tc->bench ? 50 : 10);
-        CHECK_MSG(us > 0, "%s %s: timing failed", ckey, tname);
-        fprintf(stderr, "  %-40s %-44s rel %.2e max %.2e %9.2f us %6.2f TFLOP/s\n", ckey, tname,
-                rel, max_abs, us, us > 0 ? flops / us * 1e-6 : 0);
+        double us = run_tactic(&c, &all[ti], g_quick ? 1 : tc->bench ? 50 : 10, &planted);
+        ran += us > 0;
         if (us > 0 && (best_us < 0 || us < best_us)) {
             best_us = us;
             snprintf(best, sizeof best, "%s", tname);
         }
-        ops->plan_free(p);
     }
-    CHECK_MSG(ran > 0 || g_filter != NULL, "%s: no fused/acc=f32 tactic listed", key);
-    if (tc->bench && best_us > 0) { /* split/acc=f32 on the same call */
-        attn_tactic sp = {.variant = ATTN_SPLIT, .pad = 1, .acc = ATTN_ACC_F32};
-        snprintf(g_ctx, sizeof g_ctx, "%s split/acc=f32/pad=1 (timing)", ckey);
-        attn_plan *p = NULL;
-        char note[160];
-        if (ops->plan_new(0, &plan, &sp, 0, &p, note, sizeof note) == 0) {
-            double us = time_plan(p, &io, 50);
-            fprintf(stderr, "  %-40s %-44s %31.2f us %6.2f TFLOP/s\n", ckey, "split/acc=f32/pad=1",
-                    us, us > 0 ? flops / us * 1e-6 : 0);
-            fprintf(stderr, "  => best %s: %.2f us, %.2fx split/acc=f32's %.2f us\n", best,
-                    best_us, us / best_us, us);
-            ops->plan_free(p);
-        }
-    }
-    fprintf(stderr, "  -- %s (%s): %d tactics, %d rows checked\n", key, where, ran, nrows);
+    CHECK_MSG(ran > 0 || g_filter != NULL, "%s: no fused/acc=f32 tactic ran", c.key);
+    if (tc->bench && best_us > 0)
+        time_split(&c, best, best_us);
+    fprintf(stderr, "  -- %s (%s): %d tactics, %d rows checked\n", c.key, c.where, ran,
+            c.nrows);
     n_cases++;
-    tensor_free(&q), tensor_free(&k), tensor_free(&v), tensor_free(&o);
-    free(o2), free(is_real), free(rows), free(ref), free(ref_flip);
+    case_close(&c);
 }
 
 /* ---- tests */
