@@ -8,50 +8,71 @@ GRID    ?= grids/cpu-small.json
 CMAKE_FLAGS ?=
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build run tune test clean reliability fuzz
+.PHONY: all deps deps-build build host-build run tune test clean reliability fuzz
 
 all: build
 
 deps:
 	@scripts/deps.sh
 
-# The flags build/ was configured with are kept in $(BUILD)/cmake-flags:
+# what building needs, not the tests' npm package (make run, make tune)
+deps-build:
+	@ATTUNE_NPM=0 scripts/deps.sh
+
+# The flags a tree was configured with are kept in <tree>/cmake-flags:
 # CMAKE_FLAGS only apply at the first configure, so a later `make
-# CMAKE_FLAGS=...` with others warns instead of silently ignoring them.
+# CMAKE_FLAGS=...` with others warns instead of silently ignoring them
+# (scripts/build_tree.sh). Build steps print one line each, their output
+# in <tree>/configure.log and build.log (scripts/quiet.sh; ATTUNE_VERBOSE=1
+# prints it all).
 FLAGS_Q = '$(subst ','\'',$(strip $(CMAKE_FLAGS)))'
+BUILD_TREE = JOBS=$(JOBS) scripts/build_tree.sh
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
-	@printf '%s\n' $(FLAGS_Q) >$(BUILD)/cmake-flags
+build: deps
+	@$(BUILD_TREE) $(BUILD) $(FLAGS_Q) ''
 
-build: deps $(BUILD)/CMakeCache.txt
-	@if [ -f $(BUILD)/cmake-flags ] && [ "$$(cat $(BUILD)/cmake-flags)" != $(FLAGS_Q) ]; then \
-	    echo "make: warning: $(BUILD)/ was configured with CMAKE_FLAGS='$$(cat $(BUILD)/cmake-flags)'," \
-	         "not $(FLAGS_Q): the new flags are NOT applied; 'make clean' first to use them" >&2; \
-	fi
-	cmake --build $(BUILD) -j $(JOBS)
+# The tree of the programs this host runs: $(BUILD) on a host with an
+# NVIDIA GPU; on one without, $(CPU_BUILD), configured without CUDA: the
+# daemon there could not run a CUDA kernel, and compiling them all is most
+# of a cold build (~100 s of 130 on 2 cores). `make test` builds and
+# checks every kernel in $(BUILD). HOST_BUILD=$(BUILD) overrides.
+CPU_BUILD ?= $(BUILD)/cpu-only
+HOST_GPU = $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo yes)
+HOST_BUILD ?= $(if $(HOST_GPU),$(BUILD),$(CPU_BUILD))
+HOST_FLAGS = $(if $(filter $(CPU_BUILD),$(HOST_BUILD)),-DATTUNE_WITH_CUDA=OFF -DBUILD_TESTING=OFF)
+
+host-build: deps-build
+	@$(if $(HOST_FLAGS),echo "attune: no GPU on this host: attuned without the CUDA backend" \
+	    "($(CPU_BUILD)); make test builds and checks every CUDA kernel")
+	@$(BUILD_TREE) $(HOST_BUILD) $(FLAGS_Q) '$(HOST_FLAGS)' attune_programs
 
 # Start attuned on 127.0.0.1:$(PORT) with an embedded SQLite database; on
 # its first start it tunes the default grid in the background.
-run: build
+run: host-build
 	@mkdir -p $(dir $(DB))
-	@if [ -x $(BUILD)/attuned ]; then \
+	@if [ -x $(HOST_BUILD)/attuned ]; then \
 	    echo "attune: dashboard at http://127.0.0.1:$(PORT)/ (API under /v1/, docs/api.md)"; \
-	    exec $(BUILD)/attuned --db $(DB) --port $(PORT) --default-grid $(GRID); \
+	    exec $(HOST_BUILD)/attuned --db $(DB) --port $(PORT) --default-grid $(GRID); \
 	else \
 	    echo "attuned was not built (libmicrohttpd missing?); tuning offline instead" >&2; \
-	    $(BUILD)/attune tune --db $(DB) --device cpu --grid $(GRID) && \
-	    $(BUILD)/attune winners --db $(DB) --device cpu; \
+	    $(HOST_BUILD)/attune tune --db $(DB) --device cpu --grid $(GRID) && \
+	    $(HOST_BUILD)/attune winners --db $(DB) --device cpu; \
 	fi
 
 # Offline: tune the CPU grid into $(DB) and print every shape's winner.
-tune: build
+tune: host-build
 	@mkdir -p $(dir $(DB))
-	$(BUILD)/attune tune --db $(DB) --device cpu --grid $(GRID)
-	@$(BUILD)/attune winners --db $(DB) --device cpu
+	$(HOST_BUILD)/attune tune --db $(DB) --device cpu --grid $(GRID)
+	@$(HOST_BUILD)/attune winners --db $(DB) --device cpu
 
-test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+# Everything, every CUDA kernel for this build's architectures and the
+# architecture check's (attune_arch_check) in one make, then ctest; the
+# summary counts skipped tests apart and says why each was skipped
+# (scripts/test_summary.sh).
+test: deps
+	@t0=$$(date +%s); \
+	$(BUILD_TREE) $(BUILD) $(FLAGS_Q) '' all attune_arch_check && \
+	scripts/test_summary.sh $(BUILD) $(JOBS) $$t0
 
 # The reliability campaign, long versions (docs/reliability.md): crash
 # loops (REL_N kills of each kind), the malformed-request battery, 1,000 slow

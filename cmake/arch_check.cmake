@@ -11,9 +11,14 @@
 #     file it read changed (nvcc's depfile): the cache is make's;
 #   - the test only reads what ptxas said (check_arch.sh --logs), after
 #     building this target, a no-op once make test has.
-# Architectures: ATTUNE_CHECK_ARCHS (default 87 110: Orin and Thor), those
-# this nvcc can build; the check notes the others as not checked.
-set(ATTUNE_CHECK_ARCHS "87;110" CACHE STRING "Architectures it_arch_check compiles every kernel for")
+# Architectures: ATTUNE_CHECK_ARCHS (CMakeLists.txt; default 87 110: Orin
+# and Thor), those this nvcc can build; the check notes the others as not
+# checked. An architecture the build itself compiles the CUDA backend for
+# (CMAKE_CUDA_ARCHITECTURES: on a host without a GPU, by default, these)
+# is not compiled again: the backend's objects are compiled through
+# scripts/cuda_launcher.sh with -Xptxas=-v, which keeps ptxas's report of
+# each file per architecture in the same place, and the check reads the
+# compile that ships.
 set(ATTUNE_ARCH_CHECK_LOGS ${CMAKE_BINARY_DIR}/arch-check/logs)
 add_custom_target(attune_arch_check)
 if(ATTUNE_HAVE_CUDA AND CMAKE_CUDA_COMPILER)
@@ -22,11 +27,20 @@ if(ATTUNE_HAVE_CUDA AND CMAKE_CUDA_COMPILER)
   file(GLOB_RECURSE _check_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/*.cu)
   list(SORT _check_sources)
   set(_check_logs)
+  set(_shared_archs)
   foreach(a ${ATTUNE_CHECK_ARCHS})
     if(NOT _gpu_archs MATCHES "compute_${a}\n")
       continue()
     endif()
+    set(_shared OFF)
+    if(TARGET attune_cuda AND a IN_LIST CMAKE_CUDA_ARCHITECTURES)
+      set(_shared ON)
+      list(APPEND _shared_archs ${a})
+    endif()
     foreach(f ${_check_sources})
+      if(_shared AND f IN_LIST ATTUNE_CUDA_SOURCES)
+        continue() # compiled by the build (attune_cuda), its report kept
+      endif()
       # the name check_arch.sh's log_name gives: the path under kernels/, / as __
       file(RELATIVE_PATH _rel ${CMAKE_SOURCE_DIR}/kernels ${f})
       string(REPLACE "/" "__" _name ${_rel})
@@ -44,5 +58,12 @@ if(ATTUNE_HAVE_CUDA AND CMAKE_CUDA_COMPILER)
   if(_check_logs)
     add_custom_target(attune_arch_check_compile DEPENDS ${_check_logs})
     add_dependencies(attune_arch_check attune_arch_check_compile)
+  endif()
+  if(_shared_archs)
+    set_property(TARGET attune_cuda PROPERTY CUDA_COMPILER_LAUNCHER
+                 ${CMAKE_SOURCE_DIR}/scripts/cuda_launcher.sh ${ATTUNE_ARCH_CHECK_LOGS})
+    target_compile_options(attune_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+    add_dependencies(attune_arch_check attune_cuda)
+    message(STATUS "attune: the architecture check reads the build's compiles for: ${_shared_archs}")
   endif()
 endif()

@@ -104,7 +104,7 @@ collect_arch() { # arch -> $out/sm_$arch.$key.log from the build's logs, or a .f
             cat "$one.fail" >>"$tmp"
             rc=1
         else
-            echo "error: no $one: the build did not compile $f for sm_$a (target attune_arch_check)" >>"$tmp"
+            echo "error: no $one: neither the build (attune_cuda, through scripts/cuda_launcher.sh) nor the target attune_arch_check wrote it; rm -r $(dirname "$(dirname "$logs")")/CMakeFiles/attune_cuda.dir and build again" >>"$tmp"
             rc=1
         fi
     done

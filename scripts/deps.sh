@@ -46,16 +46,20 @@ if [ -n "$missing" ]; then
     fi
 fi
 # playwright-core for tests/it_page_browser.py, exactly as locked; again
-# only when the lockfile changed since the last install
+# only when the lockfile changed since the last install; not for `make
+# run` (ATTUNE_NPM=0), which runs no test. npm's output is shown on failure.
 dir=$(cd "$(dirname "$0")/../tests/browser" && pwd)
-if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
-   ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.attune-lock"; then
+if [ "${ATTUNE_NPM:-1}" != 0 ] && { [ ! -f "$dir/node_modules/.package-lock.json" ] ||
+   ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.attune-lock"; }; then
     echo "deps: npm ci in tests/browser (playwright-core)" >&2
-    if (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2); then
+    npmlog=$(mktemp)
+    if (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >"$npmlog" 2>&1); then
         cp "$dir/package-lock.json" "$dir/node_modules/.attune-lock"
     else # the build goes on; the browser test fails and names this step
+        tail -5 "$npmlog" >&2
         echo "deps: npm ci failed in $dir: the browser test cannot run" >&2
     fi
+    rm -f "$npmlog"
 fi
 # The arm64 cross toolchain and arm64 -dev libraries (Debian multiarch) for
 # the Jetson CPU-only cross build (tests/it_cross_arm64.sh, docs/jetson.md):
