@@ -26,7 +26,15 @@ deps-build:
 # in <tree>/configure.log and build.log (scripts/quiet.sh; ATTUNE_VERBOSE=1
 # prints it all).
 FLAGS_Q = '$(subst ','\'',$(strip $(CMAKE_FLAGS)))'
-BUILD_TREE = JOBS=$(JOBS) scripts/build_tree.sh
+# Compiles go through ccache when it is installed (scripts/ccache.sh: a
+# fresh clone reuses what an earlier one compiled, every kernel included),
+# in the trees configured here and in those tests configure for themselves
+# (fuzz, cross: CMake reads CMAKE_<LANG>_COMPILER_LAUNCHER from the
+# environment at a tree's first configure). ATTUNE_CCACHE=0 leaves it out.
+ATTUNE_CCACHE ?= 1
+LAUNCH = $(if $(filter 1,$(ATTUNE_CCACHE)),$(if $(shell command -v ccache),$(CURDIR)/scripts/ccache.sh))
+LAUNCH_ENV = $(if $(LAUNCH),CMAKE_C_COMPILER_LAUNCHER=$(LAUNCH) CMAKE_CUDA_COMPILER_LAUNCHER=$(LAUNCH))
+BUILD_TREE = $(LAUNCH_ENV) JOBS=$(JOBS) scripts/build_tree.sh
 
 build: deps
 	@$(BUILD_TREE) $(BUILD) $(FLAGS_Q) ''
@@ -72,7 +80,7 @@ tune: host-build
 test: deps
 	@t0=$$(date +%s); \
 	$(BUILD_TREE) $(BUILD) $(FLAGS_Q) '' all attune_arch_check && \
-	scripts/test_summary.sh $(BUILD) $(JOBS) $$t0
+	$(LAUNCH_ENV) scripts/test_summary.sh $(BUILD) $(JOBS) $$t0
 
 # The reliability campaign, long versions (docs/reliability.md): crash
 # loops (REL_N kills of each kind), the malformed-request battery, 1,000 slow

@@ -61,7 +61,8 @@ if(ATTUNE_HAVE_CUDA AND CMAKE_CUDA_COMPILER)
   endif()
   if(_shared_archs)
     set_property(TARGET attune_cuda PROPERTY CUDA_COMPILER_LAUNCHER
-                 ${CMAKE_SOURCE_DIR}/scripts/cuda_launcher.sh ${ATTUNE_ARCH_CHECK_LOGS})
+                 ${CMAKE_SOURCE_DIR}/scripts/cuda_launcher.sh ${ATTUNE_ARCH_CHECK_LOGS}
+                 ${CMAKE_CUDA_COMPILER_LAUNCHER})
     target_compile_options(attune_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
     add_dependencies(attune_arch_check attune_cuda)
     message(STATUS "attune: the architecture check reads the build's compiles for: ${_shared_archs}")

@@ -7,9 +7,11 @@ set -eu
 pkgs="build-essential cmake pkg-config libsqlite3-dev libjansson-dev zlib1g-dev libmicrohttpd-dev
 libcurl4-openssl-dev python3 python3-numpy python3-venv sqlite3 curl chromium
 libpq-dev postgresql
-clang libclang-rt-dev lintian"
+clang libclang-rt-dev lintian ccache"
 # clang and its runtimes: libFuzzer and the sanitizers (fuzz/, .ci/sanitizers)
 # lintian: tests/it_package.sh checks the library packages with it
+# ccache: make's compiles go through it (scripts/ccache.sh), so that a fresh
+# clone does not compile again what an earlier one did
 # python3-venv: tests/it_python_install.py installs the Python client into a fresh venv
 # node and npm: Debian's packages unless the commands are already there
 # (another Node.js installation, e.g. the machine's own, is kept)
