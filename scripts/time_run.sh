@@ -7,8 +7,9 @@
 #   scripts/time_run.sh [MAKE_ARG...]      e.g. CMAKE_FLAGS=-DATTUNE_WERROR=ON
 #
 # The daemon gets a database in a temporary directory and a free port.
-# Prints one line, "make run: event=ready after S s, N lines printed";
-# the output itself is in $TMPDIR/attune-run.*/out (kept on failure).
+# Prints what make run printed until then, each line behind "  | ", and
+# "make run: event=ready after S s, N lines printed" (on failure the
+# output stays in $TMPDIR/attune-run.*/out).
 # Exit 1 when make run ends, or 900 s pass, before event=ready.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +36,7 @@ if [ $ready = 0 ]; then
     exit 1
 fi
 lines=$(grep -n 'event=ready' "$tmp/out" | head -1 | cut -d: -f1)
+sed -n "1,${lines}p" "$tmp/out" | sed 's/^/  | /' # what the user saw
 printf 'make run: event=ready after %.1f s, %d lines printed (load %s)\n' \
     "$(awk "BEGIN { print $end - $start }")" "$lines" "$(cut -d' ' -f1-3 /proc/loadavg)"
 rm -rf "$tmp"
