@@ -165,6 +165,12 @@ typedef struct attn_variant_desc {
      * is asked to list tactics only for the dtypes it names, so e4m3 data
      * never reaches a kernel written for wider elements. */
     unsigned dtypes;
+    /* Its parameters that the backend sets from the shape rather than
+     * offering a choice of, as keys separated by spaces ("stages"; NULL:
+     * none): a tactic that differs from another only in them is the same
+     * kernel at another shape. The prediction model costs a tactic no row
+     * measured by the rows of such a sibling (tuner/predict.c). */
+    const char *shape_params;
 } attn_variant_desc;
 
 #define ATTN_DTYPE_BIT(t) (1u << (unsigned)(t))

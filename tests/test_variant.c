@@ -379,7 +379,7 @@ static const attn_kernel_ops toy_ops = {
     .list = toy_list, .plan = toy_plan, .run = toy_run, .free = toy_free};
 static const attn_variant_desc toy = {
     TOY, "toy", "toy", "cpu", "the CPU's fused kernel under another name", "pad=1|8",
-    "#123456", toy_owns, toy_describe, &toy_ops, ATTN_DTYPES_WIDE};
+    "#123456", toy_owns, toy_describe, &toy_ops, ATTN_DTYPES_WIDE, NULL};
 
 static store_measurement row(const attn_shape *s, const char *tactic, double us)
 {
@@ -462,6 +462,45 @@ static void toy_variant_should_be_known_everywhere_by_its_descriptor(void)
     CHECK_EQ_INT(attn_cpu_ops.tactics(0, &s, list, 64), 16);
 }
 
+/* The winner of a model where toy was measured at pad=8 only, asked
+ * between fused/pad=1 and toy/pad=1 (toy twice as fast on every row). */
+static void toy_answer(const char *want)
+{
+    store_measurement m[8];
+    int k = 0;
+    for (int64_t len = 64; len <= 512; len *= 2) {
+        attn_shape q = shp(1, 4, 4, len, len, 64, ATTN_F32, 0);
+        double w = 1e-4 * (double)(len * len);
+        m[k++] = row(&q, "fused/pad=1", 2 * w);
+        m[k++] = row(&q, "toy/pad=8", w);
+    }
+    predict_model *pm = predict_build(m, k, "stack-a", NULL);
+    CHECK(pm != NULL);
+    attn_tactic cand[2] = {tac("fused/pad=1"), tac("toy/pad=1")};
+    attn_shape q = shp(1, 4, 4, 200, 200, 64, ATTN_F32, 0);
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &q, cand, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, want);
+    predict_free(pm);
+}
+
+/* A parameter the descriptor names among its shape_params (the backend
+ * sets it from the shape) makes a tactic nobody measured the same kernel
+ * as its measured sibling: the model costs it by the sibling's rows. The
+ * model knows of it only from the descriptor. */
+static void shape_params_should_give_an_unmeasured_tactic_its_siblings_rows(void)
+{
+    attn_variant_desc knob = toy;
+    knob.shape_params = "warps pad";
+    CHECK_EQ_INT(attn_family_register(&knob), 0);
+    toy_answer("toy/pad=1");
+    attn_family_reset();
+    /* the control: without it, toy/pad=1 has no rows of its own kind */
+    CHECK_EQ_INT(attn_family_register(&toy), 0);
+    toy_answer("fused/pad=1");
+    attn_family_reset();
+}
+
 static void register_should_refuse_a_name_of_another_id(void)
 {
     attn_variant_desc bad = toy;
@@ -493,6 +532,7 @@ int main(void)
     RUN(unknown_tactics_should_get_the_plain_description);
     RUN(sm_limits_should_follow_the_programming_guide);
     RUN(toy_variant_should_be_known_everywhere_by_its_descriptor);
+    RUN(shape_params_should_give_an_unmeasured_tactic_its_siblings_rows);
     RUN(register_should_refuse_a_name_of_another_id);
     return test_summary();
 }

@@ -97,7 +97,7 @@ struct predict_model {
     int nrows;
     char (*fams)[ATTN_TACTIC_STR_MAX]; /* sorted, unique */
     int nfams;
-    char (*nost)[ATTN_TACTIC_STR_MAX]; /* per family: its text without /stages= */
+    char (*nost)[ATTN_TACTIC_STR_MAX]; /* per family: its text without its shape_params */
     int *sib;          /* family indices by nost, then index (find_fam_or_sibling) */
     double peak_flops, peak_bytes, lat_us; /* per microsecond */
     double *fam_flops; /* per family: the FLOP/s per busy wave slot it reached */
@@ -307,35 +307,57 @@ static int find_fam(const predict_model *pm, const char *fam)
     return -1;
 }
 
-/* fam without its "/stages=N" segment, into buf. */
-static void drop_stages(const char *fam, char *buf, size_t len)
+/* fam without the parameters its family's descriptor says the backend
+ * sets from the shape (attn_variant_desc.shape_params), into buf; returns
+ * 1 when any was dropped, 0 (buf = fam) when none, or fam is not a tactic
+ * this build parses. */
+static int drop_shape_params(const char *fam, char *buf, size_t len)
 {
-    const char *p = strstr(fam, "/stages=");
-    if (p == NULL) {
-        snprintf(buf, len, "%s", fam);
-        return;
+    snprintf(buf, len, "%s", fam);
+    attn_tactic t;
+    if (attn_tactic_parse(fam, &t, NULL, 0) != 0)
+        return 0;
+    const attn_variant_desc *d = attn_family_of(&t, NULL);
+    if (d == NULL || d->shape_params == NULL)
+        return 0;
+    int dropped = 0;
+    for (const char *k = d->shape_params; *k != 0;) {
+        size_t kl = strcspn(k, " ");
+        char seg[32];
+        if (kl > 0 && kl + 3 < sizeof seg) {
+            snprintf(seg, sizeof seg, "/%.*s=", (int)kl, k);
+            char *p = strstr(buf, seg);
+            if (p != NULL) {
+                char *e = strchr(p + 1, '/');
+                if (e != NULL)
+                    memmove(p, e, strlen(e) + 1);
+                else
+                    *p = 0;
+                dropped = 1;
+            }
+        }
+        k += kl;
+        k += strspn(k, " ");
     }
-    const char *e = strchr(p + 1, '/');
-    snprintf(buf, len, "%.*s%s", (int)(p - fam), fam, e != NULL ? e : "");
+    return dropped;
 }
 
 /* The family of candidate text fam, or, when no row measured it, a
- * sibling that differs only in its pipeline stages: the backend sets
- * stages by head dim (sm90a: 3 up to d = 64, 2 above), so a tactic new at
- * one head dim is the same kernel as at another. The grid measured the
- * sm90a fold (group-packed, split) only at d = 128 and 256; without its
- * sibling, gpt-oss-120b's 4-token step at d = 64 (b1.hq64.hkv8.sq4.skv16384)
- * could not be answered with the fold that won it and got split-KV at
- * 1.33x. Only as a fallback: merging the stages of every family lets the
- * d = 128 rows outvote d = 64's own (default-grid LOO 1.42-1.45). -1 if
- * neither. */
+ * sibling that differs only in parameters the backend sets from the
+ * shape (the descriptor's shape_params): a tactic new at one shape is the
+ * same kernel as its sibling measured at another. (The sm90a kernel's
+ * stages follow the head dim; the grid measured its fold only at d = 128
+ * and 256, and without the sibling gpt-oss-120b's 4-token step at d = 64,
+ * b1.hq64.hkv8.sq4.skv16384, could not be answered with the fold that won
+ * it and got split-KV at 1.33x.) Only as a fallback: merging siblings
+ * always lets the d = 128 rows outvote d = 64's own (default-grid LOO
+ * 1.42-1.45). -1 if neither. */
 static int find_fam_or_sibling(const predict_model *pm, const char *fam)
 {
     int f = find_fam(pm, fam);
-    if (f >= 0 || strstr(fam, "/stages=") == NULL)
-        return f;
     char want[ATTN_TACTIC_STR_MAX];
-    drop_stages(fam, want, sizeof want);
+    if (f >= 0 || !drop_shape_params(fam, want, sizeof want))
+        return f;
     int lo = 0, hi = pm->nfams; /* the first of pm->sib whose text is >= want */
     while (lo < hi) {
         int mid = (lo + hi) / 2;
@@ -538,14 +560,14 @@ static int build_families(predict_model *pm, const store_measurement *const *m, 
     for (int k = 0; k < npick; k++)
         if (pm->nfams == 0 || strcmp(pm->fams[pm->nfams - 1], pm->fams[k]) != 0)
             memmove(pm->fams[pm->nfams++], pm->fams[k], sizeof pm->fams[k]);
-    /* the stage-less index, built once here: answers look families up in
+    /* the index without shape parameters, built once here: answers look families up in
      * it (find_fam_or_sibling) without a pass over every family */
     size_t nf = (size_t)(pm->nfams > 0 ? pm->nfams : 1);
     if ((pm->nost = malloc(nf * sizeof *pm->nost)) == NULL ||
         (pm->sib = malloc(nf * sizeof *pm->sib)) == NULL)
         return ATTUNE_ENOMEM;
     for (int k = 0; k < pm->nfams; k++) {
-        drop_stages(pm->fams[k], pm->nost[k], sizeof pm->nost[k]);
+        drop_shape_params(pm->fams[k], pm->nost[k], sizeof pm->nost[k]);
         pm->sib[k] = k;
     }
     sort_nost_ = pm->nost;

@@ -20,7 +20,7 @@
 #include <sys/utsname.h>
 
 #include "../../common/hash.h"
-#include "../power.h"
+#include "../../common/power.h"
 #include "../dtype.h"
 #include "../cancel.h"
 #include "cpu_internal.h"

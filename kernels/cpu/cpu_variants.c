@@ -198,14 +198,14 @@ const attn_variant_desc attn_cpu_fused = {
     ATTN_FUSED, "fused", "fused", "cpu",
     "FlashAttention-2 over 64x64 tiles in fp32: online softmax, no score matrix",
     "pad=1|8|16|64", "#4e79a7", owns_fused, describe_fused, &fused_ops,
-    CPU_DTYPES,
+    CPU_DTYPES, NULL,
 };
 
 const attn_variant_desc attn_cpu_split = {
     ATTN_SPLIT, "split", "split", "cpu",
     "per query head: S = QK^T, masked softmax, O = PV (GQA by indexing the KV head)",
     "acc=f32, pad=1|8|16|64", "#f28e2b", owns_split, describe_split, &split_ops,
-    CPU_DTYPES,
+    CPU_DTYPES, NULL,
 };
 
 const attn_variant_desc attn_cpu_split_repeat = {
@@ -213,12 +213,12 @@ const attn_variant_desc attn_cpu_split_repeat = {
     "Hugging Face's path: K and V copied per query head (repeat_kv), then split; hkv < hq",
     "acc=f32, pad=1|8|16|64", "#e15759", owns_split_repeat, describe_split_repeat,
     &split_repeat_ops,
-    CPU_DTYPES,
+    CPU_DTYPES, NULL,
 };
 
 const attn_variant_desc attn_cpu_folded = {
     ATTN_FOLDED, "folded", "folded", "cpu",
     "the g query heads of a KV head folded into the rows of one GEMM; hkv < hq",
     "acc=f32, pad=1|8|16|64", "#59a14f", owns_folded, describe_folded, &folded_ops,
-    CPU_DTYPES,
+    CPU_DTYPES, NULL,
 };

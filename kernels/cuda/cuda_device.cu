@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "cuda_internal.cuh"
-#include "../power.h"
+#include "../../common/power.h"
 #ifdef ATTUNE_HAVE_CUDNN
 #include "cuda_cudnn.h"
 #endif
@@ -221,7 +221,7 @@ int cuda_device_info(int index, attn_device_info *info, attn_stack *stack)
 #endif
         snprintf(stack->attune, sizeof stack->attune, "%s", ATTUNE_VERSION);
         snprintf(stack->kernels, sizeof stack->kernels, "%s", ATTUNE_KERNELS_HASH);
-        /* The power mode the results will belong to (kernels/power.h):
+        /* The power mode the results will belong to (common/power.h):
          * nvpmodel on a Jetson, the power limit through NVML elsewhere. */
         attn_device_info self;
         memset(&self, 0, sizeof self);

@@ -101,5 +101,5 @@ const attn_variant_desc attn_cuda_cudnn = {
     "eng=N, graph=sdpa|comp, kcfg=N (the engine's knobs: cuda_cudnn.h), pad=1|8|16|64",
     "#b07aa1", owns_cudnn, describe_cudnn, OPS,
     /* e4m3: the FP8 graph, on compute capability 9.0 on (cuda_cudnn.c) */
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16) | ATTN_DTYPE_BIT(ATTN_E4M3),
+    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16) | ATTN_DTYPE_BIT(ATTN_E4M3), NULL,
 };

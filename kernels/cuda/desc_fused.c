@@ -234,7 +234,7 @@ const attn_variant_desc attn_cuda_fused = {
     "head; f16/bf16, d <= 256 in steps of 8",
     "pad=1|8|16|64, tile=BrxBc, warps=N (the configurations built: cuda_fused_configs.h)",
     "#4e79a7", owns_v1, describe_v1, OPS(cuda_fused_ops),
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16),
+    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), NULL,
 };
 
 const attn_variant_desc attn_cuda_fused_sm90a = {
@@ -244,6 +244,7 @@ const attn_variant_desc attn_cuda_fused_sm90a = {
     "arch=sm90a, pad=1|8|16|64, tile=BrxBc, warps=N, stages=N, fold=1, splits=N",
     "#4e79a7", owns_sm90a, describe_sm90a, OPS(cuda_fused_sm90a_ops),
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16),
+    "stages", /* 3 up to d = 64, 2 above (cuda_fused_configs.h) */
 };
 
 const attn_variant_desc attn_cuda_fused_splitkv = {
@@ -252,5 +253,5 @@ const attn_variant_desc attn_cuda_fused_splitkv = {
     "for g * sq <= 512 and skv >= 128",
     "pad=1|8|16|64, splits=N, tile=16xBc, warps=N", "#76b7b2", owns_splitkv, describe_splitkv,
     OPS(cuda_fused_splitkv_ops),
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16),
+    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), NULL,
 };

@@ -92,5 +92,5 @@ const attn_variant_desc attn_cuda_fused_f32 = {
     "FlashAttention-2 in FP32 on the SIMT cores (FFMA, no tensor cores, no TF32), one block per "
     "row tile and query head; f32 data, any d <= 256, any strides",
     "acc=f32, pad=1, tile=BrxBc, warps=N (the configurations built: cuda_fused_f32.h)",
-    "#4e79a7", owns_f32, describe_f32, OPS_F32, ATTN_DTYPE_BIT(ATTN_F32),
+    "#4e79a7", owns_f32, describe_f32, OPS_F32, ATTN_DTYPE_BIT(ATTN_F32), NULL,
 };

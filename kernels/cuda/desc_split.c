@@ -103,7 +103,7 @@ const attn_variant_desc attn_cuda_split = {
     "cuBLAS GEMM -> softmax kernel -> GEMM per (b, query head); GQA by strides, no copies",
     "acc=f16|f32 (f16 for f16 data only), pad=1|8|16|64", "#f28e2b", owns_split, describe_split,
     OPS(cuda_split_ops),
-    ATTN_DTYPES_WIDE,
+    ATTN_DTYPES_WIDE, NULL,
 };
 
 const attn_variant_desc attn_cuda_split_repeat = {
@@ -111,12 +111,12 @@ const attn_variant_desc attn_cuda_split_repeat = {
     "the Hugging Face path: K/V copied per query head (repeat_kv), then split; hkv < hq",
     "acc=f16|f32, pad=1|8|16|64", "#e15759", owns_split_repeat, describe_split_repeat,
     OPS(cuda_split_repeat_ops),
-    ATTN_DTYPES_WIDE,
+    ATTN_DTYPES_WIDE, NULL,
 };
 
 const attn_variant_desc attn_cuda_folded = {
     ATTN_FOLDED, "folded", "folded", "cuda",
     "the g query heads of each KV head folded into the rows of one GEMM of g * sq rows; hkv < hq",
     "acc=f16|f32, pad=1|8|16|64", "#59a14f", owns_folded, describe_folded, OPS(cuda_folded_ops),
-    ATTN_DTYPES_WIDE,
+    ATTN_DTYPES_WIDE, NULL,
 };
