@@ -37,6 +37,7 @@ import json
 import math
 import os
 import statistics
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,16 @@ REPLAYS = 7                 # timed replays; the median is reported
 def shape_key(s):
     b, hq, hkv, sq, skv, d, dt, c = s
     return f"b{b}.hq{hq}.hkv{hkv}.sq{sq}.skv{skv}.d{d}.{dt}.{'c' if c else 'nc'}"
+
+
+def parse_key(key):
+    """A shape key (shape_key's form) as an anchor tuple; ValueError if not one."""
+    m = re.fullmatch(r"b(\d+)\.hq(\d+)\.hkv(\d+)\.sq(\d+)\.skv(\d+)\.d(\d+)\."
+                     r"(f16|bf16|f32)\.(c|nc)", key)
+    if m is None:
+        raise ValueError(f"not a shape key: {key!r}")
+    b, hq, hkv, sq, skv, d = (int(m.group(i)) for i in range(1, 7))
+    return (b, hq, hkv, sq, skv, d, m.group(7), 1 if m.group(8) == "c" else 0)
 
 
 def is_large(s):
@@ -383,6 +394,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--db", help="database file (default: a new one in --out)")
     ap.add_argument("--only", help="comma-separated anchor indices (0-based)")
+    ap.add_argument("--shapes", help="comma-separated shape keys to run instead of the anchors "
+                    "(b1.hq1.hkv1.sq1024.skv32768.d256.bf16.nc)")
     ap.add_argument("--budget-ms", type=float, help="attune tune --budget-ms")
     ap.add_argument("--skip-attune", action="store_true")
     args = ap.parse_args()
@@ -390,6 +403,8 @@ def main():
     anchors = ANCHORS
     if args.only:
         anchors = [ANCHORS[int(i)] for i in args.only.split(",")]
+    if args.shapes:
+        anchors = [parse_key(k) for k in args.shapes.split(",")]
     db = args.db or os.path.join(args.out, "peers.db")
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.cuda.get_device_name(0)

@@ -52,6 +52,10 @@
  *   (160 registers each) taking turns in a ring: at d = 64 a tile's GEMMs
  *   are short next to its softmax, and a third warpgroup keeps the tensor
  *   cores fed (FA3's tile for d = 64).
+ * version 3.4: key splits unfolded too (every tile, where the fold does not
+ *   apply: g = 1 or g not a power of two up to 16), so a shape of one or
+ *   two heads over tens of thousands of keys runs on more than a few SMs;
+ *   the partials and the combine are version 3.1's.
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -86,7 +90,7 @@ struct sm90_args {
     int units;       /* blocks' heads: b*hq, or b*hkv folded (one unit = one KV head's g heads) */
     int nrb;         /* row blocks per unit: ceil(sq / QB) */
     int lqb;         /* folded: log2 QB, QB = 128 / g queries per head in a block */
-    int splits;      /* folded: key ranges per row block (1: none) */
+    int splits;      /* key ranges per row block (1: none) */
     int chunk;       /* causal: units per longest-first chunk */
 };
 
@@ -321,7 +325,7 @@ struct sm90_smem {
  * real lengths as their extents, so rows past sq or skv and columns past d
  * arrive as zeros (TMA fills out-of-bounds elements with 0 and still counts
  * the whole box). FOLD: the block's rows are the g query heads of one KV
- * head (version 3.1), with p.splits key ranges. */
+ * head (version 3.1). p.splits key ranges per row block, folded or not. */
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     fused_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
@@ -364,8 +368,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * blocks that see the most keys first (all units' last row block, then
      * the one before, ...), so the grid ends on its shortest blocks while
      * the chunk's K/V stay in L2. Otherwise unit after unit. */
-    const int sp = FOLD ? (int)blockIdx.x % p.splits : 0;
-    const int x = FOLD ? (int)blockIdx.x / p.splits : (int)blockIdx.x;
+    const int sp = (int)blockIdx.x % p.splits;
+    const int x = (int)blockIdx.x / p.splits;
     int u, mb;
     if (p.causal) {
         const int per = p.chunk * p.nrb, c = x / per, w = x - c * per;
@@ -397,7 +401,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * this split's share of them (whole tiles; a share may be empty). */
     const int nall = kend > 0 ? (kend + BC - 1) / BC : 0;
     int tlo = 0, thi = nall;
-    if (FOLD) {
+    if (p.splits > 1) {
         const int tps = (nall + p.splits - 1) / p.splits;
         tlo = min(nall, sp * tps);
         thi = min(nall, tlo + tps);
@@ -609,7 +613,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
     }
-    if (FOLD && p.splits > 1) {
+    if (p.splits > 1) {
         /* A split's f32 partial, normalised by its own denominator, and its
          * log2-sum-exp (cuda_fused_common.cuh's layout, which version 2's
          * combine kernel reads), straight from the accumulators: 8 bytes per
@@ -688,7 +692,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 
 /* The configurations built, the fold's limits: SM90_CONFIGS and
  * SM90_FOLD_* of cuda_fused_configs.h (their descriptor reads the same). */
-/* Folded splits are listed while the previous count's grid stays under one
+/* Key splits are listed while the previous count's grid stays under one
  * block per SM of an H200 (132), as version 2 lists its splits. */
 #define SM90_SMS 132
 #define SM90_MAX_SPLITS 64
@@ -823,8 +827,10 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
     const int D = sm90_kernel_dim(s->d);
     const bool fold = fold_applies(s);
     int n = 0;
-    /* Folded: splits 1, 2, 4, ... while the previous count's grid is under
-     * one block per SM and each split keeps a key tile. */
+    /* Splits 1, 2, 4, ... while the previous count's grid is under one
+     * block per SM and each split keeps a key tile: folded (128-row tiles)
+     * where the fold applies, unfolded (every tile) where it does not, so
+     * a shape of a few heads over many keys fills the GPU (issue 25). */
 #define SM90_TACTIC(D_, BR_, BC_, ST_)                                                                \
     if (D == D_) {                                                                                    \
         attn_tactic t = {};                                                                           \
@@ -833,10 +839,13 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
         t.tile_m = BR_, t.tile_n = BC_, t.warps = 4 + BR_ / 16, t.stages = ST_;                       \
         if (n < max)                                                                                  \
             out[n++] = t;                                                                             \
-        const int64_t g = s->hq / s->hkv, qb = 128 / g;                                               \
-        const int64_t base = (s->sq + qb - 1) / qb * s->b * s->hkv, ktiles = (s->skv + BC_ - 1) / BC_; \
-        t.fold = 1;                                                                                   \
-        for (int sp = 1; fold && BR_ == 128 && sp <= SM90_MAX_SPLITS && sp <= ktiles && n < max; sp *= 2) { \
+        const int64_t qb = fold ? 128 / (s->hq / s->hkv) : BR_;                                       \
+        const int64_t base = (s->sq + qb - 1) / qb * s->b * (fold ? s->hkv : s->hq);                  \
+        const int64_t ktiles = (s->skv + BC_ - 1) / BC_;                                              \
+        t.fold = fold ? 1 : 0;                                                                        \
+        for (int sp = fold ? 1 : 2; (!fold || BR_ == 128) && sp <= SM90_MAX_SPLITS && sp <= ktiles && \
+                                    n < max;                                                          \
+             sp *= 2) {                                                                               \
             if (sp > 1 && base * (sp / 2) >= SM90_SMS)                                                \
                 break;                                                                                \
             t.splits = sp > 1 ? sp : 0;                                                               \
@@ -858,7 +867,7 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
         return ATTUNE_EUNSUPP;
     const bool fold = t->fold != 0;
     const int splits = t->splits > 1 ? t->splits : 1;
-    if ((fold && !fold_applies(s)) || (!fold && splits > 1) || splits > SM90_MAX_SPLITS)
+    if ((fold && !fold_applies(s)) || splits > SM90_MAX_SPLITS)
         return ATTUNE_EUNSUPP;
     if (splits > 1 && workspace == NULL)
         return ATTUNE_EINVAL;

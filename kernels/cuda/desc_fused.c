@@ -145,7 +145,7 @@ static int64_t fold_queries(const attn_shape *s, const attn_tactic *t)
 }
 
 /* Version 3: b * hq * row tiles blocks, or folded b * hkv * row blocks of
- * the fold times its key splits (a second launch combines them). Causal
+ * the fold, times its key splits (a second launch combines them). Causal
  * blocks are issued longest first, so its last wave holds the shortest. */
 static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_device_info *dev,
                           unsigned hints, attn_cost *out)
@@ -166,7 +166,8 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
                  (double)(t->splits > 1 ? t->splits : 1);
     } else {
         rows = (double)attn_round_up(s->sq, tm);
-        blocks = (double)(s->b * s->hq) * (double)((s->sq + tm - 1) / tm);
+        blocks = (double)(s->b * s->hq) * (double)((s->sq + tm - 1) / tm) *
+                 (double)(t->splits > 1 ? t->splits : 1);
     }
     int stages = t->stages > 1 ? t->stages : 1;
     tiled(s, &tt, dev, D, rows, blocks, (double)SM90_SMEM(D, tm, tn, stages),

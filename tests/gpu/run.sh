@@ -245,7 +245,7 @@ if [ -f "$BUILD/libattune_cuda.a" ] && [ -f "$BUILD/libattune_core.a" ]; then
     CUDA_LIB=$(dirname "$(find /usr/local/cuda/ -name 'libcudart.so' 2>/dev/null | head -1)")
     cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -DATTUNE_HAVE_CUDA=1 -I"$ROOT" \
         "$ROOT/tests/gpu/bench_split.c" -Wl,--start-group "$BUILD/libattune_core.a" \
-        "$BUILD/libattune_cuda.a" -Wl,--end-group -L"$CUDA_LIB" \
+        "$BUILD/libattune_kernels.a" "$BUILD/libattune_cuda.a" -Wl,--end-group -L"$CUDA_LIB" \
         $(pkg-config --libs sqlite3 jansson zlib 2>/dev/null) $CUDNN_LINK -lcublas -lcudart -lstdc++ -lm \
         -ldl -lpthread -o "$BENCH_SPLIT" >>"$OUT/build.log" 2>&1 ||
         { log "bench_split did not link"; BENCH_SPLIT=""; }

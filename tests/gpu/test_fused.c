@@ -244,7 +244,7 @@ typedef struct tcase {
     int causal, pad;
 } tcase;
 
-static int launches_run, cases_run, sm90a_launches, fold_launches;
+static int launches_run, cases_run, sm90a_launches, fold_launches, split_launches;
 static int g_cc_major, g_cc_minor; /* the device's compute capability */
 static const char *g_filter;       /* ATTUNE_TEST_TACTIC: run only tactics whose name holds it */
 static double worst_rel[2]; /* per dtype: f16, bf16 */
@@ -337,6 +337,65 @@ done:
         CUDA_CHECK(cudaFree(dws));
 }
 
+/* One case's buffers, as run_tactic takes them. */
+typedef struct case_run {
+    const attn_shape *s;
+    int64_t sq_pad, skv_pad;
+    void *dq, *dk, *dv, *dout;
+    uint16_t *h1, *h2;
+    const int64_t *rows;
+    int nrows;
+    const double *ref;
+} case_run;
+
+static void run_on(const case_run *c, const attn_tactic *t)
+{
+    run_tactic(c->s, t, c->sq_pad, c->skv_pad, c->dq, c->dk, c->dv, c->dout, c->h1, c->h2, c->rows, c->nrows,
+               c->ref, 0);
+}
+
+/* The split kernels with 3 key ranges (uneven, some empty on short causal
+ * blocks), listed or not for the case's shape (the tactics of all[0..n)
+ * at pad): the kernels must be right beyond the shapes whose grids they
+ * are listed to fill. Returns the launches made (tactics run). */
+static int run_uneven_splits(const case_run *c, int pad, const attn_tactic *all, int n)
+{
+    int ran = 0;
+    /* fused_splitkv, on any shape */
+    attn_tactic t = {0};
+    t.variant = ATTN_FUSED_SPLITKV;
+    t.pad = pad;
+    t.tile_m = 16;
+    t.tile_n = c->s->d > 128 ? 32 : 64;
+    t.warps = c->s->d > 128 ? 2 : 4;
+    t.splits = 3;
+    run_on(c, &t);
+    ran++;
+    /* the folded sm90a kernel wherever it is listed at all */
+    for (int i = 0; i < n; i++)
+        if (all[i].pad == pad && all[i].fold) {
+            attn_tactic f3 = all[i];
+            f3.splits = 3;
+            run_on(c, &f3);
+            sm90a_launches += 2;
+            fold_launches += 2;
+            ran++;
+            break;
+        }
+    /* the unfolded one (version 3.4) wherever it is listed */
+    for (int i = 0; i < n; i++)
+        if (all[i].pad == pad && all[i].arch == ATTN_ARCH_SM90A && !all[i].fold) {
+            attn_tactic u3 = all[i];
+            u3.splits = 3;
+            run_on(c, &u3);
+            sm90a_launches += 2;
+            split_launches += 2;
+            ran++;
+            break;
+        }
+    return ran;
+}
+
 static void run_case(const tcase *tc, uint64_t seed)
 {
     attn_shape s = {tc->b, tc->hq, tc->hkv, tc->sq, tc->skv, tc->d, tc->dt, tc->causal};
@@ -382,19 +441,22 @@ static void run_case(const tcase *tc, uint64_t seed)
         run_tactic(&s, &all[t], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref, 0);
         sm90a_launches += all[t].arch == ATTN_ARCH_SM90A ? 2 : 0;
         fold_launches += all[t].fold ? 2 : 0;
+        split_launches += all[t].arch == ATTN_ARCH_SM90A && !all[t].fold && all[t].splits > 1 ? 2 : 0;
         ran++;
     }
     /* Planted mask error: the first tactic of each family (version 1/2,
-     * sm90a, sm90a folded, sm90a folded with splits) run with the causal
+     * sm90a, sm90a folded, sm90a folded with splits, sm90a unfolded with
+     * splits) run with the causal
      * flag flipped must fail the same check (where the flip changes the
      * result: some row sees fewer than all keys). */
     {
         attn_shape flip = s;
         flip.causal = !s.causal;
-        int planted[4] = {-1, -1, -1, -1};
+        int planted[5] = {-1, -1, -1, -1, -1};
         for (int t = 0; t < n; t++)
             if (all[t].pad == tc->pad) {
-                int fam = all[t].arch != ATTN_ARCH_SM90A ? 0 : !all[t].fold ? 1 : all[t].splits > 1 ? 3 : 2;
+                int split = all[t].splits > 1;
+                int fam = all[t].arch != ATTN_ARCH_SM90A ? 0 : !all[t].fold ? (split ? 4 : 1) : split ? 3 : 2;
                 if (planted[fam] < 0)
                     planted[fam] = t;
             }
@@ -402,36 +464,13 @@ static void run_case(const tcase *tc, uint64_t seed)
          * difference the tolerance cannot hide. */
         int64_t va = attn_visible_keys(&s, 0), vb = attn_visible_keys(&flip, 0);
         int64_t lo = va < vb ? va : vb, hi = va < vb ? vb : va;
-        for (int f = 0; f < 4; f++)
+        for (int f = 0; f < 5; f++)
             if (planted[f] >= 0 && 10 * lo < 9 * hi)
                 run_tactic(&flip, &all[planted[f]], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows,
                            ref, 1);
     }
-    /* fused_splitkv with 3 splits (uneven ranges) on any shape, listed or
-     * not: the kernel must be right beyond the shapes it is listed for. */
-    {
-        attn_tactic t = {0};
-        t.variant = ATTN_FUSED_SPLITKV;
-        t.pad = tc->pad;
-        t.tile_m = 16;
-        t.tile_n = s.d > 128 ? 32 : 64;
-        t.warps = s.d > 128 ? 2 : 4;
-        t.splits = 3;
-        run_tactic(&s, &t, sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref, 0);
-        ran++;
-    }
-    /* The folded sm90a kernel with 3 key ranges (uneven, some empty on
-     * short causal blocks) wherever it is listed at all. */
-    for (int t = 0; t < n; t++)
-        if (all[t].pad == tc->pad && all[t].fold) {
-            attn_tactic f3 = all[t];
-            f3.splits = 3;
-            run_tactic(&s, &f3, sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref, 0);
-            sm90a_launches += 2;
-            fold_launches += 2;
-            ran++;
-            break;
-        }
+    case_run cr = {&s, sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref};
+    ran += run_uneven_splits(&cr, tc->pad, all, n);
     fprintf(stderr, "  %-44s pad=%-2d %2d tactics%s, %d rows checked\n", key, tc->pad, ran,
             have_splitkv ? " (splitkv listed)" : "", nrows);
     cases_run++;
@@ -593,7 +632,8 @@ static void sm90a_should_run_on_hopper(void)
     if (g_cc_major == 9 && g_cc_minor == 0) {
         CHECK_MSG(n90 > 0, "no sm90a tactics listed on a 9.0 device");
         if (g_filter == NULL || strstr(g_filter, "sm90a") != NULL)
-            CHECK_MSG(sm90a_launches > 0 && fold_launches > 0, "no sm90a tactic (or no folded one) was run");
+            CHECK_MSG(sm90a_launches > 0 && fold_launches > 0 && split_launches > 0,
+                      "no sm90a tactic (or no folded one, or no unfolded split) was run");
         /* folded tactics on this GQA shape (g = 4), none on MHA */
         int nf = 0;
         for (int i = 0; i < n; i++)
@@ -602,8 +642,14 @@ static void sm90a_should_run_on_hopper(void)
         attn_shape mha = s;
         mha.hkv = mha.hq;
         n = cuda_fused_tactics(&mha, g_cc_major, g_cc_minor, out, 256);
-        for (int i = 0; i < n; i++)
+        int nsplit = 0;
+        for (int i = 0; i < n; i++) {
             CHECK(out[i].fold == 0);
+            nsplit += out[i].arch == ATTN_ARCH_SM90A && out[i].splits > 1;
+        }
+        /* its grid (16 heads x 3 row blocks of 128) fills 48 of 132 SMs:
+         * unfolded key splits 2 and 4 are listed for each 128-row tile */
+        CHECK_MSG(nsplit >= 2, "%d unfolded sm90a splits listed for a 48-block MHA grid", nsplit);
         return;
     }
 #endif
