@@ -200,6 +200,14 @@ typedef struct attn_ops {
     /* Optional (NULL: never): 1 while stream is capturing a CUDA graph, so
      * nothing may allocate or build on it; else 0. */
     int (*capturing)(void *stream);
+
+    /* 1 when tactics() is cheap and pure (no device call, no library
+     * heuristics, no lock held long): a lookup may list on its request
+     * thread. 0 (the CUDA backend: cuDNN's heuristics, the first time a
+     * shape is listed) when a listing may block: the lookup index lists
+     * it on its builder thread and answers as if nothing listed meanwhile
+     * (lookup/index.h). */
+    int list_cheap;
 } attn_ops;
 
 /* ---- device registry (kernels/registry.c) */
@@ -225,6 +233,16 @@ int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t er
  * attn_device_info.kind), or NULL: callers above the kernels find a
  * backend here, never by its name. */
 const attn_ops *attn_backend(const char *kind);
+
+/* Add a backend after the compiled-in ones (tests, plug-ins): before any
+ * other thread reads the registry. Its devices are offered and its kind
+ * found like theirs. 0, ATTUNE_EINVAL (no name, tactics, device_count or
+ * device_info, or a kind taken), ATTUNE_ERANGE (ATTN_MAX_BACKENDS held). */
+#define ATTN_MAX_BACKENDS 8
+int attn_backend_register(const attn_ops *ops);
+
+/* Unregister the backends attn_backend_register added (tests). */
+void attn_backend_reset(void);
 
 /* A device's index within its backend: its CUDA ordinal, 0 for the CPU
  * (whose info.index is -1). */

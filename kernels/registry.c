@@ -1,15 +1,22 @@
-/* registry.c -- the devices of every compiled-in backend, and device specs. */
+/* registry.c -- the backends (compiled in, or registered at run time), their
+ * devices, and device specs. */
 #include "attn.h"
 
 #include <string.h>
 
-static const attn_ops *const backends[] = {
+/* The compiled-in backends, then those registered at run time. */
+static const attn_ops *backends[ATTN_MAX_BACKENDS] = {
     &attn_cpu_ops,
 #ifdef ATTUNE_HAVE_CUDA
     &attn_cuda_ops,
 #endif
 };
-#define NBACKENDS (sizeof backends / sizeof backends[0])
+#ifdef ATTUNE_HAVE_CUDA
+#define NBUILTIN 2
+#else
+#define NBUILTIN 1
+#endif
+static size_t nbackends = NBUILTIN;
 
 /* The devices of backends[b], appended to out[*total..max) (counted
  * beyond max). */
@@ -31,16 +38,35 @@ static void backend_devices(size_t b, attn_device *out, int max, int *total)
 
 const attn_ops *attn_backend(const char *kind)
 {
-    for (size_t b = 0; kind != NULL && b < NBACKENDS; b++)
+    for (size_t b = 0; kind != NULL && b < nbackends; b++)
         if (strcmp(backends[b]->name, kind) == 0)
             return backends[b];
     return NULL;
 }
 
+int attn_backend_register(const attn_ops *ops)
+{
+    if (ops == NULL || ops->name == NULL || ops->tactics == NULL || ops->device_count == NULL ||
+        ops->device_info == NULL ||
+        attn_backend(ops->name) != NULL)
+        return ATTUNE_EINVAL;
+    if (nbackends >= ATTN_MAX_BACKENDS)
+        return ATTUNE_ERANGE;
+    backends[nbackends++] = ops;
+    return 0;
+}
+
+void attn_backend_reset(void)
+{
+    for (size_t b = NBUILTIN; b < nbackends; b++)
+        backends[b] = NULL;
+    nbackends = NBUILTIN;
+}
+
 int attn_devices(attn_device *out, int max)
 {
     int total = 0;
-    for (size_t b = 0; b < NBACKENDS; b++)
+    for (size_t b = 0; b < nbackends; b++)
         backend_devices(b, out, max, &total);
     return total;
 }
@@ -51,7 +77,7 @@ int attn_device_resolve(const char *spec, attn_device *out, char *err, size_t er
         return attune_fail(err, errlen, ATTUNE_ENODEV, "no device given");
     attn_device devs[64];
     int n = 0, best = -1, best_score = ATTN_MATCH_NONE;
-    for (size_t b = 0; b < NBACKENDS && best_score < ATTN_MATCH_EXACT; b++) {
+    for (size_t b = 0; b < nbackends && best_score < ATTN_MATCH_EXACT; b++) {
         int from = n;
         backend_devices(b, devs, 64, &n);
         for (int i = from; i < n && i < 64; i++) {

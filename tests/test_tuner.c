@@ -163,7 +163,7 @@ static int fake_reference_source(attn_session *ss, const int64_t *rows, int n, d
 static const attn_ops fake_ops = {"fake", fake_count, fake_info, fake_tactics_fn, fake_open,
                                   fake_close, fake_reference, NULL, fake_poison, fake_fetch,
                                   fake_plan, fake_plan_free, fake_run, fake_time,
-                                  fake_plan_note, NULL, NULL, NULL, NULL}; /* no caller-buffer
+                                  fake_plan_note, NULL, NULL, NULL, NULL, 1}; /* no caller-buffer
                                                                   plans: the tuner needs none */
 
 static attn_device fake_device(void)

@@ -705,4 +705,5 @@ const attn_ops attn_cpu_ops = {
     .plan_note = NULL,
     .plan_new = cpu_plan_new,
     .launch = cpu_launch,
+    .list_cheap = 1, /* the descriptors' list(): arithmetic on the shape */
 };

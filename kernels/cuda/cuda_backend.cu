@@ -714,4 +714,5 @@ extern "C" const attn_ops attn_cuda_ops = {
     ops_launch,
     ops_plan_views,
     ops_capturing,
+    0, /* list_cheap: a shape's first listing waits on cuDNN's heuristics */
 };
