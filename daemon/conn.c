@@ -13,23 +13,30 @@
 /* Watchdog period: a connection outlives its deadline by at most this. */
 #define CONN_TICK_MS 200
 
-/* HEADERS, BODY and SENDING have a deadline; BUSY has none */
-enum { PHASE_HEADERS, PHASE_BODY, PHASE_BUSY, PHASE_SENDING };
+/* conn_state.due while a request is being answered: no deadline */
+#define DUE_NONE (-1LL)
 
 typedef struct conn_state {
     struct conn_state *prev, *next;
     conn_guard *g;
     MHD_socket fd;
-    int phase;
-    double deadline;      /* CLOCK_MONOTONIC seconds; not in phase BUSY */
-    int shut;             /* shut down by the watchdog already */
+    /* the deadline of the phase the connection is in, in ms of now_ms()
+     * (receiving headers, a body, sending a response with a deadline), or
+     * DUE_NONE while it is answered: one atomic word, written by the thread
+     * serving the connection and read by the watchdog, so a request's three
+     * phase changes take no lock (a lock shared by every HTTP thread was
+     * three round trips per lookup) */
+    atomic_llong due;
+    int shut;             /* shut down by the watchdog already (under mu) */
     const char *uri;
     size_t uri_len;
     int uri_nul;
+    size_t raw_len;       /* > CONN_RAW_URI_MAX: not copied */
+    char raw[CONN_RAW_URI_MAX];
 } conn_state;
 
 struct conn_guard {
-    pthread_mutex_t mu;   /* the list and every state's phase/deadline */
+    pthread_mutex_t mu;   /* the list, and every state's shut */
     pthread_cond_t cv;
     pthread_t th;
     conn_state head;      /* sentinel of a circular list */
@@ -40,11 +47,19 @@ struct conn_guard {
 static atomic_llong kills;
 static atomic_llong open_conns; /* STARTED minus CLOSED notifications */
 
-static double now_s(void)
+/* Milliseconds of the coarse monotonic clock (a few ms resolution, read
+ * without a timer: deadlines are seconds, checked every CONN_TICK_MS). */
+static long long now_ms(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void set_due(conn_state *s, double seconds)
+{
+    atomic_store_explicit(&s->due, now_ms() + (long long)(seconds * 1000),
+                          memory_order_relaxed);
 }
 
 static void *watchdog(void *arg)
@@ -61,17 +76,19 @@ static void *watchdog(void *arg)
             until.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&g->cv, &g->mu, &until);
-        double t = now_s();
+        long long t = now_ms();
         /* shutdown(), not close(): the socket stays libmicrohttpd's, which
          * sees end-of-file and closes it itself. The state is unlinked (in
          * conn_notify, under mu) before libmicrohttpd closes the fd, so a
          * listed fd is never a reused number. */
-        for (conn_state *s = g->head.next; s != &g->head; s = s->next)
-            if (s->phase != PHASE_BUSY && !s->shut && t > s->deadline) {
+        for (conn_state *s = g->head.next; s != &g->head; s = s->next) {
+            long long due = atomic_load_explicit(&s->due, memory_order_relaxed);
+            if (due != DUE_NONE && !s->shut && t > due) {
                 shutdown(s->fd, SHUT_RDWR);
                 s->shut = 1;
                 atomic_fetch_add(&kills, 1);
             }
+        }
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;
@@ -144,8 +161,7 @@ void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
         }
         s->g = g;
         s->fd = ci->connect_fd;
-        s->phase = PHASE_HEADERS;
-        s->deadline = now_s() + g->header_s;
+        set_due(s, g->header_s);
         pthread_mutex_lock(&g->mu);
         s->next = g->head.next;
         s->prev = &g->head;
@@ -182,6 +198,9 @@ void *conn_uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
         s->uri = uri;
         s->uri_len = strlen(uri);
         s->uri_nul = strstr(uri, "%00") != NULL;
+        s->raw_len = s->uri_len;
+        if (s->raw_len <= CONN_RAW_URI_MAX)
+            memcpy(s->raw, uri, s->raw_len);
     }
     return NULL;
 }
@@ -195,13 +214,14 @@ void conn_request_begin(struct MHD_Connection *c, conn_request_info *info)
     info->uri = s->uri;
     info->uri_len = s->uri_len;
     info->uri_nul = s->uri_nul;
+    if (s->uri != NULL && s->raw_len <= CONN_RAW_URI_MAX) {
+        info->raw = s->raw;
+        info->raw_len = s->raw_len;
+    }
     s->uri = NULL;
     s->uri_len = 0;
     s->uri_nul = 0;
-    pthread_mutex_lock(&s->g->mu);
-    s->phase = PHASE_BODY;
-    s->deadline = now_s() + s->g->body_s;
-    pthread_mutex_unlock(&s->g->mu);
+    set_due(s, s->g->body_s);
 }
 
 void conn_request_busy(struct MHD_Connection *c)
@@ -209,9 +229,7 @@ void conn_request_busy(struct MHD_Connection *c)
     conn_state *s = state_of(c);
     if (s == NULL)
         return;
-    pthread_mutex_lock(&s->g->mu);
-    s->phase = PHASE_BUSY;
-    pthread_mutex_unlock(&s->g->mu);
+    atomic_store_explicit(&s->due, DUE_NONE, memory_order_relaxed);
 }
 
 void conn_send_deadline(struct MHD_Connection *c, double seconds)
@@ -219,10 +237,7 @@ void conn_send_deadline(struct MHD_Connection *c, double seconds)
     conn_state *s = state_of(c);
     if (s == NULL)
         return;
-    pthread_mutex_lock(&s->g->mu);
-    s->phase = PHASE_SENDING;
-    s->deadline = now_s() + seconds;
-    pthread_mutex_unlock(&s->g->mu);
+    set_due(s, seconds);
 }
 
 void conn_request_done(struct MHD_Connection *c)
@@ -230,10 +245,7 @@ void conn_request_done(struct MHD_Connection *c)
     conn_state *s = state_of(c);
     if (s == NULL)
         return;
-    pthread_mutex_lock(&s->g->mu);
-    s->phase = PHASE_HEADERS;
-    s->deadline = now_s() + s->g->idle_s;
-    pthread_mutex_unlock(&s->g->mu);
+    set_due(s, s->g->idle_s);
 }
 
 long long conn_deadline_kills(void)

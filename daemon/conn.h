@@ -35,9 +35,13 @@ void conn_guard_stop(conn_guard *g);
 void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                  enum MHD_ConnectionNotificationCode code);
 
+/* The longest raw URI kept whole (conn_request_info.raw). */
+#define CONN_RAW_URI_MAX 512
+
 /* MHD_OPTION_URI_LOG_CALLBACK callback (cls: the conn_guard): notes the
- * raw URI's length and whether it escapes a NUL byte. Returns NULL (no
- * request state yet). */
+ * raw URI's length and whether it escapes a NUL byte, and copies it when
+ * it is at most CONN_RAW_URI_MAX bytes. Returns NULL (no request state
+ * yet). */
 void *conn_uri_seen(void *cls, const char *uri, struct MHD_Connection *c);
 
 /* What the callbacks saw of the current request's raw URI. */
@@ -45,6 +49,12 @@ typedef struct conn_request_info {
     const char *uri;  /* the raw URI in libmicrohttpd's read buffer */
     size_t uri_len;   /* strlen of the raw URI (path and query) */
     int uri_nul;      /* the URI holds "%00" */
+    /* a copy of the raw URI as the client sent it (path and query, not
+     * unescaped: libmicrohttpd parses the query in place, so uri above no
+     * longer reads so by the access handler), valid until the connection's
+     * next request; NULL when longer than CONN_RAW_URI_MAX or no state */
+    const char *raw;
+    size_t raw_len;
 } conn_request_info;
 
 /* The access handler's first call for a request: the headers are in, the

@@ -39,9 +39,15 @@ enum MHD_Result http_send(req *r, unsigned status, const char *ctype, char *buf,
 
 enum MHD_Result http_queue(req *r, unsigned status, struct MHD_Response *resp)
 {
+    enum MHD_Result ret = http_queue_kept(r, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result http_queue_kept(req *r, unsigned status, struct MHD_Response *resp)
+{
     conn_request_busy(r->conn);
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
-    MHD_destroy_response(resp);
     metrics_request(r->route, status);
     if (status >= 400 ? log_enabled(LOGL_INFO) : log_enabled(LOGL_DEBUG)) {
         char m[40];
@@ -481,17 +487,24 @@ typedef struct header_scan {
 /* RFC 9110 5.1/5.6.2: a field name is a token, so "Host : x" (white space
  * before the colon, which libmicrohttpd keeps in the name) is not a Host
  * header a proxy and attuned could disagree on: refused (RFC 9112 5.1). */
+static int tchar(unsigned char ch)
+{
+    switch (ch) {
+    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+        return 1;
+    default:
+        return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
+    }
+}
+
 static int token_name(const char *key, size_t n)
 {
-    static const char extra[] = "!#$%&'*+-.^_`|~";
     if (n == 0)
         return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)key[i];
-        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-              (ch != 0 && strchr(extra, ch) != NULL)))
+    for (size_t i = 0; i < n; i++)
+        if (!tchar((unsigned char)key[i]))
             return 0;
-    }
     return 1;
 }
 
@@ -568,6 +581,8 @@ unsigned http_request_check(req *r, char *err, size_t errlen)
 {
     conn_request_info ci;
     conn_request_begin(r->conn, &ci);
+    r->raw_uri = ci.raw;
+    r->raw_len = ci.raw_len;
     /* a raw NUL in the request line: the URI seen by the URI callback
      * (before any parsing) ends short of the space before the version */
     if (ci.uri != NULL && r->version != NULL && r->version > ci.uri &&

@@ -29,6 +29,9 @@ struct req {
     int route;              /* route table row: metrics label */
     const char *method, *url; /* MHD's, valid until the request completes */
     const char *version;    /* MHD's: the request line's HTTP version */
+    const char *raw_uri;    /* the raw URI as sent (conn.h: NULL when too
+                               long to keep), from http_request_check on */
+    size_t raw_len;
     struct timespec t0;
     /* body, accumulated up to limit; too_big: the rest was discarded */
     char *body;
@@ -61,6 +64,10 @@ enum MHD_Result http_send(req *r, unsigned status, const char *ctype, char *buf,
 /* Queue resp (destroyed here) with status: metrics, request log, and the
  * connection marked as answering (conn.h). */
 enum MHD_Result http_queue(req *r, unsigned status, struct MHD_Response *resp);
+
+/* http_queue for a response the caller keeps (its reference stays the
+ * caller's; MHD takes one of its own while it sends): a cached answer. */
+enum MHD_Result http_queue_kept(req *r, unsigned status, struct MHD_Response *resp);
 
 /* Queue obj (reference stolen) as JSON. */
 enum MHD_Result http_send_json(req *r, unsigned status, json_t *obj);
