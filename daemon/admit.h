@@ -33,8 +33,10 @@ typedef struct admit_cost {
 
 /* Predict the cost of tuning shape s on local device dev (the index's
  * model; tactic_budget_ms: the tuner's timing budget per tactic). Fills
- * *out; 0, or ATTUNE_ENODEV. Reads the index under its read lock: no
- * SQLite, microseconds per listed tactic. */
+ * *out; 0, ATTUNE_ENODEV, or ATTUNE_EBUSY while the index's builder makes
+ * the device's listing of s (index_predict_times: never waits on a
+ * backend; index_listing_make to wait). Reads the index under its read
+ * lock: no SQLite, microseconds per listed tactic. */
 int admit_estimate(index_state *ix, const attn_device_info *dev, const attn_shape *s,
                    double tactic_budget_ms, admit_cost *out);
 

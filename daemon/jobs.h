@@ -148,8 +148,10 @@ enum { JOBS_MISS_NONE = 0, JOBS_MISS_QUEUED = 1, JOBS_MISS_RUNNING = 2, JOBS_MIS
  * device device_id for tuning. Returns JOBS_MISS_QUEUED (queued now or
  * already), JOBS_MISS_RUNNING (being tuned now), JOBS_MISS_REFUSED (why:
  * "predicted 9.6 min (budget 60 s)", "daily quota of 200 shapes
- * reached"), or JOBS_MISS_NONE (tune on miss off, not a local device,
- * queue full, over the rate, stopping). Never blocks on I/O. */
+ * reached", or "deferred: ..." while the index's builder lists the
+ * device's tactics for s, not counted as a refusal), or JOBS_MISS_NONE
+ * (tune on miss off, not a local device, queue full, over the rate,
+ * stopping). Never blocks on I/O. */
 int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *key, char *why,
               size_t whylen);
 

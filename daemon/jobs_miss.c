@@ -66,11 +66,21 @@ static int miss_room(jdev *d)
 }
 
 /* The model's word on s: 1 when its whole tune fits the miss budget, else
- * 0 with why filled (no lock held: the index has its own). */
+ * 0 with why filled (no lock held: the index has its own); -1 with why
+ * filled when it cannot say yet: the device's listing of s is being made
+ * off the lookup path (a later lookup decides). */
 static int miss_admit(jobs *j, jdev *d, const attn_shape *s, char *why, size_t whylen)
 {
     admit_cost c;
-    if (j->cfg.ix == NULL || admit_estimate(j->cfg.ix, &d->dev.info, s, j->cfg.budget_ms, &c) != 0)
+    int rc = j->cfg.ix != NULL
+                 ? admit_estimate(j->cfg.ix, &d->dev.info, s, j->cfg.budget_ms, &c)
+                 : ATTUNE_ENODEV;
+    if (rc == ATTUNE_EBUSY) {
+        snprintf(why, whylen, "deferred: listing the device's tactics for this shape; a "
+                 "later lookup decides");
+        return -1;
+    }
+    if (rc != 0)
         return 1;
     if (admit_fits(&c, miss_budget_s(j)))
         return 1;
@@ -100,7 +110,9 @@ int jobs_miss(jobs *j, const char *device_id, const attn_shape *s, const char *k
     if (d == NULL || state != JOBS_MISS_NONE || stopping || tuned)
         return state;
     /* the quota first: past it, a flood costs no pricing */
-    int fits = !quota_left || miss_admit(j, d, s, why, whylen);
+    int fits = quota_left ? miss_admit(j, d, s, why, whylen) : 1;
+    if (fits < 0)
+        return JOBS_MISS_REFUSED; /* not counted: no refusal yet */
     pthread_mutex_lock(&j->mu);
     roll_day(d);
     if (!fits) {
