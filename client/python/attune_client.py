@@ -81,7 +81,9 @@ class Answer:
     is the answering measurement's stack, stack the device's current one
     ("" when unknown). tuning: "queued"/"running" while the daemon tunes
     this shape (tune on miss), "refused: <why>" when its admission refused
-    to (predicted over its budget, or its daily quota used), else "".
+    to (predicted over its budget, or its daily quota used), "deferred:
+    <why>" while the daemon lists a GPU's tactics for a shape it has not
+    seen (a later lookup decides), else "".
     A lookup limited to variants (lookup(variants=...)) that none of them
     can answer has tactic "" and source "none". src_rel_err: for an e4m3
     shape, the error against the bf16 values the FP8 inputs were quantized
