@@ -1007,6 +1007,19 @@ static int splitkv_applies(const attn_shape *s)
 
 extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_minor, attn_tactic *out, int max)
 {
+    if (s != NULL && out != NULL && max > 0 && s->dtype == ATTN_E4M3) {
+        /* e4m3: version 3.5 alone, on 9.0, at pad 1 (TMA reads any length) */
+        int n = 0;
+#ifdef ATTUNE_HAVE_SM90A
+        if (cc_major == 9 && cc_minor == 0)
+            n = cuda_fused_sm90a_configs(s, out, max);
+        for (int i = 0; i < n; i++)
+            out[i].pad = 1;
+#else
+        (void)cc_minor;
+#endif
+        return n;
+    }
     if (s == NULL || out == NULL || max <= 0 || cc_major < 8 || !shape_supported(s))
         return 0;
     const int D = kernel_dim(s->d);
@@ -1080,8 +1093,13 @@ void cuda_fused_partials(const attn_shape *s, int splits, void *ws, float **part
  * splits > 1) write partials that a combine step merges. */
 extern "C" size_t cuda_fused_workspace_bytes(const attn_shape *s, const attn_tactic *t)
 {
-    if (s == NULL || t == NULL || t->splits <= 1 ||
-        !(t->variant == ATTN_FUSED_SPLITKV || (t->variant == ATTN_FUSED && t->arch != 0)))
+    if (s == NULL || t == NULL)
+        return 0;
+#ifdef ATTUNE_HAVE_SM90A
+    if (s->dtype == ATTN_E4M3 && t->variant == ATTN_FUSED && t->arch != 0)
+        return cuda_fused_sm90a_vt_bytes(s); /* V^T (no splits for e4m3) */
+#endif
+    if (t->splits <= 1 || !(t->variant == ATTN_FUSED_SPLITKV || (t->variant == ATTN_FUSED && t->arch != 0)))
         return 0;
     return cuda_fused_partials_bytes(s, t->splits);
 }

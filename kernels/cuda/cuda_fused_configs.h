@@ -83,6 +83,17 @@
  * 128x128x2: 160 KB; d256 128x64x2: 192 KB. */
 #define SM90_CONFIGS(X) X(64, 128, 128, 3) X(64, 192, 128, 3) X(128, 128, 128, 2) X(256, 128, 64, 2)
 
+/* e4m3 (version 3.5): q, k, v in e4m3, out bf16; D = 128 (any d <= 128,
+ * d % 16 == 0), 128 x 128 tiles, not folded, no key splits. Shared memory:
+ * Q (BR x D bytes), the K and V^T stages (BC x D bytes each), the bf16
+ * output's staging (BR x D x 2): 2 stages 113 KB, 3 stages 145 KB. */
+#define SM90_E4M3_CONFIGS(X) X(128, 128, 128, 2) X(128, 128, 128, 3)
+#define SM90_SMEM_E4M3(D, BR, BC, STAGES)                                                      \
+    ((size_t)(BR) * (D) + 2 * (size_t)(STAGES) * (size_t)(BC) * (D) + (size_t)(BR) * (D) * 2 + 1024)
+/* The rows of e4m3's V^T per (batch, KV head) hold the keys rounded up to
+ * this (sm90_vt_kernel's key block). */
+#define SM90_VT_KEYS 64
+
 /* Head dim a version 3 kernel computes for d: 64, 128 or 256; 0 over 256. */
 #define SM90_KERNEL_DIM(d) ((d) <= 64 ? 64 : (d) <= 128 ? 128 : (d) <= 256 ? 256 : 0)
 

@@ -65,6 +65,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <limits.h>
 #include <math.h>
@@ -92,7 +93,19 @@ struct sm90_args {
     int lqb;         /* folded: log2 QB, QB = 128 / g queries per head in a block */
     int splits;      /* key ranges per row block (1: none) */
     int chunk;       /* causal: units per longest-first chunk */
+    const float *dsc[3]; /* e4m3: the descale factors of q, k, v (device) */
 };
+
+/* e4m3 (version 3.5): P is quantised as P * SM90_P_SCALE (P <= 1, so at
+ * most 256 of e4m3's 448) and O divided by it at the end: small
+ * probabilities keep e4m3's normal range, as cuDNN's FP8 graph does. */
+#define SM90_P_SCALE 256.0f
+
+template <typename T>
+struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
+/* the output type: the input's, bf16 for e4m3 */
+template <typename T>
+using sm90_out_t = typename std::conditional<sm90_is_fp8<T>::value, __nv_bfloat16, T>::type;
 
 /* ---- PTX wrappers (sm_90a) */
 
@@ -184,6 +197,23 @@ __device__ __forceinline__ void reg_fence(float (&r)[N])
 }
 #endif
 
+#ifdef SM90A_DEVICE
+/* Four floats -> one register of four e4m3 (a in the lowest byte): round
+ * to nearest, saturating at 448. */
+__device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float d)
+{
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+    return lo | (hi << 16);
+}
+
+/* A descale factor (attn_io.descale: NULL means 1). */
+__device__ __forceinline__ float descale(const float *x)
+{
+    return x != NULL ? *x : 1.f;
+}
+#endif
+
 /* Shared-memory matrix descriptor of wgmma: start address, leading and
  * stride byte offsets (all >> 4), 128-byte swizzle (mode 1 in bits 62-63).
  * Tiles are stored as TMA's SWIZZLE_128B writes them: 64-column chunks of
@@ -252,6 +282,21 @@ WG_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1, 0, %35")
 WG_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1, 0, %67")
 WG_RS_DEF(64, WG_R32, WG_ACC32, "%37", "{%32, %33, %34, %35}, %36, p, 1, 1, %38")
 WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70")
+/* e4m3 x e4m3 -> f32, k32 (no transpose: both operands K-major). */
+#define WG8_TEXT(N, REGS, PRED, OPS)                                                            \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                          \
+    "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " REGS "}, " OPS ";\n}\n"
+__device__ __forceinline__ void wgmma8_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int scale_d)
+{
+    asm volatile(WG8_TEXT(128, WG_R64, "%66", "%64, %65, p, 1, 1") : WG_ACC64(d) : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d)
+{
+    asm volatile(WG8_TEXT(128, WG_R64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1")
+                 : WG_ACC64(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+#undef WG8_TEXT
 #undef WG_SS_DEF
 #undef WG_RS_DEF
 #undef WG_TEXT
@@ -261,63 +306,83 @@ WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70
 #undef WG_R64
 #undef WG_R32
 
-/* TMA of one tile: its D/64 column chunks (boxes of 64 columns x rows at
- * 128 B, chunk_bytes apart in shared memory) at row c1 of head c2 of batch
- * c3 of map, all completing on bar. */
-template <int D>
+/* TMA of one tile: its column chunks of 128 bytes (boxes of 128 / ES
+ * columns x rows, chunk_bytes apart in shared memory) at row c1 of head c2
+ * of batch c3 of map, all completing on bar. ES: element bytes. */
+template <int D, int ES = 2>
 __device__ __forceinline__ void tma_load_tile(uint32_t dst, uint32_t chunk_bytes, const CUtensorMap *map, int c1,
                                               int c2, int c3, uint32_t bar)
 {
 #pragma unroll
-    for (int c = 0; c < D / 64; c++)
-        tma_load_4d(dst + c * chunk_bytes, map, c * 64, c1, c2, c3, bar);
+    for (int c = 0; c < D * ES / 128; c++)
+        tma_load_4d(dst + c * chunk_bytes, map, c * (128 / ES), c1, c2, c3, bar);
 }
 #endif
 
-/* S += Q K^T over D (SS wgmma, N = BC), zero-initialised by the first slice. */
+/* S += Q K^T over D (SS wgmma, N = BC), zero-initialised by the first
+ * slice. A slice is 32 bytes of each row (k16 of 16-bit data, k32 of
+ * e4m3), four to a 128-byte chunk. */
 template <typename T, int D, int BC, int BR>
 __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_t aK)
 {
 #ifdef SM90A_DEVICE
+    if constexpr (sm90_is_fp8<T>::value) {
+        static_assert(D == 128 && BC == 128, "e4m3: one 128-byte chunk per row, N = 128");
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        const uint64_t da = sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024);
-        const uint64_t db = sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024);
-        if constexpr (BC == 128)
-            wgmma_ss_n128<T, 0>(s, da, db, kk > 0);
-        else
-            wgmma_ss_n64<T, 0>(s, da, db, kk > 0);
+        for (int kk = 0; kk < 4; kk++)
+            wgmma8_ss_n128(s, sw128_desc(aQ + kk * 32, 16, 1024), sw128_desc(aK + kk * 32, 16, 1024), kk > 0);
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            const uint64_t da = sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024);
+            const uint64_t db = sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024);
+            if constexpr (BC == 128)
+                wgmma_ss_n128<T, 0>(s, da, db, kk > 0);
+            else
+                wgmma_ss_n64<T, 0>(s, da, db, kk > 0);
+        }
     }
 #endif
 }
 
 /* O += P V over BC keys (RS wgmma, N = ON columns per instruction, D / ON
  * instructions per 16-key slice). */
-template <typename T, int D, int BC, int ON>
-__device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32_t (&p)[BC / 16][4], uint32_t aV)
+template <typename T, int D, int BC, int ON, int KS>
+__device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32_t (&p)[BC / KS][4], uint32_t aV)
 {
 #ifdef SM90A_DEVICE
+    if constexpr (sm90_is_fp8<T>::value) {
+        /* e4m3: V^T's tile, D rows of BC = 128 keys (one 128-byte chunk),
+         * K-major like K in gemm_qk; its keys permuted within each 32 as
+         * P's registers hold them (sm90_vt_kernel). */
+        static_assert(D == 128 && BC == 128 && ON == 128, "e4m3: D = BC = 128");
 #pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++)
+        for (int kk = 0; kk < BC / 32; kk++)
+            wgmma8_rs_n128(o[0], p[kk], sw128_desc(aV + kk * 32, 16, 1024), 1);
+    } else {
 #pragma unroll
-        for (int c = 0; c < D / ON; c++) {
-            const uint64_t db = sw128_desc(aV + c * (ON / 64) * BC * 128 + kk * 16 * 128, BC * 128, 1024);
-            if constexpr (ON == 128)
-                wgmma_rs_n128<T, 1>(o[c], p[kk], db, 1);
-            else
-                wgmma_rs_n64<T, 1>(o[c], p[kk], db, 1);
-        }
+        for (int kk = 0; kk < BC / 16; kk++)
+#pragma unroll
+            for (int c = 0; c < D / ON; c++) {
+                const uint64_t db = sw128_desc(aV + c * (ON / 64) * BC * 128 + kk * 16 * 128, BC * 128, 1024);
+                if constexpr (ON == 128)
+                    wgmma_rs_n128<T, 1>(o[c], p[kk], db, 1);
+                else
+                    wgmma_rs_n64<T, 1>(o[c], p[kk], db, 1);
+            }
+    }
 #endif
 }
 
 /* Shared memory of one configuration: Q, then STAGES K buffers, then
- * STAGES V buffers, each [D/64 chunks][rows][128 B]; 1024 more bytes to
- * align the start to a swizzle atom. */
-template <int D, int BR, int BC, int STAGES>
+ * STAGES V buffers, each [128-byte chunks][rows][128 B]; e4m3 then the
+ * bf16 output's staging (BR x D x 2: Q's buffer is half that); 1024 more
+ * bytes to align the start to a swizzle atom. ES: element bytes. */
+template <int D, int BR, int BC, int STAGES, int ES = 2>
 struct sm90_smem {
-    static constexpr uint32_t q = BR * D * 2, kv = BC * D * 2;
-    static constexpr size_t bytes = SM90_SMEM(D, BR, BC, STAGES);
-    static_assert(bytes == (size_t)q + 2 * STAGES * (size_t)kv + 1024, "the layout below");
+    static constexpr uint32_t q = BR * D * ES, kv = BC * D * ES, ost = ES == 1 ? BR * D * 2 : 0;
+    static constexpr size_t bytes = ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) : SM90_SMEM(D, BR, BC, STAGES);
+    static_assert(bytes == (size_t)q + 2 * STAGES * (size_t)kv + ost + 1024, "the layout below");
 };
 
 /* Version 3. Tensor maps: q over [b*hq][sq][d] (box 64 x 128 rows, or
@@ -335,13 +400,17 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     __trap();
 #else
     constexpr int NWG = BR / 64, NT = BC / 8, ON = D < 128 ? D : 128, OC = D / ON;
+    constexpr int ES = (int)sizeof(T), KS = 32 / ES; /* element bytes, keys per k-slice */
+    constexpr bool F8 = sm90_is_fp8<T>::value;
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
-    using L = sm90_smem<D, BR, BC, STAGES>;
+    static_assert(!F8 || !FOLD, "e4m3 is not folded");
+    using L = sm90_smem<D, BR, BC, STAGES, ES>;
+    using TO = sm90_out_t<T>;
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) uint64_t bars[1 + 4 * STAGES];
 
     const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t aQ = base, aK0 = base + L::q, aV0 = aK0 + STAGES * L::kv;
+    const uint32_t aQ = base, aK0 = base + L::q, aV0 = aK0 + STAGES * L::kv, aOst = aV0 + STAGES * L::kv;
     const uint32_t bQ = smem_u32(&bars[0]);
     /* full K, empty K, full V, empty V of stage s */
 #define BAR_FK(s) (bQ + 8u * (1 + (s)))
@@ -415,19 +484,23 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         if (tid == 0 && ntiles > 0) {
             mbar_expect_tx(bQ, L::q);
             for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
-                tma_load_tile<D>(aQ + hh * QB * 128, BR * 128, &tq, i0, qh0 + hh, qb_, bQ);
+                tma_load_tile<D, ES>(aQ + hh * QB * 128, BR * 128, &tq, i0, qh0 + hh, qb_, bQ);
             /* Wait until the consumers freed stage s, then refill it. */
+            /* e4m3's V is V^T (keys along its rows): one box of BC keys x D. */
             auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
-                               uint32_t ph) {
+                               uint32_t ph, bool vt) {
                 mbar_wait(empty, ph ^ 1u);
                 mbar_expect_tx(full, L::kv);
-                tma_load_tile<D>(dst, BC * 128, map, row, kh_, kb_, full);
+                if (F8 && vt)
+                    tma_load_4d(dst, map, row, 0, kh_, kb_, full);
+                else
+                    tma_load_tile<D, ES>(dst, BC * 128, map, row, kh_, kb_, full);
             };
             for (int it = 0; it < ntiles; it++) {
                 const int row = (thi - 1 - it) * BC, s = it % STAGES;
                 const uint32_t ph = (uint32_t)(it / STAGES) & 1u;
-                load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph);
-                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::kv, &tv, row, ph);
+                load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph, false);
+                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::kv, &tv, row, ph, true);
             }
         }
         return;
@@ -445,6 +518,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     const int lr0 = cw * 64 + wq * 16 + gr; /* this thread's packed rows: lr0, lr0 + 8 */
     const int qi[2] = {i0 + qrow(lr0), i0 + qrow(lr0 + 8)}; /* their queries */
     const int qmin = i0 + qrow(cw * 64); /* the warpgroup's first query */
+    /* e4m3: S of the stored values times descale_q descale_k */
+    const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
     const uint32_t aQw = aQ + cw * 64 * 128;
 
     float o[OC][ON / 2];
@@ -458,7 +533,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
     for (int i = 0; i < BC / 2; i++)
         s[i] = 0.f;
-    uint32_t pf[BC / 16][4];
+    uint32_t pf[BC / KS][4];
 
     /* Mask keys past the real skv and, causal, past each row's diagonal
      * (its own query's: folded rows of one warpgroup hold several heads'
@@ -489,14 +564,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float ms = mx == -INFINITY ? 0.f : mx * p.sl2;
-            alpha[rh] = ex2(m[rh] * p.sl2 - ms);
+            const float ms = mx == -INFINITY ? 0.f : mx * sl2;
+            alpha[rh] = ex2(m[rh] * sl2 - ms);
             m[rh] = mx;
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], p.sl2, -ms));
-                s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], p.sl2, -ms));
+                s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -ms));
+                s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -ms));
                 sum += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
             }
             l[rh] = l[rh] * alpha[rh] + sum;
@@ -515,12 +590,28 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 o[c][4 * j + 2] *= alpha[1];
                 o[c][4 * j + 3] *= alpha[1];
             }
+        if constexpr (F8) {
+            /* e4m3, k32: register r of the A fragment holds 4 keys of one
+             * row (r even: row gr, odd: gr + 8), logical keys 4 tq4 .. +3
+             * (+16 for r >= 2); it takes the thread's accumulator pairs of
+             * two adjacent 8-key tiles, physical keys 2 tq4, +1, 8 + 2 tq4,
+             * +1, so V^T's keys are permuted alike (sm90_vt_kernel). */
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; kk++) {
-            pf[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-            pf[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-            pf[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-            pf[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+            for (int kk = 0; kk < BC / 32; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const int t0 = 4 * kk + 2 * (r / 2), e = 2 * (r % 2);
+                    pf[kk][r] = pack4_e4m3(s[4 * t0 + e] * SM90_P_SCALE, s[4 * t0 + e + 1] * SM90_P_SCALE,
+                                           s[4 * t0 + 4 + e] * SM90_P_SCALE, s[4 * t0 + 5 + e] * SM90_P_SCALE);
+                }
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < BC / 16; kk++) {
+                pf[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+                pf[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+                pf[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+                pf[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+            }
         }
     };
 
@@ -571,7 +662,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_commit();
             mbar_wait(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
-            gemm_pv<T, D, BC, ON>(o, pf, aV0 + pst * L::kv);
+            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::kv);
             wgmma_commit();
             turn_end(false);
             wgmma_wait<1>(); /* S_j done */
@@ -591,7 +682,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
         turn_begin();
         wgmma_fence();
-        gemm_pv<T, D, BC, ON>(o, pf, aV0 + lst * L::kv);
+        gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::kv);
         wgmma_commit();
         turn_end(true);
         wgmma_wait<0>();
@@ -613,6 +704,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
     }
+    /* e4m3: O of P * SM90_P_SCALE and the stored V, times descale_v */
+    const float oscale = F8 ? descale(p.dsc[2]) / SM90_P_SCALE : 1.f;
     if (p.splits > 1) {
         /* A split's f32 partial, normalised by its own denominator, and its
          * log2-sum-exp (cuda_fused_common.cuh's layout, which version 2's
@@ -623,7 +716,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         for (int rh = 0; rh < 2; rh++) {
             if (qi[rh] >= p.sq)
                 continue;
-            const float inv = den[rh] > 0.f ? 1.f / den[rh] : 0.f;
+            const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
             const int64_t rg = sp * NR + (int64_t)(head0 + hrow(lr0 + 8 * rh)) * p.sq + qi[rh];
             float *dst = p.part_o + rg * p.d;
 #pragma unroll
@@ -636,7 +729,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                             make_float2(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
                 }
             if (tq4 == 0)
-                p.part_lse[rg] = den[rh] > 0.f ? m[rh] * p.sl2 + __log2f(den[rh]) : -INFINITY;
+                p.part_lse[rg] = den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) : -INFINITY;
         }
         return;
     }
@@ -646,10 +739,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * that the 4-byte fragment writes are conflict-free, then copy the real
      * rows and columns out in 16-byte pieces, 8 threads per 128 contiguous
      * bytes. Padded rows are never written. */
-    const uint32_t aO = aQ + cw * 64 * 128;
+    const uint32_t aO = (F8 ? aOst : aQ) + cw * 64 * 128;
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
-        const float inv = den[rh] > 0.f ? 1.f / den[rh] : 0.f;
+        const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
         const int r = wq * 16 + gr + rh * 8;
 #pragma unroll
         for (int c = 0; c < OC; c++)
@@ -658,7 +751,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 const int col = c * ON + 8 * j + 2 * tq4;
                 const uint32_t a = aO + (col / 64) * BR * 128 + r * 128 + ((((col % 64) / 8) ^ (r & 7)) << 4) +
                                    (col % 8) * 2;
-                const uint32_t v2 = pack2<T>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
+                const uint32_t v2 = pack2<TO>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
                 asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v2) : "memory");
             }
     }
@@ -666,7 +759,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * 1 .. NWG (one id used with two thread counts is an illegal
      * instruction: the first 3-warpgroup build shared id 3). */
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
-    T *go = reinterpret_cast<T *>(p.o);
+    TO *go = reinterpret_cast<TO *>(p.o);
     const int ctid = tid - 128 * wg; /* 0..127 in this warpgroup */
 #pragma unroll 4
     for (int idx = ctid; idx < 64 * (D / 8); idx += 128) {
@@ -741,27 +834,93 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
     return fn;
 }
 
-/* Tensor map over view t: dims {d, rows, heads, b} with the view's
- * strides (bytes; TMA wants multiples of 16, which cuda_fused_args_ok
- * checked), box {64, box_rows, 1, 1}, 128-byte swizzle, zero fill past
- * the real rows. */
-static int make_map(CUtensorMap *map, const attn_tensor *t, bool bf16, int64_t b, int64_t heads, int64_t rows,
-                    int64_t d, int box_rows)
+/* A 4-d tensor map over data (dims[0] contiguous; strides of dims 1..3 in
+ * bytes, multiples of 16), box {box0, box1, 1, 1}, 128-byte swizzle, zero
+ * fill past the dims. */
+static int encode_map(CUtensorMap *map, CUtensorMapDataType dt, void *data, const cuuint64_t dims[4],
+                      const cuuint64_t strides[3], uint32_t box0, uint32_t box1)
 {
     PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
     if (enc == NULL)
         return ATTUNE_EGPU;
-    cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)b};
-    /* a stride of a dimension of size 1 is never used: give TMA a legal one */
-    cuuint64_t strides[3] = {(cuuint64_t)t->ss * 2, (cuuint64_t)(heads > 1 ? t->sh : t->ss) * 2,
-                             (cuuint64_t)(b > 1 ? t->sb : t->ss) * 2};
-    cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+    cuuint32_t box[4] = {box0, box1, 1, 1};
     cuuint32_t estr[4] = {1, 1, 1, 1};
-    CUresult r = enc(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-                     t->data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+    CUresult r = enc(map, dt, 4, data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? 0 : ATTUNE_EINVAL;
+}
+
+/* Tensor map over view t of elements of es bytes (dt): dims {d, rows,
+ * heads, b} with the view's strides (TMA wants multiples of 16 bytes,
+ * which the launcher checked), box {128 bytes of columns, box_rows}, zero
+ * fill past the real rows. */
+static int make_map(CUtensorMap *map, const attn_tensor *t, CUtensorMapDataType dt, int es, int64_t b,
+                    int64_t heads, int64_t rows, int64_t d, int box_rows)
+{
+    cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)b};
+    /* a stride of a dimension of size 1 is never used: give TMA a legal one */
+    cuuint64_t strides[3] = {(cuuint64_t)t->ss * es, (cuuint64_t)(heads > 1 ? t->sh : t->ss) * es,
+                             (cuuint64_t)(b > 1 ? t->sb : t->ss) * es};
+    return encode_map(map, dt, t->data, dims, strides, 128 / es, (uint32_t)box_rows);
+}
+
+/* ---- e4m3: V transposed (version 3.5)
+ *
+ * FP8 wgmma reads B K-major only, so P V needs V^T: keys along its rows.
+ * Byte c of a 32-key group of the k32 A fragment holds the P of physical
+ * key sm90_vt_key(c) (rescale_pack: a thread's accumulators of two
+ * adjacent 8-key tiles), so V^T's keys are permuted alike within each 32
+ * and no shuffle of P is needed. */
+__host__ __device__ constexpr int sm90_vt_key(int c)
+{
+    return (c / 16) * 16 + 8 * ((c % 4) / 2) + 2 * ((c % 16) / 4) + (c % 2);
+}
+
+/* vt[bh][r][j] = v[b][h][key][r], key = 32 (j / 32) + sm90_vt_key(j % 32),
+ * for r < D and j < keys (rows r >= d and keys >= skv: 0); bh = b * hkv +
+ * h. One block of 256 threads per (SM90_VT_KEYS keys, bh): 64 key rows of
+ * d bytes in through shared memory, 128 rows of 64 bytes out. */
+__global__ void sm90_vt_kernel(const uint8_t *v, int64_t sb, int64_t sh, int64_t ss, uint8_t *vt, int hkv,
+                               int skv, int d, int keys)
+{
+    constexpr int D = 128, K = SM90_VT_KEYS, RS = D + 16; /* row stride: 16-byte stores */
+    __shared__ __align__(16) uint8_t tile[K * RS];
+    const int bh = blockIdx.y, b = bh / hkv, h = bh % hkv, k0 = blockIdx.x * K;
+    for (int i = threadIdx.x; i < K * (D / 16); i += blockDim.x) {
+        const int r = i / (D / 16), c = (i % (D / 16)) * 16;
+        uint4 x = make_uint4(0, 0, 0, 0);
+        if (k0 + r < skv && c < d)
+            x = *reinterpret_cast<const uint4 *>(v + b * sb + h * sh + (int64_t)(k0 + r) * ss + c);
+        *reinterpret_cast<uint4 *>(tile + r * RS + c) = x;
+    }
+    __syncthreads();
+    uint8_t *dst = vt + ((int64_t)bh * D) * keys + k0;
+    for (int i = threadIdx.x; i < D * (K / 16); i += blockDim.x) {
+        const int r = i / (K / 16), j0 = (i % (K / 16)) * 16;
+        union {
+            uint4 w;
+            uint8_t x[16];
+        } out;
+#pragma unroll
+        for (int u = 0; u < 16; u++) {
+            const int j = j0 + u, key = (j / 32) * 32 + sm90_vt_key(j % 32);
+            out.x[u] = r < d ? tile[key * RS + r] : 0;
+        }
+        *reinterpret_cast<uint4 *>(dst + (int64_t)r * keys + j0) = out.w;
+    }
+}
+
+/* Keys per V^T row of shape s (the real keys rounded up to the kernel's
+ * block), and its bytes: b * hkv * 128 rows. */
+static int64_t sm90_vt_keys(const attn_shape *s)
+{
+    return (s->skv + SM90_VT_KEYS - 1) / SM90_VT_KEYS * SM90_VT_KEYS;
+}
+
+extern "C" size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s)
+{
+    return s != NULL && s->dtype == ATTN_E4M3 ? (size_t)(s->b * s->hkv * 128) * (size_t)sm90_vt_keys(s) : 0;
 }
 
 /* 1 when the current device is compute capability 9.0 (sm_90a code runs
@@ -793,17 +952,37 @@ static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
 }
 
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
-static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, cudaStream_t stream)
+static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, void *vt, cudaStream_t stream)
 {
-    constexpr bool BF = std::is_same<T, __nv_bfloat16>::value;
+    constexpr bool F8 = sm90_is_fp8<T>::value;
+    constexpr int ES = (int)sizeof(T);
+    const CUtensorMapDataType dt = F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : std::is_same<T, __nv_bfloat16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     CUtensorMap tq, tk, tv;
     int rc;
     const int qb = FOLD ? 1 << p.lqb : BR; /* query rows per head in a block */
-    if ((rc = make_map(&tq, &io->q, BF, s->b, s->hq, s->sq, s->d, qb)) != 0 ||
-        (rc = make_map(&tk, &io->k, BF, s->b, s->hkv, s->skv, s->d, BC)) != 0 ||
-        (rc = make_map(&tv, &io->v, BF, s->b, s->hkv, s->skv, s->d, BC)) != 0)
+    if ((rc = make_map(&tq, &io->q, dt, ES, s->b, s->hq, s->sq, s->d, qb)) != 0 ||
+        (rc = make_map(&tk, &io->k, dt, ES, s->b, s->hkv, s->skv, s->d, BC)) != 0)
         return rc;
-    const size_t smem = sm90_smem<D, BR, BC, STAGES>::bytes;
+    if (F8) {
+        /* V^T into the workspace, then its map: {keys, D, hkv, b}, box
+         * {BC keys, D rows} */
+        const int64_t keys = sm90_vt_keys(s);
+        dim3 grid((unsigned)(keys / SM90_VT_KEYS), (unsigned)(s->b * s->hkv));
+        sm90_vt_kernel<<<grid, 256, 0, stream>>>((const uint8_t *)io->v.data, io->v.sb, io->v.sh, io->v.ss,
+                                                 (uint8_t *)vt, (int)s->hkv, (int)s->skv, (int)s->d, (int)keys);
+        if (cudaGetLastError() != cudaSuccess)
+            return ATTUNE_EGPU;
+        cuuint64_t dims[4] = {(cuuint64_t)keys, (cuuint64_t)D, (cuuint64_t)s->hkv, (cuuint64_t)s->b};
+        cuuint64_t strides[3] = {(cuuint64_t)keys, (cuuint64_t)(keys * D), (cuuint64_t)(keys * D * s->hkv)};
+        rc = encode_map(&tv, dt, vt, dims, strides, BC, D);
+    } else {
+        rc = make_map(&tv, &io->v, dt, ES, s->b, s->hkv, s->skv, s->d, BC);
+    }
+    if (rc != 0)
+        return rc;
+    const size_t smem = sm90_smem<D, BR, BC, STAGES, ES>::bytes;
     void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) =
         fused_sm90_kernel<T, D, BR, BC, STAGES, PP, FOLD>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
@@ -819,8 +998,29 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, cud
     return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, &io->o, stream) : 0;
 }
 
+/* e4m3's configurations (SM90_E4M3_CONFIGS): d a multiple of 16 up to 128. */
+static int e4m3_configs(const attn_shape *s, attn_tactic *out, int max)
+{
+    int n = 0;
+    if (s->d % 16 != 0 || s->d > 128)
+        return 0;
+#define SM90_E4M3_TACTIC(D_, BR_, BC_, ST_)                                                           \
+    if (n < max) {                                                                                    \
+        attn_tactic t = {};                                                                           \
+        t.variant = ATTN_FUSED;                                                                       \
+        t.arch = ATTN_ARCH_SM90A;                                                                     \
+        t.tile_m = BR_, t.tile_n = BC_, t.warps = 4 + BR_ / 16, t.stages = ST_;                       \
+        out[n++] = t;                                                                                 \
+    }
+    SM90_E4M3_CONFIGS(SM90_E4M3_TACTIC)
+#undef SM90_E4M3_TACTIC
+    return n;
+}
+
 extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max)
 {
+    if (s != NULL && out != NULL && s->dtype == ATTN_E4M3 && s->hkv >= 1 && s->hq % s->hkv == 0)
+        return e4m3_configs(s, out, max);
     if (s == NULL || out == NULL || (s->dtype != ATTN_F16 && s->dtype != ATTN_BF16) || s->d % 8 != 0 ||
         sm90_kernel_dim(s->d) == 0 || s->hkv < 1 || s->hq % s->hkv != 0)
         return 0;
@@ -857,14 +1057,33 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
     return n;
 }
 
+/* e4m3 views: q, k, v of bytes and o of bf16, every base and stride in
+ * whole 16-byte units (TMA, and the V^T kernel's loads), rows >= d. */
+static bool e4m3_views_ok(const attn_shape *s, const attn_io *io)
+{
+    const attn_tensor *v[3] = {&io->q, &io->k, &io->v};
+    for (int i = 0; i < 3; i++)
+        if (v[i]->sb < 0 || v[i]->sh < 0 || v[i]->ss < s->d || v[i]->ss > INT_MAX / 2 ||
+            (v[i]->sb | v[i]->sh | v[i]->ss) % 16 != 0 || (uintptr_t)v[i]->data % 16 != 0)
+            return false;
+    const attn_tensor *o = &io->o;
+    return o->sb >= 0 && o->sh >= 0 && o->ss >= s->d && o->ss <= INT_MAX / 2 && (o->sb | o->sh | o->ss) % 8 == 0 &&
+           (uintptr_t)o->data % 16 == 0;
+}
+
 extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const attn_io *io,
                                        int64_t sq_rows, int64_t skv_rows, void *workspace, cudaStream_t stream)
 {
     if (!cuda_fused_args_ok(s, t, io, sq_rows, skv_rows))
         return ATTUNE_EINVAL;
-    if (t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A || (s->dtype != ATTN_F16 && s->dtype != ATTN_BF16) ||
-        s->d % 8 != 0 || sm90_kernel_dim(s->d) == 0)
+    const bool e4m3 = s->dtype == ATTN_E4M3;
+    if (t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A ||
+        (s->dtype != ATTN_F16 && s->dtype != ATTN_BF16 && !e4m3) || s->d % 8 != 0 || sm90_kernel_dim(s->d) == 0)
         return ATTUNE_EUNSUPP;
+    if (e4m3 && (s->d % 16 != 0 || s->d > 128 || t->fold || t->splits > 1))
+        return ATTUNE_EUNSUPP;
+    if (e4m3 && workspace == NULL)
+        return ATTUNE_EINVAL; /* V^T */
     const bool fold = t->fold != 0;
     const int splits = t->splits > 1 ? t->splits : 1;
     if ((fold && !fold_applies(s)) || splits > SM90_MAX_SPLITS)
@@ -877,10 +1096,12 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
         return ATTUNE_EUNSUPP;
     if (!device_is_sm90())
         return ATTUNE_EUNSUPP;
-    if (!cuda_fused_views_ok(s, io))
+    if (e4m3 ? !e4m3_views_ok(s, io) : !cuda_fused_views_ok(s, io))
         return ATTUNE_EINVAL;
 
     sm90_args p = {};
+    for (int i = 0; i < 3; i++)
+        p.dsc[i] = io->descale[i];
     p.o = io->o.data;
     p.osb = io->o.sb, p.osh = io->o.sh, p.oss = io->o.ss;
     p.b = (int)s->b, p.hq = (int)s->hq, p.hkv = (int)s->hkv, p.g = (int)(s->hq / s->hkv);
@@ -899,9 +1120,16 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
      * non-causal 677 -> 682, d64 causal 298 -> 346, d256 GQA causal
      * 369 -> 378. The template keeps the other form for such comparisons. */
     constexpr bool pp = true;
+#define SM90_E4M3_LAUNCH(D_, BR_, BC_, ST_)                                                         \
+    if (e4m3 && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_) \
+        return launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false>(s, io, p, workspace, stream);
+    SM90_E4M3_CONFIGS(SM90_E4M3_LAUNCH)
+#undef SM90_E4M3_LAUNCH
+    if (e4m3)
+        return ATTUNE_EUNSUPP;
 #define SM90_LAUNCH_AS(T_, D_, BR_, BC_, ST_)                                                       \
-    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, BR_ == 128>(s, io, p, stream) \
-          : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, io, p, stream))
+    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, BR_ == 128>(s, io, p, NULL, stream) \
+          : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, io, p, NULL, stream))
 #define SM90_LAUNCH(D_, BR_, BC_, ST_)                                                              \
     if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_ && \
         !(fold && BR_ != 128))                                                                      \

@@ -17,7 +17,8 @@ extern "C" {
 
 /* The sm90a kernel configurations for shape s, pad left 0, written to
  * out[0..max): f16/bf16, d a multiple of 8 up to 256 (run on D = 64, 128
- * or 256 with zero columns). Each configuration plain, and for g = hq/hkv
+ * or 256 with zero columns); e4m3 (SM90_E4M3_CONFIGS), d a multiple of 16
+ * up to 128. Each configuration plain, and for g = hq/hkv
  * in {2, 4, 8, 16} also folded (fold=1: the g heads of a KV head share a
  * block's rows) with splits 1, 2, 4, ... while the grid stays small.
  * Returns the count (0: none apply). The caller decides whether the device
@@ -33,6 +34,12 @@ int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max);
  * views not 16-byte aligned (TMA) or a missing workspace. */
 int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const attn_io *io, int64_t sq_rows,
                             int64_t skv_rows, void *workspace, cudaStream_t stream);
+
+/* e4m3 (version 3.5): bytes of the V^T its launch writes into the
+ * workspace first (b * hkv * 128 rows of the keys rounded up to 64); 0 for
+ * other dtypes. e4m3 tactics: d a multiple of 16 up to 128, q/k/v e4m3
+ * with io->descale, o bf16, 128 x 128 tiles, not folded, no splits. */
+size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s);
 
 #ifdef __cplusplus
 }

@@ -169,9 +169,14 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
         blocks = (double)(s->b * s->hq) * (double)((s->sq + tm - 1) / tm) *
                  (double)(t->splits > 1 ? t->splits : 1);
     }
-    int stages = t->stages > 1 ? t->stages : 1;
-    tiled(s, &tt, dev, D, rows, blocks, (double)SM90_SMEM(D, tm, tn, stages),
-          t->splits > 1 ? 2 : 1, out);
+    int stages = t->stages > 1 ? t->stages : 1, e4m3 = s->dtype == ATTN_E4M3;
+    if (e4m3) { /* version 3.5: D = 128, V^T made by a launch of its own */
+        runs = runs && s->d % 16 == 0 && s->d <= 128 && !t->fold && t->splits <= 1;
+        D = 128;
+    }
+    tiled(s, &tt, dev, D, rows, blocks,
+          (double)(e4m3 ? SM90_SMEM_E4M3(D, tm, tn, stages) : SM90_SMEM(D, tm, tn, stages)),
+          t->splits > 1 || e4m3 ? 2 : 1, out);
     out->longest_first = 1;
     return runs ? 0 : ATTUNE_EUNSUPP;
 }
@@ -244,7 +249,8 @@ const attn_variant_desc attn_cuda_fused_sm90a = {
     "fold=1 packs a KV head's query heads into one block's rows, with key splits",
     "arch=sm90a, pad=1|8|16|64, tile=BrxBc, warps=N, stages=N, fold=1, splits=N",
     "#4e79a7", owns_sm90a, describe_sm90a, OPS(cuda_fused_sm90a_ops),
-    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16),
+    /* e4m3: version 3.5, d <= 128 (cuda_fused_sm90a.h) */
+    ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16) | ATTN_DTYPE_BIT(ATTN_E4M3),
     "stages", /* 3 up to d = 64, 2 above (cuda_fused_configs.h) */
 };
 

@@ -95,6 +95,8 @@ static int fused_run(attn_plan *p, const attn_call *c)
     attn_io views;
     memset(&views, 0, sizeof views);
     views.q = c->q, views.k = c->k, views.v = c->v, views.o = c->o;
+    for (int i = 0; i < 3; i++)
+        views.descale[i] = c->descale[i];
     return cuda_fused_launch_views(&c->s, &p->t, &views, c->sqp, c->skvp, p->fused_ws, c->stream);
 }
 

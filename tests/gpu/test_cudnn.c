@@ -47,15 +47,21 @@ static attn_shape mk(int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t skv
 }
 
 /* The cudnn tactics listed for s, into t (at most max). */
-static int cudnn_tactics(const attn_shape *s, attn_tactic *t, int max)
+/* The tactics of variant v the backend lists for s, into t[0..max). */
+static int variant_tactics(const attn_shape *s, attn_variant v, attn_tactic *t, int max)
 {
     attn_tactic *all = gpu_xmalloc(MAX_TACTICS * sizeof *all);
     int n = ops->tactics(0, s, all, MAX_TACTICS), k = 0;
     for (int i = 0; i < n && k < max; i++)
-        if (all[i].variant == ATTN_CUDNN)
+        if (all[i].variant == v)
             t[k++] = all[i];
     free(all);
     return k;
+}
+
+static int cudnn_tactics(const attn_shape *s, attn_tactic *t, int max)
+{
+    return variant_tactics(s, ATTN_CUDNN, t, max);
 }
 
 #ifdef ATTUNE_HAVE_CUDNN
@@ -496,7 +502,10 @@ static int cc_major(void)
     return ops->device_info(0, &info, &st) == 0 ? info.cc_major : 0;
 }
 
-static void e4m3_check_shape(const attn_shape *s)
+/* Every e4m3 tactic of variant v (cudnn, or fused: the sm90a kernel's
+ * version 3.5) for s against the float64 references of the stored inputs
+ * and of their bf16 source. */
+static void e4m3_check_shape(const attn_shape *s, attn_variant v)
 {
     char key[ATTN_SHAPE_KEY_MAX], ts[ATTN_TACTIC_STR_MAX];
     attn_tactic t[64];
@@ -509,8 +518,8 @@ static void e4m3_check_shape(const attn_shape *s)
     double worst_here = 0, worst_src = 0;
 
     attn_shape_key(s, key, sizeof key);
-    int n = cudnn_tactics(s, t, 64);
-    CHECK_MSG(n > 0, "%s: no cudnn tactic listed", key);
+    int n = variant_tactics(s, v, t, 64);
+    CHECK_MSG(n > 0, "%s: no %s tactic listed", key, attn_variant_name(v));
     CHECK_MSG(ops->session_open(0, s, 0xf8 ^ (uint64_t)s->skv, &ss) == 0, "%s: open", key);
     if (ss == NULL || n <= 0)
         goto done;
@@ -554,7 +563,7 @@ static void e4m3_check_shape(const attn_shape *s)
         ok++;
         ops->plan_free(p);
     }
-    CHECK_MSG(ok > 0, "%s: none of %d e4m3 cudnn tactics ran", key, n);
+    CHECK_MSG(ok > 0, "%s: none of %d e4m3 %s tactics ran", key, n, attn_variant_name(v));
     e4m3_worst = worst_here > e4m3_worst ? worst_here : e4m3_worst;
     e4m3_worst_src = worst_src > e4m3_worst_src ? worst_src : e4m3_worst_src;
     fprintf(stderr, "  %-40s %2d tactics: %2d ok, worst rel %.2e (vs source %.2e, inputs alone %.2e)\n",
@@ -575,8 +584,13 @@ static void e4m3_tactics_should_match_the_reference(void)
         CHECK_EQ_INT(cudnn_tactics(&e4m3_cases[0], t, 4), 0);
         return;
     }
-    for (size_t i = 0; i < sizeof e4m3_cases / sizeof e4m3_cases[0]; i++)
-        e4m3_check_shape(&e4m3_cases[i]);
+    for (size_t i = 0; i < sizeof e4m3_cases / sizeof e4m3_cases[0]; i++) {
+        e4m3_check_shape(&e4m3_cases[i], ATTN_CUDNN);
+#ifdef ATTUNE_HAVE_SM90A
+        if (cc_major() == 9) /* attune's own FP8 kernel: sm_90a code, 9.0 only */
+            e4m3_check_shape(&e4m3_cases[i], ATTN_FUSED);
+#endif
+    }
     fprintf(stderr, "  e4m3 worst relative L2: %.2e against the stored inputs, %.2e against "
                     "the bf16 source\n", e4m3_worst, e4m3_worst_src);
 }
@@ -623,6 +637,17 @@ static void e4m3_planted_errors_should_be_caught(void)
     CHECK_MSG(right >= 0 && right <= GPU_TOL_E4M3, "causal e4m3 vs its own reference: %.3g", right);
     CHECK_MSG(wrong > 3 * GPU_TOL_E4M3, "causal e4m3 vs the non-causal reference: %.3g", wrong);
     fprintf(stderr, "  planted e4m3: right %.2e wrong %.2e\n", right, wrong);
+#ifdef ATTUNE_HAVE_SM90A
+    /* the sm90a kernel's FP8 version alike */
+    if (cc_major() == 9) {
+        CHECK_EQ_INT(variant_tactics(&c, ATTN_FUSED, &t, 1), 1);
+        right = gpu_cross_error(ops, &c, &c, &t, CROSS_SEED);
+        wrong = gpu_cross_error(ops, &c, &nc, &t, CROSS_SEED);
+        CHECK_MSG(right >= 0 && right <= GPU_TOL_E4M3, "fused causal e4m3 vs its own reference: %.3g", right);
+        CHECK_MSG(wrong > 3 * GPU_TOL_E4M3, "fused causal e4m3 vs the non-causal reference: %.3g", wrong);
+        fprintf(stderr, "  planted e4m3 (fused): right %.2e wrong %.2e\n", right, wrong);
+    }
+#endif
 }
 
 static void time_should_run_in_cuda_graphs(void)
