@@ -528,15 +528,17 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     }
     if (!token_name(key, key_size))
         h->bad_name = 1;
-    if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+    /* the names counted differ in length: one comparison per header */
+#define IS(name) (key_size == sizeof name - 1 && strcasecmp(key, name) == 0)
+    if (IS(MHD_HTTP_HEADER_HOST))
         h->hosts++;
-    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+    else if (IS(MHD_HTTP_HEADER_TRANSFER_ENCODING))
         h->te++;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_TYPE) == 0)
+    else if (IS(MHD_HTTP_HEADER_CONTENT_TYPE))
         h->ctypes++;
-    if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0)
+    else if (IS(MHD_HTTP_HEADER_AUTHORIZATION))
         h->auths++;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0 && value != NULL) {
+    else if (IS(MHD_HTTP_HEADER_CONTENT_LENGTH) && value != NULL) {
         if (h->cl == NULL) {
             h->cl = value;
             h->cl_len = value_size;
@@ -544,6 +546,7 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
             h->cl_differ = 1;
         }
     }
+#undef IS
     return MHD_YES;
 }
 
