@@ -96,10 +96,11 @@ struct sm90_args {
     const float *dsc[3]; /* e4m3: the descale factors of q, k, v (device) */
 };
 
-/* e4m3 (version 3.5): P is quantised as P * SM90_P_SCALE (P <= 1, so at
- * most 256 of e4m3's 448) and O divided by it at the end: small
- * probabilities keep e4m3's normal range, as cuDNN's FP8 graph does. */
-#define SM90_P_SCALE 256.0f
+/* e4m3 (version 3.5): P is quantised as P * 2^SM90_P_LOG2 (P <= 1, so at
+ * most 256 of e4m3's 448), the scale folded into the exponent, and O's
+ * denominator sums the scaled P alike: small probabilities keep e4m3's
+ * normal range, as cuDNN's FP8 graph does. */
+#define SM90_P_LOG2 8.0f
 
 template <typename T>
 struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
@@ -567,11 +568,12 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             const float ms = mx == -INFINITY ? 0.f : mx * sl2;
             alpha[rh] = ex2(m[rh] * sl2 - ms);
             m[rh] = mx;
+            const float mp = F8 ? ms - SM90_P_LOG2 : ms; /* e4m3: P * 256 */
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -ms));
-                s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -ms));
+                s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -mp));
+                s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp));
                 sum += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
             }
             l[rh] = l[rh] * alpha[rh] + sum;
@@ -601,8 +603,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
                 for (int r = 0; r < 4; r++) {
                     const int t0 = 4 * kk + 2 * (r / 2), e = 2 * (r % 2);
-                    pf[kk][r] = pack4_e4m3(s[4 * t0 + e] * SM90_P_SCALE, s[4 * t0 + e + 1] * SM90_P_SCALE,
-                                           s[4 * t0 + 4 + e] * SM90_P_SCALE, s[4 * t0 + 5 + e] * SM90_P_SCALE);
+                    pf[kk][r] = pack4_e4m3(s[4 * t0 + e], s[4 * t0 + e + 1], s[4 * t0 + 4 + e], s[4 * t0 + 5 + e]);
                 }
         } else {
 #pragma unroll
@@ -704,8 +705,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
     }
-    /* e4m3: O of P * SM90_P_SCALE and the stored V, times descale_v */
-    const float oscale = F8 ? descale(p.dsc[2]) / SM90_P_SCALE : 1.f;
+    /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
+    const float oscale = F8 ? descale(p.dsc[2]) : 1.f;
     if (p.splits > 1) {
         /* A split's f32 partial, normalised by its own denominator, and its
          * log2-sum-exp (cuda_fused_common.cuh's layout, which version 2's
@@ -729,7 +730,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                             make_float2(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
                 }
             if (tq4 == 0)
-                p.part_lse[rg] = den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) : -INFINITY;
+                p.part_lse[rg] =
+                    den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_P_LOG2 : 0.f) : -INFINITY;
         }
         return;
     }
@@ -1120,9 +1122,16 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
      * non-causal 677 -> 682, d64 causal 298 -> 346, d256 GQA causal
      * 369 -> 378. The template keeps the other form for such comparisons. */
     constexpr bool pp = true;
+    /* e4m3 is bound by its softmax, not its GEMMs: ATTUNE_SM90_E4M3_PP=0
+     * runs it without the turns, for comparisons. */
+    static const bool e4m3_pp = [] {
+        const char *e = getenv("ATTUNE_SM90_E4M3_PP");
+        return e == NULL || atoi(e) != 0;
+    }();
 #define SM90_E4M3_LAUNCH(D_, BR_, BC_, ST_)                                                         \
     if (e4m3 && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_) \
-        return launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false>(s, io, p, workspace, stream);
+        return e4m3_pp ? launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, true, false>(s, io, p, workspace, stream) \
+                       : launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, false, false>(s, io, p, workspace, stream);
     SM90_E4M3_CONFIGS(SM90_E4M3_LAUNCH)
 #undef SM90_E4M3_LAUNCH
     if (e4m3)
