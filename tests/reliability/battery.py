@@ -108,6 +108,11 @@ def cases(d):
         ("control byte in a header", lambda: req("GET", "/v1/health", raw_headers=b"User-Agent: a\x01b\r\n"), 400, J),
         ("folded header line (obs-fold)", lambda: req("GET", "/v1/health", raw_headers=b"X-A: a\r\n b\r\n"), 400, J),
         ("headers over 16 KiB", lambda: req("GET", "/v1/health", {"X-Big": "a" * 20000}), 431, J),
+        # what libmicrohttpd's per-connection memory must hold (ATTUNED_CONN_MEMORY):
+        # 16 KiB of headers in a few hundred lines, and our own JSON 431 well past it
+        ("300 short headers, 15 KB: answered", lambda: req("GET", "/v1/health", raw_headers=b"".join(b"X-H%03d: %s\r\n" % (i, b"v" * 40) for i in range(300))), 200, J),
+        ("16 KB of headers in 400 lines: answered", lambda: req("GET", "/v1/health", raw_headers=b"".join(b"X-H%03d: %s\r\n" % (i, b"v" * 30) for i in range(400))), 200, J),
+        ("a 40 KB header: JSON 431", lambda: req("GET", "/v1/health", {"X-Big": "a" * 40000}), 431, J),
         ("two different Content-Length", lambda: req("POST", "/v1/tune", {"Authorization": "Bearer " + tok, "Content-Type": "application/json"}, raw_headers=b"Content-Length: 2\r\nContent-Length: 5\r\n", body=b""), 400, J),
         ("Content-Length with Transfer-Encoding: chunked", rawreq(("POST /v1/tune HTTP/1.1\r\n" "Host: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n" "Content-Length: %d\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" % (host, tok, len(tune_ok))).encode() + ("%x\r\n%s\r\n0\r\n\r\n" % (len(tune_ok), tune_ok)).encode()), 400, J),
         ("Host : evil.com (white space before the colon)", lambda: req("GET", "/v1/health", raw_headers=b"Host : evil.com\r\n"), 400, J),
