@@ -582,6 +582,8 @@ static int tune_over_budget(req *r, const attn_device_info *dev, int force,
     for (int i = 0; i < r->nshapes; i++) {
         admit_cost c;
         char key[ATTN_SHAPE_KEY_MAX], why[96];
+        /* not a lookup: it may wait for the device's listing of the shape */
+        index_listing_make(r->d->ix, dev->id, &r->shapes[i]);
         if (admit_estimate(r->d->ix, dev, &r->shapes[i], r->d->cfg.tune_budget_ms, &c) != 0 ||
             admit_fits(&c, budget))
             continue;

@@ -130,6 +130,11 @@ void answer_no_tactic_text(const index_answer *ans, variant_set vs, char *buf, s
                  "tactic that qualifies", vs != 0 ? " of variants=" : "", vs != 0 ? want : "",
                  ans->key, ans->device_id, ans->nexcluded, ans->nexcluded > 1 ? "s" : "",
                  ans->nexcluded > 1 ? "" : "s");
+    else if (ans->listed == 0 && ans->listing_pending)
+        snprintf(buf, len,
+                 "no tactic of variants=%s for %s on %s: nothing measured qualifies and the "
+                 "device's tactics for the shape are being listed (ask again shortly)",
+                 want, ans->key, ans->device_id);
     else if (ans->listed == 0)
         snprintf(buf, len,
                  "no tactic of variants=%s for %s on %s: nothing measured qualifies and this "

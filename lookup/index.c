@@ -12,6 +12,7 @@
 #include "../common/grow.h"
 #include "../common/hash.h"
 #include "../db/device_model.h"
+#include "index_listing.h"
 
 typedef struct ix_shape {
     attn_shape shape;
@@ -48,16 +49,24 @@ typedef struct ix_device {
     uint64_t gen;         /* writes so far: a build of an older gen stays dirty */
 } ix_device;
 
+/* Lock order: ix->lock, then model_mu or build_mu; the listing cache's
+ * lock (index_listing.h) is a leaf, taken under any of them or none. No
+ * backend is called while ix->lock is held (listing(), list_after): the
+ * builder lists holding no lock, a request thread after it dropped it. */
 struct index_state {
     pthread_rwlock_t lock;
     pthread_mutex_t model_mu;   /* builds of ix_device.model */
-    /* the model builder (index_models_start): a thread that rebuilds the
-     * dirty models off the request path */
+    /* the builder (index_models_start): a thread that rebuilds the dirty
+     * models and makes the queued listings off the request path */
     int builder_on;             /* set once, before the thread starts */
     pthread_t builder;
-    pthread_mutex_t build_mu;   /* build_wanted, build_stop; taken after ix->lock */
+    pthread_mutex_t build_mu;   /* build_wanted, build_stop, lists_queued;
+                                   taken after ix->lock */
     pthread_cond_t build_cv;
     int build_wanted, build_stop;
+    int lists_queued;           /* listings queued for the builder, not yet made */
+    pthread_cond_t lists_cv;    /* lists_queued fell to 0 */
+    index_listing *listings;    /* every backend listing made, bounded */
     select_policy policy;
     int host_specs;             /* index_set_host_specs: "cpu" and ordinals
                                    name fleet devices too */
@@ -88,9 +97,15 @@ index_state *index_new(const select_policy *p)
         free(ix);
         return NULL;
     }
+    if ((ix->listings = index_listing_new(0, 0)) == NULL) {
+        pthread_rwlock_destroy(&ix->lock);
+        free(ix);
+        return NULL;
+    }
     pthread_mutex_init(&ix->model_mu, NULL);
     pthread_mutex_init(&ix->build_mu, NULL);
     pthread_cond_init(&ix->build_cv, NULL);
+    pthread_cond_init(&ix->lists_cv, NULL);
     if (p != NULL)
         ix->policy = *p;
     else
@@ -123,9 +138,11 @@ void index_free(index_state *ix)
     }
     free(ix->devs);
     free(ix->pins);
+    index_listing_free(ix->listings);
     pthread_mutex_destroy(&ix->model_mu);
     pthread_mutex_destroy(&ix->build_mu);
     pthread_cond_destroy(&ix->build_cv);
+    pthread_cond_destroy(&ix->lists_cv);
     pthread_rwlock_destroy(&ix->lock);
     free(ix);
 }
@@ -599,15 +616,29 @@ static int shape_winner(const ix_shape *sh, const ix_device *d, const select_pol
 
 /* ---- answers for shapes the device has not measured */
 
-/* Tactics a backend lists for one shape, per request thread. */
+/* Tactics a backend lists for one shape, per thread. */
 #define INDEX_LIST_MAX 2048
 static _Thread_local attn_tactic list_buf[INDEX_LIST_MAX];
 
-/* List the tactics of s for d into list_buf through the registry's backend
- * of d's kind (kernels/attn.h attn_backend): a local device's own; for a
- * fleet device, a local device of the same kind and compute capability,
- * or for a CPU the CPU backend's one device. Returns the count, 0 when no backend of this
- * host can list for d (read lock held). */
+/* The listing listing() found missing from the cache, per thread. The
+ * public call that holds the read lock makes it or queues it once it has
+ * dropped the lock (list_after): no backend is called under ix->lock. */
+typedef struct list_want {
+    int set;
+    int cheap;            /* the backend's attn_ops.list_cheap */
+    int builder;          /* ix->builder_on, read under the lock */
+    index_listing_req req;
+} list_want;
+static _Thread_local list_want want;
+
+/* The tactics of s for d into list_buf, from the index's listing cache
+ * (lookup/index_listing.h) of the registry's backend of d's kind
+ * (kernels/attn.h attn_backend) as it lists for a local device's own
+ * index; for a fleet device, a local device of the same kind and compute
+ * capability, or for a CPU the CPU backend's one device. Returns the
+ * count; 0 when no backend of this host can list for d, or when the
+ * listing is not cached (then `want` names it). Read lock held; never
+ * calls the backend. */
 static int listing(const index_state *ix, const ix_device *d, const attn_shape *s)
 {
     const attn_ops *ops = attn_backend(d->info.kind);
@@ -623,9 +654,87 @@ static int listing(const index_state *ix, const ix_device *d, const attn_shape *
     int cpu = strcmp(d->info.kind, "cpu") == 0;
     if (ops == NULL || (by == NULL && !cpu))
         return 0;
-    int n = ops->tactics(by != NULL ? attn_backend_index(&by->info) : 0, s, list_buf,
-                         INDEX_LIST_MAX);
-    return n < 0 ? 0 : (n > INDEX_LIST_MAX ? INDEX_LIST_MAX : n);
+    int index = by != NULL ? attn_backend_index(&by->info) : 0;
+    char key[ATTN_SHAPE_KEY_MAX];
+    attn_shape_key(s, key, sizeof key);
+    int n = index_listing_get(ix->listings, d->info.kind, index, key, list_buf, INDEX_LIST_MAX);
+    if (n >= 0)
+        return n > INDEX_LIST_MAX ? INDEX_LIST_MAX : n;
+    want.set = 1;
+    want.cheap = ops->list_cheap;
+    want.builder = ix->builder_on;
+    snprintf(want.req.kind, sizeof want.req.kind, "%s", d->info.kind);
+    want.req.index = index;
+    want.req.shape = *s;
+    return 0;
+}
+
+/* Make r's listing and cache it (no lock of the index held: the backend
+ * may take long). A backend's error is not cached: the next miss lists
+ * again. */
+static void list_now(index_state *ix, const index_listing_req *r)
+{
+    const attn_ops *ops = attn_backend(r->kind);
+    int n = ops != NULL ? ops->tactics(r->index, &r->shape, list_buf, INDEX_LIST_MAX) : -1;
+    if (n < 0)
+        return;
+    char key[ATTN_SHAPE_KEY_MAX];
+    attn_shape_key(&r->shape, key, sizeof key);
+    index_listing_put(ix->listings, r->kind, r->index, key, list_buf,
+                      n > INDEX_LIST_MAX ? INDEX_LIST_MAX : n);
+}
+
+/* Hand r to the builder thread (index_listing_want). */
+static void list_queue(index_state *ix, const index_listing_req *r)
+{
+    if (index_listing_want(ix->listings, r) != 1)
+        return; /* cached, queued or being made already; or the queue is full */
+    pthread_mutex_lock(&ix->build_mu);
+    ix->lists_queued++;
+    pthread_cond_signal(&ix->build_cv);
+    pthread_mutex_unlock(&ix->build_mu);
+}
+
+enum { LISTED_NONE, LISTED_AGAIN, LISTED_QUEUED };
+
+/* After a public call dropped the read lock: the listing its pass found
+ * missing (want), if any. A backend that lists cheaply, or any backend
+ * when the caller may wait (may_wait: off the lookup path) or no builder
+ * runs (an in-process lookup: as its models, it lists itself), is listed
+ * here and the caller makes its pass again (LISTED_AGAIN, first pass
+ * only: a listing evicted meanwhile is not made twice); otherwise it goes
+ * to the builder (LISTED_QUEUED) and the pass's answer stands, made as
+ * for a device nothing lists for. LISTED_NONE: nothing was missing. */
+static int list_after(index_state *ix, int may_wait, int first)
+{
+    if (!want.set)
+        return LISTED_NONE;
+    list_want w = want;
+    want.set = 0;
+    if (!w.cheap && !may_wait && w.builder) {
+        list_queue(ix, &w.req);
+        return LISTED_QUEUED;
+    }
+    if (!first)
+        return LISTED_NONE;
+    list_now(ix, &w.req);
+    return LISTED_AGAIN;
+}
+
+/* The builder's share of listings: make the oldest queued one (no lock of
+ * the index held). 1 when one was made, 0 when none is queued. */
+static int list_one(index_state *ix)
+{
+    index_listing_req r;
+    if (!index_listing_next(ix->listings, &r))
+        return 0;
+    list_now(ix, &r);
+    index_listing_done(ix->listings);
+    pthread_mutex_lock(&ix->build_mu);
+    if (--ix->lists_queued == 0)
+        pthread_cond_broadcast(&ix->lists_cv);
+    pthread_mutex_unlock(&ix->build_mu);
+    return 1;
 }
 
 /* A model over d's rows of the current power mode, noisy ones left out
@@ -711,18 +820,34 @@ static void *builder_main(void *arg)
     index_state *ix = arg;
     for (;;) {
         pthread_mutex_lock(&ix->build_mu);
-        while (!ix->build_wanted && !ix->build_stop)
+        while (!ix->build_wanted && ix->lists_queued == 0 && !ix->build_stop)
             pthread_cond_wait(&ix->build_cv, &ix->build_mu);
-        int stop = ix->build_stop;
+        int stop = ix->build_stop, models = ix->build_wanted;
         ix->build_wanted = 0;
         pthread_mutex_unlock(&ix->build_mu);
         if (stop)
             return NULL;
+        while (list_one(ix)) /* a lookup waits for these: no settle time */
+            ;
+        if (!models)
+            continue;
         struct timespec settle = {0, INDEX_BUILD_SETTLE_MS * 1000000L};
         do /* rows still coming in: rebuild at most once a settle time */
             nanosleep(&settle, NULL);
         while (build_one(ix));
     }
+}
+
+int index_listings_wait(index_state *ix)
+{
+    pthread_rwlock_rdlock(&ix->lock);
+    int on = ix->builder_on;
+    pthread_rwlock_unlock(&ix->lock);
+    pthread_mutex_lock(&ix->build_mu);
+    while (on && ix->lists_queued > 0)
+        pthread_cond_wait(&ix->lists_cv, &ix->build_mu);
+    pthread_mutex_unlock(&ix->build_mu);
+    return on ? 0 : ATTUNE_EINVAL;
 }
 
 int index_models_start(index_state *ix)
@@ -1005,8 +1130,9 @@ static int answer_from(index_state *ix, ix_device *d, const attn_shape *s, const
     return default_answer(d, s, nlist, nall, vs, pm, out);
 }
 
-int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
-                    double max_rel_err, variant_set vs, index_answer *out)
+/* One pass of index_lookup_in (list_after says whether to make another). */
+static int lookup_once(index_state *ix, const char *device, const attn_shape *s,
+                       double max_rel_err, variant_set vs, index_answer *out)
 {
     memset(out, 0, sizeof *out);
     /* the shape key, built once: the hash probe, the answer, tune on miss */
@@ -1031,6 +1157,19 @@ int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
     return rc;
 }
 
+int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
+                    double max_rel_err, variant_set vs, index_answer *out)
+{
+    int rc, got, first = 1;
+    do {
+        rc = lookup_once(ix, device, s, max_rel_err, vs, out);
+        got = list_after(ix, 0, first);
+        first = 0;
+    } while (got == LISTED_AGAIN);
+    out->listing_pending = got == LISTED_QUEUED;
+    return rc;
+}
+
 /* A row that can compete under a query's own bound (select.h's usable()
  * with the bound overridden): ok or inaccurate, not noisy, timed. */
 static int competes(const store_measurement *m)
@@ -1042,9 +1181,9 @@ static int competes(const store_measurement *m)
 /* Contract in index.h. The rows are copied with rel_err replaced by the
  * error asked for (src_err), so that pick_winner's rule (bounds, the
  * incumbent, stacks, power modes, completeness, pins) applies unchanged. */
-int index_lookup_measured(index_state *ix, const char *device, const attn_shape *s,
-                          double max_err, int src_err, variant_set vs, index_answer *out,
-                          index_measured_info *info)
+static int measured_once(index_state *ix, const char *device, const attn_shape *s,
+                         double max_err, int src_err, variant_set vs, index_answer *out,
+                         index_measured_info *info)
 {
     memset(out, 0, sizeof *out);
     memset(info, 0, sizeof *info);
@@ -1112,18 +1251,46 @@ int index_lookup_measured(index_state *ix, const char *device, const attn_shape 
     return rc;
 }
 
+int index_lookup_measured(index_state *ix, const char *device, const attn_shape *s,
+                          double max_err, int src_err, variant_set vs, index_answer *out,
+                          index_measured_info *info)
+{
+    int rc, got, first = 1;
+    do { /* a force pin's check lists */
+        rc = measured_once(ix, device, s, max_err, src_err, vs, out, info);
+        got = list_after(ix, 0, first);
+        first = 0;
+    } while (got == LISTED_AGAIN);
+    out->listing_pending = got == LISTED_QUEUED;
+    return rc;
+}
+
 int index_tactic_listed(index_state *ix, const char *device_id, const attn_shape *s,
                         const char *tactic)
 {
+    int rc, first = 1;
+    do { /* off the lookup path (a pin's write): waits for the listing */
+        pthread_rwlock_rdlock(&ix->lock);
+        ix_device *d = find_device(ix, device_id);
+        rc = ATTUNE_ENODEV;
+        if (d != NULL) {
+            int nall = listing(ix, d, s);
+            rc = nall == 0 ? ATTUNE_ENOTFOUND : tactic_runs(d, -1, tactic, nall);
+        }
+        pthread_rwlock_unlock(&ix->lock);
+    } while (list_after(ix, 1, first--) == LISTED_AGAIN);
+    return rc;
+}
+
+int index_listing_make(index_state *ix, const char *device_id, const attn_shape *s)
+{
     pthread_rwlock_rdlock(&ix->lock);
     ix_device *d = find_device(ix, device_id);
-    int rc = ATTUNE_ENODEV;
-    if (d != NULL) {
-        int nall = listing(ix, d, s);
-        rc = nall == 0 ? ATTUNE_ENOTFOUND : tactic_runs(d, -1, tactic, nall);
-    }
+    if (d != NULL)
+        listing(ix, d, s);
     pthread_rwlock_unlock(&ix->lock);
-    return rc;
+    list_after(ix, 1, 1);
+    return d != NULL ? 0 : ATTUNE_ENODEV;
 }
 
 int index_pins_set(index_state *ix, pin *pins, int n)
@@ -1155,8 +1322,9 @@ int index_pins(index_state *ix, pin **out, int *n)
     return rc;
 }
 
-int index_predict_top(index_state *ix, const char *device_id, const attn_shape *s, int k,
-                      attn_tactic *out)
+/* One pass of index_predict_top. */
+static int predict_top_once(index_state *ix, const char *device_id, const attn_shape *s, int k,
+                            attn_tactic *out)
 {
     int n = 0;
     pthread_rwlock_rdlock(&ix->lock);
@@ -1183,8 +1351,19 @@ int index_predict_top(index_state *ix, const char *device_id, const attn_shape *
     return n;
 }
 
-int index_predict_times(index_state *ix, const char *device_id, const attn_shape *s,
-                        double *us, int max, int sample)
+int index_predict_top(index_state *ix, const char *device_id, const attn_shape *s, int k,
+                      attn_tactic *out)
+{
+    int n, first = 1;
+    do /* the jobs thread's: waits for the listing */
+        n = predict_top_once(ix, device_id, s, k, out);
+    while (list_after(ix, 1, first--) == LISTED_AGAIN);
+    return n;
+}
+
+/* One pass of index_predict_times. */
+static int predict_times_once(index_state *ix, const char *device_id, const attn_shape *s,
+                              double *us, int max, int sample)
 {
     pthread_rwlock_rdlock(&ix->lock);
     ix_device *d = find_device(ix, device_id);
@@ -1206,6 +1385,18 @@ int index_predict_times(index_state *ix, const char *device_id, const attn_shape
     }
     pthread_rwlock_unlock(&ix->lock);
     return n;
+}
+
+int index_predict_times(index_state *ix, const char *device_id, const attn_shape *s,
+                        double *us, int max, int sample)
+{
+    int n, got, first = 1;
+    do { /* on the lookup path (tune on miss's admission): never waits */
+        n = predict_times_once(ix, device_id, s, us, max, sample);
+        got = list_after(ix, 0, first);
+        first = 0;
+    } while (got == LISTED_AGAIN);
+    return got == LISTED_QUEUED && n >= 0 ? ATTUNE_EBUSY : n;
 }
 
 int index_results(index_state *ix, const char *device_id, const attn_shape *s,

@@ -78,16 +78,37 @@ typedef struct index_state index_state;
 index_state *index_new(const select_policy *p);
 void index_free(index_state *ix);
 
-/* Build the prediction models off the request path from now on (attuned):
- * every device's model now, before this returns; afterwards a thread
- * rebuilds a device's model when its rows change (a burst of rows is one
- * rebuild) and swaps it in, while lookups answer from the previous one (a
- * device with no model yet answers as one with no prediction: default)
- * and never build or wait on one. Without it (the clients' in-process
- * lookups), the first lookup that needs a model builds it. 0 or
+/* Build the prediction models and the slow listings off the request path
+ * from now on (attuned): every device's model now, before this returns;
+ * afterwards a thread (the builder) rebuilds a device's model when its
+ * rows change (a burst of rows is one rebuild) and swaps it in, while
+ * lookups answer from the previous one (a device with no model yet
+ * answers as one with no prediction: default) and never build or wait on
+ * one. The same thread makes the listings lookups found missing from the
+ * index's listing cache (lookup/index_listing.h) for a backend whose
+ * listing may block (attn_ops.list_cheap == 0: the CUDA backend's waits
+ * on cuDNN's heuristics): such a lookup answers as for a device nothing
+ * lists for (the model among the families the device measured, else the
+ * default; index_answer.listing_pending) and the next one after the
+ * builder made it answers from it. A cheap backend's listing (the CPU's)
+ * is made by the lookup itself, after it dropped the index's lock, which
+ * then answers again. Without the builder (the clients' in-process
+ * lookups), the first lookup that needs a model builds it, and one that
+ * needs a listing makes it (outside the lock, then answers again). 0 or
  * ATTUNE_ENOMEM (the thread did not start: lookups build, as without).
  * index_free stops the thread. */
 int index_models_start(index_state *ix);
+
+/* Wait until the builder made every listing queued so far (tests). 0, or
+ * ATTUNE_EINVAL when no builder runs (nothing is ever queued then). */
+int index_listings_wait(index_state *ix);
+
+/* Make the listing of s for device_id now if the cache lacks it, waiting
+ * on the backend (no lock of the index held meanwhile): for callers off
+ * the lookup path that need a listing at once (an explicit tune's
+ * admission). 0 (also when nothing lists for the device, or the backend
+ * failed: nothing cached then) or ATTUNE_ENODEV. */
+int index_listing_make(index_state *ix, const char *device_id, const attn_shape *s);
 
 /* Add a device, or refresh its identity and current stack (winners are
  * recomputed against the new stack). local: a device of this host. */
@@ -145,7 +166,8 @@ int index_pins(index_state *ix, pin **out, int *n);
 /* Whether device_id's backend lists tactic (canonical text) for shape s:
  * 1 or 0; ATTUNE_ENOTFOUND when nothing on this host lists for the device
  * (a GPU of another host), ATTUNE_ENODEV. What a force pin is checked
- * against when it is written for one shape and one device. */
+ * against when it is written for one shape and one device: off the lookup
+ * path, it waits for a listing the cache lacks. */
 int index_tactic_listed(index_state *ix, const char *device_id, const attn_shape *s,
                         const char *tactic);
 
@@ -182,6 +204,9 @@ typedef struct index_answer {
     variant_set listed;              /* the variants the backend lists for the
                                         shape, when the answer needed its
                                         listing (predicted, default); 0 else */
+    int listing_pending;             /* the answer needed a listing the builder
+                                        is making: answered as for a device
+                                        nothing lists for (index_models_start) */
     int nexcluded;                   /* exclusion pins applying to the lookup */
     pin pinned;                      /* pinned: the force that answered */
 } index_answer;
@@ -238,7 +263,8 @@ int index_lookup_measured(index_state *ix, const char *device, const attn_shape 
 /* The k tactics the prediction model ranks best for shape s on device_id
  * (among the backend's listing) into out[0..k); returns how many (0 when
  * the device has no model or no listing), or ATTUNE_ENODEV. Tune on miss
- * times these first. */
+ * times these first (on the jobs thread: waits for a listing the cache
+ * lacks). */
 int index_predict_top(index_state *ix, const char *device_id, const attn_shape *s, int k,
                       attn_tactic *out);
 
@@ -247,8 +273,11 @@ int index_predict_top(index_state *ix, const char *device_id, const attn_shape *
  * evidence for it), into us[0..max): the cost of a whole tune (issue 29,
  * daemon/admit.h). sample > 0 predicts about that many, evenly spread
  * over the listing, and writes -1 for the others (a GPU lists hundreds:
- * an explicit grid of 4096 shapes is priced on the HTTP thread). Returns
- * how many were written (0: nothing lists) or ATTUNE_ENODEV. */
+ * an explicit grid of 4096 shapes is priced on the HTTP thread). On the
+ * lookup path (tune on miss's admission) it never waits for a listing:
+ * ATTUNE_EBUSY while the builder makes it (index_listing_make first, to
+ * wait). Returns how many were written (0: nothing lists), ATTUNE_EBUSY
+ * or ATTUNE_ENODEV. */
 int index_predict_times(index_state *ix, const char *device_id, const attn_shape *s,
                         double *us, int max, int sample);
 

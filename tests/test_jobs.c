@@ -12,6 +12,7 @@
 
 #include "daemon/jobs.h"
 #include "daemon/log.h"
+#include "fake_backend.h"
 #include "test.h"
 
 static const attn_shape S1 = {1, 2, 1, 8, 16, 16, ATTN_F32, 0};
@@ -461,6 +462,64 @@ static void miss_job_should_be_cancellable(store *st)
     jobs_free(j);
 }
 
+/* ---- tune on miss while the index lists a slow backend's tactics */
+
+/* The CPU's listing, made only once the gate opens (cuDNN's first
+ * heuristics call, as far as the index can tell). */
+static int slow_tactics(int index, const attn_shape *s, attn_tactic *out, int max)
+{
+    (void)index;
+    fake_gate_pass();
+    return cpu.ops->tactics(cpu.index, s, out, max);
+}
+
+static const attn_ops slow_ops = {.name = "slow", .device_count = fake_backend_count,
+                                  .device_info = fake_backend_info, .tactics = slow_tactics,
+                                  .list_cheap = 0};
+
+/* A miss whose listing the index's builder is still making cannot be
+ * priced: deferred, not refused (no refusal counted), and admitted by a
+ * lookup after the listing. The jobs are never started: nothing runs on
+ * the fake device. */
+static void miss_should_be_deferred_while_the_listing_is_made(store *st)
+{
+    (void)st;
+    static const attn_shape D = {1, 2, 1, 20, 40, 16, ATTN_F32, 0};
+    CHECK_EQ_INT(attn_backend_register(&slow_ops), 0);
+    attn_device slow = cpu;
+    slow.ops = &slow_ops;
+    slow.index = 0;
+    slow.info.index = 0;
+    snprintf(slow.info.kind, sizeof slow.info.kind, "slow");
+    snprintf(slow.info.id, sizeof slow.info.id, "SLOW-0");
+    index_state *ix = index_new(NULL);
+    CHECK_EQ_INT(index_device_put(ix, &slow.info, &slow.stack, 1), 0);
+    CHECK_EQ_INT(index_models_start(ix), 0);
+    jobs_config cfg = {.db_path = db_path, .devices = &slow, .ndevices = 1, .ix = ix,
+                       .budget_ms = 2, .max_queued = 8};
+    jobs *j = NULL;
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    fake_gate_set(0);
+    char why[128] = "";
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(jobs_miss(j, "SLOW-0", &D, "d", why, sizeof why), JOBS_MISS_REFUSED);
+        CHECK_MSG(strncmp(why, "deferred:", 9) == 0, "why: %s", why);
+    }
+    metrics_queue q;
+    CHECK_EQ_INT(jobs_queue_depths(j, &q, 1), 1);
+    CHECK_EQ_INT(q.refused_budget, 0);
+    CHECK_EQ_INT(q.misses, 0);
+    fake_gate_set(1);
+    CHECK_EQ_INT(index_listings_wait(ix), 0);
+    why[0] = 0;
+    CHECK_EQ_INT(jobs_miss(j, "SLOW-0", &D, "d", why, sizeof why), JOBS_MISS_QUEUED);
+    CHECK_EQ_INT(jobs_queue_depths(j, &q, 1), 1);
+    CHECK_EQ_INT(q.misses, 1);
+    jobs_free(j);
+    index_free(ix);
+    attn_backend_reset();
+}
+
 int main(void)
 {
     char dir[300], err[ATTUNE_ERRLEN];
@@ -486,6 +545,7 @@ int main(void)
     RUN_ARG(miss_should_give_way_to_a_newer_miss, st);
     RUN_ARG(miss_should_be_a_job_marked_only_by_its_full_pass, st);
     RUN_ARG(miss_job_should_be_cancellable, st);
+    RUN_ARG(miss_should_be_deferred_while_the_listing_is_made, st);
     index_free(H.ix);
     store_close(st);
     return test_summary();
