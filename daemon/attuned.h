@@ -96,6 +96,7 @@ typedef struct attuned {
     struct fleet_sync *fleet;   /* NULL: no --fleet */
     struct MHD_Daemon *mhd;
     struct conn_guard *guard;   /* request deadlines (conn.h) */
+    struct answer_cache *answers; /* kept /v1/tactic answers (tactic_cache.h) */
     int bound_port;
     atomic_int stopping;
     atomic_llong body_bytes;    /* request body bytes buffered now */

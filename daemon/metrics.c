@@ -301,6 +301,12 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
 
     render_http(f);
     render_lookups(f);
+    fprintf(f, "# HELP attune_lookups_kept_total Lookups answered from the kept answers "
+               "(the same query, the index unchanged since), and asked there first but "
+               "answered by a lookup.\n# TYPE attune_lookups_kept_total counter\n"
+               "attune_lookups_kept_total{result=\"hit\"} %lld\n"
+               "attune_lookups_kept_total{result=\"miss\"} %lld\n",
+            (long long)snap->answers_kept_hits, (long long)snap->answers_kept_misses);
     render_state(f, snap);
     fleet_sync_metrics(f);
 

@@ -60,6 +60,9 @@ typedef struct metrics_snapshot {
     int64_t index_measurements;
     metrics_queue queues[METRICS_MAX_DEVICES]; /* local devices, all present */
     int nqueues;
+    /* GET /v1/tactic answered from the kept answers (daemon/tactic_cache.h),
+     * and asked there but answered the long way */
+    int64_t answers_kept_hits, answers_kept_misses;
 } metrics_snapshot;
 
 /* Render all metrics as text; *out malloc'd (caller frees), *len its

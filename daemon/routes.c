@@ -18,6 +18,7 @@
 #endif
 
 #include "../common/dtype_device.h"
+#include "../common/answer_cache.h"
 #include "../common/json_num.h"
 #include "../common/shape_json.h"
 #include "../lookup/answer_json.h"
@@ -32,6 +33,7 @@
 #include "metrics.h"
 #include "page.h"
 #include "pins_route.h"
+#include "tactic_cache.h"
 
 typedef enum MHD_Result (*handler_fn)(req *r, const char *url, const http_args *a);
 
@@ -196,6 +198,8 @@ static enum MHD_Result h_metrics(req *r, const char *url, const http_args *a)
     jobs_counts(r->d->jobs, snap.jobs);
     snap.nqueues = jobs_queue_depths(r->d->jobs, snap.queues, METRICS_MAX_DEVICES);
     index_stats(r->d->ix, &snap.devices_local, &snap.devices_fleet, &snap.index_measurements);
+    if (r->d->answers != NULL)
+        answer_cache_counts(r->d->answers, &snap.answers_kept_hits, &snap.answers_kept_misses);
     char *text = NULL;
     size_t len = 0;
     if (metrics_render(&snap, &text, &len) != 0)
@@ -284,6 +288,9 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
     attn_shape s;
     double mre;
     variant_set vs;
+    /* read before the lookup: an answer kept for it is dropped by any
+     * change the lookup might not have seen (tactic_cache.h) */
+    uint64_t gen = index_generation(r->d->ix);
     const char *spec = http_arg(a, "device");
     if (spec == NULL)
         return http_fail(r, ATTUNE_EINVAL, "missing parameter 'device'");
@@ -310,9 +317,9 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
     /* tune on miss: a shape whose tune on this (local) device is not
      * complete is queued (a partial one resumes), if admitted */
     char why[128] = "";
-    int tuning = ans.source != INDEX_MEASURED && !ans.complete && ans.local
-                     ? jobs_miss(r->d->jobs, ans.device_id, &s, ans.key, why, sizeof why)
-                     : JOBS_MISS_NONE;
+    int asks_miss = ans.source != INDEX_MEASURED && !ans.complete && ans.local;
+    int tuning = asks_miss ? jobs_miss(r->d->jobs, ans.device_id, &s, ans.key, why, sizeof why)
+                           : JOBS_MISS_NONE;
     if ((ans.source == INDEX_MEASURED || ans.complete) && ans.local)
         jobs_asked(r->d->jobs, ans.device_id, ans.key); /* retention of miss-tuned shapes */
     size_t len = 0;
@@ -324,7 +331,8 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
                              &len);
     if (text == NULL)
         return http_fail(r, ATTUNE_ENOMEM, "out of memory");
-    enum MHD_Result ret = http_send(r, 200, "application/json", text, len, NULL, NULL);
+    /* kept unless tune on miss was asked: its state is asked anew each time */
+    enum MHD_Result ret = tactic_cache_send(r, gen, &ans, !asks_miss, text, len);
     metrics_lookup((int)ans.source, ans.stale, req_elapsed(r));
     return ret;
 }
@@ -879,8 +887,12 @@ static enum MHD_Result run_handler(req *r, const route *rt, const char *url)
 {
     char err[ATTUNE_ERRLEN];
     http_args a;
+    enum MHD_Result ret;
     if (rt->args == NULL)
         return rt->fn(r, url, NULL);
+    /* the same bytes as a question answered before, nothing changed since */
+    if (rt->fn == h_tactic && tactic_cache_answer(r, &ret))
+        return ret;
     if (http_args_get(r->conn, rt->args, &a, err, sizeof err) != 0)
         return http_fail(r, ATTUNE_EINVAL, "%s", err);
     return rt->fn(r, url, &a);

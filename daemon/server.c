@@ -11,6 +11,7 @@
 #include "conn.h"
 #include "log.h"
 #include "routes.h"
+#include "tactic_cache.h"
 
 /* MHD's own diagnostics (malformed requests it rejects itself, socket
  * errors) become log events. */
@@ -77,6 +78,11 @@ int server_start(attuned *d, char *err, size_t errlen)
                                 d->cfg.timeout_s);
     if (d->guard == NULL)
         return attune_fail(err, errlen, ATTUNE_ENOMEM, "cannot start the connection watchdog");
+    if (tactic_cache_start(d) != 0) {
+        conn_guard_stop(d->guard);
+        d->guard = NULL;
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    }
     const char *mode = "epoll";
     d->mhd = NULL;
     if (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES)
@@ -86,6 +92,7 @@ int server_start(attuned *d, char *err, size_t errlen)
         d->mhd = start_with(d, MHD_USE_POLL, sa);
     }
     if (d->mhd == NULL) {
+        tactic_cache_stop(d);
         conn_guard_stop(d->guard);
         d->guard = NULL;
         return attune_fail(err, errlen, ATTUNE_EIO,
@@ -119,6 +126,7 @@ void server_stop(attuned *d)
     }
     conn_guard_stop(d->guard); /* after MHD: every connection is closed */
     d->guard = NULL;
+    tactic_cache_stop(d); /* after MHD: no request thread uses it */
     if (quiesced != MHD_INVALID_SOCKET) {
         close(quiesced);
         quiesced = MHD_INVALID_SOCKET;

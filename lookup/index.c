@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,8 @@ typedef struct ix_device {
  * builder lists holding no lock, a request thread after it dropped it. */
 struct index_state {
     pthread_rwlock_t lock;
+    atomic_ullong generation;   /* index_generation: bumped by write_lock and
+                                   by every listing made */
     pthread_mutex_t model_mu;   /* builds of ix_device.model */
     /* the builder (index_models_start): a thread that rebuilds the dirty
      * models and makes the queued listings off the request path */
@@ -86,6 +89,20 @@ const char *index_source_name(index_source s)
     case INDEX_PINNED: return "pinned";
     default: return "default";
     }
+}
+
+/* The write lock, and a new generation (index_generation): bumped on
+ * taking it, so a lookup that read the older one before its read lock
+ * either saw none of this write or is tagged older than it. */
+static void write_lock(index_state *ix)
+{
+    pthread_rwlock_wrlock(&ix->lock);
+    atomic_fetch_add_explicit(&ix->generation, 1, memory_order_acq_rel);
+}
+
+uint64_t index_generation(index_state *ix)
+{
+    return atomic_load_explicit(&ix->generation, memory_order_acquire);
 }
 
 index_state *index_new(const select_policy *p)
@@ -303,7 +320,7 @@ int index_device_put(index_state *ix, const attn_device_info *info, const attn_s
                      int local)
 {
     int rc = 0;
-    pthread_rwlock_wrlock(&ix->lock);
+    write_lock(ix);
     ix_device *d = find_device(ix, info->id);
     if (d == NULL) {
         if ((rc = grow_array(&ix->devs, &ix->cap, ix->ndevs, sizeof *ix->devs)) != 0)
@@ -411,7 +428,7 @@ int index_row_put(index_state *ix, const store_measurement *row)
     attn_shape_key(&row->shape, fresh.key, sizeof fresh.key);
     fresh.hash = key_hash(fresh.key);
 
-    pthread_rwlock_wrlock(&ix->lock);
+    write_lock(ix);
     ix_device *d = find_device(ix, row->device_id);
     if (d == NULL) {
         rc = ATTUNE_ENODEV;
@@ -490,7 +507,7 @@ int index_device_load(index_state *ix, const char *device_id, store_measurement 
     if ((rc = build_slots(shapes, nshapes, &slots, &nslots)) != 0)
         goto fail;
 
-    pthread_rwlock_wrlock(&ix->lock);
+    write_lock(ix);
     ix_device *d = find_device(ix, device_id);
     if (d == NULL) {
         pthread_rwlock_unlock(&ix->lock);
@@ -682,6 +699,8 @@ static void list_now(index_state *ix, const index_listing_req *r)
     attn_shape_key(&r->shape, key, sizeof key);
     index_listing_put(ix->listings, r->kind, r->index, key, list_buf,
                       n > INDEX_LIST_MAX ? INDEX_LIST_MAX : n);
+    /* a lookup that found it missing answered otherwise (or evicted one) */
+    atomic_fetch_add_explicit(&ix->generation, 1, memory_order_acq_rel);
 }
 
 /* Hand r to the builder thread (index_listing_want). */
@@ -795,7 +814,7 @@ static int build_one(index_state *ix)
     if (!found)
         return 0;
     predict_model *old = NULL;
-    pthread_rwlock_wrlock(&ix->lock);
+    write_lock(ix);
     ix_device *d = find_device(ix, id);
     if (d != NULL && pm != NULL) {
         old = d->model;
@@ -852,13 +871,13 @@ int index_listings_wait(index_state *ix)
 
 int index_models_start(index_state *ix)
 {
-    pthread_rwlock_wrlock(&ix->lock);
+    write_lock(ix);
     for (int i = 0; i < ix->ndevs; i++)
         ix->devs[i].model_dirty = 1;
     pthread_rwlock_unlock(&ix->lock);
     while (build_one(ix)) /* every model at load, before a lookup comes */
         ;
-    pthread_rwlock_wrlock(&ix->lock);
+    write_lock(ix);
     ix->builder_on = 1; /* from here writes mark models dirty */
     int dirty = 0;
     for (int i = 0; i < ix->ndevs; i++)
@@ -868,7 +887,7 @@ int index_models_start(index_state *ix)
     ix->build_wanted |= dirty;
     pthread_mutex_unlock(&ix->build_mu);
     if (pthread_create(&ix->builder, NULL, builder_main, ix) != 0) {
-        pthread_rwlock_wrlock(&ix->lock);
+        write_lock(ix);
         ix->builder_on = 0;
         pthread_rwlock_unlock(&ix->lock);
         return ATTUNE_ENOMEM;
@@ -1107,9 +1126,12 @@ int index_lookup(index_state *ix, const char *device, const attn_shape *s,
 }
 
 /* The sources in order for shape s (key, hash h) on d (read lock held):
- * pinned, measured, fleet, predicted, default. 0 or ATTUNE_ENOTFOUND. */
+ * pinned, measured, fleet, predicted, default. 0 or ATTUNE_ENOTFOUND; on
+ * the first pass (first), ATTUNE_EBUSY when the listing is missing and
+ * the lookup will make it itself (list_after): no answer is worth making
+ * before it. */
 static int answer_from(index_state *ix, ix_device *d, const attn_shape *s, const char *key,
-                       uint64_t h, double mre, variant_set vs, index_answer *out)
+                       uint64_t h, double mre, variant_set vs, int first, index_answer *out)
 {
     pin_match match;
     const pin_match *pm = pin_match_init(&match, ix->pins, ix->npins, &d->info, key) > 0
@@ -1124,6 +1146,8 @@ static int answer_from(index_state *ix, ix_device *d, const attn_shape *s, const
     if (d->local && fleet_answer(ix, d, key, h, mre, vs, pm, out) == 0)
         return 0;
     int nall = listing(ix, d, s);
+    if (first && want.set && (want.cheap || !want.builder))
+        return ATTUNE_EBUSY;
     int nlist = filter_listing(nall, vs, pm, &out->listed);
     if (predicted_answer(ix, d, s, nlist, nall, mre, vs, pm, out) == 0)
         return 0;
@@ -1132,7 +1156,7 @@ static int answer_from(index_state *ix, ix_device *d, const attn_shape *s, const
 
 /* One pass of index_lookup_in (list_after says whether to make another). */
 static int lookup_once(index_state *ix, const char *device, const attn_shape *s,
-                       double max_rel_err, variant_set vs, index_answer *out)
+                       double max_rel_err, variant_set vs, int first, index_answer *out)
 {
     memset(out, 0, sizeof *out);
     /* the shape key, built once: the hash probe, the answer, tune on miss */
@@ -1152,7 +1176,7 @@ static int lookup_once(index_state *ix, const char *device, const attn_shape *s,
     memcpy(out->device_id, d->info.id, sizeof out->device_id);
     out->local = d->local;
     memcpy(out->stack_id, d->stack.id, sizeof out->stack_id);
-    int rc = answer_from(ix, d, s, key, h, max_rel_err, vs, out);
+    int rc = answer_from(ix, d, s, key, h, max_rel_err, vs, first, out);
     pthread_rwlock_unlock(&ix->lock);
     return rc;
 }
@@ -1162,7 +1186,7 @@ int index_lookup_in(index_state *ix, const char *device, const attn_shape *s,
 {
     int rc, got, first = 1;
     do {
-        rc = lookup_once(ix, device, s, max_rel_err, vs, out);
+        rc = lookup_once(ix, device, s, max_rel_err, vs, first, out);
         got = list_after(ix, 0, first);
         first = 0;
     } while (got == LISTED_AGAIN);
@@ -1295,7 +1319,7 @@ int index_listing_make(index_state *ix, const char *device_id, const attn_shape 
 
 int index_pins_set(index_state *ix, pin *pins, int n)
 {
-    pthread_rwlock_wrlock(&ix->lock);
+    write_lock(ix);
     pin *old = ix->pins;
     ix->pins = n > 0 ? pins : NULL;
     ix->npins = n > 0 ? n : 0;

@@ -110,6 +110,14 @@ int index_listings_wait(index_state *ix);
  * failed: nothing cached then) or ATTUNE_ENODEV. */
 int index_listing_make(index_state *ix, const char *device_id, const attn_shape *s);
 
+/* The index's generation: it changes with every change a lookup could
+ * see (rows, devices, stacks, pins, models, listings), before the change
+ * is visible, and never goes back. An answer made by a lookup that began
+ * after reading generation G is the answer to the same question for as
+ * long as index_generation still returns G (attuned's answer cache,
+ * common/answer_cache.h). */
+uint64_t index_generation(index_state *ix);
+
 /* Add a device, or refresh its identity and current stack (winners are
  * recomputed against the new stack). local: a device of this host. */
 int index_device_put(index_state *ix, const attn_device_info *info, const attn_stack *stack,

@@ -105,6 +105,17 @@ class Daemon:
     def post(self, path, obj):
         return self.json("POST", path, obj)
 
+    def wait_job(self, job, timeout=300):
+        """GET /v1/jobs/ID until the job is done, failed or canceled: its
+        view then. RuntimeError past timeout seconds."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            st, j = self.get("/v1/jobs/%d" % job)
+            if st == 200 and j["state"] in ("done", "failed", "canceled"):
+                return j
+            time.sleep(0.1)
+        raise RuntimeError("job %d did not finish within %d s" % (job, timeout))
+
     def log_text(self):
         with open(self.log_path, errors="replace") as f:
             return f.read()

@@ -503,6 +503,62 @@ static store_measurement *generation(int g)
     return m;
 }
 
+/* index_generation (attuned's kept answers): every change a lookup could
+ * see moves it before the change shows; a lookup that only reads leaves
+ * it, so an answer kept for a generation is asked for again. */
+static void generation_should_move_with_every_change(void)
+{
+    index_state *ix = one_device("CPU-1", 1);
+    index_answer a;
+    uint64_t g = index_generation(ix), now;
+#define MOVED(what)                                                         \
+    do {                                                                    \
+        now = index_generation(ix);                                         \
+        CHECK_MSG(now > g, "%s: generation %llu -> %llu", what,             \
+                  (unsigned long long)g, (unsigned long long)now);          \
+        g = now;                                                            \
+    } while (0)
+    put(ix, row("CPU-1", "cur", A, "fused/pad=1", 30, 0, 100));
+    MOVED("a row");
+    put(ix, row("CPU-1", "cur", A, "split/acc=f32/pad=1", 20, 1, 101));
+    MOVED("a winner mark");
+    CHECK(index_lookup(ix, "CPU-1", &A, 0, &a) == 0 && a.source == INDEX_MEASURED);
+    CHECK(index_lookup(ix, "cpu", &A, 0, &a) == 0 && a.source == INDEX_MEASURED);
+    CHECK_EQ_INT(index_generation(ix), g); /* answered from what it held: no change */
+    attn_device_info info;
+    attn_stack st;
+    device(&info, &st, "CPU-1", "next");
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 1), 0);
+    MOVED("a new stack");
+    CHECK(index_lookup(ix, "CPU-1", &A, 0, &a) == 0 && a.stale);
+    device(&info, &st, "CPU-2", "cur");
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 0), 0);
+    MOVED("a new device");
+    store_measurement *m = malloc(sizeof *m);
+    *m = row("CPU-2", "cur", A, "fused/pad=1", 30, 1, 100);
+    CHECK_EQ_INT(index_device_load(ix, "CPU-2", m, 1), 0);
+    MOVED("a reload");
+    pin *ps = calloc(1, sizeof *ps);
+    ps[0] = pin_of(PIN_EXCLUDE, "split", "", 1);
+    CHECK_EQ_INT(index_pins_set(ix, ps, 1), 0);
+    MOVED("pins");
+    CHECK(index_lookup(ix, "CPU-1", &A, 0, &a) == 0 &&
+          strcmp(a.m.tactic, "split/acc=f32/pad=1") != 0);
+    CHECK_EQ_INT(index_pins_set(ix, NULL, 0), 0);
+    MOVED("no pins");
+    /* a shape nobody measured: the CPU's listing is made for it (by the
+     * lookup itself, no builder running), which changes what the next
+     * lookup answers */
+    CHECK_EQ_INT(index_lookup(ix, "CPU-1", &Z, 0, &a), 0);
+    MOVED("a listing made");
+    CHECK_EQ_INT(index_lookup(ix, "CPU-1", &Z, 0, &a), 0);
+    CHECK_EQ_INT(index_generation(ix), g); /* listed already: no change */
+    CHECK_EQ_INT(index_models_start(ix), 0);
+    MOVED("models built");
+#undef MOVED
+    index_free(ix);
+}
+
 static void *reader(void *arg)
 {
     reload_ctx *c = arg;
@@ -571,5 +627,6 @@ int main(void)
     RUN(dtype_choice_should_honour_pins);
     RUN(models_should_be_built_off_the_lookup_path);
     RUN(reload_should_be_atomic_under_concurrent_readers);
+    RUN(generation_should_move_with_every_change);
     return test_summary();
 }
