@@ -135,6 +135,36 @@ static double time_tactic(const attn_shape *s, const attn_tactic *t, void *q, vo
     return median(times);
 }
 
+/* Copy ceiling: 2 GiB device-to-device on st, bytes read + written. */
+static void print_copy_ceiling(cudaStream_t st)
+{
+    size_t nb = (size_t)2 << 30;
+    void *a, *b;
+    CUDA_CHECK(cudaMalloc(&a, nb));
+    CUDA_CHECK(cudaMalloc(&b, nb));
+    CUDA_CHECK(cudaMemset(a, 1, nb));
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<double> ts;
+    for (int r = 0; r < 7; r++) {
+        CUDA_CHECK(cudaEventRecord(e0, st));
+        CUDA_CHECK(cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(cudaEventRecord(e1, st));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r > 1)
+            ts.push_back(ms);
+    }
+    printf("CEILING D2D cudaMemcpy 2 GiB: %.0f GB/s (read + write, median of 5)\n",
+           2.0 * nb / median(ts) / 1e6);
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    CUDA_CHECK(cudaFree(a));
+    CUDA_CHECK(cudaFree(b));
+}
+
 int main(int argc, char **argv)
 {
     const char *filter = argc > 1 ? argv[1] : "";
@@ -159,32 +189,7 @@ int main(int argc, char **argv)
     printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreate(&st));
-    {
-        /* Copy ceiling: 2 GiB device-to-device, bytes read + written. */
-        size_t nb = (size_t)2 << 30;
-        void *a, *b;
-        CUDA_CHECK(cudaMalloc(&a, nb));
-        CUDA_CHECK(cudaMalloc(&b, nb));
-        CUDA_CHECK(cudaMemset(a, 1, nb));
-        cudaEvent_t e0, e1;
-        CUDA_CHECK(cudaEventCreate(&e0));
-        CUDA_CHECK(cudaEventCreate(&e1));
-        std::vector<double> ts;
-        for (int r = 0; r < 7; r++) {
-            CUDA_CHECK(cudaEventRecord(e0, st));
-            CUDA_CHECK(cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice, st));
-            CUDA_CHECK(cudaEventRecord(e1, st));
-            CUDA_CHECK(cudaEventSynchronize(e1));
-            float ms;
-            CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            if (r > 1)
-                ts.push_back(ms);
-        }
-        printf("CEILING D2D cudaMemcpy 2 GiB: %.0f GB/s (read + write, median of 5)\n",
-               2.0 * nb / median(ts) / 1e6);
-        CUDA_CHECK(cudaFree(a));
-        CUDA_CHECK(cudaFree(b));
-    }
+    print_copy_ceiling(st);
     for (const bench_shape &bs : shapes) {
         const attn_shape *s = &bs.s;
         char key[ATTN_SHAPE_KEY_MAX];

@@ -4,7 +4,9 @@
 A brace-matching scan, not a parser: comments, strings and character
 literals are blanked first, preprocessor lines are skipped, and a '{' at
 file scope whose previous significant character is ')' opens a function
-(struct, enum and initialiser braces follow a name or '='). A function's
+(struct, enum and initialiser braces follow a name or '='). C, C++ and
+CUDA sources (.c, .h, .cu, .cuh): namespace and extern "C" blocks are
+file scope. A function's
 length runs from the line holding its name to the line of its closing
 brace, inclusive, so the signature counts.
 
@@ -74,26 +76,54 @@ def blank(src):
 
 
 def functions(src):
-    """(name, first_line, last_line) of every file-scope function body."""
+    """(name, first_line, last_line) of every file-scope function body; the
+    bodies of namespace and extern "C" blocks count as file scope (C++ and
+    CUDA sources)."""
     text = blank(src)
     found = []
-    depth = 0
+    stack = []  # per open brace: "ns" (a transparent scope), "fn", "other", "in"
     start = None  # (name, line) of the function being scanned
     line = 1
     for i, c in enumerate(text):
         if c == "\n":
             line += 1
         elif c == "{":
-            if depth == 0:
-                start = header(text, i)
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0 and start is not None:
+            if all(k == "ns" for k in stack):
+                if opens_scope(text, i):
+                    stack.append("ns")
+                else:
+                    start = header(text, i)
+                    stack.append("fn" if start is not None else "other")
+            else:
+                stack.append("in")
+        elif c == "}" and stack:
+            if stack.pop() == "fn" and start is not None:
                 found.append((start[0], start[1], line))
                 start = None
-            depth = max(depth, 0)
     return found
+
+
+def word_before(text, j):
+    """(identifier ending at or before index j after spaces, its start)."""
+    while j >= 0 and text[j].isspace():
+        j -= 1
+    end = j + 1
+    while j >= 0 and (text[j].isalnum() or text[j] == "_"):
+        j -= 1
+    return text[j + 1:end], j
+
+
+def opens_scope(text, brace):
+    """1 when the '{' at index brace opens `namespace [name] {` or
+    `extern "C" {` (its string blanked to spaces by blank())."""
+    j = brace - 1
+    while j >= 0 and text[j].isspace():
+        j -= 1
+    if j >= 0 and text[j] == '"':
+        k = text.rfind('"', 0, j)
+        return k > 0 and word_before(text, k - 1)[0] == "extern"
+    w1, k = word_before(text, j)
+    return w1 == "namespace" or (w1 != "" and word_before(text, k)[0] == "namespace")
 
 
 def header(text, brace):
@@ -135,7 +165,7 @@ def sources(paths):
         for root, dirs, files in os.walk(p):
             dirs.sort()
             for f in sorted(files):
-                if f.endswith((".c", ".h")):
+                if f.endswith((".c", ".h", ".cu", ".cuh")):
                     yield os.path.join(root, f)
 
 
