@@ -147,8 +147,8 @@ def cases(d):
         ("header line without a colon [libmicrohttpd: HTML 400]", rawreq(b"GET /v1/health HTTP/1.1\r\n" + H + b"NoColonHere\r\n\r\n"), 400, False),
         ("request line without a version [libmicrohttpd: HTML 400]", rawreq(b"GET /v1/health\r\n" + H + b"\r\n"), 400, False),
         ("garbage request line [libmicrohttpd: closes, no answer]", rawreq(b"GARBAGE\r\n\r\n"), 0, False),
-        ("URI over 64 KiB [libmicrohttpd: HTML 414]", lambda: req("GET", "/v1/health?" + "a" * 70000), 414, False),
-        ("headers over 64 KiB [libmicrohttpd: HTML 431]", lambda: req("GET", "/v1/health", {"X-Big": "a" * 70000}), 431, False),
+        ("URI over the connection memory (48 KiB) [libmicrohttpd: HTML 414]", lambda: req("GET", "/v1/health?" + "a" * 70000), 414, False),
+        ("headers over the connection memory (48 KiB) [libmicrohttpd: HTML 431]", lambda: req("GET", "/v1/health", {"X-Big": "a" * 70000}), 431, False),
     ]
 
 
