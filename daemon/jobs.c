@@ -44,9 +44,7 @@ int jobs_new(const jobs_config *cfg, jobs **out)
         d->j = j;
         d->dev = cfg->devices[i];
         d->qcap = j->cfg.max_queued + 1;
-        d->tokens = JOBS_MISS_BURST;
-        d->tokens_at = mono_s();
-        d->miss_day = (int64_t)time(NULL) / 86400;
+        miss_account_init(&d->acct, mono_s(), (int64_t)time(NULL));
         if ((d->q = malloc((size_t)d->qcap * sizeof *d->q)) == NULL ||
             (d->kept = calloc(JOBS_RETAIN_SLOTS, sizeof *d->kept)) == NULL)
             goto fail;
@@ -584,6 +582,7 @@ void jobs_counts(jobs *j, int counts[5])
 
 int jobs_queue_depths(jobs *j, metrics_queue *out, int max)
 {
+    miss_limits lim = jobs_miss_limits(j);
     pthread_mutex_lock(&j->mu);
     int n = j->ndevs < max ? j->ndevs : max;
     for (int i = 0; i < n; i++) {
@@ -596,11 +595,10 @@ int jobs_queue_depths(jobs *j, metrics_queue *out, int max)
                            strcmp(j->tab[k].device_id, out[i].device) == 0;
         out[i].misses = j->devs[i].mlen;
         out[i].miss_running = j->devs[i].miss_running[0] != 0;
-        out[i].miss_today = j->devs[i].miss_day == (int64_t)time(NULL) / 86400
-                                ? j->devs[i].miss_today : 0;
-        out[i].miss_quota = j->cfg.miss_quota > 0 ? j->cfg.miss_quota : JOBS_MISS_QUOTA;
-        out[i].refused_budget = j->devs[i].refused_budget;
-        out[i].refused_quota = j->devs[i].refused_quota;
+        out[i].miss_today = miss_taken_today(&j->devs[i].acct, (int64_t)time(NULL));
+        out[i].miss_quota = miss_quota(&lim);
+        out[i].refused_budget = j->devs[i].acct.refused_budget;
+        out[i].refused_quota = j->devs[i].acct.refused_quota;
         out[i].miss_kept = atomic_load(&j->devs[i].nkept);
         out[i].miss_expired = j->devs[i].expired;
     }

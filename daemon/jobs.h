@@ -19,6 +19,7 @@
 #define ATTUNED_JOBS_H
 
 #include "../db/store.h"
+#include "../tuner/miss_policy.h"
 #include "../tuner/select.h"
 #include "../lookup/index.h"
 #include "metrics.h"
@@ -43,9 +44,9 @@ typedef struct jobs_config {
     int max_queued;               /* per device; <= 0: JOBS_MAX_QUEUED */
     int no_tune_on_miss;          /* 1: jobs_miss never queues */
     double miss_budget_s;         /* a miss tune's whole budget, admission and
-                                     deadline; <= 0: JOBS_MISS_BUDGET_S */
+                                     deadline; <= 0: MISS_BUDGET_S */
     int miss_quota;               /* shapes tuned on miss per device and UTC day;
-                                     <= 0: JOBS_MISS_QUOTA */
+                                     <= 0: MISS_QUOTA */
     double miss_retain_s;         /* a shape tuned on miss that no lookup asked for
                                      this long is forgotten; <= 0: JOBS_MISS_RETAIN_S */
 } jobs_config;
@@ -106,32 +107,24 @@ int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
  *
  * A lookup whose answer is not `measured` asks jobs_miss to queue its
  * shape on that local device: in memory (no SQLite on the lookup path),
- * deduplicated, behind every explicit job, at most JOBS_MISS_MAX_QUEUED
- * per device and JOBS_MISS_RATE per second (bursts of JOBS_MISS_BURST).
- * Admission first (daemon/admit.h): the shape's whole tune must be
- * predicted to fit the miss budget (jobs_config.miss_budget_s) and the
- * device's daily quota (miss_quota shapes a UTC day) must have room; else
- * the lookup is told why (JOBS_MISS_REFUSED).
+ * behind every explicit job. Which shapes are taken, when and how is the
+ * policy's (tuner/miss_policy.h: dedup, retained shapes, the daily quota
+ * and its UTC day, the budget priced by tuner/tune_cost.h through
+ * daemon/admit.h, the rate, the queue's size, the quick pass, giving way,
+ * requeues); this module schedules: the queue's storage and lock, the
+ * device thread's passes, the job rows, logs and metrics. A refused
+ * lookup is told why (JOBS_MISS_REFUSED).
  *
  * When its device thread takes the shape up it becomes a job row of kind
  * `miss` (GET /v1/jobs, `attune jobs`, cancellable with DELETE): first the
- * JOBS_MISS_QUICK tactics the model ranks best, each for at most
- * JOBS_MISS_QUICK_BUDGET_MS, without screening and without the winner
- * mark (rows only: the shape is not `measured` from a partial tune), then
- * every tactic, whose end marks the winner: only then is the shape
- * `measured` and the job done. The whole tune stops at the miss budget
- * (kernels included, kernels/cancel.h): the job fails, its rows stay, and
- * the next miss resumes it. An explicit job arriving, or a newly missed
- * shape during a full pass, makes it give way after the tactic in flight:
- * back in the queue, measured tactics not timed again. Shutdown leaves
- * the row queued; the next start resumes it. */
-#define JOBS_MISS_MAX_QUEUED 32
-#define JOBS_MISS_RATE 2.0
-#define JOBS_MISS_BURST 8.0
-#define JOBS_MISS_QUICK 3
-#define JOBS_MISS_QUICK_BUDGET_MS 30.0 /* per tactic of the quick pass */
-#define JOBS_MISS_BUDGET_S 60.0
-#define JOBS_MISS_QUOTA 200
+ * quick pass (rows only: the shape is not `measured` from a partial
+ * tune), then every tactic, whose end marks the winner: only then is the
+ * shape `measured` and the job done. The whole tune stops at the miss
+ * budget (kernels included, kernels/cancel.h): the job fails, its rows
+ * stay, and the next miss resumes it. An explicit job arriving, or a
+ * newly missed shape during a full pass, makes it give way after the
+ * tactic in flight: back in the queue, measured tactics not timed again.
+ * Shutdown leaves the row queued; the next start resumes it. */
 /* Retention: a shape a miss job completed, not asked for again (answered
  * `measured`) within JOBS_MISS_RETAIN_S, has its rows on the device and its
  * miss jobs deleted, unless an explicit job tuned it too. Checked every
@@ -142,7 +135,12 @@ int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out);
 #define JOBS_RETAIN_PERIOD_S 3600.0
 #define JOBS_RETAIN_SLOTS 8192
 
-enum { JOBS_MISS_NONE = 0, JOBS_MISS_QUEUED = 1, JOBS_MISS_RUNNING = 2, JOBS_MISS_REFUSED = 3 };
+enum {
+    JOBS_MISS_NONE = MISS_NONE,
+    JOBS_MISS_QUEUED = MISS_QUEUED,
+    JOBS_MISS_RUNNING = MISS_RUNNING,
+    JOBS_MISS_REFUSED = MISS_REFUSED
+};
 
 /* Queue shape s (canonical key key, as the lookup built it) of local
  * device device_id for tuning. Returns JOBS_MISS_QUEUED (queued now or

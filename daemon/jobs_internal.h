@@ -36,13 +36,11 @@ typedef struct jdev {
     int qhead, qlen, qcap;
     atomic_int cancel;       /* tuner_opts.cancel of the running job: read by the job
                               * thread without the lock (issue 15 item 4) */
-    miss_entry miss[JOBS_MISS_MAX_QUEUED]; /* ring of shapes missed by lookups */
+    miss_entry miss[MISS_MAX_QUEUED]; /* ring of shapes missed by lookups */
     int mhead, mlen;
     char miss_running[ATTN_SHAPE_KEY_MAX]; /* "" when none */
-    double tokens, tokens_at; /* rate limit of jobs_miss (monotonic s) */
-    int64_t miss_day;        /* UTC day (time / 86400) miss_today counts */
-    int miss_today;          /* shapes admitted for tune on miss that day */
-    int64_t refused_budget, refused_quota; /* lookups refused, since start */
+    miss_account acct;       /* tune on miss's rate, day count and refusals
+                              * (tuner/miss_policy.h), under j->mu */
     retain_slot *kept;       /* JOBS_RETAIN_SLOTS: shapes tuned on miss */
     atomic_int nkept;        /* live slots */
     int64_t expired;         /* shapes forgotten since start (j->mu) */
@@ -104,6 +102,9 @@ int jobs_retain_has(const jdev *d, const char *key);
 void jobs_retain_sweep(jdev *d, store *st);
 
 /* ---- jobs_miss.c, called by jobs.c */
+
+/* The operator's limits of tune on miss (jobs_config), for the policy. */
+miss_limits jobs_miss_limits(const jobs *j);
 
 /* j->mu held, on d's thread, d->mlen > 0: take the next missed shape and
  * tune it (the lock is dropped meanwhile and held again on return). */
