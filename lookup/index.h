@@ -279,10 +279,11 @@ int index_predict_top(index_state *ix, const char *device_id, const attn_shape *
 /* Predicted time per call (us) of every tactic the backend lists for s on
  * local device device_id, each on its own (NaN where the model has no
  * evidence for it), into us[0..max): the cost of a whole tune (issue 29,
- * daemon/admit.h). sample > 0 predicts about that many, evenly spread
- * over the listing, and writes -1 for the others (a GPU lists hundreds:
- * an explicit grid of 4096 shapes is priced on the HTTP thread). On the
- * lookup path (tune on miss's admission) it never waits for a listing:
+ * tuner/tune_cost.h, through daemon/admit.h). sample > 0 predicts about
+ * that many, evenly spread over the listing, and writes -1 for the others
+ * (a GPU lists hundreds: an explicit grid of 4096 shapes is priced on the
+ * HTTP thread). On the lookup path (tune on miss's admission) it never
+ * waits for a listing:
  * ATTUNE_EBUSY while the builder makes it (index_listing_make first, to
  * wait). Returns how many were written (0: nothing lists), ATTUNE_EBUSY
  * or ATTUNE_ENODEV. */
