@@ -51,6 +51,15 @@ extern "C" {
  * below changes or a function changes meaning. */
 #define LIBATTUNE_ABI 1
 
+/* The newest symbol version this header declares (LIBATTUNE_1.3 in
+ * libattune.map): functions are only added within an ABI, one version node
+ * per addition, marked "Since 1.x" below. The library file is
+ * libattune.so.LIBATTUNE_ABI.LIBATTUNE_ABI_MINOR.0 (CMakeLists.txt reads
+ * both from here). A runtime that needs a function newer than 1.0 finds
+ * it by its versioned symbol (dlsym, or the loader refusing an older
+ * library). Since 1.3. */
+#define LIBATTUNE_ABI_MINOR 3
+
 /* Returns LIBATTUNE_ABI of the library loaded (compare with the header). */
 int attune_abi(void);
 
@@ -227,6 +236,17 @@ int attune_auto_prepare(attune_auto *a, const attune_dims *shape, void *stream,
 int attune_auto_run(attune_auto *a, const attune_dims *shape, const attune_tensor *q,
                     const attune_tensor *k, const attune_tensor *v, const attune_tensor *out,
                     void *stream, char *err, size_t errlen);
+
+/* For e4m3 shapes: the descale factors of q, k and v, as
+ * attune_plan_set_descales takes them (pointers to one float each, read
+ * when each run executes: device memory on a GPU, host memory on the CPU;
+ * NULL: 1). Kept until set again, and set on the plan of every e4m3 shape
+ * a before each of its runs and prepares, so the pointers set last (and
+ * the values they point to at run time) are what runs read; ignored for
+ * other dtypes. Under a's mutex like its other calls. Without it an e4m3
+ * shape runs with descales 1. Returns 0 or ATTUNE_RT_EINVAL (no a), or
+ * ATTUNE_RT_EUNSUPP where attune_auto is not built. Since 1.3. */
+int attune_auto_set_descales(attune_auto *a, const float *q, const float *k, const float *v);
 
 /* Free a and every plan it made (after the work it enqueued, and any graph
  * that captured it, is done). NULL is a no-op. */

@@ -57,6 +57,7 @@ struct attune_auto {
     attune_plan **retired; /* replaced plans: a captured graph may hold them */
     int nretired, capretired;
     uint64_t tick;
+    const float *descale[3]; /* e4m3: q, k, v (attune_auto_set_descales) */
 };
 
 static int64_t now_ms(void)
@@ -162,7 +163,16 @@ static auto_entry *slot(attune_auto *a)
 
 static const char *dtype_word(int dtype)
 {
-    return dtype == ATTUNE_DTYPE_F16 ? "f16" : dtype == ATTUNE_DTYPE_BF16 ? "bf16" : "f32";
+    switch (dtype) {
+    case ATTUNE_DTYPE_F16:
+        return "f16";
+    case ATTUNE_DTYPE_BF16:
+        return "bf16";
+    case ATTUNE_DTYPE_E4M3: /* not f32's answer: e4m3 lists its own tactics */
+        return "e4m3";
+    default:
+        return "f32";
+    }
 }
 
 /* The client's answer for key among variants (NULL: all); always filled:
@@ -375,8 +385,24 @@ static int entry_for(attune_auto *a, const attune_dims *shape, const attune_tens
             return rc;
     }
     tell_views(a, b, shape, t, stream);
+    /* every time: the plan may be new (a changed answer, a promotion, the
+     * LRU's), the pointers may have been set since; a store of three */
+    if (shape->dtype == ATTUNE_DTYPE_E4M3)
+        (void)attune_plan_set_descales(b->plan, a->descale[0], a->descale[1], a->descale[2]);
     b->used = ++a->tick;
     *out = b;
+    return 0;
+}
+
+int attune_auto_set_descales(attune_auto *a, const float *q, const float *k, const float *v)
+{
+    if (a == NULL)
+        return ATTUNE_EINVAL;
+    pthread_mutex_lock(&a->mu);
+    a->descale[0] = q;
+    a->descale[1] = k;
+    a->descale[2] = v;
+    pthread_mutex_unlock(&a->mu);
     return 0;
 }
 

@@ -30,4 +30,10 @@ int attune_auto_run(attune_auto *a, const attune_dims *shape, const attune_tenso
     return attune_fail(err, errlen, ATTUNE_EUNSUPP, "attune_auto is not built");
 }
 
+int attune_auto_set_descales(attune_auto *a, const float *q, const float *k, const float *v)
+{
+    (void)a, (void)q, (void)k, (void)v;
+    return ATTUNE_EUNSUPP;
+}
+
 void attune_auto_free(attune_auto *a) { (void)a; }

@@ -7,7 +7,8 @@
 # multiarch directory, in the package its SONAME names (libattune1,
 # libattune-client2, libattune-lookup1: the library alone, a shlibs file,
 # dpkg's ldconfig trigger; libattune.so.1 exports only the attune_*
-# functions), libattune-dev holds the rest; a program built against the
+# functions, each at its libattune.map version node, and is the file
+# libattune.so.ABI.MINOR.0 of the header's numbers), libattune-dev holds the rest; a program built against the
 # root with pkg-config and with CMake's find_package(attune) ->
 # attune::attune runs tactics on the CPU (tests/consumer/runtime_consumer.c).
 # Every package: Depends that name the package of each library its ELF
@@ -126,9 +127,14 @@ fi
 # libattune-dev (what building against it needs).
 rt=$tmp/pkg/libattune1_${ver}_$arch.deb
 dev=$tmp/pkg/libattune-dev_${ver}_$arch.deb
+# the file's version: LIBATTUNE_ABI.LIBATTUNE_ABI_MINOR.0 of the header
+hdr=$ATTUNE_SOURCE_DIR/kernels/libattune.h
+abi=$(sed -n 's/^#define LIBATTUNE_ABI \([0-9]*\)$/\1/p' "$hdr")
+minor=$(sed -n 's/^#define LIBATTUNE_ABI_MINOR \([0-9]*\)$/\1/p' "$hdr")
+real=libattune.so.$abi.$minor.0
 files=$(dpkg-deb -c "$rt" | awk '$1 !~ /^d/ && $6 !~ /^.\/usr\/share\/doc\// {print $6}' | tr '\n' ' ')
 case $files in
-"./usr/$libdir/libattune.so.1 ./usr/$libdir/libattune.so.1.0.0 " | "./usr/$libdir/libattune.so.1.0.0 ./usr/$libdir/libattune.so.1 ")
+"./usr/$libdir/libattune.so.1 ./usr/$libdir/$real " | "./usr/$libdir/$real ./usr/$libdir/libattune.so.1 ")
     ok "libattune1 holds the library alone: $files" ;;
 *) bad "libattune1 holds: $files" ;;
 esac
@@ -173,6 +179,19 @@ if [ -s "$tmp/map" ] && cmp -s "$tmp/syms" "$tmp/map"; then
     ok "exports the $(wc -l <"$tmp/map") attune_* functions of libattune.map, nothing else"
 else
     bad "exports differ from libattune.map: $(diff "$tmp/map" "$tmp/syms" | grep '^[<>]' | head -5 | tr '\n' ' ')"
+fi
+# each at the version node the map gives it (attune_plan_set_descales@@
+# LIBATTUNE_1.2, ...), and the newest node the header's ABI.MINOR
+nm -D --defined-only "$so" | awk '$3 !~ /^LIBATTUNE_/ {print $3}' | sort >"$tmp/vsyms"
+awk '/^LIBATTUNE_[0-9.]* *[{]/ {node = $1} /^ *attune_[a-z_]*;/ {sub(/;/, "", $1); print $1 "@@" node}' \
+    "$ATTUNE_SOURCE_DIR/kernels/libattune.map" | sort >"$tmp/vmap"
+newest=$(awk '/^LIBATTUNE_[0-9.]* *[{]/ {node = $1} END {print node}' "$ATTUNE_SOURCE_DIR/kernels/libattune.map")
+want_node=LIBATTUNE_$abi.$minor
+[ "$minor" = 0 ] && want_node=LIBATTUNE_$abi
+if [ -s "$tmp/vmap" ] && cmp -s "$tmp/vsyms" "$tmp/vmap" && [ "$newest" = "$want_node" ]; then
+    ok "each export at its node of libattune.map; the newest, $newest, is the header's $abi.$minor ($real)"
+else
+    bad "symbol versions: newest node $newest, header $want_node; $(diff "$tmp/vmap" "$tmp/vsyms" | grep '^[<>]' | head -5 | tr '\n' ' ')"
 fi
 # a program of another project, built against the root, runs tactics on
 # the CPU: with pkg-config ...

@@ -21,7 +21,12 @@ libattune.so on the CPU device, with numpy: no torch needed.
   given as the address of a numpy float32 array: every CPU e4m3 tactic
   within 2^-8 + 1e-5 of the float64 reference of the stored values times
   their descales (bf16 out), a doubled V descale doubling the output; the
-  conversions agree with libattune's on every pattern.
+  conversions agree with libattune's on every pattern;
+- an e4m3 shape through Auto (attune_auto, the default tactic) with
+  Auto.set_descales: numbers give the plan path's output bit for bit
+  (within the same bound), auto.descales changed in place and a value
+  changed at a numpy array's address are read by the next run, no
+  descales run as 1 (far from the scaled answer).
 
 Environment: ATTUNE_LIB (libattune.so.1), ATTUNED_BIN (the daemon part is
 skipped without it), ATTUNE_SOURCE_DIR. numpy is Debian's python3-numpy
@@ -154,6 +159,25 @@ def bf16_to_f32(u16):
     return (u16.astype(np.uint32) << 16).view(np.float32)
 
 
+def e4m3_inputs(L):
+    """A causal GQA e4m3 case: (dims, stored q8/k8/v8, their descales, the
+    float64 reference of the stored values times the descales and of the
+    stored values alone, the view function)."""
+    rng = np.random.default_rng(13)
+    b, hq, hkv, sq, skv, d = 1, 4, 2, 11, 37, 16
+    dims = (b, hq, hkv, sq, skv, d, L.DTYPES["e4m3"], 1)
+    raw = [rng.standard_normal((b, h, s, d)) * f for h, s, f in
+           ((hq, sq, 3.0), (hkv, skv, 0.5), (hkv, skv, 7.0))]
+    (q8, dq), (k8, dk), (v8, dv) = (L.quantize_e4m3(x) for x in raw)
+    ref = reference(*(L.e4m3_to_float(c).astype(np.float64) * ds
+                      for c, ds in ((q8, dq), (k8, dk), (v8, dv))), True, "bhsd")
+    ref1 = reference(*(L.e4m3_to_float(c).astype(np.float64) for c in (q8, k8, v8)),
+                     True, "bhsd")
+    view = lambda a: (a.ctypes.data, a.strides[0] // a.itemsize,  # noqa: E731
+                      a.strides[1] // a.itemsize, a.strides[2] // a.itemsize)
+    return dims, (q8, k8, v8), (dq, dk, dv), ref, ref1, view
+
+
 def e4m3_plan():
     """attune.lib.Plan.set_descales on the CPU's emulated FP8."""
     L = attune.lib
@@ -165,17 +189,9 @@ def e4m3_plan():
           "e4m3 patterns decode and encode back (448, 2^-9, NaN)")
     check(list(L.float_to_e4m3([1 + 1 / 16, 1 + 3 / 16, 1e30, -np.inf, 17.0])) ==
           [0x38, 0x3a, 0x7e, 0xfe, 0x58], "ties to even, saturation at 448")
-    rng = np.random.default_rng(13)
     dev = L.Device("cpu")
-    b, hq, hkv, sq, skv, d = 1, 4, 2, 11, 37, 16
-    dims = (b, hq, hkv, sq, skv, d, L.DTYPES["e4m3"], 1)
-    raw = [rng.standard_normal((b, h, s, d)) * f for h, s, f in
-           ((hq, sq, 3.0), (hkv, skv, 0.5), (hkv, skv, 7.0))]
-    (q8, dq), (k8, dk), (v8, dv) = (L.quantize_e4m3(x) for x in raw)
-    ref = reference(*(L.e4m3_to_float(c).astype(np.float64) * ds
-                      for c, ds in ((q8, dq), (k8, dk), (v8, dv))), True, "bhsd")
-    view = lambda a: (a.ctypes.data, a.strides[0] // a.itemsize,  # noqa: E731
-                      a.strides[1] // a.itemsize, a.strides[2] // a.itemsize)
+    dims, (q8, k8, v8), (dq, dk, dv), ref, _, view = e4m3_inputs(L)
+    b, hq, _, sq, _, d = dims[:6]
     tol = 2.0 ** -8 + 1e-5
     tactics = dev.tactics(dims)
     check(len(tactics) == 16, "16 CPU e4m3 tactics for a GQA shape (%d)" % len(tactics))
@@ -197,6 +213,56 @@ def e4m3_plan():
               "addresses)" % (t, ["%.2e" % e for e in errs], tol))
         plan.close()
     dev.close()
+
+
+def e4m3_auto():
+    """attune.lib.Auto.set_descales (libattune 1.3) on the CPU's emulated
+    FP8, nothing answering (the default tactic): numbers give the plan
+    path's output bit for bit, auto.descales changes in place, addresses
+    of a numpy array, None runs as 1 (far from the scaled answer)."""
+    L = attune.lib
+    dims, (q8, k8, v8), (dq, dk, dv), ref, ref1, view = e4m3_inputs(L)
+    b, hq, _, sq, skv, d = dims[:6]
+    tol = 2.0 ** -8 + 1e-5
+    auto = L.Auto("cpu", url="http://127.0.0.1:9")
+    out = np.full((b, hq, sq, d), 0x7fc0, dtype=np.uint16)  # bf16 NaN
+
+    def run():
+        out.fill(0x7fc0)
+        auto.run(dims, view(q8), view(k8), view(v8), view(out))
+        return bf16_to_f32(out)
+
+    auto.set_descales(dq, dk, dv)
+    tactic, _, planned = auto.prepare(dims)
+    got = run()
+    dev = L.Device("cpu")  # the plan path: the same tactic at the same planned shape
+    pdims = (b, hq, dims[2], L.bucket_len(sq), L.bucket_len(skv), d) + dims[6:]
+    plan = L.Plan(dev, pdims, tactic)
+    plan.set_descales(dq, dk, dv)
+    want = np.full_like(out, 0x7fc0)
+    plan.run(view(q8), view(k8), view(v8), view(want), sq, skv)
+    plan.close()
+    dev.close()
+    e = rel_l2(got, ref, "bhsd")
+    check(bool((out == want).all()) and e <= tol,
+          "e4m3 Auto %s planned %s, descales as numbers: the plan path's output, rel err %.2e"
+          " <= %.3g" % (tactic, planned, e, tol))
+    auto.descales[2] = 2 * dv  # in place: the next run reads it
+    e = rel_l2(run(), 2 * ref, "bhsd")
+    check(e <= tol, "e4m3 Auto: V's descale doubled in place, rel err %.2e to 2 ref" % e)
+    box = np.array([dq, dk, dv], dtype=np.float32)
+    auto.set_descales(box.ctypes.data, box.ctypes.data + 4, box.ctypes.data + 8)
+    e = rel_l2(run(), ref, "bhsd")
+    check(e <= tol, "e4m3 Auto: descales at addresses, rel err %.2e" % e)
+    box[2] = 2 * dv  # the address is read at each run
+    e = rel_l2(run(), 2 * ref, "bhsd")
+    check(e <= tol, "e4m3 Auto: V's descale doubled at its address, rel err %.2e to 2 ref" % e)
+    auto.set_descales()
+    got1 = run()
+    e1, e = rel_l2(got1, ref1, "bhsd"), rel_l2(got1, ref, "bhsd")
+    check(e1 <= tol and e > 10 * tol, "e4m3 Auto: no descales run as 1 (rel err %.2e to the "
+          "unscaled reference, %.2e to the scaled)" % (e1, e))
+    auto.close()
 
 
 def bad_input():
@@ -278,6 +344,7 @@ def main():
     default_runs()
     plan_views()
     e4m3_plan()
+    e4m3_auto()
     bad_input()
     with_daemon()
     print("%d failed" % len(failures))

@@ -5,7 +5,8 @@
  * and shorter ones (a growing KV cache), writing its output rows and
  * nothing else; bad arguments are refused with a reason; attune_auto runs
  * every length of a bucket from one plan per stream; e4m3 plans read the
- * descales set on them (host memory on the CPU) at each run. */
+ * descales set on them (host memory on the CPU) at each run, and so do
+ * attune_auto's e4m3 runs (attune_auto_set_descales). */
 #include "test.h"
 
 #include "libattune_ref.h"
@@ -357,18 +358,28 @@ static double e4m3_rel(const attune_dims *s, const uint16_t *ob, const attune_te
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* Every CPU e4m3 tactic of s on views of layout lay (row padding pad):
- * descales set once and changed in place (read at the next run), then
- * none (1 each), each against its float64 reference. */
-static void e4m3_tactics_on(attune_dev *dev, const attune_dims *s, int lay, int64_t pad)
+/* One e4m3 case: values spread far from 1 per tensor, stored as attune's
+ * sessions store them (descale = amax / 448, stored e4m3(x / descale)),
+ * written into views of layout lay (row padding pad) with the bf16 output
+ * view; ref and ref1 the float64 references with the descales and without
+ * (1 each). */
+typedef struct e4m3_case {
+    uint8_t *x8[3];   /* contiguous [b, h, s, d] stored values */
+    float desc[3];
+    attune_tensor v[4]; /* q, k, v, out views */
+    uint8_t *in[3];
+    uint16_t *ob;
+    size_t nview[4];
+    double *ref, *ref1;
+} e4m3_case;
+
+static void e4m3_case_new(e4m3_case *c, const attune_dims *s, int lay, int64_t pad)
 {
     const int64_t nq = s->b * s->hq * s->sq * s->d, nk = s->b * s->hkv * s->skv * s->d;
     const int64_t n[3] = {nq, nk, nk};
     const double spread[3] = {3.0, 0.5, 7.0}; /* descales far from 1 */
-    uint8_t *x8[3];
-    float desc[3], used[3];
     uint64_t seed = 77 + (uint64_t)lay;
-    for (int t = 0; t < 3; t++) { /* values, descale = amax / 448, stored e4m3(x / descale) */
+    for (int t = 0; t < 3; t++) {
         float *x = malloc((size_t)n[t] * sizeof *x);
         ref_fill(x, ATTUNE_DTYPE_F32, (size_t)n[t], &seed);
         float amax = 0;
@@ -376,36 +387,51 @@ static void e4m3_tactics_on(attune_dev *dev, const attune_dims *s, int lay, int6
             x[i] *= (float)spread[t];
             amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
         }
-        desc[t] = amax / 448.0f;
-        x8[t] = malloc((size_t)n[t]);
+        c->desc[t] = amax / 448.0f;
+        c->x8[t] = malloc((size_t)n[t]);
         for (int64_t i = 0; i < n[t]; i++)
-            x8[t][i] = e4m3_nearest(x[i] / desc[t]);
+            c->x8[t][i] = e4m3_nearest(x[i] / c->desc[t]);
         free(x);
     }
-    double *ref = malloc((size_t)nq * sizeof *ref), *ref1 = malloc((size_t)nq * sizeof *ref1);
-    e4m3_reference(s, x8, desc, ref);
-    e4m3_reference(s, x8, NULL, ref1);
+    c->ref = malloc((size_t)nq * sizeof *c->ref);
+    c->ref1 = malloc((size_t)nq * sizeof *c->ref1);
+    e4m3_reference(s, c->x8, c->desc, c->ref);
+    e4m3_reference(s, c->x8, NULL, c->ref1);
 
-    attune_tensor v[4];
     const int64_t heads[4] = {s->hq, s->hkv, s->hkv, s->hq};
     const int64_t rows[4] = {s->sq, s->skv, s->skv, s->sq};
-    uint8_t *in[3];
-    size_t nview[4];
     for (int t = 0; t < 4; t++)
-        nview[t] = ref_view(lay, s->b, heads[t], rows[t], s->d, pad, NULL, &v[t]);
+        c->nview[t] = ref_view(lay, s->b, heads[t], rows[t], s->d, pad, NULL, &c->v[t]);
     for (int t = 0; t < 3; t++) { /* the stored values into the views */
-        in[t] = calloc(nview[t], 1);
-        v[t].data = in[t];
+        c->in[t] = calloc(c->nview[t], 1);
+        c->v[t].data = c->in[t];
         for (int64_t bi = 0; bi < s->b; bi++)
             for (int64_t h = 0; h < heads[t]; h++)
                 for (int64_t i = 0; i < rows[t]; i++)
-                    for (int64_t c = 0; c < s->d; c++)
-                        in[t][ref_at(&v[t], bi, h, i, c)] =
-                            x8[t][((bi * heads[t] + h) * rows[t] + i) * s->d + c];
+                    for (int64_t k = 0; k < s->d; k++)
+                        c->in[t][ref_at(&c->v[t], bi, h, i, k)] =
+                            c->x8[t][((bi * heads[t] + h) * rows[t] + i) * s->d + k];
     }
-    uint16_t *ob = malloc(nview[3] * sizeof *ob);
-    v[3].data = ob;
+    c->ob = malloc(c->nview[3] * sizeof *c->ob);
+    c->v[3].data = c->ob;
+}
 
+static void e4m3_case_free(e4m3_case *c)
+{
+    for (int t = 0; t < 3; t++)
+        free(c->x8[t]), free(c->in[t]);
+    free(c->ob), free(c->ref), free(c->ref1);
+}
+
+/* Every CPU e4m3 tactic of s on views of layout lay (row padding pad):
+ * descales set once and changed in place (read at the next run), then
+ * none (1 each), each against its float64 reference. */
+static void e4m3_tactics_on(attune_dev *dev, const attune_dims *s, int lay, int64_t pad)
+{
+    e4m3_case c;
+    e4m3_case_new(&c, s, lay, pad);
+    attune_tensor *v = c.v;
+    float used[3];
     char (*list)[ATTUNE_TACTIC_MAX] = calloc(64, ATTUNE_TACTIC_MAX);
     char err[256];
     int nt = attune_tactics(dev, s, list, 64, err, sizeof err);
@@ -416,31 +442,30 @@ static void e4m3_tactics_on(attune_dev *dev, const attune_dims *s, int lay, int6
         CHECK_MSG(rc == 0, "e4m3 plan %s: %s", list[i], err);
         if (rc != 0)
             continue;
-        memcpy(used, desc, sizeof used);
+        memcpy(used, c.desc, sizeof used);
         CHECK_EQ_INT(attune_plan_set_descales(plan, &used[0], &used[1], &used[2]), 0);
         int64_t bad;
         double e[3];
         for (int run = 0; run < 3; run++) {
             if (run == 1)
-                used[2] = 2 * desc[2]; /* in place: the next run reads it */
+                used[2] = 2 * c.desc[2]; /* in place: the next run reads it */
             if (run == 2)
                 CHECK_EQ_INT(attune_plan_set_descales(plan, NULL, NULL, NULL), 0);
-            ref_poison(ob, ATTUNE_DTYPE_BF16, nview[3]);
+            ref_poison(c.ob, ATTUNE_DTYPE_BF16, c.nview[3]);
             rc = attune_plan_run(plan, &v[0], &v[1], &v[2], &v[3], 0, 0, NULL);
             CHECK_MSG(rc == 0, "e4m3 %s run %d: %s", list[i], run, attune_strerror(rc));
-            e[run] = e4m3_rel(s, ob, &v[3], run == 2 ? ref1 : ref, run == 1 ? 2.0 : 1.0, &bad);
+            e[run] = e4m3_rel(s, c.ob, &v[3], run == 2 ? c.ref1 : c.ref, run == 1 ? 2.0 : 1.0,
+                              &bad);
             CHECK_MSG(bad == 0 && e[run] <= e4m3_tol,
                       "e4m3 %s layout %d run %d: rel %.3g (bound %.3g), %lld non-finite", list[i],
                       lay, run, e[run], e4m3_tol, (long long)bad);
         }
         /* and the runs differ: no descales is far from the right answer */
-        CHECK(e4m3_rel(s, ob, &v[3], ref, 1.0, &bad) > 10 * e4m3_tol);
+        CHECK(e4m3_rel(s, c.ob, &v[3], c.ref, 1.0, &bad) > 10 * e4m3_tol);
         attune_plan_destroy(plan);
     }
     free(list);
-    for (int t = 0; t < 3; t++)
-        free(x8[t]), free(in[t]);
-    free(ob), free(ref), free(ref1);
+    e4m3_case_free(&c);
 }
 
 static void e4m3_plans_should_read_their_descales(void)
@@ -465,6 +490,94 @@ static void e4m3_plans_should_read_their_descales(void)
     attune_dev_close(dev);
 }
 
+/* One attune_auto run of the e4m3 case c (shape s) on stream into a
+ * poisoned output; its relative error against k ref (non-finite: 1e9). */
+static double auto_e4m3_run(attune_auto *a, const attune_dims *s, e4m3_case *c, void *stream,
+                            const double *ref, double k)
+{
+    char err[256] = "";
+    ref_poison(c->ob, ATTUNE_DTYPE_BF16, c->nview[3]);
+    int rc = attune_auto_run(a, s, &c->v[0], &c->v[1], &c->v[2], &c->v[3], stream, err,
+                             sizeof err);
+    CHECK_MSG(rc == 0, "attune_auto_run e4m3: %s", err);
+    int64_t bad;
+    double e = e4m3_rel(s, c->ob, &c->v[3], ref, k, &bad);
+    return bad == 0 ? e : 1e9;
+}
+
+/* attune_auto on an e4m3 shape (libattune 1.3) with nothing answering
+ * (the default tactic, planned at the bucket's ceiling): the descales set
+ * through attune_auto_set_descales (far from 1) reach the plan it runs,
+ * so its output is the plan path's with the same descales bit for bit
+ * and within the bound of the float64 reference; a value changed in
+ * place between two runs is read by the second; a second stream's new
+ * plan gets them too; NULL pointers run as 1, far from the scaled
+ * answer; an f32 shape through the same attune_auto is untouched. */
+static void auto_should_run_e4m3_with_its_descales(void)
+{
+    attune_dev *dev = NULL;
+    attune_auto *a = NULL;
+    char err[256] = "";
+    CHECK_EQ_INT(attune_dev_open("cpu", &dev, err, sizeof err), 0);
+    if (dev == NULL)
+        return;
+    if (attune_auto_new(dev, "http://127.0.0.1:9", 0, &a, err, sizeof err) != 0) {
+        /* built without libattune_client: said so */
+        CHECK_EQ_INT(attune_auto_set_descales(NULL, NULL, NULL, NULL), ATTUNE_RT_EUNSUPP);
+        attune_dev_close(dev);
+        return;
+    }
+    CHECK_EQ_INT(attune_auto_set_descales(NULL, NULL, NULL, NULL), ATTUNE_RT_EINVAL);
+    const attune_dims s = {1, 4, 2, 21, 45, 24, ATTUNE_DTYPE_E4M3, 1}; /* bucket 24 x 48 */
+    e4m3_case c;
+    e4m3_case_new(&c, &s, REF_BSHD, 8);
+    float used[3];
+    memcpy(used, c.desc, sizeof used);
+    CHECK_EQ_INT(attune_auto_set_descales(a, &used[0], &used[1], &used[2]), 0);
+    attune_choice ch;
+    CHECK_EQ_INT(attune_auto_prepare(a, &s, NULL, &ch, err, sizeof err), 0);
+    CHECK_STR(ch.planned, "b1.hq4.hkv2.sq24.skv48.d24.e4m3.c");
+
+    /* the plan path: the tactic attune_auto planned, at its planned shape,
+     * run at the call's lengths with the same descales */
+    attune_dims at = s;
+    at.sq = 24, at.skv = 48;
+    attune_plan *plan = NULL;
+    CHECK_EQ_INT(attune_plan_create(dev, &at, ch.tactic, &plan, err, sizeof err), 0);
+    uint16_t *want = malloc(c.nview[3] * sizeof *want);
+    if (plan != NULL) {
+        CHECK_EQ_INT(attune_plan_set_descales(plan, &c.desc[0], &c.desc[1], &c.desc[2]), 0);
+        ref_poison(c.ob, ATTUNE_DTYPE_BF16, c.nview[3]);
+        CHECK_EQ_INT(attune_plan_run(plan, &c.v[0], &c.v[1], &c.v[2], &c.v[3], s.sq, s.skv, NULL),
+                     0);
+        memcpy(want, c.ob, c.nview[3] * sizeof *want);
+        attune_plan_destroy(plan);
+    }
+    double e = auto_e4m3_run(a, &s, &c, NULL, c.ref, 1.0);
+    CHECK_MSG(e <= e4m3_tol, "attune_auto e4m3 with descales: rel %.3g (bound %.3g)", e, e4m3_tol);
+    CHECK_MSG(memcmp(c.ob, want, c.nview[3] * sizeof *want) == 0,
+              "attune_auto e4m3 output differs from the plan path's (%s)", ch.tactic);
+    used[2] = 2 * c.desc[2]; /* in place: the next run reads it */
+    e = auto_e4m3_run(a, &s, &c, NULL, c.ref, 2.0);
+    CHECK_MSG(e <= e4m3_tol, "V's descale doubled in place: rel %.3g to twice the reference", e);
+    int other_stream = 0; /* a new plan, the descales set on it */
+    e = auto_e4m3_run(a, &s, &c, &other_stream, c.ref, 2.0);
+    CHECK_MSG(e <= e4m3_tol, "second stream's plan: rel %.3g to twice the reference", e);
+    CHECK_EQ_INT(attune_auto_set_descales(a, NULL, NULL, NULL), 0);
+    e = auto_e4m3_run(a, &s, &c, NULL, c.ref1, 1.0);
+    CHECK_MSG(e <= e4m3_tol, "no descales: rel %.3g to the unscaled reference", e);
+    e = e4m3_rel(&s, c.ob, &c.v[3], c.ref, 1.0, &(int64_t){0});
+    CHECK_MSG(e > 10 * e4m3_tol, "no descales: rel %.3g to the scaled reference, not far", e);
+    CHECK_EQ_INT(attune_auto_set_descales(a, &used[0], &used[1], &used[2]), 0);
+    runner r = {.autop = a};
+    const attune_dims f32 = {1, 4, 2, 21, 45, 24, ATTUNE_DTYPE_F32, 1};
+    run_views(&r, &f32, REF_BHSD, 0, f32.sq, f32.skv, 90);
+    free(want);
+    e4m3_case_free(&c);
+    attune_auto_free(a);
+    attune_dev_close(dev);
+}
+
 int main(void)
 {
     RUN(plans_should_run_every_cpu_tactic_on_views);
@@ -472,5 +585,6 @@ int main(void)
     RUN(auto_should_plan_a_length_run_alone_exactly);
     RUN(bad_arguments_should_be_refused_with_a_reason);
     RUN(e4m3_plans_should_read_their_descales);
+    RUN(auto_should_run_e4m3_with_its_descales);
     return test_summary();
 }

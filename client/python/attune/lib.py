@@ -10,6 +10,7 @@ import os
 import threading
 
 DTYPES = {"f16": 0, "bf16": 1, "f32": 2, "e4m3": 3}  # e4m3: libattune 1.2, out in bf16
+# (descales: Plan.set_descales since 1.2, Auto.set_descales since 1.3)
 
 
 class AttuneError(RuntimeError):
@@ -75,6 +76,9 @@ def load(path=None):
         lib.attune_auto_prepare.argtypes = [V, P(Dims), V, P(Choice), ctypes.c_char_p, S]
         lib.attune_auto_run.argtypes = [V, P(Dims), P(Tensor), P(Tensor), P(Tensor),
                                         P(Tensor), V, ctypes.c_char_p, S]
+        if hasattr(lib, "attune_auto_set_descales"):  # since 1.3
+            F = P(ctypes.c_float)
+            lib.attune_auto_set_descales.argtypes = [V, F, F, F]
         if lib.attune_abi() != 1:
             raise AttuneError(-1, "%s has ABI %d, this binding speaks 1" % (name, lib.attune_abi()))
         _lib = lib
@@ -90,6 +94,22 @@ def _check(lib, rc, err):
     if rc != 0:
         msg = err.value.decode(errors="replace") or lib.attune_strerror(rc).decode()
         raise AttuneError(rc, msg)
+
+
+def _descale_ptrs(box, q, k, v):
+    """The three float pointers set_descales passes for q, k, v: None
+    (NULL: 1); a number, stored in box[i] (a c_float * 3 the owner keeps;
+    the pointer is to it); an int address of one float the caller keeps."""
+    ptrs = []
+    for i, x in enumerate((q, k, v)):
+        if x is None:
+            ptrs.append(None)
+        elif isinstance(x, int) and not isinstance(x, bool):
+            ptrs.append(ctypes.cast(ctypes.c_void_p(x), ctypes.POINTER(ctypes.c_float)))
+        else:
+            box[i] = float(x)
+            ptrs.append(ctypes.cast(ctypes.byref(box, 4 * i), ctypes.POINTER(ctypes.c_float)))
+    return ptrs
 
 
 class Auto:
@@ -112,6 +132,7 @@ class Auto:
             _check(self._lib, rc, err)
         self.device_id = self._lib.attune_dev_id(self._dev).decode()
         self._tls = threading.local()
+        self.descales = (ctypes.c_float * 3)(1.0, 1.0, 1.0)  # set_descales' own values
 
     def close(self):
         if self._auto:
@@ -158,6 +179,21 @@ class Auto:
         rc = self._lib.attune_auto_run(self._auto, t.dims, t.q, t.k, t.v, t.o, stream,
                                        t.err, 256)
         _check(self._lib, rc, t.err)
+
+    def set_descales(self, q=None, k=None, v=None):
+        """For e4m3 shapes: the descale factors of q, k and v, set on the
+        plan of every e4m3 shape before each run (attune_auto_set_descales),
+        as Plan.set_descales takes them: each None (1), a number (kept in
+        self.descales, which the runs read: assign auto.descales[i] to
+        change it in place), or an int address of one float the caller
+        keeps alive (device memory on a GPU; on the CPU host memory, e.g. a
+        numpy float32 array's .ctypes.data). Raises on error."""
+        if not hasattr(self._lib, "attune_auto_set_descales"):
+            raise AttuneError(-4, "libattune older than 1.3: no attune_auto_set_descales")
+        rc = self._lib.attune_auto_set_descales(self._auto,
+                                                *_descale_ptrs(self.descales, q, k, v))
+        if rc != 0:
+            raise AttuneError(rc, self._lib.attune_strerror(rc).decode())
 
 
 class Device:
@@ -232,17 +268,8 @@ class Plan:
         Raises on error."""
         if not hasattr(self._lib, "attune_plan_set_descales"):
             raise AttuneError(-4, "libattune older than 1.2: no attune_plan_set_descales")
-        ptrs = []
-        for i, x in enumerate((q, k, v)):
-            if x is None:
-                ptrs.append(None)
-            elif isinstance(x, int) and not isinstance(x, bool):
-                ptrs.append(ctypes.cast(ctypes.c_void_p(x), ctypes.POINTER(ctypes.c_float)))
-            else:
-                self.descales[i] = float(x)
-                ptrs.append(ctypes.cast(ctypes.byref(self.descales, 4 * i),
-                                        ctypes.POINTER(ctypes.c_float)))
-        rc = self._lib.attune_plan_set_descales(self.handle, *ptrs)
+        rc = self._lib.attune_plan_set_descales(self.handle,
+                                                *_descale_ptrs(self.descales, q, k, v))
         if rc != 0:
             raise AttuneError(rc, self._lib.attune_strerror(rc).decode())
 
