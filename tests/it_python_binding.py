@@ -11,6 +11,9 @@ libattune.so on the CPU device, with numpy: no torch needed.
   ceiling plans the daemon's measured winner; other lengths of the bucket
   the bucket's best fused kernel (variants=fused,fused_splitkv) unless the
   winner is one; all run right;
+- an e4m3 ceiling tuned by that daemon: attune_auto asks for it as e4m3
+  and plans its measured winner; a run inside its bucket with
+  Auto.set_descales is right;
 - a table exported from that daemon's database, read in process
   (url "file:PATH"), answers the same, also when shipped to another device
   of the same model (asked by the device's name);
@@ -285,7 +288,8 @@ def with_daemon():
     d = daemonlib.Daemon(binary, work)
     try:
         ceiling = daemonlib.shape(1, 4, 1, 16, 64, 32, "f32", True)
-        st, r = d.post("/v1/tune", {"device": "cpu", "shapes": [ceiling]})
+        fp8 = daemonlib.shape(1, 4, 2, 12, 40, 16, "e4m3", True)  # e4m3_inputs' bucket
+        st, r = d.post("/v1/tune", {"device": "cpu", "shapes": [ceiling, fp8]})
         deadline = time.time() + 120
         while st == 202 and time.time() < deadline:
             st2, j = d.get("/v1/jobs/%d" % r["job"])
@@ -310,9 +314,32 @@ def with_daemon():
             err, tol = case(rng, auto, 1, 4, 1, sq, skv, 32, np.float32, True, "bhsd")
             check(err < tol, "at sq %d skv %d: rel err %.2e" % (sq, skv, err))
         auto.close()
+        e4m3_measured(d)
         shipped(d, work, key, a["tactic"])
     finally:
         d.stop()
+
+
+def e4m3_measured(d):
+    """attune_auto asks for an e4m3 shape as e4m3 (not the f32 shape of
+    its dims, untuned here): the tuned ceiling plans its measured winner,
+    and a run inside the bucket with Auto.set_descales is right."""
+    L = attune.lib
+    key = daemonlib.key_of(1, 4, 2, 12, 40, 16, "e4m3", True)
+    st, a = d.get("/v1/tactic?device=cpu&shape=" + key)
+    check(st == 200 and a["source"] == "measured", "the e4m3 ceiling is tuned (%s)" % a)
+    auto = attune.Auto("cpu", url="http://127.0.0.1:%d" % d.port)
+    tactic, source, planned = auto.prepare((1, 4, 2, 12, 40, 16, L.DTYPES["e4m3"], 1))
+    check(tactic == a.get("tactic") and source == "measured" and planned == key,
+          "e4m3 at the ceiling %s: the measured winner %s (%s)" % (key, tactic, source))
+    dims, (q8, k8, v8), (dq, dk, dv), ref, _, view = e4m3_inputs(L)
+    out = np.full((dims[0], dims[1], dims[3], dims[5]), 0x7fc0, dtype=np.uint16)
+    auto.set_descales(dq, dk, dv)
+    auto.run(dims, view(q8), view(k8), view(v8), view(out))
+    e, tol = rel_l2(bf16_to_f32(out), ref, "bhsd"), 2.0 ** -8 + 1e-5
+    check(e <= tol, "e4m3 inside the bucket (%s): rel err %.2e <= %.3g"
+          % (auto.prepare(dims)[0], e, tol))
+    auto.close()
 
 
 def shipped(d, work, key, tactic):
