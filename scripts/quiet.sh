@@ -7,7 +7,8 @@
 # Everything COMMAND prints goes to LOG (replaced). On a terminal, one line
 # is rewritten in place as CMake reports progress ("build: 45% store.c");
 # elsewhere (CI, a pipe) nothing is printed until the end. Then one line:
-# "LABEL: done in 27 s" (with the number of warnings and where they are),
+# "LABEL: done in 27 s, CPU 50 s" (with the number of warnings and where
+# they are),
 # or, when COMMAND fails, its errors and the end of LOG, and COMMAND's exit
 # status. ATTUNE_VERBOSE=1 prints everything instead (the plain command).
 set -u
@@ -41,14 +42,20 @@ rcfile=$(mktemp)
     [ $tty = 1 ] && printf '\r\033[K'
 }
 rc=$(cat "$rcfile")
-rm -f "$rcfile"
 secs=$(($(date +%s) - start))
+# the CPU time (user + system) COMMAND and what it waited for took: beside
+# the wall time, how busy it kept the cores (`times` in this shell, not in
+# a $(...) subshell, which has no children of its own)
+times >"$rcfile"
+cpu=$(sed -n 2p "$rcfile" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] }
+    printf "%.0f", s }')
+rm -f "$rcfile"
 if [ "$rc" = 0 ]; then
     n=$(grep -ci 'warning' "$log" || true)
     if [ "$n" -gt 0 ]; then
-        echo "$label: done in $secs s ($n warning lines: $log)"
+        echo "$label: done in $secs s, CPU $cpu s ($n warning lines: $log)"
     else
-        echo "$label: done in $secs s"
+        echo "$label: done in $secs s, CPU $cpu s"
     fi
     exit 0
 fi

@@ -6,8 +6,9 @@
 #
 #   scripts/test_summary.sh BUILD [JOBS] [START]
 #
-# JOBS: ctest -j (default nproc). START: when `make test` began (seconds
-# since the epoch), to print the build's and the tests' times apart.
+# JOBS: the cores to use (default nproc; ctest -j 2xJOBS). START: when
+# `make test` began (seconds since the epoch), to print the build's and
+# the tests' times apart.
 # ATTUNE_CTEST_ARGS: more ctest arguments (-R it_, -LE gpu, ...).
 # Exit status: ctest's (non-zero when a test failed).
 set -u
@@ -18,17 +19,24 @@ t0=${3:-$t1}
 junit=$(cd "$b" && pwd)/Testing/attune-junit.xml
 rcfile=$(mktemp)
 # ctest's own totals line goes: it counts skipped tests as passed.
-{ ctest --test-dir "$b" --output-on-failure -j "$jobs" --output-junit "$junit" \
+# Two tests per core: most wait on a daemon much of their time
+# (tests/schedule.cmake).
+{ ctest --test-dir "$b" --output-on-failure -j $((2 * jobs)) --output-junit "$junit" \
       ${ATTUNE_CTEST_ARGS:-} 2>&1
   echo $? >"$rcfile"; } | grep -v '^[0-9]*% tests passed, '
 rc=$(cat "$rcfile")
-rm -f "$rcfile"
 t2=$(date +%s)
-python3 - "$junit" $((t1 - t0)) $((t2 - t1)) $((t2 - t0)) <<'EOF' || true
+# the tests' CPU time (user + system, what ctest waited for): beside their
+# wall time, how busy they kept the cores (`times` here, not in a subshell)
+times >"$rcfile"
+cpu=$(sed -n 2p "$rcfile" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] }
+    printf "%.0f", s }')
+rm -f "$rcfile"
+python3 - "$junit" $((t1 - t0)) $((t2 - t1)) $((t2 - t0)) "$cpu" <<'EOF' || true
 import sys
 import xml.etree.ElementTree as ET
 
-path, build_s, tests_s, total_s = sys.argv[1:5]
+path, build_s, tests_s, total_s, cpu_s = sys.argv[1:6]
 try:
     cases = ET.parse(path).getroot().findall("testcase")
 except (OSError, ET.ParseError) as e:
@@ -47,8 +55,9 @@ for c in cases:
         skipped.append((name, why.strip()))
     else: # failed, or not run at all (no executable): not a skip
         failed.append(name)
-print("make test: %d passed, %d skipped, %d failed, of %d tests; build %s s, tests %s s, total %s s"
-      % (len(passed), len(skipped), len(failed), len(cases), build_s, tests_s, total_s))
+print("make test: %d passed, %d skipped, %d failed, of %d tests; build %s s, tests %s s "
+      "(CPU %s s), total %s s"
+      % (len(passed), len(skipped), len(failed), len(cases), build_s, tests_s, cpu_s, total_s))
 for name, why in skipped:
     print("  skipped %s: %s" % (name, why[:100]))
 for name in failed:
