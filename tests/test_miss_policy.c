@@ -228,6 +228,13 @@ static void price_should_defer_while_busy_and_admit_when_unpriced(void)
     CHECK_EQ_INT(c.roofline, 1);
     CHECK_EQ_INT(c.ntactics, 1);
     CHECK_NEAR(c.call_us, 4.0 * 8 * 50 * 1018 * 64 / 1e9 * 1e6, 1e-6);
+    /* a GPU at the GPU's roofline, 2e13 (its kind "cuda" begins with 'c'
+     * too: priced as a CPU, a fresh H200's POST /v1/tune of the anchors was
+     * refused at 5634 s) */
+    attn_device_info gpu = {.id = "GPU-test", .kind = "cuda"};
+    CHECK_EQ_INT(tune_cost_estimate(fake_predict, &empty, &gpu, &s, 200, &c), 0);
+    CHECK_EQ_INT(c.roofline, 1);
+    CHECK_NEAR(c.call_us, 4.0 * 8 * 50 * 1018 * 64 / 2e13 * 1e6, 1e-9);
 }
 
 /* A fake ranker: the model's order of six tactics; how often it was asked. */

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "miss_policy.h"
 
@@ -103,7 +104,7 @@ static void fill_unknown(double *us, int n, const attn_device_info *dev, const a
         if (isfinite(us[i]) && us[i] >= 0 && !(us[i] <= worst))
             worst = us[i];
     if (!isfinite(worst)) {
-        int cpu = dev->kind[0] == 'c';
+        int cpu = strcmp(dev->kind, "cpu") == 0; /* "cuda" starts with 'c' too */
         worst = shape_flops(s) / (cpu ? TUNE_COST_CPU_FLOPS : TUNE_COST_GPU_FLOPS) * 1e6;
         *roofline = 1;
     }
