@@ -248,41 +248,62 @@ static void device_rows(int dev, store_measurement *rows)
         }
 }
 
+/* One pusher's stream: the device whose rows it made last. */
+typedef struct pusher_state {
+    store_measurement *rows;
+    attn_device_info d;
+    char host[64], source[64];
+    const char *hosts[1];
+} pusher_state;
+
+/* The next device's rows (fleet_push_next_fn): every device one batch,
+ * its own transaction and watermark. */
+static int pusher_next(void *arg, fleet_batch *b)
+{
+    pusher_state *ps = arg;
+    int dev = atomic_fetch_add(&next_dev, 1);
+    if (dev >= ndev)
+        return 0;
+    model_of(dev, &ps->d);
+    double g0 = thread_cpu_s();
+    device_rows(dev, ps->rows);
+    gen_cpu_add(thread_cpu_s() - g0);
+    snprintf(ps->host, sizeof ps->host, "host-%04d", dev);
+    snprintf(ps->source, sizeof ps->source, "bench-%06d", dev);
+    ps->hosts[0] = ps->host;
+    *b = (fleet_batch){.devices = &ps->d, .device_hosts = ps->hosts, .ndevices = 1,
+                       .stacks = &stack, .nstacks = 1, .rows = ps->rows,
+                       .nrows = nshapes * ntactics, .source = ps->source, .last_seq = 1};
+    return 1;
+}
+
+static int pusher_done(void *arg, const fleet_push_done *d)
+{
+    (void)arg;
+    if (d->rejected != 0 || d->skipped) {
+        fprintf(stderr, "rows rejected or batch skipped: %s\n", d->first_bad);
+        exit(1);
+    }
+    atomic_fetch_add(&rows_sent, d->sent);
+    return 0;
+}
+
+/* One connection's pushes, as one store's bulk push makes them
+ * (fleet_pg_push_stream: the next device's rows made while the server
+ * commits the last). */
 static void *pusher(void *arg)
 {
     (void)arg;
     char err[512] = "";
     fleet_pg *c = NULL;
     CHECK(fleet_pg_connect(url, &c, err, sizeof err), "connect");
-    int per = nshapes * ntactics;
-    store_measurement *rows = malloc(sizeof *rows * (size_t)per);
-    if (rows == NULL)
+    pusher_state ps;
+    memset(&ps, 0, sizeof ps);
+    ps.rows = malloc(sizeof *ps.rows * (size_t)(nshapes * ntactics));
+    if (ps.rows == NULL)
         exit(1);
-    for (;;) {
-        int dev = atomic_fetch_add(&next_dev, 1);
-        if (dev >= ndev)
-            break;
-        attn_device_info d;
-        model_of(dev, &d);
-        double g0 = thread_cpu_s();
-        device_rows(dev, rows);
-        gen_cpu_add(thread_cpu_s() - g0);
-        char host[64], source[64];
-        snprintf(host, sizeof host, "host-%04d", dev);
-        snprintf(source, sizeof source, "bench-%06d", dev);
-        const char *hosts[] = {host};
-        fleet_batch b = {.devices = &d, .device_hosts = hosts, .ndevices = 1,
-                         .stacks = &stack, .nstacks = 1, .rows = rows, .nrows = per,
-                         .source = source, .last_seq = 1};
-        fleet_push_stats ps = {0, 0, 0};
-        CHECK(fleet_pg_push(c, &b, &ps, err, sizeof err), "push");
-        if (ps.rejected != 0) {
-            fprintf(stderr, "rows rejected: %s\n", err);
-            exit(1);
-        }
-        atomic_fetch_add(&rows_sent, ps.sent);
-    }
-    free(rows);
+    CHECK(fleet_pg_push_stream(c, pusher_next, pusher_done, &ps, err, sizeof err), "push");
+    free(ps.rows);
     fleet_pg_close(c);
     return NULL;
 }

@@ -488,14 +488,84 @@ static int batch_read(store *st, int64_t after, int limit, batch *b)
     return store_snapshot(st, batch_read_tx, &a);
 }
 
+/* A round's batches, as fleet_pg_push_stream asks for them and tells of
+ * them: read from the log after the last batch handed out (read_after),
+ * acknowledged locally, in order, once each has committed. */
+typedef struct round_ctx {
+    store *st;
+    fleet_local_state *s;
+    int batch_rows;
+    fleet_stop_fn stop;
+    void *stop_arg;
+    batch *b;              /* the batch handed out last */
+    int64_t read_after;    /* its last_seq: the next batch starts after it */
+    fleet_local_push *stats;
+    int again;             /* the state must be read and reconciled anew */
+    int rc;                /* next's or done's own error, with err */
+    char *err;
+    size_t errlen;
+} round_ctx;
+
+/* fleet_push_next_fn: the next batch of the log (read while the server
+ * commits the one before). */
+static int round_next(void *arg, fleet_batch *fb)
+{
+    round_ctx *r = arg;
+    if (r->stop != NULL && r->stop(r->stop_arg))
+        return 0;
+    int rc = batch_read(r->st, r->read_after, r->batch_rows, r->b);
+    if (rc != 0) {
+        r->rc = attune_fail(r->err, r->errlen, rc, "cannot read pending rows: %s",
+                            attune_strerror(rc));
+        return rc;
+    }
+    if (r->b->last_seq == r->read_after)
+        return 0; /* nothing pending */
+    batch *b = r->b;
+    *fb = (fleet_batch){.devices = b->devs, .device_hosts = b->host_ptrs, .ndevices = b->ndevs,
+                        .stacks = b->stacks, .nstacks = b->nstacks, .rows = b->rows,
+                        .nrows = b->nrows, .source = r->s->source, .last_seq = b->last_seq};
+    r->read_after = b->last_seq;
+    return 1;
+}
+
+/* fleet_push_done_fn: a batch the server committed is acknowledged (the
+ * log pruned up to it); a batch it skipped is not (another holder of the
+ * source id moved the watermark past it: not ours to acknowledge), and
+ * ends the round, as does an acknowledgement refused as stale (another
+ * process of this store took a new source id meanwhile). */
+static int round_done(void *arg, const fleet_push_done *d)
+{
+    round_ctx *r = arg;
+    fleet_local_push *stats = r->stats;
+    stats->rows.rejected += d->rejected;
+    stats->rows.skipped += d->skipped;
+    if (d->skipped)
+        return 1; /* not committed by this push: acknowledge nothing */
+    stats->rows.sent += d->sent;
+    if (d->rejected > 0 && !stats->first_rejected[0])
+        snprintf(stats->first_rejected, sizeof stats->first_rejected, "%s", d->first_bad);
+    stats->batches++;
+    /* the server has committed: now the local watermark may follow */
+    state_change ch = {.source = r->s->source, .acked = d->last_seq};
+    int rc = store_tx(r->st, ack_tx, &ch);
+    if (rc != 0) {
+        r->rc = attune_fail(r->err, r->errlen, rc, "pushed, but cannot record it locally: %s",
+                            attune_strerror(rc));
+        return rc;
+    }
+    if (ch.stale)
+        return 1;
+    stats->acked = d->last_seq;
+    return 0;
+}
+
 /* One round of a push: reconcile the state s (read by the caller) with the
  * server, then push batches after the acknowledged mark until nothing is
- * pending or stop says so. *again is set (and 0 returned) when the state
- * must be read and reconciled anew: after a fork or relog (to check it),
- * a batch the server skipped (another holder of the source id moved the
- * watermark past it: the batch is not ours to acknowledge), or an
- * acknowledgement refused as stale (another process of this store took a
- * new source id meanwhile). */
+ * pending or stop says so (fleet_pg_push_stream: the next batch is read
+ * while the server commits the last). *again is set (and 0 returned) when
+ * the state must be read and reconciled anew: after a fork or relog (to
+ * check it), or when round_done ended the round. */
 static int push_round(store *st, fleet_pg *c, fleet_local_state *s, int batch_rows,
                       fleet_stop_fn stop, void *stop_arg, batch *b, fleet_local_push *stats,
                       int *again, char *err, size_t errlen)
@@ -504,42 +574,19 @@ static int push_round(store *st, fleet_pg *c, fleet_local_state *s, int batch_ro
     *again = 1;
     if ((rc = reconcile(st, c, s, &settled, stats, err, errlen)) != 0 || !settled)
         return rc;
-    int64_t after = s->acked;
-    stats->acked = after;
-    for (;;) {
-        if (stop != NULL && stop(stop_arg))
-            break;
-        if ((rc = batch_read(st, after, batch_rows, b)) != 0)
-            return attune_fail(err, errlen, rc, "cannot read pending rows: %s",
-                               attune_strerror(rc));
-        if (b->last_seq == after)
-            break; /* nothing pending */
-        fleet_batch fb = {.devices = b->devs, .device_hosts = b->host_ptrs,
-                          .ndevices = b->ndevs, .stacks = b->stacks, .nstacks = b->nstacks,
-                          .rows = b->rows, .nrows = b->nrows, .source = s->source,
-                          .last_seq = b->last_seq};
-        char why[512] = "";
-        int64_t rejected = stats->rows.rejected, skipped = stats->rows.skipped;
-        if ((rc = fleet_pg_push(c, &fb, &stats->rows, why, sizeof why)) != 0) {
+    stats->acked = s->acked;
+    round_ctx r = {.st = st, .s = s, .batch_rows = batch_rows, .stop = stop, .stop_arg = stop_arg,
+               .b = b, .read_after = s->acked, .stats = stats, .err = err, .errlen = errlen};
+    char why[512] = "";
+    rc = fleet_pg_push_stream(c, round_next, round_done, &r, why, sizeof why);
+    if (rc != 0) {
+        if (r.rc == 0) /* the server's error, not next's or done's (those are in err) */
             snprintf(err, errlen, "%s", why);
-            return rc;
-        }
-        if (stats->rows.skipped > skipped)
-            return 0; /* not committed by this push: acknowledge nothing */
-        if (stats->rows.rejected > rejected && !stats->first_rejected[0])
-            snprintf(stats->first_rejected, sizeof stats->first_rejected, "%s", why);
-        stats->batches++;
-        /* the server has committed: now the local watermark may follow */
-        state_change ch = {.source = s->source, .acked = b->last_seq};
-        if ((rc = store_tx(st, ack_tx, &ch)) != 0)
-            return attune_fail(err, errlen, rc, "pushed, but cannot record it locally: %s",
-                               attune_strerror(rc));
-        if (ch.stale)
-            return 0;
-        after = b->last_seq;
-        stats->acked = after;
+        return rc;
     }
-    *again = 0;
+    /* the round ended early (skipped or stale) when the last batch read
+     * was not acknowledged; else nothing is pending or stop said so */
+    *again = stats->acked != r.read_after;
     return 0;
 }
 

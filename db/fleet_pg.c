@@ -45,6 +45,8 @@ void fleet_pg_close(fleet_pg *c) { (void)c; }
 void fleet_pg_describe(fleet_pg *c, char *buf, size_t len) { snprintf(buf, len, "-"); }
 int fleet_pg_push(fleet_pg *c, const fleet_batch *b, fleet_push_stats *stats, char *err,
                   size_t errlen) { return NOPQ(err, errlen); }
+int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_fn done,
+                         void *arg, char *err, size_t errlen) { return NOPQ(err, errlen); }
 int fleet_pg_source_seq(fleet_pg *c, const char *source, int64_t *seq, char *err,
                         size_t errlen) { return NOPQ(err, errlen); }
 int fleet_pg_refresh(fleet_pg *c, const attn_device_info *d, int64_t *groups, char *err,

@@ -87,6 +87,39 @@ typedef struct fleet_push_stats {
 int fleet_pg_push(fleet_pg *c, const fleet_batch *b, fleet_push_stats *stats, char *err,
                   size_t errlen);
 
+/* The outcome of one batch of a stream of pushes, told in order. */
+typedef struct fleet_push_done {
+    int64_t last_seq;      /* the batch's (fleet_batch.last_seq) */
+    int skipped;           /* 1: the server's watermark was already there, nothing written */
+    int64_t sent;          /* rows the server committed (0 when skipped) */
+    int64_t rejected;      /* malformed rows, never sent */
+    const char *first_bad; /* why the first was refused ("" if none); valid during the call */
+} fleet_push_done;
+
+/* The next batch into *b: 1, or 0 when there is none, or a negative
+ * error (which the stream returns as is). b's pointers must stay valid
+ * until next is called again. */
+typedef int (*fleet_push_next_fn)(void *arg, fleet_batch *b);
+
+/* A batch's outcome, once its transaction has committed (or was
+ * skipped): 0 to go on, > 0 to stop (the batch made meanwhile is not
+ * sent; the stream returns 0), or a negative error (returned as is). */
+typedef int (*fleet_push_done_fn)(void *arg, const fleet_push_done *d);
+
+/* fleet_pg_push for the batches next gives, in order, until it says none:
+ * each batch one transaction as fleet_pg_push makes it, but the next
+ * batch is asked for, checked and keyed while the server commits the one
+ * before (its COMMIT sent, its answer not yet read), so the server does
+ * not wait for the client. done hears of each batch only after its COMMIT
+ * succeeded (or it was skipped), in order, before the next batch's rows
+ * are sent: a caller that acknowledges batches in done acknowledges only
+ * committed ones. On an error every transaction is ended; a batch done
+ * did not hear of is not acknowledged, though the server may have it (a
+ * connection lost after its COMMIT went): sending it again is a no-op.
+ * 0 or the error (err says why, except for next's and done's own). */
+int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_fn done,
+                         void *arg, char *err, size_t errlen);
+
 /* The server's watermark of source (0 when it never pushed). */
 int fleet_pg_source_seq(fleet_pg *c, const char *source, int64_t *seq, char *err,
                         size_t errlen);

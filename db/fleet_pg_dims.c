@@ -77,6 +77,23 @@ static int idmap_put(fleet_idmap *m, const char *key, int id)
 
 /* ---- dimension rows */
 
+/* The cached ids alone (no server call): -1 when not cached. */
+int fleet_pg_shape_cached(const fleet_pg *c, const char *key) { return idmap_get(&c->shapes, key); }
+int fleet_pg_tactic_cached(const fleet_pg *c, const char *tactic)
+{
+    return idmap_get(&c->tactics, tactic);
+}
+int fleet_pg_stack_cached(const fleet_pg *c, const attn_stack *s)
+{
+    return idmap_get(&c->stacks, s->id);
+}
+int fleet_pg_device_cached(const fleet_pg *c, const attn_device_info *d)
+{
+    char uid[32];
+    fleet_model_id(d, uid, sizeof uid);
+    return idmap_get(&c->models, uid) >= 0 && idmap_get(&c->devices, d->id) >= 0;
+}
+
 /* Run an upsert that returns one id; params are text. */
 static int upsert_id(fleet_pg *c, const char *sql, int nparams, const char *const *params,
                      int *id, char *err, size_t errlen)

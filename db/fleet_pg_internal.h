@@ -64,6 +64,15 @@ int fleet_pg_shape_dim(fleet_pg *c, const attn_shape *s, const char *key, int *i
                        size_t errlen);
 int fleet_pg_tactic_dim(fleet_pg *c, const char *tactic, int *id, char *err, size_t errlen);
 
+/* The same ids from the connection's cache alone, without a server call
+ * (a push plans its next batch while the connection is busy): the id, or
+ * -1 when not cached; fleet_pg_device_cached: 1 when the device's and its
+ * model's ids both are. */
+int fleet_pg_shape_cached(const fleet_pg *c, const char *key);
+int fleet_pg_tactic_cached(const fleet_pg *c, const char *tactic);
+int fleet_pg_stack_cached(const fleet_pg *c, const attn_stack *s);
+int fleet_pg_device_cached(const fleet_pg *c, const attn_device_info *d);
+
 /* ---- aggregates (fleet_pg_agg.c) */
 
 /* Server id of d's model, -1 when the server has never seen it. */

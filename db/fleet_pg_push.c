@@ -3,20 +3,33 @@
  * One push is one server transaction: the rows and the pusher's watermark
  * commit together or not at all (fleet_pg.h). Its steps, one function each:
  *
- *   1. check_dims, resolve_rows: devices and stacks (a malformed one
- *      rejects its rows), then every row (store_check_measurement), and the
- *      server ids of the dimension rows they name (fleet_pg_dims.c, cached;
- *      autocommit upserts, before the transaction);
+ *   1. check_dims, resolve_rows, resolve_keys: devices and stacks (a
+ *      malformed one rejects its rows), then every row
+ *      (store_check_measurement), and the server ids of the dimension rows
+ *      they name (fleet_pg_dims.c, cached; autocommit upserts, before the
+ *      transaction);
  *   2. dedupe: one row per server key (model, stack, shape, tactic,
  *      device), the newest;
- *   3. push_tx: BEGIN; lock the source's watermark (a batch that is
+ *   3. push_batch: BEGIN; lock the source's watermark (a batch that is
  *      already there is skipped whole); probe which keys the server has;
  *      rows with new keys go straight into measurements with one binary
  *      COPY; rows with known keys go through a temporary staging table and
  *      one INSERT ... ON CONFLICT that replaces a row only when newer; mark
  *      the touched groups dirty; move the watermark; COMMIT. The small
  *      statements before the COPY, and those after it, are sent together
- *      (libpq's pipeline mode): three round trips a push, not eleven.
+ *      (libpq's pipeline mode).
+ *
+ * Many batches in a row (fleet_pg_push_stream, a store's bulk push) keep
+ * two in flight: batch N's COMMIT is sent and not waited for; batch N+1 is
+ * made, checked and keyed (from the id caches) while the server inserts
+ * and commits N; then N's answer is read and the caller told (it
+ * acknowledges N, and only N, locally), and N+1's first statements go out
+ * with that read when its ids are all cached. Each batch is still its own
+ * transaction, told committed only by its own COMMIT's answer, and told in
+ * order: a pusher killed between the two loses nothing and doubles
+ * nothing (the next push sends N again and the server's merge makes it a
+ * no-op, fleet_local.c). Two round trips a batch, and the server never
+ * waits for the client's checks.
  *
  * Why new and known rows part ways: a new key needs no conflict handling,
  * and COPY into the table itself is PostgreSQL's cheapest way to add rows
@@ -25,8 +38,8 @@
  * per row. A first push of a device, the bulk of any fleet's load, is all
  * new keys. Should another session insert one of the "new" keys after the
  * probe (two stores holding the same device's rows), the COPY fails with a
- * unique violation, is rolled back to its savepoint, and every row takes
- * the merge path instead.
+ * unique violation, the transaction is rolled back and made again with
+ * every key probed, then with every row through the merge.
  *
  * Why binary COPY: doubles travel as their 8 bytes (exact, and neither
  * side formats or parses decimal text, which was most of a push's client
@@ -193,11 +206,14 @@ static int copy_end(fleet_pg *c, cbuf *b, int ok, char *state, char *err, size_t
 /* ---- the plan of one push */
 
 /* A row's server key (model, stack, shape, tactic, device ids), its age,
- * its index in the batch, and whether the server has the key. */
+ * its index in the batch, its device and stack in the batch (whose ids
+ * fill k[0], k[1], k[4] once resolved), and whether the server has the
+ * key. */
 typedef struct prow {
     int k[5];
     int64_t taken_at;
     int idx;
+    short di, si;
     int known;
 } prow;
 
@@ -207,6 +223,11 @@ typedef struct push_plan {
     int *stk_id;      /* per stack: -2 malformed, -1 not resolved yet, else the id */
     prow *keys;       /* the rows to send */
     int nkeys;
+    int next_row;     /* the rows before it are checked and keyed */
+    int shape;        /* id of the shape of the last row keyed (-1: none) */
+    attn_shape last;  /* that shape: rows come grouped by shape, its text key is costly */
+    int di, si;       /* the last row's device and stack (find_id's hints) */
+    int64_t rejected; /* malformed rows, never sent */
     char first_bad[512]; /* why the first malformed entry was refused */
 } push_plan;
 
@@ -217,6 +238,7 @@ static void plan_free(push_plan *p)
     free(p->dev_id);
     free(p->stk_id);
     free(p->keys);
+    memset(p, 0, sizeof *p);
 }
 
 static int plan_init(push_plan *p, const fleet_batch *b)
@@ -224,6 +246,7 @@ static int plan_init(push_plan *p, const fleet_batch *b)
     size_t nd = b->ndevices > 0 ? (size_t)b->ndevices : 1;
     size_t ns = b->nstacks > 0 ? (size_t)b->nstacks : 1;
     memset(p, 0, sizeof *p);
+    p->shape = p->di = p->si = -1;
     p->dev_state = calloc(nd, sizeof *p->dev_state);
     p->dev_model = calloc(nd, sizeof *p->dev_model);
     p->dev_id = calloc(nd, sizeof *p->dev_id);
@@ -299,23 +322,25 @@ static int resolve_dims(fleet_pg *c, const fleet_batch *b, push_plan *p, int di,
     return 0;
 }
 
-/* Step 1b: check every row and resolve its key; malformed rows are
- * counted in stats->rejected (the first reason in p->first_bad). */
-static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p,
-                        fleet_push_stats *stats, char *err, size_t errlen)
+/* Step 1b: check the rows from p->next_row on and key them with their
+ * shape and tactic ids; malformed rows are counted in p->rejected (the
+ * first reason in p->first_bad). offline: the connection is busy (a
+ * previous batch's commit in flight), so ids come from the connection's
+ * cache only, and the first row whose shape or tactic is not cached stops
+ * the pass there (p->next_row): a pass with the connection free goes on
+ * from it. The device and stack ids come later (resolve_keys). */
+static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int offline,
+                        char *err, size_t errlen)
 {
-    int di = -1, si = -1, rc, shape = -1;
-    attn_shape last; /* the previous row's shape, whose id is shape: rows
-                      * come grouped by shape, and its text key is costly */
-    memset(&last, 0, sizeof last);
-    for (int i = 0; i < b->nrows; i++) {
+    int rc;
+    for (int i = p->next_row; i < b->nrows; i++) {
         const store_measurement *m = &b->rows[i];
         char canon[ATTN_TACTIC_STR_MAX], key[ATTN_SHAPE_KEY_MAX], why[ATTUNE_ERRLEN];
-        di = find_id(b->devices, sizeof *b->devices, offsetof(attn_device_info, id),
-                     b->ndevices, m->device_id, di);
-        si = find_id(b->stacks, sizeof *b->stacks, offsetof(attn_stack, id), b->nstacks,
-                     m->stack_id, si);
-        int bad = di < 0 || si < 0 || p->dev_state[di] < 0 || p->stk_id[si] == -2;
+        int di = find_id(b->devices, sizeof *b->devices, offsetof(attn_device_info, id),
+                         b->ndevices, m->device_id, p->di);
+        int si = find_id(b->stacks, sizeof *b->stacks, offsetof(attn_stack, id), b->nstacks,
+                         m->stack_id, p->si);
+        int bad = di < 0 || si < 0 || p->dev_state[di] < 0 || p->stk_id[si] == -2, tactic;
         if (bad)
             snprintf(why, sizeof why, "%s",
                      di < 0 || si < 0 ? "unknown device or stack"
@@ -323,30 +348,59 @@ static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p,
         else
             bad = store_check_measurement(m, canon, why, sizeof why) != 0;
         if (bad) {
-            stats->rejected++;
+            p->rejected++;
             if (!p->first_bad[0])
                 snprintf(p->first_bad, sizeof p->first_bad, "row %d (%.64s %.96s): %.200s", i,
                          m->device_id, m->tactic, why);
             continue;
         }
-        prow *pr = &p->keys[p->nkeys];
-        if (shape < 0 || memcmp(&last, &m->shape, sizeof last) != 0) {
+        p->di = di;
+        p->si = si;
+        if (p->shape < 0 || memcmp(&p->last, &m->shape, sizeof p->last) != 0) {
+            int shape;
             attn_shape_key(&m->shape, key, sizeof key);
-            if ((rc = fleet_pg_shape_dim(c, &m->shape, key, &shape, err, errlen)) != 0)
+            if (offline && (shape = fleet_pg_shape_cached(c, key)) < 0)
+                goto stop;
+            if (!offline &&
+                (rc = fleet_pg_shape_dim(c, &m->shape, key, &shape, err, errlen)) != 0)
                 return rc;
-            last = m->shape;
+            p->last = m->shape;
+            p->shape = shape;
         }
-        pr->k[2] = shape;
-        if ((rc = resolve_dims(c, b, p, di, si, err, errlen)) != 0 ||
-            (rc = fleet_pg_tactic_dim(c, canon, &pr->k[3], err, errlen)) != 0)
+        if (offline && (tactic = fleet_pg_tactic_cached(c, canon)) < 0)
+            goto stop;
+        if (!offline && (rc = fleet_pg_tactic_dim(c, canon, &tactic, err, errlen)) != 0)
             return rc;
-        pr->k[0] = p->dev_model[di];
-        pr->k[1] = p->stk_id[si];
-        pr->k[4] = p->dev_id[di];
+        prow *pr = &p->keys[p->nkeys++];
+        pr->k[2] = p->shape;
+        pr->k[3] = tactic;
+        pr->di = (short)di;
+        pr->si = (short)si;
         pr->taken_at = m->taken_at;
         pr->idx = i;
         pr->known = 0;
-        p->nkeys++;
+        continue;
+    stop:
+        p->next_row = i;
+        return 0;
+    }
+    p->next_row = b->nrows;
+    return 0;
+}
+
+/* Step 1c: the device (and model) and stack ids of every keyed row,
+ * upserted on first use (the connection must be free). */
+static int resolve_keys(fleet_pg *c, const fleet_batch *b, push_plan *p, char *err,
+                        size_t errlen)
+{
+    int rc;
+    for (int k = 0; k < p->nkeys; k++) {
+        prow *pr = &p->keys[k];
+        if ((rc = resolve_dims(c, b, p, pr->di, pr->si, err, errlen)) != 0)
+            return rc;
+        pr->k[0] = p->dev_model[pr->di];
+        pr->k[1] = p->stk_id[pr->si];
+        pr->k[4] = p->dev_id[pr->di];
     }
     return 0;
 }
@@ -374,6 +428,35 @@ static void dedupe(push_plan *p)
         if (n == 0 || memcmp(p->keys[k].k, p->keys[n - 1].k, sizeof p->keys[k].k) != 0)
             p->keys[n++] = p->keys[k];
     p->nkeys = n;
+}
+
+/* 1 when every id of the plan is known without asking the server: its
+ * rows all keyed, its devices and stacks in the connection's cache
+ * (resolve_keys then makes no call). */
+static int plan_offline_done(fleet_pg *c, const fleet_batch *b, push_plan *p)
+{
+    if (p->next_row < b->nrows)
+        return 0;
+    for (int k = 0; k < p->nkeys; k++) {
+        int di = p->keys[k].di, si = p->keys[k].si;
+        if ((p->dev_state[di] == 0 && !fleet_pg_device_cached(c, &b->devices[di])) ||
+            (p->stk_id[si] == -1 && fleet_pg_stack_cached(c, &b->stacks[si]) < 0))
+            return 0;
+    }
+    return 1;
+}
+
+/* Finish a plan with the connection free: the rows an offline pass left,
+ * the device and stack ids, one row per key. */
+static int plan_finish(fleet_pg *c, const fleet_batch *b, push_plan *p, char *err,
+                       size_t errlen)
+{
+    int rc;
+    if ((rc = resolve_rows(c, b, p, 0, err, errlen)) != 0 ||
+        (rc = resolve_keys(c, b, p, err, errlen)) != 0)
+        return rc;
+    dedupe(p);
+    return 0;
 }
 
 /* ---- step 3: the transaction */
@@ -461,15 +544,20 @@ static int copy_rows(fleet_pg *c, const fleet_batch *b, const push_plan *p, int 
  * On a loaded host each round trip is a wait for the scheduler on both
  * sides, and a push made eleven of them around a COPY of 8,000 rows
  * (bench/push_copy.py; docs/fleet.md "Transport"). COPY itself cannot be
- * pipelined. The first statement that fails is the group's error; the
- * server skips the rest (PGRES_PIPELINE_ABORTED) and the transaction is
- * rolled back by the caller. A libpq without pipelining (before 14) runs
- * each statement as it is added: the same answers, a round trip each. */
+ * pipelined. A group is sent (sb_send, which ends it with a sync point)
+ * and its answers read later (sb_collect): a push reads the answers of its
+ * commit only after planning the next batch, and may send the next
+ * batch's first group before reading them (groups are answered in the
+ * order sent). The first statement of a group that fails is the group's
+ * error; the server skips the rest (PGRES_PIPELINE_ABORTED) and the
+ * transaction is rolled back by the caller. A libpq without pipelining
+ * (before 14) runs each statement as it is added: the same answers, a
+ * round trip each. */
 #define BATCH_MAX 8
 
 typedef struct stmt_batch {
     fleet_pg *c;
-    int n, piped;
+    int n, piped, synced;
     PGresult *res[BATCH_MAX];
     const char *what[BATCH_MAX];
 } stmt_batch;
@@ -479,13 +567,14 @@ static void sb_init(stmt_batch *sb, fleet_pg *c)
     memset(sb, 0, sizeof *sb);
     sb->c = c;
 #ifdef LIBPQ_HAS_PIPELINING
-    sb->piped = PQenterPipelineMode(c->conn) == 1;
+    sb->piped = PQpipelineStatus(c->conn) == PQ_PIPELINE_ON ||
+                PQenterPipelineMode(c->conn) == 1;
 #endif
 }
 
 /* Add a statement of n parameters (types, values, lengths, formats as
  * PQexecParams takes them; NULL: text). A send that fails shows as the
- * statement's missing answer in sb_run. */
+ * statement's missing answer in sb_collect. */
 static void sb_add(stmt_batch *sb, const char *what, const char *sql, int n, const Oid *types,
                    const char *const *vals, const int *lens, const int *fmts)
 {
@@ -502,15 +591,27 @@ static void sb_add(stmt_batch *sb, const char *what, const char *sql, int n, con
     sb->res[i] = PQexecParams(sb->c->conn, sql, n, types, vals, lens, fmts, 0);
 }
 
-/* The answers, in order: 0 when every statement succeeded (their results
- * in sb->res for the caller to read), else the first failure's error. */
-static int sb_run(stmt_batch *sb, char *err, size_t errlen)
+/* End the group (a sync point) and send it; its answers come later. */
+static void sb_send(stmt_batch *sb)
+{
+#ifdef LIBPQ_HAS_PIPELINING
+    if (sb->piped)
+        sb->synced = PQpipelineSync(sb->c->conn) == 1;
+#endif
+}
+
+/* The answers of a sent group, in order: 0 when every statement succeeded
+ * (their results in sb->res for the caller to read), else the first
+ * failure's error. last: no group sent after this one waits to be read,
+ * so the connection leaves pipeline mode (COPY and plain statements may
+ * follow). */
+static int sb_collect(stmt_batch *sb, int last, char *err, size_t errlen)
 {
     int rc = 0;
 #ifdef LIBPQ_HAS_PIPELINING
     if (sb->piped) {
         PGconn *conn = sb->c->conn;
-        int synced = PQpipelineSync(conn) == 1;
+        int synced = sb->synced;
         for (int i = 0; i < sb->n && synced; i++) {
             if (sb->what[i] == NULL)
                 continue;
@@ -525,10 +626,11 @@ static int sb_run(stmt_batch *sb, char *err, size_t errlen)
         if (r == NULL || PQresultStatus(r) != PGRES_PIPELINE_SYNC)
             synced = 0;
         PQclear(r);
-        if (!synced || PQexitPipelineMode(conn) != 1)
+        if (!synced || (last && PQexitPipelineMode(conn) != 1))
             rc = fleet_pg_fail(sb->c, NULL, "fleet server (pipeline)", err, errlen);
     }
 #endif
+    (void)last;
     for (int i = 0; i < sb->n; i++) {
         ExecStatusType st = PQresultStatus(sb->res[i]);
         if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
@@ -536,6 +638,13 @@ static int sb_run(stmt_batch *sb, char *err, size_t errlen)
                                  err, errlen);
     }
     return rc;
+}
+
+/* Send a group and read its answers (nothing else in flight). */
+static int sb_run(stmt_batch *sb, char *err, size_t errlen)
+{
+    sb_send(sb);
+    return sb_collect(sb, 1, err, errlen);
 }
 
 static void sb_free(stmt_batch *sb)
@@ -657,21 +766,27 @@ static int probe_sample(const push_plan *p, int *sel)
 
 /* ---- sending the rows */
 
-/* New keys straight into measurements, under the savepoint fleet_new that
- * push_tx made. *conflict = 1 (and 0 returned) when another session has
- * inserted one of them: the COPY is rolled back to the savepoint, which
- * stays for the next attempt. */
+/* How a transaction learns which keys the server has: the sample probe
+ * (a first push's keys are all new), every key probed, or none (every key
+ * taken for known: the merge sorts it out). A COPY of "new" keys that
+ * meets a key another session inserted meanwhile (two stores holding the
+ * same device's rows) fails with a unique violation; the transaction is
+ * rolled back and made again one mode further. A savepoint around the
+ * COPY would save redoing the first group, but costs every COPY about 8%
+ * (docs/fleet.md), and the race is rare. */
+enum { PROBE_SAMPLE, PROBE_ALL, PROBE_NONE };
+
+/* New keys straight into measurements. *conflict = 1 (and 0 returned)
+ * when another session has inserted one of them: the transaction is
+ * aborted, the caller rolls it back. */
 static int copy_new(fleet_pg *c, const fleet_batch *b, push_plan *p, cbuf *buf, int *conflict,
                     char *err, size_t errlen)
 {
     static const char sql[] = "COPY measurements (" PUSH_COLUMNS ") FROM STDIN (FORMAT binary)";
     char state[6];
-    *conflict = 0;
     int rc = copy_rows(c, b, p, 0, sql, buf, state, err, errlen);
-    if (rc == 0 || strcmp(state, "23505") != 0) /* not unique_violation */
-        return rc;
-    *conflict = 1;
-    return fleet_pg_cmd(c, "ROLLBACK TO SAVEPOINT fleet_new", err, errlen);
+    *conflict = rc != 0 && strcmp(state, "23505") == 0; /* unique_violation */
+    return *conflict ? 0 : rc;
 }
 
 /* Known keys through the staging table and the merge. */
@@ -690,35 +805,31 @@ static int merge_known(fleet_pg *c, const fleet_batch *b, const push_plan *p, cb
 }
 
 /* Send every key: new ones by COPY, known ones by the merge (see the top
- * of the file). known: how many the sample probe found on the server;
- * sel: scratch of p->nkeys. */
-static int send_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int known, int *sel,
-                     char *err, size_t errlen)
+ * of the file). known: how many keys the first group's probe found on the
+ * server (mode PROBE_SAMPLE: of the sample only); sel: scratch of
+ * p->nkeys. *conflict as copy_new; *probed set when every key was probed
+ * (a conflict then goes to PROBE_NONE). */
+static int send_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int mode, int known,
+                     int *sel, int *conflict, int *probed, char *err, size_t errlen)
 {
     cbuf buf = {0};
-    int rc = 0, all = 0, conflict = 0, n;
-    for (;;) {
-        if (known > 0 || conflict) {
-            for (int k = 0; k < p->nkeys; k++)
-                sel[k] = k;
-            if ((rc = probe(c, p, sel, p->nkeys, &n, err, errlen)) != 0)
-                goto out;
-            all = 1;
-        }
-        known = 0;
+    int rc = 0, n;
+    *conflict = 0;
+    *probed = mode != PROBE_SAMPLE;
+    if (mode == PROBE_SAMPLE && known > 0) { /* not a first push: probe every key */
         for (int k = 0; k < p->nkeys; k++)
-            known += p->keys[k].known;
-        if (known == p->nkeys || (rc = copy_new(c, b, p, &buf, &conflict, err, errlen)) != 0 ||
-            !conflict)
-            break;
-        if (all) { /* raced twice: let the merge sort it out */
-            for (int k = 0; k < p->nkeys; k++)
-                p->keys[k].known = 1;
-            known = p->nkeys;
-            break;
-        }
+            sel[k] = k;
+        if ((rc = probe(c, p, sel, p->nkeys, &n, err, errlen)) != 0)
+            goto out;
+        *probed = 1;
     }
-    if (rc == 0 && known > 0)
+    known = 0;
+    for (int k = 0; k < p->nkeys; k++)
+        known += p->keys[k].known;
+    if (known < p->nkeys && ((rc = copy_new(c, b, p, &buf, conflict, err, errlen)) != 0 ||
+                             *conflict))
+        goto out;
+    if (known > 0)
         rc = merge_known(c, b, p, &buf, err, errlen);
 out:
     free(buf.p);
@@ -742,108 +853,279 @@ static int dirty_add(stmt_batch *sb, const push_plan *p, int *sel)
     return add_arrays(sb, "fleet server (dirty groups)", sql, p, fields, 3, sel, n);
 }
 
-/* Step 3: everything the server writes, in one transaction, rolled back
- * on any failure. Three round trips when every key is new: BEGIN, the
- * source's row locked and read, the sample probed and the savepoint made,
- * together; the COPY; the savepoint released, the dirty groups, the
- * watermark and COMMIT, together. */
-static int push_tx(fleet_pg *c, const fleet_batch *b, push_plan *p, fleet_push_stats *stats,
-                   char *err, size_t errlen)
+/* ---- step 3: the transaction
+
+ * Everything the server writes for one batch, in one transaction, rolled
+ * back on any failure. Its first group: BEGIN, the source's row locked and
+ * read (a batch at or below its watermark is skipped whole), the probe;
+ * then the rows (a COPY when every key is new); its last group: the dirty
+ * groups, the watermark and COMMIT, sent and left in flight (push_commit
+ * reads its answers). */
+
+/* Where the answers of a first group are. */
+typedef struct tx_first {
+    int i_seq, i_probe, nprobe, oom;
+} tx_first;
+
+static void first_add(stmt_batch *sb, const fleet_batch *b, push_plan *p, int mode, int *sel,
+                      tx_first *t)
 {
-    int rc, *sel = malloc(sizeof *sel * (size_t)(p->nkeys > 0 ? p->nkeys : 1));
-    int i_seq = -1, i_probe = -1, nsample = 0, known = 0;
-    const char *src[2] = {b->source, NULL};
-    char seq[24];
-    stmt_batch sb;
-    if (sel == NULL)
-        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    sb_init(&sb, c);
-    sb_add(&sb, "fleet server", "BEGIN", 0, NULL, NULL, NULL, NULL);
+    const char *src[1] = {b->source};
+    t->i_seq = t->i_probe = -1;
+    t->nprobe = t->oom = 0;
+    sb_add(sb, "fleet server", "BEGIN", 0, NULL, NULL, NULL, NULL);
     if (b->source != NULL) {
-        sb_add(&sb, "fleet server (source)",
+        sb_add(sb, "fleet server (source)",
                "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) ON CONFLICT (id) DO NOTHING",
                1, NULL, src, NULL, NULL);
-        i_seq = sb.n;
-        sb_add(&sb, "fleet server (source)",
+        t->i_seq = sb->n;
+        sb_add(sb, "fleet server (source)",
                "SELECT pushed_seq FROM sources WHERE id = $1 FOR UPDATE", 1, NULL, src, NULL,
                NULL);
     }
-    int oom = 0;
-    if (p->nkeys > 0) {
-        nsample = probe_sample(p, sel);
-        i_probe = sb.n;
-        oom = probe_add(&sb, p, sel, nsample) != 0;
-        sb_add(&sb, "fleet server", "SAVEPOINT fleet_new", 0, NULL, NULL, NULL, NULL);
+    for (int k = 0; k < p->nkeys; k++)
+        p->keys[k].known = mode == PROBE_NONE;
+    if (p->nkeys > 0 && mode != PROBE_NONE) {
+        if (mode == PROBE_SAMPLE)
+            t->nprobe = probe_sample(p, sel);
+        else
+            for (int k = 0; k < p->nkeys; k++)
+                sel[t->nprobe++] = k;
+        t->i_probe = sb->n;
+        t->oom = probe_add(sb, p, sel, t->nprobe) != 0;
     }
-    rc = sb_run(&sb, err, errlen);
-    if (rc == 0 && oom)
-        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    if (rc != 0)
-        goto fail;
+}
+
+/* Read a collected first group: *skipped when the server's watermark is
+ * already at the batch's, else the keys the probe found marked known (how
+ * many in *known). */
+static int first_read(const stmt_batch *sb, const fleet_batch *b, push_plan *p, const int *sel,
+                      const tx_first *t, int *skipped, int *known, char *err, size_t errlen)
+{
+    *skipped = *known = 0;
+    if (t->oom)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
     if (b->source != NULL) {
-        if (PQntuples(sb.res[i_seq]) < 1) { /* inserted just above, in this transaction */
-            rc = attune_fail(err, errlen, ATTUNE_EDB, "fleet server (source): no row");
-            goto fail;
-        }
-        if (strtoll(PQgetvalue(sb.res[i_seq], 0, 0), NULL, 10) >= b->last_seq) {
-            /* a push that committed before its pusher died: already here */
-            stats->skipped++;
-            sb_free(&sb);
-            rc = fleet_pg_cmd(c, "ROLLBACK", err, errlen);
-            goto out;
-        }
+        if (PQntuples(sb->res[t->i_seq]) < 1) /* inserted just above, in this transaction */
+            return attune_fail(err, errlen, ATTUNE_EDB, "fleet server (source): no row");
+        /* a push that committed before its pusher died: already here */
+        *skipped = strtoll(PQgetvalue(sb->res[t->i_seq], 0, 0), NULL, 10) >= b->last_seq;
     }
-    if (p->nkeys > 0)
-        probe_read(p, sb.res[i_probe], sel, nsample, &known);
-    sb_free(&sb);
-    if (p->nkeys > 0 && (rc = send_rows(c, b, p, known, sel, err, errlen)) != 0)
-        goto fail;
-    sb_init(&sb, c);
-    if (p->nkeys > 0) {
-        sb_add(&sb, "fleet server", "RELEASE SAVEPOINT fleet_new", 0, NULL, NULL, NULL, NULL);
-        oom = dirty_add(&sb, p, sel) != 0;
-    }
+    if (!*skipped && t->i_probe >= 0)
+        probe_read(p, sb->res[t->i_probe], sel, t->nprobe, known);
+    return 0;
+}
+
+/* A batch whose commit is in flight: its last group, and what the caller
+ * is told once it is read. */
+typedef struct push_inflight {
+    int on, oom;
+    stmt_batch sb;
+    fleet_push_done d;
+    char first_bad[512];
+} push_inflight;
+
+/* The last group of b's transaction, sent and left in flight in f. */
+static void commit_send(fleet_pg *c, const fleet_batch *b, const push_plan *p, int *sel,
+                        push_inflight *f)
+{
+    char seq[24];
+    const char *src[2] = {b->source, seq};
+    sb_init(&f->sb, c);
+    f->oom = p->nkeys > 0 && dirty_add(&f->sb, p, sel) != 0;
     if (b->source != NULL) {
         snprintf(seq, sizeof seq, "%" PRId64, b->last_seq);
-        src[1] = seq;
-        sb_add(&sb, "fleet server (watermark)",
+        sb_add(&f->sb, "fleet server (watermark)",
                "UPDATE sources SET pushed_seq = $2, updated_at = now() WHERE id = $1", 2, NULL,
                src, NULL, NULL);
     }
-    sb_add(&sb, "fleet server", "COMMIT", 0, NULL, NULL, NULL, NULL);
-    rc = sb_run(&sb, err, errlen);
-    if (rc == 0 && oom)
+    sb_add(&f->sb, "fleet server", "COMMIT", 0, NULL, NULL, NULL, NULL);
+    sb_send(&f->sb);
+    f->on = 1;
+}
+
+/* The answers of the commit in flight (last: nothing sent after it), then
+ * the caller's done. 0, done's stop (> 0), or an error (the transaction
+ * rolled back when last; otherwise the caller rolls back after reading
+ * what it sent after). */
+static int commit_read(fleet_pg *c, push_inflight *f, int last, fleet_push_done_fn done,
+                       void *arg, char *err, size_t errlen)
+{
+    if (!f->on)
+        return 0;
+    f->on = 0;
+    int rc = sb_collect(&f->sb, last, err, errlen);
+    if (rc == 0 && f->oom)
         rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    if (rc != 0)
-        goto fail;
-    sb_free(&sb);
-    stats->sent += p->nkeys;
-    goto out;
-fail:
-    sb_free(&sb);
-    fleet_pg_rollback(c);
+    sb_free(&f->sb);
+    if (rc != 0) {
+        if (last)
+            fleet_pg_rollback(c);
+        return rc;
+    }
+    f->d.first_bad = f->first_bad;
+    return done(arg, &f->d);
+}
+
+/* Push one planned batch b, with the commit of the batch before it in f
+ * (if any): that commit's answers are read (and done told) before b's
+ * rows go, and b's commit is left in f. When plan is complete (no id to
+ * ask the server for), b's first group is sent before the previous
+ * commit's answers are read: one round trip for both. 0, done's stop
+ * (> 0) or an error; either way nothing of b is committed unless its
+ * commit is in f. */
+static int push_batch(fleet_pg *c, const fleet_batch *b, push_plan *p, push_inflight *f,
+                      fleet_push_done_fn done, void *arg, char *err, size_t errlen)
+{
+    /* scratch of a key each: sized by the rows, the plan may not be finished */
+    int *sel = malloc(sizeof *sel * (size_t)(b->nrows > 0 ? b->nrows : 1));
+    int rc = 0, mode = PROBE_SAMPLE, skipped = 0, known = 0, conflict = 0, probed = 0;
+    int early = f->on && plan_offline_done(c, b, p);
+    stmt_batch sb;
+    tx_first t;
+    if (sel == NULL) {
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+        int rc2 = commit_read(c, f, 1, done, arg, err, errlen);
+        free(sel);
+        return rc2 != 0 ? rc2 : rc;
+    }
+    sb_init(&sb, c);
+    if (early) {
+        if ((rc = plan_finish(c, b, p, err, errlen)) != 0) /* makes no call */
+            goto out;
+        first_add(&sb, b, p, mode, sel, &t);
+        sb_send(&sb);
+    }
+    if (f->on && (rc = commit_read(c, f, !early, done, arg, err, errlen)) != 0) {
+        if (early) { /* b's transaction is open (or refused): end it */
+            char e2[ATTUNE_ERRLEN];
+            (void)sb_collect(&sb, 1, e2, sizeof e2);
+            fleet_pg_rollback(c);
+        }
+        goto out;
+    }
+    if (!early) {
+        sb_free(&sb);
+        if ((rc = plan_finish(c, b, p, err, errlen)) != 0)
+            goto out;
+        sb_init(&sb, c);
+        first_add(&sb, b, p, mode, sel, &t);
+        sb_send(&sb);
+    }
+    for (;;) {
+        rc = sb_collect(&sb, 1, err, errlen);
+        if (rc == 0)
+            rc = first_read(&sb, b, p, sel, &t, &skipped, &known, err, errlen);
+        sb_free(&sb);
+        if (rc != 0 || skipped)
+            break;
+        if (p->nkeys == 0 || (rc = send_rows(c, b, p, mode, known, sel, &conflict, &probed,
+                                             err, errlen)) != 0 || !conflict)
+            break;
+        fleet_pg_rollback(c); /* raced with another pusher: again, one mode further */
+        mode = probed ? PROBE_NONE : PROBE_ALL;
+        sb_init(&sb, c);
+        first_add(&sb, b, p, mode, sel, &t);
+        sb_send(&sb);
+    }
+    if (rc != 0) {
+        fleet_pg_rollback(c);
+        goto out;
+    }
+    memset(&f->d, 0, sizeof f->d);
+    f->d.last_seq = b->last_seq;
+    f->d.rejected = p->rejected;
+    snprintf(f->first_bad, sizeof f->first_bad, "%s", p->first_bad);
+    if (skipped) {
+        f->d.skipped = 1;
+        f->d.first_bad = f->first_bad;
+        if ((rc = fleet_pg_cmd(c, "ROLLBACK", err, errlen)) == 0)
+            rc = done(arg, &f->d);
+        goto out;
+    }
+    f->d.sent = p->nkeys;
+    commit_send(c, b, p, sel, f);
 out:
+    sb_free(&sb);
     free(sel);
     return rc;
+}
+
+int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_fn done,
+                         void *arg, char *err, size_t errlen)
+{
+    push_inflight f;
+    push_plan p;
+    int rc = 0;
+    if (c == NULL || next == NULL || done == NULL)
+        return ATTUNE_EINVAL;
+    memset(&f, 0, sizeof f);
+    for (;;) {
+        fleet_batch b;
+        memset(&b, 0, sizeof b);
+        int have = next(arg, &b);
+        if (have <= 0) {
+            rc = have; /* an error: next said why (in its own context) */
+            break;
+        }
+        /* with a commit in flight, the plan is made from the caches while
+         * the server commits (push_batch finishes it) */
+        if ((rc = plan_init(&p, &b)) != 0) {
+            rc = attune_fail(err, errlen, rc, "out of memory");
+            break;
+        }
+        check_dims(&b, &p);
+        rc = f.on ? resolve_rows(c, &b, &p, 1, err, errlen) : plan_finish(c, &b, &p, err, errlen);
+        if (rc == 0)
+            rc = push_batch(c, &b, &p, &f, done, arg, err, errlen);
+        plan_free(&p);
+        if (rc != 0)
+            break;
+    }
+    /* the last commit's answers (or, after a failure, the one in flight:
+     * its outcome is known before the error is returned) */
+    int rc2 = commit_read(c, &f, 1, done, arg, err, errlen);
+    if (rc == 0)
+        rc = rc2;
+    return rc > 0 ? 0 : rc;
+}
+
+/* fleet_pg_push: one batch through the stream. */
+typedef struct one_push {
+    const fleet_batch *b;
+    int given;
+    fleet_push_stats *stats;
+    char *err;
+    size_t errlen;
+} one_push;
+
+static int one_next(void *arg, fleet_batch *out)
+{
+    one_push *o = arg;
+    if (o->given)
+        return 0;
+    o->given = 1;
+    *out = *o->b;
+    return 1;
+}
+
+static int one_done(void *arg, const fleet_push_done *d)
+{
+    one_push *o = arg;
+    o->stats->sent += d->sent;
+    o->stats->rejected += d->rejected;
+    o->stats->skipped += d->skipped;
+    if (d->first_bad[0])
+        snprintf(o->err, o->errlen, "%s", d->first_bad);
+    return 0;
 }
 
 int fleet_pg_push(fleet_pg *c, const fleet_batch *b, fleet_push_stats *stats, char *err,
                   size_t errlen)
 {
-    push_plan p;
-    int rc;
     if (c == NULL || b == NULL || stats == NULL)
         return ATTUNE_EINVAL;
-    if ((rc = plan_init(&p, b)) != 0)
-        return attune_fail(err, errlen, rc, "out of memory");
-    check_dims(b, &p);
-    if ((rc = resolve_rows(c, b, &p, stats, err, errlen)) == 0) {
-        dedupe(&p);
-        rc = push_tx(c, b, &p, stats, err, errlen);
-    }
-    if (rc == 0 && p.first_bad[0])
-        snprintf(err, errlen, "%s", p.first_bad);
-    plan_free(&p);
-    return rc;
+    one_push o = {b, 0, stats, err, errlen};
+    return fleet_pg_push_stream(c, one_next, one_done, &o, err, errlen);
 }
 #endif
