@@ -2,11 +2,13 @@
 """push_copy.py -- a bulk push against a plain binary COPY of the same rows
 into the same table, on a private PostgreSQL on this box.
 
-    bench/push_copy.py BUILD_DIR [--rows 2000000] [--runs 3] [--jobs 1]
+    bench/push_copy.py BUILD_DIR [--rows 2000000] [--runs 3] [--jobs 1] [--no-warmup]
 
 Starts a durable server as bench/fleet_bench.py does (tests/fleetlib.py:
 initdb in a temp dir, Unix socket only, fsync and synchronous commit on,
-shared_buffers 512MB). Each run, on fresh tables:
+shared_buffers 512MB), and pushes the rows once untimed (--no-warmup
+skips it: on a fresh server the first push creates every WAL segment it
+writes, which the COPYs after it recycle). Each run, on fresh tables:
 
   push  build/fleet_bench --push-only: attune's push path (fleet_pg_push:
         rows checked, keys resolved, one transaction per device push of
@@ -79,6 +81,8 @@ def main():
     ap.add_argument("--rows", type=int, default=2000000, help="rows pushed (8,000 per device)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=1, help="push connections")
+    ap.add_argument("--no-warmup", dest="warmup", action="store_false",
+                    help="skip the untimed push that fills the server's WAL first")
     a = ap.parse_args()
     exe = os.path.join(a.build, "fleet_bench")
     if not os.access(exe, os.X_OK):
@@ -116,6 +120,20 @@ def main():
               flush=True)
         with open(os.path.join(pg.data, "postmaster.pid")) as f:
             spid = int(f.readline().strip())
+        if a.warmup:
+            # a fresh server has no WAL segments to recycle: the first run's
+            # push would create (zero-fill) every one it writes, and the
+            # COPYs after it reuse them (perf: XLogFileInit, ~1 s of the
+            # backend's CPU per 400k rows); one untimed push first gives
+            # every timed run the same recycled WAL
+            r = subprocess.run([exe, "--fleet", pg.url, "--reset", "--push-only", "--devices",
+                                str(devices), "--jobs", str(a.jobs)], env=pg.env(),
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                print(r.stdout, r.stderr)
+                return 1
+            pg.sql("CHECKPOINT")
+            print("warm-up push (not timed): %s" % r.stdout.strip().splitlines()[-1], flush=True)
         for run in range(a.runs):
             pg.sql("CHECKPOINT")
             l0, c0 = os.getloadavg()[0], server_cpu(spid)

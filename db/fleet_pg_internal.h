@@ -73,6 +73,36 @@ int fleet_pg_tactic_cached(const fleet_pg *c, const char *tactic);
 int fleet_pg_stack_cached(const fleet_pg *c, const attn_stack *s);
 int fleet_pg_device_cached(const fleet_pg *c, const attn_device_info *d);
 
+/* Dimension rows upserted many at once (a batch's, in one round trip):
+ * fleet_pg_dims_add_* sends the upsert of a value not cached (nor added
+ * before), its own transaction, in pipeline mode after whatever the
+ * connection has in flight; fleet_pg_dims_send flushes; fleet_pg_dims_read reads the
+ * answers (after those of anything sent before it) and caches the ids
+ * (last: leave pipeline mode). 0 or an error code (read: with err). Start
+ * from FLEET_DIMS_REQ_INIT, end with fleet_pg_dims_req_free (which
+ * leaves it ready for reuse). */
+enum { FLEET_DIM_MODEL, FLEET_DIM_DEVICE, FLEET_DIM_STACK, FLEET_DIM_SHAPE, FLEET_DIM_TACTIC };
+
+typedef struct fleet_dims_req {
+    int n, cap;
+    int *kind;
+    char **key;
+    int sent_ok;
+} fleet_dims_req;
+
+#define FLEET_DIMS_REQ_INIT {0, 0, NULL, NULL, 1}
+
+int fleet_pg_dims_add_model(fleet_pg *c, fleet_dims_req *q, const attn_device_info *d);
+int fleet_pg_dims_add_device(fleet_pg *c, fleet_dims_req *q, const attn_device_info *d,
+                             const char *host);
+int fleet_pg_dims_add_stack(fleet_pg *c, fleet_dims_req *q, const attn_stack *s);
+int fleet_pg_dims_add_shape(fleet_pg *c, fleet_dims_req *q, const attn_shape *s,
+                            const char *key);
+int fleet_pg_dims_add_tactic(fleet_pg *c, fleet_dims_req *q, const char *tactic);
+void fleet_pg_dims_send(fleet_pg *c, fleet_dims_req *q);
+int fleet_pg_dims_read(fleet_pg *c, fleet_dims_req *q, int last, char *err, size_t errlen);
+void fleet_pg_dims_req_free(fleet_dims_req *q);
+
 /* ---- aggregates (fleet_pg_agg.c) */
 
 /* Server id of d's model, -1 when the server has never seen it. */

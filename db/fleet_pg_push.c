@@ -446,15 +446,72 @@ static int plan_offline_done(fleet_pg *c, const fleet_batch *b, push_plan *p)
     return 1;
 }
 
-/* Finish a plan with the connection free: the rows an offline pass left,
- * the device and stack ids, one row per key. */
+/* The dimension rows the plan still lacks, added to q (fleet_pg_dims_add_*:
+ * sent, not read): the devices (with their models) and stacks of its
+ * rows, and the shapes and tactics of the rows an offline pass left (from
+ * p->next_row). Malformed rows are skipped (resolve_rows counts them). */
+static int plan_dims_add(fleet_pg *c, const fleet_batch *b, const push_plan *p,
+                         fleet_dims_req *q)
+{
+    char *added = calloc((size_t)(b->ndevices + b->nstacks + 1), 1); /* devices, then stacks */
+    char canon[ATTN_TACTIC_STR_MAX], key[ATTN_SHAPE_KEY_MAX], why[ATTUNE_ERRLEN];
+    int rc = added == NULL ? ATTUNE_ENOMEM : 0, shape = 0;
+    attn_shape last;
+#define ADD_DIMS(di, si)                                                                     \
+    do {                                                                                     \
+        if (rc == 0 && p->dev_state[di] == 0 && !added[di]) {                               \
+            added[di] = 1;                                                                   \
+            rc = fleet_pg_dims_add_device(c, q, &b->devices[di],                             \
+                                          b->device_hosts ? b->device_hosts[di] : "");       \
+        }                                                                                    \
+        if (rc == 0 && p->stk_id[si] == -1 && !added[b->ndevices + (si)]) {                  \
+            added[b->ndevices + (si)] = 1;                                                   \
+            rc = fleet_pg_dims_add_stack(c, q, &b->stacks[si]);                              \
+        }                                                                                    \
+    } while (0)
+    for (int k = 0; k < p->nkeys && rc == 0; k++)
+        ADD_DIMS(p->keys[k].di, p->keys[k].si);
+    for (int i = p->next_row, di = -1, si = -1; i < b->nrows && rc == 0; i++) {
+        const store_measurement *m = &b->rows[i];
+        di = find_id(b->devices, sizeof *b->devices, offsetof(attn_device_info, id),
+                     b->ndevices, m->device_id, di);
+        si = find_id(b->stacks, sizeof *b->stacks, offsetof(attn_stack, id), b->nstacks,
+                     m->stack_id, si);
+        if (di < 0 || si < 0 || p->dev_state[di] < 0 || p->stk_id[si] == -2 ||
+            store_check_measurement(m, canon, why, sizeof why) != 0)
+            continue;
+        ADD_DIMS(di, si);
+        if (rc == 0 && (!shape || memcmp(&last, &m->shape, sizeof last) != 0)) {
+            attn_shape_key(&m->shape, key, sizeof key);
+            rc = fleet_pg_dims_add_shape(c, q, &m->shape, key);
+            last = m->shape;
+            shape = 1;
+        }
+        if (rc == 0)
+            rc = fleet_pg_dims_add_tactic(c, q, canon);
+    }
+#undef ADD_DIMS
+    free(added);
+    return rc;
+}
+
+/* Finish a plan with the connection free: the dimension rows it lacks
+ * upserted together (one round trip), the rows an offline pass left, the
+ * device and stack ids, one row per key. */
 static int plan_finish(fleet_pg *c, const fleet_batch *b, push_plan *p, char *err,
                        size_t errlen)
 {
-    int rc;
-    if ((rc = resolve_rows(c, b, p, 0, err, errlen)) != 0 ||
+    fleet_dims_req q = FLEET_DIMS_REQ_INIT;
+    int rc = plan_dims_add(c, b, p, &q);
+    fleet_pg_dims_send(c, &q);
+    int rc2 = fleet_pg_dims_read(c, &q, 1, err, errlen);
+    fleet_pg_dims_req_free(&q);
+    if (rc != 0)
+        return attune_fail(err, errlen, rc, "fleet server (dimension rows): %s",
+                           attune_strerror(rc));
+    if (rc2 != 0 || (rc = resolve_rows(c, b, p, 0, err, errlen)) != 0 ||
         (rc = resolve_keys(c, b, p, err, errlen)) != 0)
-        return rc;
+        return rc2 != 0 ? rc2 : rc;
     dedupe(p);
     return 0;
 }
@@ -989,23 +1046,40 @@ static int push_batch(fleet_pg *c, const fleet_batch *b, push_plan *p, push_infl
         free(sel);
         return rc2 != 0 ? rc2 : rc;
     }
-    sb_init(&sb, c);
-    if (early) {
+    fleet_dims_req q = FLEET_DIMS_REQ_INIT;
+    memset(&sb, 0, sizeof sb);
+    if (early) { /* every id cached: b's first group goes with the commit's answers */
         if ((rc = plan_finish(c, b, p, err, errlen)) != 0) /* makes no call */
             goto out;
+        sb_init(&sb, c);
         first_add(&sb, b, p, mode, sel, &t);
         sb_send(&sb);
+    } else if (f->on) { /* the ids b lacks are asked for with the commit's answers */
+        rc = plan_dims_add(c, b, p, &q);
+        fleet_pg_dims_send(c, &q);
     }
-    if (f->on && (rc = commit_read(c, f, !early, done, arg, err, errlen)) != 0) {
-        if (early) { /* b's transaction is open (or refused): end it */
-            char e2[ATTUNE_ERRLEN];
+    if (f->on) {
+        int rc2 = commit_read(c, f, !early && q.n == 0, done, arg, err, errlen);
+        char e2[ATTUNE_ERRLEN];
+        if (early && rc2 != 0) /* b's transaction is open (or refused): end it */
             (void)sb_collect(&sb, 1, e2, sizeof e2);
-            fleet_pg_rollback(c);
+        if (!early && q.n > 0 && (rc2 != 0 || rc != 0))
+            (void)fleet_pg_dims_read(c, &q, 1, e2, sizeof e2);
+        if (rc2 != 0) {
+            if (early || q.n > 0)
+                fleet_pg_rollback(c);
+            rc = rc2;
+            goto out;
         }
-        goto out;
+        if (rc != 0) {
+            rc = attune_fail(err, errlen, rc, "fleet server (dimension rows): %s",
+                             attune_strerror(rc));
+            goto out;
+        }
     }
     if (!early) {
-        sb_free(&sb);
+        if (q.n > 0 && (rc = fleet_pg_dims_read(c, &q, 1, err, errlen)) != 0)
+            goto out;
         if ((rc = plan_finish(c, b, p, err, errlen)) != 0)
             goto out;
         sb_init(&sb, c);
@@ -1046,6 +1120,7 @@ static int push_batch(fleet_pg *c, const fleet_batch *b, push_plan *p, push_infl
     f->d.sent = p->nkeys;
     commit_send(c, b, p, sel, f);
 out:
+    fleet_pg_dims_req_free(&q);
     sb_free(&sb);
     free(sel);
     return rc;
