@@ -6,12 +6,15 @@
  *
  *   fleet_bench --fleet URL [--devices 1000] [--models 10] [--shapes 200]
  *               [--tactics 40] [--jobs 2] [--reset] [--db FILE]
- *               [--server-pid PID] [--push-only]
+ *               [--server-pid PID] [--push-only] [--per-push 1]
  *
  * Defaults are issue 11's fleet: 1,000 devices of 10 models, 200 shapes,
  * 40 tactics = 8,000,000 rows. Each device is one push (8,000 rows, one
  * server transaction, its own watermark), --jobs connections push devices
- * in parallel as that many attuned would. Times: wall clock, printed with
+ * in parallel as that many attuned would (each connection one
+ * fleet_pg_push_stream, as one store's bulk push makes it); --per-push N
+ * puts N devices' rows in each push (larger transactions, as an initial
+ * load with a larger --batch would). Times: wall clock, printed with
  * rows/s and the load average; with --server-pid (the postmaster) also the
  * CPU time of the server's processes and of this client, which the
  * neighbours on a shared machine do not change. --reset drops attune's
@@ -248,32 +251,40 @@ static void device_rows(int dev, store_measurement *rows)
         }
 }
 
-/* One pusher's stream: the device whose rows it made last. */
+/* Devices per push (--per-push; fleet_local's batches name at most 16). */
+static int per_push = 1;
+
+/* One pusher's stream: the devices whose rows it made last, two batches
+ * in turn (fleet_pg_push_stream holds two). */
 typedef struct pusher_state {
-    store_measurement *rows;
-    attn_device_info d;
-    char host[64], source[64];
-    const char *hosts[1];
+    store_measurement *rows[2];
+    attn_device_info d[2][16];
+    char host[2][16][64], source[2][64];
+    const char *hosts[2][16];
+    int turn;
 } pusher_state;
 
-/* The next device's rows (fleet_push_next_fn): every device one batch,
- * its own transaction and watermark. */
+/* The next per_push devices' rows (fleet_push_next_fn): one batch, its
+ * own transaction and watermark. */
 static int pusher_next(void *arg, fleet_batch *b)
 {
     pusher_state *ps = arg;
-    int dev = atomic_fetch_add(&next_dev, 1);
-    if (dev >= ndev)
+    int dev0 = atomic_fetch_add(&next_dev, per_push), t = ps->turn ^= 1, per = nshapes * ntactics;
+    int n = ndev - dev0 < per_push ? ndev - dev0 : per_push;
+    if (n <= 0)
         return 0;
-    model_of(dev, &ps->d);
     double g0 = thread_cpu_s();
-    device_rows(dev, ps->rows);
+    for (int i = 0; i < n; i++) {
+        model_of(dev0 + i, &ps->d[t][i]);
+        device_rows(dev0 + i, ps->rows[t] + (size_t)i * (size_t)per);
+        snprintf(ps->host[t][i], sizeof ps->host[t][i], "host-%04d", dev0 + i);
+        ps->hosts[t][i] = ps->host[t][i];
+    }
     gen_cpu_add(thread_cpu_s() - g0);
-    snprintf(ps->host, sizeof ps->host, "host-%04d", dev);
-    snprintf(ps->source, sizeof ps->source, "bench-%06d", dev);
-    ps->hosts[0] = ps->host;
-    *b = (fleet_batch){.devices = &ps->d, .device_hosts = ps->hosts, .ndevices = 1,
-                       .stacks = &stack, .nstacks = 1, .rows = ps->rows,
-                       .nrows = nshapes * ntactics, .source = ps->source, .last_seq = 1};
+    snprintf(ps->source[t], sizeof ps->source[t], "bench-%06d", dev0);
+    *b = (fleet_batch){.devices = ps->d[t], .device_hosts = ps->hosts[t], .ndevices = n,
+                       .stacks = &stack, .nstacks = 1, .rows = ps->rows[t], .nrows = n * per,
+                       .source = ps->source[t], .last_seq = 1};
     return 1;
 }
 
@@ -299,11 +310,13 @@ static void *pusher(void *arg)
     CHECK(fleet_pg_connect(url, &c, err, sizeof err), "connect");
     pusher_state ps;
     memset(&ps, 0, sizeof ps);
-    ps.rows = malloc(sizeof *ps.rows * (size_t)(nshapes * ntactics));
-    if (ps.rows == NULL)
-        exit(1);
+    for (int t = 0; t < 2; t++)
+        if ((ps.rows[t] = malloc(sizeof *ps.rows[t] * (size_t)(nshapes * ntactics) *
+                                 (size_t)per_push)) == NULL)
+            exit(1);
     CHECK(fleet_pg_push_stream(c, pusher_next, pusher_done, &ps, err, sizeof err), "push");
-    free(ps.rows);
+    free(ps.rows[0]);
+    free(ps.rows[1]);
     fleet_pg_close(c);
     return NULL;
 }
@@ -359,11 +372,13 @@ static int parse_args(int argc, char **argv, int *reset, const char **dbpath)
             jobs = atoi(v);
         else if (strcmp(o, "--server-pid") == 0)
             server_pid = atoi(v);
+        else if (strcmp(o, "--per-push") == 0)
+            per_push = atoi(v);
         else
             return 2;
     }
     if (url == NULL || ndev < 1 || nmodels < 1 || nshapes < 1 || ntactics < 1 ||
-        ntactics > 40 || jobs < 1 || jobs > 64)
+        ntactics > 40 || jobs < 1 || jobs > 64 || per_push < 1 || per_push > 16)
         return 2;
     return 0;
 }
@@ -384,9 +399,10 @@ static void push_all(void)
         pthread_join(th[j], NULL);
     double push_s = now_s() - t0;
     double sent = (double)atomic_load(&rows_sent);
-    printf("push: %.0f rows in %.1f s = %.0f rows/s (%.1f ms per %d-row device push; load "
+    printf("push: %.0f rows in %.1f s = %.0f rows/s (%.1f ms per %d-row push; load "
            "average %.1f before, %.1f after)\n",
-           sent, push_s, sent / push_s, 1e3 * push_s * jobs / ndev, nshapes * ntactics, l0,
+           sent, push_s, sent / push_s, 1e3 * push_s * jobs * per_push / ndev,
+           nshapes * ntactics * per_push, l0,
            load1());
     /* On a shared machine wall time says as much about the neighbours as
      * about the push: CPU time per row does not. */
@@ -465,7 +481,7 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &reset, &dbpath) != 0) {
         fprintf(stderr, "usage: fleet_bench --fleet URL [--devices N] [--models N] "
                         "[--shapes N] [--tactics N<=40] [--jobs N] [--reset] [--db FILE] "
-                        "[--server-pid PID] [--push-only]\n");
+                        "[--server-pid PID] [--push-only] [--per-push N<=16]\n");
         return 2;
     }
     make_tactics();

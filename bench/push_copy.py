@@ -3,6 +3,7 @@
 into the same table, on a private PostgreSQL on this box.
 
     bench/push_copy.py BUILD_DIR [--rows 2000000] [--runs 3] [--jobs 1] [--no-warmup]
+                       [--per-push 1]
 
 Starts a durable server as bench/fleet_bench.py does (tests/fleetlib.py:
 initdb in a temp dir, Unix socket only, fsync and synchronous commit on,
@@ -20,8 +21,8 @@ writes, which the COPYs after it recycle). Each run, on fresh tables:
         `COPY measurements (...) FROM STDIN (FORMAT binary)` through psql
         (the client-side \\copy: the rows cross the same socket), rows/s;
   COPY in batches  the same, one COPY and commit per device's 8,000 rows
-        (the push's transactions without the rest of the push), from one
-        psql session, rows/s;
+        (the push's transactions without the rest of the push; per device
+        whatever --per-push), from one psql session, rows/s;
 
 then prints push/COPY (the goal: >= 0.8) and push/(COPY in batches), per
 run and the median of the runs, with the date, machine and commit, the
@@ -81,6 +82,8 @@ def main():
     ap.add_argument("--rows", type=int, default=2000000, help="rows pushed (8,000 per device)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=1, help="push connections")
+    ap.add_argument("--per-push", type=int, default=1,
+                    help="devices (8,000 rows each) per push transaction, at most 16")
     ap.add_argument("--no-warmup", dest="warmup", action="store_false",
                     help="skip the untimed push that fills the server's WAL first")
     a = ap.parse_args()
@@ -114,9 +117,9 @@ def main():
     os.chmod(dump, 0o666)
     ratios, ratios_b, cpu_ratios = [], [], []
     try:
-        print("server: PostgreSQL %s, fsync on, synchronous_commit on; %d rows = %d device "
-              "pushes of 8,000 over %d connections" % (
-                  pg.sql("SHOW server_version")[0], devices * 8000, devices, a.jobs),
+        print("server: PostgreSQL %s, fsync on, synchronous_commit on; %d rows = %d devices "
+              "of 8,000, %d per push, over %d connections" % (
+                  pg.sql("SHOW server_version")[0], devices * 8000, devices, a.per_push, a.jobs),
               flush=True)
         with open(os.path.join(pg.data, "postmaster.pid")) as f:
             spid = int(f.readline().strip())
@@ -127,7 +130,8 @@ def main():
             # backend's CPU per 400k rows); one untimed push first gives
             # every timed run the same recycled WAL
             r = subprocess.run([exe, "--fleet", pg.url, "--reset", "--push-only", "--devices",
-                                str(devices), "--jobs", str(a.jobs)], env=pg.env(),
+                                str(devices), "--jobs", str(a.jobs), "--per-push",
+                                str(a.per_push)], env=pg.env(),
                                capture_output=True, text=True)
             if r.returncode != 0:
                 print(r.stdout, r.stderr)
@@ -138,7 +142,8 @@ def main():
             pg.sql("CHECKPOINT")
             l0, c0 = os.getloadavg()[0], server_cpu(spid)
             r = subprocess.run([exe, "--fleet", pg.url, "--reset", "--push-only", "--devices",
-                                str(devices), "--jobs", str(a.jobs), "--server-pid", str(spid)],
+                                str(devices), "--jobs", str(a.jobs), "--per-push",
+                                str(a.per_push), "--server-pid", str(spid)],
                                env=pg.env(), capture_output=True, text=True)
             push_cpu = server_cpu(spid) - c0
             m = re.search(r"push: (\d+) rows in ([0-9.]+) s", r.stdout)

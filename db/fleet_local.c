@@ -497,7 +497,8 @@ typedef struct round_ctx {
     int batch_rows;
     fleet_stop_fn stop;
     void *stop_arg;
-    batch *b;              /* the batch handed out last */
+    batch *b;              /* two, handed out in turn (the stream holds two) */
+    int turn;              /* the one handed out last */
     int64_t read_after;    /* its last_seq: the next batch starts after it */
     fleet_local_push *stats;
     int again;             /* the state must be read and reconciled anew */
@@ -513,15 +514,16 @@ static int round_next(void *arg, fleet_batch *fb)
     round_ctx *r = arg;
     if (r->stop != NULL && r->stop(r->stop_arg))
         return 0;
-    int rc = batch_read(r->st, r->read_after, r->batch_rows, r->b);
+    r->turn ^= 1;
+    batch *b = &r->b[r->turn];
+    int rc = batch_read(r->st, r->read_after, r->batch_rows, b);
     if (rc != 0) {
         r->rc = attune_fail(r->err, r->errlen, rc, "cannot read pending rows: %s",
                             attune_strerror(rc));
         return rc;
     }
-    if (r->b->last_seq == r->read_after)
+    if (b->last_seq == r->read_after)
         return 0; /* nothing pending */
-    batch *b = r->b;
     *fb = (fleet_batch){.devices = b->devs, .device_hosts = b->host_ptrs, .ndevices = b->ndevs,
                         .stacks = b->stacks, .nstacks = b->nstacks, .rows = b->rows,
                         .nrows = b->nrows, .source = r->s->source, .last_seq = b->last_seq};
@@ -567,7 +569,7 @@ static int round_done(void *arg, const fleet_push_done *d)
  * the state must be read and reconciled anew: after a fork or relog (to
  * check it), or when round_done ended the round. */
 static int push_round(store *st, fleet_pg *c, fleet_local_state *s, int batch_rows,
-                      fleet_stop_fn stop, void *stop_arg, batch *b, fleet_local_push *stats,
+                      fleet_stop_fn stop, void *stop_arg, batch b[2], fleet_local_push *stats,
                       int *again, char *err, size_t errlen)
 {
     int settled, rc;
@@ -595,10 +597,10 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
                              size_t errlen)
 {
     fleet_local_state s;
-    batch b;
+    batch b[2];
     int rc = 0, again = 1;
     int64_t progress = -1;
-    memset(&b, 0, sizeof b);
+    memset(b, 0, sizeof b);
     if (batch_rows <= 0)
         batch_rows = FLEET_PUSH_BATCH;
     /* Rounds without the acknowledged mark moving are bounded: two pushers
@@ -621,11 +623,12 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
                              s.source, s.pending);
             break;
         }
-        if ((rc = push_round(st, c, &s, batch_rows, stop, stop_arg, &b, stats, &again, err,
+        if ((rc = push_round(st, c, &s, batch_rows, stop, stop_arg, b, stats, &again, err,
                              errlen)) != 0)
             break;
     }
-    free(b.rows);
+    free(b[0].rows);
+    free(b[1].rows);
     int pushed, added; /* the pins go with every push (fleet_pins.h) */
     return rc != 0 ? rc : fleet_local_pins(st, c, &pushed, &added, err, errlen);
 }

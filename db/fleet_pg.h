@@ -97,8 +97,10 @@ typedef struct fleet_push_done {
 } fleet_push_done;
 
 /* The next batch into *b: 1, or 0 when there is none, or a negative
- * error (which the stream returns as is). b's pointers must stay valid
- * until next is called again. */
+ * error (which the stream returns as is). The stream holds two batches
+ * (one being sent, the next being checked meanwhile): b's pointers must
+ * stay valid until next has been called twice more (or the stream
+ * returned), e.g. two buffers used in turn. */
 typedef int (*fleet_push_next_fn)(void *arg, fleet_batch *b);
 
 /* A batch's outcome, once its transaction has committed (or was
@@ -108,9 +110,9 @@ typedef int (*fleet_push_done_fn)(void *arg, const fleet_push_done *d);
 
 /* fleet_pg_push for the batches next gives, in order, until it says none:
  * each batch one transaction as fleet_pg_push makes it, but the next
- * batch is asked for, checked and keyed while the server commits the one
- * before (its COMMIT sent, its answer not yet read), so the server does
- * not wait for the client. done hears of each batch only after its COMMIT
+ * batch is asked for before this one's rows go, and checked and keyed
+ * while the server inserts them and commits (its COMMIT sent, its answer
+ * not yet read), so the server does not wait for the client. done hears of each batch only after its COMMIT
  * succeeded (or it was skipped), in order, before the next batch's rows
  * are sent: a caller that acknowledges batches in done acknowledges only
  * committed ones. On an error every transaction is ended; a batch done

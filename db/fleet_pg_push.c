@@ -47,6 +47,7 @@
 #ifdef ATTUNE_HAVE_LIBPQ
 #include <assert.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -167,14 +168,15 @@ static int copy_begin(fleet_pg *c, const char *sql, cbuf *b, char *err, size_t e
 }
 
 /* Send what b holds once it is COPY_CHUNK or more (all of it when all);
- * 0, or -1 when the connection failed (copy_end reports it). */
+ * 1 when it sent, 0 when it kept it, or -1 when the connection failed
+ * (copy_end reports it). */
 static int copy_flush(fleet_pg *c, cbuf *b, int all)
 {
     if (b->oom || (!all && b->len < COPY_CHUNK) || b->len == 0)
         return 0;
     int ok = PQputCopyData(c->conn, (const char *)b->p, (int)b->len) == 1;
     b->len = 0;
-    return ok ? 0 : -1;
+    return ok ? 1 : -1;
 }
 
 static int copy_end(fleet_pg *c, cbuf *b, int ok, char *state, char *err, size_t errlen)
@@ -183,7 +185,7 @@ static int copy_end(fleet_pg *c, cbuf *b, int ok, char *state, char *err, size_t
     cb_i16(b, -1);
     int oom = b->oom;
     if (ok && !oom)
-        ok = copy_flush(c, b, 1) == 0;
+        ok = copy_flush(c, b, 1) >= 0;
     if (PQputCopyEnd(c->conn, ok && !oom ? NULL : "client failed") != 1)
         ok = 0;
     int rc = 0;
@@ -224,6 +226,7 @@ typedef struct push_plan {
     prow *keys;       /* the rows to send */
     int nkeys;
     int next_row;     /* the rows before it are checked and keyed */
+    int stalled;      /* an offline pass stopped at next_row (an id not cached) */
     int shape;        /* id of the shape of the last row keyed (-1: none) */
     attn_shape last;  /* that shape: rows come grouped by shape, its text key is costly */
     int di, si;       /* the last row's device and stack (find_id's hints) */
@@ -328,12 +331,16 @@ static int resolve_dims(fleet_pg *c, const fleet_batch *b, push_plan *p, int di,
  * previous batch's commit in flight), so ids come from the connection's
  * cache only, and the first row whose shape or tactic is not cached stops
  * the pass there (p->next_row): a pass with the connection free goes on
- * from it. The device and stack ids come later (resolve_keys). */
+ * from it. At most limit rows. The device and stack ids come later
+ * (resolve_keys). */
 static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int offline,
-                        char *err, size_t errlen)
+                        int limit, char *err, size_t errlen)
 {
-    int rc;
-    for (int i = p->next_row; i < b->nrows; i++) {
+    int rc, end = limit < b->nrows - p->next_row ? p->next_row + limit : b->nrows;
+    if (offline && p->stalled)
+        return 0; /* until a pass with the connection free */
+    p->stalled = 0;
+    for (int i = p->next_row; i < end; i++) {
         const store_measurement *m = &b->rows[i];
         char canon[ATTN_TACTIC_STR_MAX], key[ATTN_SHAPE_KEY_MAX], why[ATTUNE_ERRLEN];
         int di = find_id(b->devices, sizeof *b->devices, offsetof(attn_device_info, id),
@@ -382,9 +389,10 @@ static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int off
         continue;
     stop:
         p->next_row = i;
+        p->stalled = 1;
         return 0;
     }
-    p->next_row = b->nrows;
+    p->next_row = end;
     return 0;
 }
 
@@ -509,7 +517,7 @@ static int plan_finish(fleet_pg *c, const fleet_batch *b, push_plan *p, char *er
     if (rc != 0)
         return attune_fail(err, errlen, rc, "fleet server (dimension rows): %s",
                            attune_strerror(rc));
-    if (rc2 != 0 || (rc = resolve_rows(c, b, p, 0, err, errlen)) != 0 ||
+    if (rc2 != 0 || (rc = resolve_rows(c, b, p, 0, INT_MAX, err, errlen)) != 0 ||
         (rc = resolve_keys(c, b, p, err, errlen)) != 0)
         return rc2 != 0 ? rc2 : rc;
     dedupe(p);
@@ -577,9 +585,45 @@ static void copy_row(cbuf *buf, const prow *k, const store_measurement *m)
     cb_f_num(buf, m->shape.dtype == ATTN_E4M3 ? m->src_rel_err : NAN); /* e4m3 rows only */
 }
 
-/* COPY the keys whose known flag equals known with sql, streamed. */
+/* The next batch of a stream, asked for before the current batch's rows
+ * go, and checked and keyed (offline: from the id caches) a slice at a
+ * time between their COPY's chunks: the server inserts one chunk while
+ * the client checks the next batch's rows, instead of each waiting for
+ * the other. */
+typedef struct push_ahead {
+    fleet_push_next_fn next;
+    void *arg;
+    int state;        /* 0 not asked yet, 1 b and p hold it, -1 none left, -2 next failed */
+    int rc;           /* next's error (state -2) */
+    fleet_batch b;
+    push_plan p;
+} push_ahead;
+
+/* Rows of the next batch checked after each chunk sent: a chunk (256
+ * KiB, ~1,300 rows) keeps the server busy longer than checking these. */
+#define AHEAD_SLICE 2048
+
+static void ahead_fetch(push_ahead *ah)
+{
+    if (ah == NULL || ah->state != 0)
+        return;
+    memset(&ah->b, 0, sizeof ah->b);
+    int have = ah->next(ah->arg, &ah->b);
+    ah->state = have > 0 ? 1 : have == 0 ? -1 : -2;
+    ah->rc = have < 0 ? have : 0;
+    if (ah->state == 1 && plan_init(&ah->p, &ah->b) != 0) {
+        ah->state = -2;
+        ah->rc = ATTUNE_ENOMEM;
+    }
+    if (ah->state == 1)
+        check_dims(&ah->b, &ah->p);
+}
+
+/* COPY the keys whose known flag equals known with sql, streamed; ah (may
+ * be NULL): the next batch, checked between chunks. */
 static int copy_rows(fleet_pg *c, const fleet_batch *b, const push_plan *p, int known,
-                     const char *sql, cbuf *buf, char *state, char *err, size_t errlen)
+                     const char *sql, cbuf *buf, push_ahead *ah, char *state, char *err,
+                     size_t errlen)
 {
     state[0] = 0;
     int rc = copy_begin(c, sql, buf, err, errlen), ok = 1;
@@ -588,7 +632,10 @@ static int copy_rows(fleet_pg *c, const fleet_batch *b, const push_plan *p, int 
     for (int k = 0; k < p->nkeys && ok; k++)
         if (p->keys[k].known == known) {
             copy_row(buf, &p->keys[k], &b->rows[p->keys[k].idx]);
-            ok = copy_flush(c, buf, 0) == 0;
+            int sent = copy_flush(c, buf, 0);
+            ok = sent >= 0;
+            if (sent > 0 && ah != NULL && ah->state == 1) /* makes no call: offline */
+                (void)resolve_rows(c, &ah->b, &ah->p, 1, AHEAD_SLICE, err, errlen);
         }
     return copy_end(c, buf, ok, state, err, errlen);
 }
@@ -836,27 +883,27 @@ enum { PROBE_SAMPLE, PROBE_ALL, PROBE_NONE };
 /* New keys straight into measurements. *conflict = 1 (and 0 returned)
  * when another session has inserted one of them: the transaction is
  * aborted, the caller rolls it back. */
-static int copy_new(fleet_pg *c, const fleet_batch *b, push_plan *p, cbuf *buf, int *conflict,
-                    char *err, size_t errlen)
+static int copy_new(fleet_pg *c, const fleet_batch *b, push_plan *p, cbuf *buf, push_ahead *ah,
+                    int *conflict, char *err, size_t errlen)
 {
     static const char sql[] = "COPY measurements (" PUSH_COLUMNS ") FROM STDIN (FORMAT binary)";
     char state[6];
-    int rc = copy_rows(c, b, p, 0, sql, buf, state, err, errlen);
+    int rc = copy_rows(c, b, p, 0, sql, buf, ah, state, err, errlen);
     *conflict = rc != 0 && strcmp(state, "23505") == 0; /* unique_violation */
     return *conflict ? 0 : rc;
 }
 
 /* Known keys through the staging table and the merge. */
 static int merge_known(fleet_pg *c, const fleet_batch *b, const push_plan *p, cbuf *buf,
-                       char *err, size_t errlen)
+                       push_ahead *ah, char *err, size_t errlen)
 {
     char state[6];
     int rc;
     /* created in each transaction that needs it: behind a transaction-
      * pooling proxy, the session that made it before may not be this one */
     if ((rc = fleet_pg_cmd(c, stage_sql, err, errlen)) != 0 ||
-        (rc = copy_rows(c, b, p, 1, "COPY fleet_stage FROM STDIN (FORMAT binary)", buf, state,
-                        err, errlen)) != 0)
+        (rc = copy_rows(c, b, p, 1, "COPY fleet_stage FROM STDIN (FORMAT binary)", buf, ah,
+                        state, err, errlen)) != 0)
         return rc;
     return fleet_pg_cmd(c, merge_sql, err, errlen);
 }
@@ -867,7 +914,8 @@ static int merge_known(fleet_pg *c, const fleet_batch *b, const push_plan *p, cb
  * p->nkeys. *conflict as copy_new; *probed set when every key was probed
  * (a conflict then goes to PROBE_NONE). */
 static int send_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int mode, int known,
-                     int *sel, int *conflict, int *probed, char *err, size_t errlen)
+                     int *sel, push_ahead *ah, int *conflict, int *probed, char *err,
+                     size_t errlen)
 {
     cbuf buf = {0};
     int rc = 0, n;
@@ -883,11 +931,11 @@ static int send_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int mode, 
     known = 0;
     for (int k = 0; k < p->nkeys; k++)
         known += p->keys[k].known;
-    if (known < p->nkeys && ((rc = copy_new(c, b, p, &buf, conflict, err, errlen)) != 0 ||
+    if (known < p->nkeys && ((rc = copy_new(c, b, p, &buf, ah, conflict, err, errlen)) != 0 ||
                              *conflict))
         goto out;
     if (known > 0)
-        rc = merge_known(c, b, p, &buf, err, errlen);
+        rc = merge_known(c, b, p, &buf, ah, err, errlen);
 out:
     free(buf.p);
     return rc;
@@ -1028,11 +1076,13 @@ static int commit_read(fleet_pg *c, push_inflight *f, int last, fleet_push_done_
  * (if any): that commit's answers are read (and done told) before b's
  * rows go, and b's commit is left in f. When plan is complete (no id to
  * ask the server for), b's first group is sent before the previous
- * commit's answers are read: one round trip for both. 0, done's stop
- * (> 0) or an error; either way nothing of b is committed unless its
- * commit is in f. */
+ * commit's answers are read: one round trip for both. ah: the stream's
+ * next batch, asked for before b's rows go (ahead_fetch) and checked
+ * between their chunks. 0, done's stop (> 0) or an error; either way
+ * nothing of b is committed unless its commit is in f. */
 static int push_batch(fleet_pg *c, const fleet_batch *b, push_plan *p, push_inflight *f,
-                      fleet_push_done_fn done, void *arg, char *err, size_t errlen)
+                      fleet_push_done_fn done, void *arg, push_ahead *ah, char *err,
+                      size_t errlen)
 {
     /* scratch of a key each: sized by the rows, the plan may not be finished */
     int *sel = malloc(sizeof *sel * (size_t)(b->nrows > 0 ? b->nrows : 1));
@@ -1093,8 +1143,11 @@ static int push_batch(fleet_pg *c, const fleet_batch *b, push_plan *p, push_infl
         sb_free(&sb);
         if (rc != 0 || skipped)
             break;
-        if (p->nkeys == 0 || (rc = send_rows(c, b, p, mode, known, sel, &conflict, &probed,
-                                             err, errlen)) != 0 || !conflict)
+        if (p->nkeys == 0)
+            break;
+        ahead_fetch(ah); /* the next batch, checked while these rows go */
+        if ((rc = send_rows(c, b, p, mode, known, sel, ah, &conflict, &probed, err,
+                            errlen)) != 0 || !conflict)
             break;
         fleet_pg_rollback(c); /* raced with another pusher: again, one mode further */
         mode = probed ? PROBE_NONE : PROBE_ALL;
@@ -1130,33 +1183,32 @@ int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_f
                          void *arg, char *err, size_t errlen)
 {
     push_inflight f;
-    push_plan p;
+    push_ahead ah = {.next = next, .arg = arg};
     int rc = 0;
     if (c == NULL || next == NULL || done == NULL)
         return ATTUNE_EINVAL;
     memset(&f, 0, sizeof f);
     for (;;) {
-        fleet_batch b;
-        memset(&b, 0, sizeof b);
-        int have = next(arg, &b);
-        if (have <= 0) {
-            rc = have; /* an error: next said why (in its own context) */
+        ahead_fetch(&ah); /* unless push_batch asked for it already */
+        if (ah.state != 1) {
+            rc = ah.state == -2 ? ah.rc : 0; /* an error: next said why (in its own context) */
             break;
         }
-        /* with a commit in flight, the plan is made from the caches while
+        fleet_batch b = ah.b;
+        push_plan p = ah.p; /* taken over from ah */
+        ah.state = 0;
+        /* with a commit in flight, the plan goes on from the caches while
          * the server commits (push_batch finishes it) */
-        if ((rc = plan_init(&p, &b)) != 0) {
-            rc = attune_fail(err, errlen, rc, "out of memory");
-            break;
-        }
-        check_dims(&b, &p);
-        rc = f.on ? resolve_rows(c, &b, &p, 1, err, errlen) : plan_finish(c, &b, &p, err, errlen);
+        rc = f.on ? resolve_rows(c, &b, &p, 1, INT_MAX, err, errlen)
+                  : plan_finish(c, &b, &p, err, errlen);
         if (rc == 0)
-            rc = push_batch(c, &b, &p, &f, done, arg, err, errlen);
+            rc = push_batch(c, &b, &p, &f, done, arg, &ah, err, errlen);
         plan_free(&p);
         if (rc != 0)
             break;
     }
+    if (ah.state == 1)
+        plan_free(&ah.p);
     /* the last commit's answers (or, after a failure, the one in flight:
      * its outcome is known before the error is returned) */
     int rc2 = commit_read(c, &f, 1, done, arg, err, errlen);
