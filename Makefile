@@ -74,9 +74,10 @@ tune: host-build
 	@$(HOST_BUILD)/attune winners --db $(DB) --device cpu
 
 # Everything, every CUDA kernel for this build's architectures and the
-# architecture check's (attune_arch_check) in one make, then ctest; the
-# summary counts skipped tests apart and says why each was skipped
-# (scripts/test_summary.sh).
+# architecture check's (attune_arch_check) in one make, then ctest, two
+# tests per core (tests/schedule.cmake); the summary counts skipped tests
+# apart and says why each was skipped (scripts/test_summary.sh). What each
+# step costs: docs/build.md.
 test: deps
 	@t0=$$(date +%s); \
 	$(BUILD_TREE) $(BUILD) $(FLAGS_Q) '' all attune_arch_check && \
