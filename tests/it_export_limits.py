@@ -148,8 +148,13 @@ def total_deadline(binary, f):
         f.check(wal_after <= 1 << 20, "the WAL shrinks back once no export runs "
                 "(%.1f MB -> %.2f MB in %.1f s)" % (wal_peak / 1e6, wal_after / 1e6,
                                                     time.time() - t0))
-        with open(d.logpath, encoding="utf-8", errors="replace") as fh:
-            log = fh.read()
+        # the log line follows the truncation it reports: wait for it
+        t0, log = time.time(), ""
+        while "event=wal_truncated" not in log and time.time() < t0 + 10:
+            with open(d.logpath, encoding="utf-8", errors="replace") as fh:
+                log = fh.read()
+            if "event=wal_truncated" not in log:
+                time.sleep(0.1)
         f.check("event=wal_truncated" in log, "the daemon logged its checkpoint (wal_truncated)")
         return last, wal_peak, wal_after
     finally:
