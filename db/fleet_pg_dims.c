@@ -94,6 +94,7 @@ int fleet_pg_device_cached(const fleet_pg *c, const attn_device_info *d)
     return idmap_get(&c->models, uid) >= 0 && idmap_get(&c->devices, d->id) >= 0;
 }
 
+#ifndef LIBPQ_HAS_PIPELINING
 /* Run an upsert that returns one id; params are text. */
 static int upsert_id(fleet_pg *c, const char *sql, int nparams, const char *const *params,
                      int *id, char *err, size_t errlen)
@@ -107,93 +108,77 @@ static int upsert_id(fleet_pg *c, const char *sql, int nparams, const char *cons
     PQclear(r);
     return rc;
 }
+#endif
 
-/* "DO UPDATE SET x = excluded.x" (no change) makes RETURNING answer for an
- * existing row too, in one round trip. */
+/* One value's id: cached, or upserted alone (its own round trip) through
+ * the many-at-once path below. "DO UPDATE SET x = excluded.x" (no
+ * change) makes RETURNING answer for an existing row too. */
+static int one_dim(fleet_pg *c, int rc, fleet_dims_req *q, const fleet_idmap *m,
+                   const char *key, int *id, char *err, size_t errlen)
+{
+    fleet_pg_dims_send(c, q);
+    int rc2 = fleet_pg_dims_read(c, q, 1, err, errlen);
+    fleet_pg_dims_req_free(q);
+    if (rc != 0)
+        return attune_fail(err, errlen, rc, "fleet server (dimension row): %s",
+                           attune_strerror(rc));
+    if (rc2 != 0)
+        return rc2;
+    if ((*id = idmap_get(m, key)) < 0)
+        return attune_fail(err, errlen, ATTUNE_EDB, "fleet server (dimension row): no id");
+    return 0;
+}
+
 int fleet_pg_model_dim(fleet_pg *c, const attn_device_info *d, int *id, char *err,
                        size_t errlen)
 {
-    char uid[32], ccma[8], ccmi[8], sm[16], mem[24];
+    char uid[32];
+    fleet_dims_req q = FLEET_DIMS_REQ_INIT;
     fleet_model_id(d, uid, sizeof uid);
     if ((*id = idmap_get(&c->models, uid)) >= 0)
         return 0;
-    snprintf(ccma, sizeof ccma, "%d", d->cc_major);
-    snprintf(ccmi, sizeof ccmi, "%d", d->cc_minor);
-    snprintf(sm, sizeof sm, "%d", d->sm_count);
-    /* the model's memory (device_model.h), not what this device reported */
-    snprintf(mem, sizeof mem, "%" PRId64, device_model_memory_gib(d->memory_mb) * 1024);
-    const char *p[] = {uid, d->name, d->kind, ccma, ccmi, sm, mem};
-    int rc = upsert_id(c,
-                       "INSERT INTO models (uid, name, kind, cc_major, cc_minor, sm_count, "
-                       "memory_mb) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid) "
-                       "DO UPDATE SET uid = excluded.uid RETURNING id",
-                       7, p, id, err, errlen);
-    return rc ? rc : idmap_put(&c->models, uid, *id);
+    return one_dim(c, fleet_pg_dims_add_model(c, &q, d), &q, &c->models, uid, id, err, errlen);
 }
 
+/* model: the id of d's model, already upserted (the upsert finds it by
+ * the model's uid). */
 int fleet_pg_device_dim(fleet_pg *c, const attn_device_info *d, const char *host, int model,
-                     int *id, char *err, size_t errlen)
+                        int *id, char *err, size_t errlen)
 {
+    fleet_dims_req q = FLEET_DIMS_REQ_INIT;
+    (void)model;
     if ((*id = idmap_get(&c->devices, d->id)) >= 0)
         return 0;
-    char ms[16], clk[16], mclk[16];
-    snprintf(ms, sizeof ms, "%d", model);
-    snprintf(clk, sizeof clk, "%d", d->clock_mhz);
-    snprintf(mclk, sizeof mclk, "%d", d->mem_clock_mhz);
-    const char *p[] = {d->id, ms, host ? host : "", clk, mclk};
-    int rc = upsert_id(c,
-                       "INSERT INTO devices (uid, model_id, host, clock_mhz, mem_clock_mhz) "
-                       "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (uid) DO UPDATE SET "
-                       "model_id = excluded.model_id, host = excluded.host, clock_mhz = "
-                       "excluded.clock_mhz, mem_clock_mhz = excluded.mem_clock_mhz, "
-                       "last_push = now() RETURNING id",
-                       5, p, id, err, errlen);
-    return rc ? rc : idmap_put(&c->devices, d->id, *id);
+    return one_dim(c, fleet_pg_dims_add_device(c, &q, d, host), &q, &c->devices, d->id, id,
+                   err, errlen);
 }
 
 int fleet_pg_stack_dim(fleet_pg *c, const attn_stack *s, int *id, char *err, size_t errlen)
 {
+    fleet_dims_req q = FLEET_DIMS_REQ_INIT;
     if ((*id = idmap_get(&c->stacks, s->id)) >= 0)
         return 0;
-    const char *p[] = {s->id, s->driver, s->runtime, s->blas, s->attune, s->kernels,
-                       s->power};
-    int rc = upsert_id(c,
-                       "INSERT INTO stacks (uid, driver, runtime, blas, attune, kernels, "
-                       "power) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (uid) DO "
-                       "UPDATE SET uid = excluded.uid RETURNING id",
-                       7, p, id, err, errlen);
-    return rc ? rc : idmap_put(&c->stacks, s->id, *id);
+    return one_dim(c, fleet_pg_dims_add_stack(c, &q, s), &q, &c->stacks, s->id, id, err,
+                   errlen);
 }
 
 int fleet_pg_shape_dim(fleet_pg *c, const attn_shape *s, const char *key, int *id, char *err,
-                    size_t errlen)
+                       size_t errlen)
 {
+    fleet_dims_req q = FLEET_DIMS_REQ_INIT;
     if ((*id = idmap_get(&c->shapes, key)) >= 0)
         return 0;
-    char v[6][24];
-    const int64_t f[6] = {s->b, s->hq, s->hkv, s->sq, s->skv, s->d};
-    for (int i = 0; i < 6; i++)
-        snprintf(v[i], sizeof v[i], "%" PRId64, f[i]);
-    const char *p[] = {key, v[0], v[1], v[2], v[3], v[4], v[5], attn_dtype_name(s->dtype),
-                       s->causal ? "true" : "false"};
-    int rc = upsert_id(c,
-                       "INSERT INTO shapes (key, b, hq, hkv, sq, skv, d, dtype, causal) "
-                       "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO "
-                       "UPDATE SET key = excluded.key RETURNING id",
-                       9, p, id, err, errlen);
-    return rc ? rc : idmap_put(&c->shapes, key, *id);
+    return one_dim(c, fleet_pg_dims_add_shape(c, &q, s, key), &q, &c->shapes, key, id, err,
+                   errlen);
 }
 
 int fleet_pg_tactic_dim(fleet_pg *c, const char *tactic, int *id, char *err, size_t errlen)
 {
+    fleet_dims_req q = FLEET_DIMS_REQ_INIT;
     if ((*id = idmap_get(&c->tactics, tactic)) >= 0)
         return 0;
-    const char *p[] = {tactic};
-    int rc = upsert_id(c,
-                       "INSERT INTO tactics (text) VALUES ($1) ON CONFLICT (text) DO "
-                       "UPDATE SET text = excluded.text RETURNING id",
-                       1, p, id, err, errlen);
-    return rc ? rc : idmap_put(&c->tactics, tactic, *id);
+    return one_dim(c, fleet_pg_dims_add_tactic(c, &q, tactic), &q, &c->tactics, tactic, id,
+                   err, errlen);
 }
 
 /* ---- many at once
