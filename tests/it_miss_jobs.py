@@ -226,7 +226,11 @@ def test_miss_jobs(binary, work):
     finally:
         d.stop()
     kill_during(binary, work, key_of(1, 4, 1, 64, 256, 64), True)
-    kill_during(binary, work, key_of(1, 4, 2, 64, 256, 64), False)
+    # the full pass screens its tactics in a few ms each: a shape of ~50 ms
+    # calls keeps it running long enough to be caught between two rows on
+    # a loaded box (at 64 x 256 the whole pass ended between two polls once,
+    # ctest -j4 at load 6)
+    kill_during(binary, work, key_of(1, 4, 2, 128, 512, 64), False)
 
 
 def test_quota(binary, work):
