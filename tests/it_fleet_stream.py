@@ -42,12 +42,26 @@ DEV = "GPU-stream-1"
 T0 = 1769000000
 
 
+def has_table(c, name):
+    return c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                     (name,)).fetchone() is not None
+
+
 def local_rows(db):
     """{(device, shape key, tactic): (taken_at, time_us, logged)}: logged
-    when the row still has a fleet_log entry (not acknowledged)."""
+    when the row still has a fleet_log entry (not acknowledged). Before the
+    first push made the store's fleet tables (a kill can come first),
+    nothing is acknowledged: every row counts as logged."""
     c = sqlite3.connect(db)
     try:
         out = {}
+        if not has_table(c, "fleet_log"):
+            for dev, key, tac, taken, t in c.execute(
+                    "SELECT m.device_id, s.key, m.tactic, m.taken_at, m.time_us"
+                    " FROM measurements m JOIN shapes s ON s.id = m.shape_id"
+                    " WHERE m.device_id = ?", (DEV,)):
+                out[(dev, key, tac)] = (taken, t, 1)
+            return out
         for dev, key, tac, taken, t, logged in c.execute(
                 "SELECT m.device_id, s.key, m.tactic, m.taken_at, m.time_us,"
                 " EXISTS (SELECT 1 FROM fleet_log l WHERE l.device_id = m.device_id AND"
@@ -63,6 +77,8 @@ def local_rows(db):
 def local_state(db):
     c = sqlite3.connect(db)
     try:
+        if not has_table(c, "fleet_state"):
+            return {}
         return dict(c.execute("SELECT key, value FROM fleet_state"))
     finally:
         c.close()
