@@ -6,8 +6,8 @@
  *   1. check_dims, resolve_rows, resolve_keys: devices and stacks (a
  *      malformed one rejects its rows), then every row
  *      (store_check_measurement), and the server ids of the dimension rows
- *      they name (fleet_pg_dims.c, cached; autocommit upserts, before the
- *      transaction);
+ *      they name (fleet_pg_dims.c, cached; the ones missing upserted
+ *      together, each in its own transaction, before the batch's);
  *   2. dedupe: one row per server key (model, stack, shape, tactic,
  *      device), the newest;
  *   3. push_batch: BEGIN; lock the source's watermark (a batch that is
@@ -20,16 +20,19 @@
  *      (libpq's pipeline mode).
  *
  * Many batches in a row (fleet_pg_push_stream, a store's bulk push) keep
- * two in flight: batch N's COMMIT is sent and not waited for; batch N+1 is
- * made, checked and keyed (from the id caches) while the server inserts
- * and commits N; then N's answer is read and the caller told (it
- * acknowledges N, and only N, locally), and N+1's first statements go out
- * with that read when its ids are all cached. Each batch is still its own
- * transaction, told committed only by its own COMMIT's answer, and told in
- * order: a pusher killed between the two loses nothing and doubles
- * nothing (the next push sends N again and the server's merge makes it a
- * no-op, fleet_local.c). Two round trips a batch, and the server never
- * waits for the client's checks.
+ * two in flight: batch N+1 is asked for before N's rows go, and checked
+ * and keyed (from the id caches) a slice at a time between N's COPY
+ * chunks, while the server inserts them; N's COMMIT is sent and not
+ * waited for; then N's answer is read and the caller told (it acknowledges
+ * N, and only N, locally), with N+1's missing dimension rows, or N+1's
+ * first statements when its ids are all cached, in the same round trip.
+ * Each batch is still its own transaction, told committed only by its own
+ * COMMIT's answer, and told in order: a pusher killed between the two
+ * loses nothing and doubles nothing (the next push sends N again and the
+ * server's merge makes it a no-op, fleet_local.c). Two round trips a
+ * batch (three when it names a value the connection has not seen), and
+ * the server does not wait for the client's checks. What it still waits
+ * for: each COMMIT's fsync before the next batch's rows (one connection).
  *
  * Why new and known rows part ways: a new key needs no conflict handling,
  * and COPY into the table itself is PostgreSQL's cheapest way to add rows
