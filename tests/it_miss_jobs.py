@@ -151,11 +151,13 @@ def no_partial_measured(d, key, n):
     return wait_for(look, 90) is not None and ok
 
 
-def miss_job(d, key):
-    for j in d.get("/v1/jobs")[1]["jobs"]:
-        if j["kind"] == "miss" and j.get("shape") in (None, key):
-            return j
-    return None
+def miss_job(d, key, old=frozenset()):
+    """The newest miss job for key (its shape, when listed) not among the
+    ids in old: the same work directory keeps the earlier runs' jobs, and
+    the listing's order alone does not say which is this one's."""
+    got = [j for j in d.get("/v1/jobs")[1]["jobs"]
+           if j["kind"] == "miss" and j.get("shape") in (None, key) and j["id"] not in old]
+    return max(got, key=lambda j: j["id"]) if got else None
 
 
 def kill_during(binary, work, key, want_quick):
@@ -165,11 +167,12 @@ def kill_during(binary, work, key, want_quick):
     d = daemonlib.Daemon(binary, work, ["--tune-budget-ms", "25"])
     killed_at = None
     try:
+        old = frozenset(j["id"] for j in d.get("/v1/jobs")[1]["jobs"])
         st, a = d.get(q(key))
         check(a.get("tuning") in ("queued", "running"), "miss %s queued" % key)
 
         def in_pass():
-            j = miss_job(d, key)
+            j = miss_job(d, key, old)
             if j is None or j["state"] != "running" or j.get("tactic_count") is None:
                 return None
             # between two rows of the pass: at least one committed, not all
