@@ -398,6 +398,28 @@ static store_measurement row(const attn_shape *s, const char *tactic, double us)
     return m;
 }
 
+/* The winner of a model where toy was measured as `measured` only, asked
+ * between fused/pad=1 and toy/pad=1 (toy twice as fast on every row). */
+static void toy_answer(const char *measured, const char *want)
+{
+    store_measurement m[8];
+    int k = 0;
+    for (int64_t len = 64; len <= 512; len *= 2) {
+        attn_shape q = shp(1, 4, 4, len, len, 64, ATTN_F32, 0);
+        double w = 1e-4 * (double)(len * len);
+        m[k++] = row(&q, "fused/pad=1", 2 * w);
+        m[k++] = row(&q, measured, w);
+    }
+    predict_model *pm = predict_build(m, k, "stack-a", NULL);
+    CHECK(pm != NULL);
+    attn_tactic cand[2] = {tac("fused/pad=1"), tac("toy/pad=1")};
+    attn_shape q = shp(1, 4, 4, 200, 200, 64, ATTN_F32, 0);
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &q, cand, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, want);
+    predict_free(pm);
+}
+
 static void toy_variant_should_be_known_everywhere_by_its_descriptor(void)
 {
     CHECK_EQ_INT(attn_family_register(&toy), 0);
@@ -442,46 +464,10 @@ static void toy_variant_should_be_known_everywhere_by_its_descriptor(void)
     free(text);
     json_decref(j);
     /* the model: toy is twice as fast as fused on every neighbour */
-    store_measurement m[8];
-    int k = 0;
-    for (int64_t len = 64; len <= 512; len *= 2) {
-        attn_shape q = shp(1, 4, 4, len, len, 64, ATTN_F32, 0);
-        double w = 1e-4 * (double)(len * len);
-        m[k++] = row(&q, "fused/pad=1", 2 * w);
-        m[k++] = row(&q, "toy/pad=1", w);
-    }
-    predict_model *pm = predict_build(m, k, "stack-a", NULL);
-    attn_tactic cand[2] = {tac("fused/pad=1"), tac("toy/pad=1")};
-    attn_shape q = shp(1, 4, 4, 200, 200, 64, ATTN_F32, 0);
-    predict_answer a;
-    CHECK_EQ_INT(predict_answer_for(pm, &q, cand, 2, 0, &a), 0);
-    CHECK_STR(a.tactic_str, "toy/pad=1");
-    predict_free(pm);
+    toy_answer("toy/pad=1", "toy/pad=1");
     attn_family_reset();
     CHECK_EQ_INT(attn_tactic_parse("toy/pad=8", &t, NULL, 0), ATTUNE_EINVAL);
     CHECK_EQ_INT(attn_cpu_ops.tactics(0, &s, list, 64), 16);
-}
-
-/* The winner of a model where toy was measured at pad=8 only, asked
- * between fused/pad=1 and toy/pad=1 (toy twice as fast on every row). */
-static void toy_answer(const char *want)
-{
-    store_measurement m[8];
-    int k = 0;
-    for (int64_t len = 64; len <= 512; len *= 2) {
-        attn_shape q = shp(1, 4, 4, len, len, 64, ATTN_F32, 0);
-        double w = 1e-4 * (double)(len * len);
-        m[k++] = row(&q, "fused/pad=1", 2 * w);
-        m[k++] = row(&q, "toy/pad=8", w);
-    }
-    predict_model *pm = predict_build(m, k, "stack-a", NULL);
-    CHECK(pm != NULL);
-    attn_tactic cand[2] = {tac("fused/pad=1"), tac("toy/pad=1")};
-    attn_shape q = shp(1, 4, 4, 200, 200, 64, ATTN_F32, 0);
-    predict_answer a;
-    CHECK_EQ_INT(predict_answer_for(pm, &q, cand, 2, 0, &a), 0);
-    CHECK_STR(a.tactic_str, want);
-    predict_free(pm);
 }
 
 /* A parameter the descriptor names among its shape_params (the backend
@@ -493,11 +479,11 @@ static void shape_params_should_give_an_unmeasured_tactic_its_siblings_rows(void
     attn_variant_desc knob = toy;
     knob.shape_params = "warps pad";
     CHECK_EQ_INT(attn_family_register(&knob), 0);
-    toy_answer("toy/pad=1");
+    toy_answer("toy/pad=8", "toy/pad=1");
     attn_family_reset();
     /* the control: without it, toy/pad=1 has no rows of its own kind */
     CHECK_EQ_INT(attn_family_register(&toy), 0);
-    toy_answer("fused/pad=1");
+    toy_answer("toy/pad=8", "fused/pad=1");
     attn_family_reset();
 }
 

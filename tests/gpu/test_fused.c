@@ -371,28 +371,19 @@ static int run_uneven_splits(const case_run *c, int pad, const attn_tactic *all,
     t.splits = 3;
     run_on(c, &t);
     ran++;
-    /* the folded sm90a kernel wherever it is listed at all */
-    for (int i = 0; i < n; i++)
-        if (all[i].pad == pad && all[i].fold) {
-            attn_tactic f3 = all[i];
-            f3.splits = 3;
-            run_on(c, &f3);
-            sm90a_launches += 2;
-            fold_launches += 2;
-            ran++;
-            break;
-        }
-    /* the unfolded one (version 3.4) wherever it is listed */
-    for (int i = 0; i < n; i++)
-        if (all[i].pad == pad && all[i].arch == ATTN_ARCH_SM90A && !all[i].fold) {
-            attn_tactic u3 = all[i];
-            u3.splits = 3;
-            run_on(c, &u3);
-            sm90a_launches += 2;
-            split_launches += 2;
-            ran++;
-            break;
-        }
+    /* the sm90a kernel, folded (version 3.1) and unfolded (version 3.4),
+     * wherever such a tactic is listed */
+    for (int fold = 1; fold >= 0; fold--)
+        for (int i = 0; i < n; i++)
+            if (all[i].pad == pad && all[i].arch == ATTN_ARCH_SM90A && all[i].fold == fold) {
+                attn_tactic t3 = all[i];
+                t3.splits = 3;
+                run_on(c, &t3);
+                sm90a_launches += 2;
+                *(fold ? &fold_launches : &split_launches) += 2;
+                ran++;
+                break;
+            }
     return ran;
 }
 
