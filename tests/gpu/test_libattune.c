@@ -365,6 +365,42 @@ static double e4m3_rel(const void *o, size_t n, const double *ref)
     return sqrt(num / den);
 }
 
+/* attune_auto on the e4m3 shape s with the descales ddesc (device) set by
+ * attune_auto_set_descales: the lookup goes to a port nothing listens on,
+ * so the device's listed default runs. The relative error of its output
+ * against ref, with descales (*with) and after they are unset (*none);
+ * 0, or 1 when attune_auto is not built. */
+static int e4m3_auto_rel(attune_dev *dev, const attune_dims *s, const attune_tensor t[4],
+                         const float *ddesc, const double *ref, size_t nq, double *with,
+                         double *none)
+{
+    attune_auto *a = NULL;
+    attune_choice ch;
+    char err[256];
+    int rc = attune_auto_new(dev, "http://127.0.0.1:9", 0, &a, err, sizeof err);
+    if (rc == ATTUNE_RT_EUNSUPP) {
+        fprintf(stderr, "  e4m3 attune_auto: not built (%s)\n", err);
+        return 1;
+    }
+    CHECK_MSG(rc == 0, "attune_auto_new: %s", err);
+    if (rc != 0)
+        return 1;
+    CHECK_EQ_INT(attune_auto_set_descales(a, ddesc, ddesc + 1, ddesc + 2), 0);
+    CHECK_EQ_INT(attune_auto_prepare(a, s, NULL, &ch, err, sizeof err), 0);
+    CU(cudaMemset(t[3].data, 0xff, nq * 2));
+    CHECK_EQ_INT(attune_auto_run(a, s, &t[0], &t[1], &t[2], &t[3], NULL, err, sizeof err), 0);
+    CU(cudaDeviceSynchronize());
+    *with = e4m3_rel(t[3].data, nq, ref);
+    CHECK_EQ_INT(attune_auto_set_descales(a, NULL, NULL, NULL), 0);
+    CHECK_EQ_INT(attune_auto_run(a, s, &t[0], &t[1], &t[2], &t[3], NULL, err, sizeof err), 0);
+    CU(cudaDeviceSynchronize());
+    *none = e4m3_rel(t[3].data, nq, ref);
+    fprintf(stderr, "  e4m3 attune_auto ran %s (%s): rel %.2e; unset %.2f\n", ch.tactic,
+            ch.source, *with, *none);
+    attune_auto_free(a);
+    return 0;
+}
+
 static void e4m3_descales_should_reach_the_kernel(void)
 {
     const attune_dims s = {1, 4, 2, 128, 256, 128, ATTUNE_DTYPE_E4M3, 0};
@@ -472,6 +508,13 @@ static void e4m3_descales_should_reach_the_kernel(void)
         ran++;
     }
     CHECK_MSG(ran > 0, "%s", "no e4m3 tactic ran");
+    /* the same through attune_auto: its descales reach the plan it makes */
+    const attune_tensor all[4] = {tq, tk, tv, to};
+    double with = 0, unset = 0;
+    if (e4m3_auto_rel(dev, &s, all, ddesc, ref, nq, &with, &unset) == 0) {
+        CHECK_MSG(with <= 0.1, "e4m3 attune_auto: rel %.3g", with);
+        CHECK_MSG(unset > 0.5, "e4m3 attune_auto without descales: rel %.3g", unset);
+    }
     for (int t = 0; t < 3; t++) {
         free(x[t]);
         free(x8[t]);
