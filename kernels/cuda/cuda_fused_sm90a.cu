@@ -392,24 +392,7 @@ struct sm90_smem {
  * arrive as zeros (TMA fills out-of-bounds elements with 0 and still counts
  * the whole box). FOLD: the block's rows are the g query heads of one KV
  * head (version 3.1). p.splits key ranges per row block, folded or not. */
-/* 2^x on the FMA pipe for x <= 8 (-inf included: 0), not the MUFU: x's
- * nearest integer j into the exponent, 2^(x - j) on [-0.5, 0.5] by a
- * degree-2 polynomial, relative error under 1.8e-3 (minimax for the
- * relative error; e4m3's P rounds by up to 6.25% after it). x is clamped
- * at -126, so 2^-126 and below read as a value under 2^-126: the e4m3 P
- * of it is 0, and the row sums meet it only beside terms >= 1. */
-__device__ __forceinline__ float ex2_fma(float x)
-{
-    x = fmaxf(x, -126.f);
-    const float t = x + 12582912.f; /* 1.5 * 2^23: round(x) in its low mantissa bits */
-    const float f = x - (t - 12582912.f);
-    const float q = fmaf(fmaf(0.238428913f, f, 0.703448004f), f, 1.00044314f);
-    return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
-}
-
-/* POLY (e4m3 only): of every 16 key columns' 8-wide tiles, this many have
- * their exponentials taken by ex2_fma, the rest on the MUFU. */
-template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD, int POLY = 0>
+template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     fused_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                       const __grid_constant__ CUtensorMap tv, const sm90_args p)
@@ -422,7 +405,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     constexpr bool F8 = sm90_is_fp8<T>::value;
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
-    static_assert(POLY == 0 || (F8 && 16 % (POLY > 0 ? POLY : 1) == 0), "ex2_fma: e4m3, 16 % POLY == 0");
     using L = sm90_smem<D, BR, BC, STAGES, ES>;
     using TO = sm90_out_t<T>;
     extern __shared__ unsigned char smem_raw[];
@@ -590,15 +572,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             float sum = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp);
-                const float x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
-                if (POLY > 0 && nt % (16 / (POLY > 0 ? POLY : 1)) == 0) {
-                    s[4 * nt + 2 * rh] = ex2_fma(x0);
-                    s[4 * nt + 2 * rh + 1] = ex2_fma(x1);
-                } else {
-                    s[4 * nt + 2 * rh] = ex2(x0);
-                    s[4 * nt + 2 * rh + 1] = ex2(x1);
-                }
+                s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -mp));
+                s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp));
                 sum += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
             }
             l[rh] = l[rh] * alpha[rh] + sum;
@@ -978,7 +953,7 @@ static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
     return (int)(c < 1 ? 1 : c > units ? units : c);
 }
 
-template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD, int POLY = 0>
+template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, void *vt, cudaStream_t stream)
 {
     constexpr bool F8 = sm90_is_fp8<T>::value;
@@ -1011,7 +986,7 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
         return rc;
     const size_t smem = sm90_smem<D, BR, BC, STAGES, ES>::bytes;
     void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) =
-        fused_sm90_kernel<T, D, BR, BC, STAGES, PP, FOLD, POLY>;
+        fused_sm90_kernel<T, D, BR, BC, STAGES, PP, FOLD>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return ATTUNE_EGPU;
     p.nrb = (int)((s->sq + qb - 1) / qb);
@@ -1147,25 +1122,14 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
      * non-causal 677 -> 682, d64 causal 298 -> 346, d256 GQA causal
      * 369 -> 378. The template keeps the other form for such comparisons. */
     constexpr bool pp = true;
-    /* e4m3 is bound by its softmax, not its GEMMs (pingpong on: without it
-     * 8k d128 took 1479 us against 1290, H200 2026-12-03): of every 16
-     * 8-key tiles ATTUNE_SM90_E4M3_POLY (0, 2, 4 or 8) take their
-     * exponentials on the FMA pipe (ex2_fma), for comparisons. */
-    static const int e4m3_poly = [] {
-        const char *e = getenv("ATTUNE_SM90_E4M3_POLY");
-        return e == NULL ? 0 : atoi(e);
-    }();
-#define SM90_E4M3_AS(D_, BR_, BC_, ST_, PL_) \
-    launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, true, false, PL_>(s, io, p, workspace, stream)
+    /* e4m3 with the turns too: without them 8k d128 took 1479 us against
+     * 1290 (H200, 2026-12-03); docs/kernels.md "Version 3.5" lists what
+     * else was tried against its softmax. */
 #define SM90_E4M3_LAUNCH(D_, BR_, BC_, ST_)                                                         \
     if (e4m3 && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_) \
-        return e4m3_poly == 2   ? SM90_E4M3_AS(D_, BR_, BC_, ST_, 2)                                \
-               : e4m3_poly == 4 ? SM90_E4M3_AS(D_, BR_, BC_, ST_, 4)                                \
-               : e4m3_poly == 8 ? SM90_E4M3_AS(D_, BR_, BC_, ST_, 8)                                \
-                                : SM90_E4M3_AS(D_, BR_, BC_, ST_, 0);
+        return launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false>(s, io, p, workspace, stream);
     SM90_E4M3_CONFIGS(SM90_E4M3_LAUNCH)
 #undef SM90_E4M3_LAUNCH
-#undef SM90_E4M3_AS
     if (e4m3)
         return ATTUNE_EUNSUPP;
 #define SM90_LAUNCH_AS(T_, D_, BR_, BC_, ST_)                                                       \
