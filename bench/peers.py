@@ -33,11 +33,13 @@ usage: peers.py --attune BUILD/attune [--bench-split BUILD/bench_split]
 """
 
 import argparse
+import faulthandler
 import json
 import math
 import os
 import statistics
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,6 +65,14 @@ ANCHORS = [
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 REPLAY_TARGET_US = 2000.0   # one graph replay lasts about this long
 REPLAYS = 7                 # timed replays; the median is reported
+# One PyTorch path (its compile, warm-up, capture and replays) gets this
+# long: past it the path is recorded as an error and the next one runs
+# (SIGALRM, which interrupts Python and Triton's compile waits, not a
+# kernel spinning on the GPU); 60 s later every thread's stack goes to
+# stderr (peers.log), so a path that hangs past both is named there. A
+# run on 2026-12-03 hung in one shape's PyTorch paths until the call's
+# limit, and nothing said where.
+PATH_TIMEOUT_S = 180
 
 
 def shape_key(s):
@@ -336,9 +346,17 @@ def errors(out, ref, rows):
 def run_torch(s):
     q, k, v = make_inputs(s, seed=zlib.crc32(shape_key(s).encode()))
     rows = sample_rows(s[3], s[0] * s[1])
+    faulthandler.dump_traceback_later(PATH_TIMEOUT_S)  # the reference, should it hang
     ref = reference(s, q, k, v, rows)
+    faulthandler.cancel_dump_traceback_later()
     res = {}
+
+    def over_time(signum, frame):
+        raise TimeoutError("timed out after %d s" % PATH_TIMEOUT_S)
+    signal.signal(signal.SIGALRM, over_time)
     for name, fn in torch_paths(s, q, k, v):
+        faulthandler.dump_traceback_later(PATH_TIMEOUT_S + 60)
+        signal.alarm(PATH_TIMEOUT_S)
         try:
             us, out = time_graph(fn)
             rel, mx = errors(out, ref, rows)
@@ -347,6 +365,9 @@ def run_torch(s):
         except Exception as e:  # an unsupported path is data, not a failure
             msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
             res[name] = {"error": msg}
+        finally:
+            signal.alarm(0)
+            faulthandler.cancel_dump_traceback_later()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
     return res
