@@ -6,6 +6,7 @@
  * fleet_pg_schema.c (schema). See fleet_pg.h. */
 #include "fleet_pg.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -174,6 +175,24 @@ static void quiet_notices(void *arg, const char *msg)
     (void)msg; /* "relation already exists, skipping" and the like */
 }
 
+/* A session on url, c->conn set to it (NULL when out of memory): 0, or
+ * the mapped error with err. */
+static int session_open(fleet_pg *c, const char *url, char *err, size_t errlen)
+{
+    /* later keywords override earlier ones: the URL's own settings win */
+    const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+    const char *vals[] = {"10", "attune", url, NULL};
+    c->conn = PQconnectdbParams(keys, vals, 1);
+    if (c->conn == NULL)
+        return ATTUNE_ENOMEM;
+    if (PQstatus(c->conn) != CONNECTION_OK) {
+        (void)fleet_pg_fail(c, NULL, "cannot connect to the fleet server", err, errlen);
+        return ATTUNE_EIO;
+    }
+    PQsetNoticeProcessor(c->conn, quiet_notices, NULL);
+    return fleet_pg_cmd(c, "SET client_encoding = 'UTF8'", err, errlen);
+}
+
 int fleet_pg_connect(const char *url, fleet_pg **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -183,22 +202,13 @@ int fleet_pg_connect(const char *url, fleet_pg **out, char *err, size_t errlen)
     fleet_pg *c = calloc(1, sizeof *c);
     if (c == NULL)
         return ATTUNE_ENOMEM;
-    /* later keywords override earlier ones: the URL's own settings win */
-    const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
-    const char *vals[] = {"10", "attune", url, NULL};
-    c->conn = PQconnectdbParams(keys, vals, 1);
-    if (c->conn == NULL) {
+    if ((c->url = strdup(url)) == NULL) {
         free(c);
         return ATTUNE_ENOMEM;
     }
-    if (PQstatus(c->conn) != CONNECTION_OK) {
-        rc = fleet_pg_fail(c, NULL, "cannot connect to the fleet server", err, errlen);
-        rc = ATTUNE_EIO;
-        goto fail;
-    }
-    PQsetNoticeProcessor(c->conn, quiet_notices, NULL);
-    if ((rc = fleet_pg_cmd(c, "SET client_encoding = 'UTF8'", err, errlen)) != 0 ||
-        (rc = fleet_pg_schema_migrate(c, err, errlen)) != 0)
+    rc = session_open(c, url, err, errlen);
+    c->lanes[0] = c->conn;
+    if (rc != 0 || (rc = fleet_pg_schema_migrate(c, err, errlen)) != 0)
         goto fail;
     *out = c;
     return 0;
@@ -207,11 +217,49 @@ fail:
     return rc;
 }
 
+void fleet_pg_lane_use(fleet_pg *c, int i)
+{
+    assert(i == 0 || c->lanes[i] != NULL);
+    c->lane = i;
+    c->conn = c->lanes[i];
+}
+
+int fleet_pg_lane_open(fleet_pg *c)
+{
+    if (c->lanes[1] != NULL)
+        return 0;
+    if (c->lane_failed)
+        return ATTUNE_EIO;
+    char err[ATTUNE_ERRLEN];
+    int was = c->lane;
+    int rc = session_open(c, c->url, err, sizeof err); /* sets c->conn */
+    c->lanes[1] = c->conn;
+    if (rc != 0) {
+        PQfinish(c->lanes[1]);
+        c->lanes[1] = NULL;
+        c->lane_failed = 1;
+    }
+    c->conn = c->lanes[was];
+    return rc;
+}
+
+void fleet_pg_lane_settle(fleet_pg *c)
+{
+    PGconn *l = c->lanes[1];
+    if (l != NULL && (PQstatus(l) != CONNECTION_OK || PQtransactionStatus(l) != PQTRANS_IDLE)) {
+        PQfinish(l);
+        c->lanes[1] = NULL;
+    }
+    fleet_pg_lane_use(c, 0);
+}
+
 void fleet_pg_close(fleet_pg *c)
 {
     if (c == NULL)
         return;
-    PQfinish(c->conn);
+    PQfinish(c->lanes[0]);
+    PQfinish(c->lanes[1]);
+    free(c->url);
     fleet_pg_idmap_free(&c->shapes);
     fleet_pg_idmap_free(&c->tactics);
     fleet_pg_idmap_free(&c->stacks);

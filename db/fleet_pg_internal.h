@@ -18,11 +18,35 @@ typedef struct fleet_idmap {
     size_t cap, n;   /* cap a power of two; open addressing */
 } fleet_idmap;
 
+/* conn is the connection in use: lanes[0], the one fleet_pg_connect
+ * opened, except while a push stream works on its second lane (a second
+ * session to the same server, opened on first need and kept: a bulk push
+ * copies one batch's rows on one lane while the other batch's COMMIT waits
+ * for its fsync on the other, fleet_pg_push.c). The id caches serve both:
+ * a dimension row's id is the server's, committed before any use. */
 struct fleet_pg {
     PGconn *conn;
+    PGconn *lanes[2];
+    int lane;           /* conn == lanes[lane] */
+    int lane_failed;    /* the second lane could not be opened: one lane only */
+    char *url;          /* to open the second lane (carries no password) */
     int schema_version;
     fleet_idmap shapes, tactics, stacks, devices, models;
 };
+
+/* Work on lane i (0 or 1; lane 1 must be open). */
+void fleet_pg_lane_use(fleet_pg *c, int i);
+
+/* Open lane 1 when it is not (a session as fleet_pg_connect makes one,
+ * without the schema check); 0, or an error code when it cannot be opened
+ * (remembered: no second try on this handle). Does not change the lane in
+ * use. */
+int fleet_pg_lane_open(fleet_pg *c);
+
+/* Close lane 1 unless it is open and idle (no transaction, no result
+ * pending), so that a stream that failed leaves nothing half done on it;
+ * switches to lane 0. */
+void fleet_pg_lane_settle(fleet_pg *c);
 
 /* Run a command that returns no rows; 0, or the mapped error with err. */
 int fleet_pg_cmd(fleet_pg *c, const char *sql, char *err, size_t errlen);

@@ -10,29 +10,36 @@
  *      together, each in its own transaction, before the batch's);
  *   2. dedupe: one row per server key (model, stack, shape, tactic,
  *      device), the newest;
- *   3. push_batch: BEGIN; lock the source's watermark (a batch that is
+ *   3. push_batch: BEGIN; read the source's watermark (a batch that is
  *      already there is skipped whole); probe which keys the server has;
  *      rows with new keys go straight into measurements with one binary
  *      COPY; rows with known keys go through a temporary staging table and
  *      one INSERT ... ON CONFLICT that replaces a row only when newer; mark
- *      the touched groups dirty; move the watermark; COMMIT. The small
+ *      the touched groups dirty; lock the source's row and move its
+ *      watermark (or roll back, when another pusher of the same source
+ *      moved it there meanwhile); COMMIT. The small
  *      statements before the COPY, and those after it, are sent together
  *      (libpq's pipeline mode).
  *
  * Many batches in a row (fleet_pg_push_stream, a store's bulk push) keep
- * two in flight: batch N+1 is asked for before N's rows go, and checked
- * and keyed (from the id caches) a slice at a time between N's COPY
- * chunks, while the server inserts them; N's COMMIT is sent and not
- * waited for; then N's answer is read and the caller told (it acknowledges
- * N, and only N, locally), with N+1's missing dimension rows, or N+1's
- * first statements when its ids are all cached, in the same round trip.
- * Each batch is still its own transaction, told committed only by its own
- * COMMIT's answer, and told in order: a pusher killed between the two
- * loses nothing and doubles nothing (the next push sends N again and the
- * server's merge makes it a no-op, fleet_local.c). Two round trips a
- * batch (three when it names a value the connection has not seen), and
- * the server does not wait for the client's checks. What it still waits
- * for: each COMMIT's fsync before the next batch's rows (one connection).
+ * two in flight, on two connections to the server ("lanes", the second
+ * opened on first need): batch N+1 is asked for before N's rows go, and
+ * checked and keyed (from the id caches) a slice at a time between N's
+ * COPY chunks, while the server inserts them; N's COMMIT is sent and not
+ * waited for; N+1's transaction is begun and its rows copied on the other
+ * lane while N's COMMIT waits for the server's fsync (2-300 ms on a shared
+ * disk, paid once per batch); then N's answer is read and the caller told
+ * (it acknowledges N, and only N, locally), and only then N+1's COMMIT is
+ * sent. Each batch is still its own transaction, told committed only by
+ * its own COMMIT's answer, and told in order; a batch commits only after
+ * the one before it did (its COMMIT is not sent before), so the server's
+ * watermark never passes a batch that did not commit. A pusher killed
+ * between the two loses nothing and doubles nothing (the next push sends
+ * N again and the server's merge makes it a no-op, fleet_local.c). What
+ * the server still waits for: a batch's first statements (one round trip)
+ * and the end of its COPY; the fsyncs overlap the next batch's rows. When
+ * no second connection can be had, the stream waits for each commit on
+ * the one it has.
  *
  * Why new and known rows part ways: a new key needs no conflict handling,
  * and COPY into the table itself is PostgreSQL's cheapest way to add rows
@@ -87,12 +94,16 @@ static int cb_room(cbuf *b, size_t extra)
     return 1;
 }
 
-static void cb_be(cbuf *b, uint64_t v, int bytes)
+/* Inlined, with the room checked once: called for every field of every
+ * row (it was a seventh of a push's client time). */
+static inline void cb_be(cbuf *b, uint64_t v, int bytes)
 {
-    if (!cb_room(b, (size_t)bytes))
+    if (b->len + (size_t)bytes > b->cap && !cb_room(b, (size_t)bytes))
         return;
+    unsigned char *q = b->p + b->len;
     for (int i = bytes - 1; i >= 0; i--)
-        b->p[b->len++] = (unsigned char)(v >> (8 * i));
+        *q++ = (unsigned char)(v >> (8 * i));
+    b->len += (size_t)bytes;
 }
 
 static void cb_i16(cbuf *b, int v) { cb_be(b, (uint16_t)v, 2); }
@@ -439,22 +450,6 @@ static void dedupe(push_plan *p)
         if (n == 0 || memcmp(p->keys[k].k, p->keys[n - 1].k, sizeof p->keys[k].k) != 0)
             p->keys[n++] = p->keys[k];
     p->nkeys = n;
-}
-
-/* 1 when every id of the plan is known without asking the server: its
- * rows all keyed, its devices and stacks in the connection's cache
- * (resolve_keys then makes no call). */
-static int plan_offline_done(fleet_pg *c, const fleet_batch *b, push_plan *p)
-{
-    if (p->next_row < b->nrows)
-        return 0;
-    for (int k = 0; k < p->nkeys; k++) {
-        int di = p->keys[k].di, si = p->keys[k].si;
-        if ((p->dev_state[di] == 0 && !fleet_pg_device_cached(c, &b->devices[di])) ||
-            (p->stk_id[si] == -1 && fleet_pg_stack_cached(c, &b->stacks[si]) < 0))
-            return 0;
-    }
-    return 1;
 }
 
 /* The dimension rows the plan still lacks, added to q (fleet_pg_dims_add_*:
@@ -964,11 +959,19 @@ static int dirty_add(stmt_batch *sb, const push_plan *p, int *sel)
 /* ---- step 3: the transaction
 
  * Everything the server writes for one batch, in one transaction, rolled
- * back on any failure. Its first group: BEGIN, the source's row locked and
- * read (a batch at or below its watermark is skipped whole), the probe;
+ * back on any failure. Its first group: BEGIN, the source's watermark read
+ * (a batch at or below it is skipped whole: already there), the probe;
  * then the rows (a COPY when every key is new); its last group: the dirty
- * groups, the watermark and COMMIT, sent and left in flight (push_commit
- * reads its answers). */
+ * groups, the source's row locked and its watermark moved (or the batch
+ * refused, when another pusher moved it there meanwhile), and COMMIT, sent
+ * and left in flight (commit_read reads its answers).
+ *
+ * The source's row is locked only in the last group, not the first: a
+ * stream's next batch, begun on a second connection while this one's
+ * COMMIT waits for its fsync, would wait for that lock before its first
+ * statement and gain nothing. Two pushers of one source (a copy of the
+ * store, a second process on the file) then copy their rows at once; the
+ * one that locks second sees the other's watermark and rolls back. */
 
 /* Where the answers of a first group are. */
 typedef struct tx_first {
@@ -983,13 +986,9 @@ static void first_add(stmt_batch *sb, const fleet_batch *b, push_plan *p, int mo
     t->nprobe = t->oom = 0;
     sb_add(sb, "fleet server", "BEGIN", 0, NULL, NULL, NULL, NULL);
     if (b->source != NULL) {
-        sb_add(sb, "fleet server (source)",
-               "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) ON CONFLICT (id) DO NOTHING",
-               1, NULL, src, NULL, NULL);
-        t->i_seq = sb->n;
-        sb_add(sb, "fleet server (source)",
-               "SELECT pushed_seq FROM sources WHERE id = $1 FOR UPDATE", 1, NULL, src, NULL,
-               NULL);
+        t->i_seq = sb->n; /* not locked: see above */
+        sb_add(sb, "fleet server (source)", "SELECT pushed_seq FROM sources WHERE id = $1", 1,
+               NULL, src, NULL, NULL);
     }
     for (int k = 0; k < p->nkeys; k++)
         p->keys[k].known = mode == PROBE_NONE;
@@ -1013,27 +1012,48 @@ static int first_read(const stmt_batch *sb, const fleet_batch *b, push_plan *p, 
     *skipped = *known = 0;
     if (t->oom)
         return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    if (b->source != NULL) {
-        if (PQntuples(sb->res[t->i_seq]) < 1) /* inserted just above, in this transaction */
-            return attune_fail(err, errlen, ATTUNE_EDB, "fleet server (source): no row");
-        /* a push that committed before its pusher died: already here */
+    /* a push that committed before its pusher died: already here (no row:
+     * the source's first push) */
+    if (b->source != NULL && PQntuples(sb->res[t->i_seq]) > 0)
         *skipped = strtoll(PQgetvalue(sb->res[t->i_seq], 0, 0), NULL, 10) >= b->last_seq;
-    }
     if (!*skipped && t->i_probe >= 0)
         probe_read(p, sb->res[t->i_probe], sel, t->nprobe, known);
     return 0;
 }
 
-/* A batch whose commit is in flight: its last group, and what the caller
- * is told once it is read. */
+/* A batch whose commit is in flight: its last group, the lane it went on,
+ * and what the caller is told once it is read. */
 typedef struct push_inflight {
-    int on, oom;
+    int on, oom, lane;
+    int i_mark;   /* the watermark's statement in sb (-1: none) */
     stmt_batch sb;
     fleet_push_done d;
     char first_bad[512];
 } push_inflight;
 
-/* The last group of b's transaction, sent and left in flight in f. */
+/* The watermark moved to $2 in the source's row, which the UPDATE locks
+ * (waiting for another pusher's transaction that holds it, then reading
+ * what that one committed). A watermark already at or past the batch's
+ * would make it -1, against sources' CHECK (pushed_seq >= 0): the
+ * statement fails with check_violation and the transaction cannot commit
+ * (the server has the batch, or a copy of the store pushed past it);
+ * commit_read reads that failure as the batch skipped. */
+static const char mark_sql[] =
+    "UPDATE sources SET pushed_seq = CASE WHEN pushed_seq < $2::bigint THEN $2::bigint"
+    " ELSE -1 END, updated_at = now() WHERE id = $1";
+
+/* 1 when r is mark_sql's refusal (the batch is already there). */
+static int mark_refused(const PGresult *r)
+{
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const char *con = PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME);
+    return PQresultStatus(r) == PGRES_FATAL_ERROR && state != NULL &&
+           strcmp(state, "23514") == 0 && con != NULL &&
+           strcmp(con, "sources_pushed_seq_check") == 0;
+}
+
+/* The last group of b's transaction, sent on the lane in use and left in
+ * flight in f. */
 static void commit_send(fleet_pg *c, const fleet_batch *b, const push_plan *p, int *sel,
                         push_inflight *f)
 {
@@ -1041,48 +1061,64 @@ static void commit_send(fleet_pg *c, const fleet_batch *b, const push_plan *p, i
     const char *src[2] = {b->source, seq};
     sb_init(&f->sb, c);
     f->oom = p->nkeys > 0 && dirty_add(&f->sb, p, sel) != 0;
+    f->i_mark = -1;
     if (b->source != NULL) {
         snprintf(seq, sizeof seq, "%" PRId64, b->last_seq);
-        sb_add(&f->sb, "fleet server (watermark)",
-               "UPDATE sources SET pushed_seq = $2, updated_at = now() WHERE id = $1", 2, NULL,
-               src, NULL, NULL);
+        sb_add(&f->sb, "fleet server (source)",
+               "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) ON CONFLICT (id) DO NOTHING",
+               1, NULL, src, NULL, NULL);
+        f->i_mark = f->sb.n;
+        sb_add(&f->sb, "fleet server (watermark)", mark_sql, 2, NULL, src, NULL, NULL);
     }
     sb_add(&f->sb, "fleet server", "COMMIT", 0, NULL, NULL, NULL, NULL);
     sb_send(&f->sb);
+    f->lane = c->lane;
     f->on = 1;
 }
 
-/* The answers of the commit in flight (last: nothing sent after it), then
- * the caller's done. 0, done's stop (> 0), or an error (the transaction
- * rolled back when last; otherwise the caller rolls back after reading
- * what it sent after). */
-static int commit_read(fleet_pg *c, push_inflight *f, int last, fleet_push_done_fn done,
-                       void *arg, char *err, size_t errlen)
+/* The answers of the commit in flight (on its lane; the lane in use is
+ * the same after), then the caller's done: told committed, or skipped when
+ * the watermark refused it (rolled back). 0, done's stop (> 0), or an
+ * error (the transaction rolled back). */
+static int commit_read(fleet_pg *c, push_inflight *f, fleet_push_done_fn done, void *arg,
+                       char *err, size_t errlen)
 {
     if (!f->on)
         return 0;
     f->on = 0;
-    int rc = sb_collect(&f->sb, last, err, errlen);
+    int was = c->lane;
+    fleet_pg_lane_use(c, f->lane);
+    int rc = sb_collect(&f->sb, 1, err, errlen), refused = 0;
+    if (rc != 0 && f->i_mark >= 0 && f->sb.res[f->i_mark] != NULL &&
+        mark_refused(f->sb.res[f->i_mark]))
+        rc = 0, refused = 1;
     if (rc == 0 && f->oom)
         rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
     sb_free(&f->sb);
-    if (rc != 0) {
-        if (last)
-            fleet_pg_rollback(c);
+    if (rc != 0 || refused)
+        fleet_pg_rollback(c);
+    fleet_pg_lane_use(c, was);
+    if (rc != 0)
         return rc;
+    if (refused) {
+        f->d.skipped = 1;
+        f->d.sent = 0;
     }
     f->d.first_bad = f->first_bad;
     return done(arg, &f->d);
 }
 
-/* Push one planned batch b, with the commit of the batch before it in f
- * (if any): that commit's answers are read (and done told) before b's
- * rows go, and b's commit is left in f. When plan is complete (no id to
- * ask the server for), b's first group is sent before the previous
- * commit's answers are read: one round trip for both. ah: the stream's
- * next batch, asked for before b's rows go (ahead_fetch) and checked
- * between their chunks. 0, done's stop (> 0) or an error; either way
- * nothing of b is committed unless its commit is in f. */
+/* Push one planned batch b on the lane in use, which has nothing in
+ * flight, with the commit of the batch before it in f (if any, on the
+ * other lane): b's dimension rows are upserted, its transaction begun and
+ * probed and its rows copied while that commit waits for the server's
+ * fsync; then that commit's answers are read (and done told) and only
+ * then b's commit sent and left in f. So b commits only after the batch
+ * before it did, done hears of them in order, and the server's watermark
+ * never passes a batch that did not commit. ah: the stream's next batch,
+ * asked for before b's rows go (ahead_fetch) and checked between their
+ * chunks. 0, done's stop (> 0) or an error; either way nothing of b is
+ * committed unless its commit is in f (f told done first). */
 static int push_batch(fleet_pg *c, const fleet_batch *b, push_plan *p, push_inflight *f,
                       fleet_push_done_fn done, void *arg, push_ahead *ah, char *err,
                       size_t errlen)
@@ -1090,63 +1126,24 @@ static int push_batch(fleet_pg *c, const fleet_batch *b, push_plan *p, push_infl
     /* scratch of a key each: sized by the rows, the plan may not be finished */
     int *sel = malloc(sizeof *sel * (size_t)(b->nrows > 0 ? b->nrows : 1));
     int rc = 0, mode = PROBE_SAMPLE, skipped = 0, known = 0, conflict = 0, probed = 0;
-    int early = f->on && plan_offline_done(c, b, p);
+    int begun = 0;
     stmt_batch sb;
     tx_first t;
-    if (sel == NULL) {
-        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-        int rc2 = commit_read(c, f, 1, done, arg, err, errlen);
-        free(sel);
-        return rc2 != 0 ? rc2 : rc;
-    }
-    fleet_dims_req q = FLEET_DIMS_REQ_INIT;
     memset(&sb, 0, sizeof sb);
-    if (early) { /* every id cached: b's first group goes with the commit's answers */
-        if ((rc = plan_finish(c, b, p, err, errlen)) != 0) /* makes no call */
-            goto out;
+    if (sel == NULL)
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    else
+        rc = plan_finish(c, b, p, err, errlen);
+    while (rc == 0) {
         sb_init(&sb, c);
         first_add(&sb, b, p, mode, sel, &t);
         sb_send(&sb);
-    } else if (f->on) { /* the ids b lacks are asked for with the commit's answers */
-        rc = plan_dims_add(c, b, p, &q);
-        fleet_pg_dims_send(c, &q);
-    }
-    if (f->on) {
-        int rc2 = commit_read(c, f, !early && q.n == 0, done, arg, err, errlen);
-        char e2[ATTUNE_ERRLEN];
-        if (early && rc2 != 0) /* b's transaction is open (or refused): end it */
-            (void)sb_collect(&sb, 1, e2, sizeof e2);
-        if (!early && q.n > 0 && (rc2 != 0 || rc != 0))
-            (void)fleet_pg_dims_read(c, &q, 1, e2, sizeof e2);
-        if (rc2 != 0) {
-            if (early || q.n > 0)
-                fleet_pg_rollback(c);
-            rc = rc2;
-            goto out;
-        }
-        if (rc != 0) {
-            rc = attune_fail(err, errlen, rc, "fleet server (dimension rows): %s",
-                             attune_strerror(rc));
-            goto out;
-        }
-    }
-    if (!early) {
-        if (q.n > 0 && (rc = fleet_pg_dims_read(c, &q, 1, err, errlen)) != 0)
-            goto out;
-        if ((rc = plan_finish(c, b, p, err, errlen)) != 0)
-            goto out;
-        sb_init(&sb, c);
-        first_add(&sb, b, p, mode, sel, &t);
-        sb_send(&sb);
-    }
-    for (;;) {
+        begun = 1;
         rc = sb_collect(&sb, 1, err, errlen);
         if (rc == 0)
             rc = first_read(&sb, b, p, sel, &t, &skipped, &known, err, errlen);
         sb_free(&sb);
-        if (rc != 0 || skipped)
-            break;
-        if (p->nkeys == 0)
+        if (rc != 0 || skipped || p->nkeys == 0)
             break;
         ahead_fetch(ah); /* the next batch, checked while these rows go */
         if ((rc = send_rows(c, b, p, mode, known, sel, ah, &conflict, &probed, err,
@@ -1154,29 +1151,35 @@ static int push_batch(fleet_pg *c, const fleet_batch *b, push_plan *p, push_infl
             break;
         fleet_pg_rollback(c); /* raced with another pusher: again, one mode further */
         mode = probed ? PROBE_NONE : PROBE_ALL;
-        sb_init(&sb, c);
-        first_add(&sb, b, p, mode, sel, &t);
-        sb_send(&sb);
     }
-    if (rc != 0) {
-        fleet_pg_rollback(c);
+    /* the batch before b: its outcome first (b's error, if any, is the one
+     * returned) */
+    char e2[ATTUNE_ERRLEN];
+    int rc2 = rc != 0 ? commit_read(c, f, done, arg, e2, sizeof e2)
+                      : commit_read(c, f, done, arg, err, errlen);
+    if (rc == 0)
+        rc = rc2;
+    if (rc != 0 || skipped) {
+        if (begun)
+            fleet_pg_rollback(c);
+        if (rc == 0) { /* skipped: told after the batch before it */
+            memset(&f->d, 0, sizeof f->d);
+            f->d.last_seq = b->last_seq;
+            f->d.rejected = p->rejected;
+            f->d.skipped = 1;
+            snprintf(f->first_bad, sizeof f->first_bad, "%s", p->first_bad);
+            f->d.first_bad = f->first_bad;
+            rc = done(arg, &f->d);
+        }
         goto out;
     }
     memset(&f->d, 0, sizeof f->d);
     f->d.last_seq = b->last_seq;
     f->d.rejected = p->rejected;
-    snprintf(f->first_bad, sizeof f->first_bad, "%s", p->first_bad);
-    if (skipped) {
-        f->d.skipped = 1;
-        f->d.first_bad = f->first_bad;
-        if ((rc = fleet_pg_cmd(c, "ROLLBACK", err, errlen)) == 0)
-            rc = done(arg, &f->d);
-        goto out;
-    }
     f->d.sent = p->nkeys;
+    snprintf(f->first_bad, sizeof f->first_bad, "%s", p->first_bad);
     commit_send(c, b, p, sel, f);
 out:
-    fleet_pg_dims_req_free(&q);
     sb_free(&sb);
     free(sel);
     return rc;
@@ -1200,10 +1203,14 @@ int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_f
         fleet_batch b = ah.b;
         push_plan p = ah.p; /* taken over from ah */
         ah.state = 0;
-        /* with a commit in flight, the plan goes on from the caches while
-         * the server commits (push_batch finishes it) */
-        rc = f.on ? resolve_rows(c, &b, &p, 1, INT_MAX, err, errlen)
-                  : plan_finish(c, &b, &p, err, errlen);
+        if (f.on) {
+            /* the batch before is committing on the lane in use: b goes on
+             * the other, or, when no second session can be had, waits */
+            if (fleet_pg_lane_open(c) == 0)
+                fleet_pg_lane_use(c, f.lane ^ 1);
+            else
+                rc = commit_read(c, &f, done, arg, err, errlen);
+        }
         if (rc == 0)
             rc = push_batch(c, &b, &p, &f, done, arg, &ah, err, errlen);
         plan_free(&p);
@@ -1214,7 +1221,10 @@ int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_f
         plan_free(&ah.p);
     /* the last commit's answers (or, after a failure, the one in flight:
      * its outcome is known before the error is returned) */
-    int rc2 = commit_read(c, &f, 1, done, arg, err, errlen);
+    char e2[ATTUNE_ERRLEN];
+    int rc2 = rc != 0 ? commit_read(c, &f, done, arg, e2, sizeof e2)
+                      : commit_read(c, &f, done, arg, err, errlen);
+    fleet_pg_lane_settle(c); /* back on lane 0; a lane left mid-transaction closed */
     if (rc == 0)
         rc = rc2;
     return rc > 0 ? 0 : rc;
