@@ -76,12 +76,18 @@ tune: host-build
 # Everything, every CUDA kernel for this build's architectures and the
 # architecture check's (attune_arch_check) in one make, then ctest, two
 # tests per core (tests/schedule.cmake); the summary counts skipped tests
-# apart and says why each was skipped (scripts/test_summary.sh). What each
-# step costs: docs/build.md.
+# apart and says why each was skipped (scripts/test_summary.sh). Beside
+# that make, at nice 19, the trees fuzz_smoke and it_cross_arm64 build for
+# themselves (scripts/test_trees.sh: in the cores the main configure and
+# build leave idle), waited for before ctest. What each step costs:
+# docs/build.md.
 test: deps
 	@t0=$$(date +%s); \
-	$(BUILD_TREE) $(BUILD) $(FLAGS_Q) '' all attune_arch_check && \
-	$(LAUNCH_ENV) scripts/test_summary.sh $(BUILD) $(JOBS) $$t0
+	$(LAUNCH_ENV) JOBS=$(JOBS) nice -n 19 scripts/quiet.sh "test trees (fuzz, arm64)" \
+	    $(BUILD)/test-trees.log scripts/test_trees.sh $(BUILD) & trees=$$!; \
+	$(BUILD_TREE) $(BUILD) $(FLAGS_Q) '' all attune_arch_check; rc=$$?; \
+	wait $$trees; \
+	[ $$rc -eq 0 ] && $(LAUNCH_ENV) scripts/test_summary.sh $(BUILD) $(JOBS) $$t0
 
 # The reliability campaign, long versions (docs/reliability.md): crash
 # loops (REL_N kills of each kind), the malformed-request battery, 1,000 slow

@@ -7,7 +7,9 @@
 # build and its tests are the arm64 build, and aarch64-linux-gnu-gcc is the
 # native compiler, not a cross one.
 # The build directory is kept under the build tree: later runs are
-# incremental.
+# incremental. `it_cross_arm64.sh --build-only` configures and builds that
+# tree and checks nothing (`make test` builds it beside its own build:
+# scripts/test_trees.sh).
 set -eu
 : "${ATTUNE_SOURCE_DIR:?}" "${ATTUNE_BUILD_DIR:?}"
 case "$(uname -m)/$(dpkg --print-architecture 2>/dev/null || true)" in
@@ -22,6 +24,7 @@ cmake -S "$ATTUNE_SOURCE_DIR" -B "$b" -DCMAKE_TOOLCHAIN_FILE="$ATTUNE_SOURCE_DIR
     -DATTUNE_WITH_CUDA=OFF -DATTUNE_WERROR=ON -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$b.log" 2>&1 ||
     { cat "$b.log"; echo "FAIL configure"; exit 1; }
 cmake --build "$b" -j2 >>"$b.log" 2>&1 || { tail -40 "$b.log"; echo "FAIL build"; exit 1; }
+[ "${1:-}" != --build-only ] || exit 0
 fail=0
 for exe in attune attuned; do
     [ -f "$b/$exe" ] || { [ $exe = attuned ] && { echo "note: attuned not built (no arm64 libmicrohttpd)"; continue; }; }
