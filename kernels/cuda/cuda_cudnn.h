@@ -95,7 +95,8 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
 /* e4m3 graphs with FP8 O (ops_cudnn.cu): out (bf16, strides st: batch,
  * head, row, elements) <- o8 (FP8, contiguous [b, hq, sqv, d], the rows
  * from q0 on) times *descale_v (device; NULL: 1); the first q0 rows of
- * each head of out's q_rows are 0. Capturable. 0 or EGPU. */
+ * each head of out's q_rows are 0. d a multiple of 16, b hq q_rows d / 16
+ * under 2^31. Capturable. 0, EINVAL or EGPU. */
 int cuda_cudnn_fp8_out(void *out, const int64_t st[3], const void *o8, int64_t b, int64_t hq,
                        int64_t q_rows, int64_t q0, int64_t sqv, int64_t d,
                        const float *descale_v, cudaStream_t stream);
