@@ -74,7 +74,7 @@ tune: host-build
 	@$(HOST_BUILD)/attune winners --db $(DB) --device cpu
 
 # Everything, every CUDA kernel for this build's architectures and the
-# architecture check's (attune_arch_check) in one make, then ctest, two
+# architecture check's (attune_arch_check) in one make, then ctest, three
 # tests per core (tests/schedule.cmake); the summary counts skipped tests
 # apart and says why each was skipped (scripts/test_summary.sh). Beside
 # that make, at nice 19, the trees fuzz_smoke and it_cross_arm64 build for

@@ -1,14 +1,16 @@
 # schedule.cmake -- how ctest runs the tests of tests/CMakeLists.txt side
 # by side (issue 28 item 5: make test within 4 minutes on 2 cores).
 #
-# scripts/test_summary.sh runs two tests per core (ctest -j 4 on 2 cores).
-# Most integration tests spend much of their time waiting (on a daemon's
-# deadline, a job, a poll): with one test per core (before), two waiting
-# tests left the cores idle, and the tests took 161 s for about 240 s of
-# CPU time; two per core, a test's CPU bursts run in another's waits
-# (figures: docs/build.md). Every test takes one slot: ctest starts the
-# first test of its queue that fits, so a test of two slots waits until
-# the queue is empty (it_cross_arm64 behind everything, measured).
+# scripts/test_summary.sh runs three tests per core (ctest -j 6 on 2
+# cores). Most integration tests spend much of their time waiting (on a
+# daemon's deadline, a job, a poll): with one test per core (before), two
+# waiting tests left the cores idle, and the tests took 161 s for about
+# 240 s of CPU time; with more per core, a test's CPU bursts run in
+# another's waits (two per core, then three once the fuzz and arm64 trees
+# were built before ctest: figures in docs/build.md). Every test takes one
+# slot: ctest starts the first test of its queue that fits, so a test of
+# two slots waits until the queue is empty (it_cross_arm64 behind
+# everything, measured).
 #
 # Instead, the tests whose checks a slowed daemon could miss never run
 # beside the two that build trees of their own at -j2 (fuzz_smoke,
