@@ -834,6 +834,15 @@ static int build_one(index_state *ix)
  * one rebuild: the builder waits this long after being woken. */
 #define INDEX_BUILD_SETTLE_MS 20
 
+/* 1 once index_free asked the builder to stop. */
+static int builder_stopping(index_state *ix)
+{
+    pthread_mutex_lock(&ix->build_mu);
+    int stop = ix->build_stop;
+    pthread_mutex_unlock(&ix->build_mu);
+    return stop;
+}
+
 static void *builder_main(void *arg)
 {
     index_state *ix = arg;
@@ -851,9 +860,13 @@ static void *builder_main(void *arg)
         if (!models)
             continue;
         struct timespec settle = {0, INDEX_BUILD_SETTLE_MS * 1000000L};
-        do /* rows still coming in: rebuild at most once a settle time */
+        do { /* rows still coming in (a tune): rebuild at most once a
+              * settle time, and make the listings queued meanwhile
+              * between two rebuilds, not after the tune */
             nanosleep(&settle, NULL);
-        while (build_one(ix));
+            while (list_one(ix))
+                ;
+        } while (!builder_stopping(ix) && build_one(ix));
     }
 }
 

@@ -310,6 +310,55 @@ static void lookup_should_list_a_cheap_backend_itself(void)
     }
 }
 
+/* A tune commits a row every few milliseconds, and each dirties the
+ * device's model: the builder rebuilds it once a settle time for as long
+ * as that lasts. A listing queued meanwhile is made between two rebuilds,
+ * not after the tune (it waited for the whole tune: review of 2026-12-03,
+ * 3.07 s for a 3 s writer). */
+static atomic_int writer_stop;
+static void *writer_main(void *arg)
+{
+    index_state *ix = arg;
+    for (int i = 0; !atomic_load(&writer_stop); i++) {
+        attn_shape s = A;
+        s.sq = 200 + i % 500;
+        store_measurement m = row("SLOW-1", s, "fused/pad=1", 30 + i % 7, 0);
+        if (index_row_put(ix, &m) != 0)
+            break;
+        usleep(5000);
+    }
+    return NULL;
+}
+
+static void listing_should_not_wait_for_a_tune_to_end(void)
+{
+    reset_counts();
+    fake_gate_set(1);
+    index_state *ix = fake_device("SLOW-1", "slow");
+    CHECK_EQ_INT(index_models_start(ix), 0);
+    pthread_t th;
+    atomic_store(&writer_stop, 0);
+    CHECK_EQ_INT(pthread_create(&th, NULL, writer_main, ix), 0);
+    usleep(200000); /* the builder is rebuilding */
+    index_answer a;
+    CHECK_EQ_INT(index_lookup(ix, "SLOW-1", &A2, 0, &a), 0);
+    CHECK_EQ_INT(a.listing_pending, 1);
+    int made = 0;
+    for (int k = 0; k < 100 && !made; k++) { /* up to 5 s, the writer still writing */
+        usleep(50000);
+        CHECK_EQ_INT(index_lookup(ix, "SLOW-1", &A2, 0, &a), 0);
+        made = !a.listing_pending;
+    }
+    int writing = !atomic_load(&writer_stop);
+    atomic_store(&writer_stop, 1);
+    pthread_join(th, NULL);
+    CHECK_MSG(made && writing, "the listing was %s while rows kept coming",
+              made ? "made" : "not made within 5 s");
+    CHECK_STR(a.m.tactic, LISTED);
+    CHECK_EQ_INT(atomic_load(&calls_main), 0);
+    index_free(ix);
+}
+
 int main(void)
 {
     main_thread = pthread_self();
@@ -325,6 +374,7 @@ int main(void)
     RUN(lookup_should_not_wait_for_a_slow_listing);
     RUN(calls_off_the_lookup_path_should_list_themselves);
     RUN(lookup_should_list_a_cheap_backend_itself);
+    RUN(listing_should_not_wait_for_a_tune_to_end);
     attn_backend_reset();
     CHECK(attn_backend("slow") == NULL);
     CHECK(attn_backend("cpu") != NULL);

@@ -68,7 +68,8 @@ static int cudnn_run(attn_plan *p, const attn_call *c)
                              c->v.data, c->o.data, c->descale, p->dnn_ws, c->stream);
 }
 
-/* out (bf16) <- FP8 O times descale_v; the rows before q0 zero. One
+/* out (bf16) <- FP8 O times descale_v; the rows before q0, and any past
+ * q0 + sqv, zero. One
  * thread per 16 elements of a row (d is a multiple of 16 for FP8 graphs):
  * one 16-byte load (the workspace is 256-aligned, its rows d bytes), two
  * 16-byte stores where out's row is 16-byte aligned. It is memory-bound
@@ -97,8 +98,8 @@ __global__ void fp8_out_kernel(__nv_bfloat16 *out, int64_t sb, int64_t sh, int64
         uint4 w[2];
         __nv_bfloat16 y[16];
     } res;
-    in.w = make_uint4(0, 0, 0, 0); /* rows before q0: zeros */
-    if (r >= q0)
+    in.w = make_uint4(0, 0, 0, 0); /* rows before q0 (and past the graph's): zeros */
+    if (r >= q0 && r - q0 < sqv)
         in.w = *(const uint4 *)(o8 + ((int64_t)bh * sqv + (r - q0)) * d + c);
 #pragma unroll
     for (int u = 0; u < 16; u++)

@@ -365,6 +365,35 @@ static double e4m3_rel(const void *o, size_t n, const double *ref)
     return sqrt(num / den);
 }
 
+/* The float64 reference of e4m3_descales_should_reach_the_kernel's shape
+ * (b1, hq 4, hkv 2, sq 128, skv 256, d 128, non-causal) into ref, from the
+ * stored q, k, v values x8 times their descales desc. */
+static void e4m3_reference(const uint8_t *const x8[3], const float desc[3], double *ref)
+{
+    double p[256];
+    for (int h = 0; h < 4; h++)
+        for (int i = 0; i < 128; i++) {
+            const uint8_t *q = x8[0] + ((size_t)h * 128 + i) * 128;
+            const uint8_t *kb = x8[1] + (size_t)(h / 2) * 256 * 128, *vb = x8[2] + (size_t)(h / 2) * 256 * 128;
+            double m = -INFINITY, l = 0;
+            for (int j = 0; j < 256; j++) {
+                double a = 0;
+                for (int c = 0; c < 128; c++)
+                    a += (double)e4m3_value(q[c]) * desc[0] * e4m3_value(kb[j * 128 + c]) * desc[1];
+                p[j] = a / sqrt(128.0);
+                m = p[j] > m ? p[j] : m;
+            }
+            for (int j = 0; j < 256; j++)
+                l += (p[j] = exp(p[j] - m));
+            for (int c = 0; c < 128; c++) {
+                double o = 0;
+                for (int j = 0; j < 256; j++)
+                    o += p[j] * e4m3_value(vb[j * 128 + c]) * desc[2];
+                ref[((size_t)h * 128 + i) * 128 + c] = o / l;
+            }
+        }
+}
+
 /* attune_auto on the e4m3 shape s with the descales ddesc (device) set by
  * attune_auto_set_descales: the lookup goes to a port nothing listens on,
  * so the device's listed default runs. The relative error of its output
@@ -441,28 +470,8 @@ static void e4m3_descales_should_reach_the_kernel(void)
         CU(cudaMemcpy(d8[t], x8[t], n[t], cudaMemcpyHostToDevice));
     }
     /* float64 reference from the stored values times their descales */
-    double *ref = malloc(nq * sizeof(double)), *p = malloc(256 * sizeof(double));
-    for (int h = 0; h < 4; h++)
-        for (int i = 0; i < 128; i++) {
-            const uint8_t *q = x8[0] + ((size_t)h * 128 + i) * 128;
-            const uint8_t *kb = x8[1] + (size_t)(h / 2) * 256 * 128, *vb = x8[2] + (size_t)(h / 2) * 256 * 128;
-            double m = -INFINITY, l = 0;
-            for (int j = 0; j < 256; j++) {
-                double a = 0;
-                for (int c = 0; c < 128; c++)
-                    a += (double)e4m3_value(q[c]) * desc[0] * e4m3_value(kb[j * 128 + c]) * desc[1];
-                p[j] = a / sqrt(128.0);
-                m = p[j] > m ? p[j] : m;
-            }
-            for (int j = 0; j < 256; j++)
-                l += (p[j] = exp(p[j] - m));
-            for (int c = 0; c < 128; c++) {
-                double o = 0;
-                for (int j = 0; j < 256; j++)
-                    o += p[j] * e4m3_value(vb[j * 128 + c]) * desc[2];
-                ref[((size_t)h * 128 + i) * 128 + c] = o / l;
-            }
-        }
+    double *ref = malloc(nq * sizeof(double));
+    e4m3_reference((const uint8_t *const *)x8, desc, ref);
     float *ddesc;
     void *dout;
     CU(cudaMalloc((void **)&ddesc, 3 * sizeof(float)));
@@ -521,7 +530,6 @@ static void e4m3_descales_should_reach_the_kernel(void)
         cudaFree(d8[t]);
     }
     free(ref);
-    free(p);
     cudaFree(ddesc);
     cudaFree(dout);
 out:
