@@ -52,7 +52,8 @@ struct req {
     int nshapes;
     winners_filter winners; /* GET /v1/winners */
     char extra[2][64];      /* route-specific arguments (drift: the two stacks) */
-    int extra_flag;         /* (drift: model scope) */
+    int extra_flag;         /* (drift: model scope; tune: shapes let through by force) */
+    int force;              /* POST /v1/tune's "force": true */
 };
 
 /* Queue a response: status, content type, body buf[0..len) (malloc'd;

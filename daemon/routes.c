@@ -527,9 +527,21 @@ static enum MHD_Result h_job_cancel(req *r, const char *url, const http_args *a)
 
 /* ---- POST /v1/tune */
 
+static int tune_over_budget(req *r, const attn_device_info *dev, char *why, size_t whylen);
+
 static void work_tune(req *r, store *st)
 {
     jobs_view v;
+    index_device_view dev;
+    char why[384];
+    if (index_device_find(r->d->ix, r->device_id, &dev) != 0) {
+        req_fail(r, ATTUNE_ENODEV, "unknown device '%s'", r->device_id);
+        return;
+    }
+    if (tune_over_budget(r, &dev.info, why, sizeof why)) {
+        req_fail(r, ATTUNE_ERANGE, "%s", why);
+        return;
+    }
     int rc = jobs_submit(r->d->jobs, st, r->device_id, r->shapes, r->nshapes, &v);
     if (rc == ATTUNE_EBUSY) {
         req_fail(r, rc, "the job queue of device %s is full; retry later", r->device_id);
@@ -579,17 +591,20 @@ static json_t *body_object(req *r, enum MHD_Result *ret)
     return root;
 }
 
-/* Admission of an explicit job (issue 29 item 1): 1 with the 400 queued
+/* Admission of an explicit job (issue 29 item 1): 1 with why refused
  * when a shape's whole tune is predicted over --job-budget-s, else 0; a
- * job that says "force": true (force) is let through with a warning
- * logged per such shape. */
-static int tune_over_budget(req *r, const attn_device_info *dev, int force,
-                            enum MHD_Result *ret)
+ * job that says "force": true (r->force) is let through, a warning logged
+ * per such shape and counted in r->extra_flag. Runs on the DB worker
+ * (work_tune), not on a request thread: pricing a shape may wait for its
+ * listing (cuDNN's heuristics: up to about a second for a new shape, for
+ * up to JOBS_MAX_SHAPES of them), and a request thread that waits holds up
+ * every lookup on its connections. */
+static int tune_over_budget(req *r, const attn_device_info *dev, char *why, size_t whylen)
 {
     double budget = r->d->cfg.job_budget_s > 0 ? r->d->cfg.job_budget_s : 3600;
     for (int i = 0; i < r->nshapes; i++) {
         admit_cost c;
-        char key[ATTN_SHAPE_KEY_MAX], why[96];
+        char key[ATTN_SHAPE_KEY_MAX], desc[96];
         /* not a lookup: it may wait for the device's listing of the shape */
         index_listing_make(r->d->ix, dev->id, &r->shapes[i]);
         if (admit_estimate(r->d->ix, dev, &r->shapes[i], r->d->cfg.tune_budget_ms, &c) != 0 ||
@@ -597,14 +612,14 @@ static int tune_over_budget(req *r, const attn_device_info *dev, int force,
             continue;
         attn_shape_key(&r->shapes[i], key, sizeof key);
         log_event(LOGL_WARN, "tune_over_budget", "device=%s shape=%s cost_s=%.0f forced=%d",
-                  dev->id, key, c.seconds, force);
-        if (force) {
+                  dev->id, key, c.seconds, r->force);
+        if (r->force) {
             r->extra_flag++; /* work_tune's 202 warns */
             continue;
         }
-        *ret = http_fail(r, ATTUNE_ERANGE, "shapes[%d] %s: %s; to tune it all the same, "
-                         "send \"force\": true (attune tune --force-long)", i, key,
-                         admit_describe(&c, budget, why, sizeof why));
+        snprintf(why, whylen, "shapes[%d] %s: %s; to tune it all the same, send \"force\": "
+                 "true (attune tune --force-long)", i, key,
+                 admit_describe(&c, budget, desc, sizeof desc));
         return 1;
     }
     return 0;
@@ -689,8 +704,7 @@ static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
             goto out;
         }
     }
-    if (tune_over_budget(r, &dev.info, json_is_true(jf), &ret))
-        goto out;
+    r->force = json_is_true(jf); /* priced by work_tune (tune_over_budget) */
     int rc = jobs_check_room(r->d->jobs, dev.info.id);
     if (rc != 0) {
         ret = http_fail(r, ATTUNE_EBUSY, "the job queue of device %s is full; retry later",
