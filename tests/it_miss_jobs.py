@@ -197,7 +197,9 @@ def kill_during(binary, work, key, want_quick):
     finally:
         d.stop()
     what = "quick" if want_quick else "full"
-    if not check(killed_at is not None, "killed during the %s pass" % what):
+    if not check(killed_at is not None, "killed during the %s pass%s" % (
+            what, "" if killed_at is None else " (%d of %d rows of the pass committed)" % (
+                killed_at["tactic_index"], killed_at["tactic_count"]))):
         return
     d = daemonlib.Daemon(binary, work, ["--tune-budget-ms", "25"])
     try:
