@@ -176,12 +176,24 @@ static void quiet_notices(void *arg, const char *msg)
 }
 
 /* A session on url, c->conn set to it (NULL when out of memory): 0, or
- * the mapped error with err. */
-static int session_open(fleet_pg *c, const char *url, char *err, size_t errlen)
+ * the mapped error with err. TCP keepalives on unless the URL says
+ * otherwise: the second lane may sit idle between pushes, and a peer or
+ * middlebox that drops it silently is found in about two minutes, not at
+ * the next push's first read. pin (may be NULL): a session whose host and
+ * port are pin's, so that the lanes of a multi-host URL reach one server. */
+static int session_open(fleet_pg *c, const char *url, const PGconn *pin, char *err,
+                        size_t errlen)
 {
-    /* later keywords override earlier ones: the URL's own settings win */
-    const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
-    const char *vals[] = {"10", "attune", url, NULL};
+    /* later keywords override earlier ones: the URL's own settings win,
+     * and the pin's host and port win over the URL's */
+    const char *keys[] = {"connect_timeout", "application_name", "keepalives",
+                          "keepalives_idle", "keepalives_interval", "keepalives_count",
+                          "dbname", "host", "port", NULL};
+    const char *vals[] = {"10", "attune", "1", "60", "10", "6", url,
+                          pin != NULL ? PQhost(pin) : NULL, pin != NULL ? PQport(pin) : NULL,
+                          NULL};
+    if (pin == NULL)
+        keys[7] = NULL; /* the URL alone */
     c->conn = PQconnectdbParams(keys, vals, 1);
     if (c->conn == NULL)
         return ATTUNE_ENOMEM;
@@ -206,7 +218,7 @@ int fleet_pg_connect(const char *url, fleet_pg **out, char *err, size_t errlen)
         free(c);
         return ATTUNE_ENOMEM;
     }
-    rc = session_open(c, url, err, errlen);
+    rc = session_open(c, url, NULL, err, errlen);
     c->lanes[0] = c->conn;
     if (rc != 0 || (rc = fleet_pg_schema_migrate(c, err, errlen)) != 0)
         goto fail;
@@ -228,16 +240,19 @@ int fleet_pg_lane_open(fleet_pg *c)
 {
     if (c->lanes[1] != NULL)
         return 0;
-    if (c->lane_failed)
+    /* after a failed open, one lane for a minute: then try again (a
+     * server that was at its connection limit may have room now) */
+    if (c->lane_failed != 0 && time(NULL) - c->lane_failed < 60)
         return ATTUNE_EIO;
     char err[ATTUNE_ERRLEN];
     int was = c->lane;
-    int rc = session_open(c, c->url, err, sizeof err); /* sets c->conn */
+    int rc = session_open(c, c->url, c->lanes[0], err, sizeof err); /* sets c->conn */
     c->lanes[1] = c->conn;
+    c->lane_failed = 0;
     if (rc != 0) {
         PQfinish(c->lanes[1]);
         c->lanes[1] = NULL;
-        c->lane_failed = 1;
+        c->lane_failed = time(NULL);
     }
     c->conn = c->lanes[was];
     return rc;

@@ -5,6 +5,7 @@
 #define ATTUNE_FLEET_PG_INTERNAL_H
 
 #include <libpq-fe.h>
+#include <time.h>
 
 #include "../common/attune_err.h"
 #include "fleet_pg.h"
@@ -28,7 +29,8 @@ struct fleet_pg {
     PGconn *conn;
     PGconn *lanes[2];
     int lane;           /* conn == lanes[lane] */
-    int lane_failed;    /* the second lane could not be opened: one lane only */
+    time_t lane_failed; /* when the second lane could not be opened (0: it could):
+                           one lane only for a minute after */
     char *url;          /* to open the second lane (carries no password) */
     int schema_version;
     fleet_idmap shapes, tactics, stacks, devices, models;
