@@ -14,7 +14,13 @@ added between the kills. After every kill:
     the server, with its taken_at and time_us: nothing acknowledged that
     the server did not commit;
   - the server's watermark for the store's source is at or past the
-    store's acknowledged mark.
+    store's acknowledged mark;
+  - every row still logged whose newest log entry is at or below that
+    watermark (committed, its acknowledgement cut off by the kill) is on
+    the server: the watermark never passes a batch that did not commit
+    (the second lane's order, 1d53ea9). Without this a wrong watermark
+    would heal at the next push (reconcile forks and re-sends) and pass
+    the other checks.
 
 At the end one push runs to completion and the server must equal the
 store: per key exactly one row, the store's. Skips (77) only when attune
@@ -74,6 +80,26 @@ def local_rows(db):
         c.close()
 
 
+def logged_through(db, w):
+    """{(device, shape key, tactic): (taken_at, time_us)} of the rows still
+    logged (not acknowledged) whose newest fleet_log entry is at or below
+    seq w: the server's watermark says a committed batch holds each."""
+    c = sqlite3.connect(db)
+    try:
+        if not has_table(c, "fleet_log"):
+            return {}
+        return {(dev, key, tac): (taken, t) for dev, key, tac, taken, t in c.execute(
+            "SELECT m.device_id, s.key, m.tactic, m.taken_at, m.time_us"
+            " FROM measurements m JOIN shapes s ON s.id = m.shape_id"
+            " JOIN (SELECT device_id, stack_id, shape_id, tactic, max(seq) AS seq"
+            "  FROM fleet_log GROUP BY device_id, stack_id, shape_id, tactic) l"
+            " ON l.device_id = m.device_id AND l.stack_id = m.stack_id AND"
+            "  l.shape_id = m.shape_id AND l.tactic = m.tactic"
+            " WHERE m.device_id = ? AND l.seq <= ?", (DEV, w))}
+    finally:
+        c.close()
+
+
 def local_state(db):
     c = sqlite3.connect(db)
     try:
@@ -121,7 +147,7 @@ def test_kills(pg, tmp, kills, seed):
     stk = fleetlib.stack("560.35.03")
     clock = tune(db, tmp, stk, rng, T0, 75, 0)  # 600 rows
     argv = [ATTUNE, "fleet", "push", "--db", db, "--fleet", pg.url, "--batch", "3"]
-    mid, bad = 0, []
+    mid, bad, behind = 0, [], 0
     for k in range(kills):
         p = subprocess.Popen(argv, env=pg.env(), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
@@ -138,12 +164,23 @@ def test_kills(pg, tmp, kills, seed):
         if int(st.get("acked", "0")) > (int(w[0]) if w else 0):
             bad.append("kill %d: acknowledged mark %s past the server's watermark %s"
                        % (k, st.get("acked"), w))
+        # the watermark never passes a batch that did not commit: every row
+        # logged at or below it is on the server, acknowledged or not (a
+        # kill between a commit and its acknowledgement leaves such rows)
+        through = logged_through(db, int(w[0])) if w else {}
+        behind += len(through)
+        for key, val in through.items():
+            if server.get(key) != val:
+                bad.append("kill %d: %s logged at or below the watermark %s, server has %s"
+                           % (k, key, w[0], server.get(key)))
         # newer rows of 15 shapes seen before, or new ones (shapes of their own)
         clock = tune(db, tmp, stk, rng, clock, 15,
                      rng.choice([75 + 15 * k, rng.randrange(60)]))
-    check(not bad, "%d kills (%d mid-push): every acknowledged row is on the server, the "
-          "watermark at or past the mark (%s)" % (kills, mid, "; ".join(bad[:3]) or "ok"))
+    check(not bad, "%d kills (%d mid-push): every acknowledged row, and every row logged at or below "
+          "the server's watermark, is on the server; the watermark at or past the mark (%s)" % (kills, mid, "; ".join(bad[:3]) or "ok"))
     check(mid >= kills // 2, "the kills landed mid-push (%d of %d)" % (mid, kills))
+    print("     (%d rows committed but not yet acknowledged were found across the kills)"
+          % behind)
     r = subprocess.run(argv, env=pg.env(), capture_output=True, text=True)
     check(r.returncode == 0, "a last push completes (%s)" % (r.stderr.strip() or "ok"))
     local, server = local_rows(db), server_rows(pg)
