@@ -527,7 +527,40 @@ static enum MHD_Result h_job_cancel(req *r, const char *url, const http_args *a)
 
 /* ---- POST /v1/tune */
 
-static int tune_over_budget(req *r, const attn_device_info *dev, char *why, size_t whylen);
+/* Admission of an explicit job (issue 29 item 1): 1 with why refused
+ * when a shape's whole tune is predicted over --job-budget-s, else 0; a
+ * job that says "force": true (r->force) is let through, a warning logged
+ * per such shape and counted in r->extra_flag. Runs on the DB worker
+ * (work_tune), not on a request thread: pricing a shape may wait for its
+ * listing (cuDNN's heuristics: up to about a second for a new shape, for
+ * up to JOBS_MAX_SHAPES of them), and a request thread that waits holds up
+ * every lookup on its connections. The worker's later items (imports,
+ * cancels, other jobs) wait meanwhile; only a token's holder can post. */
+static int tune_over_budget(req *r, const attn_device_info *dev, char *why, size_t whylen)
+{
+    double budget = r->d->cfg.job_budget_s > 0 ? r->d->cfg.job_budget_s : 3600;
+    for (int i = 0; i < r->nshapes; i++) {
+        admit_cost c;
+        char key[ATTN_SHAPE_KEY_MAX], desc[96];
+        /* not a lookup: it may wait for the device's listing of the shape */
+        index_listing_make(r->d->ix, dev->id, &r->shapes[i]);
+        if (admit_estimate(r->d->ix, dev, &r->shapes[i], r->d->cfg.tune_budget_ms, &c) != 0 ||
+            admit_fits(&c, budget))
+            continue;
+        attn_shape_key(&r->shapes[i], key, sizeof key);
+        log_event(LOGL_WARN, "tune_over_budget", "device=%s shape=%s cost_s=%.0f forced=%d",
+                  dev->id, key, c.seconds, r->force);
+        if (r->force) {
+            r->extra_flag++; /* work_tune's 202 warns */
+            continue;
+        }
+        snprintf(why, whylen, "shapes[%d] %s: %s; to tune it all the same, send \"force\": "
+                 "true (attune tune --force-long)", i, key,
+                 admit_describe(&c, budget, desc, sizeof desc));
+        return 1;
+    }
+    return 0;
+}
 
 static void work_tune(req *r, store *st)
 {
@@ -591,39 +624,6 @@ static json_t *body_object(req *r, enum MHD_Result *ret)
     return root;
 }
 
-/* Admission of an explicit job (issue 29 item 1): 1 with why refused
- * when a shape's whole tune is predicted over --job-budget-s, else 0; a
- * job that says "force": true (r->force) is let through, a warning logged
- * per such shape and counted in r->extra_flag. Runs on the DB worker
- * (work_tune), not on a request thread: pricing a shape may wait for its
- * listing (cuDNN's heuristics: up to about a second for a new shape, for
- * up to JOBS_MAX_SHAPES of them), and a request thread that waits holds up
- * every lookup on its connections. */
-static int tune_over_budget(req *r, const attn_device_info *dev, char *why, size_t whylen)
-{
-    double budget = r->d->cfg.job_budget_s > 0 ? r->d->cfg.job_budget_s : 3600;
-    for (int i = 0; i < r->nshapes; i++) {
-        admit_cost c;
-        char key[ATTN_SHAPE_KEY_MAX], desc[96];
-        /* not a lookup: it may wait for the device's listing of the shape */
-        index_listing_make(r->d->ix, dev->id, &r->shapes[i]);
-        if (admit_estimate(r->d->ix, dev, &r->shapes[i], r->d->cfg.tune_budget_ms, &c) != 0 ||
-            admit_fits(&c, budget))
-            continue;
-        attn_shape_key(&r->shapes[i], key, sizeof key);
-        log_event(LOGL_WARN, "tune_over_budget", "device=%s shape=%s cost_s=%.0f forced=%d",
-                  dev->id, key, c.seconds, r->force);
-        if (r->force) {
-            r->extra_flag++; /* work_tune's 202 warns */
-            continue;
-        }
-        snprintf(why, whylen, "shapes[%d] %s: %s; to tune it all the same, send \"force\": "
-                 "true (attune tune --force-long)", i, key,
-                 admit_describe(&c, budget, desc, sizeof desc));
-        return 1;
-    }
-    return 0;
-}
 
 static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
 {

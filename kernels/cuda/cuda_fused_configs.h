@@ -93,6 +93,8 @@
 /* The rows of e4m3's V^T per (batch, KV head) hold the keys rounded up to
  * this (sm90_vt_kernel's key block). */
 #define SM90_VT_KEYS 64
+/* Its grid.y is b hkv: at most CUDA's 65535 (more lists no e4m3 tactic). */
+#define SM90_VT_MAX_BH 65535
 
 /* Head dim a version 3 kernel computes for d: 64, 128 or 256; 0 over 256. */
 #define SM90_KERNEL_DIM(d) ((d) <= 64 ? 64 : (d) <= 128 ? 128 : (d) <= 256 ? 256 : 0)

@@ -971,7 +971,7 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
         /* V^T into the workspace, then its map: {keys, D, hkv, b}, box
          * {BC keys, D rows} */
         const int64_t keys = sm90_vt_keys(s);
-        if (s->b * s->hkv > 65535) /* grid.y; e4m3_configs lists none */
+        if (s->b * s->hkv > SM90_VT_MAX_BH) /* e4m3_configs lists none */
             return ATTUNE_EUNSUPP;
         dim3 grid((unsigned)(keys / SM90_VT_KEYS), (unsigned)(s->b * s->hkv));
         sm90_vt_kernel<<<grid, 256, 0, stream>>>((const uint8_t *)io->v.data, io->v.sb, io->v.sh, io->v.ss,
@@ -1006,8 +1006,7 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
 static int e4m3_configs(const attn_shape *s, attn_tactic *out, int max)
 {
     int n = 0;
-    /* b hkv: sm90_vt_kernel's grid.y (at most 65535) */
-    if (s->d % 16 != 0 || s->d > 128 || s->b * s->hkv > 65535)
+    if (s->d % 16 != 0 || s->d > 128 || s->b * s->hkv > SM90_VT_MAX_BH)
         return 0;
 #define SM90_E4M3_TACTIC(D_, BR_, BC_, ST_)                                                           \
     if (n < max) {                                                                                    \
