@@ -966,12 +966,17 @@ static int dirty_add(stmt_batch *sb, const push_plan *p, int *sel)
  * refused, when another pusher moved it there meanwhile), and COMMIT, sent
  * and left in flight (commit_read reads its answers).
  *
- * The source's row is locked only in the last group, not the first: a
- * stream's next batch, begun on a second connection while this one's
- * COMMIT waits for its fsync, would wait for that lock before its first
- * statement and gain nothing. Two pushers of one source (a copy of the
- * store, a second process on the file) then copy their rows at once; the
- * one that locks second sees the other's watermark and rolls back. */
+ * The source's row is locked in the first group (FOR UPDATE), so two
+ * pushers of one source (a copy of the store, a second process on the
+ * file) take turns, batch by batch. Locked only in the last group (as
+ * 1d53ea9 had it, so that a stream's next batch on the second connection
+ * would not wait for the one committing), two such pushers copied rows of
+ * the same keys at once and PostgreSQL broke their deadlock by failing one
+ * push (it_fleet_clone, seed 1354525904, history 8). So a stream's next
+ * batch waits for that lock until the batch before it committed: the
+ * lanes overlap its dimension rows and the fsync's wait for the answer,
+ * not its COPY. The last group's watermark UPDATE still refuses a batch
+ * at or below the watermark (never reached while the lock is held). */
 
 /* Where the answers of a first group are. */
 typedef struct tx_first {
@@ -986,9 +991,13 @@ static void first_add(stmt_batch *sb, const fleet_batch *b, push_plan *p, int mo
     t->nprobe = t->oom = 0;
     sb_add(sb, "fleet server", "BEGIN", 0, NULL, NULL, NULL, NULL);
     if (b->source != NULL) {
-        t->i_seq = sb->n; /* not locked: see above */
-        sb_add(sb, "fleet server (source)", "SELECT pushed_seq FROM sources WHERE id = $1", 1,
-               NULL, src, NULL, NULL);
+        sb_add(sb, "fleet server (source)",
+               "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) ON CONFLICT (id) DO NOTHING",
+               1, NULL, src, NULL, NULL);
+        t->i_seq = sb->n; /* locked: see above */
+        sb_add(sb, "fleet server (source)",
+               "SELECT pushed_seq FROM sources WHERE id = $1 FOR UPDATE", 1, NULL, src, NULL,
+               NULL);
     }
     for (int k = 0; k < p->nkeys; k++)
         p->keys[k].known = mode == PROBE_NONE;
