@@ -56,7 +56,8 @@
 # time the tuner stored; libstore.log),
 # --peers-args "ARGS" (extra
 # arguments to peers.py, e.g. "--only 0,1 --budget-ms 100"), --no-tests,
-# --ctest-args "ARGS". Logs and results go under $OUT (the run tool's
+# --ctest-args "ARGS", --exec "CMD" (last: CMD under bash with this
+# script's environment, BUILD and OUT exported; exec.log). Logs and results go under $OUT (the run tool's
 # folder; ./gpu-out elsewhere): run.log, env.txt, build.log, ctest.log,
 # peers.log, peers.json, peers.md. At most 8 files: the run tool brings
 # back no more.
@@ -84,6 +85,7 @@ PEERS_ARGS=""
 CTEST_ARGS=""
 RM_ARGS=""
 MQ_ARGS=""
+EXEC=""
 while [ $# -gt 0 ]; do
     case $1 in
     --bench) BENCH=1 ;;
@@ -103,7 +105,8 @@ while [ $# -gt 0 ]; do
     --ctest-args) shift; CTEST_ARGS=${1:-} ;;
     --realmodels-args) shift; RM_ARGS=${1:-} ;;
     --miss-quick) shift; MQ_ARGS=${1:-} ;;
-    *) echo "usage: run.sh [--bench] [--daemon] [--torch] [--e2e] [--e2e-pretune] [--e2e-args ARGS] [--lib-store] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS] [--fp8] [--fp8-args ARGS] [--miss-quick \"TABLE KEY...\"]" >&2
+    --exec) shift; EXEC=${1:-} ;;
+    *) echo "usage: run.sh [--bench] [--daemon] [--torch] [--e2e] [--e2e-pretune] [--e2e-args ARGS] [--lib-store] [--loo] [--realmodels] [--tune-time] [--no-tests] [--peers-args ARGS] [--ctest-args ARGS] [--realmodels-args ARGS] [--fp8] [--fp8-args ARGS] [--miss-quick \"TABLE KEY...\"] [--exec CMD]" >&2
        exit 2 ;;
     esac
     shift
@@ -416,5 +419,16 @@ if [ "$BENCH" = 1 ]; then
     [ $rc -ne 0 ] && { log "peers.py exit $rc"; tail -30 "$OUT/peers.log" >&2; STATUS=1; }
     rm -f "${TMPDIR:-/tmp}/attune-peers-$$.db"*
     log "bench done ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (6) --exec: a command of the caller's, last, in this script's
+# environment (BUILD, OUT, ROOT, CUDNN_ROOT, LD_LIBRARY_PATH exported), e.g.
+# ncu over one tactic; its output goes to $OUT/exec.log.
+if [ -n "$EXEC" ]; then
+    log "exec: $EXEC"
+    export BUILD OUT ROOT
+    bash -c "$EXEC" >"$OUT/exec.log" 2>&1 || { log "exec exit $?"; STATUS=1; }
+    tail -60 "$OUT/exec.log" >&2
+    log "exec done ($(($(date +%s) - START)) s)"
 fi
 exit $STATUS
