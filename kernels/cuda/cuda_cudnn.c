@@ -265,9 +265,58 @@ typedef struct geom {
     int64_t st[4][3];        /* q, k, v, o: batch, head and row strides in
                                 elements (the head dim contiguous) */
     int o8;                  /* e4m3: O in FP8 to the workspace, then bf16 */
+    int chunk_heads;         /* chunks > 1: split over heads (else batches) */
+    int64_t chunks;          /* o8: the graph covers 1/chunks of the shape
+                                (b, or hq and hkv, above are a chunk's) */
 } geom;
 
 enum { ST_Q, ST_K, ST_V, ST_O };
+
+/* FP8 O's chunks: with O in FP8 (g->o8) a bf16 pass follows cuDNN's
+ * kernel (cuda_cudnn_fp8_out: 27 us of 1,120 on the 8k d128 anchor, H200,
+ * 2026-12-03). Cut into chunks over batches (or heads), each chunk's pass
+ * runs beside the next chunks' cuDNN kernels, on a second stream
+ * (cuda_cudnn_launch), so only the last chunk's is left after them. A
+ * chunk keeps at least two waves of 128-row tiles on the device's SMs;
+ * ATTUNE_CUDNN_FP8_CHUNKS=N (1, 2, 4 or 8) asks for N where the shape
+ * divides (measurements). Sets g->chunks (1: none) and divides g's b, or
+ * hq and hkv, by it. */
+static void geom_chunk(geom *g)
+{
+    int64_t n = 1, want = 0;
+    int sms = 0;
+    g->chunks = 1;
+    g->chunk_heads = 0;
+    if (!g->o8)
+        return;
+    const char *e = getenv("ATTUNE_CUDNN_FP8_CHUNKS");
+    if (e != NULL && (strcmp(e, "1") == 0 || strcmp(e, "2") == 0 || strcmp(e, "4") == 0 ||
+                      strcmp(e, "8") == 0))
+        want = atoi(e);
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->dev) != cudaSuccess) {
+        cudaGetLastError();
+        sms = 0;
+    }
+    const int64_t tiles = g->b * g->hq * ((g->sqv + 127) / 128);
+    for (int64_t c = want > 0 ? want : 4; c >= 2; c /= 2) {
+        if (g->b % c != 0 && g->hkv % c != 0)
+            continue;
+        if (want > 0 || (sms > 0 && tiles / c >= 2 * (int64_t)sms)) {
+            n = c;
+            break;
+        }
+    }
+    if (n == 1)
+        return;
+    g->chunks = n;
+    if (g->b % n == 0) {
+        g->b /= n;
+    } else {
+        g->chunk_heads = 1;
+        g->hq /= n;
+        g->hkv /= n;
+    }
+}
 
 /* The geometry of shape s with buffers of sq_pad/skv_pad rows per head. */
 static void geom_of(int dev, const attn_shape *s, attn_graph form, int64_t sq_pad,
@@ -303,6 +352,7 @@ static void geom_of(int dev, const attn_shape *s, attn_graph form, int64_t sq_pa
         const char *o = getenv("ATTUNE_CUDNN_FP8_O");
         g->o8 = !(o != NULL && strcmp(o, "bf16") == 0);
     }
+    geom_chunk(g);
     if (g->shift > 0 && (sq_pad > s->sq || skv_pad > s->skv)) {
         /* cuDNN's fused engines align a shifted causal diagonal to the
          * graph's own lengths (j <= r + skvv - sqv), whatever the scalars
@@ -1264,6 +1314,8 @@ struct cuda_cudnn_plan {
     int32_t shift_a, shift_b, kv_valid;
     float *dconst;    /* e4m3: the device scalars (DC_*), NULL otherwise */
     size_t o8_off;    /* g.o8: where FP8 O lies in the workspace */
+    size_t ws_one;    /* g.chunks > 1: cuDNN's workspace for one stream (two
+                         at the workspace's start, one for each stream) */
 };
 
 #define PLAN_CACHE 256
@@ -1437,8 +1489,9 @@ static int plan_build(cuda_cudnn_plan *p, cudnnHandle_t h, char *note, size_t no
             goto fail;
         }
         if (p->g.o8) {
-            p->o8_off = (p->ws_bytes + 255) / 256 * 256;
-            p->ws_bytes = p->o8_off + (size_t)(p->g.b * p->g.hq * p->g.sqv * p->g.d);
+            p->ws_one = (p->ws_bytes + 255) / 256 * 256;
+            p->o8_off = p->g.chunks > 1 ? 2 * p->ws_one : p->ws_one;
+            p->ws_bytes = p->o8_off + (size_t)(p->g.chunks * p->g.b * p->g.hq * p->g.sqv * p->g.d);
         }
     }
     p->plan = plan;
@@ -1870,39 +1923,27 @@ void cuda_cudnn_prefetch_stats(int *built, int *builders_running)
 
 /* ---- 5. launch */
 
-int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
-                      const float *const descale[3], void *ws, cudaStream_t stream)
+/* One execution of p's graph on stream: q, k, v at the graph's first
+ * batch and head, o_graph where the graph writes O (o's q0-th row, or FP8
+ * O in the workspace), ws_dnn cuDNN's own workspace. */
+static int launch_graph(cuda_cudnn_plan *p, const void *q, const void *k, const void *v,
+                        void *o_graph, const float *const descale[3], void *ws_dnn,
+                        cudaStream_t stream)
 {
     int rc = 0;
     char *note = NULL;
     size_t notelen = 0;
     desc_t vp = NULL;
-    const geom *g;
-    size_t es, row_bytes;
+    const geom *g = &p->g;
+    const size_t es = io_size(g->dt);
     int64_t uids[20];
     void *ptrs[20];
     int n = 0;
-    void *o_graph = o;
 
-    if (p == NULL || p->dh == NULL || q == NULL || k == NULL || v == NULL || o == NULL ||
-        (p->ws_bytes > 0 && ws == NULL))
-        return ATTUNE_EINVAL;
-    g = &p->g;
-    es = io_size(g->dt);
-    row_bytes = (size_t)g->d * out_size(g->dt);
-    if (g->o8)
-        o_graph = (char *)ws + p->o8_off; /* FP8 O: the rows from q0 on */
-    if (g->zero_rows > 0 && !g->o8 &&
-        cudaMemset2DAsync(o, (size_t)g->q_rows * row_bytes, 0, (size_t)g->zero_rows * row_bytes,
-                          (size_t)(g->b * g->hq), stream) != cudaSuccess) {
-        cudaGetLastError();
-        return ATTUNE_EGPU;
-    }
     uids[n] = UID_Q, ptrs[n++] = (char *)q + (size_t)(g->q0 * g->st[ST_Q][2]) * es;
     uids[n] = UID_K, ptrs[n++] = (void *)k;
     uids[n] = UID_V, ptrs[n++] = (void *)v;
-    uids[n] = UID_O, ptrs[n++] = g->o8 ? o_graph
-                                       : (char *)o + (size_t)(g->q0 * g->st[ST_O][2]) * out_size(g->dt);
+    uids[n] = UID_O, ptrs[n++] = o_graph;
     uids[n] = UID_SCALE, ptrs[n++] = &p->scale;
     if (g->form == ATTN_GRAPH_COMP && (g->causal || g->kv_valid < g->skvv)) {
         uids[n] = UID_NEGINF, ptrs[n++] = &p->neginf;
@@ -1928,7 +1969,7 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
     dnn_attr a[] = {
         {CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids},
         {CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs},
-        {CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws},
+        {CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws_dnn},
     };
     RC_TRY(dnn_make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack", a, NATTR(a), &vp, note,
                     notelen));
@@ -1940,11 +1981,76 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
     pthread_mutex_unlock(&p->dh->mu);
     if (st != CUDNN_STATUS_SUCCESS)
         rc = dnn_err(st, "execute", note, notelen);
-    else if (g->o8)
-        rc = cuda_cudnn_fp8_out(o, g->st[ST_O], o_graph, g->b, g->hq, g->q_rows, g->q0, g->sqv,
-                                g->d, descale != NULL ? descale[2] : NULL, stream);
 fail:
     destroy(&vp);
+    return rc;
+}
+
+int cuda_cudnn_chunks(const cuda_cudnn_plan *p) { return p != NULL ? (int)p->g.chunks : 1; }
+
+int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
+                      const float *const descale[3], void *ws, cudaStream_t stream,
+                      const cuda_cudnn_fork *fk)
+{
+    int rc = 0;
+    const geom *g;
+    size_t es, eo, row_bytes;
+
+    if (p == NULL || p->dh == NULL || q == NULL || k == NULL || v == NULL || o == NULL ||
+        (p->ws_bytes > 0 && ws == NULL))
+        return ATTUNE_EINVAL;
+    g = &p->g;
+    es = io_size(g->dt);
+    eo = out_size(g->dt);
+    row_bytes = (size_t)g->d * eo;
+    if (!g->o8) {
+        if (g->zero_rows > 0 &&
+            cudaMemset2DAsync(o, (size_t)g->q_rows * row_bytes, 0,
+                              (size_t)g->zero_rows * row_bytes, (size_t)(g->b * g->hq),
+                              stream) != cudaSuccess) {
+            cudaGetLastError();
+            return ATTUNE_EGPU;
+        }
+        rc = launch_graph(p, q, k, v, (char *)o + (size_t)(g->q0 * g->st[ST_O][2]) * eo, descale,
+                          ws, stream);
+        return rc == ATTUNE_EUNSUPP ? ATTUNE_EGPU : rc;
+    }
+    /* FP8 O: chunk c's graph, then its bf16 pass, on stream (c even) or
+     * fk's side stream (c odd), forked from stream and joined back to it */
+    const int64_t nc = g->chunks, o8_chunk = g->b * g->hq * g->sqv * g->d;
+    const int fork = nc > 1 && fk != NULL && fk->side != NULL;
+    if (fork) {
+        if (cudaEventRecord(fk->fork, stream) != cudaSuccess ||
+            cudaStreamWaitEvent(fk->side, fk->fork, 0) != cudaSuccess) {
+            cudaGetLastError();
+            return ATTUNE_EGPU;
+        }
+    }
+    for (int64_t c = 0; c < nc && rc == 0; c++) {
+        const int side = fork && (c & 1);
+        cudaStream_t sc = side ? fk->side : stream;
+        /* element offsets of chunk c in q, k, v (and out) */
+        const int64_t oq = c * (g->chunk_heads ? g->hq * g->st[ST_Q][1] : g->b * g->st[ST_Q][0]);
+        const int64_t okv = c * (g->chunk_heads ? g->hkv * g->st[ST_K][1] : g->b * g->st[ST_K][0]);
+        const int64_t ov = c * (g->chunk_heads ? g->hkv * g->st[ST_V][1] : g->b * g->st[ST_V][0]);
+        const int64_t oo = c * (g->chunk_heads ? g->hq * g->st[ST_O][1] : g->b * g->st[ST_O][0]);
+        char *o8 = (char *)ws + p->o8_off + (size_t)(c * o8_chunk);
+        rc = launch_graph(p, (const char *)q + (size_t)oq * es, (const char *)k + (size_t)okv * es,
+                          (const char *)v + (size_t)ov * es, o8, descale,
+                          (char *)ws + (side ? p->ws_one : 0), sc);
+        if (rc == 0)
+            rc = cuda_cudnn_fp8_out((char *)o + (size_t)oo * eo, g->st[ST_O], o8, g->b, g->hq,
+                                    g->q_rows, g->q0, g->sqv, g->d,
+                                    descale != NULL ? descale[2] : NULL, sc);
+    }
+    if (fork) { /* joined even after a failure: a capture stays whole */
+        if (cudaEventRecord(fk->join, fk->side) != cudaSuccess ||
+            cudaStreamWaitEvent(stream, fk->join, 0) != cudaSuccess) {
+            cudaGetLastError();
+            if (rc == 0)
+                rc = ATTUNE_EGPU;
+        }
+    }
     /* launch-time refusals are failures: the plan said it could run */
     return rc == ATTUNE_EUNSUPP ? ATTUNE_EGPU : rc;
 }

@@ -83,14 +83,30 @@ size_t cuda_cudnn_workspace_bytes(const cuda_cudnn_plan *p);
  * engine configuration (what cuDNN holds, not what was asked). 0 or EGPU. */
 int cuda_cudnn_plan_describe(const cuda_cudnn_plan *p, int *eng, int *kcfg);
 
+/* A second stream and two events (disable-timing) a caller owns, for
+ * plans of more than one chunk (cuda_cudnn_chunks). */
+typedef struct cuda_cudnn_fork {
+    cudaStream_t side;
+    cudaEvent_t fork, join;
+} cuda_cudnn_fork;
+
+/* How many chunks p's launch runs (e4m3 with FP8 O: the graph covers a
+ * chunk of the batches or heads, and each chunk's bf16 pass runs beside
+ * the next chunks' graphs when launch gets a fork); 1 otherwise. */
+int cuda_cudnn_chunks(const cuda_cudnn_plan *p);
+
 /* Enqueue the plan on stream: q, k, v, o are the padded buffers ([b, h,
  * rows, d], rows = sq_pad or skv_pad), or the caller's tensors at the
  * strides of a plan_get_views plan; ws at least the workspace bytes;
  * descale (e4m3; NULL or NULL entries: 1): q's, k's and v's descale
  * factors in device memory. Rows that see no key (causal, sq > skv) are
- * zeroed here. Capturable. */
+ * zeroed here. fk (NULL: every chunk on stream): for a plan of several
+ * chunks, odd chunks run on fk->side, forked from stream and joined back
+ * to it with fk's events, so the runs of one fork must be ordered (as a
+ * plan's are). Capturable. */
 int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const void *v, void *o,
-                      const float *const descale[3], void *ws, cudaStream_t stream);
+                      const float *const descale[3], void *ws, cudaStream_t stream,
+                      const cuda_cudnn_fork *fk);
 
 /* e4m3 graphs with FP8 O (ops_cudnn.cu): out (bf16, strides st: batch,
  * head, row, elements) <- o8 (FP8, contiguous [b, hq, sqv, d], the rows

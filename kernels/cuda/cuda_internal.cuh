@@ -198,6 +198,8 @@ struct attn_plan {
     attn_io views;           /* its strides (data pointers unused) */
     void *dnn_ws;
     size_t dnn_ws_bytes;
+    cudaStream_t dnn_side;   /* plans of chunks (cuda_cudnn_chunks > 1): the */
+    cudaEvent_t dnn_fork, dnn_join; /* second stream and its events, or NULL */
     void *fused_ws;          /* fused variants' workspace */
     size_t fused_ws_bytes;
     /* session timing: graphs of back-to-back calls on the session */

@@ -24,6 +24,21 @@ static int list_cudnn(const attn_device_info *dev, const attn_shape *s, attn_tac
     return n > 0 ? n : 0;
 }
 
+/* The second stream and events of a plan whose cuDNN plan d runs in
+ * chunks (cuda_cudnn_launch), made once; nothing for one chunk. */
+static int cudnn_fork_make(attn_plan *p, const cuda_cudnn_plan *d)
+{
+    if (cuda_cudnn_chunks(d) <= 1 || p->dnn_side != NULL)
+        return 0;
+    if (cudaStreamCreateWithFlags(&p->dnn_side, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&p->dnn_fork, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&p->dnn_join, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        return ATTUNE_EGPU; /* cudnn_free releases what was made */
+    }
+    return 0;
+}
+
 /* The execution plan of the tactic for the plan's padded lengths (built
  * on first use, or ahead by warm), and its workspace. note says what its
  * build cost (once per shape, tactic and process, not per call: it rides
@@ -42,6 +57,7 @@ static int cudnn_plan(attn_plan *p, const attn_call *c, char *note, size_t notel
     p->dnn_ws_bytes = cuda_cudnn_workspace_bytes(p->dnn);
     if (p->dnn_ws_bytes > 0)
         RC_TRY(cuda_dev_alloc(&p->dnn_ws, p->dnn_ws_bytes));
+    RC_TRY(cudnn_fork_make(p, p->dnn));
     return 0;
 fail:
     return rc;
@@ -64,8 +80,9 @@ static int views_adopted(const attn_plan *p, const attn_call *c)
 
 static int cudnn_run(attn_plan *p, const attn_call *c)
 {
+    const cuda_cudnn_fork fk = {p->dnn_side, p->dnn_fork, p->dnn_join};
     return cuda_cudnn_launch(views_adopted(p, c) ? p->dnn_views : p->dnn, c->q.data, c->k.data,
-                             c->v.data, c->o.data, c->descale, p->dnn_ws, c->stream);
+                             c->v.data, c->o.data, c->descale, p->dnn_ws, c->stream, &fk);
 }
 
 /* out (bf16) <- FP8 O times descale_v; the rows before q0, and any past
@@ -141,6 +158,14 @@ static void cudnn_free(attn_plan *p)
     cudaFree(p->dnn_ws);
     p->dnn_ws = NULL;
     p->dnn_ws_bytes = 0;
+    if (p->dnn_side != NULL)
+        cudaStreamDestroy(p->dnn_side);
+    if (p->dnn_fork != NULL)
+        cudaEventDestroy(p->dnn_fork);
+    if (p->dnn_join != NULL)
+        cudaEventDestroy(p->dnn_join);
+    p->dnn_side = NULL;
+    p->dnn_fork = p->dnn_join = NULL;
 }
 
 /* The views its graph of views was built for, or the planned contiguous
@@ -193,6 +218,7 @@ static int cudnn_plan_views(attn_plan *p, const attn_io *views, void *stream, ch
         p->dnn_ws_bytes = cuda_cudnn_workspace_bytes(dv);
         ws = NULL;
     }
+    RC_TRY(cudnn_fork_make(p, dv));
     cuda_cudnn_plan_put(p->dnn_views);
     p->dnn_views = dv;
     p->views = *views;
