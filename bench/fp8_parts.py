@@ -41,13 +41,90 @@ def parse_key(key):
     return (b, hq, hkv, sq, skv, d, al.DTYPES["e4m3"], int(f[7] == "c"))
 
 
+def inputs(dims):
+    """Random e4m3 patterns of values in [-1, 1) for q, k, v, and a bf16 out."""
+    b, hq, hkv, sq, skv, d, _, _ = dims
+    pat = lambda *s: (torch.randint(0, 0x38, s, device="cuda", dtype=torch.uint8)  # noqa: E731
+                      | (torch.randint(0, 2, s, device="cuda", dtype=torch.uint8) << 7))
+    q, k, v = pat(b, hq, sq, d), pat(b, hkv, skv, d), pat(b, hkv, skv, d)
+    return q, k, v, torch.empty(b, hq, sq, d, device="cuda", dtype=torch.bfloat16)
+
+
+def time_graph(plan, args, s, reps, target_us=20000.0):
+    """Median and min us of plan over reps replays of a graph of runs."""
+    with torch.cuda.stream(s):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record(s)
+        plan.run(*args, stream=s.cuda_stream)
+        e1.record(s)
+    e1.synchronize()
+    est = max(e0.elapsed_time(e1) * 1000.0, 1.0)
+    iters = max(1, min(1000, int(target_us / est)))
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for _ in range(iters):
+            plan.run(*args, stream=s.cuda_stream)
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1000.0 / iters)
+    del g
+    return statistics.median(times), min(times)
+
+
+def sweep(a):
+    dims = parse_key(a.shape)
+    b, hq, hkv, sq, skv, d, _, causal = dims
+    q, k, v, o = inputs(dims)
+    view = lambda t: (t.data_ptr(), t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
+    args = (view(q), view(k), view(v), view(o))
+    dsc = torch.ones(3, device="cuda", dtype=torch.float32)
+    flop = 4.0 * b * hq * sq * skv * d * (0.5 if causal else 1.0)
+    lo, hi = (int(x) for x in a.sweep.split("-"))
+    head = a.tactic.split("/kcfg=")[0]
+    tail = a.tactic.split("/kcfg=")[1].split("/", 1)[1]
+    dev, s, res = al.Device("0"), torch.cuda.Stream(), []
+    for kc in range(lo, hi + 1):
+        t = "%s/kcfg=%d/%s" % (head, kc, tail)
+        try:
+            plan = al.Plan(dev, dims, t)
+        except al.AttuneError as ex:
+            print("kcfg %d: not planned (%s)" % (kc, str(ex)[:100]), flush=True)
+            continue
+        plan.set_descales(dsc.data_ptr(), dsc.data_ptr() + 4, dsc.data_ptr() + 8)
+        try:
+            med, mn = time_graph(plan, args, s, max(a.reps, 3), 5000.0)
+        except al.AttuneError as ex:
+            print("kcfg %d: run failed (%s)" % (kc, ex), flush=True)
+            plan.close()
+            continue
+        plan.close()
+        res.append((med, mn, kc))
+        print("kcfg %d: %.1f us (min %.1f), %.0f TFLOP/s" % (kc, med, mn, flop / med / 1e6),
+              flush=True)
+    for med, mn, kc in sorted(res):
+        print("sorted kcfg %d: %.1f us (min %.1f), %.0f TFLOP/s" % (kc, med, mn, flop / med / 1e6))
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shape", default="b2.hq16.hkv16.sq8192.skv8192.d128.e4m3.nc")
     p.add_argument("--tactic", default="cudnn/eng=2/graph=comp/kcfg=33/pad=1")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--eager", type=int, default=0)
+    p.add_argument("--sweep", default="",
+                   help="A-B: plan and time cudnn kcfg A..B of --tactic's engine instead "
+                        "(those cuDNN refuses are listed with the reason), fastest first")
     a = p.parse_args()
+    if a.sweep:
+        return sweep(a)
     dims = parse_key(a.shape)
     b, hq, hkv, sq, skv, d, _, causal = dims
     # random e4m3 patterns of values in [-1, 1): 0x00-0x37 and 0x80-0xb7
