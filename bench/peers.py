@@ -71,8 +71,8 @@ REPLAYS = 7                 # timed replays; the median is reported
 # kernel spinning on the GPU); 60 s later every thread's stack goes to
 # stderr (peers.log), so a path that hangs past both is named there. A
 # run on 2026-12-03 hung in one shape's PyTorch paths until the call's
-# limit, and nothing said where.
-PATH_TIMEOUT_S = 180
+# limit, and nothing said where. $PEERS_PATH_TIMEOUT (seconds) overrides.
+PATH_TIMEOUT_S = int(os.environ.get("PEERS_PATH_TIMEOUT", "180"))
 
 
 def shape_key(s):
