@@ -216,6 +216,19 @@ def e4m3_plan():
               "addresses)" % (t, ["%.2e" % e for e in errs], tol))
         plan.close()
     dev.close()
+    # a GPU plan reads its descales on the device: a number (host memory)
+    # is refused before it reaches a kernel (it faulted cuDNN's FP8 one);
+    # addresses and None pass
+    box3 = (L.ctypes.c_float * 3)(1.0, 1.0, 1.0)
+    try:
+        L._descale_ptrs(box3, 0.5, None, None, on_cpu=False)
+        refused = False
+    except ValueError as e:
+        refused = "device memory" in str(e)
+    ptrs = L._descale_ptrs(box3, 4096, None, 8192, on_cpu=False)
+    check(refused and L.ctypes.cast(ptrs[0], L.ctypes.c_void_p).value == 4096 and ptrs[1] is None
+          and box3[0] == 1.0, "a number as a GPU plan's descale is refused (ValueError), "
+          "addresses pass")
 
 
 def e4m3_auto():

@@ -96,16 +96,22 @@ def _check(lib, rc, err):
         raise AttuneError(rc, msg)
 
 
-def _descale_ptrs(box, q, k, v):
+def _descale_ptrs(box, q, k, v, on_cpu=True):
     """The three float pointers set_descales passes for q, k, v: None
     (NULL: 1); a number, stored in box[i] (a c_float * 3 the owner keeps;
-    the pointer is to it); an int address of one float the caller keeps."""
+    the pointer is to it), on the CPU only (box is host memory, which a
+    GPU's kernels cannot read: ValueError); an int address of one float
+    the caller keeps."""
     ptrs = []
     for i, x in enumerate((q, k, v)):
         if x is None:
             ptrs.append(None)
         elif isinstance(x, int) and not isinstance(x, bool):
             ptrs.append(ctypes.cast(ctypes.c_void_p(x), ctypes.POINTER(ctypes.c_float)))
+        elif not on_cpu:
+            raise ValueError("a GPU plan reads its descales from device memory: pass the int "
+                             "address of a float there (e.g. a CUDA tensor's data_ptr()), "
+                             "not the number %r" % (x,))
         else:
             box[i] = float(x)
             ptrs.append(ctypes.cast(ctypes.byref(box, 4 * i), ctypes.POINTER(ctypes.c_float)))
@@ -183,15 +189,16 @@ class Auto:
     def set_descales(self, q=None, k=None, v=None):
         """For e4m3 shapes: the descale factors of q, k and v, set on the
         plan of every e4m3 shape before each run (attune_auto_set_descales),
-        as Plan.set_descales takes them: each None (1), a number (kept in
-        self.descales, which the runs read: assign auto.descales[i] to
-        change it in place), or an int address of one float the caller
-        keeps alive (device memory on a GPU; on the CPU host memory, e.g. a
-        numpy float32 array's .ctypes.data). Raises on error."""
+        as Plan.set_descales takes them: each None (1), a number (on the
+        CPU only: kept in self.descales, which the runs read: assign
+        auto.descales[i] to change it in place), or an int address of one
+        float the caller keeps alive (device memory on a GPU; on the CPU
+        host memory, e.g. a numpy float32 array's .ctypes.data). Raises on
+        error (ValueError: a number for a GPU)."""
         if not hasattr(self._lib, "attune_auto_set_descales"):
             raise AttuneError(-4, "libattune older than 1.3: no attune_auto_set_descales")
-        rc = self._lib.attune_auto_set_descales(self._auto,
-                                                *_descale_ptrs(self.descales, q, k, v))
+        ptrs = _descale_ptrs(self.descales, q, k, v, self.device_id.startswith("CPU-"))
+        rc = self._lib.attune_auto_set_descales(self._auto, *ptrs)
         if rc != 0:
             raise AttuneError(rc, self._lib.attune_strerror(rc).decode())
 
@@ -235,6 +242,7 @@ class Plan:
                                                         ctypes.byref(self.handle), err, 256), err)
         self._t = [Tensor(), Tensor(), Tensor(), Tensor()]
         self.descales = (ctypes.c_float * 3)(1.0, 1.0, 1.0)  # set_descales' own values
+        self._on_cpu = device.id.startswith("CPU-")
 
     def run(self, q, k, v, o, sq=0, skv=0, stream=0):
         """q/k/v/o = (address, stride_b, stride_h, stride_s); raises on error."""
@@ -261,15 +269,16 @@ class Plan:
         """For an e4m3 plan: the descale factors of q, k and v (a stored
         element times its tensor's descale is the value meant), read at
         every run (attune_plan_set_descales). Each is None (1), a number
-        (kept in self.descales, which the runs read: assign
-        plan.descales[i] to change it in place), or an int address of
-        one float the caller keeps alive (device memory on a GPU; on the
-        CPU host memory, e.g. a numpy float32 array's .ctypes.data).
-        Raises on error."""
+        (on the CPU only: kept in self.descales, which the runs read:
+        assign plan.descales[i] to change it in place), or an int address
+        of one float the caller keeps alive (device memory on a GPU; on
+        the CPU host memory, e.g. a numpy float32 array's .ctypes.data).
+        Raises on error (ValueError: a number for a GPU plan, whose
+        kernels cannot read host memory; it faulted them before)."""
         if not hasattr(self._lib, "attune_plan_set_descales"):
             raise AttuneError(-4, "libattune older than 1.2: no attune_plan_set_descales")
-        rc = self._lib.attune_plan_set_descales(self.handle,
-                                                *_descale_ptrs(self.descales, q, k, v))
+        ptrs = _descale_ptrs(self.descales, q, k, v, self._on_cpu)
+        rc = self._lib.attune_plan_set_descales(self.handle, *ptrs)
         if rc != 0:
             raise AttuneError(rc, self._lib.attune_strerror(rc).decode())
 
