@@ -7,6 +7,7 @@
 
 #include "common/hash.h"
 #include "db/store.h"
+#include "fixture_h200.h"
 #include "test.h"
 
 /* ---- fixtures */
@@ -57,27 +58,6 @@ static store *fresh_store(char *path, size_t len)
     return st;
 }
 
-static void h200(attn_device_info *d, attn_stack *s, const char *driver)
-{
-    memset(d, 0, sizeof *d);
-    snprintf(d->id, sizeof d->id, "GPU-2f6c3a1e-8b7d-4c5e-9a0b-1c2d3e4f5a6b");
-    snprintf(d->name, sizeof d->name, "NVIDIA H200");
-    snprintf(d->kind, sizeof d->kind, "cuda");
-    d->index = 0;
-    d->cc_major = 9;
-    d->sm_count = 132;
-    d->memory_mb = 143771;
-    d->clock_mhz = 1980;
-    d->mem_clock_mhz = 3201;
-    memset(s, 0, sizeof *s);
-    snprintf(s->driver, sizeof s->driver, "%s", driver);
-    snprintf(s->runtime, sizeof s->runtime, "12.4");
-    snprintf(s->blas, sizeof s->blas, "12.4.5.8");
-    snprintf(s->attune, sizeof s->attune, "0.1.0");
-    snprintf(s->kernels, sizeof s->kernels, "3f1c0d2a9b8e7f60");
-    attn_stack_finish(s);
-}
-
 static void row(store_measurement *m, const attn_device_info *d, const attn_stack *s,
                 attn_shape shape, const char *tactic, double t, double rel, int64_t taken)
 {
@@ -110,8 +90,8 @@ static void populate(store *st)
     store_measurement m;
     attn_shape mqa = {1, 8, 1, 50, 1018, 256, ATTN_F16, 0};
     attn_shape gqa = {2, 32, 8, 900, 900, 128, ATTN_BF16, 1};
-    h200(&d, &s1, "550.54.15");
-    h200(&d, &s2, "560.35.03");
+    fixture_h200(&d, &s1, "550.54.15");
+    fixture_h200(&d, &s2, "560.35.03");
     CHECK_EQ_INT(store_device_put(st, &d, &s1), 0);
     CHECK_EQ_INT(store_device_put(st, &d, &s2), 0);
     row(&m, &d, &s1, mqa, "fused/pad=8/tile=64x64", 28.8, 3.1e-4, 1767225600);
@@ -351,7 +331,7 @@ static void fleet_should_import_the_good_fixture(void)
     /* The device is also local here: its ordinal survives the import. */
     attn_device_info d, got;
     attn_stack s, latest;
-    h200(&d, &s, "550.54.15");
+    fixture_h200(&d, &s, "550.54.15");
     d.index = 3;
     CHECK_EQ_INT(store_device_put(st, &d, &s), 0);
     store_import_stats stats;
@@ -736,7 +716,7 @@ static void fleet_export_should_refuse_unknown_devices(void)
     /* a device without measurements exports an empty table */
     attn_device_info d;
     attn_stack s;
-    h200(&d, &s, "550.54.15");
+    fixture_h200(&d, &s, "550.54.15");
     CHECK_EQ_INT(store_device_put(st, &d, &s), 0);
     CHECK_EQ_INT(store_export(st, d.id, &text), 0);
     json_t *root = text ? json_loads(text, 0, NULL) : NULL;

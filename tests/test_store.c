@@ -8,6 +8,7 @@
 
 #include "db/store.h"
 #include "db/store_internal.h"
+#include "fixture_h200.h"
 #include "test.h"
 
 /* ---- fixtures */
@@ -17,28 +18,6 @@ static void tmp_db(char *path, size_t len)
     char dir[256];
     test_tmpdir(dir, sizeof dir);
     snprintf(path, len, "%s/store.db", dir);
-}
-
-static void gpu_device(attn_device_info *d, attn_stack *s, const char *driver)
-{
-    memset(d, 0, sizeof *d);
-    snprintf(d->id, sizeof d->id, "GPU-2f6c3a1e-8b7d-4c5e-9a0b-1c2d3e4f5a6b");
-    snprintf(d->name, sizeof d->name, "NVIDIA H200");
-    snprintf(d->kind, sizeof d->kind, "cuda");
-    d->index = 0;
-    d->cc_major = 9;
-    d->cc_minor = 0;
-    d->sm_count = 132;
-    d->memory_mb = 143771;
-    d->clock_mhz = 1980;
-    d->mem_clock_mhz = 3201;
-    memset(s, 0, sizeof *s);
-    snprintf(s->driver, sizeof s->driver, "%s", driver);
-    snprintf(s->runtime, sizeof s->runtime, "12.4");
-    snprintf(s->blas, sizeof s->blas, "12.4.5.8");
-    snprintf(s->attune, sizeof s->attune, "0.1.0");
-    snprintf(s->kernels, sizeof s->kernels, "3f1c0d2a9b8e7f60");
-    attn_stack_finish(s);
 }
 
 static attn_shape shape_mqa(void)
@@ -99,7 +78,7 @@ static store *open_with_device(char *path, size_t len, attn_device_info *d, attn
     tmp_db(path, len);
     int rc = store_open(path, 1, &st, err, sizeof err);
     CHECK_MSG(rc == 0, "store_open: %s", err);
-    gpu_device(d, s, "550.54.15");
+    fixture_h200(d, s, "550.54.15");
     if (st != NULL)
         CHECK_EQ_INT(store_device_put(st, d, s), 0);
     return st;
@@ -261,7 +240,7 @@ static void store_should_answer_exists(void)
     /* the same tactic spelled with its keys in another order */
     CHECK_EQ_INT(store_measurement_exists(st, d.id, s.id, &sh, "folded/pad=1/acc=f32"), 1);
     CHECK_EQ_INT(store_measurement_exists(st, d.id, s.id, &sh, "folded/acc=f16/pad=1"), 0);
-    gpu_device(&d2, &s2, "560.35.03");
+    fixture_h200(&d2, &s2, "560.35.03");
     CHECK_EQ_INT(store_measurement_exists(st, d.id, s2.id, &sh, "folded/acc=f32/pad=1"), 0);
     sh.causal = 1;
     CHECK_EQ_INT(store_measurement_exists(st, d.id, s.id, &sh, "folded/acc=f32/pad=1"), 0);
@@ -278,7 +257,7 @@ static void store_should_compute_err_ratio_on_read(void)
     store *st = open_with_device(path, sizeof path, &d, &s);
     if (st == NULL)
         return;
-    gpu_device(&d2, &s2, "560.35.03");
+    fixture_h200(&d2, &s2, "560.35.03");
     CHECK_EQ_INT(store_device_put(st, &d2, &s2), 0);
     attn_shape sh = shape_mqa();
     store_measurement m, *rows = NULL;
@@ -390,7 +369,7 @@ static void store_should_list_shapes_and_find_devices(void)
     /* a driver upgrade: the device's latest stack follows */
     attn_stack s2;
     attn_device_info d2;
-    gpu_device(&d2, &s2, "560.35.03");
+    fixture_h200(&d2, &s2, "560.35.03");
     CHECK_EQ_INT(store_device_put(st, &d2, &s2), 0);
     CHECK_EQ_INT(store_device_get(st, d.id, &got, &latest), 0);
     CHECK_STR(latest.id, s2.id);
@@ -558,7 +537,7 @@ static void store_should_migrate_a_version_1_database(void)
     attn_device_info d, got;
     attn_stack s, latest;
     tmp_db(path, sizeof path);
-    gpu_device(&d, &s, "550.54.15");
+    fixture_h200(&d, &s, "550.54.15");
     sqlite3 *db = NULL;
     CHECK_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(db, schema_v1, NULL, NULL, NULL), SQLITE_OK);

@@ -1,24 +1,8 @@
 /* test_store_stream.c -- the streamed fleet export (db/store_stream.c):
  * the same text as store_export, one snapshot, a connection of its own. */
 #include "db/store.h"
+#include "fixture_h200.h"
 #include "test.h"
-
-static void device(attn_device_info *d, attn_stack *s)
-{
-    memset(d, 0, sizeof *d);
-    snprintf(d->id, sizeof d->id, "GPU-2f6c3a1e-8b7d-4c5e-9a0b-1c2d3e4f5a6b");
-    snprintf(d->name, sizeof d->name, "NVIDIA H200");
-    snprintf(d->kind, sizeof d->kind, "cuda");
-    d->cc_major = 9;
-    d->sm_count = 132;
-    d->memory_mb = 143771;
-    memset(s, 0, sizeof *s);
-    snprintf(s->driver, sizeof s->driver, "560.35.03");
-    snprintf(s->runtime, sizeof s->runtime, "12.6");
-    snprintf(s->attune, sizeof s->attune, "0.1.0");
-    snprintf(s->kernels, sizeof s->kernels, "3f1c0d2a9b8e7f60");
-    attn_stack_finish(s);
-}
 
 static void put_rows(store *st, const attn_device_info *d, const attn_stack *s, int first,
                      int n)
@@ -96,7 +80,7 @@ static void stream_should_equal_store_export(void)
     CHECK_EQ_INT(store_open(path, 1, &st, err, sizeof err), 0);
     if (st == NULL)
         return;
-    device(&d, &s);
+    fixture_h200(&d, &s, "560.35.03");
     CHECK_EQ_INT(store_device_put(st, &d, &s), 0);
 
     /* no rows yet: an empty measurements array */
@@ -138,7 +122,7 @@ static void stream_should_read_one_snapshot(void)
     CHECK_EQ_INT(store_open(path, 1, &st, err, sizeof err), 0);
     if (st == NULL)
         return;
-    device(&d, &s);
+    fixture_h200(&d, &s, "560.35.03");
     CHECK_EQ_INT(store_device_put(st, &d, &s), 0);
     put_rows(st, &d, &s, 0, 10);
     store_export_stream *x = NULL;
