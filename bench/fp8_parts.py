@@ -102,9 +102,9 @@ def sweep(a):
             med, mn = time_graph(plan, args, s, max(a.reps, 3), 5000.0)
         except al.AttuneError as ex:
             print("kcfg %d: run failed (%s)" % (kc, ex), flush=True)
-            plan.close()
             continue
-        plan.close()
+        finally:
+            plan.close()
         res.append((med, mn, kc))
         print("kcfg %d: %.1f us (min %.1f), %.0f TFLOP/s" % (kc, med, mn, flop / med / 1e6),
               flush=True)

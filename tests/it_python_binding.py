@@ -225,10 +225,11 @@ def e4m3_plan():
         refused = False
     except ValueError as e:
         refused = "device memory" in str(e)
-    ptrs = L._descale_ptrs(box3, 4096, None, 8192, on_cpu=False)
+    ptrs = L._descale_ptrs(box3, 4096, None, np.int64(8192), on_cpu=False)
     check(refused and L.ctypes.cast(ptrs[0], L.ctypes.c_void_p).value == 4096 and ptrs[1] is None
-          and box3[0] == 1.0, "a number as a GPU plan's descale is refused (ValueError), "
-          "addresses pass")
+          and L.ctypes.cast(ptrs[2], L.ctypes.c_void_p).value == 8192 and box3[0] == 1.0,
+          "a number as a GPU plan's descale is refused (ValueError), addresses (int, "
+          "numpy.int64) pass")
 
 
 def e4m3_auto():

@@ -278,9 +278,11 @@ enum { ST_Q, ST_K, ST_V, ST_O };
  * runs beside the next chunks' cuDNN kernels, on a second stream
  * (cuda_cudnn_launch), so only the last chunk's is left after them. A
  * chunk keeps at least two waves of 128-row tiles on the device's SMs;
- * ATTUNE_CUDNN_FP8_CHUNKS=N (1, 2, 4 or 8) asks for N where the shape
- * divides (measurements). Sets g->chunks (1: none) and divides g's b, or
- * hq and hkv, by it. */
+ * ATTUNE_CUDNN_FP8_CHUNKS=N (1, 2, 4 or 8; other values are ignored) asks
+ * for N, or the largest power of two under it that divides the batch or
+ * the KV heads (measurements). Sets g->chunks (1: none) and divides g's b,
+ * or hq and hkv, by it. The chunks' kernels write the plan's amax scalars
+ * at once: harmless while nothing reads them (docs/cudnn.md). */
 static void geom_chunk(geom *g)
 {
     int64_t n = 1, want = 0;
@@ -1978,6 +1980,8 @@ static int launch_graph(cuda_cudnn_plan *p, const void *q, const void *k, const 
     cudnnStatus_t st = cudnnSetStream(p->dh->h, stream);
     if (st == CUDNN_STATUS_SUCCESS)
         st = cudnnBackendExecute(p->dh->h, p->plan, vp);
+    cudnnSetStream(p->dh->h, NULL); /* the handle keeps no caller's (or plan's side) stream,
+                                       which may be destroyed next */
     pthread_mutex_unlock(&p->dh->mu);
     if (st != CUDNN_STATUS_SUCCESS)
         rc = dnn_err(st, "execute", note, notelen);

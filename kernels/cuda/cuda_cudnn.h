@@ -13,7 +13,12 @@
  * digit k_i = 0 (not set: the engine's default) or 1 + (value - min) /
  * stride, and K = sum k_i * prod_{j<i} (n_j + 1), n_j the knob's number of
  * values. So K = 0 is the engine with every knob at its default, and the
- * string alone (with the same cuDNN) rebuilds the same plan. */
+ * string alone (with the same cuDNN) rebuilds the same plan, with one
+ * exception: an e4m3 graph with FP8 O covers a chunk of the shape whose
+ * count follows from the device's SM count and ATTUNE_CUDNN_FP8_CHUNKS
+ * (cuda_cudnn_chunks), so the same device and environment rebuild it;
+ * that variable is for measurements, set alike for the tuner and the
+ * runtime or for neither. */
 #ifndef ATTUNE_CUDA_CUDNN_H
 #define ATTUNE_CUDA_CUDNN_H
 
@@ -76,7 +81,9 @@ int cuda_cudnn_plan_get_views(int dev, const attn_shape *s, const attn_tactic *t
                               char *note, size_t notelen);
 void cuda_cudnn_plan_put(cuda_cudnn_plan *p);
 
-/* Workspace bytes the plan needs at launch (<= CUDA_CUDNN_WS_CAP). */
+/* Workspace bytes the plan needs at launch: cuDNN's own (at most
+ * CUDA_CUDNN_WS_CAP; twice, one per stream, for a plan of chunks), then,
+ * for e4m3 with FP8 O, that O (b hq sqv d bytes). */
 size_t cuda_cudnn_workspace_bytes(const cuda_cudnn_plan *p);
 
 /* Read the engine global index and knob code back from the built plan's

@@ -29,13 +29,24 @@ static int list_cudnn(const attn_device_info *dev, const attn_shape *s, attn_tac
 static int cudnn_fork_make(attn_plan *p, const cuda_cudnn_plan *d)
 {
     if (cuda_cudnn_chunks(d) <= 1 || p->dnn_side != NULL)
-        return 0;
-    if (cudaStreamCreateWithFlags(&p->dnn_side, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaEventCreateWithFlags(&p->dnn_fork, cudaEventDisableTiming) != cudaSuccess ||
-        cudaEventCreateWithFlags(&p->dnn_join, cudaEventDisableTiming) != cudaSuccess) {
+        return 0; /* all three are made together, or none */
+    cudaStream_t side = NULL;
+    cudaEvent_t fork = NULL, join = NULL;
+    if (cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&fork, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&join, cudaEventDisableTiming) != cudaSuccess) {
         cudaGetLastError();
-        return ATTUNE_EGPU; /* cudnn_free releases what was made */
+        if (join != NULL)
+            cudaEventDestroy(join);
+        if (fork != NULL)
+            cudaEventDestroy(fork);
+        if (side != NULL)
+            cudaStreamDestroy(side);
+        return ATTUNE_EGPU;
     }
+    p->dnn_side = side;
+    p->dnn_fork = fork;
+    p->dnn_join = join;
     return 0;
 }
 

@@ -6,6 +6,7 @@ path. Tensors are described by (address, strides in elements) with the head
 dim contiguous, as libattune.h says; nothing here copies.
 """
 import ctypes
+import numbers
 import os
 import threading
 
@@ -106,8 +107,8 @@ def _descale_ptrs(box, q, k, v, on_cpu=True):
     for i, x in enumerate((q, k, v)):
         if x is None:
             ptrs.append(None)
-        elif isinstance(x, int) and not isinstance(x, bool):
-            ptrs.append(ctypes.cast(ctypes.c_void_p(x), ctypes.POINTER(ctypes.c_float)))
+        elif isinstance(x, numbers.Integral) and not isinstance(x, bool):  # numpy's too
+            ptrs.append(ctypes.cast(ctypes.c_void_p(int(x)), ctypes.POINTER(ctypes.c_float)))
         elif not on_cpu:
             raise ValueError("a GPU plan reads its descales from device memory: pass the int "
                              "address of a float there (e.g. a CUDA tensor's data_ptr()), "
