@@ -1925,7 +1925,11 @@ void cuda_cudnn_prefetch_stats(int *built, int *builders_running)
 
 /* ---- 5. launch */
 
-/* One execution of p's graph on stream: q, k, v at the graph's first
+/* One execution of p's graph on stream (the handle keeps that stream set
+ * after, as it did before chunks: a plan's side stream destroyed with the
+ * plan is left there until the handle's next execute sets another; not
+ * reset here, as a set-stream inside a capture was never tried on a GPU):
+ * q, k, v at the graph's first
  * batch and head, o_graph where the graph writes O (o's q0-th row, or FP8
  * O in the workspace), ws_dnn cuDNN's own workspace. */
 static int launch_graph(cuda_cudnn_plan *p, const void *q, const void *k, const void *v,
@@ -1980,8 +1984,6 @@ static int launch_graph(cuda_cudnn_plan *p, const void *q, const void *k, const 
     cudnnStatus_t st = cudnnSetStream(p->dh->h, stream);
     if (st == CUDNN_STATUS_SUCCESS)
         st = cudnnBackendExecute(p->dh->h, p->plan, vp);
-    cudnnSetStream(p->dh->h, NULL); /* the handle keeps no caller's (or plan's side) stream,
-                                       which may be destroyed next */
     pthread_mutex_unlock(&p->dh->mu);
     if (st != CUDNN_STATUS_SUCCESS)
         rc = dnn_err(st, "execute", note, notelen);
