@@ -281,7 +281,19 @@ __global__ void __launch_bounds__(NW * 32, MINB) fused_f32_kernel(const f32_args
         {
             const float *qr = sQ + rg * RS;
             const float *kr = sK + cg * RS;
+            /* Unrolled fully up to compute_90 (sm_90's code as measured on
+             * the H200). From compute_100 on (Thor: 110) cicc's optimizer
+             * takes 2.5-3x compute_87's time over this loop fully unrolled,
+             * for the same instructions (docs/build.md, "cicc for
+             * compute_110"); rolled, an iteration is still 4 TM TN FFMAs
+             * over TM TN independent accumulators. Not unroll 2, 4 or 8:
+             * each spills 4 bytes on sm_110 at d64 64x64 (MINB 3, 4-byte
+             * copies), which the architecture check fails. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#pragma unroll 1
+#else
 #pragma unroll
+#endif
             for (int k4 = 0; k4 < D / 4; k4++) {
                 if constexpr (TM <= TN) {
                     float4 qv[TM];
