@@ -144,18 +144,20 @@ def main():
         check(st == 200, "fleet table without C imported (%d)" % st)
         # the import's reload is done when it answers, but the index's
         # builder then makes the new device's prediction model in the
-        # background, and its new generation changes the answer once (a CI
-        # run at load 6: "default", then the model's): ask until two
-        # answers in a row agree, then the next ones come from the kept
-        # answers, equal to the full path's
-        before, prev = None, None
-        for _ in range(100):
+        # background (after a 20 ms settle), and its new generation changes
+        # the answer once (a CI run at load 6: "default", then the
+        # model's): ask until six answers in a row, 100 ms apart, agree;
+        # then the next ones come from the kept answers, equal to the full
+        # path's
+        before, prev, same = None, None, 0
+        for _ in range(150):
             cur = json.loads(k.get(query(C, FLEET_ID))[1])
-            if cur == prev:
+            same = same + 1 if cur == prev else 0
+            prev = cur
+            if same == 5:
                 before = cur
                 break
-            prev = cur
-            time.sleep(0.05)
+            time.sleep(0.1)
         check(before is not None and before["source"] != "measured",
               "C on the fleet device: %s, settled" % (before or prev)["source"])
         h0 = kept_hits(d)

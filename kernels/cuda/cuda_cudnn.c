@@ -1926,10 +1926,8 @@ void cuda_cudnn_prefetch_stats(int *built, int *builders_running)
 /* ---- 5. launch */
 
 /* One execution of p's graph on stream (the handle keeps that stream set
- * after, as it did before chunks: a plan's side stream destroyed with the
- * plan is left there until the handle's next execute sets another; not
- * reset here, as a set-stream inside a capture was never tried on a GPU):
- * q, k, v at the graph's first
+ * after, as it did before chunks; cuda_cudnn_launch sets the caller's back
+ * after a plan's side stream): q, k, v at the graph's first
  * batch and head, o_graph where the graph writes O (o's q0-th row, or FP8
  * O in the workspace), ws_dnn cuDNN's own workspace. */
 static int launch_graph(cuda_cudnn_plan *p, const void *q, const void *k, const void *v,
@@ -2056,6 +2054,12 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
             if (rc == 0)
                 rc = ATTUNE_EGPU;
         }
+        /* the last chunk is odd (a power of two of them), so the handle
+         * was left on the plan's side stream, which dies with the plan:
+         * back to the caller's, the call the even chunks make */
+        pthread_mutex_lock(&p->dh->mu);
+        cudnnSetStream(p->dh->h, stream);
+        pthread_mutex_unlock(&p->dh->mu);
     }
     /* launch-time refusals are failures: the plan said it could run */
     return rc == ATTUNE_EUNSUPP ? ATTUNE_EGPU : rc;
