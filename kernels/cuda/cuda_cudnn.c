@@ -70,6 +70,7 @@
 #include <unistd.h>
 
 #include "cuda_cudnn.h"
+#include "../fp8_chunks.h"
 
 /* ---- errors
  *
@@ -280,41 +281,30 @@ enum { ST_Q, ST_K, ST_V, ST_O };
  * chunk keeps at least two waves of 128-row tiles on the device's SMs;
  * ATTUNE_CUDNN_FP8_CHUNKS=N (1, 2, 4 or 8; other values are ignored) asks
  * for N, or the largest power of two under it that divides the batch or
- * the KV heads (measurements). Sets g->chunks (1: none) and divides g's b,
- * or hq and hkv, by it. The chunks' kernels write the plan's amax scalars
+ * the KV heads (measurements): the rule is attn_fp8_chunks
+ * (kernels/fp8_chunks.h). Sets g->chunks (1: none) and divides g's b, or
+ * hq and hkv, by it. The chunks' kernels write the plan's amax scalars
  * at once: harmless while nothing reads them (docs/cudnn.md). */
 static void geom_chunk(geom *g)
 {
-    int64_t n = 1, want = 0;
-    int sms = 0;
+    int sms = 0, by_heads = 0;
     g->chunks = 1;
     g->chunk_heads = 0;
     if (!g->o8)
         return;
-    const char *e = getenv("ATTUNE_CUDNN_FP8_CHUNKS");
-    if (e != NULL && (strcmp(e, "1") == 0 || strcmp(e, "2") == 0 || strcmp(e, "4") == 0 ||
-                      strcmp(e, "8") == 0))
-        want = atoi(e);
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->dev) != cudaSuccess) {
         cudaGetLastError();
         sms = 0;
     }
-    const int64_t tiles = g->b * g->hq * ((g->sqv + 127) / 128);
-    for (int64_t c = want > 0 ? want : 4; c >= 2; c /= 2) {
-        if (g->b % c != 0 && g->hkv % c != 0)
-            continue;
-        if (want > 0 || (sms > 0 && tiles / c >= 2 * (int64_t)sms)) {
-            n = c;
-            break;
-        }
-    }
+    const int n = attn_fp8_chunks(g->b, g->hq, g->hkv, g->sqv, sms,
+                                  getenv("ATTUNE_CUDNN_FP8_CHUNKS"), &by_heads);
     if (n == 1)
         return;
     g->chunks = n;
-    if (g->b % n == 0) {
+    g->chunk_heads = by_heads;
+    if (!by_heads) {
         g->b /= n;
     } else {
-        g->chunk_heads = 1;
         g->hq /= n;
         g->hkv /= n;
     }
