@@ -598,7 +598,7 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
 {
     fleet_local_state s;
     batch b[2];
-    int rc = 0, again = 1;
+    int rc = 0, again = 1, conflicts = 0;
     int64_t progress = -1;
     memset(b, 0, sizeof b);
     if (batch_rows <= 0)
@@ -624,8 +624,23 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
             break;
         }
         if ((rc = push_round(st, c, &s, batch_rows, stop, stop_arg, b, stats, &again, err,
-                             errlen)) != 0)
+                             errlen)) != 0) {
+            /* the server ended a batch's transaction to break a deadlock
+             * with another pusher of rows of the same keys (two stores'
+             * rows of one device): nothing of it committed, and what was
+             * acknowledged before it is on the server; the round again,
+             * after a pause that grows, a bounded number of times */
+            if (fleet_pg_conflicted(c) && conflicts < FLEET_PUSH_ROUNDS) {
+                const struct timespec pause = {0, 20000000L * ++conflicts};
+                nanosleep(&pause, NULL);
+                if (errlen > 0)
+                    err[0] = 0;
+                rc = 0;
+                again = 1;
+                continue;
+            }
             break;
+        }
     }
     free(b[0].rows);
     free(b[1].rows);

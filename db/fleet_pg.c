@@ -92,8 +92,12 @@ int fleet_pg_fail(fleet_pg *c, const PGresult *r, const char *what, char *err,
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         n--;
     int code = PQstatus(c->conn) == CONNECTION_BAD ? ATTUNE_EIO : ATTUNE_EDB;
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    c->conflict = state != NULL && (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0);
     return attune_fail(err, errlen, code, "%s: %.*s", what, (int)n, msg);
 }
+
+int fleet_pg_conflicted(const fleet_pg *c) { return c != NULL && c->conflict; }
 
 int fleet_pg_cmd(fleet_pg *c, const char *sql, char *err, size_t errlen)
 {

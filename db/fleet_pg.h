@@ -108,6 +108,14 @@ typedef int (*fleet_push_next_fn)(void *arg, fleet_batch *b);
  * sent; the stream returns 0), or a negative error (returned as is). */
 typedef int (*fleet_push_done_fn)(void *arg, const fleet_push_done *d);
 
+/* 1 when the last server error c reported (since the last push stream
+ * began) was PostgreSQL ending a transaction to resolve a conflict with
+ * another session: deadlock_detected (40P01) or serialization_failure
+ * (40001), as two pushers inserting rows of the same keys in different
+ * orders can meet. Nothing of that transaction committed; doing the same
+ * work again may succeed. */
+int fleet_pg_conflicted(const fleet_pg *c);
+
 /* fleet_pg_push for the batches next gives, in order, until it says none:
  * each batch one transaction as fleet_pg_push makes it, but the next
  * batch is asked for before this one's rows go, and checked and keyed

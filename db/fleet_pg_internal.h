@@ -33,6 +33,7 @@ struct fleet_pg {
                            one lane only for a minute after */
     char *url;          /* to open the second lane (carries no password) */
     int schema_version;
+    int conflict;       /* the last fleet_pg_fail was a conflict (fleet_pg_conflicted) */
     fleet_idmap shapes, tactics, stacks, devices, models;
 };
 

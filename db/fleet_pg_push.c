@@ -1202,6 +1202,7 @@ int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_f
     int rc = 0;
     if (c == NULL || next == NULL || done == NULL)
         return ATTUNE_EINVAL;
+    c->conflict = 0;
     memset(&f, 0, sizeof f);
     for (;;) {
         ahead_fetch(&ah); /* unless push_batch asked for it already */
