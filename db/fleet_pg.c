@@ -74,6 +74,11 @@ int fleet_pg_exec(fleet_pg *c, const char *sql, char *err, size_t errlen)
 {
     return NOPQ(err, errlen);
 }
+int fleet_pg_conflicted(const fleet_pg *c)
+{
+    (void)c;
+    return 0;
+}
 
 #else
 
