@@ -42,16 +42,30 @@ def parse_key(key):
 
 
 def inputs(dims):
-    """Random e4m3 patterns of values in [-1, 1) for q, k, v, and a bf16 out."""
+    """Random e4m3 patterns of values in [-1, 1) for q, k, v (0x00-0x37 and
+    0x80-0xb7), a bf16 out, and descales 1 in device memory (a GPU plan
+    reads them there): (tensors to keep alive, the run's views, the
+    descales' three addresses)."""
     b, hq, hkv, sq, skv, d, _, _ = dims
     pat = lambda *s: (torch.randint(0, 0x38, s, device="cuda", dtype=torch.uint8)  # noqa: E731
                       | (torch.randint(0, 2, s, device="cuda", dtype=torch.uint8) << 7))
     q, k, v = pat(b, hq, sq, d), pat(b, hkv, skv, d), pat(b, hkv, skv, d)
-    return q, k, v, torch.empty(b, hq, sq, d, device="cuda", dtype=torch.bfloat16)
+    o = torch.empty(b, hq, sq, d, device="cuda", dtype=torch.bfloat16)
+    dsc = torch.ones(3, device="cuda", dtype=torch.float32)
+    view = lambda t: (t.data_ptr(), t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
+    return ((q, k, v, o, dsc), (view(q), view(k), view(v), view(o)),
+            (dsc.data_ptr(), dsc.data_ptr() + 4, dsc.data_ptr() + 8))
+
+
+def flops(dims):
+    b, hq, _, sq, skv, d, _, causal = dims
+    return 4.0 * b * hq * sq * skv * d * (0.5 if causal else 1.0)
 
 
 def time_graph(plan, args, s, reps, target_us=20000.0):
-    """Median and min us of plan over reps replays of a graph of runs."""
+    """us per run of plan over reps replays of a CUDA graph of back-to-back
+    runs lasting about target_us, events around each replay: (the reps
+    times, runs per replay)."""
     with torch.cuda.stream(s):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record(s)
@@ -75,17 +89,13 @@ def time_graph(plan, args, s, reps, target_us=20000.0):
         e1.synchronize()
         times.append(e0.elapsed_time(e1) * 1000.0 / iters)
     del g
-    return statistics.median(times), min(times)
+    return times, iters
 
 
 def sweep(a):
     dims = parse_key(a.shape)
-    b, hq, hkv, sq, skv, d, _, causal = dims
-    q, k, v, o = inputs(dims)
-    view = lambda t: (t.data_ptr(), t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
-    args = (view(q), view(k), view(v), view(o))
-    dsc = torch.ones(3, device="cuda", dtype=torch.float32)
-    flop = 4.0 * b * hq * sq * skv * d * (0.5 if causal else 1.0)
+    _keep, args, dsc = inputs(dims)
+    flop = flops(dims)
     lo, hi = (int(x) for x in a.sweep.split("-"))
     head = a.tactic.split("/kcfg=")[0]
     tail = a.tactic.split("/kcfg=")[1].split("/", 1)[1]
@@ -97,14 +107,15 @@ def sweep(a):
         except al.AttuneError as ex:
             print("kcfg %d: not planned (%s)" % (kc, str(ex)[:100]), flush=True)
             continue
-        plan.set_descales(dsc.data_ptr(), dsc.data_ptr() + 4, dsc.data_ptr() + 8)
+        plan.set_descales(*dsc)
         try:
-            med, mn = time_graph(plan, args, s, max(a.reps, 3), 5000.0)
+            times, _ = time_graph(plan, args, s, max(a.reps, 3), 5000.0)
         except al.AttuneError as ex:
             print("kcfg %d: run failed (%s)" % (kc, ex), flush=True)
             continue
         finally:
             plan.close()
+        med, mn = statistics.median(times), min(times)
         res.append((med, mn, kc))
         print("kcfg %d: %.1f us (min %.1f), %.0f TFLOP/s" % (kc, med, mn, flop / med / 1e6),
               flush=True)
@@ -126,49 +137,19 @@ def main():
     if a.sweep:
         return sweep(a)
     dims = parse_key(a.shape)
-    b, hq, hkv, sq, skv, d, _, causal = dims
-    # random e4m3 patterns of values in [-1, 1): 0x00-0x37 and 0x80-0xb7
-    pat = lambda *s: (torch.randint(0, 0x38, s, device="cuda", dtype=torch.uint8)  # noqa: E731
-                      | (torch.randint(0, 2, s, device="cuda", dtype=torch.uint8) << 7))
-    q, k, v = pat(b, hq, sq, d), pat(b, hkv, skv, d), pat(b, hkv, skv, d)
-    o = torch.empty(b, hq, sq, d, device="cuda", dtype=torch.bfloat16)
-    view = lambda t: (t.data_ptr(), t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
-    args = (view(q), view(k), view(v), view(o))
+    _keep, args, dsc = inputs(dims)
     plan = al.Plan(al.Device("0"), dims, a.tactic)
-    dsc = torch.ones(3, device="cuda", dtype=torch.float32)  # a GPU plan reads them on the GPU
-    plan.set_descales(dsc.data_ptr(), dsc.data_ptr() + 4, dsc.data_ptr() + 8)
+    plan.set_descales(*dsc)
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         plan.run(*args, stream=s.cuda_stream)
     s.synchronize()
-    flop = 4.0 * b * hq * sq * skv * d * (0.5 if causal else 1.0)
     if a.reps > 0:
-        with torch.cuda.stream(s):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record(s)
-            plan.run(*args, stream=s.cuda_stream)
-            e1.record(s)
-        e1.synchronize()
-        est = max(e0.elapsed_time(e1) * 1000.0, 1.0)
-        iters = max(1, min(1000, int(20000.0 / est)))
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            for _ in range(iters):
-                plan.run(*args, stream=s.cuda_stream)
-        g.replay()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(a.reps):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            g.replay()
-            e1.record()
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1) * 1000.0 / iters)
+        times, iters = time_graph(plan, args, s, a.reps)
         us = statistics.median(times)
         print("%s %s: %.1f us (min %.1f, max %.1f; %d runs a replay, %d replays), %.0f TFLOP/s"
-              % (a.shape, a.tactic, us, min(times), max(times), iters, a.reps, flop / us / 1e6))
-        del g
+              % (a.shape, a.tactic, us, min(times), max(times), iters, a.reps,
+                 flops(dims) / us / 1e6))
     with torch.cuda.stream(s):
         for _ in range(a.eager):
             plan.run(*args, stream=s.cuda_stream)

@@ -630,7 +630,7 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
              * rows of one device): nothing of it committed, and what was
              * acknowledged before it is on the server; the round again,
              * after a pause that grows, a bounded number of times */
-            if (fleet_pg_conflicted(c) && conflicts < FLEET_PUSH_ROUNDS) {
+            if (rc == ATTUNE_EDB && fleet_pg_conflicted(c) && conflicts < FLEET_PUSH_ROUNDS) {
                 const struct timespec pause = {0, 20000000L * ++conflicts};
                 nanosleep(&pause, NULL);
                 if (errlen > 0)
