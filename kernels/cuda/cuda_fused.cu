@@ -568,15 +568,15 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
 }
 
 /* Pipeline depth and shared memory of version 2: cuda_fused_configs.h. */
-template <int D, int BC>
+template <int D, int BC, int ST>
 struct splitkv_stages {
-    static constexpr int value = SPLITKV_STAGES(D, BC);
+    static constexpr int value = SPLITKV_NSTAGES(D, BC, ST);
 };
 
-template <int D, int BC, int NW>
+template <int D, int BC, int NW, int ST>
 constexpr size_t splitkv_smem()
 {
-    return SPLITKV_SMEM(D, BC, NW);
+    return SPLITKV_SMEM(D, BC, NW, ST);
 }
 
 /* Version 2: fused_splitkv. Block = 16 folded rows r = (query head within
@@ -584,12 +584,12 @@ constexpr size_t splitkv_smem()
  * tiles of BC keys; warp w takes keys [w*KW, (w+1)*KW) of each tile, with its
  * own running max/sum/output; the warps merge at the end. Loads are always
  * predicated: this kernel waits on memory, not on instructions. */
-template <typename T, int D, int BC, int NW>
+template <typename T, int D, int BC, int NW, int ST>
 __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p)
 {
     constexpr int KW = BC / NW; /* keys per warp per tile */
     constexpr int NT = KW / 8, DT = D / 8, CPR = D / 8, NTH = NW * 32;
-    constexpr int STAGES = splitkv_stages<D, BC>::value;
+    constexpr int STAGES = splitkv_stages<D, BC, ST>::value;
     constexpr int RS = tile_rs<D>::value;
     static_assert(KW % 16 == 0, "each warp needs whole k16 steps of keys");
 
@@ -911,9 +911,10 @@ extern "C" size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d)
         return fused_smem<D_, BR_, BC_, NW_, KVST_>();
     FUSED_CONFIGS(V1_SMEM_OF)
 #undef V1_SMEM_OF
-#define V2_SMEM_OF(D_, BC_, NW_)                                                 \
-    if (t->variant == ATTN_FUSED_SPLITKV && D == D_ && t->tile_n == BC_ && t->warps == NW_) \
-        return splitkv_smem<D_, BC_, NW_>();
+#define V2_SMEM_OF(D_, BC_, NW_, ST_)                                            \
+    if (t->variant == ATTN_FUSED_SPLITKV && D == D_ && t->tile_n == BC_ && t->warps == NW_ && \
+        t->stages == ST_)                                                        \
+        return splitkv_smem<D_, BC_, NW_, ST_>();
     SPLITKV_CONFIGS(V2_SMEM_OF)
 #undef V2_SMEM_OF
     return 0;
@@ -950,11 +951,11 @@ static int launch_combine(const fused_args &p, cudaStream_t stream)
     return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
 }
 
-template <typename T, int D, int BC, int NW>
+template <typename T, int D, int BC, int NW, int ST>
 static int launch_splitkv(const fused_args &p, cudaStream_t stream)
 {
-    const size_t smem = splitkv_smem<D, BC, NW>();
-    void (*kern)(const fused_args) = splitkv_fwd_kernel<T, D, BC, NW>;
+    const size_t smem = splitkv_smem<D, BC, NW, ST>();
+    void (*kern)(const fused_args) = splitkv_fwd_kernel<T, D, BC, NW, ST>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return ATTUNE_EGPU;
     const int64_t blocks = (int64_t)p.nrb * p.splits * p.b * p.hkv;
@@ -1056,15 +1057,16 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
          * at least one key tile. The tuner measures which wins. */
         const int64_t rows = (attn_shape_group(s) * s->sq + 15) / 16;
         const int64_t base = rows * s->b * s->hkv;
-#define SPLITKV_TACTIC(D_, BC_, NW_)                                         \
+#define SPLITKV_TACTIC(D_, BC_, NW_, ST_)                                    \
     if (D == D_ && arch_gets(cc_major, cc_minor, ATTN_FUSED_SPLITKV, D_, 16, BC_, NW_, \
-                             splitkv_smem<D_, BC_, NW_>()))                  \
+                             splitkv_smem<D_, BC_, NW_, ST_>()))             \
         for (int sp = 1; sp <= 64 && sp <= kv_tiles(s, BC_); sp *= 2) {      \
             if (sp > 1 && base * (sp / 2) >= 8 * 132)                        \
                 break;                                                       \
             attn_tactic t = {};                                              \
             t.variant = ATTN_FUSED_SPLITKV;                                  \
             t.tile_m = 16, t.tile_n = BC_, t.warps = NW_, t.splits = sp;     \
+            t.stages = ST_;                                                  \
             ADD(t);                                                          \
         }
         SPLITKV_CONFIGS(SPLITKV_TACTIC)
@@ -1127,13 +1129,13 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
     case ATTN_FUSED_SPLITKV: {
         if (t->tile_m != 16 || t->splits < 1)
             return ATTUNE_EUNSUPP;
-#define SPLITKV_LAUNCH(D_, BC_, NW_)                                             \
-    if (D == D_ && t->tile_n == BC_ && t->warps == NW_) {                        \
+#define SPLITKV_LAUNCH(D_, BC_, NW_, ST_)                                        \
+    if (D == D_ && t->tile_n == BC_ && t->warps == NW_ && t->stages == ST_) {    \
         const int64_t nt = kv_tiles(s, BC_);                                     \
         p.nrb = (int)((attn_shape_group(s) * s->sq + 15) / 16);                  \
         p.splits = t->splits;                                                    \
         p.tps = (int)((nt + t->splits - 1) / t->splits);                         \
-        return launch_splitkv<T, D_, BC_, NW_>(p, stream);                       \
+        return launch_splitkv<T, D_, BC_, NW_, ST_>(p, stream);                  \
     }
         SPLITKV_CONFIGS(SPLITKV_LAUNCH)
 #undef SPLITKV_LAUNCH
@@ -1177,7 +1179,7 @@ extern "C" int cuda_fused_launch_views(const attn_shape *s, const attn_tactic *t
         return ATTUNE_EUNSUPP;
 #endif
     }
-    if (!shape_supported(s) || t->stages != 0)
+    if (!shape_supported(s) || (t->stages != 0 && t->variant != ATTN_FUSED_SPLITKV))
         return ATTUNE_EUNSUPP;
     /* Block and row counts are ints in the kernels. */
     if (s->b * s->hq > INT_MAX || s->b * s->hq * s->sq > INT_MAX)
