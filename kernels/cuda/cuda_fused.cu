@@ -105,6 +105,23 @@ __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void *src, 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
 }
 
+/* Programmatic dependent launch (compute capability 9.0+; no-ops before):
+ * a kernel lets the next one, launched with the programmatic attribute,
+ * be scheduled early; that one waits for this one's end and writes. */
+__device__ __forceinline__ void pdl_launch_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void cp_async_commit()
 {
     asm volatile("cp.async.commit_group;\n" ::);
@@ -617,6 +634,8 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
     const int r0 = rt * 16;
     const int off = p.skv - p.sq;
 
+    pdl_launch_dependents(); /* the combine may be scheduled now: it waits for us */
+
     /* Q: every folded row has its own (head, position) address. */
     const T *q = reinterpret_cast<const T *>(p.q);
     for (int L = tid; L < 16 * CPR; L += NTH) {
@@ -814,6 +833,7 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
     const int64_t rg = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
     if (rg >= NR)
         return;
+    pdl_wait(); /* the partials' kernel has finished and its writes are visible */
     float mx = -INFINITY;
     for (int s = lane; s < p.splits; s += 32)
         mx = fmaxf(mx, p.part_lse[s * NR + rg]);
@@ -942,12 +962,39 @@ static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
     return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
 }
 
-/* The combine step of p.splits > 1 key ranges: one warp per output row. */
+/* Compute capability major of the current device (0 if unknown). */
+static int current_cc_major(void)
+{
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+        return 0;
+    return major;
+}
+
+/* The combine step of p.splits > 1 key ranges: one warp per output row.
+ * On 9.0 and later it is a programmatic dependent launch: its blocks may
+ * be scheduled while the partials' kernel still runs (that kernel lets
+ * them once all its blocks started) and wait in pdl_wait for its end and
+ * its writes, so the launch latency between the two kernels is hidden.
+ * Streams and CUDA graphs keep the order (a graph records the edge as a
+ * programmatic one). */
 template <typename T>
 static int launch_combine(const fused_args &p, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)p.b * p.hq * p.sq;
-    splitkv_combine_kernel<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(p);
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = dim3((unsigned)((rows + 3) / 4));
+    cfg.blockDim = dim3(128);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = current_cc_major() >= 9 ? 1 : 0;
+    if (cudaLaunchKernelEx(&cfg, splitkv_combine_kernel<T>, p) != cudaSuccess)
+        return ATTUNE_EGPU;
     return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
 }
 
