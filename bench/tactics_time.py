@@ -16,7 +16,8 @@ between events, median of --reps replays, per run; "warm": every run on
 one input set; "cold": runs cycle over --sets input sets (default: enough
 sets for 3x the device's L2). Prints us, TB/s of the bytes a run must
 move (q, k, v read once, o written once) and TFLOP/s, fastest cold first.
---eager N then runs each tactic N times outside graphs (for ncu).
+--eager N then runs each tactic N times outside graphs (for ncu; --reps 0
+times nothing).
 Needs torch with CUDA and libattune (ATTUNE_LIB or the build's).
 """
 import argparse
@@ -135,8 +136,10 @@ def main():
                 if dt == "e4m3":
                     dsc = torch.ones(3, device="cuda", dtype=torch.float32)
                     plan.set_descales(dsc.data_ptr(), dsc.data_ptr() + 4, dsc.data_ptr() + 8)
-                warm = time_graph(plan, sets[:1], s, a.reps, sq, a.run_skv)
-                cold = time_graph(plan, sets, s, a.reps, sq, a.run_skv)
+                warm = cold = 0.0
+                if a.reps > 0:
+                    warm = time_graph(plan, sets[:1], s, a.reps, sq, a.run_skv)
+                    cold = time_graph(plan, sets, s, a.reps, sq, a.run_skv)
                 with torch.cuda.stream(s):
                     for i in range(a.eager):
                         plan.run(*sets[i % len(sets)][1], sq=sq, skv=a.run_skv,
@@ -148,7 +151,7 @@ def main():
                 continue
             res.append((cold, warm, t))
         res.sort()
-        for cold, warm, t in res[:a.top or len(res)]:
+        for cold, warm, t in (res[:a.top or len(res)] if a.reps > 0 else []):
             print("  %-60s cold %8.1f us %5.2f TB/s %6.1f TFLOP/s | warm %8.1f us %5.2f TB/s"
                   % (t, cold, nb / cold / 1e6, flop / cold / 1e6, warm, nb / warm / 1e6), flush=True)
     dev.close()
