@@ -86,7 +86,7 @@ struct fused_args {
     int causal;
     float sl2;           /* log2(e) / sqrt(d): scores go straight to the exp2 domain */
     int nrb;             /* fused: row blocks per head; splitkv: 16-row tiles per KV head */
-    int splits, tps;     /* splitkv: number of key ranges, key tiles per range */
+    int splits, kps;     /* splitkv: number of key ranges, keys per range */
 };
 
 /* 16-byte global->shared copies that bypass L1 (.cg): K/V tiles are reused
@@ -652,16 +652,19 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
 
     /* Keys the block's rows see (causal: up to the largest i among them;
      * a tile that wraps to the next head holds i = sq-1), cut to this
-     * split's range of tiles. */
+     * split's range [k0, k1): p.kps keys each, not whole tiles, so every
+     * split gets an equal share (33 tiles over 16 splits left 5 of them
+     * empty); a range's last tile is partial, its rows past k1 are
+     * zero-filled and masked. */
     int kend = p.skv;
     const int rlast = min(r0 + 16, R) - 1;
     if (p.causal) {
         const int imax = (r0 / p.sq != rlast / p.sq) ? p.sq - 1 : rlast % p.sq;
         kend = min(kend, imax + off + 1);
     }
-    const int ntot = kend > 0 ? (kend + BC - 1) / BC : 0;
-    const int tb = split * p.tps;
-    const int nt_blk = max(0, min(ntot, tb + p.tps) - tb);
+    const int k0 = split * p.kps;
+    const int k1 = min(kend, k0 + p.kps);
+    const int nt_blk = k1 > k0 ? (k1 - k0 + BC - 1) / BC : 0;
 
     /* Per-row key limits for this lane's rows gr and gr+8. */
     int lim[2];
@@ -669,7 +672,7 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
     for (int rh = 0; rh < 2; rh++) {
         const int r = r0 + gr + rh * 8;
         const int i = r < R ? r % p.sq : 0;
-        lim[rh] = p.causal ? min(p.skv, i + off + 1) : p.skv;
+        lim[rh] = min(k1, p.causal ? min(p.skv, i + off + 1) : p.skv);
     }
 
     /* K and V views share strides (launch checks): one offset stays live,
@@ -677,11 +680,11 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
     const int64_t kvoff = bi * p.ksb + kvh * p.ksh;
     const T *gK = reinterpret_cast<const T *>(p.k) + kvoff;
     const T *gV = reinterpret_cast<const T *>(p.v) + kvoff;
-    auto load_kv = [&](int stage, int tile) {
-        const int n0 = tile * BC;
+    auto load_kv = [&](int stage, int it) {
+        const int n0 = k0 + it * BC;
         const uint32_t off_s = (uint32_t)(stage * BC * RS);
-        load_tile<BC, D, NTH, true>(aK + off_s, gK + (int64_t)n0 * p.kss, p.kss, p.skv - n0, p.d, tid);
-        load_tile<BC, D, NTH, true>(aV + off_s, gV + (int64_t)n0 * p.kss, p.kss, p.skv - n0, p.d, tid);
+        load_tile<BC, D, NTH, true>(aK + off_s, gK + (int64_t)n0 * p.kss, p.kss, k1 - n0, p.d, tid);
+        load_tile<BC, D, NTH, true>(aV + off_s, gV + (int64_t)n0 * p.kss, p.kss, k1 - n0, p.d, tid);
     };
 
     /* Prologue: STAGES-1 tiles in flight (one commit group each, empty
@@ -689,7 +692,7 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
 #pragma unroll
     for (int st = 0; st < STAGES - 1; st++) {
         if (st < nt_blk)
-            load_kv(st, tb + st);
+            load_kv(st, st);
         cp_async_commit();
     }
     float o[DT][4];
@@ -704,11 +707,11 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
         {
             const int nx = it + STAGES - 1; /* refill the buffer tile it-1 used */
             if (nx < nt_blk)
-                load_kv(nx % STAGES, tb + nx);
+                load_kv(nx % STAGES, nx);
             cp_async_commit();
         }
         const uint32_t bofs = (uint32_t)((it % STAGES) * BC * RS);
-        const int n0 = (tb + it) * BC + warp * KW; /* this warp's first key */
+        const int n0 = k0 + it * BC + warp * KW; /* this warp's first key */
 
         float s[NT][4];
 #pragma unroll
@@ -824,7 +827,11 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
 
 /* Version 2, second kernel: o[row] = sum_s w_s part_o[s][row] / sum_s w_s,
  * w_s = 2^(lse_s - max lse). One warp per output row; a row that no split
- * saw (all lse = -inf) is 0. */
+ * saw (all lse = -inf) is 0. Lane j holds the weights of splits j and
+ * j + 32 (splits <= 64, the launcher checks), shuffled out as the
+ * partial rows are summed; the loop over splits is unrolled so that eight
+ * rows' loads are in flight at once (a loop of one dependent load per
+ * split took 10.9 us for 16 splits of 64 rows at d = 256 under ncu). */
 template <typename T>
 __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p)
 {
@@ -834,32 +841,47 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
     if (rg >= NR)
         return;
     pdl_wait(); /* the partials' kernel has finished and its writes are visible */
-    float mx = -INFINITY;
-    for (int s = lane; s < p.splits; s += 32)
-        mx = fmaxf(mx, p.part_lse[s * NR + rg]);
+    const int S = p.splits;
+    const float l0 = lane < S ? p.part_lse[lane * NR + rg] : -INFINITY;
+    const float l1 = lane + 32 < S ? p.part_lse[(lane + 32) * NR + rg] : -INFINITY;
+    float mx = fmaxf(l0, l1);
 #pragma unroll
     for (int x = 16; x > 0; x >>= 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+    /* -inf (a split with no key, or past S) weighs 0; so does every split
+     * of a row no split saw (mx = -inf too) */
+    const float w0 = l0 == -INFINITY ? 0.f : ex2(l0 - mx);
+    const float w1 = l1 == -INFINITY ? 0.f : ex2(l1 - mx);
+    float den = w0 + w1;
+#pragma unroll
+    for (int x = 16; x > 0; x >>= 1)
+        den += __shfl_xor_sync(0xffffffffu, den, x);
+    /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
+     * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
+     * output's rounding. IEEE division's slow-path call made ptxas report
+     * 8 B of spills on sm_87 (scripts/check_arch.sh). */
+    const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
     const int64_t bh = rg / p.sq, i = rg - bh * p.sq, bi = bh / p.hq, h = bh - bi * p.hq;
     T *dst = reinterpret_cast<T *>(p.o) + bi * p.osb + h * p.osh + i * p.oss;
-    for (int c4 = lane * 4; c4 < p.d; c4 += 128) {
+    const float *src = p.part_o + rg * p.d;
+    const int64_t sstride = NR * p.d; /* one split's partials */
+    for (int c0 = 0; c0 < p.d; c0 += 128) { /* every lane shuffles: none leaves early */
+        const int c4 = c0 + lane * 4;
+        const bool on = c4 < p.d;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        float den = 0.f;
-        if (mx != -INFINITY)
-            for (int s = 0; s < p.splits; s++) {
-                const float w = ex2(p.part_lse[s * NR + rg] - mx);
-                const float4 x = *reinterpret_cast<const float4 *>(p.part_o + (s * NR + rg) * p.d + c4);
-                den += w;
+#pragma unroll 8
+        for (int sp = 0; sp < S; sp++) {
+            const float w = __shfl_sync(0xffffffffu, sp < 32 ? w0 : w1, sp & 31);
+            if (on) {
+                const float4 x = *reinterpret_cast<const float4 *>(src + sp * sstride + c4);
                 acc.x += w * x.x;
                 acc.y += w * x.y;
                 acc.z += w * x.z;
                 acc.w += w * x.w;
             }
-        /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
-         * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
-         * output's rounding. IEEE division's slow-path call made ptxas report
-         * 8 B of spills on sm_87 (scripts/check_arch.sh). */
-        const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
+        }
+        if (!on)
+            continue;
         uint2 w2;
         w2.x = pack2<T>(acc.x * inv, acc.y * inv);
         w2.y = pack2<T>(acc.z * inv, acc.w * inv);
@@ -983,6 +1005,8 @@ template <typename T>
 static int launch_combine(const fused_args &p, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)p.b * p.hq * p.sq;
+    if (p.splits > 64)
+        return ATTUNE_EUNSUPP; /* the combine holds 64 splits' weights */
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     cfg.gridDim = dim3((unsigned)((rows + 3) / 4));
@@ -1178,10 +1202,9 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
             return ATTUNE_EUNSUPP;
 #define SPLITKV_LAUNCH(D_, BC_, NW_, ST_)                                        \
     if (D == D_ && t->tile_n == BC_ && t->warps == NW_ && t->stages == ST_) {    \
-        const int64_t nt = kv_tiles(s, BC_);                                     \
         p.nrb = (int)((attn_shape_group(s) * s->sq + 15) / 16);                  \
         p.splits = t->splits;                                                    \
-        p.tps = (int)((nt + t->splits - 1) / t->splits);                         \
+        p.kps = (int)((s->skv + t->splits - 1) / t->splits);                     \
         return launch_splitkv<T, D_, BC_, NW_, ST_>(p, stream);                  \
     }
         SPLITKV_CONFIGS(SPLITKV_LAUNCH)
