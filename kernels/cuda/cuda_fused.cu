@@ -86,7 +86,7 @@ struct fused_args {
     int causal;
     float sl2;           /* log2(e) / sqrt(d): scores go straight to the exp2 domain */
     int nrb;             /* fused: row blocks per head; splitkv: 16-row tiles per KV head */
-    int splits, kps;     /* splitkv: number of key ranges, keys per range */
+    int splits, tps;     /* splitkv: number of key ranges, key tiles per range */
 };
 
 /* 16-byte global->shared copies that bypass L1 (.cg): K/V tiles are reused
@@ -652,19 +652,18 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
 
     /* Keys the block's rows see (causal: up to the largest i among them;
      * a tile that wraps to the next head holds i = sq-1), cut to this
-     * split's range [k0, k1): p.kps keys each, not whole tiles, so every
-     * split gets an equal share (33 tiles over 16 splits left 5 of them
-     * empty); a range's last tile is partial, its rows past k1 are
-     * zero-filled and masked. */
+     * split's range of tiles. (Ranges of ceil(skv/splits) keys instead,
+     * so that no split is empty, measured slower on the H200: 19.2 against
+     * 15.1 us for b8.hq8.hkv1 over 2049 keys, d 256, 8 splits.) */
     int kend = p.skv;
     const int rlast = min(r0 + 16, R) - 1;
     if (p.causal) {
         const int imax = (r0 / p.sq != rlast / p.sq) ? p.sq - 1 : rlast % p.sq;
         kend = min(kend, imax + off + 1);
     }
-    const int k0 = split * p.kps;
-    const int k1 = min(kend, k0 + p.kps);
-    const int nt_blk = k1 > k0 ? (k1 - k0 + BC - 1) / BC : 0;
+    const int ntot = kend > 0 ? (kend + BC - 1) / BC : 0;
+    const int tb = split * p.tps;
+    const int nt_blk = max(0, min(ntot, tb + p.tps) - tb);
 
     /* Per-row key limits for this lane's rows gr and gr+8. */
     int lim[2];
@@ -672,7 +671,7 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
     for (int rh = 0; rh < 2; rh++) {
         const int r = r0 + gr + rh * 8;
         const int i = r < R ? r % p.sq : 0;
-        lim[rh] = min(k1, p.causal ? min(p.skv, i + off + 1) : p.skv);
+        lim[rh] = p.causal ? min(p.skv, i + off + 1) : p.skv;
     }
 
     /* K and V views share strides (launch checks): one offset stays live,
@@ -680,11 +679,11 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
     const int64_t kvoff = bi * p.ksb + kvh * p.ksh;
     const T *gK = reinterpret_cast<const T *>(p.k) + kvoff;
     const T *gV = reinterpret_cast<const T *>(p.v) + kvoff;
-    auto load_kv = [&](int stage, int it) {
-        const int n0 = k0 + it * BC;
+    auto load_kv = [&](int stage, int tile) {
+        const int n0 = tile * BC;
         const uint32_t off_s = (uint32_t)(stage * BC * RS);
-        load_tile<BC, D, NTH, true>(aK + off_s, gK + (int64_t)n0 * p.kss, p.kss, k1 - n0, p.d, tid);
-        load_tile<BC, D, NTH, true>(aV + off_s, gV + (int64_t)n0 * p.kss, p.kss, k1 - n0, p.d, tid);
+        load_tile<BC, D, NTH, true>(aK + off_s, gK + (int64_t)n0 * p.kss, p.kss, p.skv - n0, p.d, tid);
+        load_tile<BC, D, NTH, true>(aV + off_s, gV + (int64_t)n0 * p.kss, p.kss, p.skv - n0, p.d, tid);
     };
 
     /* Prologue: STAGES-1 tiles in flight (one commit group each, empty
@@ -692,7 +691,7 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
 #pragma unroll
     for (int st = 0; st < STAGES - 1; st++) {
         if (st < nt_blk)
-            load_kv(st, st);
+            load_kv(st, tb + st);
         cp_async_commit();
     }
     float o[DT][4];
@@ -707,11 +706,11 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
         {
             const int nx = it + STAGES - 1; /* refill the buffer tile it-1 used */
             if (nx < nt_blk)
-                load_kv(nx % STAGES, nx);
+                load_kv(nx % STAGES, tb + nx);
             cp_async_commit();
         }
         const uint32_t bofs = (uint32_t)((it % STAGES) * BC * RS);
-        const int n0 = k0 + it * BC + warp * KW; /* this warp's first key */
+        const int n0 = (tb + it) * BC + warp * KW; /* this warp's first key */
 
         float s[NT][4];
 #pragma unroll
@@ -865,22 +864,35 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
     T *dst = reinterpret_cast<T *>(p.o) + bi * p.osb + h * p.osh + i * p.oss;
     const float *src = p.part_o + rg * p.d;
     const int64_t sstride = NR * p.d; /* one split's partials */
-    for (int c0 = 0; c0 < p.d; c0 += 128) { /* every lane shuffles: none leaves early */
+    for (int c0 = 0; c0 < p.d; c0 += 128) {
+        /* Every lane loads (a lane past d reads column 0 and writes
+         * nothing) and shuffles: no branch between the eight loads of a
+         * batch, which a branch around each load had serialized (the
+         * first version of this loop: 18.2 against 16.4 us for 8 splits,
+         * b8.hq8.hkv1, d 256, 2049 keys). Splits past S weigh 0 and
+         * re-read the last split's row. */
         const int c4 = c0 + lane * 4;
-        const bool on = c4 < p.d;
+        const float *col = src + (c4 < p.d ? c4 : 0);
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-        for (int sp = 0; sp < S; sp++) {
-            const float w = __shfl_sync(0xffffffffu, sp < 32 ? w0 : w1, sp & 31);
-            if (on) {
-                const float4 x = *reinterpret_cast<const float4 *>(src + sp * sstride + c4);
-                acc.x += w * x.x;
-                acc.y += w * x.y;
-                acc.z += w * x.z;
-                acc.w += w * x.w;
+        for (int s0 = 0; s0 < S; s0 += 8) {
+            float4 x[8];
+            float w[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int sp = min(s0 + j, S - 1);
+                const float wj = __shfl_sync(0xffffffffu, sp < 32 ? w0 : w1, sp & 31);
+                w[j] = s0 + j < S ? wj : 0.f;
+                x[j] = *reinterpret_cast<const float4 *>(col + (int64_t)sp * sstride);
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                acc.x += w[j] * x[j].x;
+                acc.y += w[j] * x[j].y;
+                acc.z += w[j] * x[j].z;
+                acc.w += w[j] * x[j].w;
             }
         }
-        if (!on)
+        if (c4 >= p.d)
             continue;
         uint2 w2;
         w2.x = pack2<T>(acc.x * inv, acc.y * inv);
@@ -1202,9 +1214,10 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
             return ATTUNE_EUNSUPP;
 #define SPLITKV_LAUNCH(D_, BC_, NW_, ST_)                                        \
     if (D == D_ && t->tile_n == BC_ && t->warps == NW_ && t->stages == ST_) {    \
+        const int64_t nt = kv_tiles(s, BC_);                                     \
         p.nrb = (int)((attn_shape_group(s) * s->sq + 15) / 16);                  \
         p.splits = t->splits;                                                    \
-        p.kps = (int)((s->skv + t->splits - 1) / t->splits);                     \
+        p.tps = (int)((nt + t->splits - 1) / t->splits);                         \
         return launch_splitkv<T, D_, BC_, NW_, ST_>(p, stream);                  \
     }
         SPLITKV_CONFIGS(SPLITKV_LAUNCH)
