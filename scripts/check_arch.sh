@@ -185,11 +185,10 @@ for a in $supported; do
         fi
         [ "$st" -eq 0 ] && [ "$ld" -eq 0 ] && continue
         # Template arguments of fused_fwd_kernel<T, D, Br, Bc, warps, ...>
-        # and splitkv_fwd_kernel<T, D, Bc, warps, stages> (an exclusion
-        # names no stage count: it covers every depth of the configuration).
+        # and splitkv_fwd_kernel<T, D, Bc, warps>.
         cfg=$(printf '%s\n' "$name" | sed -nE \
             -e 's/.*fused_fwd_kernel<[^,]+, ([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+),.*/FUSED \1 \2 \3 \4/p' \
-            -e 's/.*splitkv_fwd_kernel<[^,]+, ([0-9]+), ([0-9]+), ([0-9]+), [0-9]+>.*/FUSED_SPLITKV \1 16 \2 \3/p')
+            -e 's/.*splitkv_fwd_kernel<[^,]+, ([0-9]+), ([0-9]+), ([0-9]+)>.*/FUSED_SPLITKV \1 16 \2 \3/p')
         if [ -n "$cfg" ] && grep -qx "$a $cfg" "$out/excluded.txt"; then
             excl=$((excl + 1))
         else

@@ -585,15 +585,15 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
 }
 
 /* Pipeline depth and shared memory of version 2: cuda_fused_configs.h. */
-template <int D, int BC, int ST>
+template <int D, int BC>
 struct splitkv_stages {
-    static constexpr int value = SPLITKV_NSTAGES(D, BC, ST);
+    static constexpr int value = SPLITKV_STAGES(D, BC);
 };
 
-template <int D, int BC, int NW, int ST>
+template <int D, int BC, int NW>
 constexpr size_t splitkv_smem()
 {
-    return SPLITKV_SMEM(D, BC, NW, ST);
+    return SPLITKV_SMEM(D, BC, NW);
 }
 
 /* Version 2: fused_splitkv. Block = 16 folded rows r = (query head within
@@ -601,12 +601,12 @@ constexpr size_t splitkv_smem()
  * tiles of BC keys; warp w takes keys [w*KW, (w+1)*KW) of each tile, with its
  * own running max/sum/output; the warps merge at the end. Loads are always
  * predicated: this kernel waits on memory, not on instructions. */
-template <typename T, int D, int BC, int NW, int ST>
+template <typename T, int D, int BC, int NW>
 __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p)
 {
     constexpr int KW = BC / NW; /* keys per warp per tile */
     constexpr int NT = KW / 8, DT = D / 8, CPR = D / 8, NTH = NW * 32;
-    constexpr int STAGES = splitkv_stages<D, BC, ST>::value;
+    constexpr int STAGES = splitkv_stages<D, BC>::value;
     constexpr int RS = tile_rs<D>::value;
     static_assert(KW % 16 == 0, "each warp needs whole k16 steps of keys");
 
@@ -652,11 +652,7 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
 
     /* Keys the block's rows see (causal: up to the largest i among them;
      * a tile that wraps to the next head holds i = sq-1), cut to this
-     * split's range of tiles. (Ranges of ceil(skv/splits) keys instead,
-     * so that no split is empty, were tried at 4a0d2d9 together with a
-     * slower combine: 19.2 against 15.1 us for b8.hq8.hkv1 over 2049
-     * keys, d 256, 8 splits; both were taken back, the ranges unmeasured
-     * alone.) */
+     * split's range of tiles. */
     int kend = p.skv;
     const int rlast = min(r0 + 16, R) - 1;
     if (p.causal) {
@@ -828,11 +824,7 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
 
 /* Version 2, second kernel: o[row] = sum_s w_s part_o[s][row] / sum_s w_s,
  * w_s = 2^(lse_s - max lse). One warp per output row; a row that no split
- * saw (all lse = -inf) is 0. Lane j holds the weights of splits j and
- * j + 32 (splits <= 64, the launcher checks), shuffled out as the
- * partial rows are summed; the loop over splits is unrolled so that eight
- * rows' loads are in flight at once (a loop of one dependent load per
- * split took 10.9 us for 16 splits of 64 rows at d = 256 under ncu). */
+ * saw (all lse = -inf) is 0. */
 template <typename T>
 __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p)
 {
@@ -842,60 +834,32 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
     if (rg >= NR)
         return;
     pdl_wait(); /* the partials' kernel has finished and its writes are visible */
-    const int S = p.splits;
-    const float l0 = lane < S ? p.part_lse[lane * NR + rg] : -INFINITY;
-    const float l1 = lane + 32 < S ? p.part_lse[(lane + 32) * NR + rg] : -INFINITY;
-    float mx = fmaxf(l0, l1);
+    float mx = -INFINITY;
+    for (int s = lane; s < p.splits; s += 32)
+        mx = fmaxf(mx, p.part_lse[s * NR + rg]);
 #pragma unroll
     for (int x = 16; x > 0; x >>= 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
-    /* -inf (a split with no key, or past S) weighs 0; so does every split
-     * of a row no split saw (mx = -inf too) */
-    const float w0 = l0 == -INFINITY ? 0.f : ex2(l0 - mx);
-    const float w1 = l1 == -INFINITY ? 0.f : ex2(l1 - mx);
-    float den = w0 + w1;
-#pragma unroll
-    for (int x = 16; x > 0; x >>= 1)
-        den += __shfl_xor_sync(0xffffffffu, den, x);
-    /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
-     * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
-     * output's rounding. IEEE division's slow-path call made ptxas report
-     * 8 B of spills on sm_87 (scripts/check_arch.sh). */
-    const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
     const int64_t bh = rg / p.sq, i = rg - bh * p.sq, bi = bh / p.hq, h = bh - bi * p.hq;
     T *dst = reinterpret_cast<T *>(p.o) + bi * p.osb + h * p.osh + i * p.oss;
-    const float *src = p.part_o + rg * p.d;
-    const int64_t sstride = NR * p.d; /* one split's partials */
-    for (int c0 = 0; c0 < p.d; c0 += 128) {
-        /* Every lane loads (a lane past d reads column 0 and writes
-         * nothing) and shuffles: no branch between the eight loads of a
-         * batch, which a branch around each load had serialized (the
-         * first version of this loop: 18.2 against 16.4 us for 8 splits,
-         * b8.hq8.hkv1, d 256, 2049 keys). Splits past S weigh 0 and
-         * re-read the last split's row. */
-        const int c4 = c0 + lane * 4;
-        const float *col = src + (c4 < p.d ? c4 : 0);
+    for (int c4 = lane * 4; c4 < p.d; c4 += 128) {
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int s0 = 0; s0 < S; s0 += 8) {
-            float4 x[8];
-            float w[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int sp = min(s0 + j, S - 1);
-                const float wj = __shfl_sync(0xffffffffu, sp < 32 ? w0 : w1, sp & 31);
-                w[j] = s0 + j < S ? wj : 0.f;
-                x[j] = *reinterpret_cast<const float4 *>(col + (int64_t)sp * sstride);
+        float den = 0.f;
+        if (mx != -INFINITY)
+            for (int s = 0; s < p.splits; s++) {
+                const float w = ex2(p.part_lse[s * NR + rg] - mx);
+                const float4 x = *reinterpret_cast<const float4 *>(p.part_o + (s * NR + rg) * p.d + c4);
+                den += w;
+                acc.x += w * x.x;
+                acc.y += w * x.y;
+                acc.z += w * x.z;
+                acc.w += w * x.w;
             }
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                acc.x += w[j] * x[j].x;
-                acc.y += w[j] * x[j].y;
-                acc.z += w[j] * x[j].z;
-                acc.w += w[j] * x[j].w;
-            }
-        }
-        if (c4 >= p.d)
-            continue;
+        /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
+         * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
+         * output's rounding. IEEE division's slow-path call made ptxas report
+         * 8 B of spills on sm_87 (scripts/check_arch.sh). */
+        const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
         uint2 w2;
         w2.x = pack2<T>(acc.x * inv, acc.y * inv);
         w2.y = pack2<T>(acc.z * inv, acc.w * inv);
@@ -967,10 +931,9 @@ extern "C" size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d)
         return fused_smem<D_, BR_, BC_, NW_, KVST_>();
     FUSED_CONFIGS(V1_SMEM_OF)
 #undef V1_SMEM_OF
-#define V2_SMEM_OF(D_, BC_, NW_, ST_)                                            \
-    if (t->variant == ATTN_FUSED_SPLITKV && D == D_ && t->tile_n == BC_ && t->warps == NW_ && \
-        t->stages == ST_)                                                        \
-        return splitkv_smem<D_, BC_, NW_, ST_>();
+#define V2_SMEM_OF(D_, BC_, NW_)                                                 \
+    if (t->variant == ATTN_FUSED_SPLITKV && D == D_ && t->tile_n == BC_ && t->warps == NW_) \
+        return splitkv_smem<D_, BC_, NW_>();
     SPLITKV_CONFIGS(V2_SMEM_OF)
 #undef V2_SMEM_OF
     return 0;
@@ -1010,17 +973,15 @@ static int current_cc_major(void)
 
 /* The combine step of p.splits > 1 key ranges: one warp per output row.
  * On 9.0 and later it is a programmatic dependent launch: its blocks may
- * be scheduled while the partials' kernel still runs (that kernel lets
- * them once all its blocks started) and wait in pdl_wait for its end and
- * its writes, so the launch latency between the two kernels is hidden.
- * Streams and CUDA graphs keep the order (a graph records the edge as a
- * programmatic one). */
+ * be scheduled while the partials' kernel still runs (fused_splitkv lets
+ * them once all its blocks started; the folded sm90a kernel at its end)
+ * and wait in pdl_wait for that kernel's end and writes, so the launch
+ * latency between the two kernels is hidden. Streams and CUDA graphs keep
+ * the order (a graph records the edge as a programmatic one). */
 template <typename T>
 static int launch_combine(const fused_args &p, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)p.b * p.hq * p.sq;
-    if (p.splits > 64)
-        return ATTUNE_EUNSUPP; /* the combine holds 64 splits' weights */
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     cfg.gridDim = dim3((unsigned)((rows + 3) / 4));
@@ -1036,11 +997,11 @@ static int launch_combine(const fused_args &p, cudaStream_t stream)
     return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
 }
 
-template <typename T, int D, int BC, int NW, int ST>
+template <typename T, int D, int BC, int NW>
 static int launch_splitkv(const fused_args &p, cudaStream_t stream)
 {
-    const size_t smem = splitkv_smem<D, BC, NW, ST>();
-    void (*kern)(const fused_args) = splitkv_fwd_kernel<T, D, BC, NW, ST>;
+    const size_t smem = splitkv_smem<D, BC, NW>();
+    void (*kern)(const fused_args) = splitkv_fwd_kernel<T, D, BC, NW>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return ATTUNE_EGPU;
     const int64_t blocks = (int64_t)p.nrb * p.splits * p.b * p.hkv;
@@ -1142,16 +1103,15 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
          * at least one key tile. The tuner measures which wins. */
         const int64_t rows = (attn_shape_group(s) * s->sq + 15) / 16;
         const int64_t base = rows * s->b * s->hkv;
-#define SPLITKV_TACTIC(D_, BC_, NW_, ST_)                                    \
+#define SPLITKV_TACTIC(D_, BC_, NW_)                                         \
     if (D == D_ && arch_gets(cc_major, cc_minor, ATTN_FUSED_SPLITKV, D_, 16, BC_, NW_, \
-                             splitkv_smem<D_, BC_, NW_, ST_>()))             \
+                             splitkv_smem<D_, BC_, NW_>()))                  \
         for (int sp = 1; sp <= 64 && sp <= kv_tiles(s, BC_); sp *= 2) {      \
             if (sp > 1 && base * (sp / 2) >= 8 * 132)                        \
                 break;                                                       \
             attn_tactic t = {};                                              \
             t.variant = ATTN_FUSED_SPLITKV;                                  \
             t.tile_m = 16, t.tile_n = BC_, t.warps = NW_, t.splits = sp;     \
-            t.stages = ST_;                                                  \
             ADD(t);                                                          \
         }
         SPLITKV_CONFIGS(SPLITKV_TACTIC)
@@ -1214,13 +1174,13 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
     case ATTN_FUSED_SPLITKV: {
         if (t->tile_m != 16 || t->splits < 1)
             return ATTUNE_EUNSUPP;
-#define SPLITKV_LAUNCH(D_, BC_, NW_, ST_)                                        \
-    if (D == D_ && t->tile_n == BC_ && t->warps == NW_ && t->stages == ST_) {    \
+#define SPLITKV_LAUNCH(D_, BC_, NW_)                                             \
+    if (D == D_ && t->tile_n == BC_ && t->warps == NW_) {                        \
         const int64_t nt = kv_tiles(s, BC_);                                     \
         p.nrb = (int)((attn_shape_group(s) * s->sq + 15) / 16);                  \
         p.splits = t->splits;                                                    \
         p.tps = (int)((nt + t->splits - 1) / t->splits);                         \
-        return launch_splitkv<T, D_, BC_, NW_, ST_>(p, stream);                  \
+        return launch_splitkv<T, D_, BC_, NW_>(p, stream);                       \
     }
         SPLITKV_CONFIGS(SPLITKV_LAUNCH)
 #undef SPLITKV_LAUNCH
@@ -1264,7 +1224,7 @@ extern "C" int cuda_fused_launch_views(const attn_shape *s, const attn_tactic *t
         return ATTUNE_EUNSUPP;
 #endif
     }
-    if (!shape_supported(s) || (t->stages != 0 && t->variant != ATTN_FUSED_SPLITKV))
+    if (!shape_supported(s) || t->stages != 0)
         return ATTUNE_EUNSUPP;
     /* Block and row counts are ints in the kernels. */
     if (s->b * s->hq > INT_MAX || s->b * s->hq * s->sq > INT_MAX)

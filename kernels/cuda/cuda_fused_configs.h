@@ -14,8 +14,7 @@
 /* ---- versions 1 and 2 (cuda_fused.cu)
  *
  * The kernel configurations built: (D, Br, Bc, warps, K/V buffers) for
- * fused, (D, Bc, warps, stages) for fused_splitkv (16 rows per block;
- * stages 0: SPLITKV_STAGES, the tactic names none). A tactic
+ * fused, (D, Bc, warps) for fused_splitkv (16 rows per block). A tactic
  * names the first four (tile=BrxBc, warps); the buffer count belongs to the
  * configuration, chosen by measurement on an H200 (docs/kernels.md):
  * double buffering won on 64x64/d128 (+4-9%), 128x128/8 warps and d <= 64,
@@ -35,9 +34,8 @@
     X(256, 64, 32, 8, 2)
 
 #define SPLITKV_CONFIGS(X)                                                  \
-    X(32, 64, 4, 0) X(32, 128, 4, 0) X(64, 64, 4, 0) X(64, 128, 4, 0)       \
-    X(128, 64, 4, 0) X(128, 32, 2, 0) X(256, 32, 2, 0) X(256, 64, 4, 0)     \
-    X(64, 64, 4, 8) X(128, 64, 4, 6) X(256, 32, 2, 6) X(256, 64, 4, 3)
+    X(32, 64, 4) X(32, 128, 4) X(64, 64, 4) X(64, 128, 4)                   \
+    X(128, 64, 4) X(128, 32, 2) X(256, 32, 2) X(256, 64, 4)
 
 /* Head dim a version 1 or 2 kernel computes for d: the next of 32, 64,
  * 128, 256 (columns past d are zero); 0 when d is over 256. */
@@ -57,26 +55,19 @@
  * tile, in 110 KB (two blocks per SM: 228 KB less 1 KB per block), 2 to
  * 4. At d = 128, Bc = 64 that is 3 stages: two tiles in flight while one
  * is computed. (A 96 KB budget gave 2 with the padded rows: 72 us, 3.7
- * TB/s on the decode target; see docs/kernels.md.) A configuration's
- * fourth field ST > 0 sets the depth instead (tactic key `stages=ST`):
- * one block per SM with up to ~210 KB of K/V in flight, for decode grids
- * of about one block per SM whose keys come from DRAM (each layer's KV
- * cache is another tensor), where two tiles in flight per SM leave the
- * bandwidth short (docs/kernels.md, version 2.1). */
+ * TB/s on the decode target; see docs/kernels.md.) */
 #define SPLITKV_FIT(D, BC) ((112640 - 16 * FUSED_TILE_RS(D)) / (2 * (BC) * FUSED_TILE_RS(D)))
 #define SPLITKV_STAGES(D, BC)                                                                  \
     (SPLITKV_FIT(D, BC) < 2 ? 2 : (SPLITKV_FIT(D, BC) > 4 ? 4 : SPLITKV_FIT(D, BC)))
-#define SPLITKV_NSTAGES(D, BC, ST) ((ST) > 0 ? (ST) : SPLITKV_STAGES(D, BC))
 
 /* Version 2's shared memory: its 16-row Q tile, then the larger of the K/V
  * pipeline and the warps' merge buffers (f32 partial rows and their
  * max/sum). */
-#define SPLITKV_PIPE(D, BC, ST) ((size_t)SPLITKV_NSTAGES(D, BC, ST) * 2 * (BC) * FUSED_TILE_RS(D))
+#define SPLITKV_PIPE(D, BC) ((size_t)SPLITKV_STAGES(D, BC) * 2 * (BC) * FUSED_TILE_RS(D))
 #define SPLITKV_MERGE(D, NW) ((size_t)(NW) * 16 * ((D) + 4) * 4 + (size_t)(NW) * 16 * 2 * 4)
-#define SPLITKV_SMEM(D, BC, NW, ST)                                                            \
+#define SPLITKV_SMEM(D, BC, NW)                                                                \
     ((size_t)16 * FUSED_TILE_RS(D) +                                                           \
-     (SPLITKV_PIPE(D, BC, ST) > SPLITKV_MERGE(D, NW) ? SPLITKV_PIPE(D, BC, ST)                 \
-                                                     : SPLITKV_MERGE(D, NW)))
+     (SPLITKV_PIPE(D, BC) > SPLITKV_MERGE(D, NW) ? SPLITKV_PIPE(D, BC) : SPLITKV_MERGE(D, NW)))
 
 /* Version 2 applies to decode-like shapes: the folded rows of a KV head
  * (g * sq) fill at most 32 16-row tiles, and there are enough keys to

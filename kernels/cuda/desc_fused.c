@@ -64,9 +64,9 @@ static double v1_smem(const attn_tactic *t, int64_t D)
 
 static double splitkv_smem(const attn_tactic *t, int64_t D)
 {
-#define V2_SMEM(D_, BC_, NW_, ST_)                                                             \
-    if (D == D_ && t->tile_n == BC_ && t->warps == NW_ && t->stages == ST_)                   \
-        return (double)SPLITKV_SMEM(D_, BC_, NW_, ST_);
+#define V2_SMEM(D_, BC_, NW_)                                                                  \
+    if (D == D_ && t->tile_n == BC_ && t->warps == NW_)                                       \
+        return (double)SPLITKV_SMEM(D_, BC_, NW_);
     SPLITKV_CONFIGS(V2_SMEM)
 #undef V2_SMEM
     return 0;
@@ -258,9 +258,7 @@ const attn_variant_desc attn_cuda_fused_splitkv = {
     ATTN_FUSED_SPLITKV, "fused_splitkv", "fused_splitkv", "cuda",
     "flash-decoding: the keys split across blocks of 16 folded query rows, then a combine; "
     "for g * sq <= 512 and skv >= 128",
-    "pad=1|8|16|64, splits=N, stages=N (some configurations: a deeper pipeline), tile=16xBc, "
-    "warps=N",
-    "#76b7b2", owns_splitkv, describe_splitkv,
+    "pad=1|8|16|64, splits=N, tile=16xBc, warps=N", "#76b7b2", owns_splitkv, describe_splitkv,
     OPS(cuda_fused_splitkv_ops),
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), NULL,
 };
