@@ -7,8 +7,8 @@ runs it: each layer's KV cache is a different tensor.
     bench/tactics_time.py KEY [KEY...] [--tactics all|NAME,NAME] [--run-skv N]
                           [--sets N] [--reps 15] [--eager N]
 
-KEY is a shape key (b8.hq32.hkv8.sq1.skv2560.d128.bf16.nc; f16, bf16 and
-e4m3). Each tactic is planned for KEY on CUDA device 0 and run on
+KEY is a shape key (b8.hq32.hkv8.sq1.skv2560.d128.bf16.nc; f16, bf16, f32
+and e4m3). Each tactic is planned for KEY on CUDA device 0 and run on
 contiguous [b, h, s, d] random inputs; --run-skv runs a plan made for KEY
 at a shorter key length (a bucketed decode plan, as attune_auto runs it).
 Times: a CUDA graph of back-to-back runs (about 10 ms of them) replayed
@@ -21,10 +21,9 @@ times nothing).
 Needs torch with CUDA and libattune (ATTUNE_LIB or the build's).
 """
 import argparse
+import os
 import statistics
 import sys
-
-import os
 
 import torch
 
@@ -32,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
 import attune.lib as al  # noqa: E402
 
-TORCH_DT = {"f16": torch.float16, "bf16": torch.bfloat16}
+TORCH_DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
 
 def parse_key(key):
@@ -125,12 +124,15 @@ def main():
         nb = set_bytes(first[0])
         nsets = a.sets or max(2, -(-3 * l2 // nb))
         sets = [first] + [make_set(dims, dt, rskv) for _ in range(nsets - 1)]
-        flop = 4.0 * b * hq * sq * rskv * d * (0.5 if causal and sq == rskv else 1.0)
+        # causal (bottom-right): query i sees rskv - sq + i + 1 keys
+        seen = sq * rskv - (sq * (sq - 1) / 2.0 if sq <= rskv else 0.0) if causal else sq * rskv
+        flop = 4.0 * b * hq * seen * d
         names = dev.tactics(dims) if a.tactics == "all" else a.tactics.split(",")
         print("%s run at skv %d: %d tactics, %.1f MB a run, %d sets cold (L2 %.0f MB)"
               % (key, rskv, len(names), nb / 1e6, nsets, l2 / 1e6), flush=True)
         res = []
         for t in names:
+            plan = None
             try:
                 plan = al.Plan(dev, dims, t)
                 if dt == "e4m3":
@@ -145,15 +147,18 @@ def main():
                         plan.run(*sets[i % len(sets)][1], sq=sq, skv=a.run_skv,
                                  stream=s.cuda_stream)
                 s.synchronize()
-                plan.close()
             except al.AttuneError as ex:
                 print("  %-60s failed: %s" % (t, str(ex)[:120]), flush=True)
                 continue
+            finally:
+                if plan is not None:
+                    plan.close()
             res.append((cold, warm, t))
         res.sort()
         for cold, warm, t in (res[:a.top or len(res)] if a.reps > 0 else []):
             print("  %-60s cold %8.1f us %5.2f TB/s %6.1f TFLOP/s | warm %8.1f us %5.2f TB/s"
                   % (t, cold, nb / cold / 1e6, flop / cold / 1e6, warm, nb / warm / 1e6), flush=True)
+        del sets, first  # the next key's sets are made without these alive
     dev.close()
     return 0
 

@@ -51,6 +51,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <atomic>
 #include <type_traits>
 
 /* ---- CPU reference
@@ -961,18 +962,36 @@ static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
     return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
 }
 
-/* Compute capability major of the current device (0 if unknown). */
-static int current_cc_major(void)
+/* May the combine be a programmatic dependent launch on the current
+ * device? Only when the code that will run there was compiled for 9.0 or
+ * later (ptxVersion and binaryVersion >= 90): a kernel JIT-compiled from
+ * compute_87 PTX on a Hopper has no griddepcontrol.wait, and launched
+ * with the attribute it could read the partials before they are written.
+ * Asked once per device (cudaFuncGetAttributes), kept in `cache` (0:
+ * unknown, 1: no, 2: yes); any error is cleared and answers no. */
+static bool pdl_allowed(const void *kern, std::atomic<int> *cache, int ncache)
 {
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-        return 0;
-    return major;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    if (dev >= 0 && dev < ncache) {
+        const int c = cache[dev].load(std::memory_order_relaxed);
+        if (c != 0)
+            return c == 2;
+    }
+    cudaFuncAttributes fa;
+    const bool ok = cudaFuncGetAttributes(&fa, kern) == cudaSuccess && fa.ptxVersion >= 90 &&
+                    fa.binaryVersion >= 90;
+    cudaGetLastError();
+    if (dev >= 0 && dev < ncache)
+        cache[dev].store(ok ? 2 : 1, std::memory_order_relaxed);
+    return ok;
 }
 
 /* The combine step of p.splits > 1 key ranges: one warp per output row.
- * On 9.0 and later it is a programmatic dependent launch: its blocks may
+ * Where pdl_allowed, it is a programmatic dependent launch: its blocks may
  * be scheduled while the partials' kernel still runs (fused_splitkv lets
  * them once all its blocks started; the folded sm90a kernel at its end)
  * and wait in pdl_wait for that kernel's end and writes, so the launch
@@ -981,7 +1000,9 @@ static int current_cc_major(void)
 template <typename T>
 static int launch_combine(const fused_args &p, cudaStream_t stream)
 {
+    static std::atomic<int> pdl_cache[64];
     const int64_t rows = (int64_t)p.b * p.hq * p.sq;
+    void (*kern)(const fused_args) = splitkv_combine_kernel<T>;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     cfg.gridDim = dim3((unsigned)((rows + 3) / 4));
@@ -991,9 +1012,11 @@ static int launch_combine(const fused_args &p, cudaStream_t stream)
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = current_cc_major() >= 9 ? 1 : 0;
-    if (cudaLaunchKernelEx(&cfg, splitkv_combine_kernel<T>, p) != cudaSuccess)
+    cfg.numAttrs = pdl_allowed((const void *)kern, pdl_cache, 64) ? 1 : 0;
+    if (cudaLaunchKernelEx(&cfg, kern, p) != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: clear it for the next launcher */
         return ATTUNE_EGPU;
+    }
     return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
 }
 
