@@ -300,8 +300,8 @@ static int pusher_done(void *arg, const fleet_push_done *d)
 }
 
 /* One connection's pushes, as one store's bulk push makes them
- * (fleet_pg_push_stream: the next device's rows made while the server
- * commits the last). */
+ * (fleet_pg_push_stream: the next device's rows made and copied while
+ * the last one's are). */
 static void *pusher(void *arg)
 {
     (void)arg;

@@ -15,8 +15,9 @@ writes, which the COPYs after it recycle). Each run, on fresh tables:
         rows checked, keys resolved, one transaction per device push of
         8,000 rows with its watermark and dirty groups) by --jobs
         pushers (1: one store's bulk push, as attuned or `attune fleet
-        push` makes it, a stream on two connections that copies a batch on
-        one while the other commits; 2: two hosts at once), rows/s;
+        push` makes it, a stream on two connections that copies two
+        batches at once, one on each, committed in order; 2: two hosts
+        at once), rows/s;
   COPY  the same rows, dumped from the pushed table in the order they were
         inserted, emptied, then loaded back with one
         `COPY measurements (...) FROM STDIN (FORMAT binary)` through psql

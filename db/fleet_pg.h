@@ -117,20 +117,25 @@ typedef int (*fleet_push_done_fn)(void *arg, const fleet_push_done *d);
 int fleet_pg_conflicted(const fleet_pg *c);
 
 /* fleet_pg_push for the batches next gives, in order, until it says none:
- * each batch one transaction as fleet_pg_push makes it, but the next
- * batch is asked for before this one's rows go, and checked and keyed
- * while the server inserts them, and its rows are copied on a second
- * connection to the server (opened on c when a stream first has two
- * batches, and kept) while this one's COMMIT waits for the server's
- * fsync, so the server does not wait for the client, nor the client for
- * the fsync. done hears of each batch only after its COMMIT succeeded (or
- * it was skipped), in order, before the next batch's COMMIT is sent: a
- * caller that acknowledges batches in done acknowledges only committed
- * ones, and no batch commits before the one before it. On an error every
- * transaction is ended; a batch done did not hear of is not acknowledged,
- * though the server may have it (a connection lost after its COMMIT
- * went): sending it again is a no-op. 0 or the error (err says why,
- * except for next's and done's own). */
+ * each batch one transaction as fleet_pg_push makes it, two at a time:
+ * the next batch is asked for, checked and keyed while this one's rows
+ * go, and its rows are copied at the same time on a second connection to
+ * the server (opened on c when a stream first has two batches, and kept),
+ * each batch's transaction run by a thread of the stream's own, so that
+ * the server inserts with two backends. Two batches that hold a key in
+ * common do not run at once. The server keeps the commit order (the later
+ * batch's last statements wait for the earlier one's transaction, and its
+ * watermark moves only from the earlier one's): no batch commits before
+ * the one before it, nor when that one did not. done and next are called
+ * on the caller's thread; done hears of each batch only after its own
+ * COMMIT succeeded (or it was skipped), in order: a caller that
+ * acknowledges batches in done acknowledges only committed ones. The
+ * next batch may have committed too when done hears of one (and is not
+ * told when done says stop). On an error every transaction is ended; a
+ * batch done did not hear of is not acknowledged, though the server may
+ * have it (a connection lost after its COMMIT went): sending it again is
+ * a no-op. 0 or the error (err says why, except for next's and done's
+ * own). */
 int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_fn done,
                          void *arg, char *err, size_t errlen);
 

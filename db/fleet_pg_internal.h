@@ -22,9 +22,11 @@ typedef struct fleet_idmap {
 /* conn is the connection in use: lanes[0], the one fleet_pg_connect
  * opened, except while a push stream works on its second lane (a second
  * session to the same server, opened on first need and kept: a bulk push
- * copies one batch's rows on one lane while the other batch's COMMIT waits
- * for its fsync on the other, fleet_pg_push.c). The id caches serve both:
- * a dimension row's id is the server's, committed before any use. */
+ * copies two batches' rows at once, one on each lane, fleet_pg_push.c).
+ * The id caches serve both: a dimension row's id is the server's,
+ * committed before any use. A push stream's lane threads work on copies of
+ * the handle (conn: their lane's session) and never touch the caches; the
+ * stream's own thread fills them. */
 struct fleet_pg {
     PGconn *conn;
     PGconn *lanes[2];

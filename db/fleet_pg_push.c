@@ -10,36 +10,39 @@
  *      together, each in its own transaction, before the batch's);
  *   2. dedupe: one row per server key (model, stack, shape, tactic,
  *      device), the newest;
- *   3. push_batch: BEGIN; read the source's watermark (a batch that is
- *      already there is skipped whole); probe which keys the server has;
- *      rows with new keys go straight into measurements with one binary
- *      COPY; rows with known keys go through a temporary staging table and
- *      one INSERT ... ON CONFLICT that replaces a row only when newer; mark
- *      the touched groups dirty; lock the source's row and move its
- *      watermark (or roll back, when another pusher of the same source
- *      moved it there meanwhile); COMMIT. The small
- *      statements before the COPY, and those after it, are sent together
- *      (libpq's pipeline mode).
+ *   3. lane_run: BEGIN and the batch's order lock; read the source's
+ *      watermark (a batch that is already there is skipped whole); probe
+ *      which keys the server has; rows with new keys go straight into
+ *      measurements with one binary COPY; rows with known keys go through
+ *      a temporary staging table and one INSERT ... ON CONFLICT that
+ *      replaces a row only when newer; wait for the batch before's order
+ *      lock; mark the touched groups dirty; move the source's watermark
+ *      (or roll back, when it is not where this batch may move it from);
+ *      COMMIT. The small statements before the COPY, and those after it,
+ *      are sent together (libpq's pipeline mode).
  *
  * Many batches in a row (fleet_pg_push_stream, a store's bulk push) keep
  * two in flight, on two connections to the server ("lanes", the second
- * opened on first need): batch N+1 is asked for before N's rows go, and
- * checked and keyed (from the id caches) a slice at a time between N's
- * COPY chunks, while the server inserts them; N's COMMIT is sent and not
- * waited for; N+1's transaction is begun and its rows copied on the other
- * lane while N's COMMIT waits for the server's fsync (2-300 ms on a shared
- * disk, paid once per batch); then N's answer is read and the caller told
- * (it acknowledges N, and only N, locally), and only then N+1's COMMIT is
- * sent. Each batch is still its own transaction, told committed only by
- * its own COMMIT's answer, and told in order; a batch commits only after
- * the one before it did (its COMMIT is not sent before), so the server's
- * watermark never passes a batch that did not commit. A pusher killed
- * between the two loses nothing and doubles nothing (the next push sends
- * N again and the server's merge makes it a no-op, fleet_local.c). What
- * the server still waits for: a batch's first statements (one round trip)
- * and the end of its COPY; the fsyncs overlap the next batch's rows. When
- * no second connection can be had, the stream waits for each commit on
- * the one it has.
+ * opened on first need), each batch's transaction run whole by a thread of
+ * its own: batch N+1 is asked for, checked and keyed (the dimension rows
+ * it lacks upserted on its lane) while batch N's rows go on the other
+ * lane, and its rows are copied while N's are, so that the server inserts
+ * with two backends, i.e. two CPUs (one COPY is bound by one). The server
+ * keeps the commit order: N+1's last statements wait for N's transaction
+ * to end (an advisory lock N takes first), and N+1's watermark moves only
+ * from N's, so no batch commits before the one before it, nor when that
+ * one did not, and the server's watermark never passes a batch that did
+ * not commit. Every such wait is in the server, where PostgreSQL's
+ * deadlock detector sees it; the client never waits for one lane while
+ * the other's transaction waits for it. Two batches that hold a key in
+ * common (a row re-measured between them) do not run at once: the later
+ * starts when the earlier has ended. The caller is told of each batch
+ * (and acknowledges it) only after its own COMMIT's answer, in order. A
+ * pusher killed with N+1 committed and N not acknowledged loses nothing
+ * and doubles nothing (the next push finds the watermark past its mark,
+ * forks and sends N and N+1 again, which the server's merge makes no-ops,
+ * fleet_local.c). When no second connection can be had, the stream runs
+ * one batch at a time.
  *
  * Why new and known rows part ways: a new key needs no conflict handling,
  * and COPY into the table itself is PostgreSQL's cheapest way to add rows
@@ -63,7 +66,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
 
+#include "../common/hash.h"
 #include "fleet_pg_internal.h"
 #include "store_internal.h"
 
@@ -341,11 +349,11 @@ static int resolve_dims(fleet_pg *c, const fleet_batch *b, push_plan *p, int di,
 
 /* Step 1b: check the rows from p->next_row on and key them with their
  * shape and tactic ids; malformed rows are counted in p->rejected (the
- * first reason in p->first_bad). offline: the connection is busy (a
- * previous batch's commit in flight), so ids come from the connection's
- * cache only, and the first row whose shape or tactic is not cached stops
- * the pass there (p->next_row): a pass with the connection free goes on
- * from it. At most limit rows. The device and stack ids come later
+ * first reason in p->first_bad). offline: ids come from the
+ * connection's cache only (no server call), and the first row whose shape
+ * or tactic is not cached stops the pass there (p->next_row): plan_finish
+ * upserts the dimension rows the rest lack together, then goes on from
+ * it. At most limit rows. The device and stack ids come later
  * (resolve_keys). */
 static int resolve_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int offline,
                         int limit, char *err, size_t errlen)
@@ -583,45 +591,9 @@ static void copy_row(cbuf *buf, const prow *k, const store_measurement *m)
     cb_f_num(buf, m->shape.dtype == ATTN_E4M3 ? m->src_rel_err : NAN); /* e4m3 rows only */
 }
 
-/* The next batch of a stream, asked for before the current batch's rows
- * go, and checked and keyed (offline: from the id caches) a slice at a
- * time between their COPY's chunks: the server inserts one chunk while
- * the client checks the next batch's rows, instead of each waiting for
- * the other. */
-typedef struct push_ahead {
-    fleet_push_next_fn next;
-    void *arg;
-    int state;        /* 0 not asked yet, 1 b and p hold it, -1 none left, -2 next failed */
-    int rc;           /* next's error (state -2) */
-    fleet_batch b;
-    push_plan p;
-} push_ahead;
-
-/* Rows of the next batch checked after each chunk sent: a chunk (256
- * KiB, ~1,300 rows) keeps the server busy longer than checking these. */
-#define AHEAD_SLICE 2048
-
-static void ahead_fetch(push_ahead *ah)
-{
-    if (ah == NULL || ah->state != 0)
-        return;
-    memset(&ah->b, 0, sizeof ah->b);
-    int have = ah->next(ah->arg, &ah->b);
-    ah->state = have > 0 ? 1 : have == 0 ? -1 : -2;
-    ah->rc = have < 0 ? have : 0;
-    if (ah->state == 1 && plan_init(&ah->p, &ah->b) != 0) {
-        ah->state = -2;
-        ah->rc = ATTUNE_ENOMEM;
-    }
-    if (ah->state == 1)
-        check_dims(&ah->b, &ah->p);
-}
-
-/* COPY the keys whose known flag equals known with sql, streamed; ah (may
- * be NULL): the next batch, checked between chunks. */
+/* COPY the keys whose known flag equals known with sql, streamed. */
 static int copy_rows(fleet_pg *c, const fleet_batch *b, const push_plan *p, int known,
-                     const char *sql, cbuf *buf, push_ahead *ah, char *state, char *err,
-                     size_t errlen)
+                     const char *sql, cbuf *buf, char *state, char *err, size_t errlen)
 {
     state[0] = 0;
     int rc = copy_begin(c, sql, buf, err, errlen), ok = 1;
@@ -630,10 +602,7 @@ static int copy_rows(fleet_pg *c, const fleet_batch *b, const push_plan *p, int 
     for (int k = 0; k < p->nkeys && ok; k++)
         if (p->keys[k].known == known) {
             copy_row(buf, &p->keys[k], &b->rows[p->keys[k].idx]);
-            int sent = copy_flush(c, buf, 0);
-            ok = sent >= 0;
-            if (sent > 0 && ah != NULL && ah->state == 1) /* makes no call: offline */
-                (void)resolve_rows(c, &ah->b, &ah->p, 1, AHEAD_SLICE, err, errlen);
+            ok = copy_flush(c, buf, 0) >= 0;
         }
     return copy_end(c, buf, ok, state, err, errlen);
 }
@@ -647,10 +616,7 @@ static int copy_rows(fleet_pg *c, const fleet_batch *b, const push_plan *p, int 
  * sides, and a push made eleven of them around a COPY of 8,000 rows
  * (bench/push_copy.py; docs/fleet.md "Transport"). COPY itself cannot be
  * pipelined. A group is sent (sb_send, which ends it with a sync point)
- * and its answers read later (sb_collect): a push reads the answers of its
- * commit only after planning the next batch, and may send the next
- * batch's first group before reading them (groups are answered in the
- * order sent). The first statement of a group that fails is the group's
+ * and its answers read later (sb_collect; sb_run does both). The first statement of a group that fails is the group's
  * error; the server skips the rest (PGRES_PIPELINE_ABORTED) and the
  * transaction is rolled back by the caller. A libpq without pipelining
  * (before 14) runs each statement as it is added: the same answers, a
@@ -881,27 +847,27 @@ enum { PROBE_SAMPLE, PROBE_ALL, PROBE_NONE };
 /* New keys straight into measurements. *conflict = 1 (and 0 returned)
  * when another session has inserted one of them: the transaction is
  * aborted, the caller rolls it back. */
-static int copy_new(fleet_pg *c, const fleet_batch *b, push_plan *p, cbuf *buf, push_ahead *ah,
-                    int *conflict, char *err, size_t errlen)
+static int copy_new(fleet_pg *c, const fleet_batch *b, push_plan *p, cbuf *buf, int *conflict,
+                    char *err, size_t errlen)
 {
     static const char sql[] = "COPY measurements (" PUSH_COLUMNS ") FROM STDIN (FORMAT binary)";
     char state[6];
-    int rc = copy_rows(c, b, p, 0, sql, buf, ah, state, err, errlen);
+    int rc = copy_rows(c, b, p, 0, sql, buf, state, err, errlen);
     *conflict = rc != 0 && strcmp(state, "23505") == 0; /* unique_violation */
     return *conflict ? 0 : rc;
 }
 
 /* Known keys through the staging table and the merge. */
 static int merge_known(fleet_pg *c, const fleet_batch *b, const push_plan *p, cbuf *buf,
-                       push_ahead *ah, char *err, size_t errlen)
+                       char *err, size_t errlen)
 {
     char state[6];
     int rc;
     /* created in each transaction that needs it: behind a transaction-
      * pooling proxy, the session that made it before may not be this one */
     if ((rc = fleet_pg_cmd(c, stage_sql, err, errlen)) != 0 ||
-        (rc = copy_rows(c, b, p, 1, "COPY fleet_stage FROM STDIN (FORMAT binary)", buf, ah,
-                        state, err, errlen)) != 0)
+        (rc = copy_rows(c, b, p, 1, "COPY fleet_stage FROM STDIN (FORMAT binary)", buf, state,
+                        err, errlen)) != 0)
         return rc;
     return fleet_pg_cmd(c, merge_sql, err, errlen);
 }
@@ -912,8 +878,7 @@ static int merge_known(fleet_pg *c, const fleet_batch *b, const push_plan *p, cb
  * p->nkeys. *conflict as copy_new; *probed set when every key was probed
  * (a conflict then goes to PROBE_NONE). */
 static int send_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int mode, int known,
-                     int *sel, push_ahead *ah, int *conflict, int *probed, char *err,
-                     size_t errlen)
+                     int *sel, int *conflict, int *probed, char *err, size_t errlen)
 {
     cbuf buf = {0};
     int rc = 0, n;
@@ -929,11 +894,11 @@ static int send_rows(fleet_pg *c, const fleet_batch *b, push_plan *p, int mode, 
     known = 0;
     for (int k = 0; k < p->nkeys; k++)
         known += p->keys[k].known;
-    if (known < p->nkeys && ((rc = copy_new(c, b, p, &buf, ah, conflict, err, errlen)) != 0 ||
+    if (known < p->nkeys && ((rc = copy_new(c, b, p, &buf, conflict, err, errlen)) != 0 ||
                              *conflict))
         goto out;
     if (known > 0)
-        rc = merge_known(c, b, p, &buf, ah, err, errlen);
+        rc = merge_known(c, b, p, &buf, err, errlen);
 out:
     free(buf.p);
     return rc;
@@ -959,45 +924,101 @@ static int dirty_add(stmt_batch *sb, const push_plan *p, int *sel)
 /* ---- step 3: the transaction
 
  * Everything the server writes for one batch, in one transaction, rolled
- * back on any failure. Its first group: BEGIN, the source's watermark read
- * (a batch at or below it is skipped whole: already there), the probe;
- * then the rows (a COPY when every key is new); its last group: the dirty
- * groups, the source's row locked and its watermark moved (or the batch
- * refused, when another pusher moved it there meanwhile), and COMMIT, sent
- * and left in flight (commit_read reads its answers).
+ * back on any failure. Its first group: BEGIN, the batch's order lock,
+ * the source's watermark read (a batch at or below it is skipped whole:
+ * already there), the probe; then the rows (a COPY when every key is
+ * new); its last group: the wait for the order lock of the batch before
+ * it in the stream, the dirty groups, the watermark moved (or the batch
+ * refused), and COMMIT.
  *
- * The source's row is locked in the first group (FOR UPDATE), so two
+ * Commit order is kept by the server, not by the client. A stream runs
+ * two batches at once, each on its own lane and thread, each sending its
+ * whole transaction, COMMIT included, without waiting for the other's
+ * answers. Batch N takes a transaction-scoped advisory lock of its own
+ * (the order lock: its source and last_seq, or the stream's nonce and its
+ * index) in its first group, and batch N+1 is begun only after that
+ * group's answer; N+1's last group starts with a wait for N's order lock,
+ * i.e. until N's transaction has ended, and its watermark UPDATE moves
+ * the watermark only from N's last_seq. So N+1 commits after N, and only
+ * when N committed (N rolled back or refused: N+1 is refused too, and
+ * the watermark never passes a batch that did not commit). Every wait is
+ * in the server, where PostgreSQL's deadlock detector sees it: the client
+ * never holds one lane's transaction open while it waits for the other's
+ * answer (before 2026-12-04 it sent N+1's COMMIT only after reading N's,
+ * and a COPY of N+1 that waited for a row of N's hung, docs/fleet.md).
+ * Batches in flight together have no key in common (keys_overlap: one
+ * that has waits for the one before to end), so within a stream no row
+ * waits on another row of the stream.
+ *
+ * A stream's first batch of a source also takes the source's turn lock
+ * (an advisory lock of the source alone) in its first group, so two
  * pushers of one source (a copy of the store, a second process on the
- * file) take turns, batch by batch. Locked only in the last group (as
- * 1d53ea9 had it, so that a stream's next batch on the second connection
- * would not wait for the one committing), two such pushers copied rows of
- * the same keys at once and PostgreSQL broke their deadlock by failing one
- * push (it_fleet_clone, seed 1354525904, history 8). So a stream's next
- * batch waits for that lock until the batch before it committed: the
- * lanes overlap its dimension rows and the fsync's wait for the answer,
- * not its COPY. The last group's watermark UPDATE still refuses a batch
- * at or below the watermark (never reached while the lock is held). */
+ * file) take turns at their first batch, and the later one's is skipped
+ * at once when the earlier one pushed it; copies pushing the same log meet
+ * on the same order locks (source, last_seq) and take turns batch by
+ * batch. Until 2026-12-04 the first group locked the source's row (FOR
+ * UPDATE) instead: with two batches in flight, a later batch's watermark
+ * UPDATE then waited for another pusher's first batch, which held the row
+ * while it copied, and that one's COPY for the later batch's rows, a
+ * deadlock PostgreSQL broke after its deadlock_timeout (1 s) by failing
+ * one push (11 in 20 it_fleet_clone histories, against 1 at 796e381 and 0
+ * with the turn lock). Locked only in the last group, as 1d53ea9 had it,
+ * two such pushers copied rows of the same keys at once and deadlocked
+ * the same way (it_fleet_clone, seed 1354525904, history 8). Conflicts
+ * between pushers that do not meet on a lock stay possible; the server
+ * sees them, and the push does its round again (fleet_pg_conflicted).
+ * The last group's watermark UPDATE refuses a batch at or below the
+ * watermark (a stream's first batch of a source), or one whose batch
+ * before did not leave the watermark at its own last_seq (the later
+ * ones). */
+
+/* A batch's place in its stream: its order lock and the batch before's. */
+typedef struct tx_order {
+    int32_t key[2];   /* the batch's order lock */
+    int32_t prev[2];  /* the order lock of the batch before it in the stream */
+    int has_prev;     /* there is one */
+    int first;        /* no batch of its source before it in the stream: the source's
+                         turn lock taken in the first group, the watermark moved from
+                         any value below the batch's */
+    int64_t prev_seq; /* else: the batch before's last_seq, the only watermark it moves from */
+} tx_order;
+
+static const char order_sql[] = "SELECT pg_advisory_xact_lock($1::int4, $2::int4)";
+
+static void order_add(stmt_batch *sb, const int32_t key[2])
+{
+    char k0[16], k1[16];
+    const char *lk[2] = {k0, k1};
+    snprintf(k0, sizeof k0, "%" PRId32, key[0]);
+    snprintf(k1, sizeof k1, "%" PRId32, key[1]);
+    sb_add(sb, "fleet server (order)", order_sql, 2, NULL, lk, NULL, NULL); /* sent or run: copied */
+}
 
 /* Where the answers of a first group are. */
 typedef struct tx_first {
     int i_seq, i_probe, nprobe, oom;
 } tx_first;
 
-static void first_add(stmt_batch *sb, const fleet_batch *b, push_plan *p, int mode, int *sel,
-                      tx_first *t)
+static void first_add(stmt_batch *sb, const fleet_batch *b, push_plan *p, const tx_order *o,
+                      int mode, int *sel, tx_first *t)
 {
     const char *src[1] = {b->source};
     t->i_seq = t->i_probe = -1;
     t->nprobe = t->oom = 0;
     sb_add(sb, "fleet server", "BEGIN", 0, NULL, NULL, NULL, NULL);
-    if (b->source != NULL) {
+    if (b->source != NULL && o->first) {
+        int32_t turn[2] = {o->key[0], -1}; /* the source's turn: see above */
+        order_add(sb, turn);
+    }
+    order_add(sb, o->key);
+    if (b->source != NULL && o->first)
         sb_add(sb, "fleet server (source)",
                "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) ON CONFLICT (id) DO NOTHING",
                1, NULL, src, NULL, NULL);
-        t->i_seq = sb->n; /* locked: see above */
-        sb_add(sb, "fleet server (source)",
-               "SELECT pushed_seq FROM sources WHERE id = $1 FOR UPDATE", 1, NULL, src, NULL,
-               NULL);
+    if (b->source != NULL) {
+        t->i_seq = sb->n;
+        sb_add(sb, "fleet server (source)", "SELECT pushed_seq FROM sources WHERE id = $1", 1,
+               NULL, src, NULL, NULL);
     }
     for (int k = 0; k < p->nkeys; k++)
         p->keys[k].known = mode == PROBE_NONE;
@@ -1030,28 +1051,25 @@ static int first_read(const stmt_batch *sb, const fleet_batch *b, push_plan *p, 
     return 0;
 }
 
-/* A batch whose commit is in flight: its last group, the lane it went on,
- * and what the caller is told once it is read. */
-typedef struct push_inflight {
-    int on, oom, lane;
-    int i_mark;   /* the watermark's statement in sb (-1: none) */
-    stmt_batch sb;
-    fleet_push_done d;
-    char first_bad[512];
-} push_inflight;
-
 /* The watermark moved to $2 in the source's row, which the UPDATE locks
  * (waiting for another pusher's transaction that holds it, then reading
  * what that one committed). A watermark already at or past the batch's
  * would make it -1, against sources' CHECK (pushed_seq >= 0): the
  * statement fails with check_violation and the transaction cannot commit
  * (the server has the batch, or a copy of the store pushed past it);
- * commit_read reads that failure as the batch skipped. */
+ * commit_run reads that failure as the batch skipped. */
 static const char mark_sql[] =
     "UPDATE sources SET pushed_seq = CASE WHEN pushed_seq < $2::bigint THEN $2::bigint"
     " ELSE -1 END, updated_at = now() WHERE id = $1";
 
-/* 1 when r is mark_sql's refusal (the batch is already there). */
+/* The same for a batch that follows another of its source in a stream:
+ * the watermark moves only from that one's last_seq ($3), i.e. only when
+ * it committed and no other pusher moved the watermark since. */
+static const char mark_next_sql[] =
+    "UPDATE sources SET pushed_seq = CASE WHEN pushed_seq = $3::bigint THEN $2::bigint"
+    " ELSE -1 END, updated_at = now() WHERE id = $1";
+
+/* 1 when r is the marks' refusal (the batch is already there). */
 static int mark_refused(const PGresult *r)
 {
     const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
@@ -1061,182 +1079,384 @@ static int mark_refused(const PGresult *r)
            strcmp(con, "sources_pushed_seq_check") == 0;
 }
 
-/* The last group of b's transaction, sent on the lane in use and left in
- * flight in f. */
-static void commit_send(fleet_pg *c, const fleet_batch *b, const push_plan *p, int *sel,
-                        push_inflight *f)
+/* The last group of b's transaction, run: the wait for the batch before
+ * (its order lock), the dirty groups, the watermark, COMMIT. *refused when
+ * the watermark refused the batch (rolled back; 0 returned). 0 or an
+ * error, the transaction rolled back. */
+static int commit_run(fleet_pg *c, const fleet_batch *b, const push_plan *p, const tx_order *o,
+                      int *sel, int *refused, char *err, size_t errlen)
 {
-    char seq[24];
-    const char *src[2] = {b->source, seq};
-    sb_init(&f->sb, c);
-    f->oom = p->nkeys > 0 && dirty_add(&f->sb, p, sel) != 0;
-    f->i_mark = -1;
+    char seq[24], prev[24];
+    const char *src[3] = {b->source, seq, prev};
+    stmt_batch sb;
+    int i_mark = -1, rc;
+    *refused = 0;
+    sb_init(&sb, c);
+    if (o->has_prev)
+        order_add(&sb, o->prev); /* first: nothing below waits for the batch before */
+    int oom = p->nkeys > 0 && dirty_add(&sb, p, sel) != 0;
     if (b->source != NULL) {
         snprintf(seq, sizeof seq, "%" PRId64, b->last_seq);
-        sb_add(&f->sb, "fleet server (source)",
+        snprintf(prev, sizeof prev, "%" PRId64, o->prev_seq);
+        sb_add(&sb, "fleet server (source)",
                "INSERT INTO sources (id, pushed_seq) VALUES ($1, 0) ON CONFLICT (id) DO NOTHING",
                1, NULL, src, NULL, NULL);
-        f->i_mark = f->sb.n;
-        sb_add(&f->sb, "fleet server (watermark)", mark_sql, 2, NULL, src, NULL, NULL);
+        i_mark = sb.n;
+        sb_add(&sb, "fleet server (watermark)", o->first ? mark_sql : mark_next_sql,
+               o->first ? 2 : 3, NULL, src, NULL, NULL);
     }
-    sb_add(&f->sb, "fleet server", "COMMIT", 0, NULL, NULL, NULL, NULL);
-    sb_send(&f->sb);
-    f->lane = c->lane;
-    f->on = 1;
-}
-
-/* The answers of the commit in flight (on its lane; the lane in use is
- * the same after), then the caller's done: told committed, or skipped when
- * the watermark refused it (rolled back). 0, done's stop (> 0), or an
- * error (the transaction rolled back). */
-static int commit_read(fleet_pg *c, push_inflight *f, fleet_push_done_fn done, void *arg,
-                       char *err, size_t errlen)
-{
-    if (!f->on)
-        return 0;
-    f->on = 0;
-    int was = c->lane;
-    fleet_pg_lane_use(c, f->lane);
-    int rc = sb_collect(&f->sb, 1, err, errlen), refused = 0;
-    if (rc != 0 && f->i_mark >= 0 && f->sb.res[f->i_mark] != NULL &&
-        mark_refused(f->sb.res[f->i_mark]))
-        rc = 0, refused = 1;
-    if (rc == 0 && f->oom)
+    /* out of memory for the dirty groups: nothing commits */
+    sb_add(&sb, "fleet server", oom ? "ROLLBACK" : "COMMIT", 0, NULL, NULL, NULL, NULL);
+    rc = sb_run(&sb, err, errlen);
+    if (rc != 0 && i_mark >= 0 && sb.res[i_mark] != NULL && mark_refused(sb.res[i_mark]))
+        rc = 0, *refused = 1;
+    if (rc == 0 && oom)
         rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    sb_free(&f->sb);
-    if (rc != 0 || refused)
+    sb_free(&sb);
+    if (rc != 0 || *refused)
         fleet_pg_rollback(c);
-    fleet_pg_lane_use(c, was);
-    if (rc != 0)
-        return rc;
-    if (refused) {
-        f->d.skipped = 1;
-        f->d.sent = 0;
-    }
-    f->d.first_bad = f->first_bad;
-    return done(arg, &f->d);
+    return rc;
 }
 
-/* Push one planned batch b on the lane in use, which has nothing in
- * flight, with the commit of the batch before it in f (if any, on the
- * other lane): b's dimension rows are upserted, its transaction begun and
- * probed and its rows copied while that commit waits for the server's
- * fsync; then that commit's answers are read (and done told) and only
- * then b's commit sent and left in f. So b commits only after the batch
- * before it did, done hears of them in order, and the server's watermark
- * never passes a batch that did not commit. ah: the stream's next batch,
- * asked for before b's rows go (ahead_fetch) and checked between their
- * chunks. 0, done's stop (> 0) or an error; either way nothing of b is
- * committed unless its commit is in f (f told done first). */
-static int push_batch(fleet_pg *c, const fleet_batch *b, push_plan *p, push_inflight *f,
-                      fleet_push_done_fn done, void *arg, push_ahead *ah, char *err,
-                      size_t errlen)
+/* ---- a stream of batches on two lanes
+
+ * One batch of a stream on one lane, run by a thread of its own
+ * (lane_run), so that the two lanes' COPYs go at once: a COPY is bound
+ * by its backend, one CPU, and the server has more. The thread uses only
+ * lc (the handle with conn = the lane's session) and the job: never the
+ * handle's id caches, which the stream's thread fills while it plans the
+ * next batch, nor the caller's callbacks, which the stream's thread calls
+ * in order. */
+typedef struct push_stream push_stream;
+
+typedef struct lane_job {
+    push_stream *s;
+    fleet_pg lc;
+    fleet_batch b;
+    push_plan p;         /* the job's from job_start to its finish */
+    tx_order o;
+    int64_t index;       /* its place in the stream */
+    int busy;            /* started, not finished (the stream's thread only) */
+    int threaded;        /* th runs it */
+    pthread_t th;
+    int started, ended;  /* under s->mu: its first group answered (its order lock
+                            held), its thread done */
+    int rc, skipped;     /* its outcome (read after the join) */
+    char err[ATTUNE_ERRLEN];
+} lane_job;
+
+struct push_stream {
+    fleet_pg *c;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    lane_job jobs[2];
+};
+
+static void job_tell(lane_job *j, int ended)
 {
-    /* scratch of a key each: sized by the rows, the plan may not be finished */
-    int *sel = malloc(sizeof *sel * (size_t)(b->nrows > 0 ? b->nrows : 1));
+    pthread_mutex_lock(&j->s->mu);
+    j->started = 1;
+    j->ended |= ended;
+    pthread_cond_broadcast(&j->s->cv);
+    pthread_mutex_unlock(&j->s->mu);
+}
+
+/* Push one planned batch on the job's lane: its transaction begun and
+ * probed (then the stream is told it started: its order lock is held),
+ * its rows sent, its last group and COMMIT run. The outcome in j->rc and
+ * j->skipped; every transaction ended. */
+static void *lane_run(void *arg)
+{
+    lane_job *j = arg;
+    fleet_pg *c = &j->lc;
+    const fleet_batch *b = &j->b;
+    push_plan *p = &j->p;
+    char *err = j->err;
+    size_t errlen = sizeof j->err;
+    /* scratch of a key each (and the probe's sample's last) */
+    int *sel = malloc(sizeof *sel * (size_t)(p->nkeys + 1));
     int rc = 0, mode = PROBE_SAMPLE, skipped = 0, known = 0, conflict = 0, probed = 0;
     int begun = 0;
     stmt_batch sb;
     tx_first t;
-    memset(&sb, 0, sizeof sb);
     if (sel == NULL)
         rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
-    else
-        rc = plan_finish(c, b, p, err, errlen);
     while (rc == 0) {
         sb_init(&sb, c);
-        first_add(&sb, b, p, mode, sel, &t);
+        first_add(&sb, b, p, &j->o, mode, sel, &t);
         sb_send(&sb);
         begun = 1;
         rc = sb_collect(&sb, 1, err, errlen);
         if (rc == 0)
             rc = first_read(&sb, b, p, sel, &t, &skipped, &known, err, errlen);
         sb_free(&sb);
+        job_tell(j, 0); /* holds its order lock: the next batch may begin */
         if (rc != 0 || skipped || p->nkeys == 0)
             break;
-        ahead_fetch(ah); /* the next batch, checked while these rows go */
-        if ((rc = send_rows(c, b, p, mode, known, sel, ah, &conflict, &probed, err,
-                            errlen)) != 0 || !conflict)
+        if ((rc = send_rows(c, b, p, mode, known, sel, &conflict, &probed, err, errlen)) != 0 ||
+            !conflict)
             break;
-        fleet_pg_rollback(c); /* raced with another pusher: again, one mode further */
+        /* raced with another pusher: again, one mode further (the order
+         * lock is let go meanwhile; the next batch, should it take it,
+         * finds the watermark short of this one's and is refused) */
+        fleet_pg_rollback(c);
         mode = probed ? PROBE_NONE : PROBE_ALL;
     }
-    /* the batch before b: its outcome first (b's error, if any, is the one
-     * returned) */
-    char e2[ATTUNE_ERRLEN];
-    int rc2 = rc != 0 ? commit_read(c, f, done, arg, e2, sizeof e2)
-                      : commit_read(c, f, done, arg, err, errlen);
-    if (rc == 0)
-        rc = rc2;
-    if (rc != 0 || skipped) {
-        if (begun)
-            fleet_pg_rollback(c);
-        if (rc == 0) { /* skipped: told after the batch before it */
-            memset(&f->d, 0, sizeof f->d);
-            f->d.last_seq = b->last_seq;
-            f->d.rejected = p->rejected;
-            f->d.skipped = 1;
-            snprintf(f->first_bad, sizeof f->first_bad, "%s", p->first_bad);
-            f->d.first_bad = f->first_bad;
-            rc = done(arg, &f->d);
-        }
-        goto out;
-    }
-    memset(&f->d, 0, sizeof f->d);
-    f->d.last_seq = b->last_seq;
-    f->d.rejected = p->rejected;
-    f->d.sent = p->nkeys;
-    snprintf(f->first_bad, sizeof f->first_bad, "%s", p->first_bad);
-    commit_send(c, b, p, sel, f);
-out:
-    sb_free(&sb);
+    if (rc == 0 && !skipped)
+        rc = commit_run(c, b, p, &j->o, sel, &skipped, err, errlen);
+    else if (begun)
+        fleet_pg_rollback(c);
     free(sel);
+    j->rc = rc;
+    j->skipped = skipped;
+    job_tell(j, 1);
+    return NULL;
+}
+
+/* Start the planned batch in j on lane (the job owns b's plan from now
+ * on), on a thread of its own, or in this one when none can be had. */
+static void job_start(push_stream *s, lane_job *j, int lane)
+{
+    j->lc = *s->c;
+    j->lc.conn = s->c->lanes[lane];
+    j->lc.lane = lane;
+    j->lc.conflict = 0;
+    j->started = j->ended = 0;
+    j->rc = j->skipped = 0;
+    j->err[0] = 0;
+    j->busy = 1;
+    /* signals stay with the caller's threads (a daemon's handlers, its
+     * sigwait): the lane thread blocks them all */
+    sigset_t all, was;
+    sigfillset(&all);
+    int masked = pthread_sigmask(SIG_SETMASK, &all, &was) == 0;
+    j->threaded = pthread_create(&j->th, NULL, lane_run, j) == 0;
+    if (masked)
+        pthread_sigmask(SIG_SETMASK, &was, NULL);
+    if (!j->threaded)
+        (void)lane_run(j);
+}
+
+/* Wait until j's first group was answered; 1 when j has ended too. */
+static int job_wait_started(push_stream *s, lane_job *j)
+{
+    pthread_mutex_lock(&s->mu);
+    while (!j->started)
+        pthread_cond_wait(&s->cv, &s->mu);
+    int ended = j->ended;
+    pthread_mutex_unlock(&s->mu);
+    return ended;
+}
+
+/* Wait for j to end and tell the caller its outcome: 0 (also when j was
+ * not busy), done's answer, or j's error (with err, the handle's conflict
+ * flag as j's). done NULL: j is waited for and nothing is told (0). */
+static int job_finish(push_stream *s, lane_job *j, fleet_push_done_fn done, void *arg, char *err,
+                      size_t errlen)
+{
+    if (!j->busy)
+        return 0;
+    if (j->threaded)
+        pthread_join(j->th, NULL);
+    j->busy = 0;
+    int rc = done != NULL ? j->rc : 0;
+    if (rc != 0) {
+        s->c->conflict = j->lc.conflict;
+        if (errlen > 0)
+            snprintf(err, errlen, "%s", j->err);
+    } else if (done != NULL) {
+        fleet_push_done d = {.last_seq = j->b.last_seq,
+                             .skipped = j->skipped,
+                             .sent = j->skipped ? 0 : j->p.nkeys,
+                             .rejected = j->p.rejected,
+                             .first_bad = j->p.first_bad};
+        rc = done(arg, &d);
+    }
+    plan_free(&j->p);
+    return rc;
+}
+
+static int key_cmp(const int *a, const int *b)
+{
+    for (int i = 0; i < 5; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
+    return 0;
+}
+
+/* 1 when two plans (deduped: keys sorted) have a key in common: a row
+ * re-measured between two batches of a stream. Such batches do not run
+ * at once: the later one's COPY would wait for the earlier one's row. */
+static int keys_overlap(const push_plan *a, const push_plan *b)
+{
+    int i = 0, k = 0;
+    while (i < a->nkeys && k < b->nkeys) {
+        int d = key_cmp(a->keys[i].k, b->keys[k].k);
+        if (d == 0)
+            return 1;
+        if (d < 0)
+            i++;
+        else
+            k++;
+    }
+    return 0;
+}
+
+/* A batch's order lock: (source, last_seq), which two pushers of copies of
+ * a store share for the same batch of the same log (they then take turns),
+ * or, without a source, (the stream's nonce, the batch's index). 31 bits
+ * each: int4 keys; two batches that share a lock by chance only wait
+ * longer. */
+static void order_key(const fleet_batch *b, int32_t nonce, int64_t index, int32_t key[2])
+{
+    if (b->source != NULL) {
+        uint64_t h = hash_fnv1a64(hash_fnv1a64_init(), b->source, strlen(b->source));
+        key[0] = (int32_t)((h ^ (h >> 32)) & 0x7fffffff);
+        key[1] = (int32_t)((uint64_t)b->last_seq & 0x7fffffff);
+    } else {
+        key[0] = nonce;
+        key[1] = (int32_t)((uint64_t)index & 0x7fffffff);
+    }
+}
+
+static int32_t stream_nonce(const fleet_pg *c)
+{
+    static atomic_uint count;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uintptr_t who = (uintptr_t)c;
+    unsigned n = atomic_fetch_add(&count, 1);
+    uint64_t h = hash_fnv1a64_init();
+    h = hash_fnv1a64(h, &ts, sizeof ts);
+    h = hash_fnv1a64(h, &who, sizeof who);
+    h = hash_fnv1a64(h, &n, sizeof n);
+    return (int32_t)((h ^ (h >> 32)) & 0x7fffffff);
+}
+
+/* Plan batch b (from the id caches first, then on lane, which is free:
+ * the dimension rows it lacks upserted together) into *p. */
+static int plan_batch(fleet_pg *c, int lane, const fleet_batch *b, push_plan *p, char *err,
+                      size_t errlen)
+{
+    if (plan_init(p, b) != 0)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    check_dims(b, p);
+    (void)resolve_rows(c, b, p, 1, INT_MAX, err, errlen); /* offline: makes no call */
+    fleet_pg_lane_use(c, lane);
+    int rc = plan_finish(c, b, p, err, errlen);
+    if (rc != 0)
+        plan_free(p);
     return rc;
 }
 
 int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_fn done,
                          void *arg, char *err, size_t errlen)
 {
-    push_inflight f;
-    push_ahead ah = {.next = next, .arg = arg};
-    int rc = 0;
     if (c == NULL || next == NULL || done == NULL)
         return ATTUNE_EINVAL;
-    c->conflict = 0;
-    memset(&f, 0, sizeof f);
-    for (;;) {
-        ahead_fetch(&ah); /* unless push_batch asked for it already */
-        if (ah.state != 1) {
-            rc = ah.state == -2 ? ah.rc : 0; /* an error: next said why (in its own context) */
-            break;
-        }
-        fleet_batch b = ah.b;
-        push_plan p = ah.p; /* taken over from ah */
-        ah.state = 0;
-        if (f.on) {
-            /* the batch before is committing on the lane in use: b goes on
-             * the other, or, when no second session can be had, waits */
-            if (fleet_pg_lane_open(c) == 0)
-                fleet_pg_lane_use(c, f.lane ^ 1);
-            else
-                rc = commit_read(c, &f, done, arg, err, errlen);
-        }
-        if (rc == 0)
-            rc = push_batch(c, &b, &p, &f, done, arg, &ah, err, errlen);
-        plan_free(&p);
-        if (rc != 0)
-            break;
+    push_stream s;
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    if (pthread_mutex_init(&s.mu, NULL) != 0)
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
+    if (pthread_cond_init(&s.cv, NULL) != 0) {
+        pthread_mutex_destroy(&s.mu);
+        return attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
     }
-    if (ah.state == 1)
-        plan_free(&ah.p);
-    /* the last commit's answers (or, after a failure, the one in flight:
-     * its outcome is known before the error is returned) */
+    s.jobs[0].s = s.jobs[1].s = &s;
+    c->conflict = 0;
+    int rc = 0, lanes = 1, have_prev = 0;
+    int32_t nonce = stream_nonce(c), prev_key[2] = {0, 0};
+    int64_t n, limit = INT64_MAX; /* batches from limit on are not told (an error, a stop) */
+    fleet_batch prev; /* the batch before (its pointers valid until next is called again) */
+    memset(&prev, 0, sizeof prev);
+    for (n = 0;; n++) {
+        /* a second lane once there is a second batch (or, when no second
+         * session can be had, one batch at a time on the one there is) */
+        if (n == 1 && fleet_pg_lane_open(c) == 0)
+            lanes = 2;
+        int lane = lanes == 2 ? (int)(n & 1) : 0;
+        lane_job *j = &s.jobs[lane], *o = &s.jobs[lane ^ 1];
+        /* the lane's batch before (n - 2, or n - 1 on one lane): told first,
+         * and its buffers may be reused by next */
+        if ((rc = job_finish(&s, j, done, arg, err, errlen)) != 0) {
+            limit = j->index;
+            break;
+        }
+        fleet_batch b;
+        memset(&b, 0, sizeof b);
+        int have = next(arg, &b);
+        if (have <= 0) {
+            rc = have; /* an error: next said why (in its own context) */
+            limit = n;
+            break;
+        }
+        push_plan p;
+        if ((rc = plan_batch(c, lane, &b, &p, err, errlen)) != 0) {
+            limit = n;
+            break;
+        }
+        /* a key of both: after the batch before has ended */
+        if (o->busy && keys_overlap(&o->p, &p) &&
+            (rc = job_finish(&s, o, done, arg, err, errlen)) != 0) {
+            plan_free(&p);
+            limit = o->index;
+            break;
+        }
+        j->b = b;
+        j->p = p;
+        j->index = n;
+        order_key(&b, nonce, n, j->o.key);
+        j->o.has_prev = have_prev;
+        j->o.prev[0] = prev_key[0];
+        j->o.prev[1] = prev_key[1];
+        j->o.first = !have_prev || b.source == NULL || prev.source == NULL ||
+                     strcmp(b.source, prev.source) != 0;
+        j->o.prev_seq = prev.last_seq;
+        job_start(&s, j, lane);
+        prev = b;
+        have_prev = 1;
+        prev_key[0] = j->o.key[0];
+        prev_key[1] = j->o.key[1];
+        /* the next batch begins once this one holds its order lock; one
+         * that ended there (skipped, failed) is told at once, after the
+         * batch before it */
+        if (job_wait_started(&s, j)) {
+            if ((rc = job_finish(&s, o, done, arg, err, errlen)) != 0) {
+                limit = o->index;
+                break;
+            }
+            if ((rc = job_finish(&s, j, done, arg, err, errlen)) != 0) {
+                limit = j->index;
+                break;
+            }
+        }
+    }
+    /* the batches still in flight, in order: told while all is well and
+     * they come before a failure or a stop; else waited for, not told.
+     * After a failure its error (and conflict flag) is the one returned. */
     char e2[ATTUNE_ERRLEN];
-    int rc2 = rc != 0 ? commit_read(c, &f, done, arg, e2, sizeof e2)
-                      : commit_read(c, &f, done, arg, err, errlen);
+    int failed = rc < 0, conflict = c->conflict;
+    lane_job *a = &s.jobs[0], *z = &s.jobs[1];
+    if (z->busy && (!a->busy || z->index < a->index)) {
+        a = &s.jobs[1];
+        z = &s.jobs[0];
+    }
+    for (int k = 0; k < 2; k++) {
+        lane_job *j = k == 0 ? a : z;
+        int tell = j->index < limit && rc <= 0;
+        int rc2 = job_finish(&s, j, tell ? done : NULL, arg, rc == 0 ? err : e2,
+                             rc == 0 ? errlen : sizeof e2);
+        if (rc == 0)
+            rc = rc2;
+        if (rc2 != 0)
+            limit = j->index;
+    }
+    if (failed)
+        c->conflict = conflict;
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
     fleet_pg_lane_settle(c); /* back on lane 0; a lane left mid-transaction closed */
-    if (rc == 0)
-        rc = rc2;
     return rc > 0 ? 0 : rc;
 }
 
