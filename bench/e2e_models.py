@@ -152,6 +152,28 @@ def graph_time_us(fns, reps=10):
     return statistics.median(times)
 
 
+def kernel_table(fns, label):
+    """Each GPU kernel the calls fns launch (run once eagerly under
+    torch.profiler after a warm-up): count and mean duration, so attention's
+    time in a model can be read kernel by kernel (--kernels)."""
+    from torch.profiler import ProfilerActivity, profile
+    with torch.no_grad():
+        for f in fns:
+            f()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for f in fns:
+                f()
+            torch.cuda.synchronize()
+    rows = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            n, t = rows.get(e.name, (0, 0.0))
+            rows[e.name] = (n + 1, t + e.time_range.elapsed_us())
+    for name, (n, t) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        log("  %s kernel %5d x %8.2f us  %s" % (label, n, t / n, name[:110]))
+
+
 # ---- the model's own timings
 
 def sync_time(fn):
@@ -296,6 +318,8 @@ def model_run(name, a, out):
         r = {"forward_ms": statistics.median(times), "forward_ms_all": times, "token_ms": per_tok}
         r["attn_forward_us"] = graph_time_us(attention_calls(impl, pre))
         r["attn_token_us"] = graph_time_us(attention_calls(impl, dec)) if dec else None
+        if a.kernels:
+            kernel_table(attention_calls(impl, dec or pre), "%s %s %s" % (name, impl, "decode" if dec else "forward"))
         if impl == "attune":
             r["calls"] = dict(ah.calls)
             r["tactics"] = sorted({attune.torch.prepare(q, k, v, bool(getattr(mo, "is_causal", False))
@@ -333,6 +357,9 @@ def main():
                    help="seconds to wait for attuned to measure the shapes")
     p.add_argument("--url", default=os.environ.get("ATTUNE_URL", "http://127.0.0.1:7373"))
     p.add_argument("--out", default="e2e.jsonl")
+    p.add_argument("--kernels", action="store_true",
+                   help="also list the kernels of one decode step's attention calls "
+                        "(a forward's for an encoder) per implementation, from torch.profiler")
     a = p.parse_args()
     os.environ["ATTUNE_URL"] = a.url
     log("torch %s, GPU %s" % (torch.__version__, torch.cuda.get_device_name(0)))

@@ -47,12 +47,38 @@ def _device_word(t):
     return "cpu" if t.device.type == "cpu" else str(t.device.index)
 
 
+# The checks' answers by everything they read but the data pointers (the
+# shapes, strides, dtypes, devices and scale of a call): a model's calls
+# repeat a few of these, and the checks cost several microseconds of the
+# host's time per call, which a decode loop outside a CUDA graph waits for
+# (bench/host_overhead.py). Bounded: cleared when full.
+_WHY_CACHE = {}
+_WHY_CACHE_MAX = 4096
+_MISS = object()
+
+
 def _why_not(q, k, v, attn_mask, dropout_p, scale):
     """Why attune does not run this call (None when it does)."""
     if attn_mask is not None:
         return "an attn_mask"
     if dropout_p:
         return "dropout"
+    key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype,
+           v.dtype, q.device, k.device, v.device, scale)
+    why = _WHY_CACHE.get(key, _MISS)
+    if why is _MISS:
+        why = _why_not_layout(q, k, v, scale)
+        if len(_WHY_CACHE) >= _WHY_CACHE_MAX:
+            _WHY_CACHE.clear()
+        _WHY_CACHE[key] = why
+    if why is None and (q.data_ptr() | k.data_ptr() | v.data_ptr()) % 16:
+        return "a tensor whose rows are not 16-byte aligned with a contiguous head dim"
+    return why
+
+
+def _why_not_layout(q, k, v, scale):
+    """_why_not's checks of everything but the masks, dropout and the data
+    pointers' alignment."""
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "tensors not 4-d [b, h, s, d]"
     if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -68,9 +94,31 @@ def _why_not(q, k, v, attn_mask, dropout_p, scale):
         return "batch or head counts that do not group"
     e = _ELEM[q.dtype]
     for t in (q, k, v):
-        if t.stride(3) != 1 or t.data_ptr() % 16 or any((s * e) % 16 for s in t.stride()[:3]):
+        if t.stride(3) != 1 or any((s * e) % 16 for s in t.stride()[:3]):
             return "a tensor whose rows are not 16-byte aligned with a contiguous head dim"
     return None
+
+
+try:  # the current stream's address without building a torch.cuda.Stream
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:  # pragma: no cover (older torch)
+    _raw_stream = None
+_AUTOS = {}  # torch.device -> attune.lib.Auto (lib.auto_for's, looked up once)
+
+
+def _stream(t):
+    if not t.is_cuda:
+        return 0
+    if _raw_stream is not None:
+        return _raw_stream(t.device.index)
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+def _auto(t):
+    a = _AUTOS.get(t.device)
+    if a is None:
+        a = _AUTOS[t.device] = _lib.auto_for(_device_word(t))
+    return a
 
 
 def _view(t):
@@ -86,10 +134,9 @@ def run_bshd(q, k, v, causal, out=None):
     hkv, skv = k.shape[1], k.shape[2]
     if out is None:
         out = torch.empty((b, sq, hq, d), dtype=q.dtype, device=q.device)
-    stream = torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else 0
-    dims = (b, hq, hkv, sq, skv, d, _DTYPES[q.dtype], int(bool(causal)))
+    dims = (b, hq, hkv, sq, skv, d, _DTYPES[q.dtype], 1 if causal else 0)
     o = (out.data_ptr(), out.stride(0), out.stride(2), out.stride(1))
-    _lib.auto_for(_device_word(q)).run(dims, _view(q), _view(k), _view(v), o, stream)
+    _auto(q).run(dims, _view(q), _view(k), _view(v), o, _stream(q))
     return out
 
 
@@ -121,5 +168,4 @@ def prepare(query, key, value, is_causal=False):
     planned shape)."""
     b, hq, sq, d = query.shape
     dims = (b, hq, key.shape[1], sq, key.shape[2], d, _DTYPES[query.dtype], int(bool(is_causal)))
-    stream = torch.cuda.current_stream(query.device).cuda_stream if query.is_cuda else 0
-    return _lib.auto_for(_device_word(query)).prepare(dims, stream)
+    return _auto(query).prepare(dims, _stream(query))
