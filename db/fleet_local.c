@@ -614,6 +614,7 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
         if (s.acked > progress) {
             progress = s.acked;
             rounds = 0;
+            conflicts = 0; /* the bound is on conflicts without progress between them */
         }
         if (rounds == FLEET_PUSH_ROUNDS) {
             rc = attune_fail(err, errlen, ATTUNE_EBUSY,

@@ -275,6 +275,20 @@ void fleet_pg_lane_settle(fleet_pg *c)
         c->lanes[1] = NULL;
     }
     fleet_pg_lane_use(c, 0);
+    /* Lane 0 too: a stream that failed before it could drain a pipeline
+     * leaves it in pipeline mode or inside a transaction, which holds the
+     * source's turn and order locks and would keep every other pusher of
+     * the source waiting (a wait no deadlock closes). A new session ends
+     * the old one; a connection that is gone is the next call's to find. */
+    PGconn *z = c->lanes[0];
+    if (z != NULL && PQstatus(z) == CONNECTION_OK &&
+        (PQpipelineStatus(z) != PQ_PIPELINE_OFF || PQtransactionStatus(z) != PQTRANS_IDLE)) {
+        PQreset(z);
+        const int conflict = c->conflict; /* the stream's, kept for its caller */
+        if (PQstatus(z) == CONNECTION_OK)
+            (void)fleet_pg_cmd(c, "SET client_encoding = 'UTF8'", NULL, 0);
+        c->conflict = conflict;
+    }
 }
 
 void fleet_pg_close(fleet_pg *c)

@@ -90,7 +90,10 @@ int fleet_pg_push(fleet_pg *c, const fleet_batch *b, fleet_push_stats *stats, ch
 /* The outcome of one batch of a stream of pushes, told in order. */
 typedef struct fleet_push_done {
     int64_t last_seq;      /* the batch's (fleet_batch.last_seq) */
-    int skipped;           /* 1: the server's watermark was already there, nothing written */
+    int skipped;           /* 1: nothing written: the server's watermark was already
+                            * there, or (a stream's later batch) was not where the
+                            * batch before left it, so this batch was refused; the
+                            * rows may not be on the server: do not count them sent */
     int64_t sent;          /* rows the server committed (0 when skipped) */
     int64_t rejected;      /* malformed rows, never sent */
     const char *first_bad; /* why the first was refused ("" if none); valid during the call */
@@ -104,8 +107,9 @@ typedef struct fleet_push_done {
 typedef int (*fleet_push_next_fn)(void *arg, fleet_batch *b);
 
 /* A batch's outcome, once its transaction has committed (or was
- * skipped): 0 to go on, > 0 to stop (the batch made meanwhile is not
- * sent; the stream returns 0), or a negative error (returned as is). */
+ * skipped): 0 to go on, > 0 to stop (no batch after the one in flight
+ * is sent, though that one may have committed; the stream returns 0), or
+ * a negative error (returned as is). */
 typedef int (*fleet_push_done_fn)(void *arg, const fleet_push_done *d);
 
 /* 1 when the last server error c reported (since the last push stream
@@ -125,8 +129,11 @@ int fleet_pg_conflicted(const fleet_pg *c);
  * the server inserts with two backends. Two batches that hold a key in
  * common do not run at once. The server keeps the commit order (the later
  * batch's last statements wait for the earlier one's transaction, and its
- * watermark moves only from the earlier one's): no batch commits before
- * the one before it, nor when that one did not. done and next are called
+ * watermark moves only from the earlier one's): no batch of a source
+ * commits before the batch of that source before it, nor when that one
+ * did not (batches of no source, or the first of another source, have no
+ * such order). next and done must not use c (its connection may be a
+ * lane a stream's thread is using). done and next are called
  * on the caller's thread; done hears of each batch only after its own
  * COMMIT succeeded (or it was skipped), in order: a caller that
  * acknowledges batches in done acknowledges only committed ones. The

@@ -49,8 +49,9 @@ void fleet_pg_lane_use(fleet_pg *c, int i);
 int fleet_pg_lane_open(fleet_pg *c);
 
 /* Close lane 1 unless it is open and idle (no transaction, no result
- * pending), so that a stream that failed leaves nothing half done on it;
- * switches to lane 0. */
+ * pending), and start lane 0 a new session unless it is idle and out of
+ * pipeline mode, so that a stream that failed leaves nothing half done
+ * (no transaction holding its locks); switches to lane 0. */
 void fleet_pg_lane_settle(fleet_pg *c);
 
 /* Run a command that returns no rows; 0, or the mapped error with err. */
