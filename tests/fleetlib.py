@@ -200,6 +200,18 @@ def start_pg():
     return PgServer(b)
 
 
+def start_pg_for(attune):
+    """start_pg for a test of the `attune` binary at path attune: None
+    (with the reason printed; the test skips, 77) also when that binary
+    was built without libpq."""
+    r = subprocess.run([attune, "fleet", "status", "--db", "/nonexistent/x.db", "--fleet",
+                        "postgresql:///x"], capture_output=True, text=True)
+    if "without libpq" in r.stderr:
+        print("skip: attune was built without libpq (libpq-dev, installed by scripts/deps.sh)")
+        return None
+    return start_pg()
+
+
 class Daemon:
     def __init__(self, binary, workdir, db, extra=(), env=None):
         self.binary = binary

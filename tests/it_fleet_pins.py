@@ -107,12 +107,7 @@ def test_malformed(pg, tmp, a):
 
 
 def main():
-    r = subprocess.run([ATTUNE, "fleet", "status", "--db", "/nonexistent/x.db", "--fleet",
-                        "postgresql:///x"], capture_output=True, text=True)
-    if "without libpq" in r.stderr:
-        print("skip: attune was built without libpq")
-        return 77
-    pg = fleetlib.start_pg()
+    pg = fleetlib.start_pg_for(ATTUNE)
     if pg is None:
         return 77
     tmp = tempfile.mkdtemp(prefix="attune-fleet-pins-")

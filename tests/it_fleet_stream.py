@@ -199,12 +199,7 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
-    r = subprocess.run([ATTUNE, "fleet", "status", "--db", "/nonexistent/x.db", "--fleet",
-                        "postgresql:///x"], capture_output=True, text=True)
-    if "without libpq" in r.stderr:
-        print("skip: attune was built without libpq (libpq-dev, installed by scripts/deps.sh)")
-        return 77
-    pg = fleetlib.start_pg()
+    pg = fleetlib.start_pg_for(ATTUNE)
     if pg is None:
         return 77
     tmp = tempfile.mkdtemp(prefix="attune-fleet-stream-")
