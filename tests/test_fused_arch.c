@@ -30,8 +30,9 @@ static const int ccs[] = {80, 86, 87, 89, 90, 100, 110, 120};
 static const int dims[] = {32, 64, 128, 256};
 
 /* Distinct configurations (pad 1 only) listed for cc over every head dim,
- * for a decode-like shape that gets both variants. */
-static int configs(int cc, attn_variant v, char (*names)[ATTN_TACTIC_STR_MAX], int max)
+ * for a decode-like shape that gets both variants; of fused_splitkv,
+ * version 2 (no stages) or, with bulk, version 2.1 (stages=N). */
+static int configs_of(int cc, attn_variant v, int bulk, char (*names)[ATTN_TACTIC_STR_MAX], int max)
 {
     int n = 0;
     for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) {
@@ -42,7 +43,7 @@ static int configs(int cc, attn_variant v, char (*names)[ATTN_TACTIC_STR_MAX], i
             /* arch=sm90a tactics (cuda_fused_sm90a.cu) are 9.0's own family,
              * not configurations of these kernels */
             if (t[i].variant != v || t[i].pad != 1 || t[i].arch != 0 ||
-                (v == ATTN_FUSED_SPLITKV && t[i].splits != 1))
+                (v == ATTN_FUSED_SPLITKV && (t[i].splits != 1 || (t[i].stages > 0) != bulk)))
                 continue;
             size_t smem = cuda_fused_smem_bytes(&t[i], s.d);
             CHECK_MSG(smem > 0 && smem <= limit(cc), "cc %d d %d: %zu B", cc, dims[k], smem);
@@ -55,6 +56,11 @@ static int configs(int cc, attn_variant v, char (*names)[ATTN_TACTIC_STR_MAX], i
         }
     }
     return n;
+}
+
+static int configs(int cc, attn_variant v, char (*names)[ATTN_TACTIC_STR_MAX], int max)
+{
+    return configs_of(cc, v, 0, names, max);
 }
 
 static int listed(char (*names)[ATTN_TACTIC_STR_MAX], int n, const char *want)
@@ -81,6 +87,27 @@ static void h200_should_keep_every_configuration(void)
     char names[64][ATTN_TACTIC_STR_MAX];
     CHECK_EQ_INT(configs(90, ATTN_FUSED, names, 64), 15);
     CHECK_EQ_INT(configs(90, ATTN_FUSED_SPLITKV, names, 64), 8);
+}
+
+/* Version 2.1 (bulk copies, 9.0 and later): none before 9.0; on 9.0 each
+ * of its 4 configurations at the most stages a block holds (8 at d = 64, 6
+ * at d = 128 and d = 256 with 32-key tiles, 3 with 64) and at the most
+ * that let two blocks share an SM (6, 3, 3; none for 64-key tiles at d =
+ * 256: one stage of 66 KB). */
+static void bulk_configs_should_start_at_hopper(void)
+{
+    char names[64][ATTN_TACTIC_STR_MAX];
+    CHECK_EQ_INT(configs_of(80, ATTN_FUSED_SPLITKV, 1, names, 64), 0);
+    CHECK_EQ_INT(configs_of(89, ATTN_FUSED_SPLITKV, 1, names, 64), 0);
+    int n = configs_of(90, ATTN_FUSED_SPLITKV, 1, names, 64);
+    CHECK_EQ_INT(n, 7);
+    CHECK(listed(names, n, "d64:fused_splitkv/pad=1/splits=1/stages=8/tile=16x64/warps=4"));
+    CHECK(listed(names, n, "d64:fused_splitkv/pad=1/splits=1/stages=6/tile=16x64/warps=4"));
+    CHECK(listed(names, n, "d128:fused_splitkv/pad=1/splits=1/stages=6/tile=16x64/warps=4"));
+    CHECK(listed(names, n, "d128:fused_splitkv/pad=1/splits=1/stages=3/tile=16x64/warps=4"));
+    CHECK(listed(names, n, "d256:fused_splitkv/pad=1/splits=1/stages=6/tile=16x32/warps=2"));
+    CHECK(listed(names, n, "d256:fused_splitkv/pad=1/splits=1/stages=3/tile=16x32/warps=2"));
+    CHECK(listed(names, n, "d256:fused_splitkv/pad=1/splits=1/stages=3/tile=16x64/warps=4"));
 }
 
 static void orin_and_thor_should_lose_what_spills_or_does_not_fit(void)
@@ -163,6 +190,7 @@ int main(void)
     RUN(every_listed_config_should_fit_its_architecture);
     RUN(f32_configs_should_fit_their_architecture);
     RUN(h200_should_keep_every_configuration);
+    RUN(bulk_configs_should_start_at_hopper);
     RUN(orin_and_thor_should_lose_what_spills_or_does_not_fit);
     return test_summary();
 }

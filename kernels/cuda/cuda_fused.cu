@@ -37,6 +37,11 @@
  *   row tile, not once per query head. Warps merge in shared memory; splits
  *   merge in a second kernel (log-sum-exp weighted), skipped for one split.
  *   H200: 67.8 us, 3.96 TB/s on the 16x32x8 x 4096 decode target.
+ * version 2.1 (fused_splitkv, stages=N, compute capability 9.0+): version
+ *   2's blocks and arithmetic with K/V brought in by bulk copies (the TMA
+ *   unit, one copy per key row) from a producer warp, N tiles in flight
+ *   behind mbarriers: one block per SM streams at full speed, where
+ *   version 2 needs about two (docs/kernels.md).
  */
 #include "cuda_fused.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -88,6 +93,7 @@ struct fused_args {
     float sl2;           /* log2(e) / sqrt(d): scores go straight to the exp2 domain */
     int nrb;             /* fused: row blocks per head; splitkv: 16-row tiles per KV head */
     int splits, tps;     /* splitkv: number of key ranges, key tiles per range */
+    int stages;          /* splitkv, version 2.1: K/V stages in shared memory (0: version 2) */
 };
 
 /* 16-byte global->shared copies that bypass L1 (.cg): K/V tiles are reused
@@ -597,6 +603,205 @@ constexpr size_t splitkv_smem()
     return SPLITKV_SMEM(D, BC, NW);
 }
 
+/* ---- version 2's parts, shared by its two loaders (cp.async, bulk) */
+
+/* Where a version 2 block works: block -> (row tile, split, batch*KV
+ * head), row tiles fastest (they share this split's K/V in L2), then
+ * splits; the key tiles of its range (nt_blk from tile tb); the key limits
+ * of lane rows gr and gr+8. */
+struct splitkv_block {
+    int bi, kvh, r0, R, split, tb, nt_blk;
+    int lim[2];
+};
+
+template <int BC>
+__device__ __forceinline__ splitkv_block splitkv_where(const fused_args &p, int gr)
+{
+    splitkv_block w;
+    int idx = blockIdx.x;
+    const int rt = idx % p.nrb;
+    idx /= p.nrb;
+    w.split = idx % p.splits;
+    const int bk = idx / p.splits;
+    w.bi = bk / p.hkv, w.kvh = bk - w.bi * p.hkv;
+    w.R = p.g * p.sq; /* folded rows of this KV head */
+    w.r0 = rt * 16;
+    const int off = p.skv - p.sq;
+    /* Keys the block's rows see (causal: up to the largest i among them;
+     * a tile that wraps to the next head holds i = sq-1), cut to this
+     * split's range of tiles. */
+    int kend = p.skv;
+    const int rlast = min(w.r0 + 16, w.R) - 1;
+    if (p.causal) {
+        const int imax = (w.r0 / p.sq != rlast / p.sq) ? p.sq - 1 : rlast % p.sq;
+        kend = min(kend, imax + off + 1);
+    }
+    const int ntot = kend > 0 ? (kend + BC - 1) / BC : 0;
+    w.tb = w.split * p.tps;
+    w.nt_blk = max(0, min(ntot, w.tb + p.tps) - w.tb);
+#pragma unroll
+    for (int rh = 0; rh < 2; rh++) {
+        const int r = w.r0 + gr + rh * 8;
+        const int i = r < w.R ? r % p.sq : 0;
+        w.lim[rh] = p.causal ? min(p.skv, i + off + 1) : p.skv;
+    }
+    return w;
+}
+
+/* Q: the block's 16 folded rows into aQ (cp.async, rows past R and
+ * columns past d zero), by threads [0, NTH); one commit group. Every
+ * folded row has its own (head, position) address. */
+template <typename T, int D, int NTH>
+__device__ __forceinline__ void splitkv_load_q(const fused_args &p, const splitkv_block &w, uint32_t aQ, int tid)
+{
+    constexpr int CPR = D / 8, RS = tile_rs<D>::value;
+    const T *q = reinterpret_cast<const T *>(p.q);
+    for (int L = tid; L < 16 * CPR; L += NTH) {
+        const int row = L / CPR, c = L % CPR, r = w.r0 + row;
+        const bool ok = r < w.R && c * 8 < p.d;
+        const T *src = q;
+        if (ok) {
+            const int hg = r / p.sq, i = r - hg * p.sq;
+            src = q + w.bi * p.qsb + (int64_t)(w.kvh * p.g + hg) * p.qsh + (int64_t)i * p.qss + c * 8;
+        }
+        cp_async16_zfill(aQ + (uint32_t)(row * RS + c * 16), src, ok);
+    }
+    cp_async_commit();
+}
+
+/* One key tile for one warp: S = Q K^T over the warp's KW keys (first key
+ * n0; K rows at aK, V rows at aV, both already offset to this lane's
+ * ldmatrix rows, Q at aQ likewise), keys at or past a row's limit masked,
+ * the online softmax, O += P V. */
+template <typename T, int D, int KW>
+__device__ __forceinline__ void splitkv_tile(uint32_t aQ, uint32_t aK, uint32_t aV, int n0, int tq,
+                                             const int (&lim)[2], float (&o)[D / 8][4], float (&m)[2],
+                                             float (&l)[2], float sl2)
+{
+    constexpr int NT = KW / 8, RS = tile_rs<D>::value;
+    float s[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    /* Q fragments are re-read from shared memory each tile rather than
+     * held: 4*D/16 registers (64 at d = 256) this kernel spends better
+     * on the accumulators; shared bandwidth is not its limit. */
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t qa[4];
+        ldmatrix_x4(qa, aQ + kk * 32);
+#pragma unroll
+        for (int nj = 0; nj < NT / 2; nj++) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, aK + nj * 16 * RS + kk * 32);
+            mma16816<T>(s[2 * nj], qa, kb[0], kb[1]);
+            mma16816<T>(s[2 * nj + 1], qa, kb[2], kb[3]);
+        }
+    }
+#pragma unroll
+    for (int rh = 0; rh < 2; rh++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                if (n0 + nt * 8 + 2 * tq + e >= lim[rh])
+                    s[nt][2 * rh + e] = -INFINITY;
+    softmax_step<NT, D / 8>(s, o, m, l, sl2);
+#pragma unroll
+    for (int kk = 0; kk < KW / 16; kk++) {
+        uint32_t pa[4];
+        p_fragment<T, NT>(pa, s, kk);
+#pragma unroll
+        for (int dn = 0; dn < D / 16; dn++) {
+            uint32_t vb[4];
+            ldmatrix_x4_trans(vb, aV + kk * 16 * RS + dn * 32);
+            mma16816<T>(o[2 * dn], pa, vb[0], vb[1]);
+            mma16816<T>(o[2 * dn + 1], pa, vb[2], vb[3]);
+        }
+    }
+}
+
+/* The end of a version 2 block, called by all NTH threads once no copy is
+ * in flight and no warp reads the K/V stages (they become the scratch at
+ * `scratch`): warps [0, NW) write their max, row sum and unnormalised
+ * output rows; then every thread merges 4 columns of one row across the
+ * warps, weighting warp w by 2^(m_w*sl2 - M*sl2), and writes o (one
+ * split) or this split's partial row and its log2-sum-exp. */
+template <typename T, int D, int NW, int NTH>
+__device__ __forceinline__ void splitkv_merge_store(const fused_args &p, const splitkv_block &w,
+                                                    unsigned char *scratch, int warp, int lane,
+                                                    const float (&o)[D / 8][4], const float (&m)[2],
+                                                    const float (&l)[2])
+{
+    constexpr int DT = D / 8;
+    const int gr = lane >> 2, tq = lane & 3, tid = warp * 32 + lane;
+    float *so = reinterpret_cast<float *>(scratch); /* [NW][16][D+4] (+4: fewer bank conflicts) */
+    float *sm = so + NW * 16 * (D + 4);             /* [NW][16] */
+    float *sl = sm + NW * 16;                       /* [NW][16] */
+    if (warp < NW) {
+#pragma unroll
+        for (int rh = 0; rh < 2; rh++) {
+            float sum = l[rh];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const int row = gr + rh * 8;
+            if (tq == 0) {
+                sm[warp * 16 + row] = m[rh];
+                sl[warp * 16 + row] = sum;
+            }
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+                *reinterpret_cast<float2 *>(so + (warp * 16 + row) * (D + 4) + dt * 8 + 2 * tq) =
+                    make_float2(o[dt][2 * rh], o[dt][2 * rh + 1]);
+        }
+    }
+    __syncthreads();
+
+    const int NR = p.b * p.hq * p.sq; /* flat real rows of the output */
+    for (int L = tid; L < 16 * (D / 4); L += NTH) {
+        const int row = L / (D / 4), c4 = (L % (D / 4)) * 4, r = w.r0 + row;
+        if (r >= w.R || c4 >= p.d)
+            continue;
+        float M = -INFINITY;
+#pragma unroll
+        for (int x = 0; x < NW; x++)
+            M = fmaxf(M, sm[x * 16 + row]);
+        const float ms = M == -INFINITY ? 0.f : M * p.sl2;
+        float den = 0.f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int x = 0; x < NW; x++) {
+            const float sc = ex2(sm[x * 16 + row] * p.sl2 - ms);
+            const float4 v = *reinterpret_cast<const float4 *>(so + (x * 16 + row) * (D + 4) + c4);
+            den += sc * sl[x * 16 + row];
+            acc.x += sc * v.x;
+            acc.y += sc * v.y;
+            acc.z += sc * v.z;
+            acc.w += sc * v.w;
+        }
+        /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
+         * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
+         * output's rounding. IEEE division's slow-path call made ptxas report
+         * 8 B of spills on sm_87 (scripts/check_arch.sh). */
+        const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
+        const int hg = r / p.sq, i = r - hg * p.sq;
+        const int64_t bh = (int64_t)w.bi * p.hq + w.kvh * p.g + hg;
+        if (p.splits == 1) {
+            uint2 w2;
+            w2.x = pack2<T>(acc.x * inv, acc.y * inv);
+            w2.y = pack2<T>(acc.z * inv, acc.w * inv);
+            *reinterpret_cast<uint2 *>(reinterpret_cast<T *>(p.o) + w.bi * p.osb +
+                                       (int64_t)(w.kvh * p.g + hg) * p.osh + (int64_t)i * p.oss + c4) = w2;
+        } else {
+            const int64_t rg = (int64_t)w.split * NR + bh * p.sq + i;
+            *reinterpret_cast<float4 *>(p.part_o + rg * p.d + c4) =
+                make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+            if (c4 == 0) /* log2 of this split's softmax denominator, in the 2^(s*sl2) scale */
+                p.part_lse[rg] = den > 0.f ? ms + __log2f(den) : -INFINITY;
+        }
+    }
+}
+
 /* Version 2: fused_splitkv. Block = 16 folded rows r = (query head within
  * the group) * sq + i of one (batch, KV head), one key range (split). Key
  * tiles of BC keys; warp w takes keys [w*KW, (w+1)*KW) of each tile, with its
@@ -606,7 +811,7 @@ template <typename T, int D, int BC, int NW>
 __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p)
 {
     constexpr int KW = BC / NW; /* keys per warp per tile */
-    constexpr int NT = KW / 8, DT = D / 8, CPR = D / 8, NTH = NW * 32;
+    constexpr int DT = D / 8, NTH = NW * 32;
     constexpr int STAGES = splitkv_stages<D, BC>::value;
     constexpr int RS = tile_rs<D>::value;
     static_assert(KW % 16 == 0, "each warp needs whole k16 steps of keys");
@@ -623,59 +828,13 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
     const uint32_t koff = (uint32_t)((warp * KW + (lane & 7) + ((lane >> 4) << 3)) * RS + ((lane >> 3) & 1) * 16);
     const uint32_t voff = (uint32_t)((warp * KW + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + (lane >> 4) * 16);
 
-    /* Block -> (row tile, split, batch*KV head); row tiles fastest (they
-     * share this split's K/V in L2), then splits. */
-    int idx = blockIdx.x;
-    const int rt = idx % p.nrb;
-    idx /= p.nrb;
-    const int split = idx % p.splits;
-    const int bk = idx / p.splits;
-    const int bi = bk / p.hkv, kvh = bk - bi * p.hkv;
-    const int R = p.g * p.sq; /* folded rows of this KV head */
-    const int r0 = rt * 16;
-    const int off = p.skv - p.sq;
-
+    const splitkv_block w = splitkv_where<BC>(p, gr);
     pdl_launch_dependents(); /* the combine may be scheduled now: it waits for us */
-
-    /* Q: every folded row has its own (head, position) address. */
-    const T *q = reinterpret_cast<const T *>(p.q);
-    for (int L = tid; L < 16 * CPR; L += NTH) {
-        const int row = L / CPR, c = L % CPR, r = r0 + row;
-        const bool ok = r < R && c * 8 < p.d;
-        const T *src = q;
-        if (ok) {
-            const int hg = r / p.sq, i = r - hg * p.sq;
-            src = q + bi * p.qsb + (int64_t)(kvh * p.g + hg) * p.qsh + (int64_t)i * p.qss + c * 8;
-        }
-        cp_async16_zfill(aQ + (uint32_t)(row * RS + c * 16), src, ok);
-    }
-    cp_async_commit();
-
-    /* Keys the block's rows see (causal: up to the largest i among them;
-     * a tile that wraps to the next head holds i = sq-1), cut to this
-     * split's range of tiles. */
-    int kend = p.skv;
-    const int rlast = min(r0 + 16, R) - 1;
-    if (p.causal) {
-        const int imax = (r0 / p.sq != rlast / p.sq) ? p.sq - 1 : rlast % p.sq;
-        kend = min(kend, imax + off + 1);
-    }
-    const int ntot = kend > 0 ? (kend + BC - 1) / BC : 0;
-    const int tb = split * p.tps;
-    const int nt_blk = max(0, min(ntot, tb + p.tps) - tb);
-
-    /* Per-row key limits for this lane's rows gr and gr+8. */
-    int lim[2];
-#pragma unroll
-    for (int rh = 0; rh < 2; rh++) {
-        const int r = r0 + gr + rh * 8;
-        const int i = r < R ? r % p.sq : 0;
-        lim[rh] = p.causal ? min(p.skv, i + off + 1) : p.skv;
-    }
+    splitkv_load_q<T, D, NTH>(p, w, aQ, tid);
 
     /* K and V views share strides (launch checks): one offset stays live,
      * as one did before views (a second cost 4 B of spills on sm_87) */
-    const int64_t kvoff = bi * p.ksb + kvh * p.ksh;
+    const int64_t kvoff = w.bi * p.ksb + w.kvh * p.ksh;
     const T *gK = reinterpret_cast<const T *>(p.k) + kvoff;
     const T *gV = reinterpret_cast<const T *>(p.v) + kvoff;
     auto load_kv = [&](int stage, int tile) {
@@ -689,8 +848,8 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
      * groups included, so the wait counts below stay exact). */
 #pragma unroll
     for (int st = 0; st < STAGES - 1; st++) {
-        if (st < nt_blk)
-            load_kv(st, tb + st);
+        if (st < w.nt_blk)
+            load_kv(st, w.tb + st);
         cp_async_commit();
     }
     float o[DT][4];
@@ -699,128 +858,120 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
     for (int dt = 0; dt < DT; dt++)
         o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
 
-    for (int it = 0; it < nt_blk; ++it) {
+    for (int it = 0; it < w.nt_blk; ++it) {
         cp_async_wait<STAGES - 2>(); /* tile it landed ... */
         __syncthreads();             /* ... for all; all warps are done with tile it-1 */
         {
             const int nx = it + STAGES - 1; /* refill the buffer tile it-1 used */
-            if (nx < nt_blk)
-                load_kv(nx % STAGES, tb + nx);
+            if (nx < w.nt_blk)
+                load_kv(nx % STAGES, w.tb + nx);
             cp_async_commit();
         }
         const uint32_t bofs = (uint32_t)((it % STAGES) * BC * RS);
-        const int n0 = (tb + it) * BC + warp * KW; /* this warp's first key */
-
-        float s[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-        /* Q fragments are re-read from shared memory each tile rather than
-         * held: 4*D/16 registers (64 at d = 256) this kernel spends better
-         * on the accumulators; shared bandwidth is not its limit. */
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t qa[4];
-            ldmatrix_x4(qa, aQ + qoff + kk * 32);
-#pragma unroll
-            for (int nj = 0; nj < NT / 2; nj++) {
-                uint32_t kb[4];
-                ldmatrix_x4(kb, aK + bofs + koff + nj * 16 * RS + kk * 32);
-                mma16816<T>(s[2 * nj], qa, kb[0], kb[1]);
-                mma16816<T>(s[2 * nj + 1], qa, kb[2], kb[3]);
-            }
-        }
-#pragma unroll
-        for (int rh = 0; rh < 2; rh++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int e = 0; e < 2; e++)
-                    if (n0 + nt * 8 + 2 * tq + e >= lim[rh])
-                        s[nt][2 * rh + e] = -INFINITY;
-        softmax_step<NT, DT>(s, o, m, l, p.sl2);
-#pragma unroll
-        for (int kk = 0; kk < KW / 16; kk++) {
-            uint32_t pa[4];
-            p_fragment<T, NT>(pa, s, kk);
-#pragma unroll
-            for (int dn = 0; dn < D / 16; dn++) {
-                uint32_t vb[4];
-                ldmatrix_x4_trans(vb, aV + bofs + voff + kk * 16 * RS + dn * 32);
-                mma16816<T>(o[2 * dn], pa, vb[0], vb[1]);
-                mma16816<T>(o[2 * dn + 1], pa, vb[2], vb[3]);
-            }
-        }
+        splitkv_tile<T, D, KW>(aQ + qoff, aK + bofs + koff, aV + bofs + voff, (w.tb + it) * BC + warp * KW, tq,
+                               w.lim, o, m, l, p.sl2);
     }
     cp_async_wait<0>();
     __syncthreads(); /* no copy in flight, no warp reading: the stages become scratch */
+    splitkv_merge_store<T, D, NW, NTH>(p, w, smem + 16 * RS, warp, lane, o, m, l);
+}
 
-    /* Merge the warps: each writes its max, row sum and unnormalised output
-     * rows; then every thread merges 4 columns of one row across warps,
-     * weighting warp w by 2^(m_w*sl2 - M*sl2). */
-    float *so = reinterpret_cast<float *>(smem + 16 * RS); /* [NW][16][D+4] (+4: fewer bank conflicts) */
-    float *sm = so + NW * 16 * (D + 4);                       /* [NW][16] */
-    float *sl = sm + NW * 16;                                 /* [NW][16] */
-#pragma unroll
-    for (int rh = 0; rh < 2; rh++) {
-        float sum = l[rh];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const int row = gr + rh * 8;
-        if (tq == 0) {
-            sm[warp * 16 + row] = m[rh];
-            sl[warp * 16 + row] = sum;
+/* Version 2.1: fused_splitkv with stages=S (compute capability 9.0+).
+ * Version 2's blocks and arithmetic, its K/V brought in by the bulk-copy
+ * (TMA) unit: one producer warp (warp NW) issues a bulk copy per key row
+ * (any row stride: a KV cache's [b, h, s, d] or [b, s, h, d]) into S
+ * stages of K+V, each with a "full" mbarrier (the copies' bytes) and an
+ * "empty" one (the NW consumer warps); so up to S tiles are in flight per
+ * block, not one commit group per thread, and a block keeps an SM's share
+ * of the bandwidth busy alone (version 2 needs about two blocks per SM for
+ * it: docs/kernels.md). The rows of the last tile past skv repeat row skv-1
+ * (finite, masked); columns past d are zeroed once by the consumers (the
+ * copies write d columns only). The consumers load Q with cp.async. */
+template <typename T, int D, int BC, int NW>
+__global__ void __launch_bounds__((NW + 1) * 32) splitkv_bulk_kernel(const fused_args p)
+{
+#ifdef FUSED_SM90_PTX
+    constexpr int KW = BC / NW, DT = D / 8, NTH = (NW + 1) * 32, NC = NW * 32;
+    constexpr int RS = tile_rs<D>::value;
+    static_assert(KW % 16 == 0, "each warp needs whole k16 steps of keys");
+    static_assert(BC % 32 == 0, "the producer's lanes take whole rows");
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int S = p.stages;
+    const uint32_t bars = smem_u32(smem); /* full[S], then empty[S] */
+    const uint32_t aQ = bars + 128;
+    const uint32_t aK = aQ + 16 * RS; /* stage st: K rows at aK + st*2*BC*RS, V rows BC*RS after */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int gr = lane >> 2, tq = lane & 3;
+    const splitkv_block w = splitkv_where<BC>(p, gr);
+    pdl_launch_dependents(); /* the combine may be scheduled now: it waits for us */
+    if (tid == 0) {
+        for (int st = 0; st < S; st++) {
+            mbar_init(bars + 8 * st, 1);
+            mbar_init(bars + 8 * (S + st), NW);
         }
-#pragma unroll
-        for (int dt = 0; dt < DT; dt++)
-            *reinterpret_cast<float2 *>(so + (warp * 16 + row) * (D + 4) + dt * 8 + 2 * tq) =
-                make_float2(o[dt][2 * rh], o[dt][2 * rh + 1]);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
-    const int NR = p.b * p.hq * p.sq; /* flat real rows of the output */
-    for (int L = tid; L < 16 * (D / 4); L += NTH) {
-        const int row = L / (D / 4), c4 = (L % (D / 4)) * 4, r = r0 + row;
-        if (r >= R || c4 >= p.d)
-            continue;
-        float M = -INFINITY;
+    float o[DT][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
-        for (int w = 0; w < NW; w++)
-            M = fmaxf(M, sm[w * 16 + row]);
-        const float ms = M == -INFINITY ? 0.f : M * p.sl2;
-        float den = 0.f;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int dt = 0; dt < DT; dt++)
+        o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+
+    if (warp == NW) {
+        /* Producer: tile it into stage it % S once the consumers freed it. */
+        const int64_t kvoff = w.bi * p.ksb + w.kvh * p.ksh;
+        const T *gK = reinterpret_cast<const T *>(p.k) + kvoff;
+        const T *gV = reinterpret_cast<const T *>(p.v) + kvoff;
+        const uint32_t rowb = (uint32_t)p.d * (uint32_t)sizeof(T);
+        for (int it = 0; it < w.nt_blk; it++) {
+            const int st = it % S;
+            mbar_wait(bars + 8 * (S + st), ((it / S) & 1) ^ 1);
+            const uint32_t full = bars + 8 * st, dK = aK + (uint32_t)(st * 2 * BC * RS);
+            if (lane == 0)
+                mbar_expect_tx(full, 2u * BC * rowb);
+            __syncwarp();
+            const int n0 = (w.tb + it) * BC;
 #pragma unroll
-        for (int w = 0; w < NW; w++) {
-            const float sc = ex2(sm[w * 16 + row] * p.sl2 - ms);
-            const float4 x = *reinterpret_cast<const float4 *>(so + (w * 16 + row) * (D + 4) + c4);
-            den += sc * sl[w * 16 + row];
-            acc.x += sc * x.x;
-            acc.y += sc * x.y;
-            acc.z += sc * x.z;
-            acc.w += sc * x.w;
+            for (int r = lane; r < BC; r += 32) {
+                const int64_t row = min(n0 + r, p.skv - 1);
+                bulk_load(dK + (uint32_t)(r * RS), gK + row * p.kss, rowb, full);
+                bulk_load(dK + (uint32_t)((BC + r) * RS), gV + row * p.kss, rowb, full);
+            }
         }
-        /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
-         * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
-         * output's rounding. IEEE division's slow-path call made ptxas report
-         * 8 B of spills on sm_87 (scripts/check_arch.sh). */
-        const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
-        const int hg = r / p.sq, i = r - hg * p.sq;
-        const int64_t bh = (int64_t)bi * p.hq + kvh * p.g + hg;
-        if (p.splits == 1) {
-            uint2 w2;
-            w2.x = pack2<T>(acc.x * inv, acc.y * inv);
-            w2.y = pack2<T>(acc.z * inv, acc.w * inv);
-            *reinterpret_cast<uint2 *>(reinterpret_cast<T *>(p.o) + bi * p.osb +
-                                       (int64_t)(kvh * p.g + hg) * p.osh + (int64_t)i * p.oss + c4) = w2;
-        } else {
-            const int64_t rg = (int64_t)split * NR + bh * p.sq + i;
-            *reinterpret_cast<float4 *>(p.part_o + rg * p.d + c4) =
-                make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-            if (c4 == 0) /* log2 of this split's softmax denominator, in the 2^(s*sl2) scale */
-                p.part_lse[rg] = den > 0.f ? ms + __log2f(den) : -INFINITY;
+    } else {
+        /* Consumers: Q and the zero columns first (generic stores, theirs). */
+        splitkv_load_q<T, D, NC>(p, w, aQ, tid);
+        if (p.d < D)
+            for (int L = tid; L < S * 2 * BC; L += NC)
+                for (int c = p.d / 8; c < D / 8; c++)
+                    *reinterpret_cast<uint4 *>(smem + 128 + 16 * RS + L * RS + c * 16) = make_uint4(0, 0, 0, 0);
+        cp_async_wait<0>();
+        group_sync(1, NC);
+        const uint32_t qoff = (uint32_t)((lane & 15) * RS + (lane >> 4) * 16);
+        const uint32_t koff = (uint32_t)((warp * KW + (lane & 7) + ((lane >> 4) << 3)) * RS + ((lane >> 3) & 1) * 16);
+        const uint32_t voff =
+            (uint32_t)((BC + warp * KW + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + (lane >> 4) * 16);
+        for (int it = 0; it < w.nt_blk; it++) {
+            const int st = it % S;
+            mbar_wait(bars + 8 * st, (it / S) & 1);
+            const uint32_t base = aK + (uint32_t)(st * 2 * BC * RS);
+            splitkv_tile<T, D, KW>(aQ + qoff, base + koff, base + voff, (w.tb + it) * BC + warp * KW, tq, w.lim,
+                                   o, m, l, p.sl2);
+            __syncwarp();
+            if (lane == 0)
+                mbar_arrive(bars + 8 * (S + st));
         }
     }
+    __syncthreads(); /* every tile consumed, so every copy landed: the stages become scratch */
+    splitkv_merge_store<T, D, NW, NTH>(p, w, smem + 128 + 16 * RS, warp, lane, o, m, l);
+#else
+    (void)p; /* a pass before 9.0: never launched (launch_splitkv_bulk checks the code's version) */
+    __trap();
+#endif
 }
 
 /* Version 2, second kernel: o[row] = sum_s w_s part_o[s][row] / sum_s w_s,
@@ -933,10 +1084,17 @@ extern "C" size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d)
     FUSED_CONFIGS(V1_SMEM_OF)
 #undef V1_SMEM_OF
 #define V2_SMEM_OF(D_, BC_, NW_)                                                 \
-    if (t->variant == ATTN_FUSED_SPLITKV && D == D_ && t->tile_n == BC_ && t->warps == NW_) \
+    if (t->variant == ATTN_FUSED_SPLITKV && t->stages == 0 && D == D_ && t->tile_n == BC_ && \
+        t->warps == NW_)                                                         \
         return splitkv_smem<D_, BC_, NW_>();
     SPLITKV_CONFIGS(V2_SMEM_OF)
 #undef V2_SMEM_OF
+#define V21_SMEM_OF(D_, BC_, NW_)                                                \
+    if (t->variant == ATTN_FUSED_SPLITKV && t->stages > 0 && D == D_ && t->tile_n == BC_ && \
+        t->warps == NW_)                                                         \
+        return SPLITKV_BULK_SMEM(D_, BC_, NW_, t->stages);
+    SPLITKV_BULK_CONFIGS(V21_SMEM_OF)
+#undef V21_SMEM_OF
     return 0;
 }
 
@@ -1031,6 +1189,30 @@ static int launch_splitkv(const fused_args &p, cudaStream_t stream)
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
     kern<<<(unsigned)blocks, NW * 32, smem, stream>>>(p);
+    if (cudaGetLastError() != cudaSuccess)
+        return ATTUNE_EGPU;
+    return p.splits > 1 ? launch_combine<T>(p, stream) : 0;
+}
+
+/* Version 2.1's launch: refused (EUNSUPP) when the code the device runs
+ * was built for an architecture before 9.0 (a compute_87 PTX JIT-compiled
+ * on a Hopper has no bulk copies: its kernel body traps). */
+template <typename T, int D, int BC, int NW>
+static int launch_splitkv_bulk(const fused_args &p, cudaStream_t stream)
+{
+    static std::atomic<int> ok_cache[64];
+    const size_t smem = SPLITKV_BULK_SMEM(D, BC, NW, p.stages);
+    void (*kern)(const fused_args) = splitkv_bulk_kernel<T, D, BC, NW>;
+    if (p.stages < 1 || p.stages > SPLITKV_BULK_MAX_STAGES)
+        return ATTUNE_EUNSUPP;
+    if (!pdl_allowed((const void *)kern, ok_cache, 64))
+        return ATTUNE_EUNSUPP;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return ATTUNE_EGPU;
+    const int64_t blocks = (int64_t)p.nrb * p.splits * p.b * p.hkv;
+    if (blocks > INT_MAX)
+        return ATTUNE_EUNSUPP;
+    kern<<<(unsigned)blocks, (NW + 1) * 32, smem, stream>>>(p);
     if (cudaGetLastError() != cudaSuccess)
         return ATTUNE_EGPU;
     return p.splits > 1 ? launch_combine<T>(p, stream) : 0;
@@ -1139,6 +1321,39 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
         }
         SPLITKV_CONFIGS(SPLITKV_TACTIC)
 #undef SPLITKV_TACTIC
+        /* Version 2.1 (9.0+, bulk copies read any length: pad 1 only): the
+         * same splits, at two depths, the most stages a block may hold and
+         * the most that let two blocks share an SM. */
+        if (cc_major >= 9) {
+            attn_sm_limits lim;
+            attn_sm_limits_of(cc_major, cc_minor, &lim);
+#define SPLITKV_BULK_TACTIC(D_, BC_, NW_)                                    \
+    if (D == D_) {                                                           \
+        int depth[2] = {0, 0};                                               \
+        for (int st = 2; st <= SPLITKV_BULK_MAX_STAGES; st++) {              \
+            const double b = (double)SPLITKV_BULK_SMEM(D_, BC_, NW_, st);    \
+            if (b <= lim.smem_block)                                         \
+                depth[0] = st;                                               \
+            if (b + 1024.0 <= lim.smem_sm / 2)                               \
+                depth[1] = st;                                               \
+        }                                                                    \
+        for (int di = 0; di < 2; di++) {                                     \
+            if (depth[di] == 0 || (di == 1 && depth[1] == depth[0]))         \
+                continue;                                                    \
+            for (int sp = 1; sp <= 64 && sp <= kv_tiles(s, BC_) && n < max; sp *= 2) { \
+                if (sp > 1 && base * (sp / 2) >= 8 * 132)                    \
+                    break;                                                   \
+                attn_tactic t = {};                                          \
+                t.variant = ATTN_FUSED_SPLITKV;                              \
+                t.tile_m = 16, t.tile_n = BC_, t.warps = NW_, t.splits = sp; \
+                t.stages = depth[di], t.pad = 1;                             \
+                out[n++] = t;                                                \
+            }                                                                \
+        }                                                                    \
+    }
+            SPLITKV_BULK_CONFIGS(SPLITKV_BULK_TACTIC)
+#undef SPLITKV_BULK_TACTIC
+        }
     }
 #undef ADD
     return n;
@@ -1205,8 +1420,23 @@ static int dispatch(const attn_shape *s, const attn_tactic *t, fused_args &p, in
         p.tps = (int)((nt + t->splits - 1) / t->splits);                         \
         return launch_splitkv<T, D_, BC_, NW_>(p, stream);                       \
     }
-        SPLITKV_CONFIGS(SPLITKV_LAUNCH)
+        if (t->stages == 0) {
+            SPLITKV_CONFIGS(SPLITKV_LAUNCH)
+        }
 #undef SPLITKV_LAUNCH
+#define SPLITKV_BULK_LAUNCH(D_, BC_, NW_)                                        \
+    if (D == D_ && t->tile_n == BC_ && t->warps == NW_) {                        \
+        const int64_t nt = kv_tiles(s, BC_);                                     \
+        p.nrb = (int)((attn_shape_group(s) * s->sq + 15) / 16);                  \
+        p.splits = t->splits;                                                    \
+        p.tps = (int)((nt + t->splits - 1) / t->splits);                         \
+        p.stages = t->stages;                                                    \
+        return launch_splitkv_bulk<T, D_, BC_, NW_>(p, stream);                  \
+    }
+        if (t->stages > 0) {
+            SPLITKV_BULK_CONFIGS(SPLITKV_BULK_LAUNCH)
+        }
+#undef SPLITKV_BULK_LAUNCH
         return ATTUNE_EUNSUPP;
     }
     default: /* split, folded, ...: GEMM variants, not these kernels */
@@ -1247,7 +1477,7 @@ extern "C" int cuda_fused_launch_views(const attn_shape *s, const attn_tactic *t
         return ATTUNE_EUNSUPP;
 #endif
     }
-    if (!shape_supported(s) || t->stages != 0)
+    if (!shape_supported(s) || (t->stages != 0 && t->variant != ATTN_FUSED_SPLITKV))
         return ATTUNE_EUNSUPP;
     /* Block and row counts are ints in the kernels. */
     if (s->b * s->hq > INT_MAX || s->b * s->hq * s->sq > INT_MAX)

@@ -42,6 +42,77 @@ __device__ __forceinline__ float ex2(float x)
     return y;
 }
 
+/* ---- mbarriers and bulk copies (compute capability 9.0+; the bodies are
+ * empty in a pass for an earlier architecture, whose callers never run:
+ * version 2.1 checks the code's version at launch, version 3 is built for
+ * sm_90a alone). */
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FUSED_SM90_PTX 1
+#endif
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+#ifdef FUSED_SM90_PTX
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+#else
+    (void)bar, (void)count;
+#endif
+}
+
+/* Arrive and add bytes to the transactions the current phase waits for. */
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+#ifdef FUSED_SM90_PTX
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#else
+    (void)bar, (void)bytes;
+#endif
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+#ifdef FUSED_SM90_PTX
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#else
+    (void)bar;
+#endif
+}
+
+/* Wait until the phase of parity `parity` has completed. A fresh barrier
+ * is in phase 0, so waiting on parity 1 returns at once: that is how a
+ * producer's first pass over the empty barriers goes through. */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+#ifdef FUSED_SM90_PTX
+    uint32_t ok;
+    do {
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!ok);
+#else
+    (void)bar, (void)parity;
+#endif
+}
+
+/* One bulk copy (the TMA unit, no tensor map) of `bytes` (a multiple of
+ * 16, both addresses 16-byte aligned) from global src to shared dst,
+ * completing on bar's transaction count. */
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+{
+#ifdef FUSED_SM90_PTX
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+#else
+    (void)dst, (void)src, (void)bytes, (void)bar;
+#endif
+}
+
 /* 1 when the launch arguments every fused kernel shares are sound: no NULL
  * pointer, positive sizes, hq a multiple of hkv, readable rows at least
  * the real lengths and under INT_MAX / 2 (lengths are ints in the

@@ -111,37 +111,7 @@ using sm90_out_t = typename std::conditional<sm90_is_fp8<T>::value, __nv_bfloat1
 /* ---- PTX wrappers (sm_90a) */
 
 #ifdef SM90A_DEVICE
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-
-/* Arrive and add bytes to the transactions the current phase waits for. */
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-/* Wait until the phase of parity `parity` has completed. A fresh barrier
- * is in phase 0, so waiting on parity 1 returns at once: that is how the
- * producer's first pass over the empty barriers goes through. */
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t ok;
-    do {
-        asm volatile("{\n.reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(ok)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!ok);
-}
+/* mbar_init, mbar_expect_tx, mbar_arrive, mbar_wait: cuda_fused_common.cuh */
 
 /* TMA: box {64 columns, rows, 1, 1} at coordinates (c0 column, c1 row, c2
  * head, c3 batch) of the tensor map into shared memory at dst, completing

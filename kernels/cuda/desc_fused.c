@@ -65,10 +65,15 @@ static double v1_smem(const attn_tactic *t, int64_t D)
 static double splitkv_smem(const attn_tactic *t, int64_t D)
 {
 #define V2_SMEM(D_, BC_, NW_)                                                                  \
-    if (D == D_ && t->tile_n == BC_ && t->warps == NW_)                                       \
+    if (t->stages == 0 && D == D_ && t->tile_n == BC_ && t->warps == NW_)                     \
         return (double)SPLITKV_SMEM(D_, BC_, NW_);
     SPLITKV_CONFIGS(V2_SMEM)
 #undef V2_SMEM
+#define V21_SMEM(D_, BC_, NW_)                                                                 \
+    if (t->stages > 0 && D == D_ && t->tile_n == BC_ && t->warps == NW_)                      \
+        return (double)SPLITKV_BULK_SMEM(D_, BC_, NW_, t->stages);
+    SPLITKV_BULK_CONFIGS(V21_SMEM)
+#undef V21_SMEM
     return 0;
 }
 
@@ -194,6 +199,10 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
  * group-16 decode step, b1.hq128.hkv8.sq1.skv2048 d64). */
 #define BLOCK_FIXED_TILES 0.5
 #define SPLIT_OCC 0.5
+/* Version 2.1 (stages=N): its producer warp keeps N tiles in flight, so
+ * one block per SM is meant to stream at the SM's share (docs/kernels.md
+ * has the measurement). */
+#define SPLIT_OCC_BULK 1.0
 
 static int describe_splitkv(const attn_shape *s, const attn_tactic *t,
                             const attn_device_info *dev, unsigned hints, attn_cost *out)
@@ -215,10 +224,10 @@ static int describe_splitkv(const attn_shape *s, const attn_tactic *t,
     out->head_dim = D;
     out->blocks = (double)(s->b * s->hkv) * (double)((g * s->sq + tm - 1) / tm) * splits;
     out->row_tile = tm;
-    out->threads = 32 * t->warps;
+    out->threads = 32 * (t->warps + (t->stages > 0)); /* version 2.1: and its producer warp */
     out->smem = splitkv_smem(t, D);
     if (attn_cost_gpu(dev)) {
-        out->byte_share = fmin(1.0, out->blocks / (SPLIT_OCC * dev->sm_count));
+        out->byte_share = fmin(1.0, out->blocks / ((t->stages > 0 ? SPLIT_OCC_BULK : SPLIT_OCC) * dev->sm_count));
         out->launches = splits > 1 ? 2 : 1;
     }
     return runs ? 0 : ATTUNE_EUNSUPP;
@@ -258,7 +267,8 @@ const attn_variant_desc attn_cuda_fused_splitkv = {
     ATTN_FUSED_SPLITKV, "fused_splitkv", "fused_splitkv", "cuda",
     "flash-decoding: the keys split across blocks of 16 folded query rows, then a combine; "
     "for g * sq <= 512 and skv >= 128",
-    "pad=1|8|16|64, splits=N, tile=16xBc, warps=N", "#76b7b2", owns_splitkv, describe_splitkv,
+    "pad=1|8|16|64, splits=N, tile=16xBc, warps=N, stages=N (compute capability 9.0+: K/V by "
+    "bulk copies, N tiles in flight, pad=1)", "#76b7b2", owns_splitkv, describe_splitkv,
     OPS(cuda_fused_splitkv_ops),
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16), NULL,
 };

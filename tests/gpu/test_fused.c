@@ -244,7 +244,15 @@ typedef struct tcase {
     int causal, pad;
 } tcase;
 
-static int launches_run, cases_run, sm90a_launches, fold_launches, split_launches;
+static int launches_run, cases_run, sm90a_launches, fold_launches, split_launches, bulk_launches;
+
+/* Version 2.1 (fused_splitkv with stages): listed at pad 1 alone (its bulk
+ * copies read the real lengths), so it runs in every case whatever the
+ * case's pad. */
+static int is_bulk(const attn_tactic *t)
+{
+    return t->variant == ATTN_FUSED_SPLITKV && t->stages > 0;
+}
 static int g_cc_major, g_cc_minor; /* the device's compute capability */
 static const char *g_filter;       /* ATTUNE_TEST_TACTIC: run only tactics whose name holds it */
 static double worst_rel[2]; /* per dtype: f16, bf16 */
@@ -371,6 +379,16 @@ static int run_uneven_splits(const case_run *c, int pad, const attn_tactic *all,
     t.splits = 3;
     run_on(c, &t);
     ran++;
+    /* version 2.1, wherever listed */
+    for (int i = 0; i < n; i++)
+        if (is_bulk(&all[i])) {
+            attn_tactic t2 = all[i];
+            t2.splits = 3;
+            run_on(c, &t2);
+            bulk_launches += 2;
+            ran++;
+            break;
+        }
     /* the sm90a kernel, folded (version 3.1) and unfolded (version 3.4),
      * wherever such a tactic is listed */
     for (int fold = 1; fold >= 0; fold--)
@@ -426,9 +444,10 @@ static void run_case(const tcase *tc, uint64_t seed)
     CHECK_MSG(n > 0, "%s: no fused tactics", key);
     int ran = 0, have_splitkv = 0;
     for (int t = 0; t < n; t++) {
-        if (all[t].pad != tc->pad)
+        if (all[t].pad != tc->pad && !is_bulk(&all[t]))
             continue;
         have_splitkv |= all[t].variant == ATTN_FUSED_SPLITKV;
+        bulk_launches += is_bulk(&all[t]) ? 2 : 0;
         run_tactic(&s, &all[t], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows, ref, 0);
         sm90a_launches += all[t].arch == ATTN_ARCH_SM90A ? 2 : 0;
         fold_launches += all[t].fold ? 2 : 0;
@@ -437,17 +456,21 @@ static void run_case(const tcase *tc, uint64_t seed)
     }
     /* Planted mask error: the first tactic of each family (version 1/2,
      * sm90a, sm90a folded, sm90a folded with splits, sm90a unfolded with
-     * splits) run with the causal
+     * splits, version 2.1) run with the causal
      * flag flipped must fail the same check (where the flip changes the
      * result: some row sees fewer than all keys). */
     {
         attn_shape flip = s;
         flip.causal = !s.causal;
-        int planted[5] = {-1, -1, -1, -1, -1};
+        int planted[6] = {-1, -1, -1, -1, -1, -1};
         for (int t = 0; t < n; t++)
-            if (all[t].pad == tc->pad) {
+            if (all[t].pad == tc->pad || is_bulk(&all[t])) {
                 int split = all[t].splits > 1;
-                int fam = all[t].arch != ATTN_ARCH_SM90A ? 0 : !all[t].fold ? (split ? 4 : 1) : split ? 3 : 2;
+                int fam = is_bulk(&all[t])                 ? 5
+                          : all[t].arch != ATTN_ARCH_SM90A ? 0
+                          : !all[t].fold                   ? (split ? 4 : 1)
+                          : split                          ? 3
+                                                           : 2;
                 if (planted[fam] < 0)
                     planted[fam] = t;
             }
@@ -455,7 +478,7 @@ static void run_case(const tcase *tc, uint64_t seed)
          * difference the tolerance cannot hide. */
         int64_t va = attn_visible_keys(&s, 0), vb = attn_visible_keys(&flip, 0);
         int64_t lo = va < vb ? va : vb, hi = va < vb ? vb : va;
-        for (int f = 0; f < 5; f++)
+        for (int f = 0; f < 6; f++)
             if (planted[f] >= 0 && 10 * lo < 9 * hi)
                 run_tactic(&flip, &all[planted[f]], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows,
                            ref, 1);
@@ -594,16 +617,28 @@ static void fused_should_refuse_what_it_cannot_run(void)
     t.variant = ATTN_SPLIT;
     CHECK_EQ_INT(cuda_fused_launch(&s, &t, dummy, dummy, dummy, dummy, 64, 64, NULL, 0), ATTUNE_EUNSUPP);
     CHECK_EQ_INT(cuda_fused_tactics(&s, 7, 5, out, 64), 0);
-    /* Every listed tactic names every pad, prints canonically and parses back. */
+    /* Every listed tactic but version 2.1's names every pad (2.1: pad 1
+     * alone), prints canonically and parses back. */
     s.sq = 1, s.skv = 4096, s.hq = 8, s.hkv = 1;
-    int n = cuda_fused_tactics(&s, 9, 0, out, 64);
-    CHECK(n > 0 && n % ATTN_NPADS == 0);
+    attn_tactic all[512];
+    int n = cuda_fused_tactics(&s, 9, 0, all, 512), nbulk = 0;
+    CHECK(n > 0 && n < 512);
+    for (int i = 0; i < n; i++) {
+        nbulk += is_bulk(&all[i]);
+        CHECK(!is_bulk(&all[i]) || all[i].pad == 1);
+    }
+    CHECK_MSG(nbulk > 0 && (n - nbulk) % ATTN_NPADS == 0, "%d tactics, %d of version 2.1", n, nbulk);
+    CHECK_EQ_INT(cuda_fused_tactics(&s, 8, 9, all, 512) > 0, 1);
+    for (int i = 0, m = cuda_fused_tactics(&s, 8, 9, all, 512); i < m; i++)
+        CHECK(!is_bulk(&all[i])); /* bulk copies: 9.0 and later */
+    n = cuda_fused_tactics(&s, 9, 0, all, 512);
     for (int i = 0; i < n; i++) {
         char buf[ATTN_TACTIC_STR_MAX], err[ATTUNE_ERRLEN];
         attn_tactic back;
-        attn_tactic_str(&out[i], buf, sizeof buf);
-        CHECK_MSG(attn_tactic_parse(buf, &back, err, sizeof err) == 0 && back.variant == out[i].variant &&
-                      back.tile_m == out[i].tile_m && back.splits == out[i].splits && back.pad == out[i].pad,
+        attn_tactic_str(&all[i], buf, sizeof buf);
+        CHECK_MSG(attn_tactic_parse(buf, &back, err, sizeof err) == 0 && back.variant == all[i].variant &&
+                      back.tile_m == all[i].tile_m && back.splits == all[i].splits && back.pad == all[i].pad &&
+                      back.stages == all[i].stages,
                   "tactic %s does not round-trip", buf);
     }
     CHECK(cudaGetLastError() == cudaSuccess);
@@ -619,6 +654,8 @@ static void sm90a_should_run_on_hopper(void)
     int n = cuda_fused_tactics(&s, g_cc_major, g_cc_minor, out, 256), n90 = 0;
     for (int i = 0; i < n; i++)
         n90 += out[i].arch == ATTN_ARCH_SM90A;
+    if (g_cc_major >= 9 && g_filter == NULL)
+        CHECK_MSG(bulk_launches > 0, "no fused_splitkv stages=N (version 2.1) tactic was run on a 9.x device");
 #ifdef ATTUNE_HAVE_SM90A
     if (g_cc_major == 9 && g_cc_minor == 0) {
         CHECK_MSG(n90 > 0, "no sm90a tactics listed on a 9.0 device");
