@@ -16,6 +16,14 @@
  *              per block: the streaming floor at that grid
  *   read+tail  read at G = 132, then a 64-block kernel that reads 64 KB:
  *              what a second kernel after it (a combine) costs
+ *   read 132 x 1024  132 blocks of 1024 threads: one block per SM with
+ *              four times the loads in flight (is one block per SM
+ *              limited by its loads in flight, or by the SM?)
+ *   bulk C x S 132 blocks, one warp issuing bulk copies (the TMA unit,
+ *              cp.async.bulk) of C bytes into S stages of 32 KB behind
+ *              mbarriers, one warp taking each stage and freeing it: the
+ *              floor of a bulk-copy pipeline at one block per SM, by copy
+ *              size (a per-row copy of a d = 128 key is 256 bytes)
  *   memcpy     cudaMemcpyAsync device to device of half the bytes (reads
  *              half and writes half)
  * Prints one line per measurement: us per launch and TB/s. */
@@ -42,27 +50,99 @@ __global__ void empty_kernel(int *out)
 }
 
 /* Block b reads words [b*per, (b+1)*per) of src (16-byte words). */
-__global__ void __launch_bounds__(256) read_kernel(const uint4 *__restrict__ src, size_t words, int *out)
+template <int NT>
+__global__ void __launch_bounds__(NT) read_kernel(const uint4 *__restrict__ src, size_t words, int *out)
 {
     const size_t per = (words + gridDim.x - 1) / gridDim.x;
     const size_t beg = blockIdx.x * per, end = beg + per < words ? beg + per : words;
     unsigned acc = 0;
     size_t i = beg + threadIdx.x;
-    for (; i + 7 * 256 < end; i += 8 * 256) {
+    for (; i + 7 * NT < end; i += 8 * NT) {
         uint4 x[8];
 #pragma unroll
         for (int u = 0; u < 8; u++)
-            x[u] = __ldg(src + i + u * 256);
+            x[u] = __ldg(src + i + u * NT);
 #pragma unroll
         for (int u = 0; u < 8; u++)
             acc ^= x[u].x ^ x[u].y ^ x[u].z ^ x[u].w;
     }
-    for (; i < end; i += 256) {
+    for (; i < end; i += NT) {
         const uint4 x = __ldg(src + i);
         acc ^= x.x ^ x.y ^ x.z ^ x.w;
     }
     if (acc == 0x9e3779b9u) /* never, as far as the compiler knows: the loads stay */
         out[blockIdx.x] = (int)acc;
+}
+
+/* Block b brings bytes [b*per, (b+1)*per) of src into shared memory by
+ * bulk copies of `copy` bytes, 32 KB a stage, `stages` stages: warp 0
+ * issues (its lanes taking the copies of a stage in turn), warp 1 reads
+ * one word of each stage and frees it. Sizes are multiples of the copy. */
+__device__ __forceinline__ unsigned su32(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__global__ void __launch_bounds__(64) bulk_kernel(const char *__restrict__ src, size_t bytes, int copy, int stages,
+                                                   int *out)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int SB = 32768;
+    extern __shared__ __align__(128) unsigned char sm[];
+    const unsigned bars = su32(sm), buf = bars + 128;
+    const size_t per = (bytes / gridDim.x) / SB * SB;
+    const char *g = src + blockIdx.x * per;
+    const int tiles = (int)(per / SB), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bars + 8 * s));
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bars + 8 * (stages + s)));
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    unsigned acc = 0;
+    for (int t = 0; t < tiles; t++) {
+        const int s = t % stages;
+        const unsigned full = bars + 8 * s, empty = bars + 8 * (stages + s);
+        const unsigned ph = (t / stages) & 1;
+        unsigned ok = 0;
+        if (warp == 0) {
+            do
+                asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                             "selp.u32 %0, 1, 0, p;\n}\n"
+                             : "=r"(ok)
+                             : "r"(empty), "r"(ph ^ 1)
+                             : "memory");
+            while (!ok);
+            if (lane == 0)
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full), "r"(SB)
+                             : "memory");
+            __syncwarp();
+            for (int c = lane; c < SB / copy; c += 32)
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                             ::"r"(buf + s * SB + c * copy), "l"(g + (size_t)t * SB + (size_t)c * copy), "r"(copy),
+                             "r"(full)
+                             : "memory");
+        } else {
+            do
+                asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                             "selp.u32 %0, 1, 0, p;\n}\n"
+                             : "=r"(ok)
+                             : "r"(full), "r"(ph)
+                             : "memory");
+            while (!ok);
+            acc ^= reinterpret_cast<const unsigned *>(sm + 128 + s * SB)[lane];
+            __syncwarp();
+            if (lane == 0)
+                asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty) : "memory");
+        }
+    }
+    if (acc == 0x9e3779b9u)
+        out[blockIdx.x] = (int)acc;
+#else
+    (void)src, (void)bytes, (void)copy, (void)stages, (void)out;
+#endif
 }
 
 typedef void (*enqueue_fn)(cudaStream_t, int set, void *ctx);
@@ -71,6 +151,7 @@ struct ctx_t {
     std::vector<char *> sets;
     size_t bytes;
     int grid;
+    int copy, stages;
     int *out;
     char *dst;
 };
@@ -116,14 +197,26 @@ static void enq_empty(cudaStream_t st, int, void *p)
 static void enq_read(cudaStream_t st, int set, void *p)
 {
     ctx_t *c = static_cast<ctx_t *>(p);
-    read_kernel<<<c->grid, 256, 0, st>>>(reinterpret_cast<const uint4 *>(c->sets[set]), c->bytes / 16, c->out);
+    read_kernel<256><<<c->grid, 256, 0, st>>>(reinterpret_cast<const uint4 *>(c->sets[set]), c->bytes / 16, c->out);
+}
+
+static void enq_read1024(cudaStream_t st, int set, void *p)
+{
+    ctx_t *c = static_cast<ctx_t *>(p);
+    read_kernel<1024><<<c->grid, 1024, 0, st>>>(reinterpret_cast<const uint4 *>(c->sets[set]), c->bytes / 16, c->out);
+}
+
+static void enq_bulk(cudaStream_t st, int set, void *p)
+{
+    ctx_t *c = static_cast<ctx_t *>(p);
+    bulk_kernel<<<132, 64, 128 + c->stages * 32768, st>>>(c->sets[set], c->bytes, c->copy, c->stages, c->out);
 }
 
 static void enq_read_tail(cudaStream_t st, int set, void *p)
 {
     ctx_t *c = static_cast<ctx_t *>(p);
-    read_kernel<<<132, 256, 0, st>>>(reinterpret_cast<const uint4 *>(c->sets[set]), c->bytes / 16, c->out);
-    read_kernel<<<64, 256, 0, st>>>(reinterpret_cast<const uint4 *>(c->sets[(set + 1) % c->sets.size()]),
+    read_kernel<256><<<132, 256, 0, st>>>(reinterpret_cast<const uint4 *>(c->sets[set]), c->bytes / 16, c->out);
+    read_kernel<256><<<64, 256, 0, st>>>(reinterpret_cast<const uint4 *>(c->sets[(set + 1) % c->sets.size()]),
                                     65536 / 16, c->out);
 }
 
@@ -171,6 +264,20 @@ int main(int argc, char **argv)
             const double us = graph_us(st, enq_read_tail, &c, nsets);
             std::printf("read 132 + tail 64    %8.2f us  %5.2f TB/s\n", us, c.bytes / us / 1e6);
         }
+        c.grid = 132;
+        {
+            const double us = graph_us(st, enq_read1024, &c, nsets);
+            std::printf("read 132 x 1024       %8.2f us  %5.2f TB/s\n", us, c.bytes / us / 1e6);
+        }
+        CK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 + 6 * 32768));
+        for (int stages : {2, 3, 6})
+            for (int copy : {256, 1024, 4096, 16384, 32768}) {
+                c.copy = copy, c.stages = stages;
+                const double us = graph_us(st, enq_bulk, &c, nsets);
+                /* bytes actually moved: 132 blocks x whole 32 KB stages */
+                const double moved = 132.0 * (double)((c.bytes / 132) / 32768 * 32768);
+                std::printf("bulk %5d B x %d st   %8.2f us  %5.2f TB/s\n", copy, stages, us, moved / us / 1e6);
+            }
         {
             const double us = graph_us(st, enq_memcpy, &c, nsets);
             std::printf("memcpy d2d (half)     %8.2f us  %5.2f TB/s (read+write)\n", us, c.bytes / us / 1e6);

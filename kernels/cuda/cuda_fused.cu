@@ -51,6 +51,7 @@
 #include "cuda_fused_sm90a.h" /* version 3: the arch=sm90a tactics */
 #endif
 
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -672,13 +673,18 @@ __device__ __forceinline__ void splitkv_load_q(const fused_args &p, const splitk
 /* One key tile for one warp: S = Q K^T over the warp's KW keys (first key
  * n0; K rows at aK, V rows at aV, both already offset to this lane's
  * ldmatrix rows, Q at aQ likewise), keys at or past a row's limit masked,
- * the online softmax, O += P V. */
-template <typename T, int D, int KW>
+ * the online softmax, O += P V. K and V are padded rows (SBC = 0: RS
+ * bytes a row) or, SBC > 0, TMA's 128-byte-swizzled boxes of 64 columns x
+ * SBC rows, one after the other: the 16-byte chunk c of row r at box c/8,
+ * r*128 + ((c%8) ^ (r%8))*16. A lane's ldmatrix rows are r%8 = lane%8 in
+ * every step, so the swizzle is one XOR with a per-lane constant, yk (K)
+ * or yv (V): the lane's chunk bit ^ lane%8. */
+template <typename T, int D, int KW, int SBC = 0>
 __device__ __forceinline__ void splitkv_tile(uint32_t aQ, uint32_t aK, uint32_t aV, int n0, int tq,
                                              const int (&lim)[2], float (&o)[D / 8][4], float (&m)[2],
-                                             float (&l)[2], float sl2)
+                                             float (&l)[2], float sl2, uint32_t yk = 0, uint32_t yv = 0)
 {
-    constexpr int NT = KW / 8, RS = tile_rs<D>::value;
+    constexpr int NT = KW / 8, RS = SBC ? 128 : tile_rs<D>::value;
     float s[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
@@ -693,7 +699,10 @@ __device__ __forceinline__ void splitkv_tile(uint32_t aQ, uint32_t aK, uint32_t 
 #pragma unroll
         for (int nj = 0; nj < NT / 2; nj++) {
             uint32_t kb[4];
-            ldmatrix_x4(kb, aK + nj * 16 * RS + kk * 32);
+            if constexpr (SBC == 0)
+                ldmatrix_x4(kb, aK + nj * 16 * RS + kk * 32);
+            else
+                ldmatrix_x4(kb, aK + nj * 16 * RS + (kk / 4) * SBC * 128 + ((((2 * kk) & 7) ^ yk) << 4));
             mma16816<T>(s[2 * nj], qa, kb[0], kb[1]);
             mma16816<T>(s[2 * nj + 1], qa, kb[2], kb[3]);
         }
@@ -714,7 +723,10 @@ __device__ __forceinline__ void splitkv_tile(uint32_t aQ, uint32_t aK, uint32_t 
 #pragma unroll
         for (int dn = 0; dn < D / 16; dn++) {
             uint32_t vb[4];
-            ldmatrix_x4_trans(vb, aV + kk * 16 * RS + dn * 32);
+            if constexpr (SBC == 0)
+                ldmatrix_x4_trans(vb, aV + kk * 16 * RS + dn * 32);
+            else
+                ldmatrix_x4_trans(vb, aV + kk * 16 * RS + (dn / 4) * SBC * 128 + ((((2 * dn) & 7) ^ yv) << 4));
             mma16816<T>(o[2 * dn], pa, vb[0], vb[1]);
             mma16816<T>(o[2 * dn + 1], pa, vb[2], vb[3]);
         }
@@ -877,30 +889,34 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
 }
 
 /* Version 2.1: fused_splitkv with stages=S (compute capability 9.0+).
- * Version 2's blocks and arithmetic, its K/V brought in by the bulk-copy
- * (TMA) unit: one producer warp (warp NW) issues a bulk copy per key row
- * (any row stride: a KV cache's [b, h, s, d] or [b, s, h, d]) into S
- * stages of K+V, each with a "full" mbarrier (the copies' bytes) and an
- * "empty" one (the NW consumer warps); so up to S tiles are in flight per
- * block, not one commit group per thread, and a block keeps an SM's share
- * of the bandwidth busy alone (version 2 needs about two blocks per SM for
- * it: docs/kernels.md). The rows of the last tile past skv repeat row skv-1
- * (finite, masked); columns past d are zeroed once by the consumers (the
- * copies write d columns only). The consumers load Q with cp.async. */
+ * Version 2's blocks and arithmetic, its K/V brought in by the TMA unit:
+ * one producer thread (warp NW) loads each key tile as 128-byte-swizzled
+ * boxes of 64 columns x BC rows (4-16 KB a copy: a bulk copy per 256-byte
+ * row ran at a quarter of the bandwidth, bench/decode_floor.cu) through
+ * the K and V views' tensor maps (any row stride: a KV cache's [b, h, s, d]
+ * or [b, s, h, d]) into S stages behind "full" mbarriers (the bytes) and
+ * "empty" ones (the NW consumer warps). Up to S tiles are in flight per
+ * block, so one block per SM streams at the SM's share of the bandwidth,
+ * where version 2 needs about two. TMA zero-fills rows past skv and
+ * columns past d. The consumers load Q with cp.async, as version 2. */
 template <typename T, int D, int BC, int NW>
-__global__ void __launch_bounds__((NW + 1) * 32) splitkv_bulk_kernel(const fused_args p)
+__global__ void __launch_bounds__((NW + 1) * 32)
+    splitkv_bulk_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                        const fused_args p)
 {
 #ifdef FUSED_SM90_PTX
     constexpr int KW = BC / NW, DT = D / 8, NTH = (NW + 1) * 32, NC = NW * 32;
     constexpr int RS = tile_rs<D>::value;
+    constexpr uint32_t HALF = (uint32_t)BC * D * 2; /* K (or V) of one stage: D/64 boxes of BC rows */
     static_assert(KW % 16 == 0, "each warp needs whole k16 steps of keys");
-    static_assert(BC % 32 == 0, "the producer's lanes take whole rows");
+    static_assert(D % 64 == 0, "whole 128-byte boxes");
 
     extern __shared__ __align__(128) unsigned char smem[];
     const int S = p.stages;
     const uint32_t bars = smem_u32(smem); /* full[S], then empty[S] */
     const uint32_t aQ = bars + 128;
-    const uint32_t aK = aQ + 16 * RS; /* stage st: K rows at aK + st*2*BC*RS, V rows BC*RS after */
+    /* stage st: K at aK + st*2*HALF, V HALF after; aligned to 1 KB */
+    const uint32_t aK = (aQ + 16 * RS + 1023u) & ~1023u;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int gr = lane >> 2, tq = lane & 3;
@@ -923,53 +939,42 @@ __global__ void __launch_bounds__((NW + 1) * 32) splitkv_bulk_kernel(const fused
 
     if (warp == NW) {
         /* Producer: tile it into stage it % S once the consumers freed it. */
-        const int64_t kvoff = w.bi * p.ksb + w.kvh * p.ksh;
-        const T *gK = reinterpret_cast<const T *>(p.k) + kvoff;
-        const T *gV = reinterpret_cast<const T *>(p.v) + kvoff;
-        const uint32_t rowb = (uint32_t)p.d * (uint32_t)sizeof(T);
-        for (int it = 0; it < w.nt_blk; it++) {
-            const int st = it % S;
-            mbar_wait(bars + 8 * (S + st), ((it / S) & 1) ^ 1);
-            const uint32_t full = bars + 8 * st, dK = aK + (uint32_t)(st * 2 * BC * RS);
-            if (lane == 0)
-                mbar_expect_tx(full, 2u * BC * rowb);
-            __syncwarp();
-            const int n0 = (w.tb + it) * BC;
+        if (lane == 0)
+            for (int it = 0; it < w.nt_blk; it++) {
+                const int st = it % S;
+                mbar_wait(bars + 8 * (S + st), ((it / S) & 1) ^ 1);
+                const uint32_t full = bars + 8 * st, dK = aK + (uint32_t)st * 2 * HALF;
+                mbar_expect_tx(full, 2 * HALF);
+                const int n0 = (w.tb + it) * BC;
 #pragma unroll
-            for (int r = lane; r < BC; r += 32) {
-                const int64_t row = min(n0 + r, p.skv - 1);
-                bulk_load(dK + (uint32_t)(r * RS), gK + row * p.kss, rowb, full);
-                bulk_load(dK + (uint32_t)((BC + r) * RS), gV + row * p.kss, rowb, full);
+                for (int c = 0; c < D / 64; c++) {
+                    tma_load_4d(dK + c * BC * 128, &tk, c * 64, n0, w.kvh, w.bi, full);
+                    tma_load_4d(dK + HALF + c * BC * 128, &tv, c * 64, n0, w.kvh, w.bi, full);
+                }
             }
-        }
     } else {
-        /* Consumers: Q and the zero columns first (generic stores, theirs). */
         splitkv_load_q<T, D, NC>(p, w, aQ, tid);
-        if (p.d < D)
-            for (int L = tid; L < S * 2 * BC; L += NC)
-                for (int c = p.d / 8; c < D / 8; c++)
-                    *reinterpret_cast<uint4 *>(smem + 128 + 16 * RS + L * RS + c * 16) = make_uint4(0, 0, 0, 0);
         cp_async_wait<0>();
         group_sync(1, NC);
         const uint32_t qoff = (uint32_t)((lane & 15) * RS + (lane >> 4) * 16);
-        const uint32_t koff = (uint32_t)((warp * KW + (lane & 7) + ((lane >> 4) << 3)) * RS + ((lane >> 3) & 1) * 16);
-        const uint32_t voff =
-            (uint32_t)((BC + warp * KW + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + (lane >> 4) * 16);
+        const uint32_t koff = (uint32_t)((warp * KW + (lane & 7) + ((lane >> 4) << 3)) * 128);
+        const uint32_t voff = HALF + (uint32_t)((warp * KW + (lane & 7) + ((lane >> 3) & 1) * 8) * 128);
+        const uint32_t yk = (uint32_t)(((lane >> 3) & 1) ^ (lane & 7)), yv = (uint32_t)((lane >> 4) ^ (lane & 7));
         for (int it = 0; it < w.nt_blk; it++) {
             const int st = it % S;
             mbar_wait(bars + 8 * st, (it / S) & 1);
-            const uint32_t base = aK + (uint32_t)(st * 2 * BC * RS);
-            splitkv_tile<T, D, KW>(aQ + qoff, base + koff, base + voff, (w.tb + it) * BC + warp * KW, tq, w.lim,
-                                   o, m, l, p.sl2);
+            const uint32_t base = aK + (uint32_t)st * 2 * HALF;
+            splitkv_tile<T, D, KW, BC>(aQ + qoff, base + koff, base + voff, (w.tb + it) * BC + warp * KW, tq, w.lim,
+                                       o, m, l, p.sl2, yk, yv);
             __syncwarp();
             if (lane == 0)
                 mbar_arrive(bars + 8 * (S + st));
         }
     }
     __syncthreads(); /* every tile consumed, so every copy landed: the stages become scratch */
-    splitkv_merge_store<T, D, NW, NTH>(p, w, smem + 128 + 16 * RS, warp, lane, o, m, l);
+    splitkv_merge_store<T, D, NW, NTH>(p, w, smem + (aK - bars), warp, lane, o, m, l);
 #else
-    (void)p; /* a pass before 9.0: never launched (launch_splitkv_bulk checks the code's version) */
+    (void)tk, (void)tv, (void)p; /* a pass before 9.0: never launched (launch_splitkv_bulk checks the code's version) */
     __trap();
 #endif
 }
@@ -1021,7 +1026,53 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
 
 } /* namespace */
 
-/* ---- launchers */
+/* ---- tensor maps (contracts in cuda_fused_common.cuh) */
+
+/* cuTensorMapEncodeTiled, looked up once, thread-safe (a C++ local
+ * static); NULL when the driver lacks it. */
+static PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = []() -> PFN_cuTensorMapEncodeTiled_v12000 {
+        void *f = NULL;
+        cudaDriverEntryPointQueryResult q;
+#if CUDART_VERSION >= 12050
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess)
+            return NULL;
+#else
+        if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q) != cudaSuccess)
+            return NULL;
+#endif
+        return q == cudaDriverEntryPointSuccess ? (PFN_cuTensorMapEncodeTiled_v12000)f : NULL;
+    }();
+    return fn;
+}
+
+int cuda_tma_encode_map(CUtensorMap *map, CUtensorMapDataType dt, void *data, const cuuint64_t dims[4],
+                        const cuuint64_t strides[3], uint32_t box0, uint32_t box1)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
+    if (enc == NULL)
+        return ATTUNE_EGPU;
+    cuuint32_t box[4] = {box0, box1, 1, 1};
+    cuuint32_t estr[4] = {1, 1, 1, 1};
+    CUresult r = enc(map, dt, 4, data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? 0 : ATTUNE_EINVAL;
+}
+
+int cuda_tma_make_map(CUtensorMap *map, const attn_tensor *t, CUtensorMapDataType dt, int es, int64_t b,
+                      int64_t heads, int64_t rows, int64_t d, int box_rows)
+{
+    cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)b};
+    /* a stride of a dimension of size 1 is never used: give TMA a legal one */
+    cuuint64_t strides[3] = {(cuuint64_t)t->ss * es, (cuuint64_t)(heads > 1 ? t->sh : t->ss) * es,
+                             (cuuint64_t)(b > 1 ? t->sb : t->ss) * es};
+    return cuda_tma_encode_map(map, dt, t->data, dims, strides, 128 / es, (uint32_t)box_rows);
+}
+
+/* ---- launchers
 
 /* The kernel configurations built: FUSED_CONFIGS and SPLITKV_CONFIGS of
  * cuda_fused_configs.h (their descriptors read the same lines). */
@@ -1202,17 +1253,30 @@ static int launch_splitkv_bulk(const fused_args &p, cudaStream_t stream)
 {
     static std::atomic<int> ok_cache[64];
     const size_t smem = SPLITKV_BULK_SMEM(D, BC, NW, p.stages);
-    void (*kern)(const fused_args) = splitkv_bulk_kernel<T, D, BC, NW>;
+    void (*kern)(CUtensorMap, CUtensorMap, fused_args) = splitkv_bulk_kernel<T, D, BC, NW>;
     if (p.stages < 1 || p.stages > SPLITKV_BULK_MAX_STAGES)
         return ATTUNE_EUNSUPP;
     if (!pdl_allowed((const void *)kern, ok_cache, 64))
         return ATTUNE_EUNSUPP;
+    /* K and V share strides (launch checks); d columns, skv rows: TMA
+     * zero-fills the rest of the last tile and of the last box */
+    attn_tensor kt = {}, vt = {};
+    kt.data = const_cast<void *>(p.k), kt.sb = p.ksb, kt.sh = p.ksh, kt.ss = p.kss;
+    vt = kt;
+    vt.data = const_cast<void *>(p.v);
+    const CUtensorMapDataType dt =
+        std::is_same<T, __nv_bfloat16>::value ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    CUtensorMap tk, tv;
+    int rc;
+    if ((rc = cuda_tma_make_map(&tk, &kt, dt, 2, p.b, p.hkv, p.skv, p.d, BC)) != 0 ||
+        (rc = cuda_tma_make_map(&tv, &vt, dt, 2, p.b, p.hkv, p.skv, p.d, BC)) != 0)
+        return rc;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return ATTUNE_EGPU;
     const int64_t blocks = (int64_t)p.nrb * p.splits * p.b * p.hkv;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    kern<<<(unsigned)blocks, (NW + 1) * 32, smem, stream>>>(p);
+    kern<<<(unsigned)blocks, (NW + 1) * 32, smem, stream>>>(tk, tv, p);
     if (cudaGetLastError() != cudaSuccess)
         return ATTUNE_EGPU;
     return p.splits > 1 ? launch_combine<T>(p, stream) : 0;

@@ -5,6 +5,7 @@
 #ifndef ATTUNE_CUDA_FUSED_COMMON_CUH
 #define ATTUNE_CUDA_FUSED_COMMON_CUH
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -112,6 +113,39 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
     (void)dst, (void)src, (void)bytes, (void)bar;
 #endif
 }
+
+/* TMA: box {128 bytes of columns, rows, 1, 1} at coordinates (c0 column,
+ * c1 row, c2 head, c3 batch) of the tensor map into shared memory at dst,
+ * completing on bar. Four dimensions, so any (batch, head, row) strides of
+ * a view ([b, h, s, d], [b, s, h, d], a KV cache) are the map's, not the
+ * kernel's. */
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, int c3,
+                                            uint32_t bar)
+{
+#ifdef FUSED_SM90_PTX
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+#else
+    (void)dst, (void)map, (void)c0, (void)c1, (void)c2, (void)c3, (void)bar;
+#endif
+}
+
+/* A 4-d tensor map over data (dims[0] contiguous; strides of dims 1..3 in
+ * bytes, multiples of 16), box {box0, box1, 1, 1}, 128-byte swizzle, zero
+ * fill past the dims; cuTensorMapEncodeTiled through the runtime's driver
+ * entry point (no -lcuda). 0, ATTUNE_EGPU (no such entry point) or
+ * ATTUNE_EINVAL (refused). */
+int cuda_tma_encode_map(CUtensorMap *map, CUtensorMapDataType dt, void *data, const cuuint64_t dims[4],
+                        const cuuint64_t strides[3], uint32_t box0, uint32_t box1);
+
+/* Tensor map over view t of elements of es bytes (dt): dims {d, rows,
+ * heads, b} with the view's strides (TMA wants multiples of 16 bytes: the
+ * caller checks), box {128 bytes of columns, box_rows}, zero fill past the
+ * real rows and columns. */
+int cuda_tma_make_map(CUtensorMap *map, const attn_tensor *t, CUtensorMapDataType dt, int es, int64_t b,
+                      int64_t heads, int64_t rows, int64_t d, int box_rows);
 
 /* 1 when the launch arguments every fused kernel shares are sound: no NULL
  * pointer, positive sizes, hq a multiple of hkv, readable rows at least

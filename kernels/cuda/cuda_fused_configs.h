@@ -72,14 +72,17 @@
 /* Version 2.1 (fused_splitkv with stages=N, compute capability 9.0+):
  * the configurations built, (D, Bc, warps), warps counting the consumer
  * warps (one producer warp more), each warp 16 keys of a tile. Its shared
- * memory: the stages' mbarriers (128 bytes), the Q tile, then the larger
- * of N stages of K+V and the warps' merge buffers. N is a tactic
- * parameter: the most that fit in a block's limit (up to 8), and the most
- * that let two blocks share an SM (cuda_fused.cu lists both). */
+ * memory: the stages' mbarriers (128 bytes) and the padded Q tile, then up
+ * to 1 KB to align the stages (TMA's 128-byte swizzle wants 1 KB-aligned
+ * boxes; the kernel aligns at run time), then the
+ * larger of N stages of K+V (unpadded, swizzled rows) and the warps' merge
+ * buffers. N is a tactic parameter: the most that fit in a block's limit
+ * (up to 8), and the most that let two blocks share an SM (cuda_fused.cu
+ * lists both). */
 #define SPLITKV_BULK_CONFIGS(X) X(64, 64, 4) X(128, 64, 4) X(256, 32, 2) X(256, 64, 4)
 #define SPLITKV_BULK_MAX_STAGES 8
-#define SPLITKV_BULK_STAGE(D, BC) ((size_t)2 * (BC) * FUSED_TILE_RS(D))
-#define SPLITKV_BULK_FIXED(D) ((size_t)128 + (size_t)16 * FUSED_TILE_RS(D))
+#define SPLITKV_BULK_STAGE(D, BC) ((size_t)2 * (BC) * (D) * 2)
+#define SPLITKV_BULK_FIXED(D) ((size_t)128 + (size_t)16 * FUSED_TILE_RS(D) + 1024)
 #define SPLITKV_BULK_SMEM(D, BC, NW, S)                                                        \
     (SPLITKV_BULK_FIXED(D) + ((size_t)(S) * SPLITKV_BULK_STAGE(D, BC) > SPLITKV_MERGE(D, NW)     \
                                   ? (size_t)(S) * SPLITKV_BULK_STAGE(D, BC)                      \

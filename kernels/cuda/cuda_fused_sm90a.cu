@@ -111,20 +111,7 @@ using sm90_out_t = typename std::conditional<sm90_is_fp8<T>::value, __nv_bfloat1
 /* ---- PTX wrappers (sm_90a) */
 
 #ifdef SM90A_DEVICE
-/* mbar_init, mbar_expect_tx, mbar_arrive, mbar_wait: cuda_fused_common.cuh */
-
-/* TMA: box {64 columns, rows, 1, 1} at coordinates (c0 column, c1 row, c2
- * head, c3 batch) of the tensor map into shared memory at dst, completing
- * on bar. Four dimensions, so any (batch, head, row) strides of a view
- * ([b, h, s, d], [b, s, h, d], a KV cache) are the map's, not the kernel's. */
-__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, int c0, int c1, int c2, int c3,
-                                            uint32_t bar)
-{
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-                 : "memory");
-}
+/* mbar_init, mbar_expect_tx, mbar_arrive, mbar_wait, tma_load_4d: cuda_fused_common.cuh */
 
 __device__ __forceinline__ void wgmma_fence()
 {
@@ -785,57 +772,7 @@ static int ilog2(int64_t x)
     return l;
 }
 
-/* cuTensorMapEncodeTiled through the runtime's driver entry point (no
- * -lcuda); looked up once, thread-safe (a C++ local static). NULL when the
- * driver lacks it. */
-static PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
-{
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = []() -> PFN_cuTensorMapEncodeTiled_v12000 {
-        void *f = NULL;
-        cudaDriverEntryPointQueryResult q;
-#if CUDART_VERSION >= 12050
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess)
-            return NULL;
-#else
-        if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q) != cudaSuccess)
-            return NULL;
-#endif
-        return q == cudaDriverEntryPointSuccess ? (PFN_cuTensorMapEncodeTiled_v12000)f : NULL;
-    }();
-    return fn;
-}
-
-/* A 4-d tensor map over data (dims[0] contiguous; strides of dims 1..3 in
- * bytes, multiples of 16), box {box0, box1, 1, 1}, 128-byte swizzle, zero
- * fill past the dims. */
-static int encode_map(CUtensorMap *map, CUtensorMapDataType dt, void *data, const cuuint64_t dims[4],
-                      const cuuint64_t strides[3], uint32_t box0, uint32_t box1)
-{
-    PFN_cuTensorMapEncodeTiled_v12000 enc = encode_fn();
-    if (enc == NULL)
-        return ATTUNE_EGPU;
-    cuuint32_t box[4] = {box0, box1, 1, 1};
-    cuuint32_t estr[4] = {1, 1, 1, 1};
-    CUresult r = enc(map, dt, 4, data, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                     CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? 0 : ATTUNE_EINVAL;
-}
-
-/* Tensor map over view t of elements of es bytes (dt): dims {d, rows,
- * heads, b} with the view's strides (TMA wants multiples of 16 bytes,
- * which the launcher checked), box {128 bytes of columns, box_rows}, zero
- * fill past the real rows. */
-static int make_map(CUtensorMap *map, const attn_tensor *t, CUtensorMapDataType dt, int es, int64_t b,
-                    int64_t heads, int64_t rows, int64_t d, int box_rows)
-{
-    cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)b};
-    /* a stride of a dimension of size 1 is never used: give TMA a legal one */
-    cuuint64_t strides[3] = {(cuuint64_t)t->ss * es, (cuuint64_t)(heads > 1 ? t->sh : t->ss) * es,
-                             (cuuint64_t)(b > 1 ? t->sb : t->ss) * es};
-    return encode_map(map, dt, t->data, dims, strides, 128 / es, (uint32_t)box_rows);
-}
+/* Tensor maps: cuda_tma_encode_map, cuda_tma_make_map (cuda_fused_common.cuh). */
 
 /* ---- e4m3: V transposed (version 3.5)
  *
@@ -934,8 +871,8 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
     CUtensorMap tq, tk, tv;
     int rc;
     const int qb = FOLD ? 1 << p.lqb : BR; /* query rows per head in a block */
-    if ((rc = make_map(&tq, &io->q, dt, ES, s->b, s->hq, s->sq, s->d, qb)) != 0 ||
-        (rc = make_map(&tk, &io->k, dt, ES, s->b, s->hkv, s->skv, s->d, BC)) != 0)
+    if ((rc = cuda_tma_make_map(&tq, &io->q, dt, ES, s->b, s->hq, s->sq, s->d, qb)) != 0 ||
+        (rc = cuda_tma_make_map(&tk, &io->k, dt, ES, s->b, s->hkv, s->skv, s->d, BC)) != 0)
         return rc;
     if (F8) {
         /* V^T into the workspace, then its map: {keys, D, hkv, b}, box
@@ -950,9 +887,9 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
             return ATTUNE_EGPU;
         cuuint64_t dims[4] = {(cuuint64_t)keys, (cuuint64_t)D, (cuuint64_t)s->hkv, (cuuint64_t)s->b};
         cuuint64_t strides[3] = {(cuuint64_t)keys, (cuuint64_t)(keys * D), (cuuint64_t)(keys * D * s->hkv)};
-        rc = encode_map(&tv, dt, vt, dims, strides, BC, D);
+        rc = cuda_tma_encode_map(&tv, dt, vt, dims, strides, BC, D);
     } else {
-        rc = make_map(&tv, &io->v, dt, ES, s->b, s->hkv, s->skv, s->d, BC);
+        rc = cuda_tma_make_map(&tv, &io->v, dt, ES, s->b, s->hkv, s->skv, s->d, BC);
     }
     if (rc != 0)
         return rc;
