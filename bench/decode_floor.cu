@@ -4,7 +4,8 @@
  *
  *   nvcc -O3 -arch=sm_90 -o decode_floor bench/decode_floor.cu
  *   ./decode_floor [MB ...]          (default: 16.8 67.2, the K+V bytes of
- *                                     the e2e Gemma and Llama decode steps)
+ *                                     the e2e Gemma and Llama decode steps;
+ *                                     add 70 for the power-of-two check)
  *
  * For each size, timed as tests/gpu/run.sh times tactics (METHOD.md): a
  * CUDA graph of 20 launches, input sets rotated so that each launch reads
@@ -24,6 +25,10 @@
  *              mbarriers, one warp taking each stage and freeing it: the
  *              floor of a bulk-copy pipeline at one block per SM, by copy
  *              size (a per-row copy of a d = 128 key is 256 bytes)
+ *   bulk pow2  the same with 16 KB copies, 4 stages, over 132 chunks of
+ *              exactly 512 KB (sizes of at least 69.2 MB): do streams a
+ *              power of two apart collide in the memory's channels (as a
+ *              decode step's K/V heads of 2048 keys would)?
  *   memcpy     cudaMemcpyAsync device to device of half the bytes (reads
  *              half and writes half)
  * Prints one line per measurement: us per launch and TB/s. */
@@ -270,14 +275,22 @@ int main(int argc, char **argv)
             std::printf("read 132 x 1024       %8.2f us  %5.2f TB/s\n", us, c.bytes / us / 1e6);
         }
         CK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 + 6 * 32768));
-        for (int stages : {2, 3, 6})
-            for (int copy : {256, 1024, 4096, 16384, 32768}) {
+        for (int stages : {2, 6})
+            for (int copy : {256, 1024, 4096, 32768}) {
                 c.copy = copy, c.stages = stages;
                 const double us = graph_us(st, enq_bulk, &c, nsets);
                 /* bytes actually moved: 132 blocks x whole 32 KB stages */
                 const double moved = 132.0 * (double)((c.bytes / 132) / 32768 * 32768);
                 std::printf("bulk %5d B x %d st   %8.2f us  %5.2f TB/s\n", copy, stages, us, moved / us / 1e6);
             }
+        if (c.bytes >= (size_t)132 << 19) {
+            /* 132 chunks of exactly 512 KB: streams a power of two apart */
+            const size_t keep = c.bytes;
+            c.bytes = (size_t)132 << 19, c.copy = 16384, c.stages = 4;
+            const double us = graph_us(st, enq_bulk, &c, nsets);
+            std::printf("bulk pow2 512KB chunks %8.2f us  %5.2f TB/s\n", us, c.bytes / us / 1e6);
+            c.bytes = keep;
+        }
         {
             const double us = graph_us(st, enq_memcpy, &c, nsets);
             std::printf("memcpy d2d (half)     %8.2f us  %5.2f TB/s (read+write)\n", us, c.bytes / us / 1e6);

@@ -199,10 +199,12 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
  * group-16 decode step, b1.hq128.hkv8.sq1.skv2048 d64). */
 #define BLOCK_FIXED_TILES 0.5
 #define SPLIT_OCC 0.5
-/* Version 2.1 (stages=N): its producer warp keeps N tiles in flight, so
- * one block per SM is meant to stream at the SM's share (docs/kernels.md
- * has the measurement). */
-#define SPLIT_OCC_BULK 1.0
+/* Version 2.1 (stages=N): TMA keeps N tiles in flight per block, so a
+ * block streams at more than an SM's share: on the H200's Llama decode
+ * step (b8.hq32.hkv8.sq1.skv2049 d128) 64 blocks took 21.2 us and 128
+ * took 22.0 (bench/decode-v21-h200-20261204.txt, block 3): 64 blocks at
+ * ~0.8 of the full rate, 64 / (0.6 x 132). */
+#define SPLIT_OCC_BULK 0.6
 
 static int describe_splitkv(const attn_shape *s, const attn_tactic *t,
                             const attn_device_info *dev, unsigned hints, attn_cost *out)
