@@ -188,10 +188,9 @@ static void quiet_notices(void *arg, const char *msg)
  * the mapped error with err. TCP keepalives on unless the URL says
  * otherwise: the second lane may sit idle between pushes, and a peer or
  * middlebox that drops it silently is found in about two minutes, not at
- * the next push's first read. pin (may be NULL): a session whose host and
- * port are pin's, so that the lanes of a multi-host URL reach one server. */
-static int session_open(fleet_pg *c, const char *url, const PGconn *pin, char *err,
-                        size_t errlen)
+ * the next push's first read. pin: a session at c->pin_host and
+ * c->pin_port, so that the lanes of a multi-host URL reach one server. */
+static int session_open(fleet_pg *c, const char *url, int pin, char *err, size_t errlen)
 {
     /* later keywords override earlier ones: the URL's own settings win,
      * and the pin's host and port win over the URL's */
@@ -199,10 +198,11 @@ static int session_open(fleet_pg *c, const char *url, const PGconn *pin, char *e
                           "keepalives_idle", "keepalives_interval", "keepalives_count",
                           "dbname", "host", "port", NULL};
     const char *vals[] = {"10", "attune", "1", "60", "10", "6", url,
-                          pin != NULL ? PQhost(pin) : NULL, pin != NULL ? PQport(pin) : NULL,
-                          NULL};
-    if (pin == NULL)
+                          pin ? c->pin_host : NULL, pin ? c->pin_port : NULL, NULL};
+    if (!pin || c->pin_host == NULL)
         keys[7] = NULL; /* the URL alone */
+    else if (c->pin_port == NULL)
+        keys[8] = NULL;
     c->conn = PQconnectdbParams(keys, vals, 1);
     if (c->conn == NULL)
         return ATTUNE_ENOMEM;
@@ -212,6 +212,19 @@ static int session_open(fleet_pg *c, const char *url, const PGconn *pin, char *e
     }
     PQsetNoticeProcessor(c->conn, quiet_notices, NULL);
     return fleet_pg_cmd(c, "SET client_encoding = 'UTF8'", err, errlen);
+}
+
+/* Remember where lane 0 is (its host and port), on the thread that owns
+ * it: 0 or ATTUNE_ENOMEM. */
+static int pin_lane0(fleet_pg *c)
+{
+    free(c->pin_host);
+    free(c->pin_port);
+    c->pin_host = c->pin_port = NULL;
+    const char *h = PQhost(c->lanes[0]), *p = PQport(c->lanes[0]);
+    if ((h != NULL && (c->pin_host = strdup(h)) == NULL) || (p != NULL && (c->pin_port = strdup(p)) == NULL))
+        return ATTUNE_ENOMEM;
+    return 0;
 }
 
 int fleet_pg_connect(const char *url, fleet_pg **out, char *err, size_t errlen)
@@ -227,8 +240,10 @@ int fleet_pg_connect(const char *url, fleet_pg **out, char *err, size_t errlen)
         free(c);
         return ATTUNE_ENOMEM;
     }
-    rc = session_open(c, url, NULL, err, errlen);
+    rc = session_open(c, url, 0, err, errlen);
     c->lanes[0] = c->conn;
+    if (rc == 0 && pin_lane0(c) != 0)
+        rc = attune_fail(err, errlen, ATTUNE_ENOMEM, "out of memory");
     if (rc != 0 || (rc = fleet_pg_schema_migrate(c, err, errlen)) != 0)
         goto fail;
     *out = c;
@@ -255,7 +270,7 @@ int fleet_pg_lane_open(fleet_pg *c)
         return ATTUNE_EIO;
     char err[ATTUNE_ERRLEN];
     int was = c->lane;
-    int rc = session_open(c, c->url, c->lanes[0], err, sizeof err); /* sets c->conn */
+    int rc = session_open(c, c->url, 1, err, sizeof err); /* sets c->conn */
     c->lanes[1] = c->conn;
     c->lane_failed = 0;
     if (rc != 0) {
@@ -285,8 +300,13 @@ void fleet_pg_lane_settle(fleet_pg *c)
         (PQpipelineStatus(z) != PQ_PIPELINE_OFF || PQtransactionStatus(z) != PQTRANS_IDLE)) {
         PQreset(z);
         const int conflict = c->conflict; /* the stream's, kept for its caller */
-        if (PQstatus(z) == CONNECTION_OK)
+        if (PQstatus(z) == CONNECTION_OK) {
             (void)fleet_pg_cmd(c, "SET client_encoding = 'UTF8'", NULL, 0);
+            if (pin_lane0(c) != 0) { /* out of memory: lane 1 then follows the URL alone */
+                free(c->pin_host);
+                c->pin_host = NULL;
+            }
+        }
         c->conflict = conflict;
     }
 }
@@ -298,6 +318,8 @@ void fleet_pg_close(fleet_pg *c)
     PQfinish(c->lanes[0]);
     PQfinish(c->lanes[1]);
     free(c->url);
+    free(c->pin_host);
+    free(c->pin_port);
     fleet_pg_idmap_free(&c->shapes);
     fleet_pg_idmap_free(&c->tactics);
     fleet_pg_idmap_free(&c->stacks);

@@ -34,6 +34,9 @@ struct fleet_pg {
     time_t lane_failed; /* when the second lane could not be opened (0: it could):
                            one lane only for a minute after */
     char *url;          /* to open the second lane (carries no password) */
+    char *pin_host, *pin_port; /* lane 0's server, read on the caller's thread when lane 0
+                                  connected: lane 1 opens there while a lane thread may be
+                                  using lane 0 (one thread per PGconn, libpq's rule) */
     int schema_version;
     int conflict;       /* the last fleet_pg_fail was a conflict (fleet_pg_conflicted) */
     fleet_idmap shapes, tactics, stacks, devices, models;

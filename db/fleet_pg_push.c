@@ -1371,8 +1371,12 @@ int fleet_pg_push_stream(fleet_pg *c, fleet_push_next_fn next, fleet_push_done_f
     fleet_batch prev; /* the batch before (its pointers valid until next is called again) */
     memset(&prev, 0, sizeof prev);
     for (n = 0;; n++) {
-        /* a second lane once there is a second batch (or, when no second
-         * session can be had, one batch at a time on the one there is) */
+        /* a second lane at the second batch's turn (opened before next
+         * says whether there is one, since the lane decides which job
+         * finishes first; kept in the handle for later pushes), or, when
+         * no second session can be had, one batch at a time on the one
+         * there is. Its server is lane 0's, as read when lane 0 connected
+         * (the batch-0 thread owns lane 0 now). */
         if (n == 1 && fleet_pg_lane_open(c) == 0)
             lanes = 2;
         int lane = lanes == 2 ? (int)(n & 1) : 0;

@@ -55,7 +55,7 @@ set_tests_properties(it_cross_arm64 PROPERTIES COST 1000)
 # before ctest (scripts/test_trees.sh): 23 s and 9 s there, not 62 and 51.
 foreach(t_s it_package:29 it_page_browser:23 it_export_limits:20 it_fleet_pg:17
             it_fleet_stream:17 it_fleet_clone:14 it_python_install:14 it_daemon:13 it_miss_jobs:12
-            it_reads_off_writer:12 rel_crash_loop:10 rel_slow_clients:9 loo:7 rel_load:5)
+            it_reads_off_writer:12 rel_crash_loop:10 rel_slow_clients:9 it_fleet_overlap:9 loo:7 rel_load:5)
   string(REPLACE ":" ";" t_s ${t_s})
   list(GET t_s 0 t)
   list(GET t_s 1 s)
