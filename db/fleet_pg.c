@@ -215,15 +215,18 @@ static int session_open(fleet_pg *c, const char *url, int pin, char *err, size_t
 }
 
 /* Remember where lane 0 is (its host and port), on the thread that owns
- * it: 0 or ATTUNE_ENOMEM. */
+ * it: 0, or ATTUNE_ENOMEM with no host kept. */
 static int pin_lane0(fleet_pg *c)
 {
     free(c->pin_host);
     free(c->pin_port);
     c->pin_host = c->pin_port = NULL;
     const char *h = PQhost(c->lanes[0]), *p = PQport(c->lanes[0]);
-    if ((h != NULL && (c->pin_host = strdup(h)) == NULL) || (p != NULL && (c->pin_port = strdup(p)) == NULL))
+    if ((h != NULL && (c->pin_host = strdup(h)) == NULL) || (p != NULL && (c->pin_port = strdup(p)) == NULL)) {
+        free(c->pin_host); /* none: lane 1 then follows the URL alone */
+        c->pin_host = NULL;
         return ATTUNE_ENOMEM;
+    }
     return 0;
 }
 
@@ -302,10 +305,7 @@ void fleet_pg_lane_settle(fleet_pg *c)
         const int conflict = c->conflict; /* the stream's, kept for its caller */
         if (PQstatus(z) == CONNECTION_OK) {
             (void)fleet_pg_cmd(c, "SET client_encoding = 'UTF8'", NULL, 0);
-            if (pin_lane0(c) != 0) { /* out of memory: lane 1 then follows the URL alone */
-                free(c->pin_host);
-                c->pin_host = NULL;
-            }
+            (void)pin_lane0(c); /* out of memory: lane 1 follows the URL alone */
         }
         c->conflict = conflict;
     }
