@@ -90,21 +90,23 @@ static void h200_should_keep_every_configuration(void)
 }
 
 /* Version 2.1 (bulk copies, 9.0 and later): none before 9.0; on 9.0 each
- * of its 4 configurations at the most stages a block holds (8 at d = 64, 6
- * at d = 128 and d = 256 with 32-key tiles, 3 with 64) and at the most
- * that let two blocks share an SM (6, 3, 3; none for 64-key tiles at d =
- * 256: one stage of 66 KB). */
+ * of its 5 configurations at the most stages a block holds (8 at d = 64, 6
+ * at d = 128 and d = 256 with 32-key tiles, 3 with 64, 3 at d = 128 with
+ * 128-key tiles) and at the most that let two blocks share an SM (6, 3, 3;
+ * none for 64-key tiles at d = 256 nor 128-key ones at d = 128: one stage
+ * of 66 or 64 KB). */
 static void bulk_configs_should_start_at_hopper(void)
 {
     char names[64][ATTN_TACTIC_STR_MAX];
     CHECK_EQ_INT(configs_of(80, ATTN_FUSED_SPLITKV, 1, names, 64), 0);
     CHECK_EQ_INT(configs_of(89, ATTN_FUSED_SPLITKV, 1, names, 64), 0);
     int n = configs_of(90, ATTN_FUSED_SPLITKV, 1, names, 64);
-    CHECK_EQ_INT(n, 7);
+    CHECK_EQ_INT(n, 8);
     CHECK(listed(names, n, "d64:fused_splitkv/pad=1/splits=1/stages=8/tile=16x64/warps=4"));
     CHECK(listed(names, n, "d64:fused_splitkv/pad=1/splits=1/stages=6/tile=16x64/warps=4"));
     CHECK(listed(names, n, "d128:fused_splitkv/pad=1/splits=1/stages=6/tile=16x64/warps=4"));
     CHECK(listed(names, n, "d128:fused_splitkv/pad=1/splits=1/stages=3/tile=16x64/warps=4"));
+    CHECK(listed(names, n, "d128:fused_splitkv/pad=1/splits=1/stages=3/tile=16x128/warps=8"));
     CHECK(listed(names, n, "d256:fused_splitkv/pad=1/splits=1/stages=6/tile=16x32/warps=2"));
     CHECK(listed(names, n, "d256:fused_splitkv/pad=1/splits=1/stages=3/tile=16x32/warps=2"));
     CHECK(listed(names, n, "d256:fused_splitkv/pad=1/splits=1/stages=3/tile=16x64/warps=4"));

@@ -234,13 +234,21 @@ __device__ __forceinline__ void load_tile(uint32_t sbase, const T *g, int ld, in
  * m*sl2). The max is reduced over the quad of lanes that share a row; l
  * stays per-lane (summed once at the end, as the scale factors are
  * row-uniform). A row with no visible key yet keeps m = -inf and uses 0 as
- * its exponent base, so every term is 2^-inf = 0 and nothing is NaN. */
-template <int NT, int DT>
+ * its exponent base, so every term is 2^-inf = 0 and nothing is NaN.
+ * Version 2 passes LAZY = true and hi: rows 8-15 (rh = 1) are skipped when
+ * !hi (no real row there: their s stay 0 from Q's zero rows, so P = 0 and
+ * their o stay 0), and, from d = 128 (32 or more multiplies a row half),
+ * O's rescale is skipped when no lane of the warp saw its max move (alpha
+ * = 1 exactly: the skip changes no bit; at d = 64 the vote made ptxas
+ * spill version 2.1 on sm_110). hi must be uniform over the warp. */
+template <int NT, int DT, bool LAZY = false>
 __device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2],
-                                             float (&l)[2], float sl2)
+                                             float (&l)[2], float sl2, bool hi = true)
 {
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
+        if (LAZY && rh == 1 && !hi)
+            continue;
         float mx = m[rh];
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
@@ -258,6 +266,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&o)[DT][4
             sum += s[nt][2 * rh] + s[nt][2 * rh + 1];
         }
         l[rh] = l[rh] * alpha + sum;
+        if (LAZY && DT >= 16 && !__any_sync(0xffffffffu, alpha != 1.f))
+            continue;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
             o[dt][2 * rh] *= alpha;
@@ -613,6 +623,7 @@ constexpr size_t splitkv_smem()
 struct splitkv_block {
     int bi, kvh, r0, R, split, tb, nt_blk;
     int lim[2];
+    bool hi; /* a real row among the tile's rows 8-15 (g sq <= 8 has none) */
 };
 
 template <int BC>
@@ -627,6 +638,7 @@ __device__ __forceinline__ splitkv_block splitkv_where(const fused_args &p, int 
     w.bi = bk / p.hkv, w.kvh = bk - w.bi * p.hkv;
     w.R = p.g * p.sq; /* folded rows of this KV head */
     w.r0 = rt * 16;
+    w.hi = w.R - w.r0 > 8;
     const int off = p.skv - p.sq;
     /* Keys the block's rows see (causal: up to the largest i among them;
      * a tile that wraps to the next head holds i = sq-1), cut to this
@@ -673,7 +685,7 @@ __device__ __forceinline__ void splitkv_load_q(const fused_args &p, const splitk
 /* One key tile for one warp: S = Q K^T over the warp's KW keys (first key
  * n0; K rows at aK, V rows at aV, both already offset to this lane's
  * ldmatrix rows, Q at aQ likewise), keys at or past a row's limit masked,
- * the online softmax, O += P V. K and V are padded rows (SBC = 0: RS
+ * the online softmax (rows 8-15 skipped when !hi), O += P V. K and V are padded rows (SBC = 0: RS
  * bytes a row) or, SBC > 0, TMA's 128-byte-swizzled boxes of 64 columns x
  * SBC rows, one after the other: the 16-byte chunk c of row r at box c/8,
  * r*128 + ((c%8) ^ (r%8))*16. A lane's ldmatrix rows are r%8 = lane%8 in
@@ -681,14 +693,20 @@ __device__ __forceinline__ void splitkv_load_q(const fused_args &p, const splitk
  * or yv (V): the lane's chunk bit ^ lane%8. */
 template <typename T, int D, int KW, int SBC = 0>
 __device__ __forceinline__ void splitkv_tile(uint32_t aQ, uint32_t aK, uint32_t aV, int n0, int tq,
-                                             const int (&lim)[2], float (&o)[D / 8][4], float (&m)[2],
+                                             const int (&lim)[2], bool hi, float (&o)[D / 8][4], float (&m)[2],
                                              float (&l)[2], float sl2, uint32_t yk = 0, uint32_t yv = 0)
 {
     constexpr int NT = KW / 8, RS = SBC ? 128 : tile_rs<D>::value;
-    float s[NT][4];
+    /* Two accumulators from d = 128, even and odd k16 steps, added at the
+     * end: two dependent MMA chains of D/32 instead of one of D/16 (one
+     * warp per scheduler has no other warp to hide a chain behind). */
+    constexpr int CH = D >= 128 ? 2 : 1;
+    float s[NT][4], s2[NT][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++)
+    for (int nt = 0; nt < NT; nt++) {
         s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+        s2[nt][0] = s2[nt][1] = s2[nt][2] = s2[nt][3] = 0.f;
+    }
     /* Q fragments are re-read from shared memory each tile rather than
      * held: 4*D/16 registers (64 at d = 256) this kernel spends better
      * on the accumulators; shared bandwidth is not its limit. */
@@ -703,9 +721,17 @@ __device__ __forceinline__ void splitkv_tile(uint32_t aQ, uint32_t aK, uint32_t 
                 ldmatrix_x4(kb, aK + nj * 16 * RS + kk * 32);
             else
                 ldmatrix_x4(kb, aK + nj * 16 * RS + (kk / 4) * SBC * 128 + ((((2 * kk) & 7) ^ yk) << 4));
-            mma16816<T>(s[2 * nj], qa, kb[0], kb[1]);
-            mma16816<T>(s[2 * nj + 1], qa, kb[2], kb[3]);
+            float(&acc)[NT][4] = (CH == 2 && (kk & 1)) ? s2 : s;
+            mma16816<T>(acc[2 * nj], qa, kb[0], kb[1]);
+            mma16816<T>(acc[2 * nj + 1], qa, kb[2], kb[3]);
         }
+    }
+    if constexpr (CH == 2) {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[nt][e] += s2[nt][e];
     }
 #pragma unroll
     for (int rh = 0; rh < 2; rh++)
@@ -713,9 +739,9 @@ __device__ __forceinline__ void splitkv_tile(uint32_t aQ, uint32_t aK, uint32_t 
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 2; e++)
-                if (n0 + nt * 8 + 2 * tq + e >= lim[rh])
+                if ((rh == 0 || hi) && n0 + nt * 8 + 2 * tq + e >= lim[rh])
                     s[nt][2 * rh + e] = -INFINITY;
-    softmax_step<NT, D / 8>(s, o, m, l, sl2);
+    softmax_step<NT, D / 8, true>(s, o, m, l, sl2, hi);
 #pragma unroll
     for (int kk = 0; kk < KW / 16; kk++) {
         uint32_t pa[4];
@@ -881,7 +907,7 @@ __global__ void __launch_bounds__(NW * 32) splitkv_fwd_kernel(const fused_args p
         }
         const uint32_t bofs = (uint32_t)((it % STAGES) * BC * RS);
         splitkv_tile<T, D, KW>(aQ + qoff, aK + bofs + koff, aV + bofs + voff, (w.tb + it) * BC + warp * KW, tq,
-                               w.lim, o, m, l, p.sl2);
+                               w.lim, w.hi, o, m, l, p.sl2);
     }
     cp_async_wait<0>();
     __syncthreads(); /* no copy in flight, no warp reading: the stages become scratch */
@@ -965,7 +991,7 @@ __global__ void __launch_bounds__((NW + 1) * 32)
             mbar_wait(bars + 8 * st, (it / S) & 1);
             const uint32_t base = aK + (uint32_t)st * 2 * HALF;
             splitkv_tile<T, D, KW, BC>(aQ + qoff, base + koff, base + voff, (w.tb + it) * BC + warp * KW, tq, w.lim,
-                                       o, m, l, p.sl2, yk, yv);
+                                       w.hi, o, m, l, p.sl2, yk, yv);
             __syncwarp();
             if (lane == 0)
                 mbar_arrive(bars + 8 * (S + st));
@@ -980,48 +1006,84 @@ __global__ void __launch_bounds__((NW + 1) * 32)
 }
 
 /* Version 2, second kernel: o[row] = sum_s w_s part_o[s][row] / sum_s w_s,
- * w_s = 2^(lse_s - max lse). One warp per output row; a row that no split
- * saw (all lse = -inf) is 0. */
+ * w_s = 2^(lse_s - max lse). One thread per 4 columns of an output row
+ * (d % 4 == 0, as the kernels that write the partials require), so a row
+ * of d = 256 has 64 threads and the grid spreads over the SMs; the splits
+ * are read 4 or 8 at a time, their loads in flight together (one warp per
+ * row reading one split after another, a load's latency each, took 7 us
+ * for 64 rows x 8 splits in ncu, bench/decode-ncu-h200-20261204.txt). The
+ * sums run in split order, as before. A row that no split saw (all lse =
+ * -inf) is 0. */
 template <typename T>
 __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p)
 {
-    const int lane = threadIdx.x & 31;
+    const int C4 = p.d / 4;
     const int64_t NR = (int64_t)p.b * p.hq * p.sq;
-    const int64_t rg = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
-    if (rg >= NR)
+    const int64_t idx = (int64_t)blockIdx.x * 128 + threadIdx.x;
+    if (idx >= NR * C4)
         return;
+    const int64_t rg = idx / C4;
+    const int c4 = (int)(idx - rg * C4) * 4;
     pdl_wait(); /* the partials' kernel has finished and its writes are visible */
+    const float *lse = p.part_lse + rg;
     float mx = -INFINITY;
-    for (int s = lane; s < p.splits; s += 32)
-        mx = fmaxf(mx, p.part_lse[s * NR + rg]);
+    int s = 0;
+    for (; s + 8 <= p.splits; s += 8) {
+        float x[8];
 #pragma unroll
-    for (int x = 16; x > 0; x >>= 1)
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+        for (int u = 0; u < 8; u++)
+            x[u] = lse[(int64_t)(s + u) * NR];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            mx = fmaxf(mx, x[u]);
+    }
+    for (; s < p.splits; s++)
+        mx = fmaxf(mx, lse[(int64_t)s * NR]);
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    float den = 0.f;
+    if (mx != -INFINITY) {
+        const float *po = p.part_o + rg * p.d + c4;
+        const int64_t ss = NR * p.d; /* one split's partials */
+        s = 0;
+        for (; s + 4 <= p.splits; s += 4) {
+            float l[4];
+            float4 x[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                l[u] = lse[(int64_t)(s + u) * NR];
+                x[u] = *reinterpret_cast<const float4 *>(po + (int64_t)(s + u) * ss);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float w = ex2(l[u] - mx);
+                den += w;
+                acc.x += w * x[u].x;
+                acc.y += w * x[u].y;
+                acc.z += w * x[u].z;
+                acc.w += w * x[u].w;
+            }
+        }
+        for (; s < p.splits; s++) {
+            const float w = ex2(lse[(int64_t)s * NR] - mx);
+            const float4 x = *reinterpret_cast<const float4 *>(po + (int64_t)s * ss);
+            den += w;
+            acc.x += w * x.x;
+            acc.y += w * x.y;
+            acc.z += w * x.z;
+            acc.w += w * x.w;
+        }
+    }
+    /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
+     * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
+     * output's rounding. IEEE division's slow-path call made ptxas report
+     * 8 B of spills on sm_87 (scripts/check_arch.sh). */
+    const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
     const int64_t bh = rg / p.sq, i = rg - bh * p.sq, bi = bh / p.hq, h = bh - bi * p.hq;
     T *dst = reinterpret_cast<T *>(p.o) + bi * p.osb + h * p.osh + i * p.oss;
-    for (int c4 = lane * 4; c4 < p.d; c4 += 128) {
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        float den = 0.f;
-        if (mx != -INFINITY)
-            for (int s = 0; s < p.splits; s++) {
-                const float w = ex2(p.part_lse[s * NR + rg] - mx);
-                const float4 x = *reinterpret_cast<const float4 *>(p.part_o + (s * NR + rg) * p.d + c4);
-                den += w;
-                acc.x += w * x.x;
-                acc.y += w * x.y;
-                acc.z += w * x.z;
-                acc.w += w * x.w;
-            }
-        /* den >= 1 (the split holding the max contributes 2^0) and <= splits,
-         * well inside __fdividef's range; its 2 ulp are far below the f16/bf16
-         * output's rounding. IEEE division's slow-path call made ptxas report
-         * 8 B of spills on sm_87 (scripts/check_arch.sh). */
-        const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
-        uint2 w2;
-        w2.x = pack2<T>(acc.x * inv, acc.y * inv);
-        w2.y = pack2<T>(acc.z * inv, acc.w * inv);
-        *reinterpret_cast<uint2 *>(dst + c4) = w2;
-    }
+    uint2 w2;
+    w2.x = pack2<T>(acc.x * inv, acc.y * inv);
+    w2.y = pack2<T>(acc.z * inv, acc.w * inv);
+    *reinterpret_cast<uint2 *>(dst + c4) = w2;
 }
 
 } /* namespace */
@@ -1215,7 +1277,10 @@ static int launch_combine(const fused_args &p, cudaStream_t stream)
     void (*kern)(const fused_args) = splitkv_combine_kernel<T>;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    cfg.gridDim = dim3((unsigned)((rows + 3) / 4));
+    const int64_t threads = rows * (p.d / 4);
+    if ((threads + 127) / 128 > INT_MAX)
+        return ATTUNE_EUNSUPP;
+    cfg.gridDim = dim3((unsigned)((threads + 127) / 128));
     cfg.blockDim = dim3(128);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = stream;
