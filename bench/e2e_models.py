@@ -332,10 +332,12 @@ def model_run(name, a, out):
     # The forwards again, one of each implementation in turn per round:
     # timed in a row, whichever ran after eager's heavy forwards ran on a
     # warmer GPU (the 1.5% of Llama's prefill, docs/perf.md); these are the
-    # forward_ms reported.
+    # forward_ms reported. The order turns by one each round (the first
+    # forward of a round ran fastest, whichever it was: 2026-12-04), so
+    # with a multiple of 3 rounds each implementation leads as often.
     rr = {impl: [] for impl in IMPLS}
-    for _ in range(a.reps):
-        for impl in IMPLS:
+    for rnd in range(a.reps):
+        for impl in IMPLS[rnd % 3:] + IMPLS[:rnd % 3]:
             ah.use(m, impl)
             rr[impl].append(run(first=True)[0][0])
     for impl in IMPLS:
