@@ -34,19 +34,13 @@
  * Prints one line per measurement: us per launch and TB/s. */
 #include <cuda_runtime.h>
 
+#include "graph_timing.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
-            std::exit(1);                                                                       \
-        }                                                                                       \
-    } while (0)
 
 __global__ void empty_kernel(int *out)
 {
@@ -163,35 +157,7 @@ struct ctx_t {
 
 static double graph_us(cudaStream_t st, enqueue_fn fn, ctx_t *c, int nsets)
 {
-    const int per_graph = 20;
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per_graph; i++)
-        fn(st, i % nsets, c);
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    CK(cudaGraphLaunch(ge, st));
-    CK(cudaStreamSynchronize(st));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    std::vector<float> t;
-    for (int r = 0; r < 5; r++) {
-        CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms * 1000.f / per_graph);
-    }
-    std::sort(t.begin(), t.end());
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    return t[t.size() / 2];
+    return bench_graph_us(st, [&](int i) { fn(st, i % nsets, c); });
 }
 
 static void enq_empty(cudaStream_t st, int, void *p)

@@ -16,10 +16,13 @@
  *         them): one box of BC*D/64 such rows a tile, contiguous in memory
  *         (needs rows exactly D apart)
  *   wide  no swizzle, one box of D columns x BC keys (whole key rows)
- * Timed as decode_floor.cu: a CUDA graph of 20 launches over input sets
- * that cover 3x the L2, median of 5 replays, per launch. */
+ * Timed as decode_floor.cu (graph_timing.cuh): a CUDA graph of 20
+ * launches over input sets that cover 3x the L2, median of 5 replays, per
+ * launch. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
+
+#include "graph_timing.cuh"
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,14 +31,6 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));   \
-            std::exit(1);                                                                       \
-        }                                                                                       \
-    } while (0)
 
 enum { MODE_BOX, MODE_FLAT, MODE_WIDE };
 
@@ -165,37 +160,10 @@ struct set_t {
 
 static double time_case(cudaStream_t st, std::vector<set_t> &sets, const args_t &a, int blocks, size_t smem)
 {
-    const int per_graph = 20;
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per_graph; i++) {
+    return bench_graph_us(st, [&](int i) {
         const set_t &s = sets[i % sets.size()];
         tma_kernel<<<blocks, (a.nw + 1) * 32, smem, st>>>(s.tk, s.tv, a);
-    }
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    CK(cudaGraphLaunch(ge, st));
-    CK(cudaStreamSynchronize(st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> t;
-    for (int r = 0; r < 5; r++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms * 1000.f / per_graph);
-    }
-    std::sort(t.begin(), t.end());
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    return t[t.size() / 2];
+    });
 }
 
 int main()
