@@ -45,7 +45,15 @@ class Db:
         self.last = 0
 
     def q(self, sql, *args):
-        c = sqlite3.connect("file:%s?mode=ro" % self.path, uri=True, timeout=30)
+        # Read-write with query_only, not mode=ro: a kill before the store
+        # is in WAL mode (creating it) can leave a hot rollback journal,
+        # which only a connection that may write can roll back (what the
+        # next attune or attuned does when it opens the file); mode=ro then
+        # fails with "attempt to write a readonly database" (1 in ~9
+        # loops under load, 2026-12-04). query_only keeps the checks from
+        # changing anything else.
+        c = sqlite3.connect(self.path, timeout=30)
+        c.execute("PRAGMA query_only = 1")
         try:
             return c.execute(sql, args).fetchall()
         finally:
