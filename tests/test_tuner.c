@@ -243,9 +243,12 @@ static void tuner_should_record_each_outcome(void)
     CHECK(x && x->status == STORE_OK && fabs(x->time_us - 20.0) < 1e-9 && x->n >= o.min_samples);
     CHECK(x && x->rel_err < 1e-5 && x->rows_checked == 10);
     /* The hopeless candidate (100x the best) is cut after min_samples;
-     * its copies time is not taken. */
+     * being padded (pad=64), its copies are still timed (one pair), so
+     * its stored figure is what a caller of it pays. */
     x = find(m, n, T_HOPELESS);
     CHECK(x && x->status == STORE_OK && x->n == o.min_samples && strstr(x->note, "cut") != NULL);
+    CHECK(x && fabs(x->time_us_copies - 1.5 * x->time_us) < 1e-6); /* the fake's copies: 1.5x */
+    CHECK(x && select_time(x) == x->time_us_copies);
     /* Failed tactics are never timed. */
     CHECK_EQ_INT(time_calls[T_UNWRITTEN], 0);
     CHECK_EQ_INT(time_calls[T_WRONG], 0);

@@ -293,8 +293,13 @@ static int time_copies(const attn_device *dev, attn_plan *p, const tuner_opts *o
 }
 
 /* Time a checked tactic into m: the kernels alone, then for a padded
- * tactic (not cut short) with its pad/unpad copies, in `pairs` pairs at
- * most. 0 or time_plan's error. */
+ * tactic with its pad/unpad copies, in `pairs` pairs at most (one when
+ * the kernels' timing was cut short: the row is no contender, but its
+ * stored figure is what a caller of that tactic pays, select_time, and a
+ * query restricted to some variants may answer with it: the padded rows
+ * stored at over 3x their shape's best, kernels alone, ran 1.13-1.31x
+ * that through libattune, bench/libattune-store-h200.txt). 0 or
+ * time_plan's error. */
 static int time_tactic(const attn_device *dev, attn_plan *p, const attn_tactic *t,
                        const tuner_opts *o, double best_us, int pairs, store_measurement *m)
 {
@@ -309,9 +314,9 @@ static int time_tactic(const attn_device *dev, attn_plan *p, const attn_tactic *
     if (ts.cut)
         snprintf(m->note, sizeof m->note, "cut after %d samples: over %.1fx the best", ts.n,
                  o->cut_factor);
-    if (t->pad > 1 && !ts.cut) {
+    if (t->pad > 1) {
         double extra = 0;
-        prc = time_copies(dev, p, o, ts.median, pairs, &extra);
+        prc = time_copies(dev, p, o, ts.median, ts.cut ? 1 : pairs, &extra);
         if (prc == 0)
             m->time_us_copies = m->time_us + extra;
     }
