@@ -25,7 +25,9 @@ replayed in a CUDA graph with that implementation, events around the
 replays, median of 10: kernels only, no launch gaps), its share of the
 forward; and the largest difference of the last position's logits against
 sdpa (max abs, and relative L2). Results: JSON lines on --out, a table on
-stdout.
+stdout. --forward-kernels also profiles one forward (a decoder's prefill)
+with sdpa and with attune: each one's kernel time against its wall time,
+and the kernels whose totals differ most (where a whole forward's gap is).
 """
 import argparse
 import json
@@ -172,6 +174,48 @@ def kernel_table(fns, label):
             rows[e.name] = (n + 1, t + e.time_range.elapsed_us())
     for name, (n, t) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
         log("  %s kernel %5d x %8.2f us  %s" % (label, n, t / n, name[:110]))
+
+
+def profile_kernels(fn):
+    """fn() run once under torch.profiler: {kernel name: (count, total us)}
+    and the wall time of the call (ms), synchronized on both sides."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        wall_ms = (time.perf_counter() - t) * 1e3
+    rows = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            n, us = rows.get(e.name, (0, 0.0))
+            rows[e.name] = (n + 1, us + e.time_range.elapsed_us())
+    return rows, wall_ms
+
+
+def forward_kernel_diff(name, m, run, top=15):
+    """Where a whole forward's time differs between sdpa and attune
+    (--forward-kernels): each implementation's forward once under
+    torch.profiler after a warm-up; the sum of its kernels against its wall
+    time (the rest: launch gaps, host waits), and the kernels whose totals
+    differ most."""
+    got = {}
+    for impl in ("sdpa", "attune"):
+        ah.use(m, impl)
+        run(first=True)  # warm-up
+        got[impl] = profile_kernels(lambda: run(first=True))
+    (ks, ws), (ka, wa) = got["sdpa"], got["attune"]
+    sum_s = sum(us for _, us in ks.values()) / 1e3
+    sum_a = sum(us for _, us in ka.values()) / 1e3
+    log("%s forward under the profiler: sdpa wall %.2f ms, kernels %.2f ms; attune wall %.2f ms, "
+        "kernels %.2f ms" % (name, ws, sum_s, wa, sum_a))
+    names = set(ks) | set(ka)
+    diff = sorted(names, key=lambda k: -abs(ka.get(k, (0, 0.0))[1] - ks.get(k, (0, 0.0))[1]))
+    for k in diff[:top]:
+        (ns, us_s), (na, us_a) = ks.get(k, (0, 0.0)), ka.get(k, (0, 0.0))
+        log("  %+9.1f us  sdpa %4d x %9.1f us  attune %4d x %9.1f us  %s" % (
+            us_a - us_s, ns, us_s, na, us_a, k[:100]))
 
 
 # ---- the model's own timings
@@ -346,6 +390,8 @@ def model_run(name, a, out):
         res[impl]["forward_ms"] = statistics.median(rr[impl])
         log("%s %-6s forward %.2f ms (median of %d, one of each implementation in turn)"
             % (name, impl, res[impl]["forward_ms"], len(rr[impl])))
+    if a.forward_kernels:
+        forward_kernel_diff(name, m, run)
     for impl in ("eager", "attune"):
         d = (logits[impl].double() - logits["sdpa"].double())
         res[impl]["logits_max_abs"] = d.abs().max().item()
@@ -377,6 +423,9 @@ def main():
     p.add_argument("--kernels", action="store_true",
                    help="also list the kernels of one decode step's attention calls "
                         "(a forward's for an encoder) per implementation, from torch.profiler")
+    p.add_argument("--forward-kernels", action="store_true",
+                   help="also profile one whole forward (prefill) with sdpa and with attune: "
+                        "kernel time against wall time, and the kernels whose totals differ most")
     a = p.parse_args()
     os.environ["ATTUNE_URL"] = a.url
     log("torch %s, GPU %s" % (torch.__version__, torch.cuda.get_device_name(0)))
