@@ -699,7 +699,9 @@ __device__ __forceinline__ void splitkv_tile(uint32_t aQ, uint32_t aK, uint32_t 
     constexpr int NT = KW / 8, RS = SBC ? 128 : tile_rs<D>::value;
     /* Two accumulators from d = 128, even and odd k16 steps, added at the
      * end: two dependent MMA chains of D/32 instead of one of D/16 (one
-     * warp per scheduler has no other warp to hide a chain behind). */
+     * warp per scheduler has no other warp to hide a chain behind). On
+     * the H200's decode steps, with the skips of softmax_step, within
+     * tactics_time's noise: those wait on their loads (docs/kernels.md). */
     constexpr int CH = D >= 128 ? 2 : 1;
     float s[NT][4], s2[NT][4];
 #pragma unroll
