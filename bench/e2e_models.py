@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
 import attune.hf as ah  # noqa: E402
 import attune.lib  # noqa: E402
 import attune.torch  # noqa: E402
+import graphtime  # noqa: E402  (bench/graphtime.py)
 from transformers import (AttentionInterface, GemmaConfig, GemmaForCausalLM,  # noqa: E402
                           LlamaConfig, LlamaForCausalLM, ViTConfig, ViTModel)
 from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
@@ -136,22 +137,8 @@ def graph_time_us(fns, reps=10):
         for f in fns:  # warm-up: plans, cuBLAS handles, lazy modules
             f()
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s), torch.no_grad():
-        for f in fns:
-            f()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0)
-    del g
-    return statistics.median(times)
+    with torch.no_grad():  # one pass over fns is the graph's one "call"
+        return statistics.median(graphtime.replay_us(lambda i: [f() for f in fns], 1, reps, s))
 
 
 def kernel_table(fns, label):

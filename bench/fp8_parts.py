@@ -29,6 +29,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
 import attune.lib as al  # noqa: E402
+import graphtime  # noqa: E402  (bench/graphtime.py)
 
 
 def parse_key(key):
@@ -74,22 +75,7 @@ def time_graph(plan, args, s, reps, target_us=20000.0):
     e1.synchronize()
     est = max(e0.elapsed_time(e1) * 1000.0, 1.0)
     iters = max(1, min(1000, int(target_us / est)))
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for _ in range(iters):
-            plan.run(*args, stream=s.cuda_stream)
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1000.0 / iters)
-    del g
-    return times, iters
+    return graphtime.replay_us(lambda i: plan.run(*args, stream=s.cuda_stream), iters, reps, s), iters
 
 
 def sweep(a):

@@ -16,6 +16,8 @@ import sys
 
 import torch
 import torch.nn.functional as F
+
+import graphtime  # bench/graphtime.py (this script's directory is on sys.path)
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
@@ -52,21 +54,7 @@ def time_graph(fn, target_ms=2.0, reps=15):
     e1.record()
     torch.cuda.synchronize()
     n = max(1, min(200, int(target_ms / (e0.elapsed_time(e1) / 3))))
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(n):
-            fn()
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0.record()
-        g.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        ts.append(1000.0 * e0.elapsed_time(e1) / n)
-    return statistics.median(ts)
+    return statistics.median(graphtime.replay_us(lambda i: fn(), n, reps, warm=3))
 
 
 def flops(b, hq, hkv, sq, skv, d, causal):

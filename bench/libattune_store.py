@@ -26,6 +26,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
 import attune.lib as al  # noqa: E402
+import graphtime  # noqa: E402  (bench/graphtime.py)
 
 DT = {"f16": (0, torch.float16), "bf16": (1, torch.bfloat16), "f32": (2, torch.float32)}
 
@@ -44,22 +45,8 @@ def time_plan(plan, dims, reps, est_us):
     with torch.cuda.stream(s):
         plan.run(*args, stream=s.cuda_stream)  # warm-up outside the capture
     s.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for _ in range(iters):
-            plan.run(*args, stream=s.cuda_stream)
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1000.0 / iters)
-    del g
-    return statistics.median(times)
+    return statistics.median(graphtime.replay_us(lambda i: plan.run(*args, stream=s.cuda_stream),
+                                                 iters, reps, s))
 
 
 def main():

@@ -30,6 +30,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "client", "python"))
 import attune.lib as al  # noqa: E402
+import graphtime  # noqa: E402  (bench/graphtime.py)
 
 TORCH_DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
@@ -83,22 +84,7 @@ def time_graph(plan, sets, s, reps, sq, skv, target_us=10000.0):
     e1.synchronize()
     est = max(e0.elapsed_time(e1) * 1000.0 / len(sets), 1.0)
     iters = max(len(sets), min(2000, int(target_us / est)))
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        for i in range(iters):
-            run(i)
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1000.0 / iters)
-    del g
-    return statistics.median(times)
+    return statistics.median(graphtime.replay_us(run, iters, reps, s))
 
 
 def main():
