@@ -145,20 +145,10 @@ def kernel_table(fns, label):
     """Each GPU kernel the calls fns launch (run once eagerly under
     torch.profiler after a warm-up): count and mean duration, so attention's
     time in a model can be read kernel by kernel (--kernels)."""
-    from torch.profiler import ProfilerActivity, profile
     with torch.no_grad():
         for f in fns:
             f()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for f in fns:
-                f()
-            torch.cuda.synchronize()
-    rows = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            n, t = rows.get(e.name, (0, 0.0))
-            rows[e.name] = (n + 1, t + e.time_range.elapsed_us())
+        rows, _ = profile_kernels(lambda: [f() for f in fns])
     for name, (n, t) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
         log("  %s kernel %5d x %8.2f us  %s" % (label, n, t / n, name[:110]))
 

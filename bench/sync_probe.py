@@ -2,11 +2,12 @@
 """sync_probe.py -- does a call wait for the GPU? The host time of 32
 attention calls of a Llama-3-8B prefill layer (b8, 32 query / 8 KV heads,
 2048 tokens, d 128, bf16, causal; q a [b, s, h, d] view as transformers
-hands it, out [b, s, h, d]) issued while about 30 ms of matrix products
-are queued ahead of them on the same stream: a call that synchronizes
-(a cudaStreamSynchronize, a cudaMalloc/cudaFree, a device-to-host copy)
-makes the host wait for the queue, so the 32 calls take >= 30 ms of host
-time instead of their launch cost. Then the GPU time of the 32 calls
+hands it, out [b, s, h, d]) issued while 30 products of 8192 x 8192
+matrices are queued ahead of them on the same stream (150 ms on the H200;
+the script prints it): a call that synchronizes (a cudaStreamSynchronize,
+a cudaMalloc/cudaFree, a device-to-host copy) makes the host wait for the
+queue, so the 32 calls take most of that in host time instead of their
+launch cost. Then the GPU time of the 32 calls
 alone (events, eagerly launched, the queue empty). For: torch's SDPA,
 attune's Plan.run of --tactic (what the e2e Llama prefill ran), and
 attune.torch.run_bshd (attune_auto: the daemon at ATTUNE_URL, or the

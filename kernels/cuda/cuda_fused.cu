@@ -685,12 +685,13 @@ __device__ __forceinline__ void splitkv_load_q(const fused_args &p, const splitk
 /* One key tile for one warp: S = Q K^T over the warp's KW keys (first key
  * n0; K rows at aK, V rows at aV, both already offset to this lane's
  * ldmatrix rows, Q at aQ likewise), keys at or past a row's limit masked,
- * the online softmax (rows 8-15 skipped when !hi), O += P V. K and V are padded rows (SBC = 0: RS
- * bytes a row) or, SBC > 0, TMA's 128-byte-swizzled boxes of 64 columns x
- * SBC rows, one after the other: the 16-byte chunk c of row r at box c/8,
- * r*128 + ((c%8) ^ (r%8))*16. A lane's ldmatrix rows are r%8 = lane%8 in
- * every step, so the swizzle is one XOR with a per-lane constant, yk (K)
- * or yv (V): the lane's chunk bit ^ lane%8. */
+ * the online softmax (rows 8-15 skipped when !hi), O += P V. K and V are
+ * padded rows (SBC = 0: RS bytes a row) or, SBC > 0, TMA's
+ * 128-byte-swizzled boxes of 64 columns x SBC rows, one after the other:
+ * the 16-byte chunk c of row r at box c/8, r*128 + ((c%8) ^ (r%8))*16. A
+ * lane's ldmatrix rows are r%8 = lane%8 in every step, so the swizzle is
+ * one XOR with a per-lane constant, yk (K) or yv (V): the lane's chunk bit
+ * ^ lane%8. */
 template <typename T, int D, int KW, int SBC = 0>
 __device__ __forceinline__ void splitkv_tile(uint32_t aQ, uint32_t aK, uint32_t aV, int n0, int tq,
                                              const int (&lim)[2], bool hi, float (&o)[D / 8][4], float (&m)[2],
@@ -1012,9 +1013,9 @@ __global__ void __launch_bounds__((NW + 1) * 32)
  * (d % 4 == 0, as the kernels that write the partials require), so a row
  * of d = 256 has 64 threads and the grid spreads over the SMs; the splits
  * are read 4 or 8 at a time, their loads in flight together (one warp per
- * row reading one split after another, a load's latency each, took 7 us
- * for 64 rows x 8 splits in ncu, bench/decode-ncu-h200-20261204.txt). The
- * sums run in split order, as before. A row that no split saw (all lse =
+ * row reading one split after another, a load's latency each, took 7.1 us
+ * for 64 rows x 8 splits in ncu, this 5.3: bench/decode-v22-h200-20261204.txt).
+ * The sums run in split order, as before. A row that no split saw (all lse =
  * -inf) is 0. */
 template <typename T>
 __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p)
