@@ -24,7 +24,10 @@ forward and per token (the attention calls of one recorded forward,
 replayed in a CUDA graph with that implementation, events around the
 replays, median of 10: kernels only, no launch gaps), its share of the
 forward; and the largest difference of the last position's logits against
-sdpa (max abs, and relative L2). Results: JSON lines on --out, a table on
+sdpa (max abs, and relative L2). Then --pairs adjacent pairs of sdpa's
+and attune's forwards, the order flipped each pair: the median ratio
+attune/sdpa of a whole forward (whether attune's model is slower end to
+end, with the GPU's drift mostly cancelled). Results: JSON lines on --out, a table on
 stdout. --forward-kernels also profiles one forward (a decoder's prefill)
 with sdpa and with attune: each one's kernel time against its wall time,
 and the kernels whose totals differ most (where a whole forward's gap is).
@@ -367,6 +370,28 @@ def model_run(name, a, out):
         res[impl]["forward_ms"] = statistics.median(rr[impl])
         log("%s %-6s forward %.2f ms (median of %d, one of each implementation in turn)"
             % (name, impl, res[impl]["forward_ms"], len(rr[impl])))
+    # sdpa against attune alone, in adjacent pairs (ABBA: the order flips
+    # every pair), --pairs of them: the whole forward is mostly GEMMs, whose
+    # time drifts with the GPU's clocks and heat by more than attention's
+    # share of it (in one profiled forward of each, the same GEMMs ran 2.5%
+    # apart, 2026-12-04), so the question "is attune's forward slower" is
+    # asked of the ratio within each pair, where the drift is the least.
+    pairs = []
+    for i in range(a.pairs):
+        got = {}
+        for impl in (("sdpa", "attune") if i % 2 == 0 else ("attune", "sdpa")):
+            ah.use(m, impl)
+            got[impl] = run(first=True)[0][0]
+        pairs.append(got["attune"] / got["sdpa"])
+    if pairs:
+        ps = sorted(pairs)
+        q = lambda f: ps[min(len(ps) - 1, int(f * (len(ps) - 1) + 0.5))]  # noqa: E731
+        res["forward_ratio_pairs"] = pairs
+        res["forward_ratio_median"] = statistics.median(pairs)
+        log("%s forward attune/sdpa in %d adjacent pairs: median %.4f, quartiles %.4f-%.4f, "
+            "range %.4f-%.4f, attune slower in %d" % (
+                name, len(ps), res["forward_ratio_median"], q(0.25), q(0.75), ps[0], ps[-1],
+                sum(1 for x in ps if x > 1.0)))
     if a.forward_kernels:
         forward_kernel_diff(name, m, run)
     for impl in ("eager", "attune"):
@@ -393,6 +418,9 @@ def main():
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--vit-batch", type=int, default=64)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--pairs", type=int, default=12,
+                   help="adjacent sdpa/attune forward pairs (order flipped each pair) for the "
+                        "end-to-end ratio; 0: none")
     p.add_argument("--tune-wait", type=float, default=150.0,
                    help="seconds to wait for attuned to measure the shapes")
     p.add_argument("--url", default=os.environ.get("ATTUNE_URL", "http://127.0.0.1:7373"))
@@ -418,12 +446,14 @@ def main():
     if results:
         g = math.exp(sum(math.log(r["attn_speedup_vs_sdpa"]) for r in results) / len(results))
         log("\nmodel  | forward ms sdpa/eager/attune | token ms sdpa/eager/attune | "
-            "attention speedup vs sdpa | logits rel L2 attune, eager")
+            "attention speedup vs sdpa | forward attune/sdpa, paired | logits rel L2 attune, eager")
         for r in results:
-            log("%-6s | %s | %s | %.3fx | %.1e, %.1e" % (
+            log("%-6s | %s | %s | %.3fx | %s | %.1e, %.1e" % (
                 r["model"], " / ".join("%.2f" % r[i]["forward_ms"] for i in IMPLS),
                 " / ".join("%.3f" % r[i]["token_ms"] if r[i]["token_ms"] else "-" for i in IMPLS),
-                r["attn_speedup_vs_sdpa"], r["attune"]["logits_rel_l2"], r["eager"]["logits_rel_l2"]))
+                r["attn_speedup_vs_sdpa"],
+                "%.4f" % r["forward_ratio_median"] if "forward_ratio_median" in r else "-",
+                r["attune"]["logits_rel_l2"], r["eager"]["logits_rel_l2"]))
         log("geomean attention speedup vs sdpa: %.3fx over %d models" % (g, len(results)))
     return 0 if len(results) == len(a.models.split(",")) else 1
 

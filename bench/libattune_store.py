@@ -49,6 +49,21 @@ def time_plan(plan, dims, reps, est_us):
                                                  iters, reps, s))
 
 
+def loaded_libs():
+    """The cuBLAS and cuDNN files mapped into this process (torch's, which
+    libattune shares: it opens them by soname)."""
+    libs = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                if "libcublas" in path or "libcudnn.so" in path:
+                    libs.add(os.path.realpath(path))
+    except OSError:
+        pass
+    return sorted(libs) or ["(none found)"]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--db", required=True)
@@ -58,6 +73,7 @@ def main():
     p.add_argument("--out", default="libattune-store.jsonl")
     a = p.parse_args()
     dev = al.Device("0")
+    print("# libraries in this process (the tuner's are its stack): %s" % " ".join(loaded_libs()))
     ratios, failed = [], 0
     with open(a.out, "w") as out:
         for sh in json.load(open(a.grid))["shapes"]:
@@ -87,10 +103,16 @@ def main():
                     continue
                 ratios.append(us / stored)
                 rec = {"shape": key, "tactic": row["tactic"], "stored_us": stored, "libattune_us": us,
-                       "ratio": us / stored, "note": row.get("note", "")}
+                       "ratio": us / stored, "kernels_us": row["time_us"], "n": row.get("n"),
+                       "note": row.get("note", "")}
                 out.write(json.dumps(rec) + "\n")
-                print("%-40s %-52s stored %9.2f us  libattune %9.2f us  %.3f"
-                      % (key, row["tactic"], stored, us, us / stored), flush=True)
+                # a padded row's stored figure is its kernels' median plus
+                # its copies' (tuner.c, time_copies): both shown
+                extra = ("  (kernels %.2f + copies %.2f, n %s)" % (
+                    row["time_us"], stored - row["time_us"], row.get("n"))
+                    if row.get("time_us_copies") else "")
+                print("%-40s %-52s stored %9.2f us  libattune %9.2f us  %.3f%s"
+                      % (key, row["tactic"], stored, us, us / stored, extra), flush=True)
     if ratios:
         rs = sorted(ratios)
         within = sum(1 for x in rs if x <= 1.03)

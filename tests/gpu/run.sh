@@ -189,6 +189,16 @@ if [ -n "$CUDNN_ROOT" ]; then
     done
 fi
 
+# cuBLAS likewise: attune opens libcublas.so.13 by its soname, and inside
+# a torch process (libattune under attune.torch, bench/libattune_store.py,
+# the models) that is the copy torch already loaded, its wheel's
+# nvidia/cublas. The tuner and attuned must time with that same copy, or a
+# GEMM family's stored time comes from another cuBLAS than the one that
+# runs it (folded pad 1 ran 5% slower through libattune than stored, on
+# two runs: the likely cause, a different cuBLAS on each side).
+pyblas=$(python3 -c 'import nvidia.cublas as m; print(list(m.__path__)[0])' 2>/dev/null)
+[ -n "$pyblas" ] && [ -d "$pyblas/lib" ] && export LD_LIBRARY_PATH=$pyblas/lib:$LD_LIBRARY_PATH
+
 {
     echo "commit: ${ATTUNE_COMMIT:-unknown}"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -203,6 +213,7 @@ fi
         echo "  cudnn candidate $d: $(cudnn_version_of "$d")"
     done
     python3 -c 'import torch; print("torch cudnn", torch.backends.cudnn.version())' 2>&1
+    echo "cublas: torch's ${pyblas:-none}; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
     echo "pkg-config: $(command -v pkg-config) sqlite3 $(pkg-config --modversion sqlite3 2>&1)" \
          "jansson $(pkg-config --modversion jansson 2>&1)"
 } >"$OUT/env.txt" 2>&1
@@ -241,6 +252,9 @@ if ! cmake --build "$BUILD" -j "$JOBS" "${ONLY[@]}" >>"$OUT/build.log" 2>&1; the
     done
 fi
 log "build done ($(($(date +%s) - START)) s)"
+{ echo "libraries attune itself opens (attune devices, LD_DEBUG=libs):"
+  LD_DEBUG=libs "$BUILD/attune" devices 2>&1 | grep -E "calling init: .*lib(cublas|cudnn)" |
+      sed 's/.*calling init: /  /' | sort -u; } >>"$OUT/env.txt"
 
 # bench_split: not a ctest, linked by hand against the built libraries.
 BENCH_SPLIT=$BUILD/bench_split
