@@ -192,12 +192,26 @@ fi
 # cuBLAS likewise: attune opens libcublas.so.13 by its soname, and inside
 # a torch process (libattune under attune.torch, bench/libattune_store.py,
 # the models) that is the copy torch already loaded, its wheel's
-# nvidia/cublas. The tuner and attuned must time with that same copy, or a
-# GEMM family's stored time comes from another cuBLAS than the one that
-# runs it (folded pad 1 ran 5% slower through libattune than stored, on
-# two runs: the likely cause, a different cuBLAS on each side).
-pyblas=$(python3 -c 'import nvidia.cublas as m; print(list(m.__path__)[0])' 2>/dev/null)
-[ -n "$pyblas" ] && [ -d "$pyblas/lib" ] && export LD_LIBRARY_PATH=$pyblas/lib:$LD_LIBRARY_PATH
+# nvidia/cu13/lib (asked of torch itself, not guessed from a package
+# name). The tuner and attuned time with that same copy, so a GEMM
+# family's stored time comes from the cuBLAS that runs it. (It did not
+# explain folded pad 1's 5% between store and libattune: docs/perf.md,
+# 2026-12-04, buffer placement.)
+pyblas=$(python3 -c '
+import os, torch
+for line in open("/proc/self/maps"):
+    f = line.split()[-1]
+    if "/libcublas.so" in f:
+        print(os.path.dirname(os.path.realpath(f))); break' 2>/dev/null)
+if [ -n "$pyblas" ] && [ -d "$pyblas" ]; then
+    # only cuBLAS (and its Lt) from there: that folder holds torch's other
+    # CUDA libraries too, which attune's binaries are not built against
+    mkdir -p "$DEPS/cublas"
+    for f in "$pyblas"/libcublas.so.* "$pyblas"/libcublasLt.so.*; do
+        [ -e "$f" ] && ln -sfn "$f" "$DEPS/cublas/$(basename "$f")"
+    done
+    export LD_LIBRARY_PATH=$DEPS/cublas:$LD_LIBRARY_PATH
+fi
 
 {
     echo "commit: ${ATTUNE_COMMIT:-unknown}"
