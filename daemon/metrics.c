@@ -307,6 +307,12 @@ int metrics_render(const metrics_snapshot *snap, char **out, size_t *len)
                "attune_lookups_kept_total{result=\"hit\"} %lld\n"
                "attune_lookups_kept_total{result=\"miss\"} %lld\n",
             (long long)snap->answers_kept_hits, (long long)snap->answers_kept_misses);
+    fprintf(f, "# HELP attune_index_pending Changes the index's builder still has to make: "
+               "prediction models older than their rows, listings queued. Each drops the kept "
+               "answers when made.\n# TYPE attune_index_pending gauge\n"
+               "attune_index_pending{work=\"models\"} %d\n"
+               "attune_index_pending{work=\"listings\"} %d\n",
+            snap->pending_models, snap->pending_listings);
     render_state(f, snap);
     fleet_sync_metrics(f);
 

@@ -63,6 +63,8 @@ typedef struct metrics_snapshot {
     /* GET /v1/tactic answered from the kept answers (daemon/tactic_cache.h),
      * and asked there but answered the long way */
     int64_t answers_kept_hits, answers_kept_misses;
+    /* the index's builder: models out of date, listings queued (index_pending) */
+    int pending_models, pending_listings;
 } metrics_snapshot;
 
 /* Render all metrics as text; *out malloc'd (caller frees), *len its

@@ -198,6 +198,7 @@ static enum MHD_Result h_metrics(req *r, const char *url, const http_args *a)
     jobs_counts(r->d->jobs, snap.jobs);
     snap.nqueues = jobs_queue_depths(r->d->jobs, snap.queues, METRICS_MAX_DEVICES);
     index_stats(r->d->ix, &snap.devices_local, &snap.devices_fleet, &snap.index_measurements);
+    index_pending(r->d->ix, &snap.pending_models, &snap.pending_listings);
     if (r->d->answers != NULL)
         answer_cache_counts(r->d->answers, &snap.answers_kept_hits, &snap.answers_kept_misses);
     char *text = NULL;

@@ -603,6 +603,18 @@ int index_devices(index_state *ix, index_device_view **out, int *n)
     return rc;
 }
 
+void index_pending(index_state *ix, int *models, int *listings)
+{
+    *models = 0;
+    pthread_rwlock_rdlock(&ix->lock);
+    for (int i = 0; i < ix->ndevs; i++)
+        *models += ix->builder_on && ix->devs[i].model_dirty;
+    pthread_rwlock_unlock(&ix->lock);
+    pthread_mutex_lock(&ix->build_mu);
+    *listings = ix->lists_queued;
+    pthread_mutex_unlock(&ix->build_mu);
+}
+
 void index_stats(index_state *ix, int *local, int *fleet, int64_t *measurements)
 {
     *local = *fleet = 0;

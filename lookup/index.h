@@ -185,6 +185,13 @@ int index_devices(index_state *ix, index_device_view **out, int *n);
 /* Totals for metrics. */
 void index_stats(index_state *ix, int *local, int *fleet, int64_t *measurements);
 
+/* Changes the builder (index_models_start) still has to make: devices
+ * whose model is older than their rows (it rebuilds them a settle time
+ * after the last write) and listings queued. Each bumps the generation
+ * when made, so an answer kept before it is asked again the long way
+ * (tactic_cache.h); both 0: none is coming until the next write. */
+void index_pending(index_state *ix, int *models, int *listings);
+
 typedef struct index_answer {
     char device_id[64];              /* the device the spec named */
     int local;                       /* a device of this host */

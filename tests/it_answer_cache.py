@@ -83,10 +83,31 @@ def kept_hits(d):
     return -1
 
 
+def pending(d):
+    """attune_index_pending's models and listings: the changes the index's
+    builder still has to make, each of which drops the kept answers."""
+    st, body = d.request("GET", "/metrics")
+    got = {}
+    for line in body.decode().splitlines():
+        if line.startswith("attune_index_pending{"):
+            got[line.split('"')[1]] = int(line.split()[1])
+    return got.get("models", -1), got.get("listings", -1)
+
+
 def tune(d, shapes):
+    """A job over shapes, waited for, then the index's builder: it rebuilds
+    the device's model a settle time after the job's last row, and that
+    swap drops the kept answers (on a loaded CI machine it once landed
+    among the four lookups below: 2 hits of 3)."""
     st, a = d.post("/v1/tune", {"device": "cpu", "shapes": shapes})
     check(st == 202, "tune queued (%d)" % st)
-    return d.wait_job(a["job"])
+    job = d.wait_job(a["job"])
+    deadline = time.time() + 30
+    while pending(d) != (0, 0) and time.time() < deadline:
+        time.sleep(0.05)
+    check(pending(d) == (0, 0), "the index's builder idle after the job (%d models, %d listings)"
+          % pending(d))
+    return job
 
 
 def same_as_fresh(d, k, s, what, device="cpu"):
