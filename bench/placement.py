@@ -3,14 +3,20 @@
 lie? (issue 24: a few tactics ran 4-8% apart through libattune and in the
 tuner, the same rows on every run.)
 
-For each tactic of --tactics on --shape: --placements times, q, k, v
+For each tactic of --tactics on --shape, --placements times: q, k, v
 and o carved from one pool at random 256-byte-aligned gaps of up to
 --spacer-mb MiB between them, and a fresh libattune plan (its own
-buffers after a cudaMalloc'd spacer of up to --plan-spacer-mb MiB), timed twice the way bench/libattune_store.py times (CUDA graph of
+buffers after a cudaMalloc'd spacer of up to --plan-spacer-mb MiB),
+timed twice the way bench/libattune_store.py times (CUDA graph of
 back-to-back runs, median of --reps replays). The two timings of one
 placement give the noise; the spread over placements gives what the
-placement adds. Prints one line per tactic:
-    median, min, max over placements, and the median |a-b|/a within one.
+placement adds. Prints a line per placement, then one per tactic: the
+median, min and max over placements, and the median |a-b|/a within one.
+
+On the GPU machine (bench/placement-h200-20261204.txt holds a run):
+    tests/gpu/run.sh --no-tests --exec 'export ATTUNE_LIB=$BUILD/libattune.so.1;
+        python3 bench/placement.py --shape b2.hq8.hkv2.sq77.skv300.d128.f16.c
+        --tactics folded/acc=f16/pad=1'
 """
 import argparse
 import ctypes
@@ -62,7 +68,8 @@ def time_once(dev, dims, dt, tactic, reps, iters, pool, rng, gap, plan_gap):
     # cudaMalloc'd as it is made) land after a spacer of random size
     spacer = ctypes.c_void_p()
     if plan_gap > 0:
-        CUDART.cudaMalloc(ctypes.byref(spacer), ctypes.c_size_t(rng.randrange(1, plan_gap // 256 + 2) * 256))
+        size = rng.randrange(1, plan_gap // 256 + 2) * 256
+        CUDART.cudaMalloc(ctypes.byref(spacer), ctypes.c_size_t(size))
     plan = al.Plan(dev, (b, hq, hkv, sq, skv, d, code, int(causal)), tactic)
     view = lambda t: (t.data_ptr(), t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
     args = (view(q), view(k), view(v), view(o))

@@ -30,9 +30,15 @@ struct attn_session {
 struct attn_plan {
     attn_session *ss;
     int which;
+    int serial; /* its tactic's plans made before it in the run (planned[]) */
 };
 
 static int time_calls[T_COUNT];
+/* A device whose calls take one of a few times by where a plan's buffers
+ * lie (docs/perf.md, 2026-12-04): the n-th plan of a tactic times at
+ * fake_place[n % fake_places] x; 0 places: every plan alike. */
+static double fake_place[4];
+static int fake_places;
 
 static double ref_value(int64_t r, int64_t c) { return sin((double)(r * 7 + c)); }
 
@@ -104,6 +110,7 @@ static int fake_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
             attn_plan *p = calloc(1, sizeof *p);
             p->ss = ss;
             p->which = i;
+            p->serial = planned[i];
             if (planned[i]++ == 0)
                 snprintf(plan_note_buf, sizeof plan_note_buf, "plan built in %d ms", 7 + i);
             else
@@ -144,6 +151,8 @@ static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
         out->us = fake_us[p->which] * (with_copies ? 1.02 : 1.0) * (1 + 4.0 / time_calls[p->which]);
     if (fake_jitter && time_calls[p->which] % 3 == 0)
         out->us *= 0.95;
+    if (fake_places > 0)
+        out->us *= fake_place[p->serial % fake_places];
     return 0;
 }
 
@@ -635,6 +644,59 @@ static void padded_time_should_never_be_below_kernel_time(void)
     fake_tactics[T_SLOW] = saved;
 }
 
+/* A short call timed on one plan stores where that plan's buffers lay:
+ * on the H200 the tuner's first plan of some 10-19 us tactics ran 5%
+ * fast every run, libattune's calls did not. With placements, the row is
+ * the median plan's, every plan's time in its note; a call over
+ * placement_us, or a hopeless one, is timed on one plan. */
+static void placements_should_store_the_median_plan(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    const double saved_slow = fake_us[T_SLOW];
+    fake_us[T_SLOW] = 80.0; /* over placement_us: one plan */
+    fake_place[0] = 0.9, fake_place[1] = 1.0, fake_place[2] = 1.2;
+    fake_places = 3;
+    memset(planned, 0, sizeof planned);
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 50;
+    o.screen_factor = 0; /* every tactic fully timed: plan 0 is the timed one */
+    o.placements = 3;
+    o.placement_us = 50;
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    const store_measurement *f = find(m, n, T_FAST), *w = find(m, n, T_SLOW);
+    CHECK_EQ_INT(planned[T_FAST], 3);
+    CHECK(f && f->status == STORE_OK && fabs(f->time_us - 10.0) < 1e-9); /* 9, 10, 12: 10 */
+    CHECK_MSG(f && strstr(f->note, "median of 3 placements: 9.00, 10.00, 12.00 us") == f->note,
+              "note: %s", f ? f->note : "(no row)");
+    CHECK_EQ_INT(planned[T_SLOW], 1);
+    CHECK(w && fabs(w->time_us - 72.0) < 1e-9 && strstr(w->note, "placements") == NULL);
+    CHECK_EQ_INT(planned[T_HOPELESS], 1); /* 900 us: over the bound and cut */
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    free(m);
+    store_close(st);
+
+    /* the default on a device that is not CUDA: one plan */
+    st = open_tmp_store(dir, sizeof dir);
+    memset(planned, 0, sizeof planned);
+    o.placements = 0;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(planned[T_FAST], 1);
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    f = find(m, n, T_FAST);
+    CHECK(f && fabs(f->time_us - 9.0) < 1e-9);
+    free(m);
+    store_close(st);
+    fake_places = 0;
+    fake_us[T_SLOW] = saved_slow;
+}
 
 /* ---- screening (tuner.h): a short timing of every tactic, the full one
  * only for those within screen_factor x the best */
@@ -931,6 +993,7 @@ int main(void)
     RUN(check_rows_should_cover_every_head_and_boundary);
     RUN(throttled_tactic_should_be_retimed_and_noted);
     RUN(padded_time_should_never_be_below_kernel_time);
+    RUN(placements_should_store_the_median_plan);
     RUN(screening_should_time_fully_only_the_close_ones);
     RUN(screening_should_measure_against_eligible_tactics);
     RUN(screening_should_keep_a_tactic_screened_at_a_low_clock);

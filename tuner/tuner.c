@@ -44,6 +44,7 @@ void tuner_opts_default(tuner_opts *o)
     o->screen_factor = 1.25;
     o->screen_samples = 3;
     o->screen_sample_ms = 0.5;
+    o->placement_us = TUNER_PLACEMENT_US;
 }
 
 uint64_t tuner_shape_seed(const attn_shape *s)
@@ -588,12 +589,99 @@ static int run_check(shape_run *r, attn_plan *p, store_measurement *m)
     return 0;
 }
 
+static void run_plan_free(shape_run *r, attn_plan *p)
+{
+    double t0 = now_s();
+    r->dev->ops->plan_free(p);
+    r->res->plan_s += now_s() - t0;
+}
+
+/* How many plans a short call is timed on (tuner_opts.placements). */
+static int placements_of(const shape_run *r)
+{
+    int n = r->o->placements;
+    if (n <= 0)
+        n = strcmp(r->dev->info.kind, "cuda") == 0 ? TUNER_PLACEMENTS : 1;
+    return n > TUNER_PLACEMENTS_MAX ? TUNER_PLACEMENTS_MAX : n;
+}
+
+/* The rest of tuner_opts.placements for tactic t, whose first plan's
+ * timing is in *m (base: the row as checked, before any timing): fresh
+ * plans, all held until the last is timed so each one's buffers lie
+ * elsewhere, each timed as the first was (their retimes and noise go to
+ * no counter: the first plan's count once for the tactic); *m becomes the
+ * row of the median plan (of an even count, the slower middle one), its
+ * note prefixed with every plan's time. A plan that cannot be made or
+ * timed ends the extra ones (the row keeps those timed). 0 or
+ * ATTUNE_ECANCELED. */
+static int run_placements(shape_run *r, const attn_tactic *t, const store_measurement *base,
+                          store_measurement *m)
+{
+    const int want = placements_of(r);
+    const double first = select_time(m);
+    if (want <= 1 || !isfinite(first) || first >= r->o->placement_us ||
+        (isfinite(r->best_us) && first > r->o->cut_factor * r->best_us))
+        return 0;
+    attn_plan *held[TUNER_PLACEMENTS_MAX];
+    store_measurement *got = malloc((size_t)want * sizeof *got);
+    if (got == NULL)
+        return 0; /* the first plan's row stands */
+    int n = 1, nheld = 0, rc = 0;
+    got[0] = *m;
+    while (n < want) {
+        double t0 = now_s();
+        attn_plan *q = NULL;
+        int prc = r->dev->ops->plan(r->ss, t, &q);
+        r->res->plan_s += now_s() - t0;
+        if (prc != 0 || q == NULL)
+            break;
+        held[nheld++] = q;
+        tuner_shape_result scratch = *r->res;
+        got[n] = *base;
+        prc = time_checked(r->dev, q, t, r->o, r->best_us, &r->thr, &r->nz, &got[n], &scratch);
+        if (prc == ATTUNE_ECANCELED)
+            rc = prc;
+        if (prc != 0)
+            break;
+        n++;
+    }
+    for (int i = 0; i < nheld; i++)
+        run_plan_free(r, held[i]);
+    if (rc == 0 && n > 1) {
+        int order[TUNER_PLACEMENTS_MAX];
+        for (int i = 0; i < n; i++)
+            order[i] = i;
+        for (int i = 1; i < n; i++) /* insertion sort by time: n <= 7 */
+            for (int j = i; j > 0 && select_time(&got[order[j]]) < select_time(&got[order[j - 1]]);
+                 j--) {
+                int x = order[j];
+                order[j] = order[j - 1];
+                order[j - 1] = x;
+            }
+        *m = got[order[n / 2]];
+        char note[sizeof m->note];
+        int len = snprintf(note, sizeof note, "median of %d placements:", n);
+        for (int i = 0; i < n && len > 0 && (size_t)len < sizeof note; i++)
+            len += snprintf(note + len, sizeof note - (size_t)len, "%s %.2f", i ? "," : "",
+                            select_time(&got[i]));
+        if (len > 0 && (size_t)len < sizeof note)
+            snprintf(note + len, sizeof note - (size_t)len, " us");
+        note_prefix(m, note);
+    }
+    free(got);
+    return rc;
+}
+
 /* Step 3b: timing of a checked tactic t (plan p) under the throttling
- * check. ATTUNE_ECANCELED when canceled (the row is then not committed);
- * other timing errors mark the row failed. */
+ * check, a short one on more plans (run_placements). ATTUNE_ECANCELED
+ * when canceled (the row is then not committed); other timing errors mark
+ * the row failed. */
 static int run_time(shape_run *r, const attn_tactic *t, attn_plan *p, store_measurement *m)
 {
+    store_measurement base = *m;
     int prc = time_checked(r->dev, p, t, r->o, r->best_us, &r->thr, &r->nz, m, r->res);
+    if (prc == 0)
+        prc = run_placements(r, t, &base, m);
     if (prc == ATTUNE_ECANCELED)
         return prc;
     if (prc != 0) {
@@ -634,13 +722,6 @@ static void run_plan(shape_run *r, int k, const char *prior, store_measurement *
     r->res->plan_s += now_s() - t0;
 }
 
-static void run_plan_free(shape_run *r, attn_plan *p)
-{
-    double t0 = now_s();
-    r->dev->ops->plan_free(p);
-    r->res->plan_s += now_s() - t0;
-}
-
 /* Whether a checked row is timed: the correct ones and the inaccurate ones
  * within TUNER_TIME_INACCURATE x the bound (a query may loosen the bound
  * with max_rel_err and then wants their speed; a failed one, or one off by
@@ -667,8 +748,9 @@ static int run_measure(shape_run *r, int k, const char *prior, store_measurement
     r->res->check_s += now_s() - t0;
     if (rc == 0 && run_timeable(r, m)) {
         t0 = now_s();
+        double plans_before = r->res->plan_s; /* run_placements' plans count there */
         rc = run_time(r, t, p, m);
-        r->res->time_s += now_s() - t0;
+        r->res->time_s += now_s() - t0 - (r->res->plan_s - plans_before);
         r->res->full++;
     }
     run_plan_free(r, p);

@@ -116,7 +116,22 @@ typedef struct tuner_opts {
      * unsupported). */
     const attn_tactic *candidates;
     int ncandidates;
+    /* Placements (docs/tuning.md, "Placement"): a fully timed call under
+     * placement_us (its first timing, copies included) and not hopeless is
+     * timed on `placements` plans in all, each made while the earlier ones
+     * still hold their buffers, so each lies elsewhere; the row of the
+     * plan whose time is the median is stored, its note saying so. On the
+     * H200 a 10-19 us call took one of two times 4-5% apart by where its
+     * buffers lay, and one plan's figure was one of them (docs/perf.md,
+     * 2026-12-04). 0: TUNER_PLACEMENTS on a CUDA device, 1 elsewhere;
+     * placement_us default TUNER_PLACEMENT_US. */
+    int placements;
+    double placement_us;
 } tuner_opts;
+
+#define TUNER_PLACEMENTS 3
+#define TUNER_PLACEMENTS_MAX 7
+#define TUNER_PLACEMENT_US 50.0
 
 void tuner_opts_default(tuner_opts *o);
 
