@@ -62,8 +62,10 @@ static int fake_tactics_fn(int index, const attn_shape *s, attn_tactic *out, int
         attn_tactic_parse(fake_tactics[i], &out[n++], NULL, 0);
     return n;
 }
+static int sessions_opened;
 static int fake_open(int index, const attn_shape *s, uint64_t seed, attn_session **out)
 {
+    sessions_opened++;
     attn_session *ss = calloc(1, sizeof *ss);
     ss->s = *s;
     ss->rows = s->b * s->hq * s->sq;
@@ -644,11 +646,11 @@ static void padded_time_should_never_be_below_kernel_time(void)
     fake_tactics[T_SLOW] = saved;
 }
 
-/* A short call timed on one plan stores where that plan's buffers lay:
- * on the H200 the tuner's first plan of some 10-19 us tactics ran 5%
- * fast every run, libattune's calls did not. With placements, the row is
- * the median plan's, every plan's time in its note; a call over
- * placement_us, or a hopeless one, is timed on one plan. */
+/* A short call timed in one place stores where its buffers lay: on the
+ * H200 the tuner's first plan of some 10-19 us tactics ran 5% fast every
+ * run, libattune's calls did not. With placements, the extra ones each a
+ * fresh session and plan, the row is the median one's, every time in its
+ * note; a call over placement_us, or a hopeless one, is timed once. */
 static void placements_should_store_the_median_plan(void)
 {
     char dir[256];
@@ -660,6 +662,7 @@ static void placements_should_store_the_median_plan(void)
     fake_place[0] = 0.9, fake_place[1] = 1.0, fake_place[2] = 1.2;
     fake_places = 3;
     memset(planned, 0, sizeof planned);
+    sessions_opened = 0;
     tuner_opts o;
     tuner_opts_default(&o);
     o.budget_ms = 50;
@@ -673,6 +676,7 @@ static void placements_should_store_the_median_plan(void)
     CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
     const store_measurement *f = find(m, n, T_FAST), *w = find(m, n, T_SLOW);
     CHECK_EQ_INT(planned[T_FAST], 3);
+    CHECK_EQ_INT(sessions_opened, 3); /* the shape's, and one per extra placement */
     CHECK(f && f->status == STORE_OK && fabs(f->time_us - 10.0) < 1e-9); /* 9, 10, 12: 10 */
     CHECK_MSG(f && strstr(f->note, "median of 3 placements: 9.00, 10.00, 12.00 us") == f->note,
               "note: %s", f ? f->note : "(no row)");
@@ -686,9 +690,11 @@ static void placements_should_store_the_median_plan(void)
     /* the default on a device that is not CUDA: one plan */
     st = open_tmp_store(dir, sizeof dir);
     memset(planned, 0, sizeof planned);
+    sessions_opened = 0;
     o.placements = 0;
     CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
     CHECK_EQ_INT(planned[T_FAST], 1);
+    CHECK_EQ_INT(sessions_opened, 1);
     CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
     f = find(m, n, T_FAST);
     CHECK(f && fabs(f->time_us - 9.0) < 1e-9);

@@ -606,14 +606,16 @@ static int placements_of(const shape_run *r)
 }
 
 /* The rest of tuner_opts.placements for tactic t, whose first plan's
- * timing is in *m (base: the row as checked, before any timing): fresh
- * plans, all held until the last is timed so each one's buffers lie
- * elsewhere, each timed as the first was (their retimes and noise go to
- * no counter: the first plan's count once for the tactic); *m becomes the
- * row of the median plan (of an even count, the slower middle one), its
- * note prefixed with every plan's time. A plan that cannot be made or
- * timed ends the extra ones (the row keeps those timed). 0 or
- * ATTUNE_ECANCELED. */
+ * timing is in *m (base: the row as checked, before any timing): each a
+ * fresh session of the shape (the same inputs, from the same seed) and a
+ * fresh plan on it, all held until the last is timed, so each one's
+ * buffers, the inputs and output as well as the plan's own, lie
+ * elsewhere; each timed as the first was (their retimes and noise go to
+ * no counter: the first plan's count once for the tactic). *m becomes
+ * the row of the median one (of an even count, the slower middle one),
+ * its note prefixed with every placement's time. A session or plan that
+ * cannot be made or timed ends the extra ones (the row keeps those
+ * timed). 0 or ATTUNE_ECANCELED. */
 static int run_placements(shape_run *r, const attn_tactic *t, const store_measurement *base,
                           store_measurement *m)
 {
@@ -622,20 +624,25 @@ static int run_placements(shape_run *r, const attn_tactic *t, const store_measur
     if (want <= 1 || !isfinite(first) || first >= r->o->placement_us ||
         (isfinite(r->best_us) && first > r->o->cut_factor * r->best_us))
         return 0;
+    attn_session *sess[TUNER_PLACEMENTS_MAX];
     attn_plan *held[TUNER_PLACEMENTS_MAX];
     store_measurement *got = malloc((size_t)want * sizeof *got);
     if (got == NULL)
         return 0; /* the first plan's row stands */
-    int n = 1, nheld = 0, rc = 0;
+    int n = 1, nsess = 0, nheld = 0, rc = 0;
     got[0] = *m;
     while (n < want) {
         double t0 = now_s();
+        attn_session *ss = NULL;
         attn_plan *q = NULL;
-        int prc = r->dev->ops->plan(r->ss, t, &q);
+        int prc = r->dev->ops->session_open(r->dev->index, r->s, tuner_shape_seed(r->s), &ss);
+        if (prc == 0)
+            sess[nsess++] = ss;
+        if (prc == 0 && (prc = r->dev->ops->plan(ss, t, &q)) == 0 && q != NULL)
+            held[nheld++] = q;
         r->res->plan_s += now_s() - t0;
         if (prc != 0 || q == NULL)
             break;
-        held[nheld++] = q;
         tuner_shape_result scratch = *r->res;
         got[n] = *base;
         prc = time_checked(r->dev, q, t, r->o, r->best_us, &r->thr, &r->nz, &got[n], &scratch);
@@ -647,6 +654,8 @@ static int run_placements(shape_run *r, const attn_tactic *t, const store_measur
     }
     for (int i = 0; i < nheld; i++)
         run_plan_free(r, held[i]);
+    for (int i = 0; i < nsess; i++)
+        r->dev->ops->session_close(sess[i]);
     if (rc == 0 && n > 1) {
         int order[TUNER_PLACEMENTS_MAX];
         for (int i = 0; i < n; i++)

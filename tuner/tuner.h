@@ -118,9 +118,10 @@ typedef struct tuner_opts {
     int ncandidates;
     /* Placements (docs/tuning.md, "Placement"): a fully timed call under
      * placement_us (its first timing, copies included) and not hopeless is
-     * timed on `placements` plans in all, each made while the earlier ones
+     * timed in `placements` places in all: the extra ones each a fresh
+     * session (the same inputs) and plan, made while the earlier ones
      * still hold their buffers, so each lies elsewhere; the row of the
-     * plan whose time is the median is stored, its note saying so. On the
+     * one whose time is the median is stored, its note saying so. On the
      * H200 a 10-19 us call took one of two times 4-5% apart by where its
      * buffers lay, and one plan's figure was one of them (docs/perf.md,
      * 2026-12-04). 0: TUNER_PLACEMENTS on a CUDA device, 1 elsewhere;
