@@ -596,7 +596,7 @@ static void run_plan_free(shape_run *r, attn_plan *p)
     r->res->plan_s += now_s() - t0;
 }
 
-/* How many plans a short call is timed on (tuner_opts.placements). */
+/* In how many places a short call is timed (tuner_opts.placements). */
 static int placements_of(const shape_run *r)
 {
     int n = r->o->placements;
