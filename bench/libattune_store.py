@@ -115,10 +115,12 @@ def main():
                       % (key, row["tactic"], stored, us, us / stored, extra), flush=True)
     if ratios:
         rs = sorted(ratios)
-        within = sum(1 for x in rs if x <= 1.03)
+        within = sum(1 for x in rs if 0.97 <= x <= 1.03)
+        over, under = sum(1 for x in rs if x > 1.03), sum(1 for x in rs if x < 0.97)
         print("\n%d tactics: ratio libattune/stored median %.3f, p90 %.3f, max %.3f, min %.3f; "
-              "%d within 3%% (%.1f%%)" % (len(rs), statistics.median(rs), rs[int(0.9 * (len(rs) - 1))],
-                                          rs[-1], rs[0], within, 100.0 * within / len(rs)))
+              "%d within 3%% either way (%.1f%%), %d over 1.03, %d under 0.97"
+              % (len(rs), statistics.median(rs), rs[int(0.9 * (len(rs) - 1))], rs[-1], rs[0],
+                 within, 100.0 * within / len(rs), over, under))
     return 1 if failed else 0
 
 
