@@ -27,10 +27,12 @@ forward; and the largest difference of the last position's logits against
 sdpa (max abs, and relative L2). Then --pairs adjacent pairs of sdpa's
 and attune's forwards, the order flipped each pair: the median ratio
 attune/sdpa of a whole forward (whether attune's model is slower end to
-end, with the GPU's drift mostly cancelled). Results: JSON lines on --out, a table on
-stdout. --forward-kernels also profiles one forward (a decoder's prefill)
-with sdpa and with attune: each one's kernel time against its wall time,
-and the kernels whose totals differ most (where a whole forward's gap is).
+end, with the GPU's drift mostly cancelled), its 95% interval and the
+verdict it supports: slower, faster or level (bench/pairstats.py).
+Results: JSON lines on --out, a table on stdout. --forward-kernels also
+profiles one forward (a decoder's prefill) with sdpa and with attune:
+each one's kernel time against its wall time, and the kernels whose
+totals differ most (where a whole forward's gap is).
 """
 import argparse
 import json
@@ -49,6 +51,7 @@ import attune.hf as ah  # noqa: E402
 import attune.lib  # noqa: E402
 import attune.torch  # noqa: E402
 import graphtime  # noqa: E402  (bench/graphtime.py)
+import pairstats  # noqa: E402  (bench/pairstats.py)
 from transformers import (AttentionInterface, GemmaConfig, GemmaForCausalLM,  # noqa: E402
                           LlamaConfig, LlamaForCausalLM, ViTConfig, ViTModel)
 from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
@@ -386,12 +389,16 @@ def model_run(name, a, out):
     if pairs:
         ps = sorted(pairs)
         q = lambda f: ps[min(len(ps) - 1, int(f * (len(ps) - 1) + 0.5))]  # noqa: E731
+        v = pairstats.verdict(pairs)
         res["forward_ratio_pairs"] = pairs
-        res["forward_ratio_median"] = statistics.median(pairs)
-        log("%s forward attune/sdpa in %d adjacent pairs: median %.4f, quartiles %.4f-%.4f, "
-            "range %.4f-%.4f, attune slower in %d" % (
-                name, len(ps), res["forward_ratio_median"], q(0.25), q(0.75), ps[0], ps[-1],
-                sum(1 for x in ps if x > 1.0)))
+        res["forward_ratio_median"] = v.median
+        res["forward_ratio_ci"] = [v.lo, v.hi, v.coverage]
+        res["forward_verdict"] = v.word
+        log("%s forward attune/sdpa in %d adjacent pairs: median %.4f, %.0f%% interval "
+            "%.4f-%.4f (bench/pairstats.py): %s; quartiles %.4f-%.4f, range %.4f-%.4f, "
+            "attune slower in %d" % (
+                name, len(ps), v.median, 100 * v.coverage, v.lo, v.hi, v.word, q(0.25), q(0.75),
+                ps[0], ps[-1], sum(1 for x in ps if x > 1.0)))
     if a.forward_kernels:
         forward_kernel_diff(name, m, run)
     for impl in ("eager", "attune"):
@@ -452,7 +459,8 @@ def main():
                 r["model"], " / ".join("%.2f" % r[i]["forward_ms"] for i in IMPLS),
                 " / ".join("%.3f" % r[i]["token_ms"] if r[i]["token_ms"] else "-" for i in IMPLS),
                 r["attn_speedup_vs_sdpa"],
-                "%.4f" % r["forward_ratio_median"] if "forward_ratio_median" in r else "-",
+                "%.4f %s" % (r["forward_ratio_median"], r["forward_verdict"])
+                if "forward_ratio_median" in r else "-",
                 r["attune"]["logits_rel_l2"], r["eager"]["logits_rel_l2"]))
         log("geomean attention speedup vs sdpa: %.3fx over %d models" % (g, len(results)))
     return 0 if len(results) == len(a.models.split(",")) else 1
