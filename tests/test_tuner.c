@@ -39,6 +39,10 @@ static int time_calls[T_COUNT];
  * fake_place[n % fake_places] x; 0 places: every plan alike. */
 static double fake_place[4];
 static int fake_places;
+/* Set when fake_time times a plan of serial fake_cancel_serial (-1: never):
+ * a cancel (or tune on miss's deadline) while a tactic is timed again. */
+static atomic_int *fake_cancel_at;
+static int fake_cancel_serial = -1;
 
 static double ref_value(int64_t r, int64_t c) { return sin((double)(r * 7 + c)); }
 
@@ -155,6 +159,8 @@ static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
         out->us *= 0.95;
     if (fake_places > 0)
         out->us *= fake_place[p->serial % fake_places];
+    if (fake_cancel_at != NULL && p->serial == fake_cancel_serial)
+        atomic_store(fake_cancel_at, 1);
     return 0;
 }
 
@@ -700,6 +706,27 @@ static void placements_should_store_the_median_plan(void)
     CHECK(f && fabs(f->time_us - 9.0) < 1e-9);
     free(m);
     store_close(st);
+
+    /* canceled while the second place is timed: that place's timing ends,
+     * the first place's complete row is committed, the tune stops */
+    static atomic_int cancel;
+    atomic_store(&cancel, 0);
+    st = open_tmp_store(dir, sizeof dir);
+    memset(planned, 0, sizeof planned);
+    o.placements = 3;
+    o.cancel = &cancel;
+    fake_cancel_at = &cancel;
+    fake_cancel_serial = 1;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), ATTUNE_ECANCELED);
+    CHECK_EQ_INT(planned[T_FAST], 2);
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    f = find(m, n, T_FAST);
+    CHECK(f && f->status == STORE_OK && fabs(f->time_us - 9.0) < 1e-9 &&
+          strstr(f->note, "placements") == NULL);
+    free(m);
+    store_close(st);
+    fake_cancel_at = NULL;
+    fake_cancel_serial = -1;
     fake_places = 0;
     fake_us[T_SLOW] = saved_slow;
 }

@@ -614,24 +614,25 @@ static int placements_of(const shape_run *r)
  * no counter: the first plan's count once for the tactic). *m becomes
  * the row of the median one (of an even count, the slower middle one),
  * its note prefixed with every placement's time. A session or plan that
- * cannot be made or timed ends the extra ones (the row keeps those
- * timed). 0 or ATTUNE_ECANCELED. */
-static int run_placements(shape_run *r, const attn_tactic *t, const store_measurement *base,
-                          store_measurement *m)
+ * cannot be made or timed, a cancel or the deadline (tune on miss's quick
+ * pass) end the extra ones: the row keeps the places timed, the first
+ * always (a complete timing: the next tactic then sees the cancel). */
+static void run_placements(shape_run *r, const attn_tactic *t, const store_measurement *base,
+                           store_measurement *m)
 {
     const int want = placements_of(r);
     const double first = select_time(m);
     if (want <= 1 || !isfinite(first) || first >= r->o->placement_us ||
         (isfinite(r->best_us) && first > r->o->cut_factor * r->best_us))
-        return 0;
+        return;
     attn_session *sess[TUNER_PLACEMENTS_MAX];
     attn_plan *held[TUNER_PLACEMENTS_MAX];
     store_measurement *got = malloc((size_t)want * sizeof *got);
     if (got == NULL)
-        return 0; /* the first plan's row stands */
-    int n = 1, nsess = 0, nheld = 0, rc = 0;
+        return; /* the first plan's row stands */
+    int n = 1, nsess = 0, nheld = 0;
     got[0] = *m;
-    while (n < want) {
+    while (n < want && !attn_cancel_poll()) {
         double t0 = now_s();
         attn_session *ss = NULL;
         attn_plan *q = NULL;
@@ -646,9 +647,7 @@ static int run_placements(shape_run *r, const attn_tactic *t, const store_measur
         tuner_shape_result scratch = *r->res;
         got[n] = *base;
         prc = time_checked(r->dev, q, t, r->o, r->best_us, &r->thr, &r->nz, &got[n], &scratch);
-        if (prc == ATTUNE_ECANCELED)
-            rc = prc;
-        if (prc != 0)
+        if (prc != 0) /* ECANCELED too: what was timed stands */
             break;
         n++;
     }
@@ -656,7 +655,7 @@ static int run_placements(shape_run *r, const attn_tactic *t, const store_measur
         run_plan_free(r, held[i]);
     for (int i = 0; i < nsess; i++)
         r->dev->ops->session_close(sess[i]);
-    if (rc == 0 && n > 1) {
+    if (n > 1) {
         int order[TUNER_PLACEMENTS_MAX];
         for (int i = 0; i < n; i++)
             order[i] = i;
@@ -678,7 +677,6 @@ static int run_placements(shape_run *r, const attn_tactic *t, const store_measur
         note_prefix(m, note);
     }
     free(got);
-    return rc;
 }
 
 /* Step 3b: timing of a checked tactic t (plan p) under the throttling
@@ -690,7 +688,7 @@ static int run_time(shape_run *r, const attn_tactic *t, attn_plan *p, store_meas
     store_measurement base = *m;
     int prc = time_checked(r->dev, p, t, r->o, r->best_us, &r->thr, &r->nz, m, r->res);
     if (prc == 0)
-        prc = run_placements(r, t, &base, m);
+        run_placements(r, t, &base, m);
     if (prc == ATTUNE_ECANCELED)
         return prc;
     if (prc != 0) {
