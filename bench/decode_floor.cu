@@ -34,6 +34,7 @@
  * Prints one line per measurement: us per launch and TB/s. */
 #include <cuda_runtime.h>
 
+#include "../kernels/cuda/cuda_fused_common.cuh"
 #include "graph_timing.cuh"
 
 #include <algorithm>
@@ -76,11 +77,9 @@ __global__ void __launch_bounds__(NT) read_kernel(const uint4 *__restrict__ src,
 /* Block b brings bytes [b*per, (b+1)*per) of src into shared memory by
  * bulk copies of `copy` bytes, 32 KB a stage, `stages` stages: warp 0
  * issues (its lanes taking the copies of a stage in turn), warp 1 reads
- * one word of each stage and frees it. Sizes are multiples of the copy. */
-__device__ __forceinline__ unsigned su32(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
+ * one word of each stage and frees it. Sizes are multiples of the copy.
+ * The mbarrier and bulk-copy helpers are the fused kernels' own
+ * (kernels/cuda/cuda_fused_common.cuh). */
 
 __global__ void __launch_bounds__(64) bulk_kernel(const char *__restrict__ src, size_t bytes, int copy, int stages,
                                                    int *out)
@@ -88,14 +87,14 @@ __global__ void __launch_bounds__(64) bulk_kernel(const char *__restrict__ src, 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int SB = 32768;
     extern __shared__ __align__(128) unsigned char sm[];
-    const unsigned bars = su32(sm), buf = bars + 128;
+    const unsigned bars = smem_u32(sm), buf = bars + 128;
     const size_t per = (bytes / gridDim.x) / SB * SB;
     const char *g = src + blockIdx.x * per;
     const int tiles = (int)(per / SB), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bars + 8 * s));
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bars + 8 * (stages + s)));
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (stages + s), 1);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -105,36 +104,19 @@ __global__ void __launch_bounds__(64) bulk_kernel(const char *__restrict__ src, 
         const int s = t % stages;
         const unsigned full = bars + 8 * s, empty = bars + 8 * (stages + s);
         const unsigned ph = (t / stages) & 1;
-        unsigned ok = 0;
         if (warp == 0) {
-            do
-                asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                             "selp.u32 %0, 1, 0, p;\n}\n"
-                             : "=r"(ok)
-                             : "r"(empty), "r"(ph ^ 1)
-                             : "memory");
-            while (!ok);
+            mbar_wait(empty, ph ^ 1);
             if (lane == 0)
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full), "r"(SB)
-                             : "memory");
+                mbar_expect_tx(full, SB);
             __syncwarp();
             for (int c = lane; c < SB / copy; c += 32)
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                             ::"r"(buf + s * SB + c * copy), "l"(g + (size_t)t * SB + (size_t)c * copy), "r"(copy),
-                             "r"(full)
-                             : "memory");
+                bulk_load(buf + s * SB + c * copy, g + (size_t)t * SB + (size_t)c * copy, (uint32_t)copy, full);
         } else {
-            do
-                asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                             "selp.u32 %0, 1, 0, p;\n}\n"
-                             : "=r"(ok)
-                             : "r"(full), "r"(ph)
-                             : "memory");
-            while (!ok);
+            mbar_wait(full, ph);
             acc ^= reinterpret_cast<const unsigned *>(sm + 128 + s * SB)[lane];
             __syncwarp();
             if (lane == 0)
-                asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(empty) : "memory");
+                mbar_arrive(empty);
         }
     }
     if (acc == 0x9e3779b9u)

@@ -22,8 +22,10 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include "graph_timing.cuh"
 #include <cuda_runtime.h>
+
+#include "../kernels/cuda/cuda_fused_common.cuh" /* the kernel's mbarrier and TMA helpers */
+#include "graph_timing.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -38,33 +40,13 @@ struct args_t {
     int h, skv, D, BC, S, splits, tps, mode, nw;
 };
 
-__device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t ph)
-{
-    uint32_t ok = 0;
-    do
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(ok)
-                     : "r"(bar), "r"(ph)
-                     : "memory");
-    while (!ok);
-}
-
-__device__ __forceinline__ void tma4(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, int c3, uint32_t bar)
-{
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(m)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-                 : "memory");
-}
-
 /* Block = (batch, KV head, split): tiles [split*tps, min(ntiles, +tps)). */
 __global__ void __launch_bounds__(288) tma_kernel(const __grid_constant__ CUtensorMap tk,
                                                   const __grid_constant__ CUtensorMap tv, const args_t a)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) unsigned char sm[];
-    const uint32_t bars = (uint32_t)__cvta_generic_to_shared(sm);
+    const uint32_t bars = smem_u32(sm);
     const uint32_t buf = (bars + 128 + 1023u) & ~1023u;
     const uint32_t half = (uint32_t)a.BC * a.D * 2;
     const int split = blockIdx.x % a.splits, bh = blockIdx.x / a.splits;
@@ -74,8 +56,8 @@ __global__ void __launch_bounds__(288) tma_kernel(const __grid_constant__ CUtens
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         for (int s = 0; s < a.S; s++) {
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bars + 8 * s));
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bars + 8 * (a.S + s)), "r"(a.nw));
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (a.S + s), (uint32_t)a.nw);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -84,31 +66,30 @@ __global__ void __launch_bounds__(288) tma_kernel(const __grid_constant__ CUtens
         if (lane == 0)
             for (int it = 0; it < nt; it++) {
                 const int st = it % a.S;
-                bar_wait(bars + 8 * (a.S + st), ((it / a.S) & 1) ^ 1);
+                mbar_wait(bars + 8 * (a.S + st), ((it / a.S) & 1) ^ 1);
                 const uint32_t full = bars + 8 * st, dK = buf + (uint32_t)st * 2 * half;
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full), "r"(2 * half)
-                             : "memory");
+                mbar_expect_tx(full, 2 * half);
                 const int n0 = (tb + it) * a.BC;
                 if (a.mode == MODE_BOX) {
                     for (int c = 0; c < a.D / 64; c++) {
-                        tma4(dK + c * a.BC * 128, &tk, c * 64, n0, h, bi, full);
-                        tma4(dK + half + c * a.BC * 128, &tv, c * 64, n0, h, bi, full);
+                        tma_load_4d(dK + c * a.BC * 128, &tk, c * 64, n0, h, bi, full);
+                        tma_load_4d(dK + half + c * a.BC * 128, &tv, c * 64, n0, h, bi, full);
                     }
                 } else if (a.mode == MODE_FLAT) {
-                    tma4(dK, &tk, 0, n0 * (a.D / 64), h, bi, full);
-                    tma4(dK + half, &tv, 0, n0 * (a.D / 64), h, bi, full);
+                    tma_load_4d(dK, &tk, 0, n0 * (a.D / 64), h, bi, full);
+                    tma_load_4d(dK + half, &tv, 0, n0 * (a.D / 64), h, bi, full);
                 } else {
-                    tma4(dK, &tk, 0, n0, h, bi, full);
-                    tma4(dK + half, &tv, 0, n0, h, bi, full);
+                    tma_load_4d(dK, &tk, 0, n0, h, bi, full);
+                    tma_load_4d(dK + half, &tv, 0, n0, h, bi, full);
                 }
             }
     } else if (warp < a.nw) {
         for (int it = 0; it < nt; it++) {
             const int st = it % a.S;
-            bar_wait(bars + 8 * st, (it / a.S) & 1);
+            mbar_wait(bars + 8 * st, (it / a.S) & 1);
             __syncwarp();
             if (lane == 0)
-                asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bars + 8 * (a.S + st)) : "memory");
+                mbar_arrive(bars + 8 * (a.S + st));
         }
     }
     __syncthreads();
