@@ -27,8 +27,9 @@ forward; and the largest difference of the last position's logits against
 sdpa (max abs, and relative L2). Then --pairs adjacent pairs of sdpa's
 and attune's forwards, the order flipped each pair: the median ratio
 attune/sdpa of a whole forward (whether attune's model is slower end to
-end, with the GPU's drift mostly cancelled), its 95% interval and the
-verdict it supports: slower, faster or level (bench/pairstats.py).
+end, with the GPU's drift mostly cancelled), an interval holding it with
+at least 95% confidence, and the verdict that supports: slower, faster
+or level (bench/pairstats.py).
 Results: JSON lines on --out, a table on stdout. --forward-kernels also
 profiles one forward (a decoder's prefill) with sdpa and with attune:
 each one's kernel time against its wall time, and the kernels whose
