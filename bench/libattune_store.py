@@ -10,12 +10,14 @@ ctypes) and run on contiguous [b, h, s, d] torch tensors the way the tuner
 times: a CUDA graph of back-to-back runs (about 2 ms of them) replayed
 between two events, median of --reps replays. A tactic the tuner timed
 in several placements (stored under 50 us: the tuner's placement_us, and
-its note says "median of N placements") is timed here the same way: on
---placements fresh plans with fresh tensors, the earlier ones still held
-so that the addresses move, and the median compared; the same code can
-take two times depending on where its buffers land (bench/placement.py),
-so one placement on each side would compare two draws of that. The ratio
-of the first placement alone is summarized too. The stored time compared is
+its note says "mean of N placements") is timed here the same way: on
+--placements fresh plans with fresh tensors, after a spacer tensor of a
+pseudo-random size and with the earlier ones still held so that the
+addresses move, and the means compared; the same code can take two times
+some 5% apart depending on where its buffers land (bench/placement.py), so
+one placement on each side would compare two draws of that, and the median
+of a few flips between the two. The ratio of the first placement alone is
+summarized too. The stored time compared is
 time_us_copies when the row has one (a padded tactic run through libattune
 does its copies), else time_us. Prints a line per tactic and the
 distribution of the ratio libattune / stored; exit 1 when a tactic cannot
@@ -24,6 +26,7 @@ be planned or run.
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -47,7 +50,7 @@ def time_plan(plan, dims, reps, est_us, keep):
     k = torch.randn(b, hkv, skv, d, device="cuda", dtype=tdt)
     v = torch.randn(b, hkv, skv, d, device="cuda", dtype=tdt)
     o = torch.empty_like(q)
-    keep.extend((q, k, v, o))
+    keep.extend((q, k, v, o, plan))
     view = lambda t: (t.data_ptr(), t.stride(0), t.stride(1), t.stride(2))  # noqa: E731
     args = (view(q), view(k), view(v), view(o))
     iters = max(1, min(1000, int(2000.0 / max(est_us, 1e-3))))
@@ -80,14 +83,16 @@ def main():
     p.add_argument("--grid", required=True)
     p.add_argument("--attune", default=os.environ.get("ATTUNE_BIN", "attune"))
     p.add_argument("--reps", type=int, default=15)
-    p.add_argument("--placements", type=int, default=3,
+    p.add_argument("--placements", type=int, default=7,
                    help="fresh plans and tensors a tactic the tuner timed in several places "
-                        "is timed on (default 3, the tuner's)")
+                        "is timed on (default 7)")
+    p.add_argument("--seed", type=int, default=1, help="of the spacers' sizes")
     p.add_argument("--out", default="libattune-store.jsonl")
     a = p.parse_args()
     dev = al.Device("0")
     print("# libraries in this process (the tuner's are its stack): %s" % " ".join(loaded_libs()))
     ratios, firsts, failed = [], [], 0
+    rng = random.Random(a.seed)
     with open(a.out, "w") as out:
         for sh in json.load(open(a.grid))["shapes"]:
             key = "b%d.hq%d.hkv%d.sq%d.skv%d.d%d.%s.%s" % (
@@ -110,11 +115,16 @@ def main():
                 try:
                     keep, times = [], []
                     for _ in range(max(1, places)):
+                        if places > 1:  # moves what follows: 256 B to 2 MiB
+                            keep.append(torch.empty(256 * rng.randint(1, 8192), device="cuda",
+                                                    dtype=torch.uint8))
                         plan = al.Plan(dev, dims, row["tactic"])
                         times.append(time_plan(plan, dims, a.reps, stored, keep))
-                        plan.close()
+                    for x in keep:
+                        if isinstance(x, al.Plan):
+                            x.close()
                     del keep
-                    us = statistics.median(times)
+                    us = statistics.fmean(times)
                 except Exception as ex:
                     print("FAIL %s %s: %s" % (key, row["tactic"], ex))
                     failed += 1

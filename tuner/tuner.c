@@ -612,8 +612,9 @@ static int placements_of(const shape_run *r)
  * buffers, the inputs and output as well as the plan's own, lie
  * elsewhere; each timed as the first was (their retimes and noise go to
  * no counter: the first plan's count once for the tactic). *m becomes
- * the row of the median one (of an even count, the slower middle one),
- * its note prefixed with every placement's time. A session or plan that
+ * the row of the median one (of an even count, the slower middle one)
+ * with the mean of the placements' times (and their extremes), its note
+ * prefixed with every placement's time. A session or plan that
  * cannot be made or timed, a cancel or the deadline (tune on miss's quick
  * pass) end the extra ones: the row keeps the places timed, the first
  * always (a complete timing: the next tactic then sees the cancel). */
@@ -666,9 +667,24 @@ static void run_placements(shape_run *r, const attn_tactic *t, const store_measu
                 order[j] = order[j - 1];
                 order[j - 1] = x;
             }
+        /* the median plan's row (its checks, its counts), with the
+         * placements' mean times: the time a runtime's call should expect,
+         * wherever its buffers lie, where one plan's median of a bimodal
+         * time flips from run to run */
         *m = got[order[n / 2]];
+        double t = 0, tc = 0;
+        for (int i = 0; i < n; i++) {
+            t += got[i].time_us;
+            tc += got[i].time_us_copies;
+            if (got[i].time_us_min < m->time_us_min)
+                m->time_us_min = got[i].time_us_min;
+            if (got[i].time_us_max > m->time_us_max)
+                m->time_us_max = got[i].time_us_max;
+        }
+        m->time_us = t / n;
+        m->time_us_copies = tc / n; /* NaN stays NaN (pad=1) */
         char note[sizeof m->note];
-        int len = snprintf(note, sizeof note, "median of %d placements:", n);
+        int len = snprintf(note, sizeof note, "mean of %d placements:", n);
         for (int i = 0; i < n && len > 0 && (size_t)len < sizeof note; i++)
             len += snprintf(note + len, sizeof note - (size_t)len, "%s %.2f", i ? "," : "",
                             select_time(&got[i]));

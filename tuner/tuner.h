@@ -120,17 +120,19 @@ typedef struct tuner_opts {
      * placement_us (its first timing, copies included) and not hopeless is
      * timed in `placements` places in all: the extra ones each a fresh
      * session (the same inputs) and plan, made while the earlier ones
-     * still hold their buffers, so each lies elsewhere; the row of the
-     * one whose time is the median is stored, its note saying so. On the
-     * H200 a 10-19 us call took one of two times 4-5% apart by where its
-     * buffers lay, and one plan's figure was one of them (docs/perf.md,
+     * still hold their buffers, so each lies elsewhere (a CUDA session
+     * allocates a spacer of varying size first); the row of the one whose
+     * time is the median is stored with the mean of the placements'
+     * times, its note listing them. On the H200 a 10-26 us call took one
+     * of two times 4-10% apart by where its buffers lay, and one plan's
+     * figure, or the median of three, was one of them (docs/perf.md,
      * 2026-12-04). 0: TUNER_PLACEMENTS on a CUDA device, 1 elsewhere;
      * placement_us default TUNER_PLACEMENT_US. */
     int placements;
     double placement_us;
 } tuner_opts;
 
-#define TUNER_PLACEMENTS 3
+#define TUNER_PLACEMENTS 5
 #define TUNER_PLACEMENTS_MAX 7
 #define TUNER_PLACEMENT_US 50.0
 

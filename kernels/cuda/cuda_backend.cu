@@ -123,6 +123,18 @@ static void sessions_hook(int index, const attn_shape *s, int open)
     }
 }
 
+/* The size of the n-th session's spacer (n counts the process's
+ * sessions): 256 bytes to 2 MiB, scattered by a multiplicative hash. The
+ * same call can take two times some 5% apart depending on where its
+ * buffers lie (docs/tuning.md, "Placement"); the spacer moves each
+ * session's buffers, and the plans allocated after them, so that the
+ * tuner's placements of one tactic sample different layouts instead of
+ * repeating one. */
+static size_t session_spacer_bytes(unsigned n)
+{
+    return 256u * (1u + ((n * 2654435761u) >> 12) % 8192u);
+}
+
 /* Buffers for s on device index, inputs filled from seed (q, k, v draw
  * independent streams 0, 1, 2), output poisoned. On error *out is NULL and
  * everything made so far is released. */
@@ -154,6 +166,9 @@ static int ops_session_open(int index, const attn_shape *s, uint64_t seed, attn_
     CU_TRY(cudaStreamCreateWithFlags(&ss->stream, cudaStreamNonBlocking));
     CU_TRY(cudaEventCreate(&ss->ev0));
     CU_TRY(cudaEventCreate(&ss->ev1));
+    static unsigned sessions_opened; /* sessions open from several threads */
+    RC_TRY(dev_alloc(&ss->spacer, session_spacer_bytes(
+                                      __atomic_fetch_add(&sessions_opened, 1u, __ATOMIC_RELAXED))));
     RC_TRY(dev_alloc(&ss->q, (size_t)ss->nq * ss->es));
     RC_TRY(dev_alloc(&ss->o, (size_t)ss->nq * ss->es_out));
     RC_TRY(dev_alloc(&ss->k, (size_t)ss->nkv * ss->es));
@@ -201,6 +216,7 @@ static void ops_session_close(attn_session *ss)
     cudaFree(ss->k);
     cudaFree(ss->v);
     cudaFree(ss->o);
+    cudaFree(ss->spacer);
     for (int i = 0; i < 3; i++)
         cudaFree(ss->src[i]);
     cudaFree(ss->descale);

@@ -149,6 +149,8 @@ struct attn_session {
     size_t es_out;           /* of out (attn_dtype_out) */
     int64_t nq, nkv;         /* elements of q (= out) and of k (= v) */
     void *q, *k, *v, *o;     /* [b,h,s,d] contiguous, storage dtype (o: out's) */
+    void *spacer;            /* allocated first, of a size that varies from
+                                session to session (session_spacer_bytes) */
     /* e4m3: the bf16 values q, k, v were quantized from, and the three
      * descale factors (device; host copy beside) */
     void *src[3];

@@ -394,9 +394,9 @@ if [ "$LIBSTORE" = 1 ]; then
         --screen 0 --budget-ms 50 --quiet >"$OUT/libstore.log" 2>&1 || STATUS=1
     PYTHONUNBUFFERED=1 python3 "$ROOT/bench/libattune_store.py" --db "$DB" \
         --grid "$ROOT/grids/gpu-libattune.json" --attune "$BUILD/attune" \
-        --out "${TMPDIR:-/tmp}/libstore-$$.jsonl" >>"$OUT/libstore.log" 2>&1 || STATUS=1
+        --out "$OUT/libstore.jsonl" >>"$OUT/libstore.log" 2>&1 || STATUS=1
     tail -3 "$OUT/libstore.log" | tee -a "$RUNLOG" >&2
-    rm -f "$DB"* "${TMPDIR:-/tmp}/libstore-$$.jsonl"
+    rm -f "$DB"*
     log "lib-store done ($(($(date +%s) - START)) s)"
 fi
 

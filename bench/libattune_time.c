@@ -1,0 +1,235 @@
+/* libattune_time.c -- time tactics through libattune from a plain C process
+ * (no PyTorch in it), the way the tuner and bench/libattune_store.py time:
+ * a CUDA graph of back-to-back runs replayed between two events, median of
+ * the replays, per call. Each placement is a fresh plan on fresh cudaMalloc'd
+ * q, k, v and o ([b, h, s, d], random values), after a spacer allocation of a
+ * pseudo-random size so that the addresses move; earlier placements (their
+ * buffers and plans) stay allocated until the end, as in the tuner.
+ *
+ *   libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements N] [--reps N]
+ *                  [--calls N]
+ *
+ * Prints one line per placement and tactic, then per tactic the mean over
+ * placements (what the tuner stores for a short call) and their median. Exit 0, 1 when a tactic cannot be planned or run, 2 on bad
+ * arguments. Built by tests/gpu/run.sh --exec scripts (nvcc is enough):
+ *   cc -O2 bench/libattune_time.c -Ikernels -I$CUDA/include -L$BUILD -lattune
+ *      -L$CUDA/lib64 -lcudart -o libattune_time
+ */
+#include <cuda_runtime.h>
+#include <libattune.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LT_MAX_PLACES 16
+#define LT_MAX_REPS 101
+
+/* The elements' size of an attune dtype (e4m3 is not timed here). */
+static size_t lt_esize(int dtype)
+{
+    return dtype == ATTUNE_DTYPE_F32 ? 4 : 2;
+}
+
+/* Parse a canonical shape key (b1.hq8.hkv1.sq50.skv1018.d256.f16.nc).
+ * Returns 0 or -1. */
+static int lt_parse_key(const char *key, attune_dims *s)
+{
+    long long b, hq, hkv, sq, skv, d;
+    char dt[8], c[4];
+    if (sscanf(key, "b%lld.hq%lld.hkv%lld.sq%lld.skv%lld.d%lld.%7[^.].%3s", &b, &hq, &hkv, &sq,
+               &skv, &d, dt, c) != 8)
+        return -1;
+    *s = (attune_dims){b, hq, hkv, sq, skv, d, 0, strcmp(c, "c") == 0};
+    if (strcmp(dt, "f16") == 0)
+        s->dtype = ATTUNE_DTYPE_F16;
+    else if (strcmp(dt, "bf16") == 0)
+        s->dtype = ATTUNE_DTYPE_BF16;
+    else if (strcmp(dt, "f32") == 0)
+        s->dtype = ATTUNE_DTYPE_F32;
+    else
+        return -1;
+    return strcmp(c, "c") == 0 || strcmp(c, "nc") == 0 ? 0 : -1;
+}
+
+static int lt_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A device buffer of n elements of dtype filled with pseudo-random values
+ * of magnitude under 1. Returns NULL on failure. */
+static void *lt_fill(size_t n, int dtype, unsigned *seed)
+{
+    size_t es = lt_esize(dtype);
+    unsigned char *h = malloc(n * es);
+    void *d = NULL;
+    if (h == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        *seed = *seed * 1103515245u + 12345u;
+        float f = (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+        uint16_t sign = (uint16_t)((*seed >> 30) & 1u), mant = (uint16_t)(*seed >> 8);
+        if (es == 4) {
+            memcpy(h + 4 * i, &f, 4);
+        } else { /* magnitudes in [0.5, 1) */
+            uint16_t v = dtype == ATTUNE_DTYPE_BF16
+                             ? (uint16_t)(sign << 15 | 126u << 7 | (mant & 0x7fu))
+                             : (uint16_t)(sign << 15 | 14u << 10 | (mant & 0x3ffu));
+            memcpy(h + 2 * i, &v, 2);
+        }
+    }
+    if (cudaMalloc(&d, n * es) != cudaSuccess ||
+        cudaMemcpy(d, h, n * es, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(d);
+        d = NULL;
+    }
+    free(h);
+    return d;
+}
+
+/* Time one placement of tactic: median us per call over reps replays of a
+ * graph of calls runs. Returns 0 or -1 (message printed). */
+static int lt_time(attune_dev *dev, const attune_dims *s, const char *tactic, int calls, int reps,
+                   unsigned *seed, void **held, int *nheld, attune_plan **plans, int *nplans,
+                   double *us)
+{
+    char err[256] = "";
+    attune_plan *plan = NULL;
+    size_t nq = (size_t)(s->b * s->hq * s->sq * s->d), nk = (size_t)(s->b * s->hkv * s->skv * s->d);
+    void *spacer = NULL;
+    cudaMalloc(&spacer, (size_t)(*seed % 4096u + 1u) * 2048u); /* moves what follows */
+    held[(*nheld)++] = spacer;
+    void *q = lt_fill(nq, s->dtype, seed), *k = lt_fill(nk, s->dtype, seed),
+         *v = lt_fill(nk, s->dtype, seed), *o = lt_fill(nq, s->dtype, seed);
+    held[(*nheld)++] = q, held[(*nheld)++] = k, held[(*nheld)++] = v, held[(*nheld)++] = o;
+    if (!q || !k || !v || !o) {
+        fprintf(stderr, "libattune_time: out of device memory\n");
+        return -1;
+    }
+    attune_tensor tq = {q, s->hq * s->sq * s->d, s->sq * s->d, s->d};
+    attune_tensor tk = {k, s->hkv * s->skv * s->d, s->skv * s->d, s->d};
+    attune_tensor tv = {v, tk.stride_b, tk.stride_h, tk.stride_s};
+    attune_tensor to = {o, tq.stride_b, tq.stride_h, tq.stride_s};
+    int rc = attune_plan_create(dev, s, tactic, &plan, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "libattune_time: %s: %s\n", tactic, err[0] ? err : attune_strerror(rc));
+        return -1;
+    }
+    cudaStream_t st;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    cudaEvent_t e0, e1;
+    double t[LT_MAX_REPS];
+    int ok = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess;
+    ok = ok && attune_plan_run(plan, &tq, &tk, &tv, &to, 0, 0, st) == 0; /* warm-up */
+    ok = ok && cudaStreamSynchronize(st) == cudaSuccess;
+    ok = ok && cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    for (int i = 0; ok && i < calls; i++)
+        ok = attune_plan_run(plan, &tq, &tk, &tv, &to, 0, 0, st) == 0;
+    if (cudaStreamEndCapture(st, &g) != cudaSuccess)
+        ok = 0;
+    ok = ok && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
+    ok = ok && cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
+    ok = ok && cudaGraphLaunch(ge, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess;
+    for (int r = 0; ok && r < reps; r++) {
+        float ms = 0;
+        ok = cudaEventRecord(e0, st) == cudaSuccess && cudaGraphLaunch(ge, st) == cudaSuccess &&
+             cudaEventRecord(e1, st) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+        t[r] = 1000.0 * ms / calls;
+    }
+    if (!ok)
+        fprintf(stderr, "libattune_time: %s: run or capture failed: %s\n", tactic,
+                cudaGetErrorString(cudaGetLastError()));
+    qsort(t, (size_t)reps, sizeof t[0], lt_cmp);
+    *us = t[reps / 2];
+    if (ge)
+        cudaGraphExecDestroy(ge);
+    if (g)
+        cudaGraphDestroy(g);
+    cudaStreamDestroy(st);
+    plans[(*nplans)++] = plan; /* held: the next placement's buffers lie elsewhere */
+    return ok ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    int places = 3, reps = 15, calls = 0, ntac = 0, bad = 0;
+    const char *key = NULL, *tac[64];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--placements") == 0 && i + 1 < argc)
+            places = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc)
+            calls = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--help") == 0 || argv[i][0] == '-')
+            bad = 1;
+        else if (key == NULL)
+            key = argv[i];
+        else if (ntac < 64)
+            tac[ntac++] = argv[i];
+    }
+    attune_dims s;
+    if (bad || key == NULL || ntac == 0 || places < 1 || places > LT_MAX_PLACES || reps < 1 ||
+        reps > LT_MAX_REPS || calls < 0 || lt_parse_key(key, &s) != 0) {
+        fprintf(stderr, "usage: libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements 1-%d] "
+                        "[--reps 1-%d] [--calls N (0: about 2 ms of calls)]\n",
+                LT_MAX_PLACES, LT_MAX_REPS);
+        return 2;
+    }
+    char err[256] = "";
+    attune_dev *dev = NULL;
+    if (attune_dev_open("0", &dev, err, sizeof err) != 0) {
+        fprintf(stderr, "libattune_time: %s\n", err);
+        return 1;
+    }
+    unsigned seed = 1;
+    void **held = calloc((size_t)(10 * places * ntac), sizeof *held);
+    attune_plan **plans = calloc((size_t)(2 * places * ntac), sizeof *plans);
+    int nheld = 0, nplans = 0, failed = 0;
+    if (held == NULL || plans == NULL) {
+        fprintf(stderr, "libattune_time: out of memory\n");
+        return 1;
+    }
+    for (int j = 0; j < ntac; j++) {
+        double us[LT_MAX_PLACES], first = 0;
+        int n = 0;
+        for (int p = 0; p < places; p++) {
+            int c = calls;
+            if (c == 0) { /* calibrate on a first placement of 10 calls */
+                if (lt_time(dev, &s, tac[j], 10, 3, &seed, held, &nheld, plans, &nplans,
+                            &first) != 0)
+                    break;
+                c = first > 0 ? (int)(2000.0 / first) : 10;
+                c = c < 1 ? 1 : c > 1000 ? 1000 : c;
+            }
+            if (lt_time(dev, &s, tac[j], c, reps, &seed, held, &nheld, plans, &nplans, &us[n]) != 0)
+                break;
+            printf("  %-60s place %d: %.2f us (%d calls)\n", tac[j], p, us[n], c);
+            n++;
+        }
+        if (n < places) {
+            failed = 1;
+            continue;
+        }
+        double sorted[LT_MAX_PLACES], mean = 0;
+        memcpy(sorted, us, sizeof(double) * (size_t)n);
+        qsort(sorted, (size_t)n, sizeof sorted[0], lt_cmp);
+        for (int p = 0; p < n; p++)
+            mean += us[p] / n;
+        printf("%-40s %-60s mean %.2f us over %d placements (median %.2f, min %.2f, max %.2f)\n",
+               key, tac[j], mean, n, sorted[n / 2], sorted[0], sorted[n - 1]);
+        fflush(stdout);
+    }
+    for (int i = 0; i < nplans; i++)
+        attune_plan_destroy(plans[i]);
+    for (int i = 0; i < nheld; i++)
+        cudaFree(held[i]);
+    free(plans);
+    free(held);
+    attune_dev_close(dev);
+    return failed;
+}
