@@ -249,7 +249,7 @@ grep "attune:" "$OUT/build.log" | tee -a "$RUNLOG" >&2
 # Without tests or the benchmark only the programs are needed: the test
 # binaries are not built (minutes of device time saved).
 ONLY=()
-[ "$TESTS" = 0 ] && [ "$BENCH" = 0 ] && ONLY=(--target attune attuned libattune)
+[ "$TESTS" = 0 ] && [ "$BENCH" = 0 ] && ONLY=(--target attune attuned libattune libattune_time)
 log "build (-j$JOBS) ${ONLY[*]}"
 if ! cmake --build "$BUILD" -j "$JOBS" "${ONLY[@]}" >>"$OUT/build.log" 2>&1; then
     log "full build failed (someone's work in progress?); building the GPU targets alone"
