@@ -672,17 +672,17 @@ static void run_placements(shape_run *r, const attn_tactic *t, const store_measu
          * wherever its buffers lie, where one plan's median of a bimodal
          * time flips from run to run */
         *m = got[order[n / 2]];
-        double t = 0, tc = 0;
+        double sum = 0, sum_copies = 0;
         for (int i = 0; i < n; i++) {
-            t += got[i].time_us;
-            tc += got[i].time_us_copies;
+            sum += got[i].time_us;
+            sum_copies += got[i].time_us_copies;
             if (got[i].time_us_min < m->time_us_min)
                 m->time_us_min = got[i].time_us_min;
             if (got[i].time_us_max > m->time_us_max)
                 m->time_us_max = got[i].time_us_max;
         }
-        m->time_us = t / n;
-        m->time_us_copies = tc / n; /* NaN stays NaN (pad=1) */
+        m->time_us = sum / n;
+        m->time_us_copies = sum_copies / n; /* NaN stays NaN (pad=1) */
         char note[sizeof m->note];
         int len = snprintf(note, sizeof note, "mean of %d placements:", n);
         for (int i = 0; i < n && len > 0 && (size_t)len < sizeof note; i++)
