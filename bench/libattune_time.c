@@ -7,7 +7,12 @@
  * buffers and plans) stay allocated until the end, as in the tuner.
  *
  *   libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements N] [--reps N]
- *                  [--calls N]
+ *                  [--calls N] [--prelude]
+ *
+ * --prelude first plans, runs three times and destroys every tactic the
+ * device lists for the shape, in the listing's order, as a tuner's process
+ * does before it times the later ones: whether a tactic's time depends on
+ * what the process ran before (docs/perf.md, 2026-12-04 17:10).
  *
  * Prints one line per placement and tactic, then per tactic the mean over
  * placements (what the tuner stores for a short call) and their median. Exit 0, 1 when a tactic cannot be planned or run, 2 on bad
@@ -154,9 +159,43 @@ static int lt_time(attune_dev *dev, const attune_dims *s, const char *tactic, in
     return ok ? 0 : -1;
 }
 
+/* --prelude: every listed tactic of s planned, run three times on one set
+ * of buffers and destroyed. Returns how many ran, or -1. */
+static int lt_prelude(attune_dev *dev, const attune_dims *s)
+{
+    enum { MAXT = 1024 };
+    char(*list)[ATTUNE_TACTIC_MAX] = calloc(MAXT, sizeof *list);
+    char err[256] = "";
+    unsigned seed = 7;
+    size_t nq = (size_t)(s->b * s->hq * s->sq * s->d), nk = (size_t)(s->b * s->hkv * s->skv * s->d);
+    void *q = lt_fill(nq, s->dtype, &seed), *k = lt_fill(nk, s->dtype, &seed),
+         *v = lt_fill(nk, s->dtype, &seed), *o = lt_fill(nq, s->dtype, &seed);
+    int n = list ? attune_tactics(dev, s, list, MAXT, err, sizeof err) : -1, ran = 0;
+    if (n > MAXT)
+        n = MAXT;
+    attune_tensor tq = {q, s->hq * s->sq * s->d, s->sq * s->d, s->d};
+    attune_tensor tk = {k, s->hkv * s->skv * s->d, s->skv * s->d, s->d};
+    attune_tensor tv = {v, tk.stride_b, tk.stride_h, tk.stride_s};
+    attune_tensor to = {o, tq.stride_b, tq.stride_h, tq.stride_s};
+    for (int i = 0; q && k && v && o && i < n; i++) {
+        attune_plan *plan = NULL;
+        if (attune_plan_create(dev, s, list[i], &plan, err, sizeof err) != 0)
+            continue; /* the listing's unsupported ones */
+        int ok = 1;
+        for (int r = 0; r < 3 && ok; r++)
+            ok = attune_plan_run(plan, &tq, &tk, &tv, &to, 0, 0, NULL) == 0;
+        ok = ok && cudaDeviceSynchronize() == cudaSuccess;
+        ran += ok;
+        attune_plan_destroy(plan);
+    }
+    cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
+    free(list);
+    return n < 0 || !q || !k || !v || !o ? -1 : ran;
+}
+
 int main(int argc, char **argv)
 {
-    int places = 3, reps = 15, calls = 0, ntac = 0, bad = 0;
+    int places = 3, reps = 15, calls = 0, ntac = 0, bad = 0, help = 0, prelude = 0;
     const char *key = NULL, *tac[64];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--placements") == 0 && i + 1 < argc)
@@ -165,26 +204,52 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc)
             calls = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--help") == 0 || argv[i][0] == '-')
+        else if (strcmp(argv[i], "--prelude") == 0)
+            prelude = 1;
+        else if (strcmp(argv[i], "--help") == 0)
+            help = 1;
+        else if (argv[i][0] == '-')
             bad = 1;
         else if (key == NULL)
             key = argv[i];
         else if (ntac < 64)
             tac[ntac++] = argv[i];
+        else
+            bad = 1; /* more tactics than one run times */
     }
     attune_dims s;
-    if (bad || key == NULL || ntac == 0 || places < 1 || places > LT_MAX_PLACES || reps < 1 ||
-        reps > LT_MAX_REPS || calls < 0 || lt_parse_key(key, &s) != 0) {
-        fprintf(stderr, "usage: libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements 1-%d] "
-                        "[--reps 1-%d] [--calls N (0: about 2 ms of calls)]\n",
-                LT_MAX_PLACES, LT_MAX_REPS);
+    if (!help && key != NULL && lt_parse_key(key, &s) != 0) {
+        fprintf(stderr, "libattune_time: %s is not a shape key of f16, bf16 or f32 "
+                        "(b1.hq8.hkv1.sq50.skv1018.d256.f16.nc)\n", key);
         return 2;
+    }
+    if (help || bad || key == NULL || ntac == 0 || places < 1 || places > LT_MAX_PLACES ||
+        reps < 1 || reps > LT_MAX_REPS || calls < 0 || lt_parse_key(key, &s) != 0) {
+        fprintf(help ? stdout : stderr,
+                "usage: libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements 1-%d (default "
+                "3)]\n       [--reps 1-%d (default 15)] [--calls N (0, the default: about 2 ms of "
+                "calls)] [--prelude]\nTimes each TACTIC (at most 64) on SHAPE_KEY through "
+                "libattune on CUDA device 0: a graph of\nback-to-back runs replayed between "
+                "events, median of the replays, on each placement's\nfresh plan and buffers; "
+                "prints every placement, then the mean over placements.\n--prelude first plans "
+                "and runs every tactic the device lists for the shape.\n",
+                LT_MAX_PLACES, LT_MAX_REPS);
+        return help ? 0 : 2;
     }
     char err[256] = "";
     attune_dev *dev = NULL;
     if (attune_dev_open("0", &dev, err, sizeof err) != 0) {
         fprintf(stderr, "libattune_time: %s\n", err);
         return 1;
+    }
+    if (prelude) {
+        int ran = lt_prelude(dev, &s);
+        if (ran < 0) {
+            fprintf(stderr, "libattune_time: --prelude: cannot list or allocate\n");
+            attune_dev_close(dev);
+            return 1;
+        }
+        printf("prelude: %d tactics planned and run\n", ran);
     }
     unsigned seed = 1;
     void **held = calloc((size_t)(10 * places * ntac), sizeof *held);
