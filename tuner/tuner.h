@@ -124,7 +124,7 @@ typedef struct tuner_opts {
      * allocates a spacer of varying size first); the row of the one whose
      * time is the median is stored with the mean of the placements'
      * times, its note listing them. On the H200 a 10-26 us call took one
-     * of two times 4-10% apart by where its buffers lay, and one plan's
+     * of two times 4-5% apart by where its buffers lay, and one plan's
      * figure, or the median of three, was one of them (docs/perf.md,
      * 2026-12-04). 0: TUNER_PLACEMENTS on a CUDA device, 1 elsewhere;
      * placement_us default TUNER_PLACEMENT_US. */
