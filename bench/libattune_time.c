@@ -7,12 +7,15 @@
  * buffers and plans) stay allocated until the end, as in the tuner.
  *
  *   libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements N] [--reps N]
- *                  [--calls N] [--prelude]
+ *                  [--calls N] [--prelude[=PREFIX]]
  *
  * --prelude first plans, runs three times and destroys every tactic the
- * device lists for the shape, in the listing's order, as a tuner's process
- * does before it times the later ones: whether a tactic's time depends on
- * what the process ran before (docs/perf.md, 2026-12-04 17:10).
+ * device lists for the shape (=PREFIX: those whose text starts with it,
+ * e.g. cudnn, fused/arch=sm90a, split), in the listing's order, as a
+ * tuner's process does before it times the later ones: whether a tactic's
+ * time depends on what the process ran before (docs/perf.md, 2026-12-04
+ * 17:10). Each placement's line gives q's address and its offset in a
+ * 2 MiB page, to set the fast places' layouts beside the slow ones'.
  *
  * Prints one line per placement and tactic, then per tactic the mean over
  * placements (what the tuner stores for a short call) and their median. Exit 0, 1 when a tactic cannot be planned or run, 2 on bad
@@ -98,7 +101,7 @@ static void *lt_fill(size_t n, int dtype, unsigned *seed)
  * graph of calls runs. Returns 0 or -1 (message printed). */
 static int lt_time(attune_dev *dev, const attune_dims *s, const char *tactic, int calls, int reps,
                    unsigned *seed, void **held, int *nheld, attune_plan **plans, int *nplans,
-                   double *us)
+                   double *us, uintptr_t *q_at)
 {
     char err[256] = "";
     attune_plan *plan = NULL;
@@ -109,6 +112,7 @@ static int lt_time(attune_dev *dev, const attune_dims *s, const char *tactic, in
     void *q = lt_fill(nq, s->dtype, seed), *k = lt_fill(nk, s->dtype, seed),
          *v = lt_fill(nk, s->dtype, seed), *o = lt_fill(nq, s->dtype, seed);
     held[(*nheld)++] = q, held[(*nheld)++] = k, held[(*nheld)++] = v, held[(*nheld)++] = o;
+    *q_at = (uintptr_t)q;
     if (!q || !k || !v || !o) {
         fprintf(stderr, "libattune_time: out of device memory\n");
         return -1;
@@ -159,9 +163,10 @@ static int lt_time(attune_dev *dev, const attune_dims *s, const char *tactic, in
     return ok ? 0 : -1;
 }
 
-/* --prelude: every listed tactic of s planned, run three times on one set
- * of buffers and destroyed. Returns how many ran, or -1. */
-static int lt_prelude(attune_dev *dev, const attune_dims *s)
+/* --prelude: every listed tactic of s whose text starts with prefix ("":
+ * all) planned, run three times on one set of buffers and destroyed.
+ * Returns how many ran, or -1. */
+static int lt_prelude(attune_dev *dev, const attune_dims *s, const char *prefix)
 {
     enum { MAXT = 1024 };
     char(*list)[ATTUNE_TACTIC_MAX] = calloc(MAXT, sizeof *list);
@@ -179,7 +184,8 @@ static int lt_prelude(attune_dev *dev, const attune_dims *s)
     attune_tensor to = {o, tq.stride_b, tq.stride_h, tq.stride_s};
     for (int i = 0; q && k && v && o && i < n; i++) {
         attune_plan *plan = NULL;
-        if (attune_plan_create(dev, s, list[i], &plan, err, sizeof err) != 0)
+        if (strncmp(list[i], prefix, strlen(prefix)) != 0 ||
+            attune_plan_create(dev, s, list[i], &plan, err, sizeof err) != 0)
             continue; /* the listing's unsupported ones */
         int ok = 1;
         for (int r = 0; r < 3 && ok; r++)
@@ -195,8 +201,8 @@ static int lt_prelude(attune_dev *dev, const attune_dims *s)
 
 int main(int argc, char **argv)
 {
-    int places = 3, reps = 15, calls = 0, ntac = 0, bad = 0, help = 0, prelude = 0;
-    const char *key = NULL, *tac[64];
+    int places = 3, reps = 15, calls = 0, ntac = 0, bad = 0, help = 0;
+    const char *key = NULL, *tac[64], *prelude = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--placements") == 0 && i + 1 < argc)
             places = atoi(argv[++i]);
@@ -205,7 +211,9 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc)
             calls = atoi(argv[++i]);
         else if (strcmp(argv[i], "--prelude") == 0)
-            prelude = 1;
+            prelude = "";
+        else if (strncmp(argv[i], "--prelude=", 10) == 0)
+            prelude = argv[i] + 10;
         else if (strcmp(argv[i], "--help") == 0)
             help = 1;
         else if (argv[i][0] == '-')
@@ -226,13 +234,15 @@ int main(int argc, char **argv)
     if (help || bad || key == NULL || ntac == 0 || places < 1 || places > LT_MAX_PLACES ||
         reps < 1 || reps > LT_MAX_REPS || calls < 0 || lt_parse_key(key, &s) != 0) {
         fprintf(help ? stdout : stderr,
-                "usage: libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements 1-%d (default "
-                "3)]\n       [--reps 1-%d (default 15)] [--calls N (0, the default: about 2 ms of "
-                "calls)] [--prelude]\nTimes each TACTIC (at most 64) on SHAPE_KEY through "
-                "libattune on CUDA device 0: a graph of\nback-to-back runs replayed between "
-                "events, median of the replays, on each placement's\nfresh plan and buffers; "
-                "prints every placement, then the mean over placements.\n--prelude first plans "
-                "and runs every tactic the device lists for the shape.\n",
+                "usage: libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements 1-%d (default 3)]\n"
+                "       [--reps 1-%d (default 15)] [--calls N (default 0: about 2 ms of calls)]\n"
+                "       [--prelude[=PREFIX]]\n"
+                "Times each TACTIC (at most 64) on SHAPE_KEY through libattune on CUDA device 0:\n"
+                "a graph of back-to-back runs replayed between events, median of the replays,\n"
+                "on each placement's fresh plan and buffers. Prints every placement (q's address\n"
+                "and its offset in a 2 MiB page), then the mean over placements.\n"
+                "--prelude first plans and runs every tactic the device lists for the shape\n"
+                "(=PREFIX: those whose text starts with PREFIX).\n",
                 LT_MAX_PLACES, LT_MAX_REPS);
         return help ? 0 : 2;
     }
@@ -242,14 +252,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "libattune_time: %s\n", err);
         return 1;
     }
-    if (prelude) {
-        int ran = lt_prelude(dev, &s);
+    if (prelude != NULL) {
+        int ran = lt_prelude(dev, &s, prelude);
         if (ran < 0) {
             fprintf(stderr, "libattune_time: --prelude: cannot list or allocate\n");
             attune_dev_close(dev);
             return 1;
         }
-        printf("prelude: %d tactics planned and run\n", ran);
+        printf("prelude: %d tactics%s%s planned and run\n", ran, *prelude ? " of " : "", prelude);
     }
     unsigned seed = 1;
     void **held = calloc((size_t)(10 * places * ntac), sizeof *held);
@@ -261,19 +271,22 @@ int main(int argc, char **argv)
     }
     for (int j = 0; j < ntac; j++) {
         double us[LT_MAX_PLACES], first = 0;
+        uintptr_t q_at = 0;
         int n = 0;
         for (int p = 0; p < places; p++) {
             int c = calls;
             if (c == 0) { /* calibrate on a first placement of 10 calls */
                 if (lt_time(dev, &s, tac[j], 10, 3, &seed, held, &nheld, plans, &nplans,
-                            &first) != 0)
+                            &first, &q_at) != 0)
                     break;
                 c = first > 0 ? (int)(2000.0 / first) : 10;
                 c = c < 1 ? 1 : c > 1000 ? 1000 : c;
             }
-            if (lt_time(dev, &s, tac[j], c, reps, &seed, held, &nheld, plans, &nplans, &us[n]) != 0)
+            if (lt_time(dev, &s, tac[j], c, reps, &seed, held, &nheld, plans, &nplans, &us[n], &q_at) != 0)
                 break;
-            printf("  %-60s place %d: %.2f us (%d calls)\n", tac[j], p, us[n], c);
+            printf("  %-60s place %d: %.2f us (%d calls; q at %#llx, +%llu in its 2 MiB)\n",
+                   tac[j], p, us[n], c, (unsigned long long)q_at,
+                   (unsigned long long)(q_at & ((2u << 20) - 1)));
             n++;
         }
         if (n < places) {
