@@ -1,0 +1,29 @@
+#!/bin/sh
+# process_history.sh -- does a tactic's time through libattune depend on
+# what the process ran before it? (issue 24: folded at pad 1 on the 77x300
+# GQA shape stores 13.3 us in most tuner processes, every placement alike,
+# and runs 14.0-14.1 through libattune; docs/perf.md, 2026-12-04 17:10.)
+#
+#   bench/process_history.sh BUILD [SHAPE_KEY [TACTIC...]]
+#
+# Times the tactics with BUILD/libattune_time on 7 placements, in fresh
+# processes: with no prelude, after every listed tactic of the shape (the
+# tuner's history), then after each family's alone (cudnn, fused/arch=sm90a,
+# fused/, fused_splitkv, split, split_repeat, folded), one line per run
+# with the mean. On the GPU machine:
+#   tests/gpu/run.sh --no-tests --exec 'sh bench/process_history.sh $BUILD'
+set -eu
+b=${1:?usage: process_history.sh BUILD [SHAPE_KEY [TACTIC...]]}
+shift
+key=${1:-b2.hq8.hkv2.sq77.skv300.d128.f16.c}
+[ $# -gt 0 ] && shift
+[ $# -gt 0 ] || set -- folded/acc=f16/pad=1 folded/acc=f32/pad=1
+for pre in none all cudnn fused/arch=sm90a fused/ fused_splitkv split/ split_repeat folded; do
+    case $pre in
+    none) arg= ;;
+    all) arg=--prelude ;;
+    *) arg=--prelude=$pre ;;
+    esac
+    echo "== prelude: $pre"
+    "$b/libattune_time" "$key" "$@" --placements 7 $arg
+done
