@@ -97,6 +97,31 @@ static void *lt_fill(size_t n, int dtype, unsigned *seed)
     return d;
 }
 
+/* q, k, v and o of s ([b, h, s, d], filled) and their views. */
+typedef struct lt_io {
+    void *q, *k, *v, *o;
+    attune_tensor tq, tk, tv, to;
+} lt_io;
+
+/* Allocate and fill io for s. Returns 0, or -1 with what was allocated
+ * still in io (lt_io_free releases it). */
+static int lt_io_alloc(const attune_dims *s, unsigned *seed, lt_io *io)
+{
+    size_t nq = (size_t)(s->b * s->hq * s->sq * s->d), nk = (size_t)(s->b * s->hkv * s->skv * s->d);
+    io->q = lt_fill(nq, s->dtype, seed), io->k = lt_fill(nk, s->dtype, seed);
+    io->v = lt_fill(nk, s->dtype, seed), io->o = lt_fill(nq, s->dtype, seed);
+    io->tq = (attune_tensor){io->q, s->hq * s->sq * s->d, s->sq * s->d, s->d};
+    io->tk = (attune_tensor){io->k, s->hkv * s->skv * s->d, s->skv * s->d, s->d};
+    io->tv = (attune_tensor){io->v, io->tk.stride_b, io->tk.stride_h, io->tk.stride_s};
+    io->to = (attune_tensor){io->o, io->tq.stride_b, io->tq.stride_h, io->tq.stride_s};
+    return io->q && io->k && io->v && io->o ? 0 : -1;
+}
+
+static void lt_io_free(lt_io *io)
+{
+    cudaFree(io->q), cudaFree(io->k), cudaFree(io->v), cudaFree(io->o);
+}
+
 /* Time one placement of tactic: median us per call over reps replays of a
  * graph of calls runs. Returns 0 or -1 (message printed). */
 static int lt_time(attune_dev *dev, const attune_dims *s, const char *tactic, int calls, int reps,
@@ -105,39 +130,35 @@ static int lt_time(attune_dev *dev, const attune_dims *s, const char *tactic, in
 {
     char err[256] = "";
     attune_plan *plan = NULL;
-    size_t nq = (size_t)(s->b * s->hq * s->sq * s->d), nk = (size_t)(s->b * s->hkv * s->skv * s->d);
     void *spacer = NULL;
+    lt_io io;
     cudaMalloc(&spacer, (size_t)(*seed % 4096u + 1u) * 2048u); /* moves what follows */
     held[(*nheld)++] = spacer;
-    void *q = lt_fill(nq, s->dtype, seed), *k = lt_fill(nk, s->dtype, seed),
-         *v = lt_fill(nk, s->dtype, seed), *o = lt_fill(nq, s->dtype, seed);
-    held[(*nheld)++] = q, held[(*nheld)++] = k, held[(*nheld)++] = v, held[(*nheld)++] = o;
-    *q_at = (uintptr_t)q;
-    if (!q || !k || !v || !o) {
+    int arc = lt_io_alloc(s, seed, &io);
+    held[(*nheld)++] = io.q, held[(*nheld)++] = io.k, held[(*nheld)++] = io.v;
+    held[(*nheld)++] = io.o;
+    *q_at = (uintptr_t)io.q;
+    if (arc != 0) {
         fprintf(stderr, "libattune_time: out of device memory\n");
         return -1;
     }
-    attune_tensor tq = {q, s->hq * s->sq * s->d, s->sq * s->d, s->d};
-    attune_tensor tk = {k, s->hkv * s->skv * s->d, s->skv * s->d, s->d};
-    attune_tensor tv = {v, tk.stride_b, tk.stride_h, tk.stride_s};
-    attune_tensor to = {o, tq.stride_b, tq.stride_h, tq.stride_s};
     int rc = attune_plan_create(dev, s, tactic, &plan, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "libattune_time: %s: %s\n", tactic, err[0] ? err : attune_strerror(rc));
         return -1;
     }
-    cudaStream_t st;
+    cudaStream_t st = NULL;
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
-    cudaEvent_t e0, e1;
+    cudaEvent_t e0 = NULL, e1 = NULL;
     double t[LT_MAX_REPS];
     int ok = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess;
-    ok = ok && attune_plan_run(plan, &tq, &tk, &tv, &to, 0, 0, st) == 0; /* warm-up */
+    ok = ok && attune_plan_run(plan, &io.tq, &io.tk, &io.tv, &io.to, 0, 0, st) == 0; /* warm-up */
     ok = ok && cudaStreamSynchronize(st) == cudaSuccess;
     ok = ok && cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
     for (int i = 0; ok && i < calls; i++)
-        ok = attune_plan_run(plan, &tq, &tk, &tv, &to, 0, 0, st) == 0;
-    if (cudaStreamEndCapture(st, &g) != cudaSuccess)
+        ok = attune_plan_run(plan, &io.tq, &io.tk, &io.tv, &io.to, 0, 0, st) == 0;
+    if (st != NULL && cudaStreamEndCapture(st, &g) != cudaSuccess)
         ok = 0;
     ok = ok && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
     ok = ok && cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
@@ -149,16 +170,23 @@ static int lt_time(attune_dev *dev, const attune_dims *s, const char *tactic, in
              cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
         t[r] = 1000.0 * ms / calls;
     }
-    if (!ok)
+    if (ok) {
+        qsort(t, (size_t)reps, sizeof t[0], lt_cmp);
+        *us = t[reps / 2];
+    } else {
         fprintf(stderr, "libattune_time: %s: run or capture failed: %s\n", tactic,
                 cudaGetErrorString(cudaGetLastError()));
-    qsort(t, (size_t)reps, sizeof t[0], lt_cmp);
-    *us = t[reps / 2];
+    }
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
     if (ge)
         cudaGraphExecDestroy(ge);
     if (g)
         cudaGraphDestroy(g);
-    cudaStreamDestroy(st);
+    if (st)
+        cudaStreamDestroy(st);
     plans[(*nplans)++] = plan; /* held: the next placement's buffers lie elsewhere */
     return ok ? 0 : -1;
 }
@@ -172,31 +200,26 @@ static int lt_prelude(attune_dev *dev, const attune_dims *s, const char *prefix)
     char(*list)[ATTUNE_TACTIC_MAX] = calloc(MAXT, sizeof *list);
     char err[256] = "";
     unsigned seed = 7;
-    size_t nq = (size_t)(s->b * s->hq * s->sq * s->d), nk = (size_t)(s->b * s->hkv * s->skv * s->d);
-    void *q = lt_fill(nq, s->dtype, &seed), *k = lt_fill(nk, s->dtype, &seed),
-         *v = lt_fill(nk, s->dtype, &seed), *o = lt_fill(nq, s->dtype, &seed);
+    lt_io io;
+    int arc = lt_io_alloc(s, &seed, &io);
     int n = list ? attune_tactics(dev, s, list, MAXT, err, sizeof err) : -1, ran = 0;
     if (n > MAXT)
         n = MAXT;
-    attune_tensor tq = {q, s->hq * s->sq * s->d, s->sq * s->d, s->d};
-    attune_tensor tk = {k, s->hkv * s->skv * s->d, s->skv * s->d, s->d};
-    attune_tensor tv = {v, tk.stride_b, tk.stride_h, tk.stride_s};
-    attune_tensor to = {o, tq.stride_b, tq.stride_h, tq.stride_s};
-    for (int i = 0; q && k && v && o && i < n; i++) {
+    for (int i = 0; arc == 0 && i < n; i++) {
         attune_plan *plan = NULL;
         if (strncmp(list[i], prefix, strlen(prefix)) != 0 ||
             attune_plan_create(dev, s, list[i], &plan, err, sizeof err) != 0)
             continue; /* the listing's unsupported ones */
         int ok = 1;
         for (int r = 0; r < 3 && ok; r++)
-            ok = attune_plan_run(plan, &tq, &tk, &tv, &to, 0, 0, NULL) == 0;
+            ok = attune_plan_run(plan, &io.tq, &io.tk, &io.tv, &io.to, 0, 0, NULL) == 0;
         ok = ok && cudaDeviceSynchronize() == cudaSuccess;
         ran += ok;
         attune_plan_destroy(plan);
     }
-    cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
+    lt_io_free(&io);
     free(list);
-    return n < 0 || !q || !k || !v || !o ? -1 : ran;
+    return n < 0 || arc != 0 ? -1 : ran;
 }
 
 int main(int argc, char **argv)

@@ -655,7 +655,7 @@ static void padded_time_should_never_be_below_kernel_time(void)
 /* A short call timed in one place stores where its buffers lay: on the
  * H200 the tuner's first plan of some 10-19 us tactics ran 5% fast every
  * run, libattune's calls did not. With placements, the extra ones each a
- * fresh session and plan, the row is the median one's with the mean of
+ * fresh session and plan, the row is the first one's with the mean of
  * their times, every time in its note; a call over placement_us, or a
  * hopeless one, is timed once. */
 static void placements_should_store_the_mean_over_plans(void)

@@ -611,10 +611,9 @@ static int placements_of(const shape_run *r)
  * fresh plan on it, all held until the last is timed, so each one's
  * buffers, the inputs and output as well as the plan's own, lie
  * elsewhere; each timed as the first was (their retimes and noise go to
- * no counter: the first plan's count once for the tactic). *m becomes
- * the row of the median one (of an even count, the slower middle one)
- * with the mean of the placements' times (and their extremes), its note
- * prefixed with every placement's time. A session or plan that
+ * no counter: the first plan's count once for the tactic). *m keeps the
+ * first plan's row with the mean of the placements' times (and their
+ * extremes), its note prefixed with every placement's time. A session or plan that
  * cannot be made or timed, a cancel or the deadline (tune on miss's quick
  * pass) end the extra ones: the row keeps the places timed, the first
  * always (a complete timing: the next tactic then sees the cancel). */
@@ -657,21 +656,10 @@ static void run_placements(shape_run *r, const attn_tactic *t, const store_measu
     for (int i = 0; i < nsess; i++)
         r->dev->ops->session_close(sess[i]);
     if (n > 1) {
-        int order[TUNER_PLACEMENTS_MAX];
-        for (int i = 0; i < n; i++)
-            order[i] = i;
-        for (int i = 1; i < n; i++) /* insertion sort by time: n <= 7 */
-            for (int j = i; j > 0 && select_time(&got[order[j]]) < select_time(&got[order[j - 1]]);
-                 j--) {
-                int x = order[j];
-                order[j] = order[j - 1];
-                order[j - 1] = x;
-            }
-        /* the median plan's row (its checks, its counts), with the
+        /* *m, the first plan's row (its checks, its counts), takes the
          * placements' mean times: the time a runtime's call should expect,
-         * wherever its buffers lie, where one plan's median of a bimodal
-         * time flips from run to run */
-        *m = got[order[n / 2]];
+         * wherever its buffers lie, where one plan's figure, or the median
+         * of a few, is one mode of a bimodal time */
         double sum = 0, sum_copies = 0;
         for (int i = 0; i < n; i++) {
             sum += got[i].time_us;

@@ -121,9 +121,8 @@ typedef struct tuner_opts {
      * timed in `placements` places in all: the extra ones each a fresh
      * session (the same inputs) and plan, made while the earlier ones
      * still hold their buffers, so each lies elsewhere (a CUDA session
-     * allocates a spacer of varying size first); the row of the one whose
-     * time is the median is stored with the mean of the placements'
-     * times, its note listing them. On the H200 a 10-26 us call took one
+     * allocates a spacer of varying size first); the row is stored with
+     * the mean of the placements' times, its note listing them. On the H200 a 10-26 us call took one
      * of two times 4-5% apart by where its buffers lay, and one plan's
      * figure, or the median of three, was one of them (docs/perf.md,
      * 2026-12-04). 0: TUNER_PLACEMENTS on a CUDA device, 1 elsewhere;
