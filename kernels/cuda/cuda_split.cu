@@ -506,6 +506,25 @@ fail:
     return rc;
 }
 
+/* cuBLAS workspace per GEMM plan: 32 MiB is what cuBLAS recommends on
+ * Hopper; set explicitly so graph capture never makes it allocate. */
+#define BLAS_WS_BYTES ((size_t)32 << 20)
+
+/* The call's stream on p's handle, then p's own workspace again:
+ * cublasSetStream resets a handle's workspace to cuBLAS's default pool
+ * (cuBLAS guide, cublasSetStream), so without the second call every run
+ * would plan its GEMMs against the default pool, shared by every handle
+ * of the process, and not against the 32 MiB the plan owns. */
+static int blas_bind(attn_plan *p, cudaStream_t stream)
+{
+    int rc = 0;
+    BLAS_TRY(cuda_blas.set_stream(p->blas, stream));
+    BLAS_TRY(cuda_blas.set_workspace(p->blas, p->blas_ws, BLAS_WS_BYTES));
+    return 0;
+fail:
+    return rc;
+}
+
 int cuda_split_profile(attn_plan *p, int iters, double us[4])
 {
     int rc = 0;
@@ -518,7 +537,7 @@ int cuda_split_profile(attn_plan *p, int iters, double us[4])
     /* one full run first: the own copies, S and P hold real values, so each
      * stage alone reads the data it would read in a real call */
     RC_TRY(attn_cuda_ops.run(p));
-    BLAS_TRY(cuda_blas.set_stream(p->blas, p->ss->stream));
+    RC_TRY(blas_bind(p, p->ss->stream));
     for (int i = 0; i < 4; i++) {
         us[i] = 0.0;
         if (stage[i] == STAGE_REPEAT && p->t.variant != ATTN_SPLIT_REPEAT)
@@ -534,10 +553,6 @@ fail:
 /* ---- kernel ops (kernels/variant.h) of the families desc_split.c
  * describes: the backend lists, plans and runs the GEMM variants only
  * through these */
-
-/* cuBLAS workspace per GEMM plan: 32 MiB is what cuBLAS recommends on
- * Hopper; set explicitly so graph capture never makes it allocate. */
-#define BLAS_WS_BYTES ((size_t)32 << 20)
 
 /* Variant v for every acc (f16 for f16 data only, f32 always) and pad of
  * attn_pads (docs/tuning.md: a pad that changes no length is still listed
@@ -603,7 +618,7 @@ fail:
 static int gemm_run(attn_plan *p, const attn_call *c)
 {
     int rc = 0;
-    BLAS_TRY(cuda_blas.set_stream(p->blas, c->stream));
+    RC_TRY(blas_bind(p, c->stream));
     return cuda_split_launch(p, c);
 fail:
     return rc;
