@@ -7,7 +7,7 @@
  * buffers and plans) stay allocated until the end, as in the tuner.
  *
  *   libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements N] [--reps N]
- *                  [--calls N] [--prelude[=PREFIX]]
+ *                  [--calls N] [--prelude[=PREFIX]] [--stack BYTES]
  *
  * --prelude first plans, runs three times and destroys every tactic the
  * device lists for the shape (=PREFIX: those whose text starts with it,
@@ -16,6 +16,10 @@
  * time depends on what the process ran before (docs/perf.md, 2026-12-04
  * 17:10). Each placement's line gives q's address and its offset in a
  * 2 MiB page, to set the fast places' layouts beside the slow ones'.
+ * The context's limits (per-thread stack, L2 fetch granularity, persisting
+ * L2) are printed at the start and after the prelude; --stack BYTES sets
+ * the stack before anything runs (a prelude's kernels may grow it: is the
+ * fast mode of docs/perf.md, 2026-12-04 19:58, a grown stack?).
  *
  * Prints one line per placement and tactic, then per tactic the mean over
  * placements (what the tuner stores for a short call) and their median. Exit 0, 1 when a tactic cannot be planned or run, 2 on bad
@@ -222,9 +226,24 @@ static int lt_prelude(attune_dev *dev, const attune_dims *s, const char *prefix)
     return n < 0 || arc != 0 ? -1 : ran;
 }
 
+/* The context's limits that a launch can change behind the caller's back
+ * (the per-thread stack grows for a kernel that needs more and stays
+ * grown: CUDA runtime API, cudaDeviceSetLimit) or that a library may set,
+ * on one line: whether a process's mode follows one of them. */
+static void lt_limits(const char *when)
+{
+    size_t stack = 0, gran = 0, persist = 0;
+    cudaDeviceGetLimit(&stack, cudaLimitStackSize);
+    cudaDeviceGetLimit(&gran, cudaLimitMaxL2FetchGranularity);
+    cudaDeviceGetLimit(&persist, cudaLimitPersistingL2CacheSize);
+    printf("limits %s: stack %zu B a thread, L2 fetch granularity %zu B, persisting L2 %zu B\n",
+           when, stack, gran, persist);
+}
+
 int main(int argc, char **argv)
 {
     int places = 3, reps = 15, calls = 0, ntac = 0, bad = 0, help = 0;
+    long long stack = -1;
     const char *key = NULL, *tac[64], *prelude = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--placements") == 0 && i + 1 < argc)
@@ -233,6 +252,12 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc)
             calls = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--stack") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            stack = strtoll(argv[++i], &end, 10);
+            if (end == argv[i] || *end != '\0' || stack < 0)
+                bad = 1;
+        }
         else if (strcmp(argv[i], "--prelude") == 0)
             prelude = "";
         else if (strncmp(argv[i], "--prelude=", 10) == 0)
@@ -259,13 +284,15 @@ int main(int argc, char **argv)
         fprintf(help ? stdout : stderr,
                 "usage: libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements 1-%d (default 3)]\n"
                 "       [--reps 1-%d (default 15)] [--calls N (default 0: about 2 ms of calls)]\n"
-                "       [--prelude[=PREFIX]]\n"
+                "       [--prelude[=PREFIX]] [--stack BYTES]\n"
                 "Times each TACTIC (at most 64) on SHAPE_KEY through libattune on CUDA device 0:\n"
                 "a graph of back-to-back runs replayed between events, median of the replays,\n"
                 "on each placement's fresh plan and buffers. Prints every placement (q's address\n"
                 "and its offset in a 2 MiB page), then the mean over placements.\n"
                 "--prelude first plans and runs every tactic the device lists for the shape\n"
-                "(=PREFIX: those whose text starts with PREFIX).\n",
+                "(=PREFIX: those whose text starts with PREFIX). --stack sets the context's\n"
+                "per-thread stack first (cudaLimitStackSize). The context's limits are printed\n"
+                "before the prelude and before the timing.\n",
                 LT_MAX_PLACES, LT_MAX_REPS);
         return help ? 0 : 2;
     }
@@ -275,6 +302,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "libattune_time: %s\n", err);
         return 1;
     }
+    if (stack >= 0 && cudaDeviceSetLimit(cudaLimitStackSize, (size_t)stack) != cudaSuccess) {
+        fprintf(stderr, "libattune_time: --stack %lld: %s\n", stack,
+                cudaGetErrorString(cudaGetLastError()));
+        attune_dev_close(dev);
+        return 1;
+    }
+    lt_limits("at start");
     if (prelude != NULL) {
         int ran = lt_prelude(dev, &s, prelude);
         if (ran < 0) {
@@ -283,6 +317,7 @@ int main(int argc, char **argv)
             return 1;
         }
         printf("prelude: %d tactics%s%s planned and run\n", ran, *prelude ? " of " : "", prelude);
+        lt_limits("after the prelude");
     }
     unsigned seed = 1;
     void **held = calloc((size_t)(10 * places * ntac), sizeof *held);

@@ -10,7 +10,10 @@
 # processes: with no prelude, after every listed tactic of the shape (the
 # tuner's history), then after each family's alone (cudnn, fused/arch=sm90a,
 # fused/, fused_splitkv, split, split_repeat, folded), one line per run
-# with the mean. On the GPU machine:
+# with the mean; then with no prelude but the context's per-thread stack
+# set first (stack=BYTES: does a prelude's fast mode come from the stack a
+# spilling kernel grew? libattune_time prints the limits after the
+# prelude). On the GPU machine:
 #   tests/gpu/run.sh --no-tests --exec 'sh bench/process_history.sh $BUILD'
 set -eu
 b=${1:?usage: process_history.sh BUILD [SHAPE_KEY [TACTIC...]]}
@@ -18,10 +21,12 @@ shift
 key=${1:-b2.hq8.hkv2.sq77.skv300.d128.f16.c}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] || set -- folded/acc=f16/pad=1 folded/acc=f32/pad=1
-for pre in none all cudnn fused/arch=sm90a fused/ fused_splitkv split/ split_repeat folded; do
+for pre in none all cudnn fused/arch=sm90a fused/ fused_splitkv split/ split_repeat folded \
+    stack=4096 stack=65536; do
     case $pre in
     none) arg= ;;
     all) arg=--prelude ;;
+    stack=*) arg="--stack ${pre#stack=}" ;;
     *) arg=--prelude=$pre ;;
     esac
     echo "== prelude: $pre"
