@@ -27,8 +27,9 @@ and attune's attention are timed in --attn-pairs adjacent pairs, the
 order flipped each pair, each side the median of 5 replays; the medians
 over the pairs are the figures reported and give the speedup (timed one
 implementation after the other, attune's came after eager's heavy
-forwards: those block times are kept as *_block). And the largest difference of the last position's logits against
-sdpa (max abs, and relative L2). Then --pairs adjacent pairs of sdpa's
+forwards: those block times are kept as *_block). And the largest
+difference of the last position's logits against sdpa (max abs, and
+relative L2). Then --pairs adjacent pairs of sdpa's
 and attune's forwards, the order flipped each pair: the median ratio
 attune/sdpa of a whole forward (whether attune's model is slower end to
 end, with the GPU's drift mostly cancelled), an interval holding it with
