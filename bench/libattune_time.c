@@ -240,62 +240,81 @@ static void lt_limits(const char *when)
            when, stack, gran, persist);
 }
 
-int main(int argc, char **argv)
+/* The command line: the shape, its tactics and the options. */
+typedef struct lt_opts {
+    int places, reps, calls, ntac;
+    long long stack; /* -1: not set */
+    const char *key, *tac[64], *prelude;
+    attune_dims s;
+} lt_opts;
+
+/* Parse argv into o. Returns -1 to go on, else the exit status: 0 after
+ * --help (usage on stdout), 2 on bad arguments (a message or the usage on
+ * stderr). */
+static int lt_args(int argc, char **argv, lt_opts *o)
 {
-    int places = 3, reps = 15, calls = 0, ntac = 0, bad = 0, help = 0;
-    long long stack = -1;
-    const char *key = NULL, *tac[64], *prelude = NULL;
+    int bad = 0, help = 0;
+    *o = (lt_opts){.places = 3, .reps = 15, .stack = -1};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--placements") == 0 && i + 1 < argc)
-            places = atoi(argv[++i]);
+            o->places = atoi(argv[++i]);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            reps = atoi(argv[++i]);
+            o->reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc)
-            calls = atoi(argv[++i]);
+            o->calls = atoi(argv[++i]);
         else if (strcmp(argv[i], "--stack") == 0 && i + 1 < argc) {
             char *end = NULL;
-            stack = strtoll(argv[++i], &end, 10);
-            if (end == argv[i] || *end != '\0' || stack < 0)
-                bad = 1;
-        }
-        else if (strcmp(argv[i], "--prelude") == 0)
-            prelude = "";
+            o->stack = strtoll(argv[++i], &end, 10);
+            bad |= end == argv[i] || *end != '\0' || o->stack < 0;
+        } else if (strcmp(argv[i], "--prelude") == 0)
+            o->prelude = "";
         else if (strncmp(argv[i], "--prelude=", 10) == 0)
-            prelude = argv[i] + 10;
+            o->prelude = argv[i] + 10;
         else if (strcmp(argv[i], "--help") == 0)
             help = 1;
         else if (argv[i][0] == '-')
             bad = 1;
-        else if (key == NULL)
-            key = argv[i];
-        else if (ntac < 64)
-            tac[ntac++] = argv[i];
+        else if (o->key == NULL)
+            o->key = argv[i];
+        else if (o->ntac < 64)
+            o->tac[o->ntac++] = argv[i];
         else
             bad = 1; /* more tactics than one run times */
     }
-    attune_dims s;
-    if (!help && key != NULL && lt_parse_key(key, &s) != 0) {
+    if (!help && o->key != NULL && lt_parse_key(o->key, &o->s) != 0) {
         fprintf(stderr, "libattune_time: %s is not a shape key of f16, bf16 or f32 "
-                        "(b1.hq8.hkv1.sq50.skv1018.d256.f16.nc)\n", key);
+                        "(b1.hq8.hkv1.sq50.skv1018.d256.f16.nc)\n", o->key);
         return 2;
     }
-    if (help || bad || key == NULL || ntac == 0 || places < 1 || places > LT_MAX_PLACES ||
-        reps < 1 || reps > LT_MAX_REPS || calls < 0 || lt_parse_key(key, &s) != 0) {
-        fprintf(help ? stdout : stderr,
-                "usage: libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements 1-%d (default 3)]\n"
-                "       [--reps 1-%d (default 15)] [--calls N (default 0: about 2 ms of calls)]\n"
-                "       [--prelude[=PREFIX]] [--stack BYTES]\n"
-                "Times each TACTIC (at most 64) on SHAPE_KEY through libattune on CUDA device 0:\n"
-                "a graph of back-to-back runs replayed between events, median of the replays,\n"
-                "on each placement's fresh plan and buffers. Prints every placement (q's address\n"
-                "and its offset in a 2 MiB page), then the mean over placements.\n"
-                "--prelude first plans and runs every tactic the device lists for the shape\n"
-                "(=PREFIX: those whose text starts with PREFIX). --stack sets the context's\n"
-                "per-thread stack first (cudaLimitStackSize). The context's limits are printed\n"
-                "before the prelude and before the timing.\n",
-                LT_MAX_PLACES, LT_MAX_REPS);
-        return help ? 0 : 2;
-    }
+    if (!help && !bad && o->key != NULL && o->ntac > 0 && o->places >= 1 &&
+        o->places <= LT_MAX_PLACES && o->reps >= 1 && o->reps <= LT_MAX_REPS && o->calls >= 0)
+        return -1;
+    fprintf(help ? stdout : stderr,
+            "usage: libattune_time SHAPE_KEY TACTIC [TACTIC...] [--placements 1-%d (default 3)]\n"
+            "       [--reps 1-%d (default 15)] [--calls N (default 0: about 2 ms of calls)]\n"
+            "       [--prelude[=PREFIX]] [--stack BYTES]\n"
+            "Times each TACTIC (at most 64) on SHAPE_KEY through libattune on CUDA device 0:\n"
+            "a graph of back-to-back runs replayed between events, median of the replays,\n"
+            "on each placement's fresh plan and buffers. Prints every placement (q's address\n"
+            "and its offset in a 2 MiB page), then the mean over placements.\n"
+            "--prelude first plans and runs every tactic the device lists for the shape\n"
+            "(=PREFIX: those whose text starts with PREFIX). --stack sets the context's\n"
+            "per-thread stack first (cudaLimitStackSize). The context's limits are printed\n"
+            "before the prelude and before the timing.\n",
+            LT_MAX_PLACES, LT_MAX_REPS);
+    return help ? 0 : 2;
+}
+
+int main(int argc, char **argv)
+{
+    lt_opts o;
+    int arc = lt_args(argc, argv, &o);
+    if (arc >= 0)
+        return arc;
+    const int places = o.places, reps = o.reps, calls = o.calls, ntac = o.ntac;
+    const long long stack = o.stack;
+    const char *key = o.key, *const *tac = o.tac, *prelude = o.prelude;
+    const attune_dims s = o.s;
     char err[256] = "";
     attune_dev *dev = NULL;
     if (attune_dev_open("0", &dev, err, sizeof err) != 0) {
