@@ -17,11 +17,10 @@ addresses move, and the means compared; the same code can take two times
 some 5% apart depending on where its buffers land (bench/placement.py), so
 one placement on each side would compare two draws of that, and the median
 of a few flips between the two. The ratio of the first placement alone is
-summarized too. The stored time compared is
-time_us_copies when the row has one (a padded tactic run through libattune
-does its copies), else time_us. Prints a line per tactic and the
-distribution of the ratio libattune / stored; exit 1 when a tactic cannot
-be planned or run.
+summarized too. The stored time compared is time_us_copies when the row
+has one (a padded tactic run through libattune does its copies), else
+time_us. Prints a line per tactic and the distribution of the ratio
+libattune / stored; exit 1 when a tactic cannot be planned or run.
 """
 import argparse
 import json

@@ -22,10 +22,10 @@
  * fast mode of docs/perf.md, 2026-12-04 19:58, a grown stack?).
  *
  * Prints one line per placement and tactic, then per tactic the mean over
- * placements (what the tuner stores for a short call) and their median. Exit 0, 1 when a tactic cannot be planned or run, 2 on bad
- * arguments. Built by tests/gpu/run.sh --exec scripts (nvcc is enough):
- *   cc -O2 bench/libattune_time.c -Ikernels -I$CUDA/include -L$BUILD -lattune
- *      -L$CUDA/lib64 -lcudart -o libattune_time
+ * placements (what the tuner stores for a short call) and their median.
+ * Exit 0, 1 when a tactic cannot be planned or run, 2 on bad arguments.
+ * Built with the CUDA backend as the CMake target libattune_time
+ * (tests/gpu/run.sh --no-tests builds it; bench/process_history.sh runs it).
  */
 #include <cuda_runtime.h>
 #include <libattune.h>
@@ -111,7 +111,8 @@ typedef struct lt_io {
  * still in io (lt_io_free releases it). */
 static int lt_io_alloc(const attune_dims *s, unsigned *seed, lt_io *io)
 {
-    size_t nq = (size_t)(s->b * s->hq * s->sq * s->d), nk = (size_t)(s->b * s->hkv * s->skv * s->d);
+    size_t nq = (size_t)(s->b * s->hq * s->sq * s->d);
+    size_t nk = (size_t)(s->b * s->hkv * s->skv * s->d);
     io->q = lt_fill(nq, s->dtype, seed), io->k = lt_fill(nk, s->dtype, seed);
     io->v = lt_fill(nk, s->dtype, seed), io->o = lt_fill(nq, s->dtype, seed);
     io->tq = (attune_tensor){io->q, s->hq * s->sq * s->d, s->sq * s->d, s->d};
@@ -359,7 +360,8 @@ int main(int argc, char **argv)
                 c = first > 0 ? (int)(2000.0 / first) : 10;
                 c = c < 1 ? 1 : c > 1000 ? 1000 : c;
             }
-            if (lt_time(dev, &s, tac[j], c, reps, &seed, held, &nheld, plans, &nplans, &us[n], &q_at) != 0)
+            if (lt_time(dev, &s, tac[j], c, reps, &seed, held, &nheld, plans, &nplans, &us[n],
+                        &q_at) != 0)
                 break;
             printf("  %-60s place %d: %.2f us (%d calls; q at %#llx, +%llu in its 2 MiB)\n",
                    tac[j], p, us[n], c, (unsigned long long)q_at,

@@ -613,8 +613,8 @@ static int placements_of(const shape_run *r)
  * elsewhere; each timed as the first was (their retimes and noise go to
  * no counter: the first plan's count once for the tactic). *m keeps the
  * first plan's row with the mean of the placements' times (and their
- * extremes), its note prefixed with every placement's time. A session or plan that
- * cannot be made or timed, a cancel or the deadline (tune on miss's quick
+ * extremes), its note prefixed with every placement's time. A session or
+ * plan that cannot be made or timed, a cancel or the deadline (tune on miss's quick
  * pass) end the extra ones: the row keeps the places timed, the first
  * always (a complete timing: the next tactic then sees the cancel). */
 static void run_placements(shape_run *r, const attn_tactic *t, const store_measurement *base,

@@ -122,10 +122,11 @@ typedef struct tuner_opts {
      * session (the same inputs) and plan, made while the earlier ones
      * still hold their buffers, so each lies elsewhere (a CUDA session
      * allocates a spacer of varying size first); the row is stored with
-     * the mean of the placements' times, its note listing them. On the H200 a 10-26 us call took one
-     * of two times 4-5% apart by where its buffers lay, and one plan's
-     * figure, or the median of three, was one of them (docs/perf.md,
-     * 2026-12-04). 0: TUNER_PLACEMENTS on a CUDA device, 1 elsewhere;
+     * the mean of the placements' times, its note listing them. On the
+     * H200 a 10-26 us call took one of two times 4-5% apart, by where its
+     * buffers lay and, for some, by the process (docs/perf.md,
+     * 2026-12-04); one plan's figure, or the median of three, was one of
+     * them. 0: TUNER_PLACEMENTS on a CUDA device, 1 elsewhere;
      * placement_us default TUNER_PLACEMENT_US. */
     int placements;
     double placement_us;
