@@ -671,7 +671,7 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
      * NaN/Infinity literals and NUL in strings are rejected by the parser.
      * The rows stay text, indexed, each parsed when read (memory: the
      * table's text and one row, not a tree several times its size). */
-    if ((rc = fleet_scan(json, len, &root, &rows, err, errlen)) != 0)
+    if ((rc = fleet_scan(json, len, FLEET_MAX_ROWS, &root, &rows, err, errlen)) != 0)
         goto fail;
     v = json_object_get(root, "format");
     if (!json_is_string(v) || strcmp(json_string_value(v), FLEET_FORMAT) != 0) {

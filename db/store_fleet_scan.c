@@ -12,6 +12,7 @@
 typedef struct scan {
     const char *s;
     size_t len, pos;
+    size_t max_rows;
     char *err;
     size_t errlen;
 } scan;
@@ -57,7 +58,9 @@ static json_t *value(scan *c, int *rc)
 }
 
 /* The "measurements" array at c->pos ('['): each element checked and its
- * offset kept. 0 or an error. */
+ * offset kept. 0 or an error: ATTUNE_ETOOBIG as soon as an element past
+ * c->max_rows starts (before it is parsed, the index never larger than
+ * the limit). */
 static int index_rows(scan *c, fleet_rows *rows)
 {
     size_t cap = 0;
@@ -70,8 +73,14 @@ static int index_rows(scan *c, fleet_rows *rows)
     }
     for (;;) {
         skip_ws(c);
+        if (rows->n == c->max_rows)
+            return attune_fail(c->err, c->errlen, ATTUNE_ETOOBIG,
+                               "fleet table has more than %zu measurements, over the limit",
+                               c->max_rows);
         if (rows->n == cap) {
             size_t ncap = cap ? cap * 2 : 1024;
+            if (ncap > c->max_rows)
+                ncap = c->max_rows;
             size_t *p = realloc(rows->off, ncap * sizeof *p);
             if (p == NULL)
                 return attune_fail(c->err, c->errlen, ATTUNE_ENOMEM, "out of memory");
@@ -154,10 +163,10 @@ static int members(scan *c, json_t *root, fleet_rows *rows)
     }
 }
 
-int fleet_scan(const char *text, size_t len, json_t **root, fleet_rows *rows, char *err,
-               size_t errlen)
+int fleet_scan(const char *text, size_t len, size_t max_rows, json_t **root, fleet_rows *rows,
+               char *err, size_t errlen)
 {
-    scan c = {.s = text, .len = len, .err = err, .errlen = errlen};
+    scan c = {.s = text, .len = len, .max_rows = max_rows, .err = err, .errlen = errlen};
     int rc;
     memset(rows, 0, sizeof *rows);
     rows->text = text;

@@ -28,11 +28,14 @@ typedef struct fleet_rows {
  * a top-level "measurements" that is an array is set to an empty array
  * and its elements are indexed in *rows instead, each checked to be one
  * valid JSON value. A "measurements" that is not an array is kept as it
- * is (the caller's checks name it). 0, or ATTUNE_EFORMAT with err saying
- * "fleet table is not valid JSON: line L, column C: why" (or "must be a
- * JSON object"), ATTUNE_ENOMEM. On error *root is NULL and rows empty. */
-int fleet_scan(const char *text, size_t len, json_t **root, fleet_rows *rows, char *err,
-               size_t errlen);
+ * is (the caller's checks name it). At most max_rows elements are
+ * indexed: the scan stops with ATTUNE_ETOOBIG where element max_rows + 1
+ * starts (unparsed, so memory and time stay bounded by the limit, not by
+ * the text). 0, or ATTUNE_EFORMAT with err saying "fleet table is not
+ * valid JSON: line L, column C: why" (or "must be a JSON object"),
+ * ATTUNE_ETOOBIG, ATTUNE_ENOMEM. On error *root is NULL and rows empty. */
+int fleet_scan(const char *text, size_t len, size_t max_rows, json_t **root, fleet_rows *rows,
+               char *err, size_t errlen);
 
 /* Row i parsed (a new reference: json_decref it), NULL on ENOMEM (its
  * text was checked by fleet_scan). */

@@ -7,6 +7,7 @@
 
 #include "common/hash.h"
 #include "db/store.h"
+#include "db/store_fleet_scan.h"
 #include "fixture_h200.h"
 #include "test.h"
 
@@ -574,11 +575,39 @@ static void fleet_should_refuse_oversized_tables(void)
         text[n++] = '}';
         err[0] = 0;
         CHECK_EQ_INT(store_import(st, text, n, NULL, err, sizeof err), ATTUNE_ETOOBIG);
-        CHECK_MSG(strstr(err, "1000001") != NULL, "err: %s", err);
+        CHECK_MSG(strstr(err, "more than 1000000 measurements") != NULL, "err: %s", err);
+        /* the scan stops where row 1000001 starts, before reading it: a
+         * malformed rest (here no JSON at all, never closed) is never seen */
+        memcpy(text + n - 3, "x", 2); /* row 1000001 is "x" */
+        err[0] = 0;
+        CHECK_EQ_INT(store_import(st, text, n - 2, NULL, err, sizeof err), ATTUNE_ETOOBIG);
+        CHECK_MSG(strstr(err, "more than 1000000 measurements") != NULL, "err: %s", err);
         free(text);
     }
     CHECK(content_checksum(path, NULL) == before);
     store_close(st);
+}
+
+/* fleet_scan indexes at most max_rows rows: exactly the limit passes, one
+ * more fails with ETOOBIG where it starts (the garbage after it unread),
+ * the index left empty. */
+static void fleet_scan_should_stop_at_the_row_limit(void)
+{
+    char err[ATTUNE_ERRLEN] = "";
+    json_t *root = NULL;
+    fleet_rows rows;
+    const char *ok = "{\"measurements\":[1,2,3]}";
+    CHECK_EQ_INT(fleet_scan(ok, strlen(ok), 3, &root, &rows, err, sizeof err), 0);
+    CHECK_EQ_INT(rows.n, 3);
+    json_decref(root);
+    fleet_rows_free(&rows);
+    const char *over = "{\"measurements\":[1,2,3,{oops";
+    CHECK_EQ_INT(fleet_scan(over, strlen(over), 3, &root, &rows, err, sizeof err),
+                 ATTUNE_ETOOBIG);
+    CHECK_MSG(strstr(err, "more than 3 measurements") != NULL, "err: %s", err);
+    CHECK(root == NULL && rows.n == 0 && rows.off == NULL);
+    CHECK_EQ_INT(fleet_scan(over, strlen(over), 4, &root, &rows, err, sizeof err),
+                 ATTUNE_EFORMAT);
 }
 
 /* A failure inside the merge (after validation) rolls everything back:
@@ -738,6 +767,7 @@ int main(void)
     RUN(fleet_should_reject_every_bad_fixture_unchanged);
     RUN(fleet_should_keep_sql_in_strings_as_data);
     RUN(fleet_should_refuse_oversized_tables);
+    RUN(fleet_scan_should_stop_at_the_row_limit);
     RUN(fleet_should_merge_all_or_nothing);
     RUN(fleet_export_should_refuse_unknown_devices);
     RUN(fleet_scan_should_refuse_what_the_parser_refuses);
