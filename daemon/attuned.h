@@ -121,7 +121,8 @@ int server_start(attuned *d, char *err, size_t errlen);
 void server_quiesce(attuned *d);
 
 /* Close every connection and join the HTTP threads. No connection may be
- * suspended (stop the DB worker first: it resumes them all). */
+ * suspended (worker_close the DB worker and the read pool first: they
+ * resume them all; a deferral after that is answered at once). */
 void server_stop(attuned *d);
 
 #endif

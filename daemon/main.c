@@ -510,8 +510,10 @@ static int start_readers(attuned *d)
     return rc;
 }
 
-/* Step 6: no new connections; the DB worker drains (resuming every
- * suspended connection, new deferrals answered 503); HTTP threads joined;
+/* Step 6: no new connections; the DB worker and the read pool closed
+ * (resuming every suspended connection, new deferrals answered 503);
+ * HTTP threads joined, and only then the workers freed (an HTTP thread
+ * may still submit to a closed one: refused, not a use after free);
  * tuning interrupted between tactics and joined; stores closed by their
  * threads. Safe after any step failed. */
 static void shutdown_all(attuned *d, store *st)
@@ -519,9 +521,12 @@ static void shutdown_all(attuned *d, store *st)
     sdnotify_send("STOPPING=1");
     atomic_store(&d->stopping, 1);
     server_quiesce(d);
-    worker_stop(d->worker);
-    worker_stop(d->reader);
+    worker_close(d->worker);
+    worker_close(d->reader);
     server_stop(d);
+    worker_free(d->worker);
+    worker_free(d->reader);
+    d->worker = d->reader = NULL;
     fleet_sync_stop(d->fleet);
     jobs_stop(d->jobs);
     jobs_free(d->jobs);

@@ -152,7 +152,7 @@ int worker_submit(worker *w, worker_fn fn, void *arg)
     return 0;
 }
 
-void worker_stop(worker *w)
+void worker_close(worker *w)
 {
     if (w == NULL)
         return;
@@ -160,10 +160,19 @@ void worker_stop(worker *w)
     w->closed = 1;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    for (int i = 0; i < w->nthreads; i++) {
+    for (int i = 0; i < w->nthreads; i++) { /* none on a second call */
         pthread_join(w->th[i], NULL);
         store_close(w->st[i]);
+        w->st[i] = NULL;
     }
+    w->nthreads = 0;
+}
+
+void worker_free(worker *w)
+{
+    if (w == NULL)
+        return;
+    worker_close(w);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);

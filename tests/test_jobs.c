@@ -12,6 +12,8 @@
 
 #include "daemon/jobs.h"
 #include "daemon/log.h"
+#include "daemon/worker.h"
+#include "db/store_readonly.h"
 #include "fake_backend.h"
 #include "test.h"
 
@@ -520,6 +522,41 @@ static void miss_should_be_deferred_while_the_listing_is_made(store *st)
     attn_backend_reset();
 }
 
+/* ---- the DB worker that runs job creation and cancel (daemon/worker.c) */
+
+static void count_item(void *arg, store *st)
+{
+    (void)st;
+    (*(int *)arg)++;
+}
+
+/* worker_close drains and joins but keeps the worker: an HTTP thread that
+ * submits after it (the daemon stopping) is refused with ATTUNE_EBUSY, not
+ * a use after free; worker_free comes after the HTTP threads are joined. */
+static void worker_should_refuse_items_once_closed(store *unused)
+{
+    (void)unused;
+    char err[ATTUNE_ERRLEN];
+    store *ro = NULL;
+    CHECK_EQ_INT(store_open_readonly(db_path, &ro, err, sizeof err), 0);
+    worker *w = NULL;
+    CHECK_EQ_INT(worker_start(ro, NULL, NULL, 0, &w), 0);
+    if (w == NULL) {
+        store_close(ro);
+        return;
+    }
+    int ran = 0;
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(worker_submit(w, count_item, &ran), 0);
+    worker_close(w);
+    CHECK_EQ_INT(ran, 3); /* every queued item ran before the threads ended */
+    CHECK_EQ_INT(worker_submit(w, count_item, &ran), ATTUNE_EBUSY);
+    worker_close(w); /* a second close: nothing to join */
+    CHECK_EQ_INT(worker_submit(w, count_item, &ran), ATTUNE_EBUSY);
+    CHECK_EQ_INT(ran, 3);
+    worker_free(w);
+}
+
 int main(void)
 {
     char dir[300], err[ATTUNE_ERRLEN];
@@ -546,6 +583,7 @@ int main(void)
     RUN_ARG(miss_should_be_a_job_marked_only_by_its_full_pass, st);
     RUN_ARG(miss_job_should_be_cancellable, st);
     RUN_ARG(miss_should_be_deferred_while_the_listing_is_made, st);
+    RUN_ARG(worker_should_refuse_items_once_closed, st);
     index_free(H.ix);
     store_close(st);
     return test_summary();
