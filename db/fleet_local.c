@@ -645,8 +645,13 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
     }
     free(b[0].rows);
     free(b[1].rows);
-    int pushed, added; /* the pins go with every push (fleet_pins.h) */
-    return rc != 0 ? rc : fleet_local_pins(st, c, &pushed, &added, err, errlen);
+    /* the pins go with every push (fleet_pins.h); the rows are on the
+     * server whatever becomes of them, so their outcome is reported apart */
+    int pushed, added;
+    if (rc == 0)
+        stats->pins_rc = fleet_local_pins(st, c, &pushed, &added, &stats->pins_skipped,
+                                          stats->pins_err, sizeof stats->pins_err);
+    return rc;
 }
 
 /* One model's pull into the store: what store_import does with a fleet
@@ -727,6 +732,6 @@ int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n
             return rc;
         *rows += a.rows;
     }
-    int pushed, added; /* and with every pull */
-    return fleet_local_pins(st, c, &pushed, &added, err, errlen);
+    int pushed, added, skipped; /* and with every pull */
+    return fleet_local_pins(st, c, &pushed, &added, &skipped, err, errlen);
 }

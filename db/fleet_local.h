@@ -66,6 +66,13 @@ typedef struct fleet_local_push {
     int64_t new_sources; /* fresh source ids taken: a copy of this store (or a
                           * lost acknowledgement) found, or lost server commits */
     char first_rejected[512]; /* why the first malformed row was refused */
+    /* The pins' exchange that ends a push (fleet_pins.h), reported apart
+     * from the rows (they are on the server whatever it does): pins_rc 0
+     * or its error, pins_err why; pins_skipped: pulled rules left out,
+     * PIN_MAX rules being in force here. Callers show both. */
+    int pins_rc;
+    int pins_skipped;
+    char pins_err[256];
 } fleet_local_push;
 
 /* Asked between batches; nonzero ends a push early. */
@@ -76,7 +83,9 @@ typedef int (*fleet_stop_fn)(void *arg);
  * be NULL) is asked between batches: nonzero ends the push early (0 is
  * returned; the rest stays pending). stats accumulates (caller zeroes).
  * 0 or the first error (ATTUNE_EIO: the server went away; ATTUNE_EBUSY:
- * FLEET_PUSH_ROUNDS rounds without progress, the rest stays pending). */
+ * FLEET_PUSH_ROUNDS rounds without progress, the rest stays pending).
+ * After a push without error, the pins are exchanged (fleet_local_pins):
+ * its outcome is in stats->pins_*, not in the return value. */
 int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_fn stop,
                              void *stop_arg, fleet_local_push *stats, char *err,
                              size_t errlen);
@@ -85,7 +94,9 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
  * into st as fleet rows, one transaction per model, rows written as they
  * stream in (validated and merged as store_import would: only newer rows
  * replace older ones); refresh_after_s as fleet_pg_pull_open's. *rows:
- * aggregate rows received. */
+ * aggregate rows received. Ends with the pins' exchange, whose error (a
+ * malformed pin on the server) is the pull's; rules left out at PIN_MAX
+ * are not an error. */
 int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
                      int refresh_after_s, int64_t *rows, char *err, size_t errlen);
 

@@ -11,12 +11,13 @@ typedef struct merge_args {
     const pin *p;
     int n;
     int added;     /* out */
+    int skipped;   /* out: rules past PIN_MAX, left out */
 } merge_args;
 
 static int merge_tx(store *st, void *ctx)
 {
     merge_args *a = ctx;
-    return store_pins_merge(st, a->p, a->n, &a->added);
+    return store_pins_merge(st, a->p, a->n, &a->added, &a->skipped);
 }
 
 /* Check every pulled pin (the server's values are untrusted): 0, or
@@ -31,12 +32,12 @@ static int check_pulled(pin *p, int n, char *err, size_t errlen)
     return 0;
 }
 
-int fleet_local_pins(store *st, fleet_pg *c, int *pushed, int *added, char *err,
-                     size_t errlen)
+int fleet_local_pins(store *st, fleet_pg *c, int *pushed, int *added, int *skipped,
+                     char *err, size_t errlen)
 {
     pin *mine = NULL, *theirs = NULL;
     int nmine = 0, ntheirs = 0;
-    *pushed = *added = 0;
+    *pushed = *added = *skipped = 0;
     int rc = store_pins_all(st, &mine, &nmine);
     if (rc != 0) {
         attune_fail(err, errlen, rc, "cannot read the pins: %s", attune_strerror(rc));
@@ -55,6 +56,7 @@ int fleet_local_pins(store *st, fleet_pg *c, int *pushed, int *added, char *err,
         goto out;
     }
     *added = a.added;
+    *skipped = a.skipped;
 out:
     free(mine);
     free(theirs);

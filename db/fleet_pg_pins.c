@@ -70,14 +70,19 @@ static void pin_of_row(const PGresult *r, int i, pin *p)
     p->removed = strcmp(PQgetvalue(r, i, 9), "t") == 0;
 }
 
+/* Newest first: tombstones are never deleted, so past FLEET_PINS_MAX rows
+ * the limit drops the oldest, never a rule changed since; the order of the
+ * merge does not matter otherwise (each rule merged by its updated_at).
+ * The rest of the key makes ties deterministic. */
 int fleet_pg_pins_pull(fleet_pg *c, pin **out, int *n, char *err, size_t errlen)
 {
-    char sql[256];
+    char sql[320];
     *out = NULL;
     *n = 0;
     snprintf(sql, sizeof sql,
              "SELECT action, tactic, shape, device, model, reason, author, created_at, "
-             "updated_at, removed FROM pins ORDER BY updated_at LIMIT %d",
+             "updated_at, removed FROM pins ORDER BY updated_at DESC, action, tactic, shape, "
+             "device, lower(model) LIMIT %d",
              FLEET_PINS_MAX);
     PGresult *r = PQexec(c->conn, sql);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {

@@ -17,16 +17,23 @@
  * (ATTUNE_EUNSUPP without libpq). */
 int fleet_pg_pins_push(fleet_pg *c, const pin *p, int n, char *err, size_t errlen);
 
-/* Every pin the server holds, tombstones included, as sent (untrusted:
- * the caller checks each); *out malloc'd (NULL when *n == 0). */
+/* The FLEET_PINS_MAX pins the server changed last (updated_at, newest
+ * first), tombstones included, as sent (untrusted: the caller checks
+ * each); *out malloc'd (NULL when *n == 0). Tombstones are never deleted,
+ * so the server may hold more: the oldest are left out, never the rules
+ * changed since. */
 int fleet_pg_pins_pull(fleet_pg *c, pin **out, int *n, char *err, size_t errlen);
 
 /* The exchange of one store: push its pins, then pull the server's and
  * merge each that passes pin_check, in one local transaction (a bad one
  * refuses the pull, the store unchanged). *pushed, *added: rules sent, and
- * rules the pull put in force here. fleet_local_push_pending and
+ * rules the pull put in force here. The store keeps at most PIN_MAX rules
+ * in force, and the server may hold more (every host's device pins): the
+ * new rules past the limit are left out, counted in *skipped, and the
+ * rest merged (store_pins_merge: the rules of this store's devices first,
+ * then the newest), not an error. fleet_local_push_pending and
  * fleet_local_pull end with it. */
-int fleet_local_pins(store *st, fleet_pg *c, int *pushed, int *added, char *err,
-                     size_t errlen);
+int fleet_local_pins(store *st, fleet_pg *c, int *pushed, int *added, int *skipped,
+                     char *err, size_t errlen);
 
 #endif

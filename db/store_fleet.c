@@ -628,7 +628,7 @@ static int merge_tx(store *st, void *ctx)
         else
             a->got.skipped++;
     }
-    if ((rc = store_pins_merge(st, a->pins, a->npins, &a->got.pins)) != 0)
+    if ((rc = store_pins_merge(st, a->pins, a->npins, &a->got.pins, NULL)) != 0)
         return rc == ATTUNE_ETOOBIG
                    ? attune_fail(a->err, a->errlen, rc, "the table's pins would pass the limit "
                                  "of %d pins", PIN_MAX)

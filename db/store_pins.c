@@ -231,18 +231,53 @@ int store_pin_delete(store *st, int64_t id, pin *out)
     return store_tx(st, delete_tx, &a);
 }
 
-int store_pins_merge(store *st, const pin *p, int n, int *added)
+/* *local 1 when p can apply to a device of the store (pin_device_covers
+ * over its devices table: this host's, imported and pulled ones): a rule
+ * in force here, not only kept for the rest of the fleet. */
+static int pin_local(store *st, const pin *p, int *local)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = prepare(st,
+                     "SELECT 1 FROM devices WHERE (?1 = '' OR id = ?1) AND "
+                     "(?2 = '' OR name = ?2 COLLATE NOCASE) LIMIT 1",
+                     &q);
+    *local = 0;
+    if (rc == 0 && (store_bind_text(q, 1, p->device) || store_bind_text(q, 2, p->model)))
+        rc = ATTUNE_EDB;
+    if (rc == 0 && (rc = store_step_row(q)) == 0)
+        *local = 1;
+    sqlite3_finalize(q);
+    return rc == ATTUNE_ENOTFOUND ? 0 : rc;
+}
+
+/* skipped NULL: one pass, in order, PIN_MAX an error. Else two: first the
+ * tombstones and the rules of this store's devices, then the others, so
+ * that the room left goes to the rules in force here; a new rule past the
+ * limit is left out (pin_write refuses it before writing anything). */
+int store_pins_merge(store *st, const pin *p, int n, int *added, int *skipped)
 {
     *added = 0;
-    for (int i = 0; i < n; i++) {
-        pin c = p[i];
-        int inserted = 0;
-        if (c.updated_at == 0)
-            c.updated_at = c.created_at; /* a table's pin changed when it was made */
-        int rc = pin_write(st, &c, 0, &inserted);
-        if (rc != 0)
-            return rc;
-        *added += inserted;
+    if (skipped != NULL)
+        *skipped = 0;
+    for (int pass = 0; pass < (skipped != NULL ? 2 : 1); pass++) {
+        for (int i = 0; i < n; i++) {
+            pin c = p[i];
+            int inserted = 0, local = 1, rc;
+            if (c.updated_at == 0)
+                c.updated_at = c.created_at; /* a table's pin changed when it was made */
+            if (skipped != NULL && !c.removed && (rc = pin_local(st, &c, &local)) != 0)
+                return rc;
+            if (local != (pass == 0))
+                continue;
+            rc = pin_write(st, &c, 0, &inserted);
+            if (rc == ATTUNE_ETOOBIG && skipped != NULL) {
+                (*skipped)++;
+                continue;
+            }
+            if (rc != 0)
+                return rc;
+            *added += inserted;
+        }
     }
     return 0;
 }

@@ -37,7 +37,12 @@ int store_pins_for(store *st, const attn_device_info *dev, pin **out, int *n);
 /* Inside a transaction (store_import's, a fleet pull's): merge each of
  * p[0..n) (checked already; updated_at 0: its created_at), a rule or a
  * tombstone: it replaces the stored equal rule only when it changed later.
- * *added counts the rules it put in force. ATTUNE_ETOOBIG past PIN_MAX. */
-int store_pins_merge(store *st, const pin *p, int n, int *added);
+ * *added counts the rules it put in force. Past PIN_MAX rules in force:
+ * with skipped NULL (an import), ATTUNE_ETOOBIG (the caller rolls back);
+ * else the new rules that do not fit are left out and counted in
+ * *skipped, the rest merged as usual (tombstones and changes to stored
+ * rules always are), the rules that can apply to a device of this store
+ * (its devices table) given the room first, then p's order. */
+int store_pins_merge(store *st, const pin *p, int n, int *added, int *skipped);
 
 #endif

@@ -7,9 +7,11 @@ pinned on a (attune pin --db) reaches b through `attune fleet push` (a)
 and `attune fleet pull` (b), and b's in-process lookup then never answers
 the excluded tactic; a force pinned on b reaches a the same way and
 answers pinned there; `attune unpin` on a reaches b as a removal (a
-tombstone: b's older copy of the rule does not bring it back); a
-malformed pin on the server is refused by the pulling store, which is
-left unchanged.
+tombstone: b's older copy of the rule does not bring it back); a rule
+written after more than FLEET_PINS_MAX older rows still reaches b; more
+rules on the server than PIN_MAX are left out at b, not an error, while
+a's new rule and removal still merge; a malformed pin on the server is
+refused by the pulling store, which is left unchanged.
 
 Skips (77) when attune lacks libpq or PostgreSQL's server binaries are
 absent. Environment: ATTUNE_BIN.
@@ -95,6 +97,43 @@ def test_pins(pg, tmp):
     return a, b
 
 
+def test_past_the_pull_limit(pg, a, b):
+    """The server holds more pins than one pull takes (FLEET_PINS_MAX, 4096:
+    tombstones are never deleted): the pull takes the newest, so a rule
+    written now still reaches b past 5000 old tombstones."""
+    pg.sql("INSERT INTO pins (action, tactic, shape, device, model, reason, author, created_at,"
+           " updated_at, removed) SELECT 'exclude', 'split', '', 'GPU-gone-' || i, '', 'r', 'w',"
+           " 1, 1000 + i, true FROM generate_series(1, 5000) i")
+    r = run(pg, "pin", "--db", a, "--exclude", "split/acc=f32", "--shape", A, "--reason",
+            "after the tombstones", "--author", "ops")
+    check(r.returncode == 0 and sync(pg, a, b), "pinned on a; a pushes, b pulls")
+    check("split/acc=f32" in [p["tactic"] for p in pins(pg, b)],
+          "b holds the rule written after 5000 tombstones: %s" % pins(pg, b))
+
+
+def test_past_the_pin_limit(pg, a, b):
+    """More rules on the server than a store keeps in force (PIN_MAX, 1024):
+    other hosts' device pins past the limit are left out, not an error that
+    fails every push and pull; this host's rules and tombstones still merge."""
+    pg.sql("INSERT INTO pins (action, tactic, shape, device, model, reason, author, created_at,"
+           " updated_at, removed) SELECT 'exclude', 'split', '', 'GPU-other-' || i, '', 'r', 'w',"
+           " 1, 100000 + i, false FROM generate_series(1, 1100) i")
+    r = run(pg, "pin", "--db", a, "--exclude", "fused/pad=1", "--shape", A, "--reason",
+            "past the limit", "--author", "ops")
+    check(r.returncode == 0, "pinned on a")
+    r = run(pg, "fleet", "push", "--db", a, "--fleet", pg.url)
+    check(r.returncode == 0, "a's push succeeds past the pin limit: " + r.stderr.strip())
+    pid = [p["id"] for p in pins(pg, a) if p["tactic"] == "split/acc=f32"][0]
+    check(run(pg, "unpin", "--db", a, str(pid)).returncode == 0, "unpinned on a")
+    check(run(pg, "fleet", "push", "--db", a, "--fleet", pg.url).returncode == 0, "a pushes")
+    r = run(pg, "fleet", "pull", "--db", b, "--fleet", pg.url)
+    check(r.returncode == 0, "b's pull succeeds past the pin limit: " + r.stderr.strip())
+    got = [p["tactic"] for p in pins(pg, b)]
+    check(len(got) == 1024, "b keeps 1024 pins in force (%d)" % len(got))
+    check("fused/pad=1" in got, "b holds a's new rule")
+    check("split/acc=f32" not in got, "b applied a's removal")
+
+
 def test_malformed(pg, tmp, a):
     pg.sql("INSERT INTO pins (action, tactic, shape, device, model, reason, author, created_at,"
            " updated_at, removed) VALUES ('exclude', 'bogus/x=1', '', '', '', 'r', 'w', 1, "
@@ -112,7 +151,9 @@ def main():
         return 77
     tmp = tempfile.mkdtemp(prefix="attune-fleet-pins-")
     try:
-        a, _ = test_pins(pg, tmp)
+        a, b = test_pins(pg, tmp)
+        test_past_the_pull_limit(pg, a, b)
+        test_past_the_pin_limit(pg, a, b)
         test_malformed(pg, tmp, a)
     finally:
         pg.close()

@@ -349,21 +349,83 @@ static void store_should_merge_pins_last_writer_wins(void)
     free(got);
     pin old = p;
     old.updated_at = removed_at - 10; /* an older copy of the rule */
-    CHECK(store_pins_merge(st, &old, 1, &added) == 0 && added == 0);
+    CHECK(store_pins_merge(st, &old, 1, &added, NULL) == 0 && added == 0);
     CHECK(store_pins_list(st, &got, &n) == 0 && n == 0);
     pin newer = p;
     newer.updated_at = removed_at + 10;
-    CHECK(store_pins_merge(st, &newer, 1, &added) == 0 && added == 1);
+    CHECK(store_pins_merge(st, &newer, 1, &added, NULL) == 0 && added == 1);
     CHECK(store_pins_list(st, &got, &n) == 0 && n == 1);
     free(got);
     pin gone = newer;
     gone.removed = 1;
     gone.updated_at = removed_at + 20; /* removed elsewhere later */
-    CHECK(store_pins_merge(st, &gone, 1, &added) == 0 && added == 0);
+    CHECK(store_pins_merge(st, &gone, 1, &added, NULL) == 0 && added == 0);
     CHECK(store_pins_list(st, &got, &n) == 0 && n == 0);
     CHECK_EQ_INT(store_pin_put(st, &p, &added, err, sizeof err), 0); /* pinned here again */
     CHECK(added == 1 && store_pins_list(st, &got, &n) == 0 && n == 1);
     free(got);
+    store_close(st);
+}
+
+/* A fleet pull merges what fits: past PIN_MAX rules in force the new rules
+ * are left out and counted (skipped), not an error that rolls the merge
+ * back; tombstones and changes to stored rules still apply, and the rules
+ * of this store's devices get the room before other hosts' device pins.
+ * An import (skipped NULL) still fails with ETOOBIG. */
+static void store_should_leave_out_fleet_pins_past_the_limit(void)
+{
+    char err[256], name[64];
+    store *st = NULL;
+    CHECK_EQ_INT(store_open(":memory:", 1, &st, err, sizeof err), 0);
+    attn_device_info info;
+    attn_stack stk;
+    device(&info, &stk, "CPU-0123456789abcdef");
+    attn_stack_finish(&stk);
+    CHECK_EQ_INT(store_device_put(st, &info, &stk), 0);
+    /* PIN_MAX - 2 rules here, one of them removed by the pull */
+    pin kept = mk(PIN_EXCLUDE, "split", "", "", "", 0);
+    int added = 0, skipped = -1, n = 0;
+    CHECK_EQ_INT(store_pin_put(st, &kept, &added, err, sizeof err), 0);
+    for (int i = 1; i < PIN_MAX - 2; i++) {
+        snprintf(name, sizeof name, "CPU-here-%d", i);
+        pin p = mk(PIN_EXCLUDE, "split", "", name, "", 0);
+        CHECK_EQ_INT(store_pin_put(st, &p, &added, err, sizeof err), 0);
+    }
+    /* the server's, newest first: 3 other hosts' device pins, then a rule
+     * of this store's device, the tombstone, a generic rule */
+    pin in[6];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "GPU-elsewhere-%d", i);
+        in[i] = mk(PIN_EXCLUDE, "fused", "", name, "", 0);
+        in[i].updated_at = kept.updated_at + 100 - i;
+    }
+    in[3] = mk(PIN_FORCE, "fused/pad=8", "", info.id, "", 0);
+    in[4] = kept;
+    in[4].removed = 1;
+    in[4].updated_at = kept.updated_at + 10;
+    in[5] = mk(PIN_EXCLUDE, "fused", "", "", "", 0);
+    in[3].updated_at = in[5].updated_at = kept.updated_at + 5;
+    CHECK_EQ_INT(store_pins_merge(st, in, 6, &added, &skipped), 0);
+    CHECK_EQ_INT(added, 3);   /* the local force, the generic rule, one other host's */
+    CHECK_EQ_INT(skipped, 2); /* the other two hosts' pins */
+    pin *got = NULL;
+    CHECK(store_pins_list(st, &got, &n) == 0 && n == PIN_MAX);
+    int force = 0, generic = 0, split = 0, elsewhere = 0;
+    for (int i = 0; i < n; i++) {
+        force += got[i].action == PIN_FORCE && strcmp(got[i].device, info.id) == 0;
+        generic += strcmp(got[i].tactic, "fused") == 0 && got[i].device[0] == 0;
+        split += strcmp(got[i].tactic, "split") == 0 && got[i].device[0] == 0;
+        elsewhere += strncmp(got[i].device, "GPU-elsewhere-", 14) == 0;
+    }
+    free(got);
+    CHECK_EQ_INT(force, 1);
+    CHECK_EQ_INT(generic, 1);
+    CHECK_EQ_INT(split, 0); /* the tombstone applied */
+    CHECK_EQ_INT(elsewhere, 1);
+    pin extra = mk(PIN_EXCLUDE, "fused/pad=1", "", "", "", 0);
+    extra.updated_at = 1;
+    CHECK_EQ_INT(store_pins_merge(st, &extra, 1, &added, NULL), ATTUNE_ETOOBIG); /* an import */
+    CHECK(store_pins_merge(st, &extra, 1, &added, &skipped) == 0 && added == 0 && skipped == 1);
     store_close(st);
 }
 
@@ -377,5 +439,6 @@ int main(void)
     RUN(store_should_keep_pins_and_carry_them_in_tables);
     RUN(store_should_migrate_a_database_from_before_pins);
     RUN(store_should_merge_pins_last_writer_wins);
+    RUN(store_should_leave_out_fleet_pins_past_the_limit);
     return test_summary();
 }
