@@ -522,41 +522,93 @@ int jobs_list(jobs *j, jobs_view **out, int *n)
     return rc;
 }
 
+/* j->mu held: id out of d's job ring and its miss ring, so a job canceled
+ * while queued gives its room back at once (room_locked counts the ring:
+ * a ring full of canceled ids answered 503). */
+static void unqueue(jdev *d, int64_t id)
+{
+    for (int k = 0; k < d->qlen; k++)
+        if (d->q[(d->qhead + k) % d->qcap] == id) {
+            for (; k + 1 < d->qlen; k++)
+                d->q[(d->qhead + k) % d->qcap] = d->q[(d->qhead + k + 1) % d->qcap];
+            d->qlen--;
+            break;
+        }
+    for (int k = 0; k < d->mlen; k++)
+        if (d->miss[(d->mhead + k) % MISS_MAX_QUEUED].job == id) {
+            for (; k + 1 < d->mlen; k++)
+                d->miss[(d->mhead + k) % MISS_MAX_QUEUED] =
+                    d->miss[(d->mhead + k + 1) % MISS_MAX_QUEUED];
+            d->mlen--;
+            break;
+        }
+}
+
+/* j->mu held: cancel v, not queued (or its canceled row already written).
+ * Queued: canceled in memory and out of its rings. Running: the device
+ * thread stops it after the tactic in flight and writes it canceled.
+ * Done or failed: ATTUNE_ESTATE. */
+static int cancel_locked(jobs *j, jobs_view *v)
+{
+    jdev *d = jobs_find_dev(j, v->device_id);
+    switch (v->state) {
+    case STORE_JOB_QUEUED:
+        v->state = STORE_JOB_CANCELED;
+        v->updated_at = (int64_t)time(NULL);
+        if (d != NULL)
+            unqueue(d, v->id);
+        return 0;
+    case STORE_JOB_RUNNING:
+        if (d != NULL && d->running == v->id) {
+            d->user_cancel = 1;
+            d->cancel = 1;
+        }
+        v->cancel_requested = 1;
+        return 0;
+    case STORE_JOB_CANCELED:
+        return 0;
+    default:
+        return ATTUNE_ESTATE; /* done or failed: nothing to cancel */
+    }
+}
+
 int jobs_cancel(jobs *j, store *st, int64_t id, jobs_view *out)
 {
-    int rc = 0, write = 0;
     pthread_mutex_lock(&j->mu);
     jobs_view *v = jobs_find_job(j, id);
     if (v == NULL) {
         pthread_mutex_unlock(&j->mu);
         return ATTUNE_ENOTFOUND;
     }
-    switch (v->state) {
-    case STORE_JOB_QUEUED:
-        /* the device thread skips it when popped: it checks the state */
-        v->state = STORE_JOB_CANCELED;
-        v->updated_at = (int64_t)time(NULL);
-        write = 1;
-        break;
-    case STORE_JOB_RUNNING: {
-        jdev *d = jobs_find_dev(j, v->device_id);
-        if (d != NULL && d->running == id) {
-            d->user_cancel = 1;
-            d->cancel = 1;
-        }
-        v->cancel_requested = 1;
-        break;
+    int rc = 0;
+    if (v->state != STORE_JOB_QUEUED) {
+        rc = cancel_locked(j, v);
+        *out = *v;
+        pthread_mutex_unlock(&j->mu);
+        return rc;
     }
-    case STORE_JOB_CANCELED:
-        break;
-    default:
-        rc = ATTUNE_ESTATE; /* done or failed: nothing to cancel */
-        break;
+    int done = v->done;
+    pthread_mutex_unlock(&j->mu);
+    /* Queued: the row first, memory after, so a failing store leaves both
+     * queued. Meanwhile the device thread may take the job up (then it is
+     * running: canceled as one) or even end it (the row follows memory). */
+    if (store_job_update(st, id, STORE_JOB_CANCELED, done, NULL) != 0) {
+        if (jobs_get(j, id, out) != 0)
+            return ATTUNE_ENOTFOUND;
+        return ATTUNE_EDB;
     }
+    pthread_mutex_lock(&j->mu);
+    v = jobs_find_job(j, id);
+    if (v == NULL) {
+        pthread_mutex_unlock(&j->mu);
+        return ATTUNE_ENOTFOUND;
+    }
+    rc = cancel_locked(j, v);
     *out = *v;
     pthread_mutex_unlock(&j->mu);
-    if (write && store_job_update(st, id, STORE_JOB_CANCELED, out->done, NULL) != 0)
-        rc = ATTUNE_EDB;
+    if (rc == ATTUNE_ESTATE &&
+        store_job_update(st, id, out->state, out->done, out->error[0] ? out->error : NULL) != 0)
+        log_event(LOGL_ERROR, "job_update_failed", "job=%lld", (long long)id);
     return rc;
 }
 
@@ -587,8 +639,7 @@ int jobs_queue_depths(jobs *j, metrics_queue *out, int max)
     int n = j->ndevs < max ? j->ndevs : max;
     for (int i = 0; i < n; i++) {
         snprintf(out[i].device, sizeof out[i].device, "%s", j->devs[i].dev.info.id);
-        /* from the table, not the ring: a job canceled while queued
-         * stays in its device's ring until the thread pops it */
+        /* from the table, as GET /v1/jobs lists them */
         out[i].jobs = 0;
         for (int k = 0; k < j->ntab; k++)
             out[i].jobs += j->tab[k].state == STORE_JOB_QUEUED &&

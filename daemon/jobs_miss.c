@@ -259,25 +259,34 @@ static void settle(jdev *d, store *st, const miss_entry *e, const miss_ctx *m, i
               rc ? attune_strerror(rc) : "ok");
 }
 
-/* e's job row, created now for a shape a lookup just missed; running, and
- * d->running so that DELETE reaches it. 0 or the store's error. */
+/* e's job row, created now for a shape a lookup just missed, or the row
+ * it had (resumed, gave way); running, and d->running so that DELETE
+ * reaches it. The view turns running in the same locked section as
+ * d->running: a DELETE in between would see it queued, cancel it as queued
+ * and have it run to done (jobs_cancel). 0, ATTUNE_ECANCELED when it was
+ * canceled after the ring gave it up, or the store's error. */
 static int make_job(jdev *d, store *st, miss_entry *e)
 {
-    int rc = 0;
-    if (e->job == 0 &&
-        (rc = store_job_create_kind(st, d->dev.info.id, STORE_JOB_MISS, &e->s, 1, &e->job)) == 0) {
-        jobs_view v = {.id = e->job, .kind = STORE_JOB_MISS, .state = STORE_JOB_QUEUED, .total = 1};
-        snprintf(v.device_id, sizeof v.device_id, "%s", d->dev.info.id);
-        v.created_at = v.updated_at = unix_now();
-        pthread_mutex_lock(&d->j->mu);
-        rc = jobs_add_job(d->j, &v);
-        pthread_mutex_unlock(&d->j->mu);
-    }
+    int rc = 0, fresh = e->job == 0;
+    if (fresh &&
+        (rc = store_job_create_kind(st, d->dev.info.id, STORE_JOB_MISS, &e->s, 1, &e->job)) != 0)
+        return rc;
+    jobs_view fv = {.id = e->job, .kind = STORE_JOB_MISS, .state = STORE_JOB_RUNNING, .total = 1};
+    snprintf(fv.device_id, sizeof fv.device_id, "%s", d->dev.info.id);
+    fv.created_at = fv.updated_at = unix_now();
+    pthread_mutex_lock(&d->j->mu);
+    jobs_view *v = fresh ? NULL : jobs_find_job(d->j, e->job);
+    if (fresh)
+        rc = jobs_add_job(d->j, &fv);
+    else if (v != NULL && v->state != STORE_JOB_QUEUED)
+        rc = ATTUNE_ECANCELED; /* canceled between pop and here */
+    else if (v != NULL)
+        v->state = STORE_JOB_RUNNING;
+    if (rc == 0)
+        d->running = e->job;
+    pthread_mutex_unlock(&d->j->mu);
     if (rc != 0)
         return rc;
-    pthread_mutex_lock(&d->j->mu);
-    d->running = e->job;
-    pthread_mutex_unlock(&d->j->mu);
     jobs_set_state(d, st, e->job, STORE_JOB_RUNNING, 0, NULL);
     return 0;
 }
@@ -318,7 +327,7 @@ void jobs_miss_run_next(jdev *d, store *st)
                   (long long)e.job, d->dev.info.id, key, e.full);
         rc = passes(d, st, &e, &m, key);
         settle(d, st, &e, &m, rc, key);
-    } else {
+    } else if (rc != ATTUNE_ECANCELED) {
         log_event(LOGL_ERROR, "miss_job_failed", "device=%s shape=%s error=\"%s\"",
                   d->dev.info.id, key, attune_strerror(rc));
     }

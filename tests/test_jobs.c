@@ -119,11 +119,27 @@ static void queue_should_be_bounded_and_cancel_queued_jobs(store *st)
     CHECK_EQ_INT(jobs_queue_depths(j, q, 2), 1);
     CHECK_EQ_INT(q[0].jobs, 2);
 
+    /* a store that cannot write (read-only): the cancel fails and leaves
+     * the job queued in memory as in its row, the two never disagreeing */
+    store *ro = NULL;
+    char err[ATTUNE_ERRLEN];
+    CHECK_EQ_INT(store_open_readonly(db_path, &ro, err, sizeof err), 0);
+    CHECK_EQ_INT(jobs_cancel(j, ro, v1.id, &v), ATTUNE_EDB);
+    store_close(ro);
+    CHECK_EQ_INT(jobs_get(j, v1.id, &v), 0);
+    CHECK_EQ_INT(v.state, STORE_JOB_QUEUED);
+    store_job row;
+    CHECK_EQ_INT(store_job_get(st, v1.id, &row), 0);
+    CHECK_EQ_INT(row.state, STORE_JOB_QUEUED);
+    store_job_free(&row);
+    CHECK_EQ_INT(jobs_check_room(j, cpu.info.id), ATTUNE_EBUSY);
+
     CHECK_EQ_INT(jobs_cancel(j, st, v1.id, &v), 0);
     CHECK_EQ_INT(v.state, STORE_JOB_CANCELED);
+    /* its room given back at once, though no device thread popped it */
+    CHECK_EQ_INT(jobs_check_room(j, cpu.info.id), 0);
     CHECK_EQ_INT(jobs_cancel(j, st, v1.id, &v), 0); /* again: still canceled */
     CHECK_EQ_INT(jobs_cancel(j, st, 999999, &v), ATTUNE_ENOTFOUND);
-    store_job row;
     CHECK_EQ_INT(store_job_get(st, v1.id, &row), 0);
     CHECK_EQ_INT(row.state, STORE_JOB_CANCELED);
     store_job_free(&row);
