@@ -657,15 +657,17 @@ int jobs_queue_depths(jobs *j, metrics_queue *out, int max)
     return n;
 }
 
-void jobs_forgotten(jdev *d, int64_t id)
+void jobs_forgotten(jdev *d, const int64_t *ids, int n)
 {
     jobs *j = d->j;
     pthread_mutex_lock(&j->mu);
-    jobs_view *v = jobs_find_job(j, id);
-    if (v != NULL) {
-        int at = (int)(v - j->tab);
-        memmove(v, v + 1, (size_t)(j->ntab - at - 1) * sizeof *v);
-        j->ntab--;
+    for (int i = 0; i < n; i++) {
+        jobs_view *v = jobs_find_job(j, ids[i]);
+        if (v != NULL) {
+            int at = (int)(v - j->tab);
+            memmove(v, v + 1, (size_t)(j->ntab - at - 1) * sizeof *v);
+            j->ntab--;
+        }
     }
     d->expired++;
     pthread_mutex_unlock(&j->mu);

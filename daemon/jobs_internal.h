@@ -82,9 +82,9 @@ void jobs_run_opts(jdev *d, tuner_opts *o);
 /* tuner_opts.progress of a job: its view follows each tactic. */
 int jobs_on_progress(void *ctx, const tuner_progress *p);
 
-/* j->mu not held: job id's view dropped (its shape was forgotten), counted
- * in d->expired. */
-void jobs_forgotten(jdev *d, int64_t id);
+/* j->mu not held: a shape forgotten, counted in d->expired; the views of
+ * ids[0..n), its miss jobs the store deleted, dropped from the table. */
+void jobs_forgotten(jdev *d, const int64_t *ids, int n);
 
 /* ---- jobs_retain.c */
 

@@ -12,6 +12,7 @@
  * of the retention); it writes the last-asked times back as the jobs'
  * updated_at, so a restart keeps them to within one period. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -96,14 +97,17 @@ void jobs_asked(jobs *j, const char *device_id, const char *key)
     }
 }
 
-/* Forget slot sl's shape: its rows and miss jobs in the store, its job in
- * the table. 1 when forgotten, 0 when kept (an explicit job tuned it, or
- * the store failed: tried again next sweep). */
+/* Forget slot sl's shape: its rows and miss jobs in the store, their
+ * views in the table (every miss job of the shape the store deleted, not
+ * only sl->job: an earlier canceled or failed one stayed listed). 1 when
+ * forgotten, 0 when kept (an explicit job tuned it, or the store failed:
+ * tried again next sweep). */
 static int forget(jdev *d, store *st, retain_slot *sl)
 {
     char key[ATTN_SHAPE_KEY_MAX];
-    int64_t rows = 0;
-    int rc = store_forget_miss_shape(st, d->dev.info.id, &sl->s, &rows);
+    int64_t rows = 0, *ids = NULL;
+    int nids = 0;
+    int rc = store_forget_miss_shape(st, d->dev.info.id, &sl->s, &rows, &ids, &nids);
     attn_shape_key(&sl->s, key, sizeof key);
     if (rc == ATTUNE_EEXIST) { /* tuned by an explicit job too: not ours to drop */
         log_event(LOGL_INFO, "miss_retain_kept", "device=%s shape=%s reason=explicit_job",
@@ -113,10 +117,11 @@ static int forget(jdev *d, store *st, retain_slot *sl)
                   d->dev.info.id, key, attune_strerror(rc));
         return 0;
     } else {
-        log_event(LOGL_INFO, "miss_forgotten", "device=%s shape=%s rows=%lld job=%lld",
-                  d->dev.info.id, key, (long long)rows, (long long)sl->job);
-        jobs_forgotten(d, sl->job);
+        log_event(LOGL_INFO, "miss_forgotten", "device=%s shape=%s rows=%lld job=%lld jobs=%d",
+                  d->dev.info.id, key, (long long)rows, (long long)sl->job, nids);
+        jobs_forgotten(d, ids, nids);
     }
+    free(ids);
     atomic_store_explicit(&sl->h, SLOT_GONE, memory_order_release);
     atomic_fetch_sub_explicit(&d->nkept, 1, memory_order_relaxed);
     return rc == 0;

@@ -251,6 +251,8 @@ typedef struct forget_args {
     const char *device_id;
     const char *key;
     int64_t rows;  /* out */
+    int64_t *jobs; /* out: the miss jobs deleted, malloc'd */
+    int njobs;
 } forget_args;
 
 /* Run sql (parameters ?1 device id, ?2 shape key) on st; *changes: rows
@@ -274,8 +276,31 @@ static int forget_step(store *st, const forget_args *a, const char *sql, int64_t
     "SELECT j.id FROM jobs j JOIN job_shapes js ON js.job_id = j.id WHERE j.device_id = ?1 " \
     "AND j.kind = '" kind "' AND js.shape_id = " FORGET_SHAPE
 
+static int read_job_id(sqlite3_stmt *q, void *row)
+{
+    *(int64_t *)row = sqlite3_column_int64(q, 0);
+    return 0;
+}
+
+/* The ids of the miss jobs forget_tx deletes, into a->jobs. */
+static int forget_ids(store *st, forget_args *a)
+{
+    sqlite3_stmt *q = NULL;
+    void *ids = NULL;
+    int rc = sqlite3_prepare_v2(st->db, FORGET_JOBS("miss") " ORDER BY j.id", -1, &q, NULL) ==
+                         SQLITE_OK &&
+                     sqlite3_bind_text(q, 1, a->device_id, -1, SQLITE_STATIC) == SQLITE_OK &&
+                     sqlite3_bind_text(q, 2, a->key, -1, SQLITE_STATIC) == SQLITE_OK
+                 ? store_collect(q, sizeof *a->jobs, read_job_id, &ids, &a->njobs)
+                 : ATTUNE_EDB;
+    sqlite3_finalize(q);
+    a->jobs = ids;
+    return rc;
+}
+
 /* store_forget_miss_shape's transaction: refused when an explicit job
- * holds the shape; else its measurements, then its miss jobs. */
+ * holds the shape; else its measurements, then its miss jobs (their ids
+ * kept for the caller). */
 static int forget_tx(store *st, void *ctx)
 {
     forget_args *a = ctx;
@@ -287,18 +312,31 @@ static int forget_tx(store *st, void *ctx)
         rc = forget_step(st, a, "DELETE FROM measurements WHERE device_id = ?1 AND shape_id = "
                          FORGET_SHAPE, &a->rows);
     if (rc == 0)
+        rc = forget_ids(st, a);
+    if (rc == 0)
         rc = forget_step(st, a, "DELETE FROM jobs WHERE id IN (" FORGET_JOBS("miss") ")", &n);
     return rc;
 }
 
 int store_forget_miss_shape(store *st, const char *device_id, const attn_shape *s,
-                            int64_t *rows)
+                            int64_t *rows, int64_t **jobs, int *njobs)
 {
     char key[ATTN_SHAPE_KEY_MAX];
-    if (st == NULL || device_id == NULL || s == NULL || rows == NULL)
+    if (jobs != NULL)
+        *jobs = NULL;
+    if (njobs != NULL)
+        *njobs = 0;
+    if (st == NULL || device_id == NULL || s == NULL || rows == NULL || jobs == NULL ||
+        njobs == NULL)
         return ATTUNE_EINVAL;
-    forget_args a = {device_id, attn_shape_key(s, key, sizeof key), 0};
+    forget_args a = {device_id, attn_shape_key(s, key, sizeof key), 0, NULL, 0};
     int rc = store_tx(st, forget_tx, &a);
     *rows = a.rows;
+    if (rc == 0) {
+        *jobs = a.jobs;
+        *njobs = a.njobs;
+    } else {
+        free(a.jobs);
+    }
     return rc;
 }

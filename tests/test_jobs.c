@@ -538,6 +538,43 @@ static void miss_should_be_deferred_while_the_listing_is_made(store *st)
     attn_backend_reset();
 }
 
+/* Retention forgets a shape with every miss job of it the store deletes:
+ * an earlier canceled miss job of the shape leaves GET /v1/jobs too, not
+ * only the done one the retention slot names (a phantom job before).
+ * Waits for the sweep (the retention rounds to whole seconds): a poll. */
+static void retention_should_drop_every_miss_job_it_deletes(store *st)
+{
+    static const attn_shape R = {1, 2, 1, 26, 52, 16, ATTN_F32, 0};
+    int64_t old = 0, kept = 0;
+    CHECK_EQ_INT(store_job_create_kind(st, cpu.info.id, STORE_JOB_MISS, &R, 1, &old), 0);
+    CHECK_EQ_INT(store_job_update(st, old, STORE_JOB_CANCELED, 0, NULL), 0);
+    CHECK_EQ_INT(store_job_create_kind(st, cpu.info.id, STORE_JOB_MISS, &R, 1, &kept), 0);
+    CHECK_EQ_INT(store_job_update(st, kept, STORE_JOB_DONE, 1, NULL), 0);
+    jobs_config cfg = {.db_path = db_path, .devices = &cpu, .ndevices = 1, .ix = H.ix,
+                       .budget_ms = 2, .max_queued = 8, .no_tune_on_miss = 1,
+                       .miss_retain_s = 0.5, .committed = committed, .committed_ctx = &H};
+    jobs *j = NULL;
+    int requeued = 0;
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    CHECK_EQ_INT(jobs_load(j, st, &requeued), 0);
+    jobs_view v;
+    CHECK_EQ_INT(jobs_get(j, old, &v), 0);
+    CHECK_EQ_INT(v.state, STORE_JOB_CANCELED);
+    CHECK_EQ_INT(jobs_start(j), 0);
+    int gone = 0;
+    for (long i = 0; i < 60000 && !gone; i++) {
+        gone = jobs_get(j, kept, &v) == ATTUNE_ENOTFOUND;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL); /* a poll interval, not an ordering */
+    }
+    CHECK(gone);
+    store_job row;
+    CHECK(store_job_get(st, old, &row) != 0); /* the store deleted both rows */
+    CHECK_EQ_INT(jobs_get(j, old, &v), ATTUNE_ENOTFOUND);
+    jobs_stop(j);
+    jobs_free(j);
+}
+
 /* ---- the DB worker that runs job creation and cancel (daemon/worker.c) */
 
 static void count_item(void *arg, store *st)
@@ -599,6 +636,7 @@ int main(void)
     RUN_ARG(miss_should_be_a_job_marked_only_by_its_full_pass, st);
     RUN_ARG(miss_job_should_be_cancellable, st);
     RUN_ARG(miss_should_be_deferred_while_the_listing_is_made, st);
+    RUN_ARG(retention_should_drop_every_miss_job_it_deletes, st);
     RUN_ARG(worker_should_refuse_items_once_closed, st);
     index_free(H.ix);
     store_close(st);
