@@ -14,9 +14,8 @@
 
 #include "../common/attune_err.h"
 
-/* Write a fresh token file at path: O_EXCL so a racing creator loses
- * cleanly, 0600 before any byte is written. */
-static int create_token_file(const char *path, char *err, size_t errlen)
+/* 32 random bytes as 64 hex digits and a newline into hex[66]. */
+static int random_hex(char *hex, char *err, size_t errlen)
 {
     unsigned char raw[32];
     int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -35,26 +34,62 @@ static int create_token_file(const char *path, char *err, size_t errlen)
         got += (size_t)r;
     }
     close(rfd);
-    char hex[sizeof raw * 2 + 2];
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(hex + 2 * i, 3, "%02x", raw[i]);
     hex[sizeof raw * 2] = '\n';
     hex[sizeof raw * 2 + 1] = 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        if (errno == EEXIST)
-            return 0; /* someone else made it: read theirs */
-        return attune_fail(err, errlen, ATTUNE_EIO, "cannot create token file %s: %s",
-                           path, strerror(errno));
+    return 0;
+}
+
+/* fsync the directory of path, so a link made in it survives a power
+ * loss. Best effort: the token is already whole in its file. */
+static void sync_dir_of(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path) >=
+             (int)sizeof dir)
+        return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
     }
+}
+
+/* Write a fresh token file at path, never a partial one: the token is
+ * written and synced in a temporary file beside it (mkstemp: mode 0600
+ * from the start), then link()ed to path, which fails with EEXIST when a
+ * racing creator won (theirs is read, as with O_EXCL). A crash at any
+ * point leaves no token file or a whole one; an empty one would refuse
+ * every later start. A crash can leave the temporary (path.XXXXXX). */
+static int create_token_file(const char *path, char *err, size_t errlen)
+{
+    char hex[66], tmp[4096];
+    int rc = random_hex(hex, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "token file path too long");
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return attune_fail(err, errlen, ATTUNE_EIO, "cannot create token file %s: %s", tmp,
+                           strerror(errno));
     size_t len = strlen(hex);
     ssize_t w = write(fd, hex, len);
-    int rc = (w == (ssize_t)len && fsync(fd) == 0) ? 0 : ATTUNE_EIO;
-    close(fd);
-    if (rc != 0) {
-        unlink(path);
-        return attune_fail(err, errlen, rc, "cannot write token file %s", path);
-    }
+    rc = (w == (ssize_t)len && fsync(fd) == 0) ? 0 : ATTUNE_EIO;
+    if (close(fd) != 0)
+        rc = ATTUNE_EIO;
+    int linked = rc == 0 ? link(tmp, path) : -1, link_errno = errno;
+    unlink(tmp);
+    if (rc != 0)
+        return attune_fail(err, errlen, rc, "cannot write token file %s", tmp);
+    if (linked != 0 && link_errno != EEXIST) /* EEXIST: someone else made it: read theirs */
+        return attune_fail(err, errlen, ATTUNE_EIO, "cannot create token file %s: %s", path,
+                           strerror(link_errno));
+    sync_dir_of(path);
     return 0;
 }
 

@@ -1,5 +1,11 @@
-/* test_auth.c -- the Host allow-list of attuned (daemon/auth.c). */
+/* test_auth.c -- the Host allow-list and the token file of attuned
+ * (daemon/auth.c). */
 #include "../daemon/auth.c"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include "test.h"
 
 static void host_should_match_a_bare_ipv6_bind_address(void)
@@ -31,9 +37,45 @@ static void host_should_keep_the_loopback_and_name_rules(void)
     CHECK(!auth_host_allowed("", extra, 2));
 }
 
+/* A start killed while it writes a new token file (here by SIGXFSZ: a
+ * file size limit of 0 bytes makes its first write fatal) leaves no token
+ * file behind, so the next start creates one; it used to leave an empty
+ * one that refused every later start ("must be 16 to 255 characters"). */
+static void token_file_should_not_be_left_empty_by_a_crash(void)
+{
+    char dir[300], path[400], token[AUTH_TOKEN_MAX] = "", used[400], err[256];
+    int loose = 0;
+    test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/token", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {0, 0};
+        signal(SIGXFSZ, SIG_DFL);
+        setrlimit(RLIMIT_FSIZE, &rl);
+        auth_token_load(path, path, token, used, sizeof used, &loose, err, sizeof err);
+        _exit(0); /* not reached: the write kills it */
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ,
+              "the child did not die in its write (status %d)", status);
+    CHECK_MSG(access(path, F_OK) != 0, "%s left behind", path);
+    CHECK_EQ_INT(auth_token_load(path, path, token, used, sizeof used, &loose, err, sizeof err),
+                 0);
+    CHECK_EQ_INT((int)strlen(token), 64);
+    CHECK_EQ_INT(loose, 0);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+    char again[AUTH_TOKEN_MAX] = "";
+    CHECK_EQ_INT(auth_token_load(path, path, again, used, sizeof used, &loose, err, sizeof err),
+                 0);
+    CHECK(strcmp(token, again) == 0); /* made once, then read */
+}
+
 int main(void)
 {
     RUN(host_should_match_a_bare_ipv6_bind_address);
     RUN(host_should_keep_the_loopback_and_name_rules);
+    RUN(token_file_should_not_be_left_empty_by_a_crash);
     return test_summary();
 }
