@@ -163,10 +163,17 @@ void req_fail(req *r, int rc, const char *fmt, ...)
     req_result(r, (unsigned)attune_http_status(rc), o);
 }
 
+/* An item queued when the daemon began to stop is answered 503 at once
+ * rather than run: the stop waits for the queue to drain, and queued
+ * reports of seconds each, or tunes pricing their shapes, would hold it
+ * past the unit's timeout. The client was not answered: it retries. */
 static void run_deferred(void *arg, store *st)
 {
     req *r = arg;
-    r->work(r, st);
+    if (atomic_load(&r->d->stopping))
+        req_fail(r, ATTUNE_EBUSY, "the daemon is shutting down");
+    else
+        r->work(r, st);
     atomic_store(&r->ready, 1);
     MHD_resume_connection(r->conn);
 }
@@ -186,27 +193,13 @@ enum MHD_Result http_defer(req *r, req_work_fn fn)
     return MHD_YES;
 }
 
-/* A read: a request queued when the daemon began to stop is answered 503
- * at once rather than run (sixteen queued reports of seconds each would
- * hold the stop past the unit's timeout). */
-static void run_deferred_read(void *arg, store *st)
-{
-    req *r = arg;
-    if (atomic_load(&r->d->stopping))
-        req_fail(r, ATTUNE_EBUSY, "the daemon is shutting down");
-    else
-        r->work(r, st);
-    atomic_store(&r->ready, 1);
-    MHD_resume_connection(r->conn);
-}
-
 enum MHD_Result http_defer_read(req *r, req_work_fn fn)
 {
     r->work = fn;
     conn_request_busy(r->conn);
     MHD_suspend_connection(r->conn);
     if (atomic_load(&r->d->stopping) ||
-        worker_submit(r->d->reader, run_deferred_read, r) != 0) {
+        worker_submit(r->d->reader, run_deferred, r) != 0) {
         req_fail(r, ATTUNE_EBUSY, "the daemon is shutting down");
         atomic_store(&r->ready, 1);
         MHD_resume_connection(r->conn);

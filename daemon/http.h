@@ -101,7 +101,8 @@ void req_result_text(req *r, unsigned status, char *text, size_t len);
 
 /* Suspend the connection and run fn on the DB worker; MHD calls the access
  * handler again once it is done and http_send_ready() answers. When the
- * worker is stopping the answer is 503. Always MHD_YES. */
+ * daemon is stopping the answer is 503, also for a request still queued
+ * on the worker when the stop began (fn does not run). Always MHD_YES. */
 enum MHD_Result http_defer(req *r, req_work_fn fn);
 
 /* http_defer for a read (GET /v1/winners, /v1/drift): fn runs on the read

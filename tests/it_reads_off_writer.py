@@ -18,11 +18,19 @@ campaign's 146k and as many as one 64 MiB import takes):
    The goal is under 100 ms; asserted with margin for a loaded 2-core
    machine: the median under 250 ms and every one under 1.5 s. Before the
    fix, each waited behind the queued reports (0.5 s each at 30k rows).
+3. the stop: SIGTERM while one POST /v1/tune waits on the DB worker for
+   the lock this test holds and a second is queued behind it. The second
+   is answered 503 and never run (it used to be run by the stop's drain:
+   a job created while the daemon stopped). An order of events: the lock
+   is released only once GET /v1/health, on a connection opened before,
+   says "stopping".
 
 Prints a `figures:` line (make reliability collects it)."""
 import argparse
 import http.client
+import json
 import os
+import signal
 import sqlite3
 import statistics
 import sys
@@ -84,6 +92,55 @@ def mechanism(d, dev, f):
             "%.2f s)" % (tune.get("st"), tune.get("t", -1)))
     if tune.get("st") == 202:
         d.authed("DELETE", "/v1/jobs/%d" % tune["j"]["job"])
+
+
+def stop_with_a_queued_write(d, f):
+    """SIGTERM with a POST /v1/tune queued on the DB worker behind one that
+    waits for the write lock: the queued one is answered 503, not run."""
+    second = dict(TINY, sq=3, skv=48)
+    health = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    health.request("GET", "/v1/health")  # kept alive: still served after the stop began
+    health.getresponse().read()
+    con = sqlite3.connect(d.db, timeout=10, isolation_level=None)
+    con.execute("BEGIN IMMEDIATE")  # SQLite's write lock, held here
+    res = {}
+
+    def post(name, shape):
+        try:
+            res[name] = d.authed("POST", "/v1/tune", {"device": "cpu", "shapes": [shape]},
+                                 timeout=60)[0]
+        except (OSError, http.client.HTTPException):
+            res[name] = 0  # closed without an answer
+    first = threading.Thread(target=post, args=("first", TINY))
+    first.start()
+    time.sleep(0.5)  # the first reaches the DB worker and waits on the lock
+    queued = threading.Thread(target=post, args=("second", second))
+    queued.start()
+    time.sleep(0.5)  # the second queued behind it (if not yet, it is refused anyway)
+    d.proc.send_signal(signal.SIGTERM)
+    stopping = False
+    for _ in range(600):
+        health.request("GET", "/v1/health")
+        stopping = json.loads(health.getresponse().read()).get("status") == "stopping"
+        if stopping:
+            break
+        time.sleep(0.01)
+    health.close()
+    con.execute("ROLLBACK")
+    con.close()
+    first.join(60)
+    queued.join(60)
+    rc = d.proc.wait(30)
+    con = sqlite3.connect(d.db, timeout=10)
+    n = con.execute("SELECT count(*) FROM jobs j JOIN job_shapes js ON js.job_id = j.id "
+                    "JOIN shapes s ON s.id = js.shape_id WHERE s.sq = 3 AND s.skv = 48 "
+                    "AND s.d = 16").fetchone()[0]
+    con.close()
+    f.check(stopping, "GET /v1/health said stopping after SIGTERM")
+    f.check(res.get("second") in (503, 0) and n == 0,
+            "the POST /v1/tune queued on the DB worker when the stop began: answered %s, "
+            "%d job created (503 or no answer, none)" % (res.get("second"), n))
+    f.check(rc == 0, "SIGTERM: clean exit (%s)" % rc)
 
 
 def reader(port, path, stop, counts, i):
@@ -175,6 +232,7 @@ def main():
                 "(max %.1f ms)" % (max(tunes) * 1e3))
         f.check(not dels or max(dels) < 1.5, "DELETE /v1/jobs/ID beside 16 readers: under 1.5 s "
                 "(max %.1f ms)" % (max(dels) * 1e3 if dels else -1))
+        stop_with_a_queued_write(d, f)
     except Exception as e:  # report, then fail
         f.exception(e)
     finally:
