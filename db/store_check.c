@@ -171,6 +171,17 @@ static int check_error(double v, const char *field, char *err, size_t errlen)
     return 0;
 }
 
+int store_check_not_future(int64_t t, const char *field, char *err, size_t errlen)
+{
+    int64_t now = store_now();
+    if (t > now + STORE_FUTURE_SLACK_S)
+        return attune_fail(err, errlen, ATTUNE_EINVAL,
+                           "%s=%lld is more than %d s after this host's clock (%lld): the "
+                           "clock that wrote it (or this one) is set wrong",
+                           field, (long long)t, STORE_FUTURE_SLACK_S, (long long)now);
+    return 0;
+}
+
 int store_check_measurement(const store_measurement *m, char *canon, char *err,
                             size_t errlen)
 {
@@ -213,7 +224,8 @@ int store_check_measurement(const store_measurement *m, char *canon, char *err,
         (rc = check_range(m->rows_checked, 0, INT_MAX, "rows_checked", err, errlen)) != 0 ||
         (rc = store_check_text(m->note, sizeof m->note, "note", err, errlen)) != 0 ||
         (rc = store_check_text(m->host, sizeof m->host, "host", err, errlen)) != 0 ||
-        (rc = check_range(m->taken_at, 0, STORE_MAX_TAKEN_AT, "taken_at", err, errlen)) != 0)
+        (rc = check_range(m->taken_at, 0, STORE_MAX_TAKEN_AT, "taken_at", err, errlen)) != 0 ||
+        (rc = store_check_not_future(m->taken_at, "taken_at", err, errlen)) != 0)
         return rc;
     return 0;
 }

@@ -63,10 +63,15 @@ int store_upsert_stack(store *st, const attn_stack *s, int *changed)
     return rc;
 }
 
+/* seen is kept no later than now: a time from a clock ahead (within
+ * STORE_FUTURE_SLACK_S, or stored before that check) would otherwise
+ * outrank every later write of the device; a last_seen already after now
+ * is taken as wrong and replaced by the next write, whatever its time. */
 int store_upsert_device(store *st, const attn_device_info *d, int64_t seen,
                         const char *latest_stack, int *changed)
 {
     sqlite3_stmt *q = NULL;
+    int64_t now = store_now();
     int rc = store_stmt(
         st, STMT_DEVICE_UPSERT,
         "INSERT INTO devices(id, name, kind, idx, cc_major, cc_minor, sm_count, memory_mb, "
@@ -79,8 +84,8 @@ int store_upsert_device(store *st, const attn_device_info *d, int64_t seen,
         "clock_mhz = excluded.clock_mhz, mem_clock_mhz = excluded.mem_clock_mhz, "
         "latest_stack = coalesce(excluded.latest_stack, devices.latest_stack), "
         "last_seen = excluded.last_seen "
-        "WHERE excluded.last_seen >= devices.last_seen AND ("
-        "excluded.last_seen > devices.last_seen OR devices.name IS NOT excluded.name OR "
+        "WHERE (excluded.last_seen >= devices.last_seen OR devices.last_seen > ?13) AND ("
+        "excluded.last_seen <> devices.last_seen OR devices.name IS NOT excluded.name OR "
         "devices.kind IS NOT excluded.kind OR "
         "(excluded.idx >= 0 AND devices.idx IS NOT excluded.idx) OR "
         "devices.cc_major IS NOT excluded.cc_major OR "
@@ -103,7 +108,8 @@ int store_upsert_device(store *st, const attn_device_info *d, int64_t seen,
                              sqlite3_bind_int(q, 9, d->clock_mhz) ||
                              sqlite3_bind_int(q, 10, d->mem_clock_mhz) ||
                              store_bind_text(q, 11, latest_stack) ||
-                             sqlite3_bind_int64(q, 12, seen),
+                             sqlite3_bind_int64(q, 12, seen < now ? seen : now) ||
+                             sqlite3_bind_int64(q, 13, now),
                          changed);
     return rc;
 }

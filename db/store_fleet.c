@@ -701,7 +701,8 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
         (rc = need(root, "measurements", "table", &rows_js, err, errlen)) != 0)
         goto fail;
     char detail[ATTUNE_ERRLEN];
-    if (store_check_text(host, sizeof host, "host", detail, sizeof detail) != 0) {
+    if (store_check_text(host, sizeof host, "host", detail, sizeof detail) != 0 ||
+        store_check_not_future(exported_at, "exported_at", detail, sizeof detail) != 0) {
         rc = field_fail(err, errlen, "table", detail);
         goto fail;
     }

@@ -37,6 +37,10 @@ struct store {
 #define STORE_MAX_TIME_US   1e12          /* 11.6 days per call */
 #define STORE_MAX_N         1000000000
 #define STORE_MAX_TAKEN_AT  4102444800LL  /* 2100-01-01 */
+/* How far past this host's clock a time from elsewhere may be: clocks
+ * drift, but a row or table from later than this comes from a clock set
+ * wrong, and would outrank every later write (last_seen, taken_at). */
+#define STORE_FUTURE_SLACK_S 86400
 #define STORE_MAX_MEMORY_MB (1LL << 40)
 #define STORE_MAX_COUNT     1000000       /* sm_count, clocks */
 #define STORE_MAX_JOB_SHAPES 1000000
@@ -155,9 +159,12 @@ int store_check_word(const char *s, size_t max, const char *field, char *err, si
 int store_check_device(const attn_device_info *d, char *err, size_t errlen);
 /* Every field of a stack; its id must be attn_stack_finish of the others. */
 int store_check_stack(const attn_stack *s, char *err, size_t errlen);
+/* A time t (unix seconds, field names it) no later than store_now() +
+ * STORE_FUTURE_SLACK_S: 0, or ATTUNE_EINVAL with err saying so. */
+int store_check_not_future(int64_t t, const char *field, char *err, size_t errlen);
 /* Every field of a measurement except err_ratio (computed on read). The
  * tactic must parse; its canonical text goes to canon (ATTN_TACTIC_STR_MAX
- * bytes). */
+ * bytes). taken_at: not after STORE_FUTURE_SLACK_S past now. */
 int store_check_measurement(const store_measurement *m, char *canon, char *err,
                             size_t errlen);
 
@@ -175,8 +182,10 @@ int store_write_measurement(store *st, const store_measurement *m, const char *t
  * newest measurement). An existing row takes the new description and
  * latest_stack only when seen is not older than its last_seen, so an old
  * table never overrides newer knowledge; index < 0 (imported) keeps the
- * local CUDA ordinal. *changed (may be NULL) is 1 when the row was inserted
- * or actually modified, 0 when it was already identical. */
+ * local CUDA ordinal. seen later than now is taken as now, and a stored
+ * last_seen later than now (a clock that was ahead) never holds a write
+ * back. *changed (may be NULL) is 1 when the row was inserted or actually
+ * modified, 0 when it was already identical. */
 int store_upsert_device(store *st, const attn_device_info *d, int64_t seen,
                         const char *latest_stack, int *changed);
 /* Insert a stack row unless present (its id is a hash of its fields, so an

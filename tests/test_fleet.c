@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "common/hash.h"
 #include "db/store.h"
@@ -588,6 +589,85 @@ static void fleet_should_refuse_oversized_tables(void)
     store_close(st);
 }
 
+/* text[0..len) with exported_at set to exported and, when i >= 0, row
+ * i's taken_at to taken (malloc'd, NUL-terminated). */
+static char *set_times(const char *text, size_t len, int64_t exported, int i, int64_t taken)
+{
+    json_t *root = json_loadb(text, len, 0, NULL);
+    json_object_set_new(root, "exported_at", json_integer(exported));
+    if (i >= 0)
+        json_object_set_new(json_array_get(json_object_get(root, "measurements"), (size_t)i),
+                            "taken_at", json_integer(taken));
+    char *out = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return out;
+}
+
+/* A table from a clock more than a day ahead is refused, naming the field
+ * (and the row); within the day it is taken, but the device's last_seen
+ * stays no later than now, so later writes of the device still apply; a
+ * last_seen already in the future (stored before the check) holds none
+ * back. */
+static void fleet_should_refuse_times_from_the_future(void)
+{
+    char path[300], err[ATTUNE_ERRLEN] = "";
+    const char *id = "GPU-2f6c3a1e-8b7d-4c5e-9a0b-1c2d3e4f5a6b";
+    size_t len = 0;
+    char *text = slurp("fleet_good.json", &len), *t = NULL;
+    store *st = fresh_store(path, sizeof path);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    if (text == NULL || st == NULL)
+        goto done;
+    int64_t now = (int64_t)time(NULL), day = 86400;
+    uint64_t before = content_checksum(path, NULL);
+    t = set_times(text, len, now + 2 * day, -1, 0);
+    CHECK(t != NULL);
+    if (t == NULL)
+        goto done;
+    CHECK_EQ_INT(store_import(st, t, strlen(t), NULL, err, sizeof err), ATTUNE_EFORMAT);
+    CHECK_MSG(strstr(err, "table: exported_at=") != NULL, "err: %s", err);
+    free(t);
+    t = set_times(text, len, now, 2, now + 2 * day);
+    CHECK_EQ_INT(store_import(st, t, strlen(t), NULL, err, sizeof err), ATTUNE_EFORMAT);
+    CHECK_MSG(strstr(err, "measurements[2]: taken_at=") != NULL, "err: %s", err);
+    free(t);
+    CHECK(content_checksum(path, NULL) == before);
+    t = set_times(text, len, now + 3600, 2, now + 3600);
+    CHECK_MSG(store_import(st, t, strlen(t), NULL, err, sizeof err) == 0, "import: %s", err);
+    CHECK_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_prepare_v2(db, "SELECT last_seen FROM devices WHERE id = ?1", -1, &q,
+                                    NULL),
+                 SQLITE_OK);
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int64(q, 0) <= (int64_t)time(NULL));
+    sqlite3_reset(q);
+    attn_device_info info;
+    attn_stack stk;
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 1: a last_seen ten days ahead, as a store before the check kept */
+        if (pass == 1)
+            CHECK_EQ_INT(sqlite3_exec(db, "UPDATE devices SET last_seen = last_seen + 864000",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        CHECK_EQ_INT(store_device_get(st, id, &info, &stk), 0);
+        int clock = info.clock_mhz + 1;
+        info.clock_mhz = clock;
+        CHECK_EQ_INT(store_device_put(st, &info, &stk), 0);
+        CHECK_EQ_INT(store_device_get(st, id, &info, &stk), 0);
+        CHECK_MSG(info.clock_mhz == clock, "pass %d: the device write held back", pass);
+        CHECK(sqlite3_step(q) == SQLITE_ROW &&
+              sqlite3_column_int64(q, 0) <= (int64_t)time(NULL));
+        sqlite3_reset(q);
+    }
+done:
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    free(t);
+    free(text);
+    store_close(st);
+}
+
 /* fleet_scan indexes at most max_rows rows: exactly the limit passes, one
  * more fails with ETOOBIG where it starts (the garbage after it unread),
  * the index left empty. */
@@ -768,6 +848,7 @@ int main(void)
     RUN(fleet_should_keep_sql_in_strings_as_data);
     RUN(fleet_should_refuse_oversized_tables);
     RUN(fleet_scan_should_stop_at_the_row_limit);
+    RUN(fleet_should_refuse_times_from_the_future);
     RUN(fleet_should_merge_all_or_nothing);
     RUN(fleet_export_should_refuse_unknown_devices);
     RUN(fleet_scan_should_refuse_what_the_parser_refuses);
