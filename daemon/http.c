@@ -460,13 +460,15 @@ int http_json_depth_ok(const char *s, size_t n, int max)
 
 /* ---- strict request checks */
 
-#define SCAN_MAX_HEADERS 64
-
 typedef struct header_scan {
-    int n;                  /* headers seen (first SCAN_MAX_HEADERS kept) */
-    const char *key[SCAN_MAX_HEADERS];
-    const char *val[SCAN_MAX_HEADERS];
-    size_t val_size[SCAN_MAX_HEADERS];
+    const char *block;      /* the header block in its read buffer, NULL: none */
+    size_t block_len;       /* at most ATTUNED_HEADER_MAX */
+    /* bit i: a header name starts at block + i. A bitmap, not a list of
+     * names: hidden_nul checks every header however many there are (a
+     * list of 64 let `Host: localhost\0.evil` pass after 65 others) */
+    unsigned char name_at[ATTUNED_HEADER_MAX / 8];
+    int outside;            /* a value not in the block: cannot tell */
+    int hidden;             /* a value cut at a raw NUL (hidden_nul) */
     int hosts;
     int bad;                /* a header value holds a NUL or control byte */
     const char *cl;         /* first Content-Length value */
@@ -506,12 +508,10 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
 {
     header_scan *h = cls;
     (void)kind;
-    if (h->n < SCAN_MAX_HEADERS) {
-        h->key[h->n] = key;
-        h->val[h->n] = value;
-        h->val_size[h->n] = value_size;
+    if (h->block != NULL && key >= h->block && key < h->block + h->block_len) {
+        size_t at = (size_t)(key - h->block); /* a name elsewhere follows no value */
+        h->name_at[at / 8] |= (unsigned char)(1u << (at % 8));
     }
-    h->n++;
     if (strlen(key) != key_size || (value != NULL && strlen(value) != value_size))
         h->bad = 1;
     for (size_t i = 0; value != NULL && i < value_size; i++) {
@@ -549,28 +549,39 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
  * method + header_size, each line ended by NUL bytes where its CR/LF were.
  * After a value's end there may only be line-end or trailing-blank bytes
  * (now NUL, CR, space, tab) up to the next header's name or the end of the
- * block; a visible byte there is the rest of a value cut at a NUL. */
-static int hidden_nul(const header_scan *h, const char *block, size_t block_len)
+ * block; a visible byte there is the rest of a value cut at a NUL. Run for
+ * each value once scan_header has marked every name. */
+static enum MHD_Result value_end(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size)
 {
-    if (block == NULL || h->n > SCAN_MAX_HEADERS)
-        return 0; /* cannot tell */
-    const char *end = block + block_len;
-    for (int i = 0; i < h->n; i++) {
-        const char *p = h->val[i];
-        if (p == NULL || p < block || p >= end)
-            return 0; /* not laid out as expected: cannot tell */
-        p += h->val_size[i] + 1;
-        while (p < end && (*p == 0 || *p == '\r' || *p == '\n' || *p == ' ' || *p == '\t'))
-            p++;
-        if (p >= end)
-            continue;
-        int next_key = 0;
-        for (int j = 0; j < h->n && !next_key; j++)
-            next_key = h->key[j] == p;
-        if (!next_key)
-            return 1;
+    header_scan *h = cls;
+    (void)kind;
+    (void)key;
+    (void)key_size;
+    const char *end = h->block + h->block_len;
+    if (value == NULL || value < h->block || value >= end) {
+        h->outside = 1; /* not laid out as expected: cannot tell */
+        return MHD_NO;
     }
-    return 0;
+    const char *p = value + value_size + 1;
+    while (p < end && (*p == 0 || *p == '\r' || *p == '\n' || *p == ' ' || *p == '\t'))
+        p++;
+    size_t at = (size_t)(p - h->block);
+    if (p < end && !(h->name_at[at / 8] & (1u << (at % 8)))) {
+        h->hidden = 1;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+/* 1 when a header value of r hides bytes after a raw NUL (value_end), 0
+ * when none does or the layout is not the one expected (cannot tell). */
+static int hidden_nul(req *r, header_scan *h)
+{
+    if (h->block == NULL)
+        return 0;
+    MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, value_end, h);
+    return h->hidden && !h->outside;
 }
 
 unsigned http_request_check(req *r, char *err, size_t errlen)
@@ -604,8 +615,12 @@ unsigned http_request_check(req *r, char *err, size_t errlen)
     }
     header_scan h;
     memset(&h, 0, sizeof h);
+    if (header_size > 0) { /* at most ATTUNED_HEADER_MAX: checked above */
+        h.block = r->method;
+        h.block_len = header_size;
+    }
     MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, scan_header, &h);
-    if (h.bad || (header_size > 0 && hidden_nul(&h, r->method, header_size))) {
+    if (h.bad || hidden_nul(r, &h)) {
         attune_fail(err, errlen, ATTUNE_EINVAL, "NUL or control byte in a request header");
         return 400;
     }

@@ -103,6 +103,9 @@ def cases(d):
         ("missing Host (HTTP/1.1)", lambda: req("GET", base, host_hdr=False), 400, J),
         ("Host with a NUL", lambda: req("GET", "/v1/health", host_hdr=False, raw_headers=b"Host: localhost\x00.evil.com\r\n"), 400, J),
         ("Host with a NUL, bare LF", rawreq(b"GET /v1/health HTTP/1.1\nHost: localhost\x00.evil.com\nConnection: close\n\n"), 400, J),
+        # past the 64 headers the check once kept: every header is checked
+        ("Host with a NUL after 65 headers", lambda: req("GET", "/v1/health", host_hdr=False, raw_headers=b"".join(b"X-H%02d: v\r\n" % i for i in range(65)) + b"Host: localhost\x00.evil.com\r\n"), 400, J),
+        ("NUL in the 300th header", lambda: req("GET", "/v1/health", raw_headers=b"".join(b"X-H%03d: v\r\n" % i for i in range(299)) + b"User-Agent: a\x00b\r\n"), 400, J),
         ("two Host headers", lambda: req("GET", "/v1/health", raw_headers=b"Host: evil.example\r\n"), 400, J),
         ("NUL in another header", lambda: req("GET", "/v1/health", raw_headers=b"User-Agent: a\x00b\r\n"), 400, J),
         ("control byte in a header", lambda: req("GET", "/v1/health", raw_headers=b"User-Agent: a\x01b\r\n"), 400, J),
