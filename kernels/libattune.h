@@ -51,14 +51,14 @@ extern "C" {
  * below changes or a function changes meaning. */
 #define LIBATTUNE_ABI 1
 
-/* The newest symbol version this header declares (LIBATTUNE_1.3 in
+/* The newest symbol version this header declares (LIBATTUNE_1.4 in
  * libattune.map): functions are only added within an ABI, one version node
  * per addition, marked "Since 1.x" below. The library file is
  * libattune.so.LIBATTUNE_ABI.LIBATTUNE_ABI_MINOR.0 (CMakeLists.txt reads
  * both from here). A runtime that needs a function newer than 1.0 finds
  * it by its versioned symbol (dlsym, or the loader refusing an older
  * library). Since 1.3. */
-#define LIBATTUNE_ABI_MINOR 3
+#define LIBATTUNE_ABI_MINOR 4
 
 /* Returns LIBATTUNE_ABI of the library loaded (compare with the header). */
 int attune_abi(void);
@@ -189,7 +189,9 @@ void attune_plan_destroy(attune_plan *plan);
  * are asked again after a second (tune on miss replaces them), measured
  * ones after a minute; a changed answer gets a new plan, the old one is
  * kept (a captured graph may hold it) until attune_auto_free, up to
- * `capacity` of them. Beyond `capacity` (shape, stream) pairs the least
+ * `capacity` of them. When nothing answers (a daemon restarting) or the
+ * new answer cannot be planned, an entry keeps the plan it has and asks
+ * again a second later. Beyond `capacity` (shape, stream) pairs the least
  * recently used plan is destroyed: do not capture graphs through an
  * attune_auto that outgrows its capacity.
  *
@@ -198,7 +200,12 @@ void attune_plan_destroy(attune_plan *plan);
  * host-side enqueue of a run, and through a lookup and plan on a miss).
  * Graph capture: plan creation allocates, so call attune_auto_prepare (or
  * run once) for each shape and stream before capturing; a captured run of
- * a prepared shape neither allocates nor synchronizes. */
+ * a prepared shape neither allocates nor synchronizes. While a stream
+ * captures, nothing is looked up, planned or freed for it: a shape
+ * prepared on it runs its plan (its answer is refreshed after the
+ * capture), one that is not returns ATTUNE_RT_EBUSY (prepare it on the
+ * capturing stream: torch.cuda.graph captures on a stream of its own
+ * unless given one). */
 #define ATTUNE_AUTO_DEFAULT_CAPACITY 256
 
 typedef struct attune_auto attune_auto;
@@ -247,6 +254,25 @@ int attune_auto_run(attune_auto *a, const attune_dims *shape, const attune_tenso
  * shape runs with descales 1. Returns 0 or ATTUNE_RT_EINVAL (no a), or
  * ATTUNE_RT_EUNSUPP where attune_auto is not built. Since 1.3. */
 int attune_auto_set_descales(attune_auto *a, const float *q, const float *k, const float *v);
+
+/* What an attune_auto has done since attune_auto_new, for a runtime (or
+ * its tests) to see that a steady loop neither looks up nor plans: its
+ * runs, lookups and plans should stop growing once every shape was met.
+ * Since 1.4. */
+typedef struct attune_auto_stats {
+    uint64_t runs;      /* attune_auto_run calls that ran their plan */
+    uint64_t lookups;   /* answers asked of the client (its cache included) */
+    uint64_t plans;     /* plans created (new entries, changed answers) */
+    uint64_t evictions; /* entries dropped for room, their plans destroyed */
+    int64_t entries;    /* (shape, stream) entries held now */
+    int64_t retired;    /* replaced plans kept for captured graphs, now */
+} attune_auto_stats;
+
+/* Copy a's counters into out, its first size bytes (sizeof *out as the
+ * caller's header has it: fields are only appended). Returns 0 or
+ * ATTUNE_RT_EINVAL (no a, no out), or ATTUNE_RT_EUNSUPP where attune_auto
+ * is not built. Since 1.4. */
+int attune_auto_get_stats(attune_auto *a, attune_auto_stats *out, size_t size);
 
 /* Free a and every plan it made (after the work it enqueued, and any graph
  * that captured it, is done). NULL is a no-op. */

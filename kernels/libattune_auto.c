@@ -58,6 +58,7 @@ struct attune_auto {
     int nretired, capretired;
     uint64_t tick;
     const float *descale[3]; /* e4m3: q, k, v (attune_auto_set_descales) */
+    attune_auto_stats stats; /* its counters; entries and retired set when read */
 };
 
 static int64_t now_ms(void)
@@ -95,6 +96,19 @@ int attune_auto_new(attune_dev *dev, const char *url, int capacity, attune_auto 
     a->cap = cap;
     a->capretired = cap;
     *out = a;
+    return 0;
+}
+
+int attune_auto_get_stats(attune_auto *a, attune_auto_stats *out, size_t size)
+{
+    if (a == NULL || out == NULL)
+        return ATTUNE_EINVAL;
+    pthread_mutex_lock(&a->mu);
+    attune_auto_stats s = a->stats;
+    s.entries = a->n;
+    s.retired = a->nretired;
+    pthread_mutex_unlock(&a->mu);
+    memcpy(out, &s, size < sizeof s ? size : sizeof s);
     return 0;
 }
 
@@ -157,6 +171,7 @@ static auto_entry *slot(attune_auto *a)
         if (a->e[i].used < lru->used)
             lru = &a->e[i];
     attune_plan_destroy(lru->plan);
+    a->stats.evictions++;
     memset(lru, 0, sizeof *lru);
     return lru;
 }
@@ -176,21 +191,25 @@ static const char *dtype_word(int dtype)
 }
 
 /* The client's answer for key among variants (NULL: all); always filled:
- * the default on failure. */
-static void ask(attune_auto *a, const attune_dims *key, const char *variants,
-                attune_answer *ans)
+ * the default on failure. Returns the client's code: ATTUNE_CLIENT_FALLBACK
+ * when nothing answered (the daemon unreachable, timed out or failing). */
+static int ask(attune_auto *a, const attune_dims *key, const char *variants,
+               attune_answer *ans)
 {
     attune_shape_q q = {a->who, key->b, key->hq, key->hkv, key->sq, key->skv,
                         key->d, dtype_word(key->dtype), key->causal};
     int rc = attune_lookup_in(a->client, &q, variants, 0, ans);
+    a->stats.lookups++;
     const char *name = attune_dev_name(a->dev);
     if (rc == ATTUNE_CLIENT_REJECTED && strcmp(a->who, name) != 0) {
         /* a source that does not know this device's id (a table tuned on
          * another device of its model, shipped to this one): by its name */
         q.device = name;
-        if (attune_lookup_in(a->client, &q, variants, 0, ans) != ATTUNE_CLIENT_REJECTED)
+        a->stats.lookups++;
+        if ((rc = attune_lookup_in(a->client, &q, variants, 0, ans)) != ATTUNE_CLIENT_REJECTED)
             snprintf(a->who, sizeof a->who, "%s", name);
     }
+    return rc;
 }
 
 /* The daemon's default for key on this device (index.h): the first
@@ -250,28 +269,30 @@ static int any_length(const attune_plan *p)
     return strncmp(attune_plan_tactic(p), "fused", 5) == 0;
 }
 
-/* The entry of the bucket key on stream (anylen: the answer among the
- * families whose kernels take any length), looked up and planned as
- * needed. An expired entry asks again and plans only when the answer
- * changed, so a refresh of a prepared shape never allocates (a graph
- * capture may be under way). */
-static int bucket_entry(attune_auto *a, const attune_dims *key, int anylen, void *stream,
-                        auto_entry **out, char *err, size_t errlen)
+/* bucket_entry's lookup and plan for an entry e (*e; NULL: none yet)
+ * that is missing or expired, at time now; not while stream captures. */
+static int refresh(attune_auto *a, const attune_dims *key, int anylen, void *stream,
+                   auto_entry **ep, int64_t now, char *err, size_t errlen)
 {
-    auto_entry *e = find(a, key, stream, anylen);
-    int64_t now = now_ms();
-    if (e != NULL && now < e->expires_ms) {
-        *out = e;
+    auto_entry *e = *ep;
+    attune_answer ans;
+    int asked = ask(a, key, anylen ? AUTO_ANYLEN_VARIANTS : NULL, &ans);
+    if (e != NULL && asked == ATTUNE_CLIENT_FALLBACK) {
+        /* nothing answered: the plan it has is still the best known */
+        e->expires_ms = now + AUTO_TTL_OTHER_MS;
         return 0;
     }
-    attune_answer ans;
-    ask(a, key, anylen ? AUTO_ANYLEN_VARIANTS : NULL, &ans);
     if (e == NULL || strcmp(e->answered, ans.tactic) != 0) {
         attune_plan *p = NULL;
         char source[16];
         int rc = plan_answer(a, key, &ans, &p, source, err, errlen);
+        if (rc != 0 && e != NULL) { /* the old plan still runs */
+            e->expires_ms = now + AUTO_TTL_OTHER_MS;
+            return 0;
+        }
         if (rc != 0)
             return rc;
+        a->stats.plans++;
         auto_entry keep = {0};
         if (e != NULL) {
             retire(a, e->plan);
@@ -291,6 +312,37 @@ static int bucket_entry(attune_auto *a, const attune_dims *key, int anylen, void
     /* an answer planned as the default stays "default" until it changes */
     e->expires_ms = now + (strcmp(e->source, "measured") == 0 ? AUTO_TTL_MEASURED_MS
                                                               : AUTO_TTL_OTHER_MS);
+    *ep = e;
+    return 0;
+}
+
+/* The entry of the bucket key on stream (anylen: the answer among the
+ * families whose kernels take any length), looked up and planned as
+ * needed. An expired entry asks again and plans only when the answer
+ * changed. It keeps its plan, and asks again a second later, when the
+ * source does not answer (a daemon restarting: its default is no answer)
+ * or the new answer cannot be planned. While stream captures a CUDA graph
+ * nothing is asked, planned or freed (plans allocate): an entry runs the
+ * plan it has, a missing one is ATTUNE_EBUSY. Stamps the entry used. */
+static int bucket_entry(attune_auto *a, const attune_dims *key, int anylen, void *stream,
+                        auto_entry **out, char *err, size_t errlen)
+{
+    auto_entry *e = find(a, key, stream, anylen);
+    int64_t now = now_ms();
+    if (e == NULL || now >= e->expires_ms) {
+        if (attune_dev_capturing(a->dev, stream)) {
+            if (e == NULL)
+                return attune_fail(err, errlen, ATTUNE_EBUSY,
+                                   "no plan for this shape on the capturing stream: prepare it "
+                                   "(attune_auto_prepare, or a run) on that stream before the "
+                                   "capture");
+        } else {
+            int rc = refresh(a, key, anylen, stream, &e, now, err, errlen);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    e->used = ++a->tick;
     *out = e;
     return 0;
 }
@@ -441,6 +493,8 @@ int attune_auto_run(attune_auto *a, const attune_dims *shape, const attune_tenso
     int rc = entry_for(a, shape, t, stream, &e, err, errlen);
     if (rc == 0) {
         rc = attune_plan_run(e->plan, q, k, v, out, shape->sq, shape->skv, stream);
+        if (rc == 0)
+            a->stats.runs++;
         if (rc != 0)
             attune_fail(err, errlen, rc, "%s planned for %s: %s", attune_plan_tactic(e->plan),
                         attune_plan_shape(e->plan), attune_strerror(rc));

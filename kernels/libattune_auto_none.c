@@ -36,4 +36,10 @@ int attune_auto_set_descales(attune_auto *a, const float *q, const float *k, con
     return ATTUNE_EUNSUPP;
 }
 
+int attune_auto_get_stats(attune_auto *a, attune_auto_stats *out, size_t size)
+{
+    (void)a, (void)out, (void)size;
+    return ATTUNE_EUNSUPP;
+}
+
 void attune_auto_free(attune_auto *a) { (void)a; }

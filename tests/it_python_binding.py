@@ -17,7 +17,12 @@ libattune.so on the CPU device, with numpy: no torch needed.
 - a table exported from that daemon's database, read in process
   (url "file:PATH"), answers the same, also when shipped to another device
   of the same model (asked by the device's name);
-- bad input raises AttuneError with a reason;
+- bad input raises AttuneError with a reason, before any C call reads
+  past an array (k, v or out shaped unlike q says);
+- Auto.stats (libattune 1.4): a steady loop of known shapes plans nothing;
+  at capacity 3 the LRU keeps a bucket's ceiling entry that every call
+  asks first (a pinned split answer, its lengths below run the fused
+  entry); with the daemon stopped an expired entry keeps its plan;
 - an e4m3 Plan on the CPU (emulated FP8): inputs quantized with
   attune.lib.quantize_e4m3 (descale amax/448), descales given to
   Plan.set_descales as numbers, changed in place through plan.descales and
@@ -136,6 +141,16 @@ def default_runs():
           and planned == "b1.hq4.hkv2.sq14.skv112.d32.f32.c",
           "no daemon: the default tactic, planned at the bucket (%s %s %s)"
           % (tactic, source, planned))
+    # a steady loop over shapes met before neither looks up nor plans
+    auto = attune.lib.auto_for("cpu")
+    before = auto.stats()
+    for c in cases[3:] * 3:
+        case(rng, None, *c)
+    after = auto.stats()
+    check(after["runs"] == before["runs"] + 6 and after["plans"] == before["plans"]
+          and after["evictions"] == before["evictions"] and after["entries"] == before["entries"],
+          "Auto.stats: 6 more runs of known shapes, no plan, no eviction (%s -> %s)"
+          % (before, after))
 
 
 def plan_views():
@@ -284,10 +299,17 @@ def e4m3_auto():
 
 def bad_input():
     q = np.zeros((1, 2, 4, 8), np.float32)
-    for what, args in (("mixed dtypes", (q, q.astype(np.float16), q)),
-                       ("hq not a multiple of hkv", (np.zeros((1, 3, 4, 8), np.float32), q, q))):
+    narrow = np.zeros((1, 1, 4, 4), np.float32)  # its rows half as long as q's
+    for what, args, kw in (
+            ("mixed dtypes", (q, q.astype(np.float16), q), {}),
+            ("hq not a multiple of hkv", (np.zeros((1, 3, 4, 8), np.float32), q, q), {}),
+            ("k and v with another head dim", (q, narrow, narrow), {}),
+            ("v shaped unlike k", (q, q, np.zeros((1, 2, 5, 8), np.float32)), {}),
+            ("out shaped unlike q", (q, q, q), {"out": np.zeros((1, 2, 3, 8), np.float32)}),
+            ("out of another dtype", (q, q, q), {"out": np.zeros((1, 2, 4, 8), np.float16)}),
+            ("an empty length", (np.zeros((1, 2, 0, 8), np.float32), q, q), {})):
         try:
-            attune.run_numpy(*args)
+            attune.run_numpy(*args, **kw)
             check(False, "%s refused" % what)
         except attune.AttuneError as e:
             check(str(e) != "", "%s refused: %s" % (what, e))
@@ -330,8 +352,71 @@ def with_daemon():
         auto.close()
         e4m3_measured(d)
         shipped(d, work, key, a["tactic"])
+        lru_keeps_ceiling(d, key)
+        outage_keeps_plan(d, key)
     finally:
         d.stop()
+
+
+def pin_split(d, key):
+    """A force pin of a split tactic on the ceiling key: an answer that is
+    no fused kernel, so lengths below the ceiling run the bucket's fused
+    one (a second entry). Returns the tactic."""
+    st, r = d.get("/v1/results?device=cpu&shape=" + key)
+    split = next(m["tactic"] for m in r["measurements"] if m["tactic"].startswith("split/"))
+    st, p = d.post("/v1/pins", {"action": "force", "tactic": split, "device": "cpu",
+                                "shape": key, "reason": "it", "author": "it"})
+    check(st == 201, "force pin of %s on %s (%d)" % (split, key, st))
+    return split
+
+
+def lru_keeps_ceiling(d, key):
+    """attune_auto at capacity 3: a bucket whose answer is split (pinned)
+    runs lengths below its ceiling through its fused entry, so two entries
+    serve it on every call; two other shapes met in turn then take the
+    third slot. Every call uses the ceiling's entry (it asks it first), so
+    the LRU must evict the other shapes, never it: one plan per other
+    shape met, none for the bucket (its entry was left unstamped, and
+    evicted and planned again every round, before 2026-12-04)."""
+    split = pin_split(d, key)
+    auto = attune.Auto("cpu", url="http://127.0.0.1:%d" % d.port, capacity=3)
+    t, s, _ = auto.prepare((1, 4, 1, 16, 64, 32, 2, 1))
+    check(t == split and s == "pinned", "the ceiling answers the pinned %s (%s %s)" % (split, t, s))
+    below = (1, 4, 1, 15, 57, 32, 2, 1)
+    others = [(1, 2, 1, 16, 64, 32, 2, 1), (1, 2, 1, 16, 64, 16, 2, 1)]
+    auto.prepare(below)
+    start = auto.stats()
+    rounds = 6
+    for i in range(rounds):
+        t, _, p = auto.prepare(below)
+        auto.prepare(others[i % 2])
+    end = auto.stats()
+    check(not t.startswith("split/") and p == key,
+          "below the ceiling: the bucket's fused kernel %s, planned at %s" % (t, p))
+    check(end["plans"] - start["plans"] == rounds and end["entries"] == 3,
+          "capacity 3, %d rounds of the bucket and another shape: %d plans (want %d: the "
+          "other shapes only), %d evictions" % (rounds, end["plans"] - start["plans"], rounds,
+                                                end["evictions"] - start["evictions"]))
+    auto.close()
+
+
+def outage_keeps_plan(d, key):
+    """The daemon gone (a restart): an entry whose answer expires keeps the
+    plan it has (the pinned split: answers not measured are asked again
+    after a second) instead of planning the client's offline default."""
+    auto = attune.Auto("cpu", url="http://127.0.0.1:%d" % d.port)
+    ceiling = (1, 4, 1, 16, 64, 32, 2, 1)
+    t0, s0, _ = auto.prepare(ceiling)
+    d.stop()
+    time.sleep(1.2)
+    plans = auto.stats()["plans"]
+    t1, s1, _ = auto.prepare(ceiling)
+    rng = np.random.default_rng(5)
+    err, tol = case(rng, auto, 1, 4, 1, 16, 64, 32, np.float32, True, "bhsd")
+    check(t1 == t0 and s1 == s0 and auto.stats()["plans"] == plans,
+          "daemon stopped: the entry keeps %s (%s), no new plan (got %s %s)" % (t0, s0, t1, s1))
+    check(err < tol, "and runs it right: rel err %.2e" % err)
+    auto.close()
 
 
 def e4m3_measured(d):

@@ -5,7 +5,8 @@
  * rows, at the planned and at shorter lengths (cuDNN tactics refuse those:
  * checked), writing its output rows and nothing else; a run captured in a
  * CUDA graph and replayed; two threads, each with its own plan and stream,
- * at once. Skips (77) without a GPU. */
+ * at once; attune_auto under a capture plans nothing (an unprepared shape
+ * is EBUSY, the capture stays whole). Skips (77) without a GPU. */
 #include "../test.h"
 
 #include "../libattune_ref.h"
@@ -537,6 +538,75 @@ out:
     attune_dev_close(dev);
 }
 
+/* attune_auto under a CUDA graph capture (libattune 1.4): a shape prepared
+ * on the capturing stream runs its plan, captured and replayed right; a
+ * shape met first under the capture is ATTUNE_RT_EBUSY and leaves the
+ * capture whole (nothing planned, allocated or freed: the counters say
+ * so), where before it planned, and cudaMalloc broke the capture. */
+static void auto_should_not_plan_under_capture(void)
+{
+    attune_dev *dev = NULL;
+    attune_auto *a = NULL;
+    char err[256];
+    CHECK_EQ_INT(attune_dev_open("0", &dev, err, sizeof err), 0);
+    if (dev == NULL)
+        return;
+    int rc = attune_auto_new(dev, "http://127.0.0.1:9", 0, &a, err, sizeof err);
+    if (rc == ATTUNE_RT_EUNSUPP) {
+        fprintf(stderr, "  attune_auto: not built (%s)\n", err);
+        attune_dev_close(dev);
+        return;
+    }
+    CHECK_MSG(rc == 0, "attune_auto_new: %s", err);
+    const attune_dims s = {1, 4, 4, 64, 64, 64, ATTUNE_DTYPE_F16, 0};
+    attune_dims other = s;
+    other.skv = 48; /* its own bucket (48), never prepared */
+    views w;
+    attune_tensor q, k, v, o;
+    views_make(&w, &s, REF_BHSD, 0, 41);
+    host_views(&w, &q, &k, &v, &o);
+    double *ref = malloc(ref_size(&s, s.sq, 1) * sizeof *ref + 1);
+    ref_compute(&s, s.sq, s.skv, w.hq, &q, w.hk, &k, w.hv, &v, 1, ref);
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    attune_choice ch;
+    CHECK_EQ_INT(attune_auto_prepare(a, &s, st, &ch, err, sizeof err), 0);
+    attune_auto_stats before, after;
+    CHECK_EQ_INT(attune_auto_get_stats(a, &before, sizeof before), 0);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    views_poison(&w);
+    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    int prepared = attune_auto_run(a, &s, &w.q, &w.k, &w.v, &w.o, st, err, sizeof err);
+    int unprepared = attune_auto_run(a, &other, &w.q, &w.k, &w.v, &w.o, st, err, sizeof err);
+    cudaError_t ended = cudaStreamEndCapture(st, &graph);
+    CHECK_EQ_INT(attune_auto_get_stats(a, &after, sizeof after), 0);
+    CHECK_MSG(prepared == 0, "prepared shape under capture: %s", attune_strerror(prepared));
+    CHECK_MSG(unprepared == ATTUNE_RT_EBUSY && err[0] != 0,
+              "unprepared shape under capture: %d (%s), want EBUSY", unprepared, err);
+    CHECK_MSG(ended == cudaSuccess, "the capture ends whole: %s", cudaGetErrorString(ended));
+    CHECK_MSG(after.plans == before.plans && after.evictions == before.evictions,
+              "nothing planned under the capture (%llu -> %llu plans)",
+              (unsigned long long)before.plans, (unsigned long long)after.plans);
+    if (ended == cudaSuccess && prepared == 0) {
+        CU(cudaGraphInstantiate(&exec, graph, 0));
+        CU(cudaGraphLaunch(exec, st));
+        CU(cudaStreamSynchronize(st));
+        views_check(&w, &s, s.sq, ref, "attune_auto graph replay", ch.tactic, 1);
+        cudaGraphExecDestroy(exec);
+    }
+    if (ended == cudaSuccess)
+        cudaGraphDestroy(graph);
+    /* after the capture the new shape plans as usual */
+    CHECK_EQ_INT(attune_auto_run(a, &other, &w.q, &w.k, &w.v, &w.o, st, err, sizeof err), 0);
+    CU(cudaStreamSynchronize(st));
+    cudaStreamDestroy(st);
+    free(ref);
+    views_free(&w);
+    attune_auto_free(a);
+    attune_dev_close(dev);
+}
+
 int main(void)
 {
     int n = 0;
@@ -549,6 +619,7 @@ int main(void)
             g_cudnn_short);
     RUN(two_threads_should_run_their_plans_at_once);
     RUN(e4m3_descales_should_reach_the_kernel);
+    RUN(auto_should_not_plan_under_capture);
     return test_summary();
 }
 #else

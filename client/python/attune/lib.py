@@ -14,6 +14,9 @@ DTYPES = {"f16": 0, "bf16": 1, "f32": 2, "e4m3": 3}  # e4m3: libattune 1.2, out 
 # (descales: Plan.set_descales since 1.2, Auto.set_descales since 1.3)
 
 
+EBUSY = -12  # ATTUNE_RT_EBUSY: a stream capturing a CUDA graph (nothing planned on it)
+
+
 class AttuneError(RuntimeError):
     """A libattune call failed; .code is its negative return code."""
 
@@ -36,6 +39,12 @@ class Tensor(ctypes.Structure):
 class Choice(ctypes.Structure):
     _fields_ = [("tactic", ctypes.c_char * 96), ("source", ctypes.c_char * 16),
                 ("planned", ctypes.c_char * 128)]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("runs", ctypes.c_uint64), ("lookups", ctypes.c_uint64),
+                ("plans", ctypes.c_uint64), ("evictions", ctypes.c_uint64),
+                ("entries", ctypes.c_int64), ("retired", ctypes.c_int64)]
 
 
 _lib = None
@@ -80,6 +89,8 @@ def load(path=None):
         if hasattr(lib, "attune_auto_set_descales"):  # since 1.3
             F = P(ctypes.c_float)
             lib.attune_auto_set_descales.argtypes = [V, F, F, F]
+        if hasattr(lib, "attune_auto_get_stats"):  # since 1.4
+            lib.attune_auto_get_stats.argtypes = [V, P(Stats), S]
         if lib.attune_abi() != 1:
             raise AttuneError(-1, "%s has ABI %d, this binding speaks 1" % (name, lib.attune_abi()))
         _lib = lib
@@ -204,6 +215,19 @@ class Auto:
             raise AttuneError(rc, self._lib.attune_strerror(rc).decode())
 
 
+    def stats(self):
+        """What this Auto has done (attune_auto_get_stats, libattune 1.4):
+        a dict of runs, lookups, plans, evictions, entries, retired. A
+        steady loop over known shapes leaves lookups and plans unchanged."""
+        if not hasattr(self._lib, "attune_auto_get_stats"):
+            raise AttuneError(-4, "libattune older than 1.4: no attune_auto_get_stats")
+        st = Stats()
+        rc = self._lib.attune_auto_get_stats(self._auto, ctypes.byref(st), ctypes.sizeof(st))
+        if rc != 0:
+            raise AttuneError(rc, self._lib.attune_strerror(rc).decode())
+        return {name: getattr(st, name) for name, _ in Stats._fields_}
+
+
 class Device:
     """An opened device ("cpu", CUDA ordinal "0", "GPU-<uuid>", a name)."""
 
@@ -230,6 +254,12 @@ class Device:
             self._lib.attune_dev_close(self.handle)
             self.handle = ctypes.c_void_p()
 
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
 
 class Plan:
     """One tactic planned for dims on a Device (attune_plan_*): what the
@@ -241,6 +271,7 @@ class Plan:
         err = ctypes.create_string_buffer(256)
         _check(self._lib, self._lib.attune_plan_create(device.handle, Dims(*dims), tactic.encode(),
                                                         ctypes.byref(self.handle), err, 256), err)
+        self._device = device  # closed after this plan, not before
         self._t = [Tensor(), Tensor(), Tensor(), Tensor()]
         self.descales = (ctypes.c_float * 3)(1.0, 1.0, 1.0)  # set_descales' own values
         self._on_cpu = device.id.startswith("CPU-")
@@ -287,6 +318,12 @@ class Plan:
         if self.handle:
             self._lib.attune_plan_destroy(self.handle)
             self.handle = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 _autos = {}
@@ -374,11 +411,24 @@ def run_numpy_with(auto, q, k, v, is_causal=False, layout="bhsd", out=None):
         raise AttuneError(-1, "q, k, v must share one dtype, float16 or float32")
     if layout not in ("bhsd", "bshd"):
         raise AttuneError(-1, "layout is 'bhsd' or 'bshd', not %r" % (layout,))
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise AttuneError(-1, "q, k, v must be 4-d (%s)" % layout)
     hs = (1, 2) if layout == "bhsd" else (2, 1)
     b, hq, sq, d = q.shape[0], q.shape[hs[0]], q.shape[hs[1]], q.shape[3]
     hkv, skv = k.shape[hs[0]], k.shape[hs[1]]
+    # the C side reads and writes by these dims: a mismatch would run off
+    # the arrays' ends
+    if k.shape != v.shape or k.shape[0] != b or k.shape[3] != d:
+        raise AttuneError(-1, "k %s and v %s must have one shape, with q's batch %d and "
+                          "head dim %d" % (k.shape, v.shape, b, d))
+    if min(b, hq, sq, d, hkv, skv) < 1 or hq % hkv:
+        raise AttuneError(-1, "sizes must be >= 1 and hq (%d) a multiple of hkv (%d)"
+                          % (hq, hkv))
     if out is None:
         out = np.empty_like(q)
+    elif out.shape != q.shape or out.dtype != q.dtype or not out.flags.writeable:
+        raise AttuneError(-1, "out must be a writeable %s array shaped like q %s, not %s %s"
+                          % (q.dtype, q.shape, out.dtype, out.shape))
     dims = (b, hq, hkv, sq, skv, d, DTYPES[names[q.dtype]], int(bool(is_causal)))
     auto.run(dims, _view(q, layout), _view(k, layout), _view(v, layout),
                          _view(out, layout))
