@@ -10,7 +10,11 @@ attn_implementation="attune" on CUDA device 0, against float64 and SDPA.
   reference;
 - calls attune does not cover (a mask, dropout, another scale) equal SDPA's
   result exactly (they are SDPA);
-- a run captured in a CUDA graph and replayed on new inputs;
+- a run captured in a CUDA graph and replayed on new inputs; a shape met
+  first under a capture (torch's own capture stream) runs SDPA, captured
+  whole, planning nothing;
+- inputs that need a gradient run SDPA (its gradients, bit for bit);
+  under no_grad the same call runs attune;
 - transformers: a small Llama-architecture model (GQA) and a ViT with
   attn_implementation "attune" against "sdpa": logits of a prefill and of
   decode steps with a KV cache within bf16's bound, every call through
@@ -142,6 +146,39 @@ def graph_capture():
         torch.cuda.synchronize()
     e = rel(out, ref(q, k, v, True))
     check(e < TOL[torch.float16], "captured in a CUDA graph, replayed on new inputs: %.2e" % e)
+    # a shape met first under a capture (torch's own capture stream: no
+    # stream= given): SDPA for it, the capture whole, SDPA's result
+    q2, k2, v2 = rnd(1, 8, 96, 64), rnd(1, 8, 96, 64), rnd(1, 8, 96, 64)
+    plans = at._auto(q2).stats()["plans"]
+    g2 = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g2):
+        out2 = at.attention(q2, k2, v2)
+    g2.replay()
+    torch.cuda.synchronize()
+    want = torch.nn.functional.scaled_dot_product_attention(q2, k2, v2)
+    check(at._auto(q2).stats()["plans"] == plans and rel(out2, want.double()) < 1e-3,
+          "a shape met first under a capture: SDPA captured, nothing planned (%.2e)"
+          % rel(out2, want.double()))
+
+
+def autograd():
+    """Inputs that need a gradient run SDPA (attune has no backward pass):
+    the gradients are SDPA's; under no_grad the same call runs attune."""
+    torch.manual_seed(3)
+    q, k, v = (rnd(1, 4, 64, 64).requires_grad_() for _ in range(3))
+    out = at.attention(q, k, v, is_causal=True)
+    out.float().square().sum().backward()
+    got = [x.grad.clone() for x in (q, k, v)]
+    for x in (q, k, v):
+        x.grad = None
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    want.float().square().sum().backward()
+    check(all(torch.equal(a, x.grad) for a, x in zip(got, (q, k, v))),
+          "requires_grad: SDPA's output and gradients, bit for bit")
+    with torch.no_grad():
+        runs = at._auto(q).stats()["runs"]
+        at.attention(q, k, v, is_causal=True)
+        check(at._auto(q).stats()["runs"] == runs + 1, "under no_grad: attune runs it")
 
 
 def hf_models():
@@ -203,7 +240,7 @@ def hf_models():
 
 def main():
     print("libattune %s; torch %s" % (attune.lib.load()._name, torch.__version__))
-    for part in (sdpa_cases, decode_loop, graph_capture, hf_models):
+    for part in (sdpa_cases, decode_loop, graph_capture, autograd, hf_models):
         try:
             part()
         except Exception as ex:  # one broken part must not hide the others

@@ -13,7 +13,9 @@ decode with a KV cache (fewer queries than keys: the query rows are the
 last ones, which is attune's bottom-right alignment), GQA and MQA without
 repeating K and V. What attune cannot express runs transformers' own sdpa
 function, said once per reason (logger "attune"): a padding or other mask,
-dropout, a scale other than 1/sqrt(d), output_attentions, position biases.
+dropout, a scale other than 1/sqrt(d), output_attentions, position biases,
+inputs that need a gradient (training), a shape met first under a CUDA
+graph capture (attune.torch's reasons).
 """
 import logging
 
@@ -53,8 +55,14 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     if causal and skv > sq:
         # sdpa_attention_forward's rule: only an empty static cache gets here
         key, value = key[:, :, :sq], value[:, :, :sq]
+    try:
+        out = _at.run_bshd(query, key, value, causal)
+    except _at._lib.AttuneError as e:
+        if e.code != _at._lib.EBUSY:
+            raise
+        return _sdpa(_at.NOT_PREPARED, *args, **kw)
     calls["attune"] += 1
-    return _at.run_bshd(query, key, value, causal), None
+    return out, None
 
 
 def use(model, impl):

@@ -11,8 +11,10 @@ stream, without a copy for [b, h, s, d] tensors and views of [b, s, h, d]
 ones. Everything else calls SDPA itself, and says why once per reason
 (logging, logger "attune"): an attn_mask, dropout, a scale other than
 1/sqrt(d), dtypes other than float16/bfloat16/float32, tensors on different
-devices or not 16-byte aligned, and top-left causal calls with more
-queries than keys (see below).
+devices or not 16-byte aligned, empty tensors, top-left causal calls with
+more queries than keys (see below), inputs that need a gradient (attune
+has no backward pass: training runs SDPA's, so gradients flow), and a
+shape not prepared on a stream that is capturing a CUDA graph.
 
 Causal alignment: SDPA's is_causal is top-left (query i sees keys j <= i);
 attune's kernels are bottom-right (j <= i + skv - sq, what a decode step
@@ -20,8 +22,11 @@ over a KV cache needs). With sq == skv they agree. attention() follows SDPA
 by default: for sq < skv it runs the first sq keys (what top-left means);
 causal_alignment="bottom_right" asks for attune's own alignment.
 
-CUDA graphs: run each shape once outside the capture (or prepare() it):
-planning allocates; a captured run of a planned shape does not.
+CUDA graphs: run each shape once outside the capture (or prepare() it)
+on the stream the capture will use: planning allocates; a captured run of
+a planned shape does not. torch.cuda.graph captures on a side stream of
+its own unless given stream=, so warm up on that stream (a shape met
+first under capture runs SDPA, with the reason said once).
 """
 import logging
 import math
@@ -63,6 +68,8 @@ def _why_not(q, k, v, attn_mask, dropout_p, scale):
         return "an attn_mask"
     if dropout_p:
         return "dropout"
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return "inputs that need a gradient (attune has no backward pass)"
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype,
            v.dtype, q.device, k.device, v.device, scale)
     why = _WHY_CACHE.get(key, _MISS)
@@ -81,6 +88,8 @@ def _why_not_layout(q, k, v, scale):
     pointers' alignment."""
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "tensors not 4-d [b, h, s, d]"
+    if q.numel() == 0 or k.numel() == 0 or v.numel() == 0:
+        return "an empty tensor"
     if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
         return "dtype %s" % q.dtype
     if not (q.device == k.device == v.device) or q.device.type not in ("cuda", "cpu"):
@@ -144,8 +153,9 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
               enable_gqa=False, causal_alignment="top_left"):
     """torch.nn.functional.scaled_dot_product_attention's signature and
     result ([b, hq, sq, d]), through attune where it covers the call."""
-    kw = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-              enable_gqa=enable_gqa)
+    kw = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+    if enable_gqa:  # only when asked: torch before 2.5 has no such argument
+        kw["enable_gqa"] = enable_gqa
     why = _why_not(query, key, value, attn_mask, dropout_p, scale)
     if why is None and query.shape[1] != key.shape[1] and not enable_gqa:
         why = "hq != hkv without enable_gqa (SDPA says what it wants)"
@@ -159,7 +169,17 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
             key, value = key[:, :, :sq], value[:, :, :sq]  # keys past sq are never seen
     if why is not None:
         return _fallback(why, query, key, value, **kw)
-    return run_bshd(query, key, value, is_causal).transpose(1, 2)
+    try:
+        return run_bshd(query, key, value, is_causal).transpose(1, 2)
+    except _lib.AttuneError as e:
+        if e.code != _lib.EBUSY:
+            raise
+        return _fallback(NOT_PREPARED, query, key, value, **kw)
+
+
+# Why a call under a CUDA graph capture ran SDPA (libattune's EBUSY).
+NOT_PREPARED = ("a shape not prepared on the capturing stream (attune.torch.prepare it, "
+                "or run it once, on that stream before the capture)")
 
 
 def prepare(query, key, value, is_causal=False):
