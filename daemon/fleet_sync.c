@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../common/pin_rule.h"
 #include "../db/fleet_local.h"
 #include "../db/fleet_pg.h"
 #include "log.h"
@@ -108,6 +109,10 @@ static int sync_once(fleet_sync *s, int64_t *next_pull)
     if (ps.batches > 0)
         log_event(LOGL_INFO, "fleet_pushed", "rows=%" PRId64 " batches=%" PRId64
                   " watermark=%" PRId64, ps.rows.sent, ps.batches, ps.acked);
+    if (ps.pins_skipped > 0)
+        log_event(LOGL_WARN, "fleet_pins_skipped", "count=%d max=%d", ps.pins_skipped, PIN_MAX);
+    if (ps.pins_rc != 0) /* the rows are pushed: the sync goes on, the pins wait */
+        log_event(LOGL_WARN, "fleet_pins_failed", "error=%s", LOG_Q(ps.pins_err));
     if (rc != 0) {
         log_event(LOGL_WARN, "fleet_push_failed", "error=%s", LOG_Q(err));
         return rc;

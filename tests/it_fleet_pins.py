@@ -123,6 +123,8 @@ def test_past_the_pin_limit(pg, a, b):
     check(r.returncode == 0, "pinned on a")
     r = run(pg, "fleet", "push", "--db", a, "--fleet", pg.url)
     check(r.returncode == 0, "a's push succeeds past the pin limit: " + r.stderr.strip())
+    check("fleet pins left out" in r.stderr and "1024 at most" in r.stderr,
+          "and says how many pins it left out: " + r.stderr.strip())
     pid = [p["id"] for p in pins(pg, a) if p["tactic"] == "split/acc=f32"][0]
     check(run(pg, "unpin", "--db", a, str(pid)).returncode == 0, "unpinned on a")
     check(run(pg, "fleet", "push", "--db", a, "--fleet", pg.url).returncode == 0, "a pushes")

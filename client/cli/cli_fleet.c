@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/json_num.h"
+#include "common/pin_rule.h"
 #include "db/fleet_local.h"
 #include "db/fleet_pg.h"
 #include "db/store.h"
@@ -133,6 +134,13 @@ static int fleet_push(const args *a)
     if (ps.rows.rejected > 0) {
         fprintf(stderr, "attune: %" PRId64 " malformed rows refused (not pushed), first: %s\n",
                 ps.rows.rejected, ps.first_rejected);
+        rc = 1;
+    }
+    if (ps.pins_skipped > 0)
+        fprintf(stderr, "attune: %d fleet pins left out: this store holds %d at most "
+                        "(its own devices' first)\n", ps.pins_skipped, PIN_MAX);
+    if (ps.pins_rc != 0) { /* the rows are on the server; the pins are not exchanged */
+        fprintf(stderr, "attune: fleet pins not exchanged: %s\n", ps.pins_err);
         rc = 1;
     }
 out:
