@@ -59,7 +59,7 @@ host-build: deps-build
 run: host-build
 	@mkdir -p $(dir $(DB))
 	@if [ -x $(HOST_BUILD)/attuned ]; then \
-	    echo "attune: dashboard at http://127.0.0.1:$(PORT)/ (API under /v1/, docs/api.md)"; \
+	    echo "attune: starting attuned on http://127.0.0.1:$(PORT)/ (dashboard; API under /v1/, docs/api.md); up at its event=ready line"; \
 	    exec $(HOST_BUILD)/attuned --db $(DB) --port $(PORT) --default-grid $(GRID); \
 	else \
 	    echo "attuned was not built (libmicrohttpd missing?); tuning offline instead" >&2; \

@@ -112,6 +112,13 @@ typedef struct attuned {
 
 /* ---- server.c: the libmicrohttpd daemon */
 
+/* Whether cfg.bind:cfg.port can be bound now (a socket bound and closed
+ * again; port 0: not tried), checked before the store is opened and jobs
+ * start, so a port in use fails at once with the system's reason. The
+ * port can still be taken before server_start. 0 or ATTUNE_EINVAL /
+ * ATTUNE_EIO with err. */
+int server_probe(const attuned *d, char *err, size_t errlen);
+
 /* Start listening on cfg.bind:cfg.port with the thread pool (epoll, poll
  * where epoll is unavailable). Sets d->mhd and d->bound_port. 0 or
  * ATTUNE_EIO with err. */

@@ -552,6 +552,11 @@ int main(int argc, char **argv)
     block_signals(&sigs);
     log_event(LOGL_INFO, "start", "version=%s db=%s pid=%ld", ATTUNE_VERSION,
               LOG_Q(d.cfg.db_path), (long)getpid());
+    char perr[ATTUNE_ERRLEN];
+    if (server_probe(&d, perr, sizeof perr) != 0) { /* before any job starts */
+        log_event(LOGL_ERROR, "listen_failed", "error=%s", LOG_Q(perr));
+        goto out;
+    }
     if (open_store(&d, &st) != 0 || start_index_and_jobs(&d, st) != 0)
         goto out;
     if (worker_start(st, db_tick, &d, ATTUNED_WATCH_PERIOD_S, &d.worker) != 0)

@@ -1,10 +1,12 @@
 /* server.c -- the libmicrohttpd daemon: bind, thread pool, limits, stop. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "attuned.h"
@@ -46,25 +48,68 @@ static struct MHD_Daemon *start_with(attuned *d, unsigned poll_flag,
         MHD_OPTION_END);
 }
 
+/* The address --bind and --port name, in a4 or a6; *sa points at it and
+ * *len is its size. 0 or ATTUNE_EINVAL (not an address). */
+static int bind_addr(const attuned *d, struct sockaddr_in *a4, struct sockaddr_in6 *a6,
+                     const struct sockaddr **sa, socklen_t *len, char *err, size_t errlen)
+{
+    memset(a4, 0, sizeof *a4);
+    memset(a6, 0, sizeof *a6);
+    if (inet_pton(AF_INET, d->cfg.bind, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)d->cfg.port);
+        *sa = (const struct sockaddr *)a4;
+        *len = sizeof *a4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, d->cfg.bind, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)d->cfg.port);
+        *sa = (const struct sockaddr *)a6;
+        *len = sizeof *a6;
+        return 0;
+    }
+    return attune_fail(err, errlen, ATTUNE_EINVAL, "--bind %s is not an IPv4 or IPv6 address",
+                       d->cfg.bind);
+}
+
+int server_probe(const attuned *d, char *err, size_t errlen)
+{
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    const struct sockaddr *sa;
+    socklen_t len;
+    int rc = bind_addr(d, &a4, &a6, &sa, &len, err, errlen);
+    if (rc != 0 || d->cfg.port == 0)
+        return rc;
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return attune_fail(err, errlen, ATTUNE_EIO, "cannot open a socket: %s", strerror(errno));
+    const int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* as MHD: TIME_WAIT */
+    if (sa->sa_family == AF_INET6)
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, sa, len) != 0) {
+        int e = errno;
+        close(fd);
+        return attune_fail(err, errlen, ATTUNE_EIO, "cannot listen on %s port %d: %s%s",
+                           d->cfg.bind, d->cfg.port, strerror(e),
+                           e == EADDRINUSE ? " (another attuned? --port N, or make run PORT=N, "
+                                             "picks another)" : "");
+    }
+    close(fd);
+    return 0;
+}
+
 int server_start(attuned *d, char *err, size_t errlen)
 {
     struct sockaddr_in a4;
     struct sockaddr_in6 a6;
     const struct sockaddr *sa;
-    memset(&a4, 0, sizeof a4);
-    memset(&a6, 0, sizeof a6);
-    if (inet_pton(AF_INET, d->cfg.bind, &a4.sin_addr) == 1) {
-        a4.sin_family = AF_INET;
-        a4.sin_port = htons((uint16_t)d->cfg.port);
-        sa = (const struct sockaddr *)&a4;
-    } else if (inet_pton(AF_INET6, d->cfg.bind, &a6.sin6_addr) == 1) {
-        a6.sin6_family = AF_INET6;
-        a6.sin6_port = htons((uint16_t)d->cfg.port);
-        sa = (const struct sockaddr *)&a6;
-    } else {
-        return attune_fail(err, errlen, ATTUNE_EINVAL,
-                           "--bind %s is not an IPv4 or IPv6 address", d->cfg.bind);
-    }
+    socklen_t len;
+    int rc = bind_addr(d, &a4, &a6, &sa, &len, err, errlen);
+    if (rc != 0)
+        return rc;
     routes_init();
     /* one descriptor per connection: make room for the connection limit
      * (the soft limit is often 1024, the hard one far higher) */

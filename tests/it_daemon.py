@@ -934,6 +934,20 @@ def test_systemd_protocol(binary):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def test_port_in_use(binary, work, port):
+    """A second attuned on a port in use fails at once with the system's
+    reason, before it creates its database or starts a job."""
+    db = os.path.join(work, "second", "b.db")
+    r = subprocess.run([binary, "--db", db, "--port", str(port)], capture_output=True,
+                       text=True, timeout=30)
+    err = r.stdout + r.stderr
+    check(r.returncode == 1 and "event=listen_failed" in err and "Address already in use" in err,
+          "a port in use: exit %d, listen_failed with the reason (%s)" % (r.returncode,
+                                                                         err.strip()[-200:]))
+    check(not os.path.exists(db) and "job" not in err,
+          "and neither a database nor a job was made")
+
+
 def main():
     binary = os.environ.get("ATTUNED_BIN")
     if not binary or not os.path.exists(binary):
@@ -948,6 +962,7 @@ def main():
         test_clients(d, shapes, winners, dead_port)
         test_external_writes(d)
         test_cli_query(d, dead_port)
+        test_port_in_use(binary, work, d.port)
         test_job_progress_and_cli_cancel(d)
         test_malformed(d)
         test_cancel(d)
