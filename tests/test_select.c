@@ -114,8 +114,26 @@ static void incumbent_should_stay_unless_beaten_beyond_noise(void)
     CHECK_EQ_INT(select_winner(m, 2, NULL, 5e-4), 1);
 }
 
+/* The relative bound is over the most accurate ok row, timed or not: a
+ * noisy row cannot win, but its error still bounds the others. */
+static void noisy_row_should_still_set_the_relative_bound(void)
+{
+    store_measurement m[2] = {meas("fused/pad=1", 20.0, 1e-4, STORE_OK),
+                              meas("folded/acc=f16/pad=1", 10.0, 1e-3, STORE_OK)};
+    m[0].noisy = 1;
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 0), -1); /* 10x the best error */
+    m[0].noisy = 0;
+    m[0].time_us = NAN; /* untimed: the same */
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 0), -1);
+    m[1].rel_err = 7e-4; /* within 8x */
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 0), 1);
+    m[1].rel_err = 1e-3;
+    CHECK_EQ_INT(select_winner(m, 2, NULL, 2e-3), 1); /* a query's bound replaces it */
+}
+
 int main(void)
 {
+    RUN(noisy_row_should_still_set_the_relative_bound);
     RUN(winner_should_be_fastest_within_tolerance_not_fastest_overall);
     RUN(winner_should_ignore_failed_and_inaccurate);
     RUN(query_bound_should_loosen_as_well_as_tighten);

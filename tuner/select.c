@@ -38,6 +38,16 @@ static int usable(const store_measurement *m, int override)
            m->rel_err >= 0;
 }
 
+/* A row whose error counts for the relative bound (the most accurate
+ * tactic's): ok, or inaccurate under a query's bound, with an error. Its
+ * time does not matter: a noisy or untimed row's error is still a valid
+ * measure of what the shape's tactics reach. */
+static int accuracy_counts(const store_measurement *m, int override)
+{
+    int status_ok = m->status == STORE_OK || (override && m->status == STORE_INACCURATE);
+    return status_ok && isfinite(m->rel_err) && m->rel_err >= 0;
+}
+
 int select_winner(const store_measurement *m, int n, const select_policy *p,
                   double override_max_rel_err)
 {
@@ -46,7 +56,7 @@ int select_winner(const store_measurement *m, int n, const select_policy *p,
     int ov = override_max_rel_err > 0;
     double best_err = INFINITY;
     for (int i = 0; i < n; i++)
-        if (usable(&m[i], ov) && m[i].rel_err < best_err)
+        if (accuracy_counts(&m[i], ov) && m[i].rel_err < best_err)
             best_err = m[i].rel_err;
     if (!isfinite(best_err))
         return -1;

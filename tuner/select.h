@@ -5,7 +5,8 @@
  * finite, and its relative L2 error is within both bounds:
  *   rel_err <= max_rel_err              (absolute, per dtype by default)
  *   rel_err <= max_ratio * best_rel_err (relative to the most accurate ok
- *                                        tactic of the same shape)
+ *                                        tactic of the same shape, noisy
+ *                                        or untimed ones included)
  * Time compared is select_time(): for padded tactics the time including the
  * pad/unpad copies (what a runtime that holds unpadded tensors pays), else
  * the kernel time.
