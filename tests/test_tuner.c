@@ -497,6 +497,27 @@ static void check_rows_should_cover_every_head_and_boundary(void)
     free(rows);
 }
 
+/* Few fixed rows (one head: 0, 4095, 4096): the random draws that repeat
+ * a row are drawn again, so the sample holds sample_rows distinct rows
+ * beyond them (252 in all before, 259 now). */
+static void check_rows_should_sample_distinct_rows(void)
+{
+    tuner_opts o;
+    tuner_opts_default(&o);
+    attn_shape s = {1, 1, 1, 4097, 4097, 64, ATTN_F16, 0};
+    int64_t *rows;
+    int n;
+    CHECK_EQ_INT(tuner_check_rows(&s, &o, &rows, &n), 0);
+    CHECK_EQ_INT(n, 3 + o.sample_rows);
+    for (int i = 1; i < n; i++)
+        CHECK(rows[i] > rows[i - 1]);
+    free(rows);
+    o.sample_rows = 5000; /* more than the shape has: every row */
+    CHECK_EQ_INT(tuner_check_rows(&s, &o, &rows, &n), 0);
+    CHECK_EQ_INT(n, 4097);
+    free(rows);
+}
+
 /* ---- throttling: a scripted clock source */
 
 static struct {
@@ -1026,6 +1047,7 @@ int main(void)
     RUN(retune_should_keep_winner_within_noise);
     RUN(budget_should_bind_slow_tactics);
     RUN(check_rows_should_cover_every_head_and_boundary);
+    RUN(check_rows_should_sample_distinct_rows);
     RUN(throttled_tactic_should_be_retimed_and_noted);
     RUN(padded_time_should_never_be_below_kernel_time);
     RUN(placements_should_store_the_mean_over_plans);

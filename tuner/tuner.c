@@ -81,11 +81,22 @@ static double median(const double *v, int n, double *tmp)
     return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
 
+/* Sort r[0..n) and drop repeats; returns the count left. */
+static int sort_unique(int64_t *r, int n)
+{
+    qsort(r, (size_t)n, sizeof *r, cmp_i64);
+    int u = 0;
+    for (int i = 0; i < n; i++)
+        if (u == 0 || r[i] != r[u - 1])
+            r[u++] = r[i];
+    return u;
+}
+
 /* Sampled rows: for every (batch, head) pair the first and last query row
  * (every head of the first and last batch when there are too many pairs),
  * the rows around each pad boundary (the last full multiple of 8, 16 and 64
- * below sq, where padding starts), then seeded random rows until there are
- * at least o->sample_rows beyond the fixed ones. */
+ * below sq, where padding starts), then seeded random rows until
+ * o->sample_rows distinct ones are in beyond the fixed ones (or every row). */
 int tuner_check_rows(const attn_shape *s, const tuner_opts *o, int64_t **rows, int *n)
 {
     int64_t total = s->b * s->hq * s->sq;
@@ -103,7 +114,8 @@ int tuner_check_rows(const attn_shape *s, const tuner_opts *o, int64_t **rows, i
     }
     int64_t pairs = s->b * s->hq;
     int all_batches = pairs <= 1024;
-    int64_t cap = (all_batches ? pairs : 2 * s->hq) * 8 + o->sample_rows;
+    int64_t extra = o->sample_rows > 0 ? o->sample_rows : 0;
+    int64_t cap = (all_batches ? pairs : 2 * s->hq) * 8 + extra;
     r = malloc((size_t)cap * sizeof *r);
     if (r == NULL)
         return ATTUNE_ENOMEM;
@@ -126,14 +138,26 @@ int tuner_check_rows(const attn_shape *s, const tuner_opts *o, int64_t **rows, i
             }
         }
     }
+    /* Random rows until o->sample_rows distinct ones join the distinct
+     * fixed rows (or every row is in): a draw that repeats a row draws
+     * again. Each round draws what is missing, so the buffer (fixed rows
+     * + sample_rows) always has room. */
+    int u = sort_unique(r, cnt);
+    int64_t want = u + extra;
+    if (want >= total) { /* every row (r holds fixed rows + sample_rows >= total) */
+        for (int64_t i = 0; i < total; i++)
+            r[i] = i;
+        *rows = r;
+        *n = (int)total;
+        return 0;
+    }
+    int target = (int)want;
     uint64_t st = tuner_shape_seed(s) ^ 0x5eedc0de5eedc0deULL;
-    for (int k = 0; k < o->sample_rows; k++)
-        r[cnt++] = (int64_t)(hash_splitmix64(&st) % (uint64_t)total);
-    qsort(r, (size_t)cnt, sizeof *r, cmp_i64);
-    int u = 0;
-    for (int i = 0; i < cnt; i++)
-        if (u == 0 || r[i] != r[u - 1])
-            r[u++] = r[i];
+    while (u < target) {
+        for (cnt = u; cnt < target; cnt++)
+            r[cnt] = (int64_t)(hash_splitmix64(&st) % (uint64_t)total);
+        u = sort_unique(r, cnt);
+    }
     *rows = r;
     *n = u;
     return 0;
