@@ -124,7 +124,9 @@ void answer_no_tactic_text(const index_answer *ans, variant_set vs, char *buf, s
     char want[96], listed[96];
     variant_set_str(vs, want, sizeof want);
     variant_set_str(ans->listed, listed, sizeof listed);
-    if (ans->nexcluded > 0)
+    /* the backend lists none of the asked variants: no pin is to blame */
+    int unlisted = ans->listed != 0 && vs != 0 && (ans->listed & vs) == 0;
+    if (ans->nexcluded > 0 && !unlisted)
         snprintf(buf, len,
                  "no tactic%s%s for %s on %s: %d exclusion pin%s (GET /v1/pins) leave%s no "
                  "tactic that qualifies", vs != 0 ? " of variants=" : "", vs != 0 ? want : "",

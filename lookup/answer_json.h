@@ -21,7 +21,9 @@ char *answer_json(const index_answer *ans, double mre, variant_set vs, const cha
                   size_t *len);
 
 /* Why index_lookup_in found no tactic of vs (ATTUNE_ENOTFOUND) for ans's
- * shape and device, into buf: the error text of the 404. */
+ * shape and device, into buf: the error text of the 404. The listed
+ * variants when the backend lists none of vs; else the exclusion pins when
+ * any applied; else that nothing measured qualifies. */
 void answer_no_tactic_text(const index_answer *ans, variant_set vs, char *buf, size_t len);
 
 #endif

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include "db/store_pins.h"
+#include "lookup/answer_json.h"
 #include "lookup/index.h"
 #include "test.h"
 
@@ -240,6 +241,30 @@ static void lookup_should_never_answer_an_excluded_tactic(void)
     index_free(ix);
 }
 
+/* A 404 blames the pins only when the backend lists a variant asked for:
+ * variants=cudnn on the CPU is refused for the listing, pin or not. */
+static void refusal_should_blame_pins_only_when_the_backend_lists_the_variants(void)
+{
+    index_state *ix = fixture();
+    index_answer a;
+    char why[256];
+    variant_set cudnn = 1u << ATTN_CUDNN, split = 1u << ATTN_SPLIT;
+    pin x = mk(PIN_EXCLUDE, "fused/pad=1", "b*.hq4.hkv1.sq*.skv*.d*.f32.*", "", "", 1);
+    set_pins(ix, &x, 1);
+    CHECK_EQ_INT(index_lookup_in(ix, "CPU-L", &U, 0, cudnn, &a), ATTUNE_ENOTFOUND);
+    CHECK_EQ_INT(a.nexcluded, 1);
+    answer_no_tactic_text(&a, cudnn, why, sizeof why);
+    CHECK_MSG(strstr(why, "the backend lists only") != NULL, "%s", why);
+    CHECK(strstr(why, "pin") == NULL);
+    /* an exclusion that does leave nothing of a listed variant is named */
+    pin xs = mk(PIN_EXCLUDE, "split", "", "", "", 2);
+    set_pins(ix, &xs, 1);
+    CHECK_EQ_INT(index_lookup_in(ix, "CPU-L", &U, 0, split, &a), ATTUNE_ENOTFOUND);
+    answer_no_tactic_text(&a, split, why, sizeof why);
+    CHECK_MSG(strstr(why, "1 exclusion pin") != NULL, "%s", why);
+    index_free(ix);
+}
+
 /* ---- the store and fleet tables */
 
 static void store_should_keep_pins_and_carry_them_in_tables(void)
@@ -436,6 +461,7 @@ int main(void)
     RUN(lookup_should_answer_a_force_as_pinned);
     RUN(lookup_should_prefer_the_specific_force_and_exclusions);
     RUN(lookup_should_never_answer_an_excluded_tactic);
+    RUN(refusal_should_blame_pins_only_when_the_backend_lists_the_variants);
     RUN(store_should_keep_pins_and_carry_them_in_tables);
     RUN(store_should_migrate_a_database_from_before_pins);
     RUN(store_should_merge_pins_last_writer_wins);
