@@ -159,12 +159,10 @@ static int fleet_pull(const args *a)
     if (cli_store_open(a->db, 0, &st) || connect_fleet(a->url, &c))
         goto out;
     if (a->devices.n > 0) {
-        for (int i = 0; i < a->devices.n; i++) {
+        for (int i = 0; i < a->devices.n; i++) { /* cpu, an ordinal, an id or name */
             attn_stack stack;
-            if (store_device_get(st, a->devices.v[i], &devs[n], &stack) != 0) {
-                fprintf(stderr, "attune: unknown device '%s' in %s\n", a->devices.v[i], a->db);
+            if (cli_device_resolve(st, a->devices.v[i], NULL, NULL, &devs[n], &stack) != 0)
                 goto out;
-            }
             n++;
         }
     } else {
@@ -259,19 +257,13 @@ int cli_fleet_main(int argc, char **argv)
 
 /* The fleet's view of the device's model: its aggregates pulled from the
  * server into the database as the model's fleet device. 0 or 1 (printed). */
-static int drift_pull(store *st, const args *a)
+static int drift_pull(store *st, const args *a, const attn_device_info *info)
 {
     fleet_pg *c = NULL;
-    attn_device_info info;
-    attn_stack latest;
     char err[ATTUNE_ERRLEN] = "";
     int64_t rows = 0;
-    if (store_device_get(st, a->devices.v[0], &info, &latest) != 0) {
-        fprintf(stderr, "attune: unknown device '%s' in %s\n", a->devices.v[0], a->db);
-        return 1;
-    }
     int rc = connect_fleet(a->url, &c) != 0 ||
-             fleet_local_pull(st, c, &info, 1, 0, &rows, err, sizeof err) != 0;
+             fleet_local_pull(st, c, info, 1, 0, &rows, err, sizeof err) != 0;
     if (rc != 0 && err[0])
         fprintf(stderr, "attune: fleet pull failed: %s\n", err);
     fleet_pg_close(c);
@@ -307,19 +299,22 @@ static int drift_main(args *a)
     store *st = NULL;
     if (cli_store_open(a->db, 0, &st))
         return 1;
-    if (a->url != NULL) {
-        if (drift_pull(st, a) != 0) {
-            store_close(st);
-            return 1;
-        }
-        a->model = 1;
+    /* the spec as every command reads it (cpu, an ordinal, an id or name),
+     * then the device by its id */
+    attn_device_info info;
+    attn_stack stack;
+    if (cli_device_resolve(st, a->devices.v[0], NULL, NULL, &info, &stack) != 0 ||
+        (a->url != NULL && drift_pull(st, a, &info) != 0)) {
+        store_close(st);
+        return 1;
     }
+    if (a->url != NULL)
+        a->model = 1;
     select_policy p;
     select_policy_default(&p);
     drift_report r;
     char err[ATTUNE_ERRLEN] = "";
-    int rc = drift_compare(st, a->devices.v[0], a->model, a->from, a->to, &p, &r, err,
-                           sizeof err);
+    int rc = drift_compare(st, info.id, a->model, a->from, a->to, &p, &r, err, sizeof err);
     store_close(st);
     if (rc != 0) {
         fprintf(stderr, "attune: drift: %s\n", err[0] ? err : attune_strerror(rc));
