@@ -943,8 +943,23 @@ static int same_model(const ix_device *a, const ix_device *b)
     return device_model_same(&a->info, &b->info);
 }
 
+/* Winner of fleet device f's shape sh for local device d: among the rows
+ * of d's power mode only (a row of another mode is never served), f's
+ * current stack fresh when it is of d's mode, any other stack stale. */
+static int fleet_winner(const ix_shape *sh, const ix_device *f, const ix_device *d,
+                        const select_policy *p, double mre, variant_set vs,
+                        const pin_match *pm, int *stale)
+{
+    if (strcmp(f->stack.power, d->stack.power) == 0)
+        return shape_winner(sh, f, p, mre, vs, pm, stale);
+    attn_stack as = f->stack; /* its id: f's rows of that stack are of another mode */
+    snprintf(as.power, sizeof as.power, "%s", d->stack.power);
+    return pick_winner(sh->m, sh->n, &as, p, mre, vs, pm, f->local, stale);
+}
+
 /* Fleet fallback for local device d: the winner of the shape (key, hash h)
- * on a fleet device of the same model, fresh rows before stale ones. 0
+ * on a fleet device of the same model among the rows of d's power mode
+ * (fleet_winner), fresh rows before stale ones. 0
  * with *out filled, or ATTUNE_ENOTFOUND (read lock held). */
 static int fleet_answer(index_state *ix, const ix_device *d, const char *key, uint64_t h,
                         double mre, variant_set vs, const pin_match *pm, index_answer *out)
@@ -958,7 +973,7 @@ static int fleet_answer(index_state *ix, const ix_device *d, const char *key, ui
         int stale, i = find_slot_shape(f, key, h);
         if (i < 0)
             continue;
-        int w = shape_winner(&f->shapes[i], f, &ix->policy, mre, vs, pm, &stale);
+        int w = fleet_winner(&f->shapes[i], f, d, &ix->policy, mre, vs, pm, &stale);
         if (w < 0 || (best != NULL && (stale || !best_stale)))
             continue;
         best = f;

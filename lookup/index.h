@@ -20,7 +20,8 @@
  *             the most recent other stack that has one (stale = 1);
  *   fleet     a local device that has not measured the shape: the winner of
  *             a fleet device of the same model (name, compute capability,
- *             SM count, memory) that has, naming that device and its host;
+ *             SM count, memory) that has, among its rows of the asking
+ *             device's power mode, naming that device and its host;
  *   nearest / predicted  the prediction model (tuner/predict.h) over every
  *             shape the device measured: the tactic with the lowest
  *             predicted time predicted to meet the bound, with that time and

@@ -99,6 +99,41 @@ static void lookup_should_take_fleet_rows_whole(void)
     index_free(ix);
 }
 
+/* Fleet rows of another power mode are never served: a 15 W Orin is not
+ * answered with a MAXN Orin's winner, only with its rows of 15 W. */
+static void fleet_answer_should_keep_to_the_power_mode(void)
+{
+    attn_device_info info;
+    attn_stack st;
+    index_state *ix = index_new(NULL);
+    CHECK(ix != NULL);
+    device(&info, &st, "CPU-L", "l15");
+    snprintf(st.power, sizeof st.power, "nvpmodel-2-15W");
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 1), 0);
+    device(&info, &st, "CPU-F", "fmaxn");
+    snprintf(st.power, sizeof st.power, "nvpmodel-0-MAXN");
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 0), 0);
+    store_measurement m = row("CPU-F", "fmaxn", A, "split/acc=f32/pad=1", 10, 0, 100);
+    snprintf(m.power, sizeof m.power, "nvpmodel-0-MAXN");
+    put(ix, m);
+    index_answer a;
+    CHECK_EQ_INT(index_lookup(ix, "CPU-L", &A, 0, &a), 0);
+    CHECK(a.source != INDEX_FLEET);
+    CHECK(index_lookup_in(ix, "CPU-L", &A, 0.5, 0, &a) == 0 && a.source != INDEX_FLEET);
+    /* the fleet device's rows of 15 W (an older stack there) answer, stale */
+    m = row("CPU-F", "f15", A, "fused/pad=1", 30, 0, 50);
+    snprintf(m.power, sizeof m.power, "nvpmodel-2-15W");
+    put(ix, m);
+    CHECK_EQ_INT(index_lookup(ix, "CPU-L", &A, 0, &a), 0);
+    CHECK_EQ_INT(a.source, INDEX_FLEET);
+    CHECK_STR(a.m.tactic, "fused/pad=1");
+    CHECK_EQ_INT(a.stale, 1);
+    /* and the fleet device itself still answers with its own mode's rows */
+    CHECK(index_lookup(ix, "CPU-F", &A, 0, &a) == 0 && a.source == INDEX_MEASURED);
+    CHECK_STR(a.m.tactic, "split/acc=f32/pad=1");
+    index_free(ix);
+}
+
 static void lookup_should_fall_back_to_a_complete_older_stack(void)
 {
     index_state *ix = one_device("CPU-1", 1);
@@ -618,6 +653,7 @@ int main(void)
     RUN(lookup_should_answer_measured_only_from_a_complete_tune);
     RUN(lookup_should_take_fleet_rows_whole);
     RUN(lookup_should_fall_back_to_a_complete_older_stack);
+    RUN(fleet_answer_should_keep_to_the_power_mode);
     RUN(row_put_should_apply_rows_as_the_store_does);
     RUN(lookup_should_answer_nearest_or_predicted_from_other_shapes);
     RUN(lookup_should_answer_default_when_nothing_is_known);
