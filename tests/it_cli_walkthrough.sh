@@ -1,7 +1,7 @@
 #!/bin/sh
 # it_cli_walkthrough.sh -- what a new user's walk through the README met on
 # a host without a GPU: device specs as the help gives them (drift --device
-# cpu), ports outside 1-65535 refused as usage errors.
+# cpu), ports outside 1-65535 refused as usage errors (attune and attuned).
 set -u
 : "${ATTUNE_BIN:?}"
 dir=$(mktemp -d)
@@ -21,5 +21,22 @@ grep -q "unknown device" "$dir/err" && fail "drift --device cpu: unknown device"
 "$A" drift --db "$db" --device nosuchgpu >"$dir/out" 2>"$dir/err"
 [ $? -eq 1 ] && grep -q "unknown device 'nosuchgpu'" "$dir/err" &&
     ok "drift --device nosuchgpu: unknown device" || fail "drift --device nosuchgpu"
+
+# a port outside 1-65535: a usage error (exit 2) naming the range, not
+# "cannot reach attuned" (curl's "bad/illegal format")
+for cmd in "query --device cpu --shape $key" "jobs" "pins" "tune --shape $key"; do
+    # shellcheck disable=SC2086
+    "$A" $cmd --url http://127.0.0.1:99999 >"$dir/out" 2>"$dir/err"
+    [ $? -eq 2 ] && grep -q "1-65535" "$dir/err" && ok "$cmd --url :99999: $(cat "$dir/err")" ||
+        fail "$cmd --url http://127.0.0.1:99999"
+done
+ATTUNE_URL=http://127.0.0.1:0 "$A" jobs >"$dir/out" 2>"$dir/err"
+[ $? -eq 2 ] && grep -q 'ATTUNE_URL.*1-65535' "$dir/err" && ok "ATTUNE_URL with port 0: usage" ||
+    fail "ATTUNE_URL=http://127.0.0.1:0 attune jobs"
+if [ -n "${ATTUNED_BIN:-}" ]; then
+    "$ATTUNED_BIN" --port 99999 --db "$dir/d.db" >"$dir/out" 2>"$dir/err"
+    [ $? -ne 0 ] && grep -q "1-65535" "$dir/err" && ok "attuned --port 99999 names the range" ||
+        fail "attuned --port 99999"
+fi
 
 [ $fails -eq 0 ] || { echo "$fails failures"; exit 1; }

@@ -260,11 +260,12 @@ static int call(const char *url, const char *token_file, const char *method, con
 {
     char tok[512], *resp = NULL;
     long status = 0;
-    int rc = 1;
+    int rc;
     *out = NULL;
-    attune_client *c = attune_client_new(url, 10000);
+    attune_client *c = cli_remote_client(what + strlen("attune "), url, 10000, &rc);
     if (c == NULL)
-        return 1;
+        return rc;
+    rc = 1;
     if (cli_remote_token(token_file, tok, sizeof tok) != 0 ||
         attune_client_set_token(c, tok) != ATTUNE_CLIENT_OK)
         goto out;
@@ -320,11 +321,12 @@ static int pins_url(const char *url, const char *device, cli_format fmt)
     char path[512] = "/v1/pins";
     if (device != NULL)
         cli_remote_param(path + strlen(path), sizeof path - strlen(path), "?device=", device);
-    attune_client *c = attune_client_new(url, 10000);
+    int rc;
+    attune_client *c = cli_remote_client("pins", url, 10000, &rc);
     if (c == NULL)
-        return 1;
+        return rc;
     json_t *o = cli_remote_get_json(c, path, "pins");
-    int rc = o != NULL ? print_pins(json_object_get(o, "pins"), fmt) : 1;
+    rc = o != NULL ? print_pins(json_object_get(o, "pins"), fmt) : 1;
     json_decref(o);
     attune_client_free(c);
     return rc;

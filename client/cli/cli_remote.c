@@ -173,6 +173,59 @@ void cli_remote_unreachable(const char *prefix, const attune_client *c, const ch
             prefix, attune_client_url(c), why != NULL ? ": " : "", why != NULL ? why : "");
 }
 
+/* The port a URL names ("scheme://[user@]host[:port][/...]", the host
+ * maybe "[v6]"): 0 when none, -1 when it is not a number in 1..65535. */
+static long url_port(const char *url)
+{
+    const char *p = strstr(url, "://");
+    p = p != NULL ? p + 3 : url;
+    size_t n = strcspn(p, "/?#");
+    const char *at = memchr(p, '@', n);
+    while (at != NULL) { /* the host follows the last '@' of the authority */
+        n -= (size_t)(at + 1 - p);
+        p = at + 1;
+        at = memchr(p, '@', n);
+    }
+    const char *colon = NULL;
+    if (p[0] == '[') {
+        const char *close = memchr(p, ']', n);
+        colon = close != NULL && close + 1 < p + n && close[1] == ':' ? close + 1 : NULL;
+    } else {
+        for (const char *q = p; q < p + n; q++)
+            if (*q == ':')
+                colon = q;
+    }
+    if (colon == NULL || colon + 1 == p + n)
+        return 0;
+    long port = 0;
+    for (const char *q = colon + 1; q < p + n; q++) {
+        if (*q < '0' || *q > '9' || port > 65535)
+            return -1;
+        port = port * 10 + (*q - '0');
+    }
+    return port >= 1 && port <= 65535 ? port : -1;
+}
+
+attune_client *cli_remote_client(const char *cmd, const char *url, long timeout_ms,
+                                 int *status)
+{
+    attune_client *c = attune_client_new(url, timeout_ms);
+    *status = 0;
+    if (c == NULL) {
+        fprintf(stderr, "attune %s: out of memory\n", cmd);
+        *status = 1;
+        return NULL;
+    }
+    const char *u = attune_client_url(c);
+    if (strncmp(u, "file:", 5) != 0 && url_port(u) < 0) {
+        *status = cli_usage_error(cmd, "%s %s: the port must be 1-65535",
+                                  url != NULL && *url != 0 ? "--url" : "$ATTUNE_URL", u);
+        attune_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
 /* GET path and parse the JSON answer; NULL (error printed) unless 200. */
 json_t *cli_remote_get_json(attune_client *c, const char *path, const char *what)
 {
@@ -460,11 +513,9 @@ int cli_query_main(int argc, char **argv)
     int rc = query_args_parse(argc, argv, &args, &q, dt, sizeof dt, &mre, &tmo);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    attune_client *c = attune_client_new(args.url, (long)tmo);
-    if (c == NULL) {
-        fprintf(stderr, "attune query: out of memory\n");
-        return 1;
-    }
+    attune_client *c = cli_remote_client("query", args.url, (long)tmo, &rc);
+    if (c == NULL)
+        return rc;
     attune_answer a;
     if (args.variants != NULL && args.variants[0] == 0) {
         fprintf(stderr, "attune query: --variants is empty (e.g. cudnn,split,folded)\n");
@@ -689,9 +740,9 @@ int cli_jobs_main(int argc, char **argv)
         return cli_usage_error("jobs", "job id must be a positive integer");
     if ((cancel || wait) && pos.n == 0)
         return cli_usage_error("jobs", "--cancel and --wait need a job id");
-    attune_client *c = attune_client_new(url, 10000);
+    attune_client *c = cli_remote_client("jobs", url, 10000, &rc);
     if (c == NULL)
-        return 1;
+        return rc;
     if (cancel)
         rc = cancel_job(c, id, token_file);
     else if (wait)
@@ -751,10 +802,11 @@ int cli_tune_remote(const cli_tune_args *a)
     int n = 0, rc = cli_shapes_load("tune", a->grid, &a->shapes, &shapes, &n);
     if (rc != 0)
         goto out;
-    rc = 1;
-    if (cli_remote_token(a->token_file, tok, sizeof tok) != 0)
+    if ((c = cli_remote_client("tune", a->url, 30000, &rc)) == NULL)
         goto out;
-    if ((c = attune_client_new(a->url, 30000)) == NULL || attune_client_set_token(c, tok) != 0)
+    rc = 1;
+    if (cli_remote_token(a->token_file, tok, sizeof tok) != 0 ||
+        attune_client_set_token(c, tok) != 0)
         goto out;
     char dflt[256];
     const char *device = a->device;

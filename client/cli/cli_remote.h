@@ -30,6 +30,11 @@ void cli_remote_http_error(const char *what, long status, const char *body);
 void cli_remote_unreachable(const char *prefix, const attune_client *c, const char *why);
 /* Append prefix and value percent-encoded to dst; the length written. */
 size_t cli_remote_param(char *dst, size_t len, const char *prefix, const char *value);
+/* The client of attuned at url (NULL: $ATTUNE_URL, else the default), for
+ * command cmd; NULL with *status the exit status to return: 2 after a usage
+ * error (a port outside 1-65535), 1 out of memory. */
+attune_client *cli_remote_client(const char *cmd, const char *url, long timeout_ms,
+                                 int *status);
 /* GET path and parse the JSON answer; NULL (error printed) unless 200. */
 json_t *cli_remote_get_json(attune_client *c, const char *path, const char *what);
 
