@@ -39,4 +39,20 @@ if [ -n "${ATTUNED_BIN:-}" ]; then
         fail "attuned --port 99999"
 fi
 
+# a refusal longer than attune_answer.error (160 bytes) ends with "...",
+# not cut silently mid-word ("... for th (HTTP 404)")
+if [ -n "${ATTUNE_LOOKUP_LIB:-}" ]; then
+    "$A" query --url "file:$db" --device cpu --shape $key --variants cudnn >"$dir/out" 2>"$dir/err"
+    rc=$?
+    msg=$(sed -n 's/.*refused the question: \(.*\) (HTTP [0-9]*);.*/\1/p' "$dir/err")
+    if [ $rc -eq 3 ] && [ -n "$msg" ] && { [ ${#msg} -lt 140 ] || [ "${msg%...}" != "$msg" ]; }; then
+        ok "a long refusal is whole or ends with ...: $msg"
+    else
+        fail "query --variants cudnn from a table: refusal cut silently (rc $rc)"
+    fi
+    "$A" query --url "file:$db" --device cpu --shape $key --variants cudnn --json >"$dir/out" 2>"$dir/err"
+    python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; sys.exit(0 if len(e) < 150 or e.endswith("...") else 1)' "$dir/out" &&
+        ok "query --json: the long error is whole or ends with ..." || fail "query --json error cut silently"
+fi
+
 [ $fails -eq 0 ] || { echo "$fails failures"; exit 1; }

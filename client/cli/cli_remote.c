@@ -299,6 +299,13 @@ static const char *refusal_text(const char *error, long *status)
     return strncmp(end, ": ", 2) == 0 ? end + 2 : error;
 }
 
+/* "..." when the answer's error filled attune_answer.error (the struct is
+ * the ABI: a longer message was cut there), else "". */
+static const char *cut_mark(const attune_answer *a)
+{
+    return strlen(a->error) + 1 >= sizeof a->error ? "..." : "";
+}
+
 /* The options of `attune query`. */
 typedef struct query_args {
     const char *url, *device, *key, *dtype, *mre, *timeout, *fields[6], *variants, *max_err;
@@ -403,8 +410,11 @@ static void print_answer_json(const attune_answer *a, int rc)
         json_object_set_new(o, "from_shape", json_string(a->from_shape));
         json_object_set_new(o, "distance", json_num(a->distance));
     }
-    if (a->error[0])
-        json_object_set_new(o, "error", json_string(a->error));
+    if (a->error[0]) {
+        char err[sizeof a->error + 4];
+        snprintf(err, sizeof err, "%s%s", a->error, cut_mark(a));
+        json_object_set_new(o, "error", json_string(err));
+    }
     char *text = json_num_dumps(o, JSON_INDENT(2));
     if (text != NULL)
         puts(text);
@@ -419,8 +429,9 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
     if (rc == ATTUNE_CLIENT_REJECTED) {
         long status;
         const char *msg = refusal_text(a->error, &status);
-        fprintf(stderr, "attune query: %s refused the question: %s",
-                strncmp(attune_client_url(c), "file:", 5) == 0 ? "the table" : "attuned", msg);
+        fprintf(stderr, "attune query: %s refused the question: %s%s",
+                strncmp(attune_client_url(c), "file:", 5) == 0 ? "the table" : "attuned", msg,
+                cut_mark(a));
         if (status > 0)
             fprintf(stderr, " (HTTP %ld)", status);
         fprintf(stderr, "; printed the %s answer a runtime would get\n",
@@ -431,8 +442,8 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
         return 0;
     /* a 5xx or a garbled answer: reached, but failing */
     if (strncmp(a->error, "HTTP ", 5) == 0 || strstr(a->error, "malformed") != NULL)
-        fprintf(stderr, "attune query: attuned at %s failed: %s\n", attune_client_url(c),
-                a->error);
+        fprintf(stderr, "attune query: attuned at %s failed: %s%s\n", attune_client_url(c),
+                a->error, cut_mark(a));
     else
         cli_remote_unreachable("attune query", c, a->error);
     fprintf(stderr, "attune query: printed the %s answer\n",
@@ -533,7 +544,7 @@ int cli_query_main(int argc, char **argv)
     }
     rc = attune_lookup_in(c, &q, args.variants, mre, &a);
     if (rc == ATTUNE_CLIENT_EINVAL) {
-        fprintf(stderr, "attune query: %s\n", a.error);
+        fprintf(stderr, "attune query: %s%s\n", a.error, cut_mark(&a));
         attune_client_free(c);
         return 2;
     }
