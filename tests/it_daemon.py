@@ -667,6 +667,10 @@ def test_job_progress_and_cli_cancel(d):
     j = wait_job(d, job)
     check(j["state"] in ("canceled", "done") and r[0] == (1 if j["state"] == "canceled" else 0),
           "attune jobs --wait exits 1 for a canceled job (rc %d, %s)" % (r[0], j["state"]))
+    if j["state"] == "canceled":  # again: it reads canceled, not "cancel requested"
+        r = attune_cli("jobs", "--url", url, "--cancel", "--token-file", tok, str(job))
+        check(r[0] == 0 and ("job %d: canceled" % job) in r[1] and "requested" not in r[1],
+              "attune jobs --cancel of a canceled job says canceled (%r)" % r[1])
     r = attune_cli("jobs", "--url", url)
     lines = r[1].splitlines()
     check(r[0] == 0 and lines

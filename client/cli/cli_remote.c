@@ -632,12 +632,18 @@ static int cancel_job(attune_client *c, long long id, const char *token_file)
     if (status == 200) {
         json_error_t je;
         json_t *j = json_loads(body, 0, &je);
-        if (json_is_true(json_object_get(j, "cancel_requested")))
+        const char *state = json_string_value(json_object_get(j, "state"));
+        /* cancel_requested stays set once the job reads canceled: the state
+         * says whether it still runs */
+        if (state != NULL && strcmp(state, "running") == 0 &&
+            json_is_true(json_object_get(j, "cancel_requested")))
             printf("job %lld: cancel requested; it stops after the tactic in flight "
                    "(measurements taken so far are kept); follow it with "
                    "`attune jobs --wait %lld`\n", id, id);
-        else
+        else if (state == NULL || strcmp(state, "canceled") == 0)
             printf("job %lld: canceled\n", id);
+        else /* done or failed (attuned answers 409 for those) */
+            printf("job %lld: %s, nothing to cancel\n", id, state);
         if (j != NULL) {
             print_job_header();
             print_job_line(j);
