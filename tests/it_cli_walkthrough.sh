@@ -55,4 +55,16 @@ if [ -n "${ATTUNE_LOOKUP_LIB:-}" ]; then
         ok "query --json: the long error is whole or ends with ..." || fail "query --json error cut silently"
 fi
 
+# README's "Defaults that fit": export ATTUNE_DB, then attune pins --json
+# (no --url, no $ATTUNE_URL: the database, not the default URL)
+export ATTUNE_DB="$db"
+unset ATTUNE_URL
+"$A" pin --exclude fused/pad=1 --reason walkthrough --device cpu >"$dir/out" 2>"$dir/err" &&
+    "$A" pins --json >"$dir/out" 2>"$dir/err" && grep -q '"reason": "walkthrough"' "$dir/out" &&
+    "$A" unpin 1 >"$dir/out" 2>"$dir/err" && grep -q "pin 1 removed" "$dir/out" &&
+    ok "pin, pins, unpin use \$ATTUNE_DB" || fail "pin/pins/unpin with ATTUNE_DB"
+ATTUNE_URL=http://127.0.0.1:99999 "$A" pins >"$dir/out" 2>"$dir/err"
+[ $? -eq 2 ] && ok "pins: \$ATTUNE_URL before \$ATTUNE_DB" || fail "pins with ATTUNE_URL and ATTUNE_DB"
+unset ATTUNE_DB
+
 [ $fails -eq 0 ] || { echo "$fails failures"; exit 1; }

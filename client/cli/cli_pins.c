@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../attune.h" /* ATTUNE_CLIENT_DEFAULT_URL */
 #include "cli_common.h"
 #include "cli_out.h"
 #include "common/pin_json.h"
@@ -36,13 +37,17 @@ static const char pin_usage[] =
     "--url (default $ATTUNE_URL): through a running attuned, with the token of\n"
     "its mutating routes (--token-file, else $ATTUNE_TOKEN, $ATTUNE_TOKEN_FILE,\n"
     "./var/token); --db FILE: straight into a database (a running attuned on\n"
-    "it follows within 2 s). Prints the pin (its id is what unpin takes).\n";
+    "it follows within 2 s). Given neither: $ATTUNE_URL when set, else\n"
+    "$ATTUNE_DB when set (and no --token-file), else " ATTUNE_CLIENT_DEFAULT_URL ".\n"
+    "Prints the pin (its id is what unpin takes).\n";
 
 static const char unpin_usage[] =
     "usage: attune unpin [--url URL [--token-file F] | --db FILE] ID\n"
     "\n"
     "Removes pin ID (attune pins lists them); answers go back to what the\n"
-    "other pins and the measurements say.\n";
+    "other pins and the measurements say. Given neither --url nor --db:\n"
+    "$ATTUNE_URL when set, else $ATTUNE_DB when set (and no --token-file), else\n"
+    ATTUNE_CLIENT_DEFAULT_URL ".\n";
 
 static const char pins_usage[] =
     "usage: attune pins [--url URL | --db FILE] [--device ID] [--json | --csv]\n"
@@ -50,7 +55,20 @@ static const char pins_usage[] =
     "Lists the pins, oldest first: id, action, tactic, shape (- every shape),\n"
     "device or model (- every device), author and reason. The table fits the\n"
     "terminal (the author left out, the reason cut first); --csv and --json\n"
-    "print every field. --device: only those that can apply to that device.\n";
+    "print every field. --device: only those that can apply to that device.\n"
+    "Given neither --url nor --db: $ATTUNE_URL when set, else $ATTUNE_DB when\n"
+    "set, else " ATTUNE_CLIENT_DEFAULT_URL ".\n";
+
+/* The database of a pin command given no --db: $ATTUNE_DB when nothing
+ * names a daemon (no --url, --token-file or $ATTUNE_URL), else NULL
+ * (through attuned, at $ATTUNE_URL or the default URL). */
+static const char *pins_db_default(const char *db, const char *url, const char *token_file)
+{
+    const char *env_url = getenv("ATTUNE_URL"), *env_db = getenv("ATTUNE_DB");
+    if (db != NULL || url != NULL || token_file != NULL || (env_url != NULL && *env_url != 0))
+        return db;
+    return env_db != NULL && *env_db != 0 ? env_db : NULL;
+}
 
 /* ---- printing */
 
@@ -358,7 +376,10 @@ int cli_pin_main(int argc, char **argv)
                             {"db", 0, CLI_VALUE, &a.db},
                             {"json", 0, CLI_FLAG, &a.json},
                             {NULL, 0, 0, NULL}};
-    if (cli_parse(argc, argv, opts, pin_usage, NULL, &rc) || (rc = pin_args_check(&a)) != 0)
+    if (cli_parse(argc, argv, opts, pin_usage, NULL, &rc))
+        return rc;
+    a.db = pins_db_default(a.db, a.url, a.token_file);
+    if ((rc = pin_args_check(&a)) != 0)
         return rc;
     json_t *body = pin_body(&a);
     if (body == NULL)
@@ -389,6 +410,7 @@ int cli_unpin_main(int argc, char **argv)
                                         "lists them)");
     if (db != NULL && (url != NULL || token_file != NULL))
         return cli_usage_error("unpin", "--db and --url are exclusive");
+    db = pins_db_default(db, url, token_file);
     if (db != NULL)
         return unpin_db(db, id);
 #ifdef ATTUNE_HAVE_CLIENT
@@ -415,6 +437,7 @@ int cli_pins_main(int argc, char **argv)
         return rc;
     if (db != NULL && url != NULL)
         return cli_usage_error("pins", "--db and --url are exclusive");
+    db = pins_db_default(db, url, NULL);
     if (db != NULL)
         return pins_db(db, device, fmt);
 #ifdef ATTUNE_HAVE_CLIENT
