@@ -943,18 +943,56 @@ static int same_model(const ix_device *a, const ix_device *b)
     return device_model_same(&a->info, &b->info);
 }
 
+/* 1 when list_buf[0..nall) holds tactic. */
+static int tactic_listed(const char *tactic, int nall)
+{
+    char ts[ATTN_TACTIC_STR_MAX];
+    for (int k = 0; k < nall; k++)
+        if (strcmp(attn_tactic_str(&list_buf[k], ts, sizeof ts), tactic) == 0)
+            return 1;
+    return 0;
+}
+
+/* w, a winner among the rows of sh (pick_winner's under cur, need_mark and
+ * the lookup's bound, variants and exclusions) made elsewhere than on d's
+ * current stack (stale, fleet), when its tactic runs on d: d's backend
+ * lists it for the shape, or nothing lists for d (listing() returns 0:
+ * the rows are taken as they are). Else the winner among the rows whose
+ * tactics it lists, the others taken as unsupported (the marks stay: a
+ * tune's completeness is its whole stack's); -1 when none. Read lock held. */
+static int runnable_winner(const index_state *ix, const ix_device *d, const ix_shape *sh,
+                           int w, const attn_stack *cur, double mre, variant_set vs,
+                           const pin_match *pm, int need_mark, int *stale)
+{
+    int nall = w >= 0 ? listing(ix, d, &sh->shape) : 0;
+    if (nall == 0 || tactic_listed(sh->m[w].tactic, nall))
+        return w;
+    store_measurement *c = malloc((size_t)sh->n * sizeof *c);
+    if (c == NULL)
+        return -1;
+    memcpy(c, sh->m, (size_t)sh->n * sizeof *c);
+    for (int k = 0; k < sh->n; k++)
+        if (!tactic_listed(c[k].tactic, nall))
+            c[k].status = STORE_UNSUPPORTED;
+    w = pick_winner(c, sh->n, cur, &ix->policy, mre, vs, pm, need_mark, stale);
+    free(c);
+    return w;
+}
+
 /* Winner of fleet device f's shape sh for local device d: among the rows
  * of d's power mode only (a row of another mode is never served), f's
- * current stack fresh when it is of d's mode, any other stack stale. */
-static int fleet_winner(const ix_shape *sh, const ix_device *f, const ix_device *d,
-                        const select_policy *p, double mre, variant_set vs,
-                        const pin_match *pm, int *stale)
+ * current stack fresh when it is of d's mode, any other stack stale; of a
+ * tactic that runs on d (runnable_winner). */
+static int fleet_winner(const index_state *ix, const ix_shape *sh, const ix_device *f,
+                        const ix_device *d, double mre, variant_set vs, const pin_match *pm,
+                        int *stale)
 {
-    if (strcmp(f->stack.power, d->stack.power) == 0)
-        return shape_winner(sh, f, p, mre, vs, pm, stale);
     attn_stack as = f->stack; /* its id: f's rows of that stack are of another mode */
     snprintf(as.power, sizeof as.power, "%s", d->stack.power);
-    return pick_winner(sh->m, sh->n, &as, p, mre, vs, pm, f->local, stale);
+    int w = strcmp(f->stack.power, d->stack.power) == 0
+                ? shape_winner(sh, f, &ix->policy, mre, vs, pm, stale)
+                : pick_winner(sh->m, sh->n, &as, &ix->policy, mre, vs, pm, f->local, stale);
+    return runnable_winner(ix, d, sh, w, &as, mre, vs, pm, f->local, stale);
 }
 
 /* Fleet fallback for local device d: the winner of the shape (key, hash h)
@@ -973,7 +1011,7 @@ static int fleet_answer(index_state *ix, const ix_device *d, const char *key, ui
         int stale, i = find_slot_shape(f, key, h);
         if (i < 0)
             continue;
-        int w = fleet_winner(&f->shapes[i], f, d, &ix->policy, mre, vs, pm, &stale);
+        int w = fleet_winner(ix, &f->shapes[i], f, d, mre, vs, pm, &stale);
         if (w < 0 || (best != NULL && (stale || !best_stale)))
             continue;
         best = f;
@@ -1083,8 +1121,9 @@ static void count_own_rows(const ix_device *d, int i, index_answer *out)
     out->complete = lo >= 0 && select_complete(d->shapes[i].m + lo, out->own_rows, d->local);
 }
 
-/* The shape's own winner on d (measured), when it has one. 1 with out
- * filled, else 0 (read lock held). */
+/* The shape's own winner on d (measured), when it has one; one of an
+ * older stack only of a tactic that still runs (runnable_winner). 1 with
+ * out filled, else 0 (read lock held). */
 static int measured_answer(index_state *ix, const ix_device *d, int i, const char *key,
                            double mre, variant_set vs, const pin_match *pm, index_answer *out)
 {
@@ -1092,6 +1131,8 @@ static int measured_answer(index_state *ix, const ix_device *d, int i, const cha
     if (i < 0)
         return 0;
     int w = shape_winner(&d->shapes[i], d, &ix->policy, mre, vs, pm, &stale);
+    if (w >= 0 && stale) /* of an older stack: one that still runs */
+        w = runnable_winner(ix, d, &d->shapes[i], w, &d->stack, mre, vs, pm, d->local, &stale);
     if (w < 0)
         return 0;
     out->source = INDEX_MEASURED;
@@ -1122,13 +1163,9 @@ static int tactic_row(const ix_device *d, int i, const char *tactic)
  * listed where it ran). */
 static int tactic_runs(const ix_device *d, int i, const char *tactic, int nall)
 {
-    char ts[ATTN_TACTIC_STR_MAX];
     if (nall == 0)
         return tactic_row(d, i, tactic) >= 0;
-    for (int k = 0; k < nall; k++)
-        if (strcmp(attn_tactic_str(&list_buf[k], ts, sizeof ts), tactic) == 0)
-            return 1;
-    return 0;
+    return tactic_listed(tactic, nall);
 }
 
 /* The most specific force of pm that is not excluded, of an asked variant

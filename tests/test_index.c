@@ -134,6 +134,32 @@ static void fleet_answer_should_keep_to_the_power_mode(void)
     index_free(ix);
 }
 
+/* A stale or fleet winner is a tactic the backend lists for the shape:
+ * split/acc=f16 (an older build's, say) is not listed for f32 data. */
+static void stale_and_fleet_answers_should_be_listed_tactics(void)
+{
+    index_state *ix = one_device("CPU-1", 1);
+    put(ix, row("CPU-1", "old", A, "split/acc=f16/pad=1", 10, 1, 50));
+    put(ix, row("CPU-1", "old", A, "fused/pad=1", 30, 0, 50));
+    index_answer a;
+    CHECK_EQ_INT(index_lookup(ix, "CPU-1", &A, 0, &a), 0);
+    CHECK(a.source == INDEX_MEASURED && a.stale == 1);
+    CHECK_STR(a.m.tactic, "fused/pad=1");
+    attn_device_info info;
+    attn_stack st;
+    device(&info, &st, "CPU-F", "fcur");
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 0), 0);
+    put(ix, row("CPU-F", "fcur", A2, "split/acc=f16/pad=1", 10, 0, 60));
+    put(ix, row("CPU-F", "fcur", A2, "split/acc=f32/pad=1", 20, 0, 60));
+    CHECK_EQ_INT(index_lookup(ix, "CPU-1", &A2, 0, &a), 0);
+    CHECK_EQ_INT(a.source, INDEX_FLEET);
+    CHECK_STR(a.m.tactic, "split/acc=f32/pad=1");
+    /* the fleet device's own answer is its measurement, listed or not */
+    CHECK(index_lookup(ix, "CPU-F", &A2, 0, &a) == 0 && a.source == INDEX_MEASURED);
+    CHECK_STR(a.m.tactic, "split/acc=f16/pad=1");
+    index_free(ix);
+}
+
 static void lookup_should_fall_back_to_a_complete_older_stack(void)
 {
     index_state *ix = one_device("CPU-1", 1);
@@ -654,6 +680,7 @@ int main(void)
     RUN(lookup_should_take_fleet_rows_whole);
     RUN(lookup_should_fall_back_to_a_complete_older_stack);
     RUN(fleet_answer_should_keep_to_the_power_mode);
+    RUN(stale_and_fleet_answers_should_be_listed_tactics);
     RUN(row_put_should_apply_rows_as_the_store_does);
     RUN(lookup_should_answer_nearest_or_predicted_from_other_shapes);
     RUN(lookup_should_answer_default_when_nothing_is_known);
