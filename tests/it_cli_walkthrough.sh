@@ -67,4 +67,18 @@ ATTUNE_URL=http://127.0.0.1:99999 "$A" pins >"$dir/out" 2>"$dir/err"
 [ $? -eq 2 ] && ok "pins: \$ATTUNE_URL before \$ATTUNE_DB" || fail "pins with ATTUNE_URL and ATTUNE_DB"
 unset ATTUNE_DB
 
+# the --url synopsis of tune lists --force-long; fleet status refuses
+# --batch (push's) and --device (pull's); one is singular
+"$A" tune --help | sed -n '/tune --url/,/^$/p' | grep -q -- "--force-long" &&
+    ok "tune --url synopsis: --force-long" || fail "tune --help: --force-long not in the --url synopsis"
+"$A" fleet status --db "$db" --batch 5 >"$dir/out" 2>"$dir/err"
+[ $? -eq 2 ] && grep -q "fleet push only" "$dir/err" && ok "fleet status --batch 5: usage" ||
+    fail "fleet status --batch 5 accepted"
+"$A" fleet status --db "$db" --device cpu >"$dir/out" 2>"$dir/err"
+[ $? -eq 2 ] && ok "fleet status --device cpu: usage" || fail "fleet status --device accepted"
+"$A" export --db "$db" --device cpu -o "$dir/t.json" 2>"$dir/err" &&
+    "$A" import --db "$dir/other.db" "$dir/t.json" >"$dir/out" 2>"$dir/err" &&
+    grep -q " 1 device, 1 stack, 0 pins" "$dir/out" && ok "import: $(cat "$dir/out")" ||
+    { fail "import counts: $(cat "$dir/out")"; }
+
 [ $fails -eq 0 ] || { echo "$fails failures"; exit 1; }

@@ -176,7 +176,8 @@ static int fleet_pull(const args *a)
         fprintf(stderr, "attune: fleet pull failed: %s\n", err);
         goto out;
     }
-    printf("pulled %" PRId64 " aggregate rows for %d device(s)\n", rows, n);
+    printf("pulled %" PRId64 " aggregate row%s for %d device%s\n", rows, rows == 1 ? "" : "s",
+           n, n == 1 ? "" : "s");
     rc = 0;
 out:
     fleet_pg_close(c);
@@ -249,6 +250,11 @@ int cli_fleet_main(int argc, char **argv)
     int rc = parse(argc - 1, argv + 1, &a, fleet_usage);
     if (rc == 0 && k != 2 && a.url == NULL)
         rc = cli_usage_error(name, "needs --fleet URL");
+    /* one option table for the three: refuse what this one does not use */
+    if (rc == 0 && k != 0 && a.batch > 0)
+        rc = cli_usage_error(name, "--batch is an option of fleet push only");
+    if (rc == 0 && k != 1 && a.devices.n > 0)
+        rc = cli_usage_error(name, "--device is an option of fleet pull only");
     if (rc == 0)
         rc = run[k](&a);
     cli_multi_free(&a.devices);

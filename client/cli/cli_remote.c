@@ -836,7 +836,7 @@ int cli_tune_remote(const cli_tune_args *a)
     }
     if ((rc = queue_job(c, device, shapes, n, a->force_long, &id)) != 0)
         goto out;
-    printf("job %lld queued: %d shapes on %s\n", id, n, device);
+    printf("job %lld queued: %d shape%s on %s\n", id, n, n == 1 ? "" : "s", device);
     fflush(stdout);
     rc = a->wait ? wait_job(c, id, a->quiet) : 0;
 out:

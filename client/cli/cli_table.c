@@ -142,8 +142,11 @@ int cli_import_main(int argc, char **argv)
                 err[0] ? err : attune_strerror(rc));
         return 1;
     }
-    printf("imported %s: %d measurements written, %d skipped (not newer), %d devices, %d stacks, "
-           "%d pins\n", pos.v[0], stats.measurements, stats.skipped, stats.devices, stats.stacks,
-           stats.pins);
+#define S_(n) ((n) == 1 ? "" : "s")
+    printf("imported %s: %d measurement%s written, %d skipped (not newer), %d device%s, "
+           "%d stack%s, %d pin%s\n", pos.v[0], stats.measurements, S_(stats.measurements),
+           stats.skipped, stats.devices, S_(stats.devices), stats.stacks, S_(stats.stacks),
+           stats.pins, S_(stats.pins));
+#undef S_
     return 0;
 }

@@ -22,7 +22,7 @@ const char cli_tune_help[] =
     "usage: attune tune [--db FILE] [--device ID] (--shape KEY ... | --grid FILE)\n"
     "                   [--force] [--budget-ms MS] [--screen F] [--quiet]\n"
     "       attune tune --url URL [--device ID] (--shape KEY ... | --grid FILE)\n"
-    "                   [--token-file F] [--wait] [--quiet]\n"
+    "                   [--token-file F] [--wait] [--force-long] [--quiet]\n"
     "\n"
     "With --db: measures every applicable tactic of each shape on device ID of\n"
     "this host and commits each measurement to FILE (created if missing; its\n"

@@ -76,8 +76,9 @@ static int fill_table(cli_table *t, const winners_row *w, int n, int csv, int sr
                 cli_fmt_num(v[k], sizeof v[k], csv ? "%.17g" : fmt[k], x[k]);
         attn_shape_key(&w[i].shape, key, sizeof key);
         if (!w[i].has_winner)
-            snprintf(note, sizeof note, "%d tactics: %d ok, %d inaccurate, %d failed",
-                     w[i].ntactics, w[i].nok, w[i].ninaccurate, w[i].nfailed);
+            snprintf(note, sizeof note, "%d tactic%s: %d ok, %d inaccurate, %d failed",
+                     w[i].ntactics, w[i].ntactics == 1 ? "" : "s", w[i].nok, w[i].ninaccurate,
+                     w[i].nfailed);
         else if (w[i].stale) /* the stack in CSV; the word fits a terminal */
             snprintf(note, sizeof note, csv ? "stale: stack %s" : "stale", w[i].stack_id);
         const char *base[NCOLS] = {
