@@ -33,6 +33,9 @@ typedef struct ix_device {
     attn_device_info info;
     attn_stack stack;
     int local;
+    int need_mark;        /* rows count only from a marked (complete) tune:
+                             a local device, or one index_device_need_marks
+                             named (tuned in a database file) */
     ix_shape *shapes;
     int nshapes, cap;
     int32_t *slots;       /* open addressing, linear probing; -1 empty */
@@ -193,7 +196,7 @@ static int cmp_rows(const void *a, const void *b)
  * the current stack cur; other stacks are tried by recency (their newest
  * row), but only those of cur's power mode: a row taken in another mode
  * belongs to another device state and is never served (kernels/power.h),
- * and only complete ones (select_complete; need_mark: a local device):
+ * and only complete ones (select_complete; need_mark: ix_device's):
  * rows of a tune in flight are never a winner's source. vs: the variants
  * the winner may be of (0: any), pm the exclusions it may not be (NULL:
  * none); completeness is the whole stack's.
@@ -236,7 +239,7 @@ static int pick_winner(const store_measurement *m, int n, const attn_stack *cur,
 static void cache_winners(ix_shape *sh, const ix_device *d, const select_policy *p)
 {
     int stale;
-    int w = pick_winner(sh->m, sh->n, &d->stack, p, 0, 0, NULL, d->local, &stale);
+    int w = pick_winner(sh->m, sh->n, &d->stack, p, 0, 0, NULL, d->need_mark, &stale);
     sh->win_fresh = (w >= 0 && !stale) ? w : -1;
     sh->win_stale = (w >= 0 && stale) ? w : -1;
 }
@@ -331,12 +334,26 @@ int index_device_put(index_state *ix, const attn_device_info *info, const attn_s
     d->info = *info;
     d->stack = *stack;
     d->local = local || d->local; /* a fleet copy of a local device stays local */
+    d->need_mark = d->local || d->need_mark;
     rows_changed(ix, d);
     for (int i = 0; i < d->nshapes; i++)
         cache_winners(&d->shapes[i], d, &ix->policy);
 out:
     pthread_rwlock_unlock(&ix->lock);
     return rc;
+}
+
+int index_device_need_marks(index_state *ix, const char *device_id)
+{
+    write_lock(ix);
+    ix_device *d = find_device(ix, device_id);
+    if (d != NULL && !d->need_mark) {
+        d->need_mark = 1;
+        for (int i = 0; i < d->nshapes; i++)
+            cache_winners(&d->shapes[i], d, &ix->policy);
+    }
+    pthread_rwlock_unlock(&ix->lock);
+    return d != NULL ? 0 : ATTUNE_ENODEV;
 }
 
 /* Append shape entry fresh (owning its rows) to d and its slot table
@@ -640,7 +657,7 @@ static int shape_winner(const ix_shape *sh, const ix_device *d, const select_pol
         *stale = sh->win_fresh < 0 && sh->win_stale >= 0;
         return sh->win_fresh >= 0 ? sh->win_fresh : sh->win_stale;
     }
-    return pick_winner(sh->m, sh->n, &d->stack, p, mre, vs, pm, d->local, stale);
+    return pick_winner(sh->m, sh->n, &d->stack, p, mre, vs, pm, d->need_mark, stale);
 }
 
 /* ---- answers for shapes the device has not measured */
@@ -991,8 +1008,8 @@ static int fleet_winner(const index_state *ix, const ix_shape *sh, const ix_devi
     snprintf(as.power, sizeof as.power, "%s", d->stack.power);
     int w = strcmp(f->stack.power, d->stack.power) == 0
                 ? shape_winner(sh, f, &ix->policy, mre, vs, pm, stale)
-                : pick_winner(sh->m, sh->n, &as, &ix->policy, mre, vs, pm, f->local, stale);
-    return runnable_winner(ix, d, sh, w, &as, mre, vs, pm, f->local, stale);
+                : pick_winner(sh->m, sh->n, &as, &ix->policy, mre, vs, pm, f->need_mark, stale);
+    return runnable_winner(ix, d, sh, w, &as, mre, vs, pm, f->need_mark, stale);
 }
 
 /* Fleet fallback for local device d: the winner of the shape (key, hash h)
@@ -1118,7 +1135,8 @@ static void count_own_rows(const ix_device *d, int i, index_answer *out)
             lo = lo < 0 ? k : lo;
             out->own_rows++;
         }
-    out->complete = lo >= 0 && select_complete(d->shapes[i].m + lo, out->own_rows, d->local);
+    out->complete = lo >= 0 && select_complete(d->shapes[i].m + lo, out->own_rows,
+                                                        d->need_mark);
 }
 
 /* The shape's own winner on d (measured), when it has one; one of an
@@ -1132,7 +1150,8 @@ static int measured_answer(index_state *ix, const ix_device *d, int i, const cha
         return 0;
     int w = shape_winner(&d->shapes[i], d, &ix->policy, mre, vs, pm, &stale);
     if (w >= 0 && stale) /* of an older stack: one that still runs */
-        w = runnable_winner(ix, d, &d->shapes[i], w, &d->stack, mre, vs, pm, d->local, &stale);
+        w = runnable_winner(ix, d, &d->shapes[i], w, &d->stack, mre, vs, pm, d->need_mark,
+                            &stale);
     if (w < 0)
         return 0;
     out->source = INDEX_MEASURED;
@@ -1336,7 +1355,8 @@ static int measured_once(index_state *ix, const char *device, const attn_shape *
         rc = out->m.stack_id[0] != 0 && competes(&out->m) && e <= max_err ? 0 : ATTUNE_ENOTFOUND;
     } else if (c != NULL) {
         int stale;
-        int w = pick_winner(c, sh->n, &d->stack, &ix->policy, max_err, vs, pm, d->local, &stale);
+        int w = pick_winner(c, sh->n, &d->stack, &ix->policy, max_err, vs, pm, d->need_mark,
+                            &stale);
         if (w >= 0) {
             out->source = INDEX_MEASURED;
             out->stale = stale;

@@ -9,7 +9,8 @@
  * are built outside the lock and swapped in under the write lock.
  *
  * A shape answers `measured` only from a complete tune (select_complete):
- * on a local device, rows of a (stack, shape) count once one carries the
+ * on a local device (or one tuned in a database file a lookup reads:
+ * index_device_need_marks), rows of a (stack, shape) count once one carries the
  * tuner's winner mark, so a tune in flight (here or in another process)
  * never answers from its partial rows (issue 15 item 5).
  *
@@ -123,6 +124,13 @@ uint64_t index_generation(index_state *ix);
  * recomputed against the new stack). local: a device of this host. */
 int index_device_put(index_state *ix, const attn_device_info *info, const attn_stack *stack,
                      int local);
+
+/* Rows of device_id count only from a complete tune (a (stack, shape)
+ * with the tuner's winner mark), as on a local device, without making it
+ * local (no fleet answers, no listing of its own): for a device tuned in
+ * a database file read by an in-process lookup (lookup/lookup_file.h).
+ * Cached winners are recomputed. 0 or ATTUNE_ENODEV. */
+int index_device_need_marks(index_state *ix, const char *device_id);
 
 /* Put one committed row (tuner_opts.committed) as the store applied it:
  * added, or replacing the row of the same (stack, tactic) and keeping that

@@ -42,7 +42,20 @@ static int open_table(const char *path, store **out, char *err, size_t errlen)
     return rc;
 }
 
-/* Every device of st into ix as a fleet device with its rows. */
+/* 1 when a row of m[0..n) carries the tuner's winner mark: the device was
+ * tuned in this database (an imported device's rows carry none: marks are
+ * not exported, and a table's rows count whole). */
+static int any_marked(const store_measurement *m, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (m[i].incumbent)
+            return 1;
+    return 0;
+}
+
+/* Every device of st into ix as a fleet device with its rows; a device
+ * tuned in the file counts its rows only from complete tunes, as attuned
+ * counts a local device's (a tune in flight or cut short answers nothing). */
 static int load_devices(store *st, index_state *ix, const char *path, char *err,
                         size_t errlen)
 {
@@ -54,8 +67,11 @@ static int load_devices(store *st, index_state *ix, const char *path, char *err,
         store_measurement *m = NULL;
         int nm = 0;
         if ((rc = index_device_put(ix, &infos[i], &stacks[i], 0)) == 0 &&
-            (rc = store_measurements_all(st, infos[i].id, &m, &nm)) == 0)
+            (rc = store_measurements_all(st, infos[i].id, &m, &nm)) == 0 &&
+            (!any_marked(m, nm) || (rc = index_device_need_marks(ix, infos[i].id)) == 0))
             rc = index_device_load(ix, infos[i].id, m, nm); /* takes m */
+        else
+            free(m);
     }
     if (rc != 0)
         attune_fail(err, errlen, rc, "reading '%s' failed: %s", path, attune_strerror(rc));

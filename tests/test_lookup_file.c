@@ -93,6 +93,42 @@ static void file_should_answer_as_the_index_of_its_rows(void)
     CHECK(before.st_mtime == after.st_mtime && before.st_size == after.st_size);
 }
 
+/* A database's tune in flight (or cut short: rows, no winner mark) answers
+ * nothing measured, as in attuned, on a device tuned in the file; an
+ * imported device's rows (never marked) count whole. */
+static void file_should_answer_measured_only_from_a_complete_tune(void)
+{
+    char dir[256], db[300], table[300], err[256];
+    attn_device cpu;
+    test_tmpdir(dir, sizeof dir);
+    make_files(dir, &cpu, db, table, sizeof db);
+    const attn_shape A2 = {2, 8, 2, 24, 40, 16, ATTN_F32, 0};
+    attn_device imp = cpu;
+    snprintf(imp.info.id, sizeof imp.info.id, "CPU-imported");
+    snprintf(imp.info.name, sizeof imp.info.name, "Imported CPU");
+    store *st;
+    CHECK_EQ_INT(store_open(db, 0, &st, err, sizeof err), 0);
+    CHECK_EQ_INT(store_device_put(st, &imp.info, &imp.stack), 0);
+    store_measurement m = row(&cpu, "fused/pad=1", 5); /* in flight */
+    m.shape = A2;
+    CHECK_EQ_INT(store_measurement_put(st, &m), 0);
+    m = row(&imp, "fused/pad=1", 7);
+    m.shape = A2;
+    CHECK_EQ_INT(store_measurement_put(st, &m), 0);
+    store_close(st);
+    index_state *ix;
+    index_answer a;
+    CHECK_EQ_INT(lookup_file_open(db, &ix, err, sizeof err), 0);
+    CHECK_EQ_INT(index_lookup(ix, cpu.info.id, &A2, 0, &a), 0);
+    CHECK(a.source != INDEX_MEASURED);
+    CHECK(a.own_rows == 1 && a.complete == 0);
+    CHECK(index_lookup(ix, cpu.info.id, &A, 0, &a) == 0 && a.source == INDEX_MEASURED);
+    CHECK(index_lookup(ix, "CPU-imported", &A2, 0, &a) == 0 && a.source == INDEX_MEASURED);
+    CHECK(index_lookup_in(ix, "CPU-imported", &A2, 0.5, 0, &a) == 0 &&
+          a.source == INDEX_MEASURED);
+    index_free(ix);
+}
+
 static void table_api_should_answer_json_or_say_why(void)
 {
     char dir[256], db[300], table[300], err[256], *json;
@@ -135,6 +171,7 @@ static void table_api_should_answer_json_or_say_why(void)
 int main(void)
 {
     RUN(file_should_answer_as_the_index_of_its_rows);
+    RUN(file_should_answer_measured_only_from_a_complete_tune);
     RUN(table_api_should_answer_json_or_say_why);
     return test_summary();
 }
