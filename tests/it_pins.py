@@ -103,7 +103,7 @@ def check_force(d, env, work, base_a):
     run(["tune", "--db", fresh, "--device", "cpu", "--shape", MHA, "--budget-ms", "2",
          "--quiet"], env, 0)
     p = run(["import", "--db", fresh, exp], env, 0)
-    check(p.returncode == 0 and "1 pins" in p.stdout, "attune import merges it: " + p.stdout)
+    check(p.returncode == 0 and "1 pin\n" in p.stdout, "attune import merges it: " + p.stdout)
     p = run(["pins", "--db", fresh, "--json"], env, 0)
     check([q["tactic"] for q in json.loads(p.stdout)["pins"]] == [x], "attune pins --db lists it")
     for src in (exp, fresh):
