@@ -85,7 +85,10 @@ static int to_shape(const attune_dims *dims, attn_shape *s, char *err, size_t er
         return attune_fail(err, errlen, ATTUNE_EINVAL, "causal=%d is not 0 or 1", dims->causal);
     *s = (attn_shape){dims->b, dims->hq, dims->hkv, dims->sq, dims->skv, dims->d,
                       (attn_dtype)dims->dtype, dims->causal};
-    return attn_shape_validate(s, err, errlen);
+    int rc = attn_shape_validate(s, err, errlen);
+    /* over the size limits is a bad shape to the ABI (libattune.h lists
+     * no ETOOBIG) */
+    return rc == ATTUNE_ETOOBIG ? ATTUNE_EINVAL : rc;
 }
 
 int attune_shape_key(const attune_dims *shape, char *buf, size_t len, char *err, size_t errlen)

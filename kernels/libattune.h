@@ -117,9 +117,10 @@ int attune_tactics(attune_dev *dev, const attune_dims *shape, char (*out)[ATTUNE
 
 /* Prepare a tactic (canonical text, e.g. from attuned's answer) for shape
  * on dev: allocates, builds cuDNN graphs, picks kernels; slow is fine.
- * Returns 0, ATTUNE_RT_EINVAL (bad shape or tactic text),
- * ATTUNE_RT_EUNSUPP (the tactic does not run this shape on this device),
- * ENOMEM, EGPU. */
+ * Returns 0, ATTUNE_RT_EINVAL (bad shape or tactic text; a shape over
+ * attune's size limits too), ATTUNE_RT_EUNSUPP (the tactic does not run
+ * this shape on this device), ENOMEM (also: 256 distinct cuDNN plans held
+ * at once in the process, the most its plan cache keeps), EGPU. */
 int attune_plan_create(attune_dev *dev, const attune_dims *shape, const char *tactic,
                        attune_plan **out, char *err, size_t errlen);
 
@@ -142,9 +143,12 @@ int attune_plan_run(attune_plan *plan, const attune_tensor *q, const attune_tens
  * at run time need nothing (0). Runs on other strides still run, through
  * the copies. stream: the stream the runs come on; while it captures a
  * CUDA graph nothing is built (ATTUNE_RT_EBUSY). Not concurrently with a
- * run of plan. Returns 0, ATTUNE_RT_EUNSUPP (err says why: the engine
- * refuses these strides, a padded tactic), EBUSY, EINVAL, ENOMEM, EGPU.
- * Since 1.1. */
+ * run of plan. A second call replaces the graph (and may free the
+ * workspace) that graphs captured since the first one launch: tell the
+ * strides before capturing, not after. (attune_auto tells an entry's
+ * strides until it first runs under a capture, never after.) Returns 0,
+ * ATTUNE_RT_EUNSUPP (err says why: the engine refuses these strides, a
+ * padded tactic), EBUSY, EINVAL, ENOMEM, EGPU. Since 1.1. */
 int attune_plan_set_views(attune_plan *plan, const attune_tensor *q, const attune_tensor *k,
                           const attune_tensor *v, const attune_tensor *out, void *stream,
                           char *err, size_t errlen);

@@ -42,9 +42,10 @@ typedef struct auto_entry {
     int64_t one_sq, one_skv, one_since_ms;
     uint64_t one_calls;
     int mixed;
-    /* the strides the plan was last told (attune_plan_set_views) */
+    /* the strides the plan was last told (attune_plan_set_views); captured:
+     * it ran under a graph capture since, so its graph is never replaced */
     attune_tensor views[4];
-    int views_told, views_tries;
+    int views_told, views_tries, captured;
 } auto_entry;
 
 struct attune_auto {
@@ -388,18 +389,23 @@ static int same_strides(const attune_tensor *x, const attune_tensor *y)
 /* Tell e's plan the strides of the call's tensors t (NULL: a prepare,
  * none) when it runs at its planned lengths, so a cuDNN graph reads and
  * writes them in place (attune_plan_set_views); not while the stream
- * captures, and at most AUTO_VIEWS_TRIES times per entry. A refusal
- * leaves the copies: nothing to report. */
+ * captures, and at most AUTO_VIEWS_TRIES times per entry. Once the entry
+ * has run under a capture its strides are never told again: a new views
+ * graph replaces the one (and its workspace) a captured graph launches.
+ * A refusal leaves the copies: nothing to report. */
 static void tell_views(attune_auto *a, auto_entry *e, const attune_dims *shape,
                        const attune_tensor *t, void *stream)
 {
     if (t == NULL || !dims_eq(&e->key, shape) ||
         strncmp(attune_plan_tactic(e->plan), "cudnn", 5) != 0)
         return;
-    if (e->views_told && same_strides(&e->views[0], &t[0]) && same_strides(&e->views[1], &t[1]) &&
-        same_strides(&e->views[2], &t[2]) && same_strides(&e->views[3], &t[3]))
-        return;
-    if (e->views_tries >= AUTO_VIEWS_TRIES || attune_dev_capturing(a->dev, stream))
+    const int same = e->views_told && same_strides(&e->views[0], &t[0]) &&
+                     same_strides(&e->views[1], &t[1]) && same_strides(&e->views[2], &t[2]) &&
+                     same_strides(&e->views[3], &t[3]);
+    if (e->views_told && !e->captured && attune_dev_capturing(a->dev, stream))
+        e->captured = 1; /* told, and now captured: its graph stays */
+    if (same || e->captured || e->views_tries >= AUTO_VIEWS_TRIES ||
+        attune_dev_capturing(a->dev, stream))
         return;
     e->views_tries++;
     e->views_told = 1;
@@ -421,6 +427,12 @@ static int entry_for(attune_auto *a, const attune_dims *shape, const attune_tens
     key.skv = attune_bucket_len(shape->skv);
     auto_entry *b;
     int rc = bucket_entry(a, &key, 0, stream, &b, err, errlen);
+    if (rc == ATTUNE_EINVAL && !dims_eq(&key, shape)) {
+        /* the ceiling over the size limits where the call is not (up to a
+         * quarter octave longer): the call's own lengths */
+        key = *shape;
+        rc = bucket_entry(a, &key, 0, stream, &b, err, errlen);
+    }
     if (rc != 0)
         return rc;
     if (!dims_eq(&key, shape)) {

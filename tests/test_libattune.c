@@ -145,6 +145,13 @@ static void bad_arguments_should_be_refused_with_a_reason(void)
     CHECK_MSG(strstr(err, "cudnn") != NULL, "%s", err);
     CHECK(plan == NULL);
     char key[128];
+    attune_dims huge = s; /* over the size limits: a bad shape (EINVAL), as
+                             libattune.h lists; it was an unlisted ETOOBIG */
+    huge.b = 1 << 21;
+    CHECK_EQ_INT(attune_shape_key(&huge, key, sizeof key, err, sizeof err), ATTUNE_RT_EINVAL);
+    CHECK_EQ_INT(attune_plan_create(dev, &huge, "fused/pad=1", &plan, err, sizeof err),
+                 ATTUNE_RT_EINVAL);
+    CHECK(plan == NULL && err[0] != 0);
     CHECK_EQ_INT(attune_shape_key(&s, key, sizeof key, err, sizeof err), 0);
     CHECK_STR(key, "b1.hq4.hkv2.sq8.skv8.d16.f16.nc");
 

@@ -896,18 +896,23 @@ static int handle_of(int dev, int slot, dnn_handle **out, char *note, size_t not
     if (dev < 0 || dev >= MAX_DEVS || slot < 0 || slot > MAX_BUILDERS)
         return ATTUNE_ENODEV;
     dh = &hpool[dev][slot];
+    int was = -1; /* the thread's device, set back after (a listing call
+                     must not move it) */
     if (dh->h == NULL) {
-        if (cudaSetDevice(dev) != cudaSuccess) {
+        if (cudaGetDevice(&was) != cudaSuccess || cudaSetDevice(dev) != cudaSuccess) {
             cudaGetLastError();
             return ATTUNE_EGPU;
         }
         DNN_TRY("create handle", cudnnCreate(&dh->h));
         pthread_mutex_init(&dh->mu, NULL);
+        cudaSetDevice(was);
     }
     *out = dh;
     return 0;
 fail:
     dh->h = NULL;
+    if (was >= 0)
+        cudaSetDevice(was);
     return rc;
 }
 
