@@ -440,7 +440,8 @@ static int row_from_json(const json_t *o, int i, const char *device_id, store_me
     m->taken_at = taken;
     m->err_ratio = NAN;
     snprintf(m->device_id, sizeof m->device_id, "%s", device_id);
-    if (store_check_measurement(m, canon, detail, sizeof detail) != 0)
+    if (store_check_measurement(m, canon, detail, sizeof detail) != 0 ||
+        store_check_not_future(m->taken_at, "taken_at", detail, sizeof detail) != 0)
         return field_fail(err, errlen, where, detail);
     memcpy(m->tactic, canon, sizeof canon);
     return 0;

@@ -164,7 +164,9 @@ int store_check_stack(const attn_stack *s, char *err, size_t errlen);
 int store_check_not_future(int64_t t, const char *field, char *err, size_t errlen);
 /* Every field of a measurement except err_ratio (computed on read). The
  * tactic must parse; its canonical text goes to canon (ATTN_TACTIC_STR_MAX
- * bytes). taken_at: not after STORE_FUTURE_SLACK_S past now. */
+ * bytes). taken_at is not compared with this host's clock here (a fleet
+ * push of this host's rows after its clock was set back must not refuse
+ * them; imports check it: store_check_not_future). */
 int store_check_measurement(const store_measurement *m, char *canon, char *err,
                             size_t errlen);
 
