@@ -62,9 +62,12 @@ static void sync_dir_of(const char *path)
 /* Write a fresh token file at path, never a partial one: the token is
  * written and synced in a temporary file beside it (mkstemp: mode 0600
  * from the start), then link()ed to path, which fails with EEXIST when a
- * racing creator won (theirs is read, as with O_EXCL). A crash at any
- * point leaves no token file or a whole one; an empty one would refuse
- * every later start. A crash can leave the temporary (path.XXXXXX). */
+ * racing creator won (theirs is read, as with O_EXCL). On a filesystem
+ * without hard links it is renamed into place when path does not exist
+ * (a racing creator could then lose its token: starts are not raced
+ * there in practice). A crash at any point leaves no token file or a
+ * whole one; an empty one would refuse every later start. A crash can
+ * leave the temporary (path.XXXXXX). */
 static int create_token_file(const char *path, char *err, size_t errlen)
 {
     char hex[66], tmp[4096];
@@ -83,6 +86,11 @@ static int create_token_file(const char *path, char *err, size_t errlen)
     if (close(fd) != 0)
         rc = ATTUNE_EIO;
     int linked = rc == 0 ? link(tmp, path) : -1, link_errno = errno;
+    if (linked != 0 && rc == 0 && link_errno != EEXIST && access(path, F_OK) != 0 &&
+        rename(tmp, path) == 0) { /* no hard links here (EPERM, ENOTSUP, ...): moved */
+        sync_dir_of(path);
+        return 0;
+    }
     unlink(tmp);
     if (rc != 0)
         return attune_fail(err, errlen, rc, "cannot write token file %s", tmp);

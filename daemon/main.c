@@ -185,7 +185,7 @@ static int parse_args(int argc, char **argv, attuned_config *c)
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         const char *bad = NULL;
         switch (ch) {
-        case OPT_PORT: if (parse_int(optarg, 0, 65535, &c->port)) bad = "--port (1-65535)"; break;
+        case OPT_PORT: if (parse_int(optarg, 0, 65535, &c->port)) bad = "--port (0-65535)"; break;
         case OPT_BIND: c->bind = optarg; break;
         case OPT_DB: c->db_path = optarg; break;
         case OPT_TOKEN: c->token_file = optarg; break;

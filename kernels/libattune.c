@@ -91,6 +91,12 @@ static int to_shape(const attune_dims *dims, attn_shape *s, char *err, size_t er
     return rc == ATTUNE_ETOOBIG ? ATTUNE_EINVAL : rc;
 }
 
+int attune_dims_ok(const attune_dims *shape)
+{
+    attn_shape s;
+    return shape != NULL && to_shape(shape, &s, NULL, 0) == 0;
+}
+
 int attune_shape_key(const attune_dims *shape, char *buf, size_t len, char *err, size_t errlen)
 {
     attn_shape s;

@@ -143,9 +143,9 @@ int attune_plan_run(attune_plan *plan, const attune_tensor *q, const attune_tens
  * at run time need nothing (0). Runs on other strides still run, through
  * the copies. stream: the stream the runs come on; while it captures a
  * CUDA graph nothing is built (ATTUNE_RT_EBUSY). Not concurrently with a
- * run of plan. A second call replaces the graph (and may free the
- * workspace) that graphs captured since the first one launch: tell the
- * strides before capturing, not after. (attune_auto tells an entry's
+ * run of plan. A call replaces the graph (and may free the workspace)
+ * that graphs captured before it launch: tell the strides before
+ * capturing, not after. (attune_auto tells an entry's
  * strides until it first runs under a capture, never after.) Returns 0,
  * ATTUNE_RT_EUNSUPP (err says why: the engine refuses these strides, a
  * padded tactic), EBUSY, EINVAL, ENOMEM, EGPU. Since 1.1. */

@@ -390,8 +390,9 @@ static int same_strides(const attune_tensor *x, const attune_tensor *y)
  * none) when it runs at its planned lengths, so a cuDNN graph reads and
  * writes them in place (attune_plan_set_views); not while the stream
  * captures, and at most AUTO_VIEWS_TRIES times per entry. Once the entry
- * has run under a capture its strides are never told again: a new views
- * graph replaces the one (and its workspace) a captured graph launches.
+ * has run under a capture its strides are never told (again): a views
+ * graph replaces the graph (and may free the workspace) that the
+ * captured graph launches.
  * A refusal leaves the copies: nothing to report. */
 static void tell_views(attune_auto *a, auto_entry *e, const attune_dims *shape,
                        const attune_tensor *t, void *stream)
@@ -402,10 +403,9 @@ static void tell_views(attune_auto *a, auto_entry *e, const attune_dims *shape,
     const int same = e->views_told && same_strides(&e->views[0], &t[0]) &&
                      same_strides(&e->views[1], &t[1]) && same_strides(&e->views[2], &t[2]) &&
                      same_strides(&e->views[3], &t[3]);
-    if (e->views_told && !e->captured && attune_dev_capturing(a->dev, stream))
-        e->captured = 1; /* told, and now captured: its graph stays */
-    if (same || e->captured || e->views_tries >= AUTO_VIEWS_TRIES ||
-        attune_dev_capturing(a->dev, stream))
+    if (!e->captured && attune_dev_capturing(a->dev, stream))
+        e->captured = 1; /* a captured graph holds its graph and workspace now */
+    if (same || e->captured || e->views_tries >= AUTO_VIEWS_TRIES)
         return;
     e->views_tries++;
     e->views_told = 1;
@@ -425,14 +425,13 @@ static int entry_for(attune_auto *a, const attune_dims *shape, const attune_tens
     attune_dims key = *shape;
     key.sq = attune_bucket_len(shape->sq);
     key.skv = attune_bucket_len(shape->skv);
+    /* a ceiling over the size limits where the call is not (up to a
+     * quarter octave longer): the call's own lengths are its bucket; a
+     * few comparisons, only for shapes whose ceiling was not met before */
+    if (!dims_eq(&key, shape) && find(a, &key, stream, 0) == NULL && !attune_dims_ok(&key))
+        key = *shape;
     auto_entry *b;
     int rc = bucket_entry(a, &key, 0, stream, &b, err, errlen);
-    if (rc == ATTUNE_EINVAL && !dims_eq(&key, shape)) {
-        /* the ceiling over the size limits where the call is not (up to a
-         * quarter octave longer): the call's own lengths */
-        key = *shape;
-        rc = bucket_entry(a, &key, 0, stream, &b, err, errlen);
-    }
     if (rc != 0)
         return rc;
     if (!dims_eq(&key, shape)) {
