@@ -328,7 +328,7 @@ static void pull_into(store *st, fleet_pg *c, const attn_device_info *d, int ref
     char err[512] = "";
     int64_t got = 0;
     double t0 = now_s(), scpu = server_cpu_s(), ccpu = client_cpu_s();
-    CHECK(fleet_local_pull(st, c, d, 1, refresh_after_s, &got, err, sizeof err), "local pull");
+    CHECK(fleet_local_pull(st, c, d, 1, refresh_after_s, &got, NULL, err, sizeof err), "local pull");
     printf("%s: %" PRId64 " rows in %.3f s (CPU server %.3f s, client %.3f s; load average "
            "%.1f)\n",
            what, got, now_s() - t0, server_cpu_s() - scpu, client_cpu_s() - ccpu, load1());

@@ -32,6 +32,7 @@ struct fleet_sync {
     pthread_cond_t wake;
     atomic_int stopping;
     long long pending_at_ms;   /* last refresh of the pending gauge (monotonic) */
+    int pins_skipped_said;     /* the count of left-out pins last logged */
 };
 
 /* Metrics: process-wide, like metrics.c's counters. */
@@ -40,6 +41,18 @@ static atomic_llong m_pending = -1, m_pushed, m_rejected, m_pulled, m_errors, m_
 static atomic_llong m_last_push, m_last_pull, m_last_ok, m_backoff, m_started;
 
 static void refresh_pending(fleet_sync *s);
+
+/* Log the fleet pins a push's or pull's exchange left out past PIN_MAX
+ * when the count changed (a store next to a server of more than PIN_MAX
+ * rules would say it every push otherwise). */
+static void say_pins_skipped(fleet_sync *s, int n)
+{
+    if (n == s->pins_skipped_said)
+        return;
+    s->pins_skipped_said = n;
+    log_event(n > 0 ? LOGL_WARN : LOGL_INFO, "fleet_pins_skipped", "count=%d max=%d", n,
+              PIN_MAX);
+}
 
 /* Between two push batches: the pause (spreading a backlog's load on the
  * server), the pending-rows gauge every 200 ms (so /metrics shows
@@ -109,25 +122,29 @@ static int sync_once(fleet_sync *s, int64_t *next_pull)
     if (ps.batches > 0)
         log_event(LOGL_INFO, "fleet_pushed", "rows=%" PRId64 " batches=%" PRId64
                   " watermark=%" PRId64, ps.rows.sent, ps.batches, ps.acked);
-    if (ps.pins_skipped > 0)
-        log_event(LOGL_WARN, "fleet_pins_skipped", "count=%d max=%d", ps.pins_skipped, PIN_MAX);
-    if (ps.pins_rc != 0) /* the rows are pushed: the sync goes on, the pins wait */
-        log_event(LOGL_WARN, "fleet_pins_failed", "error=%s", LOG_Q(ps.pins_err));
     if (rc != 0) {
         log_event(LOGL_WARN, "fleet_push_failed", "error=%s", LOG_Q(err));
         return rc;
     }
     atomic_store(&m_last_push, (long long)time(NULL));
+    if (ps.pins_rc != 0) { /* the rows are pushed; the pins again after the backoff
+                              (a dropped connection is made again) */
+        log_event(LOGL_WARN, "fleet_pins_failed", "error=%s", LOG_Q(ps.pins_err));
+        return ps.pins_rc;
+    }
+    say_pins_skipped(s, ps.pins_skipped);
     if (atomic_load(&s->stopping))
         return 0;
     if (time(NULL) >= *next_pull) {
         int64_t rows = 0;
+        int skipped = 0;
         if ((rc = fleet_local_pull(s->st, s->conn, s->devices, s->cfg.ndevices,
-                                   FLEET_SYNC_REFRESH_S, &rows, err,
+                                   FLEET_SYNC_REFRESH_S, &rows, &skipped, err,
                                    sizeof err)) != 0) {
             log_event(LOGL_WARN, "fleet_pull_failed", "error=%s", LOG_Q(err));
             return rc;
         }
+        say_pins_skipped(s, skipped);
         atomic_fetch_add(&m_pulled, rows);
         atomic_store(&m_last_pull, (long long)time(NULL));
         *next_pull = time(NULL) + s->cfg.pull_period_s;

@@ -702,9 +702,12 @@ static int pull_tx(store *st, void *ctx)
 }
 
 int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
-                     int refresh_after_s, int64_t *rows, char *err, size_t errlen)
+                     int refresh_after_s, int64_t *rows, int *pins_skipped, char *err,
+                     size_t errlen)
 {
     *rows = 0;
+    if (pins_skipped != NULL)
+        *pins_skipped = 0;
     for (int i = 0; i < n; i++) {
         char uid[32], other[32];
         int seen = 0;
@@ -732,6 +735,9 @@ int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n
             return rc;
         *rows += a.rows;
     }
-    int pushed, added, skipped; /* and with every pull */
-    return fleet_local_pins(st, c, &pushed, &added, &skipped, err, errlen);
+    int pushed, added, skipped = 0; /* and with every pull */
+    int rc = fleet_local_pins(st, c, &pushed, &added, &skipped, err, errlen);
+    if (pins_skipped != NULL)
+        *pins_skipped = skipped;
+    return rc;
 }

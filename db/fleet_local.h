@@ -96,9 +96,10 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
  * replace older ones); refresh_after_s as fleet_pg_pull_open's. *rows:
  * aggregate rows received. Ends with the pins' exchange, whose error (a
  * malformed pin on the server) is the pull's; rules left out at PIN_MAX
- * are not an error. */
+ * are not an error: *pins_skipped (may be NULL) counts them. */
 int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
-                     int refresh_after_s, int64_t *rows, char *err, size_t errlen);
+                     int refresh_after_s, int64_t *rows, int *pins_skipped, char *err,
+                     size_t errlen);
 
 /* The stack row id of st: 0, ATTUNE_ENOTFOUND, or a database error. */
 int fleet_local_stack(store *st, const char *id, attn_stack *out);

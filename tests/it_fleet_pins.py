@@ -130,6 +130,7 @@ def test_past_the_pin_limit(pg, a, b):
     check(run(pg, "fleet", "push", "--db", a, "--fleet", pg.url).returncode == 0, "a pushes")
     r = run(pg, "fleet", "pull", "--db", b, "--fleet", pg.url)
     check(r.returncode == 0, "b's pull succeeds past the pin limit: " + r.stderr.strip())
+    check("fleet pins left out" in r.stderr, "and says it left pins out: " + r.stderr.strip())
     got = [p["tactic"] for p in pins(pg, b)]
     check(len(got) == 1024, "b keeps 1024 pins in force (%d)" % len(got))
     check("fused/pad=1" in got, "b holds a's new rule")

@@ -172,12 +172,16 @@ static int fleet_pull(const args *a)
             devs[n++] = local[i].info;
     }
     int64_t rows = 0;
-    if (fleet_local_pull(st, c, devs, n, 0, &rows, err, sizeof err) != 0) {
+    int skipped = 0;
+    if (fleet_local_pull(st, c, devs, n, 0, &rows, &skipped, err, sizeof err) != 0) {
         fprintf(stderr, "attune: fleet pull failed: %s\n", err);
         goto out;
     }
     printf("pulled %" PRId64 " aggregate row%s for %d device%s\n", rows, rows == 1 ? "" : "s",
            n, n == 1 ? "" : "s");
+    if (skipped > 0)
+        fprintf(stderr, "attune: %d fleet pins left out: this store holds %d at most "
+                        "(its own devices' first)\n", skipped, PIN_MAX);
     rc = 0;
 out:
     fleet_pg_close(c);
@@ -269,7 +273,7 @@ static int drift_pull(store *st, const args *a, const attn_device_info *info)
     char err[ATTUNE_ERRLEN] = "";
     int64_t rows = 0;
     int rc = connect_fleet(a->url, &c) != 0 ||
-             fleet_local_pull(st, c, info, 1, 0, &rows, err, sizeof err) != 0;
+             fleet_local_pull(st, c, info, 1, 0, &rows, NULL, err, sizeof err) != 0;
     if (rc != 0 && err[0])
         fprintf(stderr, "attune: fleet pull failed: %s\n", err);
     fleet_pg_close(c);
