@@ -115,6 +115,8 @@ int attune_table_tactic(attune_table *t, const char *device, const long long dim
         answer_no_tactic_text(&ans, vs, why, sizeof why);
         return fail(json, 404, "%s", why);
     }
+    if (rc == ATTUNE_ENOMEM)
+        return fail(json, 500, "out of memory");
     if (rc != 0)
         return fail(json, 404, "unknown device '%.64s' (not in the table)", device);
     size_t len;

@@ -970,28 +970,32 @@ static int tactic_listed(const char *tactic, int nall)
     return 0;
 }
 
-/* w, a winner among the rows of sh (pick_winner's under cur, need_mark and
- * the lookup's bound, variants and exclusions) made elsewhere than on d's
- * current stack (stale, fleet), when its tactic runs on d: d's backend
- * lists it for the shape, or nothing lists for d (listing() returns 0:
- * the rows are taken as they are). Else the winner among the rows whose
- * tactics it lists, the others taken as unsupported (the marks stay: a
- * tune's completeness is its whole stack's); -1 when none. Read lock held. */
-static int runnable_winner(const index_state *ix, const ix_device *d, const ix_shape *sh,
-                           int w, const attn_stack *cur, double mre, variant_set vs,
-                           const pin_match *pm, int need_mark, int *stale)
+/* w, a winner among the rows m[0..n) of shape s (pick_winner's under
+ * cur, need_mark and the lookup's bound, variants and exclusions; m may be
+ * a copy of an ix_shape's rows, index_lookup_measured's with the asked
+ * error) made elsewhere than on d's current stack (stale, fleet), when its
+ * tactic runs on d: d's backend lists it for the shape, or nothing lists
+ * for d (listing() returns 0: the rows are taken as they are). Else the
+ * winner among the rows whose tactics it lists, the others taken as
+ * unsupported (the marks stay: a tune's completeness is its whole
+ * stack's), *stale set as pick_winner sets it; -1 when none, or
+ * ATTUNE_ENOMEM (never "none": a failed copy is no verdict on the rows).
+ * Read lock held. */
+static int runnable_winner(const index_state *ix, const ix_device *d, const store_measurement *m,
+                           int n, const attn_shape *s, int w, const attn_stack *cur, double mre,
+                           variant_set vs, const pin_match *pm, int need_mark, int *stale)
 {
-    int nall = w >= 0 ? listing(ix, d, &sh->shape) : 0;
-    if (nall == 0 || tactic_listed(sh->m[w].tactic, nall))
+    int nall = w >= 0 ? listing(ix, d, s) : 0;
+    if (nall == 0 || tactic_listed(m[w].tactic, nall))
         return w;
-    store_measurement *c = malloc((size_t)sh->n * sizeof *c);
+    store_measurement *c = malloc((size_t)n * sizeof *c);
     if (c == NULL)
-        return -1;
-    memcpy(c, sh->m, (size_t)sh->n * sizeof *c);
-    for (int k = 0; k < sh->n; k++)
+        return ATTUNE_ENOMEM;
+    memcpy(c, m, (size_t)n * sizeof *c);
+    for (int k = 0; k < n; k++)
         if (!tactic_listed(c[k].tactic, nall))
             c[k].status = STORE_UNSUPPORTED;
-    w = pick_winner(c, sh->n, cur, &ix->policy, mre, vs, pm, need_mark, stale);
+    w = pick_winner(c, n, cur, &ix->policy, mre, vs, pm, need_mark, stale);
     free(c);
     return w;
 }
@@ -1009,13 +1013,14 @@ static int fleet_winner(const index_state *ix, const ix_shape *sh, const ix_devi
     int w = strcmp(f->stack.power, d->stack.power) == 0
                 ? shape_winner(sh, f, &ix->policy, mre, vs, pm, stale)
                 : pick_winner(sh->m, sh->n, &as, &ix->policy, mre, vs, pm, f->need_mark, stale);
-    return runnable_winner(ix, d, sh, w, &as, mre, vs, pm, f->need_mark, stale);
+    return runnable_winner(ix, d, sh->m, sh->n, &sh->shape, w, &as, mre, vs, pm, f->need_mark,
+                           stale);
 }
 
 /* Fleet fallback for local device d: the winner of the shape (key, hash h)
  * on a fleet device of the same model among the rows of d's power mode
  * (fleet_winner), fresh rows before stale ones. 0
- * with *out filled, or ATTUNE_ENOTFOUND (read lock held). */
+ * with *out filled, ATTUNE_ENOTFOUND, or ATTUNE_ENOMEM (read lock held). */
 static int fleet_answer(index_state *ix, const ix_device *d, const char *key, uint64_t h,
                         double mre, variant_set vs, const pin_match *pm, index_answer *out)
 {
@@ -1029,6 +1034,8 @@ static int fleet_answer(index_state *ix, const ix_device *d, const char *key, ui
         if (i < 0)
             continue;
         int w = fleet_winner(ix, &f->shapes[i], f, d, mre, vs, pm, &stale);
+        if (w < -1)
+            return w; /* ENOMEM */
         if (w < 0 || (best != NULL && (stale || !best_stale)))
             continue;
         best = f;
@@ -1141,7 +1148,7 @@ static void count_own_rows(const ix_device *d, int i, index_answer *out)
 
 /* The shape's own winner on d (measured), when it has one; one of an
  * older stack only of a tactic that still runs (runnable_winner). 1 with
- * out filled, else 0 (read lock held). */
+ * out filled, 0 when none, or ATTUNE_ENOMEM (read lock held). */
 static int measured_answer(index_state *ix, const ix_device *d, int i, const char *key,
                            double mre, variant_set vs, const pin_match *pm, index_answer *out)
 {
@@ -1150,10 +1157,10 @@ static int measured_answer(index_state *ix, const ix_device *d, int i, const cha
         return 0;
     int w = shape_winner(&d->shapes[i], d, &ix->policy, mre, vs, pm, &stale);
     if (w >= 0 && stale) /* of an older stack: one that still runs */
-        w = runnable_winner(ix, d, &d->shapes[i], w, &d->stack, mre, vs, pm, d->need_mark,
-                            &stale);
+        w = runnable_winner(ix, d, d->shapes[i].m, d->shapes[i].n, &d->shapes[i].shape, w,
+                            &d->stack, mre, vs, pm, d->need_mark, &stale);
     if (w < 0)
-        return 0;
+        return w < -1 ? w : 0;
     out->source = INDEX_MEASURED;
     out->stale = stale;
     out->m = d->shapes[i].m[w];
@@ -1222,7 +1229,8 @@ int index_lookup(index_state *ix, const char *device, const attn_shape *s,
 }
 
 /* The sources in order for shape s (key, hash h) on d (read lock held):
- * pinned, measured, fleet, predicted, default. 0 or ATTUNE_ENOTFOUND; on
+ * pinned, measured, fleet, predicted, default. 0, ATTUNE_ENOTFOUND or
+ * ATTUNE_ENOMEM; on
  * the first pass (first), ATTUNE_EBUSY when the listing is missing and
  * the lookup will make it itself (list_after): no answer is worth making
  * before it. */
@@ -1236,11 +1244,14 @@ static int answer_from(index_state *ix, ix_device *d, const attn_shape *s, const
     out->nexcluded = match.nexclude;
     int i = find_slot_shape(d, key, h);
     count_own_rows(d, i, out);
-    if (forced_answer(ix, d, i, s, vs, pm, out) ||
-        measured_answer(ix, d, i, key, mre, vs, pm, out))
+    if (forced_answer(ix, d, i, s, vs, pm, out))
         return 0;
-    if (d->local && fleet_answer(ix, d, key, h, mre, vs, pm, out) == 0)
-        return 0;
+    int rc = measured_answer(ix, d, i, key, mre, vs, pm, out);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc; /* ENOMEM */
+    rc = d->local ? fleet_answer(ix, d, key, h, mre, vs, pm, out) : ATTUNE_ENOTFOUND;
+    if (rc != ATTUNE_ENOTFOUND)
+        return rc; /* answered, or ENOMEM */
     int nall = listing(ix, d, s);
     if (first && want.set && (want.cheap || !want.builder))
         return ATTUNE_EBUSY;
@@ -1357,6 +1368,9 @@ static int measured_once(index_state *ix, const char *device, const attn_shape *
         int stale;
         int w = pick_winner(c, sh->n, &d->stack, &ix->policy, max_err, vs, pm, d->need_mark,
                             &stale);
+        if (w >= 0 && stale) /* of an older stack: one that still runs */
+            w = runnable_winner(ix, d, c, sh->n, &sh->shape, w, &d->stack, max_err, vs, pm,
+                                d->need_mark, &stale);
         if (w >= 0) {
             out->source = INDEX_MEASURED;
             out->stale = stale;
@@ -1364,7 +1378,7 @@ static int measured_once(index_state *ix, const char *device, const attn_shape *
             memcpy(out->from_key, key, sizeof out->from_key);
             rc = 0;
         } else if (w < -1) {
-            rc = w; /* ENOMEM from the exclusions' copy */
+            rc = w; /* ENOMEM from runnable_winner's copy */
         }
     }
     free(c);

@@ -240,8 +240,9 @@ typedef struct index_answer {
  * read lock as the answer, once). max_rel_err > 0 overrides the policy's
  * absolute bound (the API's max_rel_err=). Fills the answer with the
  * device's id, whether it is local, and s's canonical key (built once
- * here; callers reuse it). Returns 0 (the answer may be the default) or
- * ATTUNE_ENODEV. */
+ * here; callers reuse it). Returns 0 (the answer may be the default),
+ * ATTUNE_ENODEV, or ATTUNE_ENOMEM (a stale or fleet winner's listing
+ * check could not copy the rows). */
 int index_lookup(index_state *ix, const char *device, const attn_shape *s,
                  double max_rel_err, index_answer *out);
 

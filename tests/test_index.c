@@ -160,6 +160,29 @@ static void stale_and_fleet_answers_should_be_listed_tactics(void)
     index_free(ix);
 }
 
+/* The measured query of one dtype (index_lookup_measured, the cross-dtype
+ * query's candidate) applies index_lookup_in's listing rule to a stale
+ * winner: split/acc=f16 is not listed for f32 data, so the older stack's
+ * listed row answers, as /v1/tactic's measured source does. */
+static void measured_query_should_serve_listed_stale_winners(void)
+{
+    index_state *ix = one_device("CPU-1", 1);
+    put(ix, row("CPU-1", "old", A, "split/acc=f16/pad=1", 10, 1, 50));
+    put(ix, row("CPU-1", "old", A, "fused/pad=1", 30, 0, 50));
+    index_answer a, b;
+    index_measured_info info;
+    CHECK_EQ_INT(index_lookup_in(ix, "CPU-1", &A, 1e-3, 0, &b), 0);
+    CHECK_EQ_INT(index_lookup_measured(ix, "CPU-1", &A, 1e-3, 0, 0, &a, &info), 0);
+    CHECK(a.source == INDEX_MEASURED && a.stale == 1);
+    CHECK_STR(a.m.tactic, "fused/pad=1");
+    CHECK_STR(a.m.tactic, b.m.tactic);
+    /* nothing listed runs: no measured answer, not the unlisted one */
+    put(ix, row("CPU-1", "old", A, "fused/pad=1", NAN, 0, 50));
+    CHECK_EQ_INT(index_lookup_measured(ix, "CPU-1", &A, 1e-3, 0, 0, &a, &info),
+                 ATTUNE_ENOTFOUND);
+    index_free(ix);
+}
+
 static void lookup_should_fall_back_to_a_complete_older_stack(void)
 {
     index_state *ix = one_device("CPU-1", 1);
@@ -681,6 +704,7 @@ int main(void)
     RUN(lookup_should_fall_back_to_a_complete_older_stack);
     RUN(fleet_answer_should_keep_to_the_power_mode);
     RUN(stale_and_fleet_answers_should_be_listed_tactics);
+    RUN(measured_query_should_serve_listed_stale_winners);
     RUN(row_put_should_apply_rows_as_the_store_does);
     RUN(lookup_should_answer_nearest_or_predicted_from_other_shapes);
     RUN(lookup_should_answer_default_when_nothing_is_known);

@@ -5,7 +5,10 @@
  * "measured"): select_winner among the complete rows (select_complete, see
  * winners_filter.need_mark) of the device's current stack;
  * when that stack has none, among the rows of the most recent other stack
- * that has one (stale). Only stacks of the current stack's power mode count:
+ * that has one (stale; unlike the lookups, which serve a stale winner only
+ * when the backend still lists its tactic, no listing is asked here: a
+ * stale winner may be a tactic the backend no longer lists, docs/api.md
+ * GET /v1/winners). Only stacks of the current stack's power mode count:
  * a row taken in another mode belongs to another device state and is never
  * served (kernels/power.h), so a shape measured only in other modes is not
  * listed. A shape whose rows give no eligible tactic is still listed,
