@@ -519,6 +519,58 @@ static void loo_should_fail_a_wrong_predictor(void)
     free(wrong);
 }
 
+static store_measurement syn_row(int64_t len, const char *tactic, double us, double rel)
+{
+    store_measurement m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.device_id, sizeof m.device_id, "CPU-test");
+    snprintf(m.stack_id, sizeof m.stack_id, "stack-a");
+    attn_shape s = {1, 8, 1, len, len, 64, ATTN_F16, 0};
+    m.shape = s;
+    snprintf(m.tactic, sizeof m.tactic, "%s", tactic);
+    m.status = STORE_OK;
+    m.time_us = m.time_us_min = m.time_us_max = us;
+    m.time_us_copies = NAN;
+    m.n = 10;
+    m.rel_err = m.max_abs_err = rel;
+    m.taken_at = 1000;
+    return m;
+}
+
+/* Scoring bounds an answer as select_winner does (select_best_err): the
+ * hidden shapes' untimed fused row (1e-4) puts folded (1e-3) beyond 8x,
+ * though it is within 8x of the best timed error (2e-4). A model trained
+ * without that row answers folded: no regret, not a figure below 1. */
+static void loo_should_bound_answers_as_the_selection_does(void)
+{
+    store_measurement truth[9], train[9];
+    const int64_t lens[] = {128, 256, 512};
+    for (int i = 0; i < 3; i++) {
+        truth[3 * i] = syn_row(lens[i], "fused/pad=1", NAN, 1e-4);
+        truth[3 * i + 1] = syn_row(lens[i], "folded/acc=f16/pad=1", 10, 1e-3);
+        truth[3 * i + 2] = syn_row(lens[i], "split/acc=f32/pad=1", 20, 2e-4);
+        CHECK_EQ_INT(select_winner(truth + 3 * i, 3, NULL, 0), 2);
+    }
+    memcpy(train, truth, sizeof train);
+    for (int i = 0; i < 3; i++)
+        train[3 * i].status = STORE_FAILED;
+    loo_opts o = {.train = train};
+    loo_result r;
+    CHECK_EQ_INT(loo_run_opts(truth, 9, "stack-a", NULL, NULL, &o, &r), 0);
+    CHECK_EQ_INT(r.n, 3);
+    for (int i = 0; i < r.n; i++) {
+        CHECK_STR(r.shapes[i].winner, "split/acc=f32/pad=1");
+        if (strcmp(r.shapes[i].answer, "folded/acc=f16/pad=1") == 0)
+            CHECK_MSG(isinf(r.shapes[i].regret), "%s: regret %g", r.shapes[i].key,
+                      r.shapes[i].regret);
+        else
+            CHECK_MSG(r.shapes[i].regret >= 1, "%s: regret %g", r.shapes[i].key,
+                      r.shapes[i].regret);
+    }
+    CHECK_MSG(isinf(r.worst), "the model answered folded nowhere: worst %g", r.worst);
+    loo_result_free(&r);
+}
+
 /* ---- re-measuring (test_loo --retune FILE) */
 
 static double thread_us(void)
@@ -639,6 +691,7 @@ int main(int argc, char **argv)
     const char *in = getenv("ATTUNE_TEST_INPUTS");
     char path[512];
     snprintf(path, sizeof path, "%s/loo-cpu.json", in ? in : "../tests/inputs");
+    RUN(loo_should_bound_answers_as_the_selection_does);
     load_table(path);
     RUN(loo_should_meet_the_regret_bounds_on_the_cpu_table);
     RUN(loo_should_fail_a_wrong_predictor);

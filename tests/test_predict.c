@@ -171,6 +171,31 @@ static void inaccurate_family_should_not_be_answered(void)
     predict_free(pm);
 }
 
+/* The relative bound's base is select_winner's (select_best_err): an
+ * untimed row's error counts. folded (1e-3) is within 8x the best timed
+ * error (2e-4) but not the untimed fused row's (1e-4): split wins the
+ * measured shapes, and the prediction must not answer folded between them. */
+static void untimed_row_should_set_the_relative_bound(void)
+{
+    store_measurement m[6];
+    int n = 0;
+    const int64_t lens[] = {128, 512};
+    for (int i = 0; i < 2; i++) {
+        attn_shape s = shp(1, 8, 1, lens[i], lens[i], 64, ATTN_F16, 0);
+        m[n++] = row(&s, "fused/pad=1", NAN, 1e-4);
+        m[n++] = row(&s, "folded/acc=f16/pad=1", 10, 1e-3);
+        m[n++] = row(&s, "split/acc=f32/pad=1", 20, 2e-4);
+        CHECK_EQ_INT(select_winner(m + n - 3, 3, NULL, 0), 2);
+    }
+    predict_model *pm = predict_build(m, n, "stack-a", NULL);
+    attn_tactic c[2] = {tac("folded/acc=f16/pad=1"), tac("split/acc=f32/pad=1")};
+    attn_shape s = shp(1, 8, 1, 256, 256, 64, ATTN_F16, 0);
+    predict_answer a;
+    CHECK_EQ_INT(predict_answer_for(pm, &s, c, 2, 0, &a), 0);
+    CHECK_STR(a.tactic_str, "split/acc=f32/pad=1");
+    predict_free(pm);
+}
+
 /* Rows of an older stack answer (marked stale) when the current stack has
  * none for that shape. */
 static void other_stack_should_answer_stale(void)
@@ -486,6 +511,7 @@ int main(void)
     RUN(model_should_pick_the_family_that_wins_nearby);
     RUN(split_count_should_follow_the_grid);
     RUN(inaccurate_family_should_not_be_answered);
+    RUN(untimed_row_should_set_the_relative_bound);
     RUN(other_stack_should_answer_stale);
     RUN(wave_model_should_pick_the_tile_that_fills_the_sms);
     RUN(decode_engine_should_win_a_far_decode_step);

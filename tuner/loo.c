@@ -51,11 +51,7 @@ static void score(const store_measurement *own, int nown, const select_policy *p
     ls->predicted_us = a->time_us;
     /* eligible on the hidden shape: the selection rule over the answered
      * row alone plus the rows that set the relative bound */
-    double best_err = INFINITY;
-    for (int k = 0; k < nown; k++)
-        if (own[k].status == STORE_OK && isfinite(own[k].rel_err) && isfinite(select_time(&own[k])) &&
-            own[k].rel_err < best_err)
-            best_err = own[k].rel_err;
+    double best_err = select_best_err(own, nown, 0);
     for (int k = 0; k < nown; k++) {
         if (strcmp(own[k].tactic, a->tactic_str) != 0)
             continue;

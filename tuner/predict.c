@@ -82,7 +82,7 @@ typedef struct pm_shape {
     char key[ATTN_SHAPE_KEY_MAX];
     double f[5];
     int r0, nr;        /* rows[r0..r0+nr), sorted by family, then splits */
-    double best_ok;    /* least rel_err of the ok rows; INFINITY if none */
+    double best_ok;    /* select_best_err of its rows (timed or not); INFINITY if none */
     double best_lt;    /* least lt of the eligible rows; NAN if none */
     char win[ATTN_TACTIC_STR_MAX]; /* winner under the policy, "" if none */
     int timed;         /* has a row with a time */
@@ -504,7 +504,6 @@ static int build_shapes(predict_model *pm, const store_measurement *const *m, in
         sh->stale = strcmp(M(kr[best_lo].i).stack_id, cur_stack) != 0;
         sh->r0 = *npick;
         sh->nr = best_hi - best_lo;
-        sh->best_ok = INFINITY;
         if (sh->nr > grpcap) {
             store_measurement *g = realloc(grp, (size_t)sh->nr * sizeof *g);
             if (g == NULL)
@@ -517,9 +516,8 @@ static int build_shapes(predict_model *pm, const store_measurement *const *m, in
             grp[k - best_lo] = *r;
             pick[(*npick)++] = kr[k].i;
             sh->timed |= row_timed(r);
-            if (row_usable(r, 0) && r->rel_err < sh->best_ok)
-                sh->best_ok = r->rel_err;
         }
+        sh->best_ok = select_best_err(grp, sh->nr, 0); /* select_winner's base */
         int w = select_winner(grp, sh->nr, &pm->policy, 0);
         if (w >= 0)
             snprintf(sh->win, sizeof sh->win, "%s", grp[w].tactic);

@@ -48,16 +48,22 @@ static int accuracy_counts(const store_measurement *m, int override)
     return status_ok && isfinite(m->rel_err) && m->rel_err >= 0;
 }
 
+double select_best_err(const store_measurement *m, int n, int override)
+{
+    double best_err = INFINITY;
+    for (int i = 0; i < n; i++)
+        if (accuracy_counts(&m[i], override) && m[i].rel_err < best_err)
+            best_err = m[i].rel_err;
+    return best_err;
+}
+
 int select_winner(const store_measurement *m, int n, const select_policy *p,
                   double override_max_rel_err)
 {
     if (n <= 0)
         return -1;
     int ov = override_max_rel_err > 0;
-    double best_err = INFINITY;
-    for (int i = 0; i < n; i++)
-        if (accuracy_counts(&m[i], ov) && m[i].rel_err < best_err)
-            best_err = m[i].rel_err;
+    double best_err = select_best_err(m, n, ov);
     if (!isfinite(best_err))
         return -1;
     double bound = override_max_rel_err > 0 ? override_max_rel_err

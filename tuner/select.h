@@ -39,6 +39,14 @@ void select_policy_default(select_policy *p);
 /* Absolute bound for dtype under p (default if unset). */
 double select_max_rel_err(const select_policy *p, attn_dtype t);
 
+/* The error the relative bound is over, among m[0..n) (all of one shape):
+ * the least rel_err of the rows that are ok (with override, inaccurate
+ * ones too: a query's own bound) and have a finite error >= 0, noisy or
+ * untimed ones included (their time is in doubt, not their error);
+ * INFINITY when none. select_winner, the prediction model (tuner/predict.h)
+ * and leave-one-out scoring (tuner/loo.h) all bound by it. */
+double select_best_err(const store_measurement *m, int n, int override);
+
 /* Index of the winner among m[0..n) (all of one shape), or -1 if none is
  * eligible: the fastest eligible row (ties on time go to the lower error),
  * where eligible means status ok within both bounds; with
