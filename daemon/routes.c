@@ -313,6 +313,8 @@ static enum MHD_Result h_tactic(req *r, const char *url, const http_args *a)
         answer_no_tactic_text(&ans, vs, err, sizeof err);
         return http_fail(r, rc, "%s", err);
     }
+    if (rc == ATTUNE_ENOMEM)
+        return http_fail(r, rc, "out of memory answering the lookup");
     if (rc != 0)
         return http_fail(r, rc, "unknown device '%.64s' (see GET /v1/devices)", spec);
     /* tune on miss: a shape whose tune on this (local) device is not
