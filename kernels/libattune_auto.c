@@ -426,9 +426,9 @@ static int entry_for(attune_auto *a, const attune_dims *shape, const attune_tens
     key.sq = attune_bucket_len(shape->sq);
     key.skv = attune_bucket_len(shape->skv);
     /* a ceiling over the size limits where the call is not (up to a
-     * quarter octave longer): the call's own lengths are its bucket; a
-     * few comparisons, only for shapes whose ceiling was not met before */
-    if (!dims_eq(&key, shape) && find(a, &key, stream, 0) == NULL && !attune_dims_ok(&key))
+     * quarter octave longer): the call's own lengths are its bucket (a
+     * few comparisons, no allocation) */
+    if (!dims_eq(&key, shape) && !attune_dims_ok(&key))
         key = *shape;
     auto_entry *b;
     int rc = bucket_entry(a, &key, 0, stream, &b, err, errlen);
