@@ -2,6 +2,7 @@
  * the command line, through libattune_client. */
 #include "cli_remote.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -173,37 +174,31 @@ void cli_remote_unreachable(const char *prefix, const attune_client *c, const ch
             prefix, attune_client_url(c), why != NULL ? ": " : "", why != NULL ? why : "");
 }
 
-/* The port a URL names ("scheme://[user@]host[:port][/...]", the host
- * maybe "[v6]"): 0 when none, -1 when it is not a number in 1..65535. */
+/* The port a URL names, as libcurl (which makes the requests) parses it:
+ * -1 when it is not a number in 1..65535, else 0 (none, or a URL that
+ * does not parse: the request says why) or the port. */
 static long url_port(const char *url)
 {
-    const char *p = strstr(url, "://");
-    p = p != NULL ? p + 3 : url;
-    size_t n = strcspn(p, "/?#");
-    const char *at = memchr(p, '@', n);
-    while (at != NULL) { /* the host follows the last '@' of the authority */
-        n -= (size_t)(at + 1 - p);
-        p = at + 1;
-        at = memchr(p, '@', n);
-    }
-    const char *colon = NULL;
-    if (p[0] == '[') {
-        const char *close = memchr(p, ']', n);
-        colon = close != NULL && close + 1 < p + n && close[1] == ':' ? close + 1 : NULL;
-    } else {
-        for (const char *q = p; q < p + n; q++)
-            if (*q == ':')
-                colon = q;
-    }
-    if (colon == NULL || colon + 1 == p + n)
+    CURLU *h = curl_url();
+    char *port = NULL;
+    long v = 0;
+    if (h == NULL)
         return 0;
-    long port = 0;
-    for (const char *q = colon + 1; q < p + n; q++) {
-        if (*q < '0' || *q > '9' || port > 65535)
-            return -1;
-        port = port * 10 + (*q - '0');
+    CURLUcode rc = curl_url_set(h, CURLUPART_URL, url,
+                                CURLU_NON_SUPPORT_SCHEME | CURLU_DEFAULT_SCHEME);
+    if (rc == CURLUE_BAD_PORT_NUMBER)
+        v = -1;
+    else if (rc == CURLUE_OK) {
+        rc = curl_url_get(h, CURLUPART_PORT, &port, 0);
+        if (rc == CURLUE_OK) {
+            char *end;
+            long n = strtol(port, &end, 10);
+            v = *end == 0 && n >= 1 && n <= 65535 ? n : -1;
+        }
     }
-    return port >= 1 && port <= 65535 ? port : -1;
+    curl_free(port);
+    curl_url_cleanup(h);
+    return v;
 }
 
 attune_client *cli_remote_client(const char *cmd, const char *url, long timeout_ms,
