@@ -100,8 +100,8 @@ void jobs_asked(jobs *j, const char *device_id, const char *key)
 /* Forget slot sl's shape: its rows and miss jobs in the store, their
  * views in the table (every miss job of the shape the store deleted, not
  * only sl->job: an earlier canceled or failed one stayed listed). 1 when
- * forgotten, 0 when kept (an explicit job tuned it, or the store failed:
- * tried again next sweep). */
+ * forgotten, 0 when kept (an explicit job tuned it), or left for the next
+ * sweep (a miss job of it in flight, or the store failed). */
 static int forget(jdev *d, store *st, retain_slot *sl)
 {
     char key[ATTN_SHAPE_KEY_MAX];
@@ -109,6 +109,11 @@ static int forget(jdev *d, store *st, retain_slot *sl)
     int nids = 0;
     int rc = store_forget_miss_shape(st, d->dev.info.id, &sl->s, &rows, &ids, &nids);
     attn_shape_key(&sl->s, key, sizeof key);
+    if (rc == ATTUNE_EBUSY) { /* a miss job of it is writing rows: not now */
+        log_event(LOGL_INFO, "miss_retain_kept", "device=%s shape=%s reason=job_in_flight",
+                  d->dev.info.id, key);
+        return 0;
+    }
     if (rc == ATTUNE_EEXIST) { /* tuned by an explicit job too: not ours to drop */
         log_event(LOGL_INFO, "miss_retain_kept", "device=%s shape=%s reason=explicit_job",
                   d->dev.info.id, key);

@@ -195,9 +195,11 @@ int store_job_update(store *st, int64_t id, store_job_state state, int done,
 /* Retention of tune on miss: delete every row of shape s on device_id (all
  * stacks) and the miss jobs of s there, in one transaction; *rows: the
  * measurements deleted; *jobs (malloc'd, NULL when none) and *njobs: the
- * ids of the miss jobs deleted (every one of s there, whatever its state),
- * for the caller's job table. ATTUNE_EEXIST (nothing deleted) when an
- * explicit job (kind tune) of the device holds s; on error *jobs is NULL. */
+ * ids of the miss jobs deleted (every one of s there: done, failed or
+ * canceled), for the caller's job table. Nothing is deleted, and the answer
+ * is ATTUNE_EEXIST when an explicit job (kind tune) of the device holds s,
+ * ATTUNE_EBUSY when a miss job of s there is queued or running (ask again
+ * after it ends); on error *jobs is NULL. */
 int store_forget_miss_shape(store *st, const char *device_id, const attn_shape *s,
                             int64_t *rows, int64_t **jobs, int *njobs);
 /* Jobs in the given state (or all with state < 0), oldest first, without

@@ -299,15 +299,21 @@ static int forget_ids(store *st, forget_args *a)
 }
 
 /* store_forget_miss_shape's transaction: refused when an explicit job
- * holds the shape; else its measurements, then its miss jobs (their ids
+ * holds the shape, or a miss job of it is queued or running (its rows are
+ * being written); else its measurements, then its miss jobs (their ids
  * kept for the caller). */
 static int forget_tx(store *st, void *ctx)
 {
     forget_args *a = ctx;
-    int64_t explicit_jobs = 0, n = 0;
+    int64_t explicit_jobs = 0, in_flight = 0, n = 0;
     int rc = forget_step(st, a, "SELECT count(*) FROM (" FORGET_JOBS("tune") ")", &explicit_jobs);
     if (rc == 0 && explicit_jobs > 0)
         return ATTUNE_EEXIST;
+    if (rc == 0)
+        rc = forget_step(st, a, "SELECT count(*) FROM (" FORGET_JOBS("miss")
+                         " AND j.state IN ('queued', 'running'))", &in_flight);
+    if (rc == 0 && in_flight > 0)
+        return ATTUNE_EBUSY;
     if (rc == 0)
         rc = forget_step(st, a, "DELETE FROM measurements WHERE device_id = ?1 AND shape_id = "
                          FORGET_SHAPE, &a->rows);

@@ -575,6 +575,37 @@ static void retention_should_drop_every_miss_job_it_deletes(store *st)
     jobs_free(j);
 }
 
+/* The store forgets no shape a miss job is still writing: a queued or
+ * running one holds it (ATTUNE_EBUSY, nothing deleted); once it ended,
+ * every miss job of the shape goes with its rows. */
+static void forget_should_wait_for_a_miss_job_in_flight(store *st)
+{
+    static const attn_shape F = {1, 2, 1, 27, 53, 16, ATTN_F32, 0};
+    int64_t done = 0, running = 0, rows = -1, *ids = NULL;
+    int nids = -1;
+    CHECK_EQ_INT(store_job_create_kind(st, cpu.info.id, STORE_JOB_MISS, &F, 1, &done), 0);
+    CHECK_EQ_INT(store_job_update(st, done, STORE_JOB_DONE, 1, NULL), 0);
+    CHECK_EQ_INT(store_job_create_kind(st, cpu.info.id, STORE_JOB_MISS, &F, 1, &running), 0);
+    for (int state = STORE_JOB_QUEUED; state <= STORE_JOB_RUNNING; state++) {
+        CHECK_EQ_INT(store_job_update(st, running, (store_job_state)state, 0, NULL), 0);
+        CHECK_EQ_INT(store_forget_miss_shape(st, cpu.info.id, &F, &rows, &ids, &nids),
+                     ATTUNE_EBUSY);
+        CHECK(ids == NULL);
+        CHECK_EQ_INT(nids, 0);
+        CHECK_EQ_INT(rows, 0);
+        store_job row;
+        CHECK_EQ_INT(store_job_get(st, done, &row), 0); /* nothing deleted */
+        store_job_free(&row);
+    }
+    CHECK_EQ_INT(store_job_update(st, running, STORE_JOB_FAILED, 0, "x"), 0);
+    CHECK_EQ_INT(store_forget_miss_shape(st, cpu.info.id, &F, &rows, &ids, &nids), 0);
+    CHECK_EQ_INT(nids, 2);
+    if (ids != NULL && nids == 2) {
+        CHECK(ids[0] == done && ids[1] == running);
+    }
+    free(ids);
+}
+
 /* ---- the DB worker that runs job creation and cancel (daemon/worker.c) */
 
 static void count_item(void *arg, store *st)
@@ -637,6 +668,7 @@ int main(void)
     RUN_ARG(miss_job_should_be_cancellable, st);
     RUN_ARG(miss_should_be_deferred_while_the_listing_is_made, st);
     RUN_ARG(retention_should_drop_every_miss_job_it_deletes, st);
+    RUN_ARG(forget_should_wait_for_a_miss_job_in_flight, st);
     RUN_ARG(worker_should_refuse_items_once_closed, st);
     index_free(H.ix);
     store_close(st);
