@@ -655,14 +655,29 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
 }
 
 /* One model's pull into the store: what store_import does with a fleet
- * table (docs/fleet.md, "Merging"), row by row as the rows arrive: every
- * value checked, stacks inserted unless present, the fleet device
- * upserted (not over newer knowledge), each row inserted or replacing an
- * older one; one transaction, so a refused row or a lost connection
- * leaves the store as it was. */
+ * table (docs/fleet.md, "Merging"), in chunks as the rows arrive: every
+ * value checked outside any transaction, then a chunk of whole shapes
+ * written in one short transaction (rows inserted or replacing older
+ * ones), so SQLite's write lock is never held while the server is waited
+ * on and a tune's commit waits at most one chunk's write. The stacks and,
+ * when the store lacks it, the fleet device come first; the device's
+ * latest stack and last_seen go with the last chunk, so a pull that fails
+ * midway leaves the chunks before it and the device as it was. */
+#define PULL_CHUNK_ROWS 2048
+/* A shape with more rows than this (tactics of one stack) is cut anyway. */
+#define PULL_CHUNK_MAX (4 * PULL_CHUNK_ROWS)
+
+typedef struct pull_chunk {
+    store_measurement *rows;
+    char (*canon)[ATTN_TACTIC_STR_MAX]; /* each row's canonical tactic */
+    int n;
+} pull_chunk;
+
 typedef struct pull_args {
     fleet_pg_pull *p;
-    int64_t rows;      /* rows received */
+    const pull_chunk *c;
+    int last;          /* the model's last chunk: the device row goes with it */
+    int64_t rows;      /* rows committed */
     char *err;
     size_t errlen;
 } pull_args;
@@ -674,30 +689,102 @@ static int pull_fail(store *st, int rc, const char *what, const char *why, char 
                        why != NULL ? why : sqlite3_errmsg(st->db));
 }
 
-static int pull_tx(store *st, void *ctx)
+/* The head's transaction: stacks upserted, the device inserted when the
+ * store lacks it (never updated here: pull_chunk_tx does that last). */
+static int pull_head_tx(store *st, void *ctx)
 {
     pull_args *a = ctx;
     const fleet_pg_pull_head *h = fleet_pg_pull_head_get(a->p);
-    char why[ATTUNE_ERRLEN], canon[ATTN_TACTIC_STR_MAX];
-    store_measurement m;
     int rc, changed;
-    if (store_check_device(&h->device, why, sizeof why) != 0)
-        return pull_fail(st, ATTUNE_EFORMAT, "model", why, a->err, a->errlen);
-    for (int i = 0; i < h->nstacks; i++) {
-        if (store_check_stack(&h->stacks[i], why, sizeof why) != 0)
-            return pull_fail(st, ATTUNE_EFORMAT, "stack", why, a->err, a->errlen);
+    for (int i = 0; i < h->nstacks; i++)
         if ((rc = store_upsert_stack(st, &h->stacks[i], &changed)) != 0)
             return pull_fail(st, rc, "stack", NULL, a->err, a->errlen);
-    }
-    if ((rc = store_upsert_device(st, &h->device, h->newest, h->latest_stack, &changed)) != 0)
-        return pull_fail(st, rc, "model", NULL, a->err, a->errlen);
-    while ((rc = fleet_pg_pull_next(a->p, &m, a->err, a->errlen)) == 1) {
-        if (store_check_measurement(&m, canon, why, sizeof why) != 0)
-            return pull_fail(st, ATTUNE_EFORMAT, "row", why, a->err, a->errlen);
-        if ((rc = store_write_measurement(st, &m, canon, 1, &changed)) != 0)
+    attn_device_info known;
+    attn_stack stack;
+    rc = store_device_get(st, h->device.id, &known, &stack);
+    if (rc == ATTUNE_ENOTFOUND || (rc == 0 && strcmp(known.id, h->device.id) != 0))
+        rc = store_upsert_device(st, &h->device, h->newest, NULL, &changed);
+    return rc != 0 ? pull_fail(st, rc, "model", NULL, a->err, a->errlen) : 0;
+}
+
+static int pull_chunk_tx(store *st, void *ctx)
+{
+    pull_args *a = ctx;
+    const fleet_pg_pull_head *h = fleet_pg_pull_head_get(a->p);
+    int rc, changed;
+    for (int i = 0; i < a->c->n; i++)
+        if ((rc = store_write_measurement(st, &a->c->rows[i], a->c->canon[i], 1, &changed)) != 0)
             return pull_fail(st, rc, "row", NULL, a->err, a->errlen);
-        a->rows++;
+    if (a->last &&
+        (rc = store_upsert_device(st, &h->device, h->newest, h->latest_stack, &changed)) != 0)
+        return pull_fail(st, rc, "model", NULL, a->err, a->errlen);
+    return 0;
+}
+
+static int same_shape(const store_measurement *x, const store_measurement *y)
+{
+    const attn_shape *s = &x->shape, *t = &y->shape;
+    return strcmp(x->stack_id, y->stack_id) == 0 && s->b == t->b && s->hq == t->hq &&
+           s->hkv == t->hkv && s->sq == t->sq && s->skv == t->skv && s->d == t->d &&
+           s->dtype == t->dtype && s->causal == t->causal;
+}
+
+/* Write chunk c (last: the model's end) in its transaction; c emptied. */
+static int pull_flush(store *st, pull_args *a, pull_chunk *c, int last)
+{
+    a->c = c;
+    a->last = last;
+    int rc = store_tx(st, pull_chunk_tx, a);
+    if (rc == 0)
+        a->rows += c->n;
+    c->n = 0;
+    return rc;
+}
+
+/* Pull one opened model (a->p) into st, chunk by chunk. 0 or the first
+ * error (err filled); the chunks written before it stay. */
+static int pull_model(store *st, pull_args *a)
+{
+    const fleet_pg_pull_head *h = fleet_pg_pull_head_get(a->p);
+    char why[ATTUNE_ERRLEN];
+    if (store_check_device(&h->device, why, sizeof why) != 0)
+        return pull_fail(st, ATTUNE_EFORMAT, "model", why, a->err, a->errlen);
+    for (int i = 0; i < h->nstacks; i++)
+        if (store_check_stack(&h->stacks[i], why, sizeof why) != 0)
+            return pull_fail(st, ATTUNE_EFORMAT, "stack", why, a->err, a->errlen);
+    int rc = store_tx(st, pull_head_tx, a);
+    if (rc != 0)
+        return rc;
+    pull_chunk c = {malloc((PULL_CHUNK_MAX + 1) * sizeof *c.rows),
+                    malloc((PULL_CHUNK_MAX + 1) * sizeof *c.canon), 0};
+    if (c.rows == NULL || c.canon == NULL) {
+        rc = attune_fail(a->err, a->errlen, ATTUNE_ENOMEM, "out of memory");
+        goto out;
     }
+    /* rows come in (stack, shape) order: a chunk ends between two shapes */
+    while ((rc = fleet_pg_pull_next(a->p, &c.rows[c.n], a->err, a->errlen)) == 1) {
+        if (store_check_measurement(&c.rows[c.n], c.canon[c.n], why, sizeof why) != 0) {
+            rc = pull_fail(st, ATTUNE_EFORMAT, "row", why, a->err, a->errlen);
+            goto out;
+        }
+        int full = c.n >= PULL_CHUNK_MAX ||
+                   (c.n >= PULL_CHUNK_ROWS && !same_shape(&c.rows[c.n], &c.rows[c.n - 1]));
+        if (full) {
+            store_measurement next = c.rows[c.n];
+            char canon[ATTN_TACTIC_STR_MAX];
+            memcpy(canon, c.canon[c.n], sizeof canon);
+            if ((rc = pull_flush(st, a, &c, 0)) != 0)
+                goto out;
+            c.rows[0] = next;
+            memcpy(c.canon[0], canon, sizeof canon);
+        }
+        c.n++;
+    }
+    if (rc == 0)
+        rc = pull_flush(st, a, &c, 1);
+out:
+    free(c.rows);
+    free(c.canon);
     return rc;
 }
 
@@ -726,14 +813,14 @@ int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n
             continue; /* no aggregates of this model */
         if (err != NULL && errlen > 0)
             err[0] = 0;
-        rc = store_tx(st, pull_tx, &a);
+        rc = pull_model(st, &a);
         if (rc != 0 && err != NULL && errlen > 0 && err[0] == 0)
             attune_fail(err, errlen, rc, "cannot store the pulled rows: %s",
                         sqlite3_errmsg(st->db));
         fleet_pg_pull_close(a.p);
+        *rows += a.rows;
         if (rc != 0)
             return rc;
-        *rows += a.rows;
     }
     int pushed, added, skipped = 0; /* and with every pull */
     int rc = fleet_local_pins(st, c, &pushed, &added, &skipped, err, errlen);

@@ -91,12 +91,18 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
                              size_t errlen);
 
 /* Pull the aggregates of the models of devs[0..n) (duplicates pulled once)
- * into st as fleet rows, one transaction per model, rows written as they
- * stream in (validated and merged as store_import would: only newer rows
- * replace older ones); refresh_after_s as fleet_pg_pull_open's. *rows:
- * aggregate rows received. Ends with the pins' exchange, whose error (a
- * malformed pin on the server) is the pull's; rules left out at PIN_MAX
- * are not an error: *pins_skipped (may be NULL) counts them. */
+ * into st as fleet rows, validated and merged as store_import would (only
+ * newer rows replace older ones); refresh_after_s as fleet_pg_pull_open's.
+ * The rows are written as they stream in, in transactions of a few
+ * thousand rows that each end between two shapes, so a tune committing
+ * meanwhile never waits on the network. A refused row or a lost connection
+ * ends the pull with its error and leaves the chunks before it (each shape
+ * whole: its rows all from this pull or all as they were); the fleet
+ * device's latest stack and last_seen move only with the model's last
+ * chunk. *rows: aggregate rows committed. Ends with the pins' exchange,
+ * whose error (a malformed pin on the server) is the pull's; rules left
+ * out at PIN_MAX are not an error: *pins_skipped (may be NULL) counts
+ * them. */
 int fleet_local_pull(store *st, fleet_pg *c, const attn_device_info *devs, int n,
                      int refresh_after_s, int64_t *rows, int *pins_skipped, char *err,
                      size_t errlen);

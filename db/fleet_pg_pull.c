@@ -44,7 +44,8 @@ static const char rows_sql[] =
     " a.devices, a.spread, a.rel_err, a.max_abs_err, a.outliers, a.updated_at, a.src_rel_err"
     " FROM aggregates a JOIN shapes sh ON sh.id = a.shape_id"
     " JOIN tactics t ON t.id = a.tactic_id"
-    " WHERE a.model_id = $1::int";
+    " WHERE a.model_id = $1::int"
+    " ORDER BY a.stack_id, a.shape_id"; /* the key's order: a shape's rows together */
 
 /* rows_sql's column types (pg_type oids: int4 23, int8 20, text 25,
  * bool 16, float8 701): binary values are read by these. */

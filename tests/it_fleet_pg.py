@@ -227,6 +227,63 @@ def test_new_and_known(pg, tmp):
     check(server_rows(pg, "GPU-mix-1") == 600, "a re-push changes nothing")
 
 
+def test_pull_in_chunks(pg, tmp):
+    """A pull writes whole shapes in chunks of a few thousand rows, each
+    its own transaction (a tune committing meanwhile never waits on the
+    network): a row the store refuses near the end leaves the chunks
+    before it, and the model's latest stack moves only with the last."""
+    s1 = fleetlib.stack("560.35.04")
+    shapes = [dict(fleetlib.shape_of(i), skv=777) for i in range(300)]
+    rows = [fleetlib.row(sh, t, s1, 10.0 + k, T0) for sh in shapes
+            for k, t in enumerate(fleetlib.TACTICS)]
+    src = os.path.join(tmp, "chunk-src.db")
+    fleetlib.import_table(ATTUNE, src, fleetlib.table("GPU-k-1", rows, [s1], name="Chunk GPU"),
+                          tmp, name="chunk.json")
+    r = run(pg, "fleet", "push", "--db", src, "--fleet", pg.url)
+    check(r.returncode == 0 and "pushed 2400 rows" in r.stdout,
+          "2400 rows of a new model pushed (%s)" % r.stdout.strip())
+    one = [fleetlib.row(fleetlib.shape_of(901), fleetlib.TACTICS[0], s1, 5.0, T0)]
+
+    def puller(name):
+        db = os.path.join(tmp, name)
+        fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-k-2", one, [s1], name="Chunk GPU"),
+                              tmp, name=name + ".json")
+        return db
+
+    def fleet_state(db):
+        c = sqlite3.connect(db)
+        try:
+            n = c.execute("SELECT count(*) FROM measurements WHERE device_id LIKE 'FLEET-%'"
+                          ).fetchone()[0]
+            dev = c.execute("SELECT latest_stack FROM devices WHERE id LIKE 'FLEET-%'").fetchall()
+            whole = c.execute("SELECT count(*) FROM (SELECT shape_id FROM measurements"
+                              " WHERE device_id LIKE 'FLEET-%' GROUP BY shape_id"
+                              " HAVING count(*) <> 8)").fetchone()[0]
+            return n, dev, whole
+        finally:
+            c.close()
+
+    a = puller("chunk-a.db") # the first pull computes the model's aggregates
+    r = run(pg, "fleet", "pull", "--db", a, "--fleet", pg.url, "--device", "GPU-k-2")
+    check(r.returncode == 0 and "pulled 2400 aggregate rows" in r.stdout and
+          fleet_state(a) == (2400, [(s1["id"],)], 0),
+          "a pull of 2400 rows stores them all (%s; %s)" % (r.stdout.strip(), fleet_state(a)))
+    last = ("(SELECT a.shape_id FROM aggregates a JOIN shapes s ON s.id = a.shape_id"
+            " WHERE s.key LIKE '%.skv777.%' ORDER BY a.shape_id DESC LIMIT 1)")
+    pg.sql("UPDATE aggregates SET status = 'bogus' WHERE shape_id = %s AND tactic_id ="
+           " (SELECT min(tactic_id) FROM aggregates WHERE shape_id = %s)" % (last, last))
+    b = puller("chunk-b.db")
+    r = run(pg, "fleet", "pull", "--db", b, "--fleet", pg.url, "--device", "GPU-k-2", ok=(1,))
+    got = fleet_state(b)
+    check(r.returncode == 1 and "status" in r.stderr and got == (2048, [(None,)], 0),
+          "a row refused after 2048 leaves the first chunk, 256 whole shapes, and no latest "
+          "stack (%d: %s; %s)" % (r.returncode, r.stderr.strip(), got))
+    pg.sql("UPDATE aggregates SET status = 'ok' WHERE status = 'bogus'")
+    r = run(pg, "fleet", "pull", "--db", b, "--fleet", pg.url, "--device", "GPU-k-2")
+    check(r.returncode == 0 and fleet_state(b) == (2400, [(s1["id"],)], 0),
+          "the next pull completes it (%s; %s)" % (r.stdout.strip(), fleet_state(b)))
+
+
 def test_malformed(pg, tmp, dbs):
     db = dbs["GPU-m-2"]
     c = sqlite3.connect(db)
@@ -565,6 +622,7 @@ def main():
         test_credentials(pg, tmp)
         dbs = test_push_pull_merge(pg, tmp)
         test_new_and_known(pg, tmp)
+        test_pull_in_chunks(pg, tmp)
         test_malformed(pg, tmp, dbs)
         test_server_lost_commits(pg, tmp, dbs)
         drift_db = test_drift(pg, tmp)
