@@ -53,7 +53,7 @@ if [ -n "${ATTUNE_LOOKUP_LIB:-}" ]; then
         fail "query --variants cudnn from a table: refusal cut silently (rc $rc)"
     fi
     "$A" query --url "file:$db" --device cpu --shape $key --variants cudnn --json >"$dir/out" 2>"$dir/err"
-    python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; sys.exit(0 if len(e) < 150 or e.endswith("...") else 1)' "$dir/out" &&
+    "${ATTUNE_PYTHON:-python3}" -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; sys.exit(0 if len(e) < 150 or e.endswith("...") else 1)' "$dir/out" &&
         ok "query --json: the long error is whole or ends with ..." || fail "query --json error cut silently"
 fi
 

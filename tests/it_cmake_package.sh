@@ -42,7 +42,7 @@ case $dir in
 *) bad "attune_DIR=$dir, not under $prefix" ;;
 esac
 # the consumer asks a port where nothing listens: the default answer
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$("${ATTUNE_PYTHON:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 out=$("$tmp/build/consumer" "http://127.0.0.1:$port" 2>&1) || true
 case $out in
 *"fused/pad=8 default") ok "consumer runs against the installed library: $out" ;;

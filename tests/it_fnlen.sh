@@ -25,12 +25,12 @@ body() {
     printf '}\n'
 }
 { body 120; echo 'struct s { int a; };'; body 121; } >"$tmp/long.c"
-if python3 "$fnlen" --max 120 "$tmp/long.c" >"$tmp/out" 2>&1; then
+if "${ATTUNE_PYTHON:-python3}" "$fnlen" --max 120 "$tmp/long.c" >"$tmp/out" 2>&1; then
     echo "FAIL: fnlen accepted a 121-line function"; cat "$tmp/out"; exit 1
 fi
 grep -q 'long.c:122 f121 121$' "$tmp/out" || { echo "FAIL: 121-line function not named"; cat "$tmp/out"; exit 1; }
 { echo 'namespace {'; body 121; echo '}'; echo 'extern "C" {'; body 122; echo '}'; } >"$tmp/long.cu"
-python3 "$fnlen" --max 120 "$tmp/long.cu" >"$tmp/out" 2>&1 && { echo "FAIL: fnlen accepted long .cu functions"; exit 1; }
+"${ATTUNE_PYTHON:-python3}" "$fnlen" --max 120 "$tmp/long.cu" >"$tmp/out" 2>&1 && { echo "FAIL: fnlen accepted long .cu functions"; exit 1; }
 grep -q 'long.cu:2 f121 121$' "$tmp/out" && grep -q 'long.cu:125 f122 122$' "$tmp/out" ||
     { echo "FAIL: functions in a namespace or extern \"C\" block not named"; cat "$tmp/out"; exit 1; }
 if grep -q ' f120 ' "$tmp/out"; then
@@ -40,5 +40,5 @@ fi
 # (fnlen --allow FILE:FUNC names a tracked exception, with its reason here;
 # none today.)
 cd "$ATTUNE_SOURCE_DIR"
-python3 "$fnlen" --max 120 \
+"${ATTUNE_PYTHON:-python3}" "$fnlen" --max 120 \
     daemon db tuner client common lookup tests bench fuzz

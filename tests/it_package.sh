@@ -102,7 +102,7 @@ fi
 
 # attuned from the package, with the unit's arguments under the root (a
 # free port, a scratch database): it serves.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$("${ATTUNE_PYTHON:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 args=$(sed -n 's/^ExecStart=[^ ]* //p' "$unit" | sed "s#/var/lib/attune/attune.db#$tmp/var/attune.db#; s#--port 7373#--port $port#; s# /usr/# $root/usr/#g")
 mkdir -p "$tmp/var"
 # shellcheck disable=SC2086
@@ -128,7 +128,7 @@ esac
 [ -f "$root/usr/include/attune.h" ] && ok "attune.h installed" || bad "no attune.h"
 
 # Python package: the module imports from Debian's module directory.
-if PYTHONPATH=$root/usr/lib/python3/dist-packages python3 -c \
+if PYTHONPATH=$root/usr/lib/python3/dist-packages "${ATTUNE_PYTHON:-python3}" -c \
     'import attune_client, sys; sys.exit(0 if attune_client.__file__.startswith(sys.argv[1]) else 1)' "$root"; then
     ok "python3 imports attune_client from the package"
 else
@@ -254,8 +254,7 @@ if [ -f "$pb" ]; then
     *python3*"libattune1 (= $ver)"* | *"libattune1 (= $ver)"*python3*) ok "python3-attune Depends: $deps" ;;
     *) bad "python3-attune Depends: $deps" ;;
     esac
-    py=/usr/bin/python3
-    [ -x $py ] || py=python3
+    py=${ATTUNE_PYTHON:-python3}
     out=$(PYTHONPATH=$root/usr/lib/python3/dist-packages LD_LIBRARY_PATH=$lib \
         ATTUNE_URL=http://127.0.0.1:9 $py -c '
 import sys, numpy as np, attune

@@ -67,8 +67,9 @@ done
 # GPU device nodes: a Jetson's (JetPack 6) and a discrete GPU's, each
 # opened rw (device policy and the node's mode and group), and the hosts'
 # other devices closed
-if command -v python3 >/dev/null 2>&1; then
-    if python3 "$src/tests/unit_devices.py" "$unit" "$src"/tests/inputs/devnodes/*.txt >"$tmp/dev" 2>&1; then
+py=${ATTUNE_PYTHON:-python3}
+if command -v "$py" >/dev/null 2>&1; then
+    if "$py" "$src/tests/unit_devices.py" "$unit" "$src"/tests/inputs/devnodes/*.txt >"$tmp/dev" 2>&1; then
         ok "device nodes: $(grep -c '^ok' "$tmp/dev") checks over tests/inputs/devnodes/"
     else
         grep -v '^ok' "$tmp/dev"
