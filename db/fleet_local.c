@@ -45,6 +45,29 @@ static const char ready_sql[] =
     "SELECT count(*) FROM sqlite_master WHERE (type = 'table' AND name = 'fleet_log')"
     " OR (type = 'trigger' AND name IN ('fleet_log_insert', 'fleet_log_update'))";
 
+/* Tunes in flight (STORE_COMPLETE_ROW): a push leaves the rows of a (stack,
+ * shape) of a device tuned here until its tune completes, so the tune's
+ * first mark logs every row of it again, then pushed; a mark that moves
+ * within a completed (stack, shape) logs nothing (store_winner_mark sets
+ * the new mark before it clears the old). fleet_marked finds marks at
+ * once, for that filter read per row. Added to stores set up before them
+ * without a re-log: 2 objects. */
+static const char complete_sql[] =
+    "CREATE INDEX IF NOT EXISTS fleet_marked ON measurements(device_id, stack_id, shape_id)"
+    "  WHERE incumbent = 1;"
+    "CREATE TRIGGER IF NOT EXISTS fleet_log_complete AFTER UPDATE OF incumbent ON measurements"
+    "  WHEN NEW.incumbent = 1 AND OLD.incumbent = 0 AND substr(NEW.device_id, 1, 6) <> 'FLEET-'"
+    "  AND NOT EXISTS (SELECT 1 FROM measurements o WHERE o.device_id = NEW.device_id"
+    "   AND o.stack_id = NEW.stack_id AND o.shape_id = NEW.shape_id AND o.incumbent = 1"
+    "   AND o.tactic <> NEW.tactic) BEGIN"
+    "  INSERT INTO fleet_log (device_id, stack_id, shape_id, tactic)"
+    "  SELECT device_id, stack_id, shape_id, tactic FROM measurements"
+    "  WHERE device_id = NEW.device_id AND stack_id = NEW.stack_id AND shape_id = NEW.shape_id"
+    "  ORDER BY taken_at, tactic; END;";
+static const char complete_ready_sql[] =
+    "SELECT count(*) FROM sqlite_master WHERE (type = 'index' AND name = 'fleet_marked')"
+    " OR (type = 'trigger' AND name = 'fleet_log_complete')";
+
 /* Rows committed before the log existed, oldest first. */
 static const char seed_sql[] =
     "INSERT INTO fleet_log (device_id, stack_id, shape_id, tactic)"
@@ -134,14 +157,17 @@ static int setup_tx(store *st, void *ctx)
     int rc = 0;
     /* another process may have set it up meanwhile */
     int have = (int)query_int(st, ready_sql, 0, &rc);
-    if (rc != 0 || (have == 3 && state_get(st, "source", src, 40) == 0))
+    int complete = rc == 0 ? (int)query_int(st, complete_ready_sql, 0, &rc) : 0;
+    if (rc != 0 || (have == 3 && complete == 2 && state_get(st, "source", src, 40) == 0))
         return rc;
     /* New, or triggers lost (a store migration that rebuilt measurements
      * drops them): whatever was committed meanwhile went unlogged, so every
      * row is logged again (re-pushing is harmless). A source id survives. */
-    if (sqlite3_exec(st->db, tables_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_exec(st->db, triggers_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK)
+    if (have != 3 && (sqlite3_exec(st->db, tables_sql, NULL, NULL, NULL) != SQLITE_OK ||
+                      sqlite3_exec(st->db, triggers_sql, NULL, NULL, NULL) != SQLITE_OK ||
+                      sqlite3_exec(st->db, seed_sql, NULL, NULL, NULL) != SQLITE_OK))
+        return store_sqlite_err(sqlite3_errcode(st->db));
+    if (sqlite3_exec(st->db, complete_sql, NULL, NULL, NULL) != SQLITE_OK)
         return store_sqlite_err(sqlite3_errcode(st->db));
     if (state_get(st, "source", src, 40) != 0) {
         new_source(src, 40);
@@ -155,10 +181,11 @@ int fleet_local_setup(store *st, char *source, size_t len, char *err, size_t err
 {
     int rc = 0;
     int have = (int)query_int(st, ready_sql, 0, &rc);
+    int complete = rc == 0 ? (int)query_int(st, complete_ready_sql, 0, &rc) : 0;
     if (rc != 0)
         return attune_fail(err, errlen, rc, "cannot read the database: %s",
                            sqlite3_errmsg(st->db));
-    if (have == 3 && state_get(st, "source", source, len) == 0)
+    if (have == 3 && complete == 2 && state_get(st, "source", source, len) == 0)
         return 0;
     char src[40];
     if ((rc = store_tx(st, setup_tx, src)) != 0)
@@ -369,7 +396,8 @@ typedef struct batch {
     attn_stack stacks[16];
     int nstacks;
     int64_t last_seq;
-    int64_t missing;   /* log entries whose row is gone, noisy or unreadable */
+    int64_t missing;   /* log entries whose row is gone, noisy, of a tune in
+                          flight (STORE_COMPLETE_ROW) or unreadable */
 } batch;
 
 static const char read_sql[] =
@@ -377,6 +405,7 @@ static const char read_sql[] =
     " FROM fleet_log l LEFT JOIN measurements m ON m.device_id = l.device_id"
     "  AND m.stack_id = l.stack_id AND m.shape_id = l.shape_id AND m.tactic = l.tactic"
     "  AND m.noisy = 0" /* a noisy row stays home; its re-measure is logged again */
+    "  AND " STORE_COMPLETE_ROW("m", "m.device_id") /* fleet_log_complete logs it later */
     " LEFT JOIN shapes s ON s.id = m.shape_id"
     " WHERE l.seq > ?1 ORDER BY l.seq LIMIT ?2";
 

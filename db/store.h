@@ -124,6 +124,11 @@ int store_winner_mark(store *st, const char *device_id, const char *stack_id,
  * Used to build the daemon's in-memory index. */
 int store_measurements_all(store *st, const char *device_id, store_measurement **out,
                            int *n);
+/* The same, less the rows an export does not carry: those of a tune in
+ * flight on a device tuned here (STORE_COMPLETE_ROW; docs/fleet.md, "Tunes
+ * in flight"). */
+int store_measurements_exported(store *st, const char *device_id, store_measurement **out,
+                                int *n);
 
 /* ---- following other connections' writes (store_watch.c) */
 

@@ -132,7 +132,7 @@ static int export_read_tx(store *st, void *ctx)
     export_read *a = ctx;
     int rc;
     if ((rc = store_device_get(st, a->device_id, &a->info, &a->latest)) != 0 ||
-        (rc = store_measurements_all(st, a->info.id, &a->rows, &a->n)) != 0)
+        (rc = store_measurements_exported(st, a->info.id, &a->rows, &a->n)) != 0)
         return rc;
     if ((a->stacks = json_array()) == NULL)
         return ATTUNE_ENOMEM;

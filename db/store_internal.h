@@ -19,7 +19,8 @@ typedef enum {
     STMT_SHAPE_INSERT, STMT_SHAPE_SELECT,
     STMT_STACK_UPSERT, STMT_DEVICE_UPSERT, STMT_DEVICE_GET,
     STMT_MEAS_PUT, STMT_MEAS_MERGE, STMT_MEAS_EXISTS, STMT_MEAS_READ, STMT_MEAS_READ_ALL,
-    STMT_SHAPES, STMT_WINNER_MARK,
+    STMT_MEAS_READ_EXPORTED,
+    STMT_SHAPES, STMT_WINNER_MARK, STMT_WINNER_CLEAR,
     STMT_JOB_INSERT, STMT_JOB_SHAPE_INSERT, STMT_JOB_GET, STMT_JOB_SHAPES,
     STMT_JOB_TOTAL, STMT_JOB_UPDATE, STMT_JOBS_LIST,
     STMT_EXPORT_STACKS,
@@ -219,9 +220,24 @@ int store_meas_columns(sqlite3_stmt *q, int first, store_measurement *m);
 
 /* ---- shared with store_stream.c (streamed fleet export) */
 
-/* SELECT of every measurement of device ?1 (?2: stack or NULL), ordered as
- * store_measurements_all, cheap to start (no whole-table sort) and without
- * err_ratio; rows read with store_meas_row_read. */
+/* What leaves this store (an export, a fleet push): SQL true for a row m
+ * (an alias) of device dev (SQL text: a parameter, or m's device_id) that
+ * holds no partial tune. On a device tuned here (one with a row marked
+ * incumbent: the mark is the tuner's and is not exported), only rows of a
+ * (stack, shape) whose tune completed, i.e. one of whose rows carries the
+ * mark (select_complete's rule, as lookups read it); a device without any
+ * mark (imported) whole. A tune in flight, canceled or failed leaves its
+ * rows home until a tune of that (stack, shape) completes. */
+#define STORE_COMPLETE_ROW(m, dev)                                                    \
+    "(NOT EXISTS (SELECT 1 FROM measurements mk WHERE mk.device_id = " dev             \
+    " AND mk.incumbent = 1) OR EXISTS (SELECT 1 FROM measurements mg"                  \
+    " WHERE mg.device_id = " m ".device_id AND mg.stack_id = " m ".stack_id"           \
+    " AND mg.shape_id = " m ".shape_id AND mg.incumbent = 1))"
+
+/* SELECT of every measurement of device ?1 an export carries
+ * (STORE_COMPLETE_ROW; ?2: stack or NULL), ordered as
+ * store_measurements_exported, cheap to start (no whole-table sort) and
+ * without err_ratio; rows read with store_meas_row_read. */
 const char *store_meas_all_sql(void);
 int store_meas_row_read(sqlite3_stmt *q, store_measurement *m);
 

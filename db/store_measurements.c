@@ -247,9 +247,9 @@ int store_measurements_get(store *st, const char *device_id, const char *stack_i
                      stack_id, key, out, n);
 }
 
-/* Contract: see store.h; rows ordered by shape key, then as above. */
-int store_measurements_all(store *st, const char *device_id, store_measurement **out,
-                           int *n)
+/* Every row of device_id that sql (statement id) selects, in MEAS_ORDER. */
+static int meas_device(store *st, store_stmt_id id, const char *sql, const char *device_id,
+                       store_measurement **out, int *n)
 {
     if (out != NULL)
         *out = NULL;
@@ -257,30 +257,55 @@ int store_measurements_all(store *st, const char *device_id, store_measurement *
         *n = 0;
     if (st == NULL || device_id == NULL || out == NULL || n == NULL)
         return ATTUNE_EINVAL;
-    return meas_read(st, STMT_MEAS_READ_ALL, MEAS_SELECT MEAS_ORDER, device_id, NULL, NULL,
-                     out, n);
+    return meas_read(st, id, sql, device_id, NULL, NULL, out, n);
+}
+
+/* Contract: see store.h; rows ordered by shape key, then as above. */
+int store_measurements_all(store *st, const char *device_id, store_measurement **out,
+                           int *n)
+{
+    return meas_device(st, STMT_MEAS_READ_ALL, MEAS_SELECT MEAS_ORDER, device_id, out, n);
+}
+
+/* Contract: see store.h; ordered as store_measurements_all. */
+int store_measurements_exported(store *st, const char *device_id, store_measurement **out,
+                                int *n)
+{
+    return meas_device(st, STMT_MEAS_READ_EXPORTED,
+                       MEAS_SELECT "AND " STORE_COMPLETE_ROW("m", "?1") MEAS_ORDER, device_id,
+                       out, n);
 }
 
 typedef struct winner_mark_args {
     const char *device_id, *stack_id, *key, *tactic;
 } winner_mark_args;
 
+/* The winner's row marked first, then the others cleared: while the new
+ * mark is set the old one still stands, so a trigger on the mark
+ * (fleet_local.c's fleet_log_complete) sees whether the (stack, shape) had
+ * a completed tune before this one. */
 static int winner_mark_tx(store *st, void *ctx)
 {
     const winner_mark_args *a = ctx;
-    sqlite3_stmt *q = NULL;
-    int rc = store_stmt(st, STMT_WINNER_MARK,
-                        "UPDATE measurements SET incumbent = (?4 IS NOT NULL AND tactic = ?4)"
-                        " WHERE device_id = ?1 AND stack_id = ?2"
-                        "   AND shape_id = (SELECT id FROM shapes WHERE key = ?3)",
-                        &q);
-    int changed = 0;
-    if (rc == 0)
-        rc = store_write(st, q,
-                         store_bind_text(q, 1, a->device_id) || store_bind_text(q, 2, a->stack_id) ||
-                             store_bind_text(q, 3, a->key) || store_bind_text(q, 4, a->tactic),
-                         &changed);
-    return rc == 0 && !changed ? ATTUNE_ENOTFOUND : rc;
+    static const char *const sql[2] = {
+        "UPDATE measurements SET incumbent = 1 WHERE device_id = ?1 AND stack_id = ?2"
+        " AND shape_id = (SELECT id FROM shapes WHERE key = ?3) AND tactic = ?4",
+        "UPDATE measurements SET incumbent = 0 WHERE device_id = ?1 AND stack_id = ?2"
+        " AND shape_id = (SELECT id FROM shapes WHERE key = ?3) AND tactic IS NOT ?4"};
+    static const store_stmt_id ids[2] = {STMT_WINNER_MARK, STMT_WINNER_CLEAR};
+    int rc = 0, rows = 0;
+    for (int i = a->tactic == NULL; i < 2 && rc == 0; i++) {
+        sqlite3_stmt *q = NULL;
+        int changed = 0;
+        if ((rc = store_stmt(st, ids[i], sql[i], &q)) == 0)
+            rc = store_write(st, q,
+                             store_bind_text(q, 1, a->device_id) ||
+                                 store_bind_text(q, 2, a->stack_id) ||
+                                 store_bind_text(q, 3, a->key) || store_bind_text(q, 4, a->tactic),
+                             &changed);
+        rows += changed;
+    }
+    return rc == 0 && !rows ? ATTUNE_ENOTFOUND : rc;
 }
 
 int store_winner_mark(store *st, const char *device_id, const char *stack_id,
@@ -301,7 +326,8 @@ const char *store_meas_all_sql(void)
      * are sorted, so the first row comes at once however large the table,
      * and err_ratio (NULL here) is not computed: exports do not carry it */
     return MEAS_COLUMNS "NULL FROM shapes s CROSS JOIN measurements m ON m.shape_id = s.id "
-                        "WHERE m.device_id = ?1 AND (?2 IS NULL OR m.stack_id = ?2)" MEAS_ORDER;
+                        "WHERE m.device_id = ?1 AND (?2 IS NULL OR m.stack_id = ?2) "
+                        "AND " STORE_COMPLETE_ROW("m", "?1") MEAS_ORDER;
 }
 
 int store_meas_row_read(sqlite3_stmt *q, store_measurement *m)

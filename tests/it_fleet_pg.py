@@ -284,6 +284,45 @@ def test_pull_in_chunks(pg, tmp):
           "the next pull completes it (%s; %s)" % (r.stdout.strip(), fleet_state(b)))
 
 
+def test_tunes_in_flight(pg, tmp):
+    """A device tuned here (a row marked incumbent: the tuner's winner mark)
+    pushes only the (stack, shape)s whose tune completed; the rest, a tune
+    in flight or canceled, stays home until its first mark, which logs the
+    whole shape again. A mark that moves within a completed shape sends
+    nothing."""
+    s1 = fleetlib.stack("560.35.05")
+    shapes = [fleetlib.shape_of(i, sq=3000 + i) for i in range(3)]
+    rows = [fleetlib.row(sh, t, s1, 10.0 + k, T0) for sh in shapes
+            for k, t in enumerate(fleetlib.TACTICS[:2])]
+    db = os.path.join(tmp, "inflight.db")
+    fleetlib.import_table(ATTUNE, db, fleetlib.table("GPU-i-1", rows, [s1], name="Flight GPU"),
+                          tmp, name="inflight.json")
+
+    def mark(sq, tactic, value):
+        c = sqlite3.connect(db)
+        c.execute("UPDATE measurements SET incumbent = ? WHERE tactic = ? AND shape_id ="
+                  " (SELECT id FROM shapes WHERE sq = ?)", (value, tactic, sq))
+        c.commit()
+        c.close()
+
+    mark(3000, fleetlib.TACTICS[0], 1) # shape 0's tune completed; 1 and 2 in flight
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    check(r.returncode == 0 and "pushed 2 rows" in r.stdout and server_rows(pg, "GPU-i-1") == 2,
+          "only the completed shape's 2 rows are pushed (%s; server %d)"
+          % (r.stdout.strip(), server_rows(pg, "GPU-i-1")))
+    mark(3001, fleetlib.TACTICS[1], 1) # shape 1's tune ends: both its rows go
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    check(r.returncode == 0 and "pushed 2 rows" in r.stdout and server_rows(pg, "GPU-i-1") == 4,
+          "a tune's first mark sends its shape's rows (%s; server %d)"
+          % (r.stdout.strip(), server_rows(pg, "GPU-i-1")))
+    mark(3000, fleetlib.TACTICS[1], 1) # the winner moves, as store_winner_mark does it:
+    mark(3000, fleetlib.TACTICS[0], 0) # the new mark first, then the old one cleared
+    r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)
+    check(r.returncode == 0 and "pushed 0 rows" in r.stdout and server_rows(pg, "GPU-i-1") == 4,
+          "a mark moving within a completed shape sends nothing; the shape in flight stays "
+          "home (%s; server %d)" % (r.stdout.strip(), server_rows(pg, "GPU-i-1")))
+
+
 def test_malformed(pg, tmp, dbs):
     db = dbs["GPU-m-2"]
     c = sqlite3.connect(db)
@@ -623,6 +662,7 @@ def main():
         dbs = test_push_pull_merge(pg, tmp)
         test_new_and_known(pg, tmp)
         test_pull_in_chunks(pg, tmp)
+        test_tunes_in_flight(pg, tmp)
         test_malformed(pg, tmp, dbs)
         test_server_lost_commits(pg, tmp, dbs)
         drift_db = test_drift(pg, tmp)

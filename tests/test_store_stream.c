@@ -111,6 +111,54 @@ static void stream_should_equal_store_export(void)
     store_close(st);
 }
 
+/* The export, streamed or whole, of a device tuned here carries only the
+ * (stack, shape)s whose tune completed (a row marked incumbent); a device
+ * without any mark (imported) goes whole. */
+static void export_should_leave_tunes_in_flight_home(void)
+{
+    char dir[256], path[300], err[ATTUNE_ERRLEN] = "";
+    attn_device_info d;
+    attn_stack s;
+    store *st = NULL;
+    test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/f.db", dir);
+    CHECK_EQ_INT(store_open(path, 1, &st, err, sizeof err), 0);
+    if (st == NULL)
+        return;
+    fixture_h200(&d, &s, "560.35.03");
+    CHECK_EQ_INT(store_device_put(st, &d, &s), 0);
+    put_rows(st, &d, &s, 0, 40); /* 40 shapes, one row each */
+    for (int marked = 0; marked <= 10; marked += 10) {
+        for (int i = 0; i < marked; i++) { /* a tune's end marks its winner */
+            attn_shape sh = {1 + i % 3, 8, 1, 16 + 8 * i, 1024, 128, ATTN_F16, i % 2};
+            CHECK_EQ_INT(store_winner_mark(st, d.id, s.id, &sh, i % 2 ? "fused/pad=8/tile=64x64"
+                                                                        : "split/acc=f32/pad=1"),
+                         0);
+        }
+        char *whole = NULL, *streamed = NULL;
+        int pieces = 0;
+        store_export_stream *x = NULL;
+        CHECK_EQ_INT(store_export(st, d.id, &whole), 0);
+        CHECK_EQ_INT(store_export_open(path, d.id, &x, err, sizeof err), 0);
+        streamed = x != NULL ? drain(x, &pieces) : NULL;
+        store_export_close(x);
+        CHECK(whole != NULL && streamed != NULL);
+        if (whole != NULL && streamed != NULL) {
+            int rows = 0;
+            for (const char *p = whole; (p = strstr(p, "\"tactic\":")) != NULL; p++)
+                rows++;
+            CHECK_EQ_INT(rows, marked ? marked : 40); /* no mark yet: all */
+            CHECK_EQ_INT(pieces, (marked ? marked : 40) + 2);
+            blank_time(whole);
+            blank_time(streamed);
+            CHECK(strcmp(whole, streamed) == 0);
+        }
+        free(whole);
+        free(streamed);
+    }
+    store_close(st);
+}
+
 static void stream_should_read_one_snapshot(void)
 {
     char dir[256], path[300], err[ATTUNE_ERRLEN] = "";
@@ -164,6 +212,7 @@ static void stream_should_refuse_unknown_devices(void)
 int main(void)
 {
     RUN(stream_should_equal_store_export);
+    RUN(export_should_leave_tunes_in_flight_home);
     RUN(stream_should_read_one_snapshot);
     RUN(stream_should_refuse_unknown_devices);
     return test_summary();
