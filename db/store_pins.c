@@ -231,23 +231,32 @@ int store_pin_delete(store *st, int64_t id, pin *out)
     return store_tx(st, delete_tx, &a);
 }
 
-/* *local 1 when p can apply to a device of the store (pin_device_covers
- * over its devices table: this host's, imported and pulled ones): a rule
- * in force here, not only kept for the rest of the fleet. */
-static int pin_local(store *st, const pin *p, int *local)
+/* local[i] 1 when p[i] can apply to a device of the store
+ * (pin_device_covers over its devices table: this host's, imported and
+ * pulled ones): a rule in force here, not only kept for the rest of the
+ * fleet; tombstones count as local (merged first). One statement for all
+ * n, each pin asked once. */
+static int pins_local(store *st, const pin *p, int n, unsigned char *local)
 {
     sqlite3_stmt *q = NULL;
     int rc = prepare(st,
                      "SELECT 1 FROM devices WHERE (?1 = '' OR id = ?1) AND "
                      "(?2 = '' OR name = ?2 COLLATE NOCASE) LIMIT 1",
                      &q);
-    *local = 0;
-    if (rc == 0 && (store_bind_text(q, 1, p->device) || store_bind_text(q, 2, p->model)))
-        rc = ATTUNE_EDB;
-    if (rc == 0 && (rc = store_step_row(q)) == 0)
-        *local = 1;
+    for (int i = 0; i < n && rc == 0; i++) {
+        local[i] = 1;
+        if (p[i].removed)
+            continue;
+        sqlite3_reset(q);
+        if (store_bind_text(q, 1, p[i].device) || store_bind_text(q, 2, p[i].model))
+            rc = ATTUNE_EDB;
+        else if ((rc = store_step_row(q)) == ATTUNE_ENOTFOUND) {
+            local[i] = 0;
+            rc = 0;
+        }
+    }
     sqlite3_finalize(q);
-    return rc == ATTUNE_ENOTFOUND ? 0 : rc;
+    return rc;
 }
 
 /* skipped NULL: one pass, in order, PIN_MAX an error. Else two: first the
@@ -259,25 +268,31 @@ int store_pins_merge(store *st, const pin *p, int n, int *added, int *skipped)
     *added = 0;
     if (skipped != NULL)
         *skipped = 0;
-    for (int pass = 0; pass < (skipped != NULL ? 2 : 1); pass++) {
-        for (int i = 0; i < n; i++) {
+    unsigned char *local = NULL;
+    int rc = 0;
+    if (skipped != NULL && n > 0) {
+        if ((local = malloc((size_t)n)) == NULL)
+            return ATTUNE_ENOMEM;
+        rc = pins_local(st, p, n, local);
+    }
+    for (int pass = 0; rc == 0 && pass < (skipped != NULL ? 2 : 1); pass++) {
+        for (int i = 0; rc == 0 && i < n; i++) {
             pin c = p[i];
-            int inserted = 0, local = 1, rc;
+            int inserted = 0;
             if (c.updated_at == 0)
                 c.updated_at = c.created_at; /* a table's pin changed when it was made */
-            if (skipped != NULL && !c.removed && (rc = pin_local(st, &c, &local)) != 0)
-                return rc;
-            if (local != (pass == 0))
+            if (local != NULL && local[i] != (pass == 0))
                 continue;
             rc = pin_write(st, &c, 0, &inserted);
             if (rc == ATTUNE_ETOOBIG && skipped != NULL) {
                 (*skipped)++;
+                rc = 0;
                 continue;
             }
-            if (rc != 0)
-                return rc;
-            *added += inserted;
+            if (rc == 0)
+                *added += inserted;
         }
     }
-    return 0;
+    free(local);
+    return rc;
 }
