@@ -69,19 +69,30 @@ static void blank_time(char *s)
         *p = '0';
 }
 
-static void stream_should_equal_store_export(void)
+/* A new store at path (a fresh temporary directory) holding the H200 of
+ * fixture_h200 under one stack (*d, *s); NULL when it cannot be opened. */
+static store *h200_store(char *path, size_t len, attn_device_info *d, attn_stack *s)
 {
-    char dir[256], path[300], err[ATTUNE_ERRLEN] = "";
-    attn_device_info d;
-    attn_stack s;
+    char dir[256], err[ATTUNE_ERRLEN] = "";
     store *st = NULL;
     test_tmpdir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/s.db", dir);
+    snprintf(path, len, "%s/s.db", dir);
     CHECK_EQ_INT(store_open(path, 1, &st, err, sizeof err), 0);
     if (st == NULL)
+        return NULL;
+    fixture_h200(d, s, "560.35.03");
+    CHECK_EQ_INT(store_device_put(st, d, s), 0);
+    return st;
+}
+
+static void stream_should_equal_store_export(void)
+{
+    char path[300], err[ATTUNE_ERRLEN] = "";
+    attn_device_info d;
+    attn_stack s;
+    store *st = h200_store(path, sizeof path, &d, &s);
+    if (st == NULL)
         return;
-    fixture_h200(&d, &s, "560.35.03");
-    CHECK_EQ_INT(store_device_put(st, &d, &s), 0);
 
     /* no rows yet: an empty measurements array */
     store_export_stream *x = NULL;
@@ -116,17 +127,12 @@ static void stream_should_equal_store_export(void)
  * without any mark (imported) goes whole. */
 static void export_should_leave_tunes_in_flight_home(void)
 {
-    char dir[256], path[300], err[ATTUNE_ERRLEN] = "";
+    char path[300], err[ATTUNE_ERRLEN] = "";
     attn_device_info d;
     attn_stack s;
-    store *st = NULL;
-    test_tmpdir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/f.db", dir);
-    CHECK_EQ_INT(store_open(path, 1, &st, err, sizeof err), 0);
+    store *st = h200_store(path, sizeof path, &d, &s);
     if (st == NULL)
         return;
-    fixture_h200(&d, &s, "560.35.03");
-    CHECK_EQ_INT(store_device_put(st, &d, &s), 0);
     put_rows(st, &d, &s, 0, 40); /* 40 shapes, one row each */
     for (int marked = 0; marked <= 10; marked += 10) {
         for (int i = 0; i < marked; i++) { /* a tune's end marks its winner */
@@ -161,17 +167,12 @@ static void export_should_leave_tunes_in_flight_home(void)
 
 static void stream_should_read_one_snapshot(void)
 {
-    char dir[256], path[300], err[ATTUNE_ERRLEN] = "";
+    char path[300], err[ATTUNE_ERRLEN] = "";
     attn_device_info d;
     attn_stack s;
-    store *st = NULL;
-    test_tmpdir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/s.db", dir);
-    CHECK_EQ_INT(store_open(path, 1, &st, err, sizeof err), 0);
+    store *st = h200_store(path, sizeof path, &d, &s);
     if (st == NULL)
         return;
-    fixture_h200(&d, &s, "560.35.03");
-    CHECK_EQ_INT(store_device_put(st, &d, &s), 0);
     put_rows(st, &d, &s, 0, 10);
     store_export_stream *x = NULL;
     CHECK_EQ_INT(store_export_open(path, d.id, &x, err, sizeof err), 0);

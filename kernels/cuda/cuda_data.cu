@@ -216,8 +216,8 @@ int cuda_pack_view(void *dst, const attn_tensor *src, size_t es, int64_t b, int6
         return 0;
     const unsigned gr = grid_for(total, 256);
 #define PACK(W_) \
-    pack_view_kernel<W_><<<gr, 256, 0, stream>>>((W_ *)dst, (const W_ *)src->data, total, wpr, rows, rows_pad, \
-                                                  heads, rep, src->sb / k, src->sh / k, src->ss / k)
+    CU_TRY(cu_launch(pack_view_kernel<W_>, gr, 256, 0, stream, (W_ *)dst, (const W_ *)src->data, total, \
+                     wpr, rows, rows_pad, heads, rep, src->sb / k, src->sh / k, src->ss / k))
     if (w == 16)
         PACK(uint4);
     else if (w == 4)
@@ -227,7 +227,6 @@ int cuda_pack_view(void *dst, const attn_tensor *src, size_t es, int64_t b, int6
     else
         PACK(uint8_t);
 #undef PACK
-    CU_LAUNCHED();
     return 0;
 fail:
     return rc;
@@ -243,8 +242,8 @@ int cuda_unpack_view(const attn_tensor *dst, const void *src, size_t es, int64_t
         return 0;
     const unsigned gr = grid_for(total, 256);
 #define UNPACK(W_) \
-    unpack_view_kernel<W_><<<gr, 256, 0, stream>>>((W_ *)dst->data, (const W_ *)src, total, wpr, rows, rows_pad, \
-                                                    heads, dst->sb / k, dst->sh / k, dst->ss / k)
+    CU_TRY(cu_launch(unpack_view_kernel<W_>, gr, 256, 0, stream, (W_ *)dst->data, (const W_ *)src, total, \
+                     wpr, rows, rows_pad, heads, dst->sb / k, dst->sh / k, dst->ss / k))
     if (w == 16)
         UNPACK(uint4);
     else if (w == 4)
@@ -254,7 +253,6 @@ int cuda_unpack_view(const attn_tensor *dst, const void *src, size_t es, int64_t
     else
         UNPACK(uint8_t);
 #undef UNPACK
-    CU_LAUNCHED();
     return 0;
 fail:
     return rc;

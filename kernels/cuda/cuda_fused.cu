@@ -45,6 +45,7 @@
  */
 #include "cuda_fused.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
+#include "launch.cuh"             /* cu_launch, cu_ok */
 #include "cuda_fused_configs.h" /* the configurations, head dims, shared memory */
 #include "../variant.h"         /* attn_sm_limits_of */
 #ifdef ATTUNE_HAVE_SM90A
@@ -1227,13 +1228,12 @@ static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
     void (*kern)(const fused_args) = even ? fused_fwd_kernel<T, D, BR, BC, NW, KVST, true>
                                           : fused_fwd_kernel<T, D, BR, BC, NW, KVST, false>;
     /* Not a stream operation: allowed while a graph is being captured. */
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+    if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
     const int64_t blocks = (int64_t)p.nrb * p.b * p.hq;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    kern<<<(unsigned)blocks, NW * 32, smem, stream>>>(p);
-    return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
+    return cu_ok(cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p)) ? 0 : ATTUNE_EGPU;
 }
 
 /* Was the code of kern that runs on the current device compiled for 9.0
@@ -1291,11 +1291,7 @@ static int launch_combine(const fused_args &p, cudaStream_t stream)
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = runs_sm90_code((const void *)kern, pdl_cache, 64) ? 1 : 0;
-    if (cudaLaunchKernelEx(&cfg, kern, p) != cudaSuccess) {
-        cudaGetLastError(); /* not sticky: clear it for the next launcher */
-        return ATTUNE_EGPU;
-    }
-    return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
+    return cu_ok(cudaLaunchKernelEx(&cfg, kern, p)) ? 0 : ATTUNE_EGPU;
 }
 
 template <typename T, int D, int BC, int NW>
@@ -1303,13 +1299,12 @@ static int launch_splitkv(const fused_args &p, cudaStream_t stream)
 {
     const size_t smem = splitkv_smem<D, BC, NW>();
     void (*kern)(const fused_args) = splitkv_fwd_kernel<T, D, BC, NW>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+    if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
     const int64_t blocks = (int64_t)p.nrb * p.splits * p.b * p.hkv;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    kern<<<(unsigned)blocks, NW * 32, smem, stream>>>(p);
-    if (cudaGetLastError() != cudaSuccess)
+    if (!cu_ok(cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p)))
         return ATTUNE_EGPU;
     return p.splits > 1 ? launch_combine<T>(p, stream) : 0;
 }
@@ -1340,13 +1335,12 @@ static int launch_splitkv_bulk(const fused_args &p, cudaStream_t stream)
     if ((rc = cuda_tma_make_map(&tk, &kt, dt, 2, p.b, p.hkv, p.skv, p.d, BC)) != 0 ||
         (rc = cuda_tma_make_map(&tv, &vt, dt, 2, p.b, p.hkv, p.skv, p.d, BC)) != 0)
         return rc;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+    if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
     const int64_t blocks = (int64_t)p.nrb * p.splits * p.b * p.hkv;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    kern<<<(unsigned)blocks, (NW + 1) * 32, smem, stream>>>(tk, tv, p);
-    if (cudaGetLastError() != cudaSuccess)
+    if (!cu_ok(cu_launch(kern, (unsigned)blocks, (NW + 1) * 32, smem, stream, tk, tv, p)))
         return ATTUNE_EGPU;
     return p.splits > 1 ? launch_combine<T>(p, stream) : 0;
 }

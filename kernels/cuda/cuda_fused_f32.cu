@@ -31,6 +31,7 @@
  */
 #include "cuda_fused_f32.h"
 #include "cuda_fused_common.cuh" /* smem_u32, ex2 */
+#include "launch.cuh"             /* cu_launch, cu_ok */
 #include "../variant.h"         /* attn_sm_limits_of */
 
 #include <cuda_runtime.h>
@@ -472,11 +473,9 @@ static int launch_f32(const f32_args &p, bool vec, int64_t blocks, cudaStream_t 
     void (*kern)(const f32_args) = vec ? fused_f32_kernel<D, BR, BC, NW, CG, MINB, true>
                                        : fused_f32_kernel<D, BR, BC, NW, CG, MINB, false>;
     /* Not a stream operation: allowed while a graph is being captured. */
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-        cudaSuccess)
+    if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
-    kern<<<(unsigned)blocks, NW * 32, smem, stream>>>(p);
-    return cudaGetLastError() == cudaSuccess ? 0 : ATTUNE_EGPU;
+    return cu_ok(cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p)) ? 0 : ATTUNE_EGPU;
 }
 
 /* ---- listing and dispatcher */

@@ -59,6 +59,7 @@
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
+#include "launch.cuh"             /* cu_launch, cu_ok */
 #include "cuda_fused_configs.h" /* SM90_CONFIGS, head dims, shared memory, the fold */
 
 #include <cuda.h>
@@ -881,9 +882,9 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
         if (s->b * s->hkv > SM90_VT_MAX_BH) /* e4m3_configs lists none */
             return ATTUNE_EUNSUPP;
         dim3 grid((unsigned)(keys / SM90_VT_KEYS), (unsigned)(s->b * s->hkv));
-        sm90_vt_kernel<<<grid, 256, 0, stream>>>((const uint8_t *)io->v.data, io->v.sb, io->v.sh, io->v.ss,
-                                                 (uint8_t *)vt, (int)s->hkv, (int)s->skv, (int)s->d, (int)keys);
-        if (cudaGetLastError() != cudaSuccess)
+        if (!cu_ok(cu_launch(sm90_vt_kernel, grid, 256, 0, stream, (const uint8_t *)io->v.data, io->v.sb,
+                             io->v.sh, io->v.ss, (uint8_t *)vt, (int)s->hkv, (int)s->skv, (int)s->d,
+                             (int)keys)))
             return ATTUNE_EGPU;
         cuuint64_t dims[4] = {(cuuint64_t)keys, (cuuint64_t)D, (cuuint64_t)s->hkv, (cuuint64_t)s->b};
         cuuint64_t strides[3] = {(cuuint64_t)keys, (cuuint64_t)(keys * D), (cuuint64_t)(keys * D * s->hkv)};
@@ -896,15 +897,14 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
     const size_t smem = sm90_smem<D, BR, BC, STAGES, ES>::bytes;
     void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) =
         fused_sm90_kernel<T, D, BR, BC, STAGES, PP, FOLD>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+    if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
     p.nrb = (int)((s->sq + qb - 1) / qb);
     p.chunk = sm90_chunk(s, D, FOLD, p.units);
     const int64_t blocks = (int64_t)p.nrb * p.units * p.splits;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    kern<<<(unsigned)blocks, 128 * (BR / 64 + 1), smem, stream>>>(tq, tk, tv, p);
-    if (cudaGetLastError() != cudaSuccess)
+    if (!cu_ok(cu_launch(kern, (unsigned)blocks, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p)))
         return ATTUNE_EGPU;
     return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, &io->o, stream) : 0;
 }

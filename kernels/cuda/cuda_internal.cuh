@@ -23,6 +23,7 @@
 
 #include "../attn.h"
 #include "../variant.h"
+#include "launch.cuh" /* cu_launch, cu_ok */
 
 /* ---- errors
  *
@@ -45,7 +46,11 @@ void cuda_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         }                                                                     \
     } while (0)
 
-/* After a <<<>>> launch: launch-configuration errors surface here. */
+/* After a <<<>>> launch: launch-configuration errors surface here, with
+ * any error the thread had pending. Only where attune owns the thread's
+ * errors (the tuner's fills and reference); a kernel that a run launches
+ * on a caller's stream goes through cu_launch (launch.cuh), which answers
+ * for that launch alone. */
 #define CU_LAUNCHED() CU_TRY(cudaGetLastError())
 
 #define BLAS_TRY(call)                                                        \

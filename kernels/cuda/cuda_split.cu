@@ -160,29 +160,29 @@ softmax_kernel(const ST *__restrict__ S, PT *__restrict__ P, softmax_args a)
 /* ---- launchers */
 
 template <typename ST, typename PT, int NT, int ITEMS>
-static void softmax_go(const void *S, void *P, const softmax_args *a, cudaStream_t st)
+static cudaError_t softmax_go(const void *S, void *P, const softmax_args *a, cudaStream_t st)
 {
     int64_t g = a->nrows < (int64_t)INT_MAX ? a->nrows : (int64_t)INT_MAX;
-    softmax_kernel<ST, PT, NT, ITEMS><<<(unsigned)g, NT, 0, st>>>((const ST *)S, (PT *)P, *a);
+    return cu_launch(softmax_kernel<ST, PT, NT, ITEMS>, (unsigned)g, NT, 0, st, (const ST *)S,
+                     (PT *)P, *a);
 }
 
 /* Threads and register items per row length: enough threads to cover the
  * row with <= 16 items each, up to 8192 keys; longer rows stream. */
 template <typename ST, typename PT>
-static void softmax_pick(const void *S, void *P, const softmax_args *a, cudaStream_t st)
+static cudaError_t softmax_pick(const void *S, void *P, const softmax_args *a, cudaStream_t st)
 {
     if (a->ld <= 512)
-        softmax_go<ST, PT, 128, 4>(S, P, a, st);
-    else if (a->ld <= 1024)
-        softmax_go<ST, PT, 256, 4>(S, P, a, st);
-    else if (a->ld <= 2048)
-        softmax_go<ST, PT, 256, 8>(S, P, a, st);
-    else if (a->ld <= 4096)
-        softmax_go<ST, PT, 512, 8>(S, P, a, st);
-    else if (a->ld <= 8192)
-        softmax_go<ST, PT, 512, 16>(S, P, a, st);
-    else
-        softmax_go<ST, PT, 1024, 0>(S, P, a, st);
+        return softmax_go<ST, PT, 128, 4>(S, P, a, st);
+    if (a->ld <= 1024)
+        return softmax_go<ST, PT, 256, 4>(S, P, a, st);
+    if (a->ld <= 2048)
+        return softmax_go<ST, PT, 256, 8>(S, P, a, st);
+    if (a->ld <= 4096)
+        return softmax_go<ST, PT, 512, 8>(S, P, a, st);
+    if (a->ld <= 8192)
+        return softmax_go<ST, PT, 512, 16>(S, P, a, st);
+    return softmax_go<ST, PT, 1024, 0>(S, P, a, st);
 }
 
 static int softmax_launch(const void *S, int s_f16, void *P, attn_dtype pt,
@@ -190,14 +190,13 @@ static int softmax_launch(const void *S, int s_f16, void *P, attn_dtype pt,
 {
     int rc = 0;
     if (s_f16) /* acc=f16 exists only for f16 data */
-        softmax_pick<__half, __half>(S, P, a, st);
+        CU_TRY((softmax_pick<__half, __half>(S, P, a, st)));
     else if (pt == ATTN_F16)
-        softmax_pick<float, __half>(S, P, a, st);
+        CU_TRY((softmax_pick<float, __half>(S, P, a, st)));
     else if (pt == ATTN_BF16)
-        softmax_pick<float, __nv_bfloat16>(S, P, a, st);
+        CU_TRY((softmax_pick<float, __nv_bfloat16>(S, P, a, st)));
     else
-        softmax_pick<float, float>(S, P, a, st);
-    CU_LAUNCHED();
+        CU_TRY((softmax_pick<float, float>(S, P, a, st)));
     return 0;
 fail:
     return rc;

@@ -152,10 +152,9 @@ extern "C" int cuda_cudnn_fp8_out(void *out, const int64_t st[3], const void *o8
         return ATTUNE_EINVAL;
     if (n16 == 0)
         return 0;
-    fp8_out_kernel<<<(unsigned)((n16 + 255) / 256), 256, 0, stream>>>(
-        (__nv_bfloat16 *)out, st[0], st[1], st[2], (const __nv_fp8_e4m3 *)o8, (int)hq,
-        (int)q_rows, (int)q0, (int)sqv, (int)d, descale_v, (int)rows);
-    CU_LAUNCHED();
+    CU_TRY(cu_launch(fp8_out_kernel, (unsigned)((n16 + 255) / 256), 256, 0, stream,
+                     (__nv_bfloat16 *)out, st[0], st[1], st[2], (const __nv_fp8_e4m3 *)o8, (int)hq,
+                     (int)q_rows, (int)q0, (int)sqv, (int)d, descale_v, (int)rows));
     return 0;
 fail:
     return rc;
