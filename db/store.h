@@ -214,8 +214,12 @@ int store_jobs_list(store *st, int state, store_job **out, int *n);
 /* ---- fleet tables (export/import, JSON, see docs/fleet.md) */
 
 /* Serialize every measurement of a device (all stacks) with provenance as
- * a fleet table; *json is malloc'd UTF-8 text. */
+ * a fleet table, less the rows of tunes in flight on a device tuned here
+ * (store_measurements_exported); *json is malloc'd UTF-8 text. */
 int store_export(store *st, const char *device_id, char **json);
+/* *n: the rows of device_id (an id) that an export leaves out, those of
+ * tunes in flight, canceled or failed (docs/fleet.md "Tunes in flight"). */
+int store_export_held_back(store *st, const char *device_id, int64_t *n);
 
 /* ---- streamed export (store_stream.c): the same table as store_export,
  * byte for byte except exported_at, written piece by piece from a

@@ -139,6 +139,28 @@ static int export_read_tx(store *st, void *ctx)
     return stacks_json(st, a->info.id, a->stacks);
 }
 
+/* Contract: see store.h. Rarely asked: prepared each time. */
+int store_export_held_back(store *st, const char *device_id, int64_t *n)
+{
+    sqlite3_stmt *q = NULL;
+    if (n != NULL)
+        *n = 0;
+    if (st == NULL || device_id == NULL || n == NULL)
+        return ATTUNE_EINVAL;
+    int rc = sqlite3_prepare_v2(st->db,
+                                "SELECT count(*) FROM measurements m WHERE m.device_id = ?1"
+                                " AND NOT " STORE_COMPLETE_ROW("m", "?1"),
+                                -1, &q, NULL) == SQLITE_OK &&
+                     sqlite3_bind_text(q, 1, device_id, -1, SQLITE_STATIC) == SQLITE_OK &&
+                     sqlite3_step(q) == SQLITE_ROW
+                 ? 0
+                 : ATTUNE_EDB;
+    if (rc == 0)
+        *n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return rc;
+}
+
 /* Contract: see store.h. device_id may be anything store_device_get
  * resolves (id or name). Reads one consistent snapshot (a read
  * transaction). ATTUNE_ENOTFOUND for an unknown device; on error *json is

@@ -315,6 +315,10 @@ def test_tunes_in_flight(pg, tmp):
     check(r.returncode == 0 and "pushed 2 rows" in r.stdout and server_rows(pg, "GPU-i-1") == 4,
           "a tune's first mark sends its shape's rows (%s; server %d)"
           % (r.stdout.strip(), server_rows(pg, "GPU-i-1")))
+    r = run(pg, "export", "--db", db, "--device", "GPU-i-1")
+    check(r.returncode == 0 and r.stdout.count('"tactic"') == 4 and
+          "2 rows of tunes not completed" in r.stderr,
+          "attune export leaves the shape in flight out and says so (%s)" % r.stderr.strip())
     mark(3000, fleetlib.TACTICS[1], 1) # the winner moves, as store_winner_mark does it:
     mark(3000, fleetlib.TACTICS[0], 0) # the new mark first, then the old one cleared
     r = run(pg, "fleet", "push", "--db", db, "--fleet", pg.url)

@@ -155,6 +155,9 @@ static void export_should_leave_tunes_in_flight_home(void)
                 rows++;
             CHECK_EQ_INT(rows, marked ? marked : 40); /* no mark yet: all */
             CHECK_EQ_INT(pieces, (marked ? marked : 40) + 2);
+            int64_t held = -1;
+            CHECK_EQ_INT(store_export_held_back(st, d.id, &held), 0);
+            CHECK_EQ_INT(held, marked ? 40 - marked : 0);
             blank_time(whole);
             blank_time(streamed);
             CHECK(strcmp(whole, streamed) == 0);

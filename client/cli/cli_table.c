@@ -18,7 +18,8 @@ static const char export_help[] =
     "table (docs/fleet.md) to stdout or FILE (-o, --output; written beside, then\n"
     "renamed). --db defaults to $ATTUNE_DB, else the installed service's database\n"
     "(" ATTUNE_SYSTEM_DB ") when it exists; --device to the first GPU of this\n"
-    "host, else cpu.\n";
+    "host, else cpu. Rows of a tune not completed here (in flight, canceled or\n"
+    "failed) stay out until a tune of their shape completes; stderr counts them.\n";
 
 static const char import_help[] =
     "usage: attune import [--db FILE] TABLE.json\n"
@@ -79,6 +80,12 @@ int cli_export_main(int argc, char **argv)
         fprintf(stderr, "attune: export of %s failed: %s\n", info.id, attune_strerror(erc));
         goto out;
     }
+    int64_t held = 0;
+    if (store_export_held_back(st, info.id, &held) == 0 && held > 0)
+        fprintf(stderr,
+                "attune: %lld row%s of tunes not completed (in flight, canceled or failed) "
+                "left out; they go once a tune of their shape completes\n",
+                (long long)held, held == 1 ? "" : "s");
     if (outp && strcmp(outp, "-") != 0) {
         if (write_file(outp, json) != 0)
             goto out;
