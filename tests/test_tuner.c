@@ -5,6 +5,9 @@
  * tactic, one that leaves an element unwritten, one that is inaccurate, one
  * that is unsupported, and one that is hopelessly slow (cut early). */
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sqlite3.h>
 #include <stdatomic.h>
 
 #include "test.h"
@@ -269,6 +272,62 @@ static void tuner_should_record_each_outcome(void)
     /* Failed tactics are never timed. */
     CHECK_EQ_INT(time_calls[T_UNWRITTEN], 0);
     CHECK_EQ_INT(time_calls[T_WRONG], 0);
+    free(m);
+    store_close(st);
+}
+
+/* ---- a database locked past the busy timeout */
+
+typedef struct locker {
+    const char *path;
+    atomic_int held;
+} locker;
+
+/* Another writer: the write lock taken and kept 5.5 s, past the store's
+ * 5 s busy timeout, as a large import's transaction would. */
+static void *hold_write_lock(void *arg)
+{
+    locker *l = arg;
+    sqlite3 *db = NULL;
+    if (sqlite3_open(l->path, &db) == SQLITE_OK &&
+        sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK) {
+        atomic_store(&l->held, 1);
+        struct timespec t = {5, 500 * 1000 * 1000};
+        nanosleep(&t, NULL);
+        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    } else {
+        atomic_store(&l->held, -1);
+    }
+    sqlite3_close(db);
+    return NULL;
+}
+
+static void tuner_should_wait_out_a_long_write_lock(void)
+{
+    char dir[256], path[600];
+    store *st = open_tmp_store(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t.db", dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 6, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 50;
+    o.screen_factor = 0;
+    locker l = {path, 0};
+    pthread_t th;
+    CHECK_EQ_INT(pthread_create(&th, NULL, hold_write_lock, &l), 0);
+    while (atomic_load(&l.held) == 0)
+        sched_yield();
+    CHECK_EQ_INT(atomic_load(&l.held), 1);
+    tuner_shape_result res;
+    int rc = tuner_run_shape(st, &dev, &s, &o, 0, 1, &res);
+    CHECK_MSG(rc == 0, "the tune under a 5.5 s lock: %s", attune_strerror(rc)); /* was EBUSY */
+    CHECK_EQ_INT(res.measured, T_COUNT);
+    pthread_join(th, NULL);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    CHECK_EQ_INT(n, T_COUNT);
     free(m);
     store_close(st);
 }
@@ -1043,6 +1102,7 @@ int main(void)
     RUN(tuner_should_record_each_outcome);
     RUN(tuner_should_record_the_error_against_the_source);
     RUN(tuner_should_resume_without_remeasuring);
+    RUN(tuner_should_wait_out_a_long_write_lock);
     RUN(candidates_should_replace_the_listing);
     RUN(retune_should_keep_winner_within_noise);
     RUN(budget_should_bind_slow_tactics);

@@ -859,14 +859,38 @@ static void run_trace(const shape_run *r, const char *pass, const store_measurem
             st < 4 ? names[st] : "?", select_time(m), m->n, 1e3 * (now_s() - t0));
 }
 
+/* How long a tune's store write keeps trying while another writer holds
+ * the database past the store's busy timeout (a large import's one
+ * transaction). */
+#define TUNER_WRITE_WAIT_S 60.0
+
+/* After a store write of the tune that began at t0 and returned rc: 1
+ * (after a short pause) when it found the database locked (ATTUNE_EBUSY:
+ * locked past the store's busy timeout) and may be tried again, up to
+ * TUNER_WRITE_WAIT_S in all and while the tune is not canceled; a
+ * measurement just taken is not thrown away, nor the job failed, for a
+ * lock. */
+static int write_again(int rc, double t0)
+{
+    if (rc != ATTUNE_EBUSY || now_s() - t0 >= TUNER_WRITE_WAIT_S || attn_cancel_poll())
+        return 0;
+    struct timespec pause = {0, 20 * 1000 * 1000}; /* no spin when busy came at once */
+    nanosleep(&pause, NULL);
+    return 1;
+}
+
 /* Step 4: commit row m at once (a crash loses at most the tactic in
- * flight) and tell the caller. 0 or the store's error. */
+ * flight; a long lock is waited out: write_again) and tell the caller. 0
+ * or the store's error. */
 static int run_commit(shape_run *r, store_measurement *m)
 {
     const tuner_opts *o = r->o;
     double t0 = now_s();
     m->taken_at = (int64_t)time(NULL);
-    int rc = store_measurement_put(r->st, m);
+    int rc;
+    do
+        rc = store_measurement_put(r->st, m);
+    while (write_again(rc, t0));
     r->res->store_s += now_s() - t0;
     if (rc != 0)
         return rc;
@@ -1068,14 +1092,20 @@ static int run_mark_winner(shape_run *r, tuner_shape_result *res)
      * (max_rel_err) may then be answered from these rows. Not eligible
      * under the policy, the mark changes no default answer. */
     int mark = w >= 0 ? w : select_winner(ms, nms, r->o->policy, INFINITY);
-    if (mark >= 0 && !ms[mark].incumbent)
-        rc = store_winner_mark(r->st, dev->info.id, dev->stack.id, r->s, ms[mark].tactic);
+    double t0 = now_s();
+    if (mark >= 0 && !ms[mark].incumbent) {
+        do
+            rc = store_winner_mark(r->st, dev->info.id, dev->stack.id, r->s, ms[mark].tactic);
+        while (write_again(rc, t0));
+    }
     /* Nothing to mark because the timed rows are noisy (select_winner
      * passes over them): an older mark goes, so the shape does not read as
      * tuned and the next tune (or a miss) measures it again. */
     for (int i = 0; mark < 0 && rc == 0 && i < nms; i++)
         if (ms[i].noisy) {
-            rc = store_winner_mark(r->st, dev->info.id, dev->stack.id, r->s, NULL);
+            do
+                rc = store_winner_mark(r->st, dev->info.id, dev->stack.id, r->s, NULL);
+            while (write_again(rc, t0));
             break;
         }
     if (rc == 0 && mark >= 0) {
@@ -1121,8 +1151,10 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
 
     attn_cancel_arm(o->cancel, o->deadline_s); /* reaches into the kernel calls */
     double t0 = now_s();
-    if ((rc = store_device_put(st, &dev->info, &dev->stack)) != 0 ||
-        (rc = run_list_tactics(&r, res)) != 0)
+    do
+        rc = store_device_put(st, &dev->info, &dev->stack);
+    while (write_again(rc, t0));
+    if (rc != 0 || (rc = run_list_tactics(&r, res)) != 0)
         goto done;
     res->prepare_s = now_s() - t0;
     if (r.ntodo > 0) {
