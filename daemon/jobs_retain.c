@@ -109,7 +109,7 @@ static int forget(jdev *d, store *st, retain_slot *sl)
     int nids = 0;
     int rc = store_forget_miss_shape(st, d->dev.info.id, &sl->s, &rows, &ids, &nids);
     attn_shape_key(&sl->s, key, sizeof key);
-    if (rc == ATTUNE_EBUSY) { /* a miss job of it is writing rows: not now */
+    if (rc == ATTUNE_ESTATE) { /* a miss job of it is writing rows: not now */
         log_event(LOGL_INFO, "miss_retain_kept", "device=%s shape=%s reason=job_in_flight",
                   d->dev.info.id, key);
         return 0;

@@ -693,7 +693,8 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
  * latest stack and last_seen go with the last chunk, so a pull that fails
  * midway leaves the chunks before it and the device as it was. */
 #define PULL_CHUNK_ROWS 2048
-/* A shape with more rows than this (tactics of one stack) is cut anyway. */
+/* A chunk ends here even within a shape (one with more rows than this,
+ * tactics of one stack, is cut anyway). */
 #define PULL_CHUNK_MAX (4 * PULL_CHUNK_ROWS)
 
 typedef struct pull_chunk {

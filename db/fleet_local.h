@@ -97,9 +97,10 @@ int fleet_local_push_pending(store *st, fleet_pg *c, int batch_rows, fleet_stop_
  * thousand rows that each end between two shapes, so a tune committing
  * meanwhile never waits on the network. A refused row or a lost connection
  * ends the pull with its error and leaves the chunks before it (each shape
- * whole: its rows all from this pull or all as they were); the fleet
- * device's latest stack and last_seen move only with the model's last
- * chunk. *rows: aggregate rows committed. Ends with the pins' exchange,
+ * whole, its rows all from this pull or all as they were, unless a shape
+ * has more rows than a chunk's 8,192 at most); a fleet device the store
+ * lacks is inserted first (its newest time, no latest stack), and a known
+ * one's latest stack and last_seen move only with the model's last chunk. *rows: aggregate rows committed. Ends with the pins' exchange,
  * whose error (a malformed pin on the server) is the pull's; rules left
  * out at PIN_MAX are not an error: *pins_skipped (may be NULL) counts
  * them. */

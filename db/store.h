@@ -203,7 +203,7 @@ int store_job_update(store *st, int64_t id, store_job_state state, int done,
  * ids of the miss jobs deleted (every one of s there: done, failed or
  * canceled), for the caller's job table. Nothing is deleted, and the answer
  * is ATTUNE_EEXIST when an explicit job (kind tune) of the device holds s,
- * ATTUNE_EBUSY when a miss job of s there is queued or running (ask again
+ * ATTUNE_ESTATE when a miss job of s there is queued or running (ask again
  * after it ends); on error *jobs is NULL. */
 int store_forget_miss_shape(store *st, const char *device_id, const attn_shape *s,
                             int64_t *rows, int64_t **jobs, int *njobs);

@@ -313,7 +313,7 @@ static int forget_tx(store *st, void *ctx)
         rc = forget_step(st, a, "SELECT count(*) FROM (" FORGET_JOBS("miss")
                          " AND j.state IN ('queued', 'running'))", &in_flight);
     if (rc == 0 && in_flight > 0)
-        return ATTUNE_EBUSY;
+        return ATTUNE_ESTATE;
     if (rc == 0)
         rc = forget_step(st, a, "DELETE FROM measurements WHERE device_id = ?1 AND shape_id = "
                          FORGET_SHAPE, &a->rows);

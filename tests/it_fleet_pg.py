@@ -275,7 +275,8 @@ def test_pull_in_chunks(pg, tmp):
     b = puller("chunk-b.db")
     r = run(pg, "fleet", "pull", "--db", b, "--fleet", pg.url, "--device", "GPU-k-2", ok=(1,))
     got = fleet_state(b)
-    check(r.returncode == 1 and "status" in r.stderr and got == (2048, [(None,)], 0),
+    check(r.returncode == 1 and "status" in r.stderr and got == (2048, [(None,)], 0) and
+          "2048 aggregate rows stored before it" in r.stderr,
           "a row refused after 2048 leaves the first chunk, 256 whole shapes, and no latest "
           "stack (%d: %s; %s)" % (r.returncode, r.stderr.strip(), got))
     pg.sql("UPDATE aggregates SET status = 'ok' WHERE status = 'bogus'")

@@ -254,7 +254,8 @@ if [ -f "$pb" ]; then
     *python3*"libattune1 (= $ver)"* | *"libattune1 (= $ver)"*python3*) ok "python3-attune Depends: $deps" ;;
     *) bad "python3-attune Depends: $deps" ;;
     esac
-    py=${ATTUNE_PYTHON:-python3}
+    py=${ATTUNE_PYTHON:-/usr/bin/python3} # Debian's: its python3-numpy
+    [ -x "$py" ] || py=python3
     out=$(PYTHONPATH=$root/usr/lib/python3/dist-packages LD_LIBRARY_PATH=$lib \
         ATTUNE_URL=http://127.0.0.1:9 $py -c '
 import sys, numpy as np, attune

@@ -576,7 +576,7 @@ static void retention_should_drop_every_miss_job_it_deletes(store *st)
 }
 
 /* The store forgets no shape a miss job is still writing: a queued or
- * running one holds it (ATTUNE_EBUSY, nothing deleted); once it ended,
+ * running one holds it (ATTUNE_ESTATE, nothing deleted); once it ended,
  * every miss job of the shape goes with its rows. */
 static void forget_should_wait_for_a_miss_job_in_flight(store *st)
 {
@@ -589,7 +589,7 @@ static void forget_should_wait_for_a_miss_job_in_flight(store *st)
     for (int state = STORE_JOB_QUEUED; state <= STORE_JOB_RUNNING; state++) {
         CHECK_EQ_INT(store_job_update(st, running, (store_job_state)state, 0, NULL), 0);
         CHECK_EQ_INT(store_forget_miss_shape(st, cpu.info.id, &F, &rows, &ids, &nids),
-                     ATTUNE_EBUSY);
+                     ATTUNE_ESTATE);
         CHECK(ids == NULL);
         CHECK_EQ_INT(nids, 0);
         CHECK_EQ_INT(rows, 0);

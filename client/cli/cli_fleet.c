@@ -175,6 +175,9 @@ static int fleet_pull(const args *a)
     int skipped = 0;
     if (fleet_local_pull(st, c, devs, n, 0, &rows, &skipped, err, sizeof err) != 0) {
         fprintf(stderr, "attune: fleet pull failed: %s\n", err);
+        if (rows > 0) /* whole shapes, committed chunk by chunk (fleet_local.h) */
+            fprintf(stderr, "attune: %" PRId64 " aggregate row%s stored before it; the next "
+                            "pull brings the rest\n", rows, rows == 1 ? "" : "s");
         goto out;
     }
     printf("pulled %" PRId64 " aggregate row%s for %d device%s\n", rows, rows == 1 ? "" : "s",

@@ -1247,19 +1247,16 @@ static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
 static bool runs_sm90_code(const void *kern, std::atomic<int> *cache, int ncache)
 {
     int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-        cudaGetLastError();
+    if (!cu_ok(cudaGetDevice(&dev)))
         return false;
-    }
     if (dev >= 0 && dev < ncache) {
         const int c = cache[dev].load(std::memory_order_relaxed);
         if (c != 0)
             return c == 2;
     }
     cudaFuncAttributes fa;
-    const bool ok = cudaFuncGetAttributes(&fa, kern) == cudaSuccess && fa.ptxVersion >= 90 &&
+    const bool ok = cu_ok(cudaFuncGetAttributes(&fa, kern)) && fa.ptxVersion >= 90 &&
                     fa.binaryVersion >= 90;
-    cudaGetLastError();
     if (dev >= 0 && dev < ncache)
         cache[dev].store(ok ? 2 : 1, std::memory_order_relaxed);
     return ok;
