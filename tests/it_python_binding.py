@@ -240,11 +240,24 @@ def e4m3_plan():
         refused = False
     except ValueError as e:
         refused = "device memory" in str(e)
-    ptrs = L._descale_ptrs(box3, 4096, None, np.int64(8192), on_cpu=False)
-    check(refused and L.ctypes.cast(ptrs[0], L.ctypes.c_void_p).value == 4096 and ptrs[1] is None
-          and L.ctypes.cast(ptrs[2], L.ctypes.c_void_p).value == 8192 and box3[0] == 1.0,
+    ptrs = L._descale_ptrs(box3, 1 << 20, None, np.int64(1 << 21), on_cpu=False)
+    check(refused and L.ctypes.cast(ptrs[0], L.ctypes.c_void_p).value == 1 << 20 and
+          ptrs[1] is None and L.ctypes.cast(ptrs[2], L.ctypes.c_void_p).value == 1 << 21 and
+          box3[0] == 1.0,
           "a number as a GPU plan's descale is refused (ValueError), addresses (int, "
           "numpy.int64) pass")
+    # a small int is a number, never an address (set_descales(1, 1, 1)
+    # dereferenced address 1: a segfault)
+    ptrs = L._descale_ptrs(box3, 2, np.int64(3), None, on_cpu=True)
+    check(list(box3[:2]) == [2.0, 3.0] and
+          L.ctypes.cast(ptrs[0], L.ctypes.c_void_p).value == L.ctypes.addressof(box3),
+          "small ints as descales are numbers (%s)" % list(box3))
+    try:
+        L._descale_ptrs(box3, 1, None, None, on_cpu=False)
+        small_refused = False
+    except ValueError:
+        small_refused = True
+    check(small_refused, "a small int as a GPU plan's descale is a number: refused")
 
 
 def e4m3_auto():

@@ -179,6 +179,13 @@ def autograd():
         runs = at._auto(q).stats()["runs"]
         at.attention(q, k, v, is_causal=True)
         check(at._auto(q).stats()["runs"] == runs + 1, "under no_grad: attune runs it")
+    # a decode step asked bottom-right that falls back (it needs a gradient):
+    # SDPA gets the bottom-right mask, not its own top-left is_causal
+    qd = rnd(1, 4, 1, 64).requires_grad_()
+    kd, vd = rnd(1, 4, 33, 64), rnd(1, 4, 33, 64)
+    out = at.attention(qd, kd, vd, is_causal=True, causal_alignment="bottom_right")
+    e = rel(out.detach(), ref(qd.detach(), kd, vd, True))
+    check(e < TOL[torch.float16], "a bottom-right fallback keeps bottom-right: %.2e" % e)
 
 
 def hf_models():

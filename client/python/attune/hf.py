@@ -58,9 +58,10 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     try:
         out = _at.run_bshd(query, key, value, causal)
     except _at._lib.AttuneError as e:
-        if e.code != _at._lib.EBUSY:
+        why = _at.NOT_PREPARED if e.code == _at._lib.EBUSY else _at._FALLBACK_CODES.get(e.code)
+        if why is None:
             raise
-        return _sdpa(_at.NOT_PREPARED, *args, **kw)
+        return _sdpa(why, *args, **kw)
     calls["attune"] += 1
     return out, None
 

@@ -108,17 +108,24 @@ def _check(lib, rc, err):
         raise AttuneError(rc, msg)
 
 
+# Linux maps nothing below vm.mmap_min_addr (65536 by default): an int
+# under it is never an address, so it is taken as the number it is.
+_MIN_ADDRESS = 1 << 16
+
+
 def _descale_ptrs(box, q, k, v, on_cpu=True):
     """The three float pointers set_descales passes for q, k, v: None
-    (NULL: 1); a number, stored in box[i] (a c_float * 3 the owner keeps;
-    the pointer is to it), on the CPU only (box is host memory, which a
-    GPU's kernels cannot read: ValueError); an int address of one float
-    the caller keeps."""
+    (NULL: 1); a number (an int below 65536 too: set_descales(1, 1, 1)
+    means factors of 1, not addresses), stored in box[i] (a c_float * 3
+    the owner keeps; the pointer is to it), on the CPU only (box is host
+    memory, which a GPU's kernels cannot read: ValueError); an int of
+    65536 or more, the address of one float the caller keeps."""
     ptrs = []
     for i, x in enumerate((q, k, v)):
         if x is None:
             ptrs.append(None)
-        elif isinstance(x, numbers.Integral) and not isinstance(x, bool):  # numpy's too
+        elif isinstance(x, numbers.Integral) and not isinstance(x, bool) \
+                and int(x) >= _MIN_ADDRESS:  # numpy's ints too
             ptrs.append(ctypes.cast(ctypes.c_void_p(int(x)), ctypes.POINTER(ctypes.c_float)))
         elif not on_cpu:
             raise ValueError("a GPU plan reads its descales from device memory: pass the int "
@@ -201,12 +208,13 @@ class Auto:
     def set_descales(self, q=None, k=None, v=None):
         """For e4m3 shapes: the descale factors of q, k and v, set on the
         plan of every e4m3 shape before each run (attune_auto_set_descales),
-        as Plan.set_descales takes them: each None (1), a number (on the
-        CPU only: kept in self.descales, which the runs read: assign
-        auto.descales[i] to change it in place), or an int address of one
-        float the caller keeps alive (device memory on a GPU; on the CPU
-        host memory, e.g. a numpy float32 array's .ctypes.data). Raises on
-        error (ValueError: a number for a GPU)."""
+        as Plan.set_descales takes them: each None (1), a number (an int
+        below 65536 too; on the CPU only: kept in self.descales, which the
+        runs read: assign auto.descales[i] to change it in place), or the
+        int address (65536 or more) of one float the caller keeps alive
+        (device memory on a GPU; on the CPU host memory, e.g. a numpy
+        float32 array's .ctypes.data). Raises on error (ValueError: a
+        number for a GPU)."""
         if not hasattr(self._lib, "attune_auto_set_descales"):
             raise AttuneError(-4, "libattune older than 1.3: no attune_auto_set_descales")
         ptrs = _descale_ptrs(self.descales, q, k, v, self.device_id.startswith("CPU-"))
@@ -301,10 +309,11 @@ class Plan:
         """For an e4m3 plan: the descale factors of q, k and v (a stored
         element times its tensor's descale is the value meant), read at
         every run (attune_plan_set_descales). Each is None (1), a number
-        (on the CPU only: kept in self.descales, which the runs read:
-        assign plan.descales[i] to change it in place), or an int address
-        of one float the caller keeps alive (device memory on a GPU; on
-        the CPU host memory, e.g. a numpy float32 array's .ctypes.data).
+        (an int below 65536 too; on the CPU only: kept in self.descales,
+        which the runs read: assign plan.descales[i] to change it in
+        place), or the int address (65536 or more) of one float the caller
+        keeps alive (device memory on a GPU; on the CPU host memory, e.g. a
+        numpy float32 array's .ctypes.data).
         Raises on error (ValueError: a number for a GPU plan, whose
         kernels cannot read host memory; it faulted them before)."""
         if not hasattr(self._lib, "attune_plan_set_descales"):

@@ -39,6 +39,10 @@ _log = logging.getLogger("attune")
 _DTYPES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
 _warned = set()
 _ELEM = {torch.float16: 2, torch.bfloat16: 2, torch.float32: 4}
+_MAX_DIM, _MAX_HEADDIM, _MAX_ELEMS = 1 << 20, 1024, 1 << 34  # common/shape.h
+# libattune's answers a call falls back to SDPA for, with what to say
+_FALLBACK_CODES = {-4: "a shape no attune tactic runs here (EUNSUPP)",
+                   -2: "out of memory planning the shape (ENOMEM)"}
 
 
 def _fallback(reason, q, k, v, **kw):
@@ -97,6 +101,10 @@ def _why_not_layout(q, k, v, scale):
     d = q.shape[3]
     if scale is not None and not math.isclose(scale, 1.0 / math.sqrt(d), rel_tol=1e-6):
         return "a scale other than 1/sqrt(d)"
+    # attune's size limits (common/shape.h): past them a plan is refused
+    if max(q.shape[0], q.shape[1], q.shape[2], k.shape[1], k.shape[2]) > _MAX_DIM or \
+            d > _MAX_HEADDIM or max(q.numel(), k.numel()) > _MAX_ELEMS:
+        return "a shape over attune's size limits"
     if k.shape[3] != d or v.shape[3] != d or tuple(k.shape) != tuple(v.shape):
         return "k and v shapes differ from each other or from q's head dim"
     if q.shape[0] != k.shape[0] or q.shape[1] % k.shape[1] != 0:
@@ -149,32 +157,45 @@ def run_bshd(q, k, v, causal, out=None):
     return out
 
 
+def _causal_keys(query, key, value, is_causal, causal_alignment):
+    """(why not, key, value): the keys attune runs for this call's causal
+    alignment (top-left over fewer queries than keys: the first sq)."""
+    if causal_alignment not in ("top_left", "bottom_right"):
+        raise ValueError("causal_alignment is 'top_left' or 'bottom_right'")
+    sq, skv = query.shape[-2], key.shape[-2]
+    if is_causal and causal_alignment == "top_left" and sq != skv:
+        if sq > skv:
+            return "top-left causal with more queries than keys", key, value
+        key, value = key[:, :, :sq], value[:, :, :sq]  # keys past sq are never seen
+    return None, key, value
+
+
 def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False, causal_alignment="top_left"):
     """torch.nn.functional.scaled_dot_product_attention's signature and
     result ([b, hq, sq, d]), through attune where it covers the call."""
+    why, k, v = _causal_keys(query, key, value, is_causal, causal_alignment)
     kw = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     if enable_gqa:  # only when asked: torch before 2.5 has no such argument
         kw["enable_gqa"] = enable_gqa
-    why = _why_not(query, key, value, attn_mask, dropout_p, scale)
+    sq, skv = query.shape[-2], key.shape[-2]
+    if is_causal and causal_alignment == "bottom_right" and sq != skv and attn_mask is None:
+        # SDPA's is_causal is top-left: a fallback gets the bottom-right mask
+        kw["attn_mask"] = torch.ones(sq, skv, dtype=torch.bool, device=query.device).tril(skv - sq)
+        kw["is_causal"] = False
+    if why is None:
+        why = _why_not(query, k, v, attn_mask, dropout_p, scale)
     if why is None and query.shape[1] != key.shape[1] and not enable_gqa:
         why = "hq != hkv without enable_gqa (SDPA says what it wants)"
-    if why is None and causal_alignment not in ("top_left", "bottom_right"):
-        raise ValueError("causal_alignment is 'top_left' or 'bottom_right'")
-    sq, skv = query.shape[2], key.shape[2]
-    if why is None and is_causal and causal_alignment == "top_left" and sq != skv:
-        if sq > skv:
-            why = "top-left causal with more queries than keys"
-        else:
-            key, value = key[:, :, :sq], value[:, :, :sq]  # keys past sq are never seen
     if why is not None:
         return _fallback(why, query, key, value, **kw)
     try:
-        return run_bshd(query, key, value, is_causal).transpose(1, 2)
+        return run_bshd(query, k, v, is_causal).transpose(1, 2)
     except _lib.AttuneError as e:
-        if e.code != _lib.EBUSY:
+        why = NOT_PREPARED if e.code == _lib.EBUSY else _FALLBACK_CODES.get(e.code)
+        if why is None:
             raise
-        return _fallback(NOT_PREPARED, query, key, value, **kw)
+        return _fallback(why, query, key, value, **kw)
 
 
 # Why a call under a CUDA graph capture ran SDPA (libattune's EBUSY).
@@ -182,10 +203,19 @@ NOT_PREPARED = ("a shape not prepared on the capturing stream (attune.torch.prep
                 "or run it once, on that stream before the capture)")
 
 
-def prepare(query, key, value, is_causal=False):
-    """Look up and plan this call's shape on the current stream without
-    running (before a CUDA graph capture). Returns (tactic, source,
-    planned shape)."""
+def prepare(query, key, value, is_causal=False, causal_alignment="top_left"):
+    """Look up and plan, on the current stream and without running, the
+    shape attention() with these arguments runs (before a CUDA graph
+    capture). Returns (tactic, source, planned shape), or None when
+    attention() would call SDPA for it (the reason said once)."""
+    why, key, value = _causal_keys(query, key, value, is_causal, causal_alignment)
+    if why is None:
+        why = _why_not(query, key, value, None, 0.0, None)
+    if why is not None:
+        if why not in _warned:
+            _warned.add(why)
+            _log.warning("attune: nothing to prepare, SDPA runs this call (%s)", why)
+        return None
     b, hq, sq, d = query.shape
     dims = (b, hq, key.shape[1], sq, key.shape[2], d, _DTYPES[query.dtype], int(bool(is_causal)))
     return _auto(query).prepare(dims, _stream(query))
