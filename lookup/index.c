@@ -1106,7 +1106,8 @@ static int predicted_answer(index_state *ix, ix_device *d, const attn_shape *s, 
     return 0;
 }
 
-/* Nothing qualifies: the listed fused pad=8 tactic, else the first listed
+/* Nothing qualifies: the first listed fused pad=8 tactic, else the first
+ * listed pad=8 one of another variant, else the first listed
  * (list_buf[0..nlist), already limited to vs and the exclusions);
  * INDEX_DEFAULT_TACTIC when nothing lists for the device (nall == 0) and
  * vs allows fused and pm does not exclude it. 0, or ATTUNE_ENOTFOUND when
@@ -1119,12 +1120,19 @@ static int default_answer(const ix_device *d, const attn_shape *s, int nlist, in
     if (nlist == 0 && (nall > 0 || !variant_set_has(vs, ATTN_FUSED) ||
                        pin_match_excluded(pm, dflt) != NULL))
         return ATTUNE_ENOTFOUND;
-    int pick = nlist > 0 ? 0 : -1;
-    for (int k = 0; k < nlist; k++)
-        if (list_buf[k].variant == ATTN_FUSED && list_buf[k].pad == 8) {
-            pick = k;
+    int pick = nlist > 0 ? 0 : -1, padded = -1;
+    for (int k = 0; k < nlist; k++) {
+        if (list_buf[k].pad != 8)
+            continue;
+        if (list_buf[k].variant == ATTN_FUSED) {
+            padded = k;
             break;
         }
+        if (padded < 0)
+            padded = k;
+    }
+    if (padded >= 0)
+        pick = padded;
     if (pick >= 0)
         attn_tactic_str(&list_buf[pick], dflt, sizeof dflt);
     predicted_row(d, s, dflt, NAN, NAN, &out->m);

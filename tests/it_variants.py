@@ -179,6 +179,15 @@ def check_misc(d, keys):
         st, t = d.get("/v1/tactic?" + q(device="cpu", shape=new, variants=vs))
         check(st == 200 and t["variant"] == vs and t["source"] in ("predicted", "nearest"),
               "untuned %s [%s]: %s answer %s" % (new, vs, t.get("source"), t.get("tactic")))
+    # nothing qualifies (a bound nothing meets): the default is a pad=8
+    # tactic of the set (aligned rows, docs/api.md), not its first listed
+    for vs in ("split", "split,folded"):
+        st, t = d.get("/v1/tactic?" + q(device="cpu", shape=new, variants=vs,
+                                        max_rel_err="1e-12"))
+        check(st == 200 and t["source"] == "default" and "/pad=8" in t["tactic"] and
+              t["variant"] in vs.split(","),
+              "default among [%s]: a pad=8 tactic (%s %s)" % (vs, t.get("source"),
+                                                              t.get("tactic")))
 
 
 def check_clients(d, attune, got, keys, src):
