@@ -78,10 +78,16 @@ static json_t *error_obj(const char *fmt, va_list ap)
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     /* a message quoting client input must still be valid UTF-8 JSON:
-     * jansson refuses invalid UTF-8, so fall back to a plain message */
+     * jansson refuses invalid UTF-8 (client bytes, or a quote cut inside
+     * a character), so every non-ASCII byte becomes '?' and the message
+     * keeps what it names (the parameter, the value's ASCII) */
     json_t *o = json_pack("{s:s}", "error", msg);
-    if (o == NULL)
-        o = json_pack("{s:s}", "error", "invalid request (message not representable)");
+    if (o == NULL) {
+        for (char *p = msg; *p != 0; p++)
+            if ((unsigned char)*p >= 0x80)
+                *p = '?';
+        o = json_pack("{s:s}", "error", msg);
+    }
     return o;
 }
 

@@ -179,6 +179,12 @@ def check_misc(d, keys):
         st, t = d.get("/v1/tactic?" + q(device="cpu", shape=new, variants=vs))
         check(st == 200 and t["variant"] == vs and t["source"] in ("predicted", "nearest"),
               "untuned %s [%s]: %s answer %s" % (new, vs, t.get("source"), t.get("tactic")))
+    # client bytes that are not UTF-8: the error still names the parameter
+    for arg, want in (("variants=%ff", "variants='?'"), ("device=%ff", "unknown device '?'")):
+        st, t = d.get("/v1/tactic?shape=%s&%s%s" % (new, arg, "" if "device" in arg
+                                                       else "&device=cpu"))
+        check(st in (400, 404) and want in t.get("error", ""),
+              "%s: the error names it (%d %s)" % (arg, st, t.get("error")))
     # nothing qualifies (a bound nothing meets): the default is a pad=8
     # tactic of the set (aligned rows, docs/api.md), not its first listed
     for vs in ("split", "split,folded"):
