@@ -171,6 +171,19 @@ def compare_clients(want, files, src):
         print("\n".join("     %s" % (b,) for b in bad[:5]))
         check(not bad, "%s: Python Client(table=) and C file: client = attuned (%d differ)"
               % (name, len(bad)))
+        # choose_dtype needs a daemon: refused as INVALID, and the table
+        # client is not marked down for it (lookups go on answering)
+        dc = pc.choose_dtype(device="cpu", b=1, hq=2, hkv=1, sq=8, skv=8, d=16, max_err=0.1)
+        dev, key, mre, vs = next(iter(want))
+        a = pc.lookup_shape(key, device=dev, max_rel_err=mre, variants=vs)
+        check(dc.code == ac.INVALID and dc.dtype is None and "unreachable" not in a.error,
+              "%s: choose_dtype on a table is INVALID; lookups still answer (%s)"
+              % (name, a.error or a.tactic))
+        # a malformed shape falls back within the asked variants
+        a = pc.lookup_shape("b1.bogus", device="cpu", variants="split")
+        check(a.code == ac.INVALID and a.tactic == "" and a.source == "none",
+              "%s: a bad key under variants=split falls back to no tactic (%r)"
+              % (name, a.tactic))
         if lib:
             lib.attune_client_free(c)
 

@@ -526,6 +526,9 @@ class Client:
         except ValueError as e:
             return DtypeChoice(None, _fallback(str(e), "-", INVALID), error=str(e),
                                code=INVALID)
+        if self._table is not None:  # asked of no daemon: not a daemon's failure
+            why = "choose_dtype asks attuned; this client reads a table file"
+            return DtypeChoice(None, _fallback(why, vs, INVALID), error=why, code=INVALID)
         names = dtypes.split(",") if isinstance(dtypes, str) else list(dtypes or ())
         bad = "" if names == ["any"] or (names and all(n in _DTYPES for n in names)
                                           and len(set(names)) == len(names)) else \
@@ -572,20 +575,24 @@ class Client:
         (causal may be a bool or 0/1, and may be left out: False). device as
         in lookup(): "0" is the first GPU, "cpu" the CPU, None the first
         local device."""
+        try:  # a bad shape falls back as lookup() does: within the variants
+            vs = canon_variants(variants)
+        except ValueError as e:
+            return _fallback(str(e), "-", INVALID)
         if isinstance(shape, str):
             try:
                 shape = parse_shape_key(shape)
             except ValueError as e:
-                return default_answer(str(e), INVALID)
+                return _fallback(str(e), vs, INVALID)
         try:
             return self.lookup(device=device, b=shape["b"], hq=shape["hq"], hkv=shape["hkv"],
                                sq=shape["sq"], skv=shape["skv"], d=shape["d"],
                                dtype=shape["dtype"], causal=bool(shape.get("causal", False)),
                                max_rel_err=max_rel_err, variants=variants)
         except KeyError as e:
-            return default_answer("shape dict lacks the field %s" % (e,), INVALID)
+            return _fallback("shape dict lacks the field %s" % (e,), vs, INVALID)
         except (AttributeError, TypeError):
-            return default_answer("shape must be a canonical key or a dict", INVALID)
+            return _fallback("shape must be a canonical key or a dict", vs, INVALID)
 
     def clear_cache(self):
         with self._lock:
