@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 try:
@@ -320,12 +321,19 @@ def bad_input():
             ("v shaped unlike k", (q, q, np.zeros((1, 2, 5, 8), np.float32)), {}),
             ("out shaped unlike q", (q, q, q), {"out": np.zeros((1, 2, 3, 8), np.float32)}),
             ("out of another dtype", (q, q, q), {"out": np.zeros((1, 2, 4, 8), np.float16)}),
-            ("an empty length", (np.zeros((1, 2, 0, 8), np.float32), q, q), {})):
+            ("an empty length", (np.zeros((1, 2, 0, 8), np.float32), q, q), {}),
+            ("a flipped view (negative stride)", (q[:, :, ::-1], q, q), {})):
         try:
             attune.run_numpy(*args, **kw)
             check(False, "%s refused" % what)
         except attune.AttuneError as e:
             check(str(e) != "", "%s refused: %s" % (what, e))
+    # host arrays through a GPU's Auto would hand its kernels host pointers
+    try:
+        attune.lib.run_numpy_with(types.SimpleNamespace(device_id="GPU-x"), q, q, q)
+        check(False, "a GPU Auto for numpy arrays refused")
+    except attune.AttuneError as e:
+        check("CPU" in str(e), "a GPU Auto for numpy arrays refused: %s" % e)
 
 
 def with_daemon():

@@ -356,6 +356,9 @@ def _view(arr, order):
     item = arr.itemsize
     if arr.strides[3] != item:
         raise AttuneError(-1, "the head dim must be contiguous")
+    if any(s <= 0 or s % item for s in arr.strides[:3]):
+        raise AttuneError(-1, "strides %s must be positive whole elements (a flipped or "
+                          "byte-offset view: copy it, np.ascontiguousarray)" % (arr.strides,))
     sb, s1, s2 = (arr.strides[i] // item for i in range(3))
     sh, ss = (s1, s2) if order == "bhsd" else (s2, s1)
     return (arr.ctypes.data, sb, sh, ss)
@@ -415,6 +418,9 @@ def run_numpy_with(auto, q, k, v, is_causal=False, layout="bhsd", out=None):
     bottom-right (query i sees key j iff j <= i + skv - sq). Returns out
     (allocated like q when None)."""
     import numpy as np
+    if not getattr(auto, "device_id", "").startswith("CPU-"):
+        raise AttuneError(-1, "numpy arrays are host memory: run them through the CPU's "
+                          "Auto (\"cpu\"), not %s's" % getattr(auto, "device_id", "?"))
     names = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32"}
     if q.dtype not in names or k.dtype != q.dtype or v.dtype != q.dtype:
         raise AttuneError(-1, "q, k, v must share one dtype, float16 or float32")
