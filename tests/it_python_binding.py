@@ -328,6 +328,13 @@ def bad_input():
             check(False, "%s refused" % what)
         except attune.AttuneError as e:
             check(str(e) != "", "%s refused: %s" % (what, e))
+    # a shared Auto closed: auto_for makes a new one, not the dead one
+    a = attune.lib.auto_for("cpu")
+    a.close()
+    b = attune.lib.auto_for("cpu")
+    out = attune.run_numpy(q, q, q)
+    check(b is not a and bool(b._auto) and out.shape == q.shape,
+          "auto_for after its Auto was closed: a new one, which runs")
     # host arrays through a GPU's Auto would hand its kernels host pointers
     try:
         attune.lib.run_numpy_with(types.SimpleNamespace(device_id="GPU-x"), q, q, q)

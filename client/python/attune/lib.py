@@ -141,7 +141,10 @@ class Auto:
     """attune_auto on one device ("cpu", CUDA ordinal "0", ...): each run
     looks up the shape's tactic (attuned at url, else $ATTUNE_URL, else
     127.0.0.1:7373; the default tactic when none answers), plans it once
-    per length bucket and stream, and runs it. Thread-safe."""
+    per length bucket and stream, and runs it. Thread-safe, but for
+    close(): no run of it may be in flight on another thread then (the C
+    handle is freed). auto_for's shared Autos are the process's: close()
+    on one takes it out of auto_for's cache."""
 
     def __init__(self, device="0", url=None, capacity=0, lib=None):
         self._lib = lib or load()
@@ -161,6 +164,10 @@ class Auto:
 
     def close(self):
         if self._auto:
+            with _autos_lock:  # auto_for hands it out no more
+                for word, a in list(_autos.items()):
+                    if a is self:
+                        del _autos[word]
             self._lib.attune_auto_free(self._auto)
             self._lib.attune_dev_close(self._dev)
             self._auto = ctypes.c_void_p()

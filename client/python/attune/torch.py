@@ -133,7 +133,7 @@ def _stream(t):
 
 def _auto(t):
     a = _AUTOS.get(t.device)
-    if a is None:
+    if a is None or not a._auto:  # none yet, or closed since
         a = _AUTOS[t.device] = _lib.auto_for(_device_word(t))
     return a
 
