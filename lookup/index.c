@@ -585,6 +585,15 @@ static ix_device *find_spec(index_state *ix, const char *spec)
                     ATTN_MATCH_NONE)
                 return d;
         }
+    /* host specs: an ordinal N that no device had where it was measured
+     * (a fleet table carries no ordinal: its device reads -1) names the
+     * N-th such CUDA device, in the file's order */
+    int n = ix->host_specs ? attn_device_ordinal(spec) : -1;
+    for (int i = 0; n >= 0 && i < ix->ndevs; i++) {
+        ix_device *d = &ix->devs[i];
+        if (!d->local && d->info.index < 0 && strcmp(d->info.kind, "cuda") == 0 && n-- == 0)
+            return d;
+    }
     return NULL;
 }
 

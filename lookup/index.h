@@ -166,10 +166,11 @@ typedef struct index_device_view {
 int index_device_find(index_state *ix, const char *spec, index_device_view *out);
 
 /* on = 1: "cpu" and CUDA ordinals ("0") also name fleet devices (by kind
- * and the ordinal they had where they were measured), after the local
- * ones: an in-process lookup of a table (lookup_file.h) has no device of
- * its own, and a runtime asks for "0" on the host the table was made for.
- * Set before the index is shared. */
+ * and the ordinal they had where they were measured; a device without one,
+ * as a fleet table's, by its place among such CUDA devices: "0" the
+ * first), after the local ones: an in-process lookup of a table
+ * (lookup_file.h) has no device of its own, and a runtime asks for "0" on
+ * the host the table was made for. Set before the index is shared. */
 void index_set_host_specs(index_state *ix, int on);
 
 /* Replace the index's pins by pins[0..n) (taking ownership; NULL, 0:

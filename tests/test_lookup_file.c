@@ -129,6 +129,39 @@ static void file_should_answer_measured_only_from_a_complete_tune(void)
     index_free(ix);
 }
 
+/* A fleet table's GPU has no ordinal (index -1): "0" names the file's
+ * first such CUDA device, "1" the second, "2" none (docs/api.md: a file:
+ * client asks the file's GPU 0). */
+static void ordinals_should_name_a_tables_gpus_in_order(void)
+{
+    char dir[256], db[300], table[300], err[256];
+    attn_device cpu;
+    test_tmpdir(dir, sizeof dir);
+    make_files(dir, &cpu, db, table, sizeof db);
+    store *st;
+    CHECK_EQ_INT(store_open(db, 0, &st, err, sizeof err), 0);
+    for (int g = 0; g < 2; g++) {
+        attn_device gpu = cpu;
+        snprintf(gpu.info.id, sizeof gpu.info.id, "GPU-table-%d", g);
+        snprintf(gpu.info.name, sizeof gpu.info.name, "Table GPU");
+        snprintf(gpu.info.kind, sizeof gpu.info.kind, "cuda");
+        gpu.info.index = -1;
+        CHECK_EQ_INT(store_device_put(st, &gpu.info, &gpu.stack), 0);
+    }
+    store_close(st);
+    index_state *ix;
+    index_device_view v0, v1, v2;
+    CHECK_EQ_INT(lookup_file_open(db, &ix, err, sizeof err), 0);
+    CHECK_EQ_INT(index_device_find(ix, "0", &v0), 0);
+    CHECK_EQ_INT(index_device_find(ix, "1", &v1), 0);
+    CHECK(strncmp(v0.info.id, "GPU-table-", 10) == 0 &&
+          strncmp(v1.info.id, "GPU-table-", 10) == 0 && strcmp(v0.info.id, v1.info.id) != 0);
+    CHECK_EQ_INT(index_device_find(ix, "2", &v2), ATTUNE_ENODEV);
+    CHECK_EQ_INT(index_device_find(ix, "cpu", &v2), 0);
+    CHECK_STR(v2.info.id, cpu.info.id);
+    index_free(ix);
+}
+
 static void table_api_should_answer_json_or_say_why(void)
 {
     char dir[256], db[300], table[300], err[256], *json;
@@ -172,6 +205,7 @@ int main(void)
 {
     RUN(file_should_answer_as_the_index_of_its_rows);
     RUN(file_should_answer_measured_only_from_a_complete_tune);
+    RUN(ordinals_should_name_a_tables_gpus_in_order);
     RUN(table_api_should_answer_json_or_say_why);
     return test_summary();
 }
