@@ -33,6 +33,8 @@ static int str_field(const json_t *o, const char *key, int need, char *buf, size
     buf[0] = 0;
     if (v == NULL && !need)
         return 0;
+    if (v == NULL)
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "%s: \"%s\" is missing", where, key);
     if (!json_is_string(v))
         return attune_fail(err, errlen, ATTUNE_EINVAL, "%s: \"%s\" must be a string", where,
                            key);

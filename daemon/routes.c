@@ -659,7 +659,8 @@ static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
         snprintf(spec, sizeof spec, "%lld", (long long)json_integer_value(jd));
         devspec = spec;
     } else {
-        ret = http_fail(r, ATTUNE_EINVAL, "'device' must be a string (cpu, ordinal, id, name)");
+        ret = http_fail(r, ATTUNE_EINVAL, "'device' must be a string (cpu, ordinal, id, name) "
+                                          "or an ordinal from 0 to 999999");
         goto out;
     }
     index_device_view dev;

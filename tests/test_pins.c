@@ -6,6 +6,7 @@
  * table (export, import, validation). */
 #include <sqlite3.h>
 
+#include "common/pin_json.h"
 #include "db/store_pins.h"
 #include "lookup/answer_json.h"
 #include "lookup/index.h"
@@ -44,6 +45,12 @@ static void check_should_normalise_and_refuse(void)
     p = mk(PIN_FORCE, "fused", "", "", "", 0); /* not complete */
     CHECK_EQ_INT(pin_check(&p, err, sizeof err), ATTUNE_EINVAL);
     CHECK(strstr(err, "complete") != NULL);
+    /* a required field left out is said missing, not "must be a string" */
+    json_t *o = json_pack("{s:s, s:s, s:s}", "action", "exclude", "tactic", "split",
+                          "reason", "r");
+    CHECK_EQ_INT(pin_from_json(o, "pin", &p, err, sizeof err), ATTUNE_EINVAL);
+    CHECK_MSG(strstr(err, "\"author\" is missing") != NULL, "said: %s", err);
+    json_decref(o);
     p = mk(PIN_EXCLUDE, "fused/pad", "", "", "", 0); /* half a part */
     CHECK_EQ_INT(pin_check(&p, err, sizeof err), ATTUNE_EINVAL);
     p = mk(PIN_EXCLUDE, "fused/pa=1", "", "", "", 0); /* a typo would exclude nothing */
