@@ -450,6 +450,14 @@ static int room_locked(jobs *j, const char *device_id, jdev **out)
     return 0;
 }
 
+int jobs_stopping(jobs *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int s = j->stopping;
+    pthread_mutex_unlock(&j->mu);
+    return s;
+}
+
 int jobs_check_room(jobs *j, const char *device_id)
 {
     jdev *d;

@@ -82,8 +82,10 @@ int jobs_start(jobs *j);
 
 /* 0 when device_id is a local device with room in its queue, ATTUNE_ENODEV
  * when it is not local, ATTUNE_EBUSY when its queue is full or the daemon
- * is stopping. */
+ * is stopping (jobs_stopping tells which). */
 int jobs_check_room(jobs *j, const char *device_id);
+/* 1 once jobs_stop has begun. */
+int jobs_stopping(jobs *j);
 
 /* Create a job row through st (the caller's handle) and queue it.
  * 0 (view in *out), ATTUNE_ENODEV, ATTUNE_EBUSY, ATTUNE_EDB. */

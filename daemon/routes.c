@@ -579,6 +579,10 @@ static void work_tune(req *r, store *st)
         return;
     }
     int rc = jobs_submit(r->d->jobs, st, r->device_id, r->shapes, r->nshapes, &v);
+    if (rc == ATTUNE_EBUSY && jobs_stopping(r->d->jobs)) {
+        req_fail(r, rc, "attuned is stopping; retry once it is back");
+        return;
+    }
     if (rc == ATTUNE_EBUSY) {
         req_fail(r, rc, "the job queue of device %s is full; retry later", r->device_id);
         return;
@@ -711,7 +715,9 @@ static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
     r->force = json_is_true(jf); /* priced by work_tune (tune_over_budget) */
     int rc = jobs_check_room(r->d->jobs, dev.info.id);
     if (rc != 0) {
-        ret = http_fail(r, ATTUNE_EBUSY, "the job queue of device %s is full; retry later",
+        ret = jobs_stopping(r->d->jobs)
+                  ? http_fail(r, ATTUNE_EBUSY, "attuned is stopping; retry once it is back")
+                  : http_fail(r, ATTUNE_EBUSY, "the job queue of device %s is full; retry later",
                               dev.info.id);
         goto out;
     }
