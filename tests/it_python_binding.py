@@ -328,6 +328,18 @@ def bad_input():
             check(False, "%s refused" % what)
         except attune.AttuneError as e:
             check(str(e) != "", "%s refused: %s" % (what, e))
+    # a reused error buffer: a failure the C side gave no text says its own
+    # code's meaning, not the message of the failure before
+    buf = attune.lib.ctypes.create_string_buffer(256)
+    buf.value = b"an earlier failure"
+    said = []
+    for _ in range(2):
+        try:
+            attune.lib._check(attune.lib.load(), -1, buf)
+        except attune.AttuneError as e:
+            said.append(str(e))
+    check(said[0] == "an earlier failure" and said[1] != said[0],
+          "an error buffer is cleared after its message is read (%s)" % said)
     # a shared Auto closed: auto_for makes a new one, not the dead one
     a = attune.lib.auto_for("cpu")
     a.close()

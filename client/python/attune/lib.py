@@ -105,6 +105,7 @@ def bucket_len(n):
 def _check(lib, rc, err):
     if rc != 0:
         msg = err.value.decode(errors="replace") or lib.attune_strerror(rc).decode()
+        err[0] = b"\0"  # a reused buffer: the next failure says its own, not this
         raise AttuneError(rc, msg)
 
 
