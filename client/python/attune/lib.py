@@ -15,6 +15,8 @@ DTYPES = {"f16": 0, "bf16": 1, "f32": 2, "e4m3": 3}  # e4m3: libattune 1.2, out 
 
 
 EBUSY = -12  # ATTUNE_RT_EBUSY: a stream capturing a CUDA graph (nothing planned on it)
+EUNSUPP = -4  # ATTUNE_RT_EUNSUPP: the tactic does not run the shape here
+ENOMEM = -2  # ATTUNE_RT_ENOMEM
 
 
 class AttuneError(RuntimeError):

@@ -41,14 +41,18 @@ _warned = set()
 _ELEM = {torch.float16: 2, torch.bfloat16: 2, torch.float32: 4}
 _MAX_DIM, _MAX_HEADDIM, _MAX_ELEMS = 1 << 20, 1024, 1 << 34  # common/shape.h
 # libattune's answers a call falls back to SDPA for, with what to say
-_FALLBACK_CODES = {-4: "a shape no attune tactic runs here (EUNSUPP)",
-                   -2: "out of memory planning the shape (ENOMEM)"}
+_FALLBACK_CODES = {_lib.EUNSUPP: "a shape no attune tactic runs here (EUNSUPP)",
+                   _lib.ENOMEM: "out of memory planning the shape (ENOMEM)"}
+
+
+def _say_once(what, reason):
+    if reason not in _warned:
+        _warned.add(reason)
+        _log.warning("attune: %s (%s)", what, reason)
 
 
 def _fallback(reason, q, k, v, **kw):
-    if reason not in _warned:
-        _warned.add(reason)
-        _log.warning("attune: calling SDPA (%s)", reason)
+    _say_once("calling SDPA", reason)
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kw)
 
 
@@ -175,27 +179,26 @@ def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     """torch.nn.functional.scaled_dot_product_attention's signature and
     result ([b, hq, sq, d]), through attune where it covers the call."""
     why, k, v = _causal_keys(query, key, value, is_causal, causal_alignment)
+    if why is None:
+        why = _why_not(query, k, v, attn_mask, dropout_p, scale)
+    if why is None and query.shape[1] != key.shape[1] and not enable_gqa:
+        why = "hq != hkv without enable_gqa (SDPA says what it wants)"
+    if why is None:
+        try:
+            return run_bshd(query, k, v, is_causal).transpose(1, 2)
+        except _lib.AttuneError as e:
+            why = NOT_PREPARED if e.code == _lib.EBUSY else _FALLBACK_CODES.get(e.code)
+            if why is None:
+                raise
     kw = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
     if enable_gqa:  # only when asked: torch before 2.5 has no such argument
         kw["enable_gqa"] = enable_gqa
     sq, skv = query.shape[-2], key.shape[-2]
     if is_causal and causal_alignment == "bottom_right" and sq != skv and attn_mask is None:
-        # SDPA's is_causal is top-left: a fallback gets the bottom-right mask
+        # SDPA's is_causal is top-left: the fallback gets the bottom-right mask
         kw["attn_mask"] = torch.ones(sq, skv, dtype=torch.bool, device=query.device).tril(skv - sq)
         kw["is_causal"] = False
-    if why is None:
-        why = _why_not(query, k, v, attn_mask, dropout_p, scale)
-    if why is None and query.shape[1] != key.shape[1] and not enable_gqa:
-        why = "hq != hkv without enable_gqa (SDPA says what it wants)"
-    if why is not None:
-        return _fallback(why, query, key, value, **kw)
-    try:
-        return run_bshd(query, k, v, is_causal).transpose(1, 2)
-    except _lib.AttuneError as e:
-        why = NOT_PREPARED if e.code == _lib.EBUSY else _FALLBACK_CODES.get(e.code)
-        if why is None:
-            raise
-        return _fallback(why, query, key, value, **kw)
+    return _fallback(why, query, key, value, **kw)
 
 
 # Why a call under a CUDA graph capture ran SDPA (libattune's EBUSY).
@@ -212,9 +215,7 @@ def prepare(query, key, value, is_causal=False, causal_alignment="top_left"):
     if why is None:
         why = _why_not(query, key, value, None, 0.0, None)
     if why is not None:
-        if why not in _warned:
-            _warned.add(why)
-            _log.warning("attune: nothing to prepare, SDPA runs this call (%s)", why)
+        _say_once("nothing to prepare, SDPA runs this call", why)
         return None
     b, hq, sq, d = query.shape
     dims = (b, hq, key.shape[1], sq, key.shape[2], d, _DTYPES[query.dtype], int(bool(is_causal)))
