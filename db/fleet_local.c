@@ -799,14 +799,12 @@ static int pull_model(store *st, pull_args *a)
         }
         int full = c.n >= PULL_CHUNK_MAX ||
                    (c.n >= PULL_CHUNK_ROWS && !same_shape(&c.rows[c.n], &c.rows[c.n - 1]));
-        if (full) {
-            store_measurement next = c.rows[c.n];
-            char canon[ATTN_TACTIC_STR_MAX];
-            memcpy(canon, c.canon[c.n], sizeof canon);
+        if (full) { /* rows [0, n) go; the one just read, at n, opens the next chunk */
+            int read = c.n;
             if ((rc = pull_flush(st, a, &c, 0)) != 0)
                 goto out;
-            c.rows[0] = next;
-            memcpy(c.canon[0], canon, sizeof canon);
+            c.rows[0] = c.rows[read];
+            memcpy(c.canon[0], c.canon[read], sizeof c.canon[0]);
         }
         c.n++;
     }

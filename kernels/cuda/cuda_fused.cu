@@ -1233,7 +1233,8 @@ static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
     const int64_t blocks = (int64_t)p.nrb * p.b * p.hq;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    return cu_ok(cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p)) ? 0 : ATTUNE_EGPU;
+    return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p) == cudaSuccess ? 0
+                                                                               : ATTUNE_EGPU;
 }
 
 /* Was the code of kern that runs on the current device compiled for 9.0
@@ -1301,7 +1302,7 @@ static int launch_splitkv(const fused_args &p, cudaStream_t stream)
     const int64_t blocks = (int64_t)p.nrb * p.splits * p.b * p.hkv;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    if (!cu_ok(cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p)))
+    if (cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p) != cudaSuccess)
         return ATTUNE_EGPU;
     return p.splits > 1 ? launch_combine<T>(p, stream) : 0;
 }
@@ -1337,7 +1338,7 @@ static int launch_splitkv_bulk(const fused_args &p, cudaStream_t stream)
     const int64_t blocks = (int64_t)p.nrb * p.splits * p.b * p.hkv;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    if (!cu_ok(cu_launch(kern, (unsigned)blocks, (NW + 1) * 32, smem, stream, tk, tv, p)))
+    if (cu_launch(kern, (unsigned)blocks, (NW + 1) * 32, smem, stream, tk, tv, p) != cudaSuccess)
         return ATTUNE_EGPU;
     return p.splits > 1 ? launch_combine<T>(p, stream) : 0;
 }

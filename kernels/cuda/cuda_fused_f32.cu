@@ -475,7 +475,8 @@ static int launch_f32(const f32_args &p, bool vec, int64_t blocks, cudaStream_t 
     /* Not a stream operation: allowed while a graph is being captured. */
     if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
-    return cu_ok(cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p)) ? 0 : ATTUNE_EGPU;
+    return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p) == cudaSuccess ? 0
+                                                                               : ATTUNE_EGPU;
 }
 
 /* ---- listing and dispatcher */

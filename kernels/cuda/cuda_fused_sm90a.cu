@@ -882,9 +882,9 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
         if (s->b * s->hkv > SM90_VT_MAX_BH) /* e4m3_configs lists none */
             return ATTUNE_EUNSUPP;
         dim3 grid((unsigned)(keys / SM90_VT_KEYS), (unsigned)(s->b * s->hkv));
-        if (!cu_ok(cu_launch(sm90_vt_kernel, grid, 256, 0, stream, (const uint8_t *)io->v.data, io->v.sb,
-                             io->v.sh, io->v.ss, (uint8_t *)vt, (int)s->hkv, (int)s->skv, (int)s->d,
-                             (int)keys)))
+        if (cu_launch(sm90_vt_kernel, grid, 256, 0, stream, (const uint8_t *)io->v.data, io->v.sb,
+                      io->v.sh, io->v.ss, (uint8_t *)vt, (int)s->hkv, (int)s->skv, (int)s->d,
+                      (int)keys) != cudaSuccess)
             return ATTUNE_EGPU;
         cuuint64_t dims[4] = {(cuuint64_t)keys, (cuuint64_t)D, (cuuint64_t)s->hkv, (cuuint64_t)s->b};
         cuuint64_t strides[3] = {(cuuint64_t)keys, (cuuint64_t)(keys * D), (cuuint64_t)(keys * D * s->hkv)};
@@ -904,7 +904,8 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
     const int64_t blocks = (int64_t)p.nrb * p.units * p.splits;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    if (!cu_ok(cu_launch(kern, (unsigned)blocks, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p)))
+    if (cu_launch(kern, (unsigned)blocks, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p) !=
+        cudaSuccess)
         return ATTUNE_EGPU;
     return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, &io->o, stream) : 0;
 }

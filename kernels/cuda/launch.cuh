@@ -25,7 +25,8 @@ static inline bool cu_ok(cudaError_t e)
 
 /* kern<<<grid, block, smem, stream>>>(args...), its own status returned
  * (arguments converted to the kernel's parameter types, as <<<>>> does);
- * a failed launch leaves no error pending. */
+ * a failed launch leaves no error pending (cu_ok inside: callers compare
+ * with cudaSuccess). */
 template <typename... KArgs, typename... Args>
 static inline cudaError_t cu_launch(void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem,
                                     cudaStream_t stream, Args &&...args)
