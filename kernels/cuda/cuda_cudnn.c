@@ -269,8 +269,6 @@ typedef struct geom {
     int chunk_heads;         /* chunks > 1: split over heads (else batches) */
     int64_t chunks;          /* o8: the graph covers 1/chunks of the shape
                                 (b, or hq and hkv, above are a chunk's) */
-    int serial;              /* chunks > 1: every graph on the caller's
-                                stream, the passes on the side stream */
 } geom;
 
 enum { ST_Q, ST_K, ST_V, ST_O };
@@ -292,7 +290,6 @@ static void geom_chunk(geom *g)
     int sms = 0, by_heads = 0;
     g->chunks = 1;
     g->chunk_heads = 0;
-    g->serial = 0;
     if (!g->o8)
         return;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g->dev) != cudaSuccess) {
@@ -305,8 +302,6 @@ static void geom_chunk(geom *g)
         return;
     g->chunks = n;
     g->chunk_heads = by_heads;
-    const char *order = getenv("ATTUNE_CUDNN_FP8_ORDER");
-    g->serial = order != NULL && strcmp(order, "serial") == 0;
     if (!by_heads) {
         g->b /= n;
     } else {
@@ -2031,11 +2026,7 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
         }
     }
     for (int64_t c = 0; c < nc && rc == 0; c++) {
-        /* pairs: chunk c's graph and pass on the side stream when c is
-         * odd; serial: every graph on stream, every pass on the side
-         * stream after its graph (an event), beside the next graph */
-        const int side = fork && !g->serial && (c & 1);
-        const int pass_side = fork && (g->serial || (c & 1));
+        const int side = fork && (c & 1);
         cudaStream_t sc = side ? fk->side : stream;
         /* element offsets of chunk c in q, k, v (and out) */
         const int64_t oq = c * (g->chunk_heads ? g->hq * g->st[ST_Q][1] : g->b * g->st[ST_Q][0]);
@@ -2046,18 +2037,10 @@ int cuda_cudnn_launch(cuda_cudnn_plan *p, const void *q, const void *k, const vo
         rc = launch_graph(p, (const char *)q + (size_t)oq * es, (const char *)k + (size_t)okv * es,
                           (const char *)v + (size_t)ov * es, o8, descale,
                           (char *)ws + (side ? p->ws_one : 0), sc);
-        if (rc == 0 && pass_side && !side) {
-            if (cudaEventRecord(fk->fork, stream) != cudaSuccess ||
-                cudaStreamWaitEvent(fk->side, fk->fork, 0) != cudaSuccess) {
-                cudaGetLastError();
-                rc = ATTUNE_EGPU;
-            }
-        }
         if (rc == 0)
             rc = cuda_cudnn_fp8_out((char *)o + (size_t)oo * eo, g->st[ST_O], o8, g->b, g->hq,
                                     g->q_rows, g->q0, g->sqv, g->d,
-                                    descale != NULL ? descale[2] : NULL,
-                                    pass_side ? fk->side : stream);
+                                    descale != NULL ? descale[2] : NULL, sc);
     }
     if (fork) { /* joined even after a failure: a capture stays whole */
         if (cudaEventRecord(fk->join, fk->side) != cudaSuccess ||
