@@ -609,6 +609,36 @@ static int check_rows(const fleet_rows *rows, const char *device_id, const attn_
 }
 
 /* What store_import's transaction merges: the checked table. */
+/* A (stack, shape) an import wrote, to mark (store_mark_fastest). */
+typedef struct import_shape {
+    char stack_id[sizeof ((store_measurement *)0)->stack_id];
+    int64_t shape_id;
+} import_shape;
+
+static int import_shape_cmp(const void *a, const void *b)
+{
+    const import_shape *x = a, *y = b;
+    int c = strcmp(x->stack_id, y->stack_id);
+    return c != 0 ? c : (x->shape_id > y->shape_id) - (x->shape_id < y->shape_id);
+}
+
+/* The marks of what an import brought (store_internal.h): on a device with
+ * none before it, every (stack, shape) of the device, since every reader
+ * counted them whole (the device's other rows too: an earlier import's or
+ * a first tune's); else each (stack, shape) of the table without one. */
+static int mark_imported(store *st, const char *device_id, int had_marks, import_shape *t,
+                         size_t n)
+{
+    if (!had_marks)
+        return store_mark_fastest(st, device_id, NULL, -1);
+    qsort(t, n, sizeof *t, import_shape_cmp);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (i == 0 || import_shape_cmp(&t[i], &t[i - 1]) != 0)
+            rc = store_mark_fastest(st, device_id, t[i].stack_id, t[i].shape_id);
+    return rc;
+}
+
 typedef struct merge_args {
     const attn_stack *stacks;
     size_t nstacks;
@@ -618,6 +648,7 @@ typedef struct merge_args {
     const fleet_rows *rows;
     const pin *pins;          /* checked (store_fleet_pins_read) */
     int npins;
+    import_shape *touched;    /* rows->n entries: each row's (stack, shape) */
     store_import_stats got;   /* out */
     int stage;                /* 0 BEGIN failed, 1 in the body, 2 body done */
     char *err;
@@ -641,16 +672,23 @@ static int merge_tx(store *st, void *ctx)
     if (rc != 0)
         return merge_fail(st, rc, a->err, a->errlen);
     a->got.devices = changed;
+    int had_marks = 0;
+    if ((rc = store_marks_any(st, a->dev->id, &had_marks)) != 0)
+        return merge_fail(st, rc, a->err, a->errlen);
     for (size_t i = 0; i < a->rows->n; i++) {
         if ((rc = row_at(a->rows, i, a->dev->id, &m, a->err, a->errlen)) != 0)
             return rc;
-        if ((rc = store_write_measurement(st, &m, m.tactic, 1, &changed)) != 0)
+        if ((rc = store_write_measurement(st, &m, m.tactic, 1, &changed)) != 0 ||
+            (rc = store_shape_id(st, &m.shape, &a->touched[i].shape_id)) != 0)
             return merge_fail(st, rc, a->err, a->errlen);
+        memcpy(a->touched[i].stack_id, m.stack_id, sizeof m.stack_id);
         if (changed)
             a->got.measurements++;
         else
             a->got.skipped++;
     }
+    if ((rc = mark_imported(st, a->dev->id, had_marks, a->touched, a->rows->n)) != 0)
+        return merge_fail(st, rc, a->err, a->errlen);
     if ((rc = store_pins_merge(st, a->pins, a->npins, &a->got.pins, NULL)) != 0)
         return rc == ATTUNE_ETOOBIG
                    ? attune_fail(a->err, a->errlen, rc, "the table's pins would pass the limit "
@@ -674,6 +712,7 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
     json_t *root = NULL, *v, *stacks_js, *rows_js;
     attn_stack *stacks = NULL;
     row_hash *keys = NULL;
+    import_shape *touched = NULL;
     pin *pins = NULL;
     int npins = 0;
     fleet_rows rows = {0};
@@ -745,7 +784,8 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
 
     rc = ATTUNE_ENOMEM;
     if ((stacks = calloc(nstacks ? nstacks : 1, sizeof *stacks)) == NULL ||
-        (keys = calloc(nrows ? nrows : 1, sizeof *keys)) == NULL) {
+        (keys = calloc(nrows ? nrows : 1, sizeof *keys)) == NULL ||
+        (touched = calloc(nrows ? nrows : 1, sizeof *touched)) == NULL) {
         attune_fail(err, errlen, rc, "out of memory");
         goto fail;
     }
@@ -760,6 +800,7 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
     /* Merge: all or nothing. */
     merge_args a = {.stacks = stacks, .nstacks = nstacks, .dev = &dev, .seen = seen,
                     .latest = latest, .rows = &rows, .pins = pins, .npins = npins,
+                    .touched = touched,
                     .err = err, .errlen = errlen};
     if ((rc = store_tx(st, merge_tx, &a)) != 0) {
         if (a.stage == 0)
@@ -775,6 +816,7 @@ fail:
     fleet_rows_free(&rows);
     free(stacks);
     free(keys);
+    free(touched);
     free(pins);
     return rc;
 }

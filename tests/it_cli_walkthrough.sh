@@ -82,5 +82,11 @@ unset ATTUNE_DB
     "$A" import --db "$dir/other.db" "$dir/t.json" >"$dir/out" 2>"$dir/err" &&
     grep -q " 1 device, 1 stack, 0 pins" "$dir/out" && ok "import: $(cat "$dir/out")" ||
     { fail "import counts: $(cat "$dir/out")"; }
+# this host's CPU imported is a local device: its winners count (marks are
+# not exported; the import marks what it brought)
+"$A" winners --db "$dir/other.db" --device cpu >"$dir/out" 2>"$dir/err" &&
+    grep -q ", 0 with a winner" "$dir/out" && fail "winners after import: $(head -1 "$dir/out")" ||
+    { grep -q " with a winner" "$dir/out" && ok "winners after import: $(head -1 "$dir/out")" ||
+        fail "winners after import: $(cat "$dir/out" "$dir/err")"; }
 
 [ $fails -eq 0 ] || { echo "$fails failures"; exit 1; }

@@ -846,10 +846,105 @@ static void fleet_export_should_refuse_unknown_devices(void)
     store_close(st);
 }
 
+/* The marked tactic of (stack, shape) among st's rows of the H200 ("" when
+ * none, "2" when more than one). */
+static void marked(store *st, const char *stack_id, const attn_shape *s, char *out, size_t len)
+{
+    store_measurement *m = NULL;
+    int n = 0, marks = 0;
+    attn_device_info d;
+    attn_stack any;
+    fixture_h200(&d, &any, "550.54.15");
+    out[0] = 0;
+    CHECK_EQ_INT(store_measurements_all(st, d.id, &m, &n), 0);
+    for (int i = 0; i < n; i++)
+        if (m[i].incumbent && strcmp(m[i].stack_id, stack_id) == 0 &&
+            memcmp(&m[i].shape, s, sizeof *s) == 0 && marks++ == 0)
+            snprintf(out, len, "%s", m[i].tactic);
+    if (marks > 1)
+        snprintf(out, len, "2");
+    free(m);
+}
+
+/* Marks are not exported, and a device with marks (or one tuned here)
+ * counts its unmarked (stack, shape)s as tunes in flight: an import marks
+ * what it brought, on the fastest ok row, and keeps the marks of tunes
+ * done here. On a device with no mark before it, every (stack, shape) of
+ * the device is marked (every reader counted them whole). */
+static void fleet_import_should_mark_what_it_brought(void)
+{
+    char pa[300], pb[300], pc[300], got[160], err[ATTUNE_ERRLEN] = "";
+    store *a = fresh_store(pa, sizeof pa), *b = fresh_store(pb, sizeof pb),
+          *c = fresh_store(pc, sizeof pc);
+    char *text = NULL;
+    if (a == NULL || b == NULL || c == NULL)
+        goto done;
+    populate(a);
+    CHECK_EQ_INT(store_export(a, "nvidia h200", &text), 0);
+    if (text == NULL)
+        goto done;
+    attn_device_info d;
+    attn_stack s1, s2;
+    store_measurement m;
+    attn_shape mqa = {1, 8, 1, 50, 1018, 256, ATTN_F16, 0};
+    attn_shape gqa = {2, 32, 8, 900, 900, 128, ATTN_BF16, 1};
+    attn_shape other = {1, 4, 4, 64, 64, 64, ATTN_F16, 0};
+    fixture_h200(&d, &s1, "550.54.15");
+    fixture_h200(&d, &s2, "560.35.03");
+
+    /* b: the same device's rows from an earlier import, unmarked */
+    CHECK_EQ_INT(store_device_put(b, &d, &s1), 0);
+    row(&m, &d, &s1, other, "fused/pad=1/tile=64x64", 9.0, 1e-4, 1767225000);
+    CHECK_EQ_INT(store_measurement_put(b, &m), 0);
+    row(&m, &d, &s1, other, "split/acc=f32/pad=1", 7.0, 1e-4, 1767225000);
+    CHECK_EQ_INT(store_measurement_put(b, &m), 0);
+    int rc = store_import(b, text, strlen(text), NULL, err, sizeof err);
+    CHECK_MSG(rc == 0, "import: %s", err);
+    marked(b, s1.id, &mqa, got, sizeof got);
+    CHECK_STR(got, "folded/acc=f32/pad=1"); /* 13.8 us against 31 with copies */
+    marked(b, s2.id, &mqa, got, sizeof got);
+    CHECK_STR(got, "folded/acc=f32/pad=1");
+    marked(b, s2.id, &gqa, got, sizeof got);
+    CHECK_STR(got, "fused/pad=1/tile=128x64"); /* the failed row is no winner */
+    marked(b, s1.id, &other, got, sizeof got);
+    CHECK_STR(got, "split/acc=f32/pad=1");
+    /* again: one mark each, where it was */
+    rc = store_import(b, text, strlen(text), NULL, err, sizeof err);
+    CHECK_MSG(rc == 0, "import: %s", err);
+    marked(b, s2.id, &mqa, got, sizeof got);
+    CHECK_STR(got, "folded/acc=f32/pad=1");
+
+    /* c: the device tuned here: (s2, gqa) done with a slower winner kept
+     * by its mark, (s1, other) in flight (unmarked) */
+    CHECK_EQ_INT(store_device_put(c, &d, &s1), 0);
+    CHECK_EQ_INT(store_device_put(c, &d, &s2), 0);
+    row(&m, &d, &s2, gqa, "cudnn/eng=1/graph=comp/kcfg=0/pad=1", 420.0, 1e-3, 1767225000);
+    CHECK_EQ_INT(store_measurement_put(c, &m), 0);
+    CHECK_EQ_INT(store_winner_mark(c, d.id, s2.id, &gqa, m.tactic), 0);
+    row(&m, &d, &s1, other, "split/acc=f32/pad=1", 7.0, 1e-4, 1767225000);
+    CHECK_EQ_INT(store_measurement_put(c, &m), 0);
+    rc = store_import(c, text, strlen(text), NULL, err, sizeof err);
+    CHECK_MSG(rc == 0, "import: %s", err);
+    marked(c, s2.id, &gqa, got, sizeof got);
+    CHECK_STR(got, "cudnn/eng=1/graph=comp/kcfg=0/pad=1");
+    marked(c, s1.id, &mqa, got, sizeof got);
+    CHECK_STR(got, "folded/acc=f32/pad=1");
+    marked(c, s2.id, &mqa, got, sizeof got);
+    CHECK_STR(got, "folded/acc=f32/pad=1");
+    marked(c, s1.id, &other, got, sizeof got);
+    CHECK_STR(got, ""); /* still in flight */
+done:
+    free(text);
+    store_close(a);
+    store_close(b);
+    store_close(c);
+}
+
 int main(void)
 {
     RUN(fleet_should_round_trip_every_field);
     RUN(fleet_should_replace_only_older_rows);
+    RUN(fleet_import_should_mark_what_it_brought);
     RUN(fleet_should_import_the_good_fixture);
     RUN(fleet_bad_fixtures_should_all_be_listed);
     RUN(fleet_should_reject_every_bad_fixture_unchanged);
