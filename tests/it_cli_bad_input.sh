@@ -31,6 +31,9 @@ expect 2 "expected field|needs a number" -- "$A" tune --db "$db" --device cpu --
 expect 2 "unknown dtype" -- "$A" tune --db "$db" --device cpu --shape b1.hq8.hkv1.sq5.skv5.d8.f8.nc
 expect 2 "limit|large" -- "$A" tune --db "$db" --device cpu --shape b1048576.hq1024.hkv1.sq1048576.skv1.d64.f16.nc
 expect 1 "do not fit" -- "$A" tune --db "$db" --device cpu --shape b1.hq1024.hkv1024.sq16384.skv16384.d128.f32.nc
+expect 2 "not both" -- "$A" query --url "file:$db" --shape b1.hq8.hkv1.sq50.skv128.d64.f16.nc --b 2
+expect 2 "not both" -- "$A" query --url "file:$db" --shape b1.hq8.hkv1.sq50.skv128.d64.f16.nc --causal
+expect 2 "not both" -- "$A" query --url "file:$db" --shape b1.hq8.hkv1.sq50.skv128.d64.f16.nc --dtype bf16
 expect 1 "unknown device" -- "$A" tune --db "$db" --device nosuchgpu --shape b1.hq2.hkv1.sq3.skv5.d8.f32.nc
 expect 1 "ordinal 7" -- "$A" tune --db "$db" --device 7 --shape b1.hq2.hkv1.sq3.skv5.d8.f32.nc
 expect 1 "$dir/missing/dir" -- "$A" tune --db "$dir/missing/dir/t.db" --device cpu --shape b1.hq2.hkv1.sq3.skv5.d8.f32.nc

@@ -317,9 +317,18 @@ static int dtype_is_set(const char *dt)
  * the dtype's name for q->dtype). Returns 0 or 2 (printed). */
 static int query_shape(const query_args *a, attune_shape_q *q, char *dt, size_t dtlen)
 {
+    static const char *const names[6] = {"--b", "--hq", "--hkv", "--sq", "--skv", "--d"};
     if (a->key != NULL) {
         attn_shape s;
         char err[ATTUNE_ERRLEN];
+        /* a field beside the key would be a second, silent question */
+        const char *also = a->dtype != NULL ? "--dtype" : a->causal ? "--causal" : NULL;
+        for (int i = 0; i < 6 && also == NULL; i++)
+            if (a->fields[i] != NULL)
+                also = names[i];
+        if (also != NULL)
+            return cli_usage_error("query", "give either --shape KEY or the shape's fields "
+                                   "(%s), not both", also);
         if (attn_shape_parse(a->key, &s, err, sizeof err) != 0)
             return cli_usage_error("query", "--shape %s: %s", a->key, err);
         q->b = s.b; q->hq = s.hq; q->hkv = s.hkv; q->sq = s.sq; q->skv = s.skv; q->d = s.d;
@@ -328,7 +337,6 @@ static int query_shape(const query_args *a, attune_shape_q *q, char *dt, size_t 
         q->causal = s.causal;
         return 0;
     }
-    static const char *const names[6] = {"--b", "--hq", "--hkv", "--sq", "--skv", "--d"};
     long long *dst[6] = {&q->b, &q->hq, &q->hkv, &q->sq, &q->skv, &q->d};
     for (int i = 0; i < 6; i++)
         if (a->fields[i] == NULL || cli_llong(a->fields[i], dst[i]) != 0)
