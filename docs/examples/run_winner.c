@@ -1,5 +1,6 @@
 /* run_winner.c -- ask attuned for a shape's tactic, then run it (docs/libattune.md).
- * cc run_winner.c $(pkg-config --cflags --libs libattune attune_client) -o run_winner */
+ * cc run_winner.c $(pkg-config --cflags --libs libattune attune_client) -o run_winner
+ * (pkg-config reads the installed layout: cmake --install first, docs/libattune.md) */
 #include <attune.h>
 #include <libattune.h>
 #include <stdio.h>

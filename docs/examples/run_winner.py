@@ -1,5 +1,7 @@
 """run_winner.py -- ask attuned for a shape's tactic and run it on numpy arrays (docs/libattune.md).
-PYTHONPATH=client/python ATTUNE_LIB=build/libattune.so.1 python3 docs/examples/run_winner.py [URL]"""
+PYTHONPATH=client/python ATTUNE_LIB=build/libattune.so.1 python3 docs/examples/run_winner.py [URL]
+(build/cpu-only/libattune.so.1 where make run built without CUDA; a python3 with numpy:
+Debian's /usr/bin/python3 after scripts/deps.sh)"""
 import sys
 
 import numpy as np

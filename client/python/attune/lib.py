@@ -61,7 +61,13 @@ def load(path=None):
         if _lib is not None:
             return _lib
         name = path or os.environ.get("ATTUNE_LIB") or "libattune.so.1"
-        lib = ctypes.CDLL(name)
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError as e:
+            raise OSError("cannot load libattune (%s): %s; set ATTUNE_LIB to the build's "
+                          "libattune.so.1 (build/libattune.so.1, or build/cpu-only/"
+                          "libattune.so.1 where make run built without CUDA) or install "
+                          "attune" % (name, e)) from e
         P, V, I, S = ctypes.POINTER, ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
         lib.attune_abi.restype = I
         lib.attune_strerror.restype = ctypes.c_char_p
