@@ -238,6 +238,15 @@ def test_miss_jobs(binary, work):
         check(r.returncode == 0 and any(ln.split()[1:3] == ["miss", "done"]
                                         for ln in r.stdout.splitlines()[1:]),
               "attune jobs shows it (%r)" % r.stdout)
+        for kind in ("miss", "tune"):
+            want = sum(j["kind"] == kind for j in d.get("/v1/jobs")[1]["jobs"])
+            r = subprocess.run([os.environ["ATTUNE_BIN"], "jobs", "--url",
+                                "http://127.0.0.1:%d" % d.port, "--kind", kind, "--csv"],
+                               capture_output=True, text=True)
+            rows = [ln for ln in r.stdout.splitlines()[1:] if ln]
+            check(r.returncode == 0 and len(rows) == want and
+                  all(ln.split(",")[1] == kind for ln in rows),
+                  "attune jobs --kind %s lists %d (%r)" % (kind, want, r.stdout))
     finally:
         d.stop()
     kill_during(binary, work, key_of(1, 4, 1, 64, 256, 64), True)

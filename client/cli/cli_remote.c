@@ -72,14 +72,15 @@ static const char query_usage[] =
 
 static const char jobs_usage[] =
     "usage: attune jobs [--url URL] [--json | --csv] [--state S] [--device ID]\n"
-    "                                                      list jobs\n"
+    "                   [--kind tune|miss]                 list jobs\n"
     "       attune jobs [--url URL] [--json | --csv] [--wait] ID   show one job\n"
     "       attune jobs [--url URL] --cancel [--token-file F] ID         cancel it\n"
     "\n"
     "Jobs of a running attuned, newest first: id, state (queued, running, done,\n"
     "failed, canceled), shapes done/total, device, and the error of a failed\n"
     "job (the table fits the terminal, the error cut; --csv and --json print\n"
-    "it whole). --state and --device filter the list. --wait polls until the job is\n"
+    "it whole). --state, --device and --kind (tune: POST /v1/tune, attune tune\n"
+    "--url; miss: tune on miss) filter the list. --wait polls until the job is\n"
     "done, failed or canceled, printing a line at each change. --cancel cancels\n"
     "a queued job at once and asks a running one to stop after the tactic in\n"
     "flight (it then reads canceled; measurements taken so far are kept).\n"
@@ -701,20 +702,25 @@ static int print_jobs(json_t *arr, cli_format fmt)
     return 0;
 }
 
-/* Print one job (id > 0) or the list (filtered by state and device, either
- * may be NULL), as a table, CSV or JSON. Returns the exit status. */
-static int show_jobs(attune_client *c, long long id, const char *state, const char *device,
+/* Print one job (id > 0) or the list (filtered by state, device and kind,
+ * any may be NULL), as a table, CSV or JSON. Returns the exit status. */
+static int show_jobs(attune_client *c, long long id, const char *const filter[3],
                      cli_format fmt)
 {
+    static const char *const names[3] = {"state=", "device=", "kind="};
     char path[512];
     if (id > 0) {
         snprintf(path, sizeof path, "/v1/jobs/%lld", id);
     } else {
         size_t k = (size_t)snprintf(path, sizeof path, "/v1/jobs");
-        if (state != NULL)
-            k += cli_remote_param(path + k, sizeof path - k, "?state=", state);
-        if (device != NULL && k < sizeof path)
-            cli_remote_param(path + k, sizeof path - k, state ? "&device=" : "?device=", device);
+        char sep = '?', pre[16];
+        for (int i = 0; i < 3; i++) {
+            if (filter[i] == NULL || k >= sizeof path)
+                continue;
+            snprintf(pre, sizeof pre, "%c%s", sep, names[i]);
+            k += cli_remote_param(path + k, sizeof path - k, pre, filter[i]);
+            sep = '&';
+        }
     }
     json_t *o = cli_remote_get_json(c, path, "jobs");
     if (o == NULL)
@@ -738,14 +744,15 @@ static int show_jobs(attune_client *c, long long id, const char *state, const ch
 
 int cli_jobs_main(int argc, char **argv)
 {
-    const char *url = NULL, *token_file = NULL, *state = NULL, *device = NULL;
+    const char *url = NULL, *token_file = NULL, *filter[3] = {NULL, NULL, NULL};
     int json = 0, csv = 0, cancel = 0, wait = 0, rc;
     cli_format fmt;
     cli_pos pos = {.max = 1};
     const cli_opt opts[] = {{"url", 0, CLI_VALUE, &url},
                             {"token-file", 0, CLI_VALUE, &token_file},
-                            {"state", 0, CLI_VALUE, &state},
-                            {"device", 0, CLI_VALUE, &device},
+                            {"state", 0, CLI_VALUE, &filter[0]},
+                            {"device", 0, CLI_VALUE, &filter[1]},
+                            {"kind", 0, CLI_VALUE, &filter[2]},
                             {"json", 0, CLI_FLAG, &json},
                             {"csv", 0, CLI_FLAG, &csv},
                             {"cancel", 0, CLI_FLAG, &cancel},
@@ -768,7 +775,7 @@ int cli_jobs_main(int argc, char **argv)
     else if (wait)
         rc = wait_job(c, id, json);
     else
-        rc = show_jobs(c, id, state, device, fmt);
+        rc = show_jobs(c, id, filter, fmt);
     attune_client_free(c);
     return rc;
 }
