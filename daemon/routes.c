@@ -776,6 +776,10 @@ static enum MHD_Result h_import(req *r, const char *url, const http_args *a)
 {
     if (r->len == 0)
         return http_fail(r, ATTUNE_EINVAL, "empty body: a fleet table is expected");
+    if (r->len >= 2 && (unsigned char)r->body[0] == 0x1f && (unsigned char)r->body[1] == 0x8b)
+        return http_fail(r, ATTUNE_EFORMAT, "the body is gzip-compressed: POST the table's "
+                                            "JSON (gunzip it first), or `attune import "
+                                            "FILE.json.gz`, which reads it");
     if (!http_json_depth_ok(r->body, r->len, ATTUNED_JSON_DEPTH_MAX))
         return http_fail(r, ATTUNE_EINVAL, "JSON nested deeper than %d levels",
                                ATTUNED_JSON_DEPTH_MAX);

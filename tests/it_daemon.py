@@ -23,6 +23,7 @@ ATTUNE_CLIENT_LIB (optional), ATTUNE_SOURCE_DIR (for client/python).
 """
 
 import ctypes
+import gzip
 import http.client
 import json
 import math
@@ -851,6 +852,10 @@ def test_export_import_metrics(d):
     st, r = d.request("POST", "/v1/import", body, {"Authorization": "Bearer " + d.token,
                                                    "Content-Type": "application/json"})
     check(st == 200 and "imported" in r, "re-importing our own export is accepted (%s)" % r)
+    st, r = d.request("POST", "/v1/import", gzip.compress(body),
+                      {"Authorization": "Bearer " + d.token, "Content-Type": "application/json"})
+    check(st == 400 and "gzip" in r.get("error", ""),
+          "a gzip-compressed table is refused as such (%s %s)" % (st, r))
     st, m = d.get("/metrics")
     names = ["attune_http_requests_total", "attune_lookup_duration_seconds_bucket",
              'attune_lookups_total{source="measured"}', 'attune_jobs{state="done"}',
