@@ -1,22 +1,30 @@
 #!/bin/sh
-# deps.sh -- make sure the Debian packages attune builds with are installed,
-# and the browser test's npm package (tests/browser, from its lockfile).
+# deps.sh -- make sure the Debian packages attune builds with (and its tests
+# use) are installed, and the browser test's npm package (tests/browser,
+# from its lockfile).
 # As root: installs what is missing (apt-get). Otherwise: names what is
 # missing and the command to install it, and fails.
+# ATTUNE_NPM=0 (make run, make tune: `make deps-build`): what building and
+# running need, not the tests' packages nor their npm package.
 set -eu
+# building: the compilers, the libraries attune links, ccache (make's
+# compiles go through it, scripts/ccache.sh, so that a fresh clone does not
+# compile again what an earlier one did)
 pkgs="build-essential cmake pkg-config libsqlite3-dev libjansson-dev zlib1g-dev libmicrohttpd-dev
-libcurl4-openssl-dev python3 python3-numpy python3-venv sqlite3 curl chromium
-libpq-dev postgresql
-clang libclang-rt-dev lintian ccache"
-# clang and its runtimes: libFuzzer and the sanitizers (fuzz/, .ci/sanitizers)
-# lintian: tests/it_package.sh checks the library packages with it
-# ccache: make's compiles go through it (scripts/ccache.sh), so that a fresh
-# clone does not compile again what an earlier one did
-# python3-venv: tests/it_python_install.py installs the Python client into a fresh venv
-# node and npm: Debian's packages unless the commands are already there
-# (another Node.js installation, e.g. the machine's own, is kept)
-command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
-command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+libcurl4-openssl-dev libpq-dev ccache"
+# the tests: Python with numpy (the binding's tests), python3-venv
+# (tests/it_python_install.py installs the Python client into a fresh
+# venv), sqlite3 and curl, chromium (the page's browser test), postgresql
+# (the fleet server's tests start one), clang and its runtimes (libFuzzer and
+# the sanitizers: fuzz/, .ci/sanitizers), lintian (tests/it_package.sh
+# checks the library packages), node and npm (Debian's unless the commands
+# are already there: another Node.js installation is kept)
+if [ "${ATTUNE_NPM:-1}" != 0 ]; then
+    pkgs="$pkgs python3 python3-numpy python3-venv sqlite3 curl chromium postgresql
+clang libclang-rt-dev lintian"
+    command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+    command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+fi
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
