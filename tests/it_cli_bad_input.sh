@@ -34,6 +34,7 @@ expect 1 "do not fit" -- "$A" tune --db "$db" --device cpu --shape b1.hq1024.hkv
 expect 2 "not both" -- "$A" query --url "file:$db" --shape b1.hq8.hkv1.sq50.skv128.d64.f16.nc --b 2
 expect 2 "not both" -- "$A" query --url "file:$db" --shape b1.hq8.hkv1.sq50.skv128.d64.f16.nc --causal
 expect 2 "not both" -- "$A" query --url "file:$db" --shape b1.hq8.hkv1.sq50.skv128.d64.f16.nc --dtype bf16
+expect 2 "table file" -- "$A" query --url "file:$db" --b 1 --hq 8 --hkv 1 --sq 50 --skv 128 --d 64 --dtype any --max-err 0.1
 expect 1 "unknown device" -- "$A" tune --db "$db" --device nosuchgpu --shape b1.hq2.hkv1.sq3.skv5.d8.f32.nc
 expect 1 "ordinal 7" -- "$A" tune --db "$db" --device 7 --shape b1.hq2.hkv1.sq3.skv5.d8.f32.nc
 expect 1 "$dir/missing/dir" -- "$A" tune --db "$dir/missing/dir/t.db" --device cpu --shape b1.hq2.hkv1.sq3.skv5.d8.f32.nc

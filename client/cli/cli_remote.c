@@ -436,7 +436,7 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
         fprintf(stderr, "attune query: %s refused the question: %s%s",
                 strncmp(attune_client_url(c), "file:", 5) == 0 ? "the table" : "attuned", msg,
                 cut_mark(a));
-        if (status > 0)
+        if (status > 0 && strncmp(attune_client_url(c), "file:", 5) != 0)
             fprintf(stderr, " (HTTP %ld)", status);
         fprintf(stderr, "; printed the %s answer a runtime would get\n",
                 a->tactic[0] ? "default" : "fallback (no tactic)");
@@ -462,6 +462,10 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
 static int query_dtypes(const query_args *a, const attune_shape_q *q, attune_client *c)
 {
     char path[1024];
+    if (strncmp(attune_client_url(c), "file:", 5) == 0)
+        return cli_usage_error("query", "--dtype %s (which dtype?) is attuned's question, not "
+                               "answered from a table file: ask for one dtype",
+                               a->dtype);
     size_t n = cli_remote_param(path, sizeof path, "/v1/tactic?device=",
                                 cli_device_default(a->device));
     n += (size_t)snprintf(path + n, sizeof path - n,
