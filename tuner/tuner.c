@@ -993,34 +993,10 @@ static int cmp_screen_time(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The screened-out row out[0..nout) that the mark would go to now (the
- * selection over the stack's stored rows, as run_mark_winner marks), or
- * -1 when the mark goes to a fully timed row. */
-static int run_screened_winner(const shape_run *r, const screened *out, int nout)
-{
-    store_measurement *ms = NULL;
-    int nms = 0, j = -1;
-    const attn_device *dev = r->dev;
-    if (nout == 0 ||
-        store_measurements_get(r->st, dev->info.id, dev->stack.id, r->s, &ms, &nms) != 0)
-        return -1;
-    int w = select_winner(ms, nms, r->o->policy, 0);
-    if (w < 0)
-        w = select_winner(ms, nms, r->o->policy, INFINITY);
-    for (int i = 0; w >= 0 && i < nout && j < 0; i++)
-        if (strcmp(out[i].m.tactic, ms[w].tactic) == 0)
-            j = i;
-    free(ms);
-    return j;
-}
-
 /* Steps 3 and 4 with screening: the screening pass over every tactic to do
  * (final rows committed at once), the verdicts (rows screened out
  * committed), then the full protocol for the kept ones, fastest screened
- * first. A screened-out row that would still win after them (the kept
- * ones' full timings read slower than their screening: a noisy host) gets
- * the full timing too, until the winner is a fully timed row: a winner is
- * never a 3-sample screening. */
+ * first. */
 static int run_tactics_screened(shape_run *r, tuner_progress *pr, double t0)
 {
     int rc = 0, pending = 0;
@@ -1038,14 +1014,11 @@ static int run_tactics_screened(shape_run *r, tuner_progress *pr, double t0)
             return rc;
     }
     double best = run_screen_best(r);
-    /* kept ones to the front, screened-out ones to the back */
-    int nkeep = 0, nout = 0;
+    int nkeep = 0;
     for (int i = 0; i < r->nscr; i++) {
         screened *e = &r->scr[i];
         if (run_screen_keep(r, e, best)) {
-            screened kept = *e;
-            r->scr[i] = r->scr[nkeep];
-            r->scr[nkeep++] = kept;
+            r->scr[nkeep++] = *e;
             continue;
         }
         /* canceled between two rows: what is committed is final, the rest
@@ -1057,24 +1030,18 @@ static int run_tactics_screened(shape_run *r, tuner_progress *pr, double t0)
         if ((rc = run_commit(r, &e->m)) != 0)
             return rc;
     }
-    nout = r->nscr - nkeep;
-    screened *out = r->scr + nkeep;
     qsort(r->scr, (size_t)nkeep, sizeof *r->scr, cmp_screen_time);
-    for (int i = 0, j = -1; i < nkeep || (j = run_screened_winner(r, out, nout)) >= 0; i++) {
-        const screened *e = i < nkeep ? &r->scr[i] : &out[j];
-        if (run_report(r, pr, t0, r->names[r->todo[e->k]]))
+    for (int i = 0; i < nkeep; i++) {
+        int k = r->scr[i].k;
+        if (run_report(r, pr, t0, r->names[r->todo[k]]))
             return ATTUNE_ECANCELED;
         store_measurement m;
         double ts = now_s();
-        if ((rc = run_measure(r, e->k, e->plan_note, &m)) != 0)
+        if ((rc = run_measure(r, k, r->scr[i].plan_note, &m)) != 0)
             return rc;
         run_trace(r, "full", &m, ts);
         if ((rc = run_commit(r, &m)) != 0)
             return rc;
-        if (i >= nkeep) { /* timed in full after all: out of the screened-out list */
-            r->res->screened_out--;
-            out[j] = out[--nout];
-        }
     }
     return 0;
 }
