@@ -20,6 +20,10 @@ static const char *fake_tactics[T_COUNT] = { /* a test may swap one */
     "split_repeat/acc=f32/pad=1", "fused/pad=8", "split/acc=f32/pad=64"};
 static double fake_us[T_COUNT] = {10.0, 20.0, 5.0, 5.0, 1.0, 1000.0};
 static int fake_jitter; /* every third sample 5% fast: a measured noise */
+/* > 0: a tactic's time from its 6th call on (after a screening's
+ * calibration, warm-up and 3 samples): a full timing that reads other
+ * than its screening did (a noisy host) */
+static double fake_full_us[T_COUNT];
 static double fake_wrong_err = 0.5; /* what WRONG adds to every output */
 /* A device that speeds up while a tactic is timed (clocks ramping, caches
  * warming): each call faster than the one before, copies 2% extra. */
@@ -156,6 +160,8 @@ static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
     time_calls[p->which]++;
     last_timed = p->which;
     out->us = fake_us[p->which] * (with_copies ? 1.5 : 1.0);
+    if (fake_full_us[p->which] > 0 && time_calls[p->which] > 5)
+        out->us = fake_full_us[p->which] * (with_copies ? 1.5 : 1.0);
     if (fake_drift)
         out->us = fake_us[p->which] * (with_copies ? 1.02 : 1.0) * (1 + 4.0 / time_calls[p->which]);
     if (fake_jitter && time_calls[p->which] % 3 == 0)
@@ -939,6 +945,50 @@ static void screening_should_measure_against_eligible_tactics(void)
     fake_us[T_SLOW] = 20.0;
 }
 
+/* A winner is never a screening: when the kept tactics' full timings read
+ * slower than their screening did (FAST: 10 us screened, 30 in full) and a
+ * screened-out row (SLOW, 20 us in 3 samples) would win, it is timed in
+ * full too, until a fully timed row wins. */
+static void screening_should_time_fully_a_screened_out_winner(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 50;
+    fake_full_us[T_FAST] = 30.0;
+    fake_full_us[T_SLOW] = 25.0;
+    memset(time_calls, 0, sizeof time_calls);
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_STR(res.winner, fake_tactics[T_SLOW]);
+    CHECK_NEAR(res.winner_us, 25.0, 1e-9); /* its full timing, not the 20 screened */
+    CHECK_EQ_INT(res.screened_out, 1);     /* HOPELESS only, at 1000 us */
+    CHECK_EQ_INT(res.full, 2);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    const store_measurement *x = find(m, n, T_SLOW);
+    CHECK_MSG(x && x->incumbent && x->n >= o.min_samples && x->note[0] == 0, "SLOW: n %d, %s",
+              x ? x->n : -1, x ? x->note : "-");
+    x = find(m, n, T_HOPELESS);
+    CHECK(x && x->n == 3 && strncmp(x->note, "screened out", 12) == 0);
+    free(m);
+    store_close(st);
+    /* SLOW timed in full at 40 us: FAST (30) wins after all, fully timed */
+    st = open_tmp_store(dir, sizeof dir);
+    fake_full_us[T_SLOW] = 40.0;
+    memset(time_calls, 0, sizeof time_calls);
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_STR(res.winner, fake_tactics[T_FAST]);
+    CHECK_NEAR(res.winner_us, 30.0, 1e-9);
+    CHECK(time_calls[T_SLOW] > 5);
+    store_close(st);
+    fake_full_us[T_FAST] = fake_full_us[T_SLOW] = 0;
+}
+
 /* A tactic screened while the GPU clock was low (ramping up from idle,
  * throttled) is not judged on that time: it gets the full timing. */
 static void screening_should_keep_a_tactic_screened_at_a_low_clock(void)
@@ -1055,13 +1105,13 @@ static void screening_should_stop_between_verdicts_when_canceled(void)
     tuner_shape_result res;
     CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), ATTUNE_ECANCELED);
     CHECK_EQ_INT(res.screened_out, 1); /* SLOW; HOPELESS's verdict not committed */
-    CHECK_EQ_INT(res.full, 0);
+    CHECK_EQ_INT(res.full, 1);         /* FAST, timed in full before the verdicts */
     store_measurement *m;
     int n;
     CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
-    CHECK_EQ_INT(n, 4); /* UNWRITTEN, WRONG, UNSUPP, SLOW */
+    CHECK_EQ_INT(n, 5); /* UNWRITTEN, WRONG, UNSUPP, FAST, SLOW */
     CHECK(find(m, n, T_SLOW) != NULL && find(m, n, T_HOPELESS) == NULL &&
-          find(m, n, T_FAST) == NULL);
+          find(m, n, T_FAST) != NULL);
     free(m);
     store_close(st);
 }
@@ -1113,6 +1163,7 @@ int main(void)
     RUN(placements_should_store_the_mean_over_plans);
     RUN(screening_should_time_fully_only_the_close_ones);
     RUN(screening_should_measure_against_eligible_tactics);
+    RUN(screening_should_time_fully_a_screened_out_winner);
     RUN(screening_should_keep_a_tactic_screened_at_a_low_clock);
     RUN(screening_should_resume_from_final_rows_only);
     RUN(screening_should_stop_between_verdicts_when_canceled);

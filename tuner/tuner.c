@@ -993,10 +993,38 @@ static int cmp_screen_time(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The screened-out row out[0..nout) that the mark would go to (the
+ * selection, as run_mark_winner makes it, over the stack's stored rows and
+ * these rows not yet committed), or -1 when it goes to a fully timed row. */
+static int run_screened_winner(const shape_run *r, const screened *out, int nout)
+{
+    store_measurement *ms = NULL, *all;
+    int nms = 0, j = -1;
+    const attn_device *dev = r->dev;
+    if (nout == 0 ||
+        store_measurements_get(r->st, dev->info.id, dev->stack.id, r->s, &ms, &nms) != 0)
+        return -1;
+    if ((all = realloc(ms, (size_t)(nms + nout) * sizeof *all)) == NULL) {
+        free(ms);
+        return -1;
+    }
+    for (int i = 0; i < nout; i++)
+        all[nms + i] = out[i].m;
+    int w = select_winner(all, nms + nout, r->o->policy, 0);
+    if (w < 0)
+        w = select_winner(all, nms + nout, r->o->policy, INFINITY);
+    j = w >= nms ? w - nms : -1;
+    free(all);
+    return j;
+}
+
 /* Steps 3 and 4 with screening: the screening pass over every tactic to do
- * (final rows committed at once), the verdicts (rows screened out
- * committed), then the full protocol for the kept ones, fastest screened
- * first. */
+ * (final rows committed at once), the verdicts, the full protocol for the
+ * kept ones, fastest screened first, then the rows screened out committed.
+ * A winner is never a screening: when a screened-out row would take the
+ * mark after the full pass (the kept ones' full timings read slower than
+ * their screenings: a noisy host), that tactic is timed in full instead,
+ * until the mark goes to a fully timed row. Each tactic is committed once. */
 static int run_tactics_screened(shape_run *r, tuner_progress *pr, double t0)
 {
     int rc = 0, pending = 0;
@@ -1014,33 +1042,41 @@ static int run_tactics_screened(shape_run *r, tuner_progress *pr, double t0)
             return rc;
     }
     double best = run_screen_best(r);
+    /* the kept ones to the front, the screened-out ones (noted) behind */
     int nkeep = 0;
     for (int i = 0; i < r->nscr; i++) {
-        screened *e = &r->scr[i];
-        if (run_screen_keep(r, e, best)) {
-            r->scr[nkeep++] = *e;
+        screened e = r->scr[i];
+        if (!run_screen_keep(r, &e, best)) {
+            run_screen_note(r->o, &r->scr[i].m, best);
             continue;
         }
+        r->scr[i] = r->scr[nkeep];
+        r->scr[nkeep++] = e;
+    }
+    int nout = r->nscr - nkeep;
+    screened *out = r->scr + nkeep;
+    qsort(r->scr, (size_t)nkeep, sizeof *r->scr, cmp_screen_time);
+    for (int i = 0, j = -1; i < nkeep || (j = run_screened_winner(r, out, nout)) >= 0; i++) {
+        const screened *e = i < nkeep ? &r->scr[i] : &out[j];
+        if (run_report(r, pr, t0, r->names[r->todo[e->k]]))
+            return ATTUNE_ECANCELED; /* the screened-out rows are screened again */
+        store_measurement m;
+        double ts = now_s();
+        if ((rc = run_measure(r, e->k, e->plan_note, &m)) != 0)
+            return rc;
+        run_trace(r, "full", &m, ts);
+        if ((rc = run_commit(r, &m)) != 0)
+            return rc;
+        if (i >= nkeep)
+            out[j] = out[--nout];
+    }
+    for (int i = 0; i < nout; i++) {
         /* canceled between two rows: what is committed is final, the rest
          * is screened again by the next tune */
         if (r->o->cancel && *r->o->cancel)
             return ATTUNE_ECANCELED;
-        run_screen_note(r->o, &e->m, best);
         r->res->screened_out++;
-        if ((rc = run_commit(r, &e->m)) != 0)
-            return rc;
-    }
-    qsort(r->scr, (size_t)nkeep, sizeof *r->scr, cmp_screen_time);
-    for (int i = 0; i < nkeep; i++) {
-        int k = r->scr[i].k;
-        if (run_report(r, pr, t0, r->names[r->todo[k]]))
-            return ATTUNE_ECANCELED;
-        store_measurement m;
-        double ts = now_s();
-        if ((rc = run_measure(r, k, r->scr[i].plan_note, &m)) != 0)
-            return rc;
-        run_trace(r, "full", &m, ts);
-        if ((rc = run_commit(r, &m)) != 0)
+        if ((rc = run_commit(r, &out[i].m)) != 0)
             return rc;
     }
     return 0;
