@@ -57,6 +57,9 @@ if [ -n "${ATTUNE_LOOKUP_LIB:-}" ]; then
     "$A" query --url "file:$db" --device cpu --shape $key --variants cudnn --json >"$dir/out" 2>"$dir/err"
     "${ATTUNE_PYTHON:-python3}" -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; sys.exit(0 if len(e) < 150 or e.endswith("...") else 1)' "$dir/out" &&
         ok "query --json: the long error is whole or ends with ..." || fail "query --json error cut silently"
+    # a refusal's JSON names the asked device and shape (it had "" for both)
+    "${ATTUNE_PYTHON:-python3}" -c 'import json,sys; o=json.load(open(sys.argv[1])); sys.exit(0 if o["refused"] and o["device"] == "cpu" and o["shape"] == sys.argv[2] else 1)' "$dir/out" "$key" &&
+        ok "query --json: a refusal names the asked device and shape" || fail "query --json refusal: $(cat "$dir/out")"
 fi
 
 # README's "Defaults that fit": export ATTUNE_DB, then attune pins --json

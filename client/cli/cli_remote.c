@@ -389,11 +389,18 @@ static int query_args_parse(int argc, char **argv, query_args *a, attune_shape_q
     return 0;
 }
 
-/* The answer as JSON, with whether it is a fallback or a refusal. */
-static void print_answer_json(const attune_answer *a, int rc)
+/* The answer as JSON, with whether it is a fallback or a refusal; an
+ * answer that names no device or shape (a refusal, a fallback) names the
+ * asked ones (device, q). */
+static void print_answer_json(const attune_answer *a, int rc, const char *device,
+                              const attune_shape_q *q)
 {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b}", "device", a->device,
-                          "shape", a->shape, "tactic", a->tactic, "pad", a->pad, "source",
+    char key[160];
+    snprintf(key, sizeof key, "b%lld.hq%lld.hkv%lld.sq%lld.skv%lld.d%lld.%s.%s", q->b, q->hq,
+             q->hkv, q->sq, q->skv, q->d, q->dtype, q->causal ? "c" : "nc");
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b}", "device",
+                          a->device[0] ? a->device : device, "shape", a->shape[0] ? a->shape : key,
+                          "tactic", a->tactic, "pad", a->pad, "source",
                           a->source, "stale", a->stale, "fallback", rc != ATTUNE_CLIENT_OK,
                           "refused", rc == ATTUNE_CLIENT_REJECTED);
     if (o == NULL)
@@ -557,7 +564,7 @@ int cli_query_main(int argc, char **argv)
         return 2;
     }
     if (args.json)
-        print_answer_json(&a, rc);
+        print_answer_json(&a, rc, cli_device_default(args.device), &q);
     else
         print_answer(&a);
     rc = query_outcome(rc, &a, c);
