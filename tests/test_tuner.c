@@ -986,6 +986,30 @@ static void screening_should_time_fully_a_screened_out_winner(void)
     CHECK_NEAR(res.winner_us, 30.0, 1e-9);
     CHECK(time_calls[T_SLOW] > 5);
     store_close(st);
+    /* A re-tune where SLOW holds the mark from before (8 us then): its
+     * screening (20, out) replaces that row and keeps the mark, so it is
+     * the one to time in full, not left as a marked 3-sample row. */
+    st = open_tmp_store(dir, sizeof dir);
+    fake_full_us[T_FAST] = fake_full_us[T_SLOW] = 0;
+    fake_us[T_SLOW] = 8.0;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_STR(res.winner, fake_tactics[T_SLOW]);
+    fake_us[T_SLOW] = 20.0;
+    fake_full_us[T_FAST] = 30.0;
+    fake_full_us[T_SLOW] = 25.0;
+    o.force = 1;
+    memset(time_calls, 0, sizeof time_calls);
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_STR(res.winner, fake_tactics[T_SLOW]);
+    CHECK_NEAR(res.winner_us, 25.0, 1e-9);
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    x = find(m, n, T_SLOW);
+    /* timed by the full protocol (here cut early against the 8 us it
+     * read before, the protocol's own budget rule), not a screening */
+    CHECK_MSG(x && x->incumbent && x->n > 3 && strncmp(x->note, "screened out", 12) != 0,
+              "re-tune SLOW: n %d, %s", x ? x->n : -1, x ? x->note : "-");
+    free(m);
+    store_close(st);
     fake_full_us[T_FAST] = fake_full_us[T_SLOW] = 0;
 }
 

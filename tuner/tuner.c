@@ -994,27 +994,44 @@ static int cmp_screen_time(const void *a, const void *b)
 }
 
 /* The screened-out row out[0..nout) that the mark would go to (the
- * selection, as run_mark_winner makes it, over the stack's stored rows and
- * these rows not yet committed), or -1 when it goes to a fully timed row. */
+ * selection, as run_mark_winner makes it, over the stack's stored rows
+ * with these rows, not yet committed, in place of their tactics' stored
+ * ones: a commit replaces a row's values and keeps its mark), or -1 when
+ * it goes to a fully timed row. */
 static int run_screened_winner(const shape_run *r, const screened *out, int nout)
 {
     store_measurement *ms = NULL, *all;
-    int nms = 0, j = -1;
+    int nms = 0, n = 0, j = -1;
     const attn_device *dev = r->dev;
     if (nout == 0 ||
         store_measurements_get(r->st, dev->info.id, dev->stack.id, r->s, &ms, &nms) != 0)
         return -1;
-    if ((all = realloc(ms, (size_t)(nms + nout) * sizeof *all)) == NULL) {
+    if ((all = malloc((size_t)(nms + nout) * sizeof *all)) == NULL) {
         free(ms);
         return -1;
     }
-    for (int i = 0; i < nout; i++)
-        all[nms + i] = out[i].m;
-    int w = select_winner(all, nms + nout, r->o->policy, 0);
+    for (int i = 0; i < nms; i++) {
+        int o = 0;
+        while (o < nout && strcmp(out[o].m.tactic, ms[i].tactic) != 0)
+            o++;
+        if (o == nout)
+            all[n++] = ms[i];
+    }
+    const int base = n;
+    for (int o = 0; o < nout; o++) {
+        all[n] = out[o].m;
+        all[n].incumbent = 0;
+        for (int i = 0; i < nms; i++)
+            if (strcmp(ms[i].tactic, out[o].m.tactic) == 0)
+                all[n].incumbent = ms[i].incumbent;
+        n++;
+    }
+    int w = select_winner(all, n, r->o->policy, 0);
     if (w < 0)
-        w = select_winner(all, nms + nout, r->o->policy, INFINITY);
-    j = w >= nms ? w - nms : -1;
+        w = select_winner(all, n, r->o->policy, INFINITY);
+    j = w >= base ? w - base : -1;
     free(all);
+    free(ms);
     return j;
 }
 
