@@ -926,6 +926,15 @@ static int run_in_todo(const shape_run *r, const char *t)
     return 0;
 }
 
+/* Where the mark goes among m[0..n) (one shape's rows): the winner by the
+ * selection rule, else, when no row is eligible, the fastest timed one
+ * (run_mark_winner says why); -1 when there is none. */
+static int run_mark_pick(const store_measurement *m, int n, const select_policy *p)
+{
+    int w = select_winner(m, n, p, 0);
+    return w >= 0 ? w : select_winner(m, n, p, INFINITY);
+}
+
 /* The time the screening's verdicts are measured against: the winner's
  * time by the selection rule (hysteresis left out: every row competes on
  * its time) over the screened rows and the stored rows this tune keeps;
@@ -950,9 +959,7 @@ static double run_screen_best(const shape_run *r)
         all[n++] = r->scr[i].m;
     for (int i = 0; i < n; i++)
         all[i].incumbent = 0;
-    int w = select_winner(all, n, r->o->policy, 0);
-    if (w < 0)
-        w = select_winner(all, n, r->o->policy, INFINITY);
+    int w = run_mark_pick(all, n, r->o->policy);
     double best = w >= 0 ? select_time(&all[w]) : INFINITY;
     free(all);
     free(stored);
@@ -1001,7 +1008,7 @@ static int cmp_screen_time(const void *a, const void *b)
 static int run_screened_winner(const shape_run *r, const screened *out, int nout)
 {
     store_measurement *ms = NULL, *all;
-    int nms = 0, n = 0, j = -1;
+    int nms = 0, n = nout;
     const attn_device *dev = r->dev;
     if (nout == 0 ||
         store_measurements_get(r->st, dev->info.id, dev->stack.id, r->s, &ms, &nms) != 0)
@@ -1010,29 +1017,24 @@ static int run_screened_winner(const shape_run *r, const screened *out, int nout
         free(ms);
         return -1;
     }
+    /* all[0..nout): the screened-out rows; then the other stored rows */
+    for (int o = 0; o < nout; o++) {
+        all[o] = out[o].m;
+        all[o].incumbent = 0;
+    }
     for (int i = 0; i < nms; i++) {
         int o = 0;
         while (o < nout && strcmp(out[o].m.tactic, ms[i].tactic) != 0)
             o++;
-        if (o == nout)
+        if (o < nout)
+            all[o].incumbent = ms[i].incumbent;
+        else
             all[n++] = ms[i];
     }
-    const int base = n;
-    for (int o = 0; o < nout; o++) {
-        all[n] = out[o].m;
-        all[n].incumbent = 0;
-        for (int i = 0; i < nms; i++)
-            if (strcmp(ms[i].tactic, out[o].m.tactic) == 0)
-                all[n].incumbent = ms[i].incumbent;
-        n++;
-    }
-    int w = select_winner(all, n, r->o->policy, 0);
-    if (w < 0)
-        w = select_winner(all, n, r->o->policy, INFINITY);
-    j = w >= base ? w - base : -1;
+    int w = run_mark_pick(all, n, r->o->policy);
     free(all);
     free(ms);
-    return j;
+    return w < nout ? w : -1;
 }
 
 /* Steps 3 and 4 with screening: the screening pass over every tactic to do
