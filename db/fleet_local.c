@@ -743,7 +743,7 @@ static int pull_chunk_tx(store *st, void *ctx)
     const fleet_pg_pull_head *h = fleet_pg_pull_head_get(a->p);
     int rc, changed;
     for (int i = 0; i < a->c->n; i++)
-        if ((rc = store_write_measurement(st, &a->c->rows[i], a->c->canon[i], 1, &changed)) != 0)
+        if ((rc = store_write_measurement(st, &a->c->rows[i], a->c->canon[i], 1, &changed, NULL)) != 0)
             return pull_fail(st, rc, "row", NULL, a->err, a->errlen);
     if (a->last &&
         (rc = store_upsert_device(st, &h->device, h->newest, h->latest_stack, &changed)) != 0)

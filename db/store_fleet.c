@@ -678,8 +678,8 @@ static int merge_tx(store *st, void *ctx)
     for (size_t i = 0; i < a->rows->n; i++) {
         if ((rc = row_at(a->rows, i, a->dev->id, &m, a->err, a->errlen)) != 0)
             return rc;
-        if ((rc = store_write_measurement(st, &m, m.tactic, 1, &changed)) != 0 ||
-            (rc = store_shape_id(st, &m.shape, &a->touched[i].shape_id)) != 0)
+        if ((rc = store_write_measurement(st, &m, m.tactic, 1, &changed,
+                                          &a->touched[i].shape_id)) != 0)
             return merge_fail(st, rc, a->err, a->errlen);
         memcpy(a->touched[i].stack_id, m.stack_id, sizeof m.stack_id);
         if (changed)

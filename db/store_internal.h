@@ -192,9 +192,10 @@ int store_check_measurement(const store_measurement *m, char *canon, char *err,
 /* Write one measurement row (canonical tactic text in tactic) inside a
  * transaction. only_newer = 0: insert or replace; 1: an existing row is
  * replaced only when m->taken_at is newer. *written (may be NULL) is 1 when
- * the row was inserted or replaced, 0 when kept. */
+ * the row was inserted or replaced, 0 when kept; *shape_id (may be NULL)
+ * the id of its shape's row. */
 int store_write_measurement(store *st, const store_measurement *m, const char *tactic,
-                            int only_newer, int *written);
+                            int only_newer, int *written, int64_t *shape_id);
 
 /* Upsert a device row (inside a transaction; the stack row must exist).
  * seen is when the device was last seen (device_put: now; import: its

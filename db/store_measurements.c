@@ -22,13 +22,15 @@
     "noisy = excluded.noisy, src_rel_err = excluded.src_rel_err"
 
 int store_write_measurement(store *st, const store_measurement *m, const char *tactic,
-                            int only_newer, int *written)
+                            int only_newer, int *written, int64_t *shape_id_out)
 {
     sqlite3_stmt *q = NULL;
     int64_t shape_id;
     int rc = store_shape_id(st, &m->shape, &shape_id);
     if (rc != 0)
         return rc;
+    if (shape_id_out != NULL)
+        *shape_id_out = shape_id;
     if (only_newer)
         rc = store_stmt(st, STMT_MEAS_MERGE,
                         MEAS_UPSERT " WHERE excluded.taken_at > measurements.taken_at", &q);
@@ -60,7 +62,7 @@ int store_write_measurement(store *st, const store_measurement *m, const char *t
 static int measurement_put_tx(store *st, void *ctx)
 {
     const store_measurement *m = ctx;
-    return store_write_measurement(st, m, m->tactic, 0, NULL);
+    return store_write_measurement(st, m, m->tactic, 0, NULL, NULL);
 }
 
 /* Contract: see store.h. ATTUNE_EINVAL for an invalid field (see
