@@ -161,11 +161,18 @@ void cli_remote_http_error(const char *what, long status, const char *body)
     json_decref(o);
 }
 
+/* 1 when c answers from a table file (file:), in process: no daemon, no
+ * HTTP. */
+static int from_table(const attune_client *c)
+{
+    return strncmp(attune_client_url(c), "file:", 5) == 0;
+}
+
 /* Say that attuned at c's URL did not answer (why may be NULL), and how to
  * point to it. */
 void cli_remote_unreachable(const char *prefix, const attune_client *c, const char *why)
 {
-    if (strncmp(attune_client_url(c), "file:", 5) == 0) { /* no daemon: a table */
+    if (from_table(c)) { /* no daemon: a table */
         fprintf(stderr, "%s: %s%s%s\n", prefix, attune_client_url(c),
                 why != NULL ? ": " : ": not served from a table file", why != NULL ? why : "");
         return;
@@ -395,9 +402,10 @@ static int query_args_parse(int argc, char **argv, query_args *a, attune_shape_q
 static void print_answer_json(const attune_answer *a, int rc, const char *device,
                               const attune_shape_q *q)
 {
-    char key[160];
-    snprintf(key, sizeof key, "b%lld.hq%lld.hkv%lld.sq%lld.skv%lld.d%lld.%s.%s", q->b, q->hq,
-             q->hkv, q->sq, q->skv, q->d, q->dtype, q->causal ? "c" : "nc");
+    char key[ATTN_SHAPE_KEY_MAX] = "";
+    attn_shape s = {q->b, q->hq, q->hkv, q->sq, q->skv, q->d, ATTN_F16, q->causal};
+    if (attn_dtype_parse(q->dtype, &s.dtype) == 0) /* parsed before the lookup */
+        attn_shape_key(&s, key, sizeof key);
     json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s, s:b, s:b, s:b}", "device",
                           a->device[0] ? a->device : device, "shape", a->shape[0] ? a->shape : key,
                           "tactic", a->tactic, "pad", a->pad, "source",
@@ -441,9 +449,9 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
         long status;
         const char *msg = refusal_text(a->error, &status);
         fprintf(stderr, "attune query: %s refused the question: %s%s",
-                strncmp(attune_client_url(c), "file:", 5) == 0 ? "the table" : "attuned", msg,
+                from_table(c) ? "the table" : "attuned", msg,
                 cut_mark(a));
-        if (status > 0 && strncmp(attune_client_url(c), "file:", 5) != 0)
+        if (status > 0 && !from_table(c))
             fprintf(stderr, " (HTTP %ld)", status);
         fprintf(stderr, "; printed the %s answer a runtime would get\n",
                 a->tactic[0] ? "default" : "fallback (no tactic)");
@@ -469,7 +477,7 @@ static int query_outcome(int rc, const attune_answer *a, const attune_client *c)
 static int query_dtypes(const query_args *a, const attune_shape_q *q, attune_client *c)
 {
     char path[1024];
-    if (strncmp(attune_client_url(c), "file:", 5) == 0)
+    if (from_table(c))
         return cli_usage_error("query", "--dtype %s (which dtype?) is attuned's question, not "
                                "answered from a table file: ask for one dtype",
                                a->dtype);
