@@ -622,15 +622,12 @@ static int import_shape_cmp(const void *a, const void *b)
     return c != 0 ? c : (x->shape_id > y->shape_id) - (x->shape_id < y->shape_id);
 }
 
-/* The marks of what an import brought (store_internal.h): on a device with
- * none before it, every (stack, shape) of the device, since every reader
- * counted them whole (the device's other rows too: an earlier import's or
- * a first tune's); else each (stack, shape) of the table without one. */
-static int mark_imported(store *st, const char *device_id, int had_marks, import_shape *t,
-                         size_t n)
+/* The marks of what an import brought (store_internal.h): each (stack,
+ * shape) of the table t[0..n) without one. Only those: an unmarked shape
+ * the table does not bring may be a tune in flight here, and its partial
+ * rows must not read as complete. */
+static int mark_imported(store *st, const char *device_id, import_shape *t, size_t n)
 {
-    if (!had_marks)
-        return store_mark_fastest(st, device_id, NULL, -1);
     qsort(t, n, sizeof *t, import_shape_cmp);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
@@ -672,9 +669,6 @@ static int merge_tx(store *st, void *ctx)
     if (rc != 0)
         return merge_fail(st, rc, a->err, a->errlen);
     a->got.devices = changed;
-    int had_marks = 0;
-    if ((rc = store_marks_any(st, a->dev->id, &had_marks)) != 0)
-        return merge_fail(st, rc, a->err, a->errlen);
     for (size_t i = 0; i < a->rows->n; i++) {
         if ((rc = row_at(a->rows, i, a->dev->id, &m, a->err, a->errlen)) != 0)
             return rc;
@@ -687,7 +681,7 @@ static int merge_tx(store *st, void *ctx)
         else
             a->got.skipped++;
     }
-    if ((rc = mark_imported(st, a->dev->id, had_marks, a->touched, a->rows->n)) != 0)
+    if ((rc = mark_imported(st, a->dev->id, a->touched, a->rows->n)) != 0)
         return merge_fail(st, rc, a->err, a->errlen);
     if ((rc = store_pins_merge(st, a->pins, a->npins, &a->got.pins, NULL)) != 0)
         return rc == ATTUNE_ETOOBIG

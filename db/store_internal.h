@@ -20,8 +20,8 @@ typedef enum {
     STMT_STACK_UPSERT, STMT_DEVICE_UPSERT, STMT_DEVICE_GET,
     STMT_MEAS_PUT, STMT_MEAS_MERGE, STMT_MEAS_EXISTS, STMT_MEAS_READ, STMT_MEAS_READ_ALL,
     STMT_MEAS_READ_EXPORTED,
-    STMT_SHAPES, STMT_WINNER_MARK, STMT_WINNER_CLEAR, STMT_MARKS_ANY,
-    STMT_MARK_FASTEST, STMT_MARK_ALL,
+    STMT_SHAPES, STMT_WINNER_MARK, STMT_WINNER_CLEAR,
+    STMT_MARK_FASTEST,
     STMT_JOB_INSERT, STMT_JOB_SHAPE_INSERT, STMT_JOB_GET, STMT_JOB_SHAPES,
     STMT_JOB_TOTAL, STMT_JOB_UPDATE, STMT_JOBS_LIST,
     STMT_EXPORT_STACKS,
@@ -143,12 +143,9 @@ int store_collect(sqlite3_stmt *q, size_t size, store_row_fn read, void **out, i
  * it brought, where the tuner would have put the mark with nothing to keep
  * (the rule of migration 2 -> 3): on the fastest ok row that is not noisy
  * (time with copies when stored), else on the fastest timed inaccurate one.
- * store_marks_any: *any = 1 when a row of device_id is marked.
  * store_mark_fastest: that mark on the (stack_id, shape_id) of device_id,
- * unless one of its rows is marked already; shape_id < 0: on every
- * unmarked (stack, shape) of the device. Inside a transaction; 0 or the
+ * unless one of its rows is marked already. Inside a transaction; 0 or the
  * store's error. */
-int store_marks_any(store *st, const char *device_id, int *any);
 int store_mark_fastest(store *st, const char *device_id, const char *stack_id, int64_t shape_id);
 
 /* Id of the shapes row of s, inserting it when new. Inside a transaction. */

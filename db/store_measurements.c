@@ -321,27 +321,6 @@ int store_winner_mark(store *st, const char *device_id, const char *stack_id,
 
 /* ---- marks of imported rows (store_internal.h) */
 
-int store_marks_any(store *st, const char *device_id, int *any)
-{
-    sqlite3_stmt *q = NULL;
-    *any = 0;
-    int rc = store_stmt(st, STMT_MARKS_ANY,
-                        "SELECT 1 FROM measurements WHERE device_id = ?1 AND incumbent = 1 "
-                        "LIMIT 1",
-                        &q);
-    if (rc == 0 && store_bind_text(q, 1, device_id))
-        rc = ATTUNE_EDB;
-    if (rc == 0) {
-        int src = sqlite3_step(q);
-        if (src == SQLITE_ROW)
-            *any = 1;
-        else if (src != SQLITE_DONE)
-            rc = store_sqlite_err(src);
-    }
-    store_stmt_done(q);
-    return rc;
-}
-
 /* The fastest row of group g (the columns device_id, stack_id, shape_id)
  * that the tuner could have marked: migration 2 -> 3's rule, noisy rows
  * left out (never a winner). */
@@ -358,22 +337,16 @@ int store_marks_any(store *st, const char *device_id, int *any)
 
 int store_mark_fastest(store *st, const char *device_id, const char *stack_id, int64_t shape_id)
 {
-    static const char one[] =
+    static const char sql[] =
         "UPDATE measurements SET incumbent = 1 WHERE rowid = (SELECT " FASTEST_OF("g")
         " FROM (SELECT ?1 AS device_id, ?2 AS stack_id, ?3 AS shape_id) g WHERE " UNMARKED("g")
         ")";
-    static const char all[] =
-        "UPDATE measurements SET incumbent = 1 WHERE rowid IN (SELECT " FASTEST_OF("g")
-        " FROM (SELECT DISTINCT device_id, stack_id, shape_id FROM measurements"
-        " WHERE device_id = ?1) g WHERE " UNMARKED("g") ")";
     sqlite3_stmt *q = NULL;
-    const int each = shape_id >= 0;
-    int rc = store_stmt(st, each ? STMT_MARK_FASTEST : STMT_MARK_ALL, each ? one : all, &q);
+    int rc = store_stmt(st, STMT_MARK_FASTEST, sql, &q);
     if (rc == 0)
         rc = store_write(st, q,
-                         store_bind_text(q, 1, device_id) ||
-                             (each && (store_bind_text(q, 2, stack_id) ||
-                                       sqlite3_bind_int64(q, 3, shape_id))),
+                         store_bind_text(q, 1, device_id) || store_bind_text(q, 2, stack_id) ||
+                             sqlite3_bind_int64(q, 3, shape_id),
                          NULL);
     return rc;
 }
