@@ -178,6 +178,8 @@ int main(int argc, char **argv)
         {{4, 32, 32, 2048, 2048, 64, ATTN_F16, 1}, "d=64 prefill"},
         {{4, 32, 32, 2048, 2048, 64, ATTN_F16, 0}, "d=64 prefill, non-causal"},
         {{2, 8, 1, 2048, 2048, 256, ATTN_BF16, 1}, "issue 9: within 1.1x of cuDNN"},
+        {{2, 16, 16, 4096, 4096, 256, ATTN_BF16, 0}, "d=256 prefill (issue 25: 1.05x cuDNN)"},
+        {{2, 16, 16, 4096, 4096, 256, ATTN_BF16, 1}, "d=256 prefill, causal"},
         {{4, 32, 8, 2048, 2048, 128, ATTN_BF16, 1}, "issue 9: within 1.1x of cuDNN"},
         {{1, 32, 8, 16, 4096, 128, ATTN_BF16, 0}, "fold: GQA, short queries"},
         {{1, 32, 8, 16, 4096, 128, ATTN_BF16, 1}, "fold: GQA, short queries, causal"},

@@ -30,6 +30,8 @@ SHAPES = [  # b, hq, hkv, sq, skv, d, dtype, causal
     (4, 32, 32, 2048, 2048, 64, torch.float16, True),
     (4, 32, 32, 2048, 2048, 64, torch.float16, False),
     (2, 8, 1, 2048, 2048, 256, torch.bfloat16, True),
+    (2, 16, 16, 4096, 4096, 256, torch.bfloat16, False),
+    (2, 16, 16, 4096, 4096, 256, torch.bfloat16, True),
     (4, 32, 8, 2048, 2048, 128, torch.bfloat16, True),
     (1, 32, 8, 16, 4096, 128, torch.bfloat16, False),
     (1, 32, 8, 16, 4096, 128, torch.bfloat16, True),

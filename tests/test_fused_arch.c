@@ -13,6 +13,7 @@ int main(void)
 }
 #else
 #include "kernels/cuda/cuda_fused.h"
+#include "kernels/cuda/cuda_fused_configs.h"
 #include "kernels/cuda/cuda_fused_f32.h"
 
 /* Per-block opt-in shared memory, from the CUDA programming guide's table,
@@ -187,8 +188,55 @@ static void f32_configs_should_fit_their_architecture(void)
     CHECK(!cuda_fused_f32_listed(&s, 9, 0, &x));
 }
 
+#ifdef ATTUNE_HAVE_SM90A
+/* Version 3 (arch=sm90a) on 9.0 only: every listed configuration within
+ * a block's shared memory (with the kernel's 80 static bytes), and the
+ * wide key tiles of version 3.6 (128x176 at d <= 128, 128x80 at d = 256)
+ * listed plain only, at every pad: never folded, never split, even on a
+ * grouped shape where the 128-key tiles are listed both ways. */
+static void sm90a_wide_tiles_should_be_listed_plain(void)
+{
+    static const struct {
+        int64_t d;
+        int tile_n; /* the wide key tile at d, 0: none */
+    } cases[] = {{64, 0}, {80, 176}, {128, 176}, {200, 80}, {256, 80}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        attn_shape s = {1, 8, 2, 256, 4096, cases[k].d, ATTN_BF16, 0}; /* g = 4: folded too */
+        attn_tactic t[256];
+        int n = cuda_fused_tactics(&s, 9, 0, t, 256), wide = 0, folded = 0, split = 0;
+        for (int i = 0; i < n; i++) {
+            if (t[i].arch != ATTN_ARCH_SM90A)
+                continue;
+            int64_t D = SM90_KERNEL_DIM(s.d);
+            size_t smem = SM90_SMEM(D, t[i].tile_m, t[i].tile_n, t[i].stages);
+            CHECK_MSG(smem + 80 <= limit(90), "d %lld tile %dx%d: %zu B", (long long)s.d, t[i].tile_m,
+                      t[i].tile_n, smem);
+            folded += t[i].fold;
+            split += t[i].splits > 1;
+            if (t[i].tile_n == 64 || t[i].tile_n == 128)
+                continue;
+            CHECK_MSG(t[i].tile_n == cases[k].tile_n && t[i].tile_m == 128 && t[i].warps == 12 &&
+                          t[i].stages == 2,
+                      "d %lld: tile %dx%d listed", (long long)s.d, t[i].tile_m, t[i].tile_n);
+            CHECK(t[i].fold == 0 && t[i].splits == 0);
+            wide++;
+        }
+        CHECK_MSG(wide == (cases[k].tile_n > 0 ? ATTN_NPADS : 0), "d %lld: %d wide-tile tactics", (long long)s.d,
+                  wide);
+        CHECK(folded > 0 && split > 0);
+        n = cuda_fused_tactics(&s, 8, 9, t, 256);
+        CHECK(n > 0);
+        for (int i = 0; i < n; i++)
+            CHECK(t[i].arch == 0);
+    }
+}
+#endif
+
 int main(void)
 {
+#ifdef ATTUNE_HAVE_SM90A
+    RUN(sm90a_wide_tiles_should_be_listed_plain);
+#endif
     RUN(every_listed_config_should_fit_its_architecture);
     RUN(f32_configs_should_fit_their_architecture);
     RUN(h200_should_keep_every_configuration);

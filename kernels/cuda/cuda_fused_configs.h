@@ -98,11 +98,22 @@
 
 /* ---- version 3 (cuda_fused_sm90a.cu)
  *
- * The configurations built: (D, BR, BC, STAGES); a producer warpgroup and
- * BR / 64 consumer warpgroups (warps = 4 + BR / 16); the 128-row ones also
- * folded. Shared memory: d64 128x128x3: 112 KB, 192x128x3: 120 KB; d128
- * 128x128x2: 160 KB; d256 128x64x2: 192 KB. */
-#define SM90_CONFIGS(X) X(64, 128, 128, 3) X(64, 192, 128, 3) X(128, 128, 128, 2) X(256, 128, 64, 2)
+ * The configurations built: (D, BR, BC, STAGES, ALL); a producer warpgroup
+ * and BR / 64 consumer warpgroups (warps = 4 + BR / 16). ALL = 1: the
+ * 128-row ones are also listed folded and with key splits; ALL = 0: listed
+ * (and run) plain only. Shared memory: d64 128x128x3: 112 KB, 192x128x3:
+ * 120 KB; d128 128x128x2: 160 KB, 128x176x2: 209 KB; d256 128x64x2: 192
+ * KB, 128x80x2: 225 KB (of the 227 KB a block may have).
+ *
+ * Version 3.6's wide key tiles (128x176 at d128, 128x80 at d256; the
+ * widths FlashAttention-3 chose for non-causal d128 and for d256) carry a
+ * tile's fixed work (the row max's shuffles, O's rescale, the barriers and
+ * turns) over more keys, for long-key prefill; plain only, since the fold
+ * and the splits serve short queries, where a wider tile rounds more keys
+ * up. */
+#define SM90_CONFIGS(X)                                                                        \
+    X(64, 128, 128, 3, 1) X(64, 192, 128, 3, 1) X(128, 128, 128, 2, 1) X(128, 128, 176, 2, 0)  \
+    X(256, 128, 64, 2, 1) X(256, 128, 80, 2, 0)
 
 /* e4m3 (version 3.5): q, k, v in e4m3, out bf16; D = 128 (any d <= 128,
  * d % 16 == 0), 128 x 128 tiles, not folded, no key splits. Shared memory:

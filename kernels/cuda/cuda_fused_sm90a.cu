@@ -56,6 +56,9 @@
  *   apply: g = 1 or g not a power of two up to 16), so a shape of one or
  *   two heads over tens of thousands of keys runs on more than a few SMs;
  *   the partials and the combine are version 3.1's.
+ * version 3.6: wide key tiles, 128x176 at d <= 128 and 128x80 at d = 256
+ *   (n176 and n80 wgmma for S; P V's k slices are 16 keys at any width),
+ *   listed plain only (cuda_fused_configs.h says why).
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -191,7 +194,8 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
 }
 
 #ifdef SM90A_DEVICE
-/* ---- wgmma m64nNk16, f32 accumulators, N = 64 or 128.
+/* ---- wgmma m64nNk16, f32 accumulators: N = 64, 80, 128 or 176 for S (the
+ * key tile), 64 or 128 for O (its columns per instruction).
  * ss: A and B from shared memory by descriptor; rs: A from registers in
  * mma.sync's A-fragment layout (per warp 16 rows of the 64). TB: B is
  * MN-major (transposed). scale_d = 0 overwrites d instead of adding.
@@ -201,12 +205,17 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
  * are numbered on from N/2, which the macros' OPS strings spell out. */
 #define WG_R32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
                "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define WG_R40 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39"
 #define WG_R64 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
                "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_R88 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+               "%80, %81, %82, %83, %84, %85, %86, %87"
 #define WG_D8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
                     "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define WG_ACC32(d) WG_D8(d, 0), WG_D8(d, 8), WG_D8(d, 16), WG_D8(d, 24)
+#define WG_ACC40(d) WG_ACC32(d), WG_D8(d, 32)
 #define WG_ACC64(d) WG_ACC32(d), WG_D8(d, 32), WG_D8(d, 40), WG_D8(d, 48), WG_D8(d, 56)
+#define WG_ACC88(d) WG_ACC64(d), WG_D8(d, 64), WG_D8(d, 72), WG_D8(d, 80)
 /* One instruction's text: PRED is the scale_d operand, OPS the A, B and
  * immediate operands after the accumulators. */
 #define WG_TEXT(N, TY, REGS, PRED, OPS)                                                         \
@@ -239,6 +248,8 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
     }
 WG_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1, 0, %35")
 WG_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1, 0, %67")
+WG_SS_DEF(80, WG_R40, WG_ACC40, "%42", "%40, %41, p, 1, 1, 0, %43")
+WG_SS_DEF(176, WG_R88, WG_ACC88, "%90", "%88, %89, p, 1, 1, 0, %91")
 WG_RS_DEF(64, WG_R32, WG_ACC32, "%37", "{%32, %33, %34, %35}, %36, p, 1, 1, %38")
 WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70")
 /* e4m3 x e4m3 -> f32, k32 (no transpose: both operands K-major). */
@@ -259,10 +270,14 @@ __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&
 #undef WG_SS_DEF
 #undef WG_RS_DEF
 #undef WG_TEXT
+#undef WG_ACC88
 #undef WG_ACC64
+#undef WG_ACC40
 #undef WG_ACC32
 #undef WG_D8
+#undef WG_R88
 #undef WG_R64
+#undef WG_R40
 #undef WG_R32
 
 /* TMA of one tile: its column chunks of 128 bytes (boxes of 128 / ES
@@ -295,8 +310,13 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
         for (int kk = 0; kk < D / 16; kk++) {
             const uint64_t da = sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024);
             const uint64_t db = sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024);
-            if constexpr (BC == 128)
+            static_assert(BC == 64 || BC == 80 || BC == 128 || BC == 176, "the key tiles built");
+            if constexpr (BC == 176)
+                wgmma_ss_n176<T, 0>(s, da, db, kk > 0);
+            else if constexpr (BC == 128)
                 wgmma_ss_n128<T, 0>(s, da, db, kk > 0);
+            else if constexpr (BC == 80)
+                wgmma_ss_n80<T, 0>(s, da, db, kk > 0);
             else
                 wgmma_ss_n64<T, 0>(s, da, db, kk > 0);
         }
@@ -943,7 +963,7 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
      * block per SM and each split keeps a key tile: folded (128-row tiles)
      * where the fold applies, unfolded (every tile) where it does not, so
      * a shape of a few heads over many keys fills the GPU (issue 25). */
-#define SM90_TACTIC(D_, BR_, BC_, ST_)                                                                \
+#define SM90_TACTIC(D_, BR_, BC_, ST_, ALL_)                                                          \
     if (D == D_) {                                                                                    \
         attn_tactic t = {};                                                                           \
         t.variant = ATTN_FUSED;                                                                       \
@@ -955,7 +975,7 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
         const int64_t base = (s->sq + qb - 1) / qb * s->b * (fold ? s->hkv : s->hq);                  \
         const int64_t ktiles = (s->skv + BC_ - 1) / BC_;                                              \
         t.fold = fold ? 1 : 0;                                                                        \
-        for (int sp = fold ? 1 : 2; (!fold || BR_ == 128) && sp <= SM90_MAX_SPLITS && sp <= ktiles && \
+        for (int sp = fold ? 1 : 2; ALL_ && (!fold || BR_ == 128) && sp <= SM90_MAX_SPLITS && sp <= ktiles && \
                                     n < max;                                                          \
              sp *= 2) {                                                                               \
             if (sp > 1 && base * (sp / 2) >= SM90_SMS)                                                \
@@ -1042,14 +1062,14 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
 #undef SM90_E4M3_LAUNCH
     if (e4m3)
         return ATTUNE_EUNSUPP;
-#define SM90_LAUNCH_AS(T_, D_, BR_, BC_, ST_)                                                       \
-    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, BR_ == 128>(s, io, p, NULL, stream) \
+#define SM90_LAUNCH_AS(T_, D_, BR_, BC_, ST_, ALL_)                                                 \
+    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, ALL_ && BR_ == 128>(s, io, p, NULL, stream)       \
           : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, io, p, NULL, stream))
-#define SM90_LAUNCH(D_, BR_, BC_, ST_)                                                              \
+#define SM90_LAUNCH(D_, BR_, BC_, ST_, ALL_)                                                        \
     if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_ && \
-        !(fold && BR_ != 128))                                                                      \
-        return bf ? SM90_LAUNCH_AS(__nv_bfloat16, D_, BR_, BC_, ST_)                                \
-                  : SM90_LAUNCH_AS(__half, D_, BR_, BC_, ST_);
+        !(fold && BR_ != 128) && (ALL_ || (!fold && splits == 1)))                                  \
+        return bf ? SM90_LAUNCH_AS(__nv_bfloat16, D_, BR_, BC_, ST_, ALL_)                          \
+                  : SM90_LAUNCH_AS(__half, D_, BR_, BC_, ST_, ALL_);
     SM90_CONFIGS(SM90_LAUNCH)
 #undef SM90_LAUNCH
 #undef SM90_LAUNCH_AS

@@ -12,7 +12,8 @@
  * the reference is within the dtype's tolerance. Exits 77 without a GPU.
  * ATTUNE_TEST_QUICK=1 keeps the small cases only, for compute-sanitizer;
  * ATTUNE_TEST_TACTIC=TEXT runs only the tactics whose name contains TEXT
- * (e.g. arch=sm90a). Tactics are listed for the device's own compute
+ * or one of its '|'-separated parts (e.g. arch=sm90a, or
+ * tile=128x176|tile=128x80). Tactics are listed for the device's own compute
  * capability: on 9.0 that includes the sm90a family. */
 #include <math.h>
 #include <pthread.h>
@@ -245,6 +246,7 @@ typedef struct tcase {
 } tcase;
 
 static int launches_run, cases_run, sm90a_launches, fold_launches, split_launches, bulk_launches;
+static int wide_launches; /* sm90a with a wide key tile (version 3.6) */
 
 /* Version 2.1 (fused_splitkv with stages): listed at pad 1 alone (its bulk
  * copies read the real lengths), so it runs in every case whatever the
@@ -255,6 +257,23 @@ static int is_bulk(const attn_tactic *t)
 }
 static int g_cc_major, g_cc_minor; /* the device's compute capability */
 static const char *g_filter;       /* ATTUNE_TEST_TACTIC: run only tactics whose name holds it */
+
+/* 1 when there is no filter or name holds one of its '|'-separated parts. */
+static int filter_passes(const char *name)
+{
+    if (g_filter == NULL)
+        return 1;
+    for (const char *p = g_filter;;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar != NULL ? (size_t)(bar - p) : strlen(p);
+        for (const char *h = name; len > 0 && strlen(h) >= len; h++)
+            if (strncmp(h, p, len) == 0)
+                return 1;
+        if (bar == NULL)
+            return 0;
+        p = bar + 1;
+    }
+}
 static double worst_rel[2]; /* per dtype: f16, bf16 */
 static int planted_caught;
 
@@ -274,7 +293,7 @@ static void run_tactic(const attn_shape *s, const attn_tactic *t, int64_t sq_pad
     char key[ATTN_SHAPE_KEY_MAX], tname[ATTN_TACTIC_STR_MAX];
     attn_shape_key(s, key, sizeof key);
     attn_tactic_str(t, tname, sizeof tname);
-    if (g_filter != NULL && strstr(tname, g_filter) == NULL)
+    if (!filter_passes(tname))
         return;
     size_t osize = (size_t)(s->b * s->hq * sq_pad * s->d) * 2;
     size_t ws = cuda_fused_workspace_bytes(s, t);
@@ -452,22 +471,25 @@ static void run_case(const tcase *tc, uint64_t seed)
         sm90a_launches += all[t].arch == ATTN_ARCH_SM90A ? 2 : 0;
         fold_launches += all[t].fold ? 2 : 0;
         split_launches += all[t].arch == ATTN_ARCH_SM90A && !all[t].fold && all[t].splits > 1 ? 2 : 0;
+        wide_launches += all[t].arch == ATTN_ARCH_SM90A && all[t].tile_n != 64 && all[t].tile_n != 128 ? 2 : 0;
         ran++;
     }
     /* Planted mask error: the first tactic of each family (version 1/2,
      * sm90a, sm90a folded, sm90a folded with splits, sm90a unfolded with
-     * splits, version 2.1) run with the causal
+     * splits, version 2.1, sm90a with a wide key tile: version 3.6) run with the causal
      * flag flipped must fail the same check (where the flip changes the
      * result: some row sees fewer than all keys). */
     {
         attn_shape flip = s;
         flip.causal = !s.causal;
-        int planted[6] = {-1, -1, -1, -1, -1, -1};
+        int planted[7] = {-1, -1, -1, -1, -1, -1, -1};
         for (int t = 0; t < n; t++)
             if (all[t].pad == tc->pad || is_bulk(&all[t])) {
                 int split = all[t].splits > 1;
+                int wide = all[t].tile_n != 64 && all[t].tile_n != 128;
                 int fam = is_bulk(&all[t])                 ? 5
                           : all[t].arch != ATTN_ARCH_SM90A ? 0
+                          : wide                           ? 6
                           : !all[t].fold                   ? (split ? 4 : 1)
                           : split                          ? 3
                                                            : 2;
@@ -478,7 +500,7 @@ static void run_case(const tcase *tc, uint64_t seed)
          * difference the tolerance cannot hide. */
         int64_t va = attn_visible_keys(&s, 0), vb = attn_visible_keys(&flip, 0);
         int64_t lo = va < vb ? va : vb, hi = va < vb ? vb : va;
-        for (int f = 0; f < 6; f++)
+        for (int f = 0; f < 7; f++)
             if (planted[f] >= 0 && 10 * lo < 9 * hi)
                 run_tactic(&flip, &all[planted[f]], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows,
                            ref, 1);
@@ -660,8 +682,8 @@ static void sm90a_should_run_on_hopper(void)
     if (g_cc_major == 9 && g_cc_minor == 0) {
         CHECK_MSG(n90 > 0, "no sm90a tactics listed on a 9.0 device");
         if (g_filter == NULL || strstr(g_filter, "sm90a") != NULL)
-            CHECK_MSG(sm90a_launches > 0 && fold_launches > 0 && split_launches > 0,
-                      "no sm90a tactic (or no folded one, or no unfolded split) was run");
+            CHECK_MSG(sm90a_launches > 0 && fold_launches > 0 && split_launches > 0 && wide_launches > 0,
+                      "no sm90a tactic (or no folded one, no unfolded split, no wide key tile) was run");
         /* folded tactics on this GQA shape (g = 4), none on MHA */
         int nf = 0;
         for (int i = 0; i < n; i++)
@@ -713,9 +735,10 @@ int main(void)
     RUN(sm90a_should_run_on_hopper);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     fprintf(stderr,
-            "test_fused: %d cases, %d launches (%d sm90a, %d folded), %d planted mask errors caught, worst rel "
-            "err f16 %.3g bf16 %.3g, %.1f s\n",
-            cases_run, launches_run, sm90a_launches, fold_launches, planted_caught, worst_rel[0], worst_rel[1],
+            "test_fused: %d cases, %d launches (%d sm90a, %d folded, %d wide key tiles), %d planted mask errors "
+            "caught, worst rel err f16 %.3g bf16 %.3g, %.1f s\n",
+            cases_run, launches_run, sm90a_launches, fold_launches, wide_launches, planted_caught, worst_rel[0],
+            worst_rel[1],
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     return test_summary();
 }
