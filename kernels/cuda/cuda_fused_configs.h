@@ -116,12 +116,21 @@
     X(256, 128, 64, 2, 1) X(256, 128, 80, 2, 0)
 
 /* e4m3 (version 3.5): q, k, v in e4m3, out bf16; D = 128 (any d <= 128,
- * d % 16 == 0), 128 x 128 tiles, not folded, no key splits. Shared memory:
- * Q (BR x D bytes), the K and V^T stages (BC x D bytes each), the bf16
- * output's staging (BR x D x 2): 2 stages 113 KB, 3 stages 145 KB. */
-#define SM90_E4M3_CONFIGS(X) X(128, 128, 128, 2) X(128, 128, 128, 3)
+ * d % 16 == 0), 128-row tiles, not folded, no key splits. Shared memory:
+ * Q (BR x D bytes), the K stages (BC x D bytes each), the V^T stages (D
+ * rows of BC keys in 128-key chunks: D x 128 bytes per chunk, a partial
+ * chunk loaded whole), the bf16 output's staging (BR x D x 2): 128x128, 2
+ * stages 113 KB, 3 stages 145 KB. Version 3.7's wide key tiles: 128x192,
+ * 2 stages 161 KB, 3 stages 217 KB; 128x224, 2 stages 169 KB (3 would be
+ * 229 KB, over a block's 227). FlashAttention-3's FP8 width at d128 is
+ * 224 (cuda_fused_sm90a.cu says why). */
+#define SM90_E4M3_CONFIGS(X)                                                                   \
+    X(128, 128, 128, 2) X(128, 128, 128, 3) X(128, 128, 192, 2) X(128, 128, 192, 3) X(128, 128, 224, 2)
+#define SM90_E4M3_VT_CHUNKS(BC) (((BC) + 127) / 128)
 #define SM90_SMEM_E4M3(D, BR, BC, STAGES)                                                      \
-    ((size_t)(BR) * (D) + 2 * (size_t)(STAGES) * (size_t)(BC) * (D) + (size_t)(BR) * (D) * 2 + 1024)
+    ((size_t)(BR) * (D) +                                                                      \
+     (size_t)(STAGES) * ((size_t)(BC) * (D) + (size_t)SM90_E4M3_VT_CHUNKS(BC) * 128 * (D)) +  \
+     (size_t)(BR) * (D) * 2 + 1024)
 /* The rows of e4m3's V^T per (batch, KV head) hold the keys rounded up to
  * this (sm90_vt_kernel's key block). */
 #define SM90_VT_KEYS 64

@@ -59,6 +59,12 @@
  * version 3.6: wide key tiles, 128x176 at d <= 128 and 128x80 at d = 256
  *   (n176 and n80 wgmma for S; P V's k slices are 16 keys at any width),
  *   listed plain only (cuda_fused_configs.h says why).
+ * version 3.7: e4m3 with 192- and 224-key tiles (FlashAttention-3's FP8
+ *   width at d128 is 224). In e4m3 a tile's two GEMMs take half the tensor
+ *   core time of 16-bit ones while its per-tile work (row max shuffles,
+ *   O's rescale, the turns and barriers) stays, so that work is a larger
+ *   share; a wider tile spreads it over more keys. V^T's tile is then two
+ *   128-key chunks (D x 128 bytes each), the second loaded whole.
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -210,12 +216,17 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
                "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define WG_R88 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
                "%80, %81, %82, %83, %84, %85, %86, %87"
+#define WG_R96 WG_R88 ", %88, %89, %90, %91, %92, %93, %94, %95"
+#define WG_R112 WG_R96 ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, " \
+               "%110, %111"
 #define WG_D8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
                     "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define WG_ACC32(d) WG_D8(d, 0), WG_D8(d, 8), WG_D8(d, 16), WG_D8(d, 24)
 #define WG_ACC40(d) WG_ACC32(d), WG_D8(d, 32)
 #define WG_ACC64(d) WG_ACC32(d), WG_D8(d, 32), WG_D8(d, 40), WG_D8(d, 48), WG_D8(d, 56)
 #define WG_ACC88(d) WG_ACC64(d), WG_D8(d, 64), WG_D8(d, 72), WG_D8(d, 80)
+#define WG_ACC96(d) WG_ACC88(d), WG_D8(d, 88)
+#define WG_ACC112(d) WG_ACC96(d), WG_D8(d, 96), WG_D8(d, 104)
 /* One instruction's text: PRED is the scale_d operand, OPS the A, B and
  * immediate operands after the accumulators. */
 #define WG_TEXT(N, TY, REGS, PRED, OPS)                                                         \
@@ -252,14 +263,20 @@ WG_SS_DEF(80, WG_R40, WG_ACC40, "%42", "%40, %41, p, 1, 1, 0, %43")
 WG_SS_DEF(176, WG_R88, WG_ACC88, "%90", "%88, %89, p, 1, 1, 0, %91")
 WG_RS_DEF(64, WG_R32, WG_ACC32, "%37", "{%32, %33, %34, %35}, %36, p, 1, 1, %38")
 WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70")
-/* e4m3 x e4m3 -> f32, k32 (no transpose: both operands K-major). */
+/* e4m3 x e4m3 -> f32, k32 (no transpose: both operands K-major); S's N
+ * is the key tile: 128, 192 or 224. */
 #define WG8_TEXT(N, REGS, PRED, OPS)                                                            \
     "{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                          \
     "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " REGS "}, " OPS ";\n}\n"
-__device__ __forceinline__ void wgmma8_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int scale_d)
-{
-    asm volatile(WG8_TEXT(128, WG_R64, "%66", "%64, %65, p, 1, 1") : WG_ACC64(d) : "l"(da), "l"(db), "r"(scale_d));
-}
+#define WG8_SS_DEF(N, REGS, ACC, PRED, OPS)                                                     \
+    __device__ __forceinline__ void wgmma8_ss_n##N(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) \
+    {                                                                                            \
+        asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC(d) : "l"(da), "l"(db), "r"(scale_d));    \
+    }
+WG8_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1")
+WG8_SS_DEF(192, WG_R96, WG_ACC96, "%98", "%96, %97, p, 1, 1")
+WG8_SS_DEF(224, WG_R112, WG_ACC112, "%114", "%112, %113, p, 1, 1")
+#undef WG8_SS_DEF
 __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d)
 {
     asm volatile(WG8_TEXT(128, WG_R64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1")
@@ -270,11 +287,15 @@ __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&
 #undef WG_SS_DEF
 #undef WG_RS_DEF
 #undef WG_TEXT
+#undef WG_ACC112
+#undef WG_ACC96
 #undef WG_ACC88
 #undef WG_ACC64
 #undef WG_ACC40
 #undef WG_ACC32
 #undef WG_D8
+#undef WG_R112
+#undef WG_R96
 #undef WG_R88
 #undef WG_R64
 #undef WG_R40
@@ -301,10 +322,17 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
 {
 #ifdef SM90A_DEVICE
     if constexpr (sm90_is_fp8<T>::value) {
-        static_assert(D == 128 && BC == 128, "e4m3: one 128-byte chunk per row, N = 128");
+        static_assert(D == 128 && (BC == 128 || BC == 192 || BC == 224), "e4m3: one 128-byte chunk per row");
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            wgmma8_ss_n128(s, sw128_desc(aQ + kk * 32, 16, 1024), sw128_desc(aK + kk * 32, 16, 1024), kk > 0);
+        for (int kk = 0; kk < 4; kk++) {
+            const uint64_t da = sw128_desc(aQ + kk * 32, 16, 1024), db = sw128_desc(aK + kk * 32, 16, 1024);
+            if constexpr (BC == 224)
+                wgmma8_ss_n224(s, da, db, kk > 0);
+            else if constexpr (BC == 192)
+                wgmma8_ss_n192(s, da, db, kk > 0);
+            else
+                wgmma8_ss_n128(s, da, db, kk > 0);
+        }
     } else {
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
@@ -331,13 +359,13 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32
 {
 #ifdef SM90A_DEVICE
     if constexpr (sm90_is_fp8<T>::value) {
-        /* e4m3: V^T's tile, D rows of BC = 128 keys (one 128-byte chunk),
-         * K-major like K in gemm_qk; its keys permuted within each 32 as
-         * P's registers hold them (sm90_vt_kernel). */
-        static_assert(D == 128 && BC == 128 && ON == 128, "e4m3: D = BC = 128");
+        /* e4m3: V^T's tile, D rows of BC keys in 128-key chunks (D x 128
+         * bytes each), K-major like K in gemm_qk; its keys permuted within
+         * each 32 as P's registers hold them (sm90_vt_kernel). */
+        static_assert(D == 128 && BC % 32 == 0 && ON == 128, "e4m3: D = 128, whole k32 slices");
 #pragma unroll
         for (int kk = 0; kk < BC / 32; kk++)
-            wgmma8_rs_n128(o[0], p[kk], sw128_desc(aV + kk * 32, 16, 1024), 1);
+            wgmma8_rs_n128(o[0], p[kk], sw128_desc(aV + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024), 1);
     } else {
 #pragma unroll
         for (int kk = 0; kk < BC / 16; kk++)
@@ -354,14 +382,18 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32
 }
 
 /* Shared memory of one configuration: Q, then STAGES K buffers, then
- * STAGES V buffers, each [128-byte chunks][rows][128 B]; e4m3 then the
- * bf16 output's staging (BR x D x 2: Q's buffer is half that); 1024 more
- * bytes to align the start to a swizzle atom. ES: element bytes. */
+ * STAGES V buffers, each [128-byte chunks][rows][128 B] (e4m3's V^T: D
+ * rows of BC keys, in 128-key chunks, a partial last chunk loaded whole:
+ * vt bytes); e4m3 then the bf16 output's staging (BR x D x 2: Q's buffer
+ * is half that); 1024 more bytes to align the start to a swizzle atom.
+ * ES: element bytes. */
 template <int D, int BR, int BC, int STAGES, int ES = 2>
 struct sm90_smem {
     static constexpr uint32_t q = BR * D * ES, kv = BC * D * ES, ost = ES == 1 ? BR * D * 2 : 0;
+    static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv; /* one V buffer */
     static constexpr size_t bytes = ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) : SM90_SMEM(D, BR, BC, STAGES);
-    static_assert(bytes == (size_t)q + 2 * STAGES * (size_t)kv + ost + 1024, "the layout below");
+    static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt) + ost + 1024, "the layout below");
+    static_assert(kv % 1024 == 0 && vt % 1024 == 0, "buffers on whole swizzle atoms");
 };
 
 /* Version 3. Tensor maps: q over [b*hq][sq][d] (box 64 x 128 rows, or
@@ -389,7 +421,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     __shared__ __align__(8) uint64_t bars[1 + 4 * STAGES];
 
     const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t aQ = base, aK0 = base + L::q, aV0 = aK0 + STAGES * L::kv, aOst = aV0 + STAGES * L::kv;
+    const uint32_t aQ = base, aK0 = base + L::q, aV0 = aK0 + STAGES * L::kv, aOst = aV0 + STAGES * L::vt;
     const uint32_t bQ = smem_u32(&bars[0]);
     /* full K, empty K, full V, empty V of stage s */
 #define BAR_FK(s) (bQ + 8u * (1 + (s)))
@@ -465,21 +497,26 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
                 tma_load_tile<D, ES>(aQ + hh * QB * 128, BR * 128, &tq, i0, qh0 + hh, qb_, bQ);
             /* Wait until the consumers freed stage s, then refill it. */
-            /* e4m3's V is V^T (keys along its rows): one box of BC keys x D. */
+            /* e4m3's V is V^T (keys along its rows): boxes of 128 keys x D,
+             * one per 128-key chunk of the tile (a partial last chunk is
+             * loaded whole: its keys past the tile are never multiplied). */
             auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
                                uint32_t ph, bool vt) {
                 mbar_wait(empty, ph ^ 1u);
-                mbar_expect_tx(full, L::kv);
-                if (F8 && vt)
-                    tma_load_4d(dst, map, row, 0, kh_, kb_, full);
-                else
+                mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
+                if (F8 && vt) {
+#pragma unroll
+                    for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++)
+                        tma_load_4d(dst + c * D * 128, map, row + c * 128, 0, kh_, kb_, full);
+                } else {
                     tma_load_tile<D, ES>(dst, BC * 128, map, row, kh_, kb_, full);
+                }
             };
             for (int it = 0; it < ntiles; it++) {
                 const int row = (thi - 1 - it) * BC, s = it % STAGES;
                 const uint32_t ph = (uint32_t)(it / STAGES) & 1u;
                 load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph, false);
-                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::kv, &tv, row, ph, true);
+                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true);
             }
         }
         return;
@@ -641,7 +678,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_commit();
             mbar_wait(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
-            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::kv);
+            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
             turn_end(false);
             wgmma_wait<1>(); /* S_j done */
@@ -661,7 +698,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
         turn_begin();
         wgmma_fence();
-        gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::kv);
+        gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
         turn_end(true);
         wgmma_wait<0>();
@@ -897,7 +934,7 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
         return rc;
     if (F8) {
         /* V^T into the workspace, then its map: {keys, D, hkv, b}, box
-         * {BC keys, D rows} */
+         * {128 keys, D rows} (one box per 128-key chunk of a tile) */
         const int64_t keys = sm90_vt_keys(s);
         if (s->b * s->hkv > SM90_VT_MAX_BH) /* e4m3_configs lists none */
             return ATTUNE_EUNSUPP;
@@ -908,7 +945,7 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
             return ATTUNE_EGPU;
         cuuint64_t dims[4] = {(cuuint64_t)keys, (cuuint64_t)D, (cuuint64_t)s->hkv, (cuuint64_t)s->b};
         cuuint64_t strides[3] = {(cuuint64_t)keys, (cuuint64_t)(keys * D), (cuuint64_t)(keys * D * s->hkv)};
-        rc = cuda_tma_encode_map(&tv, dt, vt, dims, strides, BC, D);
+        rc = cuda_tma_encode_map(&tv, dt, vt, dims, strides, BC < 128 ? BC : 128, D);
     } else {
         rc = cuda_tma_make_map(&tv, &io->v, dt, ES, s->b, s->hkv, s->skv, s->d, BC);
     }

@@ -638,14 +638,23 @@ static void e4m3_planted_errors_should_be_caught(void)
     CHECK_MSG(wrong > 3 * GPU_TOL_E4M3, "causal e4m3 vs the non-causal reference: %.3g", wrong);
     fprintf(stderr, "  planted e4m3: right %.2e wrong %.2e\n", right, wrong);
 #ifdef ATTUNE_HAVE_SM90A
-    /* the sm90a kernel's FP8 version alike */
+    /* the sm90a kernel's FP8 versions alike: every configuration (3.5's
+     * 128-key tiles, 3.7's 192 and 224) */
     if (cc_major() == 9) {
-        CHECK_EQ_INT(variant_tactics(&c, ATTN_FUSED, &t, 1), 1);
-        right = gpu_cross_error(ops, &c, &c, &t, CROSS_SEED);
-        wrong = gpu_cross_error(ops, &c, &nc, &t, CROSS_SEED);
-        CHECK_MSG(right >= 0 && right <= GPU_TOL_E4M3, "fused causal e4m3 vs its own reference: %.3g", right);
-        CHECK_MSG(wrong > 3 * GPU_TOL_E4M3, "fused causal e4m3 vs the non-causal reference: %.3g", wrong);
-        fprintf(stderr, "  planted e4m3 (fused): right %.2e wrong %.2e\n", right, wrong);
+        attn_tactic ft[16];
+        char ts[ATTN_TACTIC_STR_MAX];
+        int nf = variant_tactics(&c, ATTN_FUSED, ft, 16), wide = 0;
+        CHECK(nf > 0);
+        for (int i = 0; i < nf; i++) {
+            attn_tactic_str(&ft[i], ts, sizeof ts);
+            wide += ft[i].tile_n > 128;
+            right = gpu_cross_error(ops, &c, &c, &ft[i], CROSS_SEED);
+            wrong = gpu_cross_error(ops, &c, &nc, &ft[i], CROSS_SEED);
+            CHECK_MSG(right >= 0 && right <= GPU_TOL_E4M3, "%s causal e4m3 vs its own reference: %.3g", ts, right);
+            CHECK_MSG(wrong > 3 * GPU_TOL_E4M3, "%s causal e4m3 vs the non-causal reference: %.3g", ts, wrong);
+            fprintf(stderr, "  planted e4m3 (%s): right %.2e wrong %.2e\n", ts, right, wrong);
+        }
+        CHECK_MSG(wide > 0, "%s", "no wide-tile e4m3 tactic (version 3.7) listed");
     }
 #endif
 }
