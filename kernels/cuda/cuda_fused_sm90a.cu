@@ -415,6 +415,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     constexpr bool F8 = sm90_is_fp8<T>::value;
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
+    static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
     using L = sm90_smem<D, BR, BC, STAGES, ES>;
     using TO = sm90_out_t<T>;
     extern __shared__ unsigned char smem_raw[];
@@ -499,15 +500,22 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             /* Wait until the consumers freed stage s, then refill it. */
             /* e4m3's V is V^T (keys along its rows): boxes of 128 keys x D,
              * one per 128-key chunk of the tile (a partial last chunk is
-             * loaded whole: its keys past the tile are never multiplied). */
+             * loaded whole: its keys past the tile are never multiplied).
+             * A chunk that starts at or past skv holds only masked keys (P
+             * = 0 there): it is loaded from the chunk holding the last key
+             * instead, so that no box lies wholly outside the tensor and
+             * the buffer holds finite values (0 x NaN would poison O). */
             auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
                                uint32_t ph, bool vt) {
                 mbar_wait(empty, ph ^ 1u);
                 mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
                 if (F8 && vt) {
 #pragma unroll
-                    for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++)
-                        tma_load_4d(dst + c * D * 128, map, row + c * 128, 0, kh_, kb_, full);
+                    for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
+                        const int r = row + c * 128;
+                        tma_load_4d(dst + c * D * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0, kh_, kb_,
+                                    full);
+                    }
                 } else {
                     tma_load_tile<D, ES>(dst, BC * 128, map, row, kh_, kb_, full);
                 }
@@ -945,7 +953,7 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
             return ATTUNE_EGPU;
         cuuint64_t dims[4] = {(cuuint64_t)keys, (cuuint64_t)D, (cuuint64_t)s->hkv, (cuuint64_t)s->b};
         cuuint64_t strides[3] = {(cuuint64_t)keys, (cuuint64_t)(keys * D), (cuuint64_t)(keys * D * s->hkv)};
-        rc = cuda_tma_encode_map(&tv, dt, vt, dims, strides, BC < 128 ? BC : 128, D);
+        rc = cuda_tma_encode_map(&tv, dt, vt, dims, strides, 128, D); /* L::vt counts whole boxes */
     } else {
         rc = cuda_tma_make_map(&tv, &io->v, dt, ES, s->b, s->hkv, s->skv, s->d, BC);
     }

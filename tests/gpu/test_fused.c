@@ -312,6 +312,9 @@ static void run_tactic(const attn_shape *s, const attn_tactic *t, int64_t sq_pad
         CUDA_CHECK(cudaMemcpy(run ? h2 : h1, dout, osize, cudaMemcpyDeviceToHost));
     }
     launches_run += 2;
+    /* counted here, after both launches succeeded (a filtered-out or
+     * refused tactic does not count) */
+    wide_launches += t->arch == ATTN_ARCH_SM90A && t->tile_n != 64 && t->tile_n != 128 ? 2 : 0;
 
     /* Every real element written and finite; padded rows untouched; the
      * two runs identical. */
@@ -412,7 +415,8 @@ static int run_uneven_splits(const case_run *c, int pad, const attn_tactic *all,
      * wherever such a tactic is listed */
     for (int fold = 1; fold >= 0; fold--)
         for (int i = 0; i < n; i++)
-            if (all[i].pad == pad && all[i].arch == ATTN_ARCH_SM90A && all[i].fold == fold) {
+            if (all[i].pad == pad && all[i].arch == ATTN_ARCH_SM90A && all[i].fold == fold &&
+                (all[i].tile_n == 64 || all[i].tile_n == 128)) { /* wide tiles are never split */
                 attn_tactic t3 = all[i];
                 t3.splits = 3;
                 run_on(c, &t3);
@@ -471,7 +475,6 @@ static void run_case(const tcase *tc, uint64_t seed)
         sm90a_launches += all[t].arch == ATTN_ARCH_SM90A ? 2 : 0;
         fold_launches += all[t].fold ? 2 : 0;
         split_launches += all[t].arch == ATTN_ARCH_SM90A && !all[t].fold && all[t].splits > 1 ? 2 : 0;
-        wide_launches += all[t].arch == ATTN_ARCH_SM90A && all[t].tile_n != 64 && all[t].tile_n != 128 ? 2 : 0;
         ran++;
     }
     /* Planted mask error: the first tactic of each family (version 1/2,
