@@ -786,7 +786,7 @@ int store_import(store *st, const char *json, size_t len, store_import_stats *st
     int64_t seen = exported_at, newest = -1;
     if ((rc = check_stacks(stacks_js, latest, stacks, err, errlen)) != 0 ||
         (rc = check_rows(&rows, dev.id, stacks, nstacks, keys, &newest, err, errlen)) != 0 ||
-        (rc = store_fleet_pins_read(root, &pins, &npins, err, errlen)) != 0)
+        (rc = store_fleet_pins_read(root, &dev, &pins, &npins, err, errlen)) != 0)
         goto fail;
     if (newest >= 0)
         seen = newest; /* the device was seen when it was last measured */

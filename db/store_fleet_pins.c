@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include "../common/pin_json.h"
 
@@ -19,7 +21,17 @@ int store_fleet_pins_put(store *st, const attn_device_info *dev, json_t *root)
     return rc;
 }
 
-int store_fleet_pins_read(const json_t *root, pin **out, int *n, char *err, size_t errlen)
+/* 1 when p can apply to dev: its device is "" or dev's id, its model ""
+ * or dev's name in any case (store_pins_for's rule, what an export puts in
+ * a table). */
+static int pin_applies_to(const pin *p, const attn_device_info *dev)
+{
+    return (p->device[0] == 0 || strcmp(p->device, dev->id) == 0) &&
+           (p->model[0] == 0 || strcasecmp(p->model, dev->name) == 0);
+}
+
+int store_fleet_pins_read(const json_t *root, const attn_device_info *dev, pin **out, int *n, char *err,
+                          size_t errlen)
 {
     const json_t *arr = json_object_get(root, "pins");
     *out = NULL;
@@ -41,6 +53,15 @@ int store_fleet_pins_read(const json_t *root, pin **out, int *n, char *err, size
         char where[32];
         snprintf(where, sizeof where, "pins[%zu]", i);
         if (pin_from_json(json_array_get(arr, i), where, &p[i], err, errlen) != 0) {
+            free(p);
+            return ATTUNE_EFORMAT;
+        }
+        if (!pin_applies_to(&p[i], dev)) {
+            attune_fail(err, errlen, ATTUNE_EFORMAT,
+                        "%s: a pin for device '%s' model '%s' cannot apply to the table's device '%s' "
+                        "('%s'): a table carries only the pins of its own device, its model or every "
+                        "device",
+                        where, p[i].device, p[i].model, dev->id, dev->name);
             free(p);
             return ATTUNE_EFORMAT;
         }

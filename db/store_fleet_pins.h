@@ -13,9 +13,13 @@
  * before pins. 0 or an error. */
 int store_fleet_pins_put(store *st, const attn_device_info *dev, json_t *root);
 
-/* The "pins" of an untrusted table root (absent: none), each checked
- * (pin_from_json): *out malloc'd (NULL when *n == 0). 0, or ATTUNE_EFORMAT
- * / ETOOBIG with err naming the first bad pin. */
-int store_fleet_pins_read(const json_t *root, pin **out, int *n, char *err, size_t errlen);
+/* The "pins" of an untrusted table root (absent: none) for the table's
+ * device dev, each checked (pin_from_json) and required to be one that
+ * can apply to dev (device "" or dev's id, model "" or dev's name: what
+ * store_fleet_pins_put exports), so that a table cannot pin another
+ * device: *out malloc'd (NULL when *n == 0). 0, or ATTUNE_EFORMAT /
+ * ETOOBIG with err naming the first bad pin. */
+int store_fleet_pins_read(const json_t *root, const attn_device_info *dev, pin **out, int *n, char *err,
+                          size_t errlen);
 
 #endif

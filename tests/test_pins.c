@@ -309,6 +309,27 @@ static void store_should_keep_pins_and_carry_them_in_tables(void)
     int n = 0;
     CHECK(store_pins_list(mem, &got, &n) == 0 && n == 1 && strcmp(got[0].tactic, "fused/pad=8") == 0);
     free(got);
+    /* a table cannot pin another device: its pin moved to another id is
+     * refused, naming it, and nothing of the table is taken */
+    {
+        char *moved = strdup(json);
+        char *pins_at = moved != NULL ? strstr(moved, "\"pins\"") : NULL;
+        char *dev_at = pins_at != NULL ? strstr(pins_at, info.id) : NULL;
+        CHECK(dev_at != NULL);
+        if (dev_at != NULL) {
+            memcpy(dev_at, "CPU-ffffffffffffffff", 20);
+            store *fresh = NULL;
+            CHECK_EQ_INT(store_open(":memory:", 1, &fresh, err, sizeof err), 0);
+            CHECK_EQ_INT(store_import(fresh, moved, strlen(moved), &stats, err, sizeof err), ATTUNE_EFORMAT);
+            CHECK_MSG(strstr(err, "pins[0]") != NULL && strstr(err, "cannot apply") != NULL &&
+                          strstr(err, "CPU-ffffffffffffffff") != NULL,
+                      "%s", err);
+            CHECK(store_pins_list(fresh, &got, &n) == 0 && n == 0);
+            free(got);
+            store_close(fresh);
+        }
+        free(moved);
+    }
     char *bad = strstr(json, "fused/pad=8") != NULL ? json : NULL;
     if (bad != NULL)
         memcpy(strstr(bad, "fused/pad=8"), "fused/pad=3", 11); /* an invalid pin */
