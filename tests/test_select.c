@@ -68,6 +68,17 @@ static void winner_should_use_time_with_copies_when_padded(void)
     CHECK_EQ_INT(select_winner(m, 2, NULL, 0), 0);
     m[1].time_us_copies = 9.0;
     CHECK_EQ_INT(select_winner(m, 2, NULL, 0), 1);
+    /* copies never make a tactic faster than its kernel: a table's 1 us
+     * of copies on a 370 us kernel competes at 370 */
+    store_measurement w[2] = {meas("fused/pad=1", 20.0, 1e-3, STORE_OK),
+                              meas("fused/pad=8", 370.0, 1e-3, STORE_OK)};
+    w[1].time_us_copies = 1.0;
+    CHECK_EQ_INT(select_winner(w, 2, NULL, 0), 0);
+    CHECK(select_time(&w[1]) == 370.0);
+    w[1].time_us_copies = 371.5;
+    CHECK(select_time(&w[1]) == 371.5);
+    w[0].time_us_copies = 0.5; /* on pad=1 too (docs/fleet.md: null there) */
+    CHECK(select_time(&w[0]) == 20.0);
 }
 
 static void default_bound_should_depend_on_dtype(void)

@@ -29,8 +29,8 @@ typedef struct select_policy {
 #define SELECT_DEFAULT_E4M3 1e-1
 #define SELECT_DEFAULT_RATIO 8.0
 
-/* The time a measurement competes with: time_us_copies when stored, else
- * time_us. */
+/* The time a measurement competes with: time_us_copies when stored (and
+ * not under time_us: the larger of the two), else time_us. */
 double select_time(const store_measurement *m);
 
 /* Fill p with the defaults. */

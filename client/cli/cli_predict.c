@@ -23,9 +23,10 @@ static const char tactics_usage[] =
     "\n"
     "Lists, one per line, every tactic the backend of device ID (default: the\n"
     "first GPU of this host, else cpu) has for the shape (the candidates `attune\n"
-    "tune` measures, and the only tactics attuned answers with), so any answer can\n"
-    "be checked against it. --csv: a column \"tactic\" with a header; --json:\n"
-    "{\"device\", \"shape\", \"tactics\": [...]}.\n";
+    "tune` measures and attuned predicts from; stale and fleet answers are kept to\n"
+    "them too), so any answer can be checked against it. An imported table's rows\n"
+    "of this device's current stack answer as they are. --csv: a column \"tactic\"\n"
+    "with a header; --json: {\"device\", \"shape\", \"tactics\": [...]}.\n";
 
 static const char loo_usage[] =
     "usage: attune loo [--db FILE] [--device ID] [--grid FILE] [--holdout FILE]\n"
