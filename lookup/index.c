@@ -13,6 +13,7 @@
 #include "../common/grow.h"
 #include "../common/hash.h"
 #include "../db/device_model.h"
+#include "../db/fleet_pg.h" /* fleet_is_model_device */
 #include "index_listing.h"
 
 typedef struct ix_shape {
@@ -577,23 +578,35 @@ static void view_of(const ix_device *d, index_device_view *v)
  * when none. */
 static ix_device *find_spec(index_state *ix, const char *spec)
 {
-    for (int pass = 0; pass < 2; pass++)
+    /* Host specs ("cpu", an ordinal) read from a file name a device some
+     * host measured before a pulled fleet aggregate of its model
+     * (db/fleet_pg.h: FLEET-<hash>, host "fleet"): the aggregate holds the
+     * fleet's rows, not this host's, and attuned answers them as "fleet".
+     * After `attune fleet pull`, `--url file:DB --device cpu` answered from
+     * the aggregate, as measured. Pass 2 takes an aggregate only when no
+     * other device matches. */
+    int host_spec = ix->host_specs && (strcasecmp(spec, "cpu") == 0 || attn_device_ordinal(spec) >= 0);
+    for (int pass = 0; pass < 3; pass++)
         for (int i = 0; i < ix->ndevs; i++) {
             ix_device *d = &ix->devs[i];
-            if (d->local == (pass == 0) &&
+            int agg = host_spec && fleet_is_model_device(d->info.id);
+            if (d->local == (pass == 0) && (pass == 0 || agg == (pass == 2)) &&
                 attn_device_match(spec, &d->info, d->local || ix->host_specs) !=
                     ATTN_MATCH_NONE)
                 return d;
         }
     /* host specs: an ordinal N that no device had where it was measured
      * (a fleet table carries no ordinal: its device reads -1) names the
-     * N-th such CUDA device, in the file's order */
+     * N-th such CUDA device, in the file's order, aggregates after the
+     * others */
     int n = ix->host_specs ? attn_device_ordinal(spec) : -1;
-    for (int i = 0; n >= 0 && i < ix->ndevs; i++) {
-        ix_device *d = &ix->devs[i];
-        if (!d->local && d->info.index < 0 && strcmp(d->info.kind, "cuda") == 0 && n-- == 0)
-            return d;
-    }
+    for (int agg = 0; agg < 2; agg++)
+        for (int i = 0; n >= 0 && i < ix->ndevs; i++) {
+            ix_device *d = &ix->devs[i];
+            if (!d->local && d->info.index < 0 && strcmp(d->info.kind, "cuda") == 0 &&
+                fleet_is_model_device(d->info.id) == agg && n-- == 0)
+                return d;
+        }
     return NULL;
 }
 

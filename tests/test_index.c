@@ -697,8 +697,46 @@ static void reload_should_be_atomic_under_concurrent_readers(void)
     index_free(c.ix);
 }
 
+/* Host specs of a file ("cpu", an ordinal: index_set_host_specs) name a
+ * device some host measured before a pulled fleet aggregate of its model
+ * (FLEET-<hash>), whatever their order; the aggregate only when nothing
+ * else matches. */
+static void host_specs_should_prefer_a_host_device_to_a_fleet_aggregate(void)
+{
+    index_state *ix = one_device("FLEET-0123456789abcdef", 0); /* first, as the newest would be */
+    index_set_host_specs(ix, 1);
+    index_device_view v;
+    CHECK_EQ_INT(index_device_find(ix, "cpu", &v), 0); /* only the aggregate: it answers */
+    CHECK_STR(v.info.id, "FLEET-0123456789abcdef");
+    attn_device_info info;
+    attn_stack st;
+    device(&info, &st, "CPU-924137ba40e768d8", "cur");
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 0), 0);
+    CHECK_EQ_INT(index_device_find(ix, "cpu", &v), 0);
+    CHECK_STR(v.info.id, "CPU-924137ba40e768d8");
+    CHECK_EQ_INT(index_device_find(ix, "CPU", &v), 0);
+    CHECK_STR(v.info.id, "CPU-924137ba40e768d8");
+    /* an id still names the aggregate itself */
+    CHECK_EQ_INT(index_device_find(ix, "FLEET-0123456789abcdef", &v), 0);
+    CHECK_STR(v.info.id, "FLEET-0123456789abcdef");
+    /* ordinals alike: CUDA devices of a file carry none (index -1) */
+    device(&info, &st, "FLEET-00000000000000aa", "cur");
+    snprintf(info.kind, sizeof info.kind, "cuda");
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 0), 0);
+    device(&info, &st, "GPU-aaaaaaaa-1111-2222-3333-444444444444", "cur");
+    snprintf(info.kind, sizeof info.kind, "cuda");
+    CHECK_EQ_INT(index_device_put(ix, &info, &st, 0), 0);
+    CHECK_EQ_INT(index_device_find(ix, "0", &v), 0);
+    CHECK_STR(v.info.id, "GPU-aaaaaaaa-1111-2222-3333-444444444444");
+    CHECK_EQ_INT(index_device_find(ix, "1", &v), 0);
+    CHECK_STR(v.info.id, "FLEET-00000000000000aa");
+    CHECK_EQ_INT(index_device_find(ix, "2", &v), ATTUNE_ENODEV);
+    index_free(ix);
+}
+
 int main(void)
 {
+    RUN(host_specs_should_prefer_a_host_device_to_a_fleet_aggregate);
     RUN(lookup_should_answer_measured_only_from_a_complete_tune);
     RUN(lookup_should_take_fleet_rows_whole);
     RUN(lookup_should_fall_back_to_a_complete_older_stack);
