@@ -159,9 +159,12 @@ def check_exclusions(d, env, base_a, base_c, cpu_name):
 
 
 def check_refusals(d, env):
-    for args, rc, words in ((["--force", "fusd/pad=1"], 1, "unknown variant"),
-                            (["--force", "fused"], 1, "complete"),
-                            (["--exclude", "split", "--shape", "b*.hq4"], 1, "pattern"),
+    # a pin's form (its tactic, its shape pattern) is checked before any
+    # call: a usage error (2); what only the daemon or store can tell
+    # (listing, devices) is an error (1)
+    for args, rc, words in ((["--force", "fusd/pad=1"], 2, "unknown variant"),
+                            (["--force", "fused"], 2, "complete"),
+                            (["--exclude", "split", "--shape", "b*.hq4"], 2, "pattern"),
                             (["--force", "folded/acc=f32/pad=1", "--shape", MHA, "--device",
                               "cpu"], 1, "does not list"),
                             (["--exclude", "split", "--device", "nosuch"], 1, "unknown device"),

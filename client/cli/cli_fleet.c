@@ -309,6 +309,8 @@ static int drift_main(args *a)
 {
     if (a->devices.n != 1)
         return cli_usage_error("drift", "needs one --device ID");
+    if ((a->from == NULL) != (a->to == NULL))
+        return cli_usage_error("drift", "give --from STACK and --to STACK together");
     store *st = NULL;
     if (cli_store_open(a->db, 0, &st))
         return 1;

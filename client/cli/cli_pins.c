@@ -384,6 +384,14 @@ int cli_pin_main(int argc, char **argv)
     json_t *body = pin_body(&a);
     if (body == NULL)
         return 1;
+    /* the pin's form (tactic, shape pattern, lengths), as attuned and the
+     * store check it: a bad value is a usage error here, before any call */
+    pin form;
+    char why[512];
+    if (pin_from_json(body, "pin", &form, why, sizeof why) != 0) {
+        json_decref(body);
+        return cli_usage_error("pin", why);
+    }
 #ifdef ATTUNE_HAVE_CLIENT
     rc = a.db != NULL ? pin_db(&a, body) : pin_url(&a, body);
 #else

@@ -220,6 +220,12 @@ attune_client *cli_remote_client(const char *cmd, const char *url, long timeout_
         return NULL;
     }
     const char *u = attune_client_url(c);
+    if (strncmp(u, "file:", 5) != 0 && strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+        *status = cli_usage_error(cmd, "%s %s: give http://HOST:PORT or file:PATH",
+                                  url != NULL && *url != 0 ? "--url" : "$ATTUNE_URL", u);
+        attune_client_free(c);
+        return NULL;
+    }
     if (strncmp(u, "file:", 5) != 0 && url_port(u) < 0) {
         *status = cli_usage_error(cmd, "%s %s: the port must be 1-65535",
                                   url != NULL && *url != 0 ? "--url" : "$ATTUNE_URL", u);
@@ -786,6 +792,14 @@ int cli_jobs_main(int argc, char **argv)
         return cli_usage_error("jobs", "job id must be a positive integer");
     if ((cancel || wait) && pos.n == 0)
         return cli_usage_error("jobs", "--cancel and --wait need a job id");
+    static const char *const states[] = {"queued", "running", "done", "failed", "canceled"};
+    int known = filter[0] == NULL;
+    for (size_t i = 0; i < sizeof states / sizeof states[0] && !known; i++)
+        known = strcmp(filter[0], states[i]) == 0;
+    if (!known)
+        return cli_usage_error("jobs", "--state must be queued, running, done, failed or canceled");
+    if (filter[2] != NULL && strcmp(filter[2], "tune") != 0 && strcmp(filter[2], "miss") != 0)
+        return cli_usage_error("jobs", "--kind must be tune or miss");
     attune_client *c = cli_remote_client("jobs", url, 10000, &rc);
     if (c == NULL)
         return rc;

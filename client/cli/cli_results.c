@@ -214,8 +214,8 @@ int cli_results_main(int argc, char **argv)
         return rc;
     device = cli_device_default(device);
     double max_rel_err = 0;
-    if (mre && (cli_double(mre, &max_rel_err) || max_rel_err <= 0))
-        return cli_usage_error("results", "--max-rel-err must be a positive number");
+    if (mre && (cli_double(mre, &max_rel_err) || !(max_rel_err > 0 && max_rel_err <= 1)))
+        return cli_usage_error("results", "--max-rel-err must be in (0, 1], as for attune query");
     attn_shape s;
     char err[ATTUNE_ERRLEN];
     if (attn_shape_parse(shape, &s, err, sizeof err) != 0)
