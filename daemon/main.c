@@ -468,8 +468,13 @@ static int serve(attuned *d, const sigset_t *sigs)
         return rc;
     }
     sdnotify_send("READY=1");
-    log_event(LOGL_INFO, "ready", "url=http://%s%s%s:%d/", strchr(d->cfg.bind, ':') ? "[" : "",
-              d->cfg.bind, strchr(d->cfg.bind, ':') ? "]" : "", d->bound_port);
+    /* a URL that answers: bound to every address, this host's loopback
+     * (the wildcard is no Host a client may send: 403) */
+    const char *host = strcmp(d->cfg.bind, "0.0.0.0") == 0 ? "127.0.0.1"
+                       : strcmp(d->cfg.bind, "::") == 0    ? "::1"
+                                                           : d->cfg.bind;
+    log_event(LOGL_INFO, "ready", "url=http://%s%s%s:%d/ bind=%s", strchr(host, ':') ? "[" : "", host,
+              strchr(host, ':') ? "]" : "", d->bound_port, LOG_Q(d->cfg.bind));
     for (;;) {
         int sig = 0;
         if (sigwait(sigs, &sig) != 0)

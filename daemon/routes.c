@@ -663,8 +663,9 @@ static enum MHD_Result h_tune(req *r, const char *url, const http_args *a)
         snprintf(spec, sizeof spec, "%lld", (long long)json_integer_value(jd));
         devspec = spec;
     } else {
-        ret = http_fail(r, ATTUNE_EINVAL, "'device' must be a string (cpu, ordinal, id, name) "
-                                          "or an ordinal from 0 to 999999");
+        ret = http_fail(r, ATTUNE_EINVAL, "%s: it must be a string (cpu, ordinal, id, name) "
+                                          "or an ordinal from 0 to 999999",
+                        jd == NULL ? "'device' is missing" : "'device' is of the wrong type");
         goto out;
     }
     index_device_view dev;
@@ -883,7 +884,7 @@ static enum MHD_Result first_call(req *r, const char *url, const char *method)
     if (rt->body_max == 0) {
         if ((cl != NULL && strcmp(cl, "0") != 0) || te != NULL)
             return http_fail(r, ATTUNE_ETOOBIG, "%s %s takes no request body", rt->method,
-                                   rt->path);
+                             r->url); /* the path asked (a prefix route's id included) */
         /* answered on the next call: a response queued in this first call
          * is an "early" one to libmicrohttpd, which then closes the
          * connection (Connection: close) instead of keeping it alive for

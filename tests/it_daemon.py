@@ -777,6 +777,13 @@ def test_malformed(d):
         check(st == want and is_err, "malformed: %s -> %d (got %d, %r)" % (
             name, want, st, body[:100]))
     check(len(cases) >= 20, "at least twenty malformed requests (%d)" % len(cases))
+    # the refusals say what is wrong: a missing key is named missing, and a
+    # body on a DELETE names the path asked, id included
+    st, _, body = jpost("/v1/tune", '{"shapes":[%s]}' % good_shape)
+    check(st == 400 and b"'device' is missing" in body, "tune without a device: %r" % body[:120])
+    st, _, body = req("DELETE", "/v1/jobs/12345", {"Authorization": "Bearer " + tok}, b"{}")
+    check(st == 413 and b"/v1/jobs/12345 takes no request body" in body,
+          "DELETE with a body names its path: %r" % body[:120])
     # still alive and correct
     st, a = d.get(base.replace("causal=0", "causal=false"))
     check(st == 200 and a["source"] == "measured", "the daemon answers correctly afterwards")
