@@ -672,6 +672,10 @@ def test_job_progress_and_cli_cancel(d):
         r = attune_cli("jobs", "--url", url, "--cancel", "--token-file", tok, str(job))
         check(r[0] == 0 and ("job %d: canceled" % job) in r[1] and "requested" not in r[1],
               "attune jobs --cancel of a canceled job says canceled (%r)" % r[1])
+        # and shows the job as `attune jobs ID` does: the same table
+        shown = attune_cli("jobs", "--url", url, str(job))
+        check(shown[0] == 0 and r[1].splitlines()[1:] == shown[1].splitlines(),
+              "attune jobs --cancel shows the job as attune jobs ID (%r vs %r)" % (r[1], shown[1]))
     r = attune_cli("jobs", "--url", url)
     lines = r[1].splitlines()
     check(r[0] == 0 and lines

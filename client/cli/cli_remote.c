@@ -644,6 +644,8 @@ static int wait_job(attune_client *c, long long id, int quiet)
 }
 
 /* DELETE the job; prints what happened. Returns the exit status. */
+static int print_jobs(json_t *arr, cli_format fmt);
+
 static int cancel_job(attune_client *c, long long id, const char *token_file)
 {
     char tok[512], path[64];
@@ -673,12 +675,11 @@ static int cancel_job(attune_client *c, long long id, const char *token_file)
             printf("job %lld: canceled\n", id);
         else /* done or failed (attuned answers 409 for those) */
             printf("job %lld: %s, nothing to cancel\n", id, state);
-        if (j != NULL) {
-            print_job_header();
-            print_job_line(j);
-        }
+        /* the job as `attune jobs ID` shows it (print_jobs' table) */
+        json_t *one = j != NULL ? json_pack("[O]", j) : NULL;
+        rc = one != NULL ? print_jobs(one, CLI_TEXT) : 0;
+        json_decref(one);
         json_decref(j);
-        rc = 0;
     } else {
         cli_remote_http_error("cancel", status, body);
     }
