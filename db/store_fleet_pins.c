@@ -3,8 +3,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <strings.h>
 
 #include "../common/pin_json.h"
 
@@ -19,15 +17,6 @@ int store_fleet_pins_put(store *st, const attn_device_info *dev, json_t *root)
     }
     free(p);
     return rc;
-}
-
-/* 1 when p can apply to dev: its device is "" or dev's id, its model ""
- * or dev's name in any case (store_pins_for's rule, what an export puts in
- * a table). */
-static int pin_applies_to(const pin *p, const attn_device_info *dev)
-{
-    return (p->device[0] == 0 || strcmp(p->device, dev->id) == 0) &&
-           (p->model[0] == 0 || strcasecmp(p->model, dev->name) == 0);
 }
 
 int store_fleet_pins_read(const json_t *root, const attn_device_info *dev, pin **out, int *n, char *err,
@@ -56,7 +45,7 @@ int store_fleet_pins_read(const json_t *root, const attn_device_info *dev, pin *
             free(p);
             return ATTUNE_EFORMAT;
         }
-        if (!pin_applies_to(&p[i], dev)) {
+        if (!pin_device_covers(&p[i], dev)) { /* store_pins_for's rule: what an export puts here */
             attune_fail(err, errlen, ATTUNE_EFORMAT,
                         "%s: a pin for device '%s' model '%s' cannot apply to the table's device '%s' "
                         "('%s'): a table carries only the pins of its own device, its model or every "

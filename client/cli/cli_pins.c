@@ -200,16 +200,12 @@ static int print_one(const pin *p, int json)
     return rc;
 }
 
-static int pin_db(const pin_args *a, json_t *body)
+/* Store pin p (checked by pin_from_json) in a->db. */
+static int pin_db(const pin_args *a, pin p)
 {
     store *st = NULL;
     char err[512];
-    pin p;
     int added = 0, rc = 1;
-    if (pin_from_json(body, "pin", &p, err, sizeof err) != 0) {
-        fprintf(stderr, "attune pin: %s\n", err);
-        return 1;
-    }
     if (cli_store_open(a->db, 0, &st) != 0)
         return 1;
     if (p.device[0] != 0 && db_device(st, &p) != 0)
@@ -393,9 +389,9 @@ int cli_pin_main(int argc, char **argv)
         return cli_usage_error("pin", why);
     }
 #ifdef ATTUNE_HAVE_CLIENT
-    rc = a.db != NULL ? pin_db(&a, body) : pin_url(&a, body);
+    rc = a.db != NULL ? pin_db(&a, form) : pin_url(&a, body);
 #else
-    rc = a.db != NULL ? pin_db(&a, body) : no_client("pin");
+    rc = a.db != NULL ? pin_db(&a, form) : no_client("pin");
 #endif
     json_decref(body);
     return rc;

@@ -643,9 +643,9 @@ static int wait_job(attune_client *c, long long id, int quiet)
     }
 }
 
-/* DELETE the job; prints what happened. Returns the exit status. */
 static int print_jobs(json_t *arr, cli_format fmt);
 
+/* DELETE the job; prints what happened. Returns the exit status. */
 static int cancel_job(attune_client *c, long long id, const char *token_file)
 {
     char tok[512], path[64];

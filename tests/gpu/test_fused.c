@@ -17,6 +17,7 @@
  * capability: on 9.0 that includes the sm90a family. */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,10 +266,10 @@ static int filter_passes(const char *name)
         return 1;
     for (const char *p = g_filter;;) {
         const char *bar = strchr(p, '|');
-        size_t len = bar != NULL ? (size_t)(bar - p) : strlen(p);
-        for (const char *h = name; len > 0 && strlen(h) >= len; h++)
-            if (strncmp(h, p, len) == 0)
-                return 1;
+        char part[ATTN_TACTIC_STR_MAX];
+        snprintf(part, sizeof part, "%.*s", (int)(bar != NULL ? bar - p : (ptrdiff_t)strlen(p)), p);
+        if (part[0] != 0 && strstr(name, part) != NULL)
+            return 1;
         if (bar == NULL)
             return 0;
         p = bar + 1;
