@@ -1249,8 +1249,11 @@ static int runoff_store(shape_run *r, const runoff_entry *x, int contenders)
  * this tune timed again in turns, forward then backward, and stored with
  * the mean of their turns, so the one timed first does not win by the
  * device's drift alone. Rows of a contender taken out of the runoff, and
- * all rows when fewer than two contenders stay, stand as timed. 0,
- * ATTUNE_ECANCELED (the rows written so far stay) or the store's error. */
+ * all rows when fewer than two contenders stay or the runoff is stopped
+ * before its last turn, stand as timed. A deadline (tune on miss's
+ * budget) stops the runoff and not the tune: every tactic is timed, so
+ * the shape still gets its mark. 0, ATTUNE_ECANCELED (the cancel flag:
+ * DELETE, shutdown) or the store's error. */
 static int run_runoff(shape_run *r)
 {
     const int rounds = runoff_rounds_of(r);
@@ -1279,8 +1282,10 @@ static int run_runoff(shape_run *r)
                 rc = runoff_turn(r, x);
         }
     live = 0;
-    for (int i = 0; i < nc; i++)
+    for (int i = 0; rc == 0 && i < nc; i++)
         live += e[i].p != NULL && e[i].turns == rounds;
+    if (rc == ATTUNE_ECANCELED && attn_cancel_by_deadline())
+        rc = 0; /* live = 0: nothing written again */
     for (int i = 0; rc == 0 && live >= 2 && i < nc; i++)
         if (e[i].p != NULL && e[i].turns == rounds)
             rc = runoff_store(r, &e[i], live);
