@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # runoff.sh -- does the tuner's runoff (tuner/tuner.h, docs/tuning.md
 # "Runoff") make its winners steadier? Each shape is tuned REPS times into
-# a fresh database with --runoff 0 and with the default, the two modes in
+# a fresh database with --runoff 0 and with --runoff 2, the two modes in
 # turns, and each tune's winner and stored time printed; then the last
-# default tune's rows (attune results) for the notes of the runoff.
+# runoff tune's rows (attune results) for the notes of the runoff.
 #
 # usage: bench/runoff.sh [--build DIR] [--device ID] [--reps N] SHAPE...
 # On the GPU machine: tests/gpu/run.sh --no-tests --exec 'bash
@@ -31,12 +31,10 @@ STATUS=0
 printf "%-44s %-7s %-4s %-62s %10s\n" shape runoff rep winner us
 for s in "${SHAPES[@]}"; do
     for rep in $(seq 1 "$REPS"); do
-        for mode in 0 default; do
+        for mode in 0 2; do
             db=$TMP/$mode.db
             rm -f "$db"*
-            args=()
-            [ "$mode" = 0 ] && args=(--runoff 0)
-            if ! "$ATTUNE" tune --db "$db" --device "$DEVICE" --quiet "${args[@]}" --shape "$s" \
+            if ! "$ATTUNE" tune --db "$db" --device "$DEVICE" --quiet --runoff "$mode" --shape "$s" \
                     >"$TMP/tune.log" 2>&1; then
                 echo "runoff.sh: tune of $s failed:" >&2; tail -5 "$TMP/tune.log" >&2; STATUS=1
                 continue
@@ -49,6 +47,6 @@ for row in json.load(sys.stdin)["winners"]:
           w.get("tactic", "(none)"), w.get("time_us_total") or float("nan")))' "$s" "$mode" "$rep" || STATUS=1
         done
     done
-    "$ATTUNE" results --db "$TMP/default.db" --device "$DEVICE" --shape "$s" | head -14
+    "$ATTUNE" results --db "$TMP/2.db" --device "$DEVICE" --shape "$s" | head -14
 done
 exit $STATUS

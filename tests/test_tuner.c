@@ -1228,15 +1228,10 @@ static void runoff_should_undo_a_drift_between_close_tactics(void)
 
     /* without the runoff the heat decides: the one timed first wins */
     store *st = open_tmp_store(dir, sizeof dir);
-    CHECK_EQ_INT(tune_heated(st, &dev, &s, -1, 0, &res), 0);
+    CHECK_EQ_INT(tune_heated(st, &dev, &s, 0, 0, &res), 0); /* the default */
     CHECK_STR(res.winner, fake_tactics[T_FAST]);
     CHECK_EQ_INT(res.runoff, 0);
     const int first_pass_calls = heat_calls;
-    store_close(st);
-    /* the default off CUDA: none */
-    st = open_tmp_store(dir, sizeof dir);
-    CHECK_EQ_INT(tune_heated(st, &dev, &s, 0, 0, &res), 0);
-    CHECK_EQ_INT(res.runoff, 0);
     store_close(st);
 
     /* two rounds, in turns FAST SLOW, SLOW FAST: the faster one wins */

@@ -1142,8 +1142,6 @@ static int run_tactics(shape_run *r, int shape_index, int shape_count)
 static int runoff_rounds_of(const shape_run *r)
 {
     int n = r->o->runoff_rounds;
-    if (n == 0)
-        n = strcmp(r->dev->info.kind, "cuda") == 0 ? TUNER_RUNOFF_ROUNDS : 0;
     return n < 0 ? 0 : n > TUNER_RUNOFF_ROUNDS_MAX ? TUNER_RUNOFF_ROUNDS_MAX : n;
 }
 

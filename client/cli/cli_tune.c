@@ -49,9 +49,9 @@ const char cli_tune_help[] =
     "                   every tactic fully\n"
     "  --runoff N       time the tactics within 5% of the fastest (at most 4, calls\n"
     "                   of 50 us and more) again in turns, forward then backward,\n"
-    "                   N times each, and store the mean, so a GPU whose clock\n"
-    "                   drifts over the tune does not favour the one timed first;\n"
-    "                   0: none (default 2 on a GPU, 0 on the CPU)\n"
+    "                   N times each (1-8), and store the mean, so a device whose\n"
+    "                   clock drifts steadily over the tune does not favour the\n"
+    "                   one timed first; default 0 (none; see docs/tuning.md)\n"
     "  --force          measure again tactics already stored\n"
     "  --quiet          no per-shape lines; progress shows only on a terminal\n"
     "  --url URL        the daemon, e.g. http://127.0.0.1:7373\n"
@@ -274,8 +274,7 @@ int cli_tune_main(int argc, char **argv)
         rc = cli_usage_error("tune", "--runoff must be a whole number of rounds from 0 to 8");
         goto out;
     }
-    if (a.runoff)
-        o.runoff_rounds = runoff > 0 ? (int)runoff : -1;
+    o.runoff_rounds = (int)runoff;
     /* ATTUNE_TUNER_TRACE=1: a line per tactic and pass on stderr */
     const char *trace = getenv("ATTUNE_TUNER_TRACE");
     if (trace != NULL && *trace && strcmp(trace, "0") != 0)
