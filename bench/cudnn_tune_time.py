@@ -40,8 +40,7 @@ import time
 
 DEVICE = "0"
 TUNE_ARGS = []
-PHASES = re.compile(r"(\d+) screened \((\d+) screened out\), (\d+) fully timed"
-                    r"(?: \((\d+) again in the runoff\))?; seconds in "
+PHASES = re.compile(r"(\d+) screened \((\d+) screened out\), (\d+) fully timed; seconds in "
                     r"prepare ([\d.]+), plan ([\d.]+), check ([\d.]+), screen ([\d.]+), "
                     r"time ([\d.]+), store ([\d.]+)")
 
@@ -51,10 +50,9 @@ def phases(stderr):
     m = PHASES.search(stderr)
     if not m:
         return {}
-    keys = ["screened", "screened_out", "full", "runoff", "prepare_s", "plan_s", "check_s",
-            "screen_s", "time_s", "store_s"]
-    return {k: (int(v or 0) if i < 4 else float(v))
-            for i, (k, v) in enumerate(zip(keys, m.groups()))}
+    keys = ["screened", "screened_out", "full", "prepare_s", "plan_s", "check_s", "screen_s",
+            "time_s", "store_s"]
+    return {k: (int(v) if i < 3 else float(v)) for i, (k, v) in enumerate(zip(keys, m.groups()))}
 
 
 def shape_keys(grid):

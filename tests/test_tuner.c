@@ -10,7 +10,6 @@
 #include <sqlite3.h>
 #include <stdatomic.h>
 
-#include "kernels/cancel.h"
 #include "test.h"
 #include "tuner/tuner.h"
 
@@ -42,16 +41,6 @@ struct attn_plan {
 };
 
 static int time_calls[T_COUNT];
-/* A device that slows down call by call over the whole tune (an H100
- * heating under its power cap, docs/perf.md 2026-12-05): each call
- * fake_heat x the calls before it slower; heat_calls counts them. */
-static double fake_heat;
-static int heat_calls;
-/* At heated call fake_stop_call (-1: never) the tune is stopped: the
- * cancel flag fake_cancel_at set (fake_stop_deadline 0), or a deadline
- * armed that has passed (1). */
-static int fake_stop_call = -1;
-static int fake_stop_deadline;
 /* A device whose calls take one of a few times by where a plan's buffers
  * lie (docs/perf.md, 2026-12-04): the n-th plan of a tactic times at
  * fake_place[n % fake_places] x; 0 places: every plan alike. */
@@ -179,14 +168,6 @@ static int fake_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
         out->us *= 0.95;
     if (fake_places > 0)
         out->us *= fake_place[p->serial % fake_places];
-    if (fake_heat > 0 && heat_calls == fake_stop_call) {
-        if (fake_stop_deadline)
-            attn_cancel_arm(NULL, attn_mono_s() - 1e-3);
-        else
-            atomic_store(fake_cancel_at, 1);
-    }
-    if (fake_heat > 0)
-        out->us *= 1 + fake_heat * heat_calls++;
     if (fake_cancel_at != NULL && p->serial == fake_cancel_serial)
         atomic_store(fake_cancel_at, 1);
     return 0;
@@ -1190,106 +1171,6 @@ static void screening_should_trace_each_pass(void)
     store_close(st);
 }
 
-/* ---- the runoff: close contenders timed again in turns */
-
-/* Tune the fake under a steady heat: SLOW (98 us) is 2% faster than FAST
- * (100 us) but timed after it. rounds: tuner_opts.runoff_rounds. */
-static int tune_heated(store *st, const attn_device *dev, const attn_shape *s, int rounds,
-                       int no_mark, tuner_shape_result *res)
-{
-    static atomic_int cancel;
-    atomic_store(&cancel, 0);
-    fake_cancel_at = &cancel;
-    tuner_opts o;
-    tuner_opts_default(&o);
-    o.budget_ms = 50;
-    o.screen_factor = 0;
-    o.noise_spread = o.noise_share = 0; /* the drift is no noise to judge */
-    o.runoff_rounds = rounds;
-    o.no_mark = no_mark;
-    o.cancel = &cancel;
-    fake_heat = 0.005;
-    heat_calls = 0;
-    memset(time_calls, 0, sizeof time_calls);
-    int rc = tuner_run_shape(st, dev, s, &o, 0, 1, res);
-    fake_heat = 0;
-    fake_cancel_at = NULL;
-    return rc;
-}
-
-static void runoff_should_undo_a_drift_between_close_tactics(void)
-{
-    char dir[256];
-    attn_device dev = fake_device();
-    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
-    const double saved_fast = fake_us[T_FAST], saved_slow = fake_us[T_SLOW];
-    fake_us[T_FAST] = 100.0, fake_us[T_SLOW] = 98.0;
-    tuner_shape_result res;
-
-    /* without the runoff the heat decides: the one timed first wins */
-    store *st = open_tmp_store(dir, sizeof dir);
-    CHECK_EQ_INT(tune_heated(st, &dev, &s, 0, 0, &res), 0); /* the default */
-    CHECK_STR(res.winner, fake_tactics[T_FAST]);
-    CHECK_EQ_INT(res.runoff, 0);
-    const int first_pass_calls = heat_calls;
-    store_close(st);
-
-    /* two rounds, in turns FAST SLOW, SLOW FAST: the faster one wins */
-    st = open_tmp_store(dir, sizeof dir);
-    CHECK_EQ_INT(tune_heated(st, &dev, &s, 2, 0, &res), 0);
-    CHECK(heat_calls > first_pass_calls + 4);
-    CHECK_STR(res.winner, fake_tactics[T_SLOW]);
-    CHECK_EQ_INT(res.runoff, 2);
-    CHECK_EQ_INT(res.measured, T_COUNT); /* rows written again are not counted again */
-    store_measurement *m;
-    int n;
-    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
-    const store_measurement *f = find(m, n, T_FAST), *w = find(m, n, T_SLOW),
-                            *h = find(m, n, T_HOPELESS);
-    CHECK_MSG(f && w && fabs(w->time_us / f->time_us - 0.98) < 0.005,
-              "SLOW/FAST after the runoff: %.4f", f && w ? w->time_us / f->time_us : NAN);
-    CHECK_MSG(f && strstr(f->note, "runoff of 2, mean of 2 turns: ") == f->note, "note: %s",
-              f ? f->note : "(no row)");
-    CHECK(w && strstr(w->note, "(first timed ") != NULL);
-    CHECK(h && strstr(h->note, "runoff") == NULL); /* far slower: no contender */
-    CHECK(f && w && f->n > 5 * 3 && w->n > 5 * 3);
-    free(m);
-    store_close(st);
-
-    /* tune on miss's quick pass (no mark): none */
-    st = open_tmp_store(dir, sizeof dir);
-    CHECK_EQ_INT(tune_heated(st, &dev, &s, 2, 1, &res), 0);
-    CHECK_EQ_INT(res.runoff, 0);
-    store_close(st);
-
-    /* stopped in its first turn: a deadline ends the runoff (the rows
-     * stand as first timed, the shape is marked), the cancel flag the tune */
-    for (int deadline = 1; deadline >= 0; deadline--) {
-        st = open_tmp_store(dir, sizeof dir);
-        fake_stop_call = first_pass_calls + 2;
-        fake_stop_deadline = deadline;
-        int rc = tune_heated(st, &dev, &s, 2, 0, &res);
-        fake_stop_call = -1;
-        CHECK_EQ_INT(rc, deadline ? 0 : ATTUNE_ECANCELED);
-        CHECK_EQ_INT(res.runoff, 0);
-        CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
-        f = find(m, n, T_FAST), w = find(m, n, T_SLOW);
-        CHECK(f && w && strstr(f->note, "runoff") == NULL && strstr(w->note, "runoff") == NULL);
-        CHECK(f && w && f->time_us < w->time_us); /* as first timed */
-        CHECK_EQ_INT(f ? f->incumbent : -1, deadline); /* the mark, after a deadline only */
-        free(m);
-        store_close(st);
-    }
-
-    /* calls under placement_us (50 us) get placements, not the runoff */
-    fake_us[T_FAST] = 10.0, fake_us[T_SLOW] = 9.8;
-    st = open_tmp_store(dir, sizeof dir);
-    CHECK_EQ_INT(tune_heated(st, &dev, &s, 2, 0, &res), 0);
-    CHECK_EQ_INT(res.runoff, 0);
-    store_close(st);
-    fake_us[T_FAST] = saved_fast, fake_us[T_SLOW] = saved_slow;
-}
-
 int main(void)
 {
     RUN(tuner_should_record_each_outcome);
@@ -1311,6 +1192,5 @@ int main(void)
     RUN(screening_should_resume_from_final_rows_only);
     RUN(screening_should_stop_between_verdicts_when_canceled);
     RUN(screening_should_trace_each_pass);
-    RUN(runoff_should_undo_a_drift_between_close_tactics);
     return test_summary();
 }

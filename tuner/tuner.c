@@ -879,9 +879,10 @@ static int write_again(int rc, double t0)
     return 1;
 }
 
-/* Write row m (a long lock is waited out: write_again) and tell the
- * caller. 0 or the store's error. */
-static int run_put(shape_run *r, store_measurement *m)
+/* Step 4: commit row m at once (a crash loses at most the tactic in
+ * flight; a long lock is waited out: write_again) and tell the caller. 0
+ * or the store's error. */
+static int run_commit(shape_run *r, store_measurement *m)
 {
     const tuner_opts *o = r->o;
     double t0 = now_s();
@@ -897,16 +898,6 @@ static int run_put(shape_run *r, store_measurement *m)
         snprintf(m->power, sizeof m->power, "%s", r->dev->stack.power);
         o->committed(o->committed_ctx, m);
     }
-    return 0;
-}
-
-/* Step 4: commit row m at once (a crash loses at most the tactic in
- * flight) and count it. 0 or the store's error. */
-static int run_commit(shape_run *r, store_measurement *m)
-{
-    int rc = run_put(r, m);
-    if (rc != 0)
-        return rc;
     r->res->measured++;
     r->committed++;
     if (m->status == STORE_FAILED || m->status == STORE_INACCURATE)
@@ -1138,162 +1129,6 @@ static int run_tactics(shape_run *r, int shape_index, int shape_count)
     return rc;
 }
 
-/* How many rounds the runoff runs (tuner_opts.runoff_rounds). */
-static int runoff_rounds_of(const shape_run *r)
-{
-    int n = r->o->runoff_rounds;
-    return n < 0 ? 0 : n > TUNER_RUNOFF_ROUNDS_MAX ? TUNER_RUNOFF_ROUNDS_MAX : n;
-}
-
-/* The runoff's contenders among the shape's rows ms[0..n): into idx[],
- * fastest first, at most TUNER_RUNOFF_MAX rows of this tune (on the todo
- * list) as the selection rule picks them one after another (hysteresis
- * left out), while within runoff_factor x the first; none when the first
- * takes under placement_us. Returns how many. */
-static int runoff_pick(const shape_run *r, const store_measurement *ms, int n, int *idx)
-{
-    store_measurement *c = malloc((size_t)(n > 0 ? n : 1) * sizeof *c);
-    if (c == NULL)
-        return 0; /* no runoff: the rows stand as timed */
-    for (int i = 0; i < n; i++) {
-        c[i] = ms[i];
-        c[i].incumbent = 0;
-        if (!run_in_todo(r, c[i].tactic)) /* out of the race, its error still counts */
-            c[i].time_us = INFINITY, c[i].time_us_copies = NAN;
-    }
-    double factor = r->o->runoff_factor > 0 ? r->o->runoff_factor : TUNER_RUNOFF_FACTOR;
-    double first = INFINITY;
-    int k = 0;
-    while (k < TUNER_RUNOFF_MAX) {
-        int w = select_winner(c, n, r->o->policy, 0);
-        if (w < 0)
-            break;
-        double t = select_time(&c[w]);
-        if (k == 0 ? t < r->o->placement_us : t > factor * first)
-            break;
-        if (k == 0)
-            first = t;
-        idx[k++] = w;
-        c[w].time_us = INFINITY, c[w].time_us_copies = NAN;
-    }
-    free(c);
-    return k;
-}
-
-/* A contender in the runoff: its row as stored, its plan (NULL: out of
- * the runoff) and what its turns measured. */
-typedef struct runoff_entry {
-    store_measurement row;
-    const attn_tactic *t;
-    attn_plan *p;
-    int turns, samples;
-    double sum, sum_copies, lo, hi;
-    double times[TUNER_RUNOFF_ROUNDS_MAX];
-} runoff_entry;
-
-/* One turn of contender x: timed as in the full protocol (no early cut).
- * A failed or noisy timing takes x out of the runoff (its row stands). 0
- * or ATTUNE_ECANCELED. */
-static int runoff_turn(shape_run *r, runoff_entry *x)
-{
-    if (attn_cancel_poll())
-        return ATTUNE_ECANCELED;
-    store_measurement m = x->row;
-    tuner_shape_result scratch = *r->res; /* retimes count once, in the tactic's own timing */
-    double t0 = now_s();
-    int prc = time_checked(r->dev, x->p, x->t, r->o, INFINITY, &r->thr, &r->nz, &m, &scratch);
-    r->res->time_s += now_s() - t0;
-    if (prc == ATTUNE_ECANCELED)
-        return prc;
-    run_trace(r, "runoff", &m, t0);
-    if (prc != 0 || m.noisy || !isfinite(m.time_us)) {
-        run_plan_free(r, x->p);
-        x->p = NULL;
-        return 0;
-    }
-    x->times[x->turns++] = select_time(&m);
-    x->sum += m.time_us;
-    x->sum_copies += m.time_us_copies; /* NaN stays NaN (pad=1) */
-    x->lo = fmin(x->lo, m.time_us_min);
-    x->hi = fmax(x->hi, m.time_us_max);
-    x->samples += m.n;
-    return 0;
-}
-
-/* Contender x's row with the runoff's mean, its note listing the turns
- * and the time first stored, written again (not counted again). */
-static int runoff_store(shape_run *r, const runoff_entry *x, int contenders)
-{
-    store_measurement m = x->row;
-    m.time_us = x->sum / x->turns;
-    m.time_us_copies = x->sum_copies / x->turns;
-    m.time_us_min = fmin(m.time_us_min, x->lo);
-    m.time_us_max = fmax(m.time_us_max, x->hi);
-    m.n += x->samples;
-    char note[sizeof m.note];
-    int len = snprintf(note, sizeof note, "runoff of %d, mean of %d turns:", contenders, x->turns);
-    for (int i = 0; i < x->turns && len > 0 && (size_t)len < sizeof note; i++)
-        len += snprintf(note + len, sizeof note - (size_t)len, "%s %.2f", i ? "," : "",
-                        x->times[i]);
-    if (len > 0 && (size_t)len < sizeof note)
-        snprintf(note + len, sizeof note - (size_t)len, " us (first timed %.2f us)",
-                 select_time(&x->row));
-    note_prefix(&m, note);
-    r->res->runoff++;
-    return run_put(r, &m);
-}
-
-/* Step 4b, the runoff (tuner_opts.runoff_rounds): the close contenders of
- * this tune timed again in turns, forward then backward, and stored with
- * the mean of their turns, so the one timed first does not win by the
- * device's drift alone. Rows of a contender taken out of the runoff, and
- * all rows when fewer than two contenders stay or the runoff is stopped
- * before its last turn, stand as timed. A deadline (tune on miss's
- * budget) stops the runoff and not the tune: every tactic is timed, so
- * the shape still gets its mark. 0, ATTUNE_ECANCELED (the cancel flag:
- * DELETE, shutdown) or the store's error. */
-static int run_runoff(shape_run *r)
-{
-    const int rounds = runoff_rounds_of(r);
-    store_measurement *ms = NULL;
-    int n = 0, idx[TUNER_RUNOFF_MAX], nc = 0, live = 0, rc = 0;
-    runoff_entry e[TUNER_RUNOFF_MAX];
-    if (rounds <= 0 || r->o->no_mark ||
-        store_measurements_get(r->st, r->dev->info.id, r->dev->stack.id, r->s, &ms, &n) != 0)
-        return 0;
-    nc = runoff_pick(r, ms, n, idx);
-    for (int i = 0; i < nc; i++) {
-        e[i] = (runoff_entry){.row = ms[idx[i]], .lo = INFINITY, .hi = -INFINITY};
-        for (int k = 0; k < r->ntodo && e[i].t == NULL; k++)
-            if (strcmp(r->names[r->todo[k]], ms[idx[i]].tactic) == 0)
-                e[i].t = &r->tactics[r->todo[k]];
-        double t0 = now_s();
-        if (e[i].t != NULL && (r->dev->ops->plan(r->ss, e[i].t, &e[i].p) != 0 || e[i].p == NULL))
-            e[i].p = NULL;
-        r->res->plan_s += now_s() - t0;
-        live += e[i].p != NULL;
-    }
-    for (int round = 0; live >= 2 && round < rounds && rc == 0; round++)
-        for (int j = 0; j < nc && rc == 0; j++) {
-            runoff_entry *x = &e[round % 2 ? nc - 1 - j : j];
-            if (x->p != NULL)
-                rc = runoff_turn(r, x);
-        }
-    live = 0;
-    for (int i = 0; rc == 0 && i < nc; i++)
-        live += e[i].p != NULL && e[i].turns == rounds;
-    if (rc == ATTUNE_ECANCELED && attn_cancel_by_deadline())
-        rc = 0; /* live = 0: nothing written again */
-    for (int i = 0; rc == 0 && live >= 2 && i < nc; i++)
-        if (e[i].p != NULL && e[i].turns == rounds)
-            rc = runoff_store(r, &e[i], live);
-    for (int i = 0; i < nc; i++)
-        if (e[i].p != NULL)
-            run_plan_free(r, e[i].p);
-    free(ms);
-    return rc;
-}
-
 /* Step 5: the winner over the stack's rows, recorded as the incumbent so
  * the next re-tune keeps it unless beaten beyond the noise
  * (select_winner's hysteresis). */
@@ -1383,8 +1218,6 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
         res->prepare_s += now_s() - t0;
         if (rc == 0)
             rc = run_tactics(&r, shape_index, shape_count);
-        if (rc == 0)
-            rc = run_runoff(&r);
         res->clock_ref_mhz = r.thr.ref_mhz;
         if (rc != 0)
             goto done;

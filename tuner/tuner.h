@@ -130,29 +130,7 @@ typedef struct tuner_opts {
      * placement_us default TUNER_PLACEMENT_US. */
     int placements;
     double placement_us;
-    /* The runoff (docs/tuning.md, "Runoff"; off by default): after every
-     * tactic is timed, the eligible rows of this tune within
-     * runoff_factor x the fastest (at most TUNER_RUNOFF_MAX, fastest
-     * first; none when the fastest is under placement_us: shorter calls
-     * get placements) are timed again in turns, forward then backward (A
-     * B C, C B A, ...), runoff_rounds times each, and stored with the
-     * mean of those timings. Timed one after another, tactics read a
-     * device whose clock drifts over the tune (on an H100 under its power
-     * cap one kernel stored 1697 and 1803 us in one tune); in turns,
-     * forward then backward, every contender is timed at the same mean
-     * moment, so a steady drift cancels. Off by default because on a
-     * heating H100 it did not make the winners steadier and stored the
-     * contenders' hotter times (docs/perf.md, 2026-12-05). Not run by a
-     * tune that does not mark (no_mark: tune on miss's quick pass).
-     * <= 0: none; at most TUNER_RUNOFF_ROUNDS_MAX. runoff_factor <= 0:
-     * TUNER_RUNOFF_FACTOR. */
-    int runoff_rounds;
-    double runoff_factor;
 } tuner_opts;
-
-#define TUNER_RUNOFF_ROUNDS_MAX 8
-#define TUNER_RUNOFF_MAX 4
-#define TUNER_RUNOFF_FACTOR 1.05
 
 #define TUNER_PLACEMENTS 5
 #define TUNER_PLACEMENTS_MAX 7
@@ -174,7 +152,6 @@ typedef struct tuner_shape_result {
     int screened;     /* tactics timed by the screening pass */
     int screened_out; /* of those, stored with their screening time only */
     int full;         /* tactics given the full timing */
-    int runoff;       /* tactics timed again in the runoff, stored with its mean */
     /* where the shape's wall time went, seconds: the tactics' list, the
      * session, inputs and reference; plans (build and free); checked runs;
      * screening timings; full timings; store writes */

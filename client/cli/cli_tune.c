@@ -20,8 +20,7 @@
 
 const char cli_tune_help[] =
     "usage: attune tune [--db FILE] [--device ID] (--shape KEY ... | --grid FILE)\n"
-    "                   [--force] [--budget-ms MS] [--screen F] [--runoff N]\n"
-    "                   [--quiet]\n"
+    "                   [--force] [--budget-ms MS] [--screen F] [--quiet]\n"
     "       attune tune --url URL [--device ID] (--shape KEY ... | --grid FILE)\n"
     "                   [--token-file F] [--wait] [--force-long] [--quiet]\n"
     "\n"
@@ -47,11 +46,6 @@ const char cli_tune_help[] =
     "                   is within F x the best (default 1.25); the others keep\n"
     "                   their screening time, noted 'screened out'; 0: time\n"
     "                   every tactic fully\n"
-    "  --runoff N       time the tactics within 5% of the fastest (at most 4, calls\n"
-    "                   of 50 us and more) again in turns, forward then backward,\n"
-    "                   N times each (1-8), and store the mean, so a device whose\n"
-    "                   clock drifts steadily over the tune does not favour the\n"
-    "                   one timed first; default 0 (none; see docs/tuning.md)\n"
     "  --force          measure again tactics already stored\n"
     "  --quiet          no per-shape lines; progress shows only on a terminal\n"
     "  --url URL        the daemon, e.g. http://127.0.0.1:7373\n"
@@ -133,7 +127,6 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
                             {"shape", 0, CLI_MULTI, &a->shapes},
                             {"budget-ms", 0, CLI_VALUE, &a->budget},
                             {"screen", 0, CLI_VALUE, &a->screen},
-                            {"runoff", 0, CLI_VALUE, &a->runoff},
                             {"url", 0, CLI_VALUE, &a->url},
                             {"token-file", 0, CLI_VALUE, &a->token_file},
                             {"force", 0, CLI_FLAG, &a->force},
@@ -145,11 +138,9 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
     if (cli_parse(argc, argv, opts, cli_tune_help, NULL, &status))
         return status == 0 ? -1 : status;
     if (a->url != NULL) {
-        if (a->db != NULL || a->force || a->budget != NULL || a->screen != NULL ||
-            a->runoff != NULL)
-            return cli_usage_error("tune", "--db, --force, --budget-ms, --screen and --runoff go "
-                                           "without --url (the daemon tunes into its own "
-                                           "database)");
+        if (a->db != NULL || a->force || a->budget != NULL || a->screen != NULL)
+            return cli_usage_error("tune", "--db, --force, --budget-ms and --screen go without --url "
+                                           "(the daemon tunes into its own database)");
     } else {
         if (a->wait || a->token_file != NULL || a->force_long)
             return cli_usage_error("tune", "%s goes with --url (a daemon job)",
@@ -195,11 +186,10 @@ static int tune_one(store *st, const attn_device *dev, const attn_shape *s, int 
                 i + 1, n, key, res.measured, res.skipped, res.failed,
                 res.winner[0] ? res.winner : "(none)", res.winner_us, mono_s() - ts);
     if (!ctx->quiet && res.measured > 0)
-        fprintf(stderr, "[%d/%d] %s: %d screened (%d screened out), %d fully timed (%d again in "
-                        "the runoff); seconds in prepare %.2f, plan %.2f, check %.2f, screen "
-                        "%.2f, time %.2f, store %.2f\n",
-                i + 1, n, key, res.screened, res.screened_out, res.full, res.runoff,
-                res.prepare_s, res.plan_s, res.check_s, res.screen_s, res.time_s, res.store_s);
+        fprintf(stderr, "[%d/%d] %s: %d screened (%d screened out), %d fully timed; seconds in "
+                        "prepare %.2f, plan %.2f, check %.2f, screen %.2f, time %.2f, store %.2f\n",
+                i + 1, n, key, res.screened, res.screened_out, res.full, res.prepare_s,
+                res.plan_s, res.check_s, res.screen_s, res.time_s, res.store_s);
     if (res.throttled > 0 || (res.retimed > 0 && !ctx->quiet))
         fprintf(stderr, "attune: %s: GPU clock dropped during %d tactic%s (timed again); "
                         "%d still throttled, noted in their rows (attune results)\n",
@@ -268,13 +258,6 @@ int cli_tune_main(int argc, char **argv)
         rc = cli_usage_error("tune", "--screen must be 0 (off) or a factor >= 1");
         goto out;
     }
-    double runoff = 0;
-    if (a.runoff && (cli_double(a.runoff, &runoff) || runoff < 0 ||
-                     runoff > TUNER_RUNOFF_ROUNDS_MAX || runoff != floor(runoff))) {
-        rc = cli_usage_error("tune", "--runoff must be a whole number of rounds from 0 to 8");
-        goto out;
-    }
-    o.runoff_rounds = (int)runoff;
     /* ATTUNE_TUNER_TRACE=1: a line per tactic and pass on stderr */
     const char *trace = getenv("ATTUNE_TUNER_TRACE");
     if (trace != NULL && *trace && strcmp(trace, "0") != 0)
