@@ -1171,6 +1171,60 @@ static void screening_should_trace_each_pass(void)
     store_close(st);
 }
 
+/* ---- a pad that changes no length: its twin's row, not timed */
+
+static void twin_pads_should_be_stored_from_their_twin(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    /* 8 queries, 16 keys: pad=8 (the fake's UNSUPP, fused/pad=8) changes no
+     * length, so it is fused/pad=1 (FAST); pad=64 (HOPELESS) changes both */
+    attn_shape s = {1, 2, 1, 8, 16, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    memset(time_calls, 0, sizeof time_calls);
+    memset(planned, 0, sizeof planned);
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.measured, T_COUNT);
+    CHECK_EQ_INT(res.twins, 1);
+    CHECK_EQ_INT(planned[T_UNSUPP], 0); /* never planned: the fake would refuse it */
+    CHECK_EQ_INT(time_calls[T_UNSUPP], 0);
+    CHECK(planned[T_HOPELESS] > 0);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    CHECK_EQ_INT(n, T_COUNT);
+    const store_measurement *f = find(m, n, T_FAST), *t = find(m, n, T_UNSUPP);
+    CHECK(f && t && t->status == STORE_OK && t->time_us == f->time_us &&
+          t->rel_err == f->rel_err && t->n == f->n);
+    CHECK(t && t->time_us_copies == t->time_us); /* no copies at these lengths */
+    CHECK_MSG(t && strstr(t->note, "pad=8 changes no length: the row of fused/pad=1") == t->note,
+              "note: %s", t ? t->note : "(no row)");
+    CHECK(t && !t->incumbent);
+    CHECK_STR(res.winner, fake_tactics[T_FAST]); /* ties go to the twin measured */
+    free(m);
+
+    /* resumed with the twin's row gone: stored again from the row kept */
+    sqlite3 *db = NULL;
+    char path[600];
+    snprintf(path, sizeof path, "%s/t.db", dir);
+    CHECK_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
+    CHECK_EQ_INT(sqlite3_exec(db, "DELETE FROM measurements WHERE tactic = 'fused/pad=8'", NULL,
+                              NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(db);
+    memset(time_calls, 0, sizeof time_calls);
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    CHECK_EQ_INT(res.skipped, T_COUNT - 1);
+    CHECK_EQ_INT(res.measured, 1);
+    CHECK_EQ_INT(res.twins, 1);
+    CHECK_EQ_INT(time_calls[T_FAST] + time_calls[T_UNSUPP], 0);
+    store_close(st);
+}
+
 int main(void)
 {
     RUN(tuner_should_record_each_outcome);
@@ -1192,5 +1246,6 @@ int main(void)
     RUN(screening_should_resume_from_final_rows_only);
     RUN(screening_should_stop_between_verdicts_when_canceled);
     RUN(screening_should_trace_each_pass);
+    RUN(twin_pads_should_be_stored_from_their_twin);
     return test_summary();
 }

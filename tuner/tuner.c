@@ -441,6 +441,10 @@ typedef struct shape_run {
     char (*names)[ATTN_TACTIC_STR_MAX]; /* their canonical text */
     int *todo;                          /* indexes of those not stored yet */
     int nt, ntodo;
+    int *twin, *twin_of;                /* not stored yet, and stored from a twin
+                                           (run_twin_of): twin[k]'s row is the row
+                                           of tactic twin_of[k] */
+    int ntwin;
     attn_session *ss;
     int64_t *rows;                      /* query rows checked */
     int nrows;
@@ -463,6 +467,8 @@ static void run_free(shape_run *r)
     free(r->scr);
     free(r->names);
     free(r->todo);
+    free(r->twin);
+    free(r->twin_of);
     free(r->ref);
     free(r->got);
     free(r->src_ref);
@@ -472,9 +478,38 @@ static void run_free(shape_run *r)
     free(r->tactics);
 }
 
+/* The tactic of r->tactics[0..nt) that tactic i repeats on r's shape:
+ * the same tactic at a smaller pad that gives the shape the same lengths
+ * (the smallest such pad), -1 when none. A pad that changes no length
+ * runs its twin's kernel on the same buffers with no copies (the
+ * backends alias them): pad=16 of a 2048-token shape is pad=1. */
+static int run_twin_of(const shape_run *r, int i)
+{
+    const attn_tactic *t = &r->tactics[i];
+    if (t->pad <= 1)
+        return -1;
+    const int64_t sq = r->s->sq, skv = r->s->skv;
+    const int64_t sqp = attn_round_up(sq, t->pad), skvp = attn_round_up(skv, t->pad);
+    int best = -1;
+    for (int k = 0; k < r->nt; k++) {
+        int pk = r->tactics[k].pad > 1 ? r->tactics[k].pad : 1;
+        if (pk >= t->pad || attn_round_up(sq, pk) != sqp || attn_round_up(skv, pk) != skvp ||
+            (best >= 0 && pk >= r->tactics[best].pad))
+            continue;
+        attn_tactic u = *t;
+        char name[ATTN_TACTIC_STR_MAX];
+        u.pad = r->tactics[k].pad;
+        if (strcmp(attn_tactic_str(&u, name, sizeof name), r->names[k]) == 0)
+            best = k;
+    }
+    return best;
+}
+
 /* Step 1: the applicable tactics (the caller's candidates, else the
  * device's listing), and which of them still need measuring (what is
- * committed for this stack is not measured again unless forced). */
+ * committed for this stack is not measured again unless forced): those
+ * with a twin among the tactics (run_twin_of) are stored from its row
+ * (run_twins), the others measured. */
 static int run_list_tactics(shape_run *r, tuner_shape_result *res)
 {
     const attn_device *dev = r->dev;
@@ -491,19 +526,26 @@ static int run_list_tactics(shape_run *r, tuner_shape_result *res)
     if (nt < 0)
         return nt;
     r->nt = nt > MAX_TACTICS ? MAX_TACTICS : nt;
-    r->names = malloc((size_t)(r->nt > 0 ? r->nt : 1) * sizeof *r->names);
-    r->todo = malloc((size_t)(r->nt > 0 ? r->nt : 1) * sizeof *r->todo);
-    if (r->names == NULL || r->todo == NULL)
+    size_t cap = (size_t)(r->nt > 0 ? r->nt : 1);
+    r->names = malloc(cap * sizeof *r->names);
+    r->todo = malloc(cap * sizeof *r->todo);
+    r->twin = malloc(cap * sizeof *r->twin);
+    r->twin_of = malloc(cap * sizeof *r->twin_of);
+    if (r->names == NULL || r->todo == NULL || r->twin == NULL || r->twin_of == NULL)
         return ATTUNE_ENOMEM;
-    for (int i = 0; i < r->nt; i++) {
+    for (int i = 0; i < r->nt; i++)
         attn_tactic_str(&r->tactics[i], r->names[i], sizeof r->names[i]);
+    for (int i = 0; i < r->nt; i++) {
         int ex = r->o->force ? 0
                              : store_measurement_exists(r->st, dev->info.id, dev->stack.id,
                                                         r->s, r->names[i]);
         if (ex < 0)
             return ex;
+        int tw = ex ? -1 : run_twin_of(r, i);
         if (ex)
             res->skipped++;
+        else if (tw >= 0)
+            r->twin[r->ntwin] = i, r->twin_of[r->ntwin++] = tw;
         else
             r->todo[r->ntodo++] = i;
     }
@@ -1129,6 +1171,59 @@ static int run_tactics(shape_run *r, int shape_index, int shape_count)
     return rc;
 }
 
+/* Twin row m's note: "pad=P changes no length: the row of TWIN, not
+ * timed again", ahead of the twin's note, or after its first part when
+ * that says it is noisy (a noisy row's note starts with why). */
+static void run_twin_note(store_measurement *m, int pad, const char *twin)
+{
+    char text[sizeof m->note], note[3 * sizeof m->note];
+    snprintf(text, sizeof text, "pad=%d changes no length: the row of %s, not timed again", pad,
+             twin);
+    if (!m->noisy || strncmp(m->note, "noisy: ", 7) != 0) {
+        note_prefix(m, text);
+        return;
+    }
+    const char *rest = strstr(m->note, "; ");
+    int head = rest != NULL ? (int)(rest - m->note) : (int)strlen(m->note);
+    snprintf(note, sizeof note, "%.*s; %s%s", head, m->note, text, rest != NULL ? rest : "");
+    memcpy(m->note, note, sizeof m->note - 1); /* cut to fit */
+    m->note[sizeof m->note - 1] = 0;
+}
+
+/* Step 4c: each twin's row (run_list_tactics) from the stored row of
+ * the tactic it repeats, renamed, its note saying so, committed; not
+ * timed. A twin whose tactic has no stored row (a tune canceled before
+ * it) is left for the next tune. 0 or the store's error. */
+static int run_twins(shape_run *r)
+{
+    store_measurement *ms = NULL;
+    int n = 0;
+    if (r->ntwin == 0)
+        return 0;
+    int rc = store_measurements_get(r->st, r->dev->info.id, r->dev->stack.id, r->s, &ms, &n);
+    for (int k = 0; rc == 0 && k < r->ntwin; k++) {
+        const char *of = r->names[r->twin_of[k]];
+        for (int i = 0; i < n; i++) {
+            if (strcmp(ms[i].tactic, of) != 0)
+                continue;
+            store_measurement m = ms[i];
+            const attn_tactic *t = &r->tactics[r->twin[k]];
+            snprintf(m.tactic, sizeof m.tactic, "%s", r->names[r->twin[k]]);
+            m.incumbent = 0;
+            if (t->pad > 1 && isnan(m.time_us_copies))
+                m.time_us_copies = m.time_us; /* its pad changes no length: no copies */
+            run_twin_note(&m, t->pad, of);
+            if ((rc = run_commit(r, &m)) == 0) {
+                r->res->twins++;
+                r->res->noisy += m.noisy; /* flagged as its twin is: counted alike */
+            }
+            break;
+        }
+    }
+    free(ms);
+    return rc;
+}
+
 /* Step 5: the winner over the stack's rows, recorded as the incumbent so
  * the next re-tune keeps it unless beaten beyond the noise
  * (select_winner's hysteresis). */
@@ -1222,6 +1317,8 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
         if (rc != 0)
             goto done;
     }
+    if ((rc = run_twins(&r)) != 0)
+        goto done;
     if (!o->no_mark)
         rc = run_mark_winner(&r, res);
 done:

@@ -152,6 +152,8 @@ typedef struct tuner_shape_result {
     int screened;     /* tactics timed by the screening pass */
     int screened_out; /* of those, stored with their screening time only */
     int full;         /* tactics given the full timing */
+    int twins;        /* tactics whose pad changes no length, stored from the row
+                         of their smaller-pad twin, not timed (of measured) */
     /* where the shape's wall time went, seconds: the tactics' list, the
      * session, inputs and reference; plans (build and free); checked runs;
      * screening timings; full timings; store writes */

@@ -190,6 +190,10 @@ static int tune_one(store *st, const attn_device *dev, const attn_shape *s, int 
                         "prepare %.2f, plan %.2f, check %.2f, screen %.2f, time %.2f, store %.2f\n",
                 i + 1, n, key, res.screened, res.screened_out, res.full, res.prepare_s,
                 res.plan_s, res.check_s, res.screen_s, res.time_s, res.store_s);
+    if (!ctx->quiet && res.twins > 0)
+        fprintf(stderr, "[%d/%d] %s: %d tactic%s whose pad changes no length stored from the "
+                        "row of the same tactic at a smaller pad (not timed)\n",
+                i + 1, n, key, res.twins, res.twins == 1 ? "" : "s");
     if (res.throttled > 0 || (res.retimed > 0 && !ctx->quiet))
         fprintf(stderr, "attune: %s: GPU clock dropped during %d tactic%s (timed again); "
                         "%d still throttled, noted in their rows (attune results)\n",
