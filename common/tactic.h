@@ -102,6 +102,16 @@ extern const int attn_pads[ATTN_NPADS]; /* {1, 8, 16, 64} */
 
 static inline int64_t attn_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+/* 1 when pads a and b (<= 1: none) round sq and skv up to the same
+ * lengths: the same kernels on the same buffers, the backends alias them
+ * (pad 16 and pad 1 of a 2048-token shape). */
+static inline int attn_pads_same_lengths(int64_t sq, int64_t skv, int a, int b)
+{
+    a = a > 1 ? a : 1, b = b > 1 ? b : 1;
+    return attn_round_up(sq, a) == attn_round_up(sq, b) &&
+           attn_round_up(skv, a) == attn_round_up(skv, b);
+}
+
 #ifdef __cplusplus
 }
 #endif

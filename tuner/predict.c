@@ -1167,11 +1167,9 @@ static int noop_pad_twin(const attn_shape *s, const attn_tactic *cand, int n, in
 {
     const attn_tactic *t = &cand[c];
     int pad = t->pad > 1 ? t->pad : 1;
-    int64_t sqp = attn_round_up(s->sq, pad), skvp = attn_round_up(s->skv, pad);
     for (int k = 0; k < n; k++) {
         int pk = cand[k].pad > 1 ? cand[k].pad : 1;
-        if (k == c || pk >= pad || attn_round_up(s->sq, pk) != sqp ||
-            attn_round_up(s->skv, pk) != skvp)
+        if (k == c || pk >= pad || !attn_pads_same_lengths(s->sq, s->skv, pk, pad))
             continue;
         attn_tactic u = *t;
         u.pad = cand[k].pad;

@@ -486,23 +486,18 @@ static void run_free(shape_run *r)
 static int run_twin_of(const shape_run *r, int i)
 {
     const attn_tactic *t = &r->tactics[i];
-    if (t->pad <= 1)
-        return -1;
-    const int64_t sq = r->s->sq, skv = r->s->skv;
-    const int64_t sqp = attn_round_up(sq, t->pad), skvp = attn_round_up(skv, t->pad);
-    int best = -1;
-    for (int k = 0; k < r->nt; k++) {
-        int pk = r->tactics[k].pad > 1 ? r->tactics[k].pad : 1;
-        if (pk >= t->pad || attn_round_up(sq, pk) != sqp || attn_round_up(skv, pk) != skvp ||
-            (best >= 0 && pk >= r->tactics[best].pad))
+    for (int pi = 0; pi < ATTN_NPADS && attn_pads[pi] < t->pad; pi++) {
+        if (!attn_pads_same_lengths(r->s->sq, r->s->skv, attn_pads[pi], t->pad))
             continue;
         attn_tactic u = *t;
         char name[ATTN_TACTIC_STR_MAX];
-        u.pad = r->tactics[k].pad;
-        if (strcmp(attn_tactic_str(&u, name, sizeof name), r->names[k]) == 0)
-            best = k;
+        u.pad = attn_pads[pi];
+        attn_tactic_str(&u, name, sizeof name);
+        for (int k = 0; k < r->nt; k++)
+            if (strcmp(name, r->names[k]) == 0)
+                return k;
     }
-    return best;
+    return -1;
 }
 
 /* Step 1: the applicable tactics (the caller's candidates, else the

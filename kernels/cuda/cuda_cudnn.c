@@ -1236,8 +1236,7 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
          * nothing new to measure */
         int seen = 0;
         for (int pj = 0; pj < pi; pj++)
-            seen |= attn_round_up(s->sq, attn_pads[pj]) == sqp &&
-                    attn_round_up(s->skv, attn_pads[pj]) == skvp;
+            seen |= attn_pads_same_lengths(s->sq, s->skv, attn_pads[pj], pad);
         if (seen)
             continue;
         for (int fi = 0; fi < nforms; fi++) {
