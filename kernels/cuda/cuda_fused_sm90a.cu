@@ -415,6 +415,8 @@ struct sm90_smem {
     /* e4m3: rows of a V^T chunk (TS: 8 rows of ones after V^T's D) */
     static constexpr uint32_t vrows = D + (TS ? SM90_E4M3_ONES : 0);
     static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * vrows : kv; /* one V buffer */
+    /* the bytes TMA writes into one V buffer (not the ones rows) */
+    static constexpr uint32_t vt_tx = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv;
     static constexpr size_t bytes = (size_t)q + STAGES * ((size_t)kv + vt) + ost + 1024;
     static_assert(ES == 1 ? !TS || bytes == SM90_SMEM_E4M3(D, BR, BC, STAGES) : bytes == SM90_SMEM(D, BR, BC, STAGES),
                   "the layout of cuda_fused_configs.h");
@@ -550,7 +552,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
                                uint32_t ph, bool vt) {
                 mbar_wait(empty, ph ^ 1u);
-                mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
+                mbar_expect_tx(full, F8 && vt ? L::vt_tx : L::kv);
                 if (F8 && vt) {
 #pragma unroll
                     for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
