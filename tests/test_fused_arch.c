@@ -239,10 +239,9 @@ static void sm90a_wide_tiles_should_be_listed_plain(void)
     }
 }
 
-/* e4m3 (versions 3.5, 3.7 and 3.8): on 9.0 the five configurations, 128-,
- * 192- and 224-key tiles, pad 1, plain, each within a block's shared
- * memory (V^T's partial 128-key chunk counted whole, each chunk with its
- * 8 rows of ones); none before 9.0. */
+/* e4m3 (versions 3.5 and 3.7): on 9.0 the five configurations, 128-, 192-
+ * and 224-key tiles, pad 1, plain, each within a block's shared memory
+ * (V^T's partial 128-key chunk counted whole); none before 9.0. */
 static void sm90a_e4m3_configs_should_fit(void)
 {
     attn_shape s = {2, 16, 16, 8192, 8192, 128, ATTN_E4M3, 0};
@@ -261,7 +260,7 @@ static void sm90a_e4m3_configs_should_fit(void)
     /* the V^T chunks: 128 keys one chunk, 192 and 224 two */
     CHECK_EQ_INT(SM90_E4M3_VT_CHUNKS(128), 1);
     CHECK_EQ_INT(SM90_E4M3_VT_CHUNKS(224), 2);
-    CHECK(SM90_SMEM_E4M3(128, 128, 224, 2) == 16384 + 2 * (224 * 128 + 2 * (128 + 8) * 128) + 32768 + 1024);
+    CHECK(SM90_SMEM_E4M3(128, 128, 224, 2) == 16384 + 2 * (224 * 128 + 2 * 128 * 128) + 32768 + 1024);
     n = cuda_fused_tactics(&s, 8, 9, t, 64);
     CHECK_EQ_INT(n, 0);
 }

@@ -120,23 +120,16 @@
  * Q (BR x D bytes), the K stages (BC x D bytes each), the V^T stages (D
  * rows of BC keys in 128-key chunks: D x 128 bytes per chunk, a partial
  * chunk loaded whole), the bf16 output's staging (BR x D x 2): 128x128, 2
- * stages 115 KB, 3 stages 148 KB (version 3.8's ones rows below
- * included). Version 3.7's wide key tiles: 128x192, 2 stages 165 KB, 3
- * stages 223 KB; 128x224, 2 stages 173 KB (3 would be 235 KB, over a
- * block's 227). FlashAttention-3's FP8 width at d128 is
+ * stages 113 KB, 3 stages 145 KB. Version 3.7's wide key tiles: 128x192,
+ * 2 stages 161 KB, 3 stages 217 KB; 128x224, 2 stages 169 KB (3 would be
+ * 229 KB, over a block's 227). FlashAttention-3's FP8 width at d128 is
  * 224 (cuda_fused_sm90a.cu says why). */
 #define SM90_E4M3_CONFIGS(X)                                                                   \
     X(128, 128, 128, 2) X(128, 128, 128, 3) X(128, 128, 192, 2) X(128, 128, 192, 3) X(128, 128, 224, 2)
 #define SM90_E4M3_VT_CHUNKS(BC) (((BC) + 127) / 128)
-/* Version 3.8: each V^T chunk in shared memory has 8 rows of ones after
- * its D rows (1 KB, written once by the kernel, never by TMA), so that
- * P V's product also sums P into 8 columns more (m64n136): the softmax
- * denominator from the tensor cores, not one add per element. */
-#define SM90_E4M3_ONES 8
 #define SM90_SMEM_E4M3(D, BR, BC, STAGES)                                                      \
     ((size_t)(BR) * (D) +                                                                      \
-     (size_t)(STAGES) *                                                                        \
-         ((size_t)(BC) * (D) + (size_t)SM90_E4M3_VT_CHUNKS(BC) * 128 * ((D) + SM90_E4M3_ONES)) + \
+     (size_t)(STAGES) * ((size_t)(BC) * (D) + (size_t)SM90_E4M3_VT_CHUNKS(BC) * 128 * (D)) +  \
      (size_t)(BR) * (D) * 2 + 1024)
 /* The rows of e4m3's V^T per (batch, KV head) hold the keys rounded up to
  * this (sm90_vt_kernel's key block). */

@@ -214,7 +214,6 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
 #define WG_R40 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39"
 #define WG_R64 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
                "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define WG_R68 WG_R64 ", %64, %65, %66, %67"
 #define WG_R88 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
                "%80, %81, %82, %83, %84, %85, %86, %87"
 #define WG_R96 WG_R88 ", %88, %89, %90, %91, %92, %93, %94, %95"
@@ -225,7 +224,6 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
 #define WG_ACC32(d) WG_D8(d, 0), WG_D8(d, 8), WG_D8(d, 16), WG_D8(d, 24)
 #define WG_ACC40(d) WG_ACC32(d), WG_D8(d, 32)
 #define WG_ACC64(d) WG_ACC32(d), WG_D8(d, 32), WG_D8(d, 40), WG_D8(d, 48), WG_D8(d, 56)
-#define WG_ACC68(d) WG_ACC64(d), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
 #define WG_ACC88(d) WG_ACC64(d), WG_D8(d, 64), WG_D8(d, 72), WG_D8(d, 80)
 #define WG_ACC96(d) WG_ACC88(d), WG_D8(d, 88)
 #define WG_ACC112(d) WG_ACC96(d), WG_D8(d, 96), WG_D8(d, 104)
@@ -285,14 +283,6 @@ __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&
                  : WG_ACC64(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
-/* P V with V^T's 8 rows of ones after its 128 (version 3.8): columns 128
- * .. 135 of O are P's row sums. */
-__device__ __forceinline__ void wgmma8_rs_n136(float (&d)[68], const uint32_t (&a)[4], uint64_t db, int scale_d)
-{
-    asm volatile(WG8_TEXT(136, WG_R68, "%73", "{%68, %69, %70, %71}, %72, p, 1, 1")
-                 : WG_ACC68(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
-}
 #undef WG8_TEXT
 #undef WG_SS_DEF
 #undef WG_RS_DEF
@@ -300,7 +290,6 @@ __device__ __forceinline__ void wgmma8_rs_n136(float (&d)[68], const uint32_t (&
 #undef WG_ACC112
 #undef WG_ACC96
 #undef WG_ACC88
-#undef WG_ACC68
 #undef WG_ACC64
 #undef WG_ACC40
 #undef WG_ACC32
@@ -308,7 +297,6 @@ __device__ __forceinline__ void wgmma8_rs_n136(float (&d)[68], const uint32_t (&
 #undef WG_R112
 #undef WG_R96
 #undef WG_R88
-#undef WG_R68
 #undef WG_R64
 #undef WG_R40
 #undef WG_R32
@@ -365,30 +353,20 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
 }
 
 /* O += P V over BC keys (RS wgmma, N = ON columns per instruction, D / ON
- * instructions per 16-key slice). OW: accumulators per thread and
- * instruction (ON / 2, e4m3 with the ones rows 4 more); VR: rows of an
- * e4m3 V^T chunk (D, or D + 8 with the ones rows). */
-template <typename T, int D, int BC, int ON, int KS, int OW, int VR>
-__device__ __forceinline__ void gemm_pv(float (&o)[D / ON][OW], const uint32_t (&p)[BC / KS][4], uint32_t aV)
+ * instructions per 16-key slice). */
+template <typename T, int D, int BC, int ON, int KS>
+__device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32_t (&p)[BC / KS][4], uint32_t aV)
 {
 #ifdef SM90A_DEVICE
     if constexpr (sm90_is_fp8<T>::value) {
-        /* e4m3: V^T's tile, D rows of BC keys in 128-key chunks (VR x 128
+        /* e4m3: V^T's tile, D rows of BC keys in 128-key chunks (D x 128
          * bytes each), K-major like K in gemm_qk; its keys permuted within
-         * each 32 as P's registers hold them (sm90_vt_kernel). With the
-         * ones rows (VR = D + 8), N = 136: O's last 8 columns sum P. */
+         * each 32 as P's registers hold them (sm90_vt_kernel). */
         static_assert(D == 128 && BC % 32 == 0 && ON == 128, "e4m3: D = 128, whole k32 slices");
-        static_assert((OW == 64 && VR == D) || (OW == 68 && VR == D + SM90_E4M3_ONES), "n128, or n136 with ones");
 #pragma unroll
-        for (int kk = 0; kk < BC / 32; kk++) {
-            const uint64_t db = sw128_desc(aV + (kk / 4) * VR * 128 + (kk % 4) * 32, 16, 1024);
-            if constexpr (OW == 68)
-                wgmma8_rs_n136(o[0], p[kk], db, 1);
-            else
-                wgmma8_rs_n128(o[0], p[kk], db, 1);
-        }
+        for (int kk = 0; kk < BC / 32; kk++)
+            wgmma8_rs_n128(o[0], p[kk], sw128_desc(aV + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024), 1);
     } else {
-        static_assert(OW == ON / 2, "16-bit: N = ON");
 #pragma unroll
         for (int kk = 0; kk < BC / 16; kk++)
 #pragma unroll
@@ -409,19 +387,13 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][OW], const uint32_t (
  * vt bytes); e4m3 then the bf16 output's staging (BR x D x 2: Q's buffer
  * is half that); 1024 more bytes to align the start to a swizzle atom.
  * ES: element bytes. */
-template <int D, int BR, int BC, int STAGES, int ES = 2, bool TS = false>
+template <int D, int BR, int BC, int STAGES, int ES = 2>
 struct sm90_smem {
     static constexpr uint32_t q = BR * D * ES, kv = BC * D * ES, ost = ES == 1 ? BR * D * 2 : 0;
-    /* e4m3: rows of a V^T chunk (TS: 8 rows of ones after V^T's D) */
-    static constexpr uint32_t vrows = D + (TS ? SM90_E4M3_ONES : 0);
-    static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * vrows : kv; /* one V buffer */
-    /* the bytes TMA writes into one V buffer (not the ones rows) */
-    static constexpr uint32_t vt_tx = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv;
-    static constexpr size_t bytes = (size_t)q + STAGES * ((size_t)kv + vt) + ost + 1024;
-    static_assert(ES == 1 ? !TS || bytes == SM90_SMEM_E4M3(D, BR, BC, STAGES) : bytes == SM90_SMEM(D, BR, BC, STAGES),
-                  "the layout of cuda_fused_configs.h");
+    static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv; /* one V buffer */
+    static constexpr size_t bytes = ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) : SM90_SMEM(D, BR, BC, STAGES);
+    static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt) + ost + 1024, "the layout below");
     static_assert(kv % 1024 == 0 && vt % 1024 == 0, "buffers on whole swizzle atoms");
-    static_assert(bytes <= 227 * 1024, "within a block's shared memory");
 };
 
 /* Version 3. Tensor maps: q over [b*hq][sq][d] (box 64 x 128 rows, or
@@ -430,7 +402,7 @@ struct sm90_smem {
  * arrive as zeros (TMA fills out-of-bounds elements with 0 and still counts
  * the whole box). FOLD: the block's rows are the g query heads of one KV
  * head (version 3.1). p.splits key ranges per row block, folded or not. */
-template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD, bool TS = false>
+template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     fused_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                       const __grid_constant__ CUtensorMap tv, const sm90_args p)
@@ -444,10 +416,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
-    /* e4m3 with V^T's ones rows: the row sums from P V's product (N = 136) */
-    constexpr bool TSUM = F8 && TS;
-    constexpr int OW = ON / 2 + (TSUM ? SM90_E4M3_ONES / 2 : 0);
-    using L = sm90_smem<D, BR, BC, STAGES, ES, TSUM>;
+    using L = sm90_smem<D, BR, BC, STAGES, ES>;
     using TO = sm90_out_t<T>;
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) uint64_t bars[1 + 4 * STAGES];
@@ -462,19 +431,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define BAR_EV(s) (bQ + 8u * (1 + 3 * STAGES + (s)))
 
     const int tid = threadIdx.x, wg = tid / 128;
-    if constexpr (TSUM) {
-        /* The ones rows of every V^T chunk of every stage (e4m3 1.0 =
-         * 0x38; TMA writes only the D rows before them), made visible to
-         * the async proxy (wgmma reads shared memory through it) before
-         * the barrier below. */
-        constexpr int CH = SM90_E4M3_VT_CHUNKS(BC), W = SM90_E4M3_ONES * 128 / 4; /* words per chunk */
-        for (int i = tid; i < STAGES * CH * W; i += blockDim.x) {
-            const int sc = i / W;
-            const uint32_t a = aV0 + (sc / CH) * L::vt + (sc % CH) * L::vrows * 128 + D * 128 + (i % W) * 4;
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(0x38383838u) : "memory");
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    }
     if (tid == 0) {
         mbar_init(bQ, 1);
         for (int s = 0; s < STAGES; s++) {
@@ -552,13 +508,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
                                uint32_t ph, bool vt) {
                 mbar_wait(empty, ph ^ 1u);
-                mbar_expect_tx(full, F8 && vt ? L::vt_tx : L::kv);
+                mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
                 if (F8 && vt) {
 #pragma unroll
                     for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
                         const int r = row + c * 128;
-                        tma_load_4d(dst + c * L::vrows * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0, kh_,
-                                    kb_, full);
+                        tma_load_4d(dst + c * D * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0, kh_, kb_,
+                                    full);
                     }
                 } else {
                     tma_load_tile<D, ES>(dst, BC * 128, map, row, kh_, kb_, full);
@@ -590,11 +546,11 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
     const uint32_t aQw = aQ + cw * 64 * 128;
 
-    float o[OC][OW];
+    float o[OC][ON / 2];
 #pragma unroll
     for (int c = 0; c < OC; c++)
 #pragma unroll
-        for (int i = 0; i < OW; i++)
+        for (int i = 0; i < ON / 2; i++)
             o[c][i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     float s[BC / 2];
@@ -641,11 +597,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             for (int nt = 0; nt < NT; nt++) {
                 s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -mp));
                 s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp));
-                if constexpr (!TSUM) /* with the ones rows, P V sums P */
-                    sum += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
+                sum += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
             }
-            if constexpr (!TSUM)
-                l[rh] = l[rh] * alpha[rh] + sum;
+            l[rh] = l[rh] * alpha[rh] + sum;
         }
     };
     /* O *= alpha, then P as the A operand of the next 16-key slices: the
@@ -655,7 +609,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
         for (int c = 0; c < OC; c++)
 #pragma unroll
-            for (int j = 0; j < OW / 4; j++) { /* the sums' columns too */
+            for (int j = 0; j < ON / 8; j++) {
                 o[c][4 * j + 0] *= alpha[0];
                 o[c][4 * j + 1] *= alpha[0];
                 o[c][4 * j + 2] *= alpha[1];
@@ -732,7 +686,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_commit();
             mbar_wait(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
-            gemm_pv<T, D, BC, ON, KS, OW, L::vrows>(o, pf, aV0 + pst * L::vt);
+            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
             turn_end(false);
             wgmma_wait<1>(); /* S_j done */
@@ -752,7 +706,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
         turn_begin();
         wgmma_fence();
-        gemm_pv<T, D, BC, ON, KS, OW, L::vrows>(o, pf, aV0 + lst * L::vt);
+        gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
         turn_end(true);
         wgmma_wait<0>();
@@ -770,13 +724,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     float den[2];
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
-        if constexpr (TSUM) { /* O's column 128 + 2 tq4 of this row: the sum of its e4m3 P */
-            den[rh] = o[0][ON / 2 + 2 * rh];
-        } else {
-            den[rh] = l[rh];
-            den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
-            den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
-        }
+        den[rh] = l[rh];
+        den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
+        den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
     }
     /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
     const float oscale = F8 ? descale(p.dsc[2]) : 1.f;
@@ -976,7 +926,7 @@ static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
     return (int)(c < 1 ? 1 : c > units ? units : c);
 }
 
-template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD, bool TS = false>
+template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, void *vt, cudaStream_t stream)
 {
     constexpr bool F8 = sm90_is_fp8<T>::value;
@@ -1009,9 +959,9 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
     }
     if (rc != 0)
         return rc;
-    const size_t smem = sm90_smem<D, BR, BC, STAGES, ES, F8 && TS>::bytes;
+    const size_t smem = sm90_smem<D, BR, BC, STAGES, ES>::bytes;
     void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) =
-        fused_sm90_kernel<T, D, BR, BC, STAGES, PP, FOLD, TS>;
+        fused_sm90_kernel<T, D, BR, BC, STAGES, PP, FOLD>;
     if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
     p.nrb = (int)((s->sq + qb - 1) / qb);
@@ -1150,14 +1100,9 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
     /* e4m3 with the turns too: without them 8k d128 took 1479 us against
      * 1290 (H200, 2026-12-03); docs/kernels.md "Version 3.5" lists what
      * else was tried against its softmax. */
-    static const bool tsum = [] { /* TEMPORARY A/B switch (version 3.8 against 3.7) */
-        const char *e = getenv("ATTUNE_SM90_E4M3_TSUM");
-        return e == NULL || atoi(e) != 0;
-    }();
 #define SM90_E4M3_LAUNCH(D_, BR_, BC_, ST_)                                                         \
     if (e4m3 && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_) \
-        return tsum ? launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false, true>(s, io, p, workspace, stream) \
-                    : launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false, false>(s, io, p, workspace, stream);
+        return launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false>(s, io, p, workspace, stream);
     SM90_E4M3_CONFIGS(SM90_E4M3_LAUNCH)
 #undef SM90_E4M3_LAUNCH
     if (e4m3)
