@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""it_bench_ab_env.py -- bench/ab_env.py, the A/B of an environment switch
+by the tuner's protocol: the ABBA order, the table's medians and ratio, a
+side refused as inaccurate shown as such (not dropped), pad twins' copies
+left out; then one real run on the CPU device through the attune CLI."""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+import ab_env  # noqa: E402
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def row(run, value, tactic, status="ok", t=None, err=1e-3, note="", shape="S"):
+    return {"run": run, "value": value, "shape": shape, "tactic": tactic, "status": status, "time_us": t,
+            "rel_err": err, "note": note}
+
+
+def main():
+    check(ab_env.abba("0", "1", 3) == ["0", "1", "1", "0", "0", "1"], "ABBA order over 3 pairs")
+    rows = [
+        row(0, "0", "k/fast", t=100.0), row(1, "1", "k/fast", t=90.0), row(2, "1", "k/fast", t=92.0),
+        row(3, "0", "k/fast", t=104.0),
+        row(0, "0", "k/acc", t=50.0, err=0.02), row(1, "1", "k/acc", status="inaccurate", t=45.0, err=0.15),
+        row(2, "1", "k/acc", status="inaccurate", t=44.0, err=0.16), row(3, "0", "k/acc", t=52.0, err=0.03),
+        row(0, "0", "k/pad=8", t=100.0, note="pad=8 changes no length: the row of k/fast, not timed again"),
+        row(1, "1", "k/pad=8", t=90.0, note="pad=8 changes no length: the row of k/fast, not timed again"),
+        row(0, "0", "other", t=1.0), row(1, "1", "other", t=1.0),
+    ]
+    lines = ab_env.table(rows, "SW", "0", "1", "k/")
+    body = {l.split("|")[2].strip(): [c.strip() for c in l.split("|")[1:-1]] for l in lines[2:]}
+    check(set(body) == {"`k/fast`", "`k/acc`"}, "filter and twins: the two k/ rows (%s)" % sorted(body))
+    f = body.get("`k/fast`", [""] * 7)
+    check(f[2] == "100.0 104.0" and f[3] == "90.0 92.0", "times per side in run order (%s | %s)" % (f[2], f[3]))
+    check(f[4] == "%.3f" % (91.0 / 102.0), "B / A of the medians (%s)" % f[4])
+    a = body.get("`k/acc`", [""] * 7)
+    check(a[3] == "**inaccurate**" and a[4] == "", "a refused side shows its status, no ratio (%s)" % a[3:5])
+    check(a[6] == "1.55e-01" and a[5] == "2.50e-02", "errors: the median of each side (%s, %s)" % (a[5], a[6]))
+
+    attune = os.environ.get("ATTUNE_BIN")
+    if not attune or not os.access(attune, os.X_OK):
+        print("FAIL no ATTUNE_BIN")
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        p = subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "ab_env.py"), "--attune", attune,
+                            "--env", "ATTUNE_AB_ENV_TEST=0,1", "--reps", "1", "--device", "cpu", "--shape",
+                            "b1.hq2.hkv2.sq30.skv40.d16.f32.nc", "--filter", "fused", "--out", tmp],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        out = p.stdout.splitlines()
+        check(p.returncode == 0 and len(out) >= 3 and out[0].startswith("| shape | tactic | ATTUNE_AB_ENV_TEST=0"),
+              "a CPU run prints the table (rc %d, %r)" % (p.returncode, p.stderr[-300:]))
+        ok_rows = [l for l in out[2:] if "`fused" in l and "**" not in l]
+        check(len(ok_rows) >= 1 and all(float(l.split("|")[5]) > 0 for l in ok_rows),
+              "fused rows timed on both sides with a ratio (%d rows)" % len(ok_rows))
+        check(os.path.exists(os.path.join(tmp, "ab_env.jsonl")) and not any(
+            n.endswith(".db") for n in os.listdir(tmp)), "raw rows kept, databases removed")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "ab_env.py"), "--attune", attune,
+                            "--env", "X=1,1", "--shape", "b1.hq2.hkv2.sq30.skv40.d16.f32.nc"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        check(p.returncode == 2 and "two different values" in p.stderr, "equal values refused (%d)" % p.returncode)
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
