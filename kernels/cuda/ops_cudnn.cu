@@ -8,6 +8,7 @@
  * without it the family is described but not built. */
 #ifdef ATTUNE_HAVE_CUDNN
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -89,9 +90,28 @@ static int views_adopted(const attn_plan *p, const attn_call *c)
            same_strides(&c->o, &p->views.o);
 }
 
+/* ATTUNE_CUDNN_WS_FILL=zero or nan: the plan's workspace (cuDNN's own and,
+ * for FP8, the FP8 O after it) filled with 0x00 or 0xff bytes (NaN in
+ * f32, bf16 and e4m3) before every launch, timed with it. A diagnostic for
+ * an engine whose output depends on what the workspace held (engine 2's
+ * FP8 kcfg=0 and 8 were right in some tunes of a shape and 11-12x off in
+ * others, docs/cudnn.md); unset, nothing is filled. -1: off. */
+static int ws_fill_byte(void)
+{
+    static int fill = -2; /* a benign race: every thread computes the same value */
+    if (fill == -2) {
+        const char *e = getenv("ATTUNE_CUDNN_WS_FILL");
+        fill = e == NULL ? -1 : strcmp(e, "zero") == 0 ? 0x00 : strcmp(e, "nan") == 0 ? 0xff : -1;
+    }
+    return fill;
+}
+
 static int cudnn_run(attn_plan *p, const attn_call *c)
 {
     const cuda_cudnn_fork fk = {p->dnn_side, p->dnn_fork, p->dnn_join};
+    const int fill = ws_fill_byte();
+    if (fill >= 0 && p->dnn_ws != NULL && cudaMemsetAsync(p->dnn_ws, fill, p->dnn_ws_bytes, c->stream) != cudaSuccess)
+        return ATTUNE_EGPU;
     return cuda_cudnn_launch(views_adopted(p, c) ? p->dnn_views : p->dnn, c->q.data, c->k.data,
                              c->v.data, c->o.data, c->descale, p->dnn_ws, c->stream, &fk);
 }
