@@ -28,6 +28,10 @@ static double fake_wrong_err = 0.5; /* what WRONG adds to every output */
 /* A device that speeds up while a tactic is timed (clocks ramping, caches
  * warming): each call faster than the one before, copies 2% extra. */
 static int fake_drift;
+/* This tactic's runs are wrong (by fake_wrong_err) once it has been timed:
+ * right on its first launch only, as a plan that depends on what its
+ * launches leave behind would be; -1: none. */
+static int fake_decay = -1;
 
 struct attn_session {
     attn_shape s;
@@ -145,7 +149,7 @@ static int fake_run(attn_plan *p)
     for (int64_t r = 0; r < ss->rows; r++)
         for (int64_t c = 0; c < ss->s.d; c++) {
             double v = ref_value(r, c);
-            if (p->which == T_WRONG)
+            if (p->which == T_WRONG || (p->which == fake_decay && time_calls[p->which] > 0))
                 v += fake_wrong_err;
             ss->out[r * ss->s.d + c] = v * (1 + 1e-6); /* within any tolerance */
         }
@@ -1225,6 +1229,43 @@ static void twin_pads_should_be_stored_from_their_twin(void)
     store_close(st);
 }
 
+/* A tactic right on its first launch and wrong once it has been timed:
+ * the check after the timing (step 3c) marks it inaccurate with a note
+ * that says so, and its time never becomes the best that would cut the
+ * tactics after it. */
+static void tactic_wrong_after_its_timing_should_be_caught(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 50;
+    o.screen_factor = 0; /* the full protocol: FAST's first check sees it untimed */
+    memset(time_calls, 0, sizeof time_calls);
+    fake_decay = T_FAST;
+    fake_us[T_SLOW] = 40.0; /* over 3x FAST's 10: cut, were FAST's time the best */
+    tuner_shape_result res;
+    CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+    fake_decay = -1;
+    fake_us[T_SLOW] = 20.0;
+    CHECK_STR(res.winner, fake_tactics[T_SLOW]);
+    store_measurement *m;
+    int n;
+    CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+    const store_measurement *f = find(m, n, T_FAST), *w = find(m, n, T_SLOW);
+    CHECK_MSG(f && f->status == STORE_INACCURATE && f->rel_err > 0.1 &&
+                  strstr(f->note, "after its timing: rel_err") == f->note,
+              "FAST: status %d, rel_err %g, note '%s'", f ? (int)f->status : -1, f ? f->rel_err : 0,
+              f ? f->note : "");
+    CHECK(f && fabs(f->time_us - 10.0) < 1e-9); /* timed, then found wrong */
+    CHECK_MSG(w && w->status == STORE_OK && strstr(w->note, "cut") == NULL && w->n > o.min_samples,
+              "SLOW: status %d, n %d, note '%s'", w ? (int)w->status : -1, w ? w->n : 0, w ? w->note : "");
+    free(m);
+    store_close(st);
+}
+
 int main(void)
 {
     RUN(tuner_should_record_each_outcome);
@@ -1247,5 +1288,6 @@ int main(void)
     RUN(screening_should_stop_between_verdicts_when_canceled);
     RUN(screening_should_trace_each_pass);
     RUN(twin_pads_should_be_stored_from_their_twin);
+    RUN(tactic_wrong_after_its_timing_should_be_caught);
     return test_summary();
 }
