@@ -110,7 +110,8 @@ static int cudnn_run(attn_plan *p, const attn_call *c)
 {
     const cuda_cudnn_fork fk = {p->dnn_side, p->dnn_fork, p->dnn_join};
     const int fill = ws_fill_byte();
-    if (fill >= 0 && p->dnn_ws != NULL && cudaMemsetAsync(p->dnn_ws, fill, p->dnn_ws_bytes, c->stream) != cudaSuccess)
+    if (fill >= 0 && p->dnn_ws != NULL &&
+        cudaMemsetAsync(p->dnn_ws, fill, p->dnn_ws_bytes, c->stream) != cudaSuccess)
         return ATTUNE_EGPU;
     return cuda_cudnn_launch(views_adopted(p, c) ? p->dnn_views : p->dnn, c->q.data, c->k.data,
                              c->v.data, c->o.data, c->descale, p->dnn_ws, c->stream, &fk);
