@@ -56,7 +56,10 @@
 # time the tuner stored; libstore.log),
 # --peers-args "ARGS" (extra
 # arguments to peers.py, e.g. "--only 0,1 --budget-ms 100"), --no-tests,
-# --ctest-args "ARGS", --exec "CMD" (last: CMD under bash with this
+# --ctest-args "ARGS" (after ctest's own, so they win: e.g. "-R gpu_cudnn
+# --timeout 120" for one test bounded at 120 s; each test's default bound
+# is 600 s, the whole of a device call, and a kernel that hangs holds the
+# call that long: 2026-12-05, 560 s), --exec "CMD" (last: CMD under bash with this
 # script's environment, BUILD and OUT exported; exec.log). Logs and results go under $OUT (the run tool's
 # folder; ./gpu-out elsewhere): run.log, env.txt, build.log, ctest.log,
 # peers.log, peers.json, peers.md. At most 8 files: the run tool brings
