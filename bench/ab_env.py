@@ -46,11 +46,6 @@ def run_order(values, reps):
     return out
 
 
-def abba(a, b, reps):
-    """Two values: A B, B A, A B, ... (reps pairs)."""
-    return run_order([a, b], reps)
-
-
 def tune(args, name, value, run):
     """One run: a fresh database, the shapes tuned with NAME=value (unset
     for UNSET); its measurement rows as dicts (run, value, shape, tactic,

@@ -28,7 +28,7 @@ def row(run, value, tactic, status="ok", t=None, err=1e-3, note="", shape="S"):
 
 
 def main():
-    check(ab_env.abba("0", "1", 3) == ["0", "1", "1", "0", "0", "1"], "ABBA order over 3 pairs")
+    check(ab_env.run_order(["0", "1"], 3) == ["0", "1", "1", "0", "0", "1"], "ABBA order over 3 pairs")
     check(ab_env.run_order(["-", "n", "z"], 2) == ["-", "n", "z", "z", "n", "-"], "three values: forward, back")
     rows = [
         row(0, "0", "k/fast", t=100.0), row(1, "1", "k/fast", t=90.0), row(2, "1", "k/fast", t=92.0),

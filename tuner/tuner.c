@@ -858,7 +858,8 @@ static int run_measure(shape_run *r, int k, const char *prior, store_measurement
         double plans_before = r->res->plan_s; /* run_placements' plans count there */
         double checks_before = r->res->check_s; /* run_recheck's run counts there */
         rc = run_time(r, t, p, m);
-        r->res->time_s += now_s() - t0 - (r->res->plan_s - plans_before) - (r->res->check_s - checks_before);
+        r->res->time_s +=
+            now_s() - t0 - (r->res->plan_s - plans_before) - (r->res->check_s - checks_before);
         r->res->full++;
     }
     run_plan_free(r, p);

@@ -96,13 +96,15 @@ static int views_adopted(const attn_plan *p, const attn_call *c)
  * an engine whose output depends on what the workspace held (engine 2's
  * FP8 kcfg=0 and 8 were right in some tunes of a shape and 11-12x off in
  * others, docs/cudnn.md); unset, nothing is filled. -1: off. */
+static int ws_fill_read(void)
+{
+    const char *e = getenv("ATTUNE_CUDNN_WS_FILL");
+    return e == NULL ? -1 : strcmp(e, "zero") == 0 ? 0x00 : strcmp(e, "nan") == 0 ? 0xff : -1;
+}
+
 static int ws_fill_byte(void)
 {
-    static int fill = -2; /* a benign race: every thread computes the same value */
-    if (fill == -2) {
-        const char *e = getenv("ATTUNE_CUDNN_WS_FILL");
-        fill = e == NULL ? -1 : strcmp(e, "zero") == 0 ? 0x00 : strcmp(e, "nan") == 0 ? 0xff : -1;
-    }
+    static const int fill = ws_fill_read(); /* read once (C++: initialised once, thread-safe) */
     return fill;
 }
 
