@@ -859,7 +859,8 @@ def test_restart(d, dead_port):
         for m in res["measurements"]:
             after[(key_of(s), m["tactic"])] = (m["taken_at"], m["time_us"], m["rel_err"])
         st, a = d.get("/v1/tactic?" + shape_query(key_of(s)))
-        check(a["source"] == "measured", "resumed shape %s is served as measured" % key_of(s))
+        check(a["source"] == "measured", "resumed shape %s is served as measured (%s: %s)"
+              % (key_of(s), a.get("source"), a.get("tactic") or a.get("note") or a))
     kept = all(after.get(k) == v for k, v in before.items())
     check(kept and len(after) >= len(before),
           "every measurement committed before the kill is kept unchanged (%d before, %d after)"
