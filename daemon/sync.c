@@ -24,6 +24,29 @@ static int is_local(const sync_state *s, const char *id)
     return 0;
 }
 
+/* Rows of device id read from st and swapped into the index, unless a
+ * row was put meanwhile (a job thread's sync_row after a commit that the
+ * read may have begun before): then read again, up to SYNC_LOAD_TRIES
+ * times, then ATTUNE_EBUSY (that commit moved data_version, so the next
+ * sync_watch looks again). */
+#define SYNC_LOAD_TRIES 8
+static int load_rows(sync_state *s, store *st, const char *id)
+{
+    int rc = ATTUNE_EBUSY;
+    for (int t = 0; t < SYNC_LOAD_TRIES && rc == ATTUNE_EBUSY; t++) {
+        uint64_t puts;
+        store_measurement *m = NULL;
+        int n = 0;
+        if ((rc = index_device_puts(s->ix, id, &puts)) != 0 ||
+            (rc = store_measurements_all(st, id, &m, &n)) != 0)
+            break;
+        if (s->after_read != NULL)
+            s->after_read(s->after_read_ctx, id);
+        rc = index_device_load_since(s->ix, id, m, n, puts); /* takes m */
+    }
+    return rc;
+}
+
 /* (Re)load every row of device id from st into the index. A fleet device
  * first gets its identity and latest stack as the store has them now; a
  * local one keeps the registry's. */
@@ -37,10 +60,7 @@ static int load_device(sync_state *s, store *st, const char *id)
             (rc = index_device_put(s->ix, &info, &stack, 0)) != 0)
             goto out;
     }
-    store_measurement *m = NULL;
-    int n = 0;
-    if ((rc = store_measurements_all(st, id, &m, &n)) == 0)
-        rc = index_device_load(s->ix, id, m, n); /* takes m */
+    rc = load_rows(s, st, id);
 out:
     if (rc != 0)
         metrics_reload_failed();

@@ -26,8 +26,10 @@
  *              a commit and its sync_row costs an extra reload, no more.
  *
  * A reload builds a device's rows outside the index lock and swaps them in
- * whole (index_device_load): readers see the old table or the new one,
- * never a mix. A device that fails to reload keeps its old rows; the
+ * whole (index_device_load_since): readers see the old table or the new
+ * one, never a mix. A row sync_row put while the reload read (its commit
+ * perhaps after the read began) makes the swap refuse and the read start
+ * again: an older read never replaces a newer row. A device that fails to reload keeps its old rows; the
  * failure is logged and counted (attune_index_reload_failures_total). */
 #ifndef ATTUNED_SYNC_H
 #define ATTUNED_SYNC_H
@@ -41,6 +43,11 @@ typedef struct sync_state {
     int nlocal;
     int64_t version;            /* data_version at the last complete look */
     int looked;                 /* 0 until then */
+    /* Tests only (NULL in attuned): called in every reload of a device's
+     * rows between the database read and the swap, where a job thread's
+     * commit and sync_row may land. */
+    void (*after_read)(void *ctx, const char *device_id);
+    void *after_read_ctx;
 } sync_state;
 
 /* Set s up over ix and the local devices (kept by reference). */

@@ -52,6 +52,7 @@ typedef struct ix_device {
     predict_model *model;
     int model_dirty;      /* rows changed since the model was built */
     uint64_t gen;         /* writes so far: a build of an older gen stays dirty */
+    uint64_t puts;        /* index_row_put calls so far (index_device_puts) */
 } ix_device;
 
 /* Lock order: ix->lock, then model_mu or build_mu; the listing cache's
@@ -469,10 +470,21 @@ int index_row_put(index_state *ix, const store_measurement *row)
     }
     cache_winners(sh, d, &ix->policy);
     device_totals(d);
+    d->puts++;
     rows_changed(ix, d);
 out:
     pthread_rwlock_unlock(&ix->lock);
     return rc;
+}
+
+int index_device_puts(index_state *ix, const char *device_id, uint64_t *puts)
+{
+    pthread_rwlock_rdlock(&ix->lock);
+    const ix_device *d = find_device(ix, device_id);
+    if (d != NULL)
+        *puts = d->puts;
+    pthread_rwlock_unlock(&ix->lock);
+    return d != NULL ? 0 : ATTUNE_ENODEV;
 }
 
 typedef struct keyed_row {
@@ -485,7 +497,10 @@ static int cmp_keyed(const void *a, const void *b)
     return strcmp(((const keyed_row *)a)->key, ((const keyed_row *)b)->key);
 }
 
-int index_device_load(index_state *ix, const char *device_id, store_measurement *m, int n)
+/* index_device_load; with since, only while device_id's puts still
+ * equal *since (else ATTUNE_EBUSY, the index unchanged). */
+static int device_load(index_state *ix, const char *device_id, store_measurement *m, int n,
+                       const uint64_t *since)
 {
     int rc = ATTUNE_ENOMEM;
     keyed_row *kr = NULL;
@@ -527,9 +542,9 @@ int index_device_load(index_state *ix, const char *device_id, store_measurement 
 
     write_lock(ix);
     ix_device *d = find_device(ix, device_id);
-    if (d == NULL) {
+    if (d == NULL || (since != NULL && d->puts != *since)) {
         pthread_rwlock_unlock(&ix->lock);
-        rc = ATTUNE_ENODEV;
+        rc = d == NULL ? ATTUNE_ENODEV : ATTUNE_EBUSY;
         goto fail;
     }
     for (int i = 0; i < nshapes; i++)
@@ -557,6 +572,17 @@ fail:
     free(kr);
     free(m);
     return rc;
+}
+
+int index_device_load(index_state *ix, const char *device_id, store_measurement *m, int n)
+{
+    return device_load(ix, device_id, m, n, NULL);
+}
+
+int index_device_load_since(index_state *ix, const char *device_id, store_measurement *m, int n,
+                            uint64_t puts)
+{
+    return device_load(ix, device_id, m, n, &puts);
 }
 
 static void view_of(const ix_device *d, index_device_view *v)

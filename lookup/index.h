@@ -144,6 +144,19 @@ int index_row_put(index_state *ix, const store_measurement *row);
  * ownership of m. ATTUNE_ENODEV when the device was never put. */
 int index_device_load(index_state *ix, const char *device_id, store_measurement *m, int n);
 
+/* The rows put into device_id so far (index_row_put calls) into *puts.
+ * A reload reads this before it reads the database, and swaps through
+ * index_device_load_since: a row put meanwhile (committed after the read
+ * began, so perhaps missing from it) would otherwise be replaced by the
+ * older read. 0 or ATTUNE_ENODEV. */
+int index_device_puts(index_state *ix, const char *device_id, uint64_t *puts);
+
+/* index_device_load, only if no row was put into device_id since its
+ * index_device_puts read puts: else ATTUNE_EBUSY and the index keeps its
+ * rows (read the database again). Takes ownership of m either way. */
+int index_device_load_since(index_state *ix, const char *device_id, store_measurement *m, int n,
+                            uint64_t puts);
+
 /* A device as the index knows it. */
 typedef struct index_device_view {
     attn_device_info info;

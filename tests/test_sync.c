@@ -223,10 +223,85 @@ static void import_should_reload_only_changed_devices(void)
     store_close(mine);
 }
 
+/* A job thread, as the test's after_read hook: commits a row on its own
+ * connection and puts it into the index (sync_row), between a reload's
+ * database read and its swap, on the first `rows` reads. */
+typedef struct job_thread {
+    sync_state *s;
+    store *conn;
+    const attn_device *dev;
+    int reads, rows;
+    int made;          /* rows committed, each of a shape of its own */
+} job_thread;
+
+static void job_commits(void *ctx, const char *device_id)
+{
+    job_thread *j = ctx;
+    if (strcmp(device_id, j->dev->info.id) != 0 || j->reads++ >= j->rows)
+        return;
+    store_measurement r = row(j->dev, "fused/pad=1", 10, 200 + ++j->made);
+    r.shape.sq += j->made;
+    CHECK_EQ_INT(store_measurement_put(j->conn, &r), 0);
+    sync_row(j->s->ix, &r);
+}
+
+static int64_t rows_held(sync_state *s, const char *id)
+{
+    index_device_view v;
+    return index_device_find(s->ix, id, &v) == 0 ? v.nmeasurements : -1;
+}
+
+/* A row a job thread commits and puts while a reload reads (the daemon's
+ * watcher and a tune on miss, 2026-12-05: a resumed shape briefly not
+ * answered measured) stays: the swap of the older read is refused and the
+ * device read again. A job that never pauses leaves the reload busy, the
+ * index still holding every row put. */
+static void reload_should_keep_a_row_put_during_its_read(void)
+{
+    char dir[300], path[400], err[ATTUNE_ERRLEN];
+    test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/attune.db", dir);
+    attn_device cpu;
+    CHECK_EQ_INT(attn_device_resolve("cpu", &cpu, err, sizeof err), 0);
+    store *mine = NULL, *job = NULL;
+    CHECK_EQ_INT(store_open(path, 1, &mine, err, sizeof err), 0);
+    CHECK_EQ_INT(store_open(path, 0, &job, err, sizeof err), 0);
+    if (mine == NULL || job == NULL)
+        return;
+    sync_state s;
+    sync_init(&s, index_new(NULL), &cpu, 1);
+    CHECK_EQ_INT(sync_load(&s, mine), 0);
+    store_measurement a = row(&cpu, "split/acc=f32/pad=1", 20, 100);
+    CHECK_EQ_INT(store_measurement_put(job, &a), 0);
+    sync_row(s.ix, &a);
+    int64_t loads0 = loads(&s, cpu.info.id);
+
+    job_thread j = {&s, job, &cpu, 0, 1, 0};
+    s.after_read = job_commits;
+    s.after_read_ctx = &j;
+    CHECK_EQ_INT(sync_reload(&s, mine, "test"), 0);
+    CHECK_EQ_INT(j.reads, 2);               /* read, refused, read again */
+    CHECK_EQ_INT(loads(&s, cpu.info.id), loads0 + 1);
+    CHECK_EQ_INT(rows_held(&s, cpu.info.id), 2);
+    CHECK(same_as_store(&s, mine, cpu.info.id));
+
+    j.reads = 0;
+    j.rows = 1000; /* a row at every read */
+    CHECK_EQ_INT(sync_reload(&s, mine, "test"), ATTUNE_EBUSY);
+    CHECK_EQ_INT(j.reads, 8);               /* SYNC_LOAD_TRIES */
+    CHECK_EQ_INT(loads(&s, cpu.info.id), loads0 + 1);
+    CHECK_EQ_INT(rows_held(&s, cpu.info.id), 2 + 8);
+    CHECK(same_as_store(&s, mine, cpu.info.id));
+    index_free(s.ix);
+    store_close(job);
+    store_close(mine);
+}
+
 int main(void)
 {
     log_set_level(LOGL_WARN);
     RUN(watch_should_follow_another_connection);
     RUN(import_should_reload_only_changed_devices);
+    RUN(reload_should_keep_a_row_put_during_its_read);
     return test_summary();
 }
