@@ -103,7 +103,6 @@ struct sm90_args {
     int lqb;         /* folded: log2 QB, QB = 128 / g queries per head in a block */
     int splits;      /* key ranges per row block (1: none) */
     int chunk;       /* causal: units per longest-first chunk */
-    int total;       /* work items: nrb * units * splits; block x takes x, x + grid, ... */
     const float *dsc[3]; /* e4m3: the descale factors of q, k, v (device) */
 };
 
@@ -420,7 +419,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     using L = sm90_smem<D, BR, BC, STAGES, ES>;
     using TO = sm90_out_t<T>;
     extern __shared__ unsigned char smem_raw[];
-    __shared__ __align__(8) uint64_t bars[2 + 4 * STAGES];
+    __shared__ __align__(8) uint64_t bars[1 + 4 * STAGES];
 
     const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t aQ = base, aK0 = base + L::q, aV0 = aK0 + STAGES * L::kv, aOst = aV0 + STAGES * L::vt;
@@ -430,14 +429,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define BAR_EK(s) (bQ + 8u * (1 + STAGES + (s)))
 #define BAR_FV(s) (bQ + 8u * (1 + 2 * STAGES + (s)))
 #define BAR_EV(s) (bQ + 8u * (1 + 3 * STAGES + (s)))
-    /* Q's buffer free again: every consumer warp's last S product of an
-     * item retired (a persistent block's next Q may come in) */
-    const uint32_t bQE = bQ + 8u * (1 + 4 * STAGES);
 
     const int tid = threadIdx.x, wg = tid / 128;
     if (tid == 0) {
         mbar_init(bQ, 1);
-        mbar_init(bQE, 4 * NWG);
         for (int s = 0; s < STAGES; s++) {
             mbar_init(BAR_FK(s), 1);
             mbar_init(BAR_EK(s), 4 * NWG); /* lane 0 of each consumer warp */
@@ -449,106 +444,87 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     }
     __syncthreads();
 
-    /* Work item x -> (split sp, unit u, row block mb). Splits fastest.
-     * Causal: chunks of p.chunk units one after the other, inside a chunk
-     * the row blocks that see the most keys first (all units' last row
-     * block, then the one before, ...), so the grid ends on its shortest
-     * items while the chunk's K/V stay in L2. Otherwise unit after unit.
-     * Block b takes items b, b + gridDim.x, ... (one each unless the
-     * launch is persistent, sm90_persist). */
+    /* Block -> (split sp, unit u, row block mb). Splits fastest. Causal:
+     * chunks of p.chunk units one after the other, inside a chunk the row
+     * blocks that see the most keys first (all units' last row block, then
+     * the one before, ...), so the grid ends on its shortest blocks while
+     * the chunk's K/V stay in L2. Otherwise unit after unit. */
+    const int sp = (int)blockIdx.x % p.splits;
+    const int x = (int)blockIdx.x / p.splits;
+    int u, mb;
+    if (p.causal) {
+        const int per = p.chunk * p.nrb, c = x / per, w = x - c * per;
+        const int hc = min(p.chunk, p.units - c * p.chunk), mr = w / hc;
+        u = c * p.chunk + (w - mr * hc);
+        mb = p.nrb - 1 - mr;
+    } else {
+        u = x / p.nrb;
+        mb = x - u * p.nrb;
+    }
     /* Packed row r (0..127) of a folded block is query head head0 + (r >> lqb),
      * query i0 + (r & (QB - 1)); unfolded, QB = BR and row r is query i0 + r
      * of head0. */
     const int lqb = FOLD ? p.lqb : 0, QB = FOLD ? 1 << lqb : BR;
     auto qrow = [&](int r) { return FOLD ? (r & (QB - 1)) : r; };
     auto hrow = [&](int r) { return FOLD ? r >> lqb : 0; };
+    const int head0 = FOLD ? u * p.g : u; /* b*hq + h of the block's first query head */
+    const int kvrow = FOLD ? u : u / p.g; /* b*hkv + its KV head */
+    /* as (batch, head) coordinates of the 4-d maps: a folded block's g
+     * heads lie in one batch (g divides hq) */
+    const int qb_ = head0 / p.hq, qh0 = head0 - qb_ * p.hq;
+    const int kb_ = kvrow / p.hkv, kh_ = kvrow - kb_ * p.hkv;
+    const int i0 = mb * QB;
     const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
-    struct item {
-        int sp, head0, qb_, qh0, kb_, kh_, i0, tlo, thi, ntiles;
-    };
-    auto item_of = [&](int xi) {
-        item w;
-        w.sp = xi % p.splits;
-        const int x = xi / p.splits;
-        int u, mb;
-        if (p.causal) {
-            const int per = p.chunk * p.nrb, c = x / per, r = x - c * per;
-            const int hc = min(p.chunk, p.units - c * p.chunk), mr = r / hc;
-            u = c * p.chunk + (r - mr * hc);
-            mb = p.nrb - 1 - mr;
-        } else {
-            u = x / p.nrb;
-            mb = x - u * p.nrb;
-        }
-        w.head0 = FOLD ? u * p.g : u; /* b*hq + h of the item's first query head */
-        const int kvrow = FOLD ? u : u / p.g; /* b*hkv + its KV head */
-        /* as (batch, head) coordinates of the 4-d maps: a folded item's g
-         * heads lie in one batch (g divides hq) */
-        w.qb_ = w.head0 / p.hq, w.qh0 = w.head0 - w.qb_ * p.hq;
-        w.kb_ = kvrow / p.hkv, w.kh_ = kvrow - w.kb_ * p.hkv;
-        w.i0 = mb * QB;
-        int kend = p.skv;
-        if (p.causal)
-            kend = min(kend, min(w.i0 + QB, p.sq) + off);
-        /* Key tiles [tlo, thi) of this item: all that its last query sees,
-         * or this split's share of them (whole tiles; a share may be empty). */
-        const int nall = kend > 0 ? (kend + BC - 1) / BC : 0;
-        w.tlo = 0, w.thi = nall;
-        if (p.splits > 1) {
-            const int tps = (nall + p.splits - 1) / p.splits;
-            w.tlo = min(nall, w.sp * tps);
-            w.thi = min(nall, w.tlo + tps);
-        }
-        w.ntiles = w.thi - w.tlo;
-        return w;
-    };
+    int kend = p.skv;
+    if (p.causal)
+        kend = min(kend, min(i0 + QB, p.sq) + off);
+    /* Key tiles [tlo, thi) of this block: all that its last query sees, or
+     * this split's share of them (whole tiles; a share may be empty). */
+    const int nall = kend > 0 ? (kend + BC - 1) / BC : 0;
+    int tlo = 0, thi = nall;
+    if (p.splits > 1) {
+        const int tps = (nall + p.splits - 1) / p.splits;
+        tlo = min(nall, sp * tps);
+        thi = min(nall, tlo + tps);
+    }
+    const int ntiles = thi - tlo;
 
     if (wg == 0) {
-        /* ---- producer: for each item, Q (one box per query head) once
-         * the consumers freed its buffer, then K_t and V_t for t = thi - 1
-         * down to tlo through the ring; the ring's count kv runs on across
-         * items, so the next item's first tiles load under this one's end. */
+        /* ---- producer: Q (one box per query head), then K_t and V_t for
+         * t = thi - 1 down to tlo through the ring. */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
-        if (tid == 0) {
-            uint32_t kv = 0, qn = 0;
-            for (int xi = blockIdx.x; xi < p.total; xi += gridDim.x) {
-                const item w = item_of(xi);
-                if (w.ntiles == 0)
-                    continue;
-                mbar_wait(bQE, (qn++ & 1u) ^ 1u);
-                mbar_expect_tx(bQ, L::q);
-                for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
-                    tma_load_tile<D, ES>(aQ + hh * QB * 128, BR * 128, &tq, w.i0, w.qh0 + hh, w.qb_, bQ);
-                /* Wait until the consumers freed stage s, then refill it. */
-                /* e4m3's V is V^T (keys along its rows): boxes of 128 keys x
-                 * D, one per 128-key chunk of the tile (a partial last chunk
-                 * is loaded whole: its keys past the tile are never
-                 * multiplied). A chunk that starts at or past skv holds only
-                 * masked keys (P = 0 there): it is loaded from the chunk
-                 * holding the last key instead, so that no box lies wholly
-                 * outside the tensor and the buffer holds finite values (0 x
-                 * NaN would poison O). */
-                auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
-                                   uint32_t ph, bool vt) {
-                    mbar_wait(empty, ph ^ 1u);
-                    mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
-                    if (F8 && vt) {
+        if (tid == 0 && ntiles > 0) {
+            mbar_expect_tx(bQ, L::q);
+            for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
+                tma_load_tile<D, ES>(aQ + hh * QB * 128, BR * 128, &tq, i0, qh0 + hh, qb_, bQ);
+            /* Wait until the consumers freed stage s, then refill it. */
+            /* e4m3's V is V^T (keys along its rows): boxes of 128 keys x D,
+             * one per 128-key chunk of the tile (a partial last chunk is
+             * loaded whole: its keys past the tile are never multiplied).
+             * A chunk that starts at or past skv holds only masked keys (P
+             * = 0 there): it is loaded from the chunk holding the last key
+             * instead, so that no box lies wholly outside the tensor and
+             * the buffer holds finite values (0 x NaN would poison O). */
+            auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
+                               uint32_t ph, bool vt) {
+                mbar_wait(empty, ph ^ 1u);
+                mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
+                if (F8 && vt) {
 #pragma unroll
-                        for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
-                            const int r = row + c * 128;
-                            tma_load_4d(dst + c * D * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0,
-                                        w.kh_, w.kb_, full);
-                        }
-                    } else {
-                        tma_load_tile<D, ES>(dst, BC * 128, map, row, w.kh_, w.kb_, full);
+                    for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
+                        const int r = row + c * 128;
+                        tma_load_4d(dst + c * D * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0, kh_, kb_,
+                                    full);
                     }
-                };
-                for (int it = 0; it < w.ntiles; it++, kv++) {
-                    const int row = (w.thi - 1 - it) * BC, s = kv % STAGES;
-                    const uint32_t ph = (kv / STAGES) & 1u;
-                    load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph, false);
-                    load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true);
+                } else {
+                    tma_load_tile<D, ES>(dst, BC * 128, map, row, kh_, kb_, full);
                 }
+            };
+            for (int it = 0; it < ntiles; it++) {
+                const int row = (thi - 1 - it) * BC, s = it % STAGES;
+                const uint32_t ph = (uint32_t)(it / STAGES) & 1u;
+                load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph, false);
+                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true);
             }
         }
         return;
@@ -564,14 +540,23 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     const int cw = wg - 1, lane = tid & 31, wq = (tid / 32) & 3;
     const int gr = lane >> 2, tq4 = lane & 3;
     const int lr0 = cw * 64 + wq * 16 + gr; /* this thread's packed rows: lr0, lr0 + 8 */
-    int qi[2], qmin; /* the item's: their queries, the warpgroup's first */
+    const int qi[2] = {i0 + qrow(lr0), i0 + qrow(lr0 + 8)}; /* their queries */
+    const int qmin = i0 + qrow(cw * 64); /* the warpgroup's first query */
     /* e4m3: S of the stored values times descale_q descale_k */
     const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
     const uint32_t aQw = aQ + cw * 64 * 128;
 
     float o[OC][ON / 2];
-    float m[2], l[2];
+#pragma unroll
+    for (int c = 0; c < OC; c++)
+#pragma unroll
+        for (int i = 0; i < ON / 2; i++)
+            o[c][i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     float s[BC / 2];
+#pragma unroll
+    for (int i = 0; i < BC / 2; i++)
+        s[i] = 0.f;
     uint32_t pf[BC / KS][4];
 
     /* Mask keys past the real skv and, causal, past each row's diagonal
@@ -669,213 +654,152 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             named_arrive(1 + (cw + 1) % NWG);
     };
 
-    uint32_t kv = 0, qn = 0; /* the ring's count and Q's loads, as the producer's */
-    for (int xi = blockIdx.x; xi < p.total; xi += gridDim.x) {
-        const item w = item_of(xi);
-        qi[0] = w.i0 + qrow(lr0), qi[1] = w.i0 + qrow(lr0 + 8);
-        qmin = w.i0 + qrow(cw * 64);
-#pragma unroll
-        for (int c = 0; c < OC; c++)
-#pragma unroll
-            for (int i = 0; i < ON / 2; i++)
-                o[c][i] = 0.f;
-        m[0] = m[1] = -INFINITY;
-        l[0] = l[1] = 0.f;
-        /* S is an in-out operand of the wgmma text, though the first
-         * product of an item overwrites it: zeroed here, it is not live
-         * from one item into the next (ptxas spilled it, 128x176). */
-#pragma unroll
-        for (int i = 0; i < BC / 2; i++)
-            s[i] = 0.f;
-        if (w.ntiles > 0) {
-            /* The buffers' addresses, opaque to the compiler per item: else
-             * it computes the wgmma descriptors of every stage once and
-             * keeps them live through the epilogue, where they spilled. */
-            uint32_t aQi = aQw, aKi = aK0, aVi = aV0;
-            asm volatile("" : "+r"(aQi), "+r"(aKi), "+r"(aVi));
-            mbar_wait(bQ, qn++ & 1u);
-            if (PP && cw == NWG - 1)
-                named_arrive(1);
-            /* First tile (the last keys): S alone. */
-            {
-                float alpha[2];
-                const int st = kv % STAGES;
-                mbar_wait(BAR_FK(st), (kv / STAGES) & 1u);
-                turn_begin();
-                wgmma_fence();
-                gemm_qk<T, D, BC, BR>(s, aQi, aKi + st * L::kv);
-                wgmma_commit();
-                turn_end(false);
-                wgmma_wait<0>();
-                reg_fence(s);
-                if (lane == 0)
-                    mbar_arrive(BAR_EK(st));
-                softmax((w.thi - 1) * BC, alpha);
-                rescale_pack(alpha);
-            }
-            /* Tile j: S_j = Q K_j^T issued, O += P_{j-1} V_{j-1} behind it; the
-             * softmax of S_j runs while the PV product is in flight. */
-            for (int it = 1; it < w.ntiles; it++) {
-                const uint32_t k = kv + it;
-                const int st = k % STAGES, pst = (k - 1) % STAGES;
-                float alpha[2];
-                mbar_wait(BAR_FK(st), (k / STAGES) & 1u);
-                turn_begin();
-                wgmma_fence();
-                gemm_qk<T, D, BC, BR>(s, aQi, aKi + st * L::kv);
-                wgmma_commit();
-                mbar_wait(BAR_FV(pst), ((k - 1) / STAGES) & 1u);
-                wgmma_fence();
-                gemm_pv<T, D, BC, ON, KS>(o, pf, aVi + pst * L::vt);
-                wgmma_commit();
-                turn_end(false);
-                wgmma_wait<1>(); /* S_j done */
-                reg_fence(s);
-                if (lane == 0)
-                    mbar_arrive(BAR_EK(st));
-                softmax((w.thi - 1 - it) * BC, alpha);
-                wgmma_wait<0>(); /* P_{j-1} V_{j-1} done */
-#pragma unroll
-                for (int c = 0; c < OC; c++)
-                    reg_fence(o[c]);
-                if (lane == 0)
-                    mbar_arrive(BAR_EV(pst));
-                rescale_pack(alpha);
-            }
-            if (lane == 0) /* every S product of the item retired: Q's buffer is free */
-                mbar_arrive(bQE);
-            kv += w.ntiles;
-            const uint32_t lk = kv - 1;
-            const int lst = lk % STAGES;
-            mbar_wait(BAR_FV(lst), (lk / STAGES) & 1u);
+    if (ntiles > 0) {
+        mbar_wait(bQ, 0);
+        if (PP && cw == NWG - 1)
+            named_arrive(1);
+        /* First tile (the last keys): S alone. */
+        {
+            float alpha[2];
+            mbar_wait(BAR_FK(0), 0);
             turn_begin();
             wgmma_fence();
-            gemm_pv<T, D, BC, ON, KS>(o, pf, aVi + lst * L::vt);
+            gemm_qk<T, D, BC, BR>(s, aQw, aK0);
             wgmma_commit();
-            turn_end(true);
+            turn_end(false);
             wgmma_wait<0>();
+            reg_fence(s);
+            if (lane == 0)
+                mbar_arrive(BAR_EK(0));
+            softmax((thi - 1) * BC, alpha);
+            rescale_pack(alpha);
+        }
+        /* Tile j: S_j = Q K_j^T issued, O += P_{j-1} V_{j-1} behind it; the
+         * softmax of S_j runs while the PV product is in flight. */
+        for (int it = 1; it < ntiles; it++) {
+            const int st = it % STAGES, pst = (it - 1) % STAGES;
+            float alpha[2];
+            mbar_wait(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+            turn_begin();
+            wgmma_fence();
+            gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
+            wgmma_commit();
+            mbar_wait(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
+            wgmma_fence();
+            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+            wgmma_commit();
+            turn_end(false);
+            wgmma_wait<1>(); /* S_j done */
+            reg_fence(s);
+            if (lane == 0)
+                mbar_arrive(BAR_EK(st));
+            softmax((thi - 1 - it) * BC, alpha);
+            wgmma_wait<0>(); /* P_{j-1} V_{j-1} done */
 #pragma unroll
             for (int c = 0; c < OC; c++)
                 reg_fence(o[c]);
             if (lane == 0)
-                mbar_arrive(BAR_EV(lst));
+                mbar_arrive(BAR_EV(pst));
+            rescale_pack(alpha);
         }
+        const int lst = (ntiles - 1) % STAGES;
+        mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
+        turn_begin();
+        wgmma_fence();
+        gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
+        wgmma_commit();
+        turn_end(true);
+        wgmma_wait<0>();
+#pragma unroll
+        for (int c = 0; c < OC; c++)
+            reg_fence(o[c]);
+    }
 #undef BAR_FK
 #undef BAR_EK
 #undef BAR_FV
 #undef BAR_EV
 
-        /* ---- epilogue. The item once more, from an opaque copy of its
-         * index: kept from the start, its fields spilled over the main loop
-         * (ptxas, 128x176). The softmax denominators of this thread's two
-         * rows (the quad's partial sums added up), 0 for a row that saw no
-         * key. */
-        int xe = xi;
-        asm volatile("" : "+r"(xe));
-        const item we = item_of(xe);
-        float den[2];
+    /* ---- epilogue. The softmax denominators of this thread's two rows
+     * (the quad's partial sums added up), 0 for a row that saw no key. */
+    float den[2];
+#pragma unroll
+    for (int rh = 0; rh < 2; rh++) {
+        den[rh] = l[rh];
+        den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
+        den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
+    }
+    /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
+    const float oscale = F8 ? descale(p.dsc[2]) : 1.f;
+    if (p.splits > 1) {
+        /* A split's f32 partial, normalised by its own denominator, and its
+         * log2-sum-exp (cuda_fused_common.cuh's layout, which version 2's
+         * combine kernel reads), straight from the accumulators: 8 bytes per
+         * thread and row. Real rows and columns only. */
+        const int64_t NR = (int64_t)p.b * p.hq * p.sq;
 #pragma unroll
         for (int rh = 0; rh < 2; rh++) {
-            den[rh] = l[rh];
-            den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
-            den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
-        }
-        /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
-        const float oscale = F8 ? descale(p.dsc[2]) : 1.f;
-        if (p.splits > 1) {
-            /* A split's f32 partial, normalised by its own denominator, and its
-             * log2-sum-exp (cuda_fused_common.cuh's layout, which version 2's
-             * combine kernel reads), straight from the accumulators: 8 bytes per
-             * thread and row. Real rows and columns only. */
-            const int64_t NR = (int64_t)p.b * p.hq * p.sq;
-#pragma unroll
-            for (int rh = 0; rh < 2; rh++) {
-                if (qi[rh] >= p.sq)
-                    continue;
-                const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
-                const int64_t rg = we.sp * NR + (int64_t)(we.head0 + hrow(lr0 + 8 * rh)) * p.sq + qi[rh];
-                float *dst = p.part_o + rg * p.d;
-#pragma unroll
-                for (int c = 0; c < OC; c++)
-#pragma unroll
-                    for (int j = 0; j < ON / 8; j++) {
-                        const int col = c * ON + 8 * j + 2 * tq4;
-                        if (col < p.d)
-                            *reinterpret_cast<float2 *>(dst + col) =
-                                make_float2(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
-                    }
-                if (tq4 == 0)
-                    p.part_lse[rg] =
-                        den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_P_LOG2 : 0.f) : -INFINITY;
-            }
-            continue;
-        }
-        TO *go = reinterpret_cast<TO *>(p.o);
-        if (gridDim.x < p.total) {
-            /* Persistent: the next item's Q may be in the Q buffer already.
-             * Normalised pairs straight from the accumulators (4 bytes a
-             * thread, a quad's 16 contiguous; L2 joins them), real rows and
-             * columns only. */
-#pragma unroll
-            for (int rh = 0; rh < 2; rh++) {
-                if (qi[rh] >= p.sq)
-                    continue;
-                const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
-                TO *row = go + we.qb_ * p.osb + (int64_t)(we.qh0 + hrow(lr0 + 8 * rh)) * p.osh + (int64_t)qi[rh] * p.oss;
-#pragma unroll
-                for (int c = 0; c < OC; c++)
-#pragma unroll
-                    for (int j = 0; j < ON / 8; j++) {
-                        const int col = c * ON + 8 * j + 2 * tq4;
-                        if (col < p.d)
-                            *reinterpret_cast<uint32_t *>(row + col) =
-                                pack2<TO>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
-                    }
-            }
-            continue;
-        }
-        /* One item per block: normalise, stage this warpgroup's 64 x D outputs in its own rows of
-         * the Q buffer (no longer read: its last S product retired; the other
-         * warpgroup's rows are elsewhere), in the same 128-byte swizzle, so
-         * that the 4-byte fragment writes are conflict-free, then copy the real
-         * rows and columns out in 16-byte pieces, 8 threads per 128 contiguous
-         * bytes. Padded rows are never written. */
-        const uint32_t aO = (F8 ? aOst : aQ) + cw * 64 * 128;
-#pragma unroll
-        for (int rh = 0; rh < 2; rh++) {
+            if (qi[rh] >= p.sq)
+                continue;
             const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
-            const int r = wq * 16 + gr + rh * 8;
+            const int64_t rg = sp * NR + (int64_t)(head0 + hrow(lr0 + 8 * rh)) * p.sq + qi[rh];
+            float *dst = p.part_o + rg * p.d;
 #pragma unroll
             for (int c = 0; c < OC; c++)
 #pragma unroll
                 for (int j = 0; j < ON / 8; j++) {
                     const int col = c * ON + 8 * j + 2 * tq4;
-                    const uint32_t a = aO + (col / 64) * BR * 128 + r * 128 + ((((col % 64) / 8) ^ (r & 7)) << 4) +
-                                       (col % 8) * 2;
-                    const uint32_t v2 = pack2<TO>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
-                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v2) : "memory");
+                    if (col < p.d)
+                        *reinterpret_cast<float2 *>(dst + col) =
+                            make_float2(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
                 }
+            if (tq4 == 0)
+                p.part_lse[rg] =
+                    den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_P_LOG2 : 0.f) : -INFINITY;
         }
-        /* Named barrier of this warpgroup alone: ids past the turn barriers
-         * 1 .. NWG (one id used with two thread counts is an illegal
-         * instruction: the first 3-warpgroup build shared id 3). */
-        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
-        const int ctid = tid - 128 * wg; /* 0..127 in this warpgroup */
+        return;
+    }
+    /* Normalise, stage this warpgroup's 64 x D outputs in its own rows of
+     * the Q buffer (no longer read: its last S product retired; the other
+     * warpgroup's rows are elsewhere), in the same 128-byte swizzle, so
+     * that the 4-byte fragment writes are conflict-free, then copy the real
+     * rows and columns out in 16-byte pieces, 8 threads per 128 contiguous
+     * bytes. Padded rows are never written. */
+    const uint32_t aO = (F8 ? aOst : aQ) + cw * 64 * 128;
+#pragma unroll
+    for (int rh = 0; rh < 2; rh++) {
+        const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
+        const int r = wq * 16 + gr + rh * 8;
+#pragma unroll
+        for (int c = 0; c < OC; c++)
+#pragma unroll
+            for (int j = 0; j < ON / 8; j++) {
+                const int col = c * ON + 8 * j + 2 * tq4;
+                const uint32_t a = aO + (col / 64) * BR * 128 + r * 128 + ((((col % 64) / 8) ^ (r & 7)) << 4) +
+                                   (col % 8) * 2;
+                const uint32_t v2 = pack2<TO>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v2) : "memory");
+            }
+    }
+    /* Named barrier of this warpgroup alone: ids past the turn barriers
+     * 1 .. NWG (one id used with two thread counts is an illegal
+     * instruction: the first 3-warpgroup build shared id 3). */
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
+    TO *go = reinterpret_cast<TO *>(p.o);
+    const int ctid = tid - 128 * wg; /* 0..127 in this warpgroup */
 #pragma unroll 4
-        for (int idx = ctid; idx < 64 * (D / 8); idx += 128) {
-            const int r = idx / (D / 8), cu = idx % (D / 8);
-            const int lr = cw * 64 + r, i = we.i0 + qrow(lr), col = cu * 8;
-            if (i >= p.sq || col >= p.d) /* d % 8 == 0: a 16-byte piece is all in or all out */
-                continue;
-            const uint32_t a = aO + (cu / 8) * BR * 128 + r * 128 + (((cu % 8) ^ (r & 7)) << 4);
-            uint4 v4;
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(v4.x), "=r"(v4.y), "=r"(v4.z), "=r"(v4.w)
-                         : "r"(a)
-                         : "memory");
-            *reinterpret_cast<uint4 *>(go + we.qb_ * p.osb + (int64_t)(we.qh0 + hrow(lr)) * p.osh + (int64_t)i * p.oss +
-                                       col) = v4;
-        }
+    for (int idx = ctid; idx < 64 * (D / 8); idx += 128) {
+        const int r = idx / (D / 8), cu = idx % (D / 8);
+        const int lr = cw * 64 + r, i = i0 + qrow(lr), col = cu * 8;
+        if (i >= p.sq || col >= p.d) /* d % 8 == 0: a 16-byte piece is all in or all out */
+            continue;
+        const uint32_t a = aO + (cu / 8) * BR * 128 + r * 128 + (((cu % 8) ^ (r & 7)) << 4);
+        uint4 v4;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v4.x), "=r"(v4.y), "=r"(v4.z), "=r"(v4.w)
+                     : "r"(a)
+                     : "memory");
+        *reinterpret_cast<uint4 *>(go + qb_ * p.osb + (int64_t)(qh0 + hrow(lr)) * p.osh + (int64_t)i * p.oss +
+                                   col) = v4;
     }
 #endif
 }
@@ -1002,37 +926,6 @@ static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
     return (int)(c < 1 ? 1 : c > units ? units : c);
 }
 
-/* The grid for p.total work items: one block each, or (persistent) as
- * many blocks as the SMs hold at once, each taking items x, x + grid, ...
- * so that a block's next item loads under its last one's end. Persistent
- * unless ATTUNE_SM90_PERSIST says otherwise: 0 never, 1 non-causal shapes
- * only (the default; causal items differ in length, and the hardware's
- * block scheduler balances them where a fixed stride does not), 2 every
- * shape. ATTUNE_SM90_GRID=N caps a persistent grid at N blocks (tests:
- * every block then takes many items). 0 on a CUDA error. */
-static int64_t sm90_grid(const sm90_args &p, const void *kern, int threads, size_t smem)
-{
-    static const int mode = [] {
-        const char *e = getenv("ATTUNE_SM90_PERSIST");
-        return e != NULL ? atoi(e) : 1;
-    }();
-    static const int64_t cap_env = [] {
-        const char *e = getenv("ATTUNE_SM90_GRID");
-        return e != NULL && atoll(e) > 0 ? (int64_t)atoll(e) : (int64_t)0;
-    }();
-    if (mode <= 0 || (mode == 1 && p.causal))
-        return p.total;
-    int dev = 0, sms = 0, per = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, threads, smem) != cudaSuccess)
-        return 0;
-    int64_t cap = (int64_t)sms * (per > 0 ? per : 1);
-    if (cap_env > 0 && cap_env < cap)
-        cap = cap_env;
-    return p.total < cap ? p.total : cap;
-}
-
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, void *vt, cudaStream_t stream)
 {
@@ -1073,15 +966,11 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
         return ATTUNE_EGPU;
     p.nrb = (int)((s->sq + qb - 1) / qb);
     p.chunk = sm90_chunk(s, D, FOLD, p.units);
-    const int64_t items = (int64_t)p.nrb * p.units * p.splits;
-    if (items > INT_MAX)
+    const int64_t blocks = (int64_t)p.nrb * p.units * p.splits;
+    if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
-    p.total = (int)items;
-    const int threads = 128 * (BR / 64 + 1);
-    const int64_t blocks = sm90_grid(p, (const void *)kern, threads, smem);
-    if (blocks <= 0 && items > 0)
-        return ATTUNE_EGPU;
-    if (cu_launch(kern, (unsigned)blocks, threads, smem, stream, tq, tk, tv, p) != cudaSuccess)
+    if (cu_launch(kern, (unsigned)blocks, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p) !=
+        cudaSuccess)
         return ATTUNE_EGPU;
     return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, &io->o, stream) : 0;
 }
