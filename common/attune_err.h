@@ -32,7 +32,8 @@ extern "C" {
     X(EVERSION,  -14, "unsupported version",              400)       \
     X(ETOOBIG,   -15, "too large",                        413)       \
     X(EEXIST,    -16, "already exists",                   409)       \
-    X(ESTATE,    -17, "not possible in the current state", 409)
+    X(ESTATE,    -17, "not possible in the current state", 409)      \
+    X(EGPULOST,  -18, "GPU context lost (a kernel faulted)", 503)
 
 typedef enum {
 #define ATTUNE_ERR_ENUM(name, code, msg, http) ATTUNE_##name = (code),

@@ -108,6 +108,7 @@ typedef struct attuned {
     atomic_int stopping;
     atomic_llong body_bytes;    /* request body bytes buffered now */
     atomic_int exports;         /* GET /v1/export streams running (export.c) */
+    atomic_int gpu_lost;        /* a device's context was lost: stop, exit 1 (main.c) */
 } attuned;
 
 /* ---- server.c: the libmicrohttpd daemon */

@@ -323,8 +323,8 @@ static void run_job(jdev *d, store *st, int64_t id)
                       (long long)id, key, attune_strerror(rc));
             if (nerr++ == 0)
                 snprintf(err, sizeof err, "%s: %s", key, attune_strerror(rc));
-            if (rc == ATTUNE_EDB) {
-                fatal = 1; /* the store is failing: stop, keep progress */
+            if (rc == ATTUNE_EDB || rc == ATTUNE_EGPULOST) {
+                fatal = rc; /* the store or the GPU is gone: stop, keep progress */
                 break;
             }
         }
@@ -337,7 +337,9 @@ static void run_job(jdev *d, store *st, int64_t id)
     int canceled = d->cancel && done < job.total;
     int by_user = d->user_cancel;
     pthread_mutex_unlock(&j->mu);
-    if (fatal) {
+    if (fatal == ATTUNE_EGPULOST) {
+        final = STORE_JOB_QUEUED; /* the next process resumes it */
+    } else if (fatal) {
         final = STORE_JOB_FAILED;
     } else if (canceled) {
         /* DELETE: canceled for good. Shutdown: queued, resumed at start. */
@@ -355,6 +357,20 @@ static void run_job(jdev *d, store *st, int64_t id)
     log_event(LOGL_INFO, "job_end", "job=%lld state=%s done=%d total=%d", (long long)id,
               store_job_state_name(final), done, job.total);
     store_job_free(&job);
+    if (fatal == ATTUNE_EGPULOST)
+        jobs_gpu_lost(d, id);
+}
+
+void jobs_gpu_lost(jdev *d, int64_t job)
+{
+    log_event(LOGL_ERROR, "gpu_context_lost", "device=%s job=%lld next=\"job left queued; "
+              "restart the process\"", d->dev.info.id, (long long)job);
+    pthread_mutex_lock(&d->j->mu);
+    int first = !d->lost;
+    d->lost = 1;
+    pthread_mutex_unlock(&d->j->mu);
+    if (first && d->j->cfg.gpu_lost != NULL)
+        d->j->cfg.gpu_lost(d->j->cfg.gpu_lost_ctx, d->dev.info.id);
 }
 
 /* j->mu held, the device idle: wait for work until the next retention
@@ -399,8 +415,9 @@ static void *device_main(void *arg)
     }
     pthread_mutex_lock(&j->mu);
     for (;;) {
-        while (!j->stopping && d->qlen == 0 && d->mlen == 0 && !idle_sweep(d, st))
-            continue;
+        while (!j->stopping && (d->lost || (d->qlen == 0 && d->mlen == 0)) &&
+               !idle_sweep(d, st))
+            continue; /* a lost device runs nothing until the process ends */
         if (j->stopping)
             break;
         if (d->qlen == 0) {

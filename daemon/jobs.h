@@ -49,6 +49,12 @@ typedef struct jobs_config {
                                      <= 0: MISS_QUOTA */
     double miss_retain_s;         /* a shape tuned on miss that no lookup asked for
                                      this long is forgotten; <= 0: JOBS_MISS_RETAIN_S */
+    /* A tune lost the device's context (ATTUNE_EGPULOST: a kernel faulted,
+     * nothing more runs on it in this process): called from its job
+     * thread, once per device, after the job was left queued (resumed by
+     * the next process, the faulting tactic stored failed). NULL: none. */
+    void (*gpu_lost)(void *ctx, const char *device_id);
+    void *gpu_lost_ctx;
 } jobs_config;
 
 typedef struct jobs_view {

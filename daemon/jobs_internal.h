@@ -47,6 +47,7 @@ typedef struct jdev {
     double next_sweep;       /* attn_mono_s() of the next retention sweep */
     int user_cancel;         /* the cancel came from DELETE, not shutdown */
     int64_t running;         /* job id, 0 when idle */
+    int lost;                /* the device's context is lost: no job runs (j->mu) */
 } jdev;
 
 struct jobs {
@@ -77,6 +78,10 @@ jdev *jobs_find_dev(jobs *j, const char *device_id);
 /* Record a job's progress in memory and in its row (j->mu not held). */
 void jobs_set_state(jdev *d, store *st, int64_t id, store_job_state state, int done,
                     const char *error);
+/* j->mu not held: job's tune lost d's context (ATTUNE_EGPULOST), the job
+ * left queued: logged, d runs no more jobs, jobs_config.gpu_lost told
+ * (once per device). */
+void jobs_gpu_lost(jdev *d, int64_t job);
 /* Tuner options of a device thread (its policy, budget, cancel flag). */
 void jobs_run_opts(jdev *d, tuner_opts *o);
 /* tuner_opts.progress of a job: its view follows each tactic. */

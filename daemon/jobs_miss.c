@@ -239,7 +239,8 @@ static void settle(jdev *d, store *st, const miss_entry *e, const miss_ctx *m, i
                   .by_user = d->user_cancel, .stopping = d->j->stopping,
                   .mono_now = attn_mono_s(), .deadline = m->deadline};
     pthread_mutex_unlock(&d->j->mu);
-    miss_end end = miss_settle(&r);
+    /* a lost context: left queued, as at a shutdown, for the next process */
+    miss_end end = rc == ATTUNE_EGPULOST ? MISS_END_LEFT : miss_settle(&r);
     if (end == MISS_END_REQUEUE && requeue(d, e, m->quick_done) != 0)
         end = MISS_END_NO_ROOM;
     store_job_state final = end == MISS_END_DONE       ? STORE_JOB_DONE
@@ -257,6 +258,8 @@ static void settle(jdev *d, store *st, const miss_entry *e, const miss_ctx *m, i
     log_event(LOGL_INFO, "miss_tune_end", "job=%lld device=%s shape=%s state=%s rc=\"%s\"",
               (long long)e->job, d->dev.info.id, key, store_job_state_name(final),
               rc ? attune_strerror(rc) : "ok");
+    if (rc == ATTUNE_EGPULOST)
+        jobs_gpu_lost(d, e->job);
 }
 
 /* e's job row, created now for a shape a lookup just missed, or the row

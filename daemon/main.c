@@ -89,7 +89,10 @@ static const char usage_text[] =
     "reloads the lookup index from the database. Measurements written to the\n"
     "database by another process (attune tune --db, attune import) are picked\n"
     "up within about 2 s without a signal. Under systemd (Type=notify) READY=1\n"
-    "is sent once the port is open.\n";
+    "is sent once the port is open. A tune whose kernel faults (the GPU's\n"
+    "context lost: nothing more can run on it in this process) stores that\n"
+    "tactic failed, leaves its job queued and stops the daemon with exit\n"
+    "status 1, so that systemd's restart resumes the job.\n";
 
 enum {
     OPT_PORT = 256, OPT_BIND, OPT_DB, OPT_TOKEN, OPT_NOGRID, OPT_GRID, OPT_GRID_GPU,
@@ -322,6 +325,18 @@ static void queue_default_grids(attuned *d, store *st)
     }
 }
 
+/* jobs_config.gpu_lost: a tune lost a device's context, so nothing more
+ * runs on it in this process. The daemon stops as on SIGTERM (jobs left
+ * queued, answers served until then) and exits 1: under systemd
+ * (Restart=on-failure) a new process takes the jobs up again. */
+static void on_gpu_lost(void *ctx, const char *device_id)
+{
+    attuned *d = ctx;
+    atomic_store(&d->gpu_lost, 1);
+    log_event(LOGL_ERROR, "stopping", "reason=gpu_context_lost device=%s exit=1", device_id);
+    kill(getpid(), SIGTERM); /* serve()'s sigwait takes it */
+}
+
 /* DB worker tick, every ATTUNED_WATCH_PERIOD_S: the watcher (writes of
  * other processes), the WAL shrunk back once long readers are gone
  * (export_wal_tick), and about every 10 s the database size for /metrics.
@@ -417,6 +432,7 @@ static int start_index_and_jobs(attuned *d, store *st)
     jobs_config jc = {.db_path = d->cfg.db_path, .devices = d->devices,
                       .ndevices = d->ndevices, .ix = d->ix, .policy = &policy,
                       .committed = sync_row, .committed_ctx = d->ix,
+                      .gpu_lost = on_gpu_lost, .gpu_lost_ctx = d,
                       .budget_ms = d->cfg.tune_budget_ms,
                       .no_tune_on_miss = d->cfg.no_tune_on_miss,
                       .miss_budget_s = d->cfg.miss_budget_s, .miss_quota = d->cfg.miss_quota,
@@ -572,7 +588,7 @@ int main(int argc, char **argv)
         goto out;
     if (d.cfg.fleet_url != NULL && start_fleet(&d) != 0)
         goto out;
-    if (serve(&d, &sigs) == 0)
+    if (serve(&d, &sigs) == 0 && !atomic_load(&d.gpu_lost))
         exit_code = 0;
 out:
     shutdown_all(&d, st);

@@ -208,6 +208,12 @@ typedef struct attn_ops {
      * it on its builder thread and answers as if nothing listed meanwhile
      * (lookup/index.h). */
     int list_cheap;
+
+    /* Optional (NULL: never lost): ATTUNE_EGPULOST when device index's
+     * context is lost (a kernel faulted: a sticky error, so every later
+     * call fails until the process ends), else 0. Asked after a failure,
+     * to tell a tactic's own failure from the end of all work. */
+    int (*health)(int index);
 } attn_ops;
 
 /* ---- device registry (kernels/registry.c) */

@@ -44,6 +44,10 @@ struct attn_plan {
     int serial; /* its tactic's plans made before it in the run (planned[]) */
 };
 
+/* A kernel fault: the run of tactic fake_fault fails and loses the
+ * context, so every later plan and run fails too (as CUDA's sticky
+ * errors do) until the "process" restarts (fake_lost = 0). */
+static int fake_fault = -1, fake_lost;
 static int time_calls[T_COUNT];
 /* A device whose calls take one of a few times by where a plan's buffers
  * lie (docs/perf.md, 2026-12-04): the n-th plan of a tactic times at
@@ -124,6 +128,8 @@ static int fake_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
         if (strcmp(buf, fake_tactics[i]) == 0) {
             if (i == T_UNSUPP)
                 return ATTUNE_EUNSUPP;
+            if (fake_lost)
+                return ATTUNE_EGPU;
             attn_plan *p = calloc(1, sizeof *p);
             p->ss = ss;
             p->which = i;
@@ -143,9 +149,18 @@ static const char *fake_plan_note(attn_session *ss)
     (void)ss;
     return plan_note_buf;
 }
+static int fake_health(int index)
+{
+    (void)index;
+    return fake_lost ? ATTUNE_EGPULOST : 0;
+}
 static int fake_run(attn_plan *p)
 {
     attn_session *ss = p->ss;
+    if (fake_lost || p->which == fake_fault) {
+        fake_lost = 1;
+        return ATTUNE_EGPU;
+    }
     for (int64_t r = 0; r < ss->rows; r++)
         for (int64_t c = 0; c < ss->s.d; c++) {
             double v = ref_value(r, c);
@@ -193,8 +208,8 @@ static int fake_reference_source(attn_session *ss, const int64_t *rows, int n, d
 static const attn_ops fake_ops = {"fake", fake_count, fake_info, fake_tactics_fn, fake_open,
                                   fake_close, fake_reference, NULL, fake_poison, fake_fetch,
                                   fake_plan, fake_plan_free, fake_run, fake_time,
-                                  fake_plan_note, NULL, NULL, NULL, NULL, 1}; /* no caller-buffer
-                                                                  plans: the tuner needs none */
+                                  fake_plan_note, NULL, NULL, NULL, NULL, 1, fake_health};
+                                  /* no caller-buffer plans: the tuner needs none */
 
 static attn_device fake_device(void)
 {
@@ -1266,6 +1281,55 @@ static void tactic_wrong_after_its_timing_should_be_caught(void)
     store_close(st);
 }
 
+/* A tactic whose kernel faults loses the context: its row is stored
+ * failed and noted, the tune stops with ATTUNE_EGPULOST, and no tactic
+ * after it is stored failed for the lost context (before 2026-12-05 every
+ * later tactic was, and a resumed tune skipped them as measured). The
+ * next process resumes: the rest measured, the culprit kept failed. */
+static void lost_context_should_stop_the_tune(void)
+{
+    char dir[256];
+    store *st = open_tmp_store(dir, sizeof dir);
+    attn_device dev = fake_device();
+    attn_shape s = {1, 2, 1, 5, 9, 8, ATTN_F16, 0};
+    tuner_opts o;
+    tuner_opts_default(&o);
+    o.budget_ms = 20;
+    tuner_shape_result res;
+    for (int screen = 0; screen < 2; screen++) {
+        o.screen_factor = screen ? 1.25 : 0;
+        o.force = 1;
+        fake_fault = T_SLOW;
+        fake_lost = 0;
+        CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), ATTUNE_EGPULOST);
+        CHECK_EQ_INT(fake_lost, 1);
+        store_measurement *m = NULL;
+        int n = 0, failed = 0;
+        CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+        const store_measurement *f = find(m, n, T_SLOW);
+        CHECK_MSG(f && f->status == STORE_FAILED && strstr(f->note, "GPU context lost") == f->note,
+                  "screen %d: culprit status %d, note '%s'", screen, f ? (int)f->status : -1,
+                  f ? f->note : "");
+        for (int i = 0; i < n; i++)
+            failed += m[i].status == STORE_FAILED && strcmp(m[i].tactic, fake_tactics[T_UNWRITTEN]) != 0;
+        CHECK_EQ_INT(failed, 1); /* the culprit only (UNWRITTEN fails by design) */
+        free(m);
+
+        /* the next process: the culprit kept, the rest measured */
+        fake_fault = -1;
+        fake_lost = 0;
+        o.force = 0;
+        CHECK_EQ_INT(tuner_run_shape(st, &dev, &s, &o, 0, 1, &res), 0);
+        CHECK_EQ_INT(store_measurements_get(st, dev.info.id, dev.stack.id, &s, &m, &n), 0);
+        CHECK_EQ_INT(n, T_COUNT);
+        f = find(m, n, T_SLOW);
+        CHECK(f && f->status == STORE_FAILED);
+        CHECK(find(m, n, T_FAST) && find(m, n, T_FAST)->status == STORE_OK);
+        free(m);
+    }
+    store_close(st);
+}
+
 int main(void)
 {
     RUN(tuner_should_record_each_outcome);
@@ -1289,5 +1353,6 @@ int main(void)
     RUN(screening_should_trace_each_pass);
     RUN(twin_pads_should_be_stored_from_their_twin);
     RUN(tactic_wrong_after_its_timing_should_be_caught);
+    RUN(lost_context_should_stop_the_tune);
     return test_summary();
 }

@@ -955,10 +955,19 @@ static int write_again(int rc, double t0)
 
 /* Step 4: commit row m at once (a crash loses at most the tactic in
  * flight; a long lock is waited out: write_again) and tell the caller. 0
- * or the store's error. */
+ * or the store's error. A failed row whose failure left the device's
+ * context lost (attn_ops.health: a kernel faulted; every later call would
+ * fail too, and be stored as the failure of tactics that never ran) is
+ * committed noted, and ATTUNE_EGPULOST returned: the tune stops there. */
 static int run_commit(shape_run *r, store_measurement *m)
 {
     const tuner_opts *o = r->o;
+    const attn_ops *ops = r->dev->ops;
+    int lost = m->status == STORE_FAILED && ops->health != NULL &&
+               ops->health(r->dev->index) == ATTUNE_EGPULOST;
+    if (lost)
+        note_prefix(m, "GPU context lost in this tactic's run (a kernel faulted): the tune "
+                       "stopped here");
     double t0 = now_s();
     m->taken_at = (int64_t)time(NULL);
     int rc;
@@ -976,7 +985,7 @@ static int run_commit(shape_run *r, store_measurement *m)
     r->committed++;
     if (m->status == STORE_FAILED || m->status == STORE_INACCURATE)
         r->res->failed++;
-    return 0;
+    return lost ? ATTUNE_EGPULOST : 0;
 }
 
 /* Progress before a tactic (tactic NULL: after the last); tactic_index

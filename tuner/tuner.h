@@ -166,7 +166,9 @@ uint64_t tuner_shape_seed(const attn_shape *s);
 /* Tune one shape. shape_index/shape_count only feed progress reports.
  * Returns 0 (also when some tactics failed: that is data), ATTUNE_ECANCELED
  * when canceled (measurements taken so far stay committed), or an error
- * (ENOMEM when the shape's buffers do not fit, EDB). */
+ * (ENOMEM when the shape's buffers do not fit, EDB, EGPULOST: a tactic's
+ * run lost the device's context; its row is committed failed and noted,
+ * and nothing more can run on the device in this process). */
 int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
                     const tuner_opts *o, int shape_index, int shape_count,
                     tuner_shape_result *res);

@@ -156,7 +156,8 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
 }
 
 /* Tune shape i of n and print its line; 0, or ATTUNE_EDB when the store is
- * gone (nothing more can be kept). Counts failures in ctx. */
+ * gone (nothing more can be kept), ATTUNE_EGPULOST when the GPU's context
+ * is (nothing more can run). Counts failures in ctx. */
 static int tune_one(store *st, const attn_device *dev, const attn_shape *s, int i, int n,
                     tuner_opts *o, tune_ctx *ctx)
 {
@@ -175,10 +176,15 @@ static int tune_one(store *st, const attn_device *dev, const attn_shape *s, int 
         if (trc == ATTUNE_ENOMEM)
             fprintf(stderr, "attune: %s: its buffers do not fit in %s's memory\n", key,
                     dev->info.name);
+        else if (trc == ATTUNE_EGPULOST)
+            fprintf(stderr, "attune: %s: a tactic's kernel faulted and %s's context is lost; "
+                            "stopping. Its row is stored failed (attune results shows which), "
+                            "the rows before it are kept: run the same command again to go on\n",
+                    key, dev->info.name);
         else
             fprintf(stderr, "attune: %s: %s\n", key, attune_strerror(trc));
         ctx->failures++;
-        return trc == ATTUNE_EDB ? trc : 0;
+        return trc == ATTUNE_EDB || trc == ATTUNE_EGPULOST ? trc : 0;
     }
     if (!ctx->quiet)
         fprintf(stderr, "[%d/%d] %s: %d measured, %d already stored, %d failed; winner %s "

@@ -709,6 +709,27 @@ static const char *ops_plan_note(attn_session *ss)
     return ss != NULL ? ss->plan_note : "";
 }
 
+/* Contract in attn.h (attn_ops.health). A sticky error (an illegal
+ * address, a trap: cudaErrorLaunchFailure, ...) comes back from every
+ * synchronization; any other error once, then the last error is cleared:
+ * so the context is lost when a synchronization fails twice. */
+static int ops_health(int index)
+{
+    int prev = -1;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess && prev != index)
+        e = cudaSetDevice(index);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        e = cudaDeviceSynchronize();
+    }
+    if (prev >= 0 && prev != index)
+        (void)cudaSetDevice(prev);
+    return e == cudaSuccess ? 0 : ATTUNE_EGPULOST;
+}
+
 /* Positional: attn_ops's field order (kernels/attn.h). */
 extern "C" const attn_ops attn_cuda_ops = {
     "cuda",
@@ -731,4 +752,5 @@ extern "C" const attn_ops attn_cuda_ops = {
     ops_plan_views,
     ops_capturing,
     0, /* list_cheap: a shape's first listing waits on cuDNN's heuristics */
+    ops_health,
 };
