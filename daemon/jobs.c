@@ -417,9 +417,11 @@ static void *device_main(void *arg)
     for (;;) {
         while (!j->stopping && (d->lost || (d->qlen == 0 && d->mlen == 0)) &&
                !idle_sweep(d, st))
-            continue; /* a lost device runs nothing until the process ends */
+            continue;
         if (j->stopping)
             break;
+        if (d->lost)
+            continue; /* a lost device runs nothing until the process ends */
         if (d->qlen == 0) {
             jobs_miss_run_next(d, st); /* no explicit job: a shape a lookup missed */
             continue;

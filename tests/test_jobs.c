@@ -641,6 +641,114 @@ static void worker_should_refuse_items_once_closed(store *unused)
     worker_free(w);
 }
 
+/* ---- a kernel fault that loses the device's context */
+
+/* The CPU backend, except that the run of one tactic (faulty_culprit)
+ * "faults": it and every later plan, run and timing fail, as after a
+ * sticky CUDA error, and health says lost. */
+static char faulty_culprit[ATTN_TACTIC_STR_MAX];
+static atomic_int faulty_lost;
+static attn_plan *faulty_plans[256]; /* the culprit's plans */
+static int faulty_nplans;
+static int faulty_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
+{
+    if (atomic_load(&faulty_lost))
+        return ATTUNE_EGPU;
+    int rc = cpu.ops->plan(ss, t, out);
+    char name[ATTN_TACTIC_STR_MAX];
+    attn_tactic_str(t, name, sizeof name);
+    if (rc == 0 && strcmp(name, faulty_culprit) == 0 && faulty_nplans < 256)
+        faulty_plans[faulty_nplans++] = *out;
+    return rc;
+}
+static int faulty_run(attn_plan *p)
+{
+    for (int i = 0; i < faulty_nplans; i++)
+        if (faulty_plans[i] == p)
+            atomic_store(&faulty_lost, 1);
+    return atomic_load(&faulty_lost) ? ATTUNE_EGPU : cpu.ops->run(p);
+}
+static int faulty_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
+{
+    return atomic_load(&faulty_lost) ? ATTUNE_EGPU : cpu.ops->time(p, iters, with_copies, out);
+}
+static int faulty_health(int index)
+{
+    (void)index;
+    return atomic_load(&faulty_lost) ? ATTUNE_EGPULOST : 0;
+}
+static attn_ops faulty_ops;
+static atomic_int lost_calls;
+static char lost_device[64];
+static void on_gpu_lost(void *ctx, const char *device_id)
+{
+    (void)ctx;
+    snprintf(lost_device, sizeof lost_device, "%s", device_id);
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+/* A job whose tune loses the device's context is left queued (the next
+ * process resumes it), jobs_config.gpu_lost is told once, the device runs
+ * no other job, and only the faulting tactic's row is stored failed. */
+static void lost_context_should_leave_the_job_queued_and_stop_the_device(store *st)
+{
+    static const attn_shape F = {1, 2, 1, 24, 40, 16, ATTN_F32, 0};
+    static const attn_shape G = {1, 2, 1, 28, 40, 16, ATTN_F32, 0};
+    attn_tactic ts[64];
+    int nt = cpu.ops->tactics(cpu.index, &F, ts, 64);
+    for (int i = 0; i < nt && !faulty_culprit[0]; i++) /* pad 1: never a twin's copy */
+        if (ts[i].pad <= 1)
+            attn_tactic_str(&ts[i], faulty_culprit, sizeof faulty_culprit);
+    CHECK(faulty_culprit[0] != 0);
+    faulty_ops = *cpu.ops;
+    faulty_ops.plan = faulty_plan;
+    faulty_ops.run = faulty_run;
+    faulty_ops.time = faulty_time;
+    faulty_ops.health = faulty_health;
+    attn_device fd = cpu;
+    fd.ops = &faulty_ops;
+    snprintf(fd.info.id, sizeof fd.info.id, "CPU-faulty0");
+    CHECK_EQ_INT(store_device_put(st, &fd.info, &fd.stack), 0);
+    jobs_config cfg = {.db_path = db_path, .devices = &fd, .ndevices = 1, .budget_ms = 2,
+                       .max_queued = 8, .no_tune_on_miss = 1, .gpu_lost = on_gpu_lost};
+    jobs *j = NULL;
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    jobs_view v1, v2;
+    CHECK_EQ_INT(jobs_submit(j, st, fd.info.id, &F, 1, &v1), 0);
+    CHECK_EQ_INT(jobs_submit(j, st, fd.info.id, &G, 1, &v2), 0);
+    CHECK_EQ_INT(jobs_start(j), 0);
+    for (long i = 0; i < 60000 && atomic_load(&lost_calls) == 0; i++) {
+        struct timespec ts1 = {0, 1000000};
+        nanosleep(&ts1, NULL); /* a poll interval, not an ordering */
+    }
+    CHECK_EQ_INT(atomic_load(&lost_calls), 1);
+    CHECK_STR(lost_device, fd.info.id);
+    jobs_view f, g;
+    CHECK_EQ_INT(jobs_get(j, v1.id, &f), 0);
+    CHECK_EQ_INT(f.state, STORE_JOB_QUEUED);
+    struct timespec settle = {0, 50 * 1000000};
+    nanosleep(&settle, NULL); /* time for a wrong second job to start */
+    CHECK_EQ_INT(jobs_get(j, v2.id, &g), 0);
+    CHECK_EQ_INT(g.state, STORE_JOB_QUEUED);
+    CHECK_EQ_INT(atomic_load(&lost_calls), 1);
+    store_measurement *m = NULL;
+    int n = 0, failed = 0, culprit = 0;
+    CHECK_EQ_INT(store_measurements_get(st, fd.info.id, fd.stack.id, &F, &m, &n), 0);
+    for (int i = 0; i < n; i++) {
+        failed += m[i].status == STORE_FAILED;
+        culprit += strcmp(m[i].tactic, faulty_culprit) == 0 && m[i].status == STORE_FAILED &&
+                   strstr(m[i].note, "GPU context lost") == m[i].note;
+    }
+    free(m);
+    CHECK_EQ_INT(culprit, 1);
+    CHECK_EQ_INT(failed, 1);
+    CHECK_EQ_INT(store_measurements_get(st, fd.info.id, fd.stack.id, &G, &m, &n), 0);
+    free(m);
+    CHECK_EQ_INT(n, 0); /* the second job never ran: no row of it stored failed */
+    jobs_stop(j);
+    jobs_free(j);
+}
+
 int main(void)
 {
     char dir[300], err[ATTUNE_ERRLEN];
@@ -670,6 +778,7 @@ int main(void)
     RUN_ARG(retention_should_drop_every_miss_job_it_deletes, st);
     RUN_ARG(forget_should_wait_for_a_miss_job_in_flight, st);
     RUN_ARG(worker_should_refuse_items_once_closed, st);
+    RUN_ARG(lost_context_should_leave_the_job_queued_and_stop_the_device, st);
     index_free(H.ix);
     store_close(st);
     return test_summary();
