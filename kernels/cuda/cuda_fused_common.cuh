@@ -80,23 +80,68 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar)
 #endif
 }
 
-/* Wait until the phase of parity `parity` has completed. A fresh barrier
- * is in phase 0, so waiting on parity 1 returns at once: that is how a
- * producer's first pass over the empty barriers goes through. */
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+/* A wait that would never end (a barrier nobody arrives at, a copy that
+ * never completes: a bug) faults after FUSED_MBAR_TIMEOUT_NS nanoseconds
+ * of the GPU's clock instead of hanging its process and the GPU forever:
+ * the launch fails with a sticky error (the context lost), which the
+ * tuner stores as that tactic's failure before it stops
+ * (attn_ops.health). No wait of a correct kernel comes near: a tile's
+ * copy takes microseconds. 0: wait forever. */
+#ifndef FUSED_MBAR_TIMEOUT_NS
+#define FUSED_MBAR_TIMEOUT_NS 4000000000ull
+#endif
+
+/* 1 once the phase of parity `parity` has completed (mbarrier.try_wait:
+ * may suspend the thread a while first). */
+__device__ __forceinline__ uint32_t mbar_try(uint32_t bar, uint32_t parity)
 {
+    uint32_t ok = 1;
 #ifdef FUSED_SM90_PTX
-    uint32_t ok;
-    do {
-        asm volatile("{\n.reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(ok)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!ok);
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
 #else
     (void)bar, (void)parity;
+#endif
+    return ok;
+}
+
+__device__ __forceinline__ uint64_t globaltimer_ns()
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    return t;
+}
+
+/* The deliberate end of a kernel that cannot go on: a store to address
+ * 0, an illegal address (a sticky error, as __trap()'s launch failure;
+ * __trap() itself made ptxas spill up to 1.8 KB in every sm90a kernel
+ * that waits, CUDA 13.0, where this spills nothing). */
+__device__ __forceinline__ void fused_fault()
+{
+    asm volatile("st.global.u32 [%0], %1;\n" ::"l"(0ull), "r"(1u) : "memory");
+}
+
+/* Wait until the phase of parity `parity` has completed (a fresh barrier
+ * is in phase 0, so waiting on parity 1 returns at once: that is how a
+ * producer's first pass over the empty barriers goes through); a fault
+ * (fused_fault) past FUSED_MBAR_TIMEOUT_NS. The clock is read only once the first try
+ * failed, then every 64 tries. */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    if (mbar_try(bar, parity))
+        return;
+#if FUSED_MBAR_TIMEOUT_NS > 0
+    const uint64_t t0 = globaltimer_ns();
+    for (uint32_t n = 1; !mbar_try(bar, parity); n++)
+        if ((n & 63u) == 0 && globaltimer_ns() - t0 > FUSED_MBAR_TIMEOUT_NS)
+            fused_fault();
+#else
+    while (!mbar_try(bar, parity)) {
+    }
 #endif
 }
 

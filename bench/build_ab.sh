@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# build_ab.sh -- a compile-time switch of the kernels, A against B, by the
+# tuner's protocol: builds a second tree (BUILD-b) configured as BUILD
+# with CUDA_DEFINE added to its CUDA flags, then bench/ab_env.py with a
+# wrapper whose AB_BIN picks the binary (A: BUILD's attune, B: the other),
+# forward then backward over --reps rounds, each run a fresh process.
+#
+#   tests/gpu/run.sh --no-tests --exec "bash bench/build_ab.sh DEFINE [ab_env args]"
+#   e.g. bash bench/build_ab.sh -DFUSED_MBAR_TIMEOUT_NS=0 --reps 3 --filter sm90a \
+#            --shape b2.hq16.hkv16.sq8192.skv8192.d128.bf16.nc
+#
+# BUILD and OUT come from run.sh. Prints ab_env's table (A = as built,
+# B = with DEFINE); the second tree's build log goes to OUT/build-b.log.
+set -u -o pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+BUILD=${BUILD:-${ATTUNE_GPU_BUILD:-$ROOT/build-gpu}}
+[ $# -ge 1 ] || { sed -n 2,13p "$0" >&2; exit 2; }
+DEFINE=$1
+shift
+B=$BUILD-b
+CUDNN=$(sed -n 's/^CUDNN_ROOT:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+GEN=()
+command -v ninja >/dev/null && GEN=(-G Ninja)
+echo "[build_ab] configure and build $B with $DEFINE" >&2
+cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS="$DEFINE" \
+    ${CUDNN:+-DCUDNN_ROOT="$CUDNN"} >"$OUT/build-b.log" 2>&1 &&
+    cmake --build "$B" -j "$(nproc)" --target attune >>"$OUT/build-b.log" 2>&1 ||
+    { echo "[build_ab] build of $B failed: $OUT/build-b.log" >&2; exit 1; }
+WRAP=$B/attune-ab
+printf '#!/bin/sh\nexec "$AB_BIN" "$@"\n' >"$WRAP"
+chmod +x "$WRAP"
+mkdir -p "$B/ab"
+echo "[build_ab] A = $BUILD/attune, B = $B/attune ($DEFINE)" >&2
+python3 "$ROOT/bench/ab_env.py" --attune "$WRAP" --env "AB_BIN=$BUILD/attune,$B/attune" \
+    --out "$B/ab" "$@"
