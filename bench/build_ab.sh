@@ -28,7 +28,7 @@ cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_
     cmake --build "$B" -j "$(nproc)" --target attune >>"$OUT/build-b.log" 2>&1 ||
     { echo "[build_ab] build of $B failed: $OUT/build-b.log" >&2; exit 1; }
 WRAP=$B/attune-ab
-printf '#!/bin/sh\nexec "$AB_BIN" "$@"\n' >"$WRAP"
+printf '#!/bin/sh\nexec "${AB_BIN:-%s}" "$@"\n' "$BUILD/attune" >"$WRAP" # unset: A (ab_env's reads)
 chmod +x "$WRAP"
 mkdir -p "$B/ab"
 echo "[build_ab] A = $BUILD/attune, B = $B/attune ($DEFINE)" >&2
