@@ -23,6 +23,7 @@ CUDNN=$(sed -n 's/^CUDNN_ROOT:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 echo "[build_ab] configure and build $B with $DEFINE" >&2
+rm -rf "$B" # fresh: a tree kept from another call may name libraries no longer there
 cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS="$DEFINE" \
     ${CUDNN:+-DCUDNN_ROOT="$CUDNN"} >"$OUT/build-b.log" 2>&1 &&
     cmake --build "$B" -j "$(nproc)" --target attune >>"$OUT/build-b.log" 2>&1 ||
