@@ -145,6 +145,18 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 #endif
 }
 
+/* mbar_wait without the bound, for the waits of a kernel's innermost loop
+ * (the sm90a consumers' per-tile K and V waits): the bound cost the 8k
+ * d128 anchors 0.2-1.1% there (H200, 2026-12-05, docs/kernels.md). A
+ * deadlock still ends at a bounded wait whenever a block has more tiles
+ * than stages (the producer then waits for a stage, bounded); the first
+ * tile's and the last tile's waits are bounded. */
+__device__ __forceinline__ void mbar_wait_hot(uint32_t bar, uint32_t parity)
+{
+    while (!mbar_try(bar, parity)) {
+    }
+}
+
 /* One bulk copy (the TMA unit, no tensor map) of `bytes` (a multiple of
  * 16, both addresses 16-byte aligned) from global src to shared dst,
  * completing on bar's transaction count. */

@@ -121,7 +121,8 @@ using sm90_out_t = typename std::conditional<sm90_is_fp8<T>::value, __nv_bfloat1
 /* ---- PTX wrappers (sm_90a) */
 
 #ifdef SM90A_DEVICE
-/* mbar_init, mbar_expect_tx, mbar_arrive, mbar_wait, tma_load_4d: cuda_fused_common.cuh */
+/* mbar_init, mbar_expect_tx, mbar_arrive, mbar_wait (bounded),
+ * mbar_wait_hot, tma_load_4d: cuda_fused_common.cuh */
 
 __device__ __forceinline__ void wgmma_fence()
 {
@@ -679,12 +680,12 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         for (int it = 1; it < ntiles; it++) {
             const int st = it % STAGES, pst = (it - 1) % STAGES;
             float alpha[2];
-            mbar_wait(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+            mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
             turn_begin();
             wgmma_fence();
             gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
             wgmma_commit();
-            mbar_wait(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
+            mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
             gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
