@@ -44,21 +44,33 @@ static int same_as_store(sync_state *s, store *st, const char *id)
     return same;
 }
 
-static void watch_should_follow_another_connection(void)
+/* A fresh database in a temporary directory, two connections to it
+ * (*mine the writer the daemon's DB thread holds, *other another
+ * process's or a job thread's), the CPU device in *cpu, and s loaded
+ * from *mine. 0, or -1 (checks failed, nothing to go on with). */
+static int two_connections(attn_device *cpu, store **mine, store **other, sync_state *s)
 {
     char dir[300], path[400], err[ATTUNE_ERRLEN];
     test_tmpdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/attune.db", dir);
+    CHECK_EQ_INT(attn_device_resolve("cpu", cpu, err, sizeof err), 0);
+    *mine = *other = NULL;
+    CHECK_EQ_INT(store_open(path, 1, mine, err, sizeof err), 0);
+    CHECK_EQ_INT(store_open(path, 0, other, err, sizeof err), 0);
+    if (*mine == NULL || *other == NULL)
+        return -1;
+    sync_init(s, index_new(NULL), cpu, 1);
+    CHECK_EQ_INT(sync_load(s, *mine), 0);
+    return 0;
+}
+
+static void watch_should_follow_another_connection(void)
+{
     attn_device cpu;
-    CHECK_EQ_INT(attn_device_resolve("cpu", &cpu, err, sizeof err), 0);
-    store *mine = NULL, *other = NULL;
-    CHECK_EQ_INT(store_open(path, 1, &mine, err, sizeof err), 0);
-    CHECK_EQ_INT(store_open(path, 0, &other, err, sizeof err), 0);
-    if (mine == NULL || other == NULL)
-        return;
+    store *mine, *other;
     sync_state s;
-    sync_init(&s, index_new(NULL), &cpu, 1);
-    CHECK_EQ_INT(sync_load(&s, mine), 0);
+    if (two_connections(&cpu, &mine, &other, &s) != 0)
+        return;
     index_device_view v;
     CHECK_EQ_INT(index_device_find(s.ix, "cpu", &v), 0);
     CHECK_EQ_INT(v.local, 1);
@@ -258,19 +270,11 @@ static int64_t rows_held(sync_state *s, const char *id)
  * index still holding every row put. */
 static void reload_should_keep_a_row_put_during_its_read(void)
 {
-    char dir[300], path[400], err[ATTUNE_ERRLEN];
-    test_tmpdir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/attune.db", dir);
     attn_device cpu;
-    CHECK_EQ_INT(attn_device_resolve("cpu", &cpu, err, sizeof err), 0);
-    store *mine = NULL, *job = NULL;
-    CHECK_EQ_INT(store_open(path, 1, &mine, err, sizeof err), 0);
-    CHECK_EQ_INT(store_open(path, 0, &job, err, sizeof err), 0);
-    if (mine == NULL || job == NULL)
-        return;
+    store *mine, *job;
     sync_state s;
-    sync_init(&s, index_new(NULL), &cpu, 1);
-    CHECK_EQ_INT(sync_load(&s, mine), 0);
+    if (two_connections(&cpu, &mine, &job, &s) != 0)
+        return;
     store_measurement a = row(&cpu, "split/acc=f32/pad=1", 20, 100);
     CHECK_EQ_INT(store_measurement_put(job, &a), 0);
     sync_row(s.ix, &a);
