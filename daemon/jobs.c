@@ -338,7 +338,8 @@ static void run_job(jdev *d, store *st, int64_t id)
     int by_user = d->user_cancel;
     pthread_mutex_unlock(&j->mu);
     if (fatal == ATTUNE_EGPULOST) {
-        final = STORE_JOB_QUEUED; /* the next process resumes it */
+        /* the next process resumes it, unless a DELETE came meanwhile */
+        final = canceled && by_user ? STORE_JOB_CANCELED : STORE_JOB_QUEUED;
     } else if (fatal) {
         final = STORE_JOB_FAILED;
     } else if (canceled) {

@@ -561,7 +561,7 @@ int main(int argc, char **argv)
     static attuned d; /* large (device table): not on the stack */
     store *st = NULL;
     sigset_t sigs;
-    int exit_code = 1;
+    int exit_code = 1, served = 0;
 
     if (parse_args(argc, argv, &d.cfg) != 0)
         return 2;
@@ -588,10 +588,11 @@ int main(int argc, char **argv)
         goto out;
     if (d.cfg.fleet_url != NULL && start_fleet(&d) != 0)
         goto out;
-    if (serve(&d, &sigs) == 0 && !atomic_load(&d.gpu_lost))
-        exit_code = 0;
+    served = serve(&d, &sigs) == 0;
 out:
-    shutdown_all(&d, st);
+    shutdown_all(&d, st); /* joins the job threads: a loss in their last tactic counts */
+    if (served && !atomic_load(&d.gpu_lost))
+        exit_code = 0;
     log_event(exit_code == 0 ? LOGL_INFO : LOGL_ERROR, "exit", "code=%d", exit_code);
     log_close();
     return exit_code;

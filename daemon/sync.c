@@ -27,8 +27,9 @@ static int is_local(const sync_state *s, const char *id)
 /* Rows of device id read from st and swapped into the index, unless a
  * row was put meanwhile (a job thread's sync_row after a commit that the
  * read may have begun before): then read again, up to SYNC_LOAD_TRIES
- * times, then ATTUNE_EBUSY (that commit moved data_version, so the next
- * sync_watch looks again). */
+ * times, then ATTUNE_EBUSY: not a failure (the index holds every row put;
+ * that commit moved data_version, so the next sync_watch compares
+ * again and reloads what still differs). */
 #define SYNC_LOAD_TRIES 8
 static int load_rows(sync_state *s, store *st, const char *id)
 {
@@ -62,7 +63,7 @@ static int load_device(sync_state *s, store *st, const char *id)
     }
     rc = load_rows(s, st, id);
 out:
-    if (rc != 0)
+    if (rc != 0 && rc != ATTUNE_EBUSY)
         metrics_reload_failed();
     return rc;
 }
@@ -127,6 +128,11 @@ static void reload_one(sync_state *s, store *st, const char *id, const char *rea
     int rc = load_device(s, st, id);
     if (rc == 0) {
         (*ok)++;
+        return;
+    }
+    if (rc == ATTUNE_EBUSY) { /* rows kept coming in: the next look */
+        log_event(LOGL_INFO, "index_reload_deferred", "reason=%s device=%s next=watch", reason,
+                  id);
         return;
     }
     if ((*failed)++ == 0)

@@ -661,11 +661,23 @@ static int faulty_plan(attn_session *ss, const attn_tactic *t, attn_plan **out)
         faulty_plans[faulty_nplans++] = *out;
     return rc;
 }
+/* Set: the culprit's run first cancels this job (a DELETE during the
+ * fault's seconds), through the test's connection. */
+static struct {
+    jobs *j;
+    store *st;
+    int64_t id;
+} faulty_delete;
 static int faulty_run(attn_plan *p)
 {
     for (int i = 0; i < faulty_nplans; i++)
-        if (faulty_plans[i] == p)
+        if (faulty_plans[i] == p) {
+            if (faulty_delete.j != NULL && !atomic_load(&faulty_lost)) {
+                jobs_view c;
+                CHECK_EQ_INT(jobs_cancel(faulty_delete.j, faulty_delete.st, faulty_delete.id, &c), 0);
+            }
             atomic_store(&faulty_lost, 1);
+        }
     return atomic_load(&faulty_lost) ? ATTUNE_EGPU : cpu.ops->run(p);
 }
 static int faulty_time(attn_plan *p, int iters, int with_copies, attn_timing *out)
@@ -689,7 +701,8 @@ static void on_gpu_lost(void *ctx, const char *device_id)
 
 /* A job whose tune loses the device's context is left queued (the next
  * process resumes it), jobs_config.gpu_lost is told once, the device runs
- * no other job, and only the faulting tactic's row is stored failed. */
+ * no other job, and only the faulting tactic's row is stored failed; one
+ * canceled (DELETE) while the faulting tactic ran ends canceled. */
 static void lost_context_should_leave_the_job_queued_and_stop_the_device(store *st)
 {
     static const attn_shape F = {1, 2, 1, 24, 40, 16, ATTN_F32, 0};
@@ -747,6 +760,27 @@ static void lost_context_should_leave_the_job_queued_and_stop_the_device(store *
     CHECK_EQ_INT(n, 0); /* the second job never ran: no row of it stored failed */
     jobs_stop(j);
     jobs_free(j);
+
+    /* a DELETE while the faulting tactic ran: canceled, not resumed */
+    atomic_store(&faulty_lost, 0);
+    atomic_store(&lost_calls, 0);
+    faulty_nplans = 0;
+    snprintf(fd.info.id, sizeof fd.info.id, "CPU-faulty1");
+    CHECK_EQ_INT(store_device_put(st, &fd.info, &fd.stack), 0);
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    CHECK_EQ_INT(jobs_submit(j, st, fd.info.id, &F, 1, &v1), 0);
+    faulty_delete.j = j, faulty_delete.st = st, faulty_delete.id = v1.id;
+    CHECK_EQ_INT(jobs_start(j), 0);
+    for (long i = 0; i < 60000 && atomic_load(&lost_calls) == 0; i++) {
+        struct timespec ts1 = {0, 1000000};
+        nanosleep(&ts1, NULL); /* the callback comes after the job's end state */
+    }
+    CHECK_EQ_INT(atomic_load(&lost_calls), 1); /* the device is lost all the same */
+    CHECK_EQ_INT(jobs_get(j, v1.id, &f), 0);
+    CHECK_EQ_INT(f.state, STORE_JOB_CANCELED);
+    jobs_stop(j);
+    jobs_free(j);
+    faulty_delete.j = NULL;
 }
 
 int main(void)

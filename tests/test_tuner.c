@@ -1311,7 +1311,8 @@ static void lost_context_should_stop_the_tune(void)
                   "screen %d: culprit status %d, note '%s'", screen, f ? (int)f->status : -1,
                   f ? f->note : "");
         for (int i = 0; i < n; i++)
-            failed += m[i].status == STORE_FAILED && strcmp(m[i].tactic, fake_tactics[T_UNWRITTEN]) != 0;
+            failed += m[i].status == STORE_FAILED &&
+                      strcmp(m[i].tactic, fake_tactics[T_UNWRITTEN]) != 0;
         CHECK_EQ_INT(failed, 1); /* the culprit only (UNWRITTEN fails by design) */
         free(m);
 

@@ -179,8 +179,9 @@ static int tune_one(store *st, const attn_device *dev, const attn_shape *s, int 
         else if (trc == ATTUNE_EGPULOST)
             fprintf(stderr, "attune: %s: a tactic's kernel faulted and %s's context is lost; "
                             "stopping. Its row is stored failed (attune results shows which), "
-                            "the rows before it are kept: run the same command again to go on\n",
-                    key, dev->info.name);
+                            "the rows before it are kept: run the command again%s to go on\n",
+                    key, dev->info.name,
+                    o->force ? " without --force (which would run that tactic again)" : "");
         else
             fprintf(stderr, "attune: %s: %s\n", key, attune_strerror(trc));
         ctx->failures++;

@@ -137,7 +137,7 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 #if FUSED_MBAR_TIMEOUT_NS > 0
     const uint64_t t0 = globaltimer_ns();
     for (uint32_t n = 1; !mbar_try(bar, parity); n++)
-        if ((n & 63u) == 0 && globaltimer_ns() - t0 > FUSED_MBAR_TIMEOUT_NS)
+        if ((n & 63u) == 0 && (int64_t)(globaltimer_ns() - t0) > (int64_t)FUSED_MBAR_TIMEOUT_NS)
             fused_fault();
 #else
     while (!mbar_try(bar, parity)) {
@@ -148,9 +148,12 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 /* mbar_wait without the bound, for the waits of a kernel's innermost loop
  * (the sm90a consumers' per-tile K and V waits): the bound cost the 8k
  * d128 anchors 0.2-1.1% there (H200, 2026-12-05, docs/kernels.md). A
- * deadlock still ends at a bounded wait whenever a block has more tiles
- * than stages (the producer then waits for a stage, bounded); the first
- * tile's and the last tile's waits are bounded. */
+ * consumer stuck in one of them at tile it is still ended by the
+ * producer's bounded wait for a free stage when the producer has a tile
+ * it + STAGES or later left to load; stuck in one of the last STAGES
+ * tiles' waits (the last tile's K wait included), it spins until the
+ * process is killed. The first tile's waits and the last V wait are
+ * bounded. */
 __device__ __forceinline__ void mbar_wait_hot(uint32_t bar, uint32_t parity)
 {
     while (!mbar_try(bar, parity)) {
