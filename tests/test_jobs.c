@@ -703,13 +703,15 @@ static void on_gpu_lost(void *ctx, const char *device_id)
  * process resumes it), jobs_config.gpu_lost is told once, the device runs
  * no other job, and only the faulting tactic's row is stored failed; one
  * canceled (DELETE) while the faulting tactic ran ends canceled. */
-static void lost_context_should_leave_the_job_queued_and_stop_the_device(store *st)
+/* A fresh faulty device named id (in st), the culprit the first pad-1
+ * tactic the CPU lists for shape s (never a twin pad's copy), the fault
+ * not yet happened. */
+static attn_device faulty_device(store *st, const char *id, const attn_shape *s)
 {
-    static const attn_shape F = {1, 2, 1, 24, 40, 16, ATTN_F32, 0};
-    static const attn_shape G = {1, 2, 1, 28, 40, 16, ATTN_F32, 0};
     attn_tactic ts[64];
-    int nt = cpu.ops->tactics(cpu.index, &F, ts, 64);
-    for (int i = 0; i < nt && !faulty_culprit[0]; i++) /* pad 1: never a twin's copy */
+    int nt = cpu.ops->tactics(cpu.index, s, ts, 64);
+    faulty_culprit[0] = 0;
+    for (int i = 0; i < nt && !faulty_culprit[0]; i++)
         if (ts[i].pad <= 1)
             attn_tactic_str(&ts[i], faulty_culprit, sizeof faulty_culprit);
     CHECK(faulty_culprit[0] != 0);
@@ -718,10 +720,47 @@ static void lost_context_should_leave_the_job_queued_and_stop_the_device(store *
     faulty_ops.run = faulty_run;
     faulty_ops.time = faulty_time;
     faulty_ops.health = faulty_health;
+    atomic_store(&faulty_lost, 0);
+    atomic_store(&lost_calls, 0);
+    faulty_nplans = 0;
     attn_device fd = cpu;
     fd.ops = &faulty_ops;
-    snprintf(fd.info.id, sizeof fd.info.id, "CPU-faulty0");
+    snprintf(fd.info.id, sizeof fd.info.id, "%s", id);
     CHECK_EQ_INT(store_device_put(st, &fd.info, &fd.stack), 0);
+    return fd;
+}
+
+/* Wait (a poll, 60 s at most) for jobs_config.gpu_lost's first call. */
+static void wait_lost(void)
+{
+    for (long i = 0; i < 60000 && atomic_load(&lost_calls) == 0; i++) {
+        struct timespec ts1 = {0, 1000000};
+        nanosleep(&ts1, NULL);
+    }
+}
+
+/* The rows of device fd for shape s stored failed; *culprit: those of the
+ * culprit noted as the context's loss. */
+static int failed_rows(store *st, const attn_device *fd, const attn_shape *s, int *culprit)
+{
+    store_measurement *m = NULL;
+    int n = 0, failed = 0;
+    *culprit = 0;
+    CHECK_EQ_INT(store_measurements_get(st, fd->info.id, fd->stack.id, s, &m, &n), 0);
+    for (int i = 0; i < n; i++) {
+        failed += m[i].status == STORE_FAILED;
+        *culprit += strcmp(m[i].tactic, faulty_culprit) == 0 && m[i].status == STORE_FAILED &&
+                    strstr(m[i].note, "GPU context lost") == m[i].note;
+    }
+    free(m);
+    return failed;
+}
+
+static void lost_context_should_leave_the_job_queued_and_stop_the_device(store *st)
+{
+    static const attn_shape F = {1, 2, 1, 24, 40, 16, ATTN_F32, 0};
+    static const attn_shape G = {1, 2, 1, 28, 40, 16, ATTN_F32, 0};
+    attn_device fd = faulty_device(st, "CPU-faulty0", &F);
     jobs_config cfg = {.db_path = db_path, .devices = &fd, .ndevices = 1, .budget_ms = 2,
                        .max_queued = 8, .no_tune_on_miss = 1, .gpu_lost = on_gpu_lost};
     jobs *j = NULL;
@@ -730,10 +769,7 @@ static void lost_context_should_leave_the_job_queued_and_stop_the_device(store *
     CHECK_EQ_INT(jobs_submit(j, st, fd.info.id, &F, 1, &v1), 0);
     CHECK_EQ_INT(jobs_submit(j, st, fd.info.id, &G, 1, &v2), 0);
     CHECK_EQ_INT(jobs_start(j), 0);
-    for (long i = 0; i < 60000 && atomic_load(&lost_calls) == 0; i++) {
-        struct timespec ts1 = {0, 1000000};
-        nanosleep(&ts1, NULL); /* a poll interval, not an ordering */
-    }
+    wait_lost();
     CHECK_EQ_INT(atomic_load(&lost_calls), 1);
     CHECK_STR(lost_device, fd.info.id);
     jobs_view f, g;
@@ -744,17 +780,11 @@ static void lost_context_should_leave_the_job_queued_and_stop_the_device(store *
     CHECK_EQ_INT(jobs_get(j, v2.id, &g), 0);
     CHECK_EQ_INT(g.state, STORE_JOB_QUEUED);
     CHECK_EQ_INT(atomic_load(&lost_calls), 1);
-    store_measurement *m = NULL;
-    int n = 0, failed = 0, culprit = 0;
-    CHECK_EQ_INT(store_measurements_get(st, fd.info.id, fd.stack.id, &F, &m, &n), 0);
-    for (int i = 0; i < n; i++) {
-        failed += m[i].status == STORE_FAILED;
-        culprit += strcmp(m[i].tactic, faulty_culprit) == 0 && m[i].status == STORE_FAILED &&
-                   strstr(m[i].note, "GPU context lost") == m[i].note;
-    }
-    free(m);
+    int culprit = 0;
+    CHECK_EQ_INT(failed_rows(st, &fd, &F, &culprit), 1);
     CHECK_EQ_INT(culprit, 1);
-    CHECK_EQ_INT(failed, 1);
+    store_measurement *m = NULL;
+    int n = 0;
     CHECK_EQ_INT(store_measurements_get(st, fd.info.id, fd.stack.id, &G, &m, &n), 0);
     free(m);
     CHECK_EQ_INT(n, 0); /* the second job never ran: no row of it stored failed */
@@ -762,25 +792,51 @@ static void lost_context_should_leave_the_job_queued_and_stop_the_device(store *
     jobs_free(j);
 
     /* a DELETE while the faulting tactic ran: canceled, not resumed */
-    atomic_store(&faulty_lost, 0);
-    atomic_store(&lost_calls, 0);
-    faulty_nplans = 0;
-    snprintf(fd.info.id, sizeof fd.info.id, "CPU-faulty1");
-    CHECK_EQ_INT(store_device_put(st, &fd.info, &fd.stack), 0);
+    fd = faulty_device(st, "CPU-faulty1", &F);
     CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
     CHECK_EQ_INT(jobs_submit(j, st, fd.info.id, &F, 1, &v1), 0);
     faulty_delete.j = j, faulty_delete.st = st, faulty_delete.id = v1.id;
     CHECK_EQ_INT(jobs_start(j), 0);
-    for (long i = 0; i < 60000 && atomic_load(&lost_calls) == 0; i++) {
-        struct timespec ts1 = {0, 1000000};
-        nanosleep(&ts1, NULL); /* the callback comes after the job's end state */
-    }
+    wait_lost(); /* the callback comes after the job's end state */
     CHECK_EQ_INT(atomic_load(&lost_calls), 1); /* the device is lost all the same */
     CHECK_EQ_INT(jobs_get(j, v1.id, &f), 0);
     CHECK_EQ_INT(f.state, STORE_JOB_CANCELED);
     jobs_stop(j);
     jobs_free(j);
     faulty_delete.j = NULL;
+}
+
+/* Tune on miss alike: the miss job whose tune lost the context is left
+ * queued for the next process, the culprit alone stored failed. */
+static void lost_context_in_a_miss_tune_should_leave_it_queued(store *st)
+{
+    static const attn_shape M = {1, 2, 1, 30, 40, 16, ATTN_F32, 0};
+    attn_device fd = faulty_device(st, "CPU-faulty2", &M);
+    index_state *ix = index_new(NULL);
+    CHECK_EQ_INT(index_device_put(ix, &fd.info, &fd.stack, 1), 0);
+    jobs_config cfg = {.db_path = db_path, .devices = &fd, .ndevices = 1, .ix = ix,
+                       .budget_ms = 2, .max_queued = 8, .gpu_lost = on_gpu_lost};
+    jobs *j = NULL;
+    CHECK_EQ_INT(jobs_new(&cfg, &j), 0);
+    CHECK_EQ_INT(jobs_start(j), 0);
+    char why[128] = "";
+    CHECK_EQ_INT(jobs_miss(j, fd.info.id, &M, "m", why, sizeof why), JOBS_MISS_QUEUED);
+    wait_lost();
+    CHECK_EQ_INT(atomic_load(&lost_calls), 1);
+    jobs_view *v = NULL;
+    int n = 0, queued = 0;
+    CHECK_EQ_INT(jobs_list(j, &v, &n), 0);
+    for (int i = 0; i < n; i++)
+        queued += strcmp(v[i].device_id, fd.info.id) == 0 && v[i].kind == STORE_JOB_MISS &&
+                  v[i].state == STORE_JOB_QUEUED;
+    free(v);
+    CHECK_EQ_INT(queued, 1);
+    int culprit = 0;
+    CHECK_EQ_INT(failed_rows(st, &fd, &M, &culprit), 1);
+    CHECK_EQ_INT(culprit, 1);
+    jobs_stop(j);
+    jobs_free(j);
+    index_free(ix);
 }
 
 int main(void)
@@ -813,6 +869,7 @@ int main(void)
     RUN_ARG(forget_should_wait_for_a_miss_job_in_flight, st);
     RUN_ARG(worker_should_refuse_items_once_closed, st);
     RUN_ARG(lost_context_should_leave_the_job_queued_and_stop_the_device, st);
+    RUN_ARG(lost_context_in_a_miss_tune_should_leave_it_queued, st);
     index_free(H.ix);
     store_close(st);
     return test_summary();
