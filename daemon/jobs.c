@@ -364,8 +364,8 @@ static void run_job(jdev *d, store *st, int64_t id)
 
 void jobs_gpu_lost(jdev *d, int64_t job)
 {
-    log_event(LOGL_ERROR, "gpu_context_lost", "device=%s job=%lld next=\"job left queued; "
-              "restart the process\"", d->dev.info.id, (long long)job);
+    log_event(LOGL_ERROR, "gpu_context_lost", "device=%s job=%lld next=\"restart the process\"",
+              d->dev.info.id, (long long)job);
     pthread_mutex_lock(&d->j->mu);
     int first = !d->lost;
     d->lost = 1;

@@ -52,7 +52,8 @@ typedef struct jobs_config {
     /* A tune lost the device's context (ATTUNE_EGPULOST: a kernel faulted,
      * nothing more runs on it in this process): called from its job
      * thread, once per device, after the job was left queued (resumed by
-     * the next process, the faulting tactic stored failed). NULL: none. */
+     * the next process, the faulting tactic stored failed) or canceled
+     * (a DELETE came meanwhile). NULL: none. */
     void (*gpu_lost)(void *ctx, const char *device_id);
     void *gpu_lost_ctx;
 } jobs_config;

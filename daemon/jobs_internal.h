@@ -79,8 +79,8 @@ jdev *jobs_find_dev(jobs *j, const char *device_id);
 void jobs_set_state(jdev *d, store *st, int64_t id, store_job_state state, int done,
                     const char *error);
 /* j->mu not held: job's tune lost d's context (ATTUNE_EGPULOST), the job
- * left queued: logged, d runs no more jobs, jobs_config.gpu_lost told
- * (once per device). */
+ * left queued (or canceled by a DELETE): logged, d runs no more jobs,
+ * jobs_config.gpu_lost told (once per device). */
 void jobs_gpu_lost(jdev *d, int64_t job);
 /* Tuner options of a device thread (its policy, budget, cancel flag). */
 void jobs_run_opts(jdev *d, tuner_opts *o);

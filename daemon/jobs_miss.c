@@ -239,11 +239,7 @@ static void settle(jdev *d, store *st, const miss_entry *e, const miss_ctx *m, i
                   .by_user = d->user_cancel, .stopping = d->j->stopping,
                   .mono_now = attn_mono_s(), .deadline = m->deadline};
     pthread_mutex_unlock(&d->j->mu);
-    /* a lost context: left queued, as at a shutdown, for the next process
-     * (canceled if a DELETE came meanwhile) */
-    miss_end end = rc != ATTUNE_EGPULOST ? miss_settle(&r)
-                   : r.by_user          ? MISS_END_CANCELED
-                                        : MISS_END_LEFT;
+    miss_end end = miss_settle(&r);
     if (end == MISS_END_REQUEUE && requeue(d, e, m->quick_done) != 0)
         end = MISS_END_NO_ROOM;
     store_job_state final = end == MISS_END_DONE       ? STORE_JOB_DONE

@@ -331,6 +331,12 @@ static void settle_should_requeue_only_a_run_that_gave_way(void)
     r.rc = ATTUNE_ECANCELED; /* stopped without giving way */
     CHECK_EQ_INT(miss_settle(&r), MISS_END_FAILED);
     r = base;
+    r.rc = ATTUNE_EGPULOST; /* a lost context: left queued, even past the budget */
+    r.mono_now = 21.0;
+    CHECK_EQ_INT(miss_settle(&r), MISS_END_LEFT);
+    r.by_user = 1; /* a DELETE meanwhile: canceled */
+    CHECK_EQ_INT(miss_settle(&r), MISS_END_CANCELED);
+    r = base;
     r.yielded = 1;
     r.mono_now = 21.0; /* past the budget: failed even when it gave way */
     CHECK_EQ_INT(miss_settle(&r), MISS_END_OVER_BUDGET);

@@ -141,7 +141,7 @@ miss_end miss_settle(const miss_run *r)
         return MISS_END_DONE;
     if (r->by_user)
         return MISS_END_CANCELED;
-    if (r->stopping)
+    if (r->stopping || r->rc == ATTUNE_EGPULOST) /* a lost GPU context: the next process */
         return MISS_END_LEFT;
     if (r->mono_now > r->deadline)
         return MISS_END_OVER_BUDGET;

@@ -149,7 +149,8 @@ int miss_stops(int stopping, int gives_way, double mono_now, double deadline);
 typedef enum miss_end {
     MISS_END_DONE,           /* the full pass completed: the job is done */
     MISS_END_CANCELED,       /* DELETE */
-    MISS_END_LEFT,           /* shutdown: left queued, the next start resumes it */
+    MISS_END_LEFT,           /* shutdown, a lost GPU context: left queued, the next
+                                start resumes it */
     MISS_END_OVER_BUDGET,    /* failed past the budget: rows stay, the next miss resumes */
     MISS_END_REQUEUE,        /* gave way: back in the miss queue */
     MISS_END_NO_ROOM,        /* gave way, the queue full: failed, the next miss resumes */
@@ -167,8 +168,9 @@ typedef struct miss_run {
 } miss_run;
 
 /* The end of a run, in this order: done, canceled by the user, left at
- * shutdown, over the budget, requeued when it gave way (rc 0 or
- * ATTUNE_ECANCELED), else failed. MISS_END_NO_ROOM is the caller's, when
+ * shutdown or when the run lost the GPU's context (rc ATTUNE_EGPULOST:
+ * the next process resumes it), over the budget, requeued when it gave
+ * way (rc 0 or ATTUNE_ECANCELED), else failed. MISS_END_NO_ROOM is the caller's, when
  * a requeue finds the queue full. */
 miss_end miss_settle(const miss_run *r);
 

@@ -125,26 +125,6 @@ __device__ __forceinline__ void fused_fault()
     asm volatile("st.global.u32 [%0], %1;\n" ::"l"(0ull), "r"(1u) : "memory");
 }
 
-/* Wait until the phase of parity `parity` has completed (a fresh barrier
- * is in phase 0, so waiting on parity 1 returns at once: that is how a
- * producer's first pass over the empty barriers goes through); a fault
- * (fused_fault) past FUSED_MBAR_TIMEOUT_NS. The clock is read only once the first try
- * failed, then every 64 tries. */
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    if (mbar_try(bar, parity))
-        return;
-#if FUSED_MBAR_TIMEOUT_NS > 0
-    const uint64_t t0 = globaltimer_ns();
-    for (uint32_t n = 1; !mbar_try(bar, parity); n++)
-        if ((n & 63u) == 0 && (int64_t)(globaltimer_ns() - t0) > (int64_t)FUSED_MBAR_TIMEOUT_NS)
-            fused_fault();
-#else
-    while (!mbar_try(bar, parity)) {
-    }
-#endif
-}
-
 /* mbar_wait without the bound, for the waits of a kernel's innermost loop
  * (the sm90a consumers' per-tile K and V waits): the bound cost the 8k
  * d128 anchors 0.2-1.1% there (H200, 2026-12-05, docs/kernels.md). A
@@ -158,6 +138,25 @@ __device__ __forceinline__ void mbar_wait_hot(uint32_t bar, uint32_t parity)
 {
     while (!mbar_try(bar, parity)) {
     }
+}
+
+/* Wait until the phase of parity `parity` has completed (a fresh barrier
+ * is in phase 0, so waiting on parity 1 returns at once: that is how a
+ * producer's first pass over the empty barriers goes through); a fault
+ * (fused_fault) past FUSED_MBAR_TIMEOUT_NS. The clock is read only once
+ * the first try failed, then every 64 tries. */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    if (mbar_try(bar, parity))
+        return;
+#if FUSED_MBAR_TIMEOUT_NS > 0
+    const uint64_t t0 = globaltimer_ns();
+    for (uint32_t n = 1; !mbar_try(bar, parity); n++)
+        if ((n & 63u) == 0 && (int64_t)(globaltimer_ns() - t0) > (int64_t)FUSED_MBAR_TIMEOUT_NS)
+            fused_fault();
+#else
+    mbar_wait_hot(bar, parity);
+#endif
 }
 
 /* One bulk copy (the TMA unit, no tensor map) of `bytes` (a multiple of
