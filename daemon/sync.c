@@ -27,10 +27,12 @@ static int is_local(const sync_state *s, const char *id)
 /* Rows of device id read from st and swapped into the index, unless a
  * row was put meanwhile (a job thread's sync_row after a commit that the
  * read may have begun before): then read again, up to SYNC_LOAD_TRIES
- * times, then ATTUNE_EBUSY: not a failure (the index holds every row put;
- * that commit moved data_version, so the next sync_watch compares
- * again and reloads what still differs). */
-#define SYNC_LOAD_TRIES 8
+ * reads in all, then ATTUNE_EBUSY: not a failure (the index holds every
+ * row put; that commit moved data_version, so the next sync_watch
+ * compares again and reloads what still differs). Two: one put during a
+ * read is the usual case, and a device whose tune commits faster than
+ * it can be read costs the DB worker two reads a look, not more. */
+#define SYNC_LOAD_TRIES 2
 static int load_rows(sync_state *s, store *st, const char *id)
 {
     int rc = ATTUNE_EBUSY;

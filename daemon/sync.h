@@ -29,7 +29,7 @@
  * whole (index_device_load_since): readers see the old table or the new
  * one, never a mix. A row sync_row put while the reload read (its commit
  * perhaps after the read began) makes the swap refuse and the read start
- * again (up to 8 times, then the next look): an older read never
+ * again (twice in all, then the next look): an older read never
  * replaces a newer row. A device that fails to reload keeps its old rows; the
  * failure is logged and counted (attune_index_reload_failures_total). */
 #ifndef ATTUNED_SYNC_H
