@@ -1206,12 +1206,44 @@ static int max_configs(void)
     return v >= 1 && v <= MAX_CFGS ? v : 4;
 }
 
+/* ATTUNE_CUDNN_KCFGS="ENG:CODE[,CODE...]", for experiments: list exactly
+ * these configs of engine ENG (knob codes as in tactic names; a code the
+ * engine does not take is refused when its plan is built) for the
+ * unpadded graphs instead of what heuristics propose, so a sweep over an
+ * engine's knob space is tuned and checked like any tactic
+ * (bench/cudnn_knobs.py). Count into names (at most max), or -1 unset or
+ * malformed (then heuristics list as usual). */
+static int pinned_configs(int (*names)[2], int max)
+{
+    const char *e = getenv("ATTUNE_CUDNN_KCFGS");
+    char *end;
+    int n = 0;
+    if (e == NULL || *e == 0)
+        return -1;
+    long eng = strtol(e, &end, 10);
+    if (end == e || *end != ':' || eng < 0 || eng > 1000000)
+        return -1;
+    for (const char *c = end + 1; n < max;) {
+        long code = strtol(c, &end, 10);
+        if (end == c || code < 0 || code > INT32_MAX || (*end != ',' && *end != 0))
+            return -1;
+        names[n][0] = (int)eng;
+        names[n][1] = (int)code;
+        n++;
+        if (*end == 0)
+            break;
+        c = end + 1;
+    }
+    return n;
+}
+
 int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
 {
     int n = 0;
     static const attn_graph forms[] = {ATTN_GRAPH_COMP, ATTN_GRAPH_SDPA};
     int nforms = s != NULL && s->dtype == ATTN_E4M3 ? 1 : 2; /* no FP8 SDPA_FWD */
-    int names[MAX_CFGS][2];
+    int names[MAX_CFGS][2], pinned[MAX_CFGS][2];
+    const int npinned = pinned_configs(pinned, MAX_CFGS);
 
     if (s == NULL || max < 0 || (out == NULL && max > 0))
         return ATTUNE_EINVAL;
@@ -1246,7 +1278,13 @@ int cuda_cudnn_tactics(int dev, const attn_shape *s, attn_tactic *out, int max)
              * for padded graphs the first (each costs a plan build when
              * tuned: tuning a shape stays within seconds) */
             int cap = pi == 0 ? max_configs() : (max_configs() + 3) / 4;
-            int m = configs_of(&g, names, cap);
+            int m;
+            if (npinned >= 0) {
+                m = pi == 0 ? npinned : 0;
+                memcpy(names, pinned, (size_t)m * sizeof names[0]);
+            } else {
+                m = configs_of(&g, names, cap);
+            }
             for (int i = 0; i < m && n < max; i++) {
                 memset(&out[n], 0, sizeof out[n]);
                 out[n].variant = ATTN_CUDNN;
@@ -1412,6 +1450,26 @@ static int cache_insert(cuda_cudnn_plan *p, int prefetch)
     return 0;
 }
 
+/* ATTUNE_CUDNN_TRACE: the engine's knob space (type:min..max/stride, in
+ * the order of knob_encode's digits) and the choices of kcfg, one line,
+ * so a sweep can compute every code (bench/cudnn_knobs.py). */
+static void knobs_trace(int eng, int kcfg, const knob_info *ki, int nk, const int64_t *types,
+                        const int64_t *vals, int nc)
+{
+    char line[200];
+    size_t o = 0;
+    pthread_once(&env_once, env_read);
+    if (!env_trace)
+        return;
+    for (int i = 0; i < nk && o < sizeof line; i++)
+        o += (size_t)snprintf(line + o, sizeof line - o, " %lld:%lld..%lld/%lld", (long long)ki[i].type,
+                              (long long)ki[i].min, (long long)ki[i].max, (long long)ki[i].stride);
+    for (int i = 0; i < nc && o < sizeof line; i++)
+        o += (size_t)snprintf(line + o, sizeof line - o, "%s%lld=%lld", i == 0 ? " set" : ",",
+                              (long long)types[i], (long long)vals[i]);
+    dnn_trace("knobs eng=%d kcfg=%d:%s", eng, kcfg, nk == 0 ? " none" : line);
+}
+
 /* Build the execution plan of (p->g, eng, kcfg) on handle h into p->plan.
  * The caller holds h's mutex, not dnn_lock. */
 static int plan_build(cuda_cudnn_plan *p, cudnnHandle_t h, char *note, size_t notelen)
@@ -1443,6 +1501,7 @@ static int plan_build(cuda_cudnn_plan *p, cudnnHandle_t h, char *note, size_t no
         rc = refuse(note, notelen, "%s", "cudnn: kcfg out of range for this engine");
         goto fail;
     }
+    knobs_trace(p->eng, p->kcfg, ki, nk, types, vals, nc);
     for (int i = 0; i < nc; i++) {
         cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)types[i];
         dnn_attr ka[] = {

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""cudnn_knobs.py -- every knob setting of one cuDNN engine on one shape,
+tuned and checked by the tuner's own protocol, not only the few settings
+cuDNN's heuristics propose.
+
+usage: cudnn_knobs.py --attune PATH --shape KEY [--engine 2] [--max 192]
+                      [--confirm 5] [--reps 3] [--device ID] [--out DIR]
+
+1. Reads the engine's knob space: one `attune tune` of the settings
+   heuristics propose, with ATTUNE_CUDNN_TRACE=1 (kernels/cuda/
+   cuda_cudnn.c prints "knobs eng=E kcfg=C: TYPE:MIN..MAX/STRIDE ..."
+   for each plan it builds).
+2. Every knob code (a digit per knob, 0 = left to cuDNN, in the order
+   printed; the first --max codes), in batches of 64, each batch a fresh
+   database tuned with `attune tune --screen 0` and ATTUNE_CUDNN_KCFGS=
+   ENG:CODES: each setting is planned, checked against the float64
+   reference and timed like any tactic; settings the engine refuses are
+   stored failed and listed as such.
+3. The --confirm fastest ok settings and those heuristics propose, tuned
+   again --reps times in fresh processes, in turns (forward, backward),
+   so a setting that won by one lucky run does not stand.
+Prints Markdown tables; the rows go to DIR/cudnn_knobs.jsonl.
+"""
+import argparse
+import itertools
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def tune(args, kcfgs, tag, trace=False):
+    """A fresh database, the shape tuned with ATTUNE_CUDNN_KCFGS=ENG:kcfgs
+    (None: heuristics' own list); (rows of cudnn tactics, stderr)."""
+    env = dict(os.environ)
+    env.pop("ATTUNE_CUDNN_KCFGS", None)
+    if kcfgs is not None:
+        env["ATTUNE_CUDNN_KCFGS"] = "%d:%s" % (args.engine, ",".join(str(c) for c in kcfgs))
+    if trace:
+        env["ATTUNE_CUDNN_TRACE"] = "1"
+    db = os.path.join(args.out, "knobs-%s.db" % tag)
+    for ext in ("", "-wal", "-shm"):
+        if os.path.exists(db + ext):
+            os.remove(db + ext)
+    t0 = time.time()
+    p = subprocess.run([args.attune, "tune", "--db", db, "--device", args.device, "--screen", "0",
+                        "--quiet", "--shape", args.shape], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("attune tune (%s) exited %d:\n%s" % (tag, p.returncode, (p.stdout + p.stderr)[-2000:]))
+    r = subprocess.run([args.attune, "results", "--db", db, "--device", args.device, "--shape", args.shape,
+                        "--json"], stdout=subprocess.PIPE, text=True, check=True)
+    rows = []
+    for m in json.loads(r.stdout).get("measurements", []):
+        t = m.get("tactic", "")
+        k = re.search(r"cudnn/eng=(\d+)/graph=\w+/kcfg=(\d+)/pad=1$", t)
+        if k and int(k.group(1)) == args.engine:
+            rows.append({"tag": tag, "kcfg": int(k.group(2)), "tactic": t, "status": m.get("status"),
+                         "time_us": m.get("time_us"), "rel_err": m.get("rel_err"), "note": m.get("note") or ""})
+    for ext in ("", "-wal", "-shm"):
+        if os.path.exists(db + ext):
+            os.remove(db + ext)
+    print("%s: %d rows in %.1f s" % (tag, len(rows), time.time() - t0), file=sys.stderr, flush=True)
+    return rows, p.stderr
+
+
+def knob_space(stderr, engine):
+    """[(type, min, max, stride)] from the trace's knobs line of engine."""
+    for line in stderr.splitlines():
+        m = re.search(r"knobs eng=%d kcfg=\d+:(.*)$" % engine, line)
+        if m:
+            body = m.group(1).split(" set ")[0].strip()
+            if body == "none":
+                return []
+            return [tuple(int(x) for x in re.match(r"(-?\d+):(-?\d+)\.\.(-?\d+)/(\d+)$", f).groups())
+                    for f in body.split()]
+    raise RuntimeError("no 'knobs eng=%d' line in the trace (is the engine offered for this shape?)" % engine)
+
+
+def codes_of(space):
+    """Every code in knob_encode's order: digit 0 leaves a knob unset."""
+    sizes = [(hi - lo) // st + 1 for _, lo, hi, st in space]
+    out = []
+    for digits in itertools.product(*[range(n + 1) for n in sizes]):
+        code, radix = 0, 1
+        for d, n in zip(digits, sizes):
+            code += d * radix
+            radix *= n + 1
+        out.append(code)
+    return sorted(out)
+
+
+def decode(space, code):
+    parts = []
+    for t, lo, hi, st in space:
+        n = (hi - lo) // st + 1
+        d = code % (n + 1)
+        code //= n + 1
+        if d:
+            parts.append("%d=%d" % (t, lo + (d - 1) * st))
+    return ",".join(parts) or "-"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--attune", required=True)
+    ap.add_argument("--shape", required=True)
+    ap.add_argument("--engine", type=int, default=2)
+    ap.add_argument("--max", type=int, default=192)
+    ap.add_argument("--confirm", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--device", default="0")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    a.out = a.out or tempfile.mkdtemp(prefix="cudnn-knobs-")
+    os.makedirs(a.out, exist_ok=True)
+    jl = open(os.path.join(a.out, "cudnn_knobs.jsonl"), "a")
+
+    heur, err = tune(a, None, "heuristics", trace=True)
+    proposed = sorted({r["kcfg"] for r in heur})
+    space = knob_space(err, a.engine)
+    codes = codes_of(space)
+    print("# %s, engine %d: knobs %s (type:min..max/stride); %d settings, heuristics propose %s"
+          % (a.shape, a.engine, " ".join("%d:%d..%d/%d" % k for k in space) or "none", len(codes),
+             proposed), flush=True)
+    if len(codes) > a.max:
+        print("# only the first %d codes swept (--max)" % a.max, flush=True)
+        codes = codes[:a.max]
+    rows = []
+    for i in range(0, len(codes), 64):
+        rs, _ = tune(a, codes[i:i + 64], "sweep%d" % (i // 64))
+        rows += rs
+    for r in rows:
+        jl.write(json.dumps(r) + "\n")
+    ok = sorted((r for r in rows if r["status"] == "ok" and r["time_us"]), key=lambda r: r["time_us"])
+    print("\n| kcfg | knobs | status | us | rel err | note |\n|---:|---|---|---:|---:|---|")
+    for r in ok + [r for r in rows if r not in ok]:
+        if r["status"] == "ok" or r["status"] == "inaccurate":
+            print("| %d | %s | %s | %s | %s | %s |" % (
+                r["kcfg"], decode(space, r["kcfg"]), r["status"],
+                "%.1f" % r["time_us"] if r["time_us"] else "",
+                "%.2e" % r["rel_err"] if r["rel_err"] is not None else "", r["note"][:60]))
+    bad = {}
+    for r in rows:
+        if r["status"] not in ("ok", "inaccurate"):
+            bad[r["status"]] = bad.get(r["status"], 0) + 1
+    print("\n# settings not run: %s" % (", ".join("%d %s" % (n, s) for s, n in sorted(bad.items())) or "none"))
+
+    pick = [r["kcfg"] for r in ok[:a.confirm]]
+    pick += [k for k in proposed if k not in pick]
+    if not pick:
+        return 0
+    conf = {k: [] for k in pick}
+    for rep in range(a.reps):
+        order = pick if rep % 2 == 0 else list(reversed(pick))
+        rs, _ = tune(a, order, "confirm%d" % rep)
+        for r in rs:
+            jl.write(json.dumps(r) + "\n")
+            conf.setdefault(r["kcfg"], []).append(r)
+    print("\n| kcfg | knobs | proposed | runs (us or status) | median us | rel err |\n|---:|---|---|---|---:|---:|")
+    med = lambda rs: statistics.median([r["time_us"] for r in rs if r["status"] == "ok" and r["time_us"]] or [0])  # noqa: E731
+    for k in sorted(conf, key=lambda k: med(conf[k]) or 1e30):
+        rs = conf[k]
+        cells = " ".join("%.1f" % r["time_us"] if r["status"] == "ok" else "**%s**" % r["status"] for r in rs)
+        errs = [r["rel_err"] for r in rs if r["rel_err"] is not None]
+        print("| %d | %s | %s | %s | %.1f | %s |" % (k, decode(space, k), "yes" if k in proposed else "",
+                                                    cells, med(rs), "%.2e" % statistics.median(errs) if errs else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
