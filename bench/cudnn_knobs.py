@@ -3,7 +3,7 @@
 tuned and checked by the tuner's own protocol, not only the few settings
 cuDNN's heuristics propose.
 
-usage: cudnn_knobs.py --attune PATH --shape KEY [--engine 2] [--max 192]
+usage: cudnn_knobs.py --attune PATH --shape KEY [--engine 2] [--graph comp] [--max 192]
                       [--confirm 5] [--reps 3] [--device ID] [--out DIR]
 
 1. Reads the engine's knob space: one `attune tune` of the settings
@@ -57,7 +57,7 @@ def tune(args, kcfgs, tag, trace=False):
     rows = []
     for m in json.loads(r.stdout).get("measurements", []):
         t = m.get("tactic", "")
-        k = re.search(r"cudnn/eng=(\d+)/graph=\w+/kcfg=(\d+)/pad=1$", t)
+        k = re.search(r"cudnn/eng=(\d+)/graph=%s/kcfg=(\d+)/pad=1$" % args.graph, t)
         if k and int(k.group(1)) == args.engine:
             rows.append({"tag": tag, "kcfg": int(k.group(2)), "tactic": t, "status": m.get("status"),
                          "time_us": m.get("time_us"), "rel_err": m.get("rel_err"), "note": m.get("note") or ""})
@@ -76,16 +76,34 @@ def knob_space(stderr, engine):
             body = m.group(1).split(" set ")[0].strip()
             if body == "none":
                 return []
-            return [tuple(int(x) for x in re.match(r"(-?\d+):(-?\d+)\.\.(-?\d+)/(\d+)$", f).groups())
-                    for f in body.split()]
+            space = []
+            for f in body.split():
+                k = re.match(r"(-?\d+):(-?\d+)\.\.(-?\d+)/(\d+)$", f)
+                if not k:
+                    raise RuntimeError("a knob field that is not TYPE:MIN..MAX/STRIDE: %r in %r" % (f, line))
+                space.append(tuple(int(x) for x in k.groups()))
+            return space
     raise RuntimeError("no 'knobs eng=%d' line in the trace (is the engine offered for this shape?)" % engine)
 
 
-def codes_of(space):
-    """Every code in knob_encode's order: digit 0 leaves a knob unset."""
+def knobs_set(stderr, engine):
+    """The knob types any traced config of engine sets."""
+    used = set()
+    for line in stderr.splitlines():
+        m = re.search(r"knobs eng=%d kcfg=\d+:.* set (\S+)$" % engine, line)
+        if m:
+            used |= {int(f.split("=")[0]) for f in m.group(1).split(",")}
+    return used
+
+
+def codes_of(space, only=None):
+    """Every code in knob_encode's order: digit 0 leaves a knob unset;
+    knobs whose type is not in only (when given) stay unset."""
     sizes = [(hi - lo) // st + 1 for _, lo, hi, st in space]
     out = []
-    for digits in itertools.product(*[range(n + 1) for n in sizes]):
+    ranges = [range(n + 1) if only is None or space[i][0] in only else range(1)
+              for i, n in enumerate(sizes)]
+    for digits in itertools.product(*ranges):
         code, radix = 0, 1
         for d, n in zip(digits, sizes):
             code += d * radix
@@ -110,6 +128,7 @@ def main():
     ap.add_argument("--attune", required=True)
     ap.add_argument("--shape", required=True)
     ap.add_argument("--engine", type=int, default=2)
+    ap.add_argument("--graph", default="comp", help="the graph form whose rows are read (comp, sdpa)")
     ap.add_argument("--max", type=int, default=192)
     ap.add_argument("--confirm", type=int, default=5)
     ap.add_argument("--reps", type=int, default=3)
@@ -122,8 +141,19 @@ def main():
 
     heur, err = tune(a, None, "heuristics", trace=True)
     proposed = sorted({r["kcfg"] for r in heur})
+    for line in err.splitlines():
+        if "knobs eng=" in line:
+            print("# trace:%s" % line.split("ms:", 1)[-1], flush=True)
     space = knob_space(err, a.engine)
-    codes = codes_of(space)
+    total = 1
+    for _, lo, hi, st in space:
+        total *= (hi - lo) // st + 2
+    only = None
+    if total > a.max:
+        only = knobs_set(err, a.engine)
+        print("# %d settings in all: only the knobs heuristics set are varied (%s)"
+              % (total, sorted(only)), flush=True)
+    codes = codes_of(space, only)
     print("# %s, engine %d: knobs %s (type:min..max/stride); %d settings, heuristics propose %s"
           % (a.shape, a.engine, " ".join("%d:%d..%d/%d" % k for k in space) or "none", len(codes),
              proposed), flush=True)

@@ -154,7 +154,7 @@ static void dnn_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 static void dnn_trace(const char *fmt, ...)
 {
     static double t0 = -1;
-    char line[256];
+    char line[512];
     va_list ap;
     pthread_once(&env_once, env_read);
     if (!env_trace)
@@ -1456,7 +1456,7 @@ static int cache_insert(cuda_cudnn_plan *p, int prefetch)
 static void knobs_trace(int eng, int kcfg, const knob_info *ki, int nk, const int64_t *types,
                         const int64_t *vals, int nc)
 {
-    char line[200];
+    char line[440];
     size_t o = 0;
     pthread_once(&env_once, env_read);
     if (!env_trace)
