@@ -73,7 +73,7 @@ def knob_space(stderr, engine):
     for line in stderr.splitlines():
         m = re.search(r"knobs eng=%d kcfg=\d+:(.*)$" % engine, line)
         if m:
-            body = m.group(1).split(" set ")[0].strip()
+            body = re.split(r" set ?", m.group(1))[0].strip()
             if body == "none":
                 return []
             space = []
@@ -90,7 +90,7 @@ def knobs_set(stderr, engine):
     """The knob types any traced config of engine sets."""
     used = set()
     for line in stderr.splitlines():
-        m = re.search(r"knobs eng=%d kcfg=\d+:.* set (\S+)$" % engine, line)
+        m = re.search(r"knobs eng=%d kcfg=\d+:.* set ?(\S+)$" % engine, line)
         if m:
             used |= {int(f.split("=")[0]) for f in m.group(1).split(",")}
     return used

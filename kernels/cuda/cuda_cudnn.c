@@ -1465,7 +1465,7 @@ static void knobs_trace(int eng, int kcfg, const knob_info *ki, int nk, const in
         o += (size_t)snprintf(line + o, sizeof line - o, " %lld:%lld..%lld/%lld", (long long)ki[i].type,
                               (long long)ki[i].min, (long long)ki[i].max, (long long)ki[i].stride);
     for (int i = 0; i < nc && o < sizeof line; i++)
-        o += (size_t)snprintf(line + o, sizeof line - o, "%s%lld=%lld", i == 0 ? " set" : ",",
+        o += (size_t)snprintf(line + o, sizeof line - o, "%s%lld=%lld", i == 0 ? " set " : ",",
                               (long long)types[i], (long long)vals[i]);
     dnn_trace("knobs eng=%d kcfg=%d:%s", eng, kcfg, nk == 0 ? " none" : line);
 }
