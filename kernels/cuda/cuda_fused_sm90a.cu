@@ -112,6 +112,16 @@ struct sm90_args {
  * normal range, as cuDNN's FP8 graph does. */
 #define SM90_P_LOG2 8.0f
 
+/* Independent partial maxima and sums per row in the softmax: 1 (the
+ * default) keeps one running value, a chain of BC/8 dependent
+ * instructions; 2 or 4 split it. Compile-time, for bench/build_ab.sh:
+ * 4 measured 2-4% faster at 128x128 and 2-3% slower at 128x192/224 on
+ * an H100 (docs/kernels.md, "Partial maxima"). A power of two. */
+#ifndef SM90_TREE
+#define SM90_TREE 1
+#endif
+static_assert(SM90_TREE >= 1 && (SM90_TREE & (SM90_TREE - 1)) == 0, "SM90_TREE: a power of two");
+
 template <typename T>
 struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
 /* the output type: the input's, bf16 for e4m3 */
@@ -583,24 +593,46 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         }
 #pragma unroll
         for (int rh = 0; rh < 2; rh++) {
-            float mx = m[rh];
+            /* The row's max and sum over SM90_TREE independent partials:
+             * one running max (or sum) would be a chain of NT dependent
+             * instructions (28 at 224 keys) between S's wgmma and the
+             * first exponential, the kernel's critical path (ncu: the
+             * consumers issue on 43% of cycles, waiting the rest). */
+            float pm[SM90_TREE];
+#pragma unroll
+            for (int t = 0; t < SM90_TREE; t++)
+                pm[t] = t == 0 ? m[rh] : -INFINITY;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-                mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
+                pm[nt % SM90_TREE] = fmaxf(pm[nt % SM90_TREE], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
+#pragma unroll
+            for (int w = 1; w < SM90_TREE; w *= 2)
+#pragma unroll
+                for (int t = 0; t + w < SM90_TREE; t += 2 * w)
+                    pm[t] = fmaxf(pm[t], pm[t + w]);
+            float mx = pm[0];
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float ms = mx == -INFINITY ? 0.f : mx * sl2;
             alpha[rh] = ex2(m[rh] * sl2 - ms);
             m[rh] = mx;
             const float mp = F8 ? ms - SM90_P_LOG2 : ms; /* e4m3: P * 256 */
-            float sum = 0.f;
+            float ps[SM90_TREE];
+#pragma unroll
+            for (int t = 0; t < SM90_TREE; t++)
+                ps[t] = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -mp));
                 s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp));
-                sum += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
+                ps[nt % SM90_TREE] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
             }
-            l[rh] = l[rh] * alpha[rh] + sum;
+#pragma unroll
+            for (int w = 1; w < SM90_TREE; w *= 2)
+#pragma unroll
+                for (int t = 0; t + w < SM90_TREE; t += 2 * w)
+                    ps[t] += ps[t + w];
+            l[rh] = l[rh] * alpha[rh] + ps[0];
         }
     };
     /* O *= alpha, then P as the A operand of the next 16-key slices: the
