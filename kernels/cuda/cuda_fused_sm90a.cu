@@ -112,15 +112,26 @@ struct sm90_args {
  * normal range, as cuDNN's FP8 graph does. */
 #define SM90_P_LOG2 8.0f
 
-/* Independent partial maxima and sums per row in the softmax: 1 (the
- * default) keeps one running value, a chain of BC/8 dependent
- * instructions; 2 or 4 split it. Compile-time, for bench/build_ab.sh:
- * 4 measured 2-4% faster at 128x128 and 2-3% slower at 128x192/224 on
- * an H100 (docs/kernels.md, "Partial maxima"). A power of two. */
-#ifndef SM90_TREE
-#define SM90_TREE 1
+/* Independent partial maxima and sums per row in the softmax (version
+ * 3.10): one running value is a chain of BC/8 dependent instructions
+ * between S's wgmma and the first exponential, and ncu finds the e4m3
+ * kernel's warps waiting on such fixed-latency dependencies more than on
+ * anything else. sm90_tree gives the partials per configuration, from
+ * ABBA A/Bs on an H100 (docs/kernels.md, version 3.10): 2 for e4m3 up to
+ * 192-key tiles (4-6% faster at 128x128, 1-3.6% at 128x192), 1 at 224
+ * (2 and 4 were 1.2-3% slower there) and for 16-bit tiles (4 was 1.7%
+ * slower at bf16 128x128; 2 not measured). SM90_TREE=N, when defined,
+ * sets N everywhere (bench/build_ab.sh -DSM90_TREE=N); a power of two. */
+template <bool F8, int BC>
+__device__ constexpr int sm90_tree()
+{
+#ifdef SM90_TREE
+    static_assert(SM90_TREE >= 1 && (SM90_TREE & (SM90_TREE - 1)) == 0, "SM90_TREE: a power of two");
+    return SM90_TREE;
+#else
+    return F8 && BC <= 192 ? 2 : 1;
 #endif
-static_assert(SM90_TREE >= 1 && (SM90_TREE & (SM90_TREE - 1)) == 0, "SM90_TREE: a power of two");
+}
 
 template <typename T>
 struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
@@ -424,6 +435,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     constexpr int NWG = BR / 64, NT = BC / 8, ON = D < 128 ? D : 128, OC = D / ON;
     constexpr int ES = (int)sizeof(T), KS = 32 / ES; /* element bytes, keys per k-slice */
     constexpr bool F8 = sm90_is_fp8<T>::value;
+    constexpr int TR = sm90_tree<F8, BC>();
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -593,22 +605,19 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         }
 #pragma unroll
         for (int rh = 0; rh < 2; rh++) {
-            /* The row's max and sum over SM90_TREE independent partials:
-             * one running max (or sum) would be a chain of NT dependent
-             * instructions (28 at 224 keys) between S's wgmma and the
-             * first exponential, the kernel's critical path (ncu: the
-             * consumers issue on 43% of cycles, waiting the rest). */
-            float pm[SM90_TREE];
+            /* The row's max and sum over TR independent partials
+             * (sm90_tree: 1 is one running value). */
+            float pm[TR];
 #pragma unroll
-            for (int t = 0; t < SM90_TREE; t++)
+            for (int t = 0; t < TR; t++)
                 pm[t] = t == 0 ? m[rh] : -INFINITY;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
-                pm[nt % SM90_TREE] = fmaxf(pm[nt % SM90_TREE], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
+                pm[nt % TR] = fmaxf(pm[nt % TR], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
 #pragma unroll
-            for (int w = 1; w < SM90_TREE; w *= 2)
+            for (int w = 1; w < TR; w *= 2)
 #pragma unroll
-                for (int t = 0; t + w < SM90_TREE; t += 2 * w)
+                for (int t = 0; t + w < TR; t += 2 * w)
                     pm[t] = fmaxf(pm[t], pm[t + w]);
             float mx = pm[0];
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -617,20 +626,20 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             alpha[rh] = ex2(m[rh] * sl2 - ms);
             m[rh] = mx;
             const float mp = F8 ? ms - SM90_P_LOG2 : ms; /* e4m3: P * 256 */
-            float ps[SM90_TREE];
+            float ps[TR];
 #pragma unroll
-            for (int t = 0; t < SM90_TREE; t++)
+            for (int t = 0; t < TR; t++)
                 ps[t] = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -mp));
                 s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp));
-                ps[nt % SM90_TREE] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
+                ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
             }
 #pragma unroll
-            for (int w = 1; w < SM90_TREE; w *= 2)
+            for (int w = 1; w < TR; w *= 2)
 #pragma unroll
-                for (int t = 0; t + w < SM90_TREE; t += 2 * w)
+                for (int t = 0; t + w < TR; t += 2 * w)
                     ps[t] += ps[t + w];
             l[rh] = l[rh] * alpha[rh] + ps[0];
         }
