@@ -13,13 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 import ab_env  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
+from checklib import check, failures  # noqa: E402  (tests/checklib.py)
 
 
 def row(run, value, tactic, status="ok", t=None, err=1e-3, note="", shape="S"):

@@ -34,14 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 SKIP = 77
 K1 = "b1.hq4.hkv1.sq16.skv64.d32.f32.nc"
 K2 = "b1.hq2.hkv2.sq8.skv8.d16.f32.c"
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-    return cond
+from checklib import check, failures  # noqa: E402  (tests/checklib.py)
 
 
 def run(args, env=None, **kw):

@@ -30,14 +30,7 @@ import tempfile
 SKIP = 77
 SHAPE = "b1.hq2.hkv1.sq8.skv32.d16.f32.nc"
 SPREAD = 0.5  # TUNER_NOISE_SPREAD
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-    return cond
+from checklib import check, failures  # noqa: E402  (tests/checklib.py)
 
 
 def tune(attune, db, extra=()):

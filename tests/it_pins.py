@@ -34,14 +34,7 @@ C = "b1.hq4.hkv1.sq24.skv64.d32.f32.nc"
 D = "b2.hq4.hkv1.sq48.skv96.d32.f32.nc"
 MHA = "b1.hq4.hkv4.sq16.skv64.d32.f32.nc"
 FLEET_ID = "CPU-00000000000000f1"
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-    return cond
+from checklib import check, failures  # noqa: E402  (tests/checklib.py)
 
 
 def run(args, env, check_rc=None):

@@ -30,14 +30,7 @@ SHAPE = "b1.hq4.hkv1.sq8.skv32.d16.f32.nc"
 QUERY = "/v1/tactic?device=cpu&b=1&hq=4&hkv=1&sq=8&skv=32&d=16&dtype=f32&causal=0"
 NEAR = "/v1/tactic?device=cpu&b=1&hq=4&hkv=1&sq=16&skv=32&d=16&dtype=f32&causal=0"
 
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-    return cond
+from checklib import check, failures  # noqa: E402  (tests/checklib.py)
 
 
 def free_port():

@@ -66,14 +66,7 @@ import attune  # noqa: E402
 import attune.lib  # noqa: E402
 import daemonlib  # noqa: E402
 
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-    return cond
+from checklib import check, failures  # noqa: E402  (tests/checklib.py)
 
 
 def reference(q, k, v, causal, layout):

@@ -28,14 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import page_fixture as fx  # noqa: E402
 
 SKIP = 77
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-    return cond
+from checklib import check, failures  # noqa: E402  (tests/checklib.py)
 
 
 def q(**kw):
