@@ -11,11 +11,15 @@ usage: cudnn_knobs.py --attune PATH --shape KEY [--engine 2] [--graph comp] [--m
    cuda_cudnn.c prints "knobs eng=E kcfg=C: TYPE:MIN..MAX/STRIDE ..."
    for each plan it builds).
 2. Every knob code (a digit per knob, 0 = left to cuDNN, in the order
-   printed; the first --max codes), in batches of 64, each batch a fresh
+   printed; when there are more than --max, only the knobs the proposed
+   configs set are varied, and the first --max of those taken), in
+   batches of 64 (the most ATTUNE_CUDNN_KCFGS takes), each batch a fresh
    database tuned with `attune tune --screen 0` and ATTUNE_CUDNN_KCFGS=
    ENG:CODES: each setting is planned, checked against the float64
-   reference and timed like any tactic; settings the engine refuses are
-   stored failed and listed as such.
+   reference and timed like any tactic. A batch whose tune measured other
+   configs than those asked for (attune ignores a malformed list) stops
+   the sweep. Settings the engine refuses are counted per status and
+   note, with their codes.
 3. The --confirm fastest ok settings and those heuristics propose, tuned
    again --reps times in fresh processes, in turns (forward, backward),
    so a setting that won by one lucky run does not stand.
@@ -31,6 +35,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+INT32_MAX = 2 ** 31 - 1
+BATCH = 64  # ATTUNE_CUDNN_KCFGS takes at most MAX_CFGS (64) codes
+
 
 
 def tune(args, kcfgs, tag, trace=False):
@@ -52,6 +60,7 @@ def tune(args, kcfgs, tag, trace=False):
                        stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise RuntimeError("attune tune (%s) exited %d:\n%s" % (tag, p.returncode, (p.stdout + p.stderr)[-2000:]))
+    pinned = kcfgs is not None
     r = subprocess.run([args.attune, "results", "--db", db, "--device", args.device, "--shape", args.shape,
                         "--json"], stdout=subprocess.PIPE, text=True, check=True)
     rows = []
@@ -64,33 +73,50 @@ def tune(args, kcfgs, tag, trace=False):
     for ext in ("", "-wal", "-shm"):
         if os.path.exists(db + ext):
             os.remove(db + ext)
+    if pinned and sorted(r["kcfg"] for r in rows) != sorted(set(kcfgs)):
+        # attune ignores a malformed ATTUNE_CUDNN_KCFGS (heuristics list instead)
+        raise RuntimeError("%s: the tune measured kcfg %s, not the %d asked for"
+                           % (tag, sorted(r["kcfg"] for r in rows), len(set(kcfgs))))
     print("%s: %d rows in %.1f s" % (tag, len(rows), time.time() - t0), file=sys.stderr, flush=True)
     return rows, p.stderr
 
 
-def knob_space(stderr, engine):
-    """[(type, min, max, stride)] from the trace's knobs line of engine."""
+def trace_lines(stderr, engine, graph=None):
+    """(graph form or None, the text after the colon) of each knobs line of
+    engine in the trace, graph's only when given (lines of the form before
+    the graph was printed have none and are kept)."""
+    out = []
     for line in stderr.splitlines():
-        m = re.search(r"knobs eng=%d kcfg=\d+:(.*)$" % engine, line)
-        if m:
-            body = re.split(r" set ?", m.group(1))[0].strip()
-            if body == "none":
-                return []
-            space = []
-            for f in body.split():
-                k = re.match(r"(-?\d+):(-?\d+)\.\.(-?\d+)/(\d+)$", f)
-                if not k:
-                    raise RuntimeError("a knob field that is not TYPE:MIN..MAX/STRIDE: %r in %r" % (f, line))
-                space.append(tuple(int(x) for x in k.groups()))
-            return space
+        m = re.search(r"knobs (?:(\w+) )?eng=%d kcfg=\d+:(.*)$" % engine, line)
+        if m and (graph is None or m.group(1) in (None, graph)):
+            out.append((m.group(1), m.group(2), line))
+    return out
+
+
+def knob_space(stderr, engine, graph=None):
+    """[(type, min, max, stride)] from the trace's first knobs line of
+    engine (on graph, when given)."""
+    for _, text, line in trace_lines(stderr, engine, graph):
+        if text.endswith(" cut"):
+            raise RuntimeError("the knobs line was cut at the trace's buffer: %r" % line)
+        body = re.split(r" set ?", text)[0].strip()
+        if body == "none":
+            return []
+        space = []
+        for f in body.split():
+            k = re.match(r"(-?\d+):(-?\d+)\.\.(-?\d+)/(\d+)$", f)
+            if not k:
+                raise RuntimeError("a knob field that is not TYPE:MIN..MAX/STRIDE: %r in %r" % (f, line))
+            space.append(tuple(int(x) for x in k.groups()))
+        return space
     raise RuntimeError("no 'knobs eng=%d' line in the trace (is the engine offered for this shape?)" % engine)
 
 
-def knobs_set(stderr, engine):
+def knobs_set(stderr, engine, graph=None):
     """The knob types any traced config of engine sets."""
     used = set()
-    for line in stderr.splitlines():
-        m = re.search(r"knobs eng=%d kcfg=\d+:.* set ?(\S+)$" % engine, line)
+    for _, text, _ in trace_lines(stderr, engine, graph):
+        m = re.search(r" set ?(\S+)$", text)
         if m:
             used |= {int(f.split("=")[0]) for f in m.group(1).split(",")}
     return used
@@ -108,7 +134,8 @@ def codes_of(space, only=None):
         for d, n in zip(digits, sizes):
             code += d * radix
             radix *= n + 1
-        out.append(code)
+        if code <= INT32_MAX:  # knob_encode names no code past it
+            out.append(code)
     return sorted(out)
 
 
@@ -142,15 +169,15 @@ def main():
     heur, err = tune(a, None, "heuristics", trace=True)
     proposed = sorted({r["kcfg"] for r in heur})
     for line in err.splitlines():
-        if "knobs eng=" in line:
+        if "knobs " in line and " eng=" in line:
             print("# trace:%s" % line.split("ms:", 1)[-1], flush=True)
-    space = knob_space(err, a.engine)
+    space = knob_space(err, a.engine, a.graph)
     total = 1
     for _, lo, hi, st in space:
         total *= (hi - lo) // st + 2
     only = None
     if total > a.max:
-        only = knobs_set(err, a.engine)
+        only = knobs_set(err, a.engine, a.graph)
         print("# %d settings in all: only the knobs heuristics set are varied (%s)"
               % (total, sorted(only)), flush=True)
     codes = codes_of(space, only)
@@ -161,8 +188,8 @@ def main():
         print("# only the first %d codes swept (--max)" % a.max, flush=True)
         codes = codes[:a.max]
     rows = []
-    for i in range(0, len(codes), 64):
-        rs, _ = tune(a, codes[i:i + 64], "sweep%d" % (i // 64))
+    for i in range(0, len(codes), BATCH):
+        rs, _ = tune(a, codes[i:i + BATCH], "sweep%d" % (i // BATCH))
         rows += rs
     for r in rows:
         jl.write(json.dumps(r) + "\n")
@@ -177,8 +204,11 @@ def main():
     bad = {}
     for r in rows:
         if r["status"] not in ("ok", "inaccurate"):
-            bad[r["status"]] = bad.get(r["status"], 0) + 1
-    print("\n# settings not run: %s" % (", ".join("%d %s" % (n, s) for s, n in sorted(bad.items())) or "none"))
+            key = (r["status"], r["note"][:100])
+            bad.setdefault(key, []).append(r["kcfg"])
+    print("\n# settings not run: %s" % ("" if bad else "none"))
+    for (status, note), ks in sorted(bad.items()):
+        print("#   %d %s (kcfg %s): %s" % (len(ks), status, ",".join(str(k) for k in sorted(ks)), note))
 
     pick = [r["kcfg"] for r in ok[:a.confirm]]
     pick += [k for k in proposed if k not in pick]

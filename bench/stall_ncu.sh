@@ -42,10 +42,11 @@ fi
 {
     echo "# $KEY $TACTIC ($(date -u '+%F %T') UTC, $(nvidia-smi --query-gpu=name,uuid --format=csv,noheader | head -1))"
     ncu -i "$rep.ncu-rep" --page details
-} >"$txt" 2>&1
-ncu -i "$rep.ncu-rep" --page source --csv --print-source sass >"$TMP/src.csv" 2>>"$txt"
+} >"$txt" 2>&1 || { echo "stall_ncu.sh: ncu -i --page details failed ($txt)" >&2; exit 1; }
+ncu -i "$rep.ncu-rep" --page source --csv --print-source sass >"$TMP/src.csv" 2>>"$txt" ||
+    { echo "stall_ncu.sh: ncu -i --page source failed ($txt)" >&2; exit 1; }
 gzip -9n <"$TMP/src.csv" >"$OUT/stall-$NAME.csv.gz"
-python3 - "$TMP/src.csv" >>"$txt" 2>&1 <<'EOF'
+python3 - "$TMP/src.csv" >>"$txt" 2>&1 <<'EOF' || { echo "stall_ncu.sh: the tables failed ($txt)" >&2; exit 1; }
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1], newline="")))
 # ncu prints a kernel header line or two before the table; find the header.

@@ -38,7 +38,18 @@ def main():
     only = ck.codes_of(two, only={7})
     check(only == [0, 4, 8], "only knob 7 varied: codes 0, 4, 8 (%s)" % only)
     check(ck.knob_space("x ms: knobs eng=3 kcfg=0: none", 3) == [], "an engine without knobs")
+    # the graph form, printed since 2026-12-05 18:20: the asked form's line read
+    forms = "\n".join(["x ms: knobs sdpa eng=2 kcfg=0: 24:0..3/1",
+                        "x ms: knobs comp eng=2 kcfg=9: 24:0..36/1 set 24=8"])
+    check(ck.knob_space(forms, 2, "comp") == [(24, 0, 36, 1)], "the comp graph's line, not the sdpa one's")
+    check(ck.knob_space(forms, 2, "sdpa") == [(24, 0, 3, 1)], "the sdpa graph's line")
+    check(ck.knobs_set(forms, 2, "sdpa") == set(), "no knob set on the sdpa line")
+    # knob_encode names no code past 2^31 - 1: a wide space is cut there
+    wide = [(1, 0, 999, 1), (2, 0, 999, 1), (3, 0, 999, 1), (4, 0, 2, 1)]
+    codes = ck.codes_of(wide, only={4})
+    check(all(c <= 2 ** 31 - 1 for c in codes) and len(codes) == 3, "codes past INT32_MAX left out: %s" % codes)
     for bad, what in (("x ms: knobs eng=2 kcfg=0: 24:0..3", "a field cut short"),
+                      ("x ms: knobs comp eng=2 kcfg=0: 24:0..3/1 25:0..1/1 cut", "a line cut at the buffer"),
                       ("x ms: knobs eng=4 kcfg=0: 24:0..3/1", "no line of the engine asked")):
         try:
             ck.knob_space(bad, 2)

@@ -1211,8 +1211,10 @@ static int max_configs(void)
  * engine does not take is refused when its plan is built) for the
  * unpadded graphs instead of what heuristics propose, so a sweep over an
  * engine's knob space is tuned and checked like any tactic
- * (bench/cudnn_knobs.py). Count into names (at most max), or -1 unset or
- * malformed (then heuristics list as usual). */
+ * (bench/cudnn_knobs.py, which checks that the configs tuned are the
+ * ones it asked for). Count into names, or -1 unset or malformed (a code
+ * past INT32_MAX, an empty field, more than max codes): then heuristics
+ * list as usual. */
 static int pinned_configs(int (*names)[2], int max)
 {
     const char *e = getenv("ATTUNE_CUDNN_KCFGS");
@@ -1223,7 +1225,9 @@ static int pinned_configs(int (*names)[2], int max)
     long eng = strtol(e, &end, 10);
     if (end == e || *end != ':' || eng < 0 || eng > 1000000)
         return -1;
-    for (const char *c = end + 1; n < max;) {
+    for (const char *c = end + 1;;) {
+        if (n == max)
+            return -1;
         long code = strtol(c, &end, 10);
         if (end == c || code < 0 || code > INT32_MAX || (*end != ',' && *end != 0))
             return -1;
@@ -1452,9 +1456,10 @@ static int cache_insert(cuda_cudnn_plan *p, int prefetch)
 
 /* ATTUNE_CUDNN_TRACE: the engine's knob space (type:min..max/stride, in
  * the order of knob_encode's digits) and the choices of kcfg, one line,
- * so a sweep can compute every code (bench/cudnn_knobs.py). */
-static void knobs_trace(int eng, int kcfg, const knob_info *ki, int nk, const int64_t *types,
-                        const int64_t *vals, int nc)
+ * so a sweep can compute every code (bench/cudnn_knobs.py); a line cut
+ * at the buffer's end says so (" cut"), and readers refuse it. */
+static void knobs_trace(const char *form, int eng, int kcfg, const knob_info *ki, int nk,
+                        const int64_t *types, const int64_t *vals, int nc)
 {
     char line[440];
     size_t o = 0;
@@ -1467,7 +1472,8 @@ static void knobs_trace(int eng, int kcfg, const knob_info *ki, int nk, const in
     for (int i = 0; i < nc && o < sizeof line; i++)
         o += (size_t)snprintf(line + o, sizeof line - o, "%s%lld=%lld", i == 0 ? " set " : ",",
                               (long long)types[i], (long long)vals[i]);
-    dnn_trace("knobs eng=%d kcfg=%d:%s", eng, kcfg, nk == 0 ? " none" : line);
+    dnn_trace("knobs %s eng=%d kcfg=%d:%s%s", form, eng, kcfg, nk == 0 ? " none" : line,
+              o >= sizeof line ? " cut" : "");
 }
 
 /* Build the execution plan of (p->g, eng, kcfg) on handle h into p->plan.
@@ -1501,7 +1507,7 @@ static int plan_build(cuda_cudnn_plan *p, cudnnHandle_t h, char *note, size_t no
         rc = refuse(note, notelen, "%s", "cudnn: kcfg out of range for this engine");
         goto fail;
     }
-    knobs_trace(p->eng, p->kcfg, ki, nk, types, vals, nc);
+    knobs_trace(p->g.form == ATTN_GRAPH_SDPA ? "sdpa" : "comp", p->eng, p->kcfg, ki, nk, types, vals, nc);
     for (int i = 0; i < nc; i++) {
         cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)types[i];
         dnn_attr ka[] = {

@@ -118,7 +118,7 @@ struct sm90_args {
  * kernel's warps waiting on such fixed-latency dependencies more than on
  * anything else. sm90_tree gives the partials per configuration, from
  * ABBA A/Bs on an H100 (docs/kernels.md, version 3.10): 2 for e4m3 up to
- * 192-key tiles (4-6% faster at 128x128, 1-3.6% at 128x192), 1 at 224
+ * 192-key tiles (2.4-6.1% faster at 128x128, 1-3.6% at 128x192), 1 at 224
  * (2 and 4 were 1.2-3% slower there) and for 16-bit tiles (4 was 1.7%
  * slower at bf16 128x128; 2 not measured). SM90_TREE=N, when defined,
  * sets N everywhere (bench/build_ab.sh -DSM90_TREE=N); a power of two. */
