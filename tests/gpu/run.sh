@@ -63,7 +63,8 @@
 # script's environment, BUILD and OUT exported; exec.log). Logs and results go under $OUT (the run tool's
 # folder; ./gpu-out elsewhere): run.log, env.txt, build.log, ctest.log,
 # peers.log, peers.json, peers.md. At most 8 files: the run tool brings
-# back no more.
+# back no more, so past 8 this script packs all but run.log into
+# out.tar.gz (step 7).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -461,5 +462,16 @@ if [ -n "$EXEC" ]; then
     bash -c "$EXEC" >"$OUT/exec.log" 2>&1 || { log "exec exit $?"; STATUS=1; }
     tail -60 "$OUT/exec.log" >&2
     log "exec done ($(($(date +%s) - START)) s)"
+fi
+
+# ---- (7) the run tool brings back 8 files at most and drops the rest:
+# past 8, everything but run.log goes into one out.tar.gz (tar -xzf it
+# where the files land), so no result is lost to the count.
+n=$(find "$OUT" -maxdepth 1 -type f | wc -l)
+if [ "$n" -gt 8 ]; then
+    log "$n files under \$OUT, more than the 8 the run tool brings back: packed into out.tar.gz (run.log beside it)"
+    (cd "$OUT" && find . -maxdepth 1 -type f ! -name run.log ! -name out.tar.gz -printf '%P\n' | sort >"${TMPDIR:-/tmp}/run-sh-pack.$$" &&
+        tar -czf out.tar.gz -T "${TMPDIR:-/tmp}/run-sh-pack.$$" && xargs rm -f <"${TMPDIR:-/tmp}/run-sh-pack.$$")
+    rm -f "${TMPDIR:-/tmp}/run-sh-pack.$$"
 fi
 exit $STATUS
