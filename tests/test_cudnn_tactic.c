@@ -6,6 +6,7 @@
  * graph form and knob code, all three always written (engine 0 and knob
  * code 0 are real values), keys sorted like every tactic's. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "test.h"
@@ -108,11 +109,52 @@ static void cudnn_version_should_be_readable(void)
 #endif
 }
 
+/* ATTUNE_CUDNN_KCFGS (experiments, bench/cudnn_knobs.py) lists exactly
+ * its configs, in its order, for each graph form of the unpadded graph
+ * and none for the padded ones; a malformed value is ignored (what
+ * heuristics propose is listed instead: nothing without a GPU). The
+ * pinned path asks no device, so this runs here. */
+static void pinned_kcfgs_should_list_exactly_those(void)
+{
+#ifdef ATTUNE_HAVE_CUDNN
+    attn_shape s = {1, 4, 2, 100, 100, 64, ATTN_BF16, 0}; /* 100: pads 8, 16, 64 change it */
+    attn_tactic t[256];
+    const int want[] = {0, 8, 33};
+    CHECK_EQ_INT(setenv("ATTUNE_CUDNN_KCFGS", "2:0,8,33", 1), 0);
+    int n = cuda_cudnn_tactics(0, &s, t, 256);
+    CHECK_EQ_INT(n, 6); /* comp and sdpa, unpadded only */
+    for (int i = 0; i < n && i < 6; i++) {
+        CHECK_EQ_INT(t[i].variant, ATTN_CUDNN);
+        CHECK_EQ_INT(t[i].eng, 2);
+        CHECK_EQ_INT(t[i].kcfg, want[i % 3]);
+        CHECK_EQ_INT(t[i].graph, i < 3 ? ATTN_GRAPH_COMP : ATTN_GRAPH_SDPA);
+        CHECK_EQ_INT(t[i].pad, 1);
+    }
+    char many[1024];
+    size_t o = (size_t)snprintf(many, sizeof many, "7:123456");
+    for (int i = 1; i <= 64; i++) /* 65 codes: one more than it takes */
+        o += (size_t)snprintf(many + o, sizeof many - o, ",%d", 123456 + i);
+    const char *bad[] = {"7:123456,,1", "7:123456,", "7:123456 ", "7:-1", "7:2147483648", ":1", many};
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        CHECK_EQ_INT(setenv("ATTUNE_CUDNN_KCFGS", bad[b], 1), 0);
+        n = cuda_cudnn_tactics(0, &s, t, 256);
+        CHECK(n >= 0);
+        for (int i = 0; i < n; i++) /* heuristics' own list, never the malformed one */
+            CHECK_MSG(!(t[i].eng == 7 && t[i].kcfg >= 123456), "'%.20s' listed eng %d kcfg %d",
+                      bad[b], t[i].eng, t[i].kcfg);
+    }
+    unsetenv("ATTUNE_CUDNN_KCFGS");
+#else
+    CHECK(1);
+#endif
+}
+
 int main(void)
 {
     RUN(cudnn_tactic_should_round_trip_canonically);
     RUN(cudnn_tactic_parse_should_reject_bad_text);
     RUN(cpu_should_not_offer_cudnn);
     RUN(cudnn_version_should_be_readable);
+    RUN(pinned_kcfgs_should_list_exactly_those);
     return test_summary();
 }
