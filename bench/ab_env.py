@@ -46,6 +46,36 @@ def run_order(values, reps):
     return out
 
 
+def drop_db(db):
+    for ext in ("", "-wal", "-shm"):
+        if os.path.exists(db + ext):
+            os.remove(db + ext)
+
+
+def tune_fresh(attune, device, shapes, env, db):
+    """`attune tune --screen 0` of shapes into a fresh database db under
+    env (every tactic fully timed), then the db removed; ([(shape,
+    measurement dict of `attune results --json`)], tune's stderr).
+    Raises RuntimeError when the tune fails. Also bench/cudnn_knobs.py's."""
+    drop_db(db)
+    cmd = [attune, "tune", "--db", db, "--device", device, "--screen", "0", "--quiet"]
+    for s in shapes:
+        cmd += ["--shape", s]
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        drop_db(db)
+        raise RuntimeError("attune tune exited %d:\n%s" % (p.returncode, (p.stdout + p.stderr)[-2000:]))
+    out = []
+    try:
+        for s in shapes:
+            r = subprocess.run([attune, "results", "--db", db, "--device", device, "--shape", s, "--json"],
+                               stdout=subprocess.PIPE, text=True, check=True)
+            out += [(s, m) for m in json.loads(r.stdout).get("measurements", [])]
+    finally:
+        drop_db(db)
+    return out, p.stderr
+
+
 def tune(args, name, value, run):
     """One run: a fresh database, the shapes tuned with NAME=value (unset
     for UNSET); its measurement rows as dicts (run, value, shape, tactic,
@@ -54,28 +84,14 @@ def tune(args, name, value, run):
     env.pop(name, None)
     if value != UNSET:
         env[name] = value
-    db = os.path.join(args.out, "ab-%d.db" % run)
-    for ext in ("", "-wal", "-shm"):
-        if os.path.exists(db + ext):
-            os.remove(db + ext)
-    cmd = [args.attune, "tune", "--db", db, "--device", args.device, "--screen", "0", "--quiet"]
-    for s in args.shape:
-        cmd += ["--shape", s]
     t0 = time.time()
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        raise RuntimeError("%s=%s: attune tune exited %d:\n%s" % (name, value, p.returncode, p.stdout[-2000:]))
-    rows = []
-    for s in args.shape:
-        r = subprocess.run([args.attune, "results", "--db", db, "--device", args.device, "--shape", s, "--json"],
-                           stdout=subprocess.PIPE, text=True, check=True)
-        for m in json.loads(r.stdout).get("measurements", []):
-            rows.append({"run": run, "value": value, "shape": s, "tactic": m.get("tactic", ""),
-                         "status": m.get("status"), "time_us": m.get("time_us"), "rel_err": m.get("rel_err"),
-                         "note": m.get("note") or ""})
-    for ext in ("", "-wal", "-shm"):
-        if os.path.exists(db + ext):
-            os.remove(db + ext)
+    try:
+        ms, _ = tune_fresh(args.attune, args.device, args.shape, env, os.path.join(args.out, "ab-%d.db" % run))
+    except RuntimeError as e:
+        raise RuntimeError("%s=%s: %s" % (name, value, e))
+    rows = [{"run": run, "value": value, "shape": s, "tactic": m.get("tactic", ""), "status": m.get("status"),
+             "time_us": m.get("time_us"), "rel_err": m.get("rel_err"), "note": m.get("note") or ""}
+            for s, m in ms]
     print("run %d: %s=%s, %.1f s" % (run, name, value, time.time() - t0), file=sys.stderr, flush=True)
     return rows
 

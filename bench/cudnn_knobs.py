@@ -31,10 +31,11 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+import ab_env  # bench/ab_env.py: tune_fresh
 
 INT32_MAX = 2 ** 31 - 1
 BATCH = 64  # ATTUNE_CUDNN_KCFGS takes at most MAX_CFGS (64) codes
@@ -50,35 +51,26 @@ def tune(args, kcfgs, tag, trace=False):
         env["ATTUNE_CUDNN_KCFGS"] = "%d:%s" % (args.engine, ",".join(str(c) for c in kcfgs))
     if trace:
         env["ATTUNE_CUDNN_TRACE"] = "1"
-    db = os.path.join(args.out, "knobs-%s.db" % tag)
-    for ext in ("", "-wal", "-shm"):
-        if os.path.exists(db + ext):
-            os.remove(db + ext)
     t0 = time.time()
-    p = subprocess.run([args.attune, "tune", "--db", db, "--device", args.device, "--screen", "0",
-                        "--quiet", "--shape", args.shape], env=env, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        raise RuntimeError("attune tune (%s) exited %d:\n%s" % (tag, p.returncode, (p.stdout + p.stderr)[-2000:]))
+    try:
+        ms, err = ab_env.tune_fresh(args.attune, args.device, [args.shape], env,
+                                    os.path.join(args.out, "knobs-%s.db" % tag))
+    except RuntimeError as e:
+        raise RuntimeError("%s: %s" % (tag, e))
     pinned = kcfgs is not None
-    r = subprocess.run([args.attune, "results", "--db", db, "--device", args.device, "--shape", args.shape,
-                        "--json"], stdout=subprocess.PIPE, text=True, check=True)
     rows = []
-    for m in json.loads(r.stdout).get("measurements", []):
+    for _, m in ms:
         t = m.get("tactic", "")
         k = re.search(r"cudnn/eng=(\d+)/graph=%s/kcfg=(\d+)/pad=1$" % args.graph, t)
         if k and int(k.group(1)) == args.engine:
             rows.append({"tag": tag, "kcfg": int(k.group(2)), "tactic": t, "status": m.get("status"),
                          "time_us": m.get("time_us"), "rel_err": m.get("rel_err"), "note": m.get("note") or ""})
-    for ext in ("", "-wal", "-shm"):
-        if os.path.exists(db + ext):
-            os.remove(db + ext)
     if pinned and sorted(r["kcfg"] for r in rows) != sorted(set(kcfgs)):
         # attune ignores a malformed ATTUNE_CUDNN_KCFGS (heuristics list instead)
         raise RuntimeError("%s: the tune measured kcfg %s, not the %d asked for"
                            % (tag, sorted(r["kcfg"] for r in rows), len(set(kcfgs))))
     print("%s: %d rows in %.1f s" % (tag, len(rows), time.time() - t0), file=sys.stderr, flush=True)
-    return rows, p.stderr
+    return rows, err
 
 
 def trace_lines(stderr, engine, graph=None):

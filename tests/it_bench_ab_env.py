@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 import ab_env  # noqa: E402
 
-from checklib import check, failures  # noqa: E402  (tests/checklib.py)
+from checklib import check, summary  # noqa: E402  (tests/checklib.py)
 
 
 def row(run, value, tactic, status="ok", t=None, err=1e-3, note="", shape="S"):
@@ -91,8 +91,7 @@ def main():
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
             check(p.returncode == 2 and "two or more different values" in p.stderr,
                   "--env %s refused (%d)" % (bad, p.returncode))
-    print("%d failed" % len(failures))
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 import cudnn_knobs as ck  # noqa: E402
 
-from checklib import check, failures  # noqa: E402  (tests/checklib.py)
+from checklib import check, summary  # noqa: E402  (tests/checklib.py)
 
 
 def main():
@@ -56,10 +56,7 @@ def main():
             check(False, what + " refused")
         except RuntimeError:
             check(True, what + " refused")
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    return 0
+    return summary()
 
 
 if __name__ == "__main__":

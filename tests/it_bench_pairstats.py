@@ -11,7 +11,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 import pairstats  # noqa: E402
 
-from checklib import check, failures  # noqa: E402  (tests/checklib.py)
+from checklib import check, summary  # noqa: E402  (tests/checklib.py)
 
 
 def tail(n, k):
@@ -60,8 +60,7 @@ def main():
     lines = r.stdout.splitlines()
     check(r.returncode == 0 and len(lines) == 1 and "llama" in lines[0] and
           lines[0].endswith(": slower"), "the command: %r" % r.stdout)
-    print("%d failure(s)" % len(failures))
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

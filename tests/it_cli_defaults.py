@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 SKIP = 77
 K1 = "b1.hq4.hkv1.sq16.skv64.d32.f32.nc"
 K2 = "b1.hq2.hkv2.sq8.skv8.d16.f32.c"
-from checklib import check, failures  # noqa: E402  (tests/checklib.py)
+from checklib import check, summary  # noqa: E402  (tests/checklib.py)
 
 
 def run(args, env=None, **kw):
@@ -239,10 +239,7 @@ def main():
         check_import(db, work)
         check_token_file()
         check_clients(db, work)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    return 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import tempfile
 SKIP = 77
 SHAPE = "b1.hq2.hkv1.sq8.skv32.d16.f32.nc"
 SPREAD = 0.5  # TUNER_NOISE_SPREAD
-from checklib import check, failures  # noqa: E402  (tests/checklib.py)
+from checklib import check, summary  # noqa: E402  (tests/checklib.py)
 
 
 def tune(attune, db, extra=()):
@@ -108,10 +108,7 @@ def main():
               and int(m.group(2)) == len(rows) - len(noisy),
               "the second tune measures the %d noisy rows again and keeps the %d others"
               % (len(noisy), len(rows) - len(noisy)))
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    return 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ C = "b1.hq4.hkv1.sq24.skv64.d32.f32.nc"
 D = "b2.hq4.hkv1.sq48.skv96.d32.f32.nc"
 MHA = "b1.hq4.hkv4.sq16.skv64.d32.f32.nc"
 FLEET_ID = "CPU-00000000000000f1"
-from checklib import check, failures  # noqa: E402  (tests/checklib.py)
+from checklib import check, summary  # noqa: E402  (tests/checklib.py)
 
 
 def run(args, env, check_rc=None):
@@ -217,8 +217,7 @@ def main():
         if d is not None:
             d.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print("%d failed" % len(failures))
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ import attune  # noqa: E402
 import attune.lib  # noqa: E402
 import daemonlib  # noqa: E402
 
-from checklib import check, failures  # noqa: E402  (tests/checklib.py)
+from checklib import check, summary  # noqa: E402  (tests/checklib.py)
 
 
 def reference(q, k, v, causal, layout):
@@ -506,8 +506,7 @@ def main():
     e4m3_auto()
     bad_input()
     with_daemon()
-    print("%d failed" % len(failures))
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":
