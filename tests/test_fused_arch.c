@@ -239,24 +239,35 @@ static void sm90a_wide_tiles_should_be_listed_plain(void)
     }
 }
 
-/* e4m3 (versions 3.5 and 3.7): on 9.0 the five configurations, 128-, 192-
- * and 224-key tiles, pad 1, plain, each within a block's shared memory
- * (V^T's partial 128-key chunk counted whole); none before 9.0. */
+/* e4m3 (versions 3.5, 3.7 and 3.11): on 9.0 the seven configurations,
+ * 128-row tiles of 128, 192 and 224 keys and 192-row tiles of 128 keys
+ * (16 warps: three consumer warpgroups), pad 1, plain, each within a
+ * block's shared memory (V^T's partial 128-key chunk counted whole); none
+ * before 9.0. */
 static void sm90a_e4m3_configs_should_fit(void)
 {
     attn_shape s = {2, 16, 16, 8192, 8192, 128, ATTN_E4M3, 0};
     attn_tactic t[64];
-    int n = cuda_fused_tactics(&s, 9, 0, t, 64), by_width[3] = {0, 0, 0};
-    CHECK_EQ_INT(n, 5);
+    int n = cuda_fused_tactics(&s, 9, 0, t, 64), by_width[3] = {0, 0, 0}, tall = 0;
+    CHECK_EQ_INT(n, 7);
     for (int i = 0; i < n; i++) {
         size_t smem = SM90_SMEM_E4M3(128, t[i].tile_m, t[i].tile_n, t[i].stages);
         CHECK_MSG(smem + sm90a_static_smem(t[i].stages) <= limit(90), "e4m3 tile %dx%d stages %d: %zu B", t[i].tile_m, t[i].tile_n,
                   t[i].stages, smem);
         CHECK(t[i].arch == ATTN_ARCH_SM90A && t[i].pad == 1 && t[i].fold == 0 && t[i].splits == 0);
+        CHECK_MSG(t[i].warps == 4 + t[i].tile_m / 16, "tile %dx%d: %d warps", t[i].tile_m, t[i].tile_n, t[i].warps);
+        if (t[i].tile_m == 192) {
+            tall++;
+            CHECK(t[i].tile_n == 128);
+            continue;
+        }
+        CHECK(t[i].tile_m == 128);
         by_width[t[i].tile_n == 128 ? 0 : t[i].tile_n == 192 ? 1 : t[i].tile_n == 224 ? 2 : 0] +=
             t[i].tile_n == 128 || t[i].tile_n == 192 || t[i].tile_n == 224;
     }
     CHECK(by_width[0] == 2 && by_width[1] == 2 && by_width[2] == 1);
+    CHECK_EQ_INT(tall, 2);
+    CHECK(SM90_SMEM_E4M3(128, 192, 128, 3) == 24576 + 3 * (128 * 128 + 128 * 128) + 49152 + 1024);
     /* the V^T chunks: 128 keys one chunk, 192 and 224 two */
     CHECK_EQ_INT(SM90_E4M3_VT_CHUNKS(128), 1);
     CHECK_EQ_INT(SM90_E4M3_VT_CHUNKS(224), 2);

@@ -125,7 +125,8 @@
  * 229 KB, over a block's 227). FlashAttention-3's FP8 width at d128 is
  * 224 (cuda_fused_sm90a.cu says why). */
 #define SM90_E4M3_CONFIGS(X)                                                                   \
-    X(128, 128, 128, 2) X(128, 128, 128, 3) X(128, 128, 192, 2) X(128, 128, 192, 3) X(128, 128, 224, 2)
+    X(128, 128, 128, 2) X(128, 128, 128, 3) X(128, 128, 192, 2) X(128, 128, 192, 3) X(128, 128, 224, 2) \
+    X(128, 192, 128, 2) X(128, 192, 128, 3)
 #define SM90_E4M3_VT_CHUNKS(BC) (((BC) + 127) / 128)
 #define SM90_SMEM_E4M3(D, BR, BC, STAGES)                                                      \
     ((size_t)(BR) * (D) +                                                                      \

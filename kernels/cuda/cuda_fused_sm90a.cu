@@ -436,6 +436,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     constexpr int ES = (int)sizeof(T), KS = 32 / ES; /* element bytes, keys per k-slice */
     constexpr bool F8 = sm90_is_fp8<T>::value;
     constexpr int TR = sm90_tree<F8, BC>();
+    /* Intra-warpgroup overlap (S_j issued before P_{j-1} V_{j-1}, the
+     * softmax of S_j under that product) keeps S_j, O and P_{j-1} live
+     * together: e4m3 at 128x128 needs about 176 registers a consumer so
+     * (ptxas). Three e4m3 consumer warpgroups get 160, so there (version
+     * 3.11) a turn issues P_{j-1} V_{j-1}, waits for it, then issues S_j,
+     * and the other two warpgroups' turns are what overlaps a softmax. */
+    constexpr bool OVL = !(F8 && NWG == 3);
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -721,6 +728,34 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         for (int it = 1; it < ntiles; it++) {
             const int st = it % STAGES, pst = (it - 1) % STAGES;
             float alpha[2];
+            if constexpr (!OVL) {
+                /* In one turn: O += P_{j-1} V_{j-1}, waited for (P_{j-1}'s
+                 * registers are free after it), then S_j; the softmax of
+                 * S_j runs under the other warpgroups' turns. */
+                mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
+                turn_begin();
+                wgmma_fence();
+                gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+                wgmma_commit();
+                wgmma_wait<0>();
+#pragma unroll
+                for (int c = 0; c < OC; c++)
+                    reg_fence(o[c]);
+                if (lane == 0)
+                    mbar_arrive(BAR_EV(pst));
+                mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+                wgmma_fence();
+                gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
+                wgmma_commit();
+                turn_end(false);
+                wgmma_wait<0>();
+                reg_fence(s);
+                if (lane == 0)
+                    mbar_arrive(BAR_EK(st));
+                softmax((thi - 1 - it) * BC, alpha);
+                rescale_pack(alpha);
+                continue;
+            }
             mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
             turn_begin();
             wgmma_fence();
