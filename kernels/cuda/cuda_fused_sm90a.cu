@@ -403,6 +403,20 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32
 #endif
 }
 
+/* e4m3, P from shared memory (version 3.11's PSM): O += P V over BC keys
+ * by SS wgmma, P a K-major 64 x BC-byte tile at aP (one 128-byte
+ * swizzled row per query row: BC = 128), V^T's tile as in gemm_pv. */
+template <int D, int BC>
+__device__ __forceinline__ void gemm_pv_smem(float (&o)[64], uint32_t aP, uint32_t aV)
+{
+#ifdef SM90A_DEVICE
+    static_assert(D == 128 && BC == 128, "one 128-byte row of P per query row");
+#pragma unroll
+    for (int kk = 0; kk < BC / 32; kk++)
+        wgmma8_ss_n128(o, sw128_desc(aP + kk * 32, 16, 1024), sw128_desc(aV + kk * 32, 16, 1024), 1);
+#endif
+}
+
 /* Shared memory of one configuration: Q, then STAGES K buffers, then
  * STAGES V buffers, each [128-byte chunks][rows][128 B] (e4m3's V^T: D
  * rows of BC keys, in 128-key chunks, a partial last chunk loaded whole:
@@ -440,9 +454,23 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * softmax of S_j under that product) keeps S_j, O and P_{j-1} live
      * together: e4m3 at 128x128 needs about 176 registers a consumer so
      * (ptxas). Three e4m3 consumer warpgroups get 160, so there (version
-     * 3.11) a turn issues P_{j-1} V_{j-1}, waits for it, then issues S_j,
-     * and the other two warpgroups' turns are what overlaps a softmax. */
-    constexpr bool OVL = !(F8 && NWG == 3);
+     * 3.11) P_{j-1} leaves the registers: PSM, P in shared memory (written
+     * after its softmax, 64 x 128 e4m3 per warpgroup in the warpgroup's own
+     * rows of the output's staging buffer, unused until the epilogue; SS
+     * wgmma). SM90_F8_3WG picks how those warpgroups order a turn:
+     *   2 (default): as everywhere else, S_j then P_{j-1} V_{j-1}, the
+     *     softmax of S_j under the latter (P from shared memory);
+     *   1: P_{j-1} V_{j-1} then S_j, both waited for before the softmax
+     *     (P from shared memory);
+     *   0: P_{j-1} V_{j-1} from registers, waited for inside the turn,
+     *     then S_j.
+     * In modes 1 and 0 only the other warpgroups' turns overlap a softmax. */
+#ifndef SM90_F8_3WG
+#define SM90_F8_3WG 2
+#endif
+    constexpr bool W3 = F8 && NWG == 3;
+    constexpr bool OVL = !W3 || SM90_F8_3WG == 2;
+    constexpr bool PSM = W3 && SM90_F8_3WG >= 1;
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -575,6 +603,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* e4m3: S of the stored values times descale_q descale_k */
     const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
     const uint32_t aQw = aQ + cw * 64 * 128;
+    /* PSM: this warpgroup's P tile, its own rows of the output's staging
+     * (chunk 0), which the epilogue writes only after its last P V */
+    const uint32_t aPw = aOst + cw * 64 * 128;
 
     float o[OC][ON / 2];
 #pragma unroll
@@ -677,6 +708,26 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                     const int t0 = 4 * kk + 2 * (r / 2), e = 2 * (r % 2);
                     pf[kk][r] = pack4_e4m3(s[4 * t0 + e], s[4 * t0 + e + 1], s[4 * t0 + 4 + e], s[4 * t0 + 5 + e]);
                 }
+            if constexpr (PSM) {
+                /* P as the A tile of an SS wgmma: the bytes the register
+                 * fragment holds (row wq 16 + gr + 8 (r % 2), logical keys
+                 * 32 kk + 16 (r / 2) + 4 tq4 .. +3) at their place in a
+                 * K-major 64 x 128-byte tile with the 128-byte swizzle
+                 * (16-byte unit u of row q at u ^ (q % 8)); then the
+                 * stores made visible to the async proxy and the whole
+                 * warpgroup's written before any warp's wgmma reads. */
+#pragma unroll
+                for (int kk = 0; kk < BC / 32; kk++)
+#pragma unroll
+                    for (int r = 0; r < 4; r++) {
+                        const int q = wq * 16 + gr + 8 * (r % 2), u = 2 * kk + r / 2;
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(aPw + q * 128 + ((u ^ (q & 7)) << 4) + 4 * tq4),
+                                     "r"(pf[kk][r])
+                                     : "memory");
+                    }
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
+            }
         } else {
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++) {
@@ -728,7 +779,30 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         for (int it = 1; it < ntiles; it++) {
             const int st = it % STAGES, pst = (it - 1) % STAGES;
             float alpha[2];
-            if constexpr (!OVL) {
+            if constexpr (PSM && !OVL) {
+                /* In one turn: O += P_{j-1} V_{j-1} (P from shared
+                 * memory) and S_j, then both waited for. */
+                mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
+                mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+                turn_begin();
+                wgmma_fence();
+                gemm_pv_smem<D, BC>(o[0], aPw, aV0 + pst * L::vt);
+                gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
+                wgmma_commit();
+                turn_end(false);
+                wgmma_wait<0>();
+                reg_fence(s);
+#pragma unroll
+                for (int c = 0; c < OC; c++)
+                    reg_fence(o[c]);
+                if (lane == 0) {
+                    mbar_arrive(BAR_EV(pst));
+                    mbar_arrive(BAR_EK(st));
+                }
+                softmax((thi - 1 - it) * BC, alpha);
+                rescale_pack(alpha);
+                continue;
+            } else if constexpr (!OVL) {
                 /* In one turn: O += P_{j-1} V_{j-1}, waited for (P_{j-1}'s
                  * registers are free after it), then S_j; the softmax of
                  * S_j runs under the other warpgroups' turns. */
@@ -763,7 +837,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_commit();
             mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
-            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+            if constexpr (PSM)
+                gemm_pv_smem<D, BC>(o[0], aPw, aV0 + pst * L::vt);
+            else
+                gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
             turn_end(false);
             wgmma_wait<1>(); /* S_j done */
@@ -783,7 +860,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
         turn_begin();
         wgmma_fence();
-        gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
+        if constexpr (PSM)
+            gemm_pv_smem<D, BC>(o[0], aPw, aV0 + lst * L::vt);
+        else
+            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
         turn_end(true);
         wgmma_wait<0>();
