@@ -133,6 +133,19 @@ __device__ constexpr int sm90_tree()
 #endif
 }
 
+/* 1: the producer ends with a bounded wait until the last STAGES tiles'
+ * stages are freed (see the kernel), so that no consumer wait can hang
+ * unbounded; 0 (for A/Bs) leaves that gap, as before 2026-12-05. */
+#ifndef SM90_TAIL_WAIT
+#define SM90_TAIL_WAIT 1
+#endif
+
+/* How the three e4m3 consumer warpgroups order a turn (version 3.11; the
+ * kernel says what each value does): 2 by default, 0 and 1 for A/Bs. */
+#ifndef SM90_F8_3WG
+#define SM90_F8_3WG 2
+#endif
+
 template <typename T>
 struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
 /* the output type: the input's, bf16 for e4m3 */
@@ -465,9 +478,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      *   0: P_{j-1} V_{j-1} from registers, waited for inside the turn,
      *     then S_j.
      * In modes 1 and 0 only the other warpgroups' turns overlap a softmax. */
-#ifndef SM90_F8_3WG
-#define SM90_F8_3WG 2
-#endif
     constexpr bool W3 = F8 && NWG == 3;
     constexpr bool OVL = !W3 || SM90_F8_3WG == 2;
     constexpr bool PSM = W3 && SM90_F8_3WG >= 1;
@@ -584,6 +594,19 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph, false);
                 load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true);
             }
+#if SM90_TAIL_WAIT
+            /* The consumers' per-tile waits are unbounded (mbar_wait_hot);
+             * one stuck in tile it is ended by the bounded wait above for
+             * tile it + STAGES's stage, which the last STAGES tiles lack.
+             * So the producer waits, bounded, until the consumers have
+             * freed those tiles' stages too (they free the last V after
+             * its product), and a hang there faults the kernel as well. */
+            for (int it = ntiles > STAGES ? ntiles - STAGES : 0; it < ntiles; it++) {
+                const uint32_t ph = (uint32_t)(it / STAGES) & 1u;
+                mbar_wait(BAR_EK(it % STAGES), ph);
+                mbar_wait(BAR_EV(it % STAGES), ph);
+            }
+#endif
         }
         return;
     }
@@ -870,6 +893,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
         for (int c = 0; c < OC; c++)
             reg_fence(o[c]);
+        if (SM90_TAIL_WAIT && lane == 0)
+            mbar_arrive(BAR_EV(lst)); /* the producer's tail wait */
     }
 #undef BAR_FK
 #undef BAR_EK
