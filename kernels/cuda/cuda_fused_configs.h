@@ -113,6 +113,7 @@
  * up. */
 #define SM90_CONFIGS(X)                                                                        \
     X(64, 128, 128, 3, 1) X(64, 192, 128, 3, 1) X(128, 128, 128, 2, 1) X(128, 128, 176, 2, 0)  \
+    X(128, 192, 128, 2, 0)                                                                     \
     X(256, 128, 64, 2, 1) X(256, 128, 80, 2, 0)
 
 /* e4m3 (version 3.5): q, k, v in e4m3, out bf16; D = 128 (any d <= 128,
@@ -145,7 +146,11 @@
  * buffers, each [D/64 chunks][rows][128 B]; 1024 more bytes to align the
  * start to a swizzle atom. */
 #define SM90_SMEM(D, BR, BC, STAGES)                                                           \
-    ((size_t)(BR) * (D) * 2 + 2 * (size_t)(STAGES) * (size_t)(BC) * (D) * 2 + 1024)
+    ((size_t)(BR) * (D) * 2 + 2 * (size_t)(STAGES) * (size_t)(BC) * (D) * 2 + SM90_SMEM_P(D, BR, BC) + 1024)
+/* Version 3.11: three consumer warpgroups at d = 128 (192-row tiles) keep
+ * P in shared memory, BR x BC 16-bit values after the V stages. */
+#define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
+#define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) ? (size_t)(BR) * (BC) * 2 : 0)
 
 /* Folded blocks want g | 128 with QB = 128 / g >= 8 rows per head (so each
  * head's Q box fills whole 1024-byte swizzle atoms); g = 1 is the plain

@@ -140,10 +140,11 @@ __device__ constexpr int sm90_tree()
 #define SM90_TAIL_WAIT 1
 #endif
 
-/* How the three e4m3 consumer warpgroups order a turn (version 3.11; the
- * kernel says what each value does): 2 by default, 0 and 1 for A/Bs. */
-#ifndef SM90_F8_3WG
-#define SM90_F8_3WG 2
+/* How three consumer warpgroups at d = 128 (e4m3 and 16-bit) order a
+ * turn (version 3.11; the kernel says what each value does): 2 by
+ * default, 0 and 1 for A/Bs. */
+#ifndef SM90_3WG
+#define SM90_3WG 2
 #endif
 
 template <typename T>
@@ -416,17 +417,25 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32
 #endif
 }
 
-/* e4m3, P from shared memory (version 3.11's PSM): O += P V over BC keys
- * by SS wgmma, P a K-major 64 x BC-byte tile at aP (one 128-byte
- * swizzled row per query row: BC = 128), V^T's tile as in gemm_pv. */
-template <int D, int BC>
+/* P from shared memory (version 3.11's PSM): O += P V over BC keys by SS
+ * wgmma, P a K-major tile of 64 rows at aP (e4m3: one 128-byte swizzled
+ * row per query row, BC = 128; 16-bit: 64-key chunks of 64 x 128 bytes),
+ * V's tile as in gemm_pv (e4m3: V^T K-major; 16-bit: V MN-major). */
+template <typename T, int D, int BC>
 __device__ __forceinline__ void gemm_pv_smem(float (&o)[64], uint32_t aP, uint32_t aV)
 {
 #ifdef SM90A_DEVICE
-    static_assert(D == 128 && BC == 128, "one 128-byte row of P per query row");
+    static_assert(D == 128 && BC == 128, "the tiles built: 192 x 128 at d = 128");
+    if constexpr (sm90_is_fp8<T>::value) {
 #pragma unroll
-    for (int kk = 0; kk < BC / 32; kk++)
-        wgmma8_ss_n128(o, sw128_desc(aP + kk * 32, 16, 1024), sw128_desc(aV + kk * 32, 16, 1024), 1);
+        for (int kk = 0; kk < BC / 32; kk++)
+            wgmma8_ss_n128(o, sw128_desc(aP + kk * 32, 16, 1024), sw128_desc(aV + kk * 32, 16, 1024), 1);
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++)
+            wgmma_ss_n128<T, 1>(o, sw128_desc(aP + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16, 1024),
+                                sw128_desc(aV + kk * 16 * 128, BC * 128, 1024), 1);
+    }
 #endif
 }
 
@@ -434,14 +443,17 @@ __device__ __forceinline__ void gemm_pv_smem(float (&o)[64], uint32_t aP, uint32
  * STAGES V buffers, each [128-byte chunks][rows][128 B] (e4m3's V^T: D
  * rows of BC keys, in 128-key chunks, a partial last chunk loaded whole:
  * vt bytes); e4m3 then the bf16 output's staging (BR x D x 2: Q's buffer
- * is half that); 1024 more bytes to align the start to a swizzle atom.
+ * is half that); 16-bit tiles of three warpgroups at d = 128 then P (pt:
+ * per warpgroup 64 rows of BC keys in 64-key chunks); 1024 more bytes to
+ * align the start to a swizzle atom.
  * ES: element bytes. */
 template <int D, int BR, int BC, int STAGES, int ES = 2>
 struct sm90_smem {
     static constexpr uint32_t q = BR * D * ES, kv = BC * D * ES, ost = ES == 1 ? BR * D * 2 : 0;
     static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv; /* one V buffer */
+    static constexpr uint32_t pt = ES == 1 ? 0 : SM90_SMEM_P(D, BR, BC); /* 16-bit P of 3 warpgroups */
     static constexpr size_t bytes = ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) : SM90_SMEM(D, BR, BC, STAGES);
-    static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt) + ost + 1024, "the layout below");
+    static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt) + ost + pt + 1024, "the layout below");
     static_assert(kv % 1024 == 0 && vt % 1024 == 0, "buffers on whole swizzle atoms");
 };
 
@@ -466,11 +478,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* Intra-warpgroup overlap (S_j issued before P_{j-1} V_{j-1}, the
      * softmax of S_j under that product) keeps S_j, O and P_{j-1} live
      * together: e4m3 at 128x128 needs about 176 registers a consumer so
-     * (ptxas). Three e4m3 consumer warpgroups get 160, so there (version
-     * 3.11) P_{j-1} leaves the registers: PSM, P in shared memory (written
-     * after its softmax, 64 x 128 e4m3 per warpgroup in the warpgroup's own
-     * rows of the output's staging buffer, unused until the epilogue; SS
-     * wgmma). SM90_F8_3WG picks how those warpgroups order a turn:
+     * (ptxas). Three consumer warpgroups get 160, so at d = 128 (version
+     * 3.11: e4m3 and 16-bit 192x128 tiles; d = 64 fits as it is)
+     * P_{j-1} leaves the registers: PSM, P in shared memory (written after
+     * its softmax, 64 x 128 keys per warpgroup: e4m3 in the warpgroup's
+     * own rows of the output's staging buffer, unused until the epilogue;
+     * 16-bit in a buffer of its own; SS wgmma). SM90_3WG picks how those
+     * warpgroups order a turn:
      *   2 (default): as everywhere else, S_j then P_{j-1} V_{j-1}, the
      *     softmax of S_j under the latter (P from shared memory);
      *   1: P_{j-1} V_{j-1} then S_j, both waited for before the softmax
@@ -478,9 +492,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      *   0: P_{j-1} V_{j-1} from registers, waited for inside the turn,
      *     then S_j.
      * In modes 1 and 0 only the other warpgroups' turns overlap a softmax. */
-    constexpr bool W3 = F8 && NWG == 3;
-    constexpr bool OVL = !W3 || SM90_F8_3WG == 2;
-    constexpr bool PSM = W3 && SM90_F8_3WG >= 1;
+    constexpr bool W3 = NWG == 3 && (F8 || SM90_W3(D, BR));
+    constexpr bool OVL = !W3 || SM90_3WG == 2;
+    constexpr bool PSM = W3 && SM90_3WG >= 1;
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -628,7 +642,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     const uint32_t aQw = aQ + cw * 64 * 128;
     /* PSM: this warpgroup's P tile, its own rows of the output's staging
      * (chunk 0), which the epilogue writes only after its last P V */
-    const uint32_t aPw = aOst + cw * 64 * 128;
+    const uint32_t aPw = F8 ? aOst + cw * 64 * 128 : aOst + cw * 64 * BC * 2;
 
     float o[OC][ON / 2];
 #pragma unroll
@@ -758,6 +772,23 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 pf[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
                 pf[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
                 pf[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+                if constexpr (PSM) {
+                    /* As e4m3's below, 16-bit: register r of slice kk holds
+                     * row wq 16 + gr + 8 (r % 2), keys 16 kk + 8 (r / 2) +
+                     * 2 tq4, +1; 64-key chunks of 64 rows x 128 bytes. */
+                    const uint32_t a0 = aPw + (kk / 4) * 64 * 128 + 4 * tq4;
+#pragma unroll
+                    for (int r = 0; r < 4; r++) {
+                        const int q = wq * 16 + gr + 8 * (r % 2), u = 2 * (kk % 4) + r / 2;
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a0 + q * 128 + ((u ^ (q & 7)) << 4)),
+                                     "r"(pf[kk][r])
+                                     : "memory");
+                    }
+                }
+            }
+            if constexpr (PSM) {
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
             }
         }
     };
@@ -809,7 +840,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 turn_begin();
                 wgmma_fence();
-                gemm_pv_smem<D, BC>(o[0], aPw, aV0 + pst * L::vt);
+                gemm_pv_smem<T, D, BC>(o[0], aPw, aV0 + pst * L::vt);
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
                 turn_end(false);
@@ -861,7 +892,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
             if constexpr (PSM)
-                gemm_pv_smem<D, BC>(o[0], aPw, aV0 + pst * L::vt);
+                gemm_pv_smem<T, D, BC>(o[0], aPw, aV0 + pst * L::vt);
             else
                 gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
@@ -884,7 +915,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         turn_begin();
         wgmma_fence();
         if constexpr (PSM)
-            gemm_pv_smem<D, BC>(o[0], aPw, aV0 + lst * L::vt);
+            gemm_pv_smem<T, D, BC>(o[0], aPw, aV0 + lst * L::vt);
         else
             gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
