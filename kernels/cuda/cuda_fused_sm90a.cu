@@ -643,9 +643,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* e4m3: S of the stored values times descale_q descale_k */
     const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
     const uint32_t aQw = aQ + cw * 64 * 128;
-    /* PSM: this warpgroup's P tile, its own rows of the output's staging
-     * (chunk 0), which the epilogue writes only after its last P V */
-    const uint32_t aPw = F8 ? aOst + cw * 64 * 128 : aOst + cw * 64 * BC * 2;
+    /* PSM: where this warpgroup's P of tile it lies. e4m3: two buffers,
+     * the warpgroup's own rows of the output's staging (chunks 0 and 1 of
+     * its 64 rows, which the epilogue writes only after its last P V), P_it
+     * in buffer it % 2, so P_it is written while P_{it-1} may still be read
+     * and the barrier after P_it's stores (every warp past its wait for
+     * P_{it-1} V_{it-1}) frees P_{it-1}'s buffer for P_{it+1}. 16-bit: one
+     * buffer of its own, each write after a barrier of the warpgroup. */
+    auto aPw = [&](int it) -> uint32_t {
+        return F8 ? aOst + (it & 1) * BR * 128 + cw * 64 * 128 : aOst + cw * 64 * BC * 2;
+    };
 
     float o[OC][ON / 2];
 #pragma unroll
@@ -725,7 +732,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* O *= alpha, then P as the A operand of the next 16-key slices: the
      * accumulator fragment of two adjacent 8-key tiles is the A fragment
      * of one k16 slice (a repack, no shuffle). */
-    auto rescale_pack = [&](const float (&alpha)[2]) {
+    auto rescale_pack = [&](const float (&alpha)[2], int it) {
 #pragma unroll
         for (int c = 0; c < OC; c++)
 #pragma unroll
@@ -756,12 +763,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                  * (16-byte unit u of row q at u ^ (q % 8)); then the
                  * stores made visible to the async proxy and the whole
                  * warpgroup's written before any warp's wgmma reads. */
+                const uint32_t a0 = aPw(it) + 4 * tq4;
 #pragma unroll
                 for (int kk = 0; kk < BC / 32; kk++)
 #pragma unroll
                     for (int r = 0; r < 4; r++) {
                         const int q = wq * 16 + gr + 8 * (r % 2), u = 2 * kk + r / 2;
-                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(aPw + q * 128 + ((u ^ (q & 7)) << 4) + 4 * tq4),
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a0 + q * 128 + ((u ^ (q & 7)) << 4)),
                                      "r"(pf[kk][r])
                                      : "memory");
                     }
@@ -769,6 +777,11 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
             }
         } else {
+            /* PSM, one buffer: every warp of the warpgroup is past its wait
+             * for the product that read the previous P (a warp's wait
+             * covers its own share of the warpgroup's wgmma only) */
+            if constexpr (PSM)
+                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++) {
                 pf[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
@@ -776,10 +789,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 pf[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
                 pf[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
                 if constexpr (PSM) {
-                    /* As e4m3's below, 16-bit: register r of slice kk holds
+                    /* As e4m3's above, 16-bit: register r of slice kk holds
                      * row wq 16 + gr + 8 (r % 2), keys 16 kk + 8 (r / 2) +
                      * 2 tq4, +1; 64-key chunks of 64 rows x 128 bytes. */
-                    const uint32_t a0 = aPw + (kk / 4) * 64 * 128 + 4 * tq4;
+                    const uint32_t a0 = aPw(it) + (kk / 4) * 64 * 128 + 4 * tq4;
 #pragma unroll
                     for (int r = 0; r < 4; r++) {
                         const int q = wq * 16 + gr + 8 * (r % 2), u = 2 * (kk % 4) + r / 2;
@@ -829,7 +842,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             if (lane == 0)
                 mbar_arrive(BAR_EK(0));
             softmax((thi - 1) * BC, alpha);
-            rescale_pack(alpha);
+            rescale_pack(alpha, 0);
         }
         /* Tile j: S_j = Q K_j^T issued, O += P_{j-1} V_{j-1} behind it; the
          * softmax of S_j runs while the PV product is in flight. */
@@ -843,7 +856,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 turn_begin();
                 wgmma_fence();
-                gemm_pv_smem<T, D, BC>(o[0], aPw, aV0 + pst * L::vt);
+                gemm_pv_smem<T, D, BC>(o[0], aPw(it - 1), aV0 + pst * L::vt);
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
                 turn_end(false);
@@ -857,7 +870,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                     mbar_arrive(BAR_EK(st));
                 }
                 softmax((thi - 1 - it) * BC, alpha);
-                rescale_pack(alpha);
+                rescale_pack(alpha, it);
                 continue;
             } else if constexpr (!OVL) {
                 /* In one turn: O += P_{j-1} V_{j-1}, waited for (P_{j-1}'s
@@ -884,7 +897,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 if (lane == 0)
                     mbar_arrive(BAR_EK(st));
                 softmax((thi - 1 - it) * BC, alpha);
-                rescale_pack(alpha);
+                rescale_pack(alpha, it);
                 continue;
             }
             mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
@@ -895,7 +908,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
             if constexpr (PSM)
-                gemm_pv_smem<T, D, BC>(o[0], aPw, aV0 + pst * L::vt);
+                gemm_pv_smem<T, D, BC>(o[0], aPw(it - 1), aV0 + pst * L::vt);
             else
                 gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
@@ -911,14 +924,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 reg_fence(o[c]);
             if (lane == 0)
                 mbar_arrive(BAR_EV(pst));
-            rescale_pack(alpha);
+            rescale_pack(alpha, it);
         }
         const int lst = (ntiles - 1) % STAGES;
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
         turn_begin();
         wgmma_fence();
         if constexpr (PSM)
-            gemm_pv_smem<T, D, BC>(o[0], aPw, aV0 + lst * L::vt);
+            gemm_pv_smem<T, D, BC>(o[0], aPw(ntiles - 1), aV0 + lst * L::vt);
         else
             gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
