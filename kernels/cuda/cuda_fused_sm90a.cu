@@ -65,6 +65,10 @@
  *   O's rescale, the turns and barriers) stays, so that work is a larger
  *   share; a wider tile spreads it over more keys. V^T's tile is then two
  *   128-key chunks (D x 128 bytes each), the second loaded whole.
+ * version 3.11: 192x128 tiles at d = 128 (e4m3 and 16-bit): three consumer
+ *   warpgroups at 160 registers, P in shared memory so that no P register
+ *   stays live beside S and O (SS wgmma for P V). Listed only with
+ *   ATTUNE_SM90_W3=1 until they have run on a GPU (w3_listed).
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
