@@ -253,7 +253,6 @@ static void sm90a_e4m3_configs_should_fit_as(int w3)
     else
         unsetenv("ATTUNE_SM90_W3");
     int n = cuda_fused_tactics(&s, 9, 0, t, 64), by_width[3] = {0, 0, 0}, tall = 0;
-    unsetenv("ATTUNE_SM90_W3");
     CHECK_EQ_INT(n, w3 ? 7 : 5);
     for (int i = 0; i < n; i++) {
         size_t smem = SM90_SMEM_E4M3(128, t[i].tile_m, t[i].tile_n, t[i].stages);
@@ -281,10 +280,23 @@ static void sm90a_e4m3_configs_should_fit_as(int w3)
     CHECK_EQ_INT(n, 0);
 }
 
+/* ATTUNE_SM90_W3 as the caller had it, put back after a test set it */
+static void w3_env_restore(const char *was)
+{
+    if (was != NULL)
+        setenv("ATTUNE_SM90_W3", was, 1);
+    else
+        unsetenv("ATTUNE_SM90_W3");
+}
+
 static void sm90a_e4m3_configs_should_fit(void)
 {
+    char was[64] = "", *e = getenv("ATTUNE_SM90_W3");
+    if (e != NULL)
+        snprintf(was, sizeof was, "%s", e);
     for (int w3 = 0; w3 < 2; w3++)
         sm90a_e4m3_configs_should_fit_as(w3);
+    w3_env_restore(e != NULL ? was : NULL);
 }
 
 /* 16-bit 192x128 tiles at d = 128 (version 3.11): listed only with
@@ -293,6 +305,9 @@ static void sm90a_e4m3_configs_should_fit(void)
  * tile (version 3.3) is listed either way. */
 static void sm90a_w3_tiles_should_be_listed_only_when_asked(void)
 {
+    char was[64] = "", *e = getenv("ATTUNE_SM90_W3");
+    if (e != NULL)
+        snprintf(was, sizeof was, "%s", e);
     for (int w3 = 0; w3 < 2; w3++) {
         if (w3)
             setenv("ATTUNE_SM90_W3", "1", 1);
@@ -321,7 +336,7 @@ static void sm90a_w3_tiles_should_be_listed_only_when_asked(void)
             }
         }
     }
-    unsetenv("ATTUNE_SM90_W3");
+    w3_env_restore(e != NULL ? was : NULL);
 }
 #endif
 

@@ -132,8 +132,10 @@ __device__ __forceinline__ void fused_fault()
  * producer's bounded wait for a free stage when the producer has a tile
  * it + STAGES or later left to load; stuck in one of the last STAGES
  * tiles' waits (the last tile's K wait included), it spins until the
- * process is killed. The first tile's waits and the last V wait are
- * bounded. */
+ * process is killed, unless the kernel was built with SM90_TAIL_WAIT=1
+ * (cuda_fused_sm90a.cu: the producer then waits, bounded, for those
+ * tiles too; off until measured). The first tile's waits and the last V
+ * wait are bounded. */
 __device__ __forceinline__ void mbar_wait_hot(uint32_t bar, uint32_t parity)
 {
     while (!mbar_try(bar, parity)) {

@@ -998,6 +998,12 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * rows and columns out in 16-byte pieces, 8 threads per 128 contiguous
      * bytes. Padded rows are never written. */
     const uint32_t aO = (F8 ? aOst : aQ) + cw * 64 * 128;
+    /* e4m3 PSM: the staging rows are P's buffers; every warp of the
+     * warpgroup past its wait for the last P V before any overwrites them
+     * (by the model the double buffer follows: a warp's wait covers its
+     * own share of the product only) */
+    if constexpr (PSM && F8)
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
         const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
