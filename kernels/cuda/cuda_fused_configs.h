@@ -103,7 +103,9 @@
  * 128-row ones are also listed folded and with key splits; ALL = 0: listed
  * (and run) plain only. Shared memory: d64 128x128x3: 112 KB, 192x128x3:
  * 120 KB; d128 128x128x2: 160 KB, 128x176x2: 209 KB; d256 128x64x2: 192
- * KB, 128x80x2: 225 KB (of the 227 KB a block may have).
+ * KB, 128x80x2: 225 KB (of the 227 KB a block may have); version 3.11's
+ * d128 192x128x2: 225 KB with P's buffer (listed only with
+ * ATTUNE_SM90_W3=1 until it has run on a GPU: cuda_fused_sm90a.cu).
  *
  * Version 3.6's wide key tiles (128x176 at d128, 128x80 at d256; the
  * widths FlashAttention-3 chose for non-causal d128 and for d256) carry a
@@ -124,7 +126,9 @@
  * stages 113 KB, 3 stages 145 KB. Version 3.7's wide key tiles: 128x192,
  * 2 stages 161 KB, 3 stages 217 KB; 128x224, 2 stages 169 KB (3 would be
  * 229 KB, over a block's 227). FlashAttention-3's FP8 width at d128 is
- * 224 (cuda_fused_sm90a.cu says why). */
+ * 224 (cuda_fused_sm90a.cu says why). Version 3.11's 192x128 (three
+ * consumer warpgroups, P in the staging buffer's rows): 2 stages 137 KB,
+ * 3 stages 169 KB (listed only with ATTUNE_SM90_W3=1, as above). */
 #define SM90_E4M3_CONFIGS(X)                                                                   \
     X(128, 128, 128, 2) X(128, 128, 128, 3) X(128, 128, 192, 2) X(128, 128, 192, 3) X(128, 128, 224, 2) \
     X(128, 192, 128, 2) X(128, 192, 128, 3)
