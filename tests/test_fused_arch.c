@@ -239,6 +239,16 @@ static void sm90a_wide_tiles_should_be_listed_plain(void)
     }
 }
 
+/* ATTUNE_SM90_W3 (version 3.11's tiles listed) set to 1 or unset; main
+ * puts back what the caller had after the tests that call this. */
+static void w3_env_set(int on)
+{
+    if (on)
+        setenv("ATTUNE_SM90_W3", "1", 1);
+    else
+        unsetenv("ATTUNE_SM90_W3");
+}
+
 /* e4m3 (versions 3.5, 3.7 and 3.11): on 9.0 the five configurations of
  * 128-row tiles of 128, 192 and 224 keys, and with ATTUNE_SM90_W3=1 (only
  * then: not yet run on a GPU) the two 192-row tiles of 128 keys (16 warps:
@@ -248,10 +258,7 @@ static void sm90a_e4m3_configs_should_fit_as(int w3)
 {
     attn_shape s = {2, 16, 16, 8192, 8192, 128, ATTN_E4M3, 0};
     attn_tactic t[64];
-    if (w3)
-        setenv("ATTUNE_SM90_W3", "1", 1);
-    else
-        unsetenv("ATTUNE_SM90_W3");
+    w3_env_set(w3);
     int n = cuda_fused_tactics(&s, 9, 0, t, 64), by_width[3] = {0, 0, 0}, tall = 0;
     CHECK_EQ_INT(n, w3 ? 7 : 5);
     for (int i = 0; i < n; i++) {
@@ -280,23 +287,10 @@ static void sm90a_e4m3_configs_should_fit_as(int w3)
     CHECK_EQ_INT(n, 0);
 }
 
-/* ATTUNE_SM90_W3 as the caller had it, put back after a test set it */
-static void w3_env_restore(const char *was)
-{
-    if (was != NULL)
-        setenv("ATTUNE_SM90_W3", was, 1);
-    else
-        unsetenv("ATTUNE_SM90_W3");
-}
-
 static void sm90a_e4m3_configs_should_fit(void)
 {
-    char was[64] = "", *e = getenv("ATTUNE_SM90_W3");
-    if (e != NULL)
-        snprintf(was, sizeof was, "%s", e);
     for (int w3 = 0; w3 < 2; w3++)
         sm90a_e4m3_configs_should_fit_as(w3);
-    w3_env_restore(e != NULL ? was : NULL);
 }
 
 /* 16-bit 192x128 tiles at d = 128 (version 3.11): listed only with
@@ -305,14 +299,8 @@ static void sm90a_e4m3_configs_should_fit(void)
  * tile (version 3.3) is listed either way. */
 static void sm90a_w3_tiles_should_be_listed_only_when_asked(void)
 {
-    char was[64] = "", *e = getenv("ATTUNE_SM90_W3");
-    if (e != NULL)
-        snprintf(was, sizeof was, "%s", e);
     for (int w3 = 0; w3 < 2; w3++) {
-        if (w3)
-            setenv("ATTUNE_SM90_W3", "1", 1);
-        else
-            unsetenv("ATTUNE_SM90_W3");
+        w3_env_set(w3);
         for (int64_t d = 64; d <= 128; d += 64) {
             attn_shape s = {1, 8, 2, 4096, 4096, d, ATTN_BF16, 0};
             attn_tactic t[256];
@@ -336,7 +324,6 @@ static void sm90a_w3_tiles_should_be_listed_only_when_asked(void)
             }
         }
     }
-    w3_env_restore(e != NULL ? was : NULL);
 }
 #endif
 
@@ -344,8 +331,17 @@ int main(void)
 {
 #ifdef ATTUNE_HAVE_SM90A
     RUN(sm90a_wide_tiles_should_be_listed_plain);
-    RUN(sm90a_e4m3_configs_should_fit);
-    RUN(sm90a_w3_tiles_should_be_listed_only_when_asked);
+    {
+        const char *e = getenv("ATTUNE_SM90_W3");
+        char *was = e != NULL ? strdup(e) : NULL;
+        RUN(sm90a_e4m3_configs_should_fit);
+        RUN(sm90a_w3_tiles_should_be_listed_only_when_asked);
+        if (was != NULL)
+            setenv("ATTUNE_SM90_W3", was, 1);
+        else
+            unsetenv("ATTUNE_SM90_W3");
+        free(was);
+    }
 #endif
     RUN(every_listed_config_should_fit_its_architecture);
     RUN(f32_configs_should_fit_their_architecture);

@@ -242,6 +242,21 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
            (1ull << 62);
 }
 
+/* Byte offset of 16-byte unit u of row r in a tile of 128-byte rows with
+ * the 128-byte swizzle (as TMA's SWIZZLE_128B writes it, the tile on a
+ * 1024-byte atom): the unit lands at u ^ (r % 8). */
+__device__ __forceinline__ uint32_t sw128_off(int r, int u)
+{
+    return (uint32_t)(r * 128 + ((u ^ (r & 7)) << 4));
+}
+
+#ifdef SM90A_DEVICE
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+#endif
+
 #ifdef SM90A_DEVICE
 /* ---- wgmma m64nNk16, f32 accumulators: N = 64, 80, 128 or 176 for S (the
  * key tile), 64 or 128 for O (its columns per instruction).
@@ -736,6 +751,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* O *= alpha, then P as the A operand of the next 16-key slices: the
      * accumulator fragment of two adjacent 8-key tiles is the A fragment
      * of one k16 slice (a repack, no shuffle). */
+    /* Named barrier of this warpgroup's 128 threads alone: ids past the
+     * turn barriers 1 .. NWG (one id used with two thread counts is an
+     * illegal instruction: the first 3-warpgroup build shared id 3). */
+    auto wg_sync = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory"); };
+    /* PSM: this thread's P stores made visible to the async proxy, and the
+     * whole warpgroup's written before any warp's wgmma reads them */
+    auto p_published = [&]() {
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        wg_sync();
+    };
     auto rescale_pack = [&](const float (&alpha)[2], int it) {
 #pragma unroll
         for (int c = 0; c < OC; c++)
@@ -771,21 +796,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
                 for (int kk = 0; kk < BC / 32; kk++)
 #pragma unroll
-                    for (int r = 0; r < 4; r++) {
-                        const int q = wq * 16 + gr + 8 * (r % 2), u = 2 * kk + r / 2;
-                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a0 + q * 128 + ((u ^ (q & 7)) << 4)),
-                                     "r"(pf[kk][r])
-                                     : "memory");
-                    }
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
+                    for (int r = 0; r < 4; r++)
+                        st_shared_b32(a0 + sw128_off(wq * 16 + gr + 8 * (r % 2), 2 * kk + r / 2), pf[kk][r]);
+                p_published();
             }
         } else {
             /* PSM, one buffer: every warp of the warpgroup is past its wait
              * for the product that read the previous P (a warp's wait
              * covers its own share of the warpgroup's wgmma only) */
             if constexpr (PSM)
-                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
+                wg_sync();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++) {
                 pf[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
@@ -798,18 +818,12 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                      * 2 tq4, +1; 64-key chunks of 64 rows x 128 bytes. */
                     const uint32_t a0 = aPw(it) + (kk / 4) * 64 * 128 + 4 * tq4;
 #pragma unroll
-                    for (int r = 0; r < 4; r++) {
-                        const int q = wq * 16 + gr + 8 * (r % 2), u = 2 * (kk % 4) + r / 2;
-                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a0 + q * 128 + ((u ^ (q & 7)) << 4)),
-                                     "r"(pf[kk][r])
-                                     : "memory");
-                    }
+                    for (int r = 0; r < 4; r++)
+                        st_shared_b32(a0 + sw128_off(wq * 16 + gr + 8 * (r % 2), 2 * (kk % 4) + r / 2), pf[kk][r]);
                 }
             }
-            if constexpr (PSM) {
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
-            }
+            if constexpr (PSM)
+                p_published();
         }
     };
 
@@ -1003,7 +1017,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * (by the model the double buffer follows: a warp's wait covers its
      * own share of the product only) */
     if constexpr (PSM && F8)
-        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
+        wg_sync();
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
         const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
@@ -1013,16 +1027,11 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
             for (int j = 0; j < ON / 8; j++) {
                 const int col = c * ON + 8 * j + 2 * tq4;
-                const uint32_t a = aO + (col / 64) * BR * 128 + r * 128 + ((((col % 64) / 8) ^ (r & 7)) << 4) +
-                                   (col % 8) * 2;
-                const uint32_t v2 = pack2<TO>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v2) : "memory");
+                const uint32_t a = aO + (col / 64) * BR * 128 + sw128_off(r, (col % 64) / 8) + (col % 8) * 2;
+                st_shared_b32(a, pack2<TO>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv));
             }
     }
-    /* Named barrier of this warpgroup alone: ids past the turn barriers
-     * 1 .. NWG (one id used with two thread counts is an illegal
-     * instruction: the first 3-warpgroup build shared id 3). */
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory");
+    wg_sync();
     TO *go = reinterpret_cast<TO *>(p.o);
     const int ctid = tid - 128 * wg; /* 0..127 in this warpgroup */
 #pragma unroll 4
@@ -1031,7 +1040,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         const int lr = cw * 64 + r, i = i0 + qrow(lr), col = cu * 8;
         if (i >= p.sq || col >= p.d) /* d % 8 == 0: a 16-byte piece is all in or all out */
             continue;
-        const uint32_t a = aO + (cu / 8) * BR * 128 + r * 128 + (((cu % 8) ^ (r & 7)) << 4);
+        const uint32_t a = aO + (cu / 8) * BR * 128 + sw128_off(r, cu % 8);
         uint4 v4;
         asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                      : "=r"(v4.x), "=r"(v4.y), "=r"(v4.z), "=r"(v4.w)
