@@ -27,7 +27,7 @@ export ATTUNE_SM90_W3=1
 A=b2.hq16.hkv16.sq8192.skv8192.d128
 case ${1:-} in
 times)
-    for k in e4m3.nc e4m3.c bf16.nc bf16.c; do
+    for k in e4m3.nc bf16.nc e4m3.c bf16.c; do
         echo "[w3] tactics_time $A.$k" >&2
         ATTUNE_LIB=$BUILD/libattune.so.1 timeout 150 python3 "$ROOT/bench/tactics_time.py" "$A.$k" \
             --reps 15 >"$OUT/w3-times-$k.txt" 2>&1 || echo "[w3] $k: exit $?" >&2
