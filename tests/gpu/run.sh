@@ -13,6 +13,13 @@
 #       zlib1g-dev zlib1g \
 #       pkgconf pkgconf-bin libpkgconf3
 #
+# Device time is the scarce part. A start that fails still costs it (2026-12-05:
+# about 90 s a refused start of a named kind, 180 s with no kind named, which
+# tries both kinds; two sessions lost their whole 30 minutes so): name the
+# kind, check `status` for none_now before each try, and put the work that
+# matters most first in one call, bounded by `timeout` so that what it wrote
+# under $OUT comes back when it runs long.
+#
 # Steps: (1) for each library the machine lacks (header or runtime), dpkg -x
 # its .deb files into .gpu-deps/root (never into /) and point the .pc files'
 # prefix there; (2) configure CMake with -DCMAKE_CUDA_ARCHITECTURES=90,
