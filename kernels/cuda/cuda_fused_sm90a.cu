@@ -761,6 +761,17 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         wg_sync();
     };
+    /* PSM: store v, register r of an A fragment, as 16-byte unit u of its
+     * row (wq 16 + gr + 8 (r % 2)) in the 128-byte swizzled tile whose
+     * 16-byte column of this thread (4 tq4) starts at a. Both of the
+     * thread's rows have row % 8 = gr, so the swizzle's xor is gr's:
+     * written as sw128_off per row, ptxas kept the offsets of all 32
+     * stores live and the 16-bit 192x128 kernels spilled 68 bytes; written
+     * so, none. */
+    const uint32_t p_row = (uint32_t)(wq * 16 + gr) * 128;
+    auto p_store = [&](uint32_t a, int r, int u, uint32_t v) {
+        st_shared_b32(a + p_row + (r % 2) * 8 * 128 + ((uint32_t)(u ^ gr) << 4), v);
+    };
     auto rescale_pack = [&](const float (&alpha)[2], int it) {
 #pragma unroll
         for (int c = 0; c < OC; c++)
@@ -797,7 +808,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 for (int kk = 0; kk < BC / 32; kk++)
 #pragma unroll
                     for (int r = 0; r < 4; r++)
-                        st_shared_b32(a0 + sw128_off(wq * 16 + gr + 8 * (r % 2), 2 * kk + r / 2), pf[kk][r]);
+                        p_store(a0, r, 2 * kk + r / 2, pf[kk][r]);
                 p_published();
             }
         } else {
@@ -819,7 +830,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                     const uint32_t a0 = aPw(it) + (kk / 4) * 64 * 128 + 4 * tq4;
 #pragma unroll
                     for (int r = 0; r < 4; r++)
-                        st_shared_b32(a0 + sw128_off(wq * 16 + gr + 8 * (r % 2), 2 * (kk % 4) + r / 2), pf[kk][r]);
+                        p_store(a0, r, 2 * (kk % 4) + r / 2, pf[kk][r]);
                 }
             }
             if constexpr (PSM)
