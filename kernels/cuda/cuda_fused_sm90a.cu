@@ -66,9 +66,10 @@
  *   share; a wider tile spreads it over more keys. V^T's tile is then two
  *   128-key chunks (D x 128 bytes each), the second loaded whole.
  * version 3.11: 192x128 tiles at d = 128 (e4m3 and 16-bit): three consumer
- *   warpgroups at 160 registers, P in shared memory so that no P register
- *   stays live beside S and O (SS wgmma for P V). Listed only with
- *   ATTUNE_SM90_W3=1 until they have run on a GPU (w3_listed).
+ *   warpgroups at 160 registers. A turn issues P_{j-1} V_{j-1} from
+ *   registers and waits for it before S_j, so that P and S are never live
+ *   together (SM90_3WG = 0; the orders with P in shared memory, SS wgmma,
+ *   measured slower and stay for A/Bs).
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -148,10 +149,11 @@ __device__ constexpr int sm90_tree()
 #endif
 
 /* How three consumer warpgroups at d = 128 (e4m3 and 16-bit) order a
- * turn (version 3.11; the kernel says what each value does): 2 by
- * default, 0 and 1 for A/Bs. */
+ * turn (version 3.11; the kernel says what each value does): 0 by
+ * default, 1 and 2 for A/Bs. 0 measured 4.7-5.8% faster than 2 and 1 on
+ * the 8k d128 anchors, e4m3 and bf16 (H200, 2026-12-06: docs/kernels.md). */
 #ifndef SM90_3WG
-#define SM90_3WG 2
+#define SM90_3WG 0
 #endif
 
 template <typename T>
@@ -507,12 +509,12 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * own rows of the output's staging buffer, unused until the epilogue;
      * 16-bit in a buffer of its own; SS wgmma). SM90_3WG picks how those
      * warpgroups order a turn:
-     *   2 (default): as everywhere else, S_j then P_{j-1} V_{j-1}, the
+     *   2: as everywhere else, S_j then P_{j-1} V_{j-1}, the
      *     softmax of S_j under the latter (P from shared memory);
      *   1: P_{j-1} V_{j-1} then S_j, both waited for before the softmax
      *     (P from shared memory);
-     *   0: P_{j-1} V_{j-1} from registers, waited for inside the turn,
-     *     then S_j.
+     *   0 (default): P_{j-1} V_{j-1} from registers, waited for inside
+     *     the turn, then S_j.
      * In modes 1 and 0 only the other warpgroups' turns overlap a softmax. */
     constexpr bool W3 = SM90_W3(D, BR); /* e4m3 is always D = 128 */
     constexpr bool OVL = !W3 || SM90_3WG == 2;
@@ -1234,18 +1236,6 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
     return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, &io->o, stream) : 0;
 }
 
-/* Version 3.11's three-warpgroup tiles at d = 128 (SM90_W3: 192x128,
- * e4m3 and 16-bit) are built but have not yet run on a GPU: they are
- * listed only where ATTUNE_SM90_W3=1, so that a tune never meets an
- * unchecked kernel by default. Run by name they launch either way. */
-static bool w3_listed(int D, int BR)
-{
-    if (!SM90_W3(D, BR))
-        return true;
-    const char *e = getenv("ATTUNE_SM90_W3");
-    return e != NULL && strcmp(e, "1") == 0;
-}
-
 /* e4m3's configurations (SM90_E4M3_CONFIGS): d a multiple of 16 up to 128. */
 static int e4m3_configs(const attn_shape *s, attn_tactic *out, int max)
 {
@@ -1253,7 +1243,7 @@ static int e4m3_configs(const attn_shape *s, attn_tactic *out, int max)
     if (s->d % 16 != 0 || s->d > 128 || s->b * s->hkv > SM90_VT_MAX_BH)
         return 0;
 #define SM90_E4M3_TACTIC(D_, BR_, BC_, ST_)                                                           \
-    if (n < max && w3_listed(D_, BR_)) {                                                              \
+    if (n < max) {                                                              \
         attn_tactic t = {};                                                                           \
         t.variant = ATTN_FUSED;                                                                       \
         t.arch = ATTN_ARCH_SM90A;                                                                     \
@@ -1280,7 +1270,7 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
      * where the fold applies, unfolded (every tile) where it does not, so
      * a shape of a few heads over many keys fills the GPU (issue 25). */
 #define SM90_TACTIC(D_, BR_, BC_, ST_, ALL_)                                                          \
-    if (D == D_ && w3_listed(D_, BR_)) {                                                              \
+    if (D == D_) {                                                              \
         attn_tactic t = {};                                                                           \
         t.variant = ATTN_FUSED;                                                                       \
         t.arch = ATTN_ARCH_SM90A;                                                                     \
