@@ -504,12 +504,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * softmax of S_j under that product) keeps S_j, O and P_{j-1} live
      * together: e4m3 at 128x128 needs about 176 registers a consumer so
      * (ptxas). Three consumer warpgroups get 160, so at d = 128 (version
-     * 3.11: e4m3 and 16-bit 192x128 tiles; d = 64 fits as it is)
-     * P_{j-1} leaves the registers: PSM, P in shared memory (written after
-     * its softmax, 64 x 128 keys per warpgroup: e4m3 in the warpgroup's
-     * own rows of the output's staging buffer, unused until the epilogue;
-     * 16-bit in a buffer of its own; SS wgmma). SM90_3WG picks how those
-     * warpgroups order a turn:
+     * 3.11: e4m3 and 16-bit 192x128 tiles; d = 64 fits as it is) either
+     * the overlap goes (order 0: P_{j-1} V_{j-1} waited for before S_j is
+     * issued) or P_{j-1} leaves the registers (orders 1 and 2: PSM, P in
+     * shared memory, written after its softmax, 64 x 128 keys per
+     * warpgroup: e4m3 in the warpgroup's own rows of the output's staging
+     * buffer, unused until the epilogue; 16-bit in a buffer of its own;
+     * SS wgmma). SM90_3WG picks how those warpgroups order a turn:
      *   2: as everywhere else, S_j then P_{j-1} V_{j-1}, the
      *     softmax of S_j under the latter (P from shared memory);
      *   1: P_{j-1} V_{j-1} then S_j, both waited for before the softmax
