@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # w3.sh -- the measurements version 3.11 (docs/kernels.md) still owes:
-# three consumer warpgroups at d = 128 (192x128 tiles, e4m3 and 16-bit,
-# listed only with ATTUNE_SM90_W3=1) against every other tactic of the
+# three consumer warpgroups at d = 128 (192x128 tiles, e4m3 and 16-bit)
+# against every other tactic of the
 # 8k d128 anchors, the three turn orders of SM90_3WG, and the cost of the
 # producer's tail wait (SM90_TAIL_WAIT=1). Run on the GPU machine, after
 # the GPU suite (which checks the 192x128 kernels against the float64
-# reference: gpu_cudnn and gpu_fused set ATTUNE_SM90_W3=1 themselves):
+# reference):
 #
 #   tests/gpu/run.sh --ctest-args "-R gpu_cudnn|gpu_fused$" \
 #       --exec 'bash bench/w3.sh times'
@@ -13,7 +13,7 @@
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/w3.sh tail'
 #
 # times: bench/tactics_time.py on the four anchors (e4m3 and bf16, causal
-#   and not), every tactic, W3 listed: $OUT/w3-times-KEY.txt.
+#   and not), every tactic: $OUT/w3-times-KEY.txt.
 # order: bench/build_ab.sh -DSM90_3WG=1, then =2, against the default (0),
 #   on the e4m3 and bf16 non-causal anchors, the 192x128 rows.
 # tail: bench/build_ab.sh -DSM90_TAIL_WAIT=1 against the default (0), on
@@ -23,7 +23,6 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-${ATTUNE_GPU_BUILD:-$ROOT/build-gpu}}
-export ATTUNE_SM90_W3=1
 A=b2.hq16.hkv16.sq8192.skv8192.d128
 case ${1:-} in
 times)

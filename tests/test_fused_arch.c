@@ -239,28 +239,17 @@ static void sm90a_wide_tiles_should_be_listed_plain(void)
     }
 }
 
-/* ATTUNE_SM90_W3 (version 3.11's tiles listed) set to 1 or unset; main
- * puts back what the caller had after the tests that call this. */
-static void w3_env_set(int on)
-{
-    if (on)
-        setenv("ATTUNE_SM90_W3", "1", 1);
-    else
-        unsetenv("ATTUNE_SM90_W3");
-}
-
 /* e4m3 (versions 3.5, 3.7 and 3.11): on 9.0 the five configurations of
- * 128-row tiles of 128, 192 and 224 keys, and with ATTUNE_SM90_W3=1 (only
- * then: not yet run on a GPU) the two 192-row tiles of 128 keys (16 warps:
- * three consumer warpgroups); pad 1, plain, each within a block's shared
- * memory (V^T's partial 128-key chunk counted whole); none before 9.0. */
-static void sm90a_e4m3_configs_should_fit_as(int w3)
+ * 128-row tiles of 128, 192 and 224 keys and the two 192-row tiles of 128
+ * keys (16 warps: three consumer warpgroups); pad 1, plain, each within a
+ * block's shared memory (V^T's partial 128-key chunk counted whole); none
+ * before 9.0. */
+static void sm90a_e4m3_configs_should_fit(void)
 {
     attn_shape s = {2, 16, 16, 8192, 8192, 128, ATTN_E4M3, 0};
     attn_tactic t[64];
-    w3_env_set(w3);
     int n = cuda_fused_tactics(&s, 9, 0, t, 64), by_width[3] = {0, 0, 0}, tall = 0;
-    CHECK_EQ_INT(n, w3 ? 7 : 5);
+    CHECK_EQ_INT(n, 7);
     for (int i = 0; i < n; i++) {
         size_t smem = SM90_SMEM_E4M3(128, t[i].tile_m, t[i].tile_n, t[i].stages);
         CHECK_MSG(smem + sm90a_static_smem(t[i].stages) <= limit(90), "e4m3 tile %dx%d stages %d: %zu B", t[i].tile_m, t[i].tile_n,
@@ -277,7 +266,7 @@ static void sm90a_e4m3_configs_should_fit_as(int w3)
             t[i].tile_n == 128 || t[i].tile_n == 192 || t[i].tile_n == 224;
     }
     CHECK(by_width[0] == 2 && by_width[1] == 2 && by_width[2] == 1);
-    CHECK_EQ_INT(tall, w3 ? 2 : 0);
+    CHECK_EQ_INT(tall, 2);
     CHECK(SM90_SMEM_E4M3(128, 192, 128, 3) == 24576 + 3 * (128 * 128 + 128 * 128) + 49152 + 1024);
     /* the V^T chunks: 128 keys one chunk, 192 and 224 two */
     CHECK_EQ_INT(SM90_E4M3_VT_CHUNKS(128), 1);
@@ -287,41 +276,33 @@ static void sm90a_e4m3_configs_should_fit_as(int w3)
     CHECK_EQ_INT(n, 0);
 }
 
-static void sm90a_e4m3_configs_should_fit(void)
+/* 16-bit 192x128 tiles at d = 128 (version 3.11): plain (never folded or
+ * split) at every pad, 16 warps, within a block's shared memory with P's
+ * buffer; d = 64's 192-row tile (version 3.3) too. */
+static void sm90a_192_row_tiles_should_be_listed_plain(void)
 {
-    for (int w3 = 0; w3 < 2; w3++)
-        sm90a_e4m3_configs_should_fit_as(w3);
-}
-
-/* 16-bit 192x128 tiles at d = 128 (version 3.11): listed only with
- * ATTUNE_SM90_W3=1, then plain (never folded or split) at every pad, 16
- * warps, within a block's shared memory with P's buffer; d = 64's 192-row
- * tile (version 3.3) is listed either way. */
-static void sm90a_w3_tiles_should_be_listed_only_when_asked(void)
-{
-    for (int w3 = 0; w3 < 2; w3++) {
-        w3_env_set(w3);
-        for (int64_t d = 64; d <= 128; d += 64) {
-            attn_shape s = {1, 8, 2, 4096, 4096, d, ATTN_BF16, 0};
-            attn_tactic t[256];
-            int n = cuda_fused_tactics(&s, 9, 0, t, 256), tall = 0;
-            for (int i = 0; i < n; i++) {
-                if (t[i].arch != ATTN_ARCH_SM90A || t[i].tile_m != 192)
-                    continue;
-                tall++;
-                CHECK(t[i].tile_n == 128 && t[i].warps == 16);
-                size_t smem = SM90_SMEM(d, 192, 128, t[i].stages);
-                CHECK_MSG(smem + sm90a_static_smem(t[i].stages) <= limit(90), "d %lld 192x128: %zu B",
-                          (long long)d, smem);
-                if (d == 128)
-                    CHECK(t[i].fold == 0 && t[i].splits == 0 && t[i].stages == 2);
-            }
-            if (d == 128) {
-                CHECK_MSG(tall == (w3 ? ATTN_NPADS : 0), "d 128, W3=%d: %d tactics of 192 rows", w3, tall);
-                CHECK(SM90_SMEM(128, 192, 128, 2) == 49152 + 2 * 2 * 32768 + 49152 + 1024);
-            } else {
-                CHECK_MSG(tall > 0, "d 64: %d tactics of 192 rows", tall);
-            }
+    for (int64_t d = 64; d <= 128; d += 64) {
+        attn_shape s = {1, 8, 2, 4096, 4096, d, ATTN_BF16, 0};
+        attn_tactic t[256];
+        int n = cuda_fused_tactics(&s, 9, 0, t, 256), tall = 0;
+        for (int i = 0; i < n; i++) {
+            if (t[i].arch != ATTN_ARCH_SM90A || t[i].tile_m != 192)
+                continue;
+            tall++;
+            CHECK(t[i].tile_n == 128 && t[i].warps == 16);
+            size_t smem = SM90_SMEM(d, 192, 128, t[i].stages);
+            CHECK_MSG(smem + sm90a_static_smem(t[i].stages) <= limit(90), "d %lld 192x128: %zu B",
+                      (long long)d, smem);
+            if (d == 128)
+                CHECK(t[i].fold == 0 && t[i].splits == 0 && t[i].stages == 2);
+        }
+        if (d == 128) {
+            CHECK_MSG(tall == ATTN_NPADS, "d 128: %d tactics of 192 rows", tall);
+            /* the default turn order (SM90_3WG 0) keeps P in registers: no
+             * P buffer reserved (orders 1 and 2 add 192 x 128 x 2 bytes) */
+            CHECK(SM90_SMEM(128, 192, 128, 2) == 49152 + 2 * 2 * 32768 + 1024);
+        } else {
+            CHECK_MSG(tall > 0, "d 64: %d tactics of 192 rows", tall);
         }
     }
 }
@@ -331,17 +312,8 @@ int main(void)
 {
 #ifdef ATTUNE_HAVE_SM90A
     RUN(sm90a_wide_tiles_should_be_listed_plain);
-    {
-        const char *e = getenv("ATTUNE_SM90_W3");
-        char *was = e != NULL ? strdup(e) : NULL;
-        RUN(sm90a_e4m3_configs_should_fit);
-        RUN(sm90a_w3_tiles_should_be_listed_only_when_asked);
-        if (was != NULL)
-            setenv("ATTUNE_SM90_W3", was, 1);
-        else
-            unsetenv("ATTUNE_SM90_W3");
-        free(was);
-    }
+    RUN(sm90a_e4m3_configs_should_fit);
+    RUN(sm90a_192_row_tiles_should_be_listed_plain);
 #endif
     RUN(every_listed_config_should_fit_its_architecture);
     RUN(f32_configs_should_fit_their_architecture);

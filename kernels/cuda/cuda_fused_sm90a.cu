@@ -69,8 +69,7 @@
  *   warpgroups at 160 registers. A turn issues P_{j-1} V_{j-1} from
  *   registers and waits for it before S_j, so that P and S are never live
  *   together (SM90_3WG = 0; the orders with P in shared memory, SS wgmma,
- *   measured slower and stay for A/Bs). Listed only with ATTUNE_SM90_W3=1
- *   until the GPU suite has run order 0 (w3_listed).
+ *   measured slower and stay for A/Bs).
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -147,14 +146,6 @@ __device__ constexpr int sm90_tree()
  * session with no GPU; docs/kernels.md, version 3.11). */
 #ifndef SM90_TAIL_WAIT
 #define SM90_TAIL_WAIT 0
-#endif
-
-/* How three consumer warpgroups at d = 128 (e4m3 and 16-bit) order a
- * turn (version 3.11; the kernel says what each value does): 0 by
- * default, 1 and 2 for A/Bs. 0 measured 4.7-5.8% faster than 2 and 1 on
- * the 8k d128 anchors, e4m3 and bf16 (H200, 2026-12-06: docs/kernels.md). */
-#ifndef SM90_3WG
-#define SM90_3WG 0
 #endif
 
 template <typename T>
@@ -468,8 +459,9 @@ __device__ __forceinline__ void gemm_pv_smem(float (&o)[64], uint32_t aP, uint32
  * STAGES V buffers, each [128-byte chunks][rows][128 B] (e4m3's V^T: D
  * rows of BC keys, in 128-key chunks, a partial last chunk loaded whole:
  * vt bytes); e4m3 then the bf16 output's staging (BR x D x 2: Q's buffer
- * is half that); 16-bit tiles of three warpgroups at d = 128 then P (pt:
- * per warpgroup 64 rows of BC keys in 64-key chunks); 1024 more bytes to
+ * is half that); 16-bit tiles of three warpgroups at d = 128, in turn
+ * orders 1 and 2, then P (pt: per warpgroup 64 rows of BC keys in 64-key
+ * chunks; order 0 keeps P in registers); 1024 more bytes to
  * align the start to a swizzle atom.
  * ES: element bytes. */
 template <int D, int BR, int BC, int STAGES, int ES = 2>
@@ -1238,21 +1230,6 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
     return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, &io->o, stream) : 0;
 }
 
-/* Version 3.11's three-warpgroup tiles at d = 128 (SM90_W3: 192x128,
- * e4m3 and 16-bit) are listed only where ATTUNE_SM90_W3=1, so that a tune
- * never meets a kernel the GPU suite has not checked. Turn order 2 passed
- * the suite (H200, 2026-12-06); the default, order 0, has run only on the
- * two 8k d128 non-causal anchors (an A/B, the same error as order 2), so
- * the gate stays until the suite has run it. Run by name they launch
- * either way. */
-static bool w3_listed(int D, int BR)
-{
-    if (!SM90_W3(D, BR))
-        return true;
-    const char *e = getenv("ATTUNE_SM90_W3");
-    return e != NULL && strcmp(e, "1") == 0;
-}
-
 /* e4m3's configurations (SM90_E4M3_CONFIGS): d a multiple of 16 up to 128. */
 static int e4m3_configs(const attn_shape *s, attn_tactic *out, int max)
 {
@@ -1260,7 +1237,7 @@ static int e4m3_configs(const attn_shape *s, attn_tactic *out, int max)
     if (s->d % 16 != 0 || s->d > 128 || s->b * s->hkv > SM90_VT_MAX_BH)
         return 0;
 #define SM90_E4M3_TACTIC(D_, BR_, BC_, ST_)                                                           \
-    if (n < max && w3_listed(D_, BR_)) {                                                              \
+    if (n < max) {                                                                                    \
         attn_tactic t = {};                                                                           \
         t.variant = ATTN_FUSED;                                                                       \
         t.arch = ATTN_ARCH_SM90A;                                                                     \
@@ -1287,7 +1264,7 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
      * where the fold applies, unfolded (every tile) where it does not, so
      * a shape of a few heads over many keys fills the GPU (issue 25). */
 #define SM90_TACTIC(D_, BR_, BC_, ST_, ALL_)                                                          \
-    if (D == D_ && w3_listed(D_, BR_)) {                                                              \
+    if (D == D_) {                                                                                    \
         attn_tactic t = {};                                                                           \
         t.variant = ATTN_FUSED;                                                                       \
         t.arch = ATTN_ARCH_SM90A;                                                                     \

@@ -705,9 +705,6 @@ static void cudnn_should_be_absent(void)
 
 int main(void)
 {
-    /* every sm90a kernel built is checked, version 3.11's tiles too, which
-     * tunes list only with this set (cuda_fused_sm90a.cu, w3_listed) */
-    setenv("ATTUNE_SM90_W3", "1", 1);
     if (ops->device_count() == 0) {
         fprintf(stderr, "no CUDA device: skipped\n");
         return TEST_SKIP_CODE;

@@ -715,9 +715,6 @@ static void sm90a_should_run_on_hopper(void)
 
 int main(void)
 {
-    /* every sm90a kernel built is checked, version 3.11's tiles too, which
-     * tunes list only with this set (cuda_fused_sm90a.cu, w3_listed) */
-    setenv("ATTUNE_SM90_W3", "1", 1);
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         fprintf(stderr, "test_fused: no CUDA device, skipped\n");
