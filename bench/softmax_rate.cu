@@ -1,0 +1,172 @@
+/* softmax_rate.cu -- what one element of e4m3's softmax costs on this SM,
+ * by instruction form, with nothing else in the kernel: the data for
+ * docs/kernels.md's "cut instructions per element" (version 3.5's FMA-pipe
+ * exponential moved work, it did not remove it).
+ *
+ *   nvcc -O3 -arch=sm_90 -o softmax_rate bench/softmax_rate.cu
+ *   ./softmax_rate
+ *
+ * Each form runs in one kernel of 132 x 4 blocks of 128 threads (four
+ * warps per SMSP, as a 3-warpgroup tile's consumers and producer), every
+ * thread over 16 independent elements per iteration, 4096 iterations; the
+ * clock64 cycles of the slowest block give elements per cycle per SM:
+ *   ex2 f32      FFMA (x * scale - max) then MUFU.EX2: today's softmax core
+ *   ex2 f16x2    HFMA2 then ex2.approx.f16x2 on packed halves: two
+ *                elements per instruction if the MUFU takes a pair at once
+ *   ex2 bf16x2   the same with ex2.approx.ftz.bf16x2 (sm_90)
+ *   cvt f32      cvt.rn.satfinite.e4m3x2.f32 of two f32 (P to e4m3)
+ *   cvt f16x2    cvt.rn.satfinite.e4m3x2.f16x2 of one packed pair
+ *   max f32      fmax over f32 (the row max)
+ *   max f16x2    max over packed halves (HMNMX2)
+ * Prints one line per form: elements per cycle per SM and the result's
+ * checksum (so the compiler keeps the work). The SASS of each form:
+ * cuobjdump -sass softmax_rate | grep -E "MUFU|HMNMX2|F2FP|FMNMX". */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdint>
+
+#define ITERS 4096
+#define ELEMS 16
+
+enum { F_EX2_F32, F_EX2_F16X2, F_EX2_BF16X2, F_CVT_F32, F_CVT_F16X2, F_MAX_F32, F_MAX_F16X2, F_N };
+static const char *names[F_N] = {"ex2 f32", "ex2 f16x2", "ex2 bf16x2", "cvt f32", "cvt f16x2", "max f32", "max f16x2"};
+
+__device__ __forceinline__ uint32_t ex2_h2(uint32_t x)
+{
+    uint32_t y;
+    asm volatile("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
+    return y;
+}
+
+__device__ __forceinline__ uint32_t ex2_bh2(uint32_t x)
+{
+    uint32_t y;
+    asm volatile("ex2.approx.ftz.bf16x2 %0, %1;" : "=r"(y) : "r"(x));
+    return y;
+}
+
+template <int F>
+__global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
+{
+    float v[ELEMS];
+    uint32_t h[ELEMS / 2];
+    for (int i = 0; i < ELEMS; i++)
+        v[i] = seed * (float)(threadIdx.x % 7 + i) * -0.01f;
+    for (int i = 0; i < ELEMS / 2; i++) {
+        __half2 t = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+        h[i] = *reinterpret_cast<uint32_t *>(&t);
+    }
+    uint32_t hb[ELEMS / 2];
+    for (int i = 0; i < ELEMS / 2; i++) {
+        __nv_bfloat162 t = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+        hb[i] = *reinterpret_cast<uint32_t *>(&t);
+    }
+    uint32_t acc = 0;
+    __syncthreads();
+    const unsigned long long t0 = clock64();
+#pragma unroll 1
+    for (int it = 0; it < ITERS; it++) {
+        if constexpr (F == F_EX2_F32) {
+#pragma unroll
+            for (int i = 0; i < ELEMS; i++) {
+                float y;
+                asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaf(v[i], 0.9f, -0.1f)));
+                v[i] = y;
+            }
+        } else if constexpr (F == F_EX2_F16X2) {
+            const __half2 sc = __float2half2_rn(0.9f), of = __float2half2_rn(-0.1f);
+#pragma unroll
+            for (int i = 0; i < ELEMS / 2; i++) {
+                __half2 x = __hfma2(*reinterpret_cast<__half2 *>(&h[i]), sc, of);
+                h[i] = ex2_h2(*reinterpret_cast<uint32_t *>(&x));
+            }
+        } else if constexpr (F == F_EX2_BF16X2) {
+            const __nv_bfloat162 sc = __float2bfloat162_rn(0.9f), of = __float2bfloat162_rn(-0.1f);
+#pragma unroll
+            for (int i = 0; i < ELEMS / 2; i++) {
+                __nv_bfloat162 x = __hfma2(*reinterpret_cast<__nv_bfloat162 *>(&hb[i]), sc, of);
+                hb[i] = ex2_bh2(*reinterpret_cast<uint32_t *>(&x));
+            }
+        } else if constexpr (F == F_CVT_F32) {
+#pragma unroll
+            for (int i = 0; i < ELEMS / 2; i++) {
+                uint16_t r;
+                asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(v[2 * i]), "f"(v[2 * i + 1]));
+                acc += r;
+                v[2 * i] += 1.0f; /* a new input each time */
+            }
+        } else if constexpr (F == F_CVT_F16X2) {
+#pragma unroll
+            for (int i = 0; i < ELEMS / 2; i++) {
+                uint16_t r;
+                asm volatile("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(r) : "r"(h[i]));
+                acc += r;
+                h[i] += 1u;
+            }
+        } else if constexpr (F == F_MAX_F32) {
+#pragma unroll
+            for (int i = 0; i < ELEMS; i++)
+                asm volatile("max.f32 %0, %0, %1;" : "+f"(v[i]) : "f"(v[(i + 1) % ELEMS]));
+        } else {
+#pragma unroll
+            for (int i = 0; i < ELEMS / 2; i++)
+                asm volatile("max.f16x2 %0, %0, %1;" : "+r"(h[i]) : "r"(h[(i + 1) % (ELEMS / 2)]));
+        }
+    }
+    const unsigned long long t1 = clock64();
+    float s = (float)acc;
+    for (int i = 0; i < ELEMS; i++)
+        s += v[i];
+    for (int i = 0; i < ELEMS / 2; i++)
+        s += (float)(h[i] & 0xffu) + (float)(hb[i] & 0xffu);
+    sink[blockIdx.x * blockDim.x + threadIdx.x] = s;
+    if (threadIdx.x == 0)
+        atomicMax(cycles, t1 - t0);
+}
+
+template <int F>
+static int run_form(int sms, unsigned long long *d_cyc, float *d_sink)
+{
+    const int blocks = sms * 4, threads = 128;
+    unsigned long long cyc = 0;
+    cudaMemset(d_cyc, 0, sizeof(cyc));
+    rate_kernel<F><<<blocks, threads>>>(1.0f, d_cyc, d_sink); /* warm-up */
+    cudaMemset(d_cyc, 0, sizeof(cyc));
+    rate_kernel<F><<<blocks, threads>>>(1.0f, d_cyc, d_sink);
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+        fprintf(stderr, "%s: %s\n", names[F], cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    cudaMemcpy(&cyc, d_cyc, sizeof(cyc), cudaMemcpyDeviceToHost);
+    /* 4 blocks per SM, each 128 threads x ELEMS x ITERS elements */
+    const double per_sm = 4.0 * threads * ELEMS * (double)ITERS;
+    printf("%-11s %7.2f elements/cycle/SM (%llu cycles)\n", names[F], per_sm / (double)cyc, cyc);
+    return 0;
+}
+
+int main(void)
+{
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+        fprintf(stderr, "softmax_rate: no CUDA device\n");
+        return 2;
+    }
+    printf("# softmax_rate: %s, %d SMs, 4 blocks of 128 threads per SM, %d elements x %d iterations a thread\n",
+           prop.name, prop.multiProcessorCount, ELEMS, ITERS);
+    unsigned long long *d_cyc;
+    float *d_sink;
+    cudaMalloc(&d_cyc, sizeof(*d_cyc));
+    cudaMalloc(&d_sink, sizeof(float) * prop.multiProcessorCount * 4 * 128);
+    int rc = 0;
+    rc |= run_form<F_EX2_F32>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_EX2_F16X2>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_EX2_BF16X2>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_CVT_F32>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_CVT_F16X2>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_MAX_F32>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_MAX_F16X2>(prop.multiProcessorCount, d_cyc, d_sink);
+    return rc;
+}
