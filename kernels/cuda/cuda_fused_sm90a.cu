@@ -139,6 +139,36 @@ __device__ constexpr int sm90_tree()
 #endif
 }
 
+/* e4m3: of every 16 key columns' 8-wide tiles, this many (0, 1, 2, 4 or
+ * 8) have their exponentials taken on the FMA pipe (sm90_ex2_fma), the
+ * rest on the MUFU, which at 16 a cycle per SM takes as long as a 64 x
+ * 128 x 128 tile's two FP8 GEMMs. 0 (MUFU only) by default; an A/B
+ * switch (bench/build_ab.sh -DSM90_E4M3_POLY=N). Measured slower on the
+ * best tiles each time: version 3.5's 128x128 with 2-8 (H200), and
+ * 3.11's 192x128 and 128x192 with 1 and 2, 2-6% (H100, 2026-12-06;
+ * docs/kernels.md). */
+#ifndef SM90_E4M3_POLY
+#define SM90_E4M3_POLY 0
+#endif
+static_assert(SM90_E4M3_POLY >= 0 && SM90_E4M3_POLY <= 8 && (SM90_E4M3_POLY & (SM90_E4M3_POLY - 1)) == 0,
+              "SM90_E4M3_POLY: 0, 1, 2, 4 or 8");
+
+/* 2^x on the FMA pipe for x <= 8 (-inf included), not the MUFU: x's
+ * nearest integer j into the exponent, 2^(x - j) on [-0.5, 0.5] by a
+ * degree-2 minimax polynomial (relative error under 1.8e-3; e4m3's P
+ * rounds by up to 6.25% after it). x is clamped at -126, so -inf and
+ * anything under 2^-126 read as about 1.2e-38: P's e4m3 value of it is
+ * 0 (P is stored as P * 256), and a row sum meets it only beside terms
+ * >= 1 (the row's max). */
+__device__ __forceinline__ float sm90_ex2_fma(float x)
+{
+    x = fmaxf(x, -126.f);
+    const float t = x + 12582912.f; /* 1.5 * 2^23: round(x) in its low mantissa bits */
+    const float f = x - (t - 12582912.f);
+    const float q = fmaf(fmaf(0.238428913f, f, 0.703448004f), f, 1.00044314f);
+    return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
+}
+
 /* 1: the producer ends with a bounded wait until the last STAGES tiles'
  * stages are freed (see the kernel), so that no consumer wait can hang
  * unbounded; 0: that gap stays, as before 2026-12-05. 0 by default until
@@ -732,8 +762,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 ps[t] = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -mp));
-                s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp));
+                const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp), x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
+                if (F8 && SM90_E4M3_POLY > 0 && nt % (16 / (SM90_E4M3_POLY > 0 ? SM90_E4M3_POLY : 1)) == 0) {
+                    s[4 * nt + 2 * rh] = sm90_ex2_fma(x0);
+                    s[4 * nt + 2 * rh + 1] = sm90_ex2_fma(x1);
+                } else {
+                    s[4 * nt + 2 * rh] = ex2(x0);
+                    s[4 * nt + 2 * rh + 1] = ex2(x1);
+                }
                 ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
             }
 #pragma unroll
