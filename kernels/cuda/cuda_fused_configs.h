@@ -154,16 +154,17 @@
     ((size_t)(BR) * (D) * 2 + 2 * (size_t)(STAGES) * (size_t)(BC) * (D) * 2 + SM90_SMEM_P(D, BR, BC) + 1024)
 /* Version 3.11: three consumer warpgroups at d = 128 (192-row tiles). How
  * they order a turn (the kernel says what each value does): 0 by default,
- * 1 and 2 for A/Bs (bench/build_ab.sh -DSM90_3WG=N). 0 measured 4.7-5.8%
- * faster than 2 and 1 on the 8k d128 anchors, e4m3 and bf16 (H200,
- * 2026-12-06: docs/kernels.md). Orders 1 and 2 keep P in shared memory:
- * the 16-bit tiles' BR x BC values after the V stages (SM90_SMEM_P; the
- * host's descriptions count the default order's bytes). */
+ * 1, 2 and 3 for A/Bs (bench/build_ab.sh -DSM90_3WG=N; 3 not yet run on a
+ * GPU). 0 measured 4.7-5.8% faster than 2 and 1 on the 8k d128 anchors,
+ * e4m3 and bf16 (H200, 2026-12-06: docs/kernels.md). Orders 1 and 2 keep
+ * P in shared memory: the 16-bit tiles' BR x BC values after the V
+ * stages (SM90_SMEM_P; the host's descriptions count the default order's
+ * bytes). Anything but 0-3 does not build. */
 #ifndef SM90_3WG
 #define SM90_3WG 0
 #endif
 #define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
-#define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) && SM90_3WG >= 1 ? (size_t)(BR) * (BC) * 2 : 0)
+#define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) && (SM90_3WG == 1 || SM90_3WG == 2) ? (size_t)(BR) * (BC) * 2 : 0)
 
 /* Folded blocks want g | 128 with QB = 128 / g >= 8 rows per head (so each
  * head's Q box fills whole 1024-byte swizzle atoms); g = 1 is the plain

@@ -538,11 +538,17 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      *   1: P_{j-1} V_{j-1} then S_j, both waited for before the softmax
      *     (P from shared memory);
      *   0 (default): P_{j-1} V_{j-1} from registers, waited for inside
-     *     the turn, then S_j.
-     * In modes 1 and 0 only the other warpgroups' turns overlap a softmax. */
+     *     the turn, then S_j;
+     *   3: P_{j-1} V_{j-1} from registers then S_j in one turn, both
+     *     waited for after it (as 1, P from registers: S_j, O and P_{j-1}
+     *     live while the two are in flight, none during the softmax).
+     * In modes 0, 1 and 3 only the other warpgroups' turns overlap a
+     * softmax. */
     constexpr bool W3 = SM90_W3(D, BR); /* e4m3 is always D = 128 */
     constexpr bool OVL = !W3 || SM90_3WG == 2;
-    constexpr bool PSM = W3 && SM90_3WG >= 1;
+    constexpr bool PSM = W3 && (SM90_3WG == 1 || SM90_3WG == 2);
+    constexpr bool ONE_TURN = W3 && (SM90_3WG == 1 || SM90_3WG == 3); /* both products, then the waits */
+    static_assert(SM90_3WG >= 0 && SM90_3WG <= 3, "SM90_3WG: 0, 1, 2 or 3");
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -910,14 +916,18 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         for (int it = 1; it < ntiles; it++) {
             const int st = it % STAGES, pst = (it - 1) % STAGES;
             float alpha[2];
-            if constexpr (PSM && !OVL) {
+            if constexpr (ONE_TURN) {
                 /* In one turn: O += P_{j-1} V_{j-1} (P from shared
-                 * memory) and S_j, then both waited for. */
+                 * memory in order 1, registers in 3) and S_j, then both
+                 * waited for. */
                 mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 turn_begin();
                 wgmma_fence();
-                gemm_pv_smem<T, D, BC>(o[0], aPw(it - 1), aV0 + pst * L::vt);
+                if constexpr (PSM)
+                    gemm_pv_smem<T, D, BC>(o[0], aPw(it - 1), aV0 + pst * L::vt);
+                else
+                    gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
                 turn_end(false);
