@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # w3.sh -- the measurements version 3.11 (docs/kernels.md) still owes:
 # three consumer warpgroups at d = 128 (192x128 tiles, e4m3 and 16-bit)
-# against every other tactic of the
-# 8k d128 anchors, the three turn orders of SM90_3WG, and the cost of the
-# producer's tail wait (SM90_TAIL_WAIT=1). Run on the GPU machine, after
+# against every other tactic of the 8k d128 anchors, the turn orders of
+# SM90_3WG, and the cost of the producer's tail wait (SM90_TAIL_WAIT=1). Run on the GPU machine, after
 # the GPU suite (which checks the 192x128 kernels against the float64
 # reference):
 #
@@ -59,7 +58,7 @@ tail)
         --shape "$A.e4m3.nc" --shape "$A.bf16.nc" >"$OUT/w3-tail.txt" 2>&1 ||
         echo "[w3] tail: exit $?" >&2
     ;;
--h | --help) sed -n 2,26p "$0" ;;
+-h | --help) sed -n 2,25p "$0" ;;
 *)
     echo "usage: w3.sh times|order|tail|order3 (see --help)" >&2
     exit 2

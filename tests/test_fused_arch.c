@@ -277,8 +277,9 @@ static void sm90a_e4m3_configs_should_fit(void)
 }
 
 /* 16-bit 192x128 tiles at d = 128 (version 3.11): plain (never folded or
- * split) at every pad, 16 warps, within a block's shared memory with P's
- * buffer; d = 64's 192-row tile (version 3.3) too. */
+ * split) at every pad, 16 warps, within a block's shared memory (no P
+ * buffer in the default turn order); d = 64's 192-row tile (version 3.3)
+ * too. */
 static void sm90a_192_row_tiles_should_be_listed_plain(void)
 {
     for (int64_t d = 64; d <= 128; d += 64) {

@@ -159,12 +159,14 @@
  * e4m3 and bf16 (H200, 2026-12-06: docs/kernels.md). Orders 1 and 2 keep
  * P in shared memory: the 16-bit tiles' BR x BC values after the V
  * stages (SM90_SMEM_P; the host's descriptions count the default order's
- * bytes). Anything but 0-3 does not build. */
+ * bytes). Anything but 0-3 does not build. SM90_3WG_PSM: 1 in the orders
+ * with P in shared memory (the kernel's PSM, this file's SM90_SMEM_P). */
 #ifndef SM90_3WG
 #define SM90_3WG 0
 #endif
 #define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
-#define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) && (SM90_3WG == 1 || SM90_3WG == 2) ? (size_t)(BR) * (BC) * 2 : 0)
+#define SM90_3WG_PSM (SM90_3WG == 1 || SM90_3WG == 2)
+#define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) && SM90_3WG_PSM ? (size_t)(BR) * (BC) * 2 : 0)
 
 /* Folded blocks want g | 128 with QB = 128 / g >= 8 rows per head (so each
  * head's Q box fills whole 1024-byte swizzle atoms); g = 1 is the plain

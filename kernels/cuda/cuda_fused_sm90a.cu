@@ -152,6 +152,8 @@ __device__ constexpr int sm90_tree()
 #endif
 static_assert(SM90_E4M3_POLY >= 0 && SM90_E4M3_POLY <= 8 && (SM90_E4M3_POLY & (SM90_E4M3_POLY - 1)) == 0,
               "SM90_E4M3_POLY: 0, 1, 2, 4 or 8");
+/* 8-key tile nt takes the FMA pipe where nt % this == 0 (with POLY > 0) */
+constexpr int SM90_POLY_EVERY = SM90_E4M3_POLY > 0 ? 16 / SM90_E4M3_POLY : 1;
 
 /* 2^x on the FMA pipe for x <= 8 (-inf included), not the MUFU: x's
  * nearest integer j into the exponent, 2^(x - j) on [-0.5, 0.5] by a
@@ -546,7 +548,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * softmax. */
     constexpr bool W3 = SM90_W3(D, BR); /* e4m3 is always D = 128 */
     constexpr bool OVL = !W3 || SM90_3WG == 2;
-    constexpr bool PSM = W3 && (SM90_3WG == 1 || SM90_3WG == 2);
+    constexpr bool PSM = W3 && SM90_3WG_PSM;
     constexpr bool ONE_TURN = W3 && (SM90_3WG == 1 || SM90_3WG == 3); /* both products, then the waits */
     static_assert(SM90_3WG >= 0 && SM90_3WG <= 3, "SM90_3WG: 0, 1, 2 or 3");
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
@@ -769,7 +771,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp), x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
-                if (F8 && SM90_E4M3_POLY > 0 && nt % (16 / (SM90_E4M3_POLY > 0 ? SM90_E4M3_POLY : 1)) == 0) {
+                if (F8 && SM90_E4M3_POLY > 0 && nt % SM90_POLY_EVERY == 0) {
                     s[4 * nt + 2 * rh] = sm90_ex2_fma(x0);
                     s[4 * nt + 2 * rh + 1] = sm90_ex2_fma(x1);
                 } else {
