@@ -164,6 +164,14 @@
 #ifndef SM90_3WG
 #define SM90_3WG 0
 #endif
+/* Where a turn of order 0 ends (the kernel says what each value does):
+ * 0 by default, 1 and 2 for A/Bs (bench/build_ab.sh -DSM90_TURN=N). */
+#ifndef SM90_TURN
+#define SM90_TURN 0
+#endif
+#if SM90_TURN < 0 || SM90_TURN > 2
+#error "SM90_TURN: 0, 1 or 2"
+#endif
 #define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
 #define SM90_3WG_PSM (SM90_3WG == 1 || SM90_3WG == 2)
 #define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) && SM90_3WG_PSM ? (size_t)(BR) * (BC) * 2 : 0)

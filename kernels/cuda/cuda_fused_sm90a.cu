@@ -884,18 +884,24 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * and arrives on the next one's after. Each warpgroup has ntiles + 1
      * turns; the last warpgroup lets warpgroup 0 go first and skips its last
      * arrive, so every arrive meets a sync. */
+    /* SM90_TURN (three consumer warpgroups, order 0): where a turn ends.
+     * 0: after S_j is issued; 1: right after P_{j-1} V_{j-1} is issued,
+     * so the next warpgroup's products queue behind it while this one
+     * waits for it (the tensor pipe not drained between a turn's two
+     * products); 2: no turns (each warpgroup issues when ready). */
+    constexpr bool TURNS = PP && !(W3 && SM90_TURN == 2);
     auto turn_begin = [&]() {
-        if (PP)
+        if (TURNS)
             named_sync(1 + cw);
     };
     auto turn_end = [&](bool last) {
-        if (PP && !(last && cw == NWG - 1))
+        if (TURNS && !(last && cw == NWG - 1))
             named_arrive(1 + (cw + 1) % NWG);
     };
 
     if (ntiles > 0) {
         mbar_wait(bQ, 0);
-        if (PP && cw == NWG - 1)
+        if (TURNS && cw == NWG - 1)
             named_arrive(1);
         /* First tile (the last keys): S alone. */
         {
@@ -954,6 +960,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 wgmma_fence();
                 gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
                 wgmma_commit();
+                if (SM90_TURN == 1)
+                    turn_end(false);
                 wgmma_wait<0>();
 #pragma unroll
                 for (int c = 0; c < OC; c++)
@@ -964,7 +972,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 wgmma_fence();
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
-                turn_end(false);
+                if (SM90_TURN != 1)
+                    turn_end(false);
                 wgmma_wait<0>();
                 reg_fence(s);
                 if (lane == 0)
