@@ -10,8 +10,6 @@
 #       --exec 'bash bench/w3.sh times'
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/w3.sh order'
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/w3.sh tail'
-#   tests/gpu/run.sh --no-tests --exec 'bash bench/w3.sh order3'
-#   tests/gpu/run.sh --no-tests --exec 'bash bench/w3.sh turn'
 #
 # times: bench/tactics_time.py on the four anchors (e4m3 and bf16, causal
 #   and not), every tactic: $OUT/w3-times-KEY.txt.
@@ -19,13 +17,9 @@
 #   on the e4m3 and bf16 non-causal anchors, the 192x128 rows.
 # tail: bench/build_ab.sh -DSM90_TAIL_WAIT=1 against the default (0), on
 #   the bf16 and e4m3 non-causal anchors, every sm90a row.
-# order3: bench/build_ab.sh -DSM90_3WG=3 against the default (0) on the
-#   e4m3 anchors and bf16 non-causal, the 192x128 rows; then gpu_cudnn and
-#   gpu_fused built with it (order 3 against the float64 reference):
-#   $OUT/w3-order-3.txt, $OUT/w3-order-3-suite.txt.
-# turn: bench/build_ab.sh -DSM90_TURN=2, then =1, against the default (0),
-#   the 192x128 rows of the same three anchors; then gpu_cudnn and
-#   gpu_fused built with =1: $OUT/w3-turn-N.txt, $OUT/w3-turn-1-suite.txt.
+# (order3 and turn, the A/Bs of turn order 3 and of where a turn ends,
+#   ran on 2026-12-06 and their switches are gone: commit bdcf452 has
+#   them; bench/order3-turn-h100-20261206.txt the figures.)
 # BUILD and OUT come from run.sh. Each step takes 2-5 minutes.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,37 +41,14 @@ order)
             echo "[w3] order $m: exit $?" >&2
     done
     ;;
-order3)
-    bash "$ROOT/bench/build_ab.sh" -DSM90_3WG=3 --reps 3 --filter 192x128 --shape "$A.e4m3.nc" \
-        --shape "$A.e4m3.c" --shape "$A.bf16.nc" >"$OUT/w3-order-3.txt" 2>&1 ||
-        { echo "[w3] order 3: exit $?" >&2; exit 1; }
-    # build_ab.sh left $BUILD-b configured with -DSM90_3WG=3
-    { cmake --build "$BUILD-b" -j "$(nproc)" --target gpu_cudnn gpu_fused &&
-        (cd "$BUILD-b" && ctest -R 'gpu_cudnn|gpu_fused$' -V --timeout 300); } \
-        >"$OUT/w3-order-3-suite.txt" 2>&1 || echo "[w3] order 3 suite: exit $?" >&2
-    grep -E "Passed|Failed|planted e4m3|worst rel" "$OUT/w3-order-3-suite.txt" >&2
-    ;;
-turn)
-    for m in 2 1; do
-        bash "$ROOT/bench/build_ab.sh" "-DSM90_TURN=$m" --reps 3 --filter 192x128 --shape "$A.e4m3.nc" \
-            --shape "$A.e4m3.c" --shape "$A.bf16.nc" >"$OUT/w3-turn-$m.txt" 2>&1 ||
-            { echo "[w3] turn $m: exit $?" >&2; exit 1; }
-        grep -c C751 "$OUT/build-b.log" | sed "s/^/[w3] turn $m: wgmma serialisation warnings: /" >&2
-    done
-    # build_ab.sh left $BUILD-b configured with -DSM90_TURN=1
-    { cmake --build "$BUILD-b" -j "$(nproc)" --target gpu_cudnn gpu_fused &&
-        (cd "$BUILD-b" && ctest -R 'gpu_cudnn|gpu_fused$' -V --timeout 300); } \
-        >"$OUT/w3-turn-1-suite.txt" 2>&1 || echo "[w3] turn 1 suite: exit $?" >&2
-    grep -E "Passed|Failed|planted e4m3|worst rel" "$OUT/w3-turn-1-suite.txt" >&2
-    ;;
 tail)
     bash "$ROOT/bench/build_ab.sh" -DSM90_TAIL_WAIT=1 --reps 3 --filter sm90a \
         --shape "$A.e4m3.nc" --shape "$A.bf16.nc" >"$OUT/w3-tail.txt" 2>&1 ||
         echo "[w3] tail: exit $?" >&2
     ;;
--h | --help) sed -n 2,29p "$0" ;;
+-h | --help) sed -n 2,23p "$0" ;;
 *)
-    echo "usage: w3.sh times|order|tail|order3|turn (see --help)" >&2
+    echo "usage: w3.sh times|order|tail (see --help)" >&2
     exit 2
     ;;
 esac

@@ -154,23 +154,15 @@
     ((size_t)(BR) * (D) * 2 + 2 * (size_t)(STAGES) * (size_t)(BC) * (D) * 2 + SM90_SMEM_P(D, BR, BC) + 1024)
 /* Version 3.11: three consumer warpgroups at d = 128 (192-row tiles). How
  * they order a turn (the kernel says what each value does): 0 by default,
- * 1, 2 and 3 for A/Bs (bench/build_ab.sh -DSM90_3WG=N; 3 not yet run on a
- * GPU). 0 measured 4.7-5.8% faster than 2 and 1 on the 8k d128 anchors,
- * e4m3 and bf16 (H200, 2026-12-06: docs/kernels.md). Orders 1 and 2 keep
- * P in shared memory: the 16-bit tiles' BR x BC values after the V
- * stages (SM90_SMEM_P; the host's descriptions count the default order's
- * bytes). Anything but 0-3 does not build. SM90_3WG_PSM: 1 in the orders
+ * 1 and 2 for A/Bs (bench/build_ab.sh -DSM90_3WG=N). 0 measured 4.7-5.8%
+ * faster than 2 and 1 on the 8k d128 anchors, e4m3 and bf16 (H200,
+ * 2026-12-06: docs/kernels.md). Orders 1 and 2 keep P in shared memory:
+ * the 16-bit tiles' BR x BC values after the V stages (SM90_SMEM_P; the
+ * host's descriptions count the default order's bytes). Anything but 0-2
+ * does not build. SM90_3WG_PSM: 1 in the orders
  * with P in shared memory (the kernel's PSM, this file's SM90_SMEM_P). */
 #ifndef SM90_3WG
 #define SM90_3WG 0
-#endif
-/* Where a turn of order 0 ends (the kernel says what each value does):
- * 0 by default, 1 and 2 for A/Bs (bench/build_ab.sh -DSM90_TURN=N). */
-#ifndef SM90_TURN
-#define SM90_TURN 0
-#endif
-#if SM90_TURN < 0 || SM90_TURN > 2
-#error "SM90_TURN: 0, 1 or 2"
 #endif
 #define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
 #define SM90_3WG_PSM (SM90_3WG == 1 || SM90_3WG == 2)

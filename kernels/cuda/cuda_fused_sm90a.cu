@@ -540,17 +540,15 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      *   1: P_{j-1} V_{j-1} then S_j, both waited for before the softmax
      *     (P from shared memory);
      *   0 (default): P_{j-1} V_{j-1} from registers, waited for inside
-     *     the turn, then S_j;
-     *   3: P_{j-1} V_{j-1} from registers then S_j in one turn, both
-     *     waited for after it (as 1, P from registers: S_j, O and P_{j-1}
-     *     live while the two are in flight, none during the softmax).
-     * In modes 0, 1 and 3 only the other warpgroups' turns overlap a
-     * softmax. */
+     *     the turn, then S_j.
+     * In modes 1 and 0 only the other warpgroups' turns overlap a softmax.
+     * (Order 3, order 1 with P from registers, and ending order 0's turn
+     * after P V's issue or dropping the turns were measured slower on
+     * 2026-12-06 and taken out: docs/kernels.md, version 3.11.) */
     constexpr bool W3 = SM90_W3(D, BR); /* e4m3 is always D = 128 */
     constexpr bool OVL = !W3 || SM90_3WG == 2;
     constexpr bool PSM = W3 && SM90_3WG_PSM;
-    constexpr bool ONE_TURN = W3 && (SM90_3WG == 1 || SM90_3WG == 3); /* both products, then the waits */
-    static_assert(SM90_3WG >= 0 && SM90_3WG <= 3, "SM90_3WG: 0, 1, 2 or 3");
+    static_assert(SM90_3WG >= 0 && SM90_3WG <= 2, "SM90_3WG: 0, 1 or 2");
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -884,24 +882,18 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * and arrives on the next one's after. Each warpgroup has ntiles + 1
      * turns; the last warpgroup lets warpgroup 0 go first and skips its last
      * arrive, so every arrive meets a sync. */
-    /* SM90_TURN (three consumer warpgroups, order 0): where a turn ends.
-     * 0: after S_j is issued; 1: right after P_{j-1} V_{j-1} is issued,
-     * so the next warpgroup's products queue behind it while this one
-     * waits for it (the tensor pipe not drained between a turn's two
-     * products); 2: no turns (each warpgroup issues when ready). */
-    constexpr bool TURNS = PP && !(W3 && SM90_TURN == 2);
     auto turn_begin = [&]() {
-        if (TURNS)
+        if (PP)
             named_sync(1 + cw);
     };
     auto turn_end = [&](bool last) {
-        if (TURNS && !(last && cw == NWG - 1))
+        if (PP && !(last && cw == NWG - 1))
             named_arrive(1 + (cw + 1) % NWG);
     };
 
     if (ntiles > 0) {
         mbar_wait(bQ, 0);
-        if (TURNS && cw == NWG - 1)
+        if (PP && cw == NWG - 1)
             named_arrive(1);
         /* First tile (the last keys): S alone. */
         {
@@ -924,18 +916,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         for (int it = 1; it < ntiles; it++) {
             const int st = it % STAGES, pst = (it - 1) % STAGES;
             float alpha[2];
-            if constexpr (ONE_TURN) {
+            if constexpr (PSM && !OVL) {
                 /* In one turn: O += P_{j-1} V_{j-1} (P from shared
-                 * memory in order 1, registers in 3) and S_j, then both
-                 * waited for. */
+                 * memory) and S_j, then both waited for. */
                 mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 turn_begin();
                 wgmma_fence();
-                if constexpr (PSM)
-                    gemm_pv_smem<T, D, BC>(o[0], aPw(it - 1), aV0 + pst * L::vt);
-                else
-                    gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+                gemm_pv_smem<T, D, BC>(o[0], aPw(it - 1), aV0 + pst * L::vt);
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
                 turn_end(false);
@@ -960,8 +948,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 wgmma_fence();
                 gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
                 wgmma_commit();
-                if (SM90_TURN == 1)
-                    turn_end(false);
                 wgmma_wait<0>();
 #pragma unroll
                 for (int c = 0; c < OC; c++)
@@ -972,8 +958,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 wgmma_fence();
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
-                if (SM90_TURN != 1)
-                    turn_end(false);
+                turn_end(false);
                 wgmma_wait<0>();
                 reg_fence(s);
                 if (lane == 0)
