@@ -77,17 +77,21 @@ tune: host-build
 # architecture check's (attune_arch_check) in one make, then ctest, three
 # tests per core (tests/schedule.cmake); the summary counts skipped tests
 # apart and says why each was skipped (scripts/test_summary.sh). Beside
-# that make, at nice 19, the trees fuzz_smoke and it_cross_arm64 build for
-# themselves (scripts/test_trees.sh: in the cores the main configure and
-# build leave idle), waited for before ctest. What each step costs:
-# docs/build.md.
+# that make and then beside ctest, at nice 19, the trees fuzz_smoke and
+# it_cross_arm64 build for themselves (scripts/test_trees.sh: in the cores
+# the main build and the waiting tests leave idle). The trees' job holds
+# BUILD/test-trees.lock, taken here before it starts, until it ends; those
+# two tests wait for the lock (ATTUNE_TREES_LOCK) before they look at their
+# trees. What each step costs: docs/build.md.
 test: deps
-	@t0=$$(date +%s); \
+	@t0=$$(date +%s); mkdir -p $(BUILD); exec 9>$(BUILD)/test-trees.lock; \
+	command -v flock >/dev/null 2>&1 && flock 9; \
 	$(LAUNCH_ENV) JOBS=$(JOBS) nice -n 19 scripts/quiet.sh "test trees (fuzz, arm64)" \
-	    $(BUILD)/test-trees.log scripts/test_trees.sh $(BUILD) & trees=$$!; \
+	    $(BUILD)/test-trees.log scripts/test_trees.sh $(BUILD) >$(BUILD)/test-trees.line & trees=$$!; \
+	exec 9>&-; \
 	$(BUILD_TREE) $(BUILD) $(FLAGS_Q) '' all attune_arch_check; rc=$$?; \
-	wait $$trees; \
-	[ $$rc -eq 0 ] && $(LAUNCH_ENV) scripts/test_summary.sh $(BUILD) $(JOBS) $$t0
+	if [ $$rc -eq 0 ]; then $(LAUNCH_ENV) scripts/test_summary.sh $(BUILD) $(JOBS) $$t0; rc=$$?; fi; \
+	wait $$trees; cat $(BUILD)/test-trees.line; exit $$rc
 
 # The reliability campaign, long versions (docs/reliability.md): crash
 # loops (REL_N kills of each kind), the malformed-request battery, 1,000 slow
