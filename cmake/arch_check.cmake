@@ -67,4 +67,14 @@ if(ATTUNE_HAVE_CUDA AND CMAKE_CUDA_COMPILER)
     add_dependencies(attune_arch_check attune_cuda)
     message(STATUS "attune: the architecture check reads the build's compiles for: ${_shared_archs}")
   endif()
+  # The sm_90a object (the wgmma kernels) through the same launcher, with
+  # ptxas's report: LOGS/sm_90a/cuda__cuda_fused_sm90a.cu.log, where the
+  # check looks for wgmma that ptxas serialised (scripts/check_arch.sh).
+  if(TARGET attune_cuda_sm90a)
+    set_property(TARGET attune_cuda_sm90a PROPERTY CUDA_COMPILER_LAUNCHER
+                 ${CMAKE_SOURCE_DIR}/scripts/cuda_launcher.sh ${ATTUNE_ARCH_CHECK_LOGS}
+                 ${CMAKE_CUDA_COMPILER_LAUNCHER})
+    target_compile_options(attune_cuda_sm90a PRIVATE -Xptxas=-v)
+    add_dependencies(attune_arch_check attune_cuda_sm90a)
+  endif()
 endif()
