@@ -77,7 +77,7 @@ tune: host-build
 # architecture check's (attune_arch_check) in one make, then ctest, three
 # tests per core (tests/schedule.cmake); the summary counts skipped tests
 # apart and says why each was skipped (scripts/test_summary.sh). Beside
-# that make and then beside ctest, at nice 19, the trees fuzz_smoke and
+# that make and then beside ctest, at nice 10, the trees fuzz_smoke and
 # it_cross_arm64 build for themselves (scripts/test_trees.sh: in the cores
 # the main build and the waiting tests leave idle). The trees' job holds
 # BUILD/test-trees.lock, taken here before it starts, until it ends; those
@@ -86,7 +86,7 @@ tune: host-build
 test: deps
 	@t0=$$(date +%s); mkdir -p $(BUILD); exec 9>$(BUILD)/test-trees.lock; \
 	command -v flock >/dev/null 2>&1 && flock 9; \
-	$(LAUNCH_ENV) JOBS=$(JOBS) nice -n 19 scripts/quiet.sh "test trees (fuzz, arm64)" \
+	$(LAUNCH_ENV) JOBS=$(JOBS) nice -n 10 scripts/quiet.sh "test trees (fuzz, arm64)" \
 	    $(BUILD)/test-trees.log scripts/test_trees.sh $(BUILD) >$(BUILD)/test-trees.line & trees=$$!; \
 	exec 9>&-; \
 	$(BUILD_TREE) $(BUILD) $(FLAGS_Q) '' all attune_arch_check; rc=$$?; \

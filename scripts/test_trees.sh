@@ -1,18 +1,21 @@
 #!/bin/sh
 # test_trees.sh -- build the trees two tests configure for themselves,
 # fuzz_smoke's (clang ASan+UBSan, fuzz/run.sh) and it_cross_arm64's (arm64),
-# and check nothing: `make test` runs this at nice 19 beside its own
+# and check nothing: `make test` runs this at nice 10 beside its own
 # configure and build and then beside ctest (issue 28 item 5), holding
 # BUILD/test-trees.lock on the descriptor it inherits (fd 9, taken by the
 # Makefile before it starts this) until it ends; the two tests wait for
-# that lock (ATTUNE_TREES_LOCK, tests/CMakeLists.txt), then find their
+# that lock (ATTUNE_TREES_LOCK, tests/schedule.cmake), then find their
 # trees built and only run (the fuzzers, cpack and the package checks).
 #
 #   scripts/test_trees.sh BUILD
 #
 # Why: on a 2-core host the main tree's configure keeps one core (9 s
-# cold) and its build's last links leave one idle; at nice 19 these
-# compiles take what the main build leaves and little else. Built in
+# cold) and its build's last links leave one idle; niced, these compiles
+# take what the main build leaves and little else. At nice 19 beside
+# ctest (2026-12-06) the job got so little that it ended 185 s after the
+# start instead of 55-115 s, and the two tests waiting for it ended last;
+# at nice 10 it ends with the main build (docs/build.md). Built in
 # ctest instead, they were ~30 CPU s (fuzz tree 13, arm64 tree 18 with
 # ccache's depend mode) inside two tests of 62 s and 51 s that held two of
 # ctest's four slots (docs/build.md).

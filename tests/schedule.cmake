@@ -77,7 +77,7 @@ foreach(t_s it_package:29 it_page_browser:23 it_fleet_pg:17
 endforeach()
 
 # `make test` builds fuzz_smoke's and it_cross_arm64's trees beside ctest
-# (scripts/test_trees.sh, at nice 19, holding BUILD/test-trees.lock while
+# (scripts/test_trees.sh, at nice 10, holding BUILD/test-trees.lock while
 # it runs). Before, ctest waited for that job, which ended 20 s after the
 # main build (4c3af55, clean clone, warm ccache: build 70 s, tests 182 s).
 # The two tests wait for the lock before they look at their trees,
