@@ -81,8 +81,8 @@ tune: host-build
 # it_cross_arm64 build for themselves (scripts/test_trees.sh: in the cores
 # the main build and the waiting tests leave idle). The trees' job holds
 # BUILD/test-trees.lock, taken here before it starts, until it ends; those
-# two tests wait for the lock (ATTUNE_TREES_LOCK) before they look at their
-# trees. What each step costs: docs/build.md.
+# two tests start under a shared lock of it (tests/CMakeLists.txt), so
+# they find their trees built. What each step costs: docs/build.md.
 test: deps
 	@t0=$$(date +%s); mkdir -p $(BUILD); exec 9>$(BUILD)/test-trees.lock; \
 	command -v flock >/dev/null 2>&1 && flock 9; \

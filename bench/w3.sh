@@ -2,9 +2,9 @@
 # w3.sh -- the measurements version 3.11 (docs/kernels.md) still owes:
 # three consumer warpgroups at d = 128 (192x128 tiles, e4m3 and 16-bit)
 # against every other tactic of the 8k d128 anchors, the turn orders of
-# SM90_3WG, and the cost of the producer's tail wait (SM90_TAIL_WAIT=1). Run on the GPU machine, after
-# the GPU suite (which checks the 192x128 kernels against the float64
-# reference):
+# SM90_3WG, and the cost of the producer's tail wait (SM90_TAIL_WAIT=1).
+# Run on the GPU machine, after the GPU suite (which checks the 192x128
+# kernels against the float64 reference):
 #
 #   tests/gpu/run.sh --ctest-args "-R gpu_cudnn|gpu_fused$" \
 #       --exec 'bash bench/w3.sh times'

@@ -17,11 +17,6 @@ BUILD=${2:-$src/build-asan}
 HARNESSES=${HARNESSES:-"shape_key tactic json_body query fleet_import"}
 CC_FUZZ=${CC_FUZZ:-clang}
 command -v "$CC_FUZZ" >/dev/null 2>&1 || { echo "fuzz: $CC_FUZZ not found (scripts/deps.sh installs it)"; exit 77; }
-# `make test` builds this tree beside ctest (scripts/test_trees.sh) and
-# holds ATTUNE_TREES_LOCK meanwhile: under ctest, wait for it first.
-if [ -n "${ATTUNE_TREES_LOCK:-}" ] && command -v flock >/dev/null 2>&1; then
-    flock "$ATTUNE_TREES_LOCK" true
-fi
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     CC=$CC_FUZZ cmake -S "$src" -B "$BUILD" -DATTUNE_WITH_CUDA=OFF -DATTUNE_FUZZ=ON \
         -DCMAKE_BUILD_TYPE=Debug \

@@ -4,9 +4,9 @@
 # and check nothing: `make test` runs this at nice 10 beside its own
 # configure and build and then beside ctest (issue 28 item 5), holding
 # BUILD/test-trees.lock on the descriptor it inherits (fd 9, taken by the
-# Makefile before it starts this) until it ends; the two tests wait for
-# that lock (ATTUNE_TREES_LOCK, tests/schedule.cmake), then find their
-# trees built and only run (the fuzzers, cpack and the package checks).
+# Makefile before it starts this) until it ends; under ctest the two tests
+# start under a shared lock of that file (tests/CMakeLists.txt), then find
+# their trees built and only run (the fuzzers, cpack and the package checks).
 #
 #   scripts/test_trees.sh BUILD
 #
@@ -26,8 +26,6 @@
 # BUILD/test-trees.log. A failure here is not one of the tests': each
 # builds its tree again and reports what fails. Exit 0 always.
 set -u
-# never wait for the lock this job holds (fuzz/run.sh, it_cross_arm64.sh)
-unset ATTUNE_TREES_LOCK
 b=$1
 src=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$b"

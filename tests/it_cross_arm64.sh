@@ -19,11 +19,6 @@ command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || { echo "skip: no aarch64-lin
 for pc in sqlite3 jansson zlib; do
     [ -f /usr/lib/aarch64-linux-gnu/pkgconfig/$pc.pc ] || { echo "skip: no arm64 $pc.pc"; exit 77; }
 done
-# `make test` builds this tree beside ctest (scripts/test_trees.sh) and
-# holds ATTUNE_TREES_LOCK meanwhile: under ctest, wait for it first.
-if [ -n "${ATTUNE_TREES_LOCK:-}" ] && command -v flock >/dev/null 2>&1; then
-    flock "$ATTUNE_TREES_LOCK" true
-fi
 b=$ATTUNE_BUILD_DIR/cross-arm64
 cmake -S "$ATTUNE_SOURCE_DIR" -B "$b" -DCMAKE_TOOLCHAIN_FILE="$ATTUNE_SOURCE_DIR/cmake/aarch64-linux-gnu.cmake" \
     -DATTUNE_WITH_CUDA=OFF -DATTUNE_WERROR=ON -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$b.log" 2>&1 ||

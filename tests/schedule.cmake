@@ -43,8 +43,8 @@ set_tests_properties(it_noisy_hog PROPERTIES RUN_SERIAL TRUE)
 # which it_arch_check is a cached 0.4 s even after a kernel edit.
 set_tests_properties(it_arch_check PROPERTIES COST 1002)
 # Before them the three timing tests above, one after another (their
-# locks), while the trees' job (the end of this file) still builds at nice
-# 19: after fuzz_smoke and it_cross_arm64, which now wait for that job,
+# locks), while the trees' job may still build (niced; the two tests
+# wait for it: tests/CMakeLists.txt): after fuzz_smoke and it_cross_arm64
 # the three ran last, alone for their last 30 s (4c3af55 + the lock: tests
 # 189 s).
 set(cost 1005)
@@ -64,7 +64,7 @@ set_tests_properties(it_cross_arm64 PROPERTIES COST 1000)
 # runs at ce8e1c1 and e50d3d8, last, alone for its final 5-8 s; a replay
 # of e50d3d8's durations in this order: 124.7 s instead of 127.6.
 # Under `make test` fuzz_smoke's and it_cross_arm64's trees are built by
-# scripts/test_trees.sh (see the end): 23 s and 9 s there, not 62 and 51.
+# scripts/test_trees.sh: 23 s and 9 s there, not 62 and 51.
 foreach(t_s it_package:29 it_page_browser:23 it_fleet_pg:17
             it_fleet_stream:17 it_fleet_clone:14 it_python_install:14 it_daemon:13 it_miss_jobs:12
             rel_crash_loop:10 rel_slow_clients:9 it_fleet_overlap:9 loo:7)
@@ -76,15 +76,3 @@ foreach(t_s it_package:29 it_page_browser:23 it_fleet_pg:17
   endif()
 endforeach()
 
-# `make test` builds fuzz_smoke's and it_cross_arm64's trees beside ctest
-# (scripts/test_trees.sh, at nice 10, holding BUILD/test-trees.lock while
-# it runs). Before, ctest waited for that job, which ended 20 s after the
-# main build (4c3af55, clean clone, warm ccache: build 70 s, tests 182 s).
-# The two tests wait for the lock before they look at their trees,
-# holding their slots meanwhile; run alone, they find it free.
-foreach(t fuzz_smoke it_cross_arm64)
-  if(TEST ${t})
-    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-                 "ATTUNE_TREES_LOCK=${CMAKE_BINARY_DIR}/test-trees.lock")
-  endif()
-endforeach()

@@ -159,8 +159,8 @@
  * 2026-12-06: docs/kernels.md). Orders 1 and 2 keep P in shared memory:
  * the 16-bit tiles' BR x BC values after the V stages (SM90_SMEM_P; the
  * host's descriptions count the default order's bytes). Anything but 0-2
- * does not build. SM90_3WG_PSM: 1 in the orders
- * with P in shared memory (the kernel's PSM, this file's SM90_SMEM_P). */
+ * does not build. SM90_3WG_PSM: 1 in the orders with P in shared memory
+ * (the kernel's PSM, this file's SM90_SMEM_P). */
 #ifndef SM90_3WG
 #define SM90_3WG 0
 #endif
