@@ -280,6 +280,43 @@ static void sm90a_e4m3_configs_should_fit(void)
  * split) at every pad, 16 warps, within a block's shared memory (no P
  * buffer in the default turn order); d = 64's 192-row tile (version 3.3)
  * too. */
+/* Version 3.12's cut of a partly empty last wave (cuda_fused_configs.h):
+ * the 8k d128 anchors' grids on 132 SMs, and where it must not cut. */
+static void sm90a_tail_cut_should_shorten_only_partial_last_waves(void)
+{
+    /* 1376 blocks of 192 rows: 10 waves and 56 blocks; cut in 2, 10.5 */
+    CHECK_EQ_INT(sm90_tail_k(1376, 64, 132), 2);
+    CHECK(fabs(sm90_tail_waves(1376, 132, 2) - 10.5) < 1e-12);
+    CHECK(fabs(sm90_tail_waves(1376, 132, 0) - 11.0) < 1e-12);
+    /* 2048 of 128 rows: 15 waves and 68; 2 pieces each would still take a
+     * whole wave (136 > 132), 3 take two thirds, 4 three quarters */
+    CHECK_EQ_INT(sm90_tail_k(2048, 64, 132), 3);
+    CHECK(fabs(sm90_tail_waves(2048, 132, 3) - (15.0 + 2.0 / 3.0)) < 1e-12);
+    CHECK(fabs(sm90_tail_waves(2048, 132, 2) - 16.0) < 1e-12);
+    /* whole waves, or no full wave before the last (key splits serve
+     * those), or too few key tiles to cut */
+    CHECK_EQ_INT(sm90_tail_k(1320, 64, 132), 0);
+    CHECK_EQ_INT(sm90_tail_k(100, 64, 132), 0);
+    CHECK_EQ_INT(sm90_tail_k(132, 64, 132), 0);
+    CHECK_EQ_INT(sm90_tail_k(1376, 7, 132), 0);
+    /* a cut that saves under SM90_TAIL_MIN_SAVED key tiles: 136 blocks,
+     * 4 in the last wave, 8 tiles: 2 pieces of 4 save half of 8 */
+    CHECK_EQ_INT(sm90_tail_k(136, 8, 132), 0);
+    CHECK_EQ_INT(sm90_tail_k(136, 16, 132), 4);
+    /* a nearly full last wave: no k under SM90_TAIL_MAX_K helps */
+    CHECK_EQ_INT(sm90_tail_k(263, 64, 132), 0);
+    /* every k it gives is in range, keeps SM90_TAIL_MIN_TILES tiles a
+     * piece and shortens the grid */
+    for (long long b = 1; b < 2000; b += 7)
+        for (long long kt = 1; kt < 70; kt += 5) {
+            int k = sm90_tail_k(b, kt, 132);
+            if (k == 0)
+                continue;
+            CHECK(k >= 2 && k <= SM90_TAIL_MAX_K && kt / k >= SM90_TAIL_MIN_TILES);
+            CHECK(sm90_tail_waves(b, 132, k) < sm90_tail_waves(b, 132, 0));
+        }
+}
+
 static void sm90a_192_row_tiles_should_be_listed_plain(void)
 {
     for (int64_t d = 64; d <= 128; d += 64) {
@@ -315,6 +352,7 @@ int main(void)
     RUN(sm90a_wide_tiles_should_be_listed_plain);
     RUN(sm90a_e4m3_configs_should_fit);
     RUN(sm90a_192_row_tiles_should_be_listed_plain);
+    RUN(sm90a_tail_cut_should_shorten_only_partial_last_waves);
 #endif
     RUN(every_listed_config_should_fit_its_architecture);
     RUN(f32_configs_should_fit_their_architecture);

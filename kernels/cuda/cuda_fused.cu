@@ -96,6 +96,9 @@ struct fused_args {
     int nrb;             /* fused: row blocks per head; splitkv: 16-row tiles per KV head */
     int splits, tps;     /* splitkv: number of key ranges, key tiles per range */
     int stages;          /* splitkv, version 2.1: K/V stages in shared memory (0: version 2) */
+    /* the combine: the partials hold rows [prow0, prow0 + prows) of the
+     * b*hq*sq rows (prows 0: all of them) */
+    int64_t prow0, prows;
 };
 
 /* 16-byte global->shared copies that bypass L1 (.cg): K/V tiles are reused
@@ -1022,11 +1025,11 @@ template <typename T>
 __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p)
 {
     const int C4 = p.d / 4;
-    const int64_t NR = (int64_t)p.b * p.hq * p.sq;
+    const int64_t NR = p.prows > 0 ? p.prows : (int64_t)p.b * p.hq * p.sq; /* rows of one split */
     const int64_t idx = (int64_t)blockIdx.x * 128 + threadIdx.x;
     if (idx >= NR * C4)
         return;
-    const int64_t rg = idx / C4;
+    const int64_t rg = idx / C4; /* of the partials; the output's row is p.prow0 + rg */
     const int c4 = (int)(idx - rg * C4) * 4;
     pdl_wait(); /* the partials' kernel has finished and its writes are visible */
     const float *lse = p.part_lse + rg;
@@ -1082,7 +1085,7 @@ __global__ void __launch_bounds__(128) splitkv_combine_kernel(const fused_args p
      * output's rounding. IEEE division's slow-path call made ptxas report
      * 8 B of spills on sm_87 (scripts/check_arch.sh). */
     const float inv = den > 0.f ? __fdividef(1.f, den) : 0.f;
-    const int64_t bh = rg / p.sq, i = rg - bh * p.sq, bi = bh / p.hq, h = bh - bi * p.hq;
+    const int64_t ro = p.prow0 + rg, bh = ro / p.sq, i = ro - bh * p.sq, bi = bh / p.hq, h = bh - bi * p.hq;
     T *dst = reinterpret_cast<T *>(p.o) + bi * p.osb + h * p.osh + i * p.oss;
     uint2 w2;
     w2.x = pack2<T>(acc.x * inv, acc.y * inv);
@@ -1274,7 +1277,7 @@ template <typename T>
 static int launch_combine(const fused_args &p, cudaStream_t stream)
 {
     static std::atomic<int> pdl_cache[64];
-    const int64_t rows = (int64_t)p.b * p.hq * p.sq;
+    const int64_t rows = p.prows > 0 ? p.prows : (int64_t)p.b * p.hq * p.sq;
     void (*kern)(const fused_args) = splitkv_combine_kernel<T>;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
@@ -1343,18 +1346,23 @@ static int launch_splitkv_bulk(const fused_args &p, cudaStream_t stream)
     return p.splits > 1 ? launch_combine<T>(p, stream) : 0;
 }
 
-/* Version 2's combine kernel for version 3's folded splits (the same
- * partials layout). */
+/* Version 2's combine kernel for version 3's key splits (the same
+ * partials layout, over rows row0 on). */
 int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, const float *part_lse,
-                       const attn_tensor *o, cudaStream_t stream)
+                       const attn_tensor *o, int64_t row0, int64_t rows, cudaStream_t stream)
 {
+    if (rows <= 0 || row0 < 0 || row0 + rows > s->b * s->hq * s->sq)
+        return ATTUNE_EINVAL;
     fused_args p = {};
     p.o = o->data;
     p.osb = o->sb, p.osh = o->sh, p.oss = (int)o->ss;
     p.part_o = const_cast<float *>(part_o), p.part_lse = const_cast<float *>(part_lse);
     p.b = (int)s->b, p.hq = (int)s->hq, p.sq = (int)s->sq, p.d = (int)s->d;
     p.splits = splits;
-    return s->dtype == ATTN_BF16 ? launch_combine<__nv_bfloat16>(p, stream) : launch_combine<__half>(p, stream);
+    p.prow0 = row0, p.prows = rows;
+    /* e4m3's output is bf16 */
+    return s->dtype == ATTN_BF16 || s->dtype == ATTN_E4M3 ? launch_combine<__nv_bfloat16>(p, stream)
+                                                           : launch_combine<__half>(p, stream);
 }
 
 /* ---- dispatcher */
@@ -1511,8 +1519,8 @@ extern "C" size_t cuda_fused_workspace_bytes(const attn_shape *s, const attn_tac
     if (s == NULL || t == NULL)
         return 0;
 #ifdef ATTUNE_HAVE_SM90A
-    if (s->dtype == ATTN_E4M3 && t->variant == ATTN_FUSED && t->arch != 0)
-        return cuda_fused_sm90a_vt_bytes(s); /* V^T (no splits for e4m3) */
+    if (t->variant == ATTN_FUSED && t->arch == ATTN_ARCH_SM90A)
+        return cuda_fused_sm90a_workspace_bytes(s, t); /* e4m3's V^T, the splits', the cut last wave's */
 #endif
     if (t->splits <= 1 || !(t->variant == ATTN_FUSED_SPLITKV || (t->variant == ATTN_FUSED && t->arch != 0)))
         return 0;

@@ -228,10 +228,12 @@ bool cuda_fused_views_ok(const attn_shape *s, const attn_io *io);
 size_t cuda_fused_partials_bytes(const attn_shape *s, int splits);
 void cuda_fused_partials(const attn_shape *s, int splits, void *ws, float **part_o, float **part_lse);
 
-/* o[row] = sum_s 2^(lse_s - max lse) part_o[s][row] / sum of the weights,
- * for every real row of s (o a view; padded rows untouched; a row no range
- * saw is 0). Enqueued on stream; 0 or ATTUNE_EGPU. */
+/* o[row0 + r] = sum_s 2^(lse_s - max lse) part_o[s][r] / sum of the
+ * weights, for r < rows of the b*hq*sq real rows of s (o a view, bf16 for
+ * e4m3; padded rows untouched; a row no range saw is 0); the partials
+ * hold `rows` rows per split. Enqueued on stream; 0, ATTUNE_EINVAL (rows
+ * outside s) or ATTUNE_EGPU. */
 int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, const float *part_lse,
-                       const attn_tensor *o, cudaStream_t stream);
+                       const attn_tensor *o, int64_t row0, int64_t rows, cudaStream_t stream);
 
 #endif

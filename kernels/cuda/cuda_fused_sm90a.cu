@@ -107,7 +107,10 @@ struct sm90_args {
     int units;       /* blocks' heads: b*hq, or b*hkv folded (one unit = one KV head's g heads) */
     int nrb;         /* row blocks per unit: ceil(sq / QB) */
     int lqb;         /* folded: log2 QB, QB = 128 / g queries per head in a block */
-    int splits;      /* key ranges per row block (1: none) */
+    int splits;      /* key ranges per row block (1: none); the host's, the kernel reads tail0 and tailk */
+    int tail0, tailk; /* blocks from tail0 on are cut into tailk key ranges each (splits: 0 and
+                         splits; version 3.12's cut last wave: its first block and k; none: INT_MAX, 1) */
+    int64_t prow0, prows; /* the partials hold rows [prow0, prow0 + prows) of the b*hq*sq rows */
     int chunk;       /* causal: units per longest-first chunk */
     const float *dsc[3]; /* e4m3: the descale factors of q, k, v (device) */
 };
@@ -580,13 +583,20 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     }
     __syncthreads();
 
-    /* Block -> (split sp, unit u, row block mb). Splits fastest. Causal:
+    /* Block -> (split sp of nsp, unit u, row block mb). Blocks from
+     * p.tail0 on are cut into p.tailk key ranges, splits fastest (every
+     * block with key splits; version 3.12: the last wave's). Causal:
      * chunks of p.chunk units one after the other, inside a chunk the row
      * blocks that see the most keys first (all units' last row block, then
      * the one before, ...), so the grid ends on its shortest blocks while
      * the chunk's K/V stay in L2. Otherwise unit after unit. */
-    const int sp = (int)blockIdx.x % p.splits;
-    const int x = (int)blockIdx.x / p.splits;
+    int sp = 0, nsp = 1, x = (int)blockIdx.x;
+    if (x >= p.tail0) {
+        const int t = x - p.tail0;
+        nsp = p.tailk;
+        sp = t % nsp;
+        x = p.tail0 + t / nsp;
+    }
     int u, mb;
     if (p.causal) {
         const int per = p.chunk * p.nrb, c = x / per, w = x - c * per;
@@ -618,8 +628,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * this split's share of them (whole tiles; a share may be empty). */
     const int nall = kend > 0 ? (kend + BC - 1) / BC : 0;
     int tlo = 0, thi = nall;
-    if (p.splits > 1) {
-        const int tps = (nall + p.splits - 1) / p.splits;
+    if (nsp > 1) {
+        const int tps = (nall + nsp - 1) / nsp;
         tlo = min(nall, sp * tps);
         thi = min(nall, tlo + tps);
     }
@@ -1026,18 +1036,18 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     }
     /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
     const float oscale = F8 ? descale(p.dsc[2]) : 1.f;
-    if (p.splits > 1) {
+    if (nsp > 1) {
         /* A split's f32 partial, normalised by its own denominator, and its
-         * log2-sum-exp (cuda_fused_common.cuh's layout, which version 2's
-         * combine kernel reads), straight from the accumulators: 8 bytes per
-         * thread and row. Real rows and columns only. */
-        const int64_t NR = (int64_t)p.b * p.hq * p.sq;
+         * log2-sum-exp (cuda_fused_common.cuh's layout over rows p.prow0
+         * on, which version 2's combine kernel reads), straight from the
+         * accumulators: 8 bytes per thread and row. Real rows and columns
+         * only. */
 #pragma unroll
         for (int rh = 0; rh < 2; rh++) {
             if (qi[rh] >= p.sq)
                 continue;
             const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
-            const int64_t rg = sp * NR + (int64_t)(head0 + hrow(lr0 + 8 * rh)) * p.sq + qi[rh];
+            const int64_t rg = sp * p.prows + (int64_t)(head0 + hrow(lr0 + 8 * rh)) * p.sq + qi[rh] - p.prow0;
             float *dst = p.part_o + rg * p.d;
 #pragma unroll
             for (int c = 0; c < OC; c++)
@@ -1223,8 +1233,67 @@ static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
     return (int)(c < 1 ? 1 : c > units ? units : c);
 }
 
+/* Version 3.12: k of the cut of the last wave (cuda_fused_configs.h's
+ * sm90_tail_k) for tactic t on shape s, 0 where none: only plain
+ * non-causal grids (causal grids end on their shortest blocks already;
+ * folded and split tactics have key splits of their own), planned for
+ * SM90_TAIL_SMS SMs whatever the device (so the workspace is a function of
+ * the shape and tactic alone; on another SM count the pieces still end
+ * the grid, in a wave the plan did not aim at). ATTUNE_SM90_TAIL=0 turns
+ * the cut off, for comparisons (bench/ab_env.py). */
+static int sm90_tail(const attn_shape *s, const attn_tactic *t)
+{
+    static const bool off = [] {
+        const char *e = getenv("ATTUNE_SM90_TAIL");
+        return e != NULL && strcmp(e, "0") == 0;
+    }();
+    if (off || s->causal || t->fold || t->splits > 1 || t->tile_m <= 0 || t->tile_n <= 0)
+        return 0;
+    const int64_t blocks = (s->sq + t->tile_m - 1) / t->tile_m * s->b * s->hq;
+    return sm90_tail_k(blocks, (s->skv + t->tile_n - 1) / t->tile_n, SM90_TAIL_SMS);
+}
+
+/* Rows of the cut's partials: those of the last blocks % SM90_TAIL_SMS
+ * blocks (the grid is unit after unit, so they are one run of the b*hq*sq
+ * rows, from row0). */
+static int64_t sm90_tail_rows(const attn_shape *s, const attn_tactic *t, int64_t *row0)
+{
+    const int64_t nrb = (s->sq + t->tile_m - 1) / t->tile_m, blocks = nrb * s->b * s->hq;
+    const int64_t first = blocks - blocks % SM90_TAIL_SMS;
+    *row0 = first / nrb * s->sq + first % nrb * t->tile_m;
+    return s->b * s->hq * s->sq - *row0;
+}
+
+/* Workspace of the cut: k x rows partials (cuda_fused_partials' layout,
+ * over the cut's rows), after e4m3's V^T. */
+static size_t sm90_tail_bytes(const attn_shape *s, const attn_tactic *t, int k)
+{
+    int64_t row0;
+    const size_t rows = (size_t)sm90_tail_rows(s, t, &row0) * (size_t)k;
+    return (rows * (size_t)s->d * 4 + 255) / 256 * 256 + (rows * 4 + 255) / 256 * 256;
+}
+
+static size_t sm90_vt_offset(const attn_shape *s)
+{
+    return (cuda_fused_sm90a_vt_bytes(s) + 255) / 256 * 256;
+}
+
+extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const attn_tactic *t)
+{
+    if (s == NULL || t == NULL || t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A)
+        return 0;
+    const int k = sm90_tail(s, t);
+    const size_t vt = s->dtype == ATTN_E4M3 ? sm90_vt_offset(s) : 0;
+    if (k > 0)
+        return vt + sm90_tail_bytes(s, t, k);
+    if (t->splits > 1)
+        return cuda_fused_partials_bytes(s, t->splits);
+    return cuda_fused_sm90a_vt_bytes(s);
+}
+
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
-static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, void *vt, cudaStream_t stream)
+static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io *io, sm90_args &p, void *vt,
+                       cudaStream_t stream)
 {
     constexpr bool F8 = sm90_is_fp8<T>::value;
     constexpr int ES = (int)sizeof(T);
@@ -1263,13 +1332,32 @@ static int launch_sm90(const attn_shape *s, const attn_io *io, sm90_args &p, voi
         return ATTUNE_EGPU;
     p.nrb = (int)((s->sq + qb - 1) / qb);
     p.chunk = sm90_chunk(s, D, FOLD, p.units);
-    const int64_t blocks = (int64_t)p.nrb * p.units * p.splits;
+    const int64_t base = (int64_t)p.nrb * p.units;
+    int64_t blocks = base * p.splits;
+    p.tail0 = INT_MAX, p.tailk = 1;
+    p.prow0 = 0, p.prows = s->b * s->hq * s->sq;
+    const int tail = FOLD ? 0 : sm90_tail(s, t);
+    if (p.splits > 1) {
+        p.tail0 = 0, p.tailk = p.splits;
+    } else if (tail > 0) {
+        /* version 3.12: the last base % SM90_TAIL_SMS blocks cut in tail key
+         * ranges, their partials after V^T in the workspace */
+        const int64_t r = base % SM90_TAIL_SMS;
+        p.tail0 = (int)(base - r), p.tailk = tail;
+        blocks = base - r + r * tail;
+        p.prows = sm90_tail_rows(s, t, &p.prow0);
+        char *ws = static_cast<char *>(vt) + (F8 ? sm90_vt_offset(s) : 0);
+        p.part_o = reinterpret_cast<float *>(ws);
+        p.part_lse = reinterpret_cast<float *>(ws + ((size_t)p.prows * tail * (size_t)s->d * 4 + 255) / 256 * 256);
+    }
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
     if (cu_launch(kern, (unsigned)blocks, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p) !=
         cudaSuccess)
         return ATTUNE_EGPU;
-    return p.splits > 1 ? cuda_fused_combine(s, p.splits, p.part_o, p.part_lse, &io->o, stream) : 0;
+    if (p.tailk > 1) /* splits or the cut */
+        return cuda_fused_combine(s, p.tailk, p.part_o, p.part_lse, &io->o, p.prow0, p.prows, stream);
+    return 0;
 }
 
 /* e4m3's configurations (SM90_E4M3_CONFIGS): d a multiple of 16 up to 128. */
@@ -1362,7 +1450,7 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
     const int splits = t->splits > 1 ? t->splits : 1;
     if ((fold && !fold_applies(s)) || splits > SM90_MAX_SPLITS)
         return ATTUNE_EUNSUPP;
-    if (splits > 1 && workspace == NULL)
+    if ((splits > 1 || sm90_tail(s, t) > 0) && workspace == NULL)
         return ATTUNE_EINVAL;
     /* TMA: 16-byte aligned bases and strides (cuda_fused_args_ok); block
      * and row counts are ints in the kernel. */
@@ -1399,14 +1487,14 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
      * else was tried against its softmax. */
 #define SM90_E4M3_LAUNCH(D_, BR_, BC_, ST_)                                                         \
     if (e4m3 && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_) \
-        return launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false>(s, io, p, workspace, stream);
+        return launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false>(s, t, io, p, workspace, stream);
     SM90_E4M3_CONFIGS(SM90_E4M3_LAUNCH)
 #undef SM90_E4M3_LAUNCH
     if (e4m3)
         return ATTUNE_EUNSUPP;
 #define SM90_LAUNCH_AS(T_, D_, BR_, BC_, ST_, ALL_)                                                 \
-    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, ALL_ && BR_ == 128>(s, io, p, NULL, stream)       \
-          : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, io, p, NULL, stream))
+    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, ALL_ && BR_ == 128>(s, t, io, p, workspace, stream) \
+          : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, t, io, p, workspace, stream))
 #define SM90_LAUNCH(D_, BR_, BC_, ST_, ALL_)                                                        \
     if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_ && \
         !(fold && BR_ != 128) && (ALL_ || (!fold && splits == 1)))                                  \

@@ -41,6 +41,13 @@ int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const att
  * with io->descale, o bf16, 128 x 128 tiles, not folded, no splits. */
 size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s);
 
+/* Workspace bytes of tactic t (fused, arch sm90a) on s: e4m3's V^T, then
+ * the f32 partials of its key splits or of version 3.12's cut last wave
+ * (a plain non-causal grid whose last wave is partly empty:
+ * cuda_fused_configs.h's sm90_tail_k, planned for SM90_TAIL_SMS SMs); 0
+ * when it needs none. A function of s and t alone. */
+size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const attn_tactic *t);
+
 #ifdef __cplusplus
 }
 #endif

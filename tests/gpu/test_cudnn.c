@@ -31,6 +31,7 @@
 #ifdef ATTUNE_HAVE_CUDA
 #ifdef ATTUNE_HAVE_CUDNN
 #include "kernels/cuda/cuda_cudnn.h"
+#include "kernels/cuda/cuda_fused_configs.h" /* sm90_tail_k: which grids the sm90a launch cuts */
 #endif
 
 static const attn_ops *ops = &attn_cuda_ops;
@@ -491,6 +492,9 @@ static const attn_shape e4m3_cases[] = {
     {1, 8, 2, 257, 257, 64, ATTN_E4M3, 0},     /* 257: no multiple of any tile */
     {1, 4, 4, 2048, 1024, 128, ATTN_E4M3, 1},  /* sq > skv: 1024 empty rows */
     {1, 4, 1, 4096, 4096, 128, ATTN_E4M3, 1},
+    /* sm90a version 3.12: 192 blocks of 128 rows, 144 of 192, the last
+     * wave's cut into key ranges (2 and 4) */
+    {1, 24, 24, 1024, 2048, 128, ATTN_E4M3, 0},
 };
 
 static double e4m3_worst, e4m3_worst_src;
@@ -655,6 +659,26 @@ static void e4m3_planted_errors_should_be_caught(void)
             fprintf(stderr, "  planted e4m3 (%s): right %.2e wrong %.2e\n", ts, right, wrong);
         }
         CHECK_MSG(wide > 0, "%s", "no wide-tile e4m3 tactic (version 3.7) listed");
+        /* version 3.12: the non-causal grids whose last wave is cut into
+         * key ranges, against the causal reference of the same inputs */
+        attn_shape cut = mk(1, 24, 24, 1024, 2048, 128, ATTN_E4M3, 0), cutc = cut;
+        cutc.causal = 1;
+        int ncut = 0;
+        nf = variant_tactics(&cut, ATTN_FUSED, ft, 16);
+        for (int i = 0; i < nf; i++) {
+            const long long blocks = (cut.sq + ft[i].tile_m - 1) / ft[i].tile_m * cut.b * cut.hq;
+            if (sm90_tail_k(blocks, (cut.skv + ft[i].tile_n - 1) / ft[i].tile_n, SM90_TAIL_SMS) == 0)
+                continue;
+            attn_tactic_str(&ft[i], ts, sizeof ts);
+            right = gpu_cross_error(ops, &cut, &cut, &ft[i], CROSS_SEED);
+            wrong = gpu_cross_error(ops, &cut, &cutc, &ft[i], CROSS_SEED);
+            CHECK_MSG(right >= 0 && right <= GPU_TOL_E4M3, "%s cut e4m3 vs its own reference: %.3g", ts, right);
+            CHECK_MSG(wrong > 3 * GPU_TOL_E4M3, "%s cut e4m3 vs the causal reference: %.3g", ts, wrong);
+            fprintf(stderr, "  planted e4m3, cut last wave (%s): right %.2e wrong %.2e\n", ts, right, wrong);
+            ncut++;
+        }
+        CHECK_MSG(ncut >= 2, "%d e4m3 tactics with a cut last wave (version 3.12) on %s", ncut,
+                  "b1.hq24.sq1024.skv2048");
     }
 #endif
 }

@@ -40,6 +40,7 @@ int main(void)
 #include "common/hash.h"
 #include "kernels/attn.h"
 #include "kernels/cuda/cuda_fused.h"
+#include "kernels/cuda/cuda_fused_configs.h" /* sm90_tail_k: which grids the sm90a launch cuts */
 
 #define CUDA_CHECK(x)                                                         \
     do {                                                                      \
@@ -248,6 +249,8 @@ typedef struct tcase {
 
 static int launches_run, cases_run, sm90a_launches, fold_launches, split_launches, bulk_launches;
 static int wide_launches; /* sm90a with a wide key tile (version 3.6) */
+static int cut_launches;  /* sm90a with its last wave cut by keys (version 3.12) */
+static int cut_planted;   /* of them, planted mask errors caught */
 
 /* Version 2.1 (fused_splitkv with stages): listed at pad 1 alone (its bulk
  * copies read the real lengths), so it runs in every case whatever the
@@ -283,6 +286,17 @@ static double to_double(uint16_t b, attn_dtype dt)
     return dt == ATTN_BF16 ? bf16_to_float(b) : f16_to_float(b);
 }
 
+/* k of version 3.12's cut of the last wave that tactic t runs on s (the
+ * launch's rule: a plain non-causal sm90a grid, cuda_fused_configs.h's
+ * sm90_tail_k over SM90_TAIL_SMS), 0 for none. */
+static int sm90a_cut(const attn_shape *s, const attn_tactic *t)
+{
+    if (t->arch != ATTN_ARCH_SM90A || s->causal || t->fold || t->splits > 1 || t->tile_m <= 0 || t->tile_n <= 0)
+        return 0;
+    const long long blocks = (s->sq + t->tile_m - 1) / t->tile_m * s->b * s->hq;
+    return sm90_tail_k(blocks, (s->skv + t->tile_n - 1) / t->tile_n, SM90_TAIL_SMS);
+}
+
 /* Run tactic t on the case's device buffers, twice; check and report.
  * planted: s is the case's shape with the mask flipped (a planted mask
  * error), and the check must catch it: the error against the case's
@@ -316,6 +330,7 @@ static void run_tactic(const attn_shape *s, const attn_tactic *t, int64_t sq_pad
     /* counted here, after both launches succeeded (a filtered-out or
      * refused tactic does not count) */
     wide_launches += t->arch == ATTN_ARCH_SM90A && t->tile_n != 64 && t->tile_n != 128 ? 2 : 0;
+    cut_launches += sm90a_cut(s, t) > 0 ? 2 : 0;
 
     /* Every real element written and finite; padded rows untouched; the
      * two runs identical. */
@@ -357,6 +372,7 @@ static void run_tactic(const attn_shape *s, const attn_tactic *t, int64_t sq_pad
         CHECK_MSG(rel > tol_rel || maxabs > tol_abs, "%s %s: planted mask error not caught (rel err %.3g)", key,
                   tname, rel);
         planted_caught += rel > tol_rel || maxabs > tol_abs;
+        cut_planted += (rel > tol_rel || maxabs > tol_abs) && sm90a_cut(s, t) > 0;
         goto done;
     }
     CHECK_MSG(rel <= tol_rel && maxabs <= tol_abs, "%s %s: rel err %.3g (tol %.3g), max abs %.3g (tol %.3g)",
@@ -480,19 +496,21 @@ static void run_case(const tcase *tc, uint64_t seed)
     }
     /* Planted mask error: the first tactic of each family (version 1/2,
      * sm90a, sm90a folded, sm90a folded with splits, sm90a unfolded with
-     * splits, version 2.1, sm90a with a wide key tile: version 3.6) run with the causal
+     * splits, version 2.1, sm90a with a wide key tile: version 3.6, sm90a
+     * whose flipped run has its last wave cut: 3.12) run with the causal
      * flag flipped must fail the same check (where the flip changes the
      * result: some row sees fewer than all keys). */
     {
         attn_shape flip = s;
         flip.causal = !s.causal;
-        int planted[7] = {-1, -1, -1, -1, -1, -1, -1};
+        int planted[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
         for (int t = 0; t < n; t++)
             if (all[t].pad == tc->pad || is_bulk(&all[t])) {
                 int split = all[t].splits > 1;
                 int wide = all[t].tile_n != 64 && all[t].tile_n != 128;
                 int fam = is_bulk(&all[t])                 ? 5
                           : all[t].arch != ATTN_ARCH_SM90A ? 0
+                          : sm90a_cut(&flip, &all[t]) > 0  ? 7
                           : wide                           ? 6
                           : !all[t].fold                   ? (split ? 4 : 1)
                           : split                          ? 3
@@ -504,7 +522,7 @@ static void run_case(const tcase *tc, uint64_t seed)
          * difference the tolerance cannot hide. */
         int64_t va = attn_visible_keys(&s, 0), vb = attn_visible_keys(&flip, 0);
         int64_t lo = va < vb ? va : vb, hi = va < vb ? vb : va;
-        for (int f = 0; f < 7; f++)
+        for (int f = 0; f < 8; f++)
             if (planted[f] >= 0 && 10 * lo < 9 * hi)
                 run_tactic(&flip, &all[planted[f]], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows,
                            ref, 1);
@@ -613,6 +631,26 @@ static void fold_should_match_reference_on_short_queries(void)
         }
 }
 
+/* Version 3.12: grids of a few more than 132 blocks of 128 or 192 rows
+ * over 2048 keys, so that the non-causal runs have the last wave's blocks
+ * cut into key ranges (every head dim; both 16-bit types): 24 heads of
+ * 1024 queries are 192 blocks of 128 rows (60 in the last wave, cut in
+ * 2) and 144 of 192 (12, cut in 4); 17 heads of 1000 are 136 of 128 (4,
+ * cut in 4). Each shape causal too: run_case's planted mask error then
+ * runs a cut grid (the flipped, non-causal shape) against the causal
+ * reference. */
+static void cut_should_match_reference_on_partial_last_waves(void)
+{
+    static const int64_t shapes[][3] = {/* hq, sq, d */
+                                        {24, 1024, 128}, {17, 1000, 64}, {24, 1024, 64}, {17, 1000, 256}};
+    for (int i = 0; i < (g_quick ? 0 : 4); i++)
+        for (int causal = 0; causal < 2; causal++) {
+            tcase tc = {1, shapes[i][0], shapes[i][0], shapes[i][1], 2048, shapes[i][2],
+                        (i + causal) & 1 ? ATTN_BF16 : ATTN_F16, causal, attn_pads[(i + causal) % ATTN_NPADS]};
+            run_case(&tc, g_seed + 5000011u * (uint64_t)(2 * i + causal + 1));
+        }
+}
+
 static void fused_should_refuse_what_it_cannot_run(void)
 {
     attn_shape s = {1, 2, 2, 64, 64, 64, ATTN_F32, 0};
@@ -686,8 +724,10 @@ static void sm90a_should_run_on_hopper(void)
     if (g_cc_major == 9 && g_cc_minor == 0) {
         CHECK_MSG(n90 > 0, "no sm90a tactics listed on a 9.0 device");
         if (g_filter == NULL || strstr(g_filter, "sm90a") != NULL)
-            CHECK_MSG(sm90a_launches > 0 && fold_launches > 0 && split_launches > 0 && wide_launches > 0,
-                      "no sm90a tactic (or no folded one, no unfolded split, no wide key tile) was run");
+            CHECK_MSG(sm90a_launches > 0 && fold_launches > 0 && split_launches > 0 && wide_launches > 0 &&
+                          (g_quick || (cut_launches > 0 && cut_planted > 0)),
+                      "no sm90a tactic (or no folded one, no unfolded split, no wide key tile, no cut last "
+                      "wave, or no planted error on one) was run");
         /* folded tactics on this GQA shape (g = 4), none on MHA */
         int nf = 0;
         for (int i = 0; i < n; i++)
@@ -736,12 +776,14 @@ int main(void)
     RUN(fused_should_pad_odd_head_dims);
     RUN(splitkv_should_match_reference_on_decode);
     RUN(fold_should_match_reference_on_short_queries);
+    RUN(cut_should_match_reference_on_partial_last_waves);
     RUN(sm90a_should_run_on_hopper);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     fprintf(stderr,
-            "test_fused: %d cases, %d launches (%d sm90a, %d folded, %d wide key tiles), %d planted mask errors "
-            "caught, worst rel err f16 %.3g bf16 %.3g, %.1f s\n",
-            cases_run, launches_run, sm90a_launches, fold_launches, wide_launches, planted_caught, worst_rel[0],
+            "test_fused: %d cases, %d launches (%d sm90a, %d folded, %d wide key tiles, %d cut last waves), %d "
+            "planted mask errors caught, worst rel err f16 %.3g bf16 %.3g, %.1f s\n",
+            cases_run, launches_run, sm90a_launches, fold_launches, wide_launches, cut_launches, planted_caught,
+            worst_rel[0],
             worst_rel[1],
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     return test_summary();
