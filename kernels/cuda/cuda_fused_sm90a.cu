@@ -70,6 +70,10 @@
  *   registers and waits for it before S_j, so that P and S are never live
  *   together (SM90_3WG = 0; the orders with P in shared memory, SS wgmma,
  *   measured slower and stay for A/Bs).
+ * version 3.12: a plain non-causal grid whose last wave is partly empty
+ *   has that wave's blocks cut into k key ranges (cuda_fused_configs.h's
+ *   sm90_tail_k): their partials merged by the split combine over those
+ *   blocks' rows, the last wave k times shorter or nearly.
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
