@@ -703,15 +703,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     const int cw = wg - 1, lane = tid & 31, wq = (tid / 32) & 3;
     const int gr = lane >> 2, tq4 = lane & 3;
     const int lr0 = cw * 64 + wq * 16 + gr; /* this thread's packed rows: lr0, lr0 + 8 */
-    /* their queries (recomputed where used: as an array of two kept live
-     * through the key loop, the 16-bit 192x128 kernels spilled 16 bytes,
-     * 8 so; SM90_QI_LIVE=1 builds the array, for the A/B) */
-#if defined(SM90_QI_LIVE) && SM90_QI_LIVE
-    const int qi_live[2] = {i0 + qrow(lr0), i0 + qrow(lr0 + 8)};
-    auto qi_of = [&](int rh) { return qi_live[rh]; };
-#else
-    auto qi_of = [&](int rh) { return i0 + qrow(lr0 + 8 * rh); };
-#endif
+    const int qi[2] = {i0 + qrow(lr0), i0 + qrow(lr0 + 8)}; /* their queries */
     const int qmin = i0 + qrow(cw * 64); /* the warpgroup's first query */
     /* e4m3: S of the stored values times descale_q descale_k */
     const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
@@ -752,7 +744,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         if (n0 + BC > p.skv || (p.causal && n0 + BC - 1 > qmin + off)) {
 #pragma unroll
             for (int rh = 0; rh < 2; rh++) {
-                const int lim = p.causal ? min(p.skv, qi_of(rh) + off + 1) : p.skv;
+                const int lim = p.causal ? min(p.skv, qi[rh] + off + 1) : p.skv;
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -1056,10 +1048,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
          * only. */
 #pragma unroll
         for (int rh = 0; rh < 2; rh++) {
-            if (qi_of(rh) >= p.sq)
+            if (qi[rh] >= p.sq)
                 continue;
             const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
-            const int64_t rg = sp * p.prows + (int64_t)(head0 + hrow(lr0 + 8 * rh)) * p.sq + qi_of(rh) - p.prow0;
+            const int64_t rg = sp * p.prows + (int64_t)(head0 + hrow(lr0 + 8 * rh)) * p.sq + qi[rh] - p.prow0;
             float *dst = p.part_o + rg * p.d;
 #pragma unroll
             for (int c = 0; c < OC; c++)
