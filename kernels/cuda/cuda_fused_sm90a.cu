@@ -187,6 +187,13 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
 #define SM90_TAIL_WAIT 0
 #endif
 
+/* 1 (default): a block's consumer warpgroups with no real row leave at
+ * once (version 3.13); 0: they run the key loop on padding as before, for
+ * the A/B (bench/build_ab.sh -DSM90_SKIP_IDLE=0). */
+#ifndef SM90_SKIP_IDLE
+#define SM90_SKIP_IDLE 1
+#endif
+
 template <typename T>
 struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
 /* the output type: the input's, bf16 for e4m3 */
@@ -574,19 +581,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define BAR_EV(s) (bQ + 8u * (1 + 3 * STAGES + (s)))
 
     const int tid = threadIdx.x, wg = tid / 128;
-    if (tid == 0) {
-        mbar_init(bQ, 1);
-        for (int s = 0; s < STAGES; s++) {
-            mbar_init(BAR_FK(s), 1);
-            mbar_init(BAR_EK(s), 4 * NWG); /* lane 0 of each consumer warp */
-            mbar_init(BAR_FV(s), 1);
-            mbar_init(BAR_EV(s), 4 * NWG);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    }
-    __syncthreads();
-
     /* Block -> (split sp of nsp, unit u, row block mb). Blocks from
      * p.tail0 on are cut into p.tailk key ranges, splits fastest (every
      * block with key splits; version 3.12: the last wave's). Causal:
@@ -638,6 +632,26 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         thi = min(nall, tlo + tps);
     }
     const int ntiles = thi - tlo;
+    /* Version 3.13: the consumer warpgroups with a real row (the first
+     * nact; a block's last row block may hold fewer than BR real rows).
+     * The others leave at once and take no turn: a 192-row block of 128
+     * real rows runs as a 128-row one. Folded blocks: every warpgroup
+     * holds each head's first query. SM90_SKIP_IDLE=0 keeps them all (the
+     * A/B). */
+    const int nact = SM90_SKIP_IDLE && !FOLD ? min(NWG, (p.sq - i0 + 63) / 64) : NWG;
+
+    if (tid == 0) {
+        mbar_init(bQ, 1);
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(BAR_FK(s), 1);
+            mbar_init(BAR_EK(s), 4 * nact); /* lane 0 of each active consumer warp */
+            mbar_init(BAR_FV(s), 1);
+            mbar_init(BAR_EV(s), 4 * nact);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+    __syncthreads();
 
     if (wg == 0) {
         /* ---- producer: Q (one box per query head), then K_t and V_t for
@@ -693,9 +707,12 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         return;
     }
 
-    /* ---- consumers: warpgroup cw owns packed rows 64 cw .. 64 cw + 63.
+    /* ---- consumers: warpgroup cw owns packed rows 64 cw .. 64 cw + 63
+     * (none real past the first nact: those leave).
      * Registers: 24 x 128 for the producer leaves 240 for 2 consumer
      * warpgroups, 160 for 3, within the 64K of the SM. */
+    if (wg - 1 >= nact)
+        return;
     if constexpr (NWG == 2)
         asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     else
@@ -895,19 +912,21 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * Turn barrier 1 + cw is warpgroup cw's: it syncs on it before issuing
      * and arrives on the next one's after. Each warpgroup has ntiles + 1
      * turns; the last warpgroup lets warpgroup 0 go first and skips its last
-     * arrive, so every arrive meets a sync. */
+     * arrive, so every arrive meets a sync. The ring is of the nact active
+     * warpgroups (one alone arrives on its own barrier, then syncs on it:
+     * 128 + 128 threads). */
     auto turn_begin = [&]() {
         if (PP)
             named_sync(1 + cw);
     };
     auto turn_end = [&](bool last) {
-        if (PP && !(last && cw == NWG - 1))
-            named_arrive(1 + (cw + 1) % NWG);
+        if (PP && !(last && cw == nact - 1))
+            named_arrive(cw + 1 < nact ? 2 + cw : 1);
     };
 
     if (ntiles > 0) {
         mbar_wait(bQ, 0);
-        if (PP && cw == NWG - 1)
+        if (PP && cw == nact - 1)
             named_arrive(1);
         /* First tile (the last keys): S alone. */
         {
