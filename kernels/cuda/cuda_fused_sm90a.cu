@@ -913,20 +913,20 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * and arrives on the next one's after. Each warpgroup has ntiles + 1
      * turns; the last warpgroup lets warpgroup 0 go first and skips its last
      * arrive, so every arrive meets a sync. The ring is of the nact active
-     * warpgroups (one alone arrives on its own barrier, then syncs on it:
-     * 128 + 128 threads). */
+     * warpgroups; one alone takes no turns. */
+    const bool pp = PP && nact > 1;
     auto turn_begin = [&]() {
-        if (PP)
+        if (pp)
             named_sync(1 + cw);
     };
     auto turn_end = [&](bool last) {
-        if (PP && !(last && cw == nact - 1))
+        if (pp && !(last && cw == nact - 1))
             named_arrive(cw + 1 < nact ? 2 + cw : 1);
     };
 
     if (ntiles > 0) {
         mbar_wait(bQ, 0);
-        if (PP && cw == nact - 1)
+        if (pp && cw == nact - 1)
             named_arrive(1);
         /* First tile (the last keys): S alone. */
         {
