@@ -74,6 +74,9 @@
  *   has that wave's blocks cut into k key ranges (cuda_fused_configs.h's
  *   sm90_tail_k): their partials merged by the split combine over those
  *   blocks' rows, the last wave k times shorter or nearly.
+ * version 3.13: consumer warpgroups whose rows are all padding (a short
+ *   last row block) leave at once; the turns and the stages' empty
+ *   barriers are of the active ones.
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
