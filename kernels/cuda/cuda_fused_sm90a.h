@@ -45,7 +45,8 @@ size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s);
  * the f32 partials of its key splits or of version 3.12's cut last wave
  * (a plain non-causal grid whose last wave is partly empty:
  * cuda_fused_configs.h's sm90_tail_k, planned for SM90_TAIL_SMS SMs); 0
- * when it needs none. A function of s and t alone. */
+ * when it needs none. A function of s and t alone (and of
+ * ATTUNE_SM90_TAIL, read once: 0 turns the cut off). */
 size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const attn_tactic *t);
 
 #ifdef __cplusplus
