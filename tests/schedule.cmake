@@ -75,4 +75,3 @@ foreach(t_s it_package:29 it_page_browser:23 it_fleet_pg:17
     set_tests_properties(${t} PROPERTIES COST ${s})
   endif()
 endforeach()
-

@@ -178,7 +178,6 @@
 /* 1 when the fold applies to group size g: a power of two in 2..16. */
 #define SM90_FOLD_APPLIES(g) ((g) >= 2 && (g) <= SM90_FOLD_MAX_G && ((g) & ((g) - 1)) == 0)
 
-
 /* Version 3.12: the last wave of a non-causal grid cut by keys. A plain
  * grid of `blocks` equal blocks, one per SM at a time, takes ceil(blocks
  * / sms) waves; where the last one is partly empty (r = blocks % sms
@@ -193,12 +192,14 @@
  * its bytes); 0: no cut. The 8k d128 anchors' 192x128 tiles (1376
  * blocks on 132 SMs: 10 waves and 56 blocks) take 10.5 waves so, not 11.
  * sm90_tail_waves: the grid's waves with cut k (0: none). Both are C and
- * C++ (the launch and the descriptor, desc_fused.c, read them). */
+ * C++: the launch (cuda_fused_sm90a.cu's sm90_tail) and test_fused_arch
+ * read them; the cost descriptor does not count the cut yet
+ * (docs/kernels.md, version 3.12). */
 #define SM90_TAIL_MAX_K 4
 #define SM90_TAIL_MIN_TILES 4
 #define SM90_TAIL_MIN_SAVED 8
-/* The most SMs a plan cuts its tail for (H100 SXM, H200): workspace is
- * sized for SM90_TAIL_SMS x BR rows of k x r pieces at most. */
+/* The SMs every plan is made for (H100 SXM, H200), whatever the device,
+ * so that the cut and its workspace follow from the shape and tactic. */
 #define SM90_TAIL_SMS 132
 
 static inline double sm90_tail_waves(long long blocks, int sms, int k)
@@ -214,13 +215,14 @@ static inline int sm90_tail_k(long long blocks, long long ktiles, int sms)
     if (sms < 1 || blocks <= sms || blocks % sms == 0)
         return 0;
     int best = 0;
-    double bw = sm90_tail_waves(blocks, sms, 0);
+    const double w0 = sm90_tail_waves(blocks, sms, 0);
+    double bw = w0;
     for (int k = 2; k <= SM90_TAIL_MAX_K && ktiles / k >= SM90_TAIL_MIN_TILES; k++) {
         const double w = sm90_tail_waves(blocks, sms, k);
         if (w < bw - 1e-9)
             bw = w, best = k;
     }
-    if (best != 0 && (sm90_tail_waves(blocks, sms, 0) - bw) * (double)ktiles < SM90_TAIL_MIN_SAVED)
+    if (best != 0 && (w0 - bw) * (double)ktiles < SM90_TAIL_MIN_SAVED)
         return 0;
     return best;
 }

@@ -1304,6 +1304,13 @@ static size_t sm90_vt_offset(const attn_shape *s)
     return (cuda_fused_sm90a_vt_bytes(s) + 255) / 256 * 256;
 }
 
+extern "C" int cuda_fused_sm90a_cut(const attn_shape *s, const attn_tactic *t)
+{
+    if (s == NULL || t == NULL || t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A)
+        return 0;
+    return sm90_tail(s, t);
+}
+
 extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const attn_tactic *t)
 {
     if (s == NULL || t == NULL || t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A)

@@ -49,6 +49,12 @@ size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s);
  * ATTUNE_SM90_TAIL, read once: 0 turns the cut off). */
 size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const attn_tactic *t);
 
+/* k, the key ranges each block of the last wave is cut into when tactic
+ * t runs on s (version 3.12: a plain non-causal grid whose last wave is
+ * partly empty), 0 when the launch does not cut; what the launch and the
+ * workspace above go by, for tests and tools. */
+int cuda_fused_sm90a_cut(const attn_shape *s, const attn_tactic *t);
+
 #ifdef __cplusplus
 }
 #endif

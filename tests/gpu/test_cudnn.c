@@ -31,7 +31,9 @@
 #ifdef ATTUNE_HAVE_CUDA
 #ifdef ATTUNE_HAVE_CUDNN
 #include "kernels/cuda/cuda_cudnn.h"
-#include "kernels/cuda/cuda_fused_configs.h" /* sm90_tail_k: which grids the sm90a launch cuts */
+#ifdef ATTUNE_HAVE_SM90A
+#include "kernels/cuda/cuda_fused_sm90a.h" /* cuda_fused_sm90a_cut: which grids the launch cuts */
+#endif
 #endif
 
 static const attn_ops *ops = &attn_cuda_ops;
@@ -666,8 +668,7 @@ static void e4m3_planted_errors_should_be_caught(void)
         int ncut = 0;
         nf = variant_tactics(&cut, ATTN_FUSED, ft, 16);
         for (int i = 0; i < nf; i++) {
-            const long long blocks = (cut.sq + ft[i].tile_m - 1) / ft[i].tile_m * cut.b * cut.hq;
-            if (sm90_tail_k(blocks, (cut.skv + ft[i].tile_n - 1) / ft[i].tile_n, SM90_TAIL_SMS) == 0)
+            if (cuda_fused_sm90a_cut(&cut, &ft[i]) == 0)
                 continue;
             attn_tactic_str(&ft[i], ts, sizeof ts);
             right = gpu_cross_error(ops, &cut, &cut, &ft[i], CROSS_SEED);

@@ -40,7 +40,9 @@ int main(void)
 #include "common/hash.h"
 #include "kernels/attn.h"
 #include "kernels/cuda/cuda_fused.h"
-#include "kernels/cuda/cuda_fused_configs.h" /* sm90_tail_k: which grids the sm90a launch cuts */
+#ifdef ATTUNE_HAVE_SM90A
+#include "kernels/cuda/cuda_fused_sm90a.h" /* cuda_fused_sm90a_cut: which grids the launch cuts */
+#endif
 
 #define CUDA_CHECK(x)                                                         \
     do {                                                                      \
@@ -286,15 +288,16 @@ static double to_double(uint16_t b, attn_dtype dt)
     return dt == ATTN_BF16 ? bf16_to_float(b) : f16_to_float(b);
 }
 
-/* k of version 3.12's cut of the last wave that tactic t runs on s (the
- * launch's rule: a plain non-causal sm90a grid, cuda_fused_configs.h's
- * sm90_tail_k over SM90_TAIL_SMS), 0 for none. */
+/* k of version 3.12's cut of the last wave that tactic t runs on s, as
+ * the launch decides it; 0 for none (and without the sm90a kernels). */
 static int sm90a_cut(const attn_shape *s, const attn_tactic *t)
 {
-    if (t->arch != ATTN_ARCH_SM90A || s->causal || t->fold || t->splits > 1 || t->tile_m <= 0 || t->tile_n <= 0)
-        return 0;
-    const long long blocks = (s->sq + t->tile_m - 1) / t->tile_m * s->b * s->hq;
-    return sm90_tail_k(blocks, (s->skv + t->tile_n - 1) / t->tile_n, SM90_TAIL_SMS);
+#ifdef ATTUNE_HAVE_SM90A
+    return cuda_fused_sm90a_cut(s, t);
+#else
+    (void)s, (void)t;
+    return 0;
+#endif
 }
 
 /* Run tactic t on the case's device buffers, twice; check and report.
