@@ -11,6 +11,10 @@
 #
 # BUILD and OUT come from run.sh. Prints ab_env's table (A = as built,
 # B = with DEFINE); the second tree's build log goes to OUT/build-b.log.
+# AB_TESTS=REGEX: then also build B's GPU tests matching REGEX and run
+# them there (ctest -R REGEX; OUT/ctest-b.log), so a switch that changes a
+# kernel is checked against the reference, not only timed; the exit
+# status is then ctest's.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
@@ -35,3 +39,14 @@ mkdir -p "$B/ab"
 echo "[build_ab] A = $BUILD/attune, B = $B/attune ($DEFINE)" >&2
 python3 "$ROOT/bench/ab_env.py" --attune "$WRAP" --env "AB_BIN=$BUILD/attune,$B/attune" \
     --out "$B/ab" "$@"
+rc=$?
+if [ -n "${AB_TESTS:-}" ]; then
+    echo "[build_ab] B's tests matching '$AB_TESTS' (ctest-b.log)" >&2
+    # the targets are the tests' names (tests/CMakeLists.txt: one executable each)
+    TARGETS=$(ctest --test-dir "$B" -N -R "$AB_TESTS" 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: *//p')
+    { [ -z "$TARGETS" ] || cmake --build "$B" -j "$(nproc)" --target $TARGETS; } >>"$OUT/build-b.log" 2>&1 &&
+        ctest --test-dir "$B" -R "$AB_TESTS" --output-on-failure >"$OUT/ctest-b.log" 2>&1
+    rc=$?
+    tail -n 15 "$OUT/ctest-b.log" >&2
+fi
+exit $rc

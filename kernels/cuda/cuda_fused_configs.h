@@ -134,10 +134,19 @@
     X(128, 128, 128, 2) X(128, 128, 128, 3) X(128, 128, 192, 2) X(128, 128, 192, 3) X(128, 128, 224, 2) \
     X(128, 192, 128, 2) X(128, 192, 128, 3)
 #define SM90_E4M3_VT_CHUNKS(BC) (((BC) + 127) / 128)
+/* Version 3.14 (an A/B switch, off by default until measured): e4m3's V
+ * transposed in shared memory by the producer warpgroup's warps 1-3 from
+ * a raw V stage that TMA fills (BC x D bytes a stage, after the output's
+ * staging), instead of sm90_vt_kernel's pass over V before the kernel.
+ * 128-key tiles only (the 192- and 224-key ones lack the shared memory). */
+#ifndef SM90_VTP
+#define SM90_VTP 0
+#endif
+#define SM90_E4M3_VTP(BC) (SM90_VTP && (BC) == 128)
 #define SM90_SMEM_E4M3(D, BR, BC, STAGES)                                                      \
     ((size_t)(BR) * (D) +                                                                      \
      (size_t)(STAGES) * ((size_t)(BC) * (D) + (size_t)SM90_E4M3_VT_CHUNKS(BC) * 128 * (D)) +  \
-     (size_t)(BR) * (D) * 2 + 1024)
+     (size_t)(BR) * (D) * 2 + (SM90_E4M3_VTP(BC) ? (size_t)(STAGES) * (BC) * (D) : 0) + 1024)
 /* The rows of e4m3's V^T per (batch, KV head) hold the keys rounded up to
  * this (sm90_vt_kernel's key block). */
 #define SM90_VT_KEYS 64
