@@ -519,7 +519,7 @@ struct sm90_smem {
     static constexpr uint32_t q = BR * D * ES, kv = BC * D * ES, ost = ES == 1 ? BR * D * 2 : 0;
     static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv; /* one V buffer */
     static constexpr uint32_t pt = ES == 1 ? 0 : SM90_SMEM_P(D, BR, BC); /* 16-bit P of 3 warpgroups */
-    static constexpr uint32_t raw = ES == 1 && SM90_E4M3_VTP(BC) ? kv : 0; /* one raw V stage (3.14) */
+    static constexpr uint32_t raw = ES == 1 && SM90_E4M3_VTP(BR, BC) ? kv : 0; /* one raw V stage (3.14) */
     static constexpr size_t bytes = ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) : SM90_SMEM(D, BR, BC, STAGES);
     static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt + raw) + ost + pt + 1024, "the layout below");
     static_assert(kv % 1024 == 0 && vt % 1024 == 0, "buffers on whole swizzle atoms");
@@ -680,7 +680,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
     /* version 3.14: V^T written by the producer's warps 1-3 */
-    constexpr bool VTP = F8 && SM90_E4M3_VTP(BC);
+    constexpr bool VTP = F8 && SM90_E4M3_VTP(BR, BC);
+    /* setmaxnreg: a thread starts with RK registers (the launch bounds',
+     * as ptxas allocates them for a kernel that uses setmaxnreg), and the
+     * consumers' increase must fit in what the producer's decrease frees,
+     * or it waits forever (with two consumer warpgroups at 240: the
+     * producer at 24 frees exactly enough, at 32 too little). */
+    constexpr int RK = (65536 / (128 * (NWG + 1))) & ~7, RP = VTP ? 32 : 24, RC = NWG == 2 ? 240 : 160;
+    static_assert((RK - RP) * 128 >= (RC - RK) * 128 * NWG, "setmaxnreg: the consumers' registers do not fit");
     using L = sm90_smem<D, BR, BC, STAGES, ES>;
     using TO = sm90_out_t<T>;
     extern __shared__ unsigned char smem_raw[];
@@ -1428,7 +1435,7 @@ static size_t sm90_tail_bytes(const attn_shape *s, const attn_tactic *t, int k)
  * transposes V itself (version 3.14, SM90_E4M3_VTP). */
 static size_t sm90_vt_offset(const attn_shape *s, const attn_tactic *t)
 {
-    return SM90_E4M3_VTP(t->tile_n) ? 0 : (cuda_fused_sm90a_vt_bytes(s) + 255) / 256 * 256;
+    return SM90_E4M3_VTP(t->tile_m, t->tile_n) ? 0 : (cuda_fused_sm90a_vt_bytes(s) + 255) / 256 * 256;
 }
 
 extern "C" int cuda_fused_sm90a_cut(const attn_shape *s, const attn_tactic *t)
@@ -1466,7 +1473,7 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     if ((rc = cuda_tma_make_map(&tq, &io->q, dt, ES, s->b, s->hq, s->sq, s->d, qb)) != 0 ||
         (rc = cuda_tma_make_map(&tk, &io->k, dt, ES, s->b, s->hkv, s->skv, s->d, BC)) != 0)
         return rc;
-    if (F8 && SM90_E4M3_VTP(BC)) {
+    if (F8 && SM90_E4M3_VTP(BR, BC)) {
         /* version 3.14: raw V as K; the kernel transposes it */
         rc = cuda_tma_make_map(&tv, &io->v, dt, ES, s->b, s->hkv, s->skv, s->d, BC);
     } else if (F8) {

@@ -38,8 +38,8 @@ int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const att
 /* e4m3 (version 3.5): bytes of the V^T a launch writes into the
  * workspace first (b * hkv * 128 rows of the keys rounded up to 64); 0 for
  * other dtypes. Only tactics whose kernel does not transpose V itself
- * need it (SM90_E4M3_VTP, version 3.14: 128-key tiles when built with
- * SM90_VTP=1); cuda_fused_sm90a_workspace_bytes counts it where needed.
+ * need it (SM90_E4M3_VTP, version 3.14: the 192x128 tiles when built
+ * with SM90_VTP=1); cuda_fused_sm90a_workspace_bytes counts it where needed.
  * e4m3 tactics: d a multiple of 16 up to 128, q/k/v e4m3 with
  * io->descale, o bf16, not folded, no splits. */
 size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s);
