@@ -134,7 +134,8 @@
     X(128, 128, 128, 2) X(128, 128, 128, 3) X(128, 128, 192, 2) X(128, 128, 192, 3) X(128, 128, 224, 2) \
     X(128, 192, 128, 2) X(128, 192, 128, 3)
 #define SM90_E4M3_VT_CHUNKS(BC) (((BC) + 127) / 128)
-/* Version 3.14 (an A/B switch, off by default until measured): e4m3's V
+/* Version 3.14 (an A/B switch, off: measured 2.2-5.8% slower than the
+ * pass on an H100, docs/kernels.md): e4m3's V
  * transposed in shared memory by the producer warpgroup's warps 1-3 from
  * a raw V stage that TMA fills (BC x D bytes a stage, after the output's
  * staging), instead of sm90_vt_kernel's pass over V before the kernel.

@@ -77,6 +77,9 @@
  * version 3.13: consumer warpgroups whose rows are all padding (a short
  *   last row block) leave at once; the turns and the stages' empty
  *   barriers are of the active ones.
+ * version 3.14 (SM90_VTP=1, off: measured 2-6% slower than the pass):
+ *   e4m3's 192x128 tiles transpose V in shared memory in the producer
+ *   warpgroup (sm90_vt_smem) instead of sm90_vt_kernel's pass over V.
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -1458,9 +1461,14 @@ extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const at
     return vt;
 }
 
+/* One configuration's launch: e4m3's V^T pass (where the kernel does not
+ * transpose V itself), the tensor maps, the kernel over the grid (with
+ * version 3.12's cut last wave when tail = k > 0, as cuda_fused_sm90a_launch
+ * planned it: sm90_tail), then the combine of the splits' or the cut's
+ * partials. vt: the workspace (cuda_fused_sm90a_workspace_bytes). */
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io *io, sm90_args &p, void *vt,
-                       cudaStream_t stream)
+                       int tail, cudaStream_t stream)
 {
     constexpr bool F8 = sm90_is_fp8<T>::value;
     constexpr int ES = (int)sizeof(T);
@@ -1506,7 +1514,6 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     int64_t blocks = base * p.splits;
     p.tail0 = INT_MAX, p.tailk = 1;
     p.prow0 = 0, p.prows = s->b * s->hq * s->sq;
-    const int tail = FOLD ? 0 : sm90_tail(s, t);
     if (p.splits > 1) {
         p.tail0 = 0, p.tailk = p.splits;
     } else if (tail > 0) {
@@ -1620,7 +1627,8 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
     const int splits = t->splits > 1 ? t->splits : 1;
     if ((fold && !fold_applies(s)) || splits > SM90_MAX_SPLITS)
         return ATTUNE_EUNSUPP;
-    if ((splits > 1 || sm90_tail(s, t) > 0) && workspace == NULL)
+    const int tail = sm90_tail(s, t); /* version 3.12's cut (k), 0: none; never with splits or folded */
+    if ((splits > 1 || tail > 0) && workspace == NULL)
         return ATTUNE_EINVAL;
     /* TMA: 16-byte aligned bases and strides (cuda_fused_args_ok); block
      * and row counts are ints in the kernel. */
@@ -1657,14 +1665,14 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
      * else was tried against its softmax. */
 #define SM90_E4M3_LAUNCH(D_, BR_, BC_, ST_)                                                         \
     if (e4m3 && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_) \
-        return launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false>(s, t, io, p, workspace, stream);
+        return launch_sm90<__nv_fp8_e4m3, D_, BR_, BC_, ST_, pp, false>(s, t, io, p, workspace, tail, stream);
     SM90_E4M3_CONFIGS(SM90_E4M3_LAUNCH)
 #undef SM90_E4M3_LAUNCH
     if (e4m3)
         return ATTUNE_EUNSUPP;
 #define SM90_LAUNCH_AS(T_, D_, BR_, BC_, ST_, ALL_)                                                 \
-    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, ALL_ && BR_ == 128>(s, t, io, p, workspace, stream) \
-          : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, t, io, p, workspace, stream))
+    (fold ? launch_sm90<T_, D_, BR_, BC_, ST_, pp, ALL_ && BR_ == 128>(s, t, io, p, workspace, tail, stream) \
+          : launch_sm90<T_, D_, BR_, BC_, ST_, pp, false>(s, t, io, p, workspace, tail, stream))
 #define SM90_LAUNCH(D_, BR_, BC_, ST_, ALL_)                                                        \
     if (D == D_ && t->tile_m == BR_ && t->tile_n == BC_ && t->warps == 4 + BR_ / 16 && t->stages == ST_ && \
         !(fold && BR_ != 128) && (ALL_ || (!fold && splits == 1)))                                  \
