@@ -126,6 +126,9 @@ mkdir -p "$OUT"
 RUNLOG=$OUT/run.log
 log() { echo "[run.sh $(date +%H:%M:%S)] $*" | tee -a "$RUNLOG" >&2; }
 START=$(date +%s)
+STEP=$START
+step() { STEP=$(date +%s); log "$*"; } # a step begins
+took() { local n; n=$(date +%s); echo "$((n - STEP)) s; $((n - START)) s since run.sh began"; }
 
 # ---- (1) libraries the machine lacks, from .deb files into the prefix
 
@@ -249,7 +252,7 @@ log "environment in env.txt ($(head -c 300 "$OUT/env.txt" | tr '\n' ' '))"
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 JOBS=$(nproc 2>/dev/null || echo 8)
-log "configure $BUILD"
+step "configure $BUILD"
 if ! cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 \
         ${CUDNN_ROOT:+-DCUDNN_ROOT="$CUDNN_ROOT"} >"$OUT/build.log" 2>&1; then
     log "configure failed: tail of build.log:"
@@ -276,7 +279,7 @@ if ! cmake --build "$BUILD" -j "$JOBS" "${ONLY[@]}" >>"$OUT/build.log" 2>&1; the
             log "target $t failed"
     done
 fi
-log "build done ($(($(date +%s) - START)) s)"
+log "build done ($(took))"
 { echo "libraries attune itself opens (attune devices, LD_DEBUG=libs):"
   LD_DEBUG=libs "$BUILD/attune" devices 2>&1 | grep -E "calling init: .*lib(cublas|cudnn)" |
       sed 's/.*calling init: /  /' | sort -u; } >>"$OUT/env.txt"
@@ -298,7 +301,7 @@ fi
 
 STATUS=0
 if [ "$TESTS" = 1 ]; then
-    log "ctest -L gpu"
+    step "ctest -L gpu"
     # shellcheck disable=SC2086
     (cd "$BUILD" && ctest -L gpu -V --timeout 600 $CTEST_ARGS) \
         >"$OUT/ctest.log" 2>&1
@@ -306,7 +309,7 @@ if [ "$TESTS" = 1 ]; then
     grep -E "tests passed|tests failed|Passed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | tail -15 >&2
     grep -E "worst relative| [a-z_]+ +(f16|bf16|f32) +acc=|device GPU|stack |planted|us kernels|failed" \
         "$OUT/ctest.log" >&2
-    log "ctest exit $STATUS ($(($(date +%s) - START)) s)"
+    log "ctest exit $STATUS ($(took))"
 fi
 
 # ---- (4b) attuned on the GPU: lists it, tunes the anchors, serves winners
@@ -326,10 +329,10 @@ fi
 
 if [ "$LOO" = 1 ]; then
     DB=${TMPDIR:-/tmp}/attune-loo-$$.db
-    log "loo: tune grids/default.json on device 0"
+    step "loo: tune grids/default.json on device 0"
     if "$BUILD/attune" tune --db "$DB" --device 0 --grid "$ROOT/grids/default.json" \
             >"$OUT/loo-tune.log" 2>&1; then
-        log "tuned ($(($(date +%s) - START)) s)"
+        log "tuned ($(took))"
         "$BUILD/attune" loo --db "$DB" --device 0 --grid "$ROOT/grids/default.json" \
             >"$OUT/loo.txt" 2>&1 || STATUS=1
         cat "$OUT/loo.txt" | tee -a "$RUNLOG"
@@ -339,38 +342,37 @@ if [ "$LOO" = 1 ]; then
     "$BUILD/attune" export --db "$DB" --device 0 -o "$OUT/loo-table.json" || STATUS=1
     [ -x "$BUILD/tests/test_predict" ] && "$BUILD/tests/test_predict" 2>&1 | tail -4 | tee -a "$RUNLOG"
     rm -f "$DB"*
-    log "loo done ($(($(date +%s) - START)) s)"
+    log "loo done ($(took))"
 fi
 
 # ---- (4d) real-model shapes nobody tuned: answers, regret, tune on miss
 
 if [ "$FP8" = 1 ]; then
-    log "bench/fp8.sh on device 0"
-    START=$(date +%s)
+    step "bench/fp8.sh on device 0"
     OUT=$OUT bash "$ROOT/bench/fp8.sh" --build "$BUILD" --device 0 --out "$OUT" $FP8_ARGS || STATUS=1
-    log "fp8 done ($(($(date +%s) - START)) s)"
+    log "fp8 done ($(took))"
 fi
 
 if [ "$REALMODELS" = 1 ]; then
-    log "bench/realmodels.sh on device 0"
+    step "bench/realmodels.sh on device 0"
     # shellcheck disable=SC2086
     OUT=$OUT bash "$ROOT/bench/realmodels.sh" --build "$BUILD" --device 0 $RM_ARGS || STATUS=1
-    log "realmodels done ($(($(date +%s) - START)) s)"
+    log "realmodels done ($(took))"
 fi
 
 # ---- (4d') time to a measured answer under tune on miss (bench/miss_quick.sh)
 
 if [ -n "$MQ_ARGS" ]; then
-    log "bench/miss_quick.sh on device 0"
+    step "bench/miss_quick.sh on device 0"
     # shellcheck disable=SC2086
     BUILD=$BUILD DEVICE=0 bash "$ROOT/bench/miss_quick.sh" $MQ_ARGS >"$OUT/miss-quick.txt" 2>&1 || STATUS=1
-    log "miss_quick done ($(($(date +%s) - START)) s)"
+    log "miss_quick done ($(took))"
 fi
 
 # ---- (4e) tune time per anchor with the cudnn tactics, cold and warm
 
 if [ "$TUNETIME" = 1 ]; then
-    log "bench/cudnn_tune_time.py on device 0"
+    step "bench/cudnn_tune_time.py on device 0"
     JITC=${TMPDIR:-/tmp}/attune-jit-$$
     for run in "cold screen" "warm screen" "warm full --screen 0"; do
         set -- $run
@@ -382,25 +384,25 @@ if [ "$TUNETIME" = 1 ]; then
             --log "$OUT/tune-time.log" 2>&1 | tee -a "$OUT/tune-time.txt" || STATUS=1
     done
     rm -rf "$JITC"
-    log "tune time done ($(($(date +%s) - START)) s)"
+    log "tune time done ($(took))"
 fi
 
 # ---- (4f) the Python binding and transformers (attune.torch, attune.hf)
 
 export ATTUNE_LIB=$BUILD/libattune.so.1 ATTUNE_SOURCE_DIR=$ROOT
 if [ "$TORCH" = 1 ]; then
-    log "tests/gpu/test_torch_binding.py"
+    step "tests/gpu/test_torch_binding.py"
     (unset ATTUNE_URL; python3 "$ROOT/tests/gpu/test_torch_binding.py") >"$OUT/torch.log" 2>&1 ||
         STATUS=1
     grep -E "^(ok|FAIL)|failed|skip" "$OUT/torch.log" | tee -a "$RUNLOG" >&2
-    log "torch done ($(($(date +%s) - START)) s)"
+    log "torch done ($(took))"
 fi
 
 # ---- (4h) every tactic through libattune vs the time the tuner stored
 
 if [ "$LIBSTORE" = 1 ]; then
     DB=${TMPDIR:-/tmp}/attune-libstore-$$.db
-    log "tune grids/gpu-libattune.json (--screen 0), then bench/libattune_store.py"
+    step "tune grids/gpu-libattune.json (--screen 0), then bench/libattune_store.py"
     "$BUILD/attune" tune --db "$DB" --device 0 --grid "$ROOT/grids/gpu-libattune.json" \
         --screen 0 --budget-ms 50 --quiet >"$OUT/libstore.log" 2>&1 || STATUS=1
     PYTHONUNBUFFERED=1 python3 "$ROOT/bench/libattune_store.py" --db "$DB" \
@@ -408,12 +410,13 @@ if [ "$LIBSTORE" = 1 ]; then
         --out "$OUT/libstore.jsonl" >>"$OUT/libstore.log" 2>&1 || STATUS=1
     tail -3 "$OUT/libstore.log" | tee -a "$RUNLOG" >&2
     rm -f "$DB"*
-    log "lib-store done ($(($(date +%s) - START)) s)"
+    log "lib-store done ($(took))"
 fi
 
 # ---- (4g) whole models: sdpa, eager, attune (tune on miss by a fresh attuned)
 
 if [ "$E2E" = 1 ]; then
+    STEP=$(date +%s)
     W=${TMPDIR:-/tmp}/attune-e2e-$$
     mkdir -p "$W"
     if [ "$E2E_PRETUNE" = 1 ]; then
@@ -442,13 +445,13 @@ PY
     { echo "---- attuned log (tail)"; tail -40 "$W/attuned.log"; } >>"$OUT/e2e.log"
     grep -vE "^\s*$" "$OUT/e2e.log" | grep -E "^(model|llama|gemma|vit|geomean)" | tee -a "$RUNLOG" >&2
     rm -rf "$W"
-    log "e2e done ($(($(date +%s) - START)) s)"
+    log "e2e done ($(took))"
 fi
 
 # ---- (5) peer benchmark
 
 if [ "$BENCH" = 1 ]; then
-    log "bench/peers.py $PEERS_ARGS"
+    step "bench/peers.py $PEERS_ARGS"
     # shellcheck disable=SC2086
     PYTHONUNBUFFERED=1 python3 "$ROOT/bench/peers.py" --attune "$BUILD/attune" \
         ${BENCH_SPLIT:+--bench-split "$BENCH_SPLIT"} --out "$OUT" \
@@ -457,18 +460,18 @@ if [ "$BENCH" = 1 ]; then
     rc=$?
     [ $rc -ne 0 ] && { log "peers.py exit $rc"; tail -30 "$OUT/peers.log" >&2; STATUS=1; }
     rm -f "${TMPDIR:-/tmp}/attune-peers-$$.db"*
-    log "bench done ($(($(date +%s) - START)) s)"
+    log "bench done ($(took))"
 fi
 
 # ---- (6) --exec: a command of the caller's, last, in this script's
 # environment (BUILD, OUT, ROOT, CUDNN_ROOT, LD_LIBRARY_PATH exported), e.g.
 # ncu over one tactic; its output goes to $OUT/exec.log.
 if [ -n "$EXEC" ]; then
-    log "exec: $EXEC"
+    step "exec: $EXEC"
     export BUILD OUT ROOT
     bash -c "$EXEC" >"$OUT/exec.log" 2>&1 || { log "exec exit $?"; STATUS=1; }
     tail -60 "$OUT/exec.log" >&2
-    log "exec done ($(($(date +%s) - START)) s)"
+    log "exec done ($(took))"
 fi
 
 # ---- (7) the run tool brings back 8 files at most and drops the rest:
