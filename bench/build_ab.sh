@@ -14,7 +14,10 @@
 # AB_TESTS=REGEX: then also build B's GPU tests matching REGEX and run
 # them there (ctest -R REGEX; OUT/ctest-b.log), so a switch that changes a
 # kernel is checked against the reference, not only timed; the exit
-# status is then ctest's.
+# status is then ctest's. AB_SRC=DIR: B is built from the source tree DIR
+# instead (another commit's, e.g. `git archive REV | tar -x -C DIR`
+# here, carried over), with DEFINE "" for none: this tree against that
+# one.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
@@ -28,7 +31,7 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 echo "[build_ab] configure and build $B with $DEFINE" >&2
 rm -rf "$B" # fresh: a tree kept from another call may name libraries no longer there
-cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS="$DEFINE" \
+cmake -S "${AB_SRC:-$ROOT}" -B "$B" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS="$DEFINE" \
     ${CUDNN:+-DCUDNN_ROOT="$CUDNN"} >"$OUT/build-b.log" 2>&1 &&
     cmake --build "$B" -j "$(nproc)" --target attune >>"$OUT/build-b.log" 2>&1 ||
     { echo "[build_ab] build of $B failed: $OUT/build-b.log" >&2; exit 1; }
@@ -36,7 +39,7 @@ WRAP=$B/attune-ab
 printf '#!/bin/sh\nexec "${AB_BIN:-%s}" "$@"\n' "$BUILD/attune" >"$WRAP" # unset: A (ab_env's reads)
 chmod +x "$WRAP"
 mkdir -p "$B/ab"
-echo "[build_ab] A = $BUILD/attune, B = $B/attune ($DEFINE)" >&2
+echo "[build_ab] A = $BUILD/attune, B = $B/attune (${AB_SRC:+$AB_SRC, }$DEFINE)" >&2
 python3 "$ROOT/bench/ab_env.py" --attune "$WRAP" --env "AB_BIN=$BUILD/attune,$B/attune" \
     --out "$B/ab" "$@"
 rc=$?
