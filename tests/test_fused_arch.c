@@ -197,13 +197,6 @@ static size_t sm90a_static_smem(int stages)
     return ((size_t)8 * (1 + 4 * (size_t)stages) + 15) / 16 * 16;
 }
 
-/* e4m3's: two barriers more a stage where the kernel transposes V
- * (version 3.14, SM90_E4M3_VTP: full and empty raw V). */
-static size_t sm90a_static_smem_e4m3(int stages, int tile_m, int tile_n)
-{
-    return ((size_t)8 * (1 + (SM90_E4M3_VTP(tile_m, tile_n) ? 6 : 4) * (size_t)stages) + 15) / 16 * 16;
-}
-
 /* Version 3 (arch=sm90a) on 9.0 only: every listed configuration within
  * a block's shared memory (with the kernel's static bytes), and the
  * wide key tiles of version 3.6 (128x176 at d <= 128, 128x80 at d = 256)
@@ -259,7 +252,7 @@ static void sm90a_e4m3_configs_should_fit(void)
     CHECK_EQ_INT(n, 7);
     for (int i = 0; i < n; i++) {
         size_t smem = SM90_SMEM_E4M3(128, t[i].tile_m, t[i].tile_n, t[i].stages);
-        CHECK_MSG(smem + sm90a_static_smem_e4m3(t[i].stages, t[i].tile_m, t[i].tile_n) <= limit(90), "e4m3 tile %dx%d stages %d: %zu B", t[i].tile_m, t[i].tile_n,
+        CHECK_MSG(smem + sm90a_static_smem(t[i].stages) <= limit(90), "e4m3 tile %dx%d stages %d: %zu B", t[i].tile_m, t[i].tile_n,
                   t[i].stages, smem);
         CHECK(t[i].arch == ATTN_ARCH_SM90A && t[i].pad == 1 && t[i].fold == 0 && t[i].splits == 0);
         CHECK_MSG(t[i].warps == 4 + t[i].tile_m / 16, "tile %dx%d: %d warps", t[i].tile_m, t[i].tile_n, t[i].warps);
@@ -274,11 +267,7 @@ static void sm90a_e4m3_configs_should_fit(void)
     }
     CHECK(by_width[0] == 2 && by_width[1] == 2 && by_width[2] == 1);
     CHECK_EQ_INT(tall, 2);
-    /* Q, 3 x (K + V^T), the output's staging, (3.14) 3 raw V stages */
-    CHECK(SM90_SMEM_E4M3(128, 192, 128, 3) ==
-          24576 + 3 * (128 * 128 + 128 * 128) + 49152 + (SM90_E4M3_VTP(192, 128) ? 3 * 128 * 128 : 0) + 1024);
-    /* no room for raw stages; no registers for the transposers */
-    CHECK(!SM90_E4M3_VTP(128, 192) && !SM90_E4M3_VTP(128, 224) && !SM90_E4M3_VTP(128, 128));
+    CHECK(SM90_SMEM_E4M3(128, 192, 128, 3) == 24576 + 3 * (128 * 128 + 128 * 128) + 49152 + 1024);
     /* the V^T chunks: 128 keys one chunk, 192 and 224 two */
     CHECK_EQ_INT(SM90_E4M3_VT_CHUNKS(128), 1);
     CHECK_EQ_INT(SM90_E4M3_VT_CHUNKS(224), 2);

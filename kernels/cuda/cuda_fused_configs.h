@@ -134,23 +134,10 @@
     X(128, 128, 128, 2) X(128, 128, 128, 3) X(128, 128, 192, 2) X(128, 128, 192, 3) X(128, 128, 224, 2) \
     X(128, 192, 128, 2) X(128, 192, 128, 3)
 #define SM90_E4M3_VT_CHUNKS(BC) (((BC) + 127) / 128)
-/* Version 3.14 (an A/B switch, off: measured 2.2-5.8% slower than the
- * pass on an H100, docs/kernels.md): e4m3's V
- * transposed in shared memory by the producer warpgroup's warps 1-3 from
- * a raw V stage that TMA fills (BC x D bytes a stage, after the output's
- * staging), instead of sm90_vt_kernel's pass over V before the kernel.
- * The 192x128 tiles only: 192- and 224-key tiles lack the shared memory,
- * and the 128-row tiles the registers (their transposers' 32 with two
- * consumer warpgroups at 240 is more than the block has: setmaxnreg.inc
- * would wait forever; cuda_fused_sm90a.cu checks it). */
-#ifndef SM90_VTP
-#define SM90_VTP 0
-#endif
-#define SM90_E4M3_VTP(BR, BC) (SM90_VTP && (BR) == 192 && (BC) == 128)
 #define SM90_SMEM_E4M3(D, BR, BC, STAGES)                                                      \
     ((size_t)(BR) * (D) +                                                                      \
      (size_t)(STAGES) * ((size_t)(BC) * (D) + (size_t)SM90_E4M3_VT_CHUNKS(BC) * 128 * (D)) +  \
-     (size_t)(BR) * (D) * 2 + (SM90_E4M3_VTP(BR, BC) ? (size_t)(STAGES) * (BC) * (D) : 0) + 1024)
+     (size_t)(BR) * (D) * 2 + 1024)
 /* The rows of e4m3's V^T per (batch, KV head) hold the keys rounded up to
  * this (sm90_vt_kernel's key block). */
 #define SM90_VT_KEYS 64

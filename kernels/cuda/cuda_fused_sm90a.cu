@@ -77,9 +77,9 @@
  * version 3.13: consumer warpgroups whose rows are all padding (a short
  *   last row block) leave at once; the turns and the stages' empty
  *   barriers are of the active ones.
- * version 3.14 (SM90_VTP=1, off: measured 2-6% slower than the pass):
- *   e4m3's 192x128 tiles transpose V in shared memory in the producer
- *   warpgroup (sm90_vt_smem) instead of sm90_vt_kernel's pass over V.
+ * (version 3.14, e4m3's V transposed in shared memory by the producer
+ *   warpgroup instead of sm90_vt_kernel's pass, measured 2.2-5.8% slower
+ *   and taken out: docs/kernels.md; its code is in commit 5d96873.)
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -513,128 +513,35 @@ __device__ __forceinline__ void gemm_pv_smem(float (&o)[64], uint32_t aP, uint32
  * vt bytes); e4m3 then the bf16 output's staging (BR x D x 2: Q's buffer
  * is half that); 16-bit tiles of three warpgroups at d = 128, in turn
  * orders 1 and 2, then P (pt: per warpgroup 64 rows of BC keys in 64-key
- * chunks; order 0 keeps P in registers); e4m3 with the producer's
- * transpose (3.14): STAGES raw V buffers as TMA loads them (BC rows of
- * 128 bytes); 1024 more bytes to align the start to a swizzle atom.
+ * chunks; order 0 keeps P in registers); 1024 more bytes to
+ * align the start to a swizzle atom.
  * ES: element bytes. */
 template <int D, int BR, int BC, int STAGES, int ES = 2>
 struct sm90_smem {
     static constexpr uint32_t q = BR * D * ES, kv = BC * D * ES, ost = ES == 1 ? BR * D * 2 : 0;
     static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv; /* one V buffer */
     static constexpr uint32_t pt = ES == 1 ? 0 : SM90_SMEM_P(D, BR, BC); /* 16-bit P of 3 warpgroups */
-    static constexpr uint32_t raw = ES == 1 && SM90_E4M3_VTP(BR, BC) ? kv : 0; /* one raw V stage (3.14) */
     static constexpr size_t bytes = ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) : SM90_SMEM(D, BR, BC, STAGES);
-    static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt + raw) + ost + pt + 1024, "the layout below");
+    static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt) + ost + pt + 1024, "the layout below");
     static_assert(kv % 1024 == 0 && vt % 1024 == 0, "buffers on whole swizzle atoms");
 };
 
-/* ---- e4m3: V transposed (version 3.5; in the kernel since 3.14)
- *
- * FP8 wgmma reads B K-major only, so P V needs V^T: keys along its rows.
- * Byte c of a 32-key group of the k32 A fragment holds the P of physical
- * key sm90_vt_key(c) (rescale_pack: a thread's accumulators of two
- * adjacent 8-key tiles), so V^T's keys are permuted alike within each 32
- * and no shuffle of P is needed. */
-__host__ __device__ constexpr int sm90_vt_key(int c)
+/* setmaxnreg's register pool, for a block of nwg consumer warpgroups
+ * and one producer warpgroup: each thread starts with the launch bounds'
+ * registers (65536 / threads, down to a multiple of 8: ptxas allocates so
+ * for a kernel that uses setmaxnreg), and the consumers' increase must
+ * fit in what the producer's decrease frees, or it waits forever. Two
+ * consumer warpgroups at 240 with the producer at 24 fit exactly; at 32
+ * (version 3.14's transposers, docs/kernels.md) they did not. Checked
+ * here, outside the kernel: a static_assert inside it changed the PTX's
+ * register numbering, and ptxas's allocation with it. */
+constexpr bool sm90_regs_fit(int nwg, int producer, int consumer)
 {
-    return (c / 16) * 16 + 8 * ((c % 4) / 2) + 2 * ((c % 16) / 4) + (c % 2);
+    return ((65536 / (128 * (nwg + 1))) / 8 * 8 - producer) * 128 >=
+           (consumer - (65536 / (128 * (nwg + 1))) / 8 * 8) * 128 * nwg;
 }
-
-static_assert(sm90_vt_key(0) == 0 && sm90_vt_key(1) == 1 && sm90_vt_key(2) == 8 && sm90_vt_key(3) == 9 &&
-                  sm90_vt_key(4) == 2 && sm90_vt_key(15) == 15 && sm90_vt_key(17) == 17,
-              "sm90_vt_smem: slots 4m .. 4m + 3 of a 16-key group hold keys 2m, 2m + 1, 2m + 8, 2m + 9");
-
-/* Version 3.14: V^T's stages written in shared memory by the producer
- * warpgroup's warps 1-3 (tw = 0, 1, 2), tile after tile as the consumers
- * take them, from the raw V stages TMA fills.
- *   raw stage s (aR0 + s rawb): BC key rows of 128 bytes (d columns),
- *     128-byte swizzle (as K's: 16-byte unit u of row k at u ^ (k % 8));
- *   V^T stage s (aV0 + s vtb): D = 128 rows (d columns) of 128 key slots,
- *     swizzled alike, slot c of each 16 holding key sm90_vt_key(c): what
- *     gemm_pv reads and sm90_vt_kernel writes.
- * A lane owns column word w = lane (d columns 4w .. 4w + 3) of one 16-key
- * group per pass, in two halves h (keys 4h .. 4h + 3 and 4h + 8 ..
- * 4h + 11 of the group, slots 8h .. 8h + 7): eight LDS.32, a 4 x 4 byte
- * transpose of each four keys (PRMT), and one STS.64 to each of its rows
- * 4w + i. Banks: lanes with (lane >> 3) & 1 take the halves in the other
- * order, so a load's 32 words lie in two rows at 16-byte units that do
- * not meet; and a lane stores row 4w + ((st + rot) & 3) at step st, rot =
- * (lane >> 1) & 3 (its PRMT selectors produce the words in that order), so
- * a half warp's 16 stores hit 16 distinct (unit, half) places. Then
- * fence.proxy.async (wgmma reads through the async proxy) and each warp's
- * lane 0 arrives on full V (count 3) and on empty raw (count 3, the TMA
- * thread's wait before it refills the raw stage). Waits bounded
- * (mbar_wait): the consumers' first wait for full V and this wait for
- * empty V end a kernel stuck on either side. */
-template <int BC, int STAGES>
-__device__ __forceinline__ void sm90_vt_smem(uint32_t aR0, uint32_t aV0, uint32_t rawb, uint32_t vtb,
-                                             uint32_t bFV, uint32_t bEV, uint32_t bFR, uint32_t bER, int ntiles,
-                                             int tw, int lane)
-{
-#ifdef SM90A_DEVICE
-    static_assert(BC == 128, "one 128-key chunk of V^T a stage");
-    /* Addresses as XORs: a stage is 1024-byte aligned, and below bit 10
-     * the swizzle's XOR, the row and the 16-byte unit do not overlap.
-     * Raw row k (< 8 within its 8-row atom) and word w: (k << 7) | ((k ^
-     * (w >> 2)) << 4) | (w & 3) << 2 = (k * 144) ^ lw. V^T row r = 4w + i,
-     * unit g, half h: (r << 7) | (((r & 7) ^ g) << 4) | h << 3 = sw ^ (i *
-     * 144) ^ (g << 4) ^ (h << 3), sw = (w << 9) | ((w & 1) << 6). */
-    const uint32_t w = (uint32_t)lane, hs = (w >> 3) & 1u, rot = (w >> 1) & 3u;
-    const uint32_t lw = ((w >> 2) << 4) | ((w & 3u) << 2), sw = (w << 9) | ((w & 1u) << 6);
-    const uint32_t i0 = rot, i1 = (rot + 1) & 3u, i2 = (rot + 2) & 3u, i3 = (rot + 3) & 3u;
-    /* a, b -> (a_i, b_i, a_j, b_j): byte i of a is selector i, of b 4 + i */
-    const uint32_t sel01 = i0 | (4 + i0) << 4 | i1 << 8 | (4 + i1) << 12;
-    const uint32_t sel23 = i2 | (4 + i2) << 4 | i3 << 8 | (4 + i3) << 12;
-    for (int it = 0; it < ntiles; it++) {
-        const int s = it % STAGES;
-        const uint32_t ph = (uint32_t)(it / STAGES) & 1u;
-        mbar_wait(bFR + 8u * s, ph);
-        mbar_wait(bEV + 8u * s, ph ^ 1u);
-        const uint32_t src = aR0 + s * rawb, dst = aV0 + s * vtb + sw;
-        for (uint32_t g = (uint32_t)tw; g < BC / 16; g += 3) {
-#pragma unroll 1 /* unrolled, it needs more than the 32 registers */
-            for (uint32_t hh = 0; hh < 2; hh++) {
-                const uint32_t h = hh ^ hs;
-                /* raw rows 16g + 4h + c + {0, 8} for c = 2q + j: (k % 8) = 4h + c */
-                const uint32_t lb = (src + g * 2048u) ^ lw ^ (h * 576u);
-                /* quad q (0, 1) of the half: slots 8h + 4q .. 8h + 4q + 3,
-                 * keys 4h + 2q + {0, 1, 8, 9} of the group */
-                auto quad = [&](uint32_t q, uint32_t (&out)[4]) {
-                    uint32_t x[4];
-#pragma unroll
-                    for (uint32_t j = 0; j < 2; j++) {
-                        const uint32_t a = lb ^ ((2 * q + j) * 144u);
-                        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x[j]) : "r"(a));
-                        asm volatile("ld.shared.b32 %0, [%1+1024];\n" : "=r"(x[2 + j]) : "r"(a));
-                    }
-                    const uint32_t ua = __byte_perm(x[0], x[1], sel01), ub = __byte_perm(x[0], x[1], sel23);
-                    const uint32_t va = __byte_perm(x[2], x[3], sel01), vb = __byte_perm(x[2], x[3], sel23);
-                    out[0] = __byte_perm(ua, va, 0x5410), out[1] = __byte_perm(ua, va, 0x7632);
-                    out[2] = __byte_perm(ub, vb, 0x5410), out[3] = __byte_perm(ub, vb, 0x7632);
-                };
-                uint32_t lo[4], hi[4];
-                quad(0, lo);
-                quad(1, hi);
-                const uint32_t db = dst ^ (g << 4) ^ (h << 3);
-#pragma unroll
-                for (uint32_t st = 0; st < 4; st++) { /* row 4w + ((st + rot) & 3) */
-                    const uint32_t a = db ^ (((st + rot) & 3u) * 144u);
-                    asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(a), "r"(lo[st]), "r"(hi[st]) : "memory");
-                }
-            }
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncwarp();
-        if (lane == 0) {
-            mbar_arrive(bFV + 8u * s);
-            mbar_arrive(bER + 8u * s);
-        }
-    }
-#else
-    (void)aR0, (void)aV0, (void)rawb, (void)vtb, (void)bFV, (void)bEV, (void)bFR, (void)bER, (void)ntiles, (void)tw,
-        (void)lane;
-#endif
-}
+static_assert(sm90_regs_fit(2, 24, 240) && sm90_regs_fit(3, 24, 160) && !sm90_regs_fit(2, 32, 240),
+              "the setmaxnreg values of fused_sm90_kernel (24; 240 for two consumer warpgroups, 160 for three)");
 
 /* Version 3. Tensor maps: q over [b*hq][sq][d] (box 64 x 128 rows, or
  * 64 x QB folded), k and v over [b*hkv][skv][d] (box 64 x BC), all with the
@@ -682,31 +589,19 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
-    /* version 3.14: V^T written by the producer's warps 1-3 */
-    constexpr bool VTP = F8 && SM90_E4M3_VTP(BR, BC);
-    /* setmaxnreg: a thread starts with RK registers (the launch bounds',
-     * as ptxas allocates them for a kernel that uses setmaxnreg), and the
-     * consumers' increase must fit in what the producer's decrease frees,
-     * or it waits forever (with two consumer warpgroups at 240: the
-     * producer at 24 frees exactly enough, at 32 too little). */
-    constexpr int RK = (65536 / (128 * (NWG + 1))) & ~7, RP = VTP ? 32 : 24, RC = NWG == 2 ? 240 : 160;
-    static_assert((RK - RP) * 128 >= (RC - RK) * 128 * NWG, "setmaxnreg: the consumers' registers do not fit");
     using L = sm90_smem<D, BR, BC, STAGES, ES>;
     using TO = sm90_out_t<T>;
     extern __shared__ unsigned char smem_raw[];
-    __shared__ __align__(8) uint64_t bars[1 + (VTP ? 6 : 4) * STAGES];
+    __shared__ __align__(8) uint64_t bars[1 + 4 * STAGES];
 
     const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t aQ = base, aK0 = base + L::q, aV0 = aK0 + STAGES * L::kv, aOst = aV0 + STAGES * L::vt;
-    const uint32_t aR0 = aOst + L::ost + L::pt; /* VTP: the raw V stages */
     const uint32_t bQ = smem_u32(&bars[0]);
-    /* full K, empty K, full V, empty V of stage s; VTP: full and empty raw V */
+    /* full K, empty K, full V, empty V of stage s */
 #define BAR_FK(s) (bQ + 8u * (1 + (s)))
 #define BAR_EK(s) (bQ + 8u * (1 + STAGES + (s)))
 #define BAR_FV(s) (bQ + 8u * (1 + 2 * STAGES + (s)))
 #define BAR_EV(s) (bQ + 8u * (1 + 3 * STAGES + (s)))
-#define BAR_FR(s) (bQ + 8u * (1 + 4 * STAGES + (s)))
-#define BAR_ER(s) (bQ + 8u * (1 + 5 * STAGES + (s)))
 
     const int tid = threadIdx.x, wg = tid / 128;
     /* Block -> (split sp of nsp, unit u, row block mb). Blocks from
@@ -773,12 +668,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         for (int s = 0; s < STAGES; s++) {
             mbar_init(BAR_FK(s), 1);
             mbar_init(BAR_EK(s), 4 * nact); /* lane 0 of each active consumer warp */
-            mbar_init(BAR_FV(s), VTP ? 3 : 1); /* VTP: each transposing warp's lane 0 */
+            mbar_init(BAR_FV(s), 1);
             mbar_init(BAR_EV(s), 4 * nact);
-            if constexpr (VTP) {
-                mbar_init(BAR_FR(s), 1);
-                mbar_init(BAR_ER(s), 3);
-            }
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -788,18 +679,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     if (wg == 0) {
         /* ---- producer: Q (one box per query head), then K_t and V_t for
          * t = thi - 1 down to tlo through the ring. */
-        if constexpr (VTP) /* the transposers' registers: 3 x 160 + 32 = 512 a thread slot */
-            asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n");
-        else
-            asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
-        if constexpr (VTP) {
-            if (tid >= 32) {
-                if (ntiles > 0)
-                    sm90_vt_smem<BC, STAGES>(aR0, aV0, L::raw, L::vt, BAR_FV(0), BAR_EV(0), BAR_FR(0), BAR_ER(0),
-                                             ntiles, tid / 32 - 1, tid & 31);
-                return;
-            }
-        }
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (tid == 0 && ntiles > 0) {
             mbar_expect_tx(bQ, L::q);
             for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
@@ -831,10 +711,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 const int row = (thi - 1 - it) * BC, s = it % STAGES;
                 const uint32_t ph = (uint32_t)(it / STAGES) & 1u;
                 load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph, false);
-                if constexpr (VTP) /* raw V, as K: the transposers write V^T */
-                    load_kv(BAR_ER(s), BAR_FR(s), aR0 + s * L::raw, &tv, row, ph, false);
-                else
-                    load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true);
+                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true);
             }
 #if SM90_TAIL_WAIT
             /* The consumers' per-tile waits are unbounded (mbar_wait_hot);
@@ -1193,8 +1070,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #undef BAR_EK
 #undef BAR_FV
 #undef BAR_EV
-#undef BAR_FR
-#undef BAR_ER
 
     /* ---- epilogue. The softmax denominators of this thread's two rows
      * (the quad's partial sums added up), 0 for a row that saw no key. */
@@ -1318,7 +1193,17 @@ static int ilog2(int64_t x)
 
 /* Tensor maps: cuda_tma_encode_map, cuda_tma_make_map (cuda_fused_common.cuh). */
 
-/* ---- e4m3: V transposed (version 3.5): the pass over V before the kernel */
+/* ---- e4m3: V transposed (version 3.5)
+ *
+ * FP8 wgmma reads B K-major only, so P V needs V^T: keys along its rows.
+ * Byte c of a 32-key group of the k32 A fragment holds the P of physical
+ * key sm90_vt_key(c) (rescale_pack: a thread's accumulators of two
+ * adjacent 8-key tiles), so V^T's keys are permuted alike within each 32
+ * and no shuffle of P is needed. */
+__host__ __device__ constexpr int sm90_vt_key(int c)
+{
+    return (c / 16) * 16 + 8 * ((c % 4) / 2) + 2 * ((c % 16) / 4) + (c % 2);
+}
 
 /* vt[bh][r][j] = v[b][h][key][r], key = 32 (j / 32) + sm90_vt_key(j % 32),
  * for r < D and j < keys (rows r >= d and keys >= skv: 0); bh = b * hkv +
@@ -1434,11 +1319,9 @@ static size_t sm90_tail_bytes(const attn_shape *s, const attn_tactic *t, int k)
     return (rows * (size_t)s->d * 4 + 255) / 256 * 256 + (rows * 4 + 255) / 256 * 256;
 }
 
-/* The workspace's V^T part for tactic t: none where the kernel
- * transposes V itself (version 3.14, SM90_E4M3_VTP). */
-static size_t sm90_vt_offset(const attn_shape *s, const attn_tactic *t)
+static size_t sm90_vt_offset(const attn_shape *s)
 {
-    return SM90_E4M3_VTP(t->tile_m, t->tile_n) ? 0 : (cuda_fused_sm90a_vt_bytes(s) + 255) / 256 * 256;
+    return (cuda_fused_sm90a_vt_bytes(s) + 255) / 256 * 256;
 }
 
 extern "C" int cuda_fused_sm90a_cut(const attn_shape *s, const attn_tactic *t)
@@ -1453,19 +1336,19 @@ extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const at
     if (s == NULL || t == NULL || t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A)
         return 0;
     const int k = sm90_tail(s, t);
-    const size_t vt = sm90_vt_offset(s, t); /* 0 but for e4m3 */
+    const size_t vt = s->dtype == ATTN_E4M3 ? sm90_vt_offset(s) : 0;
     if (k > 0)
         return vt + sm90_tail_bytes(s, t, k);
     if (t->splits > 1)
         return cuda_fused_partials_bytes(s, t->splits);
-    return vt;
+    return cuda_fused_sm90a_vt_bytes(s);
 }
 
-/* One configuration's launch: e4m3's V^T pass (where the kernel does not
- * transpose V itself), the tensor maps, the kernel over the grid (with
- * version 3.12's cut last wave when tail = k > 0, as cuda_fused_sm90a_launch
- * planned it: sm90_tail), then the combine of the splits' or the cut's
- * partials. vt: the workspace (cuda_fused_sm90a_workspace_bytes). */
+/* One configuration's launch: e4m3's V^T pass, the tensor maps, the
+ * kernel over the grid (with version 3.12's cut last wave when tail = k >
+ * 0, as cuda_fused_sm90a_launch planned it: sm90_tail), then the combine
+ * of the splits' or the cut's partials. vt: the workspace
+ * (cuda_fused_sm90a_workspace_bytes). */
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io *io, sm90_args &p, void *vt,
                        int tail, cudaStream_t stream)
@@ -1481,10 +1364,7 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     if ((rc = cuda_tma_make_map(&tq, &io->q, dt, ES, s->b, s->hq, s->sq, s->d, qb)) != 0 ||
         (rc = cuda_tma_make_map(&tk, &io->k, dt, ES, s->b, s->hkv, s->skv, s->d, BC)) != 0)
         return rc;
-    if (F8 && SM90_E4M3_VTP(BR, BC)) {
-        /* version 3.14: raw V as K; the kernel transposes it */
-        rc = cuda_tma_make_map(&tv, &io->v, dt, ES, s->b, s->hkv, s->skv, s->d, BC);
-    } else if (F8) {
+    if (F8) {
         /* V^T into the workspace, then its map: {keys, D, hkv, b}, box
          * {128 keys, D rows} (one box per 128-key chunk of a tile) */
         const int64_t keys = sm90_vt_keys(s);
@@ -1523,7 +1403,7 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
         p.tail0 = (int)(base - r), p.tailk = tail;
         blocks = base - r + r * tail;
         p.prows = sm90_tail_rows(s, t, &p.prow0);
-        char *ws = static_cast<char *>(vt) + sm90_vt_offset(s, t);
+        char *ws = static_cast<char *>(vt) + (F8 ? sm90_vt_offset(s) : 0);
         p.part_o = reinterpret_cast<float *>(ws);
         p.part_lse = reinterpret_cast<float *>(ws + ((size_t)p.prows * tail * (size_t)s->d * 4 + 255) / 256 * 256);
     }
@@ -1621,7 +1501,7 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
         return ATTUNE_EUNSUPP;
     if (e4m3 && (s->d % 16 != 0 || s->d > 128 || t->fold || t->splits > 1))
         return ATTUNE_EUNSUPP;
-    if (e4m3 && sm90_vt_offset(s, t) > 0 && workspace == NULL)
+    if (e4m3 && workspace == NULL)
         return ATTUNE_EINVAL; /* V^T */
     const bool fold = t->fold != 0;
     const int splits = t->splits > 1 ? t->splits : 1;

@@ -35,17 +35,13 @@ int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max);
 int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const attn_io *io, int64_t sq_rows,
                             int64_t skv_rows, void *workspace, cudaStream_t stream);
 
-/* e4m3 (version 3.5): bytes of the V^T a launch writes into the
+/* e4m3 (version 3.5): bytes of the V^T its launch writes into the
  * workspace first (b * hkv * 128 rows of the keys rounded up to 64); 0 for
- * other dtypes. Only tactics whose kernel does not transpose V itself
- * need it (SM90_E4M3_VTP, version 3.14: the 192x128 tiles when built
- * with SM90_VTP=1); cuda_fused_sm90a_workspace_bytes counts it where needed.
- * e4m3 tactics: d a multiple of 16 up to 128, q/k/v e4m3 with
- * io->descale, o bf16, not folded, no splits. */
+ * other dtypes. e4m3 tactics: d a multiple of 16 up to 128, q/k/v e4m3
+ * with io->descale, o bf16, 128 x 128 tiles, not folded, no splits. */
 size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s);
 
-/* Workspace bytes of tactic t (fused, arch sm90a) on s: e4m3's V^T (where
- * the kernel does not transpose V itself), then
+/* Workspace bytes of tactic t (fused, arch sm90a) on s: e4m3's V^T, then
  * the f32 partials of its key splits or of version 3.12's cut last wave
  * (a plain non-causal grid whose last wave is partly empty:
  * cuda_fused_configs.h's sm90_tail_k, planned for SM90_TAIL_SMS SMs); 0
