@@ -276,10 +276,6 @@ static void sm90a_e4m3_configs_should_fit(void)
     CHECK_EQ_INT(n, 0);
 }
 
-/* 16-bit 192x128 tiles at d = 128 (version 3.11): plain (never folded or
- * split) at every pad, 16 warps, within a block's shared memory (no P
- * buffer in the default turn order); d = 64's 192-row tile (version 3.3)
- * too. */
 /* Version 3.12's cut of a partly empty last wave (cuda_fused_configs.h):
  * the 8k d128 anchors' grids on 132 SMs, and where it must not cut. */
 static void sm90a_tail_cut_should_shorten_only_partial_last_waves(void)
@@ -317,6 +313,10 @@ static void sm90a_tail_cut_should_shorten_only_partial_last_waves(void)
         }
 }
 
+/* 16-bit 192x128 tiles at d = 128 (version 3.11): plain (never folded or
+ * split) at every pad, 16 warps, within a block's shared memory (no P
+ * buffer in the default turn order); d = 64's 192-row tile (version 3.3)
+ * too. */
 static void sm90a_192_row_tiles_should_be_listed_plain(void)
 {
     for (int64_t d = 64; d <= 128; d += 64) {

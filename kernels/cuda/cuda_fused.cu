@@ -1497,19 +1497,21 @@ extern "C" int cuda_fused_tactics(const attn_shape *s, int cc_major, int cc_mino
     return n;
 }
 
-size_t cuda_fused_partials_bytes(const attn_shape *s, int splits)
+/* part_o's bytes, 256-aligned: part_lse follows them */
+static size_t partials_o_bytes(int64_t rows, int64_t d, int splits)
 {
-    const size_t rows = (size_t)(s->b * s->hq * s->sq) * (size_t)splits;
-    const size_t po = (rows * (size_t)s->d * 4 + 255) / 256 * 256;
-    const size_t pl = (rows * 4 + 255) / 256 * 256;
-    return po + pl;
+    return ((size_t)rows * (size_t)splits * (size_t)d * 4 + 255) / 256 * 256;
 }
 
-void cuda_fused_partials(const attn_shape *s, int splits, void *ws, float **part_o, float **part_lse)
+size_t cuda_fused_partials_bytes(int64_t rows, int64_t d, int splits)
 {
-    const size_t rows = (size_t)(s->b * s->hq * s->sq) * (size_t)splits;
+    return partials_o_bytes(rows, d, splits) + ((size_t)rows * (size_t)splits * 4 + 255) / 256 * 256;
+}
+
+void cuda_fused_partials(int64_t rows, int64_t d, int splits, void *ws, float **part_o, float **part_lse)
+{
     *part_o = static_cast<float *>(ws);
-    *part_lse = reinterpret_cast<float *>(static_cast<char *>(ws) + (rows * (size_t)s->d * 4 + 255) / 256 * 256);
+    *part_lse = reinterpret_cast<float *>(static_cast<char *>(ws) + partials_o_bytes(rows, d, splits));
 }
 
 /* Split tactics: fused_splitkv and the folded sm90a kernel (fused, arch,
@@ -1524,7 +1526,7 @@ extern "C" size_t cuda_fused_workspace_bytes(const attn_shape *s, const attn_tac
 #endif
     if (t->splits <= 1 || !(t->variant == ATTN_FUSED_SPLITKV || (t->variant == ATTN_FUSED && t->arch != 0)))
         return 0;
-    return cuda_fused_partials_bytes(s, t->splits);
+    return cuda_fused_partials_bytes(s->b * s->hq * s->sq, s->d, t->splits);
 }
 
 template <typename T>
@@ -1638,7 +1640,7 @@ extern "C" int cuda_fused_launch_views(const attn_shape *s, const attn_tactic *t
     if (t->variant == ATTN_FUSED_SPLITKV && t->splits > 1) {
         if (workspace == NULL)
             return ATTUNE_EINVAL;
-        cuda_fused_partials(s, t->splits, workspace, &p.part_o, &p.part_lse);
+        cuda_fused_partials(s->b * s->hq * s->sq, s->d, t->splits, workspace, &p.part_o, &p.part_lse);
     }
     return s->dtype == ATTN_BF16 ? dispatch<__nv_bfloat16>(s, t, p, sq_rows, skv_rows, stream)
                                  : dispatch<__half>(s, t, p, sq_rows, skv_rows, stream);

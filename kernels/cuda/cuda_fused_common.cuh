@@ -220,13 +220,15 @@ bool cuda_fused_args_ok(const attn_shape *s, const attn_tactic *t, const attn_io
  * stores, TMA), row strides >= d and under INT_MAX / 2. */
 bool cuda_fused_views_ok(const attn_shape *s, const attn_io *io);
 
-/* The split-KV workspace of `splits` key ranges for shape s, as
- * cuda_fused_workspace_bytes sizes it: part_o [splits][b*hq*sq][d] f32
- * partial outputs (each normalised by its own denominator), then part_lse
- * [splits][b*hq*sq] f32 log2-sum-exp of each (in the 2^(score * log2(e) /
- * sqrt(d)) scale; -inf for a range that saw no key), 256-byte aligned parts. */
-size_t cuda_fused_partials_bytes(const attn_shape *s, int splits);
-void cuda_fused_partials(const attn_shape *s, int splits, void *ws, float **part_o, float **part_lse);
+/* The split-KV workspace of `splits` key ranges over `rows` output rows
+ * (b*hq*sq for a whole split grid; the cut last wave's rows for sm90a's
+ * version 3.12), as cuda_fused_workspace_bytes sizes it: part_o
+ * [splits][rows][d] f32 partial outputs (each normalised by its own
+ * denominator), then part_lse [splits][rows] f32 log2-sum-exp of each (in
+ * the 2^(score * log2(e) / sqrt(d)) scale; -inf for a range that saw no
+ * key), 256-byte aligned parts. */
+size_t cuda_fused_partials_bytes(int64_t rows, int64_t d, int splits);
+void cuda_fused_partials(int64_t rows, int64_t d, int splits, void *ws, float **part_o, float **part_lse);
 
 /* o[row0 + r] = sum_s 2^(lse_s - max lse) part_o[s][r] / sum of the
  * weights, for r < rows of the b*hq*sq real rows of s (o a view, bf16 for

@@ -1310,15 +1310,8 @@ static int64_t sm90_tail_rows(const attn_shape *s, const attn_tactic *t, int64_t
     return s->b * s->hq * s->sq - *row0;
 }
 
-/* Workspace of the cut: k x rows partials (cuda_fused_partials' layout,
- * over the cut's rows), after e4m3's V^T. */
-static size_t sm90_tail_bytes(const attn_shape *s, const attn_tactic *t, int k)
-{
-    int64_t row0;
-    const size_t rows = (size_t)sm90_tail_rows(s, t, &row0) * (size_t)k;
-    return (rows * (size_t)s->d * 4 + 255) / 256 * 256 + (rows * 4 + 255) / 256 * 256;
-}
-
+/* Where the cut's partials start in the workspace: after e4m3's V^T,
+ * 256-byte aligned (0 for the other dtypes). */
 static size_t sm90_vt_offset(const attn_shape *s)
 {
     return (cuda_fused_sm90a_vt_bytes(s) + 255) / 256 * 256;
@@ -1336,11 +1329,13 @@ extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const at
     if (s == NULL || t == NULL || t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A)
         return 0;
     const int k = sm90_tail(s, t);
-    const size_t vt = s->dtype == ATTN_E4M3 ? sm90_vt_offset(s) : 0;
-    if (k > 0)
-        return vt + sm90_tail_bytes(s, t, k);
+    const size_t vt = sm90_vt_offset(s); /* 0 but for e4m3 */
+    if (k > 0) { /* after e4m3's V^T: k partials of the cut's rows */
+        int64_t row0;
+        return vt + cuda_fused_partials_bytes(sm90_tail_rows(s, t, &row0), s->d, k);
+    }
     if (t->splits > 1)
-        return cuda_fused_partials_bytes(s, t->splits);
+        return cuda_fused_partials_bytes(s->b * s->hq * s->sq, s->d, t->splits);
     return cuda_fused_sm90a_vt_bytes(s);
 }
 
@@ -1403,9 +1398,8 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
         p.tail0 = (int)(base - r), p.tailk = tail;
         blocks = base - r + r * tail;
         p.prows = sm90_tail_rows(s, t, &p.prow0);
-        char *ws = static_cast<char *>(vt) + (F8 ? sm90_vt_offset(s) : 0);
-        p.part_o = reinterpret_cast<float *>(ws);
-        p.part_lse = reinterpret_cast<float *>(ws + ((size_t)p.prows * tail * (size_t)s->d * 4 + 255) / 256 * 256);
+        cuda_fused_partials(p.prows, s->d, tail, static_cast<char *>(vt) + sm90_vt_offset(s), &p.part_o,
+                            &p.part_lse);
     }
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
@@ -1532,7 +1526,7 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
     p.units = fold ? p.b * p.hkv : p.b * p.hq;
     p.splits = splits;
     if (splits > 1)
-        cuda_fused_partials(s, splits, workspace, &p.part_o, &p.part_lse);
+        cuda_fused_partials(s->b * s->hq * s->sq, s->d, splits, workspace, &p.part_o, &p.part_lse);
     const int D = sm90_kernel_dim(s->d);
     const bool bf = s->dtype == ATTN_BF16;
     /* Pingpong on in every configuration: against the same kernel without

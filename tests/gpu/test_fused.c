@@ -786,8 +786,7 @@ int main(void)
             "test_fused: %d cases, %d launches (%d sm90a, %d folded, %d wide key tiles, %d cut last waves), %d "
             "planted mask errors caught, worst rel err f16 %.3g bf16 %.3g, %.1f s\n",
             cases_run, launches_run, sm90a_launches, fold_launches, wide_launches, cut_launches, planted_caught,
-            worst_rel[0],
-            worst_rel[1],
+            worst_rel[0], worst_rel[1],
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     return test_summary();
 }
