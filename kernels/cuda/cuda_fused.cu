@@ -1154,7 +1154,6 @@ int cuda_tma_make_map(CUtensorMap *map, const attn_tensor *t, CUtensorMapDataTyp
 #define ARCH_EXCLUDED(X)                                                         \
     X(87, ATTN_FUSED, 128, 128, 64, 4)    /* 4 B spilled on the aligned path */  \
     X(87, ATTN_FUSED, 256, 64, 64, 8)     /* 24-36 B (and over 163 KB smem) */   \
-    X(87, ATTN_FUSED, 64, 64, 64, 16)     /* 4-12 B */                           \
     X(87, ATTN_FUSED_SPLITKV, 128, 16, 32, 2) /* 12 B */                         \
     X(87, ATTN_FUSED_SPLITKV, 256, 16, 32, 2) /* 8 B */                          \
     X(110, ATTN_FUSED, 128, 128, 64, 4)   /* 20 B on the unaligned path */       \
