@@ -46,7 +46,11 @@ static int owns_splitkv(const attn_tactic *t)
 
 static double regs_of(int tile_m, int tile_n, int warps, int64_t D)
 {
-    double acc = (double)tile_m / warps * (double)(tile_n + D) / 32.0;
+    /* a warp holds 16 rows at least (one MMA's): a configuration with more
+     * warps than its rows' 16-row tiles splits the keys among key groups
+     * (version 1.1's 64x64 with 16 warps: 105-128 registers, not 58) */
+    double rows = fmax(16.0, (double)tile_m / warps);
+    double acc = rows * (double)(tile_n + D) / 32.0;
     return fmin(REGS_BASE + REGS_PER_ACC * acc, REGS_MAX);
 }
 
