@@ -175,6 +175,16 @@ static void fused_tiles_should_describe_their_grid(void)
     c = describe("fused/pad=8/tile=128x64/warps=4", &s, &dev, 0);
     CHECK_EQ_INT(c.copies, 4);
     CHECK_NEAR(c.copy_bytes, 4.0 * 2 * (2 * 8 * 100 * 40 + 2 * 8 * 77 * 40), 0);
+    /* four key groups (version 1.1): 16 warps on 64 rows, each warp still
+     * 16 rows x (64 keys + 32 columns) of accumulators: 40 + 1.5 x 48 =
+     * 112 registers (ptxas 105-128), so 512 threads take one block an SM;
+     * counted as 4 rows a warp it was 58 registers and two blocks */
+    attn_shape s32 = shp(1, 8, 8, 900, 900, 32, ATTN_F16, 0);
+    c = describe("fused/pad=1/tile=64x64/warps=16", &s32, &dev, 0);
+    CHECK_EQ_INT(c.threads, 512);
+    CHECK_NEAR(c.regs, 112, 0);
+    CHECK_NEAR(c.blocks_sm, 1, 0);
+    CHECK_NEAR(c.blocks, 8 * 15, 0);
 }
 
 static void fused_f32_should_describe_its_tiles(void)
