@@ -1336,7 +1336,7 @@ extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const at
     }
     if (t->splits > 1)
         return cuda_fused_partials_bytes(s->b * s->hq * s->sq, s->d, t->splits);
-    return cuda_fused_sm90a_vt_bytes(s);
+    return vt;
 }
 
 /* One configuration's launch: e4m3's V^T pass, the tensor maps, the

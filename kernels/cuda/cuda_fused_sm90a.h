@@ -38,7 +38,8 @@ int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const att
 /* e4m3 (version 3.5): bytes of the V^T its launch writes into the
  * workspace first (b * hkv * 128 rows of the keys rounded up to 64); 0 for
  * other dtypes. e4m3 tactics: d a multiple of 16 up to 128, q/k/v e4m3
- * with io->descale, o bf16, 128 x 128 tiles, not folded, no splits. */
+ * with io->descale, o bf16, SM90_E4M3_CONFIGS' tiles, not folded, no
+ * splits. */
 size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s);
 
 /* Workspace bytes of tactic t (fused, arch sm90a) on s: e4m3's V^T, then
