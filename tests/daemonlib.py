@@ -52,7 +52,7 @@ class Daemon:
     tuning budget per tactic, plus extra arguments. Raises RuntimeError
     when it exits or does not answer GET /v1/health within 20 s."""
 
-    def __init__(self, binary, workdir, extra=(), db=None, budget_ms="10"):
+    def __init__(self, binary, workdir, extra=(), db=None, budget_ms="10", env=None):
         self.workdir = workdir
         self.port = free_port()
         self.db = db or os.path.join(workdir, "attune.db")
@@ -61,7 +61,8 @@ class Daemon:
         self.proc = subprocess.Popen(
             [binary, "--db", self.db, "--port", str(self.port), "--no-default-grid",
              "--tune-budget-ms", budget_ms] + list(extra),
-            cwd=workdir, stdout=self.log, stderr=self.log)
+            cwd=workdir, stdout=self.log, stderr=self.log,
+            env=None if env is None else dict(os.environ, **env))
         deadline = time.time() + 20
         while True:
             if self.proc.poll() is not None:

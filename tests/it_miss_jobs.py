@@ -162,9 +162,14 @@ def miss_job(d, key, old=frozenset()):
 
 def kill_during(binary, work, key, want_quick):
     """Miss key, kill -9 the daemon during its quick pass (want_quick) or
-    its full pass, restart: the same job resumes and completes."""
+    its full pass, restart: the same job resumes and completes. The daemon
+    holds the pass at its second tactic (ATTUNED_TEST_HOLD_MISS,
+    daemon/jobs_miss.c) until it is killed: sampling a quick pass that
+    lasts a few ms missed it once in nine runs at load 7 (2026-12-06)."""
     n = listed(key)
-    d = daemonlib.Daemon(binary, work, ["--tune-budget-ms", "25"])
+    what = "quick" if want_quick else "full"
+    d = daemonlib.Daemon(binary, work, ["--tune-budget-ms", "25"],
+                         env={"ATTUNED_TEST_HOLD_MISS": what})
     killed_at = None
     try:
         old = frozenset(j["id"] for j in d.get("/v1/jobs")[1]["jobs"])
@@ -175,28 +180,26 @@ def kill_during(binary, work, key, want_quick):
             j = miss_job(d, key, old)
             if j is None or j["state"] != "running" or j.get("tactic_count") is None:
                 return None
-            # the quick pass: between two of its rows (one committed, not
-            # all). The full pass: anywhere before its last row. Its
-            # progress counts committed rows, and the screening commits
-            # none until its verdicts (the quick pass's rows are stored by
-            # then): after the verdicts only the few kept tactics are left,
-            # tens of ms, which a 50 ms poll of a loaded daemon could miss
-            # (1 run in 5 at ctest -j4, 2026-12-03)
+            # the quick pass (at most 3 tactics) held between two of its
+            # rows, one committed; the full pass anywhere before its last
+            # row (its screening commits none until its verdicts)
             quick = j["tactic_count"] <= 3
             first = 1 if want_quick else 0
             return j if quick == want_quick and first <= j["tactic_index"] < j["tactic_count"] \
                 else None
-        # the quick pass is short: poll fast; the full pass is longer, and
-        # polling it every 2 ms kept a loaded box's daemon busy answering
-        # (CI at ctest -j4 saw no full pass within 60 s, twice)
-        j = wait_for(in_pass, 60, 0.002) if want_quick else wait_for(in_pass, 120, 0.05)
+        j = wait_for(in_pass, 120, 0.05)
         if j is not None:
+            # still there a moment later: held, not passing by
+            time.sleep(0.3)
+            again = miss_job(d, key, old)
+            check(again is not None and again["tactic_index"] == j["tactic_index"] and
+                  again["state"] == "running",
+                  "the %s pass is held at row %d (%s)" % (what, j["tactic_index"], again))
             d.proc.kill()
             d.proc.wait()
             killed_at = j
     finally:
         d.stop()
-    what = "quick" if want_quick else "full"
     if not check(killed_at is not None, "killed during the %s pass%s" % (
             what, "" if killed_at is None else " (%d of %d rows of the pass committed)" % (
                 killed_at["tactic_index"], killed_at["tactic_count"]))):
