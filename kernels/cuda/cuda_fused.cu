@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
     constexpr int RS = tile_rs<D>::value;                /* bytes per shared row */
     constexpr uint32_t KVB = BC * RS;                    /* bytes of one K (or V) buffer */
     static_assert(MI >= 1 && BR == MI * 16 * WG && NW == KG * WG, "BR must be 16 * MI * warps/KG");
-    static_assert(BC % 16 == 0 && KVST >= 1 && KVST <= 4, "BC multiple of 16, 1 to 4 buffers");
+    static_assert(BC % 16 == 0 && (KVST == 1 || KVST == 2), "BC multiple of 16, 1 or 2 buffers");
     static_assert(KG == 1 || (size_t)(KG - 1) * (BR * D + 2 * MI * 2 * GTH) * 4 <= (size_t)KG * 2 * KVST * KVB,
                   "the group merge must fit in the K/V buffers");
 
@@ -410,40 +410,27 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
         const int t0 = ntiles - 1 - kg; /* this group's first tile */
         if (t0 >= 0) {
             LOAD_K(0u, t0 * BC);
-            if (KVST >= 2)
+            if (KVST == 2)
                 LOAD_V(0u, t0 * BC);
         }
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads(); /* Q (copied by all groups) visible to all */
-        /* KVST >= 3: tiles 1 .. KVST-2 of the group in flight too, one
-         * commit group each (possibly empty), so that tile j is complete
-         * when at most KVST-2 groups are pending */
-#pragma unroll
-        for (int f = 1; f <= KVST - 2; f++) {
-            if (t0 - f * KG >= 0) {
-                LOAD_K((uint32_t)f, (t0 - f * KG) * BC);
-                LOAD_V((uint32_t)f, (t0 - f * KG) * BC);
-            }
-            cp_async_commit();
-        }
 
-        int j = 0; /* this group's tile count: tile j uses buffer j % KVST (KVST >= 2) */
+        int j = 0; /* this group's tile count: tile j uses buffer j & 1 (KVST = 2) */
         for (int t = t0; t >= 0; t -= KG, ++j) {
             const int n0 = t * BC;
-            const uint32_t cur = KVST >= 2 ? (uint32_t)(j % KVST) : 0u;
+            const uint32_t cur = KVST == 2 ? (uint32_t)(j & 1) : 0u;
             const uint32_t bK = aK + cur * KVB, bV = aV + cur * KVB;
-            cp_async_wait<(KVST >= 3 ? KVST - 2 : 0)>(); /* this thread's copies of tile t landed ... */
+            cp_async_wait<0>(); /* this thread's copies of tile t landed ... */
             if (KG == 1)        /* ... and everyone's; the group is done with the */
                 __syncthreads(); /* previous tile, whose buffers the next copy refills */
             else
                 group_sync(1 + kg, GTH);
-            if (KVST >= 2) {
-                /* tile j + KVST - 1 into the buffer tile j - 1 used */
-                const uint32_t nxt = (uint32_t)((j + KVST - 1) % KVST);
-                if (t - (KVST - 1) * KG >= 0) {
-                    LOAD_K(nxt, n0 - (KVST - 1) * KG * BC);
-                    LOAD_V(nxt, n0 - (KVST - 1) * KG * BC);
+            if (KVST == 2) {
+                if (t - KG >= 0) {
+                    LOAD_K(cur ^ 1u, n0 - KG * BC);
+                    LOAD_V(cur ^ 1u, n0 - KG * BC);
                 }
             } else {
                 LOAD_V(0u, n0);

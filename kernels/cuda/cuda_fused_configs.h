@@ -32,12 +32,9 @@
  * anchors (8 heads x 900 queries) 10.28 -> 9.26 us, ViT-B/16's 197 tokens
  * at b = 1 (d64) 5.13 -> 4.81; 32- and 16-row tiles at d = 32 and 16 warps
  * at d = 64 won nowhere and are not built. */
-#ifndef FUSED_KG32_STAGES
-#define FUSED_KG32_STAGES 3 /* d32 64x64/16's K/V buffers a group */
-#endif
 #define FUSED_CONFIGS(X)                                                         \
     X(32, 128, 64, 4, 2) X(32, 64, 64, 4, 2) X(32, 128, 128, 4, 2)               \
-    X(32, 64, 64, 16, FUSED_KG32_STAGES)                                         \
+    X(32, 64, 64, 16, 2)                                                         \
     X(64, 128, 64, 4, 2) X(64, 64, 64, 4, 2) X(64, 128, 128, 8, 2)               \
     X(64, 32, 64, 8, 1)                                                          \
     X(128, 128, 64, 4, 1) X(128, 64, 64, 4, 2) X(128, 128, 32, 4, 1)             \
