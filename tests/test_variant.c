@@ -243,6 +243,33 @@ static void sm90a_fold_should_fill_its_rows_with_the_group(void)
     CHECK_EQ_INT((int)c.head_dim, 128);
 }
 
+/* Version 3.12's cut of the last wave, as the launch makes it: the 8k
+ * d128 anchors' 192x128 grid (32 heads x 43 row tiles = 1376 blocks, 10
+ * waves and 56 blocks on 132 SMs) cut in 2 is 10.5 waves and a combine;
+ * causal, folded and split grids are not cut. */
+static void sm90a_cost_should_count_the_cut_last_wave(void)
+{
+    attn_device_info dev = h200();
+    attn_shape s = shp(2, 16, 16, 8192, 8192, 128, ATTN_BF16, 0);
+    const char *t = "fused/arch=sm90a/pad=1/stages=2/tile=192x128/warps=16";
+    attn_cost c = describe(t, &s, &dev, 0);
+    CHECK_NEAR(c.blocks, 1376, 0);
+    CHECK_NEAR(c.waves, 10.5, 1e-12);
+    CHECK_EQ_INT(c.launches, 2);
+    /* 128-row tiles: 2048 blocks, 15 waves and 68: cut in 3, 15 + 2/3 */
+    c = describe("fused/arch=sm90a/pad=1/stages=2/tile=128x128/warps=12", &s, &dev, 0);
+    CHECK_NEAR(c.waves, 15.0 + 2.0 / 3.0, 1e-12);
+    s.causal = 1;
+    c = describe(t, &s, &dev, 0);
+    CHECK_NEAR(c.waves, 11, 0);
+    CHECK_EQ_INT(c.launches, 1);
+    /* a whole number of waves has nothing to cut: 4 x 33 = 132 blocks */
+    attn_shape w = shp(1, 4, 4, 33 * 128, 33 * 128, 128, ATTN_BF16, 0);
+    c = describe("fused/arch=sm90a/pad=1/stages=2/tile=128x128/warps=12", &w, &dev, 0);
+    CHECK_NEAR(c.waves, 1, 0);
+    CHECK_EQ_INT(c.launches, 1);
+}
+
 static void splitkv_should_stream_at_its_blocks_share(void)
 {
     attn_device_info dev = h200();
@@ -522,6 +549,7 @@ int main(void)
     RUN(fused_tiles_should_describe_their_grid);
     RUN(fused_f32_should_describe_its_tiles);
     RUN(sm90a_fold_should_fill_its_rows_with_the_group);
+    RUN(sm90a_cost_should_count_the_cut_last_wave);
     RUN(splitkv_should_stream_at_its_blocks_share);
     RUN(gemms_should_compute_the_whole_padded_matrix);
     RUN(cudnn_should_tile_but_on_its_decode_engines);

@@ -201,9 +201,9 @@
  * its bytes); 0: no cut. The 8k d128 anchors' 192x128 tiles (1376
  * blocks on 132 SMs: 10 waves and 56 blocks) take 10.5 waves so, not 11.
  * sm90_tail_waves: the grid's waves with cut k (0: none). Both are C and
- * C++: the launch (cuda_fused_sm90a.cu's sm90_tail) and test_fused_arch
- * read them; the cost descriptor does not count the cut yet
- * (docs/kernels.md, version 3.12). */
+ * C++: the launch (cuda_fused_sm90a.cu's sm90_tail), the cost descriptor
+ * (desc_fused.c's describe_sm90a: the cut grid's waves and the combine's
+ * launch) and test_fused_arch read them. */
 #define SM90_TAIL_MAX_K 4
 #define SM90_TAIL_MIN_TILES 4
 #define SM90_TAIL_MIN_SAVED 8

@@ -183,9 +183,17 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
         runs = runs && s->d % 16 == 0 && s->d <= 128 && !t->fold && t->splits <= 1;
         D = 128;
     }
+    /* Version 3.12's cut of a plain non-causal grid's last wave (the
+     * launch's rule, planned for SM90_TAIL_SMS): its waves as the cut
+     * makes them, and the combine's launch. */
+    int cut = !s->causal && qb == 0 && t->splits <= 1 && t->tile_m > 0 && t->tile_n > 0
+                  ? sm90_tail_k((long long)blocks, (s->skv + tn - 1) / tn, SM90_TAIL_SMS)
+                  : 0;
     tiled(s, &tt, dev, D, rows, blocks,
           (double)(e4m3 ? SM90_SMEM_E4M3(D, tm, tn, stages) : SM90_SMEM(D, tm, tn, stages)),
-          t->splits > 1 || e4m3 ? 2 : 1, out);
+          t->splits > 1 || e4m3 || cut ? 2 : 1, out);
+    if (cut && attn_cost_gpu(dev) && out->blocks_sm > 0)
+        out->waves = sm90_tail_waves((long long)blocks, dev->sm_count * out->blocks_sm, cut);
     out->longest_first = 1;
     return runs ? 0 : ATTUNE_EUNSUPP;
 }
