@@ -95,9 +95,12 @@ static void print_device_json(json_t *arr, const attn_device *d)
 }
 
 static const cli_col device_cols[] = {
-    {"spec", 0, 0, 0}, {"kind", 0, 0, 0},     {"name", 0, 0, 0},  {"id", 0, 0, 0},
+    /* the name is cut to fit (a CPU's model name runs to 40 characters
+     * and more: "Intel(R) Xeon(R) Processor" put the line at 86 at 80
+     * columns); the power note is left out first */
+    {"spec", 0, 0, 0}, {"kind", 0, 0, 0},     {"name", 0, 0, 1},  {"id", 0, 0, 0},
     {"cc", 1, 0, 0},   {"sm_count", 1, 0, 0}, {"memory_mb", 1, 0, 0},
-    {"stack", 0, 1, 0}, {"power", 0, 2, 1}};
+    {"stack", 0, 1, 0}, {"power", 0, 2, 0}};
 
 static int cmd_devices(int argc, char **argv)
 {
