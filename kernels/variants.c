@@ -151,6 +151,7 @@ void attn_cost_base(const attn_shape *s, const attn_tactic *t, const attn_device
     out->bytes = (es + eo) * (double)s->b * (double)s->hq * (double)sqp * (double)s->d +
                  2.0 * es * (double)s->b * (double)s->hkv * (double)skvp * (double)s->d;
     out->byte_share = 1;
+    out->flop_share = 1;
     out->launches = 1;
     attn_pad_copies(s, t, &out->copy_bytes, &out->copies);
     if (!attn_cost_gpu(dev))

@@ -45,6 +45,7 @@ static attn_cost plain(double rows, double keys, int64_t d, int skip)
     c.causal_skip = skip;
     c.bytes = 1000;
     c.byte_share = 1;
+    c.flop_share = 1;
     c.launches = 1;
     return c;
 }
@@ -122,6 +123,8 @@ static void cost_should_add_the_rooflines_waves_launches_and_copies(void)
     c.bytes = 1;
     r.flops = 1e5;
     CHECK_NEAR(predict_cost_us(&s, &c, &r), 4.0 * 64 * 64 * 64 / 1e5 + 2.0, 1e-9);
+    c.flop_share = 0.25; /* a launch of few blocks computes at a quarter of the rate */
+    CHECK_NEAR(predict_cost_us(&s, &c, &r), 4 * 4.0 * 64 * 64 * 64 / 1e5 + 2.0, 1e-9);
 }
 
 int main(void)

@@ -278,11 +278,13 @@ static void splitkv_should_stream_at_its_blocks_share(void)
     attn_cost c = describe("fused_splitkv/pad=1/splits=1/tile=16x64/warps=4", &s, &dev, 0);
     CHECK_NEAR(c.blocks, 8, 0);
     CHECK_NEAR(c.byte_share, 8.0 / 66.0, 1e-12);
+    CHECK_NEAR(c.flop_share, 8.0 / 132.0, 1e-12); /* 8 SMs of 132 compute */
     CHECK_EQ_INT(c.launches, 1);
     CHECK_EQ_INT(c.quantized, 0);
     CHECK_NEAR(c.rows, 1, 0); /* 16 rows of the group's 16 queries */
     c = describe("fused_splitkv/pad=1/splits=16/tile=16x64/warps=4", &s, &dev, 0);
     CHECK_NEAR(c.byte_share, 1, 0);
+    CHECK_NEAR(c.flop_share, 128.0 / 132.0, 1e-12);
     CHECK_EQ_INT(c.launches, 2);
     CHECK_NEAR(c.keys, 2048 + 0.5 * 64 * 16, 0);
 }

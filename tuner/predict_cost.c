@@ -52,8 +52,9 @@ double predict_cost_us(const attn_shape *s, const attn_cost *c, const predict_ra
     double fl, by;
     predict_work(s, c, &fl, &by);
     double share = c->byte_share > 0 ? c->byte_share : 1.0;
+    double fshare = c->flop_share > 0 ? c->flop_share : 1.0;
     double waves = r->sms > 0 ? c->waves : 0;
-    return fmax(fl / r->flops / predict_wave_eff(s, c, r->sms, r->causal_tail),
+    return fmax(fl / r->flops / fshare / predict_wave_eff(s, c, r->sms, r->causal_tail),
                 by / (r->bytes * share)) +
            waves * r->wave_lat * r->lat_us + r->lat_us * c->launches +
            c->copy_bytes / r->bytes + (r->sms > 0 ? c->copies * r->lat_us : 0);

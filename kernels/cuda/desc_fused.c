@@ -215,7 +215,12 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
  * block streams at more than an SM's share: on the H200's Llama decode
  * step (b8.hq32.hkv8.sq1.skv2049 d128) 64 blocks took 21.2 us and 128
  * took 22.0 (bench/decode-v21-h200-20261204.txt, block 3): 64 blocks at
- * ~0.8 of the full rate, 64 / (0.6 x 132). */
+ * ~0.8 of the full rate, 64 / (0.6 x 132). Its arithmetic runs on the
+ * blocks' SMs only: B / SMs of the device's rate (flop_share). Without
+ * it a few-block launch was costed as if it computed on every SM: on an
+ * H100 table (bench/loo-h100-458045a.json.gz) the d256 anchor
+ * b1.hq8.hkv1.sq50.skv1018, 25 blocks at one split, was predicted 8.1 us
+ * and took 19.1 (the winner, 4 splits, 11.7: regret 1.64). */
 #define SPLIT_OCC_BULK 0.6
 
 static int describe_splitkv(const attn_shape *s, const attn_tactic *t,
@@ -242,6 +247,7 @@ static int describe_splitkv(const attn_shape *s, const attn_tactic *t,
     out->smem = splitkv_smem(t, D);
     if (attn_cost_gpu(dev)) {
         out->byte_share = fmin(1.0, out->blocks / ((t->stages > 0 ? SPLIT_OCC_BULK : SPLIT_OCC) * dev->sm_count));
+        out->flop_share = fmin(1.0, out->blocks / dev->sm_count);
         out->launches = splits > 1 ? 2 : 1;
     }
     return runs ? 0 : ATTUNE_EUNSUPP;
