@@ -153,7 +153,9 @@ static double wave_eff(const predict_model *pm, const attn_shape *s, const attn_
 {
     attn_cost c;
     describe_on(pm, s, t, fam, &c);
-    return predict_wave_eff(s, &c, pm->sms, CAUSAL_TAIL);
+    /* and the share of the SMs a launch of few blocks computes on
+     * (split-KV), as predict_cost_us charges it */
+    return predict_wave_eff(s, &c, pm->sms, CAUSAL_TAIL) * (c.flop_share > 0 ? c.flop_share : 1.0);
 }
 
 /* Blocks of one split of tactic t (family fam) on s, as its kernel
