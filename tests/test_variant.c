@@ -263,6 +263,12 @@ static void sm90a_cost_should_count_the_cut_last_wave(void)
     c = describe(t, &s, &dev, 0);
     CHECK_NEAR(c.waves, 11, 0);
     CHECK_EQ_INT(c.launches, 1);
+    /* e4m3: its V^T pass, the kernel and the combine */
+    s.causal = 0;
+    s.dtype = ATTN_E4M3;
+    c = describe("fused/arch=sm90a/pad=1/stages=2/tile=192x128/warps=16", &s, &dev, 0);
+    CHECK_NEAR(c.waves, 10.5, 1e-12);
+    CHECK_EQ_INT(c.launches, 3);
     /* a whole number of waves has nothing to cut: 4 x 33 = 132 blocks */
     attn_shape w = shp(1, 4, 4, 33 * 128, 33 * 128, 128, ATTN_BF16, 0);
     c = describe("fused/arch=sm90a/pad=1/stages=2/tile=128x128/warps=12", &w, &dev, 0);

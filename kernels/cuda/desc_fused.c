@@ -191,7 +191,7 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
                   : 0;
     tiled(s, &tt, dev, D, rows, blocks,
           (double)(e4m3 ? SM90_SMEM_E4M3(D, tm, tn, stages) : SM90_SMEM(D, tm, tn, stages)),
-          t->splits > 1 || e4m3 || cut ? 2 : 1, out);
+          1 + (t->splits > 1 || cut) + e4m3, out); /* + the combine, + e4m3's V^T pass */
     if (cut && attn_cost_gpu(dev) && out->blocks_sm > 0)
         out->waves = sm90_tail_waves((long long)blocks, dev->sm_count * out->blocks_sm, cut);
     out->longest_first = 1;
