@@ -230,8 +230,12 @@ void jobs_run_opts(jdev *d, tuner_opts *o)
 int jobs_on_progress(void *ctx, const tuner_progress *p)
 {
     run_ctx *c = ctx;
-    if (p->tactic_index != c->last_tactic) {
+    /* a new row committed or a new tactic started (the screening starts
+     * each tactic at the same row count: docs/api.md promises updated_at
+     * moves with each tactic started) */
+    if (p->tactic_index != c->last_tactic || p->tactic != c->last_name) {
         c->last_tactic = p->tactic_index;
+        c->last_name = p->tactic;
         jobs *j = c->d->j;
         pthread_mutex_lock(&j->mu);
         jobs_view *v = jobs_find_job(j, c->job);

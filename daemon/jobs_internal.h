@@ -66,7 +66,8 @@ struct jobs {
 typedef struct run_ctx {
     jdev *d;
     int64_t job;
-    int last_tactic;
+    int last_tactic;         /* the progress last shown: rows committed ... */
+    const char *last_name;   /* ... and the tactic measured (the tuner's text) */
 } run_ctx;
 
 /* j->mu held: the job with that id, or NULL. */

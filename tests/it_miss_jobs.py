@@ -187,14 +187,22 @@ def kill_during(binary, work, key, want_quick):
             first = 1 if want_quick else 0
             return j if quick == want_quick and first <= j["tactic_index"] < j["tactic_count"] \
                 else None
-        j = wait_for(in_pass, 120, 0.05)
-        if j is not None:
-            # still there a moment later: held, not passing by
-            time.sleep(0.3)
+        # held: the same row and tactic a second apart (the listing names
+        # each tactic as it starts, the full pass's screened ones too, all
+        # at row 0; the hold comes at the pass's second tactic)
+        def held():
+            j = in_pass()
+            if j is None or not j.get("tactic"):
+                return None
+            time.sleep(1.0)
             again = miss_job(d, key, old)
-            check(again is not None and again["tactic_index"] == j["tactic_index"] and
-                  again["state"] == "running",
-                  "the %s pass is held at row %d (%s)" % (what, j["tactic_index"], again))
+            same = again is not None and again["state"] == "running" and \
+                again["tactic_index"] == j["tactic_index"] and again.get("tactic") == j["tactic"]
+            return j if same else None
+        j = wait_for(held, 120, 0.05)
+        check(j is not None, "the %s pass is held%s" % (
+            what, "" if j is None else " at row %d, %s" % (j["tactic_index"], j["tactic"])))
+        if j is not None:
             d.proc.kill()
             d.proc.wait()
             killed_at = j
