@@ -4,7 +4,7 @@
  * the d32 anchors from 10.3 to 9.3 us, not the 4-6 predicted, so measure
  * the per-block floor before more tiling).
  *
- *   nvcc -O3 -std=c++17 -arch=sm_90 -I kernels -o short_floor bench/short_floor.cu \
+ *   nvcc -O3 -std=c++17 -arch=sm_90a -I kernels -o short_floor bench/short_floor.cu \
  *        -L BUILD -lattune -Xlinker -rpath=BUILD
  *   ./short_floor
  *
@@ -24,6 +24,11 @@
  *                one wait: the loads' latency paid once
  *   tactic ...   the real tactic through libattune (attune_plan_run), the
  *                same graph and rotation
+ *   mc walk C= S= (d32 only) the walk with each K/V tile brought once to
+ *                a cluster of C row blocks of a head by multicast bulk
+ *                copies, S stages (mc_walk_kernel below; C = 1 is the
+ *                same code without multicast). Written 2026-12-06 after
+ *                the session's device time was spent: not run yet.
  * Prints one line per measurement (us per launch). Output is not checked
  * here: gpu_fused checks every tactic against the float64 reference. */
 #include <cuda_bf16.h>
@@ -147,6 +152,184 @@ __global__ void __launch_bounds__(NW * 32) floor_kernel(args p)
     }
 }
 
+/* ---- the multicast walk (docs/kernels.md, "The plan for the first
+ * direction"; sm_90a: multicast bulk copies). Clusters of C consecutive
+ * row blocks of one head (the grid padded to a multiple of C row blocks
+ * per head; a padded block moves no Q or O but takes its part in the
+ * copies). Every K and V tile of 64 keys x 32 columns (4 KB, contiguous
+ * in [b, h, s, d]) reaches all C blocks' shared memory once: each block
+ * copies 1/C of it with a multicast bulk copy, S stages deep. Stage s of a
+ * block: `full` (1 arrival, its own, and the tile's 8 KB of transactions,
+ * from all C blocks' copies) and `empty` (C arrivals: every block of the
+ * cluster released the tile, so a refill, which writes into all of them,
+ * may go). Thread 0 of each block issues; all threads wait for each tile
+ * and read one word of it. Bounded waits (mbar_wait: a fault, not a hang,
+ * on a bug). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MC_PTX 1
+#endif
+
+__device__ __forceinline__ uint32_t cluster_rank()
+{
+    uint32_t r = 0;
+#ifdef MC_PTX
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+    return r;
+}
+
+__device__ __forceinline__ void cluster_sync_all()
+{
+#ifdef MC_PTX
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+/* Arrive on the mbarrier at shared offset `bar` of cluster block `peer`. */
+__device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t peer)
+{
+#ifdef MC_PTX
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(peer));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+#else
+    (void)bar, (void)peer;
+#endif
+}
+
+/* bytes from src into shared offset dst of every block in mask, each
+ * block's mbarrier at offset bar counting them. */
+__device__ __forceinline__ void bulk_multicast(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar,
+                                               uint16_t mask)
+{
+#if defined(MC_PTX) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "h"(mask)
+                 : "memory");
+#else
+    (void)dst, (void)src, (void)bytes, (void)bar, (void)mask;
+#endif
+}
+
+struct mc_args {
+    const __half *q, *k, *v;
+    __half *o;
+    int sq, skv, nrb, nrbp; /* real and padded row blocks per head */
+};
+
+template <int C, int S>
+__global__ void __launch_bounds__(512) mc_walk_kernel(mc_args p)
+{
+    constexpr int D = 32, BR = 64, BC = 64, NTH = 512, RS = FUSED_TILE_RS(D);
+    constexpr uint32_t TILE = BC * D * 2, SLICE = TILE / C; /* bytes */
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x;
+    const int bh = blockIdx.x / p.nrbp, mb = blockIdx.x - bh * p.nrbp;
+    const bool real = mb < p.nrb;
+    const int m0 = mb * BR, rows = real ? min(BR, p.sq - m0) : 0;
+    const uint32_t aQ = smem_u32(smem);
+    const uint32_t aKV = aQ + (uint32_t)((BR * RS + 127) / 128 * 128); /* stage s: K at +2s*TILE, V after */
+    const uint32_t aBar = aKV + S * 2 * TILE;                           /* full[S], then empty[S] */
+    const uint32_t rank = cluster_rank();
+    const int ntiles = (p.skv + BC - 1) / BC;
+    const char *gK = reinterpret_cast<const char *>(p.k + (size_t)bh * p.skv * D);
+    const char *gV = reinterpret_cast<const char *>(p.v + (size_t)bh * p.skv * D);
+    if (tid == 0) {
+        for (int s = 0; s < S; s++) {
+            mbar_init(aBar + 8 * s, 1);
+            mbar_init(aBar + 8 * (S + s), C);
+        }
+#ifdef MC_PTX
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+    }
+    if (real)
+        copy_tile<BR, D, NTH>(aQ, p.q + ((size_t)bh * p.sq + m0) * D, rows, tid);
+    commit();
+    cluster_sync_all(); /* every block's barriers exist before any copy or arrive */
+    auto issue = [&](int j) {
+        const int s = j % S;
+        mbar_expect_tx(aBar + 8 * s, 2 * TILE);
+        const uint32_t off = rank * SLICE;
+        bulk_multicast(aKV + 2 * s * TILE + off, gK + (size_t)j * TILE + off, SLICE, aBar + 8 * s,
+                       (uint16_t)((1u << C) - 1));
+        bulk_multicast(aKV + (2 * s + 1) * TILE + off, gV + (size_t)j * TILE + off, SLICE, aBar + 8 * s,
+                       (uint16_t)((1u << C) - 1));
+    };
+    if (tid == 0)
+        for (int j = 0; j < S && j < ntiles; j++)
+            issue(j);
+    const uint32_t *w = reinterpret_cast<const uint32_t *>(smem);
+    unsigned acc = 0;
+    for (int j = 0; j < ntiles; j++) {
+        const int s = j % S;
+        mbar_wait(aBar + 8 * s, (uint32_t)((j / S) & 1));
+        acc ^= w[(aKV - aQ) / 4 + 2 * s * TILE / 4 + tid] ^ w[(aKV - aQ) / 4 + (2 * s + 1) * TILE / 4 + tid];
+        __syncthreads(); /* the whole block is done with tile j */
+        if (tid == 0) {
+            for (uint32_t peer = 0; peer < C; peer++)
+                mbar_arrive_peer(aBar + 8 * (S + s), peer);
+            if (j + S < ntiles) {
+                mbar_wait(aBar + 8 * (S + s), (uint32_t)((j / S) & 1)); /* all C released tile j */
+                issue(j + S);
+            }
+        }
+    }
+    wait_groups<0>();
+    __syncthreads();
+    constexpr int CPR = D / 8;
+    for (int L = tid; L < rows * CPR; L += NTH) {
+        const int row = L / CPR, c = L % CPR;
+        uint4 x = *reinterpret_cast<const uint4 *>(smem + row * RS + c * 16);
+        x.x ^= acc == 0x9e3779b9u ? 1u : 0u;
+        *reinterpret_cast<uint4 *>(p.o + ((size_t)bh * p.sq + m0 + row) * D + c * 8) = x;
+    }
+    cluster_sync_all(); /* no peer copies into this block or arrives on its barriers after it ends */
+}
+
+__global__ void has_multicast_kernel(int *f)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    *f = 1;
+#else
+    *f = 0;
+#endif
+}
+
+/* 1 when this program's device code has multicast bulk copies (built for
+ * sm_90a). */
+static int has_multicast(cudaStream_t st)
+{
+    int *d = nullptr, h = 0;
+    CK(cudaMalloc(&d, sizeof *d));
+    has_multicast_kernel<<<1, 1, 0, st>>>(d);
+    CK(cudaMemcpyAsync(&h, d, sizeof h, cudaMemcpyDeviceToHost, st));
+    CK(cudaStreamSynchronize(st));
+    CK(cudaFree(d));
+    return h;
+}
+
+template <int C, int S>
+static void launch_mc(cudaStream_t st, const mc_args &a, int heads)
+{
+    const size_t smem = (size_t)((64 * FUSED_TILE_RS(32) + 127) / 128 * 128) + (size_t)S * 2 * 4096 + 16 * S;
+    CK(cudaFuncSetAttribute(mc_walk_kernel<C, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(heads * a.nrbp));
+    cfg.blockDim = dim3(512);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = C;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, mc_walk_kernel<C, S>, a));
+}
+
 struct io_set {
     __half *q, *k, *v, *o;
 };
@@ -189,6 +372,33 @@ static void run_floors(cudaStream_t st, const the_case &c, std::vector<io_set> &
     CK(cudaGetLastError());
 }
 
+/* The multicast walk on c's grid (d = 32, 64-row blocks), clusters of 1
+ * (the same code without multicast: the baseline), 2 and 4, 2 and 4
+ * stages. Not measured yet (docs/kernels.md). */
+static void run_mc(cudaStream_t st, const the_case &c, std::vector<io_set> &sets)
+{
+    if (!has_multicast(st)) {
+        std::printf("  mc walk: not built (needs sm_90a device code: bench/short_floor.sh)\n");
+        return;
+    }
+    const int nrb = (c.sq + 63) / 64;
+    auto one = [&](int C, auto launch) {
+        const int nrbp = (nrb + C - 1) / C * C;
+        const double us = bench_graph_us(st, [&](int i) {
+            const io_set &s = sets[i % sets.size()];
+            launch(mc_args{s.q, s.k, s.v, s.o, c.sq, c.skv, nrb, nrbp});
+        });
+        return us;
+    };
+    std::printf("  mc walk C=1 S=2 %7.2f us\n", one(1, [&](const mc_args &a) { launch_mc<1, 2>(st, a, c.hq); }));
+    std::printf("  mc walk C=2 S=2 %7.2f us\n", one(2, [&](const mc_args &a) { launch_mc<2, 2>(st, a, c.hq); }));
+    std::printf("  mc walk C=4 S=2 %7.2f us\n", one(4, [&](const mc_args &a) { launch_mc<4, 2>(st, a, c.hq); }));
+    std::printf("  mc walk C=1 S=4 %7.2f us\n", one(1, [&](const mc_args &a) { launch_mc<1, 4>(st, a, c.hq); }));
+    std::printf("  mc walk C=2 S=4 %7.2f us\n", one(2, [&](const mc_args &a) { launch_mc<2, 4>(st, a, c.hq); }));
+    std::printf("  mc walk C=4 S=4 %7.2f us\n", one(4, [&](const mc_args &a) { launch_mc<4, 4>(st, a, c.hq); }));
+    CK(cudaGetLastError());
+}
+
 int main()
 {
     /* The d32 anchors (tuner's winner 64x64/16 since version 1.1, and
@@ -222,14 +432,18 @@ int main()
         for (io_set &s : sets) {
             CK(cudaMalloc(&s.q, nq * 2));
             CK(cudaMalloc(&s.o, nq * 2));
-            CK(cudaMalloc(&s.k, nkv * 2));
-            CK(cudaMalloc(&s.v, nkv * 2));
+            /* 64 keys of slack: the multicast walk copies whole 64-key tiles */
+            CK(cudaMalloc(&s.k, (nkv + 64 * (size_t)c.d) * 2));
+            CK(cudaMalloc(&s.v, (nkv + 64 * (size_t)c.d) * 2));
+            CK(cudaMemset(s.k, 0, (nkv + 64 * (size_t)c.d) * 2));
+            CK(cudaMemset(s.v, 0, (nkv + 64 * (size_t)c.d) * 2));
             CK(cudaMemcpy(s.q, h.data(), nq * 2, cudaMemcpyHostToDevice));
             CK(cudaMemcpy(s.k, h.data(), nkv * 2, cudaMemcpyHostToDevice));
             CK(cudaMemcpy(s.v, h.data(), nkv * 2, cudaMemcpyHostToDevice));
         }
         if (c.d == 32) {
             run_floors<32, 64, 64, 16>(st, c, sets);
+            run_mc(st, c, sets);
             run_floors<32, 64, 64, 4>(st, c, sets);
         } else {
             run_floors<64, 32, 64, 8>(st, c, sets);
