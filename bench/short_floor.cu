@@ -78,6 +78,20 @@ __device__ __forceinline__ void copy_tile(uint32_t s, const __half *g, int nrows
     }
 }
 
+/* O: the rows x D tile of Q at smem back out to g (global rows D apart),
+ * plus acc where it is not a known value, so no read before is dead. */
+template <int D, int NTH>
+__device__ __forceinline__ void store_o(const unsigned char *smem, __half *g, int rows, unsigned acc, int tid)
+{
+    constexpr int CPR = D / 8, RS = FUSED_TILE_RS(D);
+    for (int L = tid; L < rows * CPR; L += NTH) {
+        const int row = L / CPR, c = L % CPR;
+        uint4 x = *reinterpret_cast<const uint4 *>(smem + row * RS + c * 16);
+        x.x ^= acc == 0x9e3779b9u ? 1u : 0u;
+        *reinterpret_cast<uint4 *>(g + (size_t)row * D + c * 8) = x;
+    }
+}
+
 struct args {
     const __half *q, *k, *v;
     __half *o;
@@ -141,15 +155,7 @@ __global__ void __launch_bounds__(NW * 32) floor_kernel(args p)
     }
     wait_groups<0>();
     __syncthreads();
-    /* O: the Q tile back out (plus acc where it is not a known value, so
-     * no read above is dead) */
-    constexpr int CPR = D / 8;
-    for (int L = tid; L < rows * CPR; L += NTH) {
-        const int row = L / CPR, c = L % CPR;
-        uint4 x = *reinterpret_cast<const uint4 *>(smem + row * RS + c * 16);
-        x.x ^= acc == 0x9e3779b9u ? 1u : 0u;
-        *reinterpret_cast<uint4 *>(p.o + ((size_t)bh * p.sq + m0 + row) * D + c * 8) = x;
-    }
+    store_o<D, NTH>(smem, p.o + ((size_t)bh * p.sq + m0) * D, rows, acc, tid);
 }
 
 /* ---- the multicast walk (docs/kernels.md, "The plan for the first
@@ -165,14 +171,10 @@ __global__ void __launch_bounds__(NW * 32) floor_kernel(args p)
  * may go). Thread 0 of each block issues; all threads wait for each tile
  * and read one word of it. Bounded waits (mbar_wait: a fault, not a hang,
  * on a bug). */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define MC_PTX 1
-#endif
-
 __device__ __forceinline__ uint32_t cluster_rank()
 {
     uint32_t r = 0;
-#ifdef MC_PTX
+#ifdef FUSED_SM90_PTX
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
 #endif
     return r;
@@ -180,7 +182,7 @@ __device__ __forceinline__ uint32_t cluster_rank()
 
 __device__ __forceinline__ void cluster_sync_all()
 {
-#ifdef MC_PTX
+#ifdef FUSED_SM90_PTX
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #endif
 }
@@ -188,7 +190,7 @@ __device__ __forceinline__ void cluster_sync_all()
 /* Arrive on the mbarrier at shared offset `bar` of cluster block `peer`. */
 __device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t peer)
 {
-#ifdef MC_PTX
+#ifdef FUSED_SM90_PTX
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(peer));
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
@@ -202,7 +204,7 @@ __device__ __forceinline__ void mbar_arrive_peer(uint32_t bar, uint32_t peer)
 __device__ __forceinline__ void bulk_multicast(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar,
                                                uint16_t mask)
 {
-#if defined(MC_PTX) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(FUSED_SM90_PTX) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
                  " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
                  "l"(src), "r"(bytes), "r"(bar), "h"(mask)
@@ -240,7 +242,7 @@ __global__ void __launch_bounds__(512) mc_walk_kernel(mc_args p)
             mbar_init(aBar + 8 * s, 1);
             mbar_init(aBar + 8 * (S + s), C);
         }
-#ifdef MC_PTX
+#ifdef FUSED_SM90_PTX
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
     }
@@ -278,13 +280,7 @@ __global__ void __launch_bounds__(512) mc_walk_kernel(mc_args p)
     }
     wait_groups<0>();
     __syncthreads();
-    constexpr int CPR = D / 8;
-    for (int L = tid; L < rows * CPR; L += NTH) {
-        const int row = L / CPR, c = L % CPR;
-        uint4 x = *reinterpret_cast<const uint4 *>(smem + row * RS + c * 16);
-        x.x ^= acc == 0x9e3779b9u ? 1u : 0u;
-        *reinterpret_cast<uint4 *>(p.o + ((size_t)bh * p.sq + m0 + row) * D + c * 8) = x;
-    }
+    store_o<D, NTH>(smem, p.o + ((size_t)bh * p.sq + m0) * D, rows, acc, tid);
     cluster_sync_all(); /* no peer copies into this block or arrives on its barriers after it ends */
 }
 

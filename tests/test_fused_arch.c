@@ -304,6 +304,15 @@ static void sm90a_tail_cut_should_shorten_only_partial_last_waves(void)
     /* a cut that saves under SM90_TAIL_MIN_SAVED key tiles: 136 blocks,
      * 4 in the last wave, 8 tiles: 2 pieces of 4 save half of 8 */
     CHECK_EQ_INT(sm90_tail_k(136, 8, 132), 0);
+    /* the grids it applies to (sm90_tail_cut, the launch's and the cost
+     * descriptor's rule): b2.hq16.sq8192.skv8192 at 192x128 cut in 2;
+     * causal, folded and split tactics, and no tile, never */
+    CHECK_EQ_INT(sm90_tail_cut(0, 0, 0, 192, 128, 2, 16, 8192, 8192), 2);
+    CHECK_EQ_INT(sm90_tail_cut(0, 0, 1, 192, 128, 2, 16, 8192, 8192), 2); /* splits=1: one range */
+    CHECK_EQ_INT(sm90_tail_cut(1, 0, 0, 192, 128, 2, 16, 8192, 8192), 0);
+    CHECK_EQ_INT(sm90_tail_cut(0, 1, 0, 192, 128, 2, 16, 8192, 8192), 0);
+    CHECK_EQ_INT(sm90_tail_cut(0, 0, 2, 192, 128, 2, 16, 8192, 8192), 0);
+    CHECK_EQ_INT(sm90_tail_cut(0, 0, 0, 0, 128, 2, 16, 8192, 8192), 0);
     CHECK_EQ_INT(sm90_tail_k(136, 16, 132), 4);
     /* a nearly full last wave: no k under SM90_TAIL_MAX_K helps */
     CHECK_EQ_INT(sm90_tail_k(263, 64, 132), 0);

@@ -236,4 +236,18 @@ static inline int sm90_tail_k(long long blocks, long long ktiles, int sms)
     return best;
 }
 
+/* The cut of a tactic's grid on a shape: only plain non-causal grids
+ * (causal ones end on their shortest blocks already; folded and split
+ * tactics have key splits of their own), of b * hq * ceil(sq / tile_m)
+ * blocks over ceil(skv / tile_n) key tiles, planned for SM90_TAIL_SMS.
+ * The one rule the launch (cuda_fused_sm90a.cu's sm90_tail) and the cost
+ * descriptor (desc_fused.c) both apply. */
+static inline int sm90_tail_cut(int causal, int fold, int splits, int tile_m, int tile_n, long long b,
+                                long long hq, long long sq, long long skv)
+{
+    if (causal || fold || splits > 1 || tile_m <= 0 || tile_n <= 0)
+        return 0;
+    return sm90_tail_k((sq + tile_m - 1) / tile_m * b * hq, (skv + tile_n - 1) / tile_n, SM90_TAIL_SMS);
+}
+
 #endif

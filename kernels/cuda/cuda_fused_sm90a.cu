@@ -1280,10 +1280,9 @@ static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
 }
 
 /* Version 3.12: k of the cut of the last wave (cuda_fused_configs.h's
- * sm90_tail_k) for tactic t on shape s, 0 where none: only plain
- * non-causal grids (causal grids end on their shortest blocks already;
- * folded and split tactics have key splits of their own), planned for
- * SM90_TAIL_SMS SMs whatever the device (so the workspace is a function of
+ * sm90_tail_cut, the rule the cost descriptor applies too) for tactic t
+ * on shape s, 0 where none, planned for SM90_TAIL_SMS SMs whatever the
+ * device (so the workspace is a function of
  * the shape and tactic alone; on another SM count the pieces still end
  * the grid, in a wave the plan did not aim at). ATTUNE_SM90_TAIL=0 turns
  * the cut off, for comparisons (bench/ab_env.py). */
@@ -1293,10 +1292,9 @@ static int sm90_tail(const attn_shape *s, const attn_tactic *t)
         const char *e = getenv("ATTUNE_SM90_TAIL");
         return e != NULL && strcmp(e, "0") == 0;
     }();
-    if (off || s->causal || t->fold || t->splits > 1 || t->tile_m <= 0 || t->tile_n <= 0)
-        return 0;
-    const int64_t blocks = (s->sq + t->tile_m - 1) / t->tile_m * s->b * s->hq;
-    return sm90_tail_k(blocks, (s->skv + t->tile_n - 1) / t->tile_n, SM90_TAIL_SMS);
+    return off ? 0
+               : sm90_tail_cut(s->causal, t->fold, t->splits, t->tile_m, t->tile_n, s->b, s->hq, s->sq,
+                               s->skv);
 }
 
 /* Rows of the cut's partials: those of the last blocks % SM90_TAIL_SMS

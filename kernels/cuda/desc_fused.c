@@ -183,12 +183,10 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
         runs = runs && s->d % 16 == 0 && s->d <= 128 && !t->fold && t->splits <= 1;
         D = 128;
     }
-    /* Version 3.12's cut of a plain non-causal grid's last wave (the
-     * launch's rule, planned for SM90_TAIL_SMS): its waves as the cut
-     * makes them, and the combine's launch. */
-    int cut = !s->causal && qb == 0 && t->splits <= 1 && t->tile_m > 0 && t->tile_n > 0
-                  ? sm90_tail_k((long long)blocks, (s->skv + tn - 1) / tn, SM90_TAIL_SMS)
-                  : 0;
+    /* Version 3.12's cut of the last wave, by the launch's rule: its
+     * waves as the cut makes them, and the combine's launch. */
+    int cut = sm90_tail_cut(s->causal, t->fold, t->splits, t->tile_m, t->tile_n, s->b, s->hq, s->sq,
+                            s->skv);
     tiled(s, &tt, dev, D, rows, blocks,
           (double)(e4m3 ? SM90_SMEM_E4M3(D, tm, tn, stages) : SM90_SMEM(D, tm, tn, stages)),
           1 + (t->splits > 1 || cut) + e4m3, out); /* + the combine, + e4m3's V^T pass */
