@@ -168,8 +168,11 @@ __global__ void __launch_bounds__(NW * 32) floor_kernel(args p)
  * block: `full` (1 arrival, its own, and the tile's 8 KB of transactions,
  * from all C blocks' copies) and `empty` (C arrivals: every block of the
  * cluster released the tile, so a refill, which writes into all of them,
- * may go). Thread 0 of each block issues; all threads wait for each tile
- * and read one word of it. Bounded waits (mbar_wait: a fault, not a hang,
+ * may go). P = 0: thread 0 of each block issues, after the block read the
+ * tile S back and the cluster released it; P = 1: one producer lane (warp
+ * 15) issues as far ahead as the empties allow, warps 0-14 wait for each
+ * tile and read one word of it. C = 1 uses plain bulk copies and a local
+ * arrive (no cluster scope). Bounded waits (mbar_wait: a fault, not a hang,
  * on a bug). */
 __device__ __forceinline__ uint32_t cluster_rank()
 {
@@ -220,10 +223,10 @@ struct mc_args {
     int sq, skv, nrb, nrbp; /* real and padded row blocks per head */
 };
 
-template <int C, int S>
+template <int C, int S, int P>
 __global__ void __launch_bounds__(512) mc_walk_kernel(mc_args p)
 {
-    constexpr int D = 32, BR = 64, BC = 64, NTH = 512, RS = FUSED_TILE_RS(D);
+    constexpr int D = 32, BR = 64, BC = 64, NTH = 512, RS = FUSED_TILE_RS(D), NC = NTH - 32;
     constexpr uint32_t TILE = BC * D * 2, SLICE = TILE / C; /* bytes */
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x;
@@ -254,28 +257,56 @@ __global__ void __launch_bounds__(512) mc_walk_kernel(mc_args p)
         const int s = j % S;
         mbar_expect_tx(aBar + 8 * s, 2 * TILE);
         const uint32_t off = rank * SLICE;
-        bulk_multicast(aKV + 2 * s * TILE + off, gK + (size_t)j * TILE + off, SLICE, aBar + 8 * s,
-                       (uint16_t)((1u << C) - 1));
-        bulk_multicast(aKV + (2 * s + 1) * TILE + off, gV + (size_t)j * TILE + off, SLICE, aBar + 8 * s,
-                       (uint16_t)((1u << C) - 1));
+        if (C == 1) {
+            bulk_load(aKV + 2 * s * TILE, gK + (size_t)j * TILE, TILE, aBar + 8 * s);
+            bulk_load(aKV + (2 * s + 1) * TILE, gV + (size_t)j * TILE, TILE, aBar + 8 * s);
+        } else {
+            bulk_multicast(aKV + 2 * s * TILE + off, gK + (size_t)j * TILE + off, SLICE, aBar + 8 * s,
+                           (uint16_t)((1u << C) - 1));
+            bulk_multicast(aKV + (2 * s + 1) * TILE + off, gV + (size_t)j * TILE + off, SLICE, aBar + 8 * s,
+                           (uint16_t)((1u << C) - 1));
+        }
     };
-    if (tid == 0)
-        for (int j = 0; j < S && j < ntiles; j++)
-            issue(j);
-    const uint32_t *w = reinterpret_cast<const uint32_t *>(smem);
-    unsigned acc = 0;
-    for (int j = 0; j < ntiles; j++) {
-        const int s = j % S;
-        mbar_wait(aBar + 8 * s, (uint32_t)((j / S) & 1));
-        acc ^= w[(aKV - aQ) / 4 + 2 * s * TILE / 4 + tid] ^ w[(aKV - aQ) / 4 + (2 * s + 1) * TILE / 4 + tid];
-        __syncthreads(); /* the whole block is done with tile j */
-        if (tid == 0) {
+    auto release = [&](int s) { /* this block is done with stage s: tell every block of the cluster */
+        if (C == 1)
+            mbar_arrive(aBar + 8 * (S + s));
+        else
             for (uint32_t peer = 0; peer < C; peer++)
                 mbar_arrive_peer(aBar + 8 * (S + s), peer);
-            if (j + S < ntiles) {
-                mbar_wait(aBar + 8 * (S + s), (uint32_t)((j / S) & 1)); /* all C released tile j */
-                issue(j + S);
+    };
+    const uint32_t *w = reinterpret_cast<const uint32_t *>(smem);
+    unsigned acc = 0;
+    if (P == 0) { /* thread 0 consumes and issues: refill j + S after the cluster released j */
+        if (tid == 0)
+            for (int j = 0; j < S && j < ntiles; j++)
+                issue(j);
+        for (int j = 0; j < ntiles; j++) {
+            const int s = j % S;
+            mbar_wait(aBar + 8 * s, (uint32_t)((j / S) & 1));
+            acc ^= w[(aKV - aQ) / 4 + 2 * s * TILE / 4 + tid] ^ w[(aKV - aQ) / 4 + (2 * s + 1) * TILE / 4 + tid];
+            __syncthreads(); /* the whole block is done with tile j */
+            if (tid == 0) {
+                release(s);
+                if (j + S < ntiles) {
+                    mbar_wait(aBar + 8 * (S + s), (uint32_t)((j / S) & 1)); /* all C released tile j */
+                    issue(j + S);
+                }
             }
+        }
+    } else if (tid == NC) { /* P = 1: one producer lane (warp 15) runs ahead, bounded by the empties */
+        for (int j = 0; j < ntiles; j++) {
+            if (j >= S)
+                mbar_wait(aBar + 8 * (S + j % S), (uint32_t)((j / S - 1) & 1));
+            issue(j);
+        }
+    } else if (tid < NC) { /* P = 1: warps 0-14 consume */
+        for (int j = 0; j < ntiles; j++) {
+            const int s = j % S;
+            mbar_wait(aBar + 8 * s, (uint32_t)((j / S) & 1));
+            acc ^= w[(aKV - aQ) / 4 + 2 * s * TILE / 4 + tid] ^ w[(aKV - aQ) / 4 + (2 * s + 1) * TILE / 4 + tid];
+            bar(1, NC); /* the consumers are done with tile j */
+            if (tid == 0)
+                release(s);
         }
     }
     wait_groups<0>();
@@ -306,11 +337,13 @@ static int has_multicast(cudaStream_t st)
     return h;
 }
 
-template <int C, int S>
-static void launch_mc(cudaStream_t st, const mc_args &a, int heads)
+template <int C, int S, int P>
+static void launch_mc(cudaStream_t st, const mc_args &a, int heads, bool one_per_sm)
 {
-    const size_t smem = (size_t)((64 * FUSED_TILE_RS(32) + 127) / 128 * 128) + (size_t)S * 2 * 4096 + 16 * S;
-    CK(cudaFuncSetAttribute(mc_walk_kernel<C, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    size_t smem = (size_t)((64 * FUSED_TILE_RS(32) + 127) / 128 * 128) + (size_t)S * 2 * 4096 + 16 * S;
+    if (one_per_sm) /* room for one block an SM, as the real tactic's 87 KB nearly is */
+        smem = std::max(smem, (size_t)120 * 1024);
+    CK(cudaFuncSetAttribute(mc_walk_kernel<C, S, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(heads * a.nrbp));
     cfg.blockDim = dim3(512);
@@ -323,7 +356,7 @@ static void launch_mc(cudaStream_t st, const mc_args &a, int heads)
     at[0].val.clusterDim.z = 1;
     cfg.attrs = at;
     cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, mc_walk_kernel<C, S>, a));
+    CK(cudaLaunchKernelEx(&cfg, mc_walk_kernel<C, S, P>, a));
 }
 
 struct io_set {
@@ -369,8 +402,10 @@ static void run_floors(cudaStream_t st, const the_case &c, std::vector<io_set> &
 }
 
 /* The multicast walk on c's grid (d = 32, 64-row blocks), clusters of 1
- * (the same code without multicast: the baseline), 2 and 4, 2 and 4
- * stages. Not measured yet (docs/kernels.md). */
+ * (plain bulk copies: the baseline), 2 and 4; 2, 4 and 8 stages; issued
+ * by a consumer (P = 0) or a producer lane (P = 1); the blocks placed as
+ * they fit (any) or one an SM (1/SM, as the real tactic's 87 KB of shared
+ * memory nearly is). docs/kernels.md has the results. */
 static void run_mc(cudaStream_t st, const the_case &c, std::vector<io_set> &sets)
 {
     if (!has_multicast(st)) {
@@ -378,7 +413,8 @@ static void run_mc(cudaStream_t st, const the_case &c, std::vector<io_set> &sets
         return;
     }
     const int nrb = (c.sq + 63) / 64;
-    auto one = [&](int C, auto launch) {
+    bool one = false;
+    auto time_mc = [&](int C, auto launch) {
         const int nrbp = (nrb + C - 1) / C * C;
         const double us = bench_graph_us(st, [&](int i) {
             const io_set &s = sets[i % sets.size()];
@@ -386,12 +422,28 @@ static void run_mc(cudaStream_t st, const the_case &c, std::vector<io_set> &sets
         });
         return us;
     };
-    std::printf("  mc walk C=1 S=2 %7.2f us\n", one(1, [&](const mc_args &a) { launch_mc<1, 2>(st, a, c.hq); }));
-    std::printf("  mc walk C=2 S=2 %7.2f us\n", one(2, [&](const mc_args &a) { launch_mc<2, 2>(st, a, c.hq); }));
-    std::printf("  mc walk C=4 S=2 %7.2f us\n", one(4, [&](const mc_args &a) { launch_mc<4, 2>(st, a, c.hq); }));
-    std::printf("  mc walk C=1 S=4 %7.2f us\n", one(1, [&](const mc_args &a) { launch_mc<1, 4>(st, a, c.hq); }));
-    std::printf("  mc walk C=2 S=4 %7.2f us\n", one(2, [&](const mc_args &a) { launch_mc<2, 4>(st, a, c.hq); }));
-    std::printf("  mc walk C=4 S=4 %7.2f us\n", one(4, [&](const mc_args &a) { launch_mc<4, 4>(st, a, c.hq); }));
+#define MC_ROW(C, S, P)                                                                                     \
+    std::printf("  mc walk %s C=%d S=%d P=%d %7.2f us\n", one ? "1/SM" : "any ", C, S, P,                      \
+                time_mc(C, [&](const mc_args &a) { launch_mc<C, S, P>(st, a, c.hq, one); }))
+    for (int o = 0; o < 2; o++) {
+        one = o == 1;
+        MC_ROW(1, 2, 0);
+        MC_ROW(2, 2, 0);
+        MC_ROW(4, 2, 0);
+        MC_ROW(1, 4, 0);
+        MC_ROW(2, 4, 0);
+        MC_ROW(4, 4, 0);
+        MC_ROW(1, 2, 1);
+        MC_ROW(2, 2, 1);
+        MC_ROW(4, 2, 1);
+        MC_ROW(1, 4, 1);
+        MC_ROW(2, 4, 1);
+        MC_ROW(4, 4, 1);
+        MC_ROW(1, 8, 1);
+        MC_ROW(2, 8, 1);
+        MC_ROW(4, 8, 1);
+    }
+#undef MC_ROW
     CK(cudaGetLastError());
 }
 
