@@ -34,6 +34,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 
 #include "../kernels/cuda/cuda_fused_common.cuh"
 #include "../kernels/cuda/cuda_fused_configs.h"
@@ -171,8 +172,10 @@ __global__ void __launch_bounds__(NW * 32) floor_kernel(args p)
  * may go). P = 0: thread 0 of each block issues, after the block read the
  * tile S back and the cluster released it; P = 1: one producer lane (warp
  * 15) issues as far ahead as the empties allow, warps 0-14 wait for each
- * tile and read one word of it. C = 1 uses plain bulk copies and a local
- * arrive (no cluster scope). Bounded waits (mbar_wait: a fault, not a hang,
+ * tile and read one word of it; P = 2: the same with tensor-map copies
+ * (a box of 64 / C rows each block, multicast), the way CUTLASS and
+ * FlashAttention-3 multicast. C = 1 uses plain copies and a local arrive
+ * (no cluster scope). Bounded waits (mbar_wait: a fault, not a hang,
  * on a bug). */
 __device__ __forceinline__ uint32_t cluster_rank()
 {
@@ -217,14 +220,37 @@ __device__ __forceinline__ void bulk_multicast(uint32_t dst, const void *src, ui
 #endif
 }
 
+/* A 2-d box of `rows` rows of 64 bytes at row c1 of the tensor map into
+ * shared dst of every block in mask (mask 0: this block only, no
+ * multicast), bar of each counting the bytes. */
+__device__ __forceinline__ void tma_rows_multicast(uint32_t dst, const CUtensorMap *map, int c1, uint32_t bar,
+                                                   uint16_t mask)
+{
+#if defined(FUSED_SM90_PTX) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if (mask == 0)
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                     "l"((uint64_t)map), "r"(0), "r"(c1), "r"(bar)
+                     : "memory");
+    else
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                     " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                     "l"((uint64_t)map), "r"(0), "r"(c1), "r"(bar), "h"(mask)
+                     : "memory");
+#else
+    (void)dst, (void)map, (void)c1, (void)bar, (void)mask;
+#endif
+}
+
 struct mc_args {
+    CUtensorMap mk, mv; /* P = 2: K and V as rows of 32 columns, box 64 / C rows */
     const __half *q, *k, *v;
     __half *o;
     int sq, skv, nrb, nrbp; /* real and padded row blocks per head */
 };
 
 template <int C, int S, int P>
-__global__ void __launch_bounds__(512) mc_walk_kernel(mc_args p)
+__global__ void __launch_bounds__(512) mc_walk_kernel(const __grid_constant__ mc_args p)
 {
     constexpr int D = 32, BR = 64, BC = 64, NTH = 512, RS = FUSED_TILE_RS(D), NC = NTH - 32;
     constexpr uint32_t TILE = BC * D * 2, SLICE = TILE / C; /* bytes */
@@ -257,7 +283,12 @@ __global__ void __launch_bounds__(512) mc_walk_kernel(mc_args p)
         const int s = j % S;
         mbar_expect_tx(aBar + 8 * s, 2 * TILE);
         const uint32_t off = rank * SLICE;
-        if (C == 1) {
+        if (P == 2) {
+            const int row = bh * p.skv + j * BC + (int)rank * (BC / C);
+            const uint16_t mask = C == 1 ? 0 : (uint16_t)((1u << C) - 1);
+            tma_rows_multicast(aKV + 2 * s * TILE + off, &p.mk, row, aBar + 8 * s, mask);
+            tma_rows_multicast(aKV + (2 * s + 1) * TILE + off, &p.mv, row, aBar + 8 * s, mask);
+        } else if (C == 1) {
             bulk_load(aKV + 2 * s * TILE, gK + (size_t)j * TILE, TILE, aBar + 8 * s);
             bulk_load(aKV + (2 * s + 1) * TILE, gV + (size_t)j * TILE, TILE, aBar + 8 * s);
         } else {
@@ -293,13 +324,13 @@ __global__ void __launch_bounds__(512) mc_walk_kernel(mc_args p)
                 }
             }
         }
-    } else if (tid == NC) { /* P = 1: one producer lane (warp 15) runs ahead, bounded by the empties */
+    } else if (tid == NC) { /* P = 1, 2: one producer lane (warp 15) runs ahead, bounded by the empties */
         for (int j = 0; j < ntiles; j++) {
             if (j >= S)
                 mbar_wait(aBar + 8 * (S + j % S), (uint32_t)((j / S - 1) & 1));
             issue(j);
         }
-    } else if (tid < NC) { /* P = 1: warps 0-14 consume */
+    } else if (tid < NC) { /* P = 1, 2: warps 0-14 consume */
         for (int j = 0; j < ntiles; j++) {
             const int s = j % S;
             mbar_wait(aBar + 8 * s, (uint32_t)((j / S) & 1));
@@ -335,6 +366,32 @@ static int has_multicast(cudaStream_t st)
     CK(cudaStreamSynchronize(st));
     CK(cudaFree(d));
     return h;
+}
+
+/* A tensor map over rows of 32 halves (64 bytes), box of box_rows rows, no
+ * swizzle (the walk reads one word a thread), cuTensorMapEncodeTiled
+ * through the runtime's driver entry point. */
+static void rows_map(CUtensorMap *map, const __half *data, size_t rows, int box_rows)
+{
+    static PFN_cuTensorMapEncodeTiled_v12000 enc = nullptr;
+    if (enc == nullptr) {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+        if (q != cudaDriverEntryPointSuccess) {
+            std::fprintf(stderr, "short_floor: no cuTensorMapEncodeTiled\n");
+            std::exit(1);
+        }
+        enc = (PFN_cuTensorMapEncodeTiled_v12000)f;
+    }
+    const cuuint64_t dims[2] = {32, (cuuint64_t)rows}, strides[1] = {64};
+    const cuuint32_t box[2] = {32, (cuuint32_t)box_rows}, estr[2] = {1, 1};
+    if (enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)data, dims, strides, box, estr,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+        std::fprintf(stderr, "short_floor: cuTensorMapEncodeTiled refused the map\n");
+        std::exit(1);
+    }
 }
 
 template <int C, int S, int P>
@@ -418,7 +475,11 @@ static void run_mc(cudaStream_t st, const the_case &c, std::vector<io_set> &sets
         const int nrbp = (nrb + C - 1) / C * C;
         const double us = bench_graph_us(st, [&](int i) {
             const io_set &s = sets[i % sets.size()];
-            launch(mc_args{s.q, s.k, s.v, s.o, c.sq, c.skv, nrb, nrbp});
+            mc_args a = {};
+            a.q = s.q, a.k = s.k, a.v = s.v, a.o = s.o, a.sq = c.sq, a.skv = c.skv, a.nrb = nrb, a.nrbp = nrbp;
+            rows_map(&a.mk, s.k, c.hkv * (size_t)c.skv + 64, 64 / C);
+            rows_map(&a.mv, s.v, c.hkv * (size_t)c.skv + 64, 64 / C);
+            launch(a);
         });
         return us;
     };
@@ -442,6 +503,11 @@ static void run_mc(cudaStream_t st, const the_case &c, std::vector<io_set> &sets
         MC_ROW(1, 8, 1);
         MC_ROW(2, 8, 1);
         MC_ROW(4, 8, 1);
+        MC_ROW(1, 8, 2);
+        MC_ROW(2, 8, 2);
+        MC_ROW(4, 8, 2);
+        MC_ROW(2, 4, 2);
+        MC_ROW(4, 4, 2);
     }
 #undef MC_ROW
     CK(cudaGetLastError());

@@ -17,7 +17,7 @@
  * log2(sq), log2(skv), log2(d). The query length weighs most: it decides
  * between decode-like (bandwidth-bound, split-KV) and prefill kernels; the
  * head size picks the kernel instantiation. */
-static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
+static double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
 #define DIST_DTYPE_NEAR 0.3 /* f16 <-> bf16: same tensor-core paths */
 #define DIST_DTYPE_FAR 1.5  /* 16-bit <-> f32 */
 #define DIST_CAUSAL 1.0
@@ -197,6 +197,8 @@ static void features(const attn_shape *s, double f[5])
 static double shape_dist(const attn_shape *a, const double fa[5], const pm_shape *b)
 {
     double d = 0;
+    static int init;
+    if (!init) { init = 1; const char *e = getenv("EXP_W"); if (e) sscanf(e, "%lf,%lf,%lf,%lf,%lf", &feat_w[0], &feat_w[1], &feat_w[2], &feat_w[3], &feat_w[4]); }
     for (int i = 0; i < 5; i++)
         d += feat_w[i] * fabs(fa[i] - b->f[i]);
     if (a->dtype != b->s.dtype)
@@ -1141,6 +1143,7 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
         double rel = isfinite(r->lt) && isfinite(sh->best_lt) ? r->lt - sh->best_lt : log(2.0);
         wr += w;
         srr += w * rel;
+        if (getenv("EXP_DBG") && pm->trace) fprintf(pm->trace, "   nb %s w=%.3f rel=%.3f lt=%.3f best=%.3f eff=%.3f\n", sh->key, w, rel, r->lt, sh->best_lt, isfinite(r->lt)?exp(r->lt):0);
     }
     double cost = cost_of(pm, s, t, fam);
     if (wt > 0) {
