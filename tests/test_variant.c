@@ -316,6 +316,37 @@ static void gemms_should_compute_the_whole_padded_matrix(void)
     CHECK(c.work_bytes > 56.0 * 1024 * 4);
 }
 
+/* cuBLAS's GEMMs at a key count whose rows are not 16-byte aligned (pad
+ * 1 on 1018 keys) run slower kernels: the descriptor says so in both
+ * shares (desc_split.c, GEMM_UNALIGNED_SHARE); aligned keys, a pad that
+ * aligns them, f32's 4-element alignment and a CPU are not charged. */
+static void gemms_should_run_slower_on_unaligned_keys(void)
+{
+    attn_device_info dev = h200();
+    attn_shape s = shp(1, 8, 1, 50, 1018, 256, ATTN_F16, 0);
+    const char *tacs[3] = {"folded/acc=f32/pad=1", "split/acc=f16/pad=1", "split_repeat/acc=f32/pad=1"};
+    for (int i = 0; i < 3; i++) {
+        attn_cost c = describe(tacs[i], &s, &dev, 0);
+        CHECK_MSG(c.flop_share > 0.6 && c.flop_share < 0.75, "%s: flop share %g", tacs[i], c.flop_share);
+        CHECK_NEAR(c.byte_share, c.flop_share, 0);
+    }
+    attn_cost c = describe("folded/acc=f32/pad=8", &s, &dev, 0);
+    CHECK_NEAR(c.flop_share, 1, 0);
+    CHECK_NEAR(c.byte_share, 1, 0);
+    s.skv = 1024;
+    c = describe("folded/acc=f32/pad=1", &s, &dev, 0);
+    CHECK_NEAR(c.flop_share, 1, 0);
+    s = shp(1, 8, 8, 50, 1020, 64, ATTN_F32, 0); /* 1020 x 4 bytes: aligned */
+    c = describe("split/acc=f32/pad=1", &s, &dev, 0);
+    CHECK_NEAR(c.flop_share, 1, 0);
+    s.skv = 1018;
+    c = describe("split/acc=f32/pad=1", &s, &dev, 0);
+    CHECK(c.flop_share < 0.75);
+    attn_device_info cpu = {.kind = "cpu", .index = -1};
+    c = describe("split/acc=f32/pad=1", &s, &cpu, 0);
+    CHECK_NEAR(c.flop_share, 1, 0);
+}
+
 static void cudnn_should_tile_but_on_its_decode_engines(void)
 {
     attn_device_info dev = h200();
@@ -560,6 +591,7 @@ int main(void)
     RUN(sm90a_cost_should_count_the_cut_last_wave);
     RUN(splitkv_should_stream_at_its_blocks_share);
     RUN(gemms_should_compute_the_whole_padded_matrix);
+    RUN(gemms_should_run_slower_on_unaligned_keys);
     RUN(cudnn_should_tile_but_on_its_decode_engines);
     RUN(unknown_tactics_should_get_the_plain_description);
     RUN(sm_limits_should_follow_the_programming_guide);

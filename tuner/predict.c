@@ -17,7 +17,7 @@
  * log2(sq), log2(skv), log2(d). The query length weighs most: it decides
  * between decode-like (bandwidth-bound, split-KV) and prefill kernels; the
  * head size picks the kernel instantiation. */
-static double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
+static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
 #define DIST_DTYPE_NEAR 0.3 /* f16 <-> bf16: same tensor-core paths */
 #define DIST_DTYPE_FAR 1.5  /* 16-bit <-> f32 */
 #define DIST_CAUSAL 1.0
@@ -32,8 +32,10 @@ static double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
  * take all the weight from an equally good one a hair farther. */
 #define W_SOFT 0.1
 /* Prior weight of a candidate's slowdown, as a share of all neighbours'
- * weight (shrink_w). */
+ * weight when none of them measured its family (shrink_w); of it,
+ * EVIDENCE_FLOOR stays when all of them did. */
 #define EVIDENCE_SHARE 0.25
+#define EVIDENCE_FLOOR 0.4
 /* A candidate is eligible when at least this share of the weight of the
  * neighbours that measured its family found it eligible. */
 #define ELIG_SHARE 0.5
@@ -197,8 +199,6 @@ static void features(const attn_shape *s, double f[5])
 static double shape_dist(const attn_shape *a, const double fa[5], const pm_shape *b)
 {
     double d = 0;
-    static int init;
-    if (!init) { init = 1; const char *e = getenv("EXP_W"); if (e) sscanf(e, "%lf,%lf,%lf,%lf,%lf", &feat_w[0], &feat_w[1], &feat_w[2], &feat_w[3], &feat_w[4]); }
     for (int i = 0; i < 5; i++)
         d += feat_w[i] * fabs(fa[i] - b->f[i]);
     if (a->dtype != b->s.dtype)
@@ -1061,19 +1061,29 @@ static int row_eligible(const predict_model *pm, const pm_shape *sh, const pm_ro
     return 1;
 }
 
-/* The weight of the prior in a candidate's slowdown: a share of all the
+/* The weight of the prior in a candidate's slowdown, given the weight wr
+ * of the neighbours that measured its family: a share of all the
  * neighbours' weight, so a family the nearest shapes did not measure
  * (their backend did not list it there: cuDNN lists other engines per
  * shape, a pad that changes nothing is left out) does not win on the
- * word of far ones alone; the prior is log 2, what a failed row counts. */
-static double shrink_w(const neigh *nb, int nnb)
+ * word of far ones alone; the prior is log 2, what a failed row counts.
+ * The share shrinks with the evidence, to EVIDENCE_FLOOR of it when every
+ * neighbour measured the family: a constant prior pulls every candidate's
+ * measured slowdown toward log 2 by the same factor while its cost on the
+ * shape counts in full, so the cheaper-costed of two families measured
+ * everywhere won where the evidence said otherwise (the fresh H100 table,
+ * bench/loo-h100-458045a.json.gz: the v1 64x64 tile on b1.hq16.sq257
+ * d=64, predicted 8% faster than cuDNN's kcfg=8, lost to it by a score
+ * 0.002 and was answered at 1.48x). */
+static double shrink_w(const neigh *nb, int nnb, double wr)
 {
     double wall = 0;
     for (int j = 0; j < nnb; j++) {
         double d = nb[j].dist + W_SOFT;
         wall += 1.0 / (d * d);
     }
-    return EVIDENCE_SHARE * wall;
+    double missing = wall > 0 ? fmax(1.0 - wr / wall, 0.0) : 1.0;
+    return EVIDENCE_SHARE * wall * (EVIDENCE_FLOOR + (1.0 - EVIDENCE_FLOOR) * missing);
 }
 
 /* Estimate candidate t (family fam) on s from the neighbours that
@@ -1143,12 +1153,12 @@ static estimate estimate_of(const predict_model *pm, const attn_shape *s, const 
         double rel = isfinite(r->lt) && isfinite(sh->best_lt) ? r->lt - sh->best_lt : log(2.0);
         wr += w;
         srr += w * rel;
-        if (getenv("EXP_DBG") && pm->trace) fprintf(pm->trace, "   nb %s w=%.3f rel=%.3f lt=%.3f best=%.3f eff=%.3f\n", sh->key, w, rel, r->lt, sh->best_lt, isfinite(r->lt)?exp(r->lt):0);
     }
     double cost = cost_of(pm, s, t, fam);
     if (wt > 0) {
         e.t = exp(st / wt) * cost;
-        e.score = (srr + shrink_w(nb, nnb) * log(2.0)) / (wr + shrink_w(nb, nnb)) + log(cost);
+        double prior = shrink_w(nb, nnb, wr);
+        e.score = (srr + prior * log(2.0)) / (wr + prior) + log(cost);
     }
     if (we > 0)
         e.ne = exp(se / we);

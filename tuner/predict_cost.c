@@ -2,7 +2,6 @@
 #include "predict_cost.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 double predict_visible_pairs(int64_t sq, int64_t skv, int causal)
 {
@@ -55,11 +54,8 @@ double predict_cost_us(const attn_shape *s, const attn_cost *c, const predict_ra
     double share = c->byte_share > 0 ? c->byte_share : 1.0;
     double fshare = c->flop_share > 0 ? c->flop_share : 1.0;
     double waves = r->sms > 0 ? c->waves : 0;
-    double a = fl / r->flops / fshare / predict_wave_eff(s, c, r->sms, r->causal_tail), b = by / (r->bytes * share);
-    static double P = -1;
-    if (P < 0) { const char *e = getenv("EXP_P"); P = e ? atof(e) : 0; }
-    double m = P > 0 ? pow(pow(a, P) + pow(b, P), 1.0 / P) : fmax(a, b);
-    return m +
+    return fmax(fl / r->flops / fshare / predict_wave_eff(s, c, r->sms, r->causal_tail),
+                by / (r->bytes * share)) +
            waves * r->wave_lat * r->lat_us + r->lat_us * c->launches +
            c->copy_bytes / r->bytes + (r->sms > 0 ? c->copies * r->lat_us : 0);
 }
