@@ -453,7 +453,7 @@ static double synthetic_us(const attn_shape *s, const char *tactic, const attn_d
     attn_tactic t = tac(tactic);
     attn_cost c;
     attn_describe(s, &t, dev, 0, &c);
-    predict_rates r = {4e8, 4e6, 2.0, wave_lat, 0.5, dev->sm_count};
+    predict_rates r = {4e8, 4e6, 2.0, wave_lat, 0.5, dev->sm_count, 0};
     return predict_cost_us(s, &c, &r);
 }
 
@@ -504,6 +504,38 @@ static void wave_latency_should_be_fitted_per_device(void)
     }
 }
 
+/* Arithmetic and bytes combine by predict_overlap only where the rows
+ * showed the device's byte rate: prefill shapes alone (every one bound by
+ * its FLOPs at these rates) leave it off; two decode steps (split KV, 16
+ * rows a head against 4096 keys: bound by bytes) turn it on. */
+static void overlap_should_need_shapes_bound_by_bytes(void)
+{
+    const char *tile = "fused/pad=1/tile=128x64/warps=4";
+    const char *dec = "fused_splitkv/pad=1/splits=4/tile=16x64/warps=4";
+    attn_device_info gpu;
+    memset(&gpu, 0, sizeof gpu);
+    snprintf(gpu.kind, sizeof gpu.kind, "cuda");
+    gpu.cc_major = 9;
+    gpu.sm_count = 132;
+    store_measurement m[16];
+    int n = 0;
+    for (int64_t sq = 256; sq <= 2048; sq *= 2) {
+        attn_shape s = shp(4, 16, 16, sq, sq, 64, ATTN_F16, 0);
+        m[n++] = row(&s, tile, synthetic_us(&s, tile, &gpu, 0.4), 3e-4);
+    }
+    predict_model *pm = predict_build_on(m, n, "stack-a", NULL, &gpu);
+    CHECK_NEAR(predict_overlap_p(pm), 0, 0);
+    predict_free(pm);
+    for (int64_t b = 8; b <= 16; b *= 2) {
+        attn_shape s = shp(b, 16, 16, 1, 4096, 64, ATTN_F16, 0);
+        m[n++] = row(&s, dec, synthetic_us(&s, dec, &gpu, 0.4), 3e-4);
+    }
+    pm = predict_build_on(m, n, "stack-a", NULL, &gpu);
+    CHECK_MSG(predict_overlap_p(pm) > 1, "overlap p %g with two decode steps", predict_overlap_p(pm));
+    predict_free(pm);
+    CHECK_NEAR(predict_overlap_p(NULL), 0, 0);
+}
+
 int main(void)
 {
     RUN(family_should_drop_only_the_split_count);
@@ -518,5 +550,6 @@ int main(void)
     RUN(unmeasured_stages_should_lean_on_the_sibling_kernel);
     RUN(every_answer_should_be_a_listed_tactic);
     RUN(wave_latency_should_be_fitted_per_device);
+    RUN(overlap_should_need_shapes_bound_by_bytes);
     return test_summary();
 }

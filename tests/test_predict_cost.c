@@ -101,12 +101,33 @@ static void wave_efficiency_should_count_idle_slots(void)
     CHECK_NEAR(first, 1, 1e-12); /* one full wave, shortest blocks last: no idle slot */
 }
 
+/* Arithmetic and bytes: the larger when the other is small, 2^(1/p)
+ * times either when equal, the plain max at p 0; in the cost, in place of
+ * the roofline's max. */
+static void overlap_should_hide_the_smaller_part_only_when_it_is_small(void)
+{
+    CHECK_NEAR(predict_overlap(4, 0, 2.5), 4, 0);
+    CHECK_NEAR(predict_overlap(0, 4, 2.5), 4, 0);
+    CHECK_NEAR(predict_overlap(4, 4, 2.5), 4 * pow(2, 1 / 2.5), 1e-12);
+    CHECK_NEAR(predict_overlap(3, 4, 2.5), predict_overlap(4, 3, 2.5), 1e-12);
+    CHECK_NEAR(predict_overlap(3, 4, 0), 4, 0);
+    CHECK(predict_overlap(0.4, 4, 2.5) < 4 * 1.002); /* a tenth: hidden within 0.2% */
+    CHECK(predict_overlap(3, 4, 2.5) > predict_overlap(2, 4, 2.5));
+    attn_shape s = shp(1, 1, 1, 64, 64, 64, 0);
+    attn_cost c = plain(64, 64, 64, 1);
+    c.bytes = 1.048576e6; /* as long as its FLOPs at the rates below: 1.048576 us each */
+    predict_rates r = {1e6, 1e6, 2.0, 0.4, 0.5, 0, 2.5};
+    CHECK_NEAR(predict_cost_us(&s, &c, &r), 1.048576 * pow(2, 1 / 2.5) + 2.0, 1e-9);
+    r.overlap_p = 0;
+    CHECK_NEAR(predict_cost_us(&s, &c, &r), 1.048576 + 2.0, 1e-9);
+}
+
 static void cost_should_add_the_rooflines_waves_launches_and_copies(void)
 {
     attn_shape s = shp(1, 1, 1, 64, 64, 64, 0);
     attn_cost c = plain(64, 64, 64, 1);
     c.bytes = 4e6;
-    predict_rates r = {1e6, 1e6, 2.0, 0.4, 0.5, 132};
+    predict_rates r = {1e6, 1e6, 2.0, 0.4, 0.5, 132, 0};
     /* flops 4*64*64*64 = 1.05e6 at 1e6 per us: 1.05 us; bytes 4 us: bytes bound */
     CHECK_NEAR(predict_cost_us(&s, &c, &r), 4.0 + 2.0, 1e-12);
     c.waves = 3;
@@ -132,6 +153,7 @@ int main(void)
     RUN(visible_pairs_should_count_the_mask);
     RUN(work_should_scale_by_what_the_kernel_computes);
     RUN(wave_efficiency_should_count_idle_slots);
+    RUN(overlap_should_hide_the_smaller_part_only_when_it_is_small);
     RUN(cost_should_add_the_rooflines_waves_launches_and_copies);
     return test_summary();
 }

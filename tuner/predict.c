@@ -57,6 +57,20 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
  * answers a GEMM for batch 288 of 14 frames (2.4x): the model is sensitive
  * here (docs/tuning.md). */
 #define BLOCK_WAVE_LAT 0.4
+/* Arithmetic and bytes of comparable time hide each other only in part
+ * (predict_overlap): the cost combines them as (a^p + b^p)^(1/p). p from
+ * the tables in bench/: 2.25 to 2.75 keep every test_loo table within its
+ * bounds and take the fresh H100 table's worst from 1.53 to 1.32, 2 puts
+ * one H200 table over, 4 leaves the H100 one at 1.53. Only where the
+ * device's byte rate is known: read off at least OVERLAP_MIN_SHAPES shapes
+ * whose rows the roofline calls byte-bound by BYTE_BOUND_MARGIN (decode
+ * steps: every grid has them); a table of prefill shapes alone gives a
+ * byte rate no row was bound by, and the overlap would add its bytes to
+ * every cost (test_predict's synthetic GPU then fitted a wave latency of
+ * 1.0 for one of 0). */
+#define OVERLAP_P 2.5
+#define OVERLAP_MIN_SHAPES 2
+#define BYTE_BOUND_MARGIN 2.0
 /* Under a causal mask the SMs that took the last (longest) row tiles
  * finish last: a kernel that does not issue its longest blocks first
  * waits for half the longest block's extra work (the sm90a d=256 kernel
@@ -112,6 +126,8 @@ struct predict_model {
     double wave_lat;   /* a wave of blocks' latency in launch floors: fitted
                           (fit_constants) or BLOCK_WAVE_LAT */
     int wave_lat_fitted; /* 1: fitted on this device's rows */
+    double overlap_p;  /* the cost's predict_overlap p: OVERLAP_P when the
+                          byte rate was read off byte-bound rows, else 0 */
     FILE *trace;       /* predict_set_trace; NULL: quiet */
 };
 
@@ -136,7 +152,7 @@ static void describe_on(const predict_model *pm, const attn_shape *s, const attn
 static predict_rates rates_of(const predict_model *pm, int fam)
 {
     predict_rates r = {fam >= 0 ? pm->fam_flops[fam] : pm->peak_flops, pm->peak_bytes,
-                       pm->lat_us, pm->wave_lat, CAUSAL_TAIL, pm->sms};
+                       pm->lat_us, pm->wave_lat, CAUSAL_TAIL, pm->sms, pm->overlap_p};
     return r;
 }
 
@@ -414,6 +430,11 @@ double predict_wave_lat(const predict_model *pm, int *fitted)
     return pm != NULL ? pm->wave_lat : BLOCK_WAVE_LAT;
 }
 
+double predict_overlap_p(const predict_model *pm)
+{
+    return pm != NULL ? pm->overlap_p : 0;
+}
+
 predict_model *predict_build(const store_measurement *rows, int n, const char *cur_stack,
                              const select_policy *p)
 {
@@ -651,6 +672,22 @@ static int roofline(predict_model *pm, const store_measurement *const *m, const 
         tmin = 0;
     }
     pm->lat_us = LAT_SHARE * tmin;
+    int bound_shapes = 0; /* shapes with a row the roofline calls byte-bound */
+    for (int si = 0; si < pm->nshapes; si++) {
+        const pm_shape *sh = &pm->shapes[si];
+        for (int k = sh->r0; k < sh->r0 + sh->nr; k++) {
+            const store_measurement *r = &M(pick[k]);
+            if (!row_timed(r) || r->status != STORE_OK)
+                continue;
+            double fl, by;
+            work_of(pm, &r->shape, &pm->rows[k].t, pm->rows[k].fam, &fl, &by);
+            if (by / pm->peak_bytes >= BYTE_BOUND_MARGIN * fl / pm->peak_flops) {
+                bound_shapes++;
+                break;
+            }
+        }
+    }
+    pm->overlap_p = bound_shapes >= OVERLAP_MIN_SHAPES ? OVERLAP_P : 0;
     /* A family's FLOP rate per busy slot: the best its rows reached, but
      * only if one of them was of a shape the device's roofline calls
      * compute-bound (its own FLOPs, not a tactic's padded and wasted ones,

@@ -104,6 +104,12 @@ int predict_nshapes(const predict_model *pm);
  * device"), else the default. *fitted (may be NULL) gets 1 when fitted. */
 double predict_wave_lat(const predict_model *pm, int *fitted);
 
+/* The p with which the model's costs combine arithmetic and bytes
+ * (predict_overlap in predict_cost.h): the model's own where its rows
+ * showed the device's byte rate (shapes bound by bytes), else 0 (the
+ * larger part alone). */
+double predict_overlap_p(const predict_model *pm);
+
 typedef struct predict_answer {
     attn_tactic tactic;                 /* complete, one of the candidates */
     char tactic_str[ATTN_TACTIC_STR_MAX];

@@ -47,6 +47,15 @@ double predict_wave_eff(const attn_shape *s, const attn_cost *c, int sms, double
     return waves * f / time;
 }
 
+double predict_overlap(double a, double b, double p)
+{
+    double m = fmax(a, b);
+    if (!(p > 0) || !(m > 0))
+        return m;
+    double x = fmin(a, b) / m;
+    return x > 0 ? m * pow(1.0 + pow(x, p), 1.0 / p) : m;
+}
+
 double predict_cost_us(const attn_shape *s, const attn_cost *c, const predict_rates *r)
 {
     double fl, by;
@@ -54,8 +63,8 @@ double predict_cost_us(const attn_shape *s, const attn_cost *c, const predict_ra
     double share = c->byte_share > 0 ? c->byte_share : 1.0;
     double fshare = c->flop_share > 0 ? c->flop_share : 1.0;
     double waves = r->sms > 0 ? c->waves : 0;
-    return fmax(fl / r->flops / fshare / predict_wave_eff(s, c, r->sms, r->causal_tail),
-                by / (r->bytes * share)) +
+    return predict_overlap(fl / r->flops / fshare / predict_wave_eff(s, c, r->sms, r->causal_tail),
+                           by / (r->bytes * share), r->overlap_p) +
            waves * r->wave_lat * r->lat_us + r->lat_us * c->launches +
            c->copy_bytes / r->bytes + (r->sms > 0 ? c->copies * r->lat_us : 0);
 }

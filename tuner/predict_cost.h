@@ -4,7 +4,7 @@
  * device showed. Nothing here knows a variant, an architecture or a
  * library: those are the descriptors' (kernels/variant.h).
  *
- *   cost = max(flops / (P x W), bytes / (B x share))
+ *   cost = overlap(flops / (P x W), bytes / (B x share))
  *          + waves x wave_lat x L + launches x L + copy_bytes / B + copies x L
  *
  * P: the FLOP rate per busy wave slot the tactic's family reached on the
@@ -26,6 +26,8 @@ typedef struct predict_rates {
     double causal_tail; /* share of the longest causal block a last wave
                            waits for when blocks are not issued longest first */
     int sms;         /* SMs of the device: 0, no wave model */
+    double overlap_p; /* predict_overlap's p; 0: the larger part alone (the
+                         plain roofline) */
 } predict_rates;
 
 /* (query, key) pairs a shape computes: sq * skv, or for causal the
@@ -57,6 +59,14 @@ void predict_work(const attn_shape *s, const attn_cost *c, double *flops, double
  * SMs that took the last row tiles finish last), unless its blocks are
  * issued longest first (the last wave then holds the shortest). */
 double predict_wave_eff(const attn_shape *s, const attn_cost *c, int sms, double causal_tail);
+
+/* The time of a kernel whose arithmetic alone takes a and whose bytes
+ * alone take b: (a^p + b^p)^(1/p). The larger part when the other is
+ * small; 2^(1/p) times either when they are equal, for neither hides the
+ * other fully (the plain roofline's max said the v1 128x64 tile on
+ * b64.hq12.sq256 d=64, arithmetic and bytes each about 40 us, would take
+ * 47.5; it took 64.5). p <= 0: max(a, b). */
+double predict_overlap(double a, double b, double p);
 
 /* The cost in microseconds of s run by the kernel described by c at rates
  * r (the formula above). */
