@@ -59,9 +59,10 @@ static const double feat_w[5] = {0.5, 1.0, 1.0, 0.75, 1.5};
 #define BLOCK_WAVE_LAT 0.4
 /* Arithmetic and bytes of comparable time hide each other only in part
  * (predict_overlap): the cost combines them as (a^p + b^p)^(1/p). p from
- * the tables in bench/: 2.25 to 2.75 keep every test_loo table within its
- * bounds and take the fresh H100 table's worst from 1.53 to 1.32, 2 puts
- * one H200 table over, 4 leaves the H100 one at 1.53. Only where the
+ * the tables in bench/: 2 to 3 keep every test_loo table within its
+ * bounds and take the fresh H100 table's worst from 1.53 to 1.32 (at 2
+ * the eighth run table's worst reaches 1.245), 4 leaves it at 1.53
+ * (bench/loo-model-20261206.txt). Only where the
  * device's byte rate is known: read off at least OVERLAP_MIN_SHAPES shapes
  * whose rows the roofline calls byte-bound by BYTE_BOUND_MARGIN (decode
  * steps: every grid has them); a table of prefill shapes alone gives a

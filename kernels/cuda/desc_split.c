@@ -32,6 +32,17 @@ static int owns_folded(const attn_tactic *t)
  * taken as 128 x 128, one block resident per SM. */
 #define GEMM_TILE 128.0
 
+/* cuBLAS's tensor-core GEMMs want every leading dimension 16-byte
+ * aligned; the score matrix's is the padded key count, and at a count
+ * that is not (pad 1 on 1018 keys) cuBLAS runs slower kernels. Over the
+ * 15 tables in bench/ (H100 and H200), a GEMM variant at pad 1 with such a
+ * key count took a median 1.38x (f16, aligned query count) to 1.72x
+ * (bf16) the time of the same variant at pad 8 (its kernels, the copies
+ * apart), and 1.00x where the keys were aligned; the d256 anchor
+ * (b1.hq8.hkv1.sq50.skv1018) 15.9 us against 9.7. The model takes both
+ * its rates at this share there. */
+#define GEMM_UNALIGNED_SHARE (1.0 / 1.45)
+
 /* The GEMM variants compute the whole padded score matrix (a GEMM cannot
  * skip the masked half of a causal one), in three launches (Q.K^T,
  * softmax, P.V): on shapes too small to fill the device the launch floor
@@ -44,17 +55,6 @@ static int owns_folded(const attn_tactic *t)
  * block latency (AnimateDiff's b8192.hq8.sq16.skv16 d40, 65536 matrices of
  * 16 x 16, was answered with a GEMM at 2.37x the fused kernel without
  * it). g: rows folded per matrix (1 unless folded). */
-/* cuBLAS's tensor-core GEMMs want every leading dimension 16-byte
- * aligned; the score matrix's is the padded key count, and at a count
- * that is not (pad 1 on 1018 keys) cuBLAS runs slower kernels. Over the
- * 15 tables in bench/ (H100 and H200), a GEMM variant at pad 1 with such a
- * key count took a median 1.38x (f16, aligned query count) to 1.72x
- * (bf16) the time of the same variant at pad 8 (its kernels, the copies
- * apart), and 1.00x where the keys were aligned; the d256 anchor
- * (b1.hq8.hkv1.sq50.skv1018) 15.9 us against 9.7. The model takes both
- * its rates at this share there. */
-#define GEMM_UNALIGNED_SHARE (1.0 / 1.45)
-
 static void describe_gemm(const attn_shape *s, const attn_tactic *t, const attn_device_info *dev,
                           int64_t g, attn_cost *out)
 {
