@@ -174,8 +174,10 @@ __global__ void __launch_bounds__(NW * 32) floor_kernel(args p)
  * 15) issues as far ahead as the empties allow, warps 0-14 wait for each
  * tile and read one word of it; P = 2: the same with tensor-map copies
  * (a box of 64 / C rows each block, multicast), the way CUTLASS and
- * FlashAttention-3 multicast. C = 1 uses plain copies and a local arrive
- * (no cluster scope). Bounded waits (mbar_wait: a fault, not a hang,
+ * FlashAttention-3 multicast; P = 3: launched in clusters of C but every
+ * block brings whole tiles itself by plain bulk copies and releases them
+ * locally (no multicast, no remote arrive: what the cluster launch alone
+ * costs). C = 1 uses plain copies and a local arrive (no cluster scope). Bounded waits (mbar_wait: a fault, not a hang,
  * on a bug). */
 __device__ __forceinline__ uint32_t cluster_rank()
 {
@@ -269,7 +271,7 @@ __global__ void __launch_bounds__(512) mc_walk_kernel(const __grid_constant__ mc
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
             mbar_init(aBar + 8 * s, 1);
-            mbar_init(aBar + 8 * (S + s), C);
+            mbar_init(aBar + 8 * (S + s), P == 3 ? 1 : C);
         }
 #ifdef FUSED_SM90_PTX
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -288,7 +290,7 @@ __global__ void __launch_bounds__(512) mc_walk_kernel(const __grid_constant__ mc
             const uint16_t mask = C == 1 ? 0 : (uint16_t)((1u << C) - 1);
             tma_rows_multicast(aKV + 2 * s * TILE + off, &p.mk, row, aBar + 8 * s, mask);
             tma_rows_multicast(aKV + (2 * s + 1) * TILE + off, &p.mv, row, aBar + 8 * s, mask);
-        } else if (C == 1) {
+        } else if (C == 1 || P == 3) {
             bulk_load(aKV + 2 * s * TILE, gK + (size_t)j * TILE, TILE, aBar + 8 * s);
             bulk_load(aKV + (2 * s + 1) * TILE, gV + (size_t)j * TILE, TILE, aBar + 8 * s);
         } else {
@@ -299,7 +301,7 @@ __global__ void __launch_bounds__(512) mc_walk_kernel(const __grid_constant__ mc
         }
     };
     auto release = [&](int s) { /* this block is done with stage s: tell every block of the cluster */
-        if (C == 1)
+        if (C == 1 || P == 3)
             mbar_arrive(aBar + 8 * (S + s));
         else
             for (uint32_t peer = 0; peer < C; peer++)
@@ -324,13 +326,13 @@ __global__ void __launch_bounds__(512) mc_walk_kernel(const __grid_constant__ mc
                 }
             }
         }
-    } else if (tid == NC) { /* P = 1, 2: one producer lane (warp 15) runs ahead, bounded by the empties */
+    } else if (tid == NC) { /* P = 1, 2, 3: one producer lane (warp 15) runs ahead, bounded by the empties */
         for (int j = 0; j < ntiles; j++) {
             if (j >= S)
                 mbar_wait(aBar + 8 * (S + j % S), (uint32_t)((j / S - 1) & 1));
             issue(j);
         }
-    } else if (tid < NC) { /* P = 1, 2: warps 0-14 consume */
+    } else if (tid < NC) { /* P = 1, 2, 3: warps 0-14 consume */
         for (int j = 0; j < ntiles; j++) {
             const int s = j % S;
             mbar_wait(aBar + 8 * s, (uint32_t)((j / S) & 1));
@@ -508,6 +510,8 @@ static void run_mc(cudaStream_t st, const the_case &c, std::vector<io_set> &sets
         MC_ROW(4, 8, 2);
         MC_ROW(2, 4, 2);
         MC_ROW(4, 4, 2);
+        MC_ROW(2, 8, 3);
+        MC_ROW(4, 8, 3);
     }
 #undef MC_ROW
     CK(cudaGetLastError());
