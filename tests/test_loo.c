@@ -136,7 +136,15 @@ static void loo_should_meet_the_regret_bounds_on_the_cpu_table(void)
  * (132 SMs, sm_90: the wave model on); at least min_tuned of the grid's
  * shapes must be in it, and every one that is is scored. As above, no
  * timing: the same figures anywhere. */
+static void default_grid_loo_within(const char *table, int min_tuned, double worst_bound);
+
 static void h200_default_grid_loo(const char *table, int min_tuned)
+{
+    default_grid_loo_within(table, min_tuned, WORST_BOUND);
+}
+
+/* The same with another bound on the worst regret (the median's stays). */
+static void default_grid_loo_within(const char *table, int min_tuned, double worst_bound)
 {
     const char *src = getenv("ATTUNE_SOURCE_DIR");
     char path[512], gpath[512], err[ATTUNE_ERRLEN] = "";
@@ -174,7 +182,7 @@ static void h200_default_grid_loo(const char *table, int min_tuned)
     for (int i = 0; i < r.n; i++)
         CHECK_MSG(r.shapes[i].answer[0] != 0, "%s: no answer", r.shapes[i].key);
     CHECK_MSG(r.median <= MEDIAN_BOUND, "median regret %.3f", r.median);
-    CHECK_MSG(r.worst <= WORST_BOUND, "worst regret %.3f", r.worst);
+    CHECK_MSG(r.worst <= worst_bound, "worst regret %.3f", r.worst);
     loo_result_free(&r);
     free(grid);
     free(m);
@@ -379,6 +387,18 @@ static int moved_winners(const store_measurement *a, const store_measurement *b,
 /* The three H200 tables the checks above leave out (the first two runs'
  * and the fourth set's, docs/perf.md): every H200 table in bench/ is held
  * to the bounds. */
+/* bench/loo-h100-458045a.json.gz: the default grid (42 shapes) tuned on
+ * an H100 on 2026-12-06 at 458045a, the first table tuned with version
+ * 1.1's key groups and version 3.12's cut. The model does not meet issue
+ * 10's worst bound on it: 1.315 (b8.hq12.sq128 d=64, ViT-B at b = 1,
+ * b16.hq16.sq384 d=64; docs/perf.md). It was 1.528 before 2026-12-06's
+ * three changes (bench/loo-model-20261206.txt): this holds the median
+ * bound and 1.4, so what they gained is not lost unseen. */
+static void loo_should_meet_the_median_bound_on_the_fresh_h100_table(void)
+{
+    default_grid_loo_within("bench/loo-h100-458045a.json.gz", 42, 1.4);
+}
+
 static void loo_should_meet_the_regret_bounds_on_the_first_tables(void)
 {
     h200_default_grid_loo("bench/loo-h200-default.json.gz", 17);
@@ -696,6 +716,7 @@ int main(int argc, char **argv)
     RUN(loo_should_meet_the_regret_bounds_on_the_cpu_table);
     RUN(loo_should_fail_a_wrong_predictor);
     RUN(loo_should_meet_the_regret_bounds_on_the_h200_table);
+    RUN(loo_should_meet_the_median_bound_on_the_fresh_h100_table);
     RUN(loo_should_meet_the_regret_bounds_on_the_newest_h200_table);
     RUN(loo_should_meet_the_real_model_bounds_on_the_third_set);
     RUN(loo_should_meet_the_real_model_bounds_on_the_sixth_set);
