@@ -26,6 +26,7 @@
 
 #include "../kernels/cuda/cuda_fused_common.cuh" /* the kernel's mbarrier and TMA helpers */
 #include "graph_timing.cuh"
+#include "tma_encoder.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -96,22 +97,10 @@ __global__ void __launch_bounds__(288) tma_kernel(const __grid_constant__ CUtens
 #endif
 }
 
-static PFN_cuTensorMapEncodeTiled_v12000 encoder()
-{
-    void *f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess) {
-        std::fprintf(stderr, "no cuTensorMapEncodeTiled\n");
-        std::exit(1);
-    }
-    return (PFN_cuTensorMapEncodeTiled_v12000)f;
-}
-
 /* Map of one [b, h, skv, D] bf16 tensor for a mode. */
 static bool make_map(CUtensorMap *m, void *data, int b, int h, int skv, int D, int BC, int mode)
 {
-    static PFN_cuTensorMapEncodeTiled_v12000 enc = encoder();
+    static PFN_cuTensorMapEncodeTiled_v12000 enc = bench_tma_encoder();
     cuuint64_t dims[4], strides[3];
     cuuint32_t box[4] = {64, (cuuint32_t)BC, 1, 1}, es[4] = {1, 1, 1, 1};
     CUtensorMapSwizzle sw = CU_TENSOR_MAP_SWIZZLE_128B;

@@ -40,6 +40,7 @@
 #include "../kernels/cuda/cuda_fused_configs.h"
 #include "../kernels/libattune.h"
 #include "graph_timing.cuh"
+#include "tma_encoder.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -371,21 +372,10 @@ static int has_multicast(cudaStream_t st)
 }
 
 /* A tensor map over rows of 32 halves (64 bytes), box of box_rows rows, no
- * swizzle (the walk reads one word a thread), cuTensorMapEncodeTiled
- * through the runtime's driver entry point. */
+ * swizzle (the walk reads one word a thread). */
 static void rows_map(CUtensorMap *map, const __half *data, size_t rows, int box_rows)
 {
-    static PFN_cuTensorMapEncodeTiled_v12000 enc = nullptr;
-    if (enc == nullptr) {
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-        if (q != cudaDriverEntryPointSuccess) {
-            std::fprintf(stderr, "short_floor: no cuTensorMapEncodeTiled\n");
-            std::exit(1);
-        }
-        enc = (PFN_cuTensorMapEncodeTiled_v12000)f;
-    }
+    PFN_cuTensorMapEncodeTiled_v12000 enc = bench_tma_encoder();
     const cuuint64_t dims[2] = {32, (cuuint64_t)rows}, strides[1] = {64};
     const cuuint32_t box[2] = {32, (cuuint32_t)box_rows}, estr[2] = {1, 1};
     if (enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)data, dims, strides, box, estr,
