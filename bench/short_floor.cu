@@ -24,11 +24,14 @@
  *                one wait: the loads' latency paid once
  *   tactic ...   the real tactic through libattune (attune_plan_run), the
  *                same graph and rotation
- *   mc walk C= S= (d32 only) the walk with each K/V tile brought once to
- *                a cluster of C row blocks of a head by multicast bulk
- *                copies, S stages (mc_walk_kernel below; C = 1 is the
- *                same code without multicast). Written 2026-12-06 after
- *                the session's device time was spent: not run yet.
+ *   mc walk PLACE C= S= P= (d32 only) the walk with each K/V tile brought
+ *                once to a cluster of C row blocks of a head by multicast
+ *                copies, S stages, issued as P says (mc_walk_kernel
+ *                below; C = 1 without multicast; PLACE: blocks as they
+ *                fit, or one an SM). Measured 2026-12-06 on H100s
+ *                (docs/kernels.md, "The plan for the first direction"):
+ *                multicast 2.7-5x slower than the cp.async walk; plain
+ *                bulk copies 8 stages deep 1 us faster.
  * Prints one line per measurement (us per launch). Output is not checked
  * here: gpu_fused checks every tactic against the float64 reference. */
 #include <cuda_bf16.h>
