@@ -81,10 +81,12 @@ typedef struct attn_cost {
     int row_tile;       /* query rows of a block, for the causal balance */
     int longest_first;  /* 1: causal blocks are issued longest first */
     double byte_share;  /* share of the device's byte rate it can reach (a
-                           launch of few blocks streams at less); 1 */
+                           launch of few blocks streams at less, cuBLAS at
+                           unaligned leading dimensions too); 1 */
     double flop_share;  /* share of the device's arithmetic rate it can
                            reach (a launch of few blocks, not run in
-                           waves, computes at less); 1 */
+                           waves, computes at less, cuBLAS at unaligned
+                           leading dimensions too); 1 */
     /* per call */
     int launches;       /* kernel launches, pad copies apart (1 when dev is
                            not a GPU: a call's overhead counts once) */
