@@ -173,6 +173,11 @@
 #ifndef SM90_3WG
 #define SM90_3WG 0
 #endif
+/* Order 4's first part of S_j, in keys (32, 64 or 96; 0: 64 for e4m3,
+ * 32 for 16-bit, whose P takes twice the registers). */
+#ifndef SM90_S_FIRST
+#define SM90_S_FIRST 0
+#endif
 #define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
 #define SM90_3WG_PSM (SM90_3WG == 1 || SM90_3WG == 2)
 #define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) && SM90_3WG_PSM ? (size_t)(BR) * (BC) * 2 : 0)

@@ -315,7 +315,9 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
  * are numbered on from N/2, which the macros' OPS strings spell out. */
 #define WG_R32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
                "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define WG_R16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define WG_R40 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define WG_R48 WG_R40 ", %40, %41, %42, %43, %44, %45, %46, %47"
 #define WG_R64 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
                "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define WG_R88 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
@@ -326,7 +328,9 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
 #define WG_D8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
                     "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define WG_ACC32(d) WG_D8(d, 0), WG_D8(d, 8), WG_D8(d, 16), WG_D8(d, 24)
+#define WG_ACC16(d) WG_D8(d, 0), WG_D8(d, 8)
 #define WG_ACC40(d) WG_ACC32(d), WG_D8(d, 32)
+#define WG_ACC48(d) WG_ACC40(d), WG_D8(d, 40)
 #define WG_ACC64(d) WG_ACC32(d), WG_D8(d, 32), WG_D8(d, 40), WG_D8(d, 48), WG_D8(d, 56)
 #define WG_ACC88(d) WG_ACC64(d), WG_D8(d, 64), WG_D8(d, 72), WG_D8(d, 80)
 #define WG_ACC96(d) WG_ACC88(d), WG_D8(d, 88)
@@ -364,6 +368,8 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
 WG_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1, 0, %35")
 WG_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1, 0, %67")
 WG_SS_DEF(80, WG_R40, WG_ACC40, "%42", "%40, %41, p, 1, 1, 0, %43")
+WG_SS_DEF(32, WG_R16, WG_ACC16, "%18", "%16, %17, p, 1, 1, 0, %19")
+WG_SS_DEF(96, WG_R48, WG_ACC48, "%50", "%48, %49, p, 1, 1, 0, %51")
 WG_SS_DEF(176, WG_R88, WG_ACC88, "%90", "%88, %89, p, 1, 1, 0, %91")
 WG_RS_DEF(64, WG_R32, WG_ACC32, "%37", "{%32, %33, %34, %35}, %36, p, 1, 1, %38")
 WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70")
@@ -377,6 +383,9 @@ WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70
     {                                                                                            \
         asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC(d) : "l"(da), "l"(db), "r"(scale_d));    \
     }
+WG8_SS_DEF(32, WG_R16, WG_ACC16, "%18", "%16, %17, p, 1, 1")
+WG8_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1")
+WG8_SS_DEF(96, WG_R48, WG_ACC48, "%50", "%48, %49, p, 1, 1")
 WG8_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1")
 WG8_SS_DEF(192, WG_R96, WG_ACC96, "%98", "%96, %97, p, 1, 1")
 WG8_SS_DEF(224, WG_R112, WG_ACC112, "%114", "%112, %113, p, 1, 1")
@@ -395,14 +404,18 @@ __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&
 #undef WG_ACC96
 #undef WG_ACC88
 #undef WG_ACC64
+#undef WG_ACC48
 #undef WG_ACC40
+#undef WG_ACC16
 #undef WG_ACC32
 #undef WG_D8
 #undef WG_R112
 #undef WG_R96
 #undef WG_R88
 #undef WG_R64
+#undef WG_R48
 #undef WG_R40
+#undef WG_R16
 #undef WG_R32
 
 /* TMA of one tile: its column chunks of 128 bytes (boxes of 128 / ES
@@ -451,6 +464,48 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
                 wgmma_ss_n80<T, 0>(s, da, db, kk > 0);
             else
                 wgmma_ss_n64<T, 0>(s, da, db, kk > 0);
+        }
+    }
+#endif
+}
+
+/* Keys K0 .. K0 + N - 1 of gemm_qk at BC = 128 (N = 32, 64 or 96), into
+ * the accumulators gemm_qk's N = 128 layout gives those keys: registers
+ * K0 / 2 on (column group j of the N-wide product is K0 / 8 + j of the
+ * whole). The K tile's rows K0 on are K0 rows of 128 bytes further in
+ * each chunk, a whole number of 8-row swizzle atoms, so the descriptor's
+ * layout is unchanged. Turn order 4 issues S_j in two such parts. */
+template <typename T, int D, int BR, int K0, int N>
+__device__ __forceinline__ void gemm_qk_part(float (&s)[64], uint32_t aQ, uint32_t aK)
+{
+#ifdef SM90A_DEVICE
+    static_assert(K0 % 32 == 0 && K0 + N <= 128 && (N == 32 || N == 64 || N == 96), "the parts built");
+    float(&sp)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&s[K0 / 2]);
+    constexpr int BC = 128;
+    if constexpr (sm90_is_fp8<T>::value) {
+        static_assert(D == 128, "e4m3: one 128-byte chunk per row");
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const uint64_t da = sw128_desc(aQ + kk * 32, 16, 1024);
+            const uint64_t db = sw128_desc(aK + K0 * 128 + kk * 32, 16, 1024);
+            if constexpr (N == 96)
+                wgmma8_ss_n96(sp, da, db, kk > 0);
+            else if constexpr (N == 64)
+                wgmma8_ss_n64(sp, da, db, kk > 0);
+            else
+                wgmma8_ss_n32(sp, da, db, kk > 0);
+        }
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            const uint64_t da = sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024);
+            const uint64_t db = sw128_desc(aK + (kk / 4) * BC * 128 + K0 * 128 + (kk % 4) * 32, 16, 1024);
+            if constexpr (N == 96)
+                wgmma_ss_n96<T, 0>(sp, da, db, kk > 0);
+            else if constexpr (N == 64)
+                wgmma_ss_n64<T, 0>(sp, da, db, kk > 0);
+            else
+                wgmma_ss_n32<T, 0>(sp, da, db, kk > 0);
         }
     }
 #endif
@@ -585,7 +640,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     constexpr bool W3 = SM90_W3(D, BR); /* e4m3 is always D = 128 */
     constexpr bool OVL = !W3 || SM90_3WG == 2;
     constexpr bool PSM = W3 && SM90_3WG_PSM;
-    static_assert(SM90_3WG >= 0 && SM90_3WG <= 2, "SM90_3WG: 0, 1 or 2");
+    static_assert(SM90_3WG >= 0 && SM90_3WG <= 4 && SM90_3WG != 3, "SM90_3WG: 0, 1, 2 or 4");
+    static_assert(SM90_3WG != 4 || !W3 || BC == 128, "order 4 halves a 128-key S");
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -992,6 +1048,38 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                     mbar_arrive(BAR_EV(pst));
                     mbar_arrive(BAR_EK(st));
                 }
+                softmax((thi - 1 - it) * BC, alpha);
+                rescale_pack(alpha, it);
+                continue;
+            } else if constexpr (!OVL && SM90_3WG == 4 && F8) {
+                /* Order 4: order 0 with S_j's first SF keys queued behind
+                 * P_{j-1} V_{j-1}, so that the tensor cores have work while
+                 * the warpgroup waits for P V to free P's registers; the
+                 * other keys issued then, still in the turn. Live at most:
+                 * O, P and SF / 2 of S's registers (order 0: O and S). */
+                constexpr int SF = SM90_S_FIRST > 0 ? SM90_S_FIRST : 64;
+                mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
+                mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+                turn_begin();
+                wgmma_fence();
+                gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+                wgmma_commit();
+                gemm_qk_part<T, D, BR, 0, SF>(s, aQw, aK0 + st * L::kv);
+                wgmma_commit();
+                wgmma_wait<1>(); /* P_{j-1} V_{j-1} done */
+#pragma unroll
+                for (int c = 0; c < OC; c++)
+                    reg_fence(o[c]);
+                if (lane == 0)
+                    mbar_arrive(BAR_EV(pst));
+                wgmma_fence();
+                gemm_qk_part<T, D, BR, SF, BC - SF>(s, aQw, aK0 + st * L::kv);
+                wgmma_commit();
+                turn_end(false);
+                wgmma_wait<0>();
+                reg_fence(s);
+                if (lane == 0)
+                    mbar_arrive(BAR_EK(st));
                 softmax((thi - 1 - it) * BC, alpha);
                 rescale_pack(alpha, it);
                 continue;
