@@ -3,7 +3,8 @@
 by the tuner's own protocol.
 
 usage: ab_env.py --attune PATH --env NAME=A,B[,C...] --shape KEY [--shape KEY...]
-                 [--filter TEXT] [--reps N] [--device ID] [--out DIR]
+                 [--filter TEXT] [--only TEXT[,TEXT...]] [--reps N] [--device ID]
+                 [--out DIR]
 
 Tunes the shapes with `attune tune --screen 0` (every tactic fully timed)
 into a fresh database per run, NAME set to each value in turn, forward
@@ -17,7 +18,9 @@ tactic right in some runs only, is seen, not dropped); the median of its
 ok runs; each later value's median over the first's (B / A); and the
 relative error of each value (the median of its runs). Rows a pad twin
 copies (notes "changes no length") are left out. Prints a Markdown
-table; the raw rows go to DIR/ab_env.jsonl. Examples: an e4m3 kernel
+table; the raw rows go to DIR/ab_env.jsonl. --only passes `attune tune
+--only` on: only the tactics so named are tuned (a shorter run; the
+others' rows are absent, not timed). Examples: an e4m3 kernel
 switch on the 8k anchor; cuDNN's workspace unset, poisoned and zeroed:
 
   bench/ab_env.py --attune build/attune --env ATTUNE_SOME_SWITCH=0,1 \\
@@ -52,13 +55,16 @@ def drop_db(db):
             os.remove(db + ext)
 
 
-def tune_fresh(attune, device, shapes, env, db):
+def tune_fresh(attune, device, shapes, env, db, only=None):
     """`attune tune --screen 0` of shapes into a fresh database db under
-    env (every tactic fully timed), then the db removed; ([(shape,
+    env (every tactic fully timed; only: `--only only`, those tactics
+    alone), then the db removed; ([(shape,
     measurement dict of `attune results --json`)], tune's stderr).
     Raises RuntimeError when the tune fails. Also bench/cudnn_knobs.py's."""
     drop_db(db)
     cmd = [attune, "tune", "--db", db, "--device", device, "--screen", "0", "--quiet"]
+    if only:
+        cmd += ["--only", only]
     for s in shapes:
         cmd += ["--shape", s]
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -86,7 +92,8 @@ def tune(args, name, value, run):
         env[name] = value
     t0 = time.time()
     try:
-        ms, _ = tune_fresh(args.attune, args.device, args.shape, env, os.path.join(args.out, "ab-%d.db" % run))
+        ms, _ = tune_fresh(args.attune, args.device, args.shape, env, os.path.join(args.out, "ab-%d.db" % run),
+                            args.only)
     except RuntimeError as e:
         raise RuntimeError("%s=%s: %s" % (name, value, e))
     rows = [{"run": run, "value": value, "shape": s, "tactic": m.get("tactic", ""), "status": m.get("status"),
@@ -150,6 +157,7 @@ def main():
     ap.add_argument("--env", required=True, help="NAME=A,B[,C...] (- leaves NAME unset)")
     ap.add_argument("--shape", action="append", required=True)
     ap.add_argument("--filter", default="")
+    ap.add_argument("--only", default=None, help="tune only these tactics (attune tune --only)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--device", default="0")
     ap.add_argument("--out", default=None)

@@ -15,8 +15,9 @@
 #   and not), every tactic: $OUT/w3-times-KEY.txt.
 # order: bench/build_ab.sh -DSM90_3WG=1, then =2, against the default (0),
 #   on the e4m3 and bf16 non-causal anchors, the 192x128 rows.
-# order4: bench/build_ab.sh -DSM90_3WG=4 (SM90_S_FIRST 64, 32, 96) against
-#   the default on the e4m3 8k anchors, the 192x128 rows; B's gpu_cudnn.
+# order4: bench/build_ab.sh "-DSM90_3WG=4 -DSM90_S_W=1" against the default
+#   on the four anchors, the 192x128 rows, B's gpu_cudnn and gpu_fused;
+#   then -DSM90_S_W=1 alone (W3_QUICK=1: not).
 # tail: bench/build_ab.sh -DSM90_TAIL_WAIT=1 against the default (0), on
 #   the bf16 and e4m3 non-causal anchors, every sm90a row.
 # (order3 and turn, the A/Bs of turn order 3 and of where a turn ends,
@@ -44,16 +45,16 @@ order)
     done
     ;;
 order4)
-    # turn order 4 (e4m3 only: S_j's first SF keys queued behind P V),
-    # SF = 64 checked by gpu_cudnn (every e4m3 tactic against the float64
-    # reference), then SF = 32 and 96 timed
-    for sf in 64 32 96; do
-        T=()
-        [ "$sf" = 64 ] && T=(env AB_TESTS=gpu_cudnn)
-        "${T[@]}" bash "$ROOT/bench/build_ab.sh" "-DSM90_3WG=4 -DSM90_S_FIRST=$sf" --reps 3 --filter 192x128 \
-            --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/w3-order4-$sf.txt" 2>&1 ||
-            echo "[w3] order4 $sf: exit $?" >&2
-    done
+    # turn order 4 (S_j's first keys queued behind P V) with S's first
+    # k-slice written, not read (SM90_S_W=1, which 16-bit's order 4
+    # needs), B's gpu_cudnn and gpu_fused against the float64 reference;
+    # then SM90_S_W=1 alone (turn order 0)
+    AB_TESTS="gpu_cudnn|gpu_fused$" bash "$ROOT/bench/build_ab.sh" "-DSM90_3WG=4 -DSM90_S_W=1" --reps 3 \
+        --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" --shape "$A.e4m3.c" --shape "$A.bf16.c" \
+        >"$OUT/w3-order4.txt" 2>&1 || echo "[w3] order4: exit $?" >&2
+    [ "${W3_QUICK:-0}" = 1 ] ||
+        bash "$ROOT/bench/build_ab.sh" "-DSM90_S_W=1" --reps 3 --filter sm90a --only sm90a \
+            --shape "$A.e4m3.nc" --shape "$A.bf16.nc" >"$OUT/w3-sw.txt" 2>&1 || echo "[w3] sw: exit $?" >&2
     ;;
 tail)
     bash "$ROOT/bench/build_ab.sh" -DSM90_TAIL_WAIT=1 --reps 3 --filter sm90a \

@@ -500,11 +500,28 @@ static int run_twin_of(const shape_run *r, int i)
     return -1;
 }
 
+/* 1 when only (tuner_opts.only: comma-separated texts, NULL: all) lets
+ * tactic name through: name holds one of the texts. */
+static int run_only(const char *only, const char *name)
+{
+    if (only == NULL)
+        return 1;
+    for (const char *p = only; *p;) {
+        size_t n = strcspn(p, ",");
+        for (const char *q = name; n > 0 && *q; q++)
+            if (strncmp(q, p, n) == 0)
+                return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
 /* Step 1: the applicable tactics (the caller's candidates, else the
  * device's listing), and which of them still need measuring (what is
  * committed for this stack is not measured again unless forced): those
  * with a twin among the tactics (run_twin_of) are stored from its row
- * (run_twins), the others measured. */
+ * (run_twins), the others measured; tactics tuner_opts.only leaves out are
+ * neither. */
 static int run_list_tactics(shape_run *r, tuner_shape_result *res)
 {
     const attn_device *dev = r->dev;
@@ -531,12 +548,16 @@ static int run_list_tactics(shape_run *r, tuner_shape_result *res)
     for (int i = 0; i < r->nt; i++)
         attn_tactic_str(&r->tactics[i], r->names[i], sizeof r->names[i]);
     for (int i = 0; i < r->nt; i++) {
+        if (!run_only(r->o->only, r->names[i]))
+            continue;
         int ex = r->o->force ? 0
                              : store_measurement_exists(r->st, dev->info.id, dev->stack.id,
                                                         r->s, r->names[i]);
         if (ex < 0)
             return ex;
         int tw = ex ? -1 : run_twin_of(r, i);
+        if (tw >= 0 && !run_only(r->o->only, r->names[tw]))
+            tw = -1; /* its twin is not measured: measured itself */
         if (ex)
             res->skipped++;
         else if (tw >= 0)

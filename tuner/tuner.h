@@ -116,6 +116,11 @@ typedef struct tuner_opts {
      * unsupported). */
     const attn_tactic *candidates;
     int ncandidates;
+    /* Comma-separated texts: of those tactics, measure only the ones whose
+     * name holds one of them (attune tune --only, for A/Bs of one family);
+     * NULL: all. The caller sets no_mark with it: a winner of a part of the
+     * listing is not the shape's. */
+    const char *only;
     /* Placements (docs/tuning.md, "Placement"): a fully timed call under
      * placement_us (its first timing, copies included) and not hopeless is
      * timed in `placements` places in all: the extra ones each a fresh

@@ -20,7 +20,8 @@
 
 const char cli_tune_help[] =
     "usage: attune tune [--db FILE] [--device ID] (--shape KEY ... | --grid FILE)\n"
-    "                   [--force] [--budget-ms MS] [--screen F] [--quiet]\n"
+    "                   [--force] [--budget-ms MS] [--screen F] [--only TEXT]\n"
+    "                   [--quiet]\n"
     "       attune tune --url URL [--device ID] (--shape KEY ... | --grid FILE)\n"
     "                   [--token-file F] [--wait] [--force-long] [--quiet]\n"
     "\n"
@@ -47,6 +48,9 @@ const char cli_tune_help[] =
     "                   their screening time, noted 'screened out'; 0: time\n"
     "                   every tactic fully\n"
     "  --force          measure again tactics already stored\n"
+    "  --only TEXT      measure only the tactics whose name holds TEXT (a comma-\n"
+    "                   separated list: any of them), e.g. --only tile=192x128;\n"
+    "                   no winner is marked (the shape is not tuned by it)\n"
     "  --quiet          no per-shape lines; progress shows only on a terminal\n"
     "  --url URL        the daemon, e.g. http://127.0.0.1:7373\n"
     "  --token-file F   (--url) the bearer token; default $ATTUNE_TOKEN, else the\n"
@@ -127,6 +131,7 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
                             {"shape", 0, CLI_MULTI, &a->shapes},
                             {"budget-ms", 0, CLI_VALUE, &a->budget},
                             {"screen", 0, CLI_VALUE, &a->screen},
+                            {"only", 0, CLI_VALUE, &a->only},
                             {"url", 0, CLI_VALUE, &a->url},
                             {"token-file", 0, CLI_VALUE, &a->token_file},
                             {"force", 0, CLI_FLAG, &a->force},
@@ -138,8 +143,8 @@ static int tune_args(int argc, char **argv, cli_tune_args *a)
     if (cli_parse(argc, argv, opts, cli_tune_help, NULL, &status))
         return status == 0 ? -1 : status;
     if (a->url != NULL) {
-        if (a->db != NULL || a->force || a->budget != NULL || a->screen != NULL)
-            return cli_usage_error("tune", "--db, --force, --budget-ms and --screen go without --url "
+        if (a->db != NULL || a->force || a->budget != NULL || a->screen != NULL || a->only != NULL)
+            return cli_usage_error("tune", "--db, --force, --budget-ms, --screen and --only go without --url "
                                            "(the daemon tunes into its own database)");
     } else {
         if (a->wait || a->token_file != NULL || a->force_long)
@@ -268,6 +273,15 @@ int cli_tune_main(int argc, char **argv)
                      (o.screen_factor > 0 && o.screen_factor < 1) || o.screen_factor > 1e6)) {
         rc = cli_usage_error("tune", "--screen must be 0 (off) or a factor >= 1");
         goto out;
+    }
+    if (a.only != NULL) {
+        if (a.only[0] == '\0' || a.only[0] == ',' || a.only[strlen(a.only) - 1] == ',' ||
+            strstr(a.only, ",,") != NULL) {
+            rc = cli_usage_error("tune", "--only needs TEXT[,TEXT...] with no empty item");
+            goto out;
+        }
+        o.only = a.only;
+        o.no_mark = 1;
     }
     /* ATTUNE_TUNER_TRACE=1: a line per tactic and pass on stderr */
     const char *trace = getenv("ATTUNE_TUNER_TRACE");

@@ -8,6 +8,7 @@
 /* The options of `attune tune`, both forms. */
 typedef struct cli_tune_args {
     const char *db, *device, *grid, *budget, *screen, *url, *token_file;
+    const char *only; /* --only TEXT[,TEXT...]: measure only the tactics named so */
     cli_multi shapes; /* --shape KEY ... */
     int force, quiet, wait;
     int force_long;   /* --force-long: tune shapes predicted over the daemon's job budget */

@@ -325,16 +325,19 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
 #define WG_R96 WG_R88 ", %88, %89, %90, %91, %92, %93, %94, %95"
 #define WG_R112 WG_R96 ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, " \
                "%110, %111"
-#define WG_D8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
-                    "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define WG_ACC32(d) WG_D8(d, 0), WG_D8(d, 8), WG_D8(d, 16), WG_D8(d, 24)
-#define WG_ACC16(d) WG_D8(d, 0), WG_D8(d, 8)
-#define WG_ACC40(d) WG_ACC32(d), WG_D8(d, 32)
-#define WG_ACC48(d) WG_ACC40(d), WG_D8(d, 40)
-#define WG_ACC64(d) WG_ACC32(d), WG_D8(d, 32), WG_D8(d, 40), WG_D8(d, 48), WG_D8(d, 56)
-#define WG_ACC88(d) WG_ACC64(d), WG_D8(d, 64), WG_D8(d, 72), WG_D8(d, 80)
-#define WG_ACC96(d) WG_ACC88(d), WG_D8(d, 88)
-#define WG_ACC112(d) WG_ACC96(d), WG_D8(d, 96), WG_D8(d, 104)
+/* C: the accumulators' constraint, "+f" (read and written) or "=f"
+ * (written only: the _w products, scale_d = 0, so that S's old values are
+ * not kept live up to the next S_j's issue). */
+#define WG_D8(C, d, i) C(d[i]), C(d[i + 1]), C(d[i + 2]), C(d[i + 3]), C(d[i + 4]), C(d[i + 5]), C(d[i + 6]), \
+                       C(d[i + 7])
+#define WG_ACC32(C, d) WG_D8(C, d, 0), WG_D8(C, d, 8), WG_D8(C, d, 16), WG_D8(C, d, 24)
+#define WG_ACC16(C, d) WG_D8(C, d, 0), WG_D8(C, d, 8)
+#define WG_ACC40(C, d) WG_ACC32(C, d), WG_D8(C, d, 32)
+#define WG_ACC48(C, d) WG_ACC40(C, d), WG_D8(C, d, 40)
+#define WG_ACC64(C, d) WG_ACC32(C, d), WG_D8(C, d, 32), WG_D8(C, d, 40), WG_D8(C, d, 48), WG_D8(C, d, 56)
+#define WG_ACC88(C, d) WG_ACC64(C, d), WG_D8(C, d, 64), WG_D8(C, d, 72), WG_D8(C, d, 80)
+#define WG_ACC96(C, d) WG_ACC88(C, d), WG_D8(C, d, 88)
+#define WG_ACC112(C, d) WG_ACC96(C, d), WG_D8(C, d, 96), WG_D8(C, d, 104)
 /* One instruction's text: PRED is the scale_d operand, OPS the A, B and
  * immediate operands after the accumulators. */
 #define WG_TEXT(N, TY, REGS, PRED, OPS)                                                         \
@@ -346,10 +349,20 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
     {                                                                                            \
         if constexpr (std::is_same<T, __nv_bfloat16>::value)                                     \
             asm volatile(WG_TEXT(N, "bf16", REGS, PRED, OPS)                                     \
-                         : ACC(d) : "l"(da), "l"(db), "r"(scale_d), "n"(TB));                     \
+                         : ACC("+f", d) : "l"(da), "l"(db), "r"(scale_d), "n"(TB));               \
         else                                                                                     \
             asm volatile(WG_TEXT(N, "f16", REGS, PRED, OPS)                                      \
-                         : ACC(d) : "l"(da), "l"(db), "r"(scale_d), "n"(TB));                     \
+                         : ACC("+f", d) : "l"(da), "l"(db), "r"(scale_d), "n"(TB));               \
+    }                                                                                            \
+    template <typename T, int TB>                                                                \
+    __device__ __forceinline__ void wgmma_ss_n##N##_w(float (&d)[N / 2], uint64_t da, uint64_t db) \
+    {                                                                                            \
+        if constexpr (std::is_same<T, __nv_bfloat16>::value)                                     \
+            asm volatile(WG_TEXT(N, "bf16", REGS, PRED, OPS)                                     \
+                         : ACC("=f", d) : "l"(da), "l"(db), "r"(0), "n"(TB));                     \
+        else                                                                                     \
+            asm volatile(WG_TEXT(N, "f16", REGS, PRED, OPS)                                      \
+                         : ACC("=f", d) : "l"(da), "l"(db), "r"(0), "n"(TB));                     \
     }
 #define WG_RS_DEF(N, REGS, ACC, PRED, OPS)                                                      \
     template <typename T, int TB>                                                                \
@@ -358,11 +371,11 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
     {                                                                                            \
         if constexpr (std::is_same<T, __nv_bfloat16>::value)                                     \
             asm volatile(WG_TEXT(N, "bf16", REGS, PRED, OPS)                                     \
-                         : ACC(d)                                                                \
+                         : ACC("+f", d)                                                          \
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB)); \
         else                                                                                     \
             asm volatile(WG_TEXT(N, "f16", REGS, PRED, OPS)                                      \
-                         : ACC(d)                                                                \
+                         : ACC("+f", d)                                                          \
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB)); \
     }
 WG_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1, 0, %35")
@@ -379,9 +392,13 @@ WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70
     "{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                          \
     "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " REGS "}, " OPS ";\n}\n"
 #define WG8_SS_DEF(N, REGS, ACC, PRED, OPS)                                                     \
-    __device__ __forceinline__ void wgmma8_ss_n##N(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) \
+    __device__ __forceinline__ __attribute__((unused)) void wgmma8_ss_n##N(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) \
     {                                                                                            \
-        asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC(d) : "l"(da), "l"(db), "r"(scale_d));    \
+        asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC("+f", d) : "l"(da), "l"(db), "r"(scale_d)); \
+    }                                                                                            \
+    __device__ __forceinline__ __attribute__((unused)) void wgmma8_ss_n##N##_w(float (&d)[N / 2], uint64_t da, uint64_t db) \
+    {                                                                                            \
+        asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC("=f", d) : "l"(da), "l"(db), "r"(0));    \
     }
 WG8_SS_DEF(32, WG_R16, WG_ACC16, "%18", "%16, %17, p, 1, 1")
 WG8_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1")
@@ -393,7 +410,7 @@ WG8_SS_DEF(224, WG_R112, WG_ACC112, "%114", "%112, %113, p, 1, 1")
 __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d)
 {
     asm volatile(WG8_TEXT(128, WG_R64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1")
-                 : WG_ACC64(d)
+                 : WG_ACC64("+f", d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
 #undef WG8_TEXT
@@ -431,42 +448,57 @@ __device__ __forceinline__ void tma_load_tile(uint32_t dst, uint32_t chunk_bytes
 }
 #endif
 
+/* One k-slice of S (SS wgmma, N keys): the first (first: scale_d = 0)
+ * writes the accumulators without reading them when SM90_S_W is 1, so
+ * that the old S is not kept live (the "+f" of the others reads it). */
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t db, bool first)
+{
+#ifdef SM90A_DEVICE
+#define WG_S_CASE(F, ...)                                                                        \
+    if (SM90_S_W && first)                                                                       \
+        F##_w __VA_ARGS__(d, da, db);                                                            \
+    else                                                                                         \
+        F __VA_ARGS__(d, da, db, !first);
+    if constexpr (sm90_is_fp8<T>::value) {
+        static_assert(N == 32 || N == 64 || N == 96 || N == 128 || N == 192 || N == 224, "e4m3 S widths built");
+        if constexpr (N == 32) { WG_S_CASE(wgmma8_ss_n32) }
+        else if constexpr (N == 64) { WG_S_CASE(wgmma8_ss_n64) }
+        else if constexpr (N == 96) { WG_S_CASE(wgmma8_ss_n96) }
+        else if constexpr (N == 128) { WG_S_CASE(wgmma8_ss_n128) }
+        else if constexpr (N == 192) { WG_S_CASE(wgmma8_ss_n192) }
+        else { WG_S_CASE(wgmma8_ss_n224) }
+    } else {
+        static_assert(N == 32 || N == 64 || N == 80 || N == 96 || N == 128 || N == 176, "16-bit S widths built");
+        if constexpr (N == 32) { WG_S_CASE(wgmma_ss_n32, <T, 0>) }
+        else if constexpr (N == 64) { WG_S_CASE(wgmma_ss_n64, <T, 0>) }
+        else if constexpr (N == 80) { WG_S_CASE(wgmma_ss_n80, <T, 0>) }
+        else if constexpr (N == 96) { WG_S_CASE(wgmma_ss_n96, <T, 0>) }
+        else if constexpr (N == 128) { WG_S_CASE(wgmma_ss_n128, <T, 0>) }
+        else { WG_S_CASE(wgmma_ss_n176, <T, 0>) }
+    }
+#undef WG_S_CASE
+#endif
+}
+
 /* S += Q K^T over D (SS wgmma, N = BC), zero-initialised by the first
  * slice. A slice is 32 bytes of each row (k16 of 16-bit data, k32 of
  * e4m3), four to a 128-byte chunk. */
 template <typename T, int D, int BC, int BR>
 __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_t aK)
 {
-#ifdef SM90A_DEVICE
     if constexpr (sm90_is_fp8<T>::value) {
         static_assert(D == 128 && (BC == 128 || BC == 192 || BC == 224), "e4m3: one 128-byte chunk per row");
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const uint64_t da = sw128_desc(aQ + kk * 32, 16, 1024), db = sw128_desc(aK + kk * 32, 16, 1024);
-            if constexpr (BC == 224)
-                wgmma8_ss_n224(s, da, db, kk > 0);
-            else if constexpr (BC == 192)
-                wgmma8_ss_n192(s, da, db, kk > 0);
-            else
-                wgmma8_ss_n128(s, da, db, kk > 0);
-        }
+        for (int kk = 0; kk < 4; kk++)
+            wgmma_s<T, BC>(s, sw128_desc(aQ + kk * 32, 16, 1024), sw128_desc(aK + kk * 32, 16, 1024), kk == 0);
     } else {
+        static_assert(BC == 64 || BC == 80 || BC == 128 || BC == 176, "the key tiles built");
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            const uint64_t da = sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024);
-            const uint64_t db = sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024);
-            static_assert(BC == 64 || BC == 80 || BC == 128 || BC == 176, "the key tiles built");
-            if constexpr (BC == 176)
-                wgmma_ss_n176<T, 0>(s, da, db, kk > 0);
-            else if constexpr (BC == 128)
-                wgmma_ss_n128<T, 0>(s, da, db, kk > 0);
-            else if constexpr (BC == 80)
-                wgmma_ss_n80<T, 0>(s, da, db, kk > 0);
-            else
-                wgmma_ss_n64<T, 0>(s, da, db, kk > 0);
-        }
+        for (int kk = 0; kk < D / 16; kk++)
+            wgmma_s<T, BC>(s, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
+                           sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
     }
-#endif
 }
 
 /* Keys K0 .. K0 + N - 1 of gemm_qk at BC = 128 (N = 32, 64 or 96), into
@@ -478,37 +510,21 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
 template <typename T, int D, int BR, int K0, int N>
 __device__ __forceinline__ void gemm_qk_part(float (&s)[64], uint32_t aQ, uint32_t aK)
 {
-#ifdef SM90A_DEVICE
     static_assert(K0 % 32 == 0 && K0 + N <= 128 && (N == 32 || N == 64 || N == 96), "the parts built");
     float(&sp)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&s[K0 / 2]);
     constexpr int BC = 128;
     if constexpr (sm90_is_fp8<T>::value) {
         static_assert(D == 128, "e4m3: one 128-byte chunk per row");
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const uint64_t da = sw128_desc(aQ + kk * 32, 16, 1024);
-            const uint64_t db = sw128_desc(aK + K0 * 128 + kk * 32, 16, 1024);
-            if constexpr (N == 96)
-                wgmma8_ss_n96(sp, da, db, kk > 0);
-            else if constexpr (N == 64)
-                wgmma8_ss_n64(sp, da, db, kk > 0);
-            else
-                wgmma8_ss_n32(sp, da, db, kk > 0);
-        }
+        for (int kk = 0; kk < 4; kk++)
+            wgmma_s<T, N>(sp, sw128_desc(aQ + kk * 32, 16, 1024), sw128_desc(aK + K0 * 128 + kk * 32, 16, 1024),
+                          kk == 0);
     } else {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            const uint64_t da = sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024);
-            const uint64_t db = sw128_desc(aK + (kk / 4) * BC * 128 + K0 * 128 + (kk % 4) * 32, 16, 1024);
-            if constexpr (N == 96)
-                wgmma_ss_n96<T, 0>(sp, da, db, kk > 0);
-            else if constexpr (N == 64)
-                wgmma_ss_n64<T, 0>(sp, da, db, kk > 0);
-            else
-                wgmma_ss_n32<T, 0>(sp, da, db, kk > 0);
-        }
+        for (int kk = 0; kk < D / 16; kk++)
+            wgmma_s<T, N>(sp, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
+                          sw128_desc(aK + (kk / 4) * BC * 128 + K0 * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
     }
-#endif
 }
 
 /* O += P V over BC keys (RS wgmma, N = ON columns per instruction, D / ON
@@ -632,7 +648,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      *   1: P_{j-1} V_{j-1} then S_j, both waited for before the softmax
      *     (P from shared memory);
      *   0 (default): P_{j-1} V_{j-1} from registers, waited for inside
-     *     the turn, then S_j.
+     *     the turn, then S_j;
+     *   4: order 0 with S_j's first SM90_S_FIRST keys issued behind P V,
+     *     before the wait (an A/B switch, 2026-12-06).
      * In modes 1 and 0 only the other warpgroups' turns overlap a softmax.
      * (Order 3, order 1 with P from registers, and ending order 0's turn
      * after P V's issue or dropping the turns were measured slower on
@@ -641,7 +659,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     constexpr bool OVL = !W3 || SM90_3WG == 2;
     constexpr bool PSM = W3 && SM90_3WG_PSM;
     static_assert(SM90_3WG >= 0 && SM90_3WG <= 4 && SM90_3WG != 3, "SM90_3WG: 0, 1, 2 or 4");
-    static_assert(SM90_3WG != 4 || !W3 || BC == 128, "order 4 halves a 128-key S");
+    static_assert(SM90_3WG != 4 || !W3 || (BC == 128 && (F8 || SM90_S_W)), "order 4: 128-key S; 16-bit: SM90_S_W");
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -1051,13 +1069,15 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 softmax((thi - 1 - it) * BC, alpha);
                 rescale_pack(alpha, it);
                 continue;
-            } else if constexpr (!OVL && SM90_3WG == 4 && F8) {
+            } else if constexpr (!OVL && SM90_3WG == 4) {
                 /* Order 4: order 0 with S_j's first SF keys queued behind
                  * P_{j-1} V_{j-1}, so that the tensor cores have work while
                  * the warpgroup waits for P V to free P's registers; the
                  * other keys issued then, still in the turn. Live at most:
-                 * O, P and SF / 2 of S's registers (order 0: O and S). */
-                constexpr int SF = SM90_S_FIRST > 0 ? SM90_S_FIRST : 64;
+                 * O, P and SF / 2 of S's registers (order 0: O and S);
+                 * 16-bit only with SM90_S_W = 1 (else the old S stays live
+                 * too and ptxas serialises the wgmma: C7512). */
+                constexpr int SF = SM90_S_FIRST > 0 ? SM90_S_FIRST : F8 ? 64 : 32;
                 mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 turn_begin();
