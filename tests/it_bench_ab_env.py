@@ -4,6 +4,7 @@ by the tuner's protocol: the run order, the table's per-run cells, medians
 and ratios, a run refused as inaccurate shown as such (not dropped), pad
 twins' copies left out; then real runs on the CPU device through the
 attune CLI, with `-` leaving the variable unset."""
+import json
 import os
 import subprocess
 import sys
@@ -85,6 +86,27 @@ def main():
         check(got == ["unset", "1"], "'-' leaves the variable unset, then 1 (%s)" % got)
         check(os.path.exists(os.path.join(tmp, "ab_env.jsonl")) and not any(
             n.endswith(".db") for n in os.listdir(tmp)), "raw rows kept, databases removed")
+        # --only passed on to `attune tune --only`: only those tactics
+        # tuned, and (a part of the listing) no winner marked
+        p = subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "ab_env.py"), "--attune", attune,
+                            "--env", "ATTUNE_AB_ENV_TEST=0,1", "--reps", "1", "--device", "cpu", "--shape",
+                            "b1.hq2.hkv2.sq30.skv40.d16.f32.nc", "--only", "split,pad=8", "--out", tmp],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        with open(os.path.join(tmp, "ab_env.jsonl")) as f:
+            tac = {json.loads(l)["tactic"] for l in f}
+        check(p.returncode == 0 and tac and all("split" in x or "pad=8" in x for x in tac)
+              and any(x.startswith("fused") for x in tac), "--only split,pad=8: those tactics alone (%s)" % sorted(tac))
+        db = os.path.join(tmp, "only.db")
+        key = "b1.hq2.hkv2.sq30.skv40.d16.f32.nc"
+        subprocess.run([attune, "tune", "--db", db, "--device", "cpu", "--shape", key, "--only", "split", "--quiet"],
+                       check=True, timeout=120)
+        w = subprocess.run([attune, "winners", "--db", db, "--device", "cpu"], stdout=subprocess.PIPE, text=True,
+                           timeout=60).stdout
+        check("(none)" in w and "0 with a winner" in w, "tune --only marks no winner (%r)" % w[-200:])
+        for bad in ("", ",split", "split,", "a,,b"):
+            p = subprocess.run([attune, "tune", "--db", db, "--device", "cpu", "--shape", key, "--only", bad],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+            check(p.returncode == 2 and "--only" in p.stderr, "tune --only %r refused (%d)" % (bad, p.returncode))
         for bad in ("X=1,1", "X=1", "=1,2"):
             p = subprocess.run([sys.executable, os.path.join(HERE, "..", "bench", "ab_env.py"), "--attune", attune,
                                 "--env", bad, "--shape", "b1.hq2.hkv2.sq30.skv40.d16.f32.nc"],
