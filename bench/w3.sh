@@ -16,7 +16,8 @@
 # order: bench/build_ab.sh -DSM90_3WG=1, then =2, against the default (0),
 #   on the e4m3 and bf16 non-causal anchors, the 192x128 rows.
 # order4: bench/build_ab.sh "-DSM90_3WG=4 -DSM90_S_W=1" against the default
-#   on the four anchors, the 192x128 rows, B's gpu_cudnn and gpu_fused;
+#   on the four anchors, the 192x128 rows (W3_TESTS=1: B's gpu_cudnn and
+#   gpu_fused);
 #   then -DSM90_S_W=1 alone, then order 4 with e4m3's SM90_S_FIRST=96
 #   (W3_STEPS, W3_UNTIL: see the code).
 # tail: bench/build_ab.sh -DSM90_TAIL_WAIT=1 against the default (0), on
@@ -48,17 +49,17 @@ order)
 order4)
     # turn order 4 (S_j's first keys queued behind P V) with S's first
     # k-slice written, not read (SM90_S_W=1, which 16-bit's order 4
-    # needs), B's gpu_cudnn and gpu_fused against the float64 reference;
-    # then SM90_S_W=1 alone (turn order 0), then e4m3's first part at 96
-    # keys. W3_STEPS picks (default "o4 sw o96"); a step not begun by
-    # W3_UNTIL (seconds since the epoch) is skipped.
+    # needs; W3_TESTS=1: B's gpu_cudnn and gpu_fused against the float64
+    # reference too); then SM90_S_W=1 alone (turn order 0), then e4m3's
+    # first part at 96 keys. W3_STEPS picks (default "o4 sw o96"); a step
+    # not begun by W3_UNTIL (seconds since the epoch) is skipped.
     for step in ${W3_STEPS:-o4 sw o96}; do
         if [ -n "${W3_UNTIL:-}" ] && [ "$(date +%s)" -ge "$W3_UNTIL" ]; then
             echo "[w3] $step: skipped (W3_UNTIL)" >&2
             continue
         fi
         case $step in
-        o4) AB_TESTS="gpu_cudnn|gpu_fused$" bash "$ROOT/bench/build_ab.sh" "-DSM90_3WG=4 -DSM90_S_W=1" \
+        o4) AB_TESTS=${W3_TESTS:+"gpu_cudnn|gpu_fused$"} bash "$ROOT/bench/build_ab.sh" "-DSM90_3WG=4 -DSM90_S_W=1" \
             --reps 3 --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" \
             --shape "$A.e4m3.c" --shape "$A.bf16.c" ;;
         sw) bash "$ROOT/bench/build_ab.sh" "-DSM90_S_W=1" --reps 3 --filter sm90a --only sm90a \
