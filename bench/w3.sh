@@ -52,7 +52,8 @@ order4)
     # needs; W3_TESTS=1: B's gpu_cudnn and gpu_fused against the float64
     # reference too); then SM90_S_W=1 alone (turn order 0), then e4m3's
     # first part at 96 keys. W3_STEPS picks (default "o4 sw o96"); a step
-    # not begun by W3_UNTIL (seconds since the epoch) is skipped.
+    # not begun by W3_UNTIL (seconds since the epoch) is skipped; W3_REPS:
+    # o4's rounds (3).
     for step in ${W3_STEPS:-o4 sw o96}; do
         if [ -n "${W3_UNTIL:-}" ] && [ "$(date +%s)" -ge "$W3_UNTIL" ]; then
             echo "[w3] $step: skipped (W3_UNTIL)" >&2
@@ -60,7 +61,7 @@ order4)
         fi
         case $step in
         o4) AB_TESTS=${W3_TESTS:+"gpu_cudnn|gpu_fused$"} bash "$ROOT/bench/build_ab.sh" "-DSM90_3WG=4 -DSM90_S_W=1" \
-            --reps 3 --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" \
+            --reps "${W3_REPS:-3}" --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" \
             --shape "$A.e4m3.c" --shape "$A.bf16.c" ;;
         sw) bash "$ROOT/bench/build_ab.sh" "-DSM90_S_W=1" --reps 3 --filter sm90a --only sm90a \
             --shape "$A.e4m3.nc" --shape "$A.bf16.nc" ;;
