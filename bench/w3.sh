@@ -15,16 +15,14 @@
 #   and not), every tactic: $OUT/w3-times-KEY.txt.
 # order: bench/build_ab.sh -DSM90_3WG=1, then =2, against the default (0),
 #   on the e4m3 and bf16 non-causal anchors, the 192x128 rows.
-# order4: bench/build_ab.sh "-DSM90_3WG=4 -DSM90_S_W=1" against the default
-#   on the four anchors, the 192x128 rows (W3_TESTS=1: B's gpu_cudnn and
-#   gpu_fused);
-#   then -DSM90_S_W=1 alone, then order 4 with e4m3's SM90_S_FIRST=96
-#   (W3_STEPS, W3_UNTIL: see the code).
+# sw: bench/build_ab.sh -DSM90_S_W=1 against the default on the four
+#   anchors, the 192x128 rows (W3_REPS, W3_TESTS: see the code).
 # tail: bench/build_ab.sh -DSM90_TAIL_WAIT=1 against the default (0), on
 #   the bf16 and e4m3 non-causal anchors, every sm90a row.
 # (order3 and turn, the A/Bs of turn order 3 and of where a turn ends,
 #   ran on 2026-12-06 and their switches are gone: commit bdcf452 has
-#   them; bench/order3-turn-h100-20261206.txt the figures.)
+#   them; bench/order3-turn-h100-20261206.txt the figures. So did order4,
+#   turn order 4: commit 9d58ce6, bench/order4-sw-h100-9d58ce6.txt.)
 # BUILD and OUT come from run.sh. Each step takes 2-5 minutes.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,30 +44,14 @@ order)
             echo "[w3] order $m: exit $?" >&2
     done
     ;;
-order4)
-    # turn order 4 (S_j's first keys queued behind P V) with S's first
-    # k-slice written, not read (SM90_S_W=1, which 16-bit's order 4
-    # needs; W3_TESTS=1: B's gpu_cudnn and gpu_fused against the float64
-    # reference too); then SM90_S_W=1 alone (turn order 0), then e4m3's
-    # first part at 96 keys. W3_STEPS picks (default "o4 sw o96"); a step
-    # not begun by W3_UNTIL (seconds since the epoch) is skipped; W3_REPS:
-    # o4's rounds (3).
-    for step in ${W3_STEPS:-o4 sw o96}; do
-        if [ -n "${W3_UNTIL:-}" ] && [ "$(date +%s)" -ge "$W3_UNTIL" ]; then
-            echo "[w3] $step: skipped (W3_UNTIL)" >&2
-            continue
-        fi
-        case $step in
-        o4) AB_TESTS=${W3_TESTS:+"gpu_cudnn|gpu_fused$"} bash "$ROOT/bench/build_ab.sh" "-DSM90_3WG=4 -DSM90_S_W=1" \
-            --reps "${W3_REPS:-3}" --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" \
-            --shape "$A.e4m3.c" --shape "$A.bf16.c" ;;
-        sw) bash "$ROOT/bench/build_ab.sh" "-DSM90_S_W=1" --reps 3 --filter sm90a --only sm90a \
-            --shape "$A.e4m3.nc" --shape "$A.bf16.nc" ;;
-        o96) bash "$ROOT/bench/build_ab.sh" "-DSM90_3WG=4 -DSM90_S_W=1 -DSM90_S_FIRST=96" --reps 3 \
-            --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" ;;
-        *) echo "[w3] unknown step $step" >&2 ;;
-        esac >"$OUT/w3-order4-$step.txt" 2>&1 || echo "[w3] order4 $step: exit $?" >&2
-    done
+sw)
+    # S's first k-slice written, not read (SM90_S_W=1) against the
+    # default on the 8k anchors' 192x128 rows (attune tune --only: a
+    # second a run); W3_REPS rounds (6); W3_TESTS=1: B's gpu_cudnn and
+    # gpu_fused against the float64 reference too
+    AB_TESTS=${W3_TESTS:+"gpu_cudnn|gpu_fused$"} bash "$ROOT/bench/build_ab.sh" -DSM90_S_W=1 \
+        --reps "${W3_REPS:-6}" --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" \
+        --shape "$A.e4m3.c" --shape "$A.bf16.c" >"$OUT/w3-sw.txt" 2>&1 || echo "[w3] sw: exit $?" >&2
     ;;
 tail)
     bash "$ROOT/bench/build_ab.sh" -DSM90_TAIL_WAIT=1 --reps 3 --filter sm90a \
@@ -78,7 +60,7 @@ tail)
     ;;
 -h | --help) sed -n 2,25p "$0" ;;
 *)
-    echo "usage: w3.sh times|order|order4|tail (see --help)" >&2
+    echo "usage: w3.sh times|order|sw|tail (see --help)" >&2
     exit 2
     ;;
 esac

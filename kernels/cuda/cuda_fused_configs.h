@@ -168,21 +168,17 @@
  * 2026-12-06: docs/kernels.md). Orders 1 and 2 keep P in shared memory:
  * the 16-bit tiles' BR x BC values after the V stages (SM90_SMEM_P; the
  * host's descriptions count the default order's bytes). Anything but 0-2
- * does not build, but 4 (an A/B switch, below). SM90_3WG_PSM: 1 in the orders with P in shared memory
+ * does not build. SM90_3WG_PSM: 1 in the orders with P in shared memory
  * (the kernel's PSM, this file's SM90_SMEM_P). */
 #ifndef SM90_3WG
 #define SM90_3WG 0
 #endif
-/* Order 4 (S_j's first part issued behind P V, before the turn's wait;
- * -DSM90_3WG=4, 16-bit only with SM90_S_W=1): that part's keys (32, 64
- * or 96; 0: 64 for e4m3, 32 for 16-bit, whose P takes twice the
- * registers). */
-#ifndef SM90_S_FIRST
-#define SM90_S_FIRST 0
-#endif
 /* 1: S's first k-slice writes its accumulators without reading them
  * ("=f"), so the previous S_j is not live up to the next S_j's issue
- * (0: "+f" throughout, scale_d = 0 all the same). */
+ * (0: "+f" throughout, scale_d = 0 all the same). An A/B switch: on an
+ * H100, 0.981-0.998 of the default's time on e4m3's 192x128 tiles over
+ * three A/Bs, 1.004-1.007 on bf16's (docs/kernels.md, version 3.15); not
+ * the default until the GPU suite has passed with it. */
 #ifndef SM90_S_W
 #define SM90_S_W 0
 #endif

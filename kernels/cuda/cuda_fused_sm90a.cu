@@ -315,9 +315,7 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
  * are numbered on from N/2, which the macros' OPS strings spell out. */
 #define WG_R32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
                "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define WG_R16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define WG_R40 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39"
-#define WG_R48 WG_R40 ", %40, %41, %42, %43, %44, %45, %46, %47"
 #define WG_R64 WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
                "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define WG_R88 WG_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
@@ -331,9 +329,7 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
 #define WG_D8(C, d, i) C(d[i]), C(d[i + 1]), C(d[i + 2]), C(d[i + 3]), C(d[i + 4]), C(d[i + 5]), C(d[i + 6]), \
                        C(d[i + 7])
 #define WG_ACC32(C, d) WG_D8(C, d, 0), WG_D8(C, d, 8), WG_D8(C, d, 16), WG_D8(C, d, 24)
-#define WG_ACC16(C, d) WG_D8(C, d, 0), WG_D8(C, d, 8)
 #define WG_ACC40(C, d) WG_ACC32(C, d), WG_D8(C, d, 32)
-#define WG_ACC48(C, d) WG_ACC40(C, d), WG_D8(C, d, 40)
 #define WG_ACC64(C, d) WG_ACC32(C, d), WG_D8(C, d, 32), WG_D8(C, d, 40), WG_D8(C, d, 48), WG_D8(C, d, 56)
 #define WG_ACC88(C, d) WG_ACC64(C, d), WG_D8(C, d, 64), WG_D8(C, d, 72), WG_D8(C, d, 80)
 #define WG_ACC96(C, d) WG_ACC88(C, d), WG_D8(C, d, 88)
@@ -381,8 +377,6 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
 WG_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1, 0, %35")
 WG_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1, 0, %67")
 WG_SS_DEF(80, WG_R40, WG_ACC40, "%42", "%40, %41, p, 1, 1, 0, %43")
-WG_SS_DEF(32, WG_R16, WG_ACC16, "%18", "%16, %17, p, 1, 1, 0, %19")
-WG_SS_DEF(96, WG_R48, WG_ACC48, "%50", "%48, %49, p, 1, 1, 0, %51")
 WG_SS_DEF(176, WG_R88, WG_ACC88, "%90", "%88, %89, p, 1, 1, 0, %91")
 WG_RS_DEF(64, WG_R32, WG_ACC32, "%37", "{%32, %33, %34, %35}, %36, p, 1, 1, %38")
 WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70")
@@ -392,17 +386,14 @@ WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70
     "{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                          \
     "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " REGS "}, " OPS ";\n}\n"
 #define WG8_SS_DEF(N, REGS, ACC, PRED, OPS)                                                     \
-    __device__ __forceinline__ __attribute__((unused)) void wgmma8_ss_n##N(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) \
+    __device__ __forceinline__ void wgmma8_ss_n##N(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) \
     {                                                                                            \
         asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC("+f", d) : "l"(da), "l"(db), "r"(scale_d)); \
     }                                                                                            \
-    __device__ __forceinline__ __attribute__((unused)) void wgmma8_ss_n##N##_w(float (&d)[N / 2], uint64_t da, uint64_t db) \
+    __device__ __forceinline__ void wgmma8_ss_n##N##_w(float (&d)[N / 2], uint64_t da, uint64_t db) \
     {                                                                                            \
         asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC("=f", d) : "l"(da), "l"(db), "r"(0));    \
     }
-WG8_SS_DEF(32, WG_R16, WG_ACC16, "%18", "%16, %17, p, 1, 1")
-WG8_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1")
-WG8_SS_DEF(96, WG_R48, WG_ACC48, "%50", "%48, %49, p, 1, 1")
 WG8_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1")
 WG8_SS_DEF(192, WG_R96, WG_ACC96, "%98", "%96, %97, p, 1, 1")
 WG8_SS_DEF(224, WG_R112, WG_ACC112, "%114", "%112, %113, p, 1, 1")
@@ -421,18 +412,14 @@ __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&
 #undef WG_ACC96
 #undef WG_ACC88
 #undef WG_ACC64
-#undef WG_ACC48
 #undef WG_ACC40
-#undef WG_ACC16
 #undef WG_ACC32
 #undef WG_D8
 #undef WG_R112
 #undef WG_R96
 #undef WG_R88
 #undef WG_R64
-#undef WG_R48
 #undef WG_R40
-#undef WG_R16
 #undef WG_R32
 
 /* TMA of one tile: its column chunks of 128 bytes (boxes of 128 / ES
@@ -461,19 +448,14 @@ __device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t
     else                                                                                         \
         F __VA_ARGS__(d, da, db, !first);
     if constexpr (sm90_is_fp8<T>::value) {
-        static_assert(N == 32 || N == 64 || N == 96 || N == 128 || N == 192 || N == 224, "e4m3 S widths built");
-        if constexpr (N == 32) { WG_S_CASE(wgmma8_ss_n32) }
-        else if constexpr (N == 64) { WG_S_CASE(wgmma8_ss_n64) }
-        else if constexpr (N == 96) { WG_S_CASE(wgmma8_ss_n96) }
-        else if constexpr (N == 128) { WG_S_CASE(wgmma8_ss_n128) }
+        static_assert(N == 128 || N == 192 || N == 224, "e4m3 S widths built");
+        if constexpr (N == 128) { WG_S_CASE(wgmma8_ss_n128) }
         else if constexpr (N == 192) { WG_S_CASE(wgmma8_ss_n192) }
         else { WG_S_CASE(wgmma8_ss_n224) }
     } else {
-        static_assert(N == 32 || N == 64 || N == 80 || N == 96 || N == 128 || N == 176, "16-bit S widths built");
-        if constexpr (N == 32) { WG_S_CASE(wgmma_ss_n32, <T, 0>) }
-        else if constexpr (N == 64) { WG_S_CASE(wgmma_ss_n64, <T, 0>) }
+        static_assert(N == 64 || N == 80 || N == 128 || N == 176, "16-bit S widths built");
+        if constexpr (N == 64) { WG_S_CASE(wgmma_ss_n64, <T, 0>) }
         else if constexpr (N == 80) { WG_S_CASE(wgmma_ss_n80, <T, 0>) }
-        else if constexpr (N == 96) { WG_S_CASE(wgmma_ss_n96, <T, 0>) }
         else if constexpr (N == 128) { WG_S_CASE(wgmma_ss_n128, <T, 0>) }
         else { WG_S_CASE(wgmma_ss_n176, <T, 0>) }
     }
@@ -498,32 +480,6 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
         for (int kk = 0; kk < D / 16; kk++)
             wgmma_s<T, BC>(s, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
                            sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
-    }
-}
-
-/* Keys K0 .. K0 + N - 1 of gemm_qk at BC = 128 (N = 32, 64 or 96), into
- * the accumulators gemm_qk's N = 128 layout gives those keys: registers
- * K0 / 2 on (column group j of the N-wide product is K0 / 8 + j of the
- * whole). The K tile's rows K0 on are K0 rows of 128 bytes further in
- * each chunk, a whole number of 8-row swizzle atoms, so the descriptor's
- * layout is unchanged. Turn order 4 issues S_j in two such parts. */
-template <typename T, int D, int BR, int K0, int N>
-__device__ __forceinline__ void gemm_qk_part(float (&s)[64], uint32_t aQ, uint32_t aK)
-{
-    static_assert(K0 % 32 == 0 && K0 + N <= 128 && (N == 32 || N == 64 || N == 96), "the parts built");
-    float(&sp)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&s[K0 / 2]);
-    constexpr int BC = 128;
-    if constexpr (sm90_is_fp8<T>::value) {
-        static_assert(D == 128, "e4m3: one 128-byte chunk per row");
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            wgmma_s<T, N>(sp, sw128_desc(aQ + kk * 32, 16, 1024), sw128_desc(aK + K0 * 128 + kk * 32, 16, 1024),
-                          kk == 0);
-    } else {
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++)
-            wgmma_s<T, N>(sp, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
-                          sw128_desc(aK + (kk / 4) * BC * 128 + K0 * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
     }
 }
 
@@ -648,18 +604,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      *   1: P_{j-1} V_{j-1} then S_j, both waited for before the softmax
      *     (P from shared memory);
      *   0 (default): P_{j-1} V_{j-1} from registers, waited for inside
-     *     the turn, then S_j;
-     *   4: order 0 with S_j's first SM90_S_FIRST keys issued behind P V,
-     *     before the wait (an A/B switch, 2026-12-06).
+     *     the turn, then S_j.
      * In modes 1 and 0 only the other warpgroups' turns overlap a softmax.
      * (Order 3, order 1 with P from registers, and ending order 0's turn
      * after P V's issue or dropping the turns were measured slower on
-     * 2026-12-06 and taken out: docs/kernels.md, version 3.11.) */
+     * 2026-12-06 and taken out: docs/kernels.md, version 3.11; so was
+     * order 4, S_j's first keys issued behind P V: version 3.15.) */
     constexpr bool W3 = SM90_W3(D, BR); /* e4m3 is always D = 128 */
     constexpr bool OVL = !W3 || SM90_3WG == 2;
     constexpr bool PSM = W3 && SM90_3WG_PSM;
-    static_assert(SM90_3WG >= 0 && SM90_3WG <= 4 && SM90_3WG != 3, "SM90_3WG: 0, 1, 2 or 4");
-    static_assert(SM90_3WG != 4 || !W3 || (BC == 128 && (F8 || SM90_S_W)), "order 4: 128-key S; 16-bit: SM90_S_W");
+    static_assert(SM90_3WG >= 0 && SM90_3WG <= 2, "SM90_3WG: 0, 1 or 2");
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -1066,40 +1020,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                     mbar_arrive(BAR_EV(pst));
                     mbar_arrive(BAR_EK(st));
                 }
-                softmax((thi - 1 - it) * BC, alpha);
-                rescale_pack(alpha, it);
-                continue;
-            } else if constexpr (!OVL && SM90_3WG == 4) {
-                /* Order 4: order 0 with S_j's first SF keys queued behind
-                 * P_{j-1} V_{j-1}, so that the tensor cores have work while
-                 * the warpgroup waits for P V to free P's registers; the
-                 * other keys issued then, still in the turn. Live at most:
-                 * O, P and SF / 2 of S's registers (order 0: O and S);
-                 * 16-bit only with SM90_S_W = 1 (else the old S stays live
-                 * too and ptxas serialises the wgmma: C7512). */
-                constexpr int SF = SM90_S_FIRST > 0 ? SM90_S_FIRST : F8 ? 64 : 32;
-                mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
-                mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
-                turn_begin();
-                wgmma_fence();
-                gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
-                wgmma_commit();
-                gemm_qk_part<T, D, BR, 0, SF>(s, aQw, aK0 + st * L::kv);
-                wgmma_commit();
-                wgmma_wait<1>(); /* P_{j-1} V_{j-1} done */
-#pragma unroll
-                for (int c = 0; c < OC; c++)
-                    reg_fence(o[c]);
-                if (lane == 0)
-                    mbar_arrive(BAR_EV(pst));
-                wgmma_fence();
-                gemm_qk_part<T, D, BR, SF, BC - SF>(s, aQw, aK0 + st * L::kv);
-                wgmma_commit();
-                turn_end(false);
-                wgmma_wait<0>();
-                reg_fence(s);
-                if (lane == 0)
-                    mbar_arrive(BAR_EK(st));
                 softmax((thi - 1 - it) * BC, alpha);
                 rescale_pack(alpha, it);
                 continue;
