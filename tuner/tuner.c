@@ -1381,7 +1381,7 @@ int tuner_run_shape(store *st, const attn_device *dev, const attn_shape *s,
     }
     if ((rc = run_twins(&r)) != 0)
         goto done;
-    if (!o->no_mark)
+    if (!o->no_mark && o->only == NULL) /* a winner of part of the listing is not the shape's */
         rc = run_mark_winner(&r, res);
 done:
     attn_cancel_arm(NULL, 0);

@@ -118,8 +118,8 @@ typedef struct tuner_opts {
     int ncandidates;
     /* Comma-separated texts: of those tactics, measure only the ones whose
      * name holds one of them (attune tune --only, for A/Bs of one family);
-     * NULL: all. The caller sets no_mark with it: a winner of a part of the
-     * listing is not the shape's. */
+     * NULL: all. With it no winner is marked (as with no_mark): a winner
+     * of part of the listing is not the shape's. */
     const char *only;
     /* Placements (docs/tuning.md, "Placement"): a fully timed call under
      * placement_us (its first timing, copies included) and not hopeless is

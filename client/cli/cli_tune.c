@@ -280,8 +280,7 @@ int cli_tune_main(int argc, char **argv)
             rc = cli_usage_error("tune", "--only needs TEXT[,TEXT...] with no empty item");
             goto out;
         }
-        o.only = a.only;
-        o.no_mark = 1;
+        o.only = a.only; /* the tuner then marks no winner */
     }
     /* ATTUNE_TUNER_TRACE=1: a line per tactic and pass on stderr */
     const char *trace = getenv("ATTUNE_TUNER_TRACE");
