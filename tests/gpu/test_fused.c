@@ -118,15 +118,24 @@ static double normal(uint64_t *st)
 
 /* Fill a [heads, rows_pad, d] buffer: rows < rows_real standard normal,
  * padded rows junk of scale 100 (finite: the contract for padded rows).
- * bits gets the stored dtype, val the same values as doubles. */
+ * peak: real row r scaled by 1 + 9 (1 - |2 r / (rows_real - 1) - 1|), a
+ * tent from 1 at both ends to 10 in the middle (keys so scaled make every
+ * query's running max grow by far more than one tile's spread, in either
+ * order a kernel walks the keys). bits gets the stored dtype, val the
+ * same values as doubles. */
 static void fill(uint16_t *bits, double *val, int64_t heads, int64_t rows_real, int64_t rows_pad,
-                 int64_t d, attn_dtype dt, uint64_t *st)
+                 int64_t d, attn_dtype dt, int peak, uint64_t *st)
 {
     for (int64_t h = 0; h < heads; h++)
         for (int64_t r = 0; r < rows_pad; r++)
             for (int64_t c = 0; c < d; c++) {
                 int64_t x = (h * rows_pad + r) * d + c;
-                float f = (float)(normal(st) * (r < rows_real ? 1.0 : 100.0));
+                double g = 1.0;
+                if (r >= rows_real)
+                    g = 100.0;
+                else if (peak && rows_real > 1)
+                    g = 1.0 + 9.0 * (1.0 - fabs(2.0 * (double)r / (double)(rows_real - 1) - 1.0));
+                float f = (float)(normal(st) * g);
                 uint16_t b = dt == ATTN_BF16 ? float_to_bf16(f) : float_to_f16(f);
                 bits[x] = b;
                 val[x] = dt == ATTN_BF16 ? bf16_to_float(b) : f16_to_float(b);
@@ -247,6 +256,7 @@ typedef struct tcase {
     int64_t b, hq, hkv, sq, skv, d;
     attn_dtype dt;
     int causal, pad;
+    int peak; /* K's rows scaled by fill's tent (0: all standard normal) */
 } tcase;
 
 static int launches_run, cases_run, sm90a_launches, fold_launches, split_launches, bulk_launches;
@@ -460,9 +470,9 @@ static void run_case(const tcase *tc, uint64_t seed)
     uint16_t *hq = malloc(2 * (size_t)nq), *hk = malloc(2 * (size_t)nkv), *hv = malloc(2 * (size_t)nkv);
     uint16_t *h1 = malloc(2 * (size_t)nq), *h2 = malloc(2 * (size_t)nq);
     double *vq = malloc(8 * (size_t)nq), *vk = malloc(8 * (size_t)nkv), *vv = malloc(8 * (size_t)nkv);
-    fill(hq, vq, s.b * s.hq, s.sq, sq_pad, s.d, s.dtype, &st);
-    fill(hk, vk, s.b * s.hkv, s.skv, skv_pad, s.d, s.dtype, &st);
-    fill(hv, vv, s.b * s.hkv, s.skv, skv_pad, s.d, s.dtype, &st);
+    fill(hq, vq, s.b * s.hq, s.sq, sq_pad, s.d, s.dtype, 0, &st);
+    fill(hk, vk, s.b * s.hkv, s.skv, skv_pad, s.d, s.dtype, tc->peak, &st);
+    fill(hv, vv, s.b * s.hkv, s.skv, skv_pad, s.d, s.dtype, 0, &st);
 
     int maxrows = (int)(s.b * s.hq * (s.sq <= 64 ? s.sq : 17));
     int64_t *rows = malloc(sizeof(int64_t) * (size_t)maxrows);
@@ -654,6 +664,25 @@ static void cut_should_match_reference_on_partial_last_waves(void)
         }
 }
 
+/* Scores whose running max keeps growing tile after tile (K peaked in
+ * the middle of the keys, so from either end a kernel meets ever larger
+ * scores): every row's O rescaled many times over, which random scores,
+ * whose max settles after a tile or two, seldom need. Kernels that skip
+ * the rescale while the max grows little (SM90_RS_SKIP) must still take
+ * it here. */
+static void fused_should_match_reference_on_growing_maxima(void)
+{
+    static const int64_t shapes[][6] = {/* b, hq, hkv, sq, skv, d */
+                                        {1, 4, 4, 1024, 4096, 128}, {2, 8, 2, 600, 1900, 64},
+                                        {1, 4, 1, 900, 2900, 256},  {1, 8, 8, 2048, 2048, 128}};
+    for (int i = 0; i < (g_quick ? 0 : 4); i++)
+        for (int causal = 0; causal < 2; causal++) {
+            tcase tc = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], shapes[i][5],
+                        (i + causal) & 1 ? ATTN_BF16 : ATTN_F16, causal, attn_pads[(i + causal) % ATTN_NPADS], 1};
+            run_case(&tc, g_seed + 6000011u * (uint64_t)(2 * i + causal + 1));
+        }
+}
+
 static void fused_should_refuse_what_it_cannot_run(void)
 {
     attn_shape s = {1, 2, 2, 64, 64, 64, ATTN_F32, 0};
@@ -780,6 +809,7 @@ int main(void)
     RUN(splitkv_should_match_reference_on_decode);
     RUN(fold_should_match_reference_on_short_queries);
     RUN(cut_should_match_reference_on_partial_last_waves);
+    RUN(fused_should_match_reference_on_growing_maxima);
     RUN(sm90a_should_run_on_hopper);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     fprintf(stderr,
