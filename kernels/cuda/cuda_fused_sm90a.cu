@@ -129,7 +129,9 @@ struct sm90_args {
  * most 256 of e4m3's 448), the scale folded into the exponent, and O's
  * denominator sums the scaled P alike: small probabilities keep e4m3's
  * normal range, as cuDNN's FP8 graph does. */
+#ifndef SM90_P_LOG2 /* a -D of its own for A/Bs (with SM90_RS_TAU_F8: P's bound) */
 #define SM90_P_LOG2 8.0f
+#endif
 
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
