@@ -600,9 +600,9 @@ static void fused_should_pad_odd_head_dims(void)
     for (int di = 0; di < (g_quick ? 0 : 4); di++)
         for (int causal = 0; causal < 2; causal++) {
             tcase tc = {2, 4, 2, 197, 900, dims[di], (di & 1) ? ATTN_BF16 : ATTN_F16, causal,
-                        attn_pads[(di + causal) % ATTN_NPADS]};
+                        attn_pads[(di + causal) % ATTN_NPADS], 0};
             run_case(&tc, g_seed + 1000003u * (uint64_t)(di * 2 + causal + 1));
-            tcase dec = {4, 8, 2, 1, 1018, dims[di], ATTN_BF16, causal, attn_pads[di % ATTN_NPADS]};
+            tcase dec = {4, 8, 2, 1, 1018, dims[di], ATTN_BF16, causal, attn_pads[di % ATTN_NPADS], 0};
             run_case(&dec, g_seed + 2000003u * (uint64_t)(di * 2 + causal + 1));
         }
 }
@@ -618,7 +618,7 @@ static void splitkv_should_match_reference_on_decode(void)
             if (g_quick && (i != 2 || dt))
                 continue;
             tcase tc = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4],
-                        i == 2 ? 256 : 128, dt ? ATTN_BF16 : ATTN_F16, i & 1, attn_pads[(i + dt) % 4]};
+                        i == 2 ? 256 : 128, dt ? ATTN_BF16 : ATTN_F16, i & 1, attn_pads[(i + dt) % 4], 0};
             run_case(&tc, g_seed + 3000017u * (uint64_t)(i * 2 + dt + 1));
         }
 }
@@ -639,7 +639,7 @@ static void fold_should_match_reference_on_short_queries(void)
             if (g_quick && (i != 2 || causal))
                 continue;
             tcase tc = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], shapes[i][5],
-                        (i + causal) & 1 ? ATTN_BF16 : ATTN_F16, causal, attn_pads[(i + causal) % ATTN_NPADS]};
+                        (i + causal) & 1 ? ATTN_BF16 : ATTN_F16, causal, attn_pads[(i + causal) % ATTN_NPADS], 0};
             run_case(&tc, g_seed + 4000037u * (uint64_t)(i * 2 + causal + 1));
         }
 }
@@ -659,7 +659,7 @@ static void cut_should_match_reference_on_partial_last_waves(void)
     for (int i = 0; i < (g_quick ? 0 : 4); i++)
         for (int causal = 0; causal < 2; causal++) {
             tcase tc = {1, shapes[i][0], shapes[i][0], shapes[i][1], 2048, shapes[i][2],
-                        (i + causal) & 1 ? ATTN_BF16 : ATTN_F16, causal, attn_pads[(i + causal) % ATTN_NPADS]};
+                        (i + causal) & 1 ? ATTN_BF16 : ATTN_F16, causal, attn_pads[(i + causal) % ATTN_NPADS], 0};
             run_case(&tc, g_seed + 5000011u * (uint64_t)(2 * i + causal + 1));
         }
 }
