@@ -535,8 +535,11 @@ static void run_case(const tcase *tc, uint64_t seed)
          * difference the tolerance cannot hide. */
         int64_t va = attn_visible_keys(&s, 0), vb = attn_visible_keys(&flip, 0);
         int64_t lo = va < vb ? va : vb, hi = va < vb ? vb : va;
+        /* Not with peaked keys: the flip hides keys far from the peak,
+         * whose weight is too small to show (the peaked cases check the
+         * rescale path; every other case checks the mask). */
         for (int f = 0; f < 8; f++)
-            if (planted[f] >= 0 && 10 * lo < 9 * hi)
+            if (planted[f] >= 0 && 10 * lo < 9 * hi && !tc->peak)
                 run_tactic(&flip, &all[planted[f]], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows,
                            ref, 1);
     }
