@@ -182,23 +182,6 @@
 #ifndef SM90_S_W
 #define SM90_S_W 0
 #endif
-/* 1: O's rescale skipped where no row of a warp needs it (version 3.16).
- * A warp keeps its rows' running maxima while none of them grows by more
- * than SM90_RS_TAU in the exponent (base 2, scores scaled; e4m3:
- * SM90_RS_TAU_F8, as its P, scaled by 2^SM90_P_LOG2, must stay under
- * e4m3's 448), so P may reach 2^tau of its usual bound and the tile skips
- * O's 64 multiplies and alpha's exponentials; a warp whose rows grew past
- * tau rescales them all to their true maxima, as before. 0: every tile
- * rescales (the code before 3.16). An A/B switch until measured. */
-#ifndef SM90_RS_SKIP
-#define SM90_RS_SKIP 0
-#endif
-#ifndef SM90_RS_TAU
-#define SM90_RS_TAU 8.0f
-#endif
-#ifndef SM90_RS_TAU_F8
-#define SM90_RS_TAU_F8 0.5f
-#endif
 #define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
 #define SM90_3WG_PSM (SM90_3WG == 1 || SM90_3WG == 2)
 #define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) && SM90_3WG_PSM ? (size_t)(BR) * (BC) * 2 : 0)

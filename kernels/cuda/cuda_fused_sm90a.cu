@@ -129,9 +129,7 @@ struct sm90_args {
  * most 256 of e4m3's 448), the scale folded into the exponent, and O's
  * denominator sums the scaled P alike: small probabilities keep e4m3's
  * normal range, as cuDNN's FP8 graph does. */
-#ifndef SM90_P_LOG2 /* a -D of its own for A/Bs (with SM90_RS_TAU_F8: P's bound) */
 #define SM90_P_LOG2 8.0f
-#endif
 
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
@@ -810,7 +808,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * caller, which must first let the PV product in flight retire. A row
      * with no visible key yet keeps m = -inf and uses 0 as its exponent
      * base, so every term is 2^-inf = 0. */
-    auto softmax = [&](int n0, float (&alpha)[2]) -> bool {
+    auto softmax = [&](int n0, float (&alpha)[2]) {
         if (n0 + BC > p.skv || (p.causal && n0 + BC - 1 > qmin + off)) {
 #pragma unroll
             for (int rh = 0; rh < 2; rh++) {
@@ -823,9 +821,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                             s[4 * nt + 2 * rh + e] = -INFINITY;
             }
         }
-        /* A row's max over TR independent partials (sm90_tree: 1 is one
-         * running value), then the quad's. */
-        auto row_max = [&](int rh) -> float {
+#pragma unroll
+        for (int rh = 0; rh < 2; rh++) {
+            /* The row's max and sum over TR independent partials
+             * (sm90_tree: 1 is one running value). */
             float pm[TR];
 #pragma unroll
             for (int t = 0; t < TR; t++)
@@ -841,32 +840,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             float mx = pm[0];
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            return mx;
-        };
-        /* SM90_RS_SKIP: both rows' maxima first, then the warp rescales
-         * only if one of its rows' maxima grew past tau (from -inf to
-         * anything: +inf; -inf still: NaN, which does not compare greater).
-         * Off: each row's max where its exponentials follow, as before. */
-        float mxs[2];
-        bool upd = true;
-        if constexpr (SM90_RS_SKIP) {
-            const float tau = F8 ? SM90_RS_TAU_F8 : SM90_RS_TAU;
-            mxs[0] = row_max(0);
-            mxs[1] = row_max(1);
-            upd = __any_sync(0xffffffffu, (mxs[0] - m[0]) * sl2 > tau || (mxs[1] - m[1]) * sl2 > tau);
-        }
-#pragma unroll
-        for (int rh = 0; rh < 2; rh++) {
-            const float mx = SM90_RS_SKIP ? mxs[rh] : row_max(rh);
-            float ms;
-            if (upd) {
-                ms = mx == -INFINITY ? 0.f : mx * sl2;
-                alpha[rh] = ex2(m[rh] * sl2 - ms);
-                m[rh] = mx;
-            } else { /* the warp keeps its maxima: P up to 2^tau */
-                ms = m[rh] == -INFINITY ? 0.f : m[rh] * sl2;
-                alpha[rh] = 1.f;
-            }
+            const float ms = mx == -INFINITY ? 0.f : mx * sl2;
+            alpha[rh] = ex2(m[rh] * sl2 - ms);
+            m[rh] = mx;
             const float mp = F8 ? ms - SM90_P_LOG2 : ms; /* e4m3: P * 256 */
             float ps[TR];
 #pragma unroll
@@ -889,9 +865,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
                 for (int t = 0; t + w < TR; t += 2 * w)
                     ps[t] += ps[t + w];
-            l[rh] = upd ? l[rh] * alpha[rh] + ps[0] : l[rh] + ps[0];
+            l[rh] = l[rh] * alpha[rh] + ps[0];
         }
-        return upd;
     };
     /* O *= alpha, then P as the A operand of the next 16-key slices: the
      * accumulator fragment of two adjacent 8-key tiles is the A fragment
@@ -917,17 +892,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     auto p_store = [&](uint32_t a, int r, int u, uint32_t v) {
         st_shared_b32(a + p_row + (r % 2) * 8 * 128 + ((uint32_t)(u ^ gr) << 4), v);
     };
-    auto rescale_pack = [&](const float (&alpha)[2], bool upd, int it) {
-        if (upd) /* warp-uniform (softmax's vote); always, SM90_RS_SKIP off */
+    auto rescale_pack = [&](const float (&alpha)[2], int it) {
 #pragma unroll
-            for (int c = 0; c < OC; c++)
+        for (int c = 0; c < OC; c++)
 #pragma unroll
-                for (int j = 0; j < ON / 8; j++) {
-                    o[c][4 * j + 0] *= alpha[0];
-                    o[c][4 * j + 1] *= alpha[0];
-                    o[c][4 * j + 2] *= alpha[1];
-                    o[c][4 * j + 3] *= alpha[1];
-                }
+            for (int j = 0; j < ON / 8; j++) {
+                o[c][4 * j + 0] *= alpha[0];
+                o[c][4 * j + 1] *= alpha[0];
+                o[c][4 * j + 2] *= alpha[1];
+                o[c][4 * j + 3] *= alpha[1];
+            }
         if constexpr (F8) {
             /* e4m3, k32: register r of the A fragment holds 4 keys of one
              * row (r even: row gr, odd: gr + 8), logical keys 4 tq4 .. +3
@@ -1018,8 +992,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             reg_fence(s);
             if (lane == 0)
                 mbar_arrive(BAR_EK(0));
-            const bool upd = softmax((thi - 1) * BC, alpha);
-            rescale_pack(alpha, upd, 0);
+            softmax((thi - 1) * BC, alpha);
+            rescale_pack(alpha, 0);
         }
         /* Tile j: S_j = Q K_j^T issued, O += P_{j-1} V_{j-1} behind it; the
          * softmax of S_j runs while the PV product is in flight. */
@@ -1046,8 +1020,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                     mbar_arrive(BAR_EV(pst));
                     mbar_arrive(BAR_EK(st));
                 }
-                const bool upd = softmax((thi - 1 - it) * BC, alpha);
-                rescale_pack(alpha, upd, it);
+                softmax((thi - 1 - it) * BC, alpha);
+                rescale_pack(alpha, it);
                 continue;
             } else if constexpr (!OVL) {
                 /* In one turn: O += P_{j-1} V_{j-1}, waited for (P_{j-1}'s
@@ -1073,8 +1047,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 reg_fence(s);
                 if (lane == 0)
                     mbar_arrive(BAR_EK(st));
-                const bool upd = softmax((thi - 1 - it) * BC, alpha);
-                rescale_pack(alpha, upd, it);
+                softmax((thi - 1 - it) * BC, alpha);
+                rescale_pack(alpha, it);
                 continue;
             }
             mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
@@ -1094,14 +1068,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             reg_fence(s);
             if (lane == 0)
                 mbar_arrive(BAR_EK(st));
-            const bool upd = softmax((thi - 1 - it) * BC, alpha);
+            softmax((thi - 1 - it) * BC, alpha);
             wgmma_wait<0>(); /* P_{j-1} V_{j-1} done */
 #pragma unroll
             for (int c = 0; c < OC; c++)
                 reg_fence(o[c]);
             if (lane == 0)
                 mbar_arrive(BAR_EV(pst));
-            rescale_pack(alpha, upd, it);
+            rescale_pack(alpha, it);
         }
         const int lst = (ntiles - 1) % STAGES;
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);

@@ -670,9 +670,10 @@ static void cut_should_match_reference_on_partial_last_waves(void)
 /* Scores whose running max keeps growing tile after tile (K peaked in
  * the middle of the keys, so from either end a kernel meets ever larger
  * scores): every row's O rescaled many times over, which random scores,
- * whose max settles after a tile or two, seldom need. Kernels that skip
- * the rescale while the max grows little (SM90_RS_SKIP) must still take
- * it here. */
+ * whose max settles after a tile or two, seldom need. A kernel that
+ * skips the rescale while the max grows little (version 3.16's
+ * SM90_RS_SKIP, measured slower and taken out: docs/kernels.md) must
+ * still take it here. */
 static void fused_should_match_reference_on_growing_maxima(void)
 {
     static const int64_t shapes[][6] = {/* b, hq, hkv, sq, skv, d */
