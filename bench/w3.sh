@@ -58,7 +58,7 @@ tail)
         --shape "$A.e4m3.nc" --shape "$A.bf16.nc" >"$OUT/w3-tail.txt" 2>&1 ||
         echo "[w3] tail: exit $?" >&2
     ;;
--h | --help) sed -n 2,25p "$0" ;;
+-h | --help) sed -n "2,/^set -u/{/^set -u/d;p}" "$0" ;;
 *)
     echo "usage: w3.sh times|order|sw|tail (see --help)" >&2
     exit 2
