@@ -15,8 +15,10 @@
 #   and not), every tactic: $OUT/w3-times-KEY.txt.
 # order: bench/build_ab.sh -DSM90_3WG=1, then =2, against the default (0),
 #   on the e4m3 and bf16 non-causal anchors, the 192x128 rows.
-# sw: bench/build_ab.sh -DSM90_S_W=1 against the default on the four
-#   anchors, the 192x128 rows (W3_REPS, W3_TESTS: see the code).
+# sw: bench/build_ab.sh -DSM90_S_W=W3_SW (0: "+f" on every dtype; 1: the
+#   16-bit kernels' first S slice written too) against the default (2:
+#   e4m3's only) on the four anchors, the 192x128 rows (W3_REPS,
+#   W3_TESTS: see the code).
 # tail: bench/build_ab.sh -DSM90_TAIL_WAIT=1 against the default (0), on
 #   the bf16 and e4m3 non-causal anchors, every sm90a row.
 # (order3 and turn, the A/Bs of turn order 3 and of where a turn ends,
@@ -45,11 +47,11 @@ order)
     done
     ;;
 sw)
-    # S's first k-slice written, not read (SM90_S_W=1) against the
-    # default on the 8k anchors' 192x128 rows (attune tune --only: a
-    # second a run); W3_REPS rounds (6); W3_TESTS=1: B's gpu_cudnn and
-    # gpu_fused against the float64 reference too
-    AB_TESTS=${W3_TESTS:+"gpu_cudnn|gpu_fused$"} bash "$ROOT/bench/build_ab.sh" -DSM90_S_W=1 \
+    # S's first k-slice written, not read, as SM90_S_W=W3_SW (0) says,
+    # against the default (2) on the 8k anchors' 192x128 rows (attune
+    # tune --only: a second a run); W3_REPS rounds (6); W3_TESTS=1: B's
+    # gpu_cudnn and gpu_fused against the float64 reference too
+    AB_TESTS=${W3_TESTS:+"gpu_cudnn|gpu_fused$"} bash "$ROOT/bench/build_ab.sh" "-DSM90_S_W=${W3_SW:-0}" \
         --reps "${W3_REPS:-6}" --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" \
         --shape "$A.e4m3.c" --shape "$A.bf16.c" >"$OUT/w3-sw.txt" 2>&1 || echo "[w3] sw: exit $?" >&2
     ;;

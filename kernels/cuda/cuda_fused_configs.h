@@ -173,14 +173,15 @@
 #ifndef SM90_3WG
 #define SM90_3WG 0
 #endif
-/* 1: S's first k-slice writes its accumulators without reading them
- * ("=f"), so the previous S_j is not live up to the next S_j's issue
- * (0: "+f" throughout, scale_d = 0 all the same). An A/B switch: on an
- * H100, 0.981-0.998 of the default's time on e4m3's 192x128 tiles over
- * three A/Bs, 1.004-1.007 on bf16's (docs/kernels.md, version 3.15); not
- * the default until the GPU suite has passed with it. */
+/* S's first k-slice of S_j writes its accumulators without reading them
+ * ("=f"), so the previous S_{j-1} is not live up to S_j's issue; else
+ * "+f" throughout (scale_d = 0 all the same). 2 (the default): e4m3
+ * kernels only; 1: every dtype; 0: none. On H100s e4m3's 192x128 tiles
+ * took 0.981-0.998 of "+f"'s time over four A/Bs and passed gpu_cudnn
+ * and gpu_fused with it (2026-12-07); 16-bit took 1.004-1.014, so it
+ * keeps "+f" (docs/kernels.md, version 3.15). */
 #ifndef SM90_S_W
-#define SM90_S_W 0
+#define SM90_S_W 2
 #endif
 #define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
 #define SM90_3WG_PSM (SM90_3WG == 1 || SM90_3WG == 2)

@@ -80,6 +80,9 @@
  * (version 3.14, e4m3's V transposed in shared memory by the producer
  *   warpgroup instead of sm90_vt_kernel's pass, measured 2.2-5.8% slower
  *   and taken out: docs/kernels.md; its code is in commit 5d96873.)
+ * version 3.15: in e4m3 kernels S's first k-slice writes its accumulators
+ *   without reading them (SM90_S_W), so S_{j-1} is dead after its softmax
+ *   (about 1% on e4m3's 192x128 tiles; 16-bit kernels measured slower).
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -205,6 +208,13 @@ struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
 /* the output type: the input's, bf16 for e4m3 */
 template <typename T>
 using sm90_out_t = typename std::conditional<sm90_is_fp8<T>::value, __nv_bfloat16, T>::type;
+/* Whether S's first k-slice is written without being read (SM90_S_W:
+ * 0 never, 1 always, 2 for e4m3 only). */
+template <typename T>
+__host__ __device__ constexpr bool sm90_s_w()
+{
+    return SM90_S_W == 1 || (SM90_S_W == 2 && sm90_is_fp8<T>::value);
+}
 
 /* ---- PTX wrappers (sm_90a) */
 
@@ -436,14 +446,15 @@ __device__ __forceinline__ void tma_load_tile(uint32_t dst, uint32_t chunk_bytes
 #endif
 
 /* One k-slice of S (SS wgmma, N keys): the first (first: scale_d = 0)
- * writes the accumulators without reading them when SM90_S_W is 1, so
- * that the old S is not kept live (the "+f" of the others reads it). */
+ * writes the accumulators without reading them where SM90_S_W says so
+ * (2: e4m3 only), so that the old S is not kept live (the "+f" of the
+ * others reads it). */
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t db, bool first)
 {
 #ifdef SM90A_DEVICE
 #define WG_S_CASE(F, ...)                                                                        \
-    if (SM90_S_W && first)                                                                       \
+    if (sm90_s_w<T>() && first)                                                                  \
         F##_w __VA_ARGS__(d, da, db);                                                            \
     else                                                                                         \
         F __VA_ARGS__(d, da, db, !first);
