@@ -183,6 +183,14 @@
 #ifndef SM90_S_W
 #define SM90_S_W 2
 #endif
+/* 1: a trace build for bench/sm90_trace.py, never the default. Thread 0
+ * of each consumer warpgroup of the first SM90_TR_BLOCKS blocks stamps
+ * clock64 at the points of each key tile's turn (SM90_TR events a tile),
+ * and the launch writes them to the file ATTUNE_SM90_TRACE names when the
+ * stream is not being captured (cuda_fused_sm90a.cu: sm90_trace_dump). */
+#ifndef SM90_TRACE
+#define SM90_TRACE 0
+#endif
 #define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
 #define SM90_3WG_PSM (SM90_3WG == 1 || SM90_3WG == 2)
 #define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) && SM90_3WG_PSM ? (size_t)(BR) * (BC) * 2 : 0)

@@ -97,6 +97,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <type_traits>
@@ -587,6 +588,29 @@ static_assert(sm90_regs_fit(2, 24, 240) && sm90_regs_fit(3, 24, 160) && !sm90_re
  * arrive as zeros (TMA fills out-of-bounds elements with 0 and still counts
  * the whole box). FOLD: the block's rows are the g query heads of one KV
  * head (version 3.1). p.splits key ranges per row block, folded or not. */
+#if SM90_TRACE
+/* The trace (SM90_TRACE=1 builds only): per block b < SM90_TR_BLOCKS,
+ * slot [b][cw][it][e] the clock64 of event e of key tile it in consumer
+ * warpgroup cw's thread 0, and [b][SM90_TR_WG][0][*] the block's header:
+ * %smid, the clock at its start (thread 0), at its last consumer's end,
+ * ntiles, nact, BR, BC, the dtype's bytes plus 256 where the turns are in
+ * the overlapped order. Events of a tile, turn order 0
+ * (the 192x128 tiles): 0 start, 1 V_{j-1} arrived, 2 turn taken, 3 P V
+ * retired, 4 K_j arrived, 5 S_j issued and the turn given, 6 S_j retired,
+ * 7 softmax and O's rescale done. Overlapped order (the 2-warpgroup
+ * tiles): 0 start, 1 K_j arrived, 2 turn taken, 3 both issued and the turn
+ * given, 4 S_j retired, 5 softmax done, 6 P V retired, 7 O rescaled. */
+#define SM90_TR_BLOCKS 528
+#define SM90_TR_WG 4
+#define SM90_TR_IT 80
+#define SM90_TR_EV 8
+__device__ unsigned long long sm90_trace[SM90_TR_BLOCKS][SM90_TR_WG + 1][SM90_TR_IT][SM90_TR_EV];
+#define SM90_TR(itv, ev)                                                                             \
+    (tr_on && (itv) < SM90_TR_IT ? (void)(sm90_trace[blockIdx.x][cw][itv][ev] = clock64()) : (void)0)
+#else
+#define SM90_TR(itv, ev) ((void)0)
+#endif
+
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     fused_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
@@ -713,6 +737,15 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     }
+#if SM90_TRACE
+    if (tid == 0 && blockIdx.x < SM90_TR_BLOCKS) {
+        unsigned long long *h = sm90_trace[blockIdx.x][SM90_TR_WG][0];
+        uint32_t smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        h[0] = smid, h[1] = clock64(), h[3] = (unsigned long long)ntiles, h[4] = (unsigned long long)nact;
+        h[5] = BR, h[6] = BC, h[7] = sizeof(T) | (SM90_W3(D, BR) && SM90_3WG != 2 ? 0 : 256);
+    }
+#endif
     __syncthreads();
 
     if (wg == 0) {
@@ -781,6 +814,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
     const int cw = wg - 1, lane = tid & 31, wq = (tid / 32) & 3;
     const int gr = lane >> 2, tq4 = lane & 3;
+#if SM90_TRACE
+    const bool tr_on = blockIdx.x < SM90_TR_BLOCKS && (tid & 127) == 0;
+#endif
     const int lr0 = cw * 64 + wq * 16 + gr; /* this thread's packed rows: lr0, lr0 + 8 */
     const int qi[2] = {i0 + qrow(lr0), i0 + qrow(lr0 + 8)}; /* their queries */
     const int qmin = i0 + qrow(cw * 64); /* the warpgroup's first query */
@@ -1038,8 +1074,11 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 /* In one turn: O += P_{j-1} V_{j-1}, waited for (P_{j-1}'s
                  * registers are free after it), then S_j; the softmax of
                  * S_j runs under the other warpgroups' turns. */
+                SM90_TR(it, 0);
                 mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
+                SM90_TR(it, 1);
                 turn_begin();
+                SM90_TR(it, 2);
                 wgmma_fence();
                 gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
                 wgmma_commit();
@@ -1047,23 +1086,31 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
                 for (int c = 0; c < OC; c++)
                     reg_fence(o[c]);
+                SM90_TR(it, 3);
                 if (lane == 0)
                     mbar_arrive(BAR_EV(pst));
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+                SM90_TR(it, 4);
                 wgmma_fence();
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
                 turn_end(false);
+                SM90_TR(it, 5);
                 wgmma_wait<0>();
                 reg_fence(s);
+                SM90_TR(it, 6);
                 if (lane == 0)
                     mbar_arrive(BAR_EK(st));
                 softmax((thi - 1 - it) * BC, alpha);
                 rescale_pack(alpha, it);
+                SM90_TR(it, 7);
                 continue;
             }
+            SM90_TR(it, 0);
             mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+            SM90_TR(it, 1);
             turn_begin();
+            SM90_TR(it, 2);
             wgmma_fence();
             gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
             wgmma_commit();
@@ -1075,18 +1122,23 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
             turn_end(false);
+            SM90_TR(it, 3);
             wgmma_wait<1>(); /* S_j done */
             reg_fence(s);
+            SM90_TR(it, 4);
             if (lane == 0)
                 mbar_arrive(BAR_EK(st));
             softmax((thi - 1 - it) * BC, alpha);
+            SM90_TR(it, 5);
             wgmma_wait<0>(); /* P_{j-1} V_{j-1} done */
 #pragma unroll
             for (int c = 0; c < OC; c++)
                 reg_fence(o[c]);
+            SM90_TR(it, 6);
             if (lane == 0)
                 mbar_arrive(BAR_EV(pst));
             rescale_pack(alpha, it);
+            SM90_TR(it, 7);
         }
         const int lst = (ntiles - 1) % STAGES;
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
@@ -1104,6 +1156,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             reg_fence(o[c]);
         if (SM90_TAIL_WAIT && lane == 0)
             mbar_arrive(BAR_EV(lst)); /* the producer's tail wait */
+#if SM90_TRACE
+        if (tr_on && cw == nact - 1)
+            sm90_trace[blockIdx.x][SM90_TR_WG][0][2] = clock64();
+#endif
     }
 #undef BAR_FK
 #undef BAR_EK
@@ -1381,6 +1437,43 @@ extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const at
  * 0, as cuda_fused_sm90a_launch planned it: sm90_tail), then the combine
  * of the splits' or the cut's partials. vt: the workspace
  * (cuda_fused_sm90a_workspace_bytes). */
+#if SM90_TRACE
+/* Whether this launch is traced (ATTUNE_SM90_TRACE names a file and the
+ * stream is not being captured); if so the trace is zeroed first. */
+static bool sm90_trace_clear(cudaStream_t stream)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    void *a = NULL;
+    if (!getenv("ATTUNE_SM90_TRACE") || cudaStreamIsCapturing(stream, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone || cudaGetSymbolAddress(&a, sm90_trace) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return cudaMemsetAsync(a, 0, sizeof sm90_trace, stream) == cudaSuccess;
+}
+
+/* After a traced launch: wait for it and write the file ATTUNE_SM90_TRACE
+ * names (replaced): a line "attune-sm90-trace 1 BLOCKS WG IT EV GRID
+ * TACTIC\n", then the u64 array as the device holds it (little-endian).
+ * Best effort: a failure leaves no file or a stale one. */
+static void sm90_trace_dump(cudaStream_t stream, int64_t grid, const attn_tactic *t)
+{
+    static unsigned long long h[SM90_TR_BLOCKS][SM90_TR_WG + 1][SM90_TR_IT][SM90_TR_EV];
+    char name[ATTN_TACTIC_STR_MAX];
+    if (cudaStreamSynchronize(stream) != cudaSuccess || cudaMemcpyFromSymbol(h, sm90_trace, sizeof h) != cudaSuccess)
+        return;
+    if (!attn_tactic_str(t, name, sizeof name))
+        snprintf(name, sizeof name, "?");
+    FILE *f = fopen(getenv("ATTUNE_SM90_TRACE"), "wb");
+    if (!f)
+        return;
+    fprintf(f, "attune-sm90-trace 1 %d %d %d %d %lld %s\n", SM90_TR_BLOCKS, SM90_TR_WG + 1, SM90_TR_IT,
+            SM90_TR_EV, (long long)grid, name);
+    fwrite(h, sizeof h, 1, f);
+    fclose(f);
+}
+#endif
+
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io *io, sm90_args &p, void *vt,
                        int tail, cudaStream_t stream)
@@ -1440,9 +1533,16 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     }
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
+#if SM90_TRACE
+    const bool traced = sm90_trace_clear(stream);
+#endif
     if (cu_launch(kern, (unsigned)blocks, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p) !=
         cudaSuccess)
         return ATTUNE_EGPU;
+#if SM90_TRACE
+    if (traced)
+        sm90_trace_dump(stream, blocks, t);
+#endif
     if (p.tailk > 1) /* splits or the cut */
         return cuda_fused_combine(s, p.tailk, p.part_o, p.part_lse, &io->o, p.prow0, p.prows, stream);
     return 0;
