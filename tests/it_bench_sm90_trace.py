@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""it_bench_sm90_trace.py -- bench/sm90_trace.py, the reader of an
+SM90_TRACE=1 build's cycle trace, on traces written here with known
+steps: each step's median, a warpgroup's tile period, the turn handover
+and how late the next warpgroup was, the overlapped order's names, and
+the refusals (not a trace, short data, no traced block)."""
+import contextlib
+import io
+import os
+import struct
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+import sm90_trace  # noqa: E402
+
+from checklib import check, summary  # noqa: E402  (tests/checklib.py)
+
+NB, NW, NI, NE = 6, 5, 20, 8
+
+
+def write(path, blocks, flags=1, grid=1366, short=False):
+    """A trace of `blocks` blocks: each a (smid, nact, ntiles, steps) with
+    steps the 8 cycle counts added at events 0..7 of each tile, warpgroup
+    w's tile i starting at 3000 i + 1000 w after its block's start."""
+    v = [0] * (NB * NW * NI * NE)
+
+    def put(b, w, i, e, x):
+        v[((b * NW + w) * NI + i) * NE + e] = x
+
+    for b, (smid, nact, nt, d) in enumerate(blocks):
+        base = 10_000 + 200_000 * b
+        for e, x in enumerate([smid, base, base + 3000 * nt, nt, nact, 192, 128, flags]):
+            put(b, NW - 1, 0, e, x)
+        for w in range(nact):
+            for i in range(1, nt):
+                t = base + 3000 * i + 1000 * w
+                for e in range(NE):
+                    t += d[e]
+                    put(b, w, i, e, t)
+    data = struct.pack(f"<{len(v)}Q", *v)
+    with open(path, "wb") as f:
+        f.write(f"attune-sm90-trace 1 {NB} {NW} {NI} {NE} {grid} fused/arch=sm90a/tile=192x128\n".encode())
+        f.write(data[:-8] if short else data)
+
+
+def run(args):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = sm90_trace.main(args)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def row(text, name):
+    """The numbers of the table row whose first cell is name."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells and cells[0] == name:
+            return [float(c) for c in cells[1:]]
+    return None
+
+
+def main():
+    d = [0, 20, 300, 350, 5, 30, 250, 1500]
+    with tempfile.TemporaryDirectory() as tmp:
+        p = os.path.join(tmp, "t.bin")
+        write(p, [(0, 3, 12, d), (1, 3, 12, d)])
+        rc, out, err = run([p])
+        check(rc == 0, "a trace of two blocks reads (rc %d, %s)" % (rc, err.strip()))
+        check("2 blocks traced, order 0" in out, "two blocks, turn order 0 by the header")
+        check(row(out, "V in -> turn") == [300, 300, 300], "the turn wait: 300 (%s)" % row(out, "V in -> turn"))
+        check(row(out, "S done -> softmax done") == [1500, 1500, 1500], "the softmax: 1500")
+        check(row(out, "a warpgroup's tile (start to start)") == [3000, 3000, 3000], "a tile every 3000")
+        check(row(out, "the block's tile, per warpgroup") == [1000, 1000, 1000], "3000 over 3 warpgroups")
+        # warpgroup w gives its turn at 1000 w + 705 (the steps to S issued),
+        # the next takes it at 1000 (w + 1) + 320, having arrived at 1020:
+        # a handover of 615, of which 315 the next one's lateness
+        check(row(out, "turn given -> next warpgroup's turn taken") == [615, 615, 615], "handover 615")
+        check(row(out, "... of it, the next one not yet at its turn") == [315, 315, 315], "late by 315")
+
+        write(p, [(0, 2, 12, d)], flags=1 | 256)
+        rc, out, _ = run([p])
+        check(rc == 0 and "order overlapped" in out and row(out, "turn -> issued") == [350, 350, 350],
+              "flag 256: the overlapped order's names")
+        rc, out, _ = run([p, "--order", "0"])
+        check(rc == 0 and row(out, "turn -> PV done") == [350, 350, 350], "--order 0 overrides the header")
+
+        write(p, [(0, 3, 12, d)], short=True)
+        rc, _, err = run([p])
+        check(rc == 1 and "expected" in err, "a trace one word short is refused (%s)" % err.strip())
+        write(p, [])
+        rc, _, err = run([p])
+        check(rc == 1 and "no traced block" in err, "a trace with no block written is refused")
+        with open(p, "wb") as f:
+            f.write(b"hello\n")
+        rc, _, err = run([p])
+        check(rc == 1 and "not an attune sm90 trace" in err, "another file is refused")
+        rc, _, err = run([os.path.join(tmp, "absent.bin")])
+        check(rc == 1 and "absent.bin" in err, "a missing file is refused, named")
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
