@@ -133,7 +133,24 @@ struct sm90_args {
  * most 256 of e4m3's 448), the scale folded into the exponent, and O's
  * denominator sums the scaled P alike: small probabilities keep e4m3's
  * normal range, as cuDNN's FP8 graph does. */
+#ifndef SM90_P_LOG2
 #define SM90_P_LOG2 8.0f
+#endif
+
+/* Version 3.17 (SM90_SPEC=1, an A/B switch): where no row of a warp grew
+ * past the maximum of its tiles before by more than SM90_SPEC_TAU (log2
+ * units of the scaled scores), the warp takes the tile's exponentials
+ * against those old maxima: no shuffles for the quad's maxima, no alpha,
+ * no O rescale. Each thread checks its own keys of its rows (so the
+ * whole quad's row is seen by the warp's vote); the check's max chain
+ * runs over four partials. A warp where some row grew runs the exact
+ * softmax. TAU keeps P = 2^(x - m) under 2^TAU: 8 for 16-bit data, and
+ * for e4m3 whose scaled P = 2^(x - m + SM90_P_LOG2) must stay under 448,
+ * log2(448) - SM90_P_LOG2 less a margin for ex2.approx. */
+#ifndef SM90_SPEC
+#define SM90_SPEC 0
+#endif
+#define SM90_SPEC_TAU(F8) ((F8) ? 8.8f - SM90_P_LOG2 : 8.f)
 
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
@@ -939,16 +956,18 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     auto p_store = [&](uint32_t a, int r, int u, uint32_t v) {
         st_shared_b32(a + p_row + (r % 2) * 8 * 128 + ((uint32_t)(u ^ gr) << 4), v);
     };
-    auto rescale_pack = [&](const float (&alpha)[2], int it) {
+    auto rescale_pack = [&](const float (&alpha)[2], int it, bool rescale = true) {
+        if (rescale) {
 #pragma unroll
-        for (int c = 0; c < OC; c++)
+            for (int c = 0; c < OC; c++)
 #pragma unroll
-            for (int j = 0; j < ON / 8; j++) {
-                o[c][4 * j + 0] *= alpha[0];
-                o[c][4 * j + 1] *= alpha[0];
-                o[c][4 * j + 2] *= alpha[1];
-                o[c][4 * j + 3] *= alpha[1];
-            }
+                for (int j = 0; j < ON / 8; j++) {
+                    o[c][4 * j + 0] *= alpha[0];
+                    o[c][4 * j + 1] *= alpha[0];
+                    o[c][4 * j + 2] *= alpha[1];
+                    o[c][4 * j + 3] *= alpha[1];
+                }
+        }
         if constexpr (F8) {
             /* e4m3, k32: register r of the A fragment holds 4 keys of one
              * row (r even: row gr, odd: gr + 8), logical keys 4 tq4 .. +3
@@ -1002,6 +1021,47 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             }
             if constexpr (PSM)
                 p_published();
+        }
+    };
+
+    /* SM90_SPEC (version 3.17, above): the softmax of an unmasked tile
+     * against the maxima m of the tiles before, P in place in s. Returns
+     * true if it ran (l updated; O needs no rescale), false if the warp
+     * must run softmax() instead (s, m, l untouched): a tile that needs
+     * masking, a row with no key seen yet, or one grown past its max by
+     * more than SM90_SPEC_TAU. */
+    auto softmax_spec = [&](int n0) -> bool {
+        if constexpr (!SM90_SPEC) {
+            return false;
+        } else {
+            const bool masked = n0 + BC > p.skv || (p.causal && n0 + BC - 1 > qmin + off);
+            if (__any_sync(0xffffffffu, masked || m[0] == -INFINITY || m[1] == -INFINITY))
+                return false;
+            bool grew = false;
+#pragma unroll
+            for (int rh = 0; rh < 2; rh++) {
+                float pm[4] = {m[rh], -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    pm[nt % 4] = fmaxf(pm[nt % 4], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
+                grew = grew || fmaxf(fmaxf(pm[0], pm[1]), fmaxf(pm[2], pm[3])) * sl2 - m[rh] * sl2 >
+                                   SM90_SPEC_TAU(F8);
+            }
+            if (__any_sync(0xffffffffu, grew))
+                return false;
+#pragma unroll
+            for (int rh = 0; rh < 2; rh++) {
+                const float b = F8 ? m[rh] * sl2 - SM90_P_LOG2 : m[rh] * sl2;
+                float ps[2] = {0.f, 0.f};
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -b));
+                    s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -b));
+                    ps[nt % 2] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
+                }
+                l[rh] += ps[0] + ps[1];
+            }
+            return true;
         }
     };
 
@@ -1101,8 +1161,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 SM90_TR(it, 6);
                 if (lane == 0)
                     mbar_arrive(BAR_EK(st));
-                softmax((thi - 1 - it) * BC, alpha);
-                rescale_pack(alpha, it);
+                const bool fast = softmax_spec((thi - 1 - it) * BC);
+                if (!fast)
+                    softmax((thi - 1 - it) * BC, alpha);
+                rescale_pack(alpha, it, !fast);
                 SM90_TR(it, 7);
                 continue;
             }
@@ -1128,7 +1190,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             SM90_TR(it, 4);
             if (lane == 0)
                 mbar_arrive(BAR_EK(st));
-            softmax((thi - 1 - it) * BC, alpha);
+            const bool fast = softmax_spec((thi - 1 - it) * BC);
+            if (!fast)
+                softmax((thi - 1 - it) * BC, alpha);
             SM90_TR(it, 5);
             wgmma_wait<0>(); /* P_{j-1} V_{j-1} done */
 #pragma unroll
@@ -1137,7 +1201,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             SM90_TR(it, 6);
             if (lane == 0)
                 mbar_arrive(BAR_EV(pst));
-            rescale_pack(alpha, it);
+            rescale_pack(alpha, it, !fast);
             SM90_TR(it, 7);
         }
         const int lst = (ntiles - 1) % STAGES;
