@@ -18,7 +18,7 @@ or by hand, with a tree configured with -DCMAKE_CUDA_FLAGS=-DSM90_TRACE=1:
 
   ATTUNE_SM90_TRACE=/tmp/t.bin attune tune --db /tmp/t.db --device 0 \\
       --shape b2.hq16.hkv16.sq8192.skv8192.d128.e4m3.nc \\
-      --only stages=2/tile=192x128
+      --only pad=1/stages=2/tile=192x128
   python3 bench/sm90_trace.py /tmp/t.bin
 
 The last launch outside a CUDA graph capture wins the file: name one

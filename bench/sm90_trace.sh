@@ -6,7 +6,7 @@
 # to OUT/sm90-trace.txt. Run on the GPU machine:
 #
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/sm90_trace.sh'
-#   tests/gpu/run.sh --no-tests --exec 'bash bench/sm90_trace.sh e4m3.nc:stages=2/tile=192x128'
+#   tests/gpu/run.sh --no-tests --exec 'bash bench/sm90_trace.sh e4m3.nc:pad=1/stages=2/tile=192x128'
 #
 # Arguments: DTYPE.MASK:ONLY pairs (default: the e4m3 and bf16 non-causal
 # winners and their two-warpgroup rivals). BUILD and OUT come from run.sh.
@@ -19,9 +19,9 @@ BUILD=${BUILD:-${ATTUNE_GPU_BUILD:-$ROOT/build-gpu}}
 case ${1:-} in -h | --help) sed -n "2,/^set -u/{/^set -u/d;p}" "$0"; exit 0 ;; esac
 A=b2.hq16.hkv16.sq8192.skv8192.d128
 SPECS=("$@")
-[ ${#SPECS[@]} -gt 0 ] || SPECS=(e4m3.nc:stages=2/tile=192x128 e4m3.nc:stages=3/tile=128x192
-    bf16.nc:stages=2/tile=192x128 bf16.nc:tile=128x176 e4m3.c:stages=2/tile=192x128
-    bf16.c:tile=128x176)
+[ ${#SPECS[@]} -gt 0 ] || SPECS=(e4m3.nc:pad=1/stages=2/tile=192x128 e4m3.nc:pad=1/stages=3/tile=128x192
+    bf16.nc:pad=1/stages=2/tile=192x128 bf16.nc:pad=1/stages=2/tile=128x176 e4m3.c:pad=1/stages=2/tile=192x128
+    bf16.c:pad=1/stages=2/tile=128x176)
 T=$BUILD-trace
 CUDNN=$(sed -n 's/^CUDNN_ROOT:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
 GEN=()
