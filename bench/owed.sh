@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # owed.sh -- the GPU measurements docs/kernels.md says are owed, most
-# important first, each step skipped when the time left (OWED_BUDGET
-# seconds from this script's start, default 480: a 600 s call less run.sh's
-# build) is under its estimate, so one
-# device call does as much of the list as fits and what it wrote comes
-# back. Run on the GPU machine:
+# important first, each step skipped when the time left is under its
+# estimate (OWED_BUDGET seconds from this script's start, default 480: a
+# 600 s call less run.sh's build), so one device call does as much of the
+# list as fits and what it wrote comes back. Run on the GPU machine:
 #
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/owed.sh'
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh spec trace'
