@@ -388,13 +388,14 @@ static int moved_winners(const store_measurement *a, const store_measurement *b,
 /* bench/loo-h100-458045a.json.gz: the default grid (42 shapes) tuned on
  * an H100 on 2026-12-06 at 458045a, the first table tuned with version
  * 1.1's key groups and version 3.12's cut. The model does not meet issue
- * 10's worst bound on it: 1.315 (b8.hq12.sq128 d=64, ViT-B at b = 1,
- * b16.hq16.sq384 d=64; docs/perf.md). It was 1.528 before 2026-12-06's
- * three changes (bench/loo-model-20261206.txt): this holds the median
- * bound and 1.4, so what they gained is not lost unseen. */
+ * 10's worst bound on it: 1.285 (ViT-B at b = 1, b1.hq12.sq197 d=64). It
+ * was 1.528 before 2026-12-06's three changes (bench/loo-model-20261206.txt)
+ * and 1.315 before sm90a's queued blocks paid their fixed cost twice
+ * (2026-12-07, bench/loo-model-20261207.txt): this holds the median bound
+ * and 1.3, so what they gained is not lost unseen. */
 static void loo_should_meet_the_median_bound_on_the_fresh_h100_table(void)
 {
-    default_grid_loo_within("bench/loo-h100-458045a.json.gz", 42, 1.4);
+    default_grid_loo_within("bench/loo-h100-458045a.json.gz", 42, 1.3);
 }
 
 static void loo_should_meet_the_regret_bounds_on_the_first_tables(void)

@@ -155,7 +155,22 @@ static int64_t fold_queries(const attn_shape *s, const attn_tactic *t)
 
 /* Version 3: b * hq * row tiles blocks, or folded b * hkv * row blocks of
  * the fold, times its key splits (a second launch combines them). Causal
- * blocks are issued longest first, so its last wave holds the shortest. */
+ * blocks are issued longest first, so its last wave holds the shortest.
+ * A grid of more than one wave pays each block's fixed cost (tiled's
+ * tile_m / tile_n key steps) SM90_FIXED_QUEUED times: one block fills an
+ * SM (its shared memory), so a queued block's prologue and epilogue
+ * overlap nothing of its own SM, where a single wave's run side by side
+ * with the other SMs'. The H100 table of bench/loo-h100-458045a.json.gz
+ * shows it: the 128x128 d64 kernel took 4.77 us on b8.hq12.sq128 (96
+ * blocks, 0.77 of cuDNN's time) but 1.15-1.6x cuDNN's on every multi-wave
+ * neighbour of 197-577 keys, so at one fixed step everywhere the model
+ * carried those neighbours' slowness to the one-wave shape (regret
+ * 1.315). At 2: that table's worst 1.285, its geomean 1.045 -> 1.029;
+ * of test_loo's 23 evaluations, 9 geomeans lower, 3 higher by 0.001-
+ * 0.004, none past its bounds (the eleventh real-model set's worst 1.063
+ * -> 1.169). 1.5 to 3 did about as well; a one-wave grid without its fixed
+ * cost failed a bound (bench/loo-model-20261207.txt, the sweep). */
+#define SM90_FIXED_QUEUED 2.0
 static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_device_info *dev,
                           unsigned hints, attn_cost *out)
 {
@@ -192,6 +207,11 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
           1 + (t->splits > 1 || cut) + e4m3, out); /* + the combine, + e4m3's V^T pass */
     if (cut && attn_cost_gpu(dev) && out->blocks_sm > 0)
         out->waves = sm90_tail_waves((long long)blocks, dev->sm_count * out->blocks_sm, cut);
+    if (attn_cost_gpu(dev) && out->waves > 1) {
+        /* blocks that queue for their SM pay the fixed cost twice */
+        out->keys += out->block_keys * (SM90_FIXED_QUEUED - 1.0);
+        out->block_keys *= SM90_FIXED_QUEUED;
+    }
     out->longest_first = 1;
     return runs ? 0 : ATTUNE_EUNSUPP;
 }
