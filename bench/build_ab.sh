@@ -26,14 +26,9 @@ BUILD=${BUILD:-${ATTUNE_GPU_BUILD:-$ROOT/build-gpu}}
 DEFINE=$1
 shift
 B=$BUILD-b
-CUDNN=$(sed -n 's/^CUDNN_ROOT:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
-GEN=()
-command -v ninja >/dev/null && GEN=(-G Ninja)
+. "$ROOT/bench/second_tree.sh"
 echo "[build_ab] configure and build $B with $DEFINE" >&2
-rm -rf "$B" # fresh: a tree kept from another call may name libraries no longer there
-cmake -S "${AB_SRC:-$ROOT}" -B "$B" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS="$DEFINE" \
-    ${CUDNN:+-DCUDNN_ROOT="$CUDNN"} >"$OUT/build-b.log" 2>&1 &&
-    cmake --build "$B" -j "$(nproc)" --target attune >>"$OUT/build-b.log" 2>&1 ||
+second_tree "${AB_SRC:-$ROOT}" "$B" "$DEFINE" "$OUT/build-b.log" attune ||
     { echo "[build_ab] build of $B failed: $OUT/build-b.log" >&2; exit 1; }
 WRAP=$B/attune-ab
 printf '#!/bin/sh\nexec "${AB_BIN:-%s}" "$@"\n' "$BUILD/attune" >"$WRAP" # unset: A (ab_env's reads)

@@ -12,9 +12,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
 BUILD=${BUILD:-${ATTUNE_GPU_BUILD:-$ROOT/build-gpu}}
-CUDNN=$(sed -n 's/^CUDNN_ROOT:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
-GEN=()
-command -v ninja >/dev/null && GEN=(-G Ninja)
+. "$ROOT/bench/second_tree.sh"
 floor() { # LIBDIR NAME
     # sm_90a: the multicast walk's bulk copies (the rest runs as sm_90)
     nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I "$ROOT/kernels" -o "$OUT/short_floor-$2" \
@@ -28,10 +26,7 @@ for def in "$@"; do
     n=$((n + 1))
     B=$BUILD-sf$n
     echo "### B$n: $def"
-    rm -rf "$B"
-    if cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS="$def" \
-            ${CUDNN:+-DCUDNN_ROOT="$CUDNN"} >"$OUT/build-sf$n.log" 2>&1 &&
-        cmake --build "$B" -j "$(nproc)" --target libattune >>"$OUT/build-sf$n.log" 2>&1; then
+    if second_tree "$ROOT" "$B" "$def" "$OUT/build-sf$n.log" libattune; then
         floor "$B" "b$n"
     else
         echo "build of $B failed: $OUT/build-sf$n.log"

@@ -23,13 +23,9 @@ SPECS=("$@")
     bf16.nc:pad=1/stages=2/tile=192x128 bf16.nc:pad=1/stages=2/tile=128x176 e4m3.c:pad=1/stages=2/tile=192x128
     bf16.c:pad=1/stages=2/tile=128x176)
 T=$BUILD-trace
-CUDNN=$(sed -n 's/^CUDNN_ROOT:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
-GEN=()
-command -v ninja >/dev/null && GEN=(-G Ninja)
+. "$ROOT/bench/second_tree.sh"
 echo "[sm90_trace] configure and build $T with -DSM90_TRACE=1" >&2
-cmake -S "$ROOT" -B "$T" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-DSM90_TRACE=1 \
-    ${CUDNN:+-DCUDNN_ROOT="$CUDNN"} >"$OUT/build-trace.log" 2>&1 &&
-    cmake --build "$T" -j "$(nproc)" --target attune >>"$OUT/build-trace.log" 2>&1 ||
+second_tree "$ROOT" "$T" -DSM90_TRACE=1 "$OUT/build-trace.log" attune ||
     { echo "[sm90_trace] build of $T failed: $OUT/build-trace.log" >&2; exit 1; }
 : >"$OUT/sm90-trace.txt"
 rc=0

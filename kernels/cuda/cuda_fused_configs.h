@@ -185,7 +185,7 @@
 #endif
 /* 1: a trace build for bench/sm90_trace.py, never the default. Thread 0
  * of each consumer warpgroup of the first SM90_TR_BLOCKS blocks stamps
- * clock64 at the points of each key tile's turn (SM90_TR events a tile),
+ * clock64 at eight points of each key tile's turn (SM90_TR_EV),
  * and the launch writes them to the file ATTUNE_SM90_TRACE names when the
  * stream is not being captured (cuda_fused_sm90a.cu: sm90_trace_dump). */
 #ifndef SM90_TRACE
