@@ -864,6 +864,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         s[i] = 0.f;
     uint32_t pf[BC / KS][4];
 
+    /* The tile of keys n0 .. n0 + BC - 1 holds keys some row must not
+     * see: past the real skv or, causal, past the first query's diagonal.
+     * (A macro: as a lambda it renumbered the PTX's registers, and
+     * ptxas's allocation may follow; this way softmax and softmax_spec
+     * share it with the kernels' PTX unchanged.) */
+#define SM90_TILE_MASKED(n0) ((n0) + BC > p.skv || (p.causal && (n0) + BC - 1 > qmin + off))
+    /* The exponent base of a row whose scaled max is ms: e4m3's P is
+     * scaled by 2^SM90_P_LOG2 (into e4m3's range), 16-bit P is not. */
+    auto p_base = [&](float ms) { return F8 ? ms - SM90_P_LOG2 : ms; };
+
     /* Mask keys past the real skv and, causal, past each row's diagonal
      * (its own query's: folded rows of one warpgroup hold several heads'
      * queries; tiles wholly below the first query's diagonal need neither);
@@ -873,7 +883,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * with no visible key yet keeps m = -inf and uses 0 as its exponent
      * base, so every term is 2^-inf = 0. */
     auto softmax = [&](int n0, float (&alpha)[2]) {
-        if (n0 + BC > p.skv || (p.causal && n0 + BC - 1 > qmin + off)) {
+        if (SM90_TILE_MASKED(n0)) {
 #pragma unroll
             for (int rh = 0; rh < 2; rh++) {
                 const int lim = p.causal ? min(p.skv, qi[rh] + off + 1) : p.skv;
@@ -907,7 +917,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             const float ms = mx == -INFINITY ? 0.f : mx * sl2;
             alpha[rh] = ex2(m[rh] * sl2 - ms);
             m[rh] = mx;
-            const float mp = F8 ? ms - SM90_P_LOG2 : ms; /* e4m3: P * 256 */
+            const float mp = p_base(ms);
             float ps[TR];
 #pragma unroll
             for (int t = 0; t < TR; t++)
@@ -1034,7 +1044,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         if constexpr (!SM90_SPEC) {
             return false;
         } else {
-            const bool masked = n0 + BC > p.skv || (p.causal && n0 + BC - 1 > qmin + off);
+            const bool masked = SM90_TILE_MASKED(n0);
             if (__any_sync(0xffffffffu, masked || m[0] == -INFINITY || m[1] == -INFINITY))
                 return false;
             bool grew = false;
@@ -1051,7 +1061,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 return false;
 #pragma unroll
             for (int rh = 0; rh < 2; rh++) {
-                const float b = F8 ? m[rh] * sl2 - SM90_P_LOG2 : m[rh] * sl2;
+                const float b = p_base(m[rh] * sl2);
                 float ps[2] = {0.f, 0.f};
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
@@ -1229,6 +1239,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #undef BAR_EK
 #undef BAR_FV
 #undef BAR_EV
+#undef SM90_TILE_MASKED
 
     /* ---- epilogue. The softmax denominators of this thread's two rows
      * (the quad's partial sums added up), 0 for a row that saw no key. */
