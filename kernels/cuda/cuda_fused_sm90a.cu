@@ -152,6 +152,15 @@ struct sm90_args {
 #endif
 #define SM90_SPEC_TAU(F8) ((F8) ? 8.8f - SM90_P_LOG2 : 8.f)
 
+/* Version 3.18 (SM90_XTURN=1, an A/B switch): the three consumer
+ * warpgroups of turn order 0 take their exponentials in turns as well
+ * (fused_sm90_kernel's exp_turn_begin). Not with SM90_SPEC, whose fast
+ * tiles skip softmax() and would leave the ring's arrives unmatched. */
+#ifndef SM90_XTURN
+#define SM90_XTURN 0
+#endif
+static_assert(!(SM90_XTURN && SM90_SPEC), "SM90_XTURN and SM90_SPEC: one at a time");
+
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
  * between S's wgmma and the first exponential, and ncu finds the e4m3
@@ -873,6 +882,27 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* The exponent base of a row whose scaled max is ms: e4m3's P is
      * scaled by 2^SM90_P_LOG2 (into e4m3's range), 16-bit P is not. */
     auto p_base = [&](float ms) { return F8 ? ms - SM90_P_LOG2 : ms; };
+    /* SM90_XTURN (version 3.18, an A/B switch, off): in e4m3's turn order
+     * 0 the active consumer warpgroups also take turns at their exponentials, a
+     * second ring (named barriers 1 + 2 NWG + cw), so that one
+     * warpgroup's exponentials have the MUFU to themselves while another
+     * issues its products: the rows' maxima are taken before a warpgroup
+     * waits for its exponential turn, O's rescale and P's pack after it
+     * gives the turn on. Each warpgroup has ntiles such turns; the last
+     * lets warpgroup 0 go first and skips its last arrive, as the turns
+     * of the products do. */
+    constexpr bool XT = SM90_XTURN && F8 && W3 && !OVL && PP; /* 16-bit: ptxas serialised the wgmma */
+    const bool xt_on = XT && nact > 1;
+    int xt_left = ntiles;
+    auto exp_turn_begin = [&]() {
+        if (xt_on)
+            named_sync(1 + 2 * NWG + cw);
+    };
+    auto exp_turn_end = [&]() {
+        xt_left--;
+        if (xt_on && !(xt_left == 0 && cw == nact - 1))
+            named_arrive(1 + 2 * NWG + (cw + 1 < nact ? cw + 1 : 0));
+    };
 
     /* Mask keys past the real skv and, causal, past each row's diagonal
      * (its own query's: folded rows of one warpgroup hold several heads'
@@ -882,7 +912,34 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * caller, which must first let the PV product in flight retire. A row
      * with no visible key yet keeps m = -inf and uses 0 as its exponent
      * base, so every term is 2^-inf = 0. */
+    /* Row rh's exponentials 2^(s sl2 - mp), P in place in s, and its
+     * denominator l = l alpha + the row's sum (TR partials). */
+    auto exps = [&](int rh, float mp, const float (&alpha)[2]) {
+        float ps[TR];
+#pragma unroll
+        for (int t = 0; t < TR; t++)
+            ps[t] = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp), x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
+            if (F8 && SM90_E4M3_POLY > 0 && nt % SM90_POLY_EVERY == 0) {
+                s[4 * nt + 2 * rh] = sm90_ex2_fma(x0);
+                s[4 * nt + 2 * rh + 1] = sm90_ex2_fma(x1);
+            } else {
+                s[4 * nt + 2 * rh] = ex2(x0);
+                s[4 * nt + 2 * rh + 1] = ex2(x1);
+            }
+            ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
+        }
+#pragma unroll
+        for (int w = 1; w < TR; w *= 2)
+#pragma unroll
+            for (int t = 0; t + w < TR; t += 2 * w)
+                ps[t] += ps[t + w];
+        l[rh] = l[rh] * alpha[rh] + ps[0];
+    };
     auto softmax = [&](int n0, float (&alpha)[2]) {
+        float mp[2]; /* the rows' exponent bases */
         if (SM90_TILE_MASKED(n0)) {
 #pragma unroll
             for (int rh = 0; rh < 2; rh++) {
@@ -917,29 +974,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             const float ms = mx == -INFINITY ? 0.f : mx * sl2;
             alpha[rh] = ex2(m[rh] * sl2 - ms);
             m[rh] = mx;
-            const float mp = p_base(ms);
-            float ps[TR];
+            mp[rh] = p_base(ms);
+            if constexpr (!XT)
+                exps(rh, mp[rh], alpha);
+        }
+        if constexpr (XT) {
+            exp_turn_begin();
 #pragma unroll
-            for (int t = 0; t < TR; t++)
-                ps[t] = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp), x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
-                if (F8 && SM90_E4M3_POLY > 0 && nt % SM90_POLY_EVERY == 0) {
-                    s[4 * nt + 2 * rh] = sm90_ex2_fma(x0);
-                    s[4 * nt + 2 * rh + 1] = sm90_ex2_fma(x1);
-                } else {
-                    s[4 * nt + 2 * rh] = ex2(x0);
-                    s[4 * nt + 2 * rh + 1] = ex2(x1);
-                }
-                ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
-            }
-#pragma unroll
-            for (int w = 1; w < TR; w *= 2)
-#pragma unroll
-                for (int t = 0; t + w < TR; t += 2 * w)
-                    ps[t] += ps[t + w];
-            l[rh] = l[rh] * alpha[rh] + ps[0];
+            for (int rh = 0; rh < 2; rh++)
+                exps(rh, mp[rh], alpha);
+            exp_turn_end();
         }
     };
     /* O *= alpha, then P as the A operand of the next 16-key slices: the
@@ -1096,6 +1140,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(bQ, 0);
         if (pp && cw == nact - 1)
             named_arrive(1);
+        if (xt_on && cw == nact - 1)
+            named_arrive(1 + 2 * NWG);
         /* First tile (the last keys): S alone. */
         {
             float alpha[2];
