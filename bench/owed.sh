@@ -9,7 +9,7 @@
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh spec trace'
 #
 # Steps (arguments pick some, in the order given; default: all below, in
-# the order trace spec xturn spec6 fp8, fp8 third on an H200):
+# the order trace spec qreg xturn spec6 fp8, fp8 third on an H200):
 #   xturn  version 3.18, -DSM90_XTURN=1 (e4m3's exponentials in turns)
 #          against the default on the e4m3 8k d128 anchors' 192x128 rows,
 #          3 rounds (owed-xturn.txt; about 150 s)
@@ -18,6 +18,9 @@
 #          and gpu_fused run too (owed-spec.txt; about 240 s)
 #   specab the same A/B without B's GPU tests, the two non-causal anchors
 #          only (owed-specab.txt; about 130 s), for a short call
+#   qreg   version 3.19, -DSM90_QREG=1 (e4m3's Q in registers) against the
+#          default on the e4m3 8k anchors' 128x128 and 128x192 rows, 3
+#          rounds, B's gpu_cudnn run too (owed-qreg.txt; about 200 s)
 #   trace  bench/sm90_trace.sh, the default build's cycle trace of the 8k
 #          anchors' tiles (sm90-trace.txt; about 90 s)
 #   spec6  -DSM90_SPEC=1 -DSM90_P_LOG2=6.0f, e4m3's wider tau, on the
@@ -40,15 +43,15 @@ T0=$SECONDS
 STEPS=("$@")
 # On an H200 the FP8 run (issue 30's bar is an H200's) goes third.
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(trace spec fp8 xturn spec6); else STEPS=(trace spec xturn spec6 fp8); fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(trace spec fp8 qreg xturn spec6); else STEPS=(trace spec qreg xturn spec6 fp8); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in xturn | spec | specab | trace | spec6 | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in xturn | spec | specab | qreg | trace | spec6 | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in xturn) need=150 ;; spec) need=240 ;; specab) need=130 ;; trace) need=90 ;; spec6) need=110 ;; fp8) need=120 ;; esac
+    case $s in xturn) need=150 ;; spec) need=240 ;; specab) need=130 ;; qreg) need=200 ;; trace) need=90 ;; spec6) need=110 ;; fp8) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -72,6 +75,10 @@ for s in "${STEPS[@]}"; do
     specab)
         "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_SPEC=1 --reps 3 --filter sm90a \
             --only tile=192x128,tile=128x176 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" >"$OUT/owed-specab.txt" 2>&1
+        ;;
+    qreg)
+        AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_QREG=1 --reps 3 --filter sm90a \
+            --only tile=128x128,tile=128x192 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-qreg.txt" 2>&1
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
     spec6)

@@ -161,6 +161,17 @@ struct sm90_args {
 #endif
 static_assert(!(SM90_XTURN && SM90_SPEC), "SM90_XTURN and SM90_SPEC: one at a time");
 
+/* Version 3.19 (SM90_QREG=1, an A/B switch): e4m3 kernels of two
+ * consumer warpgroups and up to 192 keys hold their warpgroup's Q tile in
+ * registers (16 a thread, loaded from shared memory once) and take S by
+ * RS wgmma, so that S's products read only K from shared memory (at
+ * 128x192, 8 of their 32 KB a warpgroup's tile were Q's). ptxas spilled
+ * 112 bytes and serialised the wgmma of 192x128 (three warpgroups at 160
+ * registers) with it, and of 128x224: those keep Q in shared memory. */
+#ifndef SM90_QREG
+#define SM90_QREG 0
+#endif
+
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
  * between S's wgmma and the first exponential, and ncu finds the e4m3
@@ -338,6 +349,13 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
 {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
+
+__device__ __forceinline__ uint32_t ld_shared_b32(uint32_t addr)
+{
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
 #endif
 
 #ifdef SM90A_DEVICE
@@ -441,6 +459,31 @@ __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&
                  : WG_ACC64("+f", d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
+#if SM90_QREG
+/* SM90_QREG's S: A (Q) from registers as P's for O above, the widths of
+ * S, and the _w forms of the first slice (scale_d = 0, "=f"). */
+#define WG8_RS_W(N, REGS, ACC, PRED, OPS)                                                       \
+    __device__ __forceinline__ void wgmma8_rs_n##N##_w(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) \
+    {                                                                                            \
+        asm volatile(WG8_TEXT(N, REGS, PRED, OPS)                                                \
+                     : ACC("=f", d)                                                              \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0));              \
+    }
+#define WG8_RS_DEF(N, REGS, ACC, PRED, OPS)                                                     \
+    __device__ __forceinline__ void wgmma8_rs_n##N(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, \
+                                                   int scale_d)                                 \
+    {                                                                                            \
+        asm volatile(WG8_TEXT(N, REGS, PRED, OPS)                                                \
+                     : ACC("+f", d)                                                              \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));        \
+    }                                                                                            \
+    WG8_RS_W(N, REGS, ACC, PRED, OPS)
+WG8_RS_W(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1")
+WG8_RS_DEF(192, WG_R96, WG_ACC96, "%101", "{%96, %97, %98, %99}, %100, p, 1, 1")
+WG8_RS_DEF(224, WG_R112, WG_ACC112, "%117", "{%112, %113, %114, %115}, %116, p, 1, 1")
+#undef WG8_RS_DEF
+#undef WG8_RS_W
+#endif
 #undef WG8_TEXT
 #undef WG_SS_DEF
 #undef WG_RS_DEF
@@ -499,6 +542,36 @@ __device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t
     }
 #undef WG_S_CASE
 #endif
+}
+
+/* As wgmma_s, A from registers (e4m3, SM90_QREG). */
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_s_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, bool first)
+{
+#ifdef SM90A_DEVICE
+#if SM90_QREG
+    static_assert(sm90_is_fp8<T>::value && (N == 128 || N == 192 || N == 224), "e4m3 S widths built");
+#define WG_S_CASE(F)                                                                             \
+    if (sm90_s_w<T>() && first)                                                                  \
+        F##_w(d, a, db);                                                                         \
+    else                                                                                         \
+        F(d, a, db, !first);
+    if constexpr (N == 128) { WG_S_CASE(wgmma8_rs_n128) }
+    else if constexpr (N == 192) { WG_S_CASE(wgmma8_rs_n192) }
+    else { WG_S_CASE(wgmma8_rs_n224) }
+#undef WG_S_CASE
+#endif
+#endif
+}
+
+/* e4m3, SM90_QREG: S = Q K^T with this warpgroup's Q in registers, q[kk]
+ * the A fragment of k32 slice kk (sm90_load_q). */
+template <typename T, int BC>
+__device__ __forceinline__ void gemm_qk_rs(float (&s)[BC / 2], const uint32_t (&q)[4][4], uint32_t aK)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        wgmma_s_rs<T, BC>(s, q[kk], sw128_desc(aK + kk * 32, 16, 1024), kk == 0);
 }
 
 /* S += Q K^T over D (SS wgmma, N = BC), zero-initialised by the first
@@ -872,6 +945,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     for (int i = 0; i < BC / 2; i++)
         s[i] = 0.f;
     uint32_t pf[BC / KS][4];
+    /* SM90_QREG (version 3.19): this warpgroup's Q as the A fragments of
+     * S's four k32 slices, and S = Q K_j^T from them */
+    constexpr bool QR = SM90_QREG && F8 && NWG == 2 && BC <= 192; /* 192x128 and 128x224 spilled */
+    uint32_t qf[QR ? 4 : 1][4];
+    auto issue_s = [&](uint32_t aK) {
+        if constexpr (QR)
+            gemm_qk_rs<T, BC>(s, qf, aK);
+        else
+            gemm_qk<T, D, BC, BR>(s, aQw, aK);
+    };
 
     /* The tile of keys n0 .. n0 + BC - 1 holds keys some row must not
      * see: past the real skv or, causal, past the first query's diagonal.
@@ -1138,6 +1221,17 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 
     if (ntiles > 0) {
         mbar_wait(bQ, 0);
+        if constexpr (QR) {
+            /* register r of slice kk: row wq 16 + gr + 8 (r % 2) of the
+             * warpgroup's 64 (a 1024-byte atom apart from the tile's start,
+             * so its swizzle xor is gr), bytes 32 kk + 16 (r / 2) + 4 tq4 .. +3 */
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    qf[kk][r] = ld_shared_b32(aQw + (uint32_t)(wq * 16 + gr + 8 * (r % 2)) * 128 +
+                                              ((uint32_t)((2 * kk + r / 2) ^ gr) << 4) + 4 * tq4);
+        }
         if (pp && cw == nact - 1)
             named_arrive(1);
         if (xt_on && cw == nact - 1)
@@ -1148,7 +1242,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             mbar_wait(BAR_FK(0), 0);
             turn_begin();
             wgmma_fence();
-            gemm_qk<T, D, BC, BR>(s, aQw, aK0);
+            issue_s(aK0);
             wgmma_commit();
             turn_end(false);
             wgmma_wait<0>();
@@ -1171,7 +1265,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 turn_begin();
                 wgmma_fence();
                 gemm_pv_smem<T, D, BC>(o[0], aPw(it - 1), aV0 + pst * L::vt);
-                gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
+                issue_s(aK0 + st * L::kv);
                 wgmma_commit();
                 turn_end(false);
                 wgmma_wait<0>();
@@ -1208,7 +1302,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 SM90_TR(it, 4);
                 wgmma_fence();
-                gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
+                issue_s(aK0 + st * L::kv);
                 wgmma_commit();
                 turn_end(false);
                 SM90_TR(it, 5);
@@ -1230,7 +1324,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             turn_begin();
             SM90_TR(it, 2);
             wgmma_fence();
-            gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
+            issue_s(aK0 + st * L::kv);
             wgmma_commit();
             mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
