@@ -9,7 +9,10 @@
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh spec trace'
 #
 # Steps (arguments pick some, in the order given; default: all below, in
-# the order trace spec qreg xturn spec6 fp8, fp8 third on an H200):
+# the order sass trace spec qreg xturn spec6 fp8, fp8 after spec on an H200):
+#   sass   the default build's SASS of the e4m3 and bf16 192x128 kernels,
+#          whole (sass-192x128.txt: to read on a machine without
+#          cuobjdump) and counted by opcode (bench/sass_ops.sh ALL); seconds
 #   xturn  version 3.18, -DSM90_XTURN=1 (e4m3's exponentials in turns)
 #          against the default on the e4m3 8k d128 anchors' 192x128 rows,
 #          3 rounds (owed-xturn.txt; about 150 s)
@@ -41,17 +44,17 @@ case $BUDGET in '' | *[!0-9]*) echo "owed.sh: OWED_BUDGET must be whole seconds,
 A=b2.hq16.hkv16.sq8192.skv8192.d128
 T0=$SECONDS
 STEPS=("$@")
-# On an H200 the FP8 run (issue 30's bar is an H200's) goes third.
+# On an H200 the FP8 run (issue 30's bar is an H200's) goes after spec.
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(trace spec fp8 qreg xturn spec6); else STEPS=(trace spec qreg xturn spec6 fp8); fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(sass trace spec fp8 qreg xturn spec6); else STEPS=(sass trace spec qreg xturn spec6 fp8); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in xturn | spec | specab | qreg | trace | spec6 | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in sass | xturn | spec | specab | qreg | trace | spec6 | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in xturn) need=150 ;; spec) need=240 ;; specab) need=130 ;; qreg) need=200 ;; trace) need=90 ;; spec6) need=110 ;; fp8) need=120 ;; esac
+    case $s in sass) need=10 ;; xturn) need=150 ;; spec) need=240 ;; specab) need=130 ;; qreg) need=200 ;; trace) need=90 ;; spec6) need=110 ;; fp8) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -63,6 +66,13 @@ for s in "${STEPS[@]}"; do
     T=(timeout -k 5 "$lim")
     log "$s (cut at ${lim}s)"
     case $s in
+    sass)
+        lib=$(ls "$BUILD"/libattune.so.*.*.* 2>/dev/null | head -n 1)
+        pat='(fp8_e4m3|bfloat16)Li128ELi192ELi128E'
+        { [ -n "$lib" ] && "${T[@]}" cuobjdump --dump-sass "$lib" |
+            awk -v pat="$pat" '/Function :/ { on = $3 ~ pat } on' >"$OUT/sass-192x128.txt" &&
+            "${T[@]}" bash "$ROOT/bench/sass_ops.sh" "$lib" "$pat" ALL >"$OUT/sass-192x128-ops.txt"; }
+        ;;
     xturn)
         "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_XTURN=1 --reps 3 --filter 192x128 --only tile=192x128 \
             --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-xturn.txt" 2>&1
