@@ -12,7 +12,9 @@ the turn on; waits for S; takes its rows' maxima (LMAX cycles); its
 exponentials (E cycles alone: at most CAP warpgroups at a time run them
 at full rate, more share CAP's rate); P's pack and O's rescale (LPOST).
 --xturn: the exponentials in a second ring (version 3.18), one warpgroup
-at a time.
+at a time. --exclusive: the tensor cores make no progress while any
+warpgroup takes exponentials (the other reading of the measured period:
+the two units taken one after the other, not a slow softmax).
 
     python3 bench/sm90_ring_sim.py                 # the table of docs/kernels.md 3.18
     python3 bench/sm90_ring_sim.py --e 1100 --cap 1 --xturn
@@ -21,7 +23,7 @@ import argparse
 import sys
 
 
-def simulate(nwg=3, tens=256, lat=40, lmax=200, e=512, lpost=120, cap=1.0, xturn=False, tiles=120):
+def simulate(nwg=3, tens=256, lat=40, lmax=200, e=512, lpost=120, cap=1.0, xturn=False, exclusive=False, tiles=120):
     """Steady period (cycles a key tile) and the tensor cores' busy share."""
     st = ["turn"] * nwg
     rem = [0.0] * nwg
@@ -32,13 +34,13 @@ def simulate(nwg=3, tens=256, lat=40, lmax=200, e=512, lpost=120, cap=1.0, xturn
     t = busy = 0
     ends = []
     while min(done) < tiles:
-        if queue:
+        nexp = sum(1 for s in st if s == "exp")
+        if queue and not (exclusive and nexp):
             busy += 1
             queue[0][2] -= 1
             if queue[0][2] <= 0:
                 w, k, _ = queue.pop(0)
                 ready[(w, k)] = t + lat
-        nexp = sum(1 for s in st if s == "exp")
         for w in range(nwg):
             s = st[w]
             if s == "turn" and turn == w:
@@ -82,9 +84,10 @@ def main(argv):
     ap.add_argument("--lmax", type=float, default=200, help="cycles of the rows' maxima (default 200)")
     ap.add_argument("--lpost", type=float, default=120, help="cycles of P's pack and O's rescale (default 120)")
     ap.add_argument("--xturn", action="store_true", help="only the version 3.18 ring (with --e and --cap)")
+    ap.add_argument("--exclusive", action="store_true", help="no tensor progress while exponentials run")
     a = ap.parse_args(argv)
     if a.e is not None and a.cap is not None:
-        per, tb = simulate(lmax=a.lmax, e=a.e, lpost=a.lpost, cap=a.cap, xturn=a.xturn)
+        per, tb = simulate(lmax=a.lmax, e=a.e, lpost=a.lpost, cap=a.cap, xturn=a.xturn, exclusive=a.exclusive)
         print(f"period {per:.0f} cycles a key tile, tensor cores {tb:.0%} busy")
         return 0
     print("| E (cycles) | CAP | period | tensor busy | with --xturn | ratio |")
@@ -94,6 +97,9 @@ def main(argv):
             p0, b0 = simulate(lmax=a.lmax, e=e, lpost=a.lpost, cap=cap)
             p1, _ = simulate(lmax=a.lmax, e=e, lpost=a.lpost, cap=cap, xturn=True)
             print(f"| {e} | {cap:g} | {p0:.0f} | {b0:.0%} | {p1:.0f} | {p1 / p0:.2f} |")
+    p0, b0 = simulate(lmax=a.lmax, e=512, lpost=a.lpost, cap=1.0, exclusive=True)
+    p1, _ = simulate(lmax=a.lmax, e=512, lpost=a.lpost, cap=1.0, exclusive=True, xturn=True)
+    print(f"| 512, --exclusive | 1 | {p0:.0f} | {b0:.0%} | {p1:.0f} | {p1 / p0:.2f} |")
     return 0
 
 

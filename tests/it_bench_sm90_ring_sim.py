@@ -3,8 +3,8 @@
 the sm90a ring, against periods worked out by hand: a ring bound by the
 tensor cores (three turns of two products and the wait's latency), one
 bound by a serial exponential phase (three of them), the second ring of
-version 3.18 serialising softmaxes that could overlap, and the command
-line."""
+version 3.18 serialising softmaxes that could overlap, tensor cores and
+exponentials taken one after the other, and the command line."""
 import os
 import subprocess
 import sys
@@ -36,6 +36,12 @@ def main():
     xturn, _ = rs.simulate(e=800, cap=2.0, xturn=True, tiles=40)
     check(near(xturn, 3 * 800, 3), "--xturn: 3 x 800 cycles (%.1f)" % xturn)
     check(plain < 0.8 * xturn, "the plain ring overlaps them (%.1f < 0.8 x %.1f)" % (plain, xturn))
+    # Tensor cores and exponentials one after the other (--exclusive):
+    # each turn's two products, the wait's latency and one warpgroup's
+    # exponentials.
+    per, busy = rs.simulate(e=512, cap=1.0, exclusive=True, tiles=60)
+    check(near(per, 3 * (2 * 256 + 40 + 512), 3), "--exclusive: 3 x 1064 cycles (%.1f)" % per)
+    check(near(busy, 1536 / 3192, 0.02), "--exclusive: tensor cores busy 1536 of 3192 (%.3f)" % busy)
     # Where the tensor cores bound the ring, the second ring costs nothing.
     a, _ = rs.simulate(e=300, cap=1.0, tiles=40)
     b, _ = rs.simulate(e=300, cap=1.0, xturn=True, tiles=40)
