@@ -461,7 +461,8 @@ __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&
 }
 #if SM90_QREG
 /* SM90_QREG's S: A (Q) from registers as P's for O above, the widths of
- * S, and the _w forms of the first slice (scale_d = 0, "=f"). */
+ * S it is built for (128, 192), and the _w forms of the first slice
+ * (scale_d = 0, "=f"). */
 #define WG8_RS_W(N, REGS, ACC, PRED, OPS)                                                       \
     __device__ __forceinline__ void wgmma8_rs_n##N##_w(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) \
     {                                                                                            \
@@ -480,7 +481,6 @@ __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&
     WG8_RS_W(N, REGS, ACC, PRED, OPS)
 WG8_RS_W(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1")
 WG8_RS_DEF(192, WG_R96, WG_ACC96, "%101", "{%96, %97, %98, %99}, %100, p, 1, 1")
-WG8_RS_DEF(224, WG_R112, WG_ACC112, "%117", "{%112, %113, %114, %115}, %116, p, 1, 1")
 #undef WG8_RS_DEF
 #undef WG8_RS_W
 #endif
@@ -550,15 +550,14 @@ __device__ __forceinline__ void wgmma_s_rs(float (&d)[N / 2], const uint32_t (&a
 {
 #ifdef SM90A_DEVICE
 #if SM90_QREG
-    static_assert(sm90_is_fp8<T>::value && (N == 128 || N == 192 || N == 224), "e4m3 S widths built");
+    static_assert(sm90_is_fp8<T>::value && (N == 128 || N == 192), "e4m3 S widths with Q in registers");
 #define WG_S_CASE(F)                                                                             \
     if (sm90_s_w<T>() && first)                                                                  \
         F##_w(d, a, db);                                                                         \
     else                                                                                         \
         F(d, a, db, !first);
     if constexpr (N == 128) { WG_S_CASE(wgmma8_rs_n128) }
-    else if constexpr (N == 192) { WG_S_CASE(wgmma8_rs_n192) }
-    else { WG_S_CASE(wgmma8_rs_n224) }
+    else { WG_S_CASE(wgmma8_rs_n192) }
 #undef WG_S_CASE
 #endif
 #endif
