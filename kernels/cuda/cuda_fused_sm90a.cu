@@ -564,7 +564,8 @@ __device__ __forceinline__ void wgmma_s_rs(float (&d)[N / 2], const uint32_t (&a
 }
 
 /* e4m3, SM90_QREG: S = Q K^T with this warpgroup's Q in registers, q[kk]
- * the A fragment of k32 slice kk (sm90_load_q). */
+ * the A fragment of k32 slice kk (loaded once Q has arrived, in
+ * fused_sm90_kernel). */
 template <typename T, int BC>
 __device__ __forceinline__ void gemm_qk_rs(float (&s)[BC / 2], const uint32_t (&q)[4][4], uint32_t aK)
 {
@@ -986,14 +987,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             named_arrive(1 + 2 * NWG + (cw + 1 < nact ? cw + 1 : 0));
     };
 
-    /* Mask keys past the real skv and, causal, past each row's diagonal
-     * (its own query's: folded rows of one warpgroup hold several heads'
-     * queries; tiles wholly below the first query's diagonal need neither);
-     * then the online softmax (version 1's softmax_step): max over the quad,
-     * P in place in s, the row sums; O's rescale by alpha is left to the
-     * caller, which must first let the PV product in flight retire. A row
-     * with no visible key yet keeps m = -inf and uses 0 as its exponent
-     * base, so every term is 2^-inf = 0. */
     /* Row rh's exponentials 2^(s sl2 - mp), P in place in s, and its
      * denominator l = l alpha + the row's sum (TR partials). */
     auto exps = [&](int rh, float mp, const float (&alpha)[2]) {
@@ -1020,6 +1013,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 ps[t] += ps[t + w];
         l[rh] = l[rh] * alpha[rh] + ps[0];
     };
+    /* Mask keys past the real skv and, causal, past each row's diagonal
+     * (its own query's: folded rows of one warpgroup hold several heads'
+     * queries; tiles wholly below the first query's diagonal need neither);
+     * then the online softmax (version 1's softmax_step): max over the quad,
+     * P in place in s, the row sums; O's rescale by alpha is left to the
+     * caller, which must first let the PV product in flight retire. A row
+     * with no visible key yet keeps m = -inf and uses 0 as its exponent
+     * base, so every term is 2^-inf = 0. */
     auto softmax = [&](int n0, float (&alpha)[2]) {
         float mp[2]; /* the rows' exponent bases */
         if (SM90_TILE_MASKED(n0)) {
@@ -1185,18 +1186,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             }
             if (__any_sync(0xffffffffu, grew))
                 return false;
+            const float keep[2] = {1.f, 1.f}; /* l's alpha: the maxima stay */
 #pragma unroll
-            for (int rh = 0; rh < 2; rh++) {
-                const float b = p_base(m[rh] * sl2);
-                float ps[2] = {0.f, 0.f};
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -b));
-                    s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -b));
-                    ps[nt % 2] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
-                }
-                l[rh] += ps[0] + ps[1];
-            }
+            for (int rh = 0; rh < 2; rh++)
+                exps(rh, p_base(m[rh] * sl2), keep);
             return true;
         }
     };
