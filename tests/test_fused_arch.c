@@ -351,8 +351,9 @@ static void sm90a_192_row_tiles_should_be_listed_plain(void)
         }
         if (d == 128) {
             CHECK_MSG(tall == ATTN_NPADS, "d 128: %d tactics of 192 rows", tall);
-            /* the default turn order (SM90_3WG 0) keeps P in registers: no
-             * P buffer reserved (orders 1 and 2 add 192 x 128 x 2 bytes) */
+            /* turn order 0 keeps P in registers: no P buffer reserved
+             * (the orders with P in shared memory, taken out, added
+             * 192 x 128 x 2 bytes) */
             CHECK(SM90_SMEM(128, 192, 128, 2) == 49152 + 2 * 2 * 32768 + 1024);
         } else {
             CHECK_MSG(tall > 0, "d 64: %d tactics of 192 rows", tall);

@@ -113,8 +113,7 @@
  * (and run) plain only. Shared memory: d64 128x128x3: 112 KB, 192x128x3:
  * 120 KB; d128 128x128x2: 160 KB, 128x176x2: 209 KB; d256 128x64x2: 192
  * KB, 128x80x2: 225 KB (of the 227 KB a block may have); version 3.11's
- * d128 192x128x2: 177 KB (225 KB with P's buffer, which only the A/B turn
- * orders SM90_3WG = 1 and 2 use and reserve).
+ * d128 192x128x2: 177 KB.
  *
  * Version 3.6's wide key tiles (128x176 at d128, 128x80 at d256; the
  * widths FlashAttention-3 chose for non-causal d128 and for d256) carry a
@@ -136,9 +135,7 @@
  * 2 stages 161 KB, 3 stages 217 KB; 128x224, 2 stages 169 KB (3 would be
  * 229 KB, over a block's 227). FlashAttention-3's FP8 width at d128 is
  * 224 (cuda_fused_sm90a.cu says why). Version 3.11's 192x128 (three
- * consumer warpgroups, P in the staging buffer's rows): 2 stages 137 KB,
- * 3 stages 169 KB (P's double buffer in the staging rows serves orders 1
- * and 2 only). */
+ * consumer warpgroups): 2 stages 137 KB, 3 stages 169 KB. */
 #define SM90_E4M3_CONFIGS(X)                                                                   \
     X(128, 128, 128, 2) X(128, 128, 128, 3) X(128, 128, 192, 2) X(128, 128, 192, 3) X(128, 128, 224, 2) \
     X(128, 192, 128, 2) X(128, 192, 128, 3)
@@ -160,19 +157,7 @@
  * buffers, each [D/64 chunks][rows][128 B]; 1024 more bytes to align the
  * start to a swizzle atom. */
 #define SM90_SMEM(D, BR, BC, STAGES)                                                           \
-    ((size_t)(BR) * (D) * 2 + 2 * (size_t)(STAGES) * (size_t)(BC) * (D) * 2 + SM90_SMEM_P(D, BR, BC) + 1024)
-/* Version 3.11: three consumer warpgroups at d = 128 (192-row tiles). How
- * they order a turn (the kernel says what each value does): 0 by default,
- * 1 and 2 for A/Bs (bench/build_ab.sh -DSM90_3WG=N). 0 measured 4.7-5.8%
- * faster than 2 and 1 on the 8k d128 anchors, e4m3 and bf16 (H200,
- * 2026-12-06: docs/kernels.md). Orders 1 and 2 keep P in shared memory:
- * the 16-bit tiles' BR x BC values after the V stages (SM90_SMEM_P; the
- * host's descriptions count the default order's bytes). Anything but 0-2
- * does not build. SM90_3WG_PSM: 1 in the orders with P in shared memory
- * (the kernel's PSM, this file's SM90_SMEM_P). */
-#ifndef SM90_3WG
-#define SM90_3WG 0
-#endif
+    ((size_t)(BR) * (D) * 2 + 2 * (size_t)(STAGES) * (size_t)(BC) * (D) * 2 + 1024)
 /* S's first k-slice of S_j writes its accumulators without reading them
  * ("=f"), so the previous S_{j-1} is not live up to S_j's issue; else
  * "+f" throughout (scale_d = 0 all the same). 2 (the default): e4m3
@@ -192,8 +177,6 @@
 #define SM90_TRACE 0
 #endif
 #define SM90_W3(D, BR) ((BR) > 128 && (D) == 128)
-#define SM90_3WG_PSM (SM90_3WG == 1 || SM90_3WG == 2)
-#define SM90_SMEM_P(D, BR, BC) (SM90_W3(D, BR) && SM90_3WG_PSM ? (size_t)(BR) * (BC) * 2 : 0)
 
 /* Folded blocks want g | 128 with QB = 128 / g >= 8 rows per head (so each
  * head's Q box fills whole 1024-byte swizzle atoms); g = 1 is the plain

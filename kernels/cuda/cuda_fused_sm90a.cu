@@ -68,8 +68,9 @@
  * version 3.11: 192x128 tiles at d = 128 (e4m3 and 16-bit): three consumer
  *   warpgroups at 160 registers. A turn issues P_{j-1} V_{j-1} from
  *   registers and waits for it before S_j, so that P and S are never live
- *   together (SM90_3WG = 0; the orders with P in shared memory, SS wgmma,
- *   measured slower and stay for A/Bs).
+ *   together. (The orders with P in shared memory and SS wgmma for P V,
+ *   SM90_3WG = 1 and 2, measured 4.7-5.8% slower and were taken out:
+ *   docs/kernels.md; their code is in commit 6565b0d.)
  * version 3.12: a plain non-causal grid whose last wave is partly empty
  *   has that wave's blocks cut into k key ranges (cuda_fused_configs.h's
  *   sm90_tail_k): their partials merged by the split combine over those
@@ -625,44 +626,18 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32
 #endif
 }
 
-/* P from shared memory (version 3.11's PSM): O += P V over BC keys by SS
- * wgmma, P a K-major tile of 64 rows at aP (e4m3: one 128-byte swizzled
- * row per query row, BC = 128; 16-bit: 64-key chunks of 64 x 128 bytes),
- * V's tile as in gemm_pv (e4m3: V^T K-major; 16-bit: V MN-major). */
-template <typename T, int D, int BC>
-__device__ __forceinline__ void gemm_pv_smem(float (&o)[64], uint32_t aP, uint32_t aV)
-{
-#ifdef SM90A_DEVICE
-    static_assert(D == 128 && BC == 128, "the tiles built: 192 x 128 at d = 128");
-    if constexpr (sm90_is_fp8<T>::value) {
-#pragma unroll
-        for (int kk = 0; kk < BC / 32; kk++)
-            wgmma8_ss_n128(o, sw128_desc(aP + kk * 32, 16, 1024), sw128_desc(aV + kk * 32, 16, 1024), 1);
-    } else {
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; kk++)
-            wgmma_ss_n128<T, 1>(o, sw128_desc(aP + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16, 1024),
-                                sw128_desc(aV + kk * 16 * 128, BC * 128, 1024), 1);
-    }
-#endif
-}
-
 /* Shared memory of one configuration: Q, then STAGES K buffers, then
  * STAGES V buffers, each [128-byte chunks][rows][128 B] (e4m3's V^T: D
  * rows of BC keys, in 128-key chunks, a partial last chunk loaded whole:
  * vt bytes); e4m3 then the bf16 output's staging (BR x D x 2: Q's buffer
- * is half that); 16-bit tiles of three warpgroups at d = 128, in turn
- * orders 1 and 2, then P (pt: per warpgroup 64 rows of BC keys in 64-key
- * chunks; order 0 keeps P in registers); 1024 more bytes to
- * align the start to a swizzle atom.
+ * is half that); 1024 more bytes to align the start to a swizzle atom.
  * ES: element bytes. */
 template <int D, int BR, int BC, int STAGES, int ES = 2>
 struct sm90_smem {
     static constexpr uint32_t q = BR * D * ES, kv = BC * D * ES, ost = ES == 1 ? BR * D * 2 : 0;
     static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv; /* one V buffer */
-    static constexpr uint32_t pt = ES == 1 ? 0 : SM90_SMEM_P(D, BR, BC); /* 16-bit P of 3 warpgroups */
     static constexpr size_t bytes = ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) : SM90_SMEM(D, BR, BC, STAGES);
-    static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt) + ost + pt + 1024, "the layout below");
+    static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt) + ost + 1024, "the layout below");
     static_assert(kv % 1024 == 0 && vt % 1024 == 0, "buffers on whole swizzle atoms");
 };
 
@@ -728,28 +703,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * softmax of S_j under that product) keeps S_j, O and P_{j-1} live
      * together: e4m3 at 128x128 needs about 176 registers a consumer so
      * (ptxas). Three consumer warpgroups get 160, so at d = 128 (version
-     * 3.11: e4m3 and 16-bit 192x128 tiles; d = 64 fits as it is) either
-     * the overlap goes (order 0: P_{j-1} V_{j-1} waited for before S_j is
-     * issued) or P_{j-1} leaves the registers (orders 1 and 2: PSM, P in
-     * shared memory, written after its softmax, 64 x 128 keys per
-     * warpgroup: e4m3 in the warpgroup's own rows of the output's staging
-     * buffer, unused until the epilogue; 16-bit in a buffer of its own;
-     * SS wgmma). SM90_3WG picks how those warpgroups order a turn:
-     *   2: as everywhere else, S_j then P_{j-1} V_{j-1}, the
-     *     softmax of S_j under the latter (P from shared memory);
-     *   1: P_{j-1} V_{j-1} then S_j, both waited for before the softmax
-     *     (P from shared memory);
-     *   0 (default): P_{j-1} V_{j-1} from registers, waited for inside
-     *     the turn, then S_j.
-     * In modes 1 and 0 only the other warpgroups' turns overlap a softmax.
-     * (Order 3, order 1 with P from registers, and ending order 0's turn
-     * after P V's issue or dropping the turns were measured slower on
+     * 3.11: e4m3 and 16-bit 192x128 tiles; d = 64 fits as it is) the
+     * overlap goes: turn order 0, P_{j-1} V_{j-1} from registers, waited
+     * for inside the turn, then S_j; only the other warpgroups' turns
+     * overlap a softmax. (P in shared memory by SS wgmma, orders 1 and 2,
+     * then order 3, order 1 with P from registers, and ending order 0's
+     * turn after P V's issue or dropping the turns were measured slower on
      * 2026-12-06 and taken out: docs/kernels.md, version 3.11; so was
      * order 4, S_j's first keys issued behind P V: version 3.15.) */
     constexpr bool W3 = SM90_W3(D, BR); /* e4m3 is always D = 128 */
-    constexpr bool OVL = !W3 || SM90_3WG == 2;
-    constexpr bool PSM = W3 && SM90_3WG_PSM;
-    static_assert(SM90_3WG >= 0 && SM90_3WG <= 2, "SM90_3WG: 0, 1 or 2");
+    constexpr bool OVL = !W3;
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -844,7 +807,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         uint32_t smid;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
         h[0] = smid, h[1] = clock64(), h[3] = (unsigned long long)ntiles, h[4] = (unsigned long long)nact;
-        h[5] = BR, h[6] = BC, h[7] = sizeof(T) | (SM90_W3(D, BR) && SM90_3WG != 2 ? 0 : 256);
+        h[5] = BR, h[6] = BC, h[7] = sizeof(T) | (SM90_W3(D, BR) ? 0 : 256);
     }
 #endif
     __syncthreads();
@@ -924,17 +887,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* e4m3: S of the stored values times descale_q descale_k */
     const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
     const uint32_t aQw = aQ + cw * 64 * 128;
-    /* PSM: where this warpgroup's P of tile it lies. e4m3: two buffers,
-     * the warpgroup's own rows of the output's staging (chunks 0 and 1 of
-     * its 64 rows, which the epilogue writes only after its last P V), P_it
-     * in buffer it % 2, so P_it is written while P_{it-1} may still be read
-     * and the barrier after P_it's stores (every warp past its wait for
-     * P_{it-1} V_{it-1}) frees P_{it-1}'s buffer for P_{it+1}. 16-bit: one
-     * buffer of its own, each write after a barrier of the warpgroup. */
-    auto aPw = [&](int it) -> uint32_t {
-        return F8 ? aOst + (it & 1) * BR * 128 + cw * 64 * 128 : aOst + cw * 64 * BC * 2;
-    };
-
     float o[OC][ON / 2];
 #pragma unroll
     for (int c = 0; c < OC; c++)
@@ -1078,24 +1030,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * turn barriers 1 .. NWG (one id used with two thread counts is an
      * illegal instruction: the first 3-warpgroup build shared id 3). */
     auto wg_sync = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory"); };
-    /* PSM: this thread's P stores made visible to the async proxy, and the
-     * whole warpgroup's written before any warp's wgmma reads them */
-    auto p_published = [&]() {
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        wg_sync();
-    };
-    /* PSM: store v, register r of an A fragment, as 16-byte unit u of its
-     * row (wq 16 + gr + 8 (r % 2)) in the 128-byte swizzled tile whose
-     * 16-byte column of this thread (4 tq4) starts at a. Both of the
-     * thread's rows have row % 8 = gr, so the swizzle's xor is gr's:
-     * written as sw128_off per row, ptxas kept the offsets of all 32
-     * stores live and the 16-bit 192x128 kernels spilled 68 bytes; written
-     * so, none. */
-    const uint32_t p_row = (uint32_t)(wq * 16 + gr) * 128;
-    auto p_store = [&](uint32_t a, int r, int u, uint32_t v) {
-        st_shared_b32(a + p_row + (r % 2) * 8 * 128 + ((uint32_t)(u ^ gr) << 4), v);
-    };
-    auto rescale_pack = [&](const float (&alpha)[2], int it, bool rescale = true) {
+    auto rescale_pack = [&](const float (&alpha)[2], bool rescale = true) {
         if (rescale) {
 #pragma unroll
             for (int c = 0; c < OC; c++)
@@ -1120,46 +1055,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                     const int t0 = 4 * kk + 2 * (r / 2), e = 2 * (r % 2);
                     pf[kk][r] = pack4_e4m3(s[4 * t0 + e], s[4 * t0 + e + 1], s[4 * t0 + 4 + e], s[4 * t0 + 5 + e]);
                 }
-            if constexpr (PSM) {
-                /* P as the A tile of an SS wgmma: the bytes the register
-                 * fragment holds (row wq 16 + gr + 8 (r % 2), logical keys
-                 * 32 kk + 16 (r / 2) + 4 tq4 .. +3) at their place in a
-                 * K-major 64 x 128-byte tile with the 128-byte swizzle
-                 * (16-byte unit u of row q at u ^ (q % 8)); then the
-                 * stores made visible to the async proxy and the whole
-                 * warpgroup's written before any warp's wgmma reads. */
-                const uint32_t a0 = aPw(it) + 4 * tq4;
-#pragma unroll
-                for (int kk = 0; kk < BC / 32; kk++)
-#pragma unroll
-                    for (int r = 0; r < 4; r++)
-                        p_store(a0, r, 2 * kk + r / 2, pf[kk][r]);
-                p_published();
-            }
         } else {
-            /* PSM, one buffer: every warp of the warpgroup is past its wait
-             * for the product that read the previous P (a warp's wait
-             * covers its own share of the warpgroup's wgmma only) */
-            if constexpr (PSM)
-                wg_sync();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++) {
                 pf[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
                 pf[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
                 pf[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
                 pf[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-                if constexpr (PSM) {
-                    /* As e4m3's above, 16-bit: register r of slice kk holds
-                     * row wq 16 + gr + 8 (r % 2), keys 16 kk + 8 (r / 2) +
-                     * 2 tq4, +1; 64-key chunks of 64 rows x 128 bytes. */
-                    const uint32_t a0 = aPw(it) + (kk / 4) * 64 * 128 + 4 * tq4;
-#pragma unroll
-                    for (int r = 0; r < 4; r++)
-                        p_store(a0, r, 2 * (kk % 4) + r / 2, pf[kk][r]);
-                }
             }
-            if constexpr (PSM)
-                p_published();
         }
     };
 
@@ -1244,37 +1147,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             if (lane == 0)
                 mbar_arrive(BAR_EK(0));
             softmax((thi - 1) * BC, alpha);
-            rescale_pack(alpha, 0);
+            rescale_pack(alpha);
         }
         /* Tile j: S_j = Q K_j^T issued, O += P_{j-1} V_{j-1} behind it; the
          * softmax of S_j runs while the PV product is in flight. */
         for (int it = 1; it < ntiles; it++) {
             const int st = it % STAGES, pst = (it - 1) % STAGES;
             float alpha[2];
-            if constexpr (PSM && !OVL) {
-                /* In one turn: O += P_{j-1} V_{j-1} (P from shared
-                 * memory) and S_j, then both waited for. */
-                mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
-                mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
-                turn_begin();
-                wgmma_fence();
-                gemm_pv_smem<T, D, BC>(o[0], aPw(it - 1), aV0 + pst * L::vt);
-                issue_s(aK0 + st * L::kv);
-                wgmma_commit();
-                turn_end(false);
-                wgmma_wait<0>();
-                reg_fence(s);
-#pragma unroll
-                for (int c = 0; c < OC; c++)
-                    reg_fence(o[c]);
-                if (lane == 0) {
-                    mbar_arrive(BAR_EV(pst));
-                    mbar_arrive(BAR_EK(st));
-                }
-                softmax((thi - 1 - it) * BC, alpha);
-                rescale_pack(alpha, it);
-                continue;
-            } else if constexpr (!OVL) {
+            if constexpr (!OVL) {
                 /* In one turn: O += P_{j-1} V_{j-1}, waited for (P_{j-1}'s
                  * registers are free after it), then S_j; the softmax of
                  * S_j runs under the other warpgroups' turns. */
@@ -1308,7 +1188,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 const bool fast = softmax_spec((thi - 1 - it) * BC);
                 if (!fast)
                     softmax((thi - 1 - it) * BC, alpha);
-                rescale_pack(alpha, it, !fast);
+                rescale_pack(alpha, !fast);
                 SM90_TR(it, 7);
                 continue;
             }
@@ -1322,10 +1202,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_commit();
             mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
-            if constexpr (PSM)
-                gemm_pv_smem<T, D, BC>(o[0], aPw(it - 1), aV0 + pst * L::vt);
-            else
-                gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
             turn_end(false);
             SM90_TR(it, 3);
@@ -1345,17 +1222,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             SM90_TR(it, 6);
             if (lane == 0)
                 mbar_arrive(BAR_EV(pst));
-            rescale_pack(alpha, it, !fast);
+            rescale_pack(alpha, !fast);
             SM90_TR(it, 7);
         }
         const int lst = (ntiles - 1) % STAGES;
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
         turn_begin();
         wgmma_fence();
-        if constexpr (PSM)
-            gemm_pv_smem<T, D, BC>(o[0], aPw(ntiles - 1), aV0 + lst * L::vt);
-        else
-            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
+        gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
         turn_end(true);
         wgmma_wait<0>();
@@ -1421,12 +1295,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * rows and columns out in 16-byte pieces, 8 threads per 128 contiguous
      * bytes. Padded rows are never written. */
     const uint32_t aO = (F8 ? aOst : aQ) + cw * 64 * 128;
-    /* e4m3 PSM: the staging rows are P's buffers; every warp of the
-     * warpgroup past its wait for the last P V before any overwrites them
-     * (by the model the double buffer follows: a warp's wait covers its
-     * own share of the product only) */
-    if constexpr (PSM && F8)
-        wg_sync();
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
         const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
