@@ -32,7 +32,8 @@
 #          every e4m3 and bf16 tactic of the 8k d128 non-causal anchor by
 #          the tuner's protocol (fp8.txt, fp8.log; about 120 s)
 # BUILD and OUT come from run.sh; OUT/owed.log says what ran and what
-# was skipped. Exit status: 1 if a step that ran failed.
+# was skipped, OUT/owed-smi.csv the clocks and power meanwhile. Exit
+# status: 1 if a step that ran failed.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
@@ -52,6 +53,22 @@ for s in "${STEPS[@]}"; do
     case $s in sass | xturn | spec | specab | qreg | trace | spec6 | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
+# The SM clock, power and its limit, and the clock's event (throttle)
+# reasons every 250 ms while the steps run (owed-smi.csv; owed.log's
+# times place each step in it): the trace counts SM cycles, and an FP8
+# kernel at full tilt may run at its power limit's clock, not the boost.
+SMI_Q=timestamp,clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu
+if nvidia-smi --help-query-gpu 2>/dev/null | grep -q clocks_event_reasons.active; then
+    SMI_Q=$SMI_Q,clocks_event_reasons.active
+elif nvidia-smi --help-query-gpu 2>/dev/null | grep -q clocks_throttle_reasons.active; then
+    SMI_Q=$SMI_Q,clocks_throttle_reasons.active
+fi
+smi_pid=
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu="$SMI_Q" --format=csv -lms 250 >"$OUT/owed-smi.csv" 2>&1 &
+    smi_pid=$!
+    trap 'kill "$smi_pid" 2>/dev/null' EXIT
+fi
 rc=0
 for s in "${STEPS[@]}"; do
     case $s in sass) need=10 ;; xturn) need=150 ;; spec) need=240 ;; specab) need=130 ;; qreg) need=200 ;; trace) need=90 ;; spec6) need=110 ;; fp8) need=120 ;; esac
