@@ -68,6 +68,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi --query-gpu="$SMI_Q" --format=csv -lms 250 >"$OUT/owed-smi.csv" 2>&1 &
     smi_pid=$!
     trap 'kill "$smi_pid" 2>/dev/null' EXIT
+    trap 'exit 143' TERM INT # so that the sampler goes when a timeout ends this script
 fi
 rc=0
 for s in "${STEPS[@]}"; do
