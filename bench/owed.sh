@@ -6,28 +6,25 @@
 # list as fits and what it wrote comes back. Run on the GPU machine:
 #
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/owed.sh'
-#   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh spec trace'
+#   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh p6 trace'
 #
-# Steps (arguments pick some, in the order given; default: all below, in
-# the order sass trace spec qreg xturn spec6 fp8, fp8 after spec on an H200):
+# Steps (arguments pick some, in the order given; default: p6 xturn, and
+# on an H200 p6 fp8 xturn; sass and trace only when named). Ran on
+# 2026-12-07 (an H100; bench/owed-h100-8ad86fa.txt) and gone from the
+# list: spec, specab, qreg, spec6.
 #   sass   the default build's SASS of the e4m3 and bf16 192x128 kernels,
 #          whole (sass-192x128.txt: to read on a machine without
 #          cuobjdump) and counted by opcode (bench/sass_ops.sh ALL); seconds
 #   xturn  version 3.18, -DSM90_XTURN=1 (e4m3's exponentials in turns)
 #          against the default on the e4m3 8k d128 anchors' 192x128 rows,
 #          3 rounds (owed-xturn.txt; about 150 s)
-#   spec   version 3.17, -DSM90_SPEC=1 against the default on the four 8k
-#          d128 anchors' 192x128 and 128x176 rows, 3 rounds, B's gpu_cudnn
-#          and gpu_fused run too (owed-spec.txt; about 240 s)
-#   specab the same A/B without B's GPU tests, the two non-causal anchors
-#          only (owed-specab.txt; about 130 s), for a short call
-#   qreg   version 3.19, -DSM90_QREG=1 (e4m3's Q in registers) against the
-#          default on the e4m3 8k anchors' 128x128 and 128x192 rows, 3
-#          rounds, B's gpu_cudnn run too (owed-qreg.txt; about 200 s)
+#   p6     -DSM90_P_LOG2=6.0f (e4m3's P scaled by 64, not 256, so that
+#          e4m3 kernels speculate: SM90_SPEC) against the default on the
+#          e4m3 8k anchors' 192x128 rows, 3 rounds, B's gpu_cudnn and
+#          gpu_fused run too: if they pass, 6 becomes the default
+#          (owed-p6.txt; about 200 s)
 #   trace  bench/sm90_trace.sh, the default build's cycle trace of the 8k
 #          anchors' tiles (sm90-trace.txt; about 90 s)
-#   spec6  -DSM90_SPEC=1 -DSM90_P_LOG2=6.0f, e4m3's wider tau, on the
-#          e4m3 anchors' 192x128 rows (owed-spec6.txt; about 110 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,
 #          every e4m3 and bf16 tactic of the 8k d128 non-causal anchor by
 #          the tuner's protocol (fp8.txt, fp8.log; about 120 s)
@@ -47,10 +44,10 @@ T0=$SECONDS
 STEPS=("$@")
 # On an H200 the FP8 run (issue 30's bar is an H200's) goes after spec.
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(sass trace spec fp8 qreg xturn spec6); else STEPS=(sass trace spec qreg xturn spec6 fp8); fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(p6 fp8 xturn); else STEPS=(p6 xturn); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in sass | xturn | spec | specab | qreg | trace | spec6 | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in sass | xturn | p6 | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -72,7 +69,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in sass) need=10 ;; xturn) need=150 ;; spec) need=240 ;; specab) need=130 ;; qreg) need=200 ;; trace) need=90 ;; spec6) need=110 ;; fp8) need=120 ;; esac
+    case $s in sass) need=10 ;; xturn) need=150 ;; p6) need=200 ;; trace) need=90 ;; fp8) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -92,27 +89,14 @@ for s in "${STEPS[@]}"; do
             "${T[@]}" bash "$ROOT/bench/sass_ops.sh" "$lib" "$pat" ALL >"$OUT/sass-192x128-ops.txt"; }
         ;;
     xturn)
-        "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_XTURN=1 --reps 3 --filter 192x128 --only tile=192x128 \
+        "${T[@]}" bash "$ROOT/bench/build_ab.sh" "-DSM90_XTURN=1 -DSM90_SPEC=0" --reps 3 --filter 192x128 --only tile=192x128 \
             --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-xturn.txt" 2>&1
         ;;
-    spec)
-        AB_TESTS='gpu_cudnn|gpu_fused$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_SPEC=1 --reps 3 --filter sm90a \
-            --only tile=192x128,tile=128x176 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" --shape "$A.e4m3.c" \
-            --shape "$A.bf16.c" >"$OUT/owed-spec.txt" 2>&1
-        ;;
-    specab)
-        "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_SPEC=1 --reps 3 --filter sm90a \
-            --only tile=192x128,tile=128x176 --shape "$A.e4m3.nc" --shape "$A.bf16.nc" >"$OUT/owed-specab.txt" 2>&1
-        ;;
-    qreg)
-        AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_QREG=1 --reps 3 --filter sm90a \
-            --only tile=128x128,tile=128x192 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-qreg.txt" 2>&1
+    p6)
+        AB_TESTS='gpu_cudnn|gpu_fused$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_P_LOG2=6.0f --reps 3 \
+            --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-p6.txt" 2>&1
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
-    spec6)
-        "${T[@]}" bash "$ROOT/bench/build_ab.sh" "-DSM90_SPEC=1 -DSM90_P_LOG2=6.0f" --reps 3 --filter 192x128 \
-            --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-spec6.txt" 2>&1
-        ;;
     fp8)
         if ! nvidia-smi -L 2>/dev/null | grep -q H200; then
             log "fp8 skipped: not an H200"
