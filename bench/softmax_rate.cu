@@ -18,6 +18,15 @@
  *   cvt f16x2    cvt.rn.satfinite.e4m3x2.f16x2 of one packed pair
  *   max f32      fmax over f32 (the row max)
  *   max f16x2    max over packed halves (HMNMX2)
+ *   ex2+cvt      ex2 f32 of a pair, then cvt f32 of it: at ex2's rate if
+ *                the conversion has a pipe of its own, at 1 / (1 / ex2 +
+ *                1 / cvt) if it shares the MUFU's
+ *   softmax      the sm90a kernel's e4m3 softmax per element, as its SASS
+ *                has it (bench/sass-e4m3-192x128-loop-h100-8ad86fa.txt):
+ *                FMNMX into two partial maxima, a shuffle each 16, FFMA,
+ *                MUFU.EX2, FADD into two partial sums, a cvt a pair, and
+ *                O's FMUL: the rate three warpgroups' softmaxes could
+ *                reach with nothing else on the SM
  * Prints one line per form: elements per cycle per SM and the result's
  * checksum (so the compiler keeps the work). The SASS of each form:
  * cuobjdump -sass softmax_rate | grep -E "MUFU|HMNMX2|F2FP|FMNMX". */
@@ -25,14 +34,16 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdint>
 
 #define ITERS 4096
 #define ELEMS 16
 
-enum { F_EX2_F32, F_EX2_F16X2, F_EX2_BF16X2, F_CVT_F32, F_CVT_F16X2, F_MAX_F32, F_MAX_F16X2, F_N };
-static const char *names[F_N] = {"ex2 f32", "ex2 f16x2", "ex2 bf16x2", "cvt f32", "cvt f16x2", "max f32", "max f16x2"};
+enum { F_EX2_F32, F_EX2_F16X2, F_EX2_BF16X2, F_CVT_F32, F_CVT_F16X2, F_MAX_F32, F_MAX_F16X2, F_EX2_CVT, F_SOFTMAX, F_N };
+static const char *names[F_N] = {"ex2 f32", "ex2 f16x2", "ex2 bf16x2", "cvt f32",  "cvt f16x2",
+                                 "max f32", "max f16x2", "ex2+cvt",    "softmax"};
 
 __device__ __forceinline__ uint32_t ex2_h2(uint32_t x)
 {
@@ -65,6 +76,10 @@ __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
         hb[i] = *reinterpret_cast<uint32_t *>(&t);
     }
     uint32_t acc = 0;
+    float o[ELEMS]; /* softmax: O's accumulators, rescaled once an element */
+    for (int i = 0; i < ELEMS; i++)
+        o[i] = v[i] + 1.f;
+    float lsum[2] = {0.f, 0.f}, mrun = -1.f;
     __syncthreads();
     const unsigned long long t0 = clock64();
 #pragma unroll 1
@@ -106,6 +121,44 @@ __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
                 acc += r;
                 h[i] += 1u;
             }
+        } else if constexpr (F == F_EX2_CVT) {
+#pragma unroll
+            for (int i = 0; i < ELEMS / 2; i++) {
+                float y0, y1;
+                asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(fmaf(v[2 * i], 0.9f, -0.1f)));
+                asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y1) : "f"(fmaf(v[2 * i + 1], 0.9f, -0.1f)));
+                uint16_t r;
+                asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(y0), "f"(y1));
+                acc += r;
+                v[2 * i] = y0;
+                v[2 * i + 1] = y1;
+            }
+        } else if constexpr (F == F_SOFTMAX) {
+            float pm[2] = {mrun, -INFINITY};
+#pragma unroll
+            for (int i = 0; i < ELEMS; i++)
+                pm[i % 2] = fmaxf(pm[i % 2], v[i]);
+            float mx = fmaxf(pm[0], pm[1]);
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            float alpha;
+            asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(alpha) : "f"(0.125f * (mrun - mx)));
+            const float mp = mx * 0.125f;
+            mrun = mx;
+#pragma unroll
+            for (int i = 0; i < ELEMS / 2; i++) {
+                float y0, y1;
+                asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(fmaf(v[2 * i], 0.125f, -mp)));
+                asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y1) : "f"(fmaf(v[2 * i + 1], 0.125f, -mp)));
+                lsum[i % 2] += y0 + y1;
+                uint16_t r;
+                asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(y0), "f"(y1));
+                acc += r;
+                v[2 * i] += y1; /* new scores next time */
+                v[2 * i + 1] += y0;
+            }
+#pragma unroll
+            for (int i = 0; i < ELEMS; i++)
+                o[i] *= alpha;
         } else if constexpr (F == F_MAX_F32) {
 #pragma unroll
             for (int i = 0; i < ELEMS; i++)
@@ -119,7 +172,8 @@ __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
     const unsigned long long t1 = clock64();
     float s = (float)acc;
     for (int i = 0; i < ELEMS; i++)
-        s += v[i];
+        s += v[i] + o[i];
+    s += lsum[0] + lsum[1];
     for (int i = 0; i < ELEMS / 2; i++)
         s += (float)(h[i] & 0xffu) + (float)(hb[i] & 0xffu);
     sink[blockIdx.x * blockDim.x + threadIdx.x] = s;
@@ -168,5 +222,7 @@ int main(void)
     rc |= run_form<F_CVT_F16X2>(prop.multiProcessorCount, d_cyc, d_sink);
     rc |= run_form<F_MAX_F32>(prop.multiProcessorCount, d_cyc, d_sink);
     rc |= run_form<F_MAX_F16X2>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_EX2_CVT>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_SOFTMAX>(prop.multiProcessorCount, d_cyc, d_sink);
     return rc;
 }
