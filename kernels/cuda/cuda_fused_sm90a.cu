@@ -445,12 +445,11 @@ WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70
     "{\n.reg .pred p;\nsetp.ne.b32 p, " PRED ", 0;\n"                                          \
     "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " REGS "}, " OPS ";\n}\n"
 #define WG8_SS_DEF(N, REGS, ACC, PRED, OPS)                                                     \
-    __device__ __forceinline__ __attribute__((unused)) void wgmma8_ss_n##N(float (&d)[N / 2], uint64_t da, \
-                                                                           uint64_t db, int scale_d) \
+    __device__ __forceinline__ void wgmma8_ss_n##N(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) \
     {                                                                                            \
         asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC("+f", d) : "l"(da), "l"(db), "r"(scale_d)); \
     }                                                                                            \
-    __device__ __forceinline__ __attribute__((unused)) void wgmma8_ss_n##N##_w(float (&d)[N / 2], uint64_t da, uint64_t db) \
+    __device__ __forceinline__ void wgmma8_ss_n##N##_w(float (&d)[N / 2], uint64_t da, uint64_t db) \
     {                                                                                            \
         asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC("=f", d) : "l"(da), "l"(db), "r"(0));    \
     }
