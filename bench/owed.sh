@@ -59,11 +59,13 @@ log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT
 # times place each step in it): the trace counts SM cycles, and an FP8
 # kernel at full tilt may run at its power limit's clock, not the boost.
 SMI_Q=timestamp,clocks.sm,clocks.mem,power.draw,power.limit,temperature.gpu
-if nvidia-smi --help-query-gpu 2>/dev/null | grep -q clocks_event_reasons.active; then
-    SMI_Q=$SMI_Q,clocks_event_reasons.active
-elif nvidia-smi --help-query-gpu 2>/dev/null | grep -q clocks_throttle_reasons.active; then
-    SMI_Q=$SMI_Q,clocks_throttle_reasons.active
-fi
+# (the help read whole first: grep -q on the pipe would end nvidia-smi by
+# SIGPIPE, and pipefail would call the match a failure)
+SMI_HELP=$(nvidia-smi --help-query-gpu 2>/dev/null || true)
+case $SMI_HELP in
+*clocks_event_reasons.active*) SMI_Q=$SMI_Q,clocks_event_reasons.active ;;
+*clocks_throttle_reasons.active*) SMI_Q=$SMI_Q,clocks_throttle_reasons.active ;;
+esac
 smi_pid=
 if command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi --query-gpu="$SMI_Q" --format=csv -lms 250 >"$OUT/owed-smi.csv" 2>&1 &
