@@ -8,14 +8,18 @@
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/owed.sh'
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh p6 trace'
 #
-# Steps (arguments pick some, in the order given; default: rate p6 xturn,
-# and on an H200 rate p6 fp8 xturn; sass and trace only when named). Ran on
-# 2026-12-07 (an H100; bench/owed-h100-8ad86fa.txt) and gone from the
-# list: spec, specab, qreg, spec6.
+# Steps (arguments pick some, in the order given; default: rate p6 ncu
+# xturn, and on an H200 rate p6 fp8 ncu xturn; sass and trace only when
+# named). Ran on 2026-12-07 (an H100; bench/owed-h100-8ad86fa.txt) and
+# gone from the list: spec, specab, qreg, spec6.
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
 #          e4m3 softmax per element (owed-rate.txt; seconds)
+#   ncu    bench/stall_ncu.sh on the e4m3 8k non-causal anchor's 192x128
+#          tile (2 stages): the stall samples and each pipe's use (XU,
+#          FMA, ALU, shared memory, tensor) over the kernel
+#          (stall-e4m3-192.txt; about 90 s)
 #   sass   the default build's SASS of the e4m3 and bf16 192x128 kernels,
 #          whole (sass-192x128.txt: to read on a machine without
 #          cuobjdump) and counted by opcode (bench/sass_ops.sh ALL); seconds
@@ -48,10 +52,10 @@ T0=$SECONDS
 STEPS=("$@")
 # On an H200 the FP8 run (issue 30's bar is an H200's) goes after spec.
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(rate p6 fp8 xturn); else STEPS=(rate p6 xturn); fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(rate p6 fp8 ncu xturn); else STEPS=(rate p6 ncu xturn); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in rate | sass | xturn | p6 | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in rate | ncu | sass | xturn | p6 | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -75,7 +79,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in rate) need=30 ;; sass) need=10 ;; xturn) need=150 ;; p6) need=200 ;; trace) need=90 ;; fp8) need=120 ;; esac
+    case $s in rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; xturn) need=150 ;; p6) need=200 ;; trace) need=90 ;; fp8) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -91,6 +95,10 @@ for s in "${STEPS[@]}"; do
         { "${T[@]}" nvcc -O3 -arch=sm_90 -o "$OUT/softmax_rate" "$ROOT/bench/softmax_rate.cu" &&
             "${T[@]}" "$OUT/softmax_rate"; } >"$OUT/owed-rate.txt" 2>&1
         rm -f "$OUT/softmax_rate"
+        ;;
+    ncu)
+        "${T[@]}" bash "$ROOT/bench/stall_ncu.sh" "$A.e4m3.nc" fused/arch=sm90a/pad=1/stages=2/tile=192x128/warps=16 \
+            e4m3-192 >"$OUT/owed-ncu.log" 2>&1
         ;;
     sass)
         lib=$(ls "$BUILD"/libattune.so.*.*.* 2>/dev/null | head -n 1)

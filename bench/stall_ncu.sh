@@ -6,9 +6,10 @@
 # most stall samples and the stall reasons summed over the kernel.
 # Run on the GPU machine through
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/stall_ncu.sh KEY TACTIC [NAME]'
-# (which exports BUILD and OUT). Writes $OUT/stall-NAME.txt (the sections
-# and the tables) and $OUT/stall-NAME.csv.gz (every SASS line with its
-# samples: ncu --page source --csv --print-source sass). NAME defaults to
+# (which exports BUILD and OUT). Writes $OUT/stall-NAME.txt (the
+# sections, each pipe's raw utilisation, then the tables) and
+# $OUT/stall-NAME.csv.gz (every SASS line with its samples: ncu --page
+# source --csv --print-source sass). NAME defaults to
 # the shape's dtype. Clocks are left as the card has them.
 set -u -o pipefail
 if [ $# -lt 2 ]; then
@@ -43,6 +44,16 @@ fi
     echo "# $KEY $TACTIC ($(date -u '+%F %T') UTC, $(nvidia-smi --query-gpu=name,uuid --format=csv,noheader | head -1))"
     ncu -i "$rep.ncu-rep" --page details
 } >"$txt" 2>&1 || { echo "stall_ncu.sh: ncu -i --page details failed ($txt)" >&2; exit 1; }
+# Each pipe's share of the elapsed cycles and of the issued instructions
+# (the ComputeWorkloadAnalysis section's raw metrics): whether the XU
+# (MUFU and conversions), the FMA or ALU pipes, shared memory or the
+# tensor cores are near their peak.
+{
+    echo
+    echo "## pipes (ncu --page raw: sm__pipe_*, sm__inst_executed_pipe_*, shared memory's wavefronts)"
+    ncu -i "$rep.ncu-rep" --page raw | grep -E 'sm__pipe_|sm__inst_executed_pipe_|mem_shared|smsp__issue_active' |
+        sed 's/^ *//'
+} >>"$txt" 2>&1 || echo "stall_ncu.sh: no pipe metrics in the report ($txt)" >&2
 ncu -i "$rep.ncu-rep" --page source --csv --print-source sass >"$TMP/src.csv" 2>>"$txt" ||
     { echo "stall_ncu.sh: ncu -i --page source failed ($txt)" >&2; exit 1; }
 gzip -9n <"$TMP/src.csv" >"$OUT/stall-$NAME.csv.gz"
