@@ -27,6 +27,14 @@
  *                MUFU.EX2, FADD into two partial sums, a cvt a pair, and
  *                O's FMUL: the rate three warpgroups' softmaxes could
  *                reach with nothing else on the SM
+ *   softmax icvt the same with P to e4m3 by integer arithmetic instead of
+ *                F2FP: the exponent lowered by 120 (so that the float's
+ *                exponent field is e4m3's, bias 7), half an e4m3 ulp added
+ *                (round to nearest), bits 20-26 taken, two bytes put
+ *                together by PRMT; P under 2^-6 comes out 0 (ex2.ftz),
+ *                where F2FP gives e4m3's subnormals: whether moving the
+ *                conversion off the XU pipe pays for its four more
+ *                instructions a pair
  * Prints one line per form: elements per cycle per SM and the result's
  * checksum (so the compiler keeps the work). The SASS of each form:
  * cuobjdump -sass softmax_rate | grep -E "MUFU|HMNMX2|F2FP|FMNMX". */
@@ -41,9 +49,9 @@
 #define ITERS 4096
 #define ELEMS 16
 
-enum { F_EX2_F32, F_EX2_F16X2, F_EX2_BF16X2, F_CVT_F32, F_CVT_F16X2, F_MAX_F32, F_MAX_F16X2, F_EX2_CVT, F_SOFTMAX, F_N };
+enum { F_EX2_F32, F_EX2_F16X2, F_EX2_BF16X2, F_CVT_F32, F_CVT_F16X2, F_MAX_F32, F_MAX_F16X2, F_EX2_CVT, F_SOFTMAX, F_SOFTMAX_ICVT, F_N };
 static const char *names[F_N] = {"ex2 f32", "ex2 f16x2", "ex2 bf16x2", "cvt f32",  "cvt f16x2",
-                                 "max f32", "max f16x2", "ex2+cvt",    "softmax"};
+                                 "max f32", "max f16x2", "ex2+cvt",    "softmax",  "softmax icvt"};
 
 __device__ __forceinline__ uint32_t ex2_h2(uint32_t x)
 {
@@ -133,7 +141,8 @@ __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
                 v[2 * i] = y0;
                 v[2 * i + 1] = y1;
             }
-        } else if constexpr (F == F_SOFTMAX) {
+        } else if constexpr (F == F_SOFTMAX || F == F_SOFTMAX_ICVT) {
+            constexpr bool IC = F == F_SOFTMAX_ICVT;
             float pm[2] = {mrun, -INFINITY};
 #pragma unroll
             for (int i = 0; i < ELEMS; i++)
@@ -142,7 +151,7 @@ __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             float alpha;
             asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(alpha) : "f"(0.125f * (mrun - mx)));
-            const float mp = mx * 0.125f;
+            const float mp = mx * 0.125f + (IC ? 120.f : 0.f);
             mrun = mx;
 #pragma unroll
             for (int i = 0; i < ELEMS / 2; i++) {
@@ -150,9 +159,15 @@ __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
                 asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(fmaf(v[2 * i], 0.125f, -mp)));
                 asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y1) : "f"(fmaf(v[2 * i + 1], 0.125f, -mp)));
                 lsum[i % 2] += y0 + y1;
-                uint16_t r;
-                asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(y0), "f"(y1));
-                acc += r;
+                if constexpr (IC) {
+                    const uint32_t b0 = (__float_as_uint(y0) + 0x80000u) >> 20;
+                    const uint32_t b1 = (__float_as_uint(y1) + 0x80000u) >> 20;
+                    acc += __byte_perm(b0, b1, 0x0040);
+                } else {
+                    uint16_t r;
+                    asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(y0), "f"(y1));
+                    acc += r;
+                }
                 v[2 * i] += y1; /* new scores next time */
                 v[2 * i + 1] += y0;
             }
@@ -197,7 +212,7 @@ static int run_form(int sms, unsigned long long *d_cyc, float *d_sink)
     cudaMemcpy(&cyc, d_cyc, sizeof(cyc), cudaMemcpyDeviceToHost);
     /* 4 blocks per SM, each 128 threads x ELEMS x ITERS elements */
     const double per_sm = 4.0 * threads * ELEMS * (double)ITERS;
-    printf("%-11s %7.2f elements/cycle/SM (%llu cycles)\n", names[F], per_sm / (double)cyc, cyc);
+    printf("%-13s %7.2f elements/cycle/SM (%llu cycles)\n", names[F], per_sm / (double)cyc, cyc);
     return 0;
 }
 
@@ -224,5 +239,6 @@ int main(void)
     rc |= run_form<F_MAX_F16X2>(prop.multiProcessorCount, d_cyc, d_sink);
     rc |= run_form<F_EX2_CVT>(prop.multiProcessorCount, d_cyc, d_sink);
     rc |= run_form<F_SOFTMAX>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_SOFTMAX_ICVT>(prop.multiProcessorCount, d_cyc, d_sink);
     return rc;
 }
