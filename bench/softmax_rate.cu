@@ -67,6 +67,47 @@ __device__ __forceinline__ uint32_t ex2_bh2(uint32_t x)
     return y;
 }
 
+/* One tile's e4m3 softmax over a thread's ELEMS scores v, as the sm90a
+ * kernel's: the row max (two partials and a shuffle), the exponentials
+ * against it, the row sums, P to e4m3 (IC: by integer arithmetic, see
+ * the file's comment; else F2FP), O's rescale by alpha. */
+template <bool IC>
+__device__ __forceinline__ void softmax_step(float (&v)[ELEMS], float (&o)[ELEMS], float (&lsum)[2], float &mrun,
+                                             uint32_t &acc)
+{
+    float pm[2] = {mrun, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++)
+        pm[i % 2] = fmaxf(pm[i % 2], v[i]);
+    float mx = fmaxf(pm[0], pm[1]);
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    float alpha;
+    asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(alpha) : "f"(0.125f * (mrun - mx)));
+    const float mp = mx * 0.125f + (IC ? 120.f : 0.f);
+    mrun = mx;
+#pragma unroll
+    for (int i = 0; i < ELEMS / 2; i++) {
+        float y0, y1;
+        asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(fmaf(v[2 * i], 0.125f, -mp)));
+        asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y1) : "f"(fmaf(v[2 * i + 1], 0.125f, -mp)));
+        lsum[i % 2] += y0 + y1;
+        if constexpr (IC) {
+            const uint32_t b0 = (__float_as_uint(y0) + 0x80000u) >> 20;
+            const uint32_t b1 = (__float_as_uint(y1) + 0x80000u) >> 20;
+            acc += __byte_perm(b0, b1, 0x0040);
+        } else {
+            uint16_t r;
+            asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(y0), "f"(y1));
+            acc += r;
+        }
+        v[2 * i] += y1; /* new scores next time */
+        v[2 * i + 1] += y0;
+    }
+#pragma unroll
+    for (int i = 0; i < ELEMS; i++)
+        o[i] *= alpha;
+}
+
 template <int F>
 __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
 {
@@ -142,38 +183,7 @@ __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
                 v[2 * i + 1] = y1;
             }
         } else if constexpr (F == F_SOFTMAX || F == F_SOFTMAX_ICVT) {
-            constexpr bool IC = F == F_SOFTMAX_ICVT;
-            float pm[2] = {mrun, -INFINITY};
-#pragma unroll
-            for (int i = 0; i < ELEMS; i++)
-                pm[i % 2] = fmaxf(pm[i % 2], v[i]);
-            float mx = fmaxf(pm[0], pm[1]);
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            float alpha;
-            asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(alpha) : "f"(0.125f * (mrun - mx)));
-            const float mp = mx * 0.125f + (IC ? 120.f : 0.f);
-            mrun = mx;
-#pragma unroll
-            for (int i = 0; i < ELEMS / 2; i++) {
-                float y0, y1;
-                asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(fmaf(v[2 * i], 0.125f, -mp)));
-                asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y1) : "f"(fmaf(v[2 * i + 1], 0.125f, -mp)));
-                lsum[i % 2] += y0 + y1;
-                if constexpr (IC) {
-                    const uint32_t b0 = (__float_as_uint(y0) + 0x80000u) >> 20;
-                    const uint32_t b1 = (__float_as_uint(y1) + 0x80000u) >> 20;
-                    acc += __byte_perm(b0, b1, 0x0040);
-                } else {
-                    uint16_t r;
-                    asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(y0), "f"(y1));
-                    acc += r;
-                }
-                v[2 * i] += y1; /* new scores next time */
-                v[2 * i + 1] += y0;
-            }
-#pragma unroll
-            for (int i = 0; i < ELEMS; i++)
-                o[i] *= alpha;
+            softmax_step<F == F_SOFTMAX_ICVT>(v, o, lsum, mrun, acc);
         } else if constexpr (F == F_MAX_F32) {
 #pragma unroll
             for (int i = 0; i < ELEMS; i++)
