@@ -8,14 +8,19 @@
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/owed.sh'
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh p6 trace'
 #
-# Steps (arguments pick some, in the order given; default: rate p6 ncu
-# xturn, and on an H200 rate p6 fp8 ncu xturn; sass and trace only when
-# named). Ran on 2026-12-07 (an H100; bench/owed-h100-8ad86fa.txt) and
+# Steps (arguments pick some, in the order given; default: rate p6 icvt
+# ncu xturn, and on an H200 rate p6 fp8 icvt ncu xturn; sass and trace
+# only when named). Ran on 2026-12-07 (an H100; bench/owed-h100-8ad86fa.txt) and
 # gone from the list: spec, specab, qreg, spec6.
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
 #          e4m3 softmax per element (owed-rate.txt; seconds)
+#   icvt   -DSM90_E4M3_ICVT=1 (e4m3's P converted by integer arithmetic,
+#          off the XU pipe) against the default on the e4m3 8k anchors'
+#          192x128 rows, 3 rounds, B's gpu_cudnn run too (owed-icvt.txt;
+#          about 200 s); skipped when this call's rate step found
+#          "softmax icvt" no faster than "softmax"
 #   ncu    bench/stall_ncu.sh on the e4m3 8k non-causal anchor's 192x128
 #          tile (2 stages): the stall samples and each pipe's use (XU,
 #          FMA, ALU, shared memory, tensor) over the kernel
@@ -52,10 +57,10 @@ T0=$SECONDS
 STEPS=("$@")
 # On an H200 the FP8 run (issue 30's bar is an H200's) goes after spec.
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(rate p6 fp8 ncu xturn); else STEPS=(rate p6 ncu xturn); fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(rate p6 fp8 icvt ncu xturn); else STEPS=(rate p6 icvt ncu xturn); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in rate | ncu | sass | xturn | p6 | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in rate | icvt | ncu | sass | xturn | p6 | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -79,7 +84,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; xturn) need=150 ;; p6) need=200 ;; trace) need=90 ;; fp8) need=120 ;; esac
+    case $s in rate) need=30 ;; icvt) need=200 ;; ncu) need=90 ;; sass) need=10 ;; xturn) need=150 ;; p6) need=200 ;; trace) need=90 ;; fp8) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -95,6 +100,17 @@ for s in "${STEPS[@]}"; do
         { "${T[@]}" nvcc -O3 -arch=sm_90 -o "$OUT/softmax_rate" "$ROOT/bench/softmax_rate.cu" &&
             "${T[@]}" "$OUT/softmax_rate"; } >"$OUT/owed-rate.txt" 2>&1
         rm -f "$OUT/softmax_rate"
+        ;;
+    icvt)
+        # the rate step's two softmax forms, elements a cycle per SM
+        r_f2fp=$(awk '$1 == "softmax" && $2 ~ /^[0-9.]+$/ { print $2 }' "$OUT/owed-rate.txt" 2>/dev/null)
+        r_int=$(awk '$1 == "softmax" && $2 == "icvt" { print $3 }' "$OUT/owed-rate.txt" 2>/dev/null)
+        if [ -n "$r_f2fp" ] && [ -n "$r_int" ] && ! awk -v a="$r_int" -v b="$r_f2fp" 'BEGIN { exit !(a > b) }'; then
+            log "icvt skipped: softmax icvt $r_int elements/cycle/SM, softmax $r_f2fp"
+            continue
+        fi
+        AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_E4M3_ICVT=1 --reps 3 --filter 192x128 \
+            --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-icvt.txt" 2>&1
         ;;
     ncu)
         "${T[@]}" bash "$ROOT/bench/stall_ncu.sh" "$A.e4m3.nc" fused/arch=sm90a/pad=1/stages=2/tile=192x128/warps=16 \

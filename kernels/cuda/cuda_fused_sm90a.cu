@@ -174,6 +174,29 @@ static_assert(SM90_SPEC >= 0 && SM90_SPEC <= 2, "SM90_SPEC: 0, 1 or 2");
     (SM90_SPEC == 1 || (SM90_SPEC == 2 && (D) == 128 && !(FOLD) && (!(F8) || SM90_SPEC_TAU(true) >= 2.f)))
 #define SM90_SPEC_TAU(F8) ((F8) ? 8.8f - SM90_P_LOG2 : 8.f)
 
+/* SM90_E4M3_ICVT=1 (an A/B switch, off): e4m3's P converted by integer
+ * arithmetic instead of F2FP (cvt.rn.satfinite.e4m3x2.f32), so that the
+ * conversion leaves the XU pipe the MUFU's exponentials use: the
+ * exponent base is raised by 120, so each exponential is P * 2^-120,
+ * whose float exponent field is e4m3's (bias 7); half an e4m3 ulp added
+ * and bits 20-26 taken give P's e4m3 byte rounded to nearest (ties up).
+ * P under 2^-6 (e4m3's subnormals) comes out 0 (ex2.approx.ftz), in the
+ * numerator and the row sums alike. The row sums are then 2^-120 times
+ * P's, which the epilogue's scale and the partials' log2-sum-exp undo.
+ * bench/softmax_rate.cu's "softmax icvt" is its rate alone. */
+#ifndef SM90_E4M3_ICVT
+#define SM90_E4M3_ICVT 0
+#endif
+#if SM90_E4M3_ICVT
+#define SM90_F8_PBASE(ms) ((ms) - SM90_P_LOG2 + 120.f)
+#define SM90_F8_LSE_SUB (SM90_P_LOG2 - 120.f)
+#define SM90_F8_OSCALE(x) ((x) * 0x1p-120f)
+#else
+#define SM90_F8_PBASE(ms) ((ms) - SM90_P_LOG2)
+#define SM90_F8_LSE_SUB SM90_P_LOG2
+#define SM90_F8_OSCALE(x) (x)
+#endif
+
 /* Version 3.18 (SM90_XTURN=1, an A/B switch): the three consumer
  * warpgroups of turn order 0 take their exponentials in turns as well
  * (fused_sm90_kernel's exp_turn_begin). Not with SM90_SPEC, whose fast
@@ -316,11 +339,25 @@ __device__ __forceinline__ void reg_fence(float (&r)[N])
 #ifdef SM90A_DEVICE
 /* Four floats -> one register of four e4m3 (a in the lowest byte): round
  * to nearest, saturating at 448. */
+#if SM90_E4M3_ICVT
+/* SM90_E4M3_ICVT's byte of y = P 2^-120 (0 <= P <= 448) */
+__device__ __forceinline__ uint32_t e4m3_byte_shifted(float y)
+{
+    return (__float_as_uint(y) + 0x80000u) >> 20;
+}
+#endif
+
 __device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float d)
 {
+#if SM90_E4M3_ICVT
+    const uint32_t lo = __byte_perm(e4m3_byte_shifted(a), e4m3_byte_shifted(b), 0x0040);
+    const uint32_t hi = __byte_perm(e4m3_byte_shifted(c), e4m3_byte_shifted(d), 0x0040);
+    return __byte_perm(lo, hi, 0x5410);
+#else
     const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
     const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
     return lo | (hi << 16);
+#endif
 }
 
 /* A descale factor (attn_io.descale: NULL means 1). */
@@ -856,7 +893,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define SM90_TILE_MASKED(n0) ((n0) + BC > p.skv || (p.causal && (n0) + BC - 1 > qmin + off))
     /* The exponent base of a row whose scaled max is ms: e4m3's P is
      * scaled by 2^SM90_P_LOG2 (into e4m3's range), 16-bit P is not. */
-    auto p_base = [&](float ms) { return F8 ? ms - SM90_P_LOG2 : ms; };
+    auto p_base = [&](float ms) { return F8 ? SM90_F8_PBASE(ms) : ms; };
     /* SM90_XTURN (version 3.18, an A/B switch, off): in e4m3's turn order
      * 0 the active consumer warpgroups also take turns at their exponentials, a
      * second ring (named barriers 1 + 2 NWG + cw), so that one
@@ -1185,8 +1222,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
     }
-    /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
-    const float oscale = F8 ? descale(p.dsc[2]) : 1.f;
+    /* e4m3: O of the stored V, times descale_v (P's scale is in den; the
+     * 2^-120 of SM90_E4M3_ICVT's row sums is undone here) */
+    const float oscale = F8 ? SM90_F8_OSCALE(descale(p.dsc[2])) : 1.f;
     if (nsp > 1) {
         /* A split's f32 partial, normalised by its own denominator, and its
          * log2-sum-exp (cuda_fused_common.cuh's layout over rows p.prow0
@@ -1211,7 +1249,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 }
             if (tq4 == 0)
                 p.part_lse[rg] =
-                    den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_P_LOG2 : 0.f) : -INFINITY;
+                    den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_F8_LSE_SUB : 0.f) : -INFINITY;
         }
         return;
     }
