@@ -91,6 +91,8 @@
  * (version 3.19, e4m3's Q in registers and S by RS wgmma, measured
  *   0.5-4.7% slower and taken out: docs/kernels.md; its code is in
  *   commit 8ad86fa.)
+ * version 3.20 (an A/B switch, off): e4m3's P to e4m3 by integer
+ *   arithmetic instead of F2FP (SM90_E4M3_ICVT, below).
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
