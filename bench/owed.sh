@@ -124,7 +124,7 @@ for s in "${STEPS[@]}"; do
             "${T[@]}" bash "$ROOT/bench/sass_ops.sh" "$lib" "$pat" ALL >"$OUT/sass-192x128-ops.txt"; }
         ;;
     xturn)
-        "${T[@]}" bash "$ROOT/bench/build_ab.sh" "-DSM90_XTURN=1 -DSM90_SPEC=0" --reps 3 --filter 192x128 --only tile=192x128 \
+        "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_XTURN=1 --reps 3 --filter 192x128 --only tile=192x128 \
             --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-xturn.txt" 2>&1
         ;;
     p6)

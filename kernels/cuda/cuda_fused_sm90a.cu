@@ -201,12 +201,12 @@ static_assert(SM90_SPEC >= 0 && SM90_SPEC <= 2, "SM90_SPEC: 0, 1 or 2");
 
 /* Version 3.18 (SM90_XTURN=1, an A/B switch): the three consumer
  * warpgroups of turn order 0 take their exponentials in turns as well
- * (fused_sm90_kernel's exp_turn_begin). Not with SM90_SPEC, whose fast
- * tiles skip softmax() and would leave the ring's arrives unmatched. */
+ * (fused_sm90_kernel's exp_turn_begin). Not in a kernel that speculates
+ * (SM90_SPEC_ON), whose fast tiles skip softmax() and would leave the
+ * ring's arrives unmatched: the kernel asserts it. */
 #ifndef SM90_XTURN
 #define SM90_XTURN 0
 #endif
-static_assert(!(SM90_XTURN && SM90_SPEC), "SM90_XTURN and SM90_SPEC: one at a time");
 
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
@@ -339,8 +339,6 @@ __device__ __forceinline__ void reg_fence(float (&r)[N])
 #endif
 
 #ifdef SM90A_DEVICE
-/* Four floats -> one register of four e4m3 (a in the lowest byte): round
- * to nearest, saturating at 448. */
 #if SM90_E4M3_ICVT
 /* SM90_E4M3_ICVT's byte of y = P 2^-120 (0 <= P <= 448) */
 __device__ __forceinline__ uint32_t e4m3_byte_shifted(float y)
@@ -349,6 +347,9 @@ __device__ __forceinline__ uint32_t e4m3_byte_shifted(float y)
 }
 #endif
 
+/* Four floats -> one register of four e4m3 (a in the lowest byte): round
+ * to nearest, saturating at 448 (SM90_E4M3_ICVT: the floats are P 2^-120,
+ * P at most 448). */
 __device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float d)
 {
 #if SM90_E4M3_ICVT
@@ -884,8 +885,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     for (int i = 0; i < BC / 2; i++)
         s[i] = 0.f;
     uint32_t pf[BC / KS][4];
-    /* S_j = Q K_j^T, this warpgroup's rows */
-    auto issue_s = [&](uint32_t aK) { gemm_qk<T, D, BC, BR>(s, aQw, aK); };
 
     /* The tile of keys n0 .. n0 + BC - 1 holds keys some row must not
      * see: past the real skv or, causal, past the first query's diagonal.
@@ -906,6 +905,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * lets warpgroup 0 go first and skips its last arrive, as the turns
      * of the products do. */
     constexpr bool XT = SM90_XTURN && F8 && W3 && !OVL && PP; /* 16-bit: ptxas serialised the wgmma */
+    static_assert(!(XT && SM90_SPEC_ON(D, FOLD, F8)), "SM90_XTURN in a kernel that speculates (SM90_SPEC)");
     const bool xt_on = XT && nact > 1;
     int xt_left = ntiles;
     auto exp_turn_begin = [&]() {
@@ -1105,7 +1105,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             mbar_wait(BAR_FK(0), 0);
             turn_begin();
             wgmma_fence();
-            issue_s(aK0);
+            gemm_qk<T, D, BC, BR>(s, aQw, aK0);
             wgmma_commit();
             turn_end(false);
             wgmma_wait<0>();
@@ -1142,7 +1142,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 SM90_TR(it, 4);
                 wgmma_fence();
-                issue_s(aK0 + st * L::kv);
+                gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
                 turn_end(false);
                 SM90_TR(it, 5);
@@ -1164,7 +1164,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             turn_begin();
             SM90_TR(it, 2);
             wgmma_fence();
-            issue_s(aK0 + st * L::kv);
+            gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
             wgmma_commit();
             mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
