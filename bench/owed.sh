@@ -10,8 +10,9 @@
 #
 # Steps (arguments pick some, in the order given; default: rate p6 icvt
 # ncu xturn, and on an H200 rate p6 fp8 icvt ncu xturn; sass and trace
-# only when named). Ran on 2026-12-07 (an H100; bench/owed-h100-8ad86fa.txt) and
-# gone from the list: spec, specab, qreg, spec6.
+# only when named). Ran on 2026-12-07 (an H100;
+# bench/owed-h100-8ad86fa.txt) and gone from the list: spec, specab,
+# qreg, spec6.
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
@@ -55,7 +56,7 @@ case $BUDGET in '' | *[!0-9]*) echo "owed.sh: OWED_BUDGET must be whole seconds,
 A=b2.hq16.hkv16.sq8192.skv8192.d128
 T0=$SECONDS
 STEPS=("$@")
-# On an H200 the FP8 run (issue 30's bar is an H200's) goes after spec.
+# On an H200 the FP8 run (issue 30's bar is an H200's) goes after p6.
 if [ ${#STEPS[@]} -eq 0 ]; then
     if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(rate p6 fp8 icvt ncu xturn); else STEPS=(rate p6 icvt ncu xturn); fi
 fi
