@@ -6,13 +6,17 @@
 # list as fits and what it wrote comes back. Run on the GPU machine:
 #
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/owed.sh'
-#   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh p6 trace'
+#   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh tsum trace'
 #
-# Steps (arguments pick some, in the order given; default: rate p6 icvt
-# ncu xturn, and on an H200 rate p6 fp8 icvt ncu xturn; sass and trace
-# only when named). Ran on 2026-12-07 (an H100;
-# bench/owed-h100-8ad86fa.txt) and gone from the list: spec, specab,
-# qreg, spec6.
+# Steps (arguments pick some, in the order given; default: tsum, and on
+# an H200 tsum fp8; the others only when named). Ran on 2026-12-07 (two
+# H100s; bench/owed-h100-8ad86fa.txt, bench/owed-h100-4767e9d.txt) and
+# gone from the list: spec, specab, qreg, spec6, p6 (SM90_P_LOG2 6 is the
+# default since).
+#   tsum   version 3.21, -DSM90_E4M3_TSUM=1 (e4m3's row sums from P V's
+#          product, each tile's from zero) against the default on every
+#          e4m3 sm90a tile of the 8k anchors, 3 rounds, B's gpu_cudnn run
+#          too (owed-tsum.txt; about 250 s)
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
@@ -32,11 +36,6 @@
 #   xturn  version 3.18, -DSM90_XTURN=1 (e4m3's exponentials in turns)
 #          against the default on the e4m3 8k d128 anchors' 192x128 rows,
 #          3 rounds (owed-xturn.txt; about 150 s)
-#   p6     -DSM90_P_LOG2=6.0f (e4m3's P scaled by 64, not 256, so that
-#          e4m3 kernels speculate: SM90_SPEC) against the default on the
-#          e4m3 8k anchors' 192x128 rows, 3 rounds, B's gpu_cudnn and
-#          gpu_fused run too: if they pass, 6 becomes the default
-#          (owed-p6.txt; about 200 s)
 #   trace  bench/sm90_trace.sh, the default build's cycle trace of the 8k
 #          anchors' tiles (sm90-trace.txt; about 90 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,
@@ -58,10 +57,10 @@ T0=$SECONDS
 STEPS=("$@")
 # On an H200 the FP8 run (issue 30's bar is an H200's) goes after p6.
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(rate p6 fp8 icvt ncu xturn); else STEPS=(rate p6 icvt ncu xturn); fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(tsum fp8); else STEPS=(tsum); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in rate | icvt | ncu | sass | xturn | p6 | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in rate | icvt | ncu | sass | xturn | tsum | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -85,7 +84,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in rate) need=30 ;; icvt) need=200 ;; ncu) need=90 ;; sass) need=10 ;; xturn) need=150 ;; p6) need=200 ;; trace) need=90 ;; fp8) need=120 ;; esac
+    case $s in rate) need=30 ;; icvt) need=200 ;; ncu) need=90 ;; sass) need=10 ;; xturn) need=150 ;; tsum) need=250 ;; trace) need=90 ;; fp8) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -128,9 +127,9 @@ for s in "${STEPS[@]}"; do
         "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_XTURN=1 --reps 3 --filter 192x128 --only tile=192x128 \
             --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-xturn.txt" 2>&1
         ;;
-    p6)
-        AB_TESTS='gpu_cudnn|gpu_fused$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_P_LOG2=6.0f --reps 3 \
-            --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-p6.txt" 2>&1
+    tsum)
+        AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_E4M3_TSUM=1 --reps 3 \
+            --filter sm90a --only arch=sm90a --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-tsum.txt" 2>&1
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
     fp8)

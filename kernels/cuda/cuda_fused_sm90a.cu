@@ -87,7 +87,7 @@
  * version 3.17: a warp none of whose rows grew past their maxima by more
  *   than tau takes the tile's exponentials against the old maxima, with
  *   no shuffles, alpha or O rescale (SM90_SPEC, below: the 16-bit d = 128
- *   kernels, 0.5-1.8% on the 8k anchors; e4m3 only with SM90_P_LOG2 = 6).
+ *   kernels, 0.5-1.8% on the 8k anchors; e4m3 since SM90_P_LOG2 is 6).
  * (version 3.19, e4m3's Q in registers and S by RS wgmma, measured
  *   0.5-4.7% slower and taken out: docs/kernels.md; its code is in
  *   commit 8ad86fa.)
@@ -140,15 +140,16 @@ struct sm90_args {
 };
 
 /* e4m3 (version 3.5): P is quantised as P * 2^SM90_P_LOG2 (P <= 1, so at
- * most 256 of e4m3's 448), the scale folded into the exponent, and O's
- * denominator sums the scaled P alike: small probabilities keep e4m3's
- * normal range, as cuDNN's FP8 graph does. At 6 SM90_SPEC's tau has room
- * (2.8 instead of 0.8, below) and e4m3 kernels speculate: 0.983-0.994 of
- * the time on the 8k anchors' 192x128 tiles, error 2.57e-2 -> 2.66e-2
- * (H100, 2026-12-07, docs/kernels.md 3.17); 8 stays the default until
- * the GPU suite has passed with 6. */
+ * most 64 of e4m3's 448 at 6), the scale folded into the exponent, and
+ * O's denominator sums the scaled P alike: small probabilities keep
+ * e4m3's normal range, as cuDNN's FP8 graph does. 6, the default since
+ * 2026-12-07 (version 3.5 to 3.20: 8), leaves SM90_SPEC's tau room (2.8
+ * instead of 0.8, below), so e4m3 kernels speculate: 0.982-0.994 of the
+ * time on the 8k anchors' 192x128 tiles, error 2.57e-2 -> 2.66e-2, in
+ * two runs on two H100s; the GPU suite passed built so (docs/kernels.md
+ * 3.17). -DSM90_P_LOG2=8.0f builds the old form. */
 #ifndef SM90_P_LOG2
-#define SM90_P_LOG2 8.0f
+#define SM90_P_LOG2 6.0f
 #endif
 
 /* Version 3.17: where no row of a warp grew
@@ -198,6 +199,23 @@ static_assert(SM90_SPEC >= 0 && SM90_SPEC <= 2, "SM90_SPEC: 0, 1 or 2");
 #define SM90_F8_LSE_SUB SM90_P_LOG2
 #define SM90_F8_OSCALE(x) (x)
 #endif
+
+/* SM90_E4M3_TSUM=1 (version 3.21, an A/B switch, off): e4m3's row sums
+ * from the tensor cores. Each V^T chunk in shared memory carries 8 rows
+ * of ones (e4m3 1.0) after its D rows, written once by the block; P V is
+ * m64n136k32, so O's columns 128..135 sum the e4m3 P the product
+ * multiplied, and the softmax drops its add per element. Version 3.8
+ * did so and let those columns accumulate over every key: the tensor
+ * cores' FP8 accumulation loses a long positive sum's low bits (error
+ * 0.152 at 8k). Here each tile's sum starts from zero: after P_{j-1}
+ * V_{j-1} retires the thread adds its columns (the whole row's sum of
+ * that tile, the same in the quad's four threads) into l and clears
+ * them, so the tensor cores add at most one tile's terms. */
+#ifndef SM90_E4M3_TSUM
+#define SM90_E4M3_TSUM 0
+#endif
+#define SM90_E4M3_ONES (SM90_E4M3_TSUM ? 8 : 0)
+static_assert(!(SM90_E4M3_TSUM && SM90_E4M3_ICVT), "SM90_E4M3_TSUM sums the e4m3 P; ICVT's floats are P 2^-120");
 
 /* Version 3.18 (SM90_XTURN=1, an A/B switch): the three consumer
  * warpgroups of turn order 0 take their exponentials in turns as well
@@ -497,12 +515,27 @@ WG8_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1")
 WG8_SS_DEF(192, WG_R96, WG_ACC96, "%98", "%96, %97, p, 1, 1")
 WG8_SS_DEF(224, WG_R112, WG_ACC112, "%114", "%112, %113, p, 1, 1")
 #undef WG8_SS_DEF
+#if !SM90_E4M3_TSUM
 __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d)
 {
     asm volatile(WG8_TEXT(128, WG_R64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1")
                  : WG_ACC64("+f", d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
+#else
+#define WG_R68 WG_R64 ", %64, %65, %66, %67"
+#define WG_ACC68(C, d) WG_ACC64(C, d), C(d[64]), C(d[65]), C(d[66]), C(d[67])
+/* SM90_E4M3_TSUM's P V: V^T's 8 rows of ones after its 128 make O's
+ * columns 128 .. 135 P's row sums. */
+__device__ __forceinline__ void wgmma8_rs_n136(float (&d)[68], const uint32_t (&a)[4], uint64_t db, int scale_d)
+{
+    asm volatile(WG8_TEXT(136, WG_R68, "%73", "{%68, %69, %70, %71}, %72, p, 1, 1")
+                 : WG_ACC68("+f", d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+#undef WG_ACC68
+#undef WG_R68
+#endif
 #undef WG8_TEXT
 #undef WG_SS_DEF
 #undef WG_RS_DEF
@@ -584,19 +617,26 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
 }
 
 /* O += P V over BC keys (RS wgmma, N = ON columns per instruction, D / ON
- * instructions per 16-key slice). */
-template <typename T, int D, int BC, int ON, int KS>
-__device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32_t (&p)[BC / KS][4], uint32_t aV)
+ * instructions per 16-key slice). OW: accumulators a thread holds per
+ * instruction (ON / 2; e4m3 with SM90_E4M3_TSUM's ones rows 4 more). */
+template <typename T, int D, int BC, int ON, int KS, int OW>
+__device__ __forceinline__ void gemm_pv(float (&o)[D / ON][OW], const uint32_t (&p)[BC / KS][4], uint32_t aV)
 {
 #ifdef SM90A_DEVICE
     if constexpr (sm90_is_fp8<T>::value) {
-        /* e4m3: V^T's tile, D rows of BC keys in 128-key chunks (D x 128
-         * bytes each), K-major like K in gemm_qk; its keys permuted within
-         * each 32 as P's registers hold them (sm90_vt_kernel). */
+        /* e4m3: V^T's tile, D rows of BC keys in 128-key chunks (VR x 128
+         * bytes each: D rows and SM90_E4M3_ONES rows of ones), K-major like
+         * K in gemm_qk; its keys permuted within each 32 as P's registers
+         * hold them (sm90_vt_kernel). */
         static_assert(D == 128 && BC % 32 == 0 && ON == 128, "e4m3: D = 128, whole k32 slices");
+        static_assert(OW == (D + SM90_E4M3_ONES) / 2, "e4m3: N = 128, or 136 with the ones rows");
 #pragma unroll
         for (int kk = 0; kk < BC / 32; kk++)
+#if SM90_E4M3_TSUM
+            wgmma8_rs_n136(o[0], p[kk], sw128_desc(aV + (kk / 4) * (D + 8) * 128 + (kk % 4) * 32, 16, 1024), 1);
+#else
             wgmma8_rs_n128(o[0], p[kk], sw128_desc(aV + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024), 1);
+#endif
     } else {
 #pragma unroll
         for (int kk = 0; kk < BC / 16; kk++)
@@ -621,10 +661,16 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32
 template <int D, int BR, int BC, int STAGES, int ES = 2>
 struct sm90_smem {
     static constexpr uint32_t q = BR * D * ES, kv = BC * D * ES, ost = ES == 1 ? BR * D * 2 : 0;
-    static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv; /* one V buffer */
-    static constexpr size_t bytes = ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) : SM90_SMEM(D, BR, BC, STAGES);
+    /* e4m3: rows of a V^T chunk (SM90_E4M3_TSUM's ones after V^T's D), one
+     * V buffer, and the bytes TMA writes into it */
+    static constexpr uint32_t vrows = D + (ES == 1 ? SM90_E4M3_ONES : 0);
+    static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * vrows : kv;
+    static constexpr uint32_t vt_tx = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv;
+    static constexpr size_t bytes =
+        ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) + (size_t)STAGES * (vt - vt_tx) : SM90_SMEM(D, BR, BC, STAGES);
     static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt) + ost + 1024, "the layout below");
     static_assert(kv % 1024 == 0 && vt % 1024 == 0, "buffers on whole swizzle atoms");
+    static_assert(bytes <= 227 * 1024, "within a block's shared memory");
 };
 
 /* setmaxnreg's register pool, for a block of nwg consumer warpgroups
@@ -699,6 +745,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * order 4, S_j's first keys issued behind P V: version 3.15.) */
     constexpr bool W3 = SM90_W3(D, BR); /* e4m3 is always D = 128 */
     constexpr bool OVL = !W3;
+#if SM90_E4M3_TSUM
+    /* e4m3 with SM90_E4M3_TSUM: P V's 8 more columns, the row sums */
+    constexpr bool TSUM = F8;
+    constexpr int OW = ON / 2 + (TSUM ? 4 : 0);
+#else
+#define OW (ON / 2)
+#endif
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -717,6 +770,21 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define BAR_EV(s) (bQ + 8u * (1 + 3 * STAGES + (s)))
 
     const int tid = threadIdx.x, wg = tid / 128;
+#if SM90_E4M3_TSUM
+    if constexpr (TSUM) {
+        /* The ones rows of every V^T chunk of every stage (e4m3 1.0 =
+         * 0x38; TMA writes only the D rows before them), made visible to
+         * the async proxy (wgmma reads shared memory through it) before
+         * the barrier below. */
+        constexpr int CH = SM90_E4M3_VT_CHUNKS(BC), W = 8 * 128 / 4; /* words a chunk's ones rows take */
+        for (int i = tid; i < STAGES * CH * W; i += blockDim.x) {
+            const int sc = i / W;
+            st_shared_b32(aV0 + (sc / CH) * L::vt + (sc % CH) * L::vrows * 128 + D * 128 + (i % W) * 4,
+                          0x38383838u);
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    }
+#endif
     /* Block -> (split sp of nsp, unit u, row block mb). Blocks from
      * p.tail0 on are cut into p.tailk key ranges, splits fastest (every
      * block with key splits; version 3.12: the last wave's). Causal:
@@ -817,13 +885,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
                                uint32_t ph, bool vt) {
                 mbar_wait(empty, ph ^ 1u);
-                mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
+                mbar_expect_tx(full, F8 && vt ? L::vt_tx : L::kv);
                 if (F8 && vt) {
 #pragma unroll
                     for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
                         const int r = row + c * 128;
-                        tma_load_4d(dst + c * D * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0, kh_, kb_,
-                                    full);
+                        tma_load_4d(dst + c * L::vrows * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0,
+                                    kh_, kb_, full);
                     }
                 } else {
                     tma_load_tile<D, ES>(dst, BC * 128, map, row, kh_, kb_, full);
@@ -873,11 +941,11 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* e4m3: S of the stored values times descale_q descale_k */
     const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
     const uint32_t aQw = aQ + cw * 64 * 128;
-    float o[OC][ON / 2];
+    float o[OC][OW];
 #pragma unroll
     for (int c = 0; c < OC; c++)
 #pragma unroll
-        for (int i = 0; i < ON / 2; i++)
+        for (int i = 0; i < OW; i++)
             o[c][i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     float s[BC / 2];
@@ -935,13 +1003,22 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 s[4 * nt + 2 * rh] = ex2(x0);
                 s[4 * nt + 2 * rh + 1] = ex2(x1);
             }
-            ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
+#if SM90_E4M3_TSUM
+            if constexpr (!TSUM) /* P V sums P */
+#endif
+                ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
         }
 #pragma unroll
         for (int w = 1; w < TR; w *= 2)
 #pragma unroll
             for (int t = 0; t + w < TR; t += 2 * w)
                 ps[t] += ps[t + w];
+#if SM90_E4M3_TSUM
+        if constexpr (TSUM) {
+            l[rh] = l[rh] * alpha[rh];
+            return;
+        }
+#endif
         l[rh] = l[rh] * alpha[rh] + ps[0];
     };
     /* Mask keys past the real skv and, causal, past each row's diagonal
@@ -1008,6 +1085,19 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * illegal instruction: the first 3-warpgroup build shared id 3). */
     auto wg_sync = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory"); };
     auto rescale_pack = [&](const float (&alpha)[2], bool rescale = true) {
+#if SM90_E4M3_TSUM
+        if constexpr (TSUM) {
+            /* P_{j-1} V_{j-1} has retired: its row sums (against the
+             * maxima before this tile's, so times alpha where O is
+             * rescaled) into l, and the columns cleared for P_j's */
+#pragma unroll
+            for (int rh = 0; rh < 2; rh++) {
+                l[rh] = rescale ? fmaf(o[0][ON / 2 + 2 * rh], alpha[rh], l[rh]) : l[rh] + o[0][ON / 2 + 2 * rh];
+                o[0][ON / 2 + 2 * rh] = 0.f;
+                o[0][ON / 2 + 2 * rh + 1] = 0.f;
+            }
+        }
+#endif
         if (rescale) {
 #pragma unroll
             for (int c = 0; c < OC; c++)
@@ -1130,7 +1220,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 turn_begin();
                 SM90_TR(it, 2);
                 wgmma_fence();
-                gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+                gemm_pv<T, D, BC, ON, KS, OW>(o, pf, aV0 + pst * L::vt);
                 wgmma_commit();
                 wgmma_wait<0>();
 #pragma unroll
@@ -1168,7 +1258,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_commit();
             mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
-            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+            gemm_pv<T, D, BC, ON, KS, OW>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
             turn_end(false);
             SM90_TR(it, 3);
@@ -1195,7 +1285,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
         turn_begin();
         wgmma_fence();
-        gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
+        gemm_pv<T, D, BC, ON, KS, OW>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
         turn_end(true);
         wgmma_wait<0>();
@@ -1214,12 +1304,21 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #undef BAR_FV
 #undef BAR_EV
 #undef SM90_TILE_MASKED
+#if !SM90_E4M3_TSUM
+#undef OW
+#endif
 
     /* ---- epilogue. The softmax denominators of this thread's two rows
      * (the quad's partial sums added up), 0 for a row that saw no key. */
     float den[2];
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
+#if SM90_E4M3_TSUM
+        if constexpr (TSUM) { /* whole rows' sums already; the last tile's still in O's columns */
+            den[rh] = l[rh] + o[0][ON / 2 + 2 * rh];
+            continue;
+        }
+#endif
         den[rh] = l[rh];
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
