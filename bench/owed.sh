@@ -6,26 +6,18 @@
 # list as fits and what it wrote comes back. Run on the GPU machine:
 #
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/owed.sh'
-#   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh tsum trace'
+#   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh rate trace'
 #
-# Steps (arguments pick some, in the order given; default: tsum, and on
-# an H200 tsum fp8; the others only when named). Ran on 2026-12-07 (two
-# H100s; bench/owed-h100-8ad86fa.txt, bench/owed-h100-4767e9d.txt) and
-# gone from the list: spec, specab, qreg, spec6, p6 (SM90_P_LOG2 6 is the
-# default since).
-#   tsum   version 3.21, -DSM90_E4M3_TSUM=1 (e4m3's row sums from P V's
-#          product, each tile's from zero) against the default on every
-#          e4m3 sm90a tile of the 8k anchors, 3 rounds, B's gpu_cudnn run
-#          too (owed-tsum.txt; about 250 s)
+# Steps (arguments pick some, in the order given; default: fp8 on an
+# H200, nothing elsewhere). Ran on 2026-12-07 (three H100s;
+# bench/owed-h100-8ad86fa.txt, bench/owed-h100-4767e9d.txt,
+# bench/owed-h100-cef78e2.txt) and gone from the list: spec, specab,
+# qreg, spec6, p6 (SM90_P_LOG2 6 is the default since), icvt, xturn and
+# tsum (their switches taken out; commit cef78e2 has them).
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
 #          e4m3 softmax per element (owed-rate.txt; seconds)
-#   icvt   -DSM90_E4M3_ICVT=1 (e4m3's P converted by integer arithmetic,
-#          off the XU pipe) against the default on the e4m3 8k anchors'
-#          192x128 rows, 3 rounds, B's gpu_cudnn run too (owed-icvt.txt;
-#          about 200 s); skipped when this call's rate step found
-#          "softmax icvt" no faster than "softmax"
 #   ncu    bench/stall_ncu.sh on the e4m3 8k non-causal anchor's 192x128
 #          tile (2 stages): the stall samples and each pipe's use (XU,
 #          FMA, ALU, shared memory, tensor) over the kernel
@@ -33,9 +25,6 @@
 #   sass   the default build's SASS of the e4m3 and bf16 192x128 kernels,
 #          whole (sass-192x128.txt: to read on a machine without
 #          cuobjdump) and counted by opcode (bench/sass_ops.sh ALL); seconds
-#   xturn  version 3.18, -DSM90_XTURN=1 (e4m3's exponentials in turns)
-#          against the default on the e4m3 8k d128 anchors' 192x128 rows,
-#          3 rounds (owed-xturn.txt; about 150 s)
 #   trace  bench/sm90_trace.sh, the default build's cycle trace of the 8k
 #          anchors' tiles (sm90-trace.txt; about 90 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,
@@ -55,12 +44,12 @@ case $BUDGET in '' | *[!0-9]*) echo "owed.sh: OWED_BUDGET must be whole seconds,
 A=b2.hq16.hkv16.sq8192.skv8192.d128
 T0=$SECONDS
 STEPS=("$@")
-# On an H200 the FP8 run (issue 30's bar is an H200's) goes after p6.
+# On an H200 the FP8 run (issue 30's bar is an H200's).
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(tsum fp8); else STEPS=(tsum); fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(fp8); else echo "owed.sh: nothing owed on this card (name steps: see --help)" >&2; exit 0; fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in rate | icvt | ncu | sass | xturn | tsum | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -84,7 +73,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in rate) need=30 ;; icvt) need=200 ;; ncu) need=90 ;; sass) need=10 ;; xturn) need=150 ;; tsum) need=250 ;; trace) need=90 ;; fp8) need=120 ;; esac
+    case $s in rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -101,17 +90,6 @@ for s in "${STEPS[@]}"; do
             "${T[@]}" "$OUT/softmax_rate"; } >"$OUT/owed-rate.txt" 2>&1
         rm -f "$OUT/softmax_rate"
         ;;
-    icvt)
-        # the rate step's two softmax forms, elements a cycle per SM
-        r_f2fp=$(awk '$1 == "softmax" && $2 ~ /^[0-9.]+$/ { print $2 }' "$OUT/owed-rate.txt" 2>/dev/null)
-        r_int=$(awk '$1 == "softmax" && $2 == "icvt" { print $3 }' "$OUT/owed-rate.txt" 2>/dev/null)
-        if [ -n "$r_f2fp" ] && [ -n "$r_int" ] && ! awk -v a="$r_int" -v b="$r_f2fp" 'BEGIN { exit !(a > b) }'; then
-            log "icvt skipped: softmax icvt $r_int elements/cycle/SM, softmax $r_f2fp"
-            continue
-        fi
-        AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_E4M3_ICVT=1 --reps 3 --filter 192x128 \
-            --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-icvt.txt" 2>&1
-        ;;
     ncu)
         "${T[@]}" bash "$ROOT/bench/stall_ncu.sh" "$A.e4m3.nc" fused/arch=sm90a/pad=1/stages=2/tile=192x128/warps=16 \
             e4m3-192 >"$OUT/owed-ncu.log" 2>&1
@@ -122,14 +100,6 @@ for s in "${STEPS[@]}"; do
         { [ -n "$lib" ] && "${T[@]}" cuobjdump --dump-sass "$lib" |
             awk -v pat="$pat" '/Function :/ { on = $3 ~ pat } on' >"$OUT/sass-192x128.txt" &&
             "${T[@]}" bash "$ROOT/bench/sass_ops.sh" "$lib" "$pat" ALL >"$OUT/sass-192x128-ops.txt"; }
-        ;;
-    xturn)
-        "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_XTURN=1 --reps 3 --filter 192x128 --only tile=192x128 \
-            --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-xturn.txt" 2>&1
-        ;;
-    tsum)
-        AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_E4M3_TSUM=1 --reps 3 \
-            --filter sm90a --only arch=sm90a --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-tsum.txt" 2>&1
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
     fp8)

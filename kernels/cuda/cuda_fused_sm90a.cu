@@ -91,8 +91,10 @@
  * (version 3.19, e4m3's Q in registers and S by RS wgmma, measured
  *   0.5-4.7% slower and taken out: docs/kernels.md; its code is in
  *   commit 8ad86fa.)
- * version 3.20 (an A/B switch, off): e4m3's P to e4m3 by integer
- *   arithmetic instead of F2FP (SM90_E4M3_ICVT, below).
+ * (version 3.18, e4m3's exponentials in turns, 3.6-6.8% slower; 3.20,
+ *   e4m3's P converted by integer arithmetic, its rate alone no faster;
+ *   3.21, e4m3's row sums from P V's product with each tile's from zero,
+ *   8-20% slower: all taken out, docs/kernels.md; code in cef78e2.)
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -177,54 +179,11 @@ static_assert(SM90_SPEC >= 0 && SM90_SPEC <= 2, "SM90_SPEC: 0, 1 or 2");
     (SM90_SPEC == 1 || (SM90_SPEC == 2 && (D) == 128 && !(FOLD) && (!(F8) || SM90_SPEC_TAU(true) >= 2.f)))
 #define SM90_SPEC_TAU(F8) ((F8) ? 8.8f - SM90_P_LOG2 : 8.f)
 
-/* SM90_E4M3_ICVT=1 (an A/B switch, off): e4m3's P converted by integer
- * arithmetic instead of F2FP (cvt.rn.satfinite.e4m3x2.f32), so that the
- * conversion leaves the XU pipe the MUFU's exponentials use: the
- * exponent base is raised by 120, so each exponential is P * 2^-120,
- * whose float exponent field is e4m3's (bias 7); half an e4m3 ulp added
- * and bits 20-26 taken give P's e4m3 byte rounded to nearest (ties up).
- * P under 2^-6 (e4m3's subnormals) comes out 0 (ex2.approx.ftz), in the
- * numerator and the row sums alike. The row sums are then 2^-120 times
- * P's, which the epilogue's scale and the partials' log2-sum-exp undo.
- * bench/softmax_rate.cu's "softmax icvt" is its rate alone. */
-#ifndef SM90_E4M3_ICVT
-#define SM90_E4M3_ICVT 0
-#endif
-#if SM90_E4M3_ICVT
-#define SM90_F8_PBASE(ms) ((ms) - SM90_P_LOG2 + 120.f)
-#define SM90_F8_LSE_SUB (SM90_P_LOG2 - 120.f)
-#define SM90_F8_OSCALE(x) ((x) * 0x1p-120f)
-#else
+/* e4m3's exponent base, its log2-sum-exp's offset and the epilogue's
+ * scale: P is 2^SM90_P_LOG2 times the probability. */
 #define SM90_F8_PBASE(ms) ((ms) - SM90_P_LOG2)
 #define SM90_F8_LSE_SUB SM90_P_LOG2
 #define SM90_F8_OSCALE(x) (x)
-#endif
-
-/* SM90_E4M3_TSUM=1 (version 3.21, an A/B switch, off): e4m3's row sums
- * from the tensor cores. Each V^T chunk in shared memory carries 8 rows
- * of ones (e4m3 1.0) after its D rows, written once by the block; P V is
- * m64n136k32, so O's columns 128..135 sum the e4m3 P the product
- * multiplied, and the softmax drops its add per element. Version 3.8
- * did so and let those columns accumulate over every key: the tensor
- * cores' FP8 accumulation loses a long positive sum's low bits (error
- * 0.152 at 8k). Here each tile's sum starts from zero: after P_{j-1}
- * V_{j-1} retires the thread adds its columns (the whole row's sum of
- * that tile, the same in the quad's four threads) into l and clears
- * them, so the tensor cores add at most one tile's terms. */
-#ifndef SM90_E4M3_TSUM
-#define SM90_E4M3_TSUM 0
-#endif
-#define SM90_E4M3_ONES (SM90_E4M3_TSUM ? 8 : 0)
-static_assert(!(SM90_E4M3_TSUM && SM90_E4M3_ICVT), "SM90_E4M3_TSUM sums the e4m3 P; ICVT's floats are P 2^-120");
-
-/* Version 3.18 (SM90_XTURN=1, an A/B switch): the three consumer
- * warpgroups of turn order 0 take their exponentials in turns as well
- * (fused_sm90_kernel's exp_turn_begin). Not in a kernel that speculates
- * (SM90_SPEC_ON), whose fast tiles skip softmax() and would leave the
- * ring's arrives unmatched: the kernel asserts it. */
-#ifndef SM90_XTURN
-#define SM90_XTURN 0
-#endif
 
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
@@ -357,28 +316,13 @@ __device__ __forceinline__ void reg_fence(float (&r)[N])
 #endif
 
 #ifdef SM90A_DEVICE
-#if SM90_E4M3_ICVT
-/* SM90_E4M3_ICVT's byte of y = P 2^-120 (0 <= P <= 448) */
-__device__ __forceinline__ uint32_t e4m3_byte_shifted(float y)
-{
-    return (__float_as_uint(y) + 0x80000u) >> 20;
-}
-#endif
-
 /* Four floats -> one register of four e4m3 (a in the lowest byte): round
- * to nearest, saturating at 448 (SM90_E4M3_ICVT: the floats are P 2^-120,
- * P at most 448). */
+ * to nearest, saturating at 448. */
 __device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float d)
 {
-#if SM90_E4M3_ICVT
-    const uint32_t lo = __byte_perm(e4m3_byte_shifted(a), e4m3_byte_shifted(b), 0x0040);
-    const uint32_t hi = __byte_perm(e4m3_byte_shifted(c), e4m3_byte_shifted(d), 0x0040);
-    return __byte_perm(lo, hi, 0x5410);
-#else
     const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
     const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
     return lo | (hi << 16);
-#endif
 }
 
 /* A descale factor (attn_io.descale: NULL means 1). */
@@ -515,27 +459,12 @@ WG8_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1")
 WG8_SS_DEF(192, WG_R96, WG_ACC96, "%98", "%96, %97, p, 1, 1")
 WG8_SS_DEF(224, WG_R112, WG_ACC112, "%114", "%112, %113, p, 1, 1")
 #undef WG8_SS_DEF
-#if !SM90_E4M3_TSUM
 __device__ __forceinline__ void wgmma8_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d)
 {
     asm volatile(WG8_TEXT(128, WG_R64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1")
                  : WG_ACC64("+f", d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
-#else
-#define WG_R68 WG_R64 ", %64, %65, %66, %67"
-#define WG_ACC68(C, d) WG_ACC64(C, d), C(d[64]), C(d[65]), C(d[66]), C(d[67])
-/* SM90_E4M3_TSUM's P V: V^T's 8 rows of ones after its 128 make O's
- * columns 128 .. 135 P's row sums. */
-__device__ __forceinline__ void wgmma8_rs_n136(float (&d)[68], const uint32_t (&a)[4], uint64_t db, int scale_d)
-{
-    asm volatile(WG8_TEXT(136, WG_R68, "%73", "{%68, %69, %70, %71}, %72, p, 1, 1")
-                 : WG_ACC68("+f", d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
-}
-#undef WG_ACC68
-#undef WG_R68
-#endif
 #undef WG8_TEXT
 #undef WG_SS_DEF
 #undef WG_RS_DEF
@@ -617,26 +546,19 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
 }
 
 /* O += P V over BC keys (RS wgmma, N = ON columns per instruction, D / ON
- * instructions per 16-key slice). OW: accumulators a thread holds per
- * instruction (ON / 2; e4m3 with SM90_E4M3_TSUM's ones rows 4 more). */
-template <typename T, int D, int BC, int ON, int KS, int OW>
-__device__ __forceinline__ void gemm_pv(float (&o)[D / ON][OW], const uint32_t (&p)[BC / KS][4], uint32_t aV)
+ * instructions per 16-key slice). */
+template <typename T, int D, int BC, int ON, int KS>
+__device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32_t (&p)[BC / KS][4], uint32_t aV)
 {
 #ifdef SM90A_DEVICE
     if constexpr (sm90_is_fp8<T>::value) {
-        /* e4m3: V^T's tile, D rows of BC keys in 128-key chunks (VR x 128
-         * bytes each: D rows and SM90_E4M3_ONES rows of ones), K-major like
-         * K in gemm_qk; its keys permuted within each 32 as P's registers
-         * hold them (sm90_vt_kernel). */
+        /* e4m3: V^T's tile, D rows of BC keys in 128-key chunks (D x 128
+         * bytes each), K-major like K in gemm_qk; its keys permuted within
+         * each 32 as P's registers hold them (sm90_vt_kernel). */
         static_assert(D == 128 && BC % 32 == 0 && ON == 128, "e4m3: D = 128, whole k32 slices");
-        static_assert(OW == (D + SM90_E4M3_ONES) / 2, "e4m3: N = 128, or 136 with the ones rows");
 #pragma unroll
         for (int kk = 0; kk < BC / 32; kk++)
-#if SM90_E4M3_TSUM
-            wgmma8_rs_n136(o[0], p[kk], sw128_desc(aV + (kk / 4) * (D + 8) * 128 + (kk % 4) * 32, 16, 1024), 1);
-#else
             wgmma8_rs_n128(o[0], p[kk], sw128_desc(aV + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024), 1);
-#endif
     } else {
 #pragma unroll
         for (int kk = 0; kk < BC / 16; kk++)
@@ -661,16 +583,10 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][OW], const uint32_t (
 template <int D, int BR, int BC, int STAGES, int ES = 2>
 struct sm90_smem {
     static constexpr uint32_t q = BR * D * ES, kv = BC * D * ES, ost = ES == 1 ? BR * D * 2 : 0;
-    /* e4m3: rows of a V^T chunk (SM90_E4M3_TSUM's ones after V^T's D), one
-     * V buffer, and the bytes TMA writes into it */
-    static constexpr uint32_t vrows = D + (ES == 1 ? SM90_E4M3_ONES : 0);
-    static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * vrows : kv;
-    static constexpr uint32_t vt_tx = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv;
-    static constexpr size_t bytes =
-        ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) + (size_t)STAGES * (vt - vt_tx) : SM90_SMEM(D, BR, BC, STAGES);
+    static constexpr uint32_t vt = ES == 1 ? SM90_E4M3_VT_CHUNKS(BC) * 128 * D : kv; /* one V buffer */
+    static constexpr size_t bytes = ES == 1 ? SM90_SMEM_E4M3(D, BR, BC, STAGES) : SM90_SMEM(D, BR, BC, STAGES);
     static_assert(bytes == (size_t)q + STAGES * ((size_t)kv + vt) + ost + 1024, "the layout below");
     static_assert(kv % 1024 == 0 && vt % 1024 == 0, "buffers on whole swizzle atoms");
-    static_assert(bytes <= 227 * 1024, "within a block's shared memory");
 };
 
 /* setmaxnreg's register pool, for a block of nwg consumer warpgroups
@@ -745,13 +661,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * order 4, S_j's first keys issued behind P V: version 3.15.) */
     constexpr bool W3 = SM90_W3(D, BR); /* e4m3 is always D = 128 */
     constexpr bool OVL = !W3;
-#if SM90_E4M3_TSUM
-    /* e4m3 with SM90_E4M3_TSUM: P V's 8 more columns, the row sums */
-    constexpr bool TSUM = F8;
-    constexpr int OW = ON / 2 + (TSUM ? 4 : 0);
-#else
-#define OW (ON / 2)
-#endif
     static_assert(!FOLD || BR == 128, "folded blocks are 128 rows");
     static_assert(!F8 || !FOLD, "e4m3 is not folded");
     static_assert(!F8 || BC >= 128, "e4m3: V^T in whole 128-key boxes (L::vt counts them)");
@@ -770,21 +679,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define BAR_EV(s) (bQ + 8u * (1 + 3 * STAGES + (s)))
 
     const int tid = threadIdx.x, wg = tid / 128;
-#if SM90_E4M3_TSUM
-    if constexpr (TSUM) {
-        /* The ones rows of every V^T chunk of every stage (e4m3 1.0 =
-         * 0x38; TMA writes only the D rows before them), made visible to
-         * the async proxy (wgmma reads shared memory through it) before
-         * the barrier below. */
-        constexpr int CH = SM90_E4M3_VT_CHUNKS(BC), W = 8 * 128 / 4; /* words a chunk's ones rows take */
-        for (int i = tid; i < STAGES * CH * W; i += blockDim.x) {
-            const int sc = i / W;
-            st_shared_b32(aV0 + (sc / CH) * L::vt + (sc % CH) * L::vrows * 128 + D * 128 + (i % W) * 4,
-                          0x38383838u);
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    }
-#endif
     /* Block -> (split sp of nsp, unit u, row block mb). Blocks from
      * p.tail0 on are cut into p.tailk key ranges, splits fastest (every
      * block with key splits; version 3.12: the last wave's). Causal:
@@ -885,13 +779,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
                                uint32_t ph, bool vt) {
                 mbar_wait(empty, ph ^ 1u);
-                mbar_expect_tx(full, F8 && vt ? L::vt_tx : L::kv);
+                mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
                 if (F8 && vt) {
 #pragma unroll
                     for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
                         const int r = row + c * 128;
-                        tma_load_4d(dst + c * L::vrows * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0,
-                                    kh_, kb_, full);
+                        tma_load_4d(dst + c * D * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0, kh_, kb_,
+                                    full);
                     }
                 } else {
                     tma_load_tile<D, ES>(dst, BC * 128, map, row, kh_, kb_, full);
@@ -941,11 +835,11 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* e4m3: S of the stored values times descale_q descale_k */
     const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
     const uint32_t aQw = aQ + cw * 64 * 128;
-    float o[OC][OW];
+    float o[OC][ON / 2];
 #pragma unroll
     for (int c = 0; c < OC; c++)
 #pragma unroll
-        for (int i = 0; i < OW; i++)
+        for (int i = 0; i < ON / 2; i++)
             o[c][i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     float s[BC / 2];
@@ -963,29 +857,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* The exponent base of a row whose scaled max is ms: e4m3's P is
      * scaled by 2^SM90_P_LOG2 (into e4m3's range), 16-bit P is not. */
     auto p_base = [&](float ms) { return F8 ? SM90_F8_PBASE(ms) : ms; };
-    /* SM90_XTURN (version 3.18, an A/B switch, off): in e4m3's turn order
-     * 0 the active consumer warpgroups also take turns at their exponentials, a
-     * second ring (named barriers 1 + 2 NWG + cw), so that one
-     * warpgroup's exponentials have the MUFU to themselves while another
-     * issues its products: the rows' maxima are taken before a warpgroup
-     * waits for its exponential turn, O's rescale and P's pack after it
-     * gives the turn on. Each warpgroup has ntiles such turns; the last
-     * lets warpgroup 0 go first and skips its last arrive, as the turns
-     * of the products do. */
-    constexpr bool XT = SM90_XTURN && F8 && W3 && !OVL && PP; /* 16-bit: ptxas serialised the wgmma */
-    static_assert(!(XT && SM90_SPEC_ON(D, FOLD, F8)), "SM90_XTURN in a kernel that speculates (SM90_SPEC)");
-    const bool xt_on = XT && nact > 1;
-    int xt_left = ntiles;
-    auto exp_turn_begin = [&]() {
-        if (xt_on)
-            named_sync(1 + 2 * NWG + cw);
-    };
-    auto exp_turn_end = [&]() {
-        xt_left--;
-        if (xt_on && !(xt_left == 0 && cw == nact - 1))
-            named_arrive(1 + 2 * NWG + (cw + 1 < nact ? cw + 1 : 0));
-    };
-
     /* Row rh's exponentials 2^(s sl2 - mp), P in place in s, and its
      * denominator l = l alpha + the row's sum (TR partials). */
     auto exps = [&](int rh, float mp, const float (&alpha)[2]) {
@@ -1003,22 +874,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 s[4 * nt + 2 * rh] = ex2(x0);
                 s[4 * nt + 2 * rh + 1] = ex2(x1);
             }
-#if SM90_E4M3_TSUM
-            if constexpr (!TSUM) /* P V sums P */
-#endif
-                ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
+            ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
         }
 #pragma unroll
         for (int w = 1; w < TR; w *= 2)
 #pragma unroll
             for (int t = 0; t + w < TR; t += 2 * w)
                 ps[t] += ps[t + w];
-#if SM90_E4M3_TSUM
-        if constexpr (TSUM) {
-            l[rh] = l[rh] * alpha[rh];
-            return;
-        }
-#endif
         l[rh] = l[rh] * alpha[rh] + ps[0];
     };
     /* Mask keys past the real skv and, causal, past each row's diagonal
@@ -1066,15 +928,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             alpha[rh] = ex2(m[rh] * sl2 - ms);
             m[rh] = mx;
             mp[rh] = p_base(ms);
-            if constexpr (!XT)
-                exps(rh, mp[rh], alpha);
-        }
-        if constexpr (XT) {
-            exp_turn_begin();
-#pragma unroll
-            for (int rh = 0; rh < 2; rh++)
-                exps(rh, mp[rh], alpha);
-            exp_turn_end();
+            exps(rh, mp[rh], alpha);
         }
     };
     /* O *= alpha, then P as the A operand of the next 16-key slices: the
@@ -1085,19 +939,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * illegal instruction: the first 3-warpgroup build shared id 3). */
     auto wg_sync = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + NWG + cw) : "memory"); };
     auto rescale_pack = [&](const float (&alpha)[2], bool rescale = true) {
-#if SM90_E4M3_TSUM
-        if constexpr (TSUM) {
-            /* P_{j-1} V_{j-1} has retired: its row sums (against the
-             * maxima before this tile's, so times alpha where O is
-             * rescaled) into l, and the columns cleared for P_j's */
-#pragma unroll
-            for (int rh = 0; rh < 2; rh++) {
-                l[rh] = rescale ? fmaf(o[0][ON / 2 + 2 * rh], alpha[rh], l[rh]) : l[rh] + o[0][ON / 2 + 2 * rh];
-                o[0][ON / 2 + 2 * rh] = 0.f;
-                o[0][ON / 2 + 2 * rh + 1] = 0.f;
-            }
-        }
-#endif
         if (rescale) {
 #pragma unroll
             for (int c = 0; c < OC; c++)
@@ -1187,8 +1028,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(bQ, 0);
         if (pp && cw == nact - 1)
             named_arrive(1);
-        if (xt_on && cw == nact - 1)
-            named_arrive(1 + 2 * NWG);
         /* First tile (the last keys): S alone. */
         {
             float alpha[2];
@@ -1220,7 +1059,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 turn_begin();
                 SM90_TR(it, 2);
                 wgmma_fence();
-                gemm_pv<T, D, BC, ON, KS, OW>(o, pf, aV0 + pst * L::vt);
+                gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
                 wgmma_commit();
                 wgmma_wait<0>();
 #pragma unroll
@@ -1258,7 +1097,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_commit();
             mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
-            gemm_pv<T, D, BC, ON, KS, OW>(o, pf, aV0 + pst * L::vt);
+            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
             turn_end(false);
             SM90_TR(it, 3);
@@ -1285,7 +1124,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
         turn_begin();
         wgmma_fence();
-        gemm_pv<T, D, BC, ON, KS, OW>(o, pf, aV0 + lst * L::vt);
+        gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
         turn_end(true);
         wgmma_wait<0>();
@@ -1304,27 +1143,17 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #undef BAR_FV
 #undef BAR_EV
 #undef SM90_TILE_MASKED
-#if !SM90_E4M3_TSUM
-#undef OW
-#endif
 
     /* ---- epilogue. The softmax denominators of this thread's two rows
      * (the quad's partial sums added up), 0 for a row that saw no key. */
     float den[2];
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
-#if SM90_E4M3_TSUM
-        if constexpr (TSUM) { /* whole rows' sums already; the last tile's still in O's columns */
-            den[rh] = l[rh] + o[0][ON / 2 + 2 * rh];
-            continue;
-        }
-#endif
         den[rh] = l[rh];
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
     }
-    /* e4m3: O of the stored V, times descale_v (P's scale is in den; the
-     * 2^-120 of SM90_E4M3_ICVT's row sums is undone here) */
+    /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
     const float oscale = F8 ? SM90_F8_OSCALE(descale(p.dsc[2])) : 1.f;
     if (nsp > 1) {
         /* A split's f32 partial, normalised by its own denominator, and its
