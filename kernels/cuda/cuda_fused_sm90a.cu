@@ -95,8 +95,8 @@
  *   e4m3's P converted by integer arithmetic, its rate alone no faster;
  *   3.21, e4m3's row sums from P V's product with each tile's from zero,
  *   8-20% slower: all taken out, docs/kernels.md; code in cef78e2.)
- * version 3.22 (an A/B switch, off): the next tile's K and V barriers
- *   tested under the softmax (SM90_EARLY, below).
+ * (version 3.22, the next tile's barriers tested under the softmax:
+ *   e4m3 192x128 1.2-2.4% slower, taken out; code in 3a12ebb.)
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -186,17 +186,6 @@ static_assert(SM90_SPEC >= 0 && SM90_SPEC <= 2, "SM90_SPEC: 0, 1 or 2");
 #define SM90_F8_PBASE(ms) ((ms) - SM90_P_LOG2)
 #define SM90_F8_LSE_SUB SM90_P_LOG2
 #define SM90_F8_OSCALE(x) (x)
-
-/* SM90_EARLY=1 (version 3.22, an A/B switch, off): each consumer tests
- * the next tile's K and V barriers (mbarrier.test_wait, which never
- * blocks) right after its S_j retires, so that the tests' latency runs
- * under the softmax, and the next iteration waits only where a test
- * found its phase not yet complete. The cycle trace measured about 120
- * cycles from a wait's start to its return for a V_{j-1} or K_j long
- * since loaded, on a warpgroup's own chain (3,500 cycles a tile). */
-#ifndef SM90_EARLY
-#define SM90_EARLY 0
-#endif
 
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
@@ -337,21 +326,6 @@ __device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float 
     const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
     return lo | (hi << 16);
 }
-
-#if SM90_EARLY
-/* 1 if the phase of parity `parity` has completed; never blocks. */
-__device__ __forceinline__ uint32_t mbar_test(uint32_t bar, uint32_t parity)
-{
-    uint32_t ok;
-    asm volatile("{\n.reg .pred p;\n"
-                 "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-    return ok;
-}
-#endif
 
 /* A descale factor (attn_io.descale: NULL means 1). */
 __device__ __forceinline__ float descale(const float *x)
@@ -1056,19 +1030,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(bQ, 0);
         if (pp && cw == nact - 1)
             named_arrive(1);
-#if SM90_EARLY
-        /* SM90_EARLY: tile it's V and tile it + 1's K, tested during
-         * tile it's softmax (1: complete, no wait needed) */
-        uint32_t v_ok = 0, k_ok = 0;
-#define SM90_EARLY_TEST(itv)                                                                                 \
-    v_ok = mbar_test(BAR_FV((itv) % STAGES), (uint32_t)((itv) / STAGES) & 1u);                                 \
-    k_ok = (itv) + 1 < ntiles ? mbar_test(BAR_FK(((itv) + 1) % STAGES), (uint32_t)(((itv) + 1) / STAGES) & 1u) \
-                              : 1u;
-#define SM90_EARLY_SKIP(ok) if (!(ok))
-#else
-#define SM90_EARLY_TEST(itv)
-#define SM90_EARLY_SKIP(ok)
-#endif
         /* First tile (the last keys): S alone. */
         {
             float alpha[2];
@@ -1082,7 +1043,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             reg_fence(s);
             if (lane == 0)
                 mbar_arrive(BAR_EK(0));
-            SM90_EARLY_TEST(0)
             softmax((thi - 1) * BC, alpha);
             rescale_pack(alpha);
         }
@@ -1096,7 +1056,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                  * registers are free after it), then S_j; the softmax of
                  * S_j runs under the other warpgroups' turns. */
                 SM90_TR(it, 0);
-                SM90_EARLY_SKIP(v_ok)
                 mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
                 SM90_TR(it, 1);
                 turn_begin();
@@ -1111,7 +1070,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 SM90_TR(it, 3);
                 if (lane == 0)
                     mbar_arrive(BAR_EV(pst));
-                SM90_EARLY_SKIP(k_ok)
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 SM90_TR(it, 4);
                 wgmma_fence();
@@ -1124,7 +1082,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 SM90_TR(it, 6);
                 if (lane == 0)
                     mbar_arrive(BAR_EK(st));
-                SM90_EARLY_TEST(it)
                 const bool fast = softmax_spec((thi - 1 - it) * BC);
                 if (!fast)
                     softmax((thi - 1 - it) * BC, alpha);
@@ -1133,7 +1090,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 continue;
             }
             SM90_TR(it, 0);
-            SM90_EARLY_SKIP(k_ok)
             mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
             SM90_TR(it, 1);
             turn_begin();
@@ -1141,7 +1097,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_fence();
             gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
             wgmma_commit();
-            SM90_EARLY_SKIP(v_ok)
             mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
             wgmma_fence();
             gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
@@ -1153,7 +1108,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             SM90_TR(it, 4);
             if (lane == 0)
                 mbar_arrive(BAR_EK(st));
-            SM90_EARLY_TEST(it)
             const bool fast = softmax_spec((thi - 1 - it) * BC);
             if (!fast)
                 softmax((thi - 1 - it) * BC, alpha);
@@ -1186,8 +1140,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             sm90_trace[blockIdx.x][SM90_TR_WG][0][2] = clock64();
 #endif
     }
-#undef SM90_EARLY_TEST
-#undef SM90_EARLY_SKIP
 #undef BAR_FK
 #undef BAR_EK
 #undef BAR_FV
