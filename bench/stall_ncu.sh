@@ -80,6 +80,30 @@ if reasons:
     print("\n## stall reasons summed over the kernel")
     for n, v in sorted(((n, sum(num(r, n) for r in body)) for n in reasons), key=lambda x: -x[1])[:20]:
         print("%8.0f  %s" % (v, n))
+# Stall samples by opcode, each with its three largest reasons (the
+# "Not Issued" duplicates left out), and the lines' offsets from the
+# kernel's first instruction (as cuobjdump prints them) in the table above.
+if reasons:
+    base = min(int(r[col["Address"]], 16) for r in body)
+    own = [n for n in reasons if "Not Issued" not in n and n.startswith("stall_")]
+    byop = {}
+    for r in body:
+        w = r[col["Source"]].split()
+        op = (w[1] if w and w[0].startswith("@") and len(w) > 1 else (w[0] if w else "?")).split(".")[0]
+        d = byop.setdefault(op, {})
+        for n in own:
+            d[n[6:]] = d.get(n[6:], 0.0) + num(r, n)
+    alls = sum(sum(d.values()) for d in byop.values()) or 1.0
+    print("\n## stall samples by opcode (%d samples), each with its largest reasons" % alls)
+    for op, d in sorted(byop.items(), key=lambda x: -sum(x[1].values()))[:16]:
+        s = sum(d.values()) or 1.0
+        top = ", ".join("%s %.0f%%" % (k, 100 * v / s) for k, v in sorted(d.items(), key=lambda x: -x[1])[:3])
+        print("%6.2f%%  %-10s %s" % (100 * s / alls, op, top))
+    print("\n## the 30 lines with the most samples, by offset from the kernel's start")
+    for r in sorted(body, key=lambda r: -num(r, samp))[:30]:
+        top = sorted(((n[6:], num(r, n)) for n in own), key=lambda x: -x[1])[:2]
+        print("%6.2f%%  %05x  %-50s %s" % (100 * num(r, samp) / total, int(r[col["Address"]], 16) - base,
+                                         r[col["Source"]].strip()[:50], ", ".join("%s %d" % t for t in top)))
 # Instruction mix by opcode (executed instructions).
 ex = next((n for n in head if n.startswith("Instructions Executed")), None)
 if ex:
