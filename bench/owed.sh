@@ -8,13 +8,18 @@
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/owed.sh'
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh rate trace'
 #
-# Steps (arguments pick some, in the order given; default: fp8 on an
-# H200, nothing elsewhere; the others only when named). Ran on
+# Steps (arguments pick some, in the order given; default: vote, and on
+# an H200 vote fp8; the others only when named). Ran on
 # 2026-12-07 (H100s; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
 # -cef78e2.txt, -3a12ebb.txt) and gone from the list: spec, specab,
 # qreg, spec6, p6 (SM90_P_LOG2 6 is the default since), icvt, xturn,
 # tsum (their switches taken out; commit cef78e2 has them) and early
 # (commit 3a12ebb has it).
+#   vote   version 3.23, -DSM90_SPEC_VOTE=1 (the speculation's check as
+#          one vote, no short-circuit branches) against the default on
+#          the 8k d128 anchors' 192x128 rows, bf16 and e4m3 non-causal,
+#          2 rounds first, then B's gpu_cudnn and gpu_fused
+#          (owed-vote.txt; about 200 s)
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
@@ -47,10 +52,10 @@ T0=$SECONDS
 STEPS=("$@")
 # On an H200 the FP8 run (issue 30's bar is an H200's).
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(fp8); else echo "owed.sh: nothing owed on this card (name steps: see --help)" >&2; exit 0; fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(vote fp8); else STEPS=(vote); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in vote | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -74,7 +79,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
+    case $s in vote) need=150 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -86,6 +91,11 @@ for s in "${STEPS[@]}"; do
     T=(timeout -k 5 "$lim")
     log "$s (cut at ${lim}s)"
     case $s in
+    vote)
+        AB_TESTS='gpu_cudnn|gpu_fused$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_SPEC_VOTE=1 --reps 2 \
+            --filter 192x128 --only pad=1/stages=2/tile=192x128 --shape "$A.bf16.nc" --shape "$A.e4m3.nc" \
+            >"$OUT/owed-vote.txt" 2>&1
+        ;;
     rate)
         { "${T[@]}" nvcc -O3 -arch=sm_90 -o "$OUT/softmax_rate" "$ROOT/bench/softmax_rate.cu" &&
             "${T[@]}" "$OUT/softmax_rate"; } >"$OUT/owed-rate.txt" 2>&1
