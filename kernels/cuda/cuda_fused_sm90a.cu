@@ -180,10 +180,12 @@ static_assert(SM90_SPEC >= 0 && SM90_SPEC <= 2, "SM90_SPEC: 0, 1 or 2");
 #define SM90_SPEC_ON(D, FOLD, F8)                                                                 \
     (SM90_SPEC == 1 || (SM90_SPEC == 2 && (D) == 128 && !(FOLD) && (!(F8) || SM90_SPEC_TAU(true) >= 2.f)))
 #define SM90_SPEC_TAU(F8) ((F8) ? 8.8f - SM90_P_LOG2 : 8.f)
-/* SM90_SPEC_VOTE=1 (version 3.23, an A/B switch, off): the speculation's
- * check as one vote without short-circuit branches (softmax_spec). ncu
- * line by line (docs/kernels.md 3.20) put 5% of the e4m3 kernel's stall
- * samples on the first vote's chain of branches. */
+/* SM90_SPEC_VOTE=1 (version 3.23, an A/B switch, off): e4m3's
+ * speculation check as one vote without short-circuit branches
+ * (softmax_spec). ncu line by line (docs/kernels.md 3.20) put 5% of the
+ * e4m3 kernel's stall samples on the first vote's chain of branches; the
+ * first A/B read e4m3 0.994 and bf16 1.038 (H100, 2 rounds; commit
+ * 4d1a9b1 applies it to every speculating kernel). */
 #ifndef SM90_SPEC_VOTE
 #define SM90_SPEC_VOTE 0
 #endif
@@ -994,41 +996,46 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             return false;
         } else {
 #if SM90_SPEC_VOTE
-            /* Version 3.23: the tile's masking is the same for the whole
-             * warp (n0 and the warpgroup's first query), so a branch, no
-             * vote; a row with no key seen yet (m = -inf) fails the tau
-             * test below (its difference is +inf or NaN); and the rows'
-             * tests are combined without short-circuit branches, so both
+            /* Version 3.23 (e4m3's kernels): the tile's masking is the same
+             * for the whole warp (n0 and the warpgroup's first query), so a
+             * branch, no vote; a row with no key seen yet (m = -inf) fails
+             * the tau test below (its difference is +inf or NaN); and the
+             * rows' tests are joined without short-circuit branches, so both
              * rows' maxima interleave and one vote decides. */
-            if ((n0 + BC > p.skv) | ((p.causal != 0) & (n0 + BC - 1 > qmin + off)))
-                return false;
-            bool grew = false;
+            if constexpr (F8) {
+                if ((n0 + BC > p.skv) | ((p.causal != 0) & (n0 + BC - 1 > qmin + off)))
+                    return false;
+                bool grew = false;
 #pragma unroll
-            for (int rh = 0; rh < 2; rh++) {
-                float pm[4] = {m[rh], -INFINITY, -INFINITY, -INFINITY};
+                for (int rh = 0; rh < 2; rh++) {
+                    float pm[4] = {m[rh], -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-                    pm[nt % 4] = fmaxf(pm[nt % 4], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
-                grew |= !(fmaxf(fmaxf(pm[0], pm[1]), fmaxf(pm[2], pm[3])) * sl2 - m[rh] * sl2 <=
-                          SM90_SPEC_TAU(F8));
-            }
-#else
-            const bool masked = SM90_TILE_MASKED(n0);
-            if (__any_sync(0xffffffffu, masked || m[0] == -INFINITY || m[1] == -INFINITY))
-                return false;
-            bool grew = false;
-#pragma unroll
-            for (int rh = 0; rh < 2; rh++) {
-                float pm[4] = {m[rh], -INFINITY, -INFINITY, -INFINITY};
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-                    pm[nt % 4] = fmaxf(pm[nt % 4], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
-                grew = grew || fmaxf(fmaxf(pm[0], pm[1]), fmaxf(pm[2], pm[3])) * sl2 - m[rh] * sl2 >
-                                   SM90_SPEC_TAU(F8);
-            }
+                    for (int nt = 0; nt < NT; nt++)
+                        pm[nt % 4] = fmaxf(pm[nt % 4], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
+                    grew |= !(fmaxf(fmaxf(pm[0], pm[1]), fmaxf(pm[2], pm[3])) * sl2 - m[rh] * sl2 <=
+                              SM90_SPEC_TAU(F8));
+                }
+                if (__any_sync(0xffffffffu, grew))
+                    return false;
+            } else
 #endif
-            if (__any_sync(0xffffffffu, grew))
-                return false;
+            {
+                const bool masked = SM90_TILE_MASKED(n0);
+                if (__any_sync(0xffffffffu, masked || m[0] == -INFINITY || m[1] == -INFINITY))
+                    return false;
+                bool grew = false;
+#pragma unroll
+                for (int rh = 0; rh < 2; rh++) {
+                    float pm[4] = {m[rh], -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+                        pm[nt % 4] = fmaxf(pm[nt % 4], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
+                    grew = grew || fmaxf(fmaxf(pm[0], pm[1]), fmaxf(pm[2], pm[3])) * sl2 - m[rh] * sl2 >
+                                       SM90_SPEC_TAU(F8);
+                }
+                if (__any_sync(0xffffffffu, grew))
+                    return false;
+            }
             const float keep[2] = {1.f, 1.f}; /* l's alpha: the maxima stay */
 #pragma unroll
             for (int rh = 0; rh < 2; rh++)
