@@ -11,6 +11,8 @@
 # $OUT/stall-NAME.csv.gz (every SASS line with its samples: ncu --page
 # source --csv --print-source sass). NAME defaults to
 # the shape's dtype. Clocks are left as the card has them.
+# bench/stall_regions.py sums the CSV's samples by address range (no GPU
+# needed): python3 bench/stall_regions.py stall-NAME.csv.gz.
 set -u -o pipefail
 if [ $# -lt 2 ]; then
     echo "usage: stall_ncu.sh KEY TACTIC [NAME]" >&2

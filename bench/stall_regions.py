@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""stall_regions.py -- where a kernel's warps spend their time, by region
+of its SASS: ncu's stall samples (bench/stall_ncu.sh's stall-NAME.csv.gz,
+every SASS line with its samples) summed over address ranges.
+
+Stall samples are taken at a steady rate per warp, so a region's share of
+them is its share of the warps' time. Offsets are from the kernel's first
+instruction, as cuobjdump --dump-sass prints them (bench/owed.sh sass), so
+the ranges can be read off a listing:
+
+  python3 bench/stall_regions.py stall-e4m3-192.csv.gz \\
+      --region 4870:4950:turn --region 5630:62b0:exps
+
+Each region prints its share of all samples, the instructions executed in
+it and its three largest stall reasons (ncu's "Not Issued" duplicates left
+out). Without --region, the whole kernel is cut at its landmarks: every
+WARPGROUP.DEPBAR, BAR, VOTE, SYNCS.PHASECHK and BSYNC line ends a region.
+"""
+import argparse
+import csv
+import gzip
+import io
+import sys
+
+LANDMARKS = ("WARPGROUP.DEPBAR", "BAR.", "VOTE.", "SYNCS.PHASECHK", "BSYNC")
+
+
+def load(path):
+    """(offset, source, executed, {reason: samples}) per SASS line, sorted by
+    offset; ValueError when the file is not ncu's source page."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
+        rows = list(csv.reader(io.StringIO(f.read())))
+    h = next((i for i, r in enumerate(rows) if "Source" in r and "Address" in r), None)
+    if h is None:
+        raise ValueError(f"{path}: no Address and Source columns (not ncu's --page source --csv)")
+    head = rows[h]
+    col = {n: i for i, n in enumerate(head)}
+    reasons = [n for n in head if n.startswith("stall_") and "Not Issued" not in n]
+    if not reasons:
+        raise ValueError(f"{path}: no stall_* columns")
+    ex = next((n for n in head if n.startswith("Instructions Executed")), None)
+
+    def num(r, n):
+        try:
+            return float(r[col[n]].replace(",", ""))
+        except (ValueError, KeyError, IndexError):
+            return 0.0
+
+    lines = []
+    for r in rows[h + 1:]:
+        if len(r) != len(head):
+            continue
+        try:
+            addr = int(r[col["Address"]], 16)
+        except ValueError:
+            continue
+        st = {n[6:]: num(r, n) for n in reasons}
+        lines.append((addr, r[col["Source"]].strip(), num(r, ex) if ex else 0.0, st))
+    if not lines:
+        raise ValueError(f"{path}: no SASS lines")
+    base = min(a for a, _, _, _ in lines)
+    return sorted((a - base, s, e, st) for a, s, e, st in lines)
+
+
+def parse_region(text):
+    """LO:HI:NAME (hex offsets, HI excluded) -> (lo, hi, name)."""
+    parts = text.split(":", 2)
+    if len(parts) != 3 or not parts[2]:
+        raise ValueError(f"region '{text}': LO:HI:NAME, offsets in hex")
+    lo, hi = int(parts[0], 16), int(parts[1], 16)
+    if hi <= lo:
+        raise ValueError(f"region '{text}': HI must be past LO")
+    return lo, hi, parts[2]
+
+
+def landmark_regions(lines):
+    """Regions ending at each landmark line (the landmark included)."""
+    out, lo = [], 0
+    for off, src, _, _ in lines:
+        op = src.split()[1] if src.startswith("@") and len(src.split()) > 1 else (src.split() or [""])[0]
+        if op.startswith(LANDMARKS):
+            out.append((lo, off + 0x10, f"..{op}"))
+            lo = off + 0x10
+    out.append((lo, lines[-1][0] + 0x10, "to the end"))
+    return [r for r in out if r[1] > r[0]]
+
+
+def table(lines, regions):
+    """The printed rows: one per region, then what no region holds."""
+    total = sum(sum(st.values()) for _, _, _, st in lines) or 1.0
+    rows, seen = [], set()
+    for lo, hi, name in regions:
+        samp, inst, why = 0.0, 0.0, {}
+        for off, _, e, st in lines:
+            if lo <= off < hi:
+                seen.add(off)
+                samp += sum(st.values())
+                inst += e
+                for k, v in st.items():
+                    why[k] = why.get(k, 0.0) + v
+        top = sorted(why.items(), key=lambda x: -x[1])[:3]
+        rows.append((f"{lo:05x}-{hi:05x} {name}", 100 * samp / total, inst,
+                     ", ".join(f"{k} {100 * v / samp:.0f}%" for k, v in top if v > 0)))
+    rest = sum(sum(st.values()) for off, _, _, st in lines if off not in seen)
+    if rest > 0:
+        rows.append(("(outside the regions)", 100 * rest / total, 0.0, ""))
+    return rows
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv", help="stall_ncu.sh's stall-NAME.csv.gz (or the plain CSV)")
+    ap.add_argument("--region", action="append", default=[], metavar="LO:HI:NAME",
+                    help="an address range (hex offsets from the kernel's start, HI excluded); repeatable")
+    a = ap.parse_args(argv)
+    try:
+        lines = load(a.csv)
+        regions = [parse_region(r) for r in a.region] or landmark_regions(lines)
+    except (OSError, ValueError, EOFError) as e:
+        print(f"stall_regions: {e}", file=sys.stderr)
+        return 1
+    print("| region | samples | instructions executed | largest stall reasons |")
+    print("|---|---:|---:|---|")
+    for name, share, inst, why in table(lines, regions):
+        print(f"| {name} | {share:.2f}% | {inst:.0f} | {why} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
