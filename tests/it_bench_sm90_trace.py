@@ -4,8 +4,6 @@ SM90_TRACE=1 build's cycle trace, on traces written here with known
 steps: each step's median, a warpgroup's tile period, the turn handover
 and how late the next warpgroup was, the overlapped order's names, and
 the refusals (not a trace, short data, no traced block)."""
-import contextlib
-import io
 import os
 import struct
 import sys
@@ -15,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 import sm90_trace  # noqa: E402
 
-from checklib import check, summary  # noqa: E402  (tests/checklib.py)
+from checklib import captured, cells, check, summary  # noqa: E402  (tests/checklib.py)
 
 NB, NW, NI, NE = 6, 5, 20, 8
 
@@ -46,19 +44,13 @@ def write(path, blocks, flags=1, grid=1366, short=False):
 
 
 def run(args):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = sm90_trace.main(args)
-    return rc, out.getvalue(), err.getvalue()
+    return captured(sm90_trace.main, args)
 
 
 def row(text, name):
     """The numbers of the table row whose first cell is name."""
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if cells and cells[0] == name:
-            return [float(c) for c in cells[1:]]
-    return None
+    c = cells(text, name)
+    return [float(x) for x in c[1:]] if c and c[0] == name else None
 
 
 def main():

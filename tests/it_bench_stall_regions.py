@@ -5,9 +5,7 @@ with known samples: the shares of given regions, each one's instructions
 and largest reasons, what no region holds, the cut at landmarks (DEPBAR,
 BAR, VOTE, the barrier polls, BSYNC), a gzip'd page, and the refusals (a
 bad region, a file that is not ncu's page, a missing file)."""
-import contextlib
 import gzip
-import io
 import os
 import sys
 import tempfile
@@ -16,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 import stall_regions  # noqa: E402
 
-from checklib import check, summary  # noqa: E402  (tests/checklib.py)
+from checklib import captured, cells as row, check, summary  # noqa: E402  (tests/checklib.py)
 
 HEAD = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed",
         "stall_wait", "stall_barrier", "stall_mio", "stall_wait (Not Issued)"]
@@ -46,19 +44,7 @@ def page(path, gz=False, lines=LINES, head=HEAD):
 
 
 def run(args):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = stall_regions.main(args)
-    return rc, out.getvalue(), err.getvalue()
-
-
-def row(text, start):
-    """The cells of the table row whose first cell starts with start."""
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0].startswith(start):
-            return cells
-    return None
+    return captured(stall_regions.main, args)
 
 
 def main():

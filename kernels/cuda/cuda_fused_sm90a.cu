@@ -190,12 +190,6 @@ static_assert(SM90_SPEC >= 0 && SM90_SPEC <= 2, "SM90_SPEC: 0, 1 or 2");
 #define SM90_SPEC_VOTE 0
 #endif
 
-/* e4m3's exponent base, its log2-sum-exp's offset and the epilogue's
- * scale: P is 2^SM90_P_LOG2 times the probability. */
-#define SM90_F8_PBASE(ms) ((ms) - SM90_P_LOG2)
-#define SM90_F8_LSE_SUB SM90_P_LOG2
-#define SM90_F8_OSCALE(x) (x)
-
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
  * between S's wgmma and the first exponential, and ncu finds the e4m3
@@ -867,7 +861,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define SM90_TILE_MASKED(n0) ((n0) + BC > p.skv || (p.causal && (n0) + BC - 1 > qmin + off))
     /* The exponent base of a row whose scaled max is ms: e4m3's P is
      * scaled by 2^SM90_P_LOG2 (into e4m3's range), 16-bit P is not. */
-    auto p_base = [&](float ms) { return F8 ? SM90_F8_PBASE(ms) : ms; };
+    auto p_base = [&](float ms) { return F8 ? ms - SM90_P_LOG2 : ms; };
     /* Row rh's exponentials 2^(s sl2 - mp), P in place in s, and its
      * denominator l = l alpha + the row's sum (TR partials). */
     auto exps = [&](int rh, float mp, const float (&alpha)[2]) {
@@ -903,7 +897,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * with no visible key yet keeps m = -inf and uses 0 as its exponent
      * base, so every term is 2^-inf = 0. */
     auto softmax = [&](int n0, float (&alpha)[2]) {
-        float mp[2]; /* the rows' exponent bases */
         if (SM90_TILE_MASKED(n0)) {
 #pragma unroll
             for (int rh = 0; rh < 2; rh++) {
@@ -938,8 +931,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             const float ms = mx == -INFINITY ? 0.f : mx * sl2;
             alpha[rh] = ex2(m[rh] * sl2 - ms);
             m[rh] = mx;
-            mp[rh] = p_base(ms);
-            exps(rh, mp[rh], alpha);
+            exps(rh, p_base(ms), alpha);
         }
     };
     /* O *= alpha, then P as the A operand of the next 16-key slices: the
@@ -1191,7 +1183,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
     }
     /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
-    const float oscale = F8 ? SM90_F8_OSCALE(descale(p.dsc[2])) : 1.f;
+    const float oscale = F8 ? descale(p.dsc[2]) : 1.f;
     if (nsp > 1) {
         /* A split's f32 partial, normalised by its own denominator, and its
          * log2-sum-exp (cuda_fused_common.cuh's layout over rows p.prow0
@@ -1216,7 +1208,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 }
             if (tq4 == 0)
                 p.part_lse[rg] =
-                    den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_F8_LSE_SUB : 0.f) : -INFINITY;
+                    den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_P_LOG2 : 0.f) : -INFINITY;
         }
         return;
     }
