@@ -4,7 +4,8 @@ samples summed by region of a kernel's SASS, on source pages written here
 with known samples: the shares of given regions, each one's instructions
 and largest reasons, what no region holds, the cut at landmarks (DEPBAR,
 BAR, VOTE, the barrier polls, BSYNC), a gzip'd page, and the refusals (a
-bad region, a file that is not ncu's page, a missing file)."""
+bad region, a file that is not ncu's page, a missing file), and --tables,
+the tables bench/stall_ncu.sh appends to its report."""
 import gzip
 import os
 import sys
@@ -72,6 +73,16 @@ def main():
         check(r is not None and r[1] == "5.00%", "the rest to the end (%s)" % r)
         check(row(out, "(outside") is None, "landmark regions leave nothing out")
 
+        # --tables: stall_ncu.sh's report tables
+        rc, out, err = run([p, "--tables"])
+        check(rc == 0 and "## SASS lines by stall samples (5 lines, 100 samples)" in out,
+              "--tables: the lines by samples, all five and their 100 samples (%s)" % err.strip())
+        check(" 50.00%  0x7f0000001010  WARPGROUP.DEPBAR.LE gsb0, 0x0" in out, "the DEPBAR line first, 50%")
+        check("    5000  stall_wait (Not Issued)" in out, "the reasons summed, Not Issued ones too")
+        check(" 30.00%  MUFU       wait 67%, mio 33%" in out, "by opcode: MUFU 30%, wait then mio")
+        check(" 50.00%  00010  WARPGROUP.DEPBAR.LE" in out, "the top lines by offset from the kernel's start")
+        check(" 48.39%  FADD" in out and "(620 in all)" in out, "executed by opcode: FADD 300 of 620")
+
         g = os.path.join(tmp, "s.csv.gz")
         page(g, gz=True)
         rc, out, _ = run([g, "--region", "0:50:all"])
@@ -84,6 +95,8 @@ def main():
         page(p, head=["Address", "Source", "Instructions Executed"], lines=[])
         rc, _, err = run([p])
         check(rc == 1 and "no stall_" in err, "a page without stall columns is refused (%s)" % err.strip())
+        rc, _, err = run([p, "--tables"])
+        check(rc == 1 and "Warp Stall Sampling" in err, "--tables without the samples column is refused")
         with open(p, "w") as f:
             f.write("hello\n")
         rc, _, err = run([p])
