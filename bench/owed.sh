@@ -13,19 +13,13 @@
 # 2026-12-07 (H100s; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
 # -cef78e2.txt, -3a12ebb.txt) and gone from the list: spec, specab,
 # qreg, spec6, p6 (SM90_P_LOG2 6 is the default since), icvt, xturn,
-# tsum (their switches taken out; commit cef78e2 has them) and early
-# (commit 3a12ebb has it).
+# tsum (their switches taken out; commit cef78e2 has them), early
+# (commit 3a12ebb has it) and late (version 3.24, 1.22-2.0x slower: commit
+# 097acc4 has it).
 #   vote   version 3.23, -DSM90_SPEC_VOTE=1 (e4m3's speculation check as
 #          one vote, no short-circuit branches) against the default on
 #          the e4m3 8k d128 anchors' 192x128 rows (both stages, causal
 #          too), 4 rounds, then B's gpu_cudnn (owed-vote.txt; about 200 s)
-#   late   version 3.24, -DSM90_SPEC_LATE=1 and =2 (the speculation's
-#          check after the exponentials: S kept, or S computed again
-#          where it fails) each against the default on the 8k d128
-#          anchors' 192x128 rows (e4m3 both stages, causal too, and bf16
-#          non-causal), 3 rounds, and each B's SASS of that e4m3 tile
-#          with its local-memory (spill) instructions (owed-late1.txt,
-#          owed-late2.txt, sass-late1.txt, sass-late2.txt; about 300 s)
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
@@ -61,7 +55,7 @@ if [ ${#STEPS[@]} -eq 0 ]; then
     if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(vote fp8); else STEPS=(vote); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in vote | late | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in vote | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -85,7 +79,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in vote) need=200 ;; late) need=300 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
+    case $s in vote) need=200 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -101,16 +95,6 @@ for s in "${STEPS[@]}"; do
         AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_SPEC_VOTE=1 --reps 4 \
             --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" \
             >"$OUT/owed-vote.txt" 2>&1
-        ;;
-    late)
-        for v in 1 2; do
-            "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_SPEC_LATE=$v --reps 3 --filter 192x128 \
-                --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" --shape "$A.bf16.nc" \
-                >"$OUT/owed-late$v.txt" 2>&1 || break
-            lib=$(ls "$BUILD"-b/libattune.so.*.*.* 2>/dev/null | head -n 1)
-            [ -n "$lib" ] && cuobjdump --dump-sass "$lib" |
-                awk '/Function :/ { on = $3 ~ /fp8_e4m3Li128ELi192ELi128ELi2/ } on' >"$OUT/sass-late$v.txt"
-        done
         ;;
     rate)
         { "${T[@]}" nvcc -O3 -arch=sm_90 -o "$OUT/softmax_rate" "$ROOT/bench/softmax_rate.cu" &&

@@ -97,6 +97,9 @@
  *   8-20% slower: all taken out, docs/kernels.md; code in cef78e2.)
  * (version 3.22, the next tile's barriers tested under the softmax:
  *   e4m3 192x128 1.2-2.4% slower, taken out; code in 3a12ebb.)
+ * (version 3.24, the speculation's check after the exponentials: its
+ *   forms spill at 160 registers, 1.22-2.0x slower, taken out; code in
+ *   097acc4.)
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
