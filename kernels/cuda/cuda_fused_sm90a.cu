@@ -192,17 +192,6 @@ static_assert(SM90_SPEC >= 0 && SM90_SPEC <= 2, "SM90_SPEC: 0, 1 or 2");
 #ifndef SM90_SPEC_VOTE
 #define SM90_SPEC_VOTE 0
 #endif
-/* SM90_SPEC_LATE (version 3.24, an A/B switch, off): in the
- * three-warpgroup turn (the 192x128 tiles) a speculating warp takes the
- * tile's exponentials at once and tests P's maximum after them, so the
- * check's maxima and vote leave the path from S's retire to P (ncu: 18%
- * of the e4m3 kernel's stall samples on that stretch, docs/kernels.md
- * 3.20 and 3.23). 1: P straight into its packed registers, S kept for
- * the exact softmax where the check fails; 2: P in place in s, and S
- * computed again from K's stage where it fails. */
-#ifndef SM90_SPEC_LATE
-#define SM90_SPEC_LATE 0
-#endif
 
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
@@ -1050,101 +1039,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         }
     };
 
-#if SM90_SPEC_LATE == 1
-    /* Version 3.24 (SM90_SPEC_LATE, above; the turn without overlap only,
-     * where no P V reads pf meanwhile): S_j's exponentials against the
-     * old maxima straight into P's packed registers, S left as it is; the
-     * check on P's maximum after them (P = 2^(x - m) 2^SM90_P_LOG2, so x -
-     * m <= tau is P <= 2^(tau + SM90_P_LOG2); m = -inf makes P +inf and
-     * fails it). A warp where some row failed runs the exact softmax on S
-     * and packs again; so does a masked tile. */
-    auto softmax_late = [&](int n0) {
-        if constexpr (SM90_SPEC_ON(D, FOLD, F8)) {
-            if (!SM90_TILE_MASKED(n0)) {
-                const float pmax = exp2f(SM90_SPEC_TAU(F8) + (F8 ? SM90_P_LOG2 : 0.f));
-                const float mp[2] = {p_base(m[0] * sl2), p_base(m[1] * sl2)};
-                float ps[2][2] = {{0.f, 0.f}, {0.f, 0.f}}, pm[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-                /* the P of s[i] (row i / 2 % 2), into the row's sum and max */
-                auto pv = [&](int i, int par) {
-                    const int rh = i / 2 % 2;
-                    const float v = ex2(fmaf(s[i], sl2, -mp[rh]));
-                    ps[rh][par] += v;
-                    pm[rh][par] = fmaxf(pm[rh][par], v);
-                    return v;
-                };
-                if constexpr (F8) {
-                    /* rescale_pack's layout: register r of k-slice kk,
-                     * keys of 8-key tiles t0 and t0 + 1, row r % 2 */
-#pragma unroll
-                    for (int kk = 0; kk < BC / 32; kk++)
-#pragma unroll
-                        for (int r = 0; r < 4; r++) {
-                            const int t0 = 4 * kk + 2 * (r / 2), e = 2 * (r % 2), par = kk % 2;
-                            const float v0 = pv(4 * t0 + e, par), v1 = pv(4 * t0 + e + 1, par);
-                            const float v2 = pv(4 * t0 + 4 + e, par), v3 = pv(4 * t0 + 5 + e, par);
-                            pf[kk][r] = pack4_e4m3(v0, v1, v2, v3);
-                        }
-                } else {
-#pragma unroll
-                    for (int kk = 0; kk < BC / 16; kk++)
-#pragma unroll
-                        for (int r = 0; r < 4; r++) {
-                            const float v0 = pv(8 * kk + 2 * r, kk % 2), v1 = pv(8 * kk + 2 * r + 1, kk % 2);
-                            pf[kk][r] = pack2<T>(v0, v1);
-                        }
-                }
-                const bool grew = !(fmaxf(pm[0][0], pm[0][1]) <= pmax) | !(fmaxf(pm[1][0], pm[1][1]) <= pmax);
-                if (!__any_sync(0xffffffffu, grew)) {
-                    l[0] += ps[0][0] + ps[0][1];
-                    l[1] += ps[1][0] + ps[1][1];
-                    return;
-                }
-            }
-        }
-        float alpha[2];
-        softmax(n0, alpha);
-        rescale_pack(alpha);
-    };
-#endif
-#if SM90_SPEC_LATE == 2
-    /* SM90_SPEC_LATE=2: the exponentials in place in s and packed, the
-     * check after them; where it failed S is computed again from K's
-     * stage (kept until then: ek) and runs the exact softmax. Returns
-     * false then, with m and l as they were; exact: no speculation. */
-    auto softmax_late2 = [&](int n0, uint32_t ek, bool exact) -> bool {
-        if constexpr (SM90_SPEC_ON(D, FOLD, F8)) {
-            if (!exact && !SM90_TILE_MASKED(n0)) {
-                const float pmax = exp2f(SM90_SPEC_TAU(F8) + (F8 ? SM90_P_LOG2 : 0.f));
-                const float l0[2] = {l[0], l[1]}, keep[2] = {1.f, 1.f};
-                bool grew = false;
-#pragma unroll
-                for (int rh = 0; rh < 2; rh++) {
-                    exps(rh, p_base(m[rh] * sl2), keep);
-                    float pm[2] = {0.f, 0.f};
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-                        pm[nt % 2] = fmaxf(pm[nt % 2], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
-                    grew |= !(fmaxf(pm[0], pm[1]) <= pmax);
-                }
-                if (__any_sync(0xffffffffu, grew)) {
-                    l[0] = l0[0], l[1] = l0[1];
-                    return false;
-                }
-                if (lane == 0)
-                    mbar_arrive(ek);
-                rescale_pack(keep, false);
-                return true;
-            }
-        }
-        float alpha[2];
-        if (lane == 0)
-            mbar_arrive(ek);
-        softmax(n0, alpha);
-        rescale_pack(alpha);
-        return true;
-    };
-#endif
-
     /* Pingpong (PP): the consumer warpgroups take turns issuing their
      * products, in a ring, so that one's softmax runs under another's GEMMs.
      * Turn barrier 1 + cw is warpgroup cw's: it syncs on it before issuing
@@ -1208,37 +1102,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                     mbar_arrive(BAR_EV(pst));
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 SM90_TR(it, 4);
-#if SM90_SPEC_LATE == 2
-                /* S_j, and once more where the late check failed (one
-                 * call site: the accumulators' registers stay put) */
-                (void)alpha;
-                for (bool again = false;; again = true) {
-                    wgmma_fence();
-                    gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
-                    wgmma_commit();
-                    if (!again)
-                        turn_end(false);
-                    SM90_TR(it, 5);
-                    wgmma_wait<0>();
-                    reg_fence(s);
-                    SM90_TR(it, 6);
-                    if (softmax_late2((thi - 1 - it) * BC, BAR_EK(st), again))
-                        break;
-                }
-#elif SM90_SPEC_LATE == 1
-                (void)alpha;
-                wgmma_fence();
-                gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
-                wgmma_commit();
-                turn_end(false);
-                SM90_TR(it, 5);
-                wgmma_wait<0>();
-                reg_fence(s);
-                SM90_TR(it, 6);
-                if (lane == 0)
-                    mbar_arrive(BAR_EK(st));
-                softmax_late((thi - 1 - it) * BC);
-#else
                 wgmma_fence();
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
@@ -1253,7 +1116,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 if (!fast)
                     softmax((thi - 1 - it) * BC, alpha);
                 rescale_pack(alpha, !fast);
-#endif
                 SM90_TR(it, 7);
                 continue;
             }
