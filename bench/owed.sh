@@ -20,6 +20,12 @@
 #          one vote, no short-circuit branches) against the default on
 #          the e4m3 8k d128 anchors' 192x128 rows (both stages, causal
 #          too), 4 rounds, then B's gpu_cudnn (owed-vote.txt; about 200 s)
+#   half   version 3.25, -DSM90_S_HALF=1 (S in two products of half the
+#          keys, the softmax's first half under the second) against the
+#          default on the 8k d128 anchors' 192x128 rows (e4m3 both
+#          stages, causal too, and bf16 non-causal), 3 rounds, then B's
+#          gpu_fused (growing maxima: the second half's repair) and
+#          gpu_cudnn (every e4m3 tactic) (owed-half.txt; about 200 s)
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
@@ -55,7 +61,7 @@ if [ ${#STEPS[@]} -eq 0 ]; then
     if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(vote fp8); else STEPS=(vote); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in vote | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in vote | half | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -79,7 +85,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in vote) need=200 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
+    case $s in vote) need=200 ;; half) need=200 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -95,6 +101,11 @@ for s in "${STEPS[@]}"; do
         AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_SPEC_VOTE=1 --reps 4 \
             --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" \
             >"$OUT/owed-vote.txt" 2>&1
+        ;;
+    half)
+        AB_TESTS='gpu_cudnn|gpu_fused$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_S_HALF=1 --reps 3 \
+            --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" --shape "$A.bf16.nc" \
+            >"$OUT/owed-half.txt" 2>&1
         ;;
     rate)
         { "${T[@]}" nvcc -O3 -arch=sm_90 -o "$OUT/softmax_rate" "$ROOT/bench/softmax_rate.cu" &&
