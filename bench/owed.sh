@@ -8,24 +8,17 @@
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/owed.sh'
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh rate trace'
 #
-# Steps (arguments pick some, in the order given; default: vote, and on
-# an H200 vote fp8; the others only when named). Ran on
+# Steps (arguments pick some, in the order given; default: peers, and on
+# an H200 fp8 peers; the others only when named). Ran on
 # 2026-12-07 (H100s; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
-# -cef78e2.txt, -3a12ebb.txt) and gone from the list: spec, specab,
-# qreg, spec6, p6 (SM90_P_LOG2 6 is the default since), icvt, xturn,
-# tsum (their switches taken out; commit cef78e2 has them), early
-# (commit 3a12ebb has it) and late (version 3.24, 1.22-2.0x slower: commit
-# 097acc4 has it).
-#   vote   version 3.23, -DSM90_SPEC_VOTE=1 (e4m3's speculation check as
-#          one vote, no short-circuit branches) against the default on
-#          the e4m3 8k d128 anchors' 192x128 rows (both stages, causal
-#          too), 4 rounds, then B's gpu_cudnn (owed-vote.txt; about 200 s)
-#   half   version 3.25, -DSM90_S_HALF=1 (S in two products of half the
-#          keys, the softmax's first half under the second) against the
-#          default on the 8k d128 anchors' 192x128 rows (e4m3 both
-#          stages, causal too, and bf16 non-causal), 3 rounds, then B's
-#          gpu_fused (growing maxima: the second half's repair) and
-#          gpu_cudnn (every e4m3 tactic) (owed-half.txt; about 200 s)
+# -cef78e2.txt, -3a12ebb.txt, -4d1a9b1.txt, -097acc4.txt, -61b752e.txt)
+# and gone from the list: spec, specab, qreg, spec6, p6 (SM90_P_LOG2 6
+# is the default since), icvt, xturn, tsum (their switches taken out;
+# commit cef78e2 has them), early (commit 3a12ebb has it), late (commit
+# 097acc4), vote and half (commit 61b752e).
+#   peers  bench/peers.py over the anchors, as tests/gpu/run.sh --bench
+#          runs it: each anchor tuned, against PyTorch's paths in the same
+#          run (peers.md, peers.log; about 300 s)
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
@@ -58,10 +51,10 @@ T0=$SECONDS
 STEPS=("$@")
 # On an H200 the FP8 run (issue 30's bar is an H200's).
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(vote fp8); else STEPS=(vote); fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(fp8 peers); else STEPS=(peers); fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in vote | half | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in peers | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -85,7 +78,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in vote) need=200 ;; half) need=200 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
+    case $s in peers) need=300 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -97,15 +90,11 @@ for s in "${STEPS[@]}"; do
     T=(timeout -k 5 "$lim")
     log "$s (cut at ${lim}s)"
     case $s in
-    vote)
-        AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_SPEC_VOTE=1 --reps 4 \
-            --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" \
-            >"$OUT/owed-vote.txt" 2>&1
-        ;;
-    half)
-        AB_TESTS='gpu_cudnn|gpu_fused$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_S_HALF=1 --reps 3 \
-            --filter 192x128 --only tile=192x128 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" --shape "$A.bf16.nc" \
-            >"$OUT/owed-half.txt" 2>&1
+    peers)
+        # its own database; its table goes to stdout (peers.md) as in run.sh
+        PYTHONUNBUFFERED=1 "${T[@]}" python3 "$ROOT/bench/peers.py" --attune "$BUILD/attune" --out "$OUT" \
+            --db "$OUT/peers.db" >"$OUT/peers.md" 2>"$OUT/peers.log"
+        rm -f "$OUT/peers.db"*
         ;;
     rate)
         { "${T[@]}" nvcc -O3 -arch=sm_90 -o "$OUT/softmax_rate" "$ROOT/bench/softmax_rate.cu" &&

@@ -97,9 +97,12 @@
  *   8-20% slower: all taken out, docs/kernels.md; code in cef78e2.)
  * (version 3.22, the next tile's barriers tested under the softmax:
  *   e4m3 192x128 1.2-2.4% slower, taken out; code in 3a12ebb.)
- * (version 3.24, the speculation's check after the exponentials: its
- *   forms spill at 160 registers, 1.22-2.0x slower, taken out; code in
- *   097acc4.)
+ * (version 3.23, e4m3's speculation check as one vote: 0.996 at 2
+ *   stages, 1.017-1.019 at 3, no gain, taken out; version 3.24, the
+ *   check after the exponentials: its forms spill at 160 registers,
+ *   1.22-2.0x slower, taken out, code in 097acc4; version 3.25, S in two
+ *   halves, the first half's softmax under the second's product:
+ *   1.02-1.05x on e4m3, 1.18x on bf16, taken out, code in 61b752e.)
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -183,28 +186,6 @@ static_assert(SM90_SPEC >= 0 && SM90_SPEC <= 2, "SM90_SPEC: 0, 1 or 2");
 #define SM90_SPEC_ON(D, FOLD, F8)                                                                 \
     (SM90_SPEC == 1 || (SM90_SPEC == 2 && (D) == 128 && !(FOLD) && (!(F8) || SM90_SPEC_TAU(true) >= 2.f)))
 #define SM90_SPEC_TAU(F8) ((F8) ? 8.8f - SM90_P_LOG2 : 8.f)
-/* SM90_SPEC_VOTE=1 (version 3.23, an A/B switch, off): e4m3's
- * speculation check as one vote without short-circuit branches
- * (softmax_spec). ncu line by line (docs/kernels.md 3.20) put 5% of the
- * e4m3 kernel's stall samples on the first vote's chain of branches; the
- * first A/B read e4m3 0.994 and bf16 1.038 (H100, 2 rounds; commit
- * 4d1a9b1 applies it to every speculating kernel). */
-#ifndef SM90_SPEC_VOTE
-#define SM90_SPEC_VOTE 0
-#endif
-
-/* SM90_S_HALF=1 (version 3.25, an A/B switch, off): in the
- * three-warpgroup turn (the 192x128 tiles) of the speculating kernels S
- * is two products of half the keys each, and the softmax starts on the
- * first half while the second is still in the tensor cores: the check,
- * then the exponentials, of the first half under the second's product.
- * Where the second half's check fails, its exact softmax runs against
- * the rows' new maxima and the first half's P is scaled to them (it
- * passed its own check, so it cannot have overflowed). No register is
- * added across the softmax (3.24 found none to spare). */
-#ifndef SM90_S_HALF
-#define SM90_S_HALF 0
-#endif
 
 /* Independent partial maxima and sums per row in the softmax (version
  * 3.10): one running value is a chain of BC/8 dependent instructions
@@ -476,9 +457,6 @@ WG_RS_DEF(128, WG_R64, WG_ACC64, "%69", "{%64, %65, %66, %67}, %68, p, 1, 1, %70
     {                                                                                            \
         asm volatile(WG8_TEXT(N, REGS, PRED, OPS) : ACC("=f", d) : "l"(da), "l"(db), "r"(0));    \
     }
-#if SM90_S_HALF
-WG8_SS_DEF(64, WG_R32, WG_ACC32, "%34", "%32, %33, p, 1, 1")
-#endif
 WG8_SS_DEF(128, WG_R64, WG_ACC64, "%66", "%64, %65, p, 1, 1")
 WG8_SS_DEF(192, WG_R96, WG_ACC96, "%98", "%96, %97, p, 1, 1")
 WG8_SS_DEF(224, WG_R112, WG_ACC112, "%114", "%112, %113, p, 1, 1")
@@ -534,11 +512,7 @@ __device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t
     else                                                                                         \
         F __VA_ARGS__(d, da, db, !first);
     if constexpr (sm90_is_fp8<T>::value) {
-        static_assert(N == 128 || N == 192 || N == 224 || (SM90_S_HALF && N == 64), "e4m3 S widths built");
-#if SM90_S_HALF
-        if constexpr (N == 64) { WG_S_CASE(wgmma8_ss_n64) }
-        else
-#endif
+        static_assert(N == 128 || N == 192 || N == 224, "e4m3 S widths built");
         if constexpr (N == 128) { WG_S_CASE(wgmma8_ss_n128) }
         else if constexpr (N == 192) { WG_S_CASE(wgmma8_ss_n192) }
         else { WG_S_CASE(wgmma8_ss_n224) }
@@ -572,26 +546,6 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
                            sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
     }
 }
-
-#if SM90_S_HALF
-/* Version 3.25: S of keys [H BC/2, (H + 1) BC/2) of the tile, into sh
- * (the layout of s's first or second half); as gemm_qk otherwise. */
-template <typename T, int D, int BC, int BR, int H>
-__device__ __forceinline__ void gemm_qk_half(float (&sh)[BC / 4], uint32_t aQ, uint32_t aK)
-{
-    aK += H * (BC / 2) * 128;
-    if constexpr (sm90_is_fp8<T>::value) {
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            wgmma_s<T, BC / 2>(sh, sw128_desc(aQ + kk * 32, 16, 1024), sw128_desc(aK + kk * 32, 16, 1024), kk == 0);
-    } else {
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++)
-            wgmma_s<T, BC / 2>(sh, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
-                               sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
-    }
-}
-#endif
 
 /* O += P V over BC keys (RS wgmma, N = ON columns per instruction, D / ON
  * instructions per 16-key slice). */
@@ -1030,47 +984,21 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         if constexpr (!SM90_SPEC_ON(D, FOLD, F8)) {
             return false;
         } else {
-#if SM90_SPEC_VOTE
-            /* Version 3.23 (e4m3's kernels): the tile's masking is the same
-             * for the whole warp (n0 and the warpgroup's first query), so a
-             * branch, no vote; a row with no key seen yet (m = -inf) fails
-             * the tau test below (its difference is +inf or NaN); and the
-             * rows' tests are joined without short-circuit branches, so both
-             * rows' maxima interleave and one vote decides. */
-            if constexpr (F8) {
-                if ((n0 + BC > p.skv) | ((p.causal != 0) & (n0 + BC - 1 > qmin + off)))
-                    return false;
-                bool grew = false;
+            const bool masked = SM90_TILE_MASKED(n0);
+            if (__any_sync(0xffffffffu, masked || m[0] == -INFINITY || m[1] == -INFINITY))
+                return false;
+            bool grew = false;
 #pragma unroll
-                for (int rh = 0; rh < 2; rh++) {
-                    float pm[4] = {m[rh], -INFINITY, -INFINITY, -INFINITY};
+            for (int rh = 0; rh < 2; rh++) {
+                float pm[4] = {m[rh], -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-                        pm[nt % 4] = fmaxf(pm[nt % 4], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
-                    grew |= !(fmaxf(fmaxf(pm[0], pm[1]), fmaxf(pm[2], pm[3])) * sl2 - m[rh] * sl2 <=
-                              SM90_SPEC_TAU(F8));
-                }
-                if (__any_sync(0xffffffffu, grew))
-                    return false;
-            } else
-#endif
-            {
-                const bool masked = SM90_TILE_MASKED(n0);
-                if (__any_sync(0xffffffffu, masked || m[0] == -INFINITY || m[1] == -INFINITY))
-                    return false;
-                bool grew = false;
-#pragma unroll
-                for (int rh = 0; rh < 2; rh++) {
-                    float pm[4] = {m[rh], -INFINITY, -INFINITY, -INFINITY};
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-                        pm[nt % 4] = fmaxf(pm[nt % 4], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
-                    grew = grew || fmaxf(fmaxf(pm[0], pm[1]), fmaxf(pm[2], pm[3])) * sl2 - m[rh] * sl2 >
-                                       SM90_SPEC_TAU(F8);
-                }
-                if (__any_sync(0xffffffffu, grew))
-                    return false;
+                for (int nt = 0; nt < NT; nt++)
+                    pm[nt % 4] = fmaxf(pm[nt % 4], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
+                grew = grew || fmaxf(fmaxf(pm[0], pm[1]), fmaxf(pm[2], pm[3])) * sl2 - m[rh] * sl2 >
+                                   SM90_SPEC_TAU(F8);
             }
+            if (__any_sync(0xffffffffu, grew))
+                return false;
             const float keep[2] = {1.f, 1.f}; /* l's alpha: the maxima stay */
 #pragma unroll
             for (int rh = 0; rh < 2; rh++)
@@ -1078,96 +1006,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             return true;
         }
     };
-
-#if SM90_S_HALF
-    /* Version 3.25 (SM90_S_HALF, above): S_j's softmax with its first
-     * half retired and the second in flight; waits for the second, frees
-     * K's stage on ek, packs P. */
-    float(&sa)[BC / 4] = *reinterpret_cast<float(*)[BC / 4]>(&s[0]);
-    float(&sb)[BC / 4] = *reinterpret_cast<float(*)[BC / 4]>(&s[BC / 4]);
-    /* Row rh's exponentials over 8-key tiles [t0, t1) against mp, P in
-     * place; returns their sum. */
-    auto exps_part = [&](int rh, float mp, int t0, int t1) {
-        float ps[2] = {0.f, 0.f};
-#pragma unroll
-        for (int nt = t0; nt < t1; nt++) {
-            s[4 * nt + 2 * rh] = ex2(fmaf(s[4 * nt + 2 * rh], sl2, -mp));
-            s[4 * nt + 2 * rh + 1] = ex2(fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp));
-            ps[nt % 2] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
-        }
-        return ps[0] + ps[1];
-    };
-    /* Row rh's max over 8-key tiles [t0, t1), from lo. */
-    auto max_part = [&](int rh, float lo, int t0, int t1) {
-        float pm[2] = {lo, -INFINITY};
-#pragma unroll
-        for (int nt = t0; nt < t1; nt++)
-            pm[nt % 2] = fmaxf(pm[nt % 2], fmaxf(s[4 * nt + 2 * rh], s[4 * nt + 2 * rh + 1]));
-        return fmaxf(pm[0], pm[1]);
-    };
-    auto softmax_halves = [&](int n0, uint32_t ek) {
-        auto second = [&]() {
-            wgmma_wait<0>();
-            reg_fence(sb);
-            if (lane == 0)
-                mbar_arrive(ek);
-        };
-        constexpr int NH = NT / 2;
-        const float keep[2] = {1.f, 1.f};
-        if (!SM90_TILE_MASKED(n0)) {
-            /* the first half's check (m = -inf fails it: +inf or NaN) */
-            bool grew = false;
-#pragma unroll
-            for (int rh = 0; rh < 2; rh++)
-                grew |= !(max_part(rh, m[rh], 0, NH) * sl2 - m[rh] * sl2 <= SM90_SPEC_TAU(F8));
-            if (!__any_sync(0xffffffffu, grew)) {
-                float psa[2];
-#pragma unroll
-                for (int rh = 0; rh < 2; rh++)
-                    psa[rh] = exps_part(rh, p_base(m[rh] * sl2), 0, NH);
-                second();
-                float mb[2];
-#pragma unroll
-                for (int rh = 0; rh < 2; rh++) {
-                    mb[rh] = max_part(rh, m[rh], NH, NT);
-                    grew |= !(mb[rh] * sl2 - m[rh] * sl2 <= SM90_SPEC_TAU(F8));
-                }
-                if (!__any_sync(0xffffffffu, grew)) {
-#pragma unroll
-                    for (int rh = 0; rh < 2; rh++)
-                        l[rh] += psa[rh] + exps_part(rh, p_base(m[rh] * sl2), NH, NT);
-                    rescale_pack(keep, false);
-                    return;
-                }
-                /* a row of the second half grew: its exact softmax, the
-                 * first half's P scaled to the new maxima (mb starts from
-                 * m, so the new max is never under the old) */
-                float alpha[2];
-#pragma unroll
-                for (int rh = 0; rh < 2; rh++) {
-                    float mx = mb[rh];
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    const float ms = mx * sl2;
-                    alpha[rh] = ex2(m[rh] * sl2 - ms);
-                    m[rh] = mx;
-#pragma unroll
-                    for (int nt = 0; nt < NH; nt++) {
-                        s[4 * nt + 2 * rh] *= alpha[rh];
-                        s[4 * nt + 2 * rh + 1] *= alpha[rh];
-                    }
-                    l[rh] = (l[rh] + psa[rh]) * alpha[rh] + exps_part(rh, p_base(ms), NH, NT);
-                }
-                rescale_pack(alpha);
-                return;
-            }
-        }
-        second();
-        float alpha[2];
-        softmax(n0, alpha);
-        rescale_pack(alpha);
-    };
-#endif
 
     /* Pingpong (PP): the consumer warpgroups take turns issuing their
      * products, in a ring, so that one's softmax runs under another's GEMMs.
@@ -1232,24 +1070,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                     mbar_arrive(BAR_EV(pst));
                 mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
                 SM90_TR(it, 4);
-#if SM90_S_HALF
-                if constexpr (SM90_SPEC_ON(D, FOLD, F8)) {
-                    (void)alpha;
-                    wgmma_fence();
-                    gemm_qk_half<T, D, BC, BR, 0>(sa, aQw, aK0 + st * L::kv);
-                    wgmma_commit();
-                    gemm_qk_half<T, D, BC, BR, 1>(sb, aQw, aK0 + st * L::kv);
-                    wgmma_commit();
-                    turn_end(false);
-                    SM90_TR(it, 5);
-                    wgmma_wait<1>();
-                    reg_fence(sa);
-                    SM90_TR(it, 6);
-                    softmax_halves((thi - 1 - it) * BC, BAR_EK(st));
-                    SM90_TR(it, 7);
-                    continue;
-                }
-#endif
                 wgmma_fence();
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
                 wgmma_commit();
