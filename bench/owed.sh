@@ -8,8 +8,9 @@
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/owed.sh'
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh rate trace'
 #
-# Steps (arguments pick some, in the order given; default: peers, and on
-# an H200 fp8 peers; the others only when named). Ran on
+# Steps (arguments pick some, in the order given; default, on an H200:
+# fp8 peers, on another card none: the anchors' last run, peers-h100-
+# 66e0a3c.md, is an H100's; the others only when named). Ran on
 # 2026-12-07 (H100s; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
 # -cef78e2.txt, -3a12ebb.txt, -4d1a9b1.txt, -097acc4.txt, -61b752e.txt)
 # and gone from the list: spec, specab, qreg, spec6, p6 (SM90_P_LOG2 6
@@ -18,7 +19,7 @@
 # 097acc4), vote and half (commit 61b752e).
 #   peers  bench/peers.py over the anchors, as tests/gpu/run.sh --bench
 #          runs it: each anchor tuned, against PyTorch's paths in the same
-#          run (peers.md, peers.log; about 300 s)
+#          run (peers.md, peers.log; about 110 s)
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
@@ -51,7 +52,10 @@ T0=$SECONDS
 STEPS=("$@")
 # On an H200 the FP8 run (issue 30's bar is an H200's).
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(fp8 peers); else STEPS=(peers); fi
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(fp8 peers); else
+        echo "owed.sh: nothing is owed on this card (the bars are an H200's); name a step (see --help)" >&2
+        exit 0
+    fi
 fi
 for s in "${STEPS[@]}"; do
     case $s in peers | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
@@ -78,7 +82,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in peers) need=300 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
+    case $s in peers) need=150 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
