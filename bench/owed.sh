@@ -95,10 +95,12 @@ for s in "${STEPS[@]}"; do
     log "$s (cut at ${lim}s)"
     case $s in
     peers)
-        # its own database; its table goes to stdout (peers.md) as in run.sh
+        # a database of its own outside OUT, as run.sh --bench's; the table
+        # goes to stdout (peers.md)
+        db=${TMPDIR:-/tmp}/attune-owed-peers-$$.db
         PYTHONUNBUFFERED=1 "${T[@]}" python3 "$ROOT/bench/peers.py" --attune "$BUILD/attune" --out "$OUT" \
-            --db "$OUT/peers.db" >"$OUT/peers.md" 2>"$OUT/peers.log"
-        rm -f "$OUT/peers.db"*
+            --db "$db" >"$OUT/peers.md" 2>"$OUT/peers.log"
+        rm -f "$db"*
         ;;
     rate)
         { "${T[@]}" nvcc -O3 -arch=sm_90 -o "$OUT/softmax_rate" "$ROOT/bench/softmax_rate.cu" &&

@@ -96,7 +96,7 @@ def landmark_regions(lines):
     """Regions ending at each landmark line (the landmark included)."""
     out, lo = [], 0
     for off, src, _, _ in lines:
-        op = src.split()[1] if src.startswith("@") and len(src.split()) > 1 else (src.split() or [""])[0]
+        op = mnemonic(src)
         if op.startswith(LANDMARKS):
             out.append((lo, off + 0x10, f"..{op}"))
             lo = off + 0x10
@@ -126,10 +126,16 @@ def table(lines, regions):
     return rows
 
 
+def mnemonic(src):
+    """A SASS line's instruction with its modifiers (WARPGROUP.DEPBAR.LE),
+    its predicate (@P1) left off; "?" for an empty line."""
+    w = src.split()
+    return w[1] if w and w[0].startswith("@") and len(w) > 1 else (w[0] if w else "?")
+
+
 def opcode(src):
     """The opcode of a SASS line, its predicate and modifiers left off."""
-    w = src.split()
-    return (w[1] if w and w[0].startswith("@") and len(w) > 1 else (w[0] if w else "?")).split(".")[0]
+    return mnemonic(src).split(".")[0]
 
 
 def print_tables(path):

@@ -162,11 +162,10 @@ struct sm90_args {
 #define SM90_P_LOG2 6.0f
 #endif
 
-/* Version 3.17: where no row of a warp grew
- * past the maximum of its tiles before by more than SM90_SPEC_TAU (log2
- * units of the scaled scores), the warp takes the tile's exponentials
- * against those old maxima: no shuffles for the quad's maxima, no alpha,
- * no O rescale. Each thread checks its own keys of its rows (so the
+/* Version 3.17: where no row of a warp grew past the maximum of its
+ * tiles before by more than SM90_SPEC_TAU (log2 units of the scaled
+ * scores), the warp takes the tile's exponentials against those old
+ * maxima: no shuffles for the quad's maxima, no alpha, no O rescale. Each thread checks its own keys of its rows (so the
  * whole quad's row is seen by the warp's vote); the check's max chain
  * runs over four partials. A warp where some row grew runs the exact
  * softmax. TAU keeps P = 2^(x - m) under 2^TAU: 8 for 16-bit data, and
