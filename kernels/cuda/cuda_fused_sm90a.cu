@@ -165,10 +165,10 @@ struct sm90_args {
 /* Version 3.17: where no row of a warp grew past the maximum of its
  * tiles before by more than SM90_SPEC_TAU (log2 units of the scaled
  * scores), the warp takes the tile's exponentials against those old
- * maxima: no shuffles for the quad's maxima, no alpha, no O rescale. Each thread checks its own keys of its rows (so the
- * whole quad's row is seen by the warp's vote); the check's max chain
- * runs over four partials. A warp where some row grew runs the exact
- * softmax. TAU keeps P = 2^(x - m) under 2^TAU: 8 for 16-bit data, and
+ * maxima: no shuffles for the quad's maxima, no alpha, no O rescale.
+ * Each thread checks its own keys of its rows (so the whole quad's row
+ * is seen by the warp's vote); the check's max chain runs over four
+ * partials. A warp where some row grew runs the exact softmax. TAU keeps P = 2^(x - m) under 2^TAU: 8 for 16-bit data, and
  * for e4m3 whose scaled P = 2^(x - m + SM90_P_LOG2) must stay under 448,
  * log2(448) - SM90_P_LOG2 less a margin for ex2.approx. */
 /* SM90_SPEC: 0 none (the exact softmax always); 1 every kernel; 2 (the
