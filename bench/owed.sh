@@ -33,6 +33,11 @@
 #          cuobjdump) and counted by opcode (bench/sass_ops.sh ALL); seconds
 #   trace  bench/sm90_trace.sh, the default build's cycle trace of the 8k
 #          anchors' tiles (sm90-trace.txt; about 90 s)
+#   lin    version 3.26's switch (-DSM90_E4M3_LIN=1: e4m3's P by one FFMA,
+#          no exponential) A/B by bench/build_ab.sh over every e4m3
+#          sm90a tactic of the 8k anchors, causal and not, 3 rounds, with
+#          B's gpu_cudnn (every e4m3 tactic against the float64 reference,
+#          planted errors caught) (owed-lin.txt; about 200 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,8,
 #          every e4m3 and bf16 tactic of the 8k d128 anchors (causal too) by
 #          the tuner's protocol (fp8.txt, fp8.log; about 180 s)
@@ -58,7 +63,7 @@ if [ ${#STEPS[@]} -eq 0 ]; then
     fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in peers | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in peers | rate | ncu | sass | trace | fp8 | lin) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -82,7 +87,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in peers) need=150 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
+    case $s in peers) need=150 ;; lin) need=200 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -119,6 +124,10 @@ for s in "${STEPS[@]}"; do
             "${T[@]}" bash "$ROOT/bench/sass_ops.sh" "$lib" "$pat" ALL >"$OUT/sass-192x128-ops.txt"; }
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
+    lin)
+        AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_E4M3_LIN=1 --reps 3 \
+            --filter sm90a --only arch=sm90a --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-lin.txt" 2>&1
+        ;;
     fp8)
         if ! nvidia-smi -L 2>/dev/null | grep -q H200; then
             log "fp8 skipped: not an H200"

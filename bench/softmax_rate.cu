@@ -35,6 +35,12 @@
  *                where F2FP gives e4m3's subnormals: whether moving the
  *                conversion off the XU pipe pays for its four more
  *                instructions a pair
+ *   softmax lin  the same with no exponential at all (the sm90a kernel's
+ *                SM90_E4M3_LIN, docs/kernels.md 3.26): P's e4m3 code
+ *                floor(8 (x + 7)) by one FFMA rounded down onto 1.5 * 2^23,
+ *                clamped at 0 where each use reads it, the row sums adding
+ *                the code shifted into a float's fields (the code's value
+ *                times 2^-120), the bytes put together by PRMT
  * Prints one line per form: elements per cycle per SM and the result's
  * checksum (so the compiler keeps the work). The SASS of each form:
  * cuobjdump -sass softmax_rate | grep -E "MUFU|HMNMX2|F2FP|FMNMX". */
@@ -49,9 +55,9 @@
 #define ITERS 4096
 #define ELEMS 16
 
-enum { F_EX2_F32, F_EX2_F16X2, F_EX2_BF16X2, F_CVT_F32, F_CVT_F16X2, F_MAX_F32, F_MAX_F16X2, F_EX2_CVT, F_SOFTMAX, F_SOFTMAX_ICVT, F_N };
-static const char *names[F_N] = {"ex2 f32", "ex2 f16x2", "ex2 bf16x2", "cvt f32",  "cvt f16x2",
-                                 "max f32", "max f16x2", "ex2+cvt",    "softmax",  "softmax icvt"};
+enum { F_EX2_F32, F_EX2_F16X2, F_EX2_BF16X2, F_CVT_F32, F_CVT_F16X2, F_MAX_F32, F_MAX_F16X2, F_EX2_CVT, F_SOFTMAX, F_SOFTMAX_ICVT, F_SOFTMAX_LIN, F_N };
+static const char *names[F_N] = {"ex2 f32", "ex2 f16x2", "ex2 bf16x2",   "cvt f32",     "cvt f16x2", "max f32",
+                                 "max f16x2", "ex2+cvt", "softmax", "softmax icvt", "softmax lin"};
 
 __device__ __forceinline__ uint32_t ex2_h2(uint32_t x)
 {
@@ -67,11 +73,28 @@ __device__ __forceinline__ uint32_t ex2_bh2(uint32_t x)
     return y;
 }
 
+/* SM90_E4M3_LIN's code float, its clamped value (times 2^-120) and byte */
+__device__ __forceinline__ float lin_code(float v, float a, float b)
+{
+    float t;
+    asm volatile("fma.rm.f32 %0, %1, %2, %3;" : "=f"(t) : "f"(v), "f"(a), "f"(b));
+    return t;
+}
+__device__ __forceinline__ float lin_value(float t)
+{
+    return __uint_as_float(__float_as_uint(fmaxf(t, 12582912.f)) << 20);
+}
+__device__ __forceinline__ uint32_t lin_bytes(float t0, float t1)
+{
+    return __byte_perm(__float_as_uint(fmaxf(t0, 12582912.f)), __float_as_uint(fmaxf(t1, 12582912.f)), 0x0040);
+}
+
 /* One tile's e4m3 softmax over a thread's ELEMS scores v, as the sm90a
  * kernel's: the row max (two partials and a shuffle), the exponentials
  * against it, the row sums, P to e4m3 (IC: by integer arithmetic, see
- * the file's comment; else F2FP), O's rescale by alpha. */
-template <bool IC>
+ * the file's comment; LIN: no exponential, the code by one FFMA; else
+ * F2FP), O's rescale by alpha. */
+template <bool IC, bool LIN = false>
 __device__ __forceinline__ void softmax_step(float (&v)[ELEMS], float (&o)[ELEMS], float (&lsum)[2], float &mrun,
                                              uint32_t &acc)
 {
@@ -85,23 +108,36 @@ __device__ __forceinline__ void softmax_step(float (&v)[ELEMS], float (&o)[ELEMS
     asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(alpha) : "f"(0.125f * (mrun - mx)));
     const float mp = mx * 0.125f + (IC ? 120.f : 0.f);
     mrun = mx;
+    if constexpr (LIN) {
+        const float b = 12582912.f + 56.f - ceilf(mx); /* 8 times the base on its 1/8 grid */
 #pragma unroll
-    for (int i = 0; i < ELEMS / 2; i++) {
-        float y0, y1;
-        asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(fmaf(v[2 * i], 0.125f, -mp)));
-        asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y1) : "f"(fmaf(v[2 * i + 1], 0.125f, -mp)));
-        lsum[i % 2] += y0 + y1;
-        if constexpr (IC) {
-            const uint32_t b0 = (__float_as_uint(y0) + 0x80000u) >> 20;
-            const uint32_t b1 = (__float_as_uint(y1) + 0x80000u) >> 20;
-            acc += __byte_perm(b0, b1, 0x0040);
-        } else {
-            uint16_t r;
-            asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(y0), "f"(y1));
-            acc += r;
+        for (int i = 0; i < ELEMS / 2; i++) {
+            const float t0 = lin_code(v[2 * i], 1.f, b), t1 = lin_code(v[2 * i + 1], 1.f, b);
+            const float y0 = lin_value(t0), y1 = lin_value(t1);
+            lsum[i % 2] += y0 + y1;
+            acc += lin_bytes(t0, t1);
+            v[2 * i] += y1; /* new scores next time */
+            v[2 * i + 1] += y0;
         }
-        v[2 * i] += y1; /* new scores next time */
-        v[2 * i + 1] += y0;
+    } else {
+#pragma unroll
+        for (int i = 0; i < ELEMS / 2; i++) {
+            float y0, y1;
+            asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y0) : "f"(fmaf(v[2 * i], 0.125f, -mp)));
+            asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y1) : "f"(fmaf(v[2 * i + 1], 0.125f, -mp)));
+            lsum[i % 2] += y0 + y1;
+            if constexpr (IC) {
+                const uint32_t b0 = (__float_as_uint(y0) + 0x80000u) >> 20;
+                const uint32_t b1 = (__float_as_uint(y1) + 0x80000u) >> 20;
+                acc += __byte_perm(b0, b1, 0x0040);
+            } else {
+                uint16_t r;
+                asm volatile("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(y0), "f"(y1));
+                acc += r;
+            }
+            v[2 * i] += y1; /* new scores next time */
+            v[2 * i + 1] += y0;
+        }
     }
 #pragma unroll
     for (int i = 0; i < ELEMS; i++)
@@ -182,8 +218,8 @@ __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
                 v[2 * i] = y0;
                 v[2 * i + 1] = y1;
             }
-        } else if constexpr (F == F_SOFTMAX || F == F_SOFTMAX_ICVT) {
-            softmax_step<F == F_SOFTMAX_ICVT>(v, o, lsum, mrun, acc);
+        } else if constexpr (F == F_SOFTMAX || F == F_SOFTMAX_ICVT || F == F_SOFTMAX_LIN) {
+            softmax_step<F == F_SOFTMAX_ICVT, F == F_SOFTMAX_LIN>(v, o, lsum, mrun, acc);
         } else if constexpr (F == F_MAX_F32) {
 #pragma unroll
             for (int i = 0; i < ELEMS; i++)
@@ -249,6 +285,7 @@ int main(void)
     rc |= run_form<F_MAX_F16X2>(prop.multiProcessorCount, d_cyc, d_sink);
     rc |= run_form<F_EX2_CVT>(prop.multiProcessorCount, d_cyc, d_sink);
     rc |= run_form<F_SOFTMAX>(prop.multiProcessorCount, d_cyc, d_sink);
+    rc |= run_form<F_SOFTMAX_LIN>(prop.multiProcessorCount, d_cyc, d_sink);
     rc |= run_form<F_SOFTMAX_ICVT>(prop.multiProcessorCount, d_cyc, d_sink);
     return rc;
 }
