@@ -239,23 +239,18 @@ constexpr int SM90_POLY_EVERY = SM90_E4M3_POLY > 0 ? 16 / SM90_E4M3_POLY : 1;
  * the code's value times 2^-120 (its exponent and mantissa fields moved
  * to f32's; subnormal codes land on f32 subnormals, exact without -ftz),
  * which the row sums add, so O's numerator and denominator see the same
- * P. Nothing on the XU pipe; the epilogue's scale and the partials'
- * log2-sum-exp undo the 2^-120. The chord overestimates 2^f by up to
- * 6.1% and the floor takes up to 8.3% off; a float64 simulation of e4m3
- * rows of 1k-8k keys gives a relative error of 2.8-3.2e-2, against
- * 2.4-2.7e-2 for the exponential rounded to nearest (docs/kernels.md
+ * P. Nothing on the XU pipe; the epilogue multiplies the sums by 2^120.
+ * The chord overestimates 2^f by up to 6.1% and the floor takes up to
+ * 8.3% off; a float64 simulation of e4m3 rows of 1k-8k keys gives a
+ * relative error of 3.0-3.3e-2, against 2.4-2.6e-2 for the exponential
+ * rounded to nearest (docs/kernels.md
  * 3.26). */
 #ifndef SM90_E4M3_LIN
 #define SM90_E4M3_LIN 0
 #endif
 static_assert(!(SM90_E4M3_LIN && SM90_E4M3_POLY), "SM90_E4M3_LIN: no exponential for POLY to share");
 #if SM90_E4M3_LIN
-#define SM90_F8_SUM_LOG2 (-120.f) /* the row sums are P's times 2^this */
-#define SM90_F8_SUM_SCALE 0x1p-120f
 #define SM90_F8_Q(x) (ceilf((x) * 8.f) * 0.125f) /* an e4m3 exponent base on the grid */
-#else
-#define SM90_F8_SUM_LOG2 0.f
-#define SM90_F8_SUM_SCALE 1.f
 #endif
 
 /* 2^x on the FMA pipe for x <= 8 (-inf included), not the MUFU: x's
@@ -1242,10 +1237,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         den[rh] = l[rh];
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
+#if SM90_E4M3_LIN
+        if constexpr (F8)
+            den[rh] *= 0x1p120f; /* the row sums' 2^-120 undone (at least 2^-114 before) */
+#endif
     }
-    /* e4m3: O of the stored V, times descale_v (P's scale is in den, and
-     * SM90_E4M3_LIN's 2^-120 of the row sums is undone here) */
-    const float oscale = F8 ? descale(p.dsc[2]) * SM90_F8_SUM_SCALE : 1.f;
+    /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
+    const float oscale = F8 ? descale(p.dsc[2]) : 1.f;
     if (nsp > 1) {
         /* A split's f32 partial, normalised by its own denominator, and its
          * log2-sum-exp (cuda_fused_common.cuh's layout over rows p.prow0
@@ -1269,9 +1267,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                             make_float2(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
                 }
             if (tq4 == 0)
-#if SM90_E4M3_LIN
-                p.part_lse[rg] =
-                    den[rh] > 0.f ? p_base(m[rh] * sl2) + __log2f(den[rh]) - (F8 ? SM90_F8_SUM_LOG2 : 0.f) : -INFINITY;
+#if SM90_E4M3_LIN /* e4m3's bases on their grid */
+                p.part_lse[rg] = den[rh] > 0.f ? p_base(m[rh] * sl2) + __log2f(den[rh]) : -INFINITY;
 #else
                 p.part_lse[rg] = den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_P_LOG2 : 0.f) : -INFINITY;
 #endif
