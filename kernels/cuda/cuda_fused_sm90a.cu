@@ -941,19 +941,25 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 s[4 * nt + 2 * rh + 1] = t1;
                 ps[nt % TR] += sm90_lin_value(t0) + sm90_lin_value(t1);
             }
-        } else
+        } else {
+#else
+        {
 #endif
+            /* (braces, not a bare else: nvcc took the #pragma unroll after
+             * an else as the end of the if, and the partials' tree below
+             * went into the else) */
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp), x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
-            if (F8 && SM90_E4M3_POLY > 0 && nt % SM90_POLY_EVERY == 0) {
-                s[4 * nt + 2 * rh] = sm90_ex2_fma(x0);
-                s[4 * nt + 2 * rh + 1] = sm90_ex2_fma(x1);
-            } else {
-                s[4 * nt + 2 * rh] = ex2(x0);
-                s[4 * nt + 2 * rh + 1] = ex2(x1);
+            for (int nt = 0; nt < NT; nt++) {
+                const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp), x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
+                if (F8 && SM90_E4M3_POLY > 0 && nt % SM90_POLY_EVERY == 0) {
+                    s[4 * nt + 2 * rh] = sm90_ex2_fma(x0);
+                    s[4 * nt + 2 * rh + 1] = sm90_ex2_fma(x1);
+                } else {
+                    s[4 * nt + 2 * rh] = ex2(x0);
+                    s[4 * nt + 2 * rh + 1] = ex2(x1);
+                }
+                ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
             }
-            ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
         }
 #pragma unroll
         for (int w = 1; w < TR; w *= 2)
