@@ -945,9 +945,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #else
         {
 #endif
-            /* (braces, not a bare else: nvcc took the #pragma unroll after
-             * an else as the end of the if, and the partials' tree below
-             * went into the else) */
+            /* (braces, not a bare else before the #pragma unroll: so
+             * built, the partials' tree below was compiled into the else,
+             * and LIN's second partial was never added) */
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp), x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
