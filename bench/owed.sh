@@ -36,9 +36,10 @@
 #   lin    version 3.26's switch (-DSM90_E4M3_LIN=1: e4m3's P by one FFMA,
 #          no exponential) A/B by bench/build_ab.sh over every e4m3
 #          sm90a tactic of the 8k anchors, causal and not, and cuDNN's
-#          kcfg=33 (the same code both sides: the run's reference), 3 rounds, with
-#          B's gpu_cudnn (every e4m3 tactic against the float64 reference,
-#          planted errors caught) (owed-lin.txt; about 200 s)
+#          kcfg=33 (the same code both sides: the run's reference), 3
+#          rounds, with B's gpu_cudnn (every e4m3 tactic against the
+#          float64 reference, planted errors caught) and gpu_libattune (e4m3
+#          descales through the runtime library) (owed-lin.txt; about 200 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,8,
 #          every e4m3 and bf16 tactic of the 8k d128 anchors (causal too) by
 #          the tuner's protocol (fp8.txt, fp8.log; about 180 s)
@@ -126,7 +127,7 @@ for s in "${STEPS[@]}"; do
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
     lin)
-        AB_TESTS='gpu_cudnn' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_E4M3_LIN=1 --reps 3 \
+        AB_TESTS='gpu_cudnn|gpu_libattune' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_E4M3_LIN=1 --reps 3 \
             --only arch=sm90a,kcfg=33 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-lin.txt" 2>&1
         ;;
     fp8)
