@@ -12,11 +12,12 @@
 # fp8 peers, on another card none: the anchors' last run, peers-h100-
 # 66e0a3c.md, is an H100's; the others only when named). Ran on
 # 2026-12-07 (H100s; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
-# -cef78e2.txt, -3a12ebb.txt, -4d1a9b1.txt, -097acc4.txt, -61b752e.txt)
+# -cef78e2.txt, -3a12ebb.txt, -4d1a9b1.txt, -097acc4.txt, -61b752e.txt,
+# -5bf3a66.txt, -e99b3ec.txt)
 # and gone from the list: spec, specab, qreg, spec6, p6 (SM90_P_LOG2 6
 # is the default since), icvt, xturn, tsum (their switches taken out;
 # commit cef78e2 has them), early (commit 3a12ebb has it), late (commit
-# 097acc4), vote and half (commit 61b752e).
+# 097acc4), vote and half (commit 61b752e), lin (commit e99b3ec).
 #   peers  bench/peers.py over the anchors, as tests/gpu/run.sh --bench
 #          runs it: each anchor tuned, against PyTorch's paths in the same
 #          run (peers.md, peers.log; about 110 s)
@@ -33,13 +34,6 @@
 #          cuobjdump) and counted by opcode (bench/sass_ops.sh ALL); seconds
 #   trace  bench/sm90_trace.sh, the default build's cycle trace of the 8k
 #          anchors' tiles (sm90-trace.txt; about 90 s)
-#   lin    version 3.26's switch (-DSM90_E4M3_LIN=1: e4m3's P by one FFMA,
-#          no exponential) A/B by bench/build_ab.sh over every e4m3
-#          sm90a tactic of the 8k anchors, causal and not, and cuDNN's
-#          kcfg=33 (the same code both sides: the run's reference), 3
-#          rounds, with B's gpu_cudnn (every e4m3 tactic against the
-#          float64 reference, planted errors caught) and gpu_libattune (e4m3
-#          descales through the runtime library) (owed-lin.txt; about 200 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,8,
 #          every e4m3 and bf16 tactic of the 8k d128 anchors (causal too) by
 #          the tuner's protocol (fp8.txt, fp8.log; about 180 s)
@@ -65,7 +59,7 @@ if [ ${#STEPS[@]} -eq 0 ]; then
     fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in peers | rate | ncu | sass | trace | fp8 | lin) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in peers | rate | ncu | sass | trace | fp8) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -89,7 +83,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in peers) need=150 ;; lin) need=200 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
+    case $s in peers) need=150 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -126,10 +120,6 @@ for s in "${STEPS[@]}"; do
             "${T[@]}" bash "$ROOT/bench/sass_ops.sh" "$lib" "$pat" ALL >"$OUT/sass-192x128-ops.txt"; }
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
-    lin)
-        AB_TESTS='gpu_cudnn|gpu_libattune' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_E4M3_LIN=1 --reps 3 \
-            --only arch=sm90a,kcfg=33 --shape "$A.e4m3.nc" --shape "$A.e4m3.c" >"$OUT/owed-lin.txt" 2>&1
-        ;;
     fp8)
         if ! nvidia-smi -L 2>/dev/null | grep -q H200; then
             log "fp8 skipped: not an H200"

@@ -103,6 +103,11 @@
  *   1.22-2.0x slower, taken out, code in 097acc4; version 3.25, S in two
  *   halves, the first half's softmax under the second's product:
  *   1.02-1.05x on e4m3, 1.18x on bf16, taken out, code in 61b752e.)
+ * (version 3.26, e4m3's P without an exponential: its code by one FFMA
+ *   onto 1.5 * 2^23 (the byte linear in log2 of its value), the row sums
+ *   from the code shifted into f32's fields; right (3.1e-2 against
+ *   2.66e-2) but 1.02-1.10x slower on every e4m3 tile, 1.09-1.10x on
+ *   192x128: taken out, code in e99b3ec.)
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -223,36 +228,6 @@ static_assert(SM90_E4M3_POLY >= 0 && SM90_E4M3_POLY <= 8 && (SM90_E4M3_POLY & (S
 /* 8-key tile nt takes the FMA pipe where nt % this == 0 (with POLY > 0) */
 constexpr int SM90_POLY_EVERY = SM90_E4M3_POLY > 0 ? 16 / SM90_E4M3_POLY : 1;
 
-/* Version 3.26, SM90_E4M3_LIN=1 (an A/B switch, off until measured):
- * e4m3's P straight from the score by fixed-point arithmetic, with no
- * exponential. An e4m3 byte read as an integer c is 8 (e + 7) + m for the
- * value 2^e (1 + m / 8): the code is linear in log2 of its value but for
- * the mantissa's chord (Mitchell's approximation: 2^f ~ 1 + f on [0, 1)).
- * So c = floor(8 (x + 7)), x = log2 of the scaled P, is one fused
- * multiply-add of the score rounded down (fma.rm) onto 1.5 * 2^23, which
- * leaves c in the float's low mantissa bits, and a max that clamps it at
- * 0 (masked keys, P under 2^-7; one where each use reads it). The exponent base is kept on a grid of
- * 1/8 (SM90_F8_Q: rounded up, so x only falls and c stays <= 126, 448,
- * under SM90_SPEC_TAU) so that the addend, 1.5 * 2^23 + 56 - 8 base, is
- * a whole number, exact in a float; alpha and the partials' log2-sum-exp
- * take the same grid. PRMT takes the byte, and c << 20 is, as a float,
- * the code's value times 2^-120 (its exponent and mantissa fields moved
- * to f32's; subnormal codes land on f32 subnormals, exact without -ftz),
- * which the row sums add, so O's numerator and denominator see the same
- * P. Nothing on the XU pipe; the epilogue multiplies the sums by 2^120.
- * The chord overestimates 2^f by up to 6.1% and the floor takes up to
- * 8.3% off; a float64 simulation of e4m3 rows of 1k-8k keys gives a
- * relative error of 3.0-3.3e-2, against 2.4-2.6e-2 for the exponential
- * rounded to nearest (docs/kernels.md
- * 3.26). */
-#ifndef SM90_E4M3_LIN
-#define SM90_E4M3_LIN 0
-#endif
-static_assert(!(SM90_E4M3_LIN && SM90_E4M3_POLY), "SM90_E4M3_LIN: no exponential for POLY to share");
-#if SM90_E4M3_LIN
-#define SM90_F8_Q(x) (ceilf((x) * 8.f) * 0.125f) /* an e4m3 exponent base on the grid */
-#endif
-
 /* 2^x on the FMA pipe for x <= 8 (-inf included), not the MUFU: x's
  * nearest integer j into the exponent, 2^(x - j) on [-0.5, 0.5] by a
  * degree-2 minimax polynomial (relative error under 1.8e-3; e4m3's P
@@ -355,36 +330,6 @@ __device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float 
     const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
     return lo | (hi << 16);
 }
-
-#if SM90_E4M3_LIN
-/* SM90_E4M3_LIN's code float of score s: rm(s a + b), b = 1.5 * 2^23 + a
- * whole number, c in its low mantissa bits (negative where P < 2^-7:
- * sm90_lin_value and pack4_e4m3_codes clamp it at 0 each, which ptxas
- * allocates in 160 registers where one clamp here spilled) */
-__device__ __forceinline__ float sm90_lin_code(float s, float a, float b)
-{
-    float t;
-    asm("fma.rm.f32 %0, %1, %2, %3;" : "=f"(t) : "f"(s), "f"(a), "f"(b));
-    return t;
-}
-
-/* the value of t's code, clamped at 0, times 2^-120 */
-__device__ __forceinline__ float sm90_lin_value(float t)
-{
-    return __uint_as_float(__float_as_uint(fmaxf(t, 12582912.f)) << 20);
-}
-
-/* Four code floats -> one register of their four bytes, each clamped at
- * 0 (a's lowest) */
-__device__ __forceinline__ uint32_t pack4_e4m3_codes(float a, float b, float c, float d)
-{
-    const uint32_t lo =
-        __byte_perm(__float_as_uint(fmaxf(a, 12582912.f)), __float_as_uint(fmaxf(b, 12582912.f)), 0x0040);
-    const uint32_t hi =
-        __byte_perm(__float_as_uint(fmaxf(c, 12582912.f)), __float_as_uint(fmaxf(d, 12582912.f)), 0x0040);
-    return __byte_perm(lo, hi, 0x5410);
-}
-#endif
 
 /* A descale factor (attn_io.descale: NULL means 1). */
 __device__ __forceinline__ float descale(const float *x)
@@ -917,11 +862,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define SM90_TILE_MASKED(n0) ((n0) + BC > p.skv || (p.causal && (n0) + BC - 1 > qmin + off))
     /* The exponent base of a row whose scaled max is ms: e4m3's P is
      * scaled by 2^SM90_P_LOG2 (into e4m3's range), 16-bit P is not. */
-#if SM90_E4M3_LIN
-    auto p_base = [&](float ms) { return F8 ? SM90_F8_Q(ms) - SM90_P_LOG2 : ms; };
-#else
     auto p_base = [&](float ms) { return F8 ? ms - SM90_P_LOG2 : ms; };
-#endif
     /* Row rh's exponentials 2^(s sl2 - mp), P in place in s, and its
      * denominator l = l alpha + the row's sum (TR partials). */
     auto exps = [&](int rh, float mp, const float (&alpha)[2]) {
@@ -929,37 +870,17 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
         for (int t = 0; t < TR; t++)
             ps[t] = 0.f;
-#if SM90_E4M3_LIN
-        if constexpr (F8) {
-            /* c = floor(8 (s sl2 - mp + 7)), at least 0; mp on the 1/8 grid */
-            const float a = sl2 * 8.f, b = 12582912.f + (56.f - 8.f * mp);
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const float t0 = sm90_lin_code(s[4 * nt + 2 * rh], a, b);
-                const float t1 = sm90_lin_code(s[4 * nt + 2 * rh + 1], a, b);
-                s[4 * nt + 2 * rh] = t0;
-                s[4 * nt + 2 * rh + 1] = t1;
-                ps[nt % TR] += sm90_lin_value(t0) + sm90_lin_value(t1);
+        for (int nt = 0; nt < NT; nt++) {
+            const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp), x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
+            if (F8 && SM90_E4M3_POLY > 0 && nt % SM90_POLY_EVERY == 0) {
+                s[4 * nt + 2 * rh] = sm90_ex2_fma(x0);
+                s[4 * nt + 2 * rh + 1] = sm90_ex2_fma(x1);
+            } else {
+                s[4 * nt + 2 * rh] = ex2(x0);
+                s[4 * nt + 2 * rh + 1] = ex2(x1);
             }
-        } else {
-#else
-        {
-#endif
-            /* (braces, not a bare else before the #pragma unroll: so
-             * built, the partials' tree below was compiled into the else,
-             * and LIN's second partial was never added) */
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const float x0 = fmaf(s[4 * nt + 2 * rh], sl2, -mp), x1 = fmaf(s[4 * nt + 2 * rh + 1], sl2, -mp);
-                if (F8 && SM90_E4M3_POLY > 0 && nt % SM90_POLY_EVERY == 0) {
-                    s[4 * nt + 2 * rh] = sm90_ex2_fma(x0);
-                    s[4 * nt + 2 * rh + 1] = sm90_ex2_fma(x1);
-                } else {
-                    s[4 * nt + 2 * rh] = ex2(x0);
-                    s[4 * nt + 2 * rh + 1] = ex2(x1);
-                }
-                ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
-            }
+            ps[nt % TR] += s[4 * nt + 2 * rh] + s[4 * nt + 2 * rh + 1];
         }
 #pragma unroll
         for (int w = 1; w < TR; w *= 2)
@@ -1009,11 +930,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float ms = mx == -INFINITY ? 0.f : mx * sl2;
-#if SM90_E4M3_LIN
-            alpha[rh] = F8 ? ex2(SM90_F8_Q(m[rh] * sl2) - SM90_F8_Q(ms)) : ex2(m[rh] * sl2 - ms);
-#else
             alpha[rh] = ex2(m[rh] * sl2 - ms);
-#endif
             m[rh] = mx;
             exps(rh, p_base(ms), alpha);
         }
@@ -1048,11 +965,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
                 for (int r = 0; r < 4; r++) {
                     const int t0 = 4 * kk + 2 * (r / 2), e = 2 * (r % 2);
-#if SM90_E4M3_LIN
-                    pf[kk][r] = pack4_e4m3_codes(s[4 * t0 + e], s[4 * t0 + e + 1], s[4 * t0 + 4 + e], s[4 * t0 + 5 + e]);
-#else
                     pf[kk][r] = pack4_e4m3(s[4 * t0 + e], s[4 * t0 + e + 1], s[4 * t0 + 4 + e], s[4 * t0 + 5 + e]);
-#endif
                 }
         } else {
 #pragma unroll
@@ -1243,10 +1156,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         den[rh] = l[rh];
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 1);
         den[rh] += __shfl_xor_sync(0xffffffffu, den[rh], 2);
-#if SM90_E4M3_LIN
-        if constexpr (F8)
-            den[rh] *= 0x1p120f; /* the row sums' 2^-120 undone (at least 2^-114 before) */
-#endif
     }
     /* e4m3: O of the stored V, times descale_v (P's scale is in den) */
     const float oscale = F8 ? descale(p.dsc[2]) : 1.f;
@@ -1273,11 +1182,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                             make_float2(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv);
                 }
             if (tq4 == 0)
-#if SM90_E4M3_LIN /* e4m3's bases on their grid */
-                p.part_lse[rg] = den[rh] > 0.f ? p_base(m[rh] * sl2) + __log2f(den[rh]) : -INFINITY;
-#else
-                p.part_lse[rg] = den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_P_LOG2 : 0.f) : -INFINITY;
-#endif
+                p.part_lse[rg] =
+                    den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_P_LOG2 : 0.f) : -INFINITY;
         }
         return;
     }
