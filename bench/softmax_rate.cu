@@ -35,12 +35,15 @@
  *                where F2FP gives e4m3's subnormals: whether moving the
  *                conversion off the XU pipe pays for its four more
  *                instructions a pair
- *   softmax lin  the same with no exponential at all (the sm90a kernel's
- *                SM90_E4M3_LIN, docs/kernels.md 3.26): P's e4m3 code
- *                floor(8 (x + 7)) by one FFMA rounded down onto 1.5 * 2^23,
- *                clamped at 0 where each use reads it, the row sums adding
- *                the code shifted into a float's fields (the code's value
- *                times 2^-120), the bytes put together by PRMT
+ *   softmax lin  the same with no exponential at all (version 3.26's
+ *                SM90_E4M3_LIN, measured slower in the kernel and taken
+ *                out, code in e99b3ec; docs/kernels.md): P's e4m3 code
+ *                floor(8 (x + 7)) by one FFMA rounded down onto
+ *                1.5 * 2^23, clamped at 0 (ptxas merges the two uses'
+ *                clamps), the row sums adding the code shifted into a
+ *                float's fields (the code's value times 2^-120), the
+ *                bytes put together by PRMT. Read 11.10 on an H100
+ *                (bench/owed-h100-5bf3a66.txt), softmax 9.76
  * Prints one line per form: elements per cycle per SM and the result's
  * checksum (so the compiler keeps the work). The SASS of each form:
  * cuobjdump -sass softmax_rate | grep -E "MUFU|HMNMX2|F2FP|FMNMX". */
@@ -91,13 +94,15 @@ __device__ __forceinline__ uint32_t lin_bytes(float t0, float t1)
 
 /* One tile's e4m3 softmax over a thread's ELEMS scores v, as the sm90a
  * kernel's: the row max (two partials and a shuffle), the exponentials
- * against it, the row sums, P to e4m3 (IC: by integer arithmetic, see
- * the file's comment; LIN: no exponential, the code by one FFMA; else
- * F2FP), O's rescale by alpha. */
-template <bool IC, bool LIN = false>
+ * against it, the row sums, P to e4m3, O's rescale by alpha. F, one of
+ * the softmax forms: F_SOFTMAX converts by F2FP, F_SOFTMAX_ICVT by
+ * integer arithmetic, F_SOFTMAX_LIN takes no exponential (the code by
+ * one FFMA); see the file's comment. */
+template <int F>
 __device__ __forceinline__ void softmax_step(float (&v)[ELEMS], float (&o)[ELEMS], float (&lsum)[2], float &mrun,
                                              uint32_t &acc)
 {
+    constexpr bool IC = F == F_SOFTMAX_ICVT, LIN = F == F_SOFTMAX_LIN;
     float pm[2] = {mrun, -INFINITY};
 #pragma unroll
     for (int i = 0; i < ELEMS; i++)
@@ -219,7 +224,7 @@ __global__ void rate_kernel(float seed, unsigned long long *cycles, float *sink)
                 v[2 * i + 1] = y1;
             }
         } else if constexpr (F == F_SOFTMAX || F == F_SOFTMAX_ICVT || F == F_SOFTMAX_LIN) {
-            softmax_step<F == F_SOFTMAX_ICVT, F == F_SOFTMAX_LIN>(v, o, lsum, mrun, acc);
+            softmax_step<F>(v, o, lsum, mrun, acc);
         } else if constexpr (F == F_MAX_F32) {
 #pragma unroll
             for (int i = 0; i < ELEMS; i++)

@@ -173,9 +173,10 @@ struct sm90_args {
  * maxima: no shuffles for the quad's maxima, no alpha, no O rescale.
  * Each thread checks its own keys of its rows (so the whole quad's row
  * is seen by the warp's vote); the check's max chain runs over four
- * partials. A warp where some row grew runs the exact softmax. TAU keeps P = 2^(x - m) under 2^TAU: 8 for 16-bit data, and
- * for e4m3 whose scaled P = 2^(x - m + SM90_P_LOG2) must stay under 448,
- * log2(448) - SM90_P_LOG2 less a margin for ex2.approx. */
+ * partials. A warp where some row grew runs the exact softmax. TAU keeps
+ * P = 2^(x - m) under 2^TAU: 8 for 16-bit data, and for e4m3, whose
+ * scaled P = 2^(x - m + SM90_P_LOG2) must stay under 448, log2(448) -
+ * SM90_P_LOG2 less a margin for ex2.approx. */
 /* SM90_SPEC: 0 none (the exact softmax always); 1 every kernel; 2 (the
  * default since 2026-12-07) where it was measured faster: the d = 128
  * kernels not folded, 16-bit (0.982-0.996 of the time on bf16's 192x128
