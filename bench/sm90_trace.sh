@@ -8,8 +8,11 @@
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/sm90_trace.sh'
 #   tests/gpu/run.sh --no-tests --exec 'bash bench/sm90_trace.sh e4m3.nc:pad=1/stages=2/tile=192x128'
 #
-# Arguments: DTYPE.MASK:ONLY pairs (default: the e4m3 and bf16 non-causal
-# winners and their two-warpgroup rivals). BUILD and OUT come from run.sh.
+# Arguments: DTYPE.MASK:ONLY pairs on the 8k d128 anchor, or KEY:ONLY with
+# a whole shape key (one with a 'b' batch field, e.g.
+# b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c:pad=1/stages=2/tile=192x128)
+# (default: the e4m3 and bf16 non-causal winners and their
+# two-warpgroup rivals). BUILD and OUT come from run.sh.
 # About a minute to build, seconds a tactic. The trace's stores make the
 # kernel a little slower: read its steps against each other.
 set -u -o pipefail
@@ -30,7 +33,8 @@ second_tree "$ROOT" "$T" -DSM90_TRACE=1 "$OUT/build-trace.log" attune ||
 : >"$OUT/sm90-trace.txt"
 rc=0
 for spec in "${SPECS[@]}"; do
-    key=$A.${spec%%:*} only=${spec#*:}
+    key=${spec%%:*} only=${spec#*:}
+    case $key in b[0-9]*) ;; *) key=$A.$key ;; esac
     bin=$T/trace-${spec//[^A-Za-z0-9.]/_}.bin
     rm -f "$bin" "$T/t.db"
     echo "[sm90_trace] $key --only $only" >&2
