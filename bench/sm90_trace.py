@@ -74,6 +74,9 @@ def main(argv):
 
     steps, period, blockper, turnwait, dur, gaps = {}, [], [], [], [], []
     persm = {}
+    # per block: (start, Q in, loop end, epilogue done, ntiles, nact), for
+    # the block's fixed costs
+    fixed = []
     names = None
     used = 0
     for b in range(min(nb, grid)):
@@ -85,9 +88,13 @@ def main(argv):
             order0 = not (h[7] & 256) if a.order == "auto" else a.order == "0"
             names = ORDER0 if order0 else OVL
         used += 1
+        h1 = [at(b, nw - 1, 1, e) for e in range(ne)]
         if t1 > t0:
             dur.append((t1 - t0) / max(1, ntiles))
-            persm.setdefault(smid, []).append((t0, t1))
+            # an SM's blocks from start to epilogue done where the trace
+            # has it (then gaps are the launch's), else to the loop's end
+            persm.setdefault(smid, []).append((t0, h1[0] if h1[0] > t1 else t1))
+            fixed.append((t0, h1[1], t1, h1[0], ntiles, nact))
         last = min(ntiles, ni) - 2
         for w in range(nact):
             for i in range(2, last):
@@ -138,7 +145,31 @@ def main(argv):
     if dur:
         print(f"| block start to end, per tile | {statistics.median(dur):.0f} | {pct(dur, 0.1):.0f} | {pct(dur, 0.9):.0f} |")
     if gaps:
-        print(f"| an SM's gap between blocks | {statistics.median(gaps):.0f} | {pct(gaps, 0.1):.0f} | {pct(gaps, 0.9):.0f} |")
+        what = "epilogue done -> the SM's next block started" if any(f[3] for f in fixed) else \
+            "an SM's gap between blocks"
+        print(f"| {what} | {statistics.median(gaps):.0f} | {pct(gaps, 0.1):.0f} | {pct(gaps, 0.9):.0f} |")
+    # A block's fixed costs (traces with the header's second row): Q's
+    # latency, the epilogue, and the block's time beyond its tiles at the
+    # steady rate (the pipeline's fill and drain), in cycles and in tiles.
+    rows = []
+    qin = [f[1] - f[0] for f in fixed if f[1] > f[0]]
+    if qin:
+        rows.append(("block start -> Q in (warpgroup 0)", qin))
+    epi = [f[3] - f[2] for f in fixed if f[3] > f[2]]
+    if epi:
+        rows.append(("key loop's end -> epilogue done", epi))
+    if blockper:
+        bt = statistics.median(blockper)
+        over = [(f[2] - f[0]) - f[4] * f[5] * bt for f in fixed if f[2] > f[0] and f[4] > 2]
+        if over:
+            rows.append(("a block's start to loop end beyond its tiles at the steady rate", over))
+    for name, xs in rows:
+        print(f"| {name} | {statistics.median(xs):.0f} | {pct(xs, 0.1):.0f} | {pct(xs, 0.9):.0f} |")
+    if blockper and fixed:
+        bt = statistics.median(blockper)
+        nt = [f[4] for f in fixed]
+        print(f"\n{len(fixed)} blocks: {statistics.mean(nt):.1f} key tiles a block on average "
+              f"(min {min(nt)}, max {max(nt)}); the steady block tile {bt * max(f[5] for f in fixed):.0f} clk")
     return 0
 
 

@@ -18,10 +18,12 @@ from checklib import captured, cells, check, summary  # noqa: E402  (tests/check
 NB, NW, NI, NE = 6, 5, 20, 8
 
 
-def write(path, blocks, flags=1, grid=1366, short=False):
+def write(path, blocks, flags=1, grid=1366, short=False, fixed=None):
     """A trace of `blocks` blocks: each a (smid, nact, ntiles, steps) with
     steps the 8 cycle counts added at events 0..7 of each tile, warpgroup
-    w's tile i starting at 3000 i + 1000 w after its block's start."""
+    w's tile i starting at 3000 i + 1000 w after its block's start.
+    fixed = (q, epi): the header's second row, Q in q cycles after the
+    block's start and the epilogue done epi after its loop's end."""
     v = [0] * (NB * NW * NI * NE)
 
     def put(b, w, i, e, x):
@@ -31,6 +33,9 @@ def write(path, blocks, flags=1, grid=1366, short=False):
         base = 10_000 + 200_000 * b
         for e, x in enumerate([smid, base, base + 3000 * nt, nt, nact, 192, 128, flags]):
             put(b, NW - 1, 0, e, x)
+        if fixed:
+            put(b, NW - 1, 1, 1, base + fixed[0])
+            put(b, NW - 1, 1, 0, base + 3000 * nt + fixed[1])
         for w in range(nact):
             for i in range(1, nt):
                 t = base + 3000 * i + 1000 * w
@@ -70,6 +75,27 @@ def main():
         # a handover of 615, of which 315 the next one's lateness
         check(row(out, "turn given -> next warpgroup's turn taken") == [615, 615, 615], "handover 615")
         check(row(out, "... of it, the next one not yet at its turn") == [315, 315, 315], "late by 315")
+
+        check(row(out, "an SM's gap between blocks") is None and row(out, "key loop's end -> epilogue done") is None,
+              "a block on each SM, no second header row: no gap, no fixed-cost rows")
+
+        # two blocks on SM 0, 200000 apart: block 0's loop ends at 36000
+        # after its start, its epilogue 900 later, so the launch gap is
+        # 200000 - 36900; Q in 1500 after each start; each block's time is
+        # its 12 tiles at the steady 3000, so nothing beyond them
+        write(p, [(0, 3, 12, d), (0, 3, 12, d)], fixed=(1500, 900))
+        rc, out, err = run([p])
+        check(rc == 0, "a trace with the second header row reads (rc %d, %s)" % (rc, err.strip()))
+        check(row(out, "block start -> Q in (warpgroup 0)") == [1500, 1500, 1500], "Q in after 1500 (%s)"
+              % row(out, "block start -> Q in (warpgroup 0)"))
+        check(row(out, "key loop's end -> epilogue done") == [900, 900, 900], "the epilogue: 900")
+        check(row(out, "epilogue done -> the SM's next block started") == [163100, 163100, 163100],
+              "the launch gap from the epilogue's end: 163100 (%s)"
+              % row(out, "epilogue done -> the SM's next block started"))
+        check(row(out, "a block's start to loop end beyond its tiles at the steady rate") == [0, 0, 0],
+              "no fixed cost beyond 12 tiles at 3000")
+        check("12.0 key tiles a block on average" in out and "steady block tile 3000 clk" in out,
+              "the blocks' tiles and the steady block tile summarised")
 
         write(p, [(0, 2, 12, d)], flags=1 | 256)
         rc, out, _ = run([p])

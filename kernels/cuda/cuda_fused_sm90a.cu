@@ -630,7 +630,9 @@ static_assert(sm90_regs_fit(2, 24, 240) && sm90_regs_fit(3, 24, 160) && !sm90_re
  * retired, 4 K_j arrived, 5 S_j issued and the turn given, 6 S_j retired,
  * 7 softmax and O's rescale done. Overlapped order (the 2-warpgroup
  * tiles): 0 start, 1 K_j arrived, 2 turn taken, 3 both issued and the turn
- * given, 4 S_j retired, 5 softmax done, 6 P V retired, 7 O rescaled. */
+ * given, 4 S_j retired, 5 softmax done, 6 P V retired, 7 O rescaled.
+ * [b][SM90_TR_WG][1][0]: the last consumer's epilogue done (its stores
+ * issued; not for key splits); [1][1]: Q arrived, as warpgroup 0 saw it. */
 #define SM90_TR_BLOCKS 528
 #define SM90_TR_WG 4
 #define SM90_TR_IT 80
@@ -1031,6 +1033,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 
     if (ntiles > 0) {
         mbar_wait(bQ, 0);
+#if SM90_TRACE
+        if (tr_on && cw == 0)
+            sm90_trace[blockIdx.x][SM90_TR_WG][1][1] = clock64();
+#endif
         if (pp && cw == nact - 1)
             named_arrive(1);
         /* First tile (the last keys): S alone. */
@@ -1226,6 +1232,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         *reinterpret_cast<uint4 *>(go + qb_ * p.osb + (int64_t)(qh0 + hrow(lr)) * p.osh + (int64_t)i * p.oss +
                                    col) = v4;
     }
+#if SM90_TRACE
+    if (tr_on && cw == nact - 1)
+        sm90_trace[blockIdx.x][SM90_TR_WG][1][0] = clock64();
+#endif
 #endif
 }
 
