@@ -152,6 +152,10 @@ struct sm90_args {
     int64_t prow0, prows; /* the partials hold rows [prow0, prow0 + prows) of the b*hq*sq rows */
     int chunk;       /* causal: units per longest-first chunk */
     const float *dsc[3]; /* e4m3: the descale factors of q, k, v (device) */
+#if SM90_PERSIST
+    int items;           /* the grid's blocks, now items */
+    unsigned *work;      /* the items' counter (workspace, zeroed before the launch) */
+#endif
 };
 
 /* e4m3 (version 3.5): P is quantised as P * 2^SM90_P_LOG2 (P <= 1, so at
@@ -259,6 +263,23 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
  * the A/B (bench/build_ab.sh -DSM90_SKIP_IDLE=0). */
 #ifndef SM90_SKIP_IDLE
 #define SM90_SKIP_IDLE 1
+#endif
+
+/* Version 3.27 (an A/B switch, 0 by default; docs/kernels.md): 1 makes
+ * the grid persistent. One block per SM takes the items (the blocks of
+ * the grid it replaces, in their order: causal longest first) from a
+ * counter in the workspace, zeroed before each launch; its producer loads
+ * the next item's Q into a second buffer under this item's tiles, the K/V
+ * ring runs on across items, and the consumer warpgroups' turns run on
+ * from one item into the next, so a block's start (Q's latency, the first
+ * tile's S and softmax alone) and end (the last P V and the epilogue) no
+ * longer leave the tensor cores idle once per item. Every consumer
+ * warpgroup stays for every item (version 3.13's leaving is off). */
+#ifndef SM90_PERSIST
+#define SM90_PERSIST 0
+#endif
+#if SM90_PERSIST && SM90_TRACE
+#error "SM90_PERSIST and SM90_TRACE: the trace is per block, not per item"
 #endif
 
 template <typename T>
@@ -596,6 +617,22 @@ struct sm90_smem {
     static_assert(kv % 1024 == 0 && vt % 1024 == 0, "buffers on whole swizzle atoms");
 };
 
+/* SM90_PERSIST: Q's buffers, 2 where a second fits in a block's 227 KB
+ * (after the layout above), else 1. */
+#define SM90_SMEM_MAX 232448
+template <int D, int BR, int BC, int STAGES, int ES>
+__host__ __device__ constexpr int sm90_qbuf()
+{
+    using L = sm90_smem<D, BR, BC, STAGES, ES>;
+    return L::bytes + L::q <= SM90_SMEM_MAX ? 2 : 1;
+}
+template <int D, int BR, int BC, int STAGES, int ES>
+constexpr size_t sm90_smem_bytes()
+{
+    using L = sm90_smem<D, BR, BC, STAGES, ES>;
+    return L::bytes + (SM90_PERSIST ? (size_t)(sm90_qbuf<D, BR, BC, STAGES, ES>() - 1) * L::q : 0);
+}
+
 /* setmaxnreg's register pool, for a block of nwg consumer warpgroups
  * and one producer warpgroup: each thread starts with the launch bounds'
  * registers (65536 / threads, down to a multiple of 8: ptxas allocates so
@@ -644,6 +681,14 @@ __device__ unsigned long long sm90_trace[SM90_TR_BLOCKS][SM90_TR_WG + 1][SM90_TR
 #define SM90_TR(itv, ev) ((void)0)
 #endif
 
+/* A block's work (fused_sm90_kernel's item_of): its key split sp of nsp,
+ * its first query head (b*hq + h) and row, both as the tensor maps'
+ * (batch, head) coordinates, its KV head's, its key tiles [tlo, thi) and
+ * the consumer warpgroups with a real row (nact). */
+struct sm90_item {
+    int sp, nsp, head0, qb_, qh0, kb_, kh_, i0, tlo, thi, ntiles, nact;
+};
+
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     fused_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
@@ -688,73 +733,104 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define BAR_EV(s) (bQ + 8u * (1 + 3 * STAGES + (s)))
 
     const int tid = threadIdx.x, wg = tid / 128;
-    /* Block -> (split sp of nsp, unit u, row block mb). Blocks from
-     * p.tail0 on are cut into p.tailk key ranges, splits fastest (every
-     * block with key splits; version 3.12: the last wave's). Causal:
-     * chunks of p.chunk units one after the other, inside a chunk the row
-     * blocks that see the most keys first (all units' last row block, then
-     * the one before, ...), so the grid ends on its shortest blocks while
-     * the chunk's K/V stay in L2. Otherwise unit after unit. */
-    int sp = 0, nsp = 1, x = (int)blockIdx.x;
-    if (x >= p.tail0) {
-        const int t = x - p.tail0;
-        nsp = p.tailk;
-        sp = t % nsp;
-        x = p.tail0 + t / nsp;
-    }
-    int u, mb;
-    if (p.causal) {
-        const int per = p.chunk * p.nrb, c = x / per, w = x - c * per;
-        const int hc = min(p.chunk, p.units - c * p.chunk), mr = w / hc;
-        u = c * p.chunk + (w - mr * hc);
-        mb = p.nrb - 1 - mr;
-    } else {
-        u = x / p.nrb;
-        mb = x - u * p.nrb;
-    }
+    /* Block x -> its item (split sp of nsp, unit u, row block mb, and
+     * what follows from them). Blocks from p.tail0 on are cut into
+     * p.tailk key ranges, splits fastest (every block with key splits;
+     * version 3.12: the last wave's). Causal: chunks of p.chunk units one
+     * after the other, inside a chunk the row blocks that see the most
+     * keys first (all units' last row block, then the one before, ...), so
+     * the grid ends on its shortest blocks while the chunk's K/V stay in
+     * L2. Otherwise unit after unit. */
+    const int lqb = FOLD ? p.lqb : 0, QB = FOLD ? 1 << lqb : BR;
+    const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
+    auto item_of = [&](int x) {
+        sm90_item w;
+        w.sp = 0, w.nsp = 1;
+        if (x >= p.tail0) {
+            const int t = x - p.tail0;
+            w.nsp = p.tailk;
+            w.sp = t % w.nsp;
+            x = p.tail0 + t / w.nsp;
+        }
+        int u, mb;
+        if (p.causal) {
+            const int per = p.chunk * p.nrb, c = x / per, r = x - c * per;
+            const int hc = min(p.chunk, p.units - c * p.chunk), mr = r / hc;
+            u = c * p.chunk + (r - mr * hc);
+            mb = p.nrb - 1 - mr;
+        } else {
+            u = x / p.nrb;
+            mb = x - u * p.nrb;
+        }
+        w.head0 = FOLD ? u * p.g : u; /* b*hq + h of the block's first query head */
+        const int kvrow = FOLD ? u : u / p.g; /* b*hkv + its KV head */
+        /* as (batch, head) coordinates of the 4-d maps: a folded block's g
+         * heads lie in one batch (g divides hq) */
+        w.qb_ = w.head0 / p.hq, w.qh0 = w.head0 - w.qb_ * p.hq;
+        w.kb_ = kvrow / p.hkv, w.kh_ = kvrow - w.kb_ * p.hkv;
+        w.i0 = mb * QB;
+        int kend = p.skv;
+        if (p.causal)
+            kend = min(kend, min(w.i0 + QB, p.sq) + off);
+        /* Key tiles [tlo, thi) of this block: all that its last query sees,
+         * or this split's share of them (whole tiles; a share may be empty). */
+        const int nall = kend > 0 ? (kend + BC - 1) / BC : 0;
+        w.tlo = 0, w.thi = nall;
+        if (w.nsp > 1) {
+            const int tps = (nall + w.nsp - 1) / w.nsp;
+            w.tlo = min(nall, w.sp * tps);
+            w.thi = min(nall, w.tlo + tps);
+        }
+        w.ntiles = w.thi - w.tlo;
+        /* Version 3.13: the consumer warpgroups with a real row (the first
+         * nact; a block's last row block may hold fewer than BR real rows).
+         * The others leave at once and take no turn: a 192-row block of 128
+         * real rows runs as a 128-row one. Folded blocks: every warpgroup
+         * holds each head's first query. SM90_SKIP_IDLE=0 keeps them all
+         * (the A/B); so does SM90_PERSIST (its turns run on across items). */
+        w.nact = !SM90_PERSIST && SM90_SKIP_IDLE && !FOLD ? min(NWG, (p.sq - w.i0 + 63) / 64) : NWG;
+        return w;
+    };
     /* Packed row r (0..127) of a folded block is query head head0 + (r >> lqb),
      * query i0 + (r & (QB - 1)); unfolded, QB = BR and row r is query i0 + r
      * of head0. */
-    const int lqb = FOLD ? p.lqb : 0, QB = FOLD ? 1 << lqb : BR;
     auto qrow = [&](int r) { return FOLD ? (r & (QB - 1)) : r; };
     auto hrow = [&](int r) { return FOLD ? r >> lqb : 0; };
-    const int head0 = FOLD ? u * p.g : u; /* b*hq + h of the block's first query head */
-    const int kvrow = FOLD ? u : u / p.g; /* b*hkv + its KV head */
-    /* as (batch, head) coordinates of the 4-d maps: a folded block's g
-     * heads lie in one batch (g divides hq) */
-    const int qb_ = head0 / p.hq, qh0 = head0 - qb_ * p.hq;
-    const int kb_ = kvrow / p.hkv, kh_ = kvrow - kb_ * p.hkv;
-    const int i0 = mb * QB;
-    const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
-    int kend = p.skv;
-    if (p.causal)
-        kend = min(kend, min(i0 + QB, p.sq) + off);
-    /* Key tiles [tlo, thi) of this block: all that its last query sees, or
-     * this split's share of them (whole tiles; a share may be empty). */
-    const int nall = kend > 0 ? (kend + BC - 1) / BC : 0;
-    int tlo = 0, thi = nall;
-    if (nsp > 1) {
-        const int tps = (nall + nsp - 1) / nsp;
-        tlo = min(nall, sp * tps);
-        thi = min(nall, tlo + tps);
-    }
-    const int ntiles = thi - tlo;
-    /* Version 3.13: the consumer warpgroups with a real row (the first
-     * nact; a block's last row block may hold fewer than BR real rows).
-     * The others leave at once and take no turn: a 192-row block of 128
-     * real rows runs as a 128-row one. Folded blocks: every warpgroup
-     * holds each head's first query. SM90_SKIP_IDLE=0 keeps them all (the
-     * A/B). */
-    const int nact = SM90_SKIP_IDLE && !FOLD ? min(NWG, (p.sq - i0 + 63) / 64) : NWG;
+#define SM90_ITEM_VARS(w)                                                                              \
+    const int sp = (w).sp, nsp = (w).nsp, head0 = (w).head0, qb_ = (w).qb_, qh0 = (w).qh0, kb_ = (w).kb_, \
+              kh_ = (w).kh_;                                                                                \
+    const int i0 = (w).i0, tlo = (w).tlo, thi = (w).thi, ntiles = (w).ntiles, nact = (w).nact
+#if SM90_PERSIST
+    /* Persistent (SM90_PERSIST, above): Q in QBUF buffers (the second after
+     * the whole layout), each with a full and an empty barrier and a slot
+     * for its item's index (-1: no more). */
+    constexpr int QBUF = sm90_qbuf<D, BR, BC, STAGES, ES>();
+    __shared__ __align__(8) uint64_t qbars[4];
+    __shared__ int qslot[2];
+    const uint32_t aQ1 = base + (uint32_t)(L::bytes - 1024);
+#define BAR_QF(b) smem_u32(&qbars[(b)])
+#define BAR_QE(b) smem_u32(&qbars[2 + (b)])
+    constexpr int nwarps = 4 * NWG; /* every consumer warpgroup stays for every item */
+#else
+    const sm90_item w = item_of((int)blockIdx.x);
+    SM90_ITEM_VARS(w);
+    const int nwarps = 4 * nact;
+#endif
 
     if (tid == 0) {
         mbar_init(bQ, 1);
         for (int s = 0; s < STAGES; s++) {
             mbar_init(BAR_FK(s), 1);
-            mbar_init(BAR_EK(s), 4 * nact); /* lane 0 of each active consumer warp */
+            mbar_init(BAR_EK(s), nwarps); /* lane 0 of each active consumer warp */
             mbar_init(BAR_FV(s), 1);
-            mbar_init(BAR_EV(s), 4 * nact);
+            mbar_init(BAR_EV(s), nwarps);
         }
+#if SM90_PERSIST
+        for (int b = 0; b < 2; b++) {
+            mbar_init(BAR_QF(b), 1);
+            mbar_init(BAR_QE(b), nwarps);
+        }
+#endif
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     }
@@ -773,39 +849,87 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         /* ---- producer: Q (one box per query head), then K_t and V_t for
          * t = thi - 1 down to tlo through the ring. */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+        /* Wait until the consumers freed stage s, then refill it. */
+        /* e4m3's V is V^T (keys along its rows): boxes of 128 keys x D,
+         * one per 128-key chunk of the tile (a partial last chunk is
+         * loaded whole: its keys past the tile are never multiplied).
+         * A chunk that starts at or past skv holds only masked keys (P
+         * = 0 there): it is loaded from the chunk holding the last key
+         * instead, so that no box lies wholly outside the tensor and
+         * the buffer holds finite values (0 x NaN would poison O). */
+        auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
+                           uint32_t ph, bool vt, int kh, int kb) {
+            mbar_wait(empty, ph ^ 1u);
+            mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
+            if (F8 && vt) {
+#pragma unroll
+                for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
+                    const int r = row + c * 128;
+                    tma_load_4d(dst + c * D * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0, kh, kb, full);
+                }
+            } else {
+                tma_load_tile<D, ES>(dst, BC * 128, map, row, kh, kb, full);
+            }
+        };
+        /* Tiles [a, e) of an item, the ring's count at its tile 0 kv. */
+        auto load_tiles = [&](const sm90_item &v, int a, int e, uint32_t kv) {
+            for (int it = a; it < e; it++) {
+                const int row = (v.thi - 1 - it) * BC, s = (int)((kv + it) % STAGES);
+                const uint32_t ph = ((kv + it) / STAGES) & 1u;
+                load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph, false, v.kh_, v.kb_);
+                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true, v.kh_, v.kb_);
+            }
+        };
+#if SM90_PERSIST
+        if (tid == 0) {
+            /* Items from the launch's counter, in the grid's order (causal:
+             * longest first). The kq-th item published goes to Q buffer kq
+             * % QBUF once the consumers freed it: its slot, then its Q (or,
+             * none left, -1 and a plain arrive). Two buffers: the next
+             * item's Q loads under this one's tiles (published after this
+             * item's first STAGES tiles); one: after them. */
+            int kq = 0;
+            auto publish = [&](int xi) {
+                const int b = kq % QBUF;
+                mbar_wait(BAR_QE(b), ((uint32_t)(kq / QBUF) & 1u) ^ 1u);
+                qslot[b] = xi < p.items ? xi : -1;
+                if (xi < p.items) {
+                    const sm90_item v = item_of(xi);
+                    mbar_expect_tx(BAR_QF(b), L::q);
+                    for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
+                        tma_load_tile<D, ES>((b ? aQ1 : aQ) + hh * QB * 128, BR * 128, &tq, v.i0, v.qh0 + hh,
+                                             v.qb_, BAR_QF(b));
+                } else {
+                    mbar_arrive(BAR_QF(b));
+                }
+                kq++;
+            };
+            uint32_t kv = 0;
+            int x = (int)atomicAdd(p.work, 1u);
+            if (QBUF == 2)
+                publish(x);
+            while (x < p.items) {
+                const sm90_item v = item_of(x);
+                const int nfirst = min(STAGES, v.ntiles);
+                load_tiles(v, 0, nfirst, kv);
+                int xn = x;
+                if (QBUF == 2)
+                    publish(xn = (int)atomicAdd(p.work, 1u));
+                else
+                    publish(x);
+                load_tiles(v, nfirst, v.ntiles, kv);
+                kv += (uint32_t)v.ntiles;
+                x = QBUF == 2 ? xn : (int)atomicAdd(p.work, 1u);
+            }
+            if (QBUF == 1)
+                publish(x); /* none left */
+        }
+#else
         if (tid == 0 && ntiles > 0) {
             mbar_expect_tx(bQ, L::q);
             for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
                 tma_load_tile<D, ES>(aQ + hh * QB * 128, BR * 128, &tq, i0, qh0 + hh, qb_, bQ);
-            /* Wait until the consumers freed stage s, then refill it. */
-            /* e4m3's V is V^T (keys along its rows): boxes of 128 keys x D,
-             * one per 128-key chunk of the tile (a partial last chunk is
-             * loaded whole: its keys past the tile are never multiplied).
-             * A chunk that starts at or past skv holds only masked keys (P
-             * = 0 there): it is loaded from the chunk holding the last key
-             * instead, so that no box lies wholly outside the tensor and
-             * the buffer holds finite values (0 x NaN would poison O). */
-            auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
-                               uint32_t ph, bool vt) {
-                mbar_wait(empty, ph ^ 1u);
-                mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
-                if (F8 && vt) {
-#pragma unroll
-                    for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
-                        const int r = row + c * 128;
-                        tma_load_4d(dst + c * D * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0, kh_, kb_,
-                                    full);
-                    }
-                } else {
-                    tma_load_tile<D, ES>(dst, BC * 128, map, row, kh_, kb_, full);
-                }
-            };
-            for (int it = 0; it < ntiles; it++) {
-                const int row = (thi - 1 - it) * BC, s = it % STAGES;
-                const uint32_t ph = (uint32_t)(it / STAGES) & 1u;
-                load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph, false);
-                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true);
-            }
+            load_tiles(w, 0, ntiles, 0);
 #if SM90_TAIL_WAIT
             /* The consumers' per-tile waits are unbounded (mbar_wait_hot);
              * one stuck in tile it is ended by the bounded wait above for
@@ -820,6 +944,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             }
 #endif
         }
+#endif
         return;
     }
 
@@ -827,8 +952,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * (none real past the first nact: those leave).
      * Registers: 24 x 128 for the producer leaves 240 for 2 consumer
      * warpgroups, 160 for 3, within the 64K of the SM. */
+#if !SM90_PERSIST
     if (wg - 1 >= nact)
         return;
+#endif
     if constexpr (NWG == 2)
         asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     else
@@ -839,11 +966,39 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     const bool tr_on = blockIdx.x < SM90_TR_BLOCKS && (tid & 127) == 0;
 #endif
     const int lr0 = cw * 64 + wq * 16 + gr; /* this thread's packed rows: lr0, lr0 + 8 */
-    const int qi[2] = {i0 + qrow(lr0), i0 + qrow(lr0 + 8)}; /* their queries */
-    const int qmin = i0 + qrow(cw * 64); /* the warpgroup's first query */
     /* e4m3: S of the stored values times descale_q descale_k */
     const float sl2 = F8 ? p.sl2 * descale(p.dsc[0]) * descale(p.dsc[1]) : p.sl2;
-    const uint32_t aQw = aQ + cw * 64 * 128;
+#if SM90_PERSIST
+    /* The items as the producer published them (its slot, Q's buffer
+     * kq % QBUF), until -1; kv0: the ring's count at the item's first
+     * tile; started: the turn ring has begun (its first arrive made). */
+    int kv0 = 0;
+    bool started = false;
+    for (int kq = 0;; kq++) {
+        const int qbi = kq % QBUF;
+        mbar_wait(BAR_QF(qbi), (uint32_t)(kq / QBUF) & 1u);
+        const int x = *reinterpret_cast<volatile int *>(&qslot[qbi]);
+        if (x < 0) {
+            /* the last warpgroup's last arrive on warpgroup 0's turn */
+            if (PP && NWG > 1 && started && cw == 0)
+                named_sync(1);
+            break;
+        }
+        const sm90_item w = item_of(x);
+        SM90_ITEM_VARS(w);
+        const uint32_t aQc = qbi ? aQ1 : aQ;
+#else
+    {
+        constexpr int kv0 = 0;
+        constexpr bool started = false;
+        const uint32_t aQc = aQ;
+#endif
+    const int qi[2] = {i0 + qrow(lr0), i0 + qrow(lr0 + 8)}; /* their queries */
+    const int qmin = i0 + qrow(cw * 64); /* the warpgroup's first query */
+    const uint32_t aQw = aQc + cw * 64 * 128;
+    /* The ring's stage and phase of the item's key tile i */
+    auto stg = [&](int i) { return (kv0 + i) % STAGES; };
+    auto phs = [&](int i) { return (uint32_t)((kv0 + i) / STAGES) & 1u; };
     float o[OC][ON / 2];
 #pragma unroll
     for (int c = 0; c < OC; c++)
@@ -1027,45 +1182,50 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             named_sync(1 + cw);
     };
     auto turn_end = [&](bool last) {
-        if (pp && !(last && cw == nact - 1))
+        if (pp && !(!SM90_PERSIST && last && cw == nact - 1))
             named_arrive(cw + 1 < nact ? 2 + cw : 1);
     };
 
     if (ntiles > 0) {
+#if !SM90_PERSIST
         mbar_wait(bQ, 0);
+#endif
 #if SM90_TRACE
         if (tr_on && cw == 0)
             sm90_trace[blockIdx.x][SM90_TR_WG][1][1] = clock64();
 #endif
-        if (pp && cw == nact - 1)
+        if (pp && cw == nact - 1 && !started)
             named_arrive(1);
+#if SM90_PERSIST
+        started = true;
+#endif
         /* First tile (the last keys): S alone. */
         {
             float alpha[2];
-            mbar_wait(BAR_FK(0), 0);
+            mbar_wait(BAR_FK(stg(0)), phs(0));
             turn_begin();
             wgmma_fence();
-            gemm_qk<T, D, BC, BR>(s, aQw, aK0);
+            gemm_qk<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
             wgmma_commit();
             turn_end(false);
             wgmma_wait<0>();
             reg_fence(s);
             if (lane == 0)
-                mbar_arrive(BAR_EK(0));
+                mbar_arrive(BAR_EK(stg(0)));
             softmax((thi - 1) * BC, alpha);
             rescale_pack(alpha);
         }
         /* Tile j: S_j = Q K_j^T issued, O += P_{j-1} V_{j-1} behind it; the
          * softmax of S_j runs while the PV product is in flight. */
         for (int it = 1; it < ntiles; it++) {
-            const int st = it % STAGES, pst = (it - 1) % STAGES;
+            const int st = stg(it), pst = stg(it - 1);
             float alpha[2];
             if constexpr (!OVL) {
                 /* In one turn: O += P_{j-1} V_{j-1}, waited for (P_{j-1}'s
                  * registers are free after it), then S_j; the softmax of
                  * S_j runs under the other warpgroups' turns. */
                 SM90_TR(it, 0);
-                mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
+                mbar_wait_hot(BAR_FV(pst), phs(it - 1));
                 SM90_TR(it, 1);
                 turn_begin();
                 SM90_TR(it, 2);
@@ -1079,7 +1239,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 SM90_TR(it, 3);
                 if (lane == 0)
                     mbar_arrive(BAR_EV(pst));
-                mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+                mbar_wait_hot(BAR_FK(st), phs(it));
                 SM90_TR(it, 4);
                 wgmma_fence();
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
@@ -1099,14 +1259,14 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 continue;
             }
             SM90_TR(it, 0);
-            mbar_wait_hot(BAR_FK(st), (uint32_t)(it / STAGES) & 1u);
+            mbar_wait_hot(BAR_FK(st), phs(it));
             SM90_TR(it, 1);
             turn_begin();
             SM90_TR(it, 2);
             wgmma_fence();
             gemm_qk<T, D, BC, BR>(s, aQw, aK0 + st * L::kv);
             wgmma_commit();
-            mbar_wait_hot(BAR_FV(pst), (uint32_t)((it - 1) / STAGES) & 1u);
+            mbar_wait_hot(BAR_FV(pst), phs(it - 1));
             wgmma_fence();
             gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
@@ -1131,8 +1291,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             rescale_pack(alpha, !fast);
             SM90_TR(it, 7);
         }
-        const int lst = (ntiles - 1) % STAGES;
-        mbar_wait(BAR_FV(lst), (uint32_t)((ntiles - 1) / STAGES) & 1u);
+        const int lst = stg(ntiles - 1);
+        mbar_wait(BAR_FV(lst), phs(ntiles - 1));
         turn_begin();
         wgmma_fence();
         gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
@@ -1192,15 +1352,19 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 p.part_lse[rg] =
                     den[rh] > 0.f ? m[rh] * sl2 + __log2f(den[rh]) - (F8 ? SM90_P_LOG2 : 0.f) : -INFINITY;
         }
+#if SM90_PERSIST
+    } else { /* the staged store below, as one block */
+#else
         return;
     }
+#endif
     /* Normalise, stage this warpgroup's 64 x D outputs in its own rows of
      * the Q buffer (no longer read: its last S product retired; the other
      * warpgroup's rows are elsewhere), in the same 128-byte swizzle, so
      * that the 4-byte fragment writes are conflict-free, then copy the real
      * rows and columns out in 16-byte pieces, 8 threads per 128 contiguous
      * bytes. Padded rows are never written. */
-    const uint32_t aO = (F8 ? aOst : aQ) + cw * 64 * 128;
+    const uint32_t aO = (F8 ? aOst : aQc) + cw * 64 * 128;
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
         const float inv = den[rh] > 0.f ? oscale / den[rh] : 0.f;
@@ -1236,6 +1400,17 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     if (tr_on && cw == nact - 1)
         sm90_trace[blockIdx.x][SM90_TR_WG][1][0] = clock64();
 #endif
+#if SM90_PERSIST
+        } /* the staged store */
+        /* this warp is done with Q's buffer (its S products retired, its
+         * staging read back) */
+        if (lane == 0)
+            mbar_arrive(BAR_QE(qbi));
+        kv0 += ntiles;
+#endif
+    } /* the item */
+#undef BAR_QF
+#undef BAR_QE
 #endif
 }
 
@@ -1404,10 +1579,9 @@ extern "C" int cuda_fused_sm90a_cut(const attn_shape *s, const attn_tactic *t)
     return sm90_tail(s, t);
 }
 
-extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const attn_tactic *t)
+/* The workspace but for SM90_PERSIST's counter. */
+static size_t sm90_ws_core(const attn_shape *s, const attn_tactic *t)
 {
-    if (s == NULL || t == NULL || t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A)
-        return 0;
     const int k = sm90_tail(s, t);
     const size_t vt = sm90_vt_offset(s); /* 0 but for e4m3 */
     if (k > 0) { /* after e4m3's V^T: k partials of the cut's rows */
@@ -1417,6 +1591,20 @@ extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const at
     if (t->splits > 1)
         return cuda_fused_partials_bytes(s->b * s->hq * s->sq, s->d, t->splits);
     return vt;
+}
+
+/* SM90_PERSIST: where the items' counter lies in the workspace (after
+ * the rest, 256-byte aligned; 256 bytes). */
+static size_t sm90_work_offset(const attn_shape *s, const attn_tactic *t)
+{
+    return (sm90_ws_core(s, t) + 255) / 256 * 256;
+}
+
+extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const attn_tactic *t)
+{
+    if (s == NULL || t == NULL || t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A)
+        return 0;
+    return SM90_PERSIST ? sm90_work_offset(s, t) + 256 : sm90_ws_core(s, t);
 }
 
 /* One configuration's launch: e4m3's V^T pass, the tensor maps, the
@@ -1495,7 +1683,7 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     }
     if (rc != 0)
         return rc;
-    const size_t smem = sm90_smem<D, BR, BC, STAGES, ES>::bytes;
+    const size_t smem = sm90_smem_bytes<D, BR, BC, STAGES, ES>();
     void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) =
         fused_sm90_kernel<T, D, BR, BC, STAGES, PP, FOLD>;
     if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
@@ -1523,12 +1711,24 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
 #if SM90_TRACE
     const bool traced = sm90_trace_clear(stream);
 #endif
-    if (cu_launch(kern, (unsigned)blocks, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p) !=
-        cudaSuccess)
+    int64_t grid = blocks;
+#if SM90_PERSIST
+    /* one block per SM over the items, the counter zeroed first */
+    int dev = 0, sms = 0;
+    if (!cu_ok(cudaGetDevice(&dev)) || !cu_ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) ||
+        sms < 1)
+        return ATTUNE_EGPU;
+    p.items = (int)blocks;
+    p.work = reinterpret_cast<unsigned *>(static_cast<char *>(vt) + sm90_work_offset(s, t));
+    if (!cu_ok(cudaMemsetAsync(p.work, 0, sizeof(unsigned), stream)))
+        return ATTUNE_EGPU;
+    grid = blocks < sms ? blocks : sms;
+#endif
+    if (cu_launch(kern, (unsigned)grid, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p) != cudaSuccess)
         return ATTUNE_EGPU;
 #if SM90_TRACE
     if (traced)
-        sm90_trace_dump(stream, blocks, t);
+        sm90_trace_dump(stream, grid, t);
 #endif
     if (p.tailk > 1) /* splits or the cut */
         return cuda_fused_combine(s, p.tailk, p.part_o, p.part_lse, &io->o, p.prow0, p.prows, stream);
@@ -1626,7 +1826,7 @@ extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t
     if ((fold && !fold_applies(s)) || splits > SM90_MAX_SPLITS)
         return ATTUNE_EUNSUPP;
     const int tail = sm90_tail(s, t); /* version 3.12's cut (k), 0: none; never with splits or folded */
-    if ((splits > 1 || tail > 0) && workspace == NULL)
+    if ((SM90_PERSIST || splits > 1 || tail > 0) && workspace == NULL)
         return ATTUNE_EINVAL;
     /* TMA: 16-byte aligned bases and strides (cuda_fused_args_ok); block
      * and row counts are ints in the kernel. */
