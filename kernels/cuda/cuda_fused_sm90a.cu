@@ -1302,8 +1302,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #pragma unroll
         for (int c = 0; c < OC; c++)
             reg_fence(o[c]);
-        if (SM90_TAIL_WAIT && lane == 0)
-            mbar_arrive(BAR_EV(lst)); /* the producer's tail wait */
+        if ((SM90_TAIL_WAIT || SM90_PERSIST) && lane == 0)
+            mbar_arrive(BAR_EV(lst)); /* the producer's tail wait; persistent: the ring runs on */
 #if SM90_TRACE
         if (tr_on && cw == nact - 1)
             sm90_trace[blockIdx.x][SM90_TR_WG][0][2] = clock64();
