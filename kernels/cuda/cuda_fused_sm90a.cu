@@ -741,9 +741,8 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * keys first (all units' last row block, then the one before, ...), so
      * the grid ends on its shortest blocks while the chunk's K/V stay in
      * L2. Otherwise unit after unit. */
-    const int lqb = FOLD ? p.lqb : 0, QB = FOLD ? 1 << lqb : BR;
-    const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
     auto item_of = [&](int x) {
+        const int qb = FOLD ? 1 << p.lqb : BR; /* QB, below */
         sm90_item w;
         w.sp = 0, w.nsp = 1;
         if (x >= p.tail0) {
@@ -768,10 +767,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
          * heads lie in one batch (g divides hq) */
         w.qb_ = w.head0 / p.hq, w.qh0 = w.head0 - w.qb_ * p.hq;
         w.kb_ = kvrow / p.hkv, w.kh_ = kvrow - w.kb_ * p.hkv;
-        w.i0 = mb * QB;
+        w.i0 = mb * qb;
         int kend = p.skv;
         if (p.causal)
-            kend = min(kend, min(w.i0 + QB, p.sq) + off);
+            kend = min(kend, min(w.i0 + qb, p.sq) + p.skv - p.sq);
         /* Key tiles [tlo, thi) of this block: all that its last query sees,
          * or this split's share of them (whole tiles; a share may be empty). */
         const int nall = kend > 0 ? (kend + BC - 1) / BC : 0;
@@ -791,11 +790,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         w.nact = !SM90_PERSIST && SM90_SKIP_IDLE && !FOLD ? min(NWG, (p.sq - w.i0 + 63) / 64) : NWG;
         return w;
     };
-    /* Packed row r (0..127) of a folded block is query head head0 + (r >> lqb),
-     * query i0 + (r & (QB - 1)); unfolded, QB = BR and row r is query i0 + r
-     * of head0. */
-    auto qrow = [&](int r) { return FOLD ? (r & (QB - 1)) : r; };
-    auto hrow = [&](int r) { return FOLD ? r >> lqb : 0; };
 #define SM90_ITEM_VARS(w)                                                                              \
     const int sp = (w).sp, nsp = (w).nsp, head0 = (w).head0, qb_ = (w).qb_, qh0 = (w).qh0, kb_ = (w).kb_, \
               kh_ = (w).kh_;                                                                                \
@@ -816,6 +810,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     SM90_ITEM_VARS(w);
     const int nwarps = 4 * nact;
 #endif
+    /* Packed row r (0..127) of a folded block is query head head0 + (r >> lqb),
+     * query i0 + (r & (QB - 1)); unfolded, QB = BR and row r is query i0 + r
+     * of head0. */
+    const int lqb = FOLD ? p.lqb : 0, QB = FOLD ? 1 << lqb : BR;
+    auto qrow = [&](int r) { return FOLD ? (r & (QB - 1)) : r; };
+    auto hrow = [&](int r) { return FOLD ? r >> lqb : 0; };
+    const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
 
     if (tid == 0) {
         mbar_init(bQ, 1);
