@@ -618,13 +618,14 @@ struct sm90_smem {
 };
 
 /* SM90_PERSIST: Q's buffers, 2 where a second fits in a block's 227 KB
- * (after the layout above), else 1. */
+ * (after the layout above; 256 bytes kept for the static barriers and
+ * slots), else 1. */
 #define SM90_SMEM_MAX 232448
 template <int D, int BR, int BC, int STAGES, int ES>
 __host__ __device__ constexpr int sm90_qbuf()
 {
     using L = sm90_smem<D, BR, BC, STAGES, ES>;
-    return L::bytes + L::q <= SM90_SMEM_MAX ? 2 : 1;
+    return L::bytes + L::q + 256 <= SM90_SMEM_MAX ? 2 : 1;
 }
 template <int D, int BR, int BC, int STAGES, int ES>
 constexpr size_t sm90_smem_bytes()
