@@ -734,6 +734,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #define BAR_EV(s) (bQ + 8u * (1 + 3 * STAGES + (s)))
 
     const int tid = threadIdx.x, wg = tid / 128;
+#if SM90_PERSIST
     /* Block x -> its item (split sp of nsp, unit u, row block mb, and
      * what follows from them). Blocks from p.tail0 on are cut into
      * p.tailk key ranges, splits fastest (every block with key splits;
@@ -795,7 +796,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     const int sp = (w).sp, nsp = (w).nsp, head0 = (w).head0, qb_ = (w).qb_, qh0 = (w).qh0, kb_ = (w).kb_, \
               kh_ = (w).kh_;                                                                                \
     const int i0 = (w).i0, tlo = (w).tlo, thi = (w).thi, ntiles = (w).ntiles, nact = (w).nact
-#if SM90_PERSIST
     /* Persistent (SM90_PERSIST, above): Q in QBUF buffers (the second after
      * the whole layout), each with a full and an empty barrier and a slot
      * for its item's index (-1: no more). */
@@ -805,12 +805,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     const uint32_t aQ1 = base + (uint32_t)(L::bytes - 1024);
 #define BAR_QF(b) smem_u32(&qbars[(b)])
 #define BAR_QE(b) smem_u32(&qbars[2 + (b)])
-    constexpr int nwarps = 4 * NWG; /* every consumer warpgroup stays for every item */
-#else
-    const sm90_item w = item_of((int)blockIdx.x);
-    SM90_ITEM_VARS(w);
-    const int nwarps = 4 * nact;
-#endif
     /* Packed row r (0..127) of a folded block is query head head0 + (r >> lqb),
      * query i0 + (r & (QB - 1)); unfolded, QB = BR and row r is query i0 + r
      * of head0. */
@@ -819,18 +813,82 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     auto hrow = [&](int r) { return FOLD ? r >> lqb : 0; };
     const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
 
+#define SM90_NWARPS (4 * NWG) /* every consumer warpgroup stays for every item */
+#else
+    /* Block -> (split sp of nsp, unit u, row block mb). Blocks from
+     * p.tail0 on are cut into p.tailk key ranges, splits fastest (every
+     * block with key splits; version 3.12: the last wave's). Causal:
+     * chunks of p.chunk units one after the other, inside a chunk the row
+     * blocks that see the most keys first (all units' last row block, then
+     * the one before, ...), so the grid ends on its shortest blocks while
+     * the chunk's K/V stay in L2. Otherwise unit after unit. */
+    int sp = 0, nsp = 1, x = (int)blockIdx.x;
+    if (x >= p.tail0) {
+        const int t = x - p.tail0;
+        nsp = p.tailk;
+        sp = t % nsp;
+        x = p.tail0 + t / nsp;
+    }
+    int u, mb;
+    if (p.causal) {
+        const int per = p.chunk * p.nrb, c = x / per, w = x - c * per;
+        const int hc = min(p.chunk, p.units - c * p.chunk), mr = w / hc;
+        u = c * p.chunk + (w - mr * hc);
+        mb = p.nrb - 1 - mr;
+    } else {
+        u = x / p.nrb;
+        mb = x - u * p.nrb;
+    }
+    /* Packed row r (0..127) of a folded block is query head head0 + (r >> lqb),
+     * query i0 + (r & (QB - 1)); unfolded, QB = BR and row r is query i0 + r
+     * of head0. */
+    const int lqb = FOLD ? p.lqb : 0, QB = FOLD ? 1 << lqb : BR;
+    auto qrow = [&](int r) { return FOLD ? (r & (QB - 1)) : r; };
+    auto hrow = [&](int r) { return FOLD ? r >> lqb : 0; };
+    const int head0 = FOLD ? u * p.g : u; /* b*hq + h of the block's first query head */
+    const int kvrow = FOLD ? u : u / p.g; /* b*hkv + its KV head */
+    /* as (batch, head) coordinates of the 4-d maps: a folded block's g
+     * heads lie in one batch (g divides hq) */
+    const int qb_ = head0 / p.hq, qh0 = head0 - qb_ * p.hq;
+    const int kb_ = kvrow / p.hkv, kh_ = kvrow - kb_ * p.hkv;
+    const int i0 = mb * QB;
+    const int off = p.skv - p.sq; /* causal: query i sees keys j <= i + off */
+    int kend = p.skv;
+    if (p.causal)
+        kend = min(kend, min(i0 + QB, p.sq) + off);
+    /* Key tiles [tlo, thi) of this block: all that its last query sees, or
+     * this split's share of them (whole tiles; a share may be empty). */
+    const int nall = kend > 0 ? (kend + BC - 1) / BC : 0;
+    int tlo = 0, thi = nall;
+    if (nsp > 1) {
+        const int tps = (nall + nsp - 1) / nsp;
+        tlo = min(nall, sp * tps);
+        thi = min(nall, tlo + tps);
+    }
+    const int ntiles = thi - tlo;
+    /* Version 3.13: the consumer warpgroups with a real row (the first
+     * nact; a block's last row block may hold fewer than BR real rows).
+     * The others leave at once and take no turn: a 192-row block of 128
+     * real rows runs as a 128-row one. Folded blocks: every warpgroup
+     * holds each head's first query. SM90_SKIP_IDLE=0 keeps them all (the
+     * A/B). */
+    const int nact = SM90_SKIP_IDLE && !FOLD ? min(NWG, (p.sq - i0 + 63) / 64) : NWG;
+
+#define SM90_NWARPS (4 * nact)
+#endif
+
     if (tid == 0) {
         mbar_init(bQ, 1);
         for (int s = 0; s < STAGES; s++) {
             mbar_init(BAR_FK(s), 1);
-            mbar_init(BAR_EK(s), nwarps); /* lane 0 of each active consumer warp */
+            mbar_init(BAR_EK(s), SM90_NWARPS); /* lane 0 of each active consumer warp */
             mbar_init(BAR_FV(s), 1);
-            mbar_init(BAR_EV(s), nwarps);
+            mbar_init(BAR_EV(s), SM90_NWARPS);
         }
 #if SM90_PERSIST
         for (int b = 0; b < 2; b++) {
             mbar_init(BAR_QF(b), 1);
-            mbar_init(BAR_QE(b), nwarps);
+            mbar_init(BAR_QE(b), SM90_NWARPS);
         }
 #endif
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -850,6 +908,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     if (wg == 0) {
         /* ---- producer: Q (one box per query head), then K_t and V_t for
          * t = thi - 1 down to tlo through the ring. */
+#if SM90_PERSIST
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         /* Wait until the consumers freed stage s, then refill it. */
         /* e4m3's V is V^T (keys along its rows): boxes of 128 keys x D,
@@ -882,7 +941,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true, v.kh_, v.kb_);
             }
         };
-#if SM90_PERSIST
         if (tid == 0) {
             /* Items from the launch's counter, in the grid's order (causal:
              * longest first). The kq-th item published goes to Q buffer kq
@@ -926,12 +984,43 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             if (QBUF == 1)
                 publish(x); /* none left */
         }
+        return;
+    }
 #else
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
         if (tid == 0 && ntiles > 0) {
             mbar_expect_tx(bQ, L::q);
             for (int hh = 0; hh < (FOLD ? p.g : 1); hh++)
                 tma_load_tile<D, ES>(aQ + hh * QB * 128, BR * 128, &tq, i0, qh0 + hh, qb_, bQ);
-            load_tiles(w, 0, ntiles, 0);
+            /* Wait until the consumers freed stage s, then refill it. */
+            /* e4m3's V is V^T (keys along its rows): boxes of 128 keys x D,
+             * one per 128-key chunk of the tile (a partial last chunk is
+             * loaded whole: its keys past the tile are never multiplied).
+             * A chunk that starts at or past skv holds only masked keys (P
+             * = 0 there): it is loaded from the chunk holding the last key
+             * instead, so that no box lies wholly outside the tensor and
+             * the buffer holds finite values (0 x NaN would poison O). */
+            auto load_kv = [&](uint32_t empty, uint32_t full, uint32_t dst, const CUtensorMap *map, int row,
+                               uint32_t ph, bool vt) {
+                mbar_wait(empty, ph ^ 1u);
+                mbar_expect_tx(full, F8 && vt ? L::vt : L::kv);
+                if (F8 && vt) {
+#pragma unroll
+                    for (int c = 0; c < SM90_E4M3_VT_CHUNKS(BC); c++) {
+                        const int r = row + c * 128;
+                        tma_load_4d(dst + c * D * 128, map, r < p.skv ? r : (p.skv - 1) / 128 * 128, 0, kh_, kb_,
+                                    full);
+                    }
+                } else {
+                    tma_load_tile<D, ES>(dst, BC * 128, map, row, kh_, kb_, full);
+                }
+            };
+            for (int it = 0; it < ntiles; it++) {
+                const int row = (thi - 1 - it) * BC, s = it % STAGES;
+                const uint32_t ph = (uint32_t)(it / STAGES) & 1u;
+                load_kv(BAR_EK(s), BAR_FK(s), aK0 + s * L::kv, &tk, row, ph, false);
+                load_kv(BAR_EV(s), BAR_FV(s), aV0 + s * L::vt, &tv, row, ph, true);
+            }
 #if SM90_TAIL_WAIT
             /* The consumers' per-tile waits are unbounded (mbar_wait_hot);
              * one stuck in tile it is ended by the bounded wait above for
@@ -946,9 +1035,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             }
 #endif
         }
-#endif
         return;
     }
+
+#endif
 
     /* ---- consumers: warpgroup cw owns packed rows 64 cw .. 64 cw + 63
      * (none real past the first nact: those leave).
@@ -988,6 +1078,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         }
         const sm90_item w = item_of(x);
         SM90_ITEM_VARS(w);
+        (void)kb_, (void)kh_, (void)tlo; /* the producer's */
         const uint32_t aQc = qbi ? aQ1 : aQ;
 #else
     {
@@ -1413,6 +1504,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     } /* the item */
 #undef BAR_QF
 #undef BAR_QE
+#undef SM90_NWARPS
 #endif
 }
 
