@@ -12,15 +12,21 @@
 # to measure. Different: A/B the trees on the GPU machine
 # (AB_SRC=<REV's tree> bench/build_ab.sh "").
 #
-# usage: bench/ptx_diff.sh REV [NVCC_FLAG...]
+# usage: bench/ptx_diff.sh [--sass] REV [NVCC_FLAG...]
+#   --sass     compare the machine code instead (bench/sass_diff.sh): both
+#              trees compiled to cubins, each kernel's .text compared byte
+#              for byte by bench/cubin_text.py (no cuobjdump needed)
 #   REV        a commit (git rev-parse), e.g. HEAD~1 or f94ff1c
 #   NVCC_FLAG  added to both compiles, e.g. -DSM90_SKIP_IDLE=0
-# Prints one line per kernel, "same" or "differs (N lines)", then a
-# summary; exit status 0 if every kernel's PTX is the same, 1 if any
-# differs, 2 on a usage or build error.
+# Prints one line per kernel, "same" or "differs (N lines)" (--sass: "(A
+# -> B bytes)"), then a summary; exit status 0 if every kernel's PTX (or
+# code) is the same, 1 if any differs, 2 on a usage or build error.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-[ $# -ge 1 ] || { sed -n 2,20p "$0" >&2; exit 2; }
+case ${1:-} in -h | --help) sed -n 2,23p "$0"; exit 0 ;; esac
+SASS=0
+[ "${1:-}" = --sass ] && { SASS=1; shift; }
+[ $# -ge 1 ] || { sed -n 2,23p "$0" >&2; exit 2; }
 REV=$1
 shift
 command -v nvcc >/dev/null || { echo "ptx_diff.sh: no nvcc on this machine" >&2; exit 2; }
@@ -34,6 +40,19 @@ git -C "$ROOT" archive "$REV" | tar -x -C "$T/rev" ||
 F=kernels/cuda/cuda_fused_sm90a.cu
 [ -f "$T/rev/$F" ] || { echo "ptx_diff.sh: $REV has no $F" >&2; exit 2; }
 EXTRA=("$@")
+if [ $SASS = 1 ]; then
+    # the same flags, to a cubin for sm_90a (the code ptxas emits)
+    cubin() { # tree out
+        (cd "$1" && nvcc -O2 -DNDEBUG -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -DATTUNE_HAVE_CUDA=1 \
+            -DATTUNE_HAVE_SM90A=1 -gencode=arch=compute_90a,code=sm_90a -I. "${EXTRA[@]}" -cubin "$F" -o "$2") \
+            >"$2.log" 2>&1 || { echo "ptx_diff.sh: nvcc failed in $1" >&2; cat "$2.log" >&2; return 1; }
+    }
+    cubin "$T/rev" "$T/rev.cubin" & a=$!
+    cubin "$ROOT" "$T/work.cubin" & b=$!
+    wait $a && wait $b || exit 2
+    python3 "$ROOT/bench/cubin_text.py" "$T/rev.cubin" "$T/work.cubin" --names "$REV" "the working tree"
+    exit
+fi
 # the flags of CMakeLists.txt's attune_cuda_sm90a (-O2 -DNDEBUG; no -G or -lineinfo)
 ptx() { # tree out
     (cd "$1" && nvcc -O2 -DNDEBUG -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \

@@ -735,7 +735,11 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 
     const int tid = threadIdx.x, wg = tid / 128;
 #if SM90_PERSIST
-    /* Block x -> its item (split sp of nsp, unit u, row block mb, and
+    /* (SM90_PERSIST's copy of the mapping below, as a function of the
+     * item: the default keeps its own text so that its code stays byte
+     * for byte what was measured (bench/sass_diff.sh); one goes when the
+     * switch becomes a tactic or is dropped.)
+     * Block x -> its item (split sp of nsp, unit u, row block mb, and
      * what follows from them). Blocks from p.tail0 on are cut into
      * p.tailk key ranges, splits fastest (every block with key splits;
      * version 3.12: the last wave's). Causal: chunks of p.chunk units one
