@@ -34,9 +34,11 @@
 #          cuobjdump) and counted by opcode (bench/sass_ops.sh ALL); seconds
 #   trace  bench/sm90_trace.sh, the default build's cycle trace of the 8k
 #          anchors' tiles (sm90-trace.txt; about 90 s)
-#   persist  version 3.27's A/B (bench/build_ab.sh -DSM90_PERSIST=1, 2
-#          rounds) on the 2k causal anchor and the 8k bf16 causal and e4m3
-#          non-causal ones, then B's gpu_fused (persist.txt, persist.log,
+#   persist  version 3.27's A/B (bench/build_ab.sh -DSM90_PERSIST=2: the
+#          next item claimed late; 1, claimed early, was measured on
+#          2026-12-07, bench/persist-ab-h100-1118c53.txt; 2 rounds) on the
+#          2k causal anchor and the 8k bf16 causal and e4m3 non-causal
+#          ones, then B's gpu_fused (persist.txt, persist.log,
 #          ctest-b.log; about 420 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,8,
 #          every e4m3 and bf16 tactic of the 8k d128 anchors (causal too) by
@@ -126,7 +128,7 @@ for s in "${STEPS[@]}"; do
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
     persist)
-        AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_PERSIST=1 --reps 2 --filter sm90a \
+        AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_PERSIST=2 --reps 2 --filter sm90a \
             --only "pad=1/stages=2/tile=192x128,pad=1/stages=2/tile=128x128,pad=1/stages=3/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.e4m3.nc" \
             >"$OUT/persist.txt" 2>"$OUT/persist.log"

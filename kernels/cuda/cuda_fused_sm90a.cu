@@ -274,9 +274,14 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
  * from one item into the next, so a block's start (Q's latency, the first
  * tile's S and softmax alone) and end (the last P V and the epilogue) no
  * longer leave the tensor cores idle once per item. Every consumer
- * warpgroup stays for every item (version 3.13's leaving is off). */
+ * warpgroup stays for every item (version 3.13's leaving is off). 1 and
+ * 2 differ in when a block claims its next item (the producer's
+ * comment). */
 #ifndef SM90_PERSIST
 #define SM90_PERSIST 0
+#endif
+#if SM90_PERSIST < 0 || SM90_PERSIST > 2
+#error "SM90_PERSIST: 0 off, 1 (the next item claimed early, as measured first) or 2 (claimed late)"
 #endif
 #if SM90_PERSIST && SM90_TRACE
 #error "SM90_PERSIST and SM90_TRACE: the trace is per block, not per item"
@@ -950,8 +955,15 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
              * longest first). The kq-th item published goes to Q buffer kq
              * % QBUF once the consumers freed it: its slot, then its Q (or,
              * none left, -1 and a plain arrive). Two buffers: the next
-             * item's Q loads under this one's tiles (published after this
-             * item's first STAGES tiles); one: after them. */
+             * item's Q loads under this one's tiles; one: after them (the
+             * item published after its own first STAGES tiles).
+             * When the next item is claimed, with two buffers: SM90_PERSIST
+             * 1, after this item's first STAGES tiles (measured so, 1118c53:
+             * a long causal item then holds its claim on the next one for
+             * its whole length, where the hardware's scheduler gives a
+             * block to the SM that frees first); 2, after this item's last
+             * tile is loaded (the ring's STAGES tiles before its end: late
+             * enough for longest-first, early enough to hide Q's load). */
             int kq = 0;
             auto publish = [&](int xi) {
                 const int b = kq % QBUF;
@@ -972,17 +984,20 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             int x = (int)atomicAdd(p.work, 1u);
             if (QBUF == 2)
                 publish(x);
+            constexpr bool late = SM90_PERSIST == 2;
             while (x < p.items) {
                 const sm90_item v = item_of(x);
                 const int nfirst = min(STAGES, v.ntiles);
                 load_tiles(v, 0, nfirst, kv);
                 int xn = x;
-                if (QBUF == 2)
+                if (QBUF == 2 && !late)
                     publish(xn = (int)atomicAdd(p.work, 1u));
-                else
+                else if (QBUF == 1)
                     publish(x);
                 load_tiles(v, nfirst, v.ntiles, kv);
                 kv += (uint32_t)v.ntiles;
+                if (QBUF == 2 && late)
+                    publish(xn = (int)atomicAdd(p.work, 1u));
                 x = QBUF == 2 ? xn : (int)atomicAdd(p.work, 1u);
             }
             if (QBUF == 1)
