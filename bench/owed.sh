@@ -40,6 +40,11 @@
 #          2k causal anchor and the 8k bf16 causal and e4m3 non-causal
 #          ones, then B's gpu_fused (persist.txt, persist.log,
 #          ctest-b.log; about 420 s)
+#   ptrace the cycle trace of SM90_PERSIST=2's items (bench/sm90_trace.sh
+#          with TRACE_DEFINE) on the 2k and 8k causal anchors' 128x128
+#          tiles, then the default's of the same: where an item's
+#          boundary goes (sm90-trace-persist.txt, sm90-trace.txt; two
+#          trace builds, about 300 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,8,
 #          every e4m3 and bf16 tactic of the 8k d128 anchors (causal too) by
 #          the tuner's protocol (fp8.txt, fp8.log; about 180 s)
@@ -65,7 +70,7 @@ if [ ${#STEPS[@]} -eq 0 ]; then
     fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in peers | rate | ncu | sass | trace | fp8 | persist) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in peers | rate | ncu | sass | trace | fp8 | persist | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -90,7 +95,7 @@ fi
 rc=0
 for s in "${STEPS[@]}"; do
     case $s in peers) need=150 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
-    persist) need=420 ;; esac
+    persist) need=420 ;; ptrace) need=300 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -127,6 +132,12 @@ for s in "${STEPS[@]}"; do
             "${T[@]}" bash "$ROOT/bench/sass_ops.sh" "$lib" "$pat" ALL >"$OUT/sass-192x128-ops.txt"; }
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
+    ptrace)
+        P=(b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c:pad=1/stages=2/tile=128x128 bf16.c:pad=1/stages=2/tile=128x128)
+        TRACE_DEFINE=-DSM90_PERSIST=2 "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" "${P[@]}" >/dev/null &&
+            mv "$OUT/sm90-trace.txt" "$OUT/sm90-trace-persist.txt" &&
+            "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" "${P[@]}" >/dev/null
+        ;;
     persist)
         AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_PERSIST=2 --reps 2 --filter sm90a \
             --only "pad=1/stages=2/tile=192x128,pad=1/stages=2/tile=128x128,pad=1/stages=3/tile=192x128" \

@@ -73,6 +73,7 @@ def main(argv):
         return v[((b * nw + w) * ni + i) * ne + e]
 
     steps, period, blockper, turnwait, dur, gaps = {}, [], [], [], [], []
+    persistent = False
     persm = {}
     # per block: (start, Q in, loop end, epilogue done, ntiles, nact), for
     # the block's fixed costs
@@ -87,6 +88,7 @@ def main(argv):
         if names is None:
             order0 = not (h[7] & 256) if a.order == "auto" else a.order == "0"
             names = ORDER0 if order0 else OVL
+            persistent = bool(h[7] & 512)
         used += 1
         h1 = [at(b, nw - 1, 1, e) for e in range(ne)]
         if t1 > t0:
@@ -127,7 +129,8 @@ def main(argv):
         bl.sort()
         gaps.extend(bl[k + 1][0] - bl[k][1] for k in range(len(bl) - 1) if bl[k + 1][0] > bl[k][1])
 
-    print(f"# {tactic}: grid {grid}, {used} blocks traced, order {'0' if names is ORDER0 else 'overlapped'}")
+    what = "items of a persistent grid" if persistent else "blocks"
+    print(f"# {tactic}: grid {grid}, {used} {what} traced, order {'0' if names is ORDER0 else 'overlapped'}")
     print("| step | median clk | p10 | p90 |")
     print("|---|---:|---:|---:|")
     for k in sorted(steps):
@@ -145,8 +148,9 @@ def main(argv):
     if dur:
         print(f"| block start to end, per tile | {statistics.median(dur):.0f} | {pct(dur, 0.1):.0f} | {pct(dur, 0.9):.0f} |")
     if gaps:
-        what = "epilogue done -> the SM's next block started" if any(f[3] for f in fixed) else \
-            "an SM's gap between blocks"
+        unit = "item" if persistent else "block"
+        what = f"epilogue done -> the SM's next {unit} started" if any(f[3] for f in fixed) else \
+            f"an SM's gap between {unit}s"
         print(f"| {what} | {statistics.median(gaps):.0f} | {pct(gaps, 0.1):.0f} | {pct(gaps, 0.9):.0f} |")
     # A block's fixed costs (traces with the header's second row): Q's
     # latency, the epilogue, and the block's time beyond its tiles at the

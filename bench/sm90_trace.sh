@@ -15,6 +15,9 @@
 # two-warpgroup rivals). BUILD and OUT come from run.sh.
 # About a minute to build, seconds a tactic. The trace's stores make the
 # kernel a little slower: read its steps against each other.
+# TRACE_DEFINE adds CUDA flags to the trace build, e.g.
+# TRACE_DEFINE=-DSM90_PERSIST=2: a persistent grid's trace, by item (the
+# gap it prints is then between one item's epilogue and the next item).
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
@@ -27,8 +30,9 @@ SPECS=("$@")
     bf16.c:pad=1/stages=2/tile=128x176)
 T=$BUILD-trace
 . "$ROOT/bench/second_tree.sh"
-echo "[sm90_trace] configure and build $T with -DSM90_TRACE=1" >&2
-second_tree "$ROOT" "$T" -DSM90_TRACE=1 "$OUT/build-trace.log" attune ||
+FLAGS="-DSM90_TRACE=1${TRACE_DEFINE:+ $TRACE_DEFINE}"
+echo "[sm90_trace] configure and build $T with $FLAGS" >&2
+second_tree "$ROOT" "$T" "$FLAGS" "$OUT/build-trace.log" attune ||
     { echo "[sm90_trace] build of $T failed: $OUT/build-trace.log" >&2; exit 1; }
 : >"$OUT/sm90-trace.txt"
 rc=0

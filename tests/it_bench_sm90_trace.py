@@ -97,6 +97,14 @@ def main():
         check("12.0 key tiles a block on average" in out and "steady block tile 3000 clk" in out,
               "the blocks' tiles and the steady block tile summarised")
 
+        # a persistent grid's trace (flag 512): its rows are items, and the
+        # gap is between one item's epilogue and the next item on that SM
+        write(p, [(0, 3, 12, d), (0, 3, 12, d)], flags=1 | 512, fixed=(1500, 900))
+        rc, out, _ = run([p])
+        check(rc == 0 and "2 items of a persistent grid traced, order 0" in out, "flag 512: items, not blocks")
+        check(row(out, "epilogue done -> the SM's next item started") == [163100, 163100, 163100],
+              "the gap between items (%s)" % row(out, "epilogue done -> the SM's next item started"))
+
         write(p, [(0, 2, 12, d)], flags=1 | 256)
         rc, out, _ = run([p])
         check(rc == 0 and "order overlapped" in out and row(out, "turn -> issued") == [350, 350, 350],

@@ -283,9 +283,6 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
 #if SM90_PERSIST < 0 || SM90_PERSIST > 2
 #error "SM90_PERSIST: 0 off, 1 (the next item claimed early, as measured first) or 2 (claimed late)"
 #endif
-#if SM90_PERSIST && SM90_TRACE
-#error "SM90_PERSIST and SM90_TRACE: the trace is per block, not per item"
-#endif
 
 template <typename T>
 struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
@@ -675,14 +672,16 @@ static_assert(sm90_regs_fit(2, 24, 240) && sm90_regs_fit(3, 24, 160) && !sm90_re
  * tiles): 0 start, 1 K_j arrived, 2 turn taken, 3 both issued and the turn
  * given, 4 S_j retired, 5 softmax done, 6 P V retired, 7 O rescaled.
  * [b][SM90_TR_WG][1][0]: the last consumer's epilogue done (its stores
- * issued; not for key splits); [1][1]: Q arrived, as warpgroup 0 saw it. */
+ * issued; not for key splits); [1][1]: Q arrived, as warpgroup 0 saw it.
+ * SM90_PERSIST: row b is item b (the block it replaces), its start when
+ * warpgroup 0 read its slot, and 512 added to the header's flags. */
 #define SM90_TR_BLOCKS 528
 #define SM90_TR_WG 4
 #define SM90_TR_IT 80
 #define SM90_TR_EV 8
 __device__ unsigned long long sm90_trace[SM90_TR_BLOCKS][SM90_TR_WG + 1][SM90_TR_IT][SM90_TR_EV];
 #define SM90_TR(itv, ev)                                                                             \
-    (tr_on && (itv) < SM90_TR_IT ? (void)(sm90_trace[blockIdx.x][cw][itv][ev] = clock64()) : (void)0)
+    (tr_on && (itv) < SM90_TR_IT ? (void)(sm90_trace[trb][cw][itv][ev] = clock64()) : (void)0)
 #else
 #define SM90_TR(itv, ev) ((void)0)
 #endif
@@ -903,7 +902,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     }
-#if SM90_TRACE
+#if SM90_TRACE && !SM90_PERSIST
     if (tid == 0 && blockIdx.x < SM90_TR_BLOCKS) {
         unsigned long long *h = sm90_trace[blockIdx.x][SM90_TR_WG][0];
         uint32_t smid;
@@ -1073,8 +1072,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
     const int cw = wg - 1, lane = tid & 31, wq = (tid / 32) & 3;
     const int gr = lane >> 2, tq4 = lane & 3;
-#if SM90_TRACE
-    const bool tr_on = blockIdx.x < SM90_TR_BLOCKS && (tid & 127) == 0;
+#if SM90_TRACE && !SM90_PERSIST
+    const int trb = (int)blockIdx.x; /* the trace's row: the block's */
+    const bool tr_on = trb < SM90_TR_BLOCKS && (tid & 127) == 0;
 #endif
     const int lr0 = cw * 64 + wq * 16 + gr; /* this thread's packed rows: lr0, lr0 + 8 */
     /* e4m3: S of the stored values times descale_q descale_k */
@@ -1098,6 +1098,19 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         const sm90_item w = item_of(x);
         SM90_ITEM_VARS(w);
         (void)kb_, (void)kh_, (void)tlo; /* the producer's */
+#if SM90_TRACE
+        /* persistent: the trace's rows are items (x < SM90_TR_BLOCKS), each
+         * with its header as a block's, started when its slot was read */
+        const int trb = x;
+        const bool tr_on = trb < SM90_TR_BLOCKS && (tid & 127) == 0;
+        if (tr_on && cw == 0) {
+            unsigned long long *h = sm90_trace[trb][SM90_TR_WG][0];
+            uint32_t smid;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+            h[0] = smid, h[1] = clock64(), h[3] = (unsigned long long)ntiles, h[4] = (unsigned long long)nact;
+            h[5] = BR, h[6] = BC, h[7] = sizeof(T) | (SM90_W3(D, BR) ? 0 : 256) | 512;
+        }
+#endif
         const uint32_t aQc = qbi ? aQ1 : aQ;
 #else
     {
@@ -1304,7 +1317,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #endif
 #if SM90_TRACE
         if (tr_on && cw == 0)
-            sm90_trace[blockIdx.x][SM90_TR_WG][1][1] = clock64();
+            sm90_trace[trb][SM90_TR_WG][1][1] = clock64();
 #endif
         if (pp && cw == nact - 1 && !started)
             named_arrive(1);
@@ -1418,7 +1431,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             mbar_arrive(BAR_EV(lst)); /* the producer's tail wait; persistent: the ring runs on */
 #if SM90_TRACE
         if (tr_on && cw == nact - 1)
-            sm90_trace[blockIdx.x][SM90_TR_WG][0][2] = clock64();
+            sm90_trace[trb][SM90_TR_WG][0][2] = clock64();
 #endif
     }
 #undef BAR_FK
@@ -1510,7 +1523,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     }
 #if SM90_TRACE
     if (tr_on && cw == nact - 1)
-        sm90_trace[blockIdx.x][SM90_TR_WG][1][0] = clock64();
+        sm90_trace[trb][SM90_TR_WG][1][0] = clock64();
 #endif
 #if SM90_PERSIST
         } /* the staged store */
@@ -1840,8 +1853,8 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     if (cu_launch(kern, (unsigned)grid, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p) != cudaSuccess)
         return ATTUNE_EGPU;
 #if SM90_TRACE
-    if (traced)
-        sm90_trace_dump(stream, grid, t);
+    if (traced) /* its rows: the blocks, or the persistent grid's items */
+        sm90_trace_dump(stream, blocks, t);
 #endif
     if (p.tailk > 1) /* splits or the cut */
         return cuda_fused_combine(s, p.tailk, p.part_o, p.part_lse, &io->o, p.prow0, p.prows, stream);
