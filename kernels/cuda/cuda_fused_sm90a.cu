@@ -740,9 +740,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     const int tid = threadIdx.x, wg = tid / 128;
 #if SM90_PERSIST
     /* (SM90_PERSIST's copy of the mapping below, as a function of the
-     * item: the default keeps its own text so that its code stays byte
-     * for byte what was measured (bench/sass_diff.sh); one goes when the
-     * switch becomes a tactic or is dropped.)
+     * item, as the producer's load_kv further down is a copy taking the
+     * item's KV head: the default keeps its own text so that its code
+     * stays byte for byte what was measured (bench/sass_diff.sh); each
+     * pair becomes one when the switch becomes a tactic or is dropped.)
      * Block x -> its item (split sp of nsp, unit u, row block mb, and
      * what follows from them). Blocks from p.tail0 on are cut into
      * p.tailk key ranges, splits fastest (every block with key splits;
@@ -918,7 +919,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
          * t = thi - 1 down to tlo through the ring. */
 #if SM90_PERSIST
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
-        /* Wait until the consumers freed stage s, then refill it. */
+        /* (The default's load_kv below, the item's KV head as arguments;
+         * see the mapping's copy above for why there are two.)
+         * Wait until the consumers freed stage s, then refill it. */
         /* e4m3's V is V^T (keys along its rows): boxes of 128 keys x D,
          * one per 128-key chunk of the tile (a partial last chunk is
          * loaded whole: its keys past the tile are never multiplied).
