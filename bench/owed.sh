@@ -34,17 +34,23 @@
 #          cuobjdump) and counted by opcode (bench/sass_ops.sh ALL); seconds
 #   trace  bench/sm90_trace.sh, the default build's cycle trace of the 8k
 #          anchors' tiles (sm90-trace.txt; about 90 s)
-#   persist  version 3.27's A/B (bench/build_ab.sh -DSM90_PERSIST=2: the
-#          next item claimed late; 1, claimed early, was measured on
-#          2026-12-07, bench/persist-ab-h100-1118c53.txt; 2 rounds) on the
-#          2k causal anchor and the 8k bf16 causal and e4m3 non-causal
-#          ones, then B's gpu_fused (persist.txt, persist.log,
-#          ctest-b.log; about 420 s)
-#   ptrace the cycle trace of SM90_PERSIST=2's items (bench/sm90_trace.sh
-#          with TRACE_DEFINE) on the 2k and 8k causal anchors' 128x128
-#          tiles, then the default's of the same: where an item's
-#          boundary goes (sm90-trace-persist.txt, sm90-trace.txt; two
-#          trace builds, about 300 s)
+#   persist  version 3.28's persist=1 tactics against the same tiles
+#          plain, in this build: `attune tune --force --screen 0 --only`
+#          both forms of the 128x128 and 192x128 tiles (e4m3: 3 stages
+#          too) on the 2k causal anchor and the 8k bf16 causal and e4m3
+#          non-causal ones, 3 rounds of fresh processes, tabled by
+#          bench/persist_ab.py; then ctest gpu_fused (every listed tactic,
+#          persist=1 among them, against float64) (persist.txt,
+#          persist.log, persist-ctest.log; about 200 s)
+#   claim  SM90_PERSIST_CLAIM=2 (the next item claimed after this one's
+#          last tile is loaded) against 1 (after its first STAGES: the
+#          default) on the persist=1 tiles of the same shapes
+#          (bench/build_ab.sh, 2 rounds, then B's gpu_fused: claim.txt,
+#          claim.log, ctest-b.log; about 420 s)
+#   ptrace the cycle trace of the persist=1 tactics' items
+#          (bench/sm90_trace.sh) on the 2k and 8k causal anchors' 128x128
+#          tiles, and the plain tactic's of the same: where an item's
+#          boundary goes (sm90-trace.txt; one trace build, about 200 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,8,
 #          every e4m3 and bf16 tactic of the 8k d128 anchors (causal too) by
 #          the tuner's protocol (fp8.txt, fp8.log; about 180 s)
@@ -70,7 +76,7 @@ if [ ${#STEPS[@]} -eq 0 ]; then
     fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in peers | rate | ncu | sass | trace | fp8 | persist | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in peers | rate | ncu | sass | trace | fp8 | persist | claim | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -95,7 +101,7 @@ fi
 rc=0
 for s in "${STEPS[@]}"; do
     case $s in peers) need=150 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
-    persist) need=420 ;; ptrace) need=300 ;; esac
+    persist) need=200 ;; claim) need=420 ;; ptrace) need=200 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -133,16 +139,36 @@ for s in "${STEPS[@]}"; do
         ;;
     trace) "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" >/dev/null ;;
     ptrace)
-        P=(b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c:pad=1/stages=2/tile=128x128 bf16.c:pad=1/stages=2/tile=128x128)
-        TRACE_DEFINE=-DSM90_PERSIST=2 "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" "${P[@]}" >/dev/null &&
-            mv "$OUT/sm90-trace.txt" "$OUT/sm90-trace-persist.txt" &&
-            "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" "${P[@]}" >/dev/null
+        P=()
+        for k in b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c bf16.c; do
+            P+=("$k:sm90a/pad=1/persist=1/stages=2/tile=128x128" "$k:sm90a/pad=1/stages=2/tile=128x128")
+        done
+        "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" "${P[@]}" >/dev/null
         ;;
     persist)
-        AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_PERSIST=2 --reps 2 --filter sm90a \
-            --only "pad=1/stages=2/tile=192x128,pad=1/stages=2/tile=128x128,pad=1/stages=3/tile=192x128" \
+        pdb=${TMPDIR:-/tmp}/attune-owed-persist-$$
+        rm -rf "$pdb" && mkdir -p "$pdb"
+        PT=stages=2/tile=128x128,stages=2/tile=192x128,stages=3/tile=192x128
+        for r in 1 2 3; do
+            for k in b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c "$A.bf16.c" "$A.e4m3.nc"; do
+                "${T[@]}" "$BUILD/attune" tune --db "$pdb/p.db" --device 0 --shape "$k" --force --screen 0 \
+                    --only "$PT" --quiet >>"$OUT/persist.log" 2>&1 &&
+                    "$BUILD/attune" results --db "$pdb/p.db" --device 0 --shape "$k" --csv >"$pdb/$k.r$r.csv" \
+                        2>>"$OUT/persist.log"
+            done
+        done
+        python3 "$ROOT/bench/persist_ab.py" "$pdb"/*.csv >"$OUT/persist.txt" 2>>"$OUT/persist.log" &&
+            cp "$pdb"/*.csv "$OUT/" &&
+            ctest --test-dir "$BUILD" -R gpu_fused --output-on-failure >"$OUT/persist-ctest.log" 2>&1
+        st=$?
+        rm -rf "$pdb"
+        (exit $st)
+        ;;
+    claim)
+        AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_PERSIST_CLAIM=2 --reps 2 --filter sm90a \
+            --only "persist=1/stages=2/tile=192x128,persist=1/stages=2/tile=128x128,persist=1/stages=3/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.e4m3.nc" \
-            >"$OUT/persist.txt" 2>"$OUT/persist.log"
+            >"$OUT/claim.txt" 2>"$OUT/claim.log"
         ;;
     fp8)
         if ! nvidia-smi -L 2>/dev/null | grep -q H200; then

@@ -14,7 +14,7 @@
 #
 # usage: bench/sass_diff.sh REV [NVCC_FLAG...]
 #   REV        a commit, e.g. HEAD~1
-#   NVCC_FLAG  added to both compiles, e.g. -DSM90_PERSIST=1 (a switch's
+#   NVCC_FLAG  added to both compiles, e.g. -DSM90_SKIP_IDLE=0 (a switch's
 #              build against REV's same switch)
 # Exit status 0 if every kernel's code is the same, 1 if any differs, 2
 # on a usage or build error. About 20 s (two compiles at once).

@@ -16,7 +16,8 @@
 # About a minute to build, seconds a tactic. The trace's stores make the
 # kernel a little slower: read its steps against each other.
 # TRACE_DEFINE adds CUDA flags to the trace build, e.g.
-# TRACE_DEFINE=-DSM90_PERSIST=2: a persistent grid's trace, by item (the
+# TRACE_DEFINE=-DSM90_PERSIST_CLAIM=2: the persist=1 tactics claiming late;
+# a persist=1 tactic is traced by item (the
 # gap it prints is then between one item's epilogue and the next item).
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

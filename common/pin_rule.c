@@ -65,8 +65,8 @@ static int part_ok(const char *b, size_t n)
 }
 
 /* The keys a tactic may have (kernels/attn.c), in their canonical order. */
-static const char *const tactic_keys[] = {"acc",    "arch",  "eng",  "fold",  "graph", "kcfg",
-                                          "pad",    "splits", "stages", "tile", "warps", NULL};
+static const char *const tactic_keys[] = {"acc",    "arch",   "eng",    "fold", "graph", "kcfg", "pad",
+                                          "persist", "splits", "stages", "tile", "warps", NULL};
 
 /* The key of part (key=value...) must be a tactic key, after prev (the
  * canonical text sorts its keys: a prefix out of order matches nothing).

@@ -89,8 +89,9 @@ char *attn_tactic_str(const attn_tactic *t, char *buf, size_t buflen)
 {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, buflen - n, "%s", attn_variant_name(t->variant));
-    /* keys in sorted order: acc, arch, eng, fold, graph, kcfg, pad, splits,
-     * stages, tile, warps (fold never meets the cudnn keys: see the parser) */
+    /* keys in sorted order: acc, arch, eng, fold, graph, kcfg, pad, persist,
+     * splits, stages, tile, warps (fold and persist never meet the cudnn
+     * keys: see the parser) */
     if (t->acc != ATTN_ACC_NONE && n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/acc=%s",
                               t->acc == ATTN_ACC_F16 ? "f16" : "f32");
@@ -104,6 +105,8 @@ char *attn_tactic_str(const attn_tactic *t, char *buf, size_t buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/fold=%d", t->fold);
     if (n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/pad=%d", t->pad);
+    if (t->persist > 0 && n < buflen)
+        n += (size_t)snprintf(buf + n, buflen - n, "/persist=%d", t->persist);
     if (t->splits > 0 && n < buflen)
         n += (size_t)snprintf(buf + n, buflen - n, "/splits=%d", t->splits);
     if (t->stages > 0 && n < buflen)
@@ -208,6 +211,9 @@ int attn_tactic_parse(const char *s, attn_tactic *out, char *err, size_t errlen)
         } else if (strcmp(k, "fold") == 0) {
             bit = 1024;
             bad = parse_pos(v, 1, &t.fold) != 0;
+        } else if (strcmp(k, "persist") == 0) {
+            bit = 2048;
+            bad = parse_pos(v, 1, &t.persist) != 0;
         } else {
             return attune_fail(err, errlen, ATTUNE_EINVAL, "unknown tactic parameter '%s'", k);
         }
@@ -223,9 +229,12 @@ int attn_tactic_parse(const char *s, attn_tactic *out, char *err, size_t errlen)
     if (t.variant == ATTN_CUDNN && (seen & (128 | 256 | 512)) != (128 | 256 | 512))
         return attune_fail(err, errlen, ATTUNE_EINVAL,
                            "cudnn tactic '%s' needs eng=, graph= and kcfg=", s);
-    /* fold=1 is a form of the Hopper fused kernel only. */
+    /* fold=1 and persist=1 are forms of the Hopper fused kernel only. */
     if ((seen & 1024) && (t.variant != ATTN_FUSED || !(seen & 32)))
         return attune_fail(err, errlen, ATTUNE_EINVAL, "fold= belongs to fused arch=sm90a tactics, not '%s'", s);
+    if ((seen & 2048) && (t.variant != ATTN_FUSED || !(seen & 32)))
+        return attune_fail(err, errlen, ATTUNE_EINVAL, "persist= belongs to fused arch=sm90a tactics, not '%s'",
+                           s);
     if (t.variant == ATTN_CUDNN && (seen & (1 | 4 | 8 | 16 | 32 | 64)))
         return attune_fail(err, errlen, ATTUNE_EINVAL,
                            "cudnn tactic '%s' takes only eng, graph, kcfg and pad", s);

@@ -37,8 +37,8 @@ typedef enum {
  * (acc uses ATTN_ACC_NONE), except the cudnn keys (eng, graph, kcfg), which
  * are present exactly when the variant is cudnn (engine 0 and knob code 0
  * are real values). Canonical text: `variant/key=value/...`, keys sorted:
- * acc, arch, eng, fold, graph, kcfg, pad, splits, stages, tile, warps; pad
- * is always present. */
+ * acc, arch, eng, fold, graph, kcfg, pad, persist, splits, stages, tile,
+ * warps; pad is always present. */
 typedef enum { ATTN_ACC_NONE = 0, ATTN_ACC_F16 = 1, ATTN_ACC_F32 = 2 } attn_acc;
 
 /* cudnn: the form of the operation graph handed to cuDNN. sdpa: the single
@@ -57,6 +57,8 @@ typedef struct attn_tactic {
     int stages;       /* fused arch=sm90a: K/V shared-memory stages, 0 = absent */
     int fold;         /* fused arch=sm90a: 1 = the g query heads of a KV head packed
                          into the rows of one block (text `fold=1`), 0 = absent */
+    int persist;      /* fused arch=sm90a: 1 = a persistent grid, one block per SM taking
+                         the blocks' work in turn (text `persist=1`), 0 = absent */
     int eng;          /* cudnn: engine global index (CUDNN_ATTR_ENGINE_GLOBAL_INDEX) */
     attn_graph graph; /* cudnn: graph form */
     int kcfg;         /* cudnn: the engine's knob settings as one code

@@ -62,6 +62,7 @@ static void tactic_should_round_trip_canonically(void)
                            "split/acc=f16/pad=64", "split_repeat/acc=f32/pad=16",
                            "fused/arch=sm90a/pad=8/stages=2/tile=128x128/warps=12",
                            "fused/arch=sm90a/fold=1/pad=1/splits=8/stages=2/tile=128x128/warps=12",
+                           "fused/arch=sm90a/fold=1/pad=1/persist=1/stages=2/tile=128x128/warps=12",
                            "fused/acc=f32/pad=1/tile=64x64/warps=4"};
     for (size_t i = 0; i < sizeof canon / sizeof canon[0]; i++) {
         attn_tactic t;
@@ -85,7 +86,10 @@ static void tactic_parse_should_reject_bad_text(void)
                          "split/acc=f64/pad=1", "fused/pad=1/tile=64", "fused/pad=1/colour=red",
                          "fused/pad=1/tile=0x64", "fused/pad=-8", "fused/arch=sm80/pad=1",
                          "fused/arch=sm90a/arch=sm90a/pad=1", "fused/pad=1/stages=0",
-                         "fused/fold=1/pad=1", "fused/arch=sm90a/fold=2/pad=1", "split/fold=1/pad=1"};
+                         "fused/fold=1/pad=1", "fused/arch=sm90a/fold=2/pad=1", "split/fold=1/pad=1",
+                         "fused/pad=1/persist=1", "fused/arch=sm90a/pad=1/persist=2",
+                         "fused/arch=sm90a/pad=1/persist=0", "cudnn/eng=1/graph=sdpa/kcfg=0/pad=1/persist=1",
+                         "fused/arch=sm90a/pad=1/persist=1/persist=1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         attn_tactic t;
         char err[ATTUNE_ERRLEN] = "";

@@ -249,14 +249,22 @@ static void sm90a_wide_tiles_should_be_listed_plain(void)
  * 128-row tiles of 128, 192 and 224 keys and the two 192-row tiles of 128
  * keys (16 warps: three consumer warpgroups); pad 1, plain, each within a
  * block's shared memory (V^T's partial 128-key chunk counted whole); none
- * before 9.0. */
+ * before 9.0. The 8k anchor's grids are many waves: each also persistent
+ * (version 3.28), right after it. */
 static void sm90a_e4m3_configs_should_fit(void)
 {
     attn_shape s = {2, 16, 16, 8192, 8192, 128, ATTN_E4M3, 0};
     attn_tactic t[64];
     int n = cuda_fused_tactics(&s, 9, 0, t, 64), by_width[3] = {0, 0, 0}, tall = 0;
-    CHECK_EQ_INT(n, 7);
+    CHECK_EQ_INT(n, 14);
     for (int i = 0; i < n; i++) {
+        if (t[i].persist) {
+            attn_tactic plain = t[i];
+            plain.persist = 0;
+            CHECK_MSG(t[i].persist == 1 && i > 0 && memcmp(&t[i - 1], &plain, sizeof plain) == 0,
+                      "e4m3 tactic %d: persist=%d not after its plain form", i, t[i].persist);
+            continue;
+        }
         size_t smem = SM90_SMEM_E4M3(128, t[i].tile_m, t[i].tile_n, t[i].stages);
         CHECK_MSG(smem + sm90a_static_smem(t[i].stages) <= limit(90), "e4m3 tile %dx%d stages %d: %zu B", t[i].tile_m, t[i].tile_n,
                   t[i].stages, smem);
@@ -339,7 +347,7 @@ static void sm90a_192_row_tiles_should_be_listed_plain(void)
         attn_tactic t[256];
         int n = cuda_fused_tactics(&s, 9, 0, t, 256), tall = 0;
         for (int i = 0; i < n; i++) {
-            if (t[i].arch != ATTN_ARCH_SM90A || t[i].tile_m != 192)
+            if (t[i].arch != ATTN_ARCH_SM90A || t[i].tile_m != 192 || t[i].persist)
                 continue;
             tall++;
             CHECK(t[i].tile_n == 128 && t[i].warps == 16);
@@ -362,6 +370,66 @@ static void sm90a_192_row_tiles_should_be_listed_plain(void)
 }
 #endif
 
+/* Version 3.28: a 16-bit configuration is also listed persistent
+ * (persist=1) exactly where its unsplit grid is more than one wave of an
+ * H200 (> 132 blocks): plain, and folded unsplit where the fold applies;
+ * never with key splits. A persistent tactic's workspace holds a 256-byte
+ * counter after the rest (256-byte aligned); launching one with splits is
+ * unsupported. */
+static void sm90a_persist_should_be_listed_for_many_waves_only(void)
+{
+    /* b4.hq32.hkv8.sq2048: 128-row tiles 4 x 32 x 16 = 2048 blocks, folded
+     * 4 x 8 x 64 = 2048; one head of 1024 queries: 8 blocks */
+    attn_shape many = {4, 32, 8, 2048, 2048, 128, ATTN_BF16, 1};
+    attn_shape one = {1, 8, 2, 1024, 1024, 128, ATTN_BF16, 1};
+    attn_tactic t[256];
+    int n = cuda_fused_tactics(&many, 9, 0, t, 256), plain = 0, pplain = 0, fold = 0, pfold = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i].arch != ATTN_ARCH_SM90A)
+            continue;
+        CHECK(!(t[i].persist && t[i].splits > 1));
+        if (t[i].splits > 1)
+            continue;
+        int *count = t[i].fold ? (t[i].persist ? &pfold : &fold) : (t[i].persist ? &pplain : &plain);
+        (*count)++;
+        if (t[i].persist) {
+            char name[ATTN_TACTIC_STR_MAX];
+            attn_tactic_str(&t[i], name, sizeof name);
+            CHECK_MSG(strstr(name, "/persist=1/") != NULL, "%s", name);
+            attn_tactic back;
+            CHECK_EQ_INT(attn_tactic_parse(name, &back, NULL, 0), 0);
+            CHECK_EQ_INT(back.persist, 1);
+            size_t ws = cuda_fused_workspace_bytes(&many, &t[i]);
+            attn_tactic p0 = t[i];
+            p0.persist = 0;
+            size_t ws0 = cuda_fused_workspace_bytes(&many, &p0);
+            CHECK_MSG(ws == (ws0 + 255) / 256 * 256 + 256, "%s: %zu bytes, %zu without", name, ws, ws0);
+        }
+    }
+    /* d128: 128x128, 128x176, 192x128 plain; 128x128 folded; 4 pads each */
+    CHECK_EQ_INT(plain, 3 * ATTN_NPADS);
+    CHECK_EQ_INT(pplain, plain);
+    CHECK_EQ_INT(fold, ATTN_NPADS);
+    CHECK_EQ_INT(pfold, fold);
+    n = cuda_fused_tactics(&one, 9, 0, t, 256);
+    CHECK(n > 0);
+    for (int i = 0; i < n; i++)
+        CHECK(t[i].persist == 0);
+    /* the rule at its edge, d64's 128-row tiles: b1.hq33.sq512 is 132
+     * blocks, one wave; hq34, 136 blocks (its 192-row tiles: 102) */
+    attn_shape edge = {1, 33, 33, 512, 512, 64, ATTN_F16, 0};
+    int p132 = 0, p136 = 0;
+    n = cuda_fused_tactics(&edge, 9, 0, t, 256);
+    for (int i = 0; i < n; i++)
+        p132 += t[i].persist && t[i].tile_m == 128;
+    edge.hq = edge.hkv = 34;
+    n = cuda_fused_tactics(&edge, 9, 0, t, 256);
+    for (int i = 0; i < n; i++)
+        p136 += t[i].persist && t[i].tile_m == 128;
+    CHECK_EQ_INT(p132, 0);
+    CHECK_EQ_INT(p136, ATTN_NPADS);
+}
+
 int main(void)
 {
 #ifdef ATTUNE_HAVE_SM90A
@@ -369,6 +437,7 @@ int main(void)
     RUN(sm90a_e4m3_configs_should_fit);
     RUN(sm90a_192_row_tiles_should_be_listed_plain);
     RUN(sm90a_tail_cut_should_shorten_only_partial_last_waves);
+    RUN(sm90a_persist_should_be_listed_for_many_waves_only);
 #endif
     RUN(every_listed_config_should_fit_its_architecture);
     RUN(f32_configs_should_fit_their_architecture);

@@ -276,6 +276,33 @@ static void sm90a_cost_should_count_the_cut_last_wave(void)
     CHECK_EQ_INT(c.launches, 1);
 }
 
+/* Version 3.28's persistent grid (persist=1): the same grid and waves as
+ * the plain tactic, its blocks' fixed cost paid once however many waves
+ * (a queued plain block pays it SM90_FIXED_QUEUED = 2 times), one launch
+ * more (its counter's memset); with key splits it does not run; no other
+ * family owns persist=1. */
+static void sm90a_persist_should_pay_the_fixed_cost_once(void)
+{
+    attn_device_info dev = h200();
+    attn_shape s = shp(4, 32, 8, 2048, 2048, 128, ATTN_BF16, 1); /* 2048 blocks of 128 rows */
+    attn_cost c = describe("fused/arch=sm90a/pad=1/stages=2/tile=128x128/warps=12", &s, &dev, 0);
+    attn_cost p = describe("fused/arch=sm90a/pad=1/persist=1/stages=2/tile=128x128/warps=12", &s, &dev, 0);
+    CHECK_NEAR(p.blocks, c.blocks, 0);
+    CHECK_NEAR(p.waves, c.waves, 0);
+    CHECK(c.waves > 1);
+    CHECK_NEAR(c.block_keys, 2.0 * 128, 0);
+    CHECK_NEAR(p.block_keys, 128, 0);
+    CHECK_NEAR(c.keys - p.keys, 128, 0);
+    CHECK_EQ_INT(p.launches, c.launches + 1);
+    attn_tactic t = tac("fused/arch=sm90a/fold=1/pad=1/persist=1/splits=2/stages=2/tile=128x128/warps=12");
+    CHECK_EQ_INT(attn_describe(&s, &t, &dev, 0, &p), ATTUNE_EUNSUPP);
+    /* the version 1 tile with persist=1 is no family's */
+    t = tac("fused/pad=1/tile=64x64/warps=4");
+    CHECK_EQ_INT(attn_describe(&s, &t, &dev, 0, &p), 0);
+    t.persist = 1;
+    CHECK(attn_describe(&s, &t, &dev, 0, &p) != 0);
+}
+
 static void splitkv_should_stream_at_its_blocks_share(void)
 {
     attn_device_info dev = h200();
@@ -589,6 +616,7 @@ int main(void)
     RUN(fused_f32_should_describe_its_tiles);
     RUN(sm90a_fold_should_fill_its_rows_with_the_group);
     RUN(sm90a_cost_should_count_the_cut_last_wave);
+    RUN(sm90a_persist_should_pay_the_fixed_cost_once);
     RUN(splitkv_should_stream_at_its_blocks_share);
     RUN(gemms_should_compute_the_whole_padded_matrix);
     RUN(gemms_should_run_slower_on_unaligned_keys);

@@ -136,6 +136,23 @@
 
 namespace {
 
+/* SM90_PERSIST: 0 in this unit, the claim order (1 or 2) in
+ * cuda_fused_persist_sm90a.cu's (version 3.28, below). */
+#ifdef SM90_PERSIST
+#error "SM90_PERSIST is set by cuda_fused_persist_sm90a.cu, not by hand: persist=1 is a tactic; SM90_PERSIST_CLAIM=1|2 picks its claim order"
+#endif
+#ifdef SM90_PERSIST_UNIT
+#ifndef SM90_PERSIST_CLAIM
+#define SM90_PERSIST_CLAIM 1
+#endif
+#if SM90_PERSIST_CLAIM != 1 && SM90_PERSIST_CLAIM != 2
+#error "SM90_PERSIST_CLAIM: 1 (the next item claimed early) or 2 (claimed late)"
+#endif
+#define SM90_PERSIST SM90_PERSIST_CLAIM
+#else
+#define SM90_PERSIST 0
+#endif
+
 struct sm90_args {
     void *o;
     float *part_o, *part_lse; /* splits > 1: cuda_fused_common.cuh's partials */
@@ -265,7 +282,7 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
 #define SM90_SKIP_IDLE 1
 #endif
 
-/* Version 3.27 (an A/B switch, 0 by default; docs/kernels.md): 1 makes
+/* Version 3.27, a tactic since version 3.28 (persist=1; docs/kernels.md):
  * the grid persistent. One block per SM takes the items (the blocks of
  * the grid it replaces, in their order: causal longest first) from a
  * counter in the workspace, zeroed before each launch; its producer loads
@@ -274,15 +291,17 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
  * from one item into the next, so a block's start (Q's latency, the first
  * tile's S and softmax alone) and end (the last P V and the epilogue) no
  * longer leave the tensor cores idle once per item. Every consumer
- * warpgroup stays for every item (version 3.13's leaving is off). 1 and
- * 2 differ in when a block claims its next item (the producer's
- * comment). */
-#ifndef SM90_PERSIST
-#define SM90_PERSIST 0
-#endif
-#if SM90_PERSIST < 0 || SM90_PERSIST > 2
-#error "SM90_PERSIST: 0 off, 1 (the next item claimed early, as measured first) or 2 (claimed late)"
-#endif
+ * warpgroup stays for every item (version 3.13's leaving is off).
+ *
+ * This file is built twice: as itself (SM90_PERSIST 0, every other
+ * tactic) and by cuda_fused_persist_sm90a.cu, which defines
+ * SM90_PERSIST_UNIT and so builds the same kernels persistent, with one
+ * entry point, cuda_fused_sm90a_persist_launch, where this unit's launch
+ * sends the persist=1 tactics. So the other tactics' code is what it was,
+ * byte for byte (bench/sass_diff.sh), and each form keeps its own text
+ * where they differ. SM90_PERSIST_CLAIM picks when a block claims its
+ * next item: 1 (the default, as measured first) or 2 (the producer's
+ * comment says both; SM90_PERSIST is defined at the top, before sm90_args). */
 
 template <typename T>
 struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
@@ -1595,6 +1614,9 @@ __host__ __device__ constexpr int sm90_vt_key(int c)
  * for r < D and j < keys (rows r >= d and keys >= skv: 0); bh = b * hkv +
  * h. One block of 256 threads per (SM90_VT_KEYS keys, bh): 64 key rows of
  * d bytes in through shared memory, 128 rows of 64 bytes out. */
+#if SM90_PERSIST /* the persistent unit's copy, under a name of its own (external linkage) */
+#define sm90_vt_kernel sm90_vt_kernel_persist
+#endif
 __global__ void sm90_vt_kernel(const uint8_t *v, int64_t sb, int64_t sh, int64_t ss, uint8_t *vt, int hkv,
                                int skv, int d, int keys)
 {
@@ -1632,10 +1654,12 @@ static int64_t sm90_vt_keys(const attn_shape *s)
     return (s->skv + SM90_VT_KEYS - 1) / SM90_VT_KEYS * SM90_VT_KEYS;
 }
 
+#if !SM90_PERSIST
 extern "C" size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s)
 {
     return s != NULL && s->dtype == ATTN_E4M3 ? (size_t)(s->b * s->hkv * 128) * (size_t)sm90_vt_keys(s) : 0;
 }
+#endif
 
 /* 1 when the current device is compute capability 9.0 (sm_90a code runs
  * on nothing else). */
@@ -1701,14 +1725,16 @@ static size_t sm90_vt_offset(const attn_shape *s)
     return (cuda_fused_sm90a_vt_bytes(s) + 255) / 256 * 256;
 }
 
+#if !SM90_PERSIST
 extern "C" int cuda_fused_sm90a_cut(const attn_shape *s, const attn_tactic *t)
 {
     if (s == NULL || t == NULL || t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A)
         return 0;
     return sm90_tail(s, t);
 }
+#endif
 
-/* The workspace but for SM90_PERSIST's counter. */
+/* The workspace but for a persistent grid's counter. */
 static size_t sm90_ws_core(const attn_shape *s, const attn_tactic *t)
 {
     const int k = sm90_tail(s, t);
@@ -1722,19 +1748,21 @@ static size_t sm90_ws_core(const attn_shape *s, const attn_tactic *t)
     return vt;
 }
 
-/* SM90_PERSIST: where the items' counter lies in the workspace (after
- * the rest, 256-byte aligned; 256 bytes). */
+/* persist=1: where the items' counter lies in the workspace (after the
+ * rest, 256-byte aligned; 256 bytes). */
 static size_t sm90_work_offset(const attn_shape *s, const attn_tactic *t)
 {
     return (sm90_ws_core(s, t) + 255) / 256 * 256;
 }
 
+#if !SM90_PERSIST
 extern "C" size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const attn_tactic *t)
 {
     if (s == NULL || t == NULL || t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A)
         return 0;
-    return SM90_PERSIST ? sm90_work_offset(s, t) + 256 : sm90_ws_core(s, t);
+    return t->persist ? sm90_work_offset(s, t) + 256 : sm90_ws_core(s, t);
 }
+#endif
 
 /* One configuration's launch: e4m3's V^T pass, the tensor maps, the
  * kernel over the grid (with version 3.12's cut last wave when tail = k >
@@ -1864,6 +1892,19 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     return 0;
 }
 
+#if !SM90_PERSIST
+/* Version 3.28: a configuration is also listed persistent (persist=1)
+ * where its grid of `blocks` (no key splits) has more than one wave on an
+ * H200 (more blocks than SM90_SMS): there a block's start and end recur
+ * on each SM, and a persistent block overlaps them with its next item's;
+ * one wave has no next item. The tuner measures which wins: on an H100
+ * (bench/persist-ab-h100-1118c53.txt) the 2k causal anchor's 128x128
+ * tiles took 0.91 of the time persistent, the 8k causal one's 1.05. */
+static bool persist_listed(int64_t blocks)
+{
+    return blocks > SM90_SMS;
+}
+
 /* e4m3's configurations (SM90_E4M3_CONFIGS): d a multiple of 16 up to 128. */
 static int e4m3_configs(const attn_shape *s, attn_tactic *out, int max)
 {
@@ -1871,12 +1912,14 @@ static int e4m3_configs(const attn_shape *s, attn_tactic *out, int max)
     if (s->d % 16 != 0 || s->d > 128 || s->b * s->hkv > SM90_VT_MAX_BH)
         return 0;
 #define SM90_E4M3_TACTIC(D_, BR_, BC_, ST_)                                                           \
-    if (n < max) {                                                                                    \
+    for (int ps = 0; ps < 2 && n < max; ps++) {                                                       \
         attn_tactic t = {};                                                                           \
         t.variant = ATTN_FUSED;                                                                       \
         t.arch = ATTN_ARCH_SM90A;                                                                     \
         t.tile_m = BR_, t.tile_n = BC_, t.warps = 4 + BR_ / 16, t.stages = ST_;                       \
-        out[n++] = t;                                                                                 \
+        t.persist = ps;                                                                               \
+        if (ps == 0 || persist_listed((s->sq + BR_ - 1) / BR_ * s->b * s->hq))                        \
+            out[n++] = t;                                                                             \
     }
     SM90_E4M3_CONFIGS(SM90_E4M3_TACTIC)
 #undef SM90_E4M3_TACTIC
@@ -1896,7 +1939,8 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
     /* Splits 1, 2, 4, ... while the previous count's grid is under one
      * block per SM and each split keeps a key tile: folded (128-row tiles)
      * where the fold applies, unfolded (every tile) where it does not, so
-     * a shape of a few heads over many keys fills the GPU (issue 25). */
+     * a shape of a few heads over many keys fills the GPU (issue 25).
+     * Each unsplit one persistent too where persist_listed. */
 #define SM90_TACTIC(D_, BR_, BC_, ST_, ALL_)                                                          \
     if (D == D_) {                                                                                    \
         attn_tactic t = {};                                                                           \
@@ -1905,6 +1949,10 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
         t.tile_m = BR_, t.tile_n = BC_, t.warps = 4 + BR_ / 16, t.stages = ST_;                       \
         if (n < max)                                                                                  \
             out[n++] = t;                                                                             \
+        if (n < max && persist_listed((s->sq + BR_ - 1) / BR_ * s->b * s->hq)) {                      \
+            out[n] = t;                                                                               \
+            out[n++].persist = 1;                                                                     \
+        }                                                                                             \
         const int64_t qb = fold ? 128 / (s->hq / s->hkv) : BR_;                                       \
         const int64_t base = (s->sq + qb - 1) / qb * s->b * (fold ? s->hkv : s->hq);                  \
         const int64_t ktiles = (s->skv + BC_ - 1) / BC_;                                              \
@@ -1916,12 +1964,17 @@ extern "C" int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, i
                 break;                                                                                \
             t.splits = sp > 1 ? sp : 0;                                                               \
             out[n++] = t;                                                                             \
+            if (sp == 1 && n < max && persist_listed(base)) {                                         \
+                out[n] = t;                                                                           \
+                out[n++].persist = 1;                                                                 \
+            }                                                                                         \
         }                                                                                             \
     }
     SM90_CONFIGS(SM90_TACTIC)
 #undef SM90_TACTIC
     return n;
 }
+#endif /* !SM90_PERSIST */
 
 /* e4m3 views: q, k, v of bytes and o of bf16, every base and stride in
  * whole 16-byte units (TMA, and the V^T kernel's loads), rows >= d. */
@@ -1937,11 +1990,30 @@ static bool e4m3_views_ok(const attn_shape *s, const attn_io *io)
            (uintptr_t)o->data % 16 == 0;
 }
 
-extern "C" int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const attn_io *io,
-                                       int64_t sq_rows, int64_t skv_rows, void *workspace, cudaStream_t stream)
+/* The persist=1 tactics' launch: this file as cuda_fused_persist_sm90a.cu
+ * builds it (SM90_PERSIST_UNIT), cuda_fused_sm90a_launch's contract; only
+ * that function calls it. */
+extern "C" int cuda_fused_sm90a_persist_launch(const attn_shape *s, const attn_tactic *t, const attn_io *io,
+                                               int64_t sq_rows, int64_t skv_rows, void *workspace,
+                                               cudaStream_t stream);
+#if SM90_PERSIST
+#define SM90_LAUNCH_ENTRY cuda_fused_sm90a_persist_launch
+#else
+#define SM90_LAUNCH_ENTRY cuda_fused_sm90a_launch
+#endif
+
+extern "C" int SM90_LAUNCH_ENTRY(const attn_shape *s, const attn_tactic *t, const attn_io *io, int64_t sq_rows,
+                                 int64_t skv_rows, void *workspace, cudaStream_t stream)
 {
     if (!cuda_fused_args_ok(s, t, io, sq_rows, skv_rows))
         return ATTUNE_EINVAL;
+#if !SM90_PERSIST
+    if (t->persist)
+        return cuda_fused_sm90a_persist_launch(s, t, io, sq_rows, skv_rows, workspace, stream);
+#else
+    if (t->persist != 1 || t->splits > 1) /* listed unsplit only (persist_listed) */
+        return ATTUNE_EUNSUPP;
+#endif
     const bool e4m3 = s->dtype == ATTN_E4M3;
     if (t->variant != ATTN_FUSED || t->arch != ATTN_ARCH_SM90A ||
         (s->dtype != ATTN_F16 && s->dtype != ATTN_BF16 && !e4m3) || s->d % 8 != 0 || sm90_kernel_dim(s->d) == 0)

@@ -17,7 +17,7 @@
 static int owns_v1(const attn_tactic *t)
 {
     return t->variant == ATTN_FUSED && t->arch == 0 && t->tile_m > 0 && t->tile_n > 0 &&
-           t->warps > 0 && t->splits == 0 && t->stages == 0 && t->fold == 0 &&
+           t->warps > 0 && t->splits == 0 && t->stages == 0 && t->fold == 0 && t->persist == 0 &&
            t->acc == ATTN_ACC_NONE;
 }
 
@@ -28,7 +28,7 @@ static int owns_sm90a(const attn_tactic *t)
 
 static int owns_splitkv(const attn_tactic *t)
 {
-    return t->variant == ATTN_FUSED_SPLITKV && t->arch == 0 && t->fold == 0 &&
+    return t->variant == ATTN_FUSED_SPLITKV && t->arch == 0 && t->fold == 0 && t->persist == 0 &&
            t->acc == ATTN_ACC_NONE;
 }
 
@@ -169,7 +169,11 @@ static int64_t fold_queries(const attn_shape *s, const attn_tactic *t)
  * of test_loo's 23 evaluations, 9 geomeans lower, 3 higher by 0.001-
  * 0.004, none past its bounds (the eleventh real-model set's worst 1.063
  * -> 1.169). 1.5 to 3 did about as well; a one-wave grid without its fixed
- * cost failed a bound (bench/loo-model-20261207.txt, the sweep). */
+ * cost failed a bound (bench/loo-model-20261207.txt, the sweep).
+ * A persistent grid (persist=1, version 3.28) pays it once: its block
+ * loads the next item's Q and runs on into its tiles under this item's
+ * end, which is what it is for; and a launch more, the memset of its
+ * counter. */
 #define SM90_FIXED_QUEUED 2.0
 static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_device_info *dev,
                           unsigned hints, attn_cost *out)
@@ -202,12 +206,15 @@ static int describe_sm90a(const attn_shape *s, const attn_tactic *t, const attn_
      * waves as the cut makes them, and the combine's launch. */
     int cut = sm90_tail_cut(s->causal, t->fold, t->splits, t->tile_m, t->tile_n, s->b, s->hq, s->sq,
                             s->skv);
+    /* the kernel, + the combine, + e4m3's V^T pass, + a persistent grid's
+     * counter's memset */
+    int launches = 1 + (t->splits > 1 || cut) + e4m3 + (t->persist != 0);
+    runs = runs && !(t->persist && t->splits > 1); /* persistent grids are unsplit */
     tiled(s, &tt, dev, D, rows, blocks,
-          (double)(e4m3 ? SM90_SMEM_E4M3(D, tm, tn, stages) : SM90_SMEM(D, tm, tn, stages)),
-          1 + (t->splits > 1 || cut) + e4m3, out); /* + the combine, + e4m3's V^T pass */
+          (double)(e4m3 ? SM90_SMEM_E4M3(D, tm, tn, stages) : SM90_SMEM(D, tm, tn, stages)), launches, out);
     if (cut && attn_cost_gpu(dev) && out->blocks_sm > 0)
         out->waves = sm90_tail_waves((long long)blocks, dev->sm_count * out->blocks_sm, cut);
-    if (attn_cost_gpu(dev) && out->waves > 1) {
+    if (attn_cost_gpu(dev) && out->waves > 1 && !t->persist) {
         /* blocks that queue for their SM pay the fixed cost twice */
         out->keys += out->block_keys * (SM90_FIXED_QUEUED - 1.0);
         out->block_keys *= SM90_FIXED_QUEUED;
@@ -294,7 +301,8 @@ const attn_variant_desc attn_cuda_fused_sm90a = {
     ATTN_FUSED, "fused", "fused/arch=sm90a", "cuda",
     "FlashAttention-3-like for compute capability 9.0 only (wgmma, TMA, warp specialization); "
     "fold=1 packs a KV head's query heads into one block's rows, with key splits",
-    "arch=sm90a, pad=1|8|16|64, tile=BrxBc, warps=N, stages=N, fold=1, splits=N",
+    "arch=sm90a, pad=1|8|16|64, tile=BrxBc, warps=N, stages=N, fold=1, splits=N, persist=1 (one block "
+    "per SM over the grid's blocks)",
     "#4e79a7", owns_sm90a, describe_sm90a, OPS(cuda_fused_sm90a_ops),
     /* e4m3: version 3.5, d <= 128 (cuda_fused_sm90a.h) */
     ATTN_DTYPE_BIT(ATTN_F16) | ATTN_DTYPE_BIT(ATTN_BF16) | ATTN_DTYPE_BIT(ATTN_E4M3),

@@ -10,7 +10,7 @@
 static int plain_gemm(const attn_tactic *t)
 {
     return t->tile_m == 0 && t->tile_n == 0 && t->splits == 0 && t->warps == 0 && t->arch == 0 &&
-           t->stages == 0 && t->fold == 0 && (t->acc == ATTN_ACC_F16 || t->acc == ATTN_ACC_F32);
+           t->stages == 0 && t->fold == 0 && t->persist == 0 && (t->acc == ATTN_ACC_F16 || t->acc == ATTN_ACC_F32);
 }
 
 static int owns_split(const attn_tactic *t)

@@ -70,7 +70,8 @@ static int fused_listed(int dev, const attn_shape *s, const attn_tactic *t)
                 list[i].acc == t->acc && list[i].tile_m == t->tile_m &&
                 list[i].tile_n == t->tile_n && list[i].splits == t->splits &&
                 list[i].warps == t->warps && list[i].arch == t->arch &&
-                list[i].stages == t->stages && list[i].fold == t->fold;
+                list[i].stages == t->stages && list[i].fold == t->fold &&
+                list[i].persist == t->persist;
     free(list);
     return found;
 }
