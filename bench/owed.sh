@@ -47,6 +47,8 @@
 #          default) on the persist=1 tiles of the same shapes
 #          (bench/build_ab.sh, 2 rounds, then B's gpu_fused: claim.txt,
 #          claim.log, ctest-b.log; about 420 s)
+#   ftest  ctest gpu_fused in this build (every listed tactic of its shapes
+#          against float64, persist=1 among them; ftest.log; about 100 s)
 #   ptrace the cycle trace of the persist=1 tactics' items
 #          (bench/sm90_trace.sh) on the 2k and 8k causal anchors' 128x128
 #          tiles, and the plain tactic's of the same: where an item's
@@ -76,7 +78,7 @@ if [ ${#STEPS[@]} -eq 0 ]; then
     fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in peers | rate | ncu | sass | trace | fp8 | persist | claim | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in peers | rate | ncu | sass | trace | fp8 | persist | claim | ftest | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -101,7 +103,7 @@ fi
 rc=0
 for s in "${STEPS[@]}"; do
     case $s in peers) need=150 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
-    persist) need=200 ;; claim) need=420 ;; ptrace) need=200 ;; esac
+    persist) need=200 ;; claim) need=420 ;; ftest) need=100 ;; ptrace) need=200 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -159,10 +161,15 @@ for s in "${STEPS[@]}"; do
         done
         python3 "$ROOT/bench/persist_ab.py" "$pdb"/*.csv >"$OUT/persist.txt" 2>>"$OUT/persist.log" &&
             cp "$pdb"/*.csv "$OUT/" &&
-            ctest --test-dir "$BUILD" -R gpu_fused --output-on-failure >"$OUT/persist-ctest.log" 2>&1
+            { cmake --build "$BUILD" -j "$(nproc)" --target gpu_fused >"$OUT/persist-ctest.log" 2>&1 &&
+                ctest --test-dir "$BUILD" -R '^gpu_fused$' --output-on-failure >>"$OUT/persist-ctest.log" 2>&1; }
         st=$?
         rm -rf "$pdb"
         (exit $st)
+        ;;
+    ftest)
+        { cmake --build "$BUILD" -j "$(nproc)" --target gpu_fused &&
+            "${T[@]}" ctest --test-dir "$BUILD" -R '^gpu_fused$' --output-on-failure; } >"$OUT/ftest.log" 2>&1
         ;;
     claim)
         AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_PERSIST_CLAIM=2 --reps 2 --filter sm90a \
