@@ -143,7 +143,7 @@ namespace {
 #endif
 #ifdef SM90_PERSIST_UNIT
 #ifndef SM90_PERSIST_CLAIM
-#define SM90_PERSIST_CLAIM 1
+#define SM90_PERSIST_CLAIM 2
 #endif
 #if SM90_PERSIST_CLAIM != 1 && SM90_PERSIST_CLAIM != 2
 #error "SM90_PERSIST_CLAIM: 1 (the next item claimed early) or 2 (claimed late)"
@@ -300,8 +300,9 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
  * sends the persist=1 tactics. So the other tactics' code is what it was,
  * byte for byte (bench/sass_diff.sh), and each form keeps its own text
  * where they differ. SM90_PERSIST_CLAIM picks when a block claims its
- * next item: 1 (the default, as measured first) or 2 (the producer's
- * comment says both; SM90_PERSIST is defined at the top, before sm90_args). */
+ * next item: 2 (the default since 2026-12-07: late) or 1 (early, as 3.27
+ * was first measured); the producer's comment says both. SM90_PERSIST is
+ * defined at the top, before sm90_args. */
 
 template <typename T>
 struct sm90_is_fp8 : std::is_same<T, __nv_fp8_e4m3> {};
@@ -982,9 +983,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
              * 1, after this item's first STAGES tiles (measured so, 1118c53:
              * a long causal item then holds its claim on the next one for
              * its whole length, where the hardware's scheduler gives a
-             * block to the SM that frees first); 2, after this item's last
-             * tile is loaded (the ring's STAGES tiles before its end: late
-             * enough for longest-first, early enough to hide Q's load). */
+             * block to the SM that frees first); 2 (the default), after
+             * this item's last tile is loaded (the ring's STAGES tiles
+             * before its end: late enough for longest-first, early enough
+             * to hide Q's load). On an H100 (bench/persist-claim-h100-
+             * 2026-12-07.txt) 2 took 0.948 of 1's time on the 8k causal
+             * anchor's 128x128 and 192x128 tiles, 0.97-1.00 on the 2k
+             * causal one's, 0.995-1.017 on the 8k e4m3 non-causal one's. */
             int kq = 0;
             auto publish = [&](int xi) {
                 const int b = kq % QBUF;
