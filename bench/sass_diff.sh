@@ -15,8 +15,10 @@
 # usage: bench/sass_diff.sh REV [NVCC_FLAG...]
 #   REV        a commit, e.g. HEAD~1
 #   NVCC_FLAG  added to both compiles, e.g. -DSM90_SKIP_IDLE=0 (a switch's
-#              build against REV's same switch)
+#              build against REV's same switch), or -DSM90_PERSIST_UNIT=1:
+#              the persist=1 tactics' kernels, as cuda_fused_persist_sm90a.cu
+#              builds them (REV 0ec0d80 or later)
 # Exit status 0 if every kernel's code is the same, 1 if any differs, 2
 # on a usage or build error. About 20 s (two compiles at once).
-case ${1:-} in -h | --help) sed -n 2,20p "$0"; exit 0 ;; '') sed -n 2,20p "$0" >&2; exit 2 ;; esac
+case ${1:-} in -h | --help) sed -n 2,22p "$0"; exit 0 ;; '') sed -n 2,22p "$0" >&2; exit 2 ;; esac
 exec bash "$(dirname "${BASH_SOURCE[0]}")/ptx_diff.sh" --sass "$@"

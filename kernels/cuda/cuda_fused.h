@@ -43,7 +43,9 @@ size_t cuda_fused_smem_bytes(const attn_tactic *t, int64_t d);
 
 /* Bytes of device workspace cuda_fused_launch needs for tactic t on shape s:
  * the split-KV partial outputs and log-sum-exps (f32) of `fused_splitkv` and
- * of the folded sm90a `fused` tactics with splits > 1; 0 otherwise. */
+ * of the folded sm90a `fused` tactics with splits > 1, and what else an
+ * sm90a tactic needs (cuda_fused_sm90a_workspace_bytes: e4m3's V^T, the
+ * cut last wave's partials, a persistent grid's counter); 0 otherwise. */
 size_t cuda_fused_workspace_bytes(const attn_shape *s, const attn_tactic *t);
 
 /* Enqueue tactic t for shape s on stream: o = softmax(q k^T / sqrt(d)) v with

@@ -20,9 +20,11 @@ extern "C" {
  * or 256 with zero columns); e4m3 (SM90_E4M3_CONFIGS), d a multiple of 16
  * up to 128. Each configuration plain, and for g = hq/hkv
  * in {2, 4, 8, 16} also folded (fold=1: the g heads of a KV head share a
- * block's rows) with splits 1, 2, 4, ... while the grid stays small.
- * Returns the count (0: none apply). The caller decides whether the device
- * is one they run on (9.0 only). */
+ * block's rows) with splits 1, 2, 4, ... while the grid stays small;
+ * each unsplit one also persistent (persist=1: one block per SM takes
+ * the grid's blocks in turn) where its grid is more than one wave of 132
+ * SMs. Returns the count (0: none apply). The caller decides whether the
+ * device is one they run on (9.0 only). */
 int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max);
 
 /* Enqueue tactic t (variant fused, arch sm90a) on stream; contract of
@@ -30,8 +32,9 @@ int cuda_fused_sm90a_configs(const attn_shape *s, attn_tactic *out, int max);
  * needed by folded tactics with splits > 1). The views become 4-d TMA maps
  * (d, rows, heads, batch), so any strides in whole 16-byte units run.
  * ATTUNE_EUNSUPP also when the current device is not compute capability
- * 9.0, or for fold=1 where g is not one of 2, 4, 8, 16; ATTUNE_EINVAL for
- * views not 16-byte aligned (TMA) or a missing workspace. */
+ * 9.0, for fold=1 where g is not one of 2, 4, 8, 16, or persist=1 with key
+ * splits; ATTUNE_EINVAL for views not 16-byte aligned (TMA) or a missing
+ * workspace (persist=1 always needs one: its items' counter). */
 int cuda_fused_sm90a_launch(const attn_shape *s, const attn_tactic *t, const attn_io *io, int64_t sq_rows,
                             int64_t skv_rows, void *workspace, cudaStream_t stream);
 
@@ -45,8 +48,9 @@ size_t cuda_fused_sm90a_vt_bytes(const attn_shape *s);
 /* Workspace bytes of tactic t (fused, arch sm90a) on s: e4m3's V^T, then
  * the f32 partials of its key splits or of version 3.12's cut last wave
  * (a plain non-causal grid whose last wave is partly empty:
- * cuda_fused_configs.h's sm90_tail_k, planned for SM90_TAIL_SMS SMs); 0
- * when it needs none. A function of s and t alone (and of
+ * cuda_fused_configs.h's sm90_tail_k, planned for SM90_TAIL_SMS SMs),
+ * then for persist=1 a 256-byte counter (256-byte aligned); 0 when it
+ * needs none. A function of s and t alone (and of
  * ATTUNE_SM90_TAIL, read once: 0 turns the cut off). */
 size_t cuda_fused_sm90a_workspace_bytes(const attn_shape *s, const attn_tactic *t);
 
