@@ -9,11 +9,13 @@
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh rate trace'
 #
 # Steps (arguments pick some, in the order given; default, on an H200:
-# fp8 peers, on another card none: the anchors' last run, peers-h100-
-# 66e0a3c.md, is an H100's; the others only when named). Ran on
+# fp8 peers persist, on another card none: the anchors' last run, peers-
+# h100-7d4820b.md, is an H100's; the others only when named). Ran on
 # 2026-12-07 (H100s; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
 # -cef78e2.txt, -3a12ebb.txt, -4d1a9b1.txt, -097acc4.txt, -61b752e.txt,
-# -5bf3a66.txt, -e99b3ec.txt)
+# -5bf3a66.txt, -e99b3ec.txt; persist, claim, ptrace, ftest and peers:
+# bench/persist-tactic-h100-0ec0d80.txt, persist-claim-h100-2026-12-07.txt,
+# persist-tactic-h100-7d4820b.txt, peers-h100-7d4820b.md)
 # and gone from the list: spec, specab, qreg, spec6, p6 (SM90_P_LOG2 6
 # is the default since), icvt, xturn, tsum (their switches taken out;
 # commit cef78e2 has them), early (commit 3a12ebb has it), late (commit
@@ -72,7 +74,7 @@ T0=$SECONDS
 STEPS=("$@")
 # On an H200 the FP8 run (issue 30's bar is an H200's).
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(fp8 peers); else
+    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(fp8 peers persist); else
         echo "owed.sh: nothing is owed on this card (the bars are an H200's); name a step (see --help)" >&2
         exit 0
     fi

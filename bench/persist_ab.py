@@ -22,7 +22,7 @@ def family(tactic):
 
 
 def main(paths):
-    rows = {}  # (shape, family) -> {round: {False: us, True: us}}
+    rows = {}  # (shape, family) -> {round: {persistent: us}}
     for path in paths:
         m = re.match(r"(.+)\.r(\d+)\.csv$", os.path.basename(path))
         if not m:
