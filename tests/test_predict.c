@@ -56,6 +56,16 @@ static void family_should_drop_only_the_split_count(void)
               "split/acc=f32/pad=64");
     CHECK_EQ_INT(sp, 0);
     CHECK_EQ_INT(pad, 64);
+    /* persist=1 is a family of its own (its efficiency is its own), the
+     * split count still dropped beside it */
+    CHECK_STR(predict_family("fused/arch=sm90a/pad=1/persist=1/stages=2/tile=128x128/warps=12", buf, sizeof buf,
+                             &sp, &pad),
+              "fused/arch=sm90a/pad=1/persist=1/stages=2/tile=128x128/warps=12");
+    CHECK_EQ_INT(sp, 0);
+    CHECK_STR(predict_family("fused/arch=sm90a/fold=1/pad=1/persist=1/splits=4/stages=2/tile=128x128/warps=12", buf,
+                             sizeof buf, &sp, &pad),
+              "fused/arch=sm90a/fold=1/pad=1/persist=1/stages=2/tile=128x128/warps=12");
+    CHECK_EQ_INT(sp, 4);
     /* keys this build does not know still have a family */
     CHECK_STR(predict_family("cudnn/eng=9/graph=sdpa/kcfg=7/pad=1", buf, sizeof buf, &sp, &pad),
               "cudnn/eng=9/graph=sdpa/kcfg=7/pad=1");
