@@ -22,7 +22,7 @@
 # 097acc4), vote and half (commit 61b752e), lin (commit e99b3ec).
 #   peers  bench/peers.py over the anchors, as tests/gpu/run.sh --bench
 #          runs it: each anchor tuned, against PyTorch's paths in the same
-#          run (peers.md, peers.log; about 110 s)
+#          run (peers.md, peers.log; 169 s on an H100 with persist=1 listed)
 #   rate   bench/softmax_rate.cu built and run: elements a cycle per SM
 #          of each softmax instruction form, with the MUFU's and the e4m3
 #          conversion's rates mixed (ex2+cvt) and the kernel's whole
@@ -43,18 +43,18 @@
 #          non-causal ones, 3 rounds of fresh processes, tabled by
 #          bench/persist_ab.py; then ctest gpu_fused (every listed tactic,
 #          persist=1 among them, against float64) (persist.txt,
-#          persist.log, persist-ctest.log; about 200 s)
+#          persist.log, persist-ctest.log; 67 s on an H100)
 #   claim  SM90_PERSIST_CLAIM=2 (the next item claimed after this one's
 #          last tile is loaded) against 1 (after its first STAGES: the
 #          default) on the persist=1 tiles of the same shapes
 #          (bench/build_ab.sh, 2 rounds, then B's gpu_fused: claim.txt,
-#          claim.log, ctest-b.log; about 420 s)
+#          claim.log, ctest-b.log; 145 s on an H100)
 #   ftest  ctest gpu_fused in this build (every listed tactic of its shapes
-#          against float64, persist=1 among them; ftest.log; about 100 s)
+#          against float64, persist=1 among them; ftest.log; 53 s)
 #   ptrace the cycle trace of the persist=1 tactics' items
 #          (bench/sm90_trace.sh) on the 2k and 8k causal anchors' 128x128
 #          tiles, and the plain tactic's of the same: where an item's
-#          boundary goes (sm90-trace.txt; one trace build, about 200 s)
+#          boundary goes (sm90-trace.txt; one trace build, 71 s)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,8,
 #          every e4m3 and bf16 tactic of the 8k d128 anchors (causal too) by
 #          the tuner's protocol (fp8.txt, fp8.log; about 180 s)
@@ -104,8 +104,8 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in peers) need=150 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
-    persist) need=200 ;; claim) need=420 ;; ftest) need=100 ;; ptrace) need=200 ;; esac
+    case $s in peers) need=180 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
+    persist) need=100 ;; claim) need=200 ;; ftest) need=80 ;; ptrace) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
