@@ -263,6 +263,8 @@ static int launches_run, cases_run, sm90a_launches, fold_launches, split_launche
 static int wide_launches; /* sm90a with a wide key tile (version 3.6) */
 static int cut_launches;  /* sm90a with its last wave cut by keys (version 3.12) */
 static int cut_planted;   /* of them, planted mask errors caught */
+static int persist_launches, persist_folded; /* persist=1 (version 3.28), and of them folded */
+static int persist_planted;                  /* planted mask errors caught on persist=1 */
 
 /* Version 2.1 (fused_splitkv with stages): listed at pad 1 alone (its bulk
  * copies read the real lengths), so it runs in every case whatever the
@@ -344,6 +346,8 @@ static void run_tactic(const attn_shape *s, const attn_tactic *t, int64_t sq_pad
      * refused tactic does not count) */
     wide_launches += t->arch == ATTN_ARCH_SM90A && t->tile_n != 64 && t->tile_n != 128 ? 2 : 0;
     cut_launches += sm90a_cut(s, t) > 0 ? 2 : 0;
+    persist_launches += t->persist ? 2 : 0;
+    persist_folded += t->persist && t->fold ? 2 : 0;
 
     /* Every real element written and finite; padded rows untouched; the
      * two runs identical. */
@@ -386,6 +390,7 @@ static void run_tactic(const attn_shape *s, const attn_tactic *t, int64_t sq_pad
                   tname, rel);
         planted_caught += rel > tol_rel || maxabs > tol_abs;
         cut_planted += (rel > tol_rel || maxabs > tol_abs) && sm90a_cut(s, t) > 0;
+        persist_planted += (rel > tol_rel || maxabs > tol_abs) && t->persist;
         goto done;
     }
     CHECK_MSG(rel <= tol_rel && maxabs <= tol_abs, "%s %s: rel err %.3g (tol %.3g), max abs %.3g (tol %.3g)",
@@ -510,19 +515,21 @@ static void run_case(const tcase *tc, uint64_t seed)
     /* Planted mask error: the first tactic of each family (version 1/2,
      * sm90a, sm90a folded, sm90a folded with splits, sm90a unfolded with
      * splits, version 2.1, sm90a with a wide key tile: version 3.6, sm90a
-     * whose flipped run has its last wave cut: 3.12) run with the causal
+     * whose flipped run has its last wave cut: 3.12, sm90a persistent:
+     * 3.28) run with the causal
      * flag flipped must fail the same check (where the flip changes the
      * result: some row sees fewer than all keys). */
     {
         attn_shape flip = s;
         flip.causal = !s.causal;
-        int planted[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+        int planted[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
         for (int t = 0; t < n; t++)
             if (all[t].pad == tc->pad || is_bulk(&all[t])) {
                 int split = all[t].splits > 1;
                 int wide = all[t].tile_n != 64 && all[t].tile_n != 128;
                 int fam = is_bulk(&all[t])                 ? 5
                           : all[t].arch != ATTN_ARCH_SM90A ? 0
+                          : all[t].persist                 ? 8
                           : sm90a_cut(&flip, &all[t]) > 0  ? 7
                           : wide                           ? 6
                           : !all[t].fold                   ? (split ? 4 : 1)
@@ -538,7 +545,7 @@ static void run_case(const tcase *tc, uint64_t seed)
         /* Not with peaked keys: the flip hides keys far from the peak,
          * whose weight is too small to show (the peaked cases check the
          * rescale path; every other case checks the mask). */
-        for (int f = 0; f < 8; f++)
+        for (int f = 0; f < 9; f++)
             if (planted[f] >= 0 && 10 * lo < 9 * hi && !tc->peak)
                 run_tactic(&flip, &all[planted[f]], sq_pad, skv_pad, dq, dk, dv, dout, h1, h2, rows, nrows,
                            ref, 1);
@@ -667,6 +674,35 @@ static void cut_should_match_reference_on_partial_last_waves(void)
         }
 }
 
+/* Version 3.28's persistent grids (persist=1, listed where the grid is
+ * more than 132 blocks) on GQA shapes, so that folded ones run too:
+ * g = 4 and 8 at every head dim kernel, lengths off the tiles' multiples
+ * (a last row block of few real rows, empty causal tiles), causal or not;
+ * the cut shapes above run the unfolded ones with a cut last wave. Each
+ * shape's listing is checked to hold a persistent folded tactic, so the
+ * case cannot pass by running none. */
+static void persist_should_match_reference_on_many_waves(void)
+{
+    static const int64_t shapes[][6] = {/* b, hq, hkv, sq, skv, d; folded blocks (row blocks of 128 / g) */
+                                        {2, 32, 8, 600, 900, 128},  /* 2 x 8 x 19 = 304 */
+                                        {1, 16, 2, 1100, 1100, 64}, /* 2 x 69 = 138 */
+                                        {1, 24, 3, 720, 700, 256}}; /* 3 x 45 = 135 */
+    for (int i = 0; i < (g_quick ? 0 : 3); i++)
+        for (int causal = 0; causal < 2; causal++) {
+            tcase tc = {shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], shapes[i][5],
+                        (i + causal) & 1 ? ATTN_BF16 : ATTN_F16, causal, attn_pads[(i + causal) % ATTN_NPADS], 0};
+#ifdef ATTUNE_HAVE_SM90A
+            attn_shape s = {tc.b, tc.hq, tc.hkv, tc.sq, tc.skv, tc.d, tc.dt, tc.causal};
+            attn_tactic all[256];
+            int n = cuda_fused_tactics(&s, 9, 0, all, 256), pf = 0;
+            for (int t = 0; t < n; t++)
+                pf += all[t].persist && all[t].fold;
+            CHECK_MSG(pf > 0, "shape %d: no persistent folded tactic listed on 9.0", i);
+#endif
+            run_case(&tc, g_seed + 7000003u * (uint64_t)(2 * i + causal + 1));
+        }
+}
+
 /* Scores whose running max keeps growing tile after tile (K peaked in
  * the middle of the keys, so from either end a kernel meets ever larger
  * scores): every row's O rescaled many times over, which random scores,
@@ -761,9 +797,11 @@ static void sm90a_should_run_on_hopper(void)
         CHECK_MSG(n90 > 0, "no sm90a tactics listed on a 9.0 device");
         if (g_filter == NULL || strstr(g_filter, "sm90a") != NULL)
             CHECK_MSG(sm90a_launches > 0 && fold_launches > 0 && split_launches > 0 && wide_launches > 0 &&
-                          (g_quick || (cut_launches > 0 && cut_planted > 0)),
+                          (g_quick || (cut_launches > 0 && cut_planted > 0 && persist_launches > 0 &&
+                                       persist_folded > 0 && persist_planted > 0)),
                       "no sm90a tactic (or no folded one, no unfolded split, no wide key tile, no cut last "
-                      "wave, or no planted error on one) was run");
+                      "wave, no persistent or persistent folded one, or no planted error on a cut or "
+                      "persistent one) was run");
         /* folded tactics on this GQA shape (g = 4), none on MHA */
         int nf = 0;
         for (int i = 0; i < n; i++)
@@ -813,13 +851,15 @@ int main(void)
     RUN(splitkv_should_match_reference_on_decode);
     RUN(fold_should_match_reference_on_short_queries);
     RUN(cut_should_match_reference_on_partial_last_waves);
+    RUN(persist_should_match_reference_on_many_waves);
     RUN(fused_should_match_reference_on_growing_maxima);
     RUN(sm90a_should_run_on_hopper);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     fprintf(stderr,
-            "test_fused: %d cases, %d launches (%d sm90a, %d folded, %d wide key tiles, %d cut last waves), %d "
-            "planted mask errors caught, worst rel err f16 %.3g bf16 %.3g, %.1f s\n",
-            cases_run, launches_run, sm90a_launches, fold_launches, wide_launches, cut_launches, planted_caught,
+            "test_fused: %d cases, %d launches (%d sm90a, %d folded, %d wide key tiles, %d cut last waves, %d "
+            "persistent), %d planted mask errors caught, worst rel err f16 %.3g bf16 %.3g, %.1f s\n",
+            cases_run, launches_run, sm90a_launches, fold_launches, wide_launches, cut_launches, persist_launches,
+            planted_caught,
             worst_rel[0], worst_rel[1],
             (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     return test_summary();
