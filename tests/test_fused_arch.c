@@ -428,6 +428,18 @@ static void sm90a_persist_should_be_listed_for_many_waves_only(void)
         p136 += t[i].persist && t[i].tile_m == 128;
     CHECK_EQ_INT(p132, 0);
     CHECK_EQ_INT(p136, ATTN_NPADS);
+    /* gpu_fused's persistent GQA shapes (tests/gpu/test_fused.c) list a
+     * folded persistent tactic at each head dim kernel */
+    const attn_shape gqa[] = {{2, 32, 8, 600, 900, 128, ATTN_F16, 0},
+                              {1, 16, 2, 1100, 1100, 64, ATTN_BF16, 1},
+                              {1, 24, 3, 720, 700, 256, ATTN_F16, 1}};
+    for (int k = 0; k < 3; k++) {
+        int pf = 0;
+        n = cuda_fused_tactics(&gqa[k], 9, 0, t, 256);
+        for (int i = 0; i < n; i++)
+            pf += t[i].persist && t[i].fold;
+        CHECK_MSG(pf == ATTN_NPADS, "gpu_fused's GQA shape %d: %d persistent folded tactics", k, pf);
+    }
 }
 
 int main(void)
