@@ -278,6 +278,27 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
 /* 1 (default): a block's consumer warpgroups with no real row leave at
  * once (version 3.13); 0: they run the key loop on padding as before, for
  * the A/B (bench/build_ab.sh -DSM90_SKIP_IDLE=0). */
+/* Version 3.29 (an A/B switch, 0 by default; written 2026-12-07 in a
+ * session with no device time left, not yet run): 1 sends a warpgroup's
+ * staged output tile out by TMA (cp.async.bulk.tensor, shared to global,
+ * one thread) instead of every thread's 16-byte loads and stores, so that
+ * the warpgroup waits only for the bulk copy's read of shared memory
+ * before its next item (persist=1) or its end. TMA clips the rows past sq
+ * and the columns past d, as the copy loop skips them. A fourth tensor
+ * map, over o (box 64 rows, or a folded block's QB per head). */
+#ifndef SM90_TMA_STORE
+#define SM90_TMA_STORE 0
+#endif
+#if SM90_TMA_STORE
+#define SM90_TO_PARAM , const __grid_constant__ CUtensorMap to
+#define SM90_TO_TYPE , CUtensorMap
+#define SM90_TO_ARG , to
+#else
+#define SM90_TO_PARAM
+#define SM90_TO_TYPE
+#define SM90_TO_ARG
+#endif
+
 #ifndef SM90_SKIP_IDLE
 #define SM90_SKIP_IDLE 1
 #endif
@@ -544,6 +565,16 @@ __device__ __forceinline__ void tma_load_tile(uint32_t dst, uint32_t chunk_bytes
     for (int c = 0; c < D * ES / 128; c++)
         tma_load_4d(dst + c * chunk_bytes, map, c * (128 / ES), c1, c2, c3, bar);
 }
+#if SM90_TMA_STORE
+/* TMA store of one box from shared memory (src) to map at (c0 .. c3), in
+ * this thread's bulk group (version 3.29). */
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, uint32_t src, int c0, int c1, int c2, int c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+#endif
 #endif
 
 /* One k-slice of S (SS wgmma, N keys): the first (first: scale_d = 0)
@@ -717,7 +748,7 @@ struct sm90_item {
 template <typename T, int D, int BR, int BC, int STAGES, bool PP, bool FOLD>
 __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     fused_sm90_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
-                      const __grid_constant__ CUtensorMap tv, const sm90_args p)
+                      const __grid_constant__ CUtensorMap tv SM90_TO_PARAM, const sm90_args p)
 {
 #ifndef SM90A_DEVICE
     __trap();
@@ -1530,6 +1561,26 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 st_shared_b32(a, pack2<TO>(o[c][4 * j + 2 * rh] * inv, o[c][4 * j + 2 * rh + 1] * inv));
             }
     }
+#if SM90_TMA_STORE
+    /* Version 3.29: the staged rows out by TMA, box after box (64 rows, or
+     * a folded block's QB rows of one head), each D / 64 chunks of 128
+     * bytes; the staging is reused (the next item's, or Q's buffer freed
+     * to the producer) only once the copies have read it. */
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    wg_sync();
+    if ((tid & 127) == 0) {
+        const int ob = QB < 64 ? QB : 64;
+        for (int k = 0; k < 64; k += ob) {
+            const int lr = cw * 64 + k;
+#pragma unroll
+            for (int c = 0; c < D / 64; c++)
+                tma_store_4d(&to, aO + c * BR * 128 + k * 128, c * 64, i0 + qrow(lr), qh0 + hrow(lr), qb_);
+        }
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    }
+    wg_sync();
+#else
     wg_sync();
     TO *go = reinterpret_cast<TO *>(p.o);
     const int ctid = tid - 128 * wg; /* 0..127 in this warpgroup */
@@ -1548,6 +1599,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         *reinterpret_cast<uint4 *>(go + qb_ * p.osb + (int64_t)(qh0 + hrow(lr)) * p.osh + (int64_t)i * p.oss +
                                    col) = v4;
     }
+#endif
 #if SM90_TRACE
     if (tr_on && cw == nact - 1)
         sm90_trace[trb][SM90_TR_WG][1][0] = clock64();
@@ -1826,6 +1878,14 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     if ((rc = cuda_tma_make_map(&tq, &io->q, dt, ES, s->b, s->hq, s->sq, s->d, qb)) != 0 ||
         (rc = cuda_tma_make_map(&tk, &io->k, dt, ES, s->b, s->hkv, s->skv, s->d, BC)) != 0)
         return rc;
+#if SM90_TMA_STORE
+    /* version 3.29: o's map, 16-bit (bf16 for e4m3), a warpgroup's 64 rows
+     * a box (a folded block's QB rows of one head where QB < 64) */
+    CUtensorMap to;
+    if ((rc = cuda_tma_make_map(&to, &io->o, F8 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : dt, 2, s->b, s->hq, s->sq, s->d,
+                                qb < 64 ? qb : 64)) != 0)
+        return rc;
+#endif
     if (F8) {
         /* V^T into the workspace, then its map: {keys, D, hkv, b}, box
          * {128 keys, D rows} (one box per 128-key chunk of a tile) */
@@ -1846,7 +1906,7 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     if (rc != 0)
         return rc;
     const size_t smem = sm90_smem_bytes<D, BR, BC, STAGES, ES>();
-    void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap, sm90_args) =
+    void (*kern)(CUtensorMap, CUtensorMap, CUtensorMap SM90_TO_TYPE, sm90_args) =
         fused_sm90_kernel<T, D, BR, BC, STAGES, PP, FOLD>;
     if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
@@ -1886,7 +1946,8 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
         return ATTUNE_EGPU;
     grid = blocks < sms ? blocks : sms;
 #endif
-    if (cu_launch(kern, (unsigned)grid, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv, p) != cudaSuccess)
+    if (cu_launch(kern, (unsigned)grid, 128 * (BR / 64 + 1), smem, stream, tq, tk, tv SM90_TO_ARG, p) !=
+        cudaSuccess)
         return ATTUNE_EGPU;
 #if SM90_TRACE
     if (traced) /* its rows: the blocks, or the persistent grid's items */
