@@ -790,11 +790,13 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 
     const int tid = threadIdx.x, wg = tid / 128;
 #if SM90_PERSIST
-    /* (SM90_PERSIST's copy of the mapping below, as a function of the
-     * item, as the producer's load_kv further down is a copy taking the
-     * item's KV head: the default keeps its own text so that its code
-     * stays byte for byte what was measured (bench/sass_diff.sh); each
-     * pair becomes one when the switch becomes a tactic or is dropped.)
+    /* (The persistent unit's copy of the mapping below, as a function of
+     * the item, as the producer's load_kv further down is a copy taking
+     * the item's KV head: the default keeps its own text so that its code
+     * stays byte for byte what was measured (bench/sass_diff.sh). Merged,
+     * the default unit's mapping as item_of(blockIdx.x) changed 27 of its
+     * 28 kernels' code (tried 2026-12-07, with no device time left to
+     * measure it), so each pair becomes one with a GPU A/B, not before.)
      * Block x -> its item (split sp of nsp, unit u, row block mb, and
      * what follows from them). Blocks from p.tail0 on are cut into
      * p.tailk key ranges, splits fastest (every block with key splits;
