@@ -7,8 +7,9 @@ N's COMMIT is sent and not waited for while batch N+1 is read, checked and
 keyed, and N is acknowledged locally (its log entries pruned) only once its
 COMMIT's answer is read. Against a real PostgreSQL (fleetlib.PgServer),
 one store of 600 rows pushed in batches of 3 rows (200 transactions), is
-killed with SIGKILL at random moments 25 times, 120 new or newer rows
-added between the kills. After every kill:
+killed with SIGKILL at random moments 25 times (within the time the last
+push that ended by itself took), 120 new or newer rows added between the
+kills. After every kill:
 
   - every row the store counts as pushed (no entry left in its log) is on
     the server, with its taken_at and time_us: nothing acknowledged that
@@ -148,11 +149,21 @@ def test_kills(pg, tmp, kills, seed):
     clock = tune(db, tmp, stk, rng, T0, 75, 0)  # 600 rows
     argv = [ATTUNE, "fleet", "push", "--db", db, "--fleet", pg.url, "--batch", "3"]
     mid, bad, behind = 0, [], 0
+    # Each kill comes at a random moment within the time the last push
+    # that ended by itself took (est), so that the kills land mid-push on
+    # a fast machine or a loaded one alike: a fixed 0.02-0.25 s window let
+    # most pushes end first when they were quick (8 of 25 mid-push at
+    # ctest -j2, 2026-12-07).
+    est = 0.25
     for k in range(kills):
         p = subprocess.Popen(argv, env=pg.env(), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.02, 0.25))
-        p.send_signal(signal.SIGKILL)
+        t0 = time.monotonic()
+        try:
+            p.wait(timeout=rng.uniform(0.1, 0.9) * est)
+            est = max(time.monotonic() - t0, 0.02)  # it ended first: the next estimate
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGKILL)
         mid += p.wait() == -signal.SIGKILL
         local, server = local_rows(db), server_rows(pg)
         for key, (taken, t, logged) in local.items():
