@@ -98,6 +98,15 @@ char *attn_tactic_str(const attn_tactic *t, char *buf, size_t buflen);
  * unknown keys or values are errors. Returns 0 or ATTUNE_EINVAL with err. */
 int attn_tactic_parse(const char *s, attn_tactic *out, char *err, size_t errlen);
 
+/* 1 when t sets none of the keys only the Hopper fused kernel (fused
+ * arch=sm90a) takes: arch, fold, persist (stages is fused_splitkv's too).
+ * Every other family's owns() asks this, so a new sm90a-only key is one
+ * line here. */
+static inline int attn_tactic_no_sm90a_keys(const attn_tactic *t)
+{
+    return t->arch == 0 && t->fold == 0 && t->persist == 0;
+}
+
 /* The valid pads. */
 #define ATTN_NPADS 4
 extern const int attn_pads[ATTN_NPADS]; /* {1, 8, 16, 64} */

@@ -17,8 +17,8 @@
  * have no tiles, splits, warps or architectures to choose). */
 static int plain(const attn_tactic *t)
 {
-    return t->splits == 0 && t->warps == 0 && t->tile_m == 0 && t->tile_n == 0 && t->arch == 0 &&
-           t->stages == 0 && t->fold == 0 && t->persist == 0;
+    return t->splits == 0 && t->warps == 0 && t->tile_m == 0 && t->tile_n == 0 && t->stages == 0 &&
+           attn_tactic_no_sm90a_keys(t);
 }
 
 static int owns_fused(const attn_tactic *t)

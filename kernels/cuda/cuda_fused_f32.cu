@@ -512,8 +512,8 @@ extern "C" int cuda_fused_f32_listed(const attn_shape *s, int cc_major, int cc_m
     for (int i = 0; i < n; i++)
         if (t->variant == list[i].variant && t->acc == list[i].acc && t->pad == list[i].pad &&
             t->tile_m == list[i].tile_m && t->tile_n == list[i].tile_n &&
-            t->warps == list[i].warps && t->arch == 0 && t->splits == 0 && t->stages == 0 &&
-            t->fold == 0 && t->persist == 0)
+            t->warps == list[i].warps && t->splits == 0 && t->stages == 0 &&
+            attn_tactic_no_sm90a_keys(t))
             return 1;
     return 0;
 }
@@ -539,7 +539,7 @@ extern "C" int cuda_fused_f32_launch(const attn_shape *s, const attn_tactic *t, 
         s->skv > INT_MAX / 2 || s->hq > INT_MAX)
         return ATTUNE_EINVAL;
     if (s->dtype != ATTN_F32 || t->variant != ATTN_FUSED || t->acc != ATTN_ACC_F32 ||
-        t->arch != 0 || t->splits != 0 || t->stages != 0 || t->fold != 0 || t->persist != 0)
+        t->splits != 0 || t->stages != 0 || !attn_tactic_no_sm90a_keys(t))
         return ATTUNE_EUNSUPP;
     const int D = F32_KERNEL_DIM(s->d);
     if (D == 0)

@@ -16,7 +16,7 @@
 static int owns_cudnn(const attn_tactic *t)
 {
     return t->variant == ATTN_CUDNN && t->tile_m == 0 && t->splits == 0 && t->warps == 0 &&
-           t->arch == 0 && t->stages == 0 && t->fold == 0 && t->persist == 0 && t->acc == ATTN_ACC_NONE;
+           t->stages == 0 && attn_tactic_no_sm90a_keys(t) && t->acc == ATTN_ACC_NONE;
 }
 
 /* Rows (and keys) of a block of the prefill engines: a shape that leaves

@@ -16,9 +16,8 @@
 
 static int owns_v1(const attn_tactic *t)
 {
-    return t->variant == ATTN_FUSED && t->arch == 0 && t->tile_m > 0 && t->tile_n > 0 &&
-           t->warps > 0 && t->splits == 0 && t->stages == 0 && t->fold == 0 && t->persist == 0 &&
-           t->acc == ATTN_ACC_NONE;
+    return t->variant == ATTN_FUSED && attn_tactic_no_sm90a_keys(t) && t->tile_m > 0 && t->tile_n > 0 &&
+           t->warps > 0 && t->splits == 0 && t->stages == 0 && t->acc == ATTN_ACC_NONE;
 }
 
 static int owns_sm90a(const attn_tactic *t)
@@ -28,8 +27,7 @@ static int owns_sm90a(const attn_tactic *t)
 
 static int owns_splitkv(const attn_tactic *t)
 {
-    return t->variant == ATTN_FUSED_SPLITKV && t->arch == 0 && t->fold == 0 && t->persist == 0 &&
-           t->acc == ATTN_ACC_NONE;
+    return t->variant == ATTN_FUSED_SPLITKV && attn_tactic_no_sm90a_keys(t) && t->acc == ATTN_ACC_NONE;
 }
 
 /* ---- registers

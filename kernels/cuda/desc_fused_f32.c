@@ -15,9 +15,8 @@
  * implied), so acc=f32 on fused names this kernel. */
 static int owns_f32(const attn_tactic *t)
 {
-    return t->variant == ATTN_FUSED && t->acc == ATTN_ACC_F32 && t->arch == 0 &&
-           t->tile_m > 0 && t->tile_n > 0 && t->warps > 0 && t->splits == 0 &&
-           t->stages == 0 && t->fold == 0 && t->persist == 0;
+    return t->variant == ATTN_FUSED && t->acc == ATTN_ACC_F32 && attn_tactic_no_sm90a_keys(t) &&
+           t->tile_m > 0 && t->tile_n > 0 && t->warps > 0 && t->splits == 0 && t->stages == 0;
 }
 
 /* The configuration of t at head dim bucket D: its CG (threads per row

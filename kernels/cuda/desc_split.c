@@ -9,8 +9,8 @@
 
 static int plain_gemm(const attn_tactic *t)
 {
-    return t->tile_m == 0 && t->tile_n == 0 && t->splits == 0 && t->warps == 0 && t->arch == 0 &&
-           t->stages == 0 && t->fold == 0 && t->persist == 0 && (t->acc == ATTN_ACC_F16 || t->acc == ATTN_ACC_F32);
+    return t->tile_m == 0 && t->tile_n == 0 && t->splits == 0 && t->warps == 0 && t->stages == 0 &&
+           attn_tactic_no_sm90a_keys(t) && (t->acc == ATTN_ACC_F16 || t->acc == ATTN_ACC_F32);
 }
 
 static int owns_split(const attn_tactic *t)
