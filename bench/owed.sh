@@ -52,8 +52,8 @@
 #   tmastore  version 3.29's A/B (bench/build_ab.sh -DSM90_TMA_STORE=1:
 #          the output tile out by TMA; written 2026-12-07, not yet run):
 #          plain and persistent 128x128 and persistent 192x128 tiles on
-#          the 2k causal anchor and the 8k bf16 causal and e4m3
-#          non-causal ones, 2 rounds, then B's gpu_fused and gpu_cudnn
+#          the 2k causal anchor, the 8k bf16 causal and non-causal
+#          ones and the 8k e4m3 non-causal one, 2 rounds, then B's gpu_fused and gpu_cudnn
 #          (its e4m3 tactics against the reference) (tmastore.txt,
 #          tmastore.log, ctest-b.log; about 250 s)
 #   ftest  ctest gpu_fused in this build (every listed tactic of its shapes
@@ -180,8 +180,8 @@ for s in "${STEPS[@]}"; do
         AB_TESTS='^gpu_(fused|cudnn)$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_TMA_STORE=1 --reps 2 \
             --filter sm90a --only "sm90a/pad=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=128x128,\
 sm90a/pad=1/persist=1/stages=2/tile=192x128" \
-            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.e4m3.nc" \
-            >"$OUT/tmastore.txt" 2>"$OUT/tmastore.log"
+            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.bf16.nc" \
+            --shape "$A.e4m3.nc" >"$OUT/tmastore.txt" 2>"$OUT/tmastore.log"
         ;;
     ftest)
         { cmake --build "$BUILD" -j "$(nproc)" --target gpu_fused &&
