@@ -61,7 +61,9 @@
 #   ptrace the cycle trace of the persist=1 tactics' items
 #          (bench/sm90_trace.sh) on the 2k and 8k causal anchors' 128x128
 #          tiles, and the plain tactic's of the same: where an item's
-#          boundary goes (sm90-trace.txt; one trace build, 71 s)
+#          boundary goes; and the 8k causal and non-causal anchors'
+#          persistent 192x128 tiles (sm90-trace.txt; one trace build, 71 s
+#          before the 192x128 pair)
 #   fp8    on an H200 only (the issue-30 bar is its): bench/fp8.sh --only 7,8,
 #          every e4m3 and bf16 tactic of the 8k d128 anchors (causal too) by
 #          the tuner's protocol (fp8.txt, fp8.log; about 180 s)
@@ -154,6 +156,9 @@ for s in "${STEPS[@]}"; do
         for k in b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c bf16.c; do
             P+=("$k:sm90a/pad=1/persist=1/stages=2/tile=128x128" "$k:sm90a/pad=1/stages=2/tile=128x128")
         done
+        # the 8k anchors' persistent 192x128 tile, causal and not: where
+        # the causal grid's 192-row items lose to the 128-row ones
+        P+=("bf16.c:sm90a/pad=1/persist=1/stages=2/tile=192x128" "bf16.nc:sm90a/pad=1/persist=1/stages=2/tile=192x128")
         "${T[@]}" bash "$ROOT/bench/sm90_trace.sh" "${P[@]}" >/dev/null
         ;;
     persist)
