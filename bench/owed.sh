@@ -55,7 +55,13 @@
 #          the 2k causal anchor, the 8k bf16 causal and non-causal
 #          ones and the 8k e4m3 non-causal one, 2 rounds, then B's gpu_fused and gpu_cudnn
 #          (its e4m3 tactics against the reference) (tmastore.txt,
-#          tmastore.log, ctest-b.log; about 250 s)
+#          tmastore.log, tmastore-ctest-b.log; about 250 s)
+#   dhalf  version 3.30's A/B (bench/build_ab.sh -DSM90_DIAG_HALF=1: a
+#          warpgroup's half of the causal diagonal tile; written
+#          2026-12-07, not yet run): plain and persistent 128x128 and
+#          192x128 tiles on the 2k and 8k causal anchors, 2 rounds, then
+#          B's gpu_fused (dhalf.txt, dhalf.log, dhalf-ctest-b.log; about
+#          180 s)
 #   ftest  ctest gpu_fused in this build (every listed tactic of its shapes
 #          against float64, persist=1 among them; ftest.log; 53 s)
 #   ptrace the cycle trace of the persist=1 tactics' items
@@ -89,7 +95,7 @@ if [ ${#STEPS[@]} -eq 0 ]; then
     fi
 fi
 for s in "${STEPS[@]}"; do
-    case $s in peers | rate | ncu | sass | trace | fp8 | persist | claim | tmastore | ftest | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in peers | rate | ncu | sass | trace | fp8 | persist | claim | tmastore | dhalf | ftest | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -114,7 +120,7 @@ fi
 rc=0
 for s in "${STEPS[@]}"; do
     case $s in peers) need=180 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
-    persist) need=100 ;; claim) need=200 ;; tmastore) need=250 ;; ftest) need=80 ;; ptrace) need=120 ;; esac
+    persist) need=100 ;; claim) need=200 ;; tmastore) need=250 ;; dhalf) need=180 ;; ftest) need=80 ;; ptrace) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
@@ -187,6 +193,19 @@ for s in "${STEPS[@]}"; do
 sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.bf16.nc" \
             --shape "$A.e4m3.nc" >"$OUT/tmastore.txt" 2>"$OUT/tmastore.log"
+        st=$?
+        cp "$OUT/ctest-b.log" "$OUT/tmastore-ctest-b.log" 2>/dev/null
+        (exit $st)
+        ;;
+    dhalf)
+        AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_DIAG_HALF=1 --reps 2 --filter sm90a \
+            --only "sm90a/pad=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=128x128,\
+sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
+            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" \
+            >"$OUT/dhalf.txt" 2>"$OUT/dhalf.log"
+        st=$?
+        cp "$OUT/ctest-b.log" "$OUT/dhalf-ctest-b.log" 2>/dev/null
+        (exit $st)
         ;;
     ftest)
         { cmake --build "$BUILD" -j "$(nproc)" --target gpu_fused &&

@@ -275,9 +275,6 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
 #define SM90_TAIL_WAIT 0
 #endif
 
-/* 1 (default): a block's consumer warpgroups with no real row leave at
- * once (version 3.13); 0: they run the key loop on padding as before, for
- * the A/B (bench/build_ab.sh -DSM90_SKIP_IDLE=0). */
 /* Version 3.29 (an A/B switch, 0 by default; written 2026-12-07 in a
  * session with no device time left, not yet run): 1 sends a warpgroup's
  * staged output tile out by TMA (cp.async.bulk.tensor, shared to global,
@@ -299,8 +296,23 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
 #define SM90_TO_ARG
 #endif
 
+/* 1 (default): a block's consumer warpgroups with no real row leave at
+ * once (version 3.13); 0: they run the key loop on padding as before, for
+ * the A/B (bench/build_ab.sh -DSM90_SKIP_IDLE=0). */
 #ifndef SM90_SKIP_IDLE
 #define SM90_SKIP_IDLE 1
+#endif
+
+/* Version 3.30 (an A/B switch, 0 by default; written 2026-12-07 while no
+ * device came, not yet run): 1 lets a warpgroup whose rows see none of
+ * its first tile's last 64 keys (the causal diagonal's tile, visited
+ * first; 16-bit, 128-key tiles, not folded) compute that tile's S over
+ * its first 64 keys only (an n64 wgmma) and its P V over them only (4 k
+ * slices of 8): a quarter of a 128x128 block's diagonal tile's tensor
+ * work, up to about half of a 192x128 block's. The keys left out are
+ * masked to -inf by the softmax as before, so P holds 0 there. */
+#ifndef SM90_DIAG_HALF
+#define SM90_DIAG_HALF 0
 #endif
 
 /* Version 3.27, a tactic since version 3.28 (persist=1; docs/kernels.md):
@@ -626,9 +638,25 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
     }
 }
 
+/* SM90_DIAG_HALF: S over the first BC / 2 keys of a 16-bit tile laid out
+ * for BC (K's 128-byte chunks are BC rows apart), into s's first BC / 4
+ * accumulators: the n(BC/2) fragment's registers are the n(BC) one's
+ * first columns. */
+template <typename T, int D, int BC, int BR>
+__device__ __forceinline__ void gemm_qk_half(float (&s)[BC / 2], uint32_t aQ, uint32_t aK)
+{
+    static_assert(!sm90_is_fp8<T>::value && BC == 128, "16-bit 128-key tiles");
+    float(&sh)[BC / 4] = *reinterpret_cast<float(*)[BC / 4]>(&s[0]);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+        wgmma_s<T, BC / 2>(sh, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
+                           sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
+}
+
 /* O += P V over BC keys (RS wgmma, N = ON columns per instruction, D / ON
- * instructions per 16-key slice). */
-template <typename T, int D, int BC, int ON, int KS>
+ * instructions per 16-key slice); 16-bit: over the first NK 16-key slices
+ * only (SM90_DIAG_HALF: P is 0 past them). */
+template <typename T, int D, int BC, int ON, int KS, int NK = BC / 16>
 __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32_t (&p)[BC / KS][4], uint32_t aV)
 {
 #ifdef SM90A_DEVICE
@@ -642,7 +670,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32
             wgmma8_rs_n128(o[0], p[kk], sw128_desc(aV + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024), 1);
     } else {
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; kk++)
+        for (int kk = 0; kk < NK; kk++)
 #pragma unroll
             for (int c = 0; c < D / ON; c++) {
                 const uint64_t db = sw128_desc(aV + c * (ON / 64) * BC * 128 + kk * 16 * 128, BC * 128, 1024);
@@ -1384,14 +1412,38 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #if SM90_PERSIST
         started = true;
 #endif
+        /* SM90_DIAG_HALF: none of this warpgroup's rows sees the first
+         * tile's last BC / 2 keys (past its last query's diagonal or the
+         * real skv), so S and P V of that tile run over its first half. */
+        constexpr bool DH = SM90_DIAG_HALF && !F8 && !FOLD && BC == 128;
+        bool half = false;
+        if constexpr (DH) {
+            const int qlast = min(qmin + 63, p.sq - 1);
+            half = (p.causal ? min(p.skv, qlast + off + 1) : p.skv) <= (thi - 1) * BC + BC / 2;
+            /* the same in every lane already; as a vote, ptxas knows it is
+             * (a branch on it otherwise serialises every wgmma, C7520) */
+            half = __all_sync(0xffffffffu, half);
+        }
         /* First tile (the last keys): S alone. */
         {
             float alpha[2];
             mbar_wait(BAR_FK(stg(0)), phs(0));
             turn_begin();
-            wgmma_fence();
-            gemm_qk<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
-            wgmma_commit();
+            if constexpr (DH) {
+                if (half) {
+                    wgmma_fence();
+                    gemm_qk_half<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
+                    wgmma_commit();
+                } else {
+                    wgmma_fence();
+                    gemm_qk<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
+                    wgmma_commit();
+                }
+            } else {
+                wgmma_fence();
+                gemm_qk<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
+                wgmma_commit();
+            }
             turn_end(false);
             wgmma_wait<0>();
             reg_fence(s);
@@ -1400,6 +1452,21 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             softmax((thi - 1) * BC, alpha);
             rescale_pack(alpha);
         }
+        /* O += P V of the tile just before; first: that tile is the first
+         * (SM90_DIAG_HALF's half tile where half is set). A macro, so that
+         * the default build's code is what it was. In the loop only: a
+         * one-tile item's P V after it stays whole. */
+#define SM90_PV(first, aV)                                                          \
+    do {                                                                           \
+        if constexpr (DH) {                                                        \
+            if (half && (first))                                                   \
+                gemm_pv<T, D, BC, ON, KS, BC / 32>(o, pf, aV);                     \
+            else                                                                   \
+                gemm_pv<T, D, BC, ON, KS>(o, pf, aV);                              \
+        } else {                                                                   \
+            gemm_pv<T, D, BC, ON, KS>(o, pf, aV);                                  \
+        }                                                                          \
+    } while (0)
         /* Tile j: S_j = Q K_j^T issued, O += P_{j-1} V_{j-1} behind it; the
          * softmax of S_j runs while the PV product is in flight. */
         for (int it = 1; it < ntiles; it++) {
@@ -1415,7 +1482,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 turn_begin();
                 SM90_TR(it, 2);
                 wgmma_fence();
-                gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+                SM90_PV(it == 1, aV0 + pst * L::vt);
                 wgmma_commit();
                 wgmma_wait<0>();
 #pragma unroll
@@ -1453,7 +1520,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_commit();
             mbar_wait_hot(BAR_FV(pst), phs(it - 1));
             wgmma_fence();
-            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
+            SM90_PV(it == 1, aV0 + pst * L::vt);
             wgmma_commit();
             turn_end(false);
             SM90_TR(it, 3);
@@ -1480,9 +1547,12 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(BAR_FV(lst), phs(ntiles - 1));
         turn_begin();
         wgmma_fence();
+        /* (whole, even after a half first tile: ptxas serialises every
+         * wgmma of the kernel for a branch here, C7520) */
         gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
         turn_end(true);
+#undef SM90_PV
         wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < OC; c++)
