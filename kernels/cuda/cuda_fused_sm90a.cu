@@ -1418,8 +1418,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         constexpr bool DH = SM90_DIAG_HALF && !F8 && !FOLD && BC == 128;
         bool half = false;
         if constexpr (DH) {
-            const int qlast = min(qmin + 63, p.sq - 1);
-            half = (p.causal ? min(p.skv, qlast + off + 1) : p.skv) <= (thi - 1) * BC + BC / 2;
+            half = sm90_first_tile_half(p.causal, p.sq, p.skv, qmin, (thi - 1) * BC, BC);
             /* the same in every lane already; as a vote, ptxas knows it is
              * (a branch on it otherwise serialises every wgmma, C7520) */
             half = __all_sync(0xffffffffu, half);
