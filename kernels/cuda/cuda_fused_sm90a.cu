@@ -620,8 +620,11 @@ __device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t
 
 /* S += Q K^T over D (SS wgmma, N = BC), zero-initialised by the first
  * slice. A slice is 32 bytes of each row (k16 of 16-bit data, k32 of
- * e4m3), four to a 128-byte chunk. */
-template <typename T, int D, int BC, int BR>
+ * e4m3), four to a 128-byte chunk. 16-bit, N < BC (SM90_DIAG_HALF): over
+ * the tile's first N keys only (K's chunks stay BC rows apart), into s's
+ * first N / 2 accumulators: the nN fragment's registers are the nBC one's
+ * first columns. */
+template <typename T, int D, int BC, int BR, int N = BC>
 __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_t aK)
 {
     if constexpr (sm90_is_fp8<T>::value) {
@@ -631,26 +634,13 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
             wgmma_s<T, BC>(s, sw128_desc(aQ + kk * 32, 16, 1024), sw128_desc(aK + kk * 32, 16, 1024), kk == 0);
     } else {
         static_assert(BC == 64 || BC == 80 || BC == 128 || BC == 176, "the key tiles built");
+        static_assert(N <= BC, "S over the tile's first N keys");
+        float(&sn)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&s[0]);
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++)
-            wgmma_s<T, BC>(s, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
-                           sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
+            wgmma_s<T, N>(sn, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
+                          sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
     }
-}
-
-/* SM90_DIAG_HALF: S over the first BC / 2 keys of a 16-bit tile laid out
- * for BC (K's 128-byte chunks are BC rows apart), into s's first BC / 4
- * accumulators: the n(BC/2) fragment's registers are the n(BC) one's
- * first columns. */
-template <typename T, int D, int BC, int BR>
-__device__ __forceinline__ void gemm_qk_half(float (&s)[BC / 2], uint32_t aQ, uint32_t aK)
-{
-    static_assert(!sm90_is_fp8<T>::value && BC == 128, "16-bit 128-key tiles");
-    float(&sh)[BC / 4] = *reinterpret_cast<float(*)[BC / 4]>(&s[0]);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-        wgmma_s<T, BC / 2>(sh, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
-                           sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
 }
 
 /* O += P V over BC keys (RS wgmma, N = ON columns per instruction, D / ON
@@ -1428,21 +1418,16 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             float alpha[2];
             mbar_wait(BAR_FK(stg(0)), phs(0));
             turn_begin();
+            wgmma_fence();
             if constexpr (DH) {
-                if (half) {
-                    wgmma_fence();
-                    gemm_qk_half<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
-                    wgmma_commit();
-                } else {
-                    wgmma_fence();
+                if (half)
+                    gemm_qk<T, D, BC, BR, BC / 2>(s, aQw, aK0 + stg(0) * L::kv);
+                else
                     gemm_qk<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
-                    wgmma_commit();
-                }
             } else {
-                wgmma_fence();
                 gemm_qk<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
-                wgmma_commit();
             }
+            wgmma_commit();
             turn_end(false);
             wgmma_wait<0>();
             reg_fence(s);
