@@ -48,13 +48,14 @@
 #          last tile is loaded) against 1 (after its first STAGES: the
 #          default) on the persist=1 tiles of the same shapes
 #          (bench/build_ab.sh, 2 rounds, then B's gpu_fused: claim.txt,
-#          claim.log, ctest-b.log; 145 s on an H100)
+#          claim.log, claim-ctest-b.log; 145 s on an H100)
 #   tmastore  version 3.29's A/B (bench/build_ab.sh -DSM90_TMA_STORE=1:
 #          the output tile out by TMA; written 2026-12-07, not yet run):
 #          plain and persistent 128x128 and persistent 192x128 tiles on
 #          the 2k causal anchor, the 8k bf16 causal and non-causal
-#          ones and the 8k e4m3 non-causal one, 2 rounds, then B's gpu_fused and gpu_cudnn
-#          (its e4m3 tactics against the reference) (tmastore.txt,
+#          ones and the 8k e4m3 non-causal one, 2 rounds, then B's
+#          gpu_fused and gpu_cudnn (its e4m3 tactics against the
+#          reference) (tmastore.txt,
 #          tmastore.log, tmastore-ctest-b.log; about 250 s)
 #   dhalf  version 3.30's A/B (bench/build_ab.sh -DSM90_DIAG_HALF=1: a
 #          warpgroup's half of the causal diagonal tile; written
@@ -117,6 +118,24 @@ if command -v nvidia-smi >/dev/null 2>&1; then
     trap 'kill "$smi_pid" 2>/dev/null' EXIT
     trap 'exit 143' TERM INT # so that the sampler goes when a timeout ends this script
 fi
+# ctest gpu_fused in BUILD (every listed tactic of its shapes against
+# float64), built first; its output to $1
+fused_test() {
+    { cmake --build "$BUILD" -j "$(nproc)" --target gpu_fused &&
+        "${T[@]}" ctest --test-dir "$BUILD" -R '^gpu_fused$' --output-on-failure; } >"$1" 2>&1
+}
+# A compile-time switch's A/B (bench/build_ab.sh, 2 rounds on the sm90a
+# tactics), then B's tests matching $3: NAME DEFINE TESTS [ab_env args];
+# OUT/NAME.txt (the table), NAME.log, NAME-ctest-b.log (B's tests)
+ab_step() {
+    local name=$1 def=$2 tests=$3 st
+    shift 3
+    AB_TESTS=$tests "${T[@]}" bash "$ROOT/bench/build_ab.sh" "$def" --reps 2 --filter sm90a "$@" \
+        >"$OUT/$name.txt" 2>"$OUT/$name.log"
+    st=$?
+    cp "$OUT/ctest-b.log" "$OUT/$name-ctest-b.log" 2>/dev/null
+    return $st
+}
 rc=0
 for s in "${STEPS[@]}"; do
     case $s in peers) need=180 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
@@ -180,42 +199,29 @@ for s in "${STEPS[@]}"; do
             done
         done
         python3 "$ROOT/bench/persist_ab.py" "$pdb"/*.csv >"$OUT/persist.txt" 2>>"$OUT/persist.log" &&
-            cp "$pdb"/*.csv "$OUT/" &&
-            { cmake --build "$BUILD" -j "$(nproc)" --target gpu_fused >"$OUT/persist-ctest.log" 2>&1 &&
-                ctest --test-dir "$BUILD" -R '^gpu_fused$' --output-on-failure >>"$OUT/persist-ctest.log" 2>&1; }
+            cp "$pdb"/*.csv "$OUT/" && fused_test "$OUT/persist-ctest.log"
         st=$?
         rm -rf "$pdb"
         (exit $st)
         ;;
     tmastore)
-        AB_TESTS='^gpu_(fused|cudnn)$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_TMA_STORE=1 --reps 2 \
-            --filter sm90a --only "sm90a/pad=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=128x128,\
+        ab_step tmastore -DSM90_TMA_STORE=1 '^gpu_(fused|cudnn)$' \
+            --only "sm90a/pad=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=128x128,\
 sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.bf16.nc" \
-            --shape "$A.e4m3.nc" >"$OUT/tmastore.txt" 2>"$OUT/tmastore.log"
-        st=$?
-        cp "$OUT/ctest-b.log" "$OUT/tmastore-ctest-b.log" 2>/dev/null
-        (exit $st)
+            --shape "$A.e4m3.nc"
         ;;
     dhalf)
-        AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_DIAG_HALF=1 --reps 2 --filter sm90a \
+        ab_step dhalf -DSM90_DIAG_HALF=1 gpu_fused \
             --only "sm90a/pad=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=128x128,\
 sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
-            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" \
-            >"$OUT/dhalf.txt" 2>"$OUT/dhalf.log"
-        st=$?
-        cp "$OUT/ctest-b.log" "$OUT/dhalf-ctest-b.log" 2>/dev/null
-        (exit $st)
+            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c"
         ;;
-    ftest)
-        { cmake --build "$BUILD" -j "$(nproc)" --target gpu_fused &&
-            "${T[@]}" ctest --test-dir "$BUILD" -R '^gpu_fused$' --output-on-failure; } >"$OUT/ftest.log" 2>&1
-        ;;
+    ftest) fused_test "$OUT/ftest.log" ;;
     claim)
-        AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_PERSIST_CLAIM=2 --reps 2 --filter sm90a \
+        ab_step claim -DSM90_PERSIST_CLAIM=2 gpu_fused \
             --only "persist=1/stages=2/tile=192x128,persist=1/stages=2/tile=128x128,persist=1/stages=3/tile=192x128" \
-            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.e4m3.nc" \
-            >"$OUT/claim.txt" 2>"$OUT/claim.log"
+            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.e4m3.nc"
         ;;
     fp8)
         if ! nvidia-smi -L 2>/dev/null | grep -q H200; then
