@@ -503,9 +503,66 @@ static void sm90a_first_tile_half_should_hold_where_no_row_sees_the_second_half(
     CHECK(halves > 100);
 }
 
+/* Version 3.31: the causal order visits every (unit, row block) once,
+ * chunk after chunk, each chunk's row blocks longest first (mb from the
+ * last down), and its last chunk, merged, runs to the last unit. */
+static void sm90a_causal_order_should_visit_each_item_once_longest_first(void)
+{
+    static int seen[48 * 40];
+    int cases = 0, bad = 0;
+    for (int units = 1; units <= 48; units += 5)
+        for (int nrb = 1; nrb <= 40; nrb += 3)
+            for (int chunk = 1; chunk <= units; chunk += 2)
+                for (int merge = 0; merge < 2; merge++) {
+                    /* units of 1 MB in an 8 MB budget: merges up to 24 units */
+                    const int clast = sm90_causal_clast(units, nrb, chunk, 1 << 20, 8 << 20, merge);
+                    const int n = units * nrb;
+                    memset(seen, 0, sizeof seen);
+                    int pc = 0, pmb = nrb, pu = -1;
+                    for (int x = 0; x < n; x++) {
+                        int u = -1, mb = -1;
+                        sm90_causal_item(x, chunk, clast, units, nrb, &u, &mb);
+                        if (u < 0 || u >= units || mb < 0 || mb >= nrb) {
+                            bad++;
+                            continue;
+                        }
+                        seen[u * nrb + mb]++;
+                        const int c = u / chunk < clast ? u / chunk : clast;
+                        if (c < pc || (c == pc && mb > pmb) || (c == pc && mb == pmb && u <= pu))
+                            bad++; /* out of order within or across chunks */
+                        pc = c, pmb = mb, pu = u;
+                    }
+                    for (int i = 0; i < n; i++)
+                        bad += seen[i] != 1;
+                    cases++;
+                }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(cases > 1000);
+
+    /* The 8k causal anchor (b2.hq16.hkv16.sq8192 d128: 32 heads of 4 MB
+     * of K/V, chunks of 2 in 8 MB). 192-row tiles, 43 row blocks: the last
+     * 2 heads are 86 items, under two waves of 132; 8 heads would be 32 MB,
+     * past three budgets, so the last chunk takes 6 heads (258 items). */
+    CHECK_EQ_INT(sm90_causal_clast(32, 43, 2, 4 << 20, 8 << 20, 0), 15);
+    CHECK_EQ_INT(sm90_causal_clast(32, 43, 2, 4 << 20, 8 << 20, 1), 13);
+    /* 128-row tiles, 64 row blocks: 128 and 256 items are short, 384 not */
+    CHECK_EQ_INT(sm90_causal_clast(32, 64, 2, 4 << 20, 8 << 20, 1), 13);
+    /* b1.hq40.hkv40.sq2048 d128 128x128: chunks of 8 heads of 1 MB, 16 row
+     * blocks: 128, 256, then 384 items in the last 24 heads */
+    CHECK_EQ_INT(sm90_causal_clast(40, 16, 8, 1 << 20, 8 << 20, 1), 2);
+    /* a last chunk of two waves already: no merge */
+    CHECK_EQ_INT(sm90_causal_clast(64, 16, 32, 1 << 18, 8 << 20, 1), 1);
+    /* no budget (ATTUNE_SM90_CHUNK_MB=0): one unit a chunk, none merged */
+    CHECK_EQ_INT(sm90_causal_clast(32, 64, 1, 4 << 20, 0, 1), 31);
+    /* one chunk, degenerate input */
+    CHECK_EQ_INT(sm90_causal_clast(5, 4, 8, 1, 8 << 20, 1), 0);
+    CHECK_EQ_INT(sm90_causal_clast(0, 4, 1, 1, 8 << 20, 1), 0);
+}
+
 int main(void)
 {
     RUN(sm90a_first_tile_half_should_hold_where_no_row_sees_the_second_half);
+    RUN(sm90a_causal_order_should_visit_each_item_once_longest_first);
 #ifdef ATTUNE_HAVE_SM90A
     RUN(sm90a_wide_tiles_should_be_listed_plain);
     RUN(sm90a_e4m3_configs_should_fit);

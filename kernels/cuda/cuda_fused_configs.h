@@ -275,4 +275,56 @@ static inline SM90_HOST_DEVICE int sm90_first_tile_half(int causal, int sq, int 
     return lim <= n0 + bc / 2;
 }
 
+/* Version 3.31: the causal grid's order (the item mapping of both of
+ * cuda_fused_sm90a.cu's units; bench/sched_sim.py models it). Chunks of
+ * `chunk` units (heads, or KV heads folded) one after the other; inside a
+ * chunk the row blocks that see the most keys first (every unit's last
+ * row block, then the one before, ...), so the chunk's K/V stay in L2 and
+ * the grid ends on short blocks. Chunks are filled in order, so a chunk
+ * of few items ends the grid badly: its long blocks start together at the
+ * end and nothing is left for the SMs that drew its short ones (the 8k
+ * causal anchor's 192-row tiles: 43 row blocks x 2 heads, 86 items on 132
+ * SMs, modelled 0.935 of the ideal, measured 811 us against the model's
+ * 814 on an H100). So the last chunk takes the units of the chunks before
+ * it while it holds fewer than SM90_TAIL_WAVES waves of items (planned for
+ * SM90_TAIL_SMS SMs, as the tail cut) and its K/V stay within
+ * SM90_TAIL_BUDGETS chunk budgets: 24 MB at the 8 MB default, which the
+ * 8k causal anchor was measured at as whole chunks with no loss beyond
+ * what the model gives their order (docs/kernels.md, versions 3.2 and
+ * 3.31). clast is the index of that last chunk: ceil(units / chunk) - 1
+ * unmerged (merge = 0, the order before 3.31). unit_bytes: one unit's K
+ * and V; budget: the chunk budget in bytes. */
+#define SM90_TAIL_WAVES 2
+#define SM90_TAIL_BUDGETS 3
+/* The chunk budget: units whose K/V fit in this much of the L2 (50 MB on
+ * an H100). Version 3.2's first reading had 24 MB 10% slower on the 8k
+ * causal anchor; timed alternately it was 3% (docs/kernels.md), and the
+ * schedule model gives a 24 MB order's last chunk (2 heads of 4 MB after
+ * five chunks of 6) about 4% by itself: no sign of the L2 there. */
+#define SM90_CHUNK_BYTES (8 << 20)
+static inline int sm90_causal_clast(long long units, long long nrb, long long chunk, long long unit_bytes,
+                                    long long budget, int merge)
+{
+    if (units < 1 || chunk < 1)
+        return 0;
+    long long c = (units + chunk - 1) / chunk - 1;
+    while (merge && c > 0 && (units - c * chunk) * nrb < (long long)SM90_TAIL_WAVES * SM90_TAIL_SMS &&
+           (units - (c - 1) * chunk) * unit_bytes <= SM90_TAIL_BUDGETS * budget)
+        c--;
+    return (int)c;
+}
+
+/* Item x of a causal grid (sm90_causal_clast's order) -> its unit *u and
+ * row block *mb. Chunks before clast hold chunk units, the last one the
+ * units - clast * chunk left; x < units * nrb. */
+static inline SM90_HOST_DEVICE void sm90_causal_item(int x, int chunk, int clast, int units, int nrb, int *u,
+                                                     int *mb)
+{
+    const int per = chunk * nrb;
+    const int c = x / per < clast ? x / per : clast, r = x - c * per;
+    const int hc = c == clast ? units - c * chunk : chunk, mr = r / hc;
+    *u = c * chunk + (r - mr * hc);
+    *mb = nrb - 1 - mr;
+}
+
 #endif

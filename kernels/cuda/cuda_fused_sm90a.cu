@@ -168,6 +168,7 @@ struct sm90_args {
                          splits; version 3.12's cut last wave: its first block and k; none: INT_MAX, 1) */
     int64_t prow0, prows; /* the partials hold rows [prow0, prow0 + prows) of the b*hq*sq rows */
     int chunk;       /* causal: units per longest-first chunk */
+    int clast;       /* causal: the last chunk's index; it runs to the last unit (version 3.31) */
     const float *dsc[3]; /* e4m3: the descale factors of q, k, v (device) */
 #if SM90_PERSIST
     int items;           /* the grid's blocks, now items */
@@ -818,11 +819,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
      * Block x -> its item (split sp of nsp, unit u, row block mb, and
      * what follows from them). Blocks from p.tail0 on are cut into
      * p.tailk key ranges, splits fastest (every block with key splits;
-     * version 3.12: the last wave's). Causal: chunks of p.chunk units one
-     * after the other, inside a chunk the row blocks that see the most
-     * keys first (all units' last row block, then the one before, ...), so
-     * the grid ends on its shortest blocks while the chunk's K/V stay in
-     * L2. Otherwise unit after unit. */
+     * version 3.12: the last wave's). Causal: sm90_causal_item's order
+     * (cuda_fused_configs.h: longest-first chunks of units, the last one
+     * merged up to two waves, version 3.31). Otherwise unit after unit. */
     auto item_of = [&](int x) {
         const int qb = FOLD ? 1 << p.lqb : BR; /* QB, below */
         sm90_item w;
@@ -835,10 +834,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         }
         int u, mb;
         if (p.causal) {
-            const int per = p.chunk * p.nrb, c = x / per, r = x - c * per;
-            const int hc = min(p.chunk, p.units - c * p.chunk), mr = r / hc;
-            u = c * p.chunk + (r - mr * hc);
-            mb = p.nrb - 1 - mr;
+            sm90_causal_item(x, p.chunk, p.clast, p.units, p.nrb, &u, &mb);
         } else {
             u = x / p.nrb;
             mb = x - u * p.nrb;
@@ -898,10 +894,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* Block -> (split sp of nsp, unit u, row block mb). Blocks from
      * p.tail0 on are cut into p.tailk key ranges, splits fastest (every
      * block with key splits; version 3.12: the last wave's). Causal:
-     * chunks of p.chunk units one after the other, inside a chunk the row
-     * blocks that see the most keys first (all units' last row block, then
-     * the one before, ...), so the grid ends on its shortest blocks while
-     * the chunk's K/V stay in L2. Otherwise unit after unit. */
+     * sm90_causal_item's order (cuda_fused_configs.h: longest-first chunks
+     * of units, the last one merged up to two waves, version 3.31).
+     * Otherwise unit after unit. */
     int sp = 0, nsp = 1, x = (int)blockIdx.x;
     if (x >= p.tail0) {
         const int t = x - p.tail0;
@@ -911,10 +906,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     }
     int u, mb;
     if (p.causal) {
-        const int per = p.chunk * p.nrb, c = x / per, w = x - c * per;
-        const int hc = min(p.chunk, p.units - c * p.chunk), mr = w / hc;
-        u = c * p.chunk + (w - mr * hc);
-        mb = p.nrb - 1 - mr;
+        sm90_causal_item(x, p.chunk, p.clast, p.units, p.nrb, &u, &mb);
     } else {
         u = x / p.nrb;
         mb = x - u * p.nrb;
@@ -1685,11 +1677,6 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
  * block per SM of an H200 (132), as version 2 lists its splits. */
 #define SM90_SMS 132
 #define SM90_MAX_SPLITS 64
-/* Causal chunks: units whose K/V fit in this much of the H200's 60 MB L2
- * (H200, 2026-12-01: 24 MB made 8192^2 d128 causal 10% slower than the
- * old order, 6 heads' K/V in flight against 2; see docs/kernels.md). */
-#define SM90_CHUNK_BYTES (8 << 20)
-
 static int sm90_kernel_dim(int64_t d)
 {
     return SM90_KERNEL_DIM(d);
@@ -1786,20 +1773,29 @@ static bool device_is_sm90()
     return maj == 9 && min == 0;
 }
 
-/* Units per causal chunk: as many as have their K/V (skv x D, K and V, per
- * KV head; an unfolded unit is one of the g heads sharing it) within
- * SM90_CHUNK_BYTES. ATTUNE_SM90_CHUNK_MB=N sets that budget instead, for
- * comparisons: 0 gives one unit per chunk, version 3's order (head after
- * head, the longest row block of each first). */
-static int sm90_chunk(const attn_shape *s, int D, bool fold, int64_t units)
+/* The causal order's chunks (cuda_fused_configs.h, sm90_causal_item):
+ * *chunk units each, as many as have their K/V (skv x D, K and V, per KV
+ * head; an unfolded unit is one of the g heads sharing it) within
+ * SM90_CHUNK_BYTES, and *clast, the last chunk's index (version 3.31: it
+ * takes the units of the chunks before it while short of two waves).
+ * For comparisons: ATTUNE_SM90_CHUNK_MB=N sets the budget instead (0
+ * gives one unit per chunk, version 3's order: head after head, the
+ * longest row block of each first, and no merge); ATTUNE_SM90_TAIL_MERGE=0
+ * keeps the last chunk as it falls (the order before 3.31). */
+static void sm90_order(const attn_shape *s, int D, bool fold, int64_t units, int64_t nrb, int *chunk, int *clast)
 {
     static const int64_t budget = [] {
         const char *e = getenv("ATTUNE_SM90_CHUNK_MB");
         return e != NULL ? (int64_t)atoi(e) << 20 : (int64_t)SM90_CHUNK_BYTES;
     }();
+    static const bool merge = [] {
+        const char *e = getenv("ATTUNE_SM90_TAIL_MERGE");
+        return e == NULL || strcmp(e, "0") != 0;
+    }();
     const int64_t per = s->skv * D * 4 / (fold ? 1 : s->hq / s->hkv);
     const int64_t c = budget / (per > 0 ? per : 1);
-    return (int)(c < 1 ? 1 : c > units ? units : c);
+    *chunk = (int)(c < 1 ? 1 : c > units ? units : c);
+    *clast = sm90_causal_clast(units, nrb, *chunk, per, budget, merge);
 }
 
 /* Version 3.12: k of the cut of the last wave (cuda_fused_configs.h's
@@ -1967,7 +1963,7 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
     p.nrb = (int)((s->sq + qb - 1) / qb);
-    p.chunk = sm90_chunk(s, D, FOLD, p.units);
+    sm90_order(s, D, FOLD, p.units, p.nrb, &p.chunk, &p.clast);
     const int64_t base = (int64_t)p.nrb * p.units;
     int64_t blocks = base * p.splits;
     p.tail0 = INT_MAX, p.tailk = 1;

@@ -41,7 +41,8 @@ int main(void)
 #include "kernels/attn.h"
 #include "kernels/cuda/cuda_fused.h"
 #ifdef ATTUNE_HAVE_SM90A
-#include "kernels/cuda/cuda_fused_sm90a.h" /* cuda_fused_sm90a_cut: which grids the launch cuts */
+#include "kernels/cuda/cuda_fused_configs.h" /* sm90_causal_clast: which causal orders merge */
+#include "kernels/cuda/cuda_fused_sm90a.h"   /* cuda_fused_sm90a_cut: which grids the launch cuts */
 #endif
 
 #define CUDA_CHECK(x)                                                         \
@@ -703,6 +704,30 @@ static void persist_should_match_reference_on_many_waves(void)
         }
 }
 
+/* Version 3.31: causal grids whose last chunk takes the units of the
+ * chunks before it (cuda_fused_configs.h's sm90_causal_clast), so that
+ * the merged mapping runs on a GPU: MHA heads of 1 MB (d128), 625 KB
+ * (d64, sq < skv) and 2 MB (d256) of K/V in chunks of 8 MB; each shape is
+ * checked to merge for its 128-row tiles, the launch's rule with its
+ * budget, so the case cannot pass by running none. */
+static void causal_merged_order_should_match_reference(void)
+{
+    static const int64_t shapes[][4] = {/* hq = hkv, sq, skv, d */
+                                        {32, 2048, 2048, 128}, /* 4 chunks of 8 -> 8 + 24 */
+                                        {24, 2048, 2500, 64},  /* 13 + 11 -> one of 24 */
+                                        {16, 2048, 2048, 256}}; /* 4 chunks of 4 -> 4 + 12 */
+    for (int i = 0; i < (g_quick ? 0 : 3); i++) {
+        const int64_t hq = shapes[i][0], sq = shapes[i][1], skv = shapes[i][2], d = shapes[i][3];
+        const long long per = (long long)(skv * d * 4), chunk = SM90_CHUNK_BYTES / per;
+        const long long nrb = (sq + 127) / 128;
+        CHECK_MSG(sm90_causal_clast(hq, nrb, chunk, per, SM90_CHUNK_BYTES, 1) <
+                      sm90_causal_clast(hq, nrb, chunk, per, SM90_CHUNK_BYTES, 0),
+                  "shape %d: its last chunk is not merged", i);
+        tcase tc = {1, hq, hq, sq, skv, d, i & 1 ? ATTN_BF16 : ATTN_F16, 1, attn_pads[i % ATTN_NPADS], 0};
+        run_case(&tc, g_seed + 8000009u * (uint64_t)(i + 1));
+    }
+}
+
 /* Scores whose running max keeps growing tile after tile (K peaked in
  * the middle of the keys, so from either end a kernel meets ever larger
  * scores): every row's O rescaled many times over, which random scores,
@@ -852,6 +877,7 @@ int main(void)
     RUN(fold_should_match_reference_on_short_queries);
     RUN(cut_should_match_reference_on_partial_last_waves);
     RUN(persist_should_match_reference_on_many_waves);
+    RUN(causal_merged_order_should_match_reference);
     RUN(fused_should_match_reference_on_growing_maxima);
     RUN(sm90a_should_run_on_hopper);
     clock_gettime(CLOCK_MONOTONIC, &t1);
