@@ -13,14 +13,15 @@ persistent grid claims late, a plain grid's blocks are dispatched in
 order: the same list scheduling), an item costing its key tiles plus a
 fixed cost. Costs, in 128x128 d128 tile times: an item's boundary 0.46
 persistent and 1.25 plain (the cycle trace by item, docs/kernels.md
-version 3.28); a 192x128 tile 1.325 (H100, bench/peers-h100-7d4820b.md:
-the 8k non-causal anchor's persistent 192x128 winner, 1451 us, is 11
-rounds of 64 tiles, 2.05 us a tile; the 8k causal anchor's persistent
-128x128 one, 793.7 us, is 1.55 us a tile by this model); other head dims
-scale a tile by d / 128. What it leaves out: L2 misses (it assumes the
-chunks keep K/V in L2), the diagonal tiles' masked work (a 192-row item
-has two), clocks. So it explains the measured ratios of orders (--check)
-but not all of the 192x128 tile's loss on the causal anchor.
+version 3.28); a 192x128 tile 1.38 (H100, bench/peers-h100-7d4820b.md:
+the 8k non-causal anchor's persistent 192x128 winner, 1451 us, is 10
+rounds of 64 tiles and a last one cut in two key ranges by version 3.12,
+2.14 us a tile; the 8k causal anchor's persistent 128x128 one, 793.7 us,
+is 1.55 us a tile by this model); other head dims scale a tile by
+d / 128. What it leaves out: L2 misses (it assumes the chunks keep K/V
+in L2), the diagonal tiles' masked work (a 192-row item has two),
+clocks. --check: it gives the measured ratios of orders, and most of the
+192x128 tile's loss on the causal anchor (1.008 modelled, 1.025 measured).
 
     python3 bench/sched_sim.py --check             # the model against four measurements
     python3 bench/sched_sim.py --grid grids/realmodels-holdout13.json
@@ -41,7 +42,7 @@ import sys
 SMS = 132  # SM90_TAIL_SMS: the plan's SMs
 CHUNK_BYTES = 8 << 20  # SM90_CHUNK_BYTES
 TAIL_WAVES, TAIL_BUDGETS = 2, 3  # SM90_TAIL_WAVES, SM90_TAIL_BUDGETS
-TILE_COST = {128: 1.0, 192: 1.325}
+TILE_COST = {128: 1.0, 192: 1.38}
 BOUNDARY = {"persist": 0.46, "plain": 1.25}
 KEY = re.compile(r"b(\d+)\.hq(\d+)\.hkv(\d+)\.sq(\d+)\.skv(\d+)\.d(\d+)(?:\.(\w+))?(?:\.(c|nc))?$")
 
