@@ -64,13 +64,14 @@
 #          B's gpu_fused (dhalf.txt, dhalf.log, dhalf-ctest-b.log; about
 #          180 s)
 #   order  version 3.31's A/B in this build (bench/ab_env.py
-#          ATTUNE_SM90_TAIL_MERGE=0 against unset: the causal grid's last
-#          chunk as it falls against merged; written 2026-12-07, not yet
-#          run): plain and persistent 128x128 and 192x128 tiles on the 8k
+#          ATTUNE_SM90_TAIL_MERGE=0, unset and 32: the causal grid's last
+#          chunk as it falls, merged within 24 MB of K/V (the default) and
+#          within 32; written 2026-12-07, not yet run): plain and
+#          persistent 128x128 and 192x128 tiles on the 8k
 #          causal anchor and four real-model causal shapes whose last
 #          chunks are short (bench/sched_sim.py's predictions in
 #          docs/kernels.md), 3 rounds, then gpu_fused (its merged grids
-#          among them) (order.txt, order.log, order-ctest.log; about 150 s)
+#          among them) (order.txt, order.log, order-ctest.log; about 200 s)
 #   ftest  ctest gpu_fused in this build (every listed tactic of its shapes
 #          against float64, persist=1 among them; ftest.log; 53 s)
 #   ptrace the cycle trace of the persist=1 tactics' items
@@ -147,7 +148,7 @@ ab_step() {
 rc=0
 for s in "${STEPS[@]}"; do
     case $s in peers) need=180 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
-    persist) need=100 ;; claim) need=200 ;; tmastore) need=250 ;; dhalf) need=180 ;; order) need=150 ;; ftest) need=80 ;;
+    persist) need=100 ;; claim) need=200 ;; tmastore) need=250 ;; dhalf) need=180 ;; order) need=200 ;; ftest) need=80 ;;
     ptrace) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
@@ -227,7 +228,7 @@ sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c"
         ;;
     order)
-        "${T[@]}" python3 "$ROOT/bench/ab_env.py" --attune "$BUILD/attune" --env ATTUNE_SM90_TAIL_MERGE=0,- \
+        "${T[@]}" python3 "$ROOT/bench/ab_env.py" --attune "$BUILD/attune" --env ATTUNE_SM90_TAIL_MERGE=0,-,32 \
             --reps 3 --filter sm90a --out "$OUT/order" \
             --only "sm90a/pad=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=128x128,\
 sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \

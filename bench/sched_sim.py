@@ -25,7 +25,7 @@ clocks. --check: it gives the measured ratios of orders, and most of the
 
     python3 bench/sched_sim.py --check             # the model against four measurements
     python3 bench/sched_sim.py --grid grids/realmodels-holdout13.json
-    python3 bench/sched_sim.py --shape b2.hq16.hkv16.sq8192.skv8192.d128.bf16.c --tile 192x128
+    python3 bench/sched_sim.py --shape b2.hq16.hkv16.sq8192.skv8192.d128.bf16.c --tile 192x128 --cap 32
 
 Prints, per causal shape and tile: the items, the chunk, the last chunk's
 index before and after the merge, the modelled efficiency (ideal time over
@@ -47,13 +47,13 @@ BOUNDARY = {"persist": 0.46, "plain": 1.25}
 KEY = re.compile(r"b(\d+)\.hq(\d+)\.hkv(\d+)\.sq(\d+)\.skv(\d+)\.d(\d+)(?:\.(\w+))?(?:\.(c|nc))?$")
 
 
-def clast_of(units, nrb, chunk, unit_bytes, budget, merge):
-    """cuda_fused_configs.h's sm90_causal_clast."""
+def clast_of(units, nrb, chunk, unit_bytes, cap):
+    """cuda_fused_configs.h's sm90_causal_clast (cap 0: no merge)."""
     if units < 1 or chunk < 1:
         return 0
     c = (units + chunk - 1) // chunk - 1
-    while (merge and c > 0 and (units - c * chunk) * nrb < TAIL_WAVES * SMS
-           and (units - (c - 1) * chunk) * unit_bytes <= TAIL_BUDGETS * budget):
+    while (c > 0 and (units - c * chunk) * nrb < TAIL_WAVES * SMS
+           and (units - (c - 1) * chunk) * unit_bytes <= cap):
         c -= 1
     return c
 
@@ -105,9 +105,10 @@ def makespan(items, tile, fixed, sms=SMS):
     return max(free), total / sms
 
 
-def model(shape, br, form, merge, budget=CHUNK_BYTES):
+def model(shape, br, form, cap, budget=CHUNK_BYTES):
+    """cap: the merged chunk's K/V bytes at most (0: no merge)."""
     units, nrb, chunk, per, tiles = grid(shape, br, budget=budget)
-    cl = clast_of(units, nrb, chunk, per, budget, merge)
+    cl = clast_of(units, nrb, chunk, per, cap)
     tile = TILE_COST[br] * kernel_dim(shape[5]) / 128
     mk, ideal = makespan(order(units, nrb, chunk, cl, tiles), tile, BOUNDARY[form])
     return dict(items=units * nrb, chunk=chunk, clast=cl, makespan=mk, ideal=ideal)
@@ -127,13 +128,13 @@ def check():
     rows = []
     # version 3.2 (docs/kernels.md, "Causal order, measured alternately"):
     # plain 128x128, head after head / 8 MB / 24 MB chunks: 870.4 / 832.2 / 862.6 us
-    base = model(a, 128, "plain", False)["makespan"]
+    base = model(a, 128, "plain", 0)["makespan"]
     for mb, meas in ((0, 870.4 / 832.2), (24, 862.6 / 832.2)):
-        m = model(a, 128, "plain", False, budget=mb << 20)
+        m = model(a, 128, "plain", 0, budget=mb << 20)
         what = f"{mb} MB chunks" if mb else "head after head"
         rows.append((f"plain 128x128: {what} / 8 MB chunks", m["makespan"] / base, meas))
     # version 3.28: persistent 192x128 against 128x128 (811.1-816.2 against 793.3-794.1 us)
-    r = model(a, 192, "persist", False)["makespan"] / model(a, 128, "persist", False)["makespan"]
+    r = model(a, 192, "persist", 0)["makespan"] / model(a, 128, "persist", 0)["makespan"]
     rows.append(("persistent 192x128 / 128x128", r, 813.7 / 793.7))
     print("| the order's or tile's time against the default's | model | measured |")
     print("|---|---:|---:|")
@@ -147,6 +148,8 @@ def main():
     ap.add_argument("--grid", action="append", default=[], help="a grid file's causal shapes (repeatable, globs)")
     ap.add_argument("--tile", default="128x128,192x128", help="tiles, comma-separated (default %(default)s)")
     ap.add_argument("--form", choices=("persist", "plain"), default="persist")
+    ap.add_argument("--cap", type=int, default=TAIL_BUDGETS * CHUNK_BYTES >> 20,
+                    help="the merged chunk's K/V in MB at most, as ATTUNE_SM90_TAIL_MERGE (default %(default)s)")
     ap.add_argument("--min-sq", type=int, default=256, help="skip grid shapes with fewer queries")
     ap.add_argument("--check", action="store_true", help="the model against measured ratios")
     a = ap.parse_args()
@@ -173,7 +176,7 @@ def main():
         for br in tiles:
             if br not in TILE_COST or (br == 192 and s[5] > 128):
                 continue
-            old, new = model(s, br, a.form, False), model(s, br, a.form, True)
+            old, new = model(s, br, a.form, 0), model(s, br, a.form, a.cap << 20)
             r = new["makespan"] / old["makespan"]
             ratios.append(r)
             key = "b%d.hq%d.hkv%d.sq%d.skv%d.d%d" % s

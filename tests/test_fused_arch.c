@@ -514,8 +514,8 @@ static void sm90a_causal_order_should_visit_each_item_once_longest_first(void)
         for (int nrb = 1; nrb <= 40; nrb += 3)
             for (int chunk = 1; chunk <= units; chunk += 2)
                 for (int merge = 0; merge < 2; merge++) {
-                    /* units of 1 MB in an 8 MB budget: merges up to 24 units */
-                    const int clast = sm90_causal_clast(units, nrb, chunk, 1 << 20, 8 << 20, merge);
+                    /* units of 1 MB, a 24 MB cap (three 8 MB budgets): merges up to 24 units */
+                    const int clast = sm90_causal_clast(units, nrb, chunk, 1 << 20, merge ? 24 << 20 : 0);
                     const int n = units * nrb;
                     memset(seen, 0, sizeof seen);
                     int pc = 0, pmb = nrb, pu = -1;
@@ -543,20 +543,23 @@ static void sm90a_causal_order_should_visit_each_item_once_longest_first(void)
      * of K/V, chunks of 2 in 8 MB). 192-row tiles, 43 row blocks: the last
      * 2 heads are 86 items, under two waves of 132; 8 heads would be 32 MB,
      * past three budgets, so the last chunk takes 6 heads (258 items). */
-    CHECK_EQ_INT(sm90_causal_clast(32, 43, 2, 4 << 20, 8 << 20, 0), 15);
-    CHECK_EQ_INT(sm90_causal_clast(32, 43, 2, 4 << 20, 8 << 20, 1), 13);
+    CHECK_EQ_INT(sm90_causal_clast(32, 43, 2, 4 << 20, 0), 15);
+    CHECK_EQ_INT(sm90_causal_clast(32, 43, 2, 4 << 20, 24 << 20), 13);
     /* 128-row tiles, 64 row blocks: 128 and 256 items are short, 384 not */
-    CHECK_EQ_INT(sm90_causal_clast(32, 64, 2, 4 << 20, 8 << 20, 1), 13);
+    CHECK_EQ_INT(sm90_causal_clast(32, 64, 2, 4 << 20, 24 << 20), 13);
     /* b1.hq40.hkv40.sq2048 d128 128x128: chunks of 8 heads of 1 MB, 16 row
      * blocks: 128, 256, then 384 items in the last 24 heads */
-    CHECK_EQ_INT(sm90_causal_clast(40, 16, 8, 1 << 20, 8 << 20, 1), 2);
+    CHECK_EQ_INT(sm90_causal_clast(40, 16, 8, 1 << 20, 24 << 20), 2);
     /* a last chunk of two waves already: no merge */
-    CHECK_EQ_INT(sm90_causal_clast(64, 16, 32, 1 << 18, 8 << 20, 1), 1);
+    CHECK_EQ_INT(sm90_causal_clast(64, 16, 32, 1 << 18, 24 << 20), 1);
     /* no budget (ATTUNE_SM90_CHUNK_MB=0): one unit a chunk, none merged */
-    CHECK_EQ_INT(sm90_causal_clast(32, 64, 1, 4 << 20, 0, 1), 31);
+    CHECK_EQ_INT(sm90_causal_clast(32, 64, 1, 4 << 20, 0), 31);
+    /* a 32 MB cap (ATTUNE_SM90_TAIL_MERGE=32): the anchor's 192-row
+     * tiles take 8 heads, 344 items */
+    CHECK_EQ_INT(sm90_causal_clast(32, 43, 2, 4 << 20, 32 << 20), 12);
     /* one chunk, degenerate input */
-    CHECK_EQ_INT(sm90_causal_clast(5, 4, 8, 1, 8 << 20, 1), 0);
-    CHECK_EQ_INT(sm90_causal_clast(0, 4, 1, 1, 8 << 20, 1), 0);
+    CHECK_EQ_INT(sm90_causal_clast(5, 4, 8, 1, 24 << 20), 0);
+    CHECK_EQ_INT(sm90_causal_clast(0, 4, 1, 1, 24 << 20), 0);
 }
 
 int main(void)

@@ -292,8 +292,10 @@ static inline SM90_HOST_DEVICE int sm90_first_tile_half(int causal, int sq, int 
  * 8k causal anchor was measured at as whole chunks with no loss beyond
  * what the model gives their order (docs/kernels.md, versions 3.2 and
  * 3.31). clast is the index of that last chunk: ceil(units / chunk) - 1
- * unmerged (merge = 0, the order before 3.31). unit_bytes: one unit's K
- * and V; budget: the chunk budget in bytes. */
+ * unmerged (cap = 0, the order before 3.31). unit_bytes: one unit's K and
+ * V; cap: the most bytes of K/V the merged chunk may hold
+ * (SM90_TAIL_BUDGETS chunk budgets; ATTUNE_SM90_TAIL_MERGE=N MB sets it
+ * for A/Bs). */
 #define SM90_TAIL_WAVES 2
 #define SM90_TAIL_BUDGETS 3
 /* The chunk budget: units whose K/V fit in this much of the L2 (50 MB on
@@ -303,13 +305,13 @@ static inline SM90_HOST_DEVICE int sm90_first_tile_half(int causal, int sq, int 
  * five chunks of 6) about 4% by itself: no sign of the L2 there. */
 #define SM90_CHUNK_BYTES (8 << 20)
 static inline int sm90_causal_clast(long long units, long long nrb, long long chunk, long long unit_bytes,
-                                    long long budget, int merge)
+                                    long long cap)
 {
     if (units < 1 || chunk < 1)
         return 0;
     long long c = (units + chunk - 1) / chunk - 1;
-    while (merge && c > 0 && (units - c * chunk) * nrb < (long long)SM90_TAIL_WAVES * SM90_TAIL_SMS &&
-           (units - (c - 1) * chunk) * unit_bytes <= SM90_TAIL_BUDGETS * budget)
+    while (c > 0 && (units - c * chunk) * nrb < (long long)SM90_TAIL_WAVES * SM90_TAIL_SMS &&
+           (units - (c - 1) * chunk) * unit_bytes <= cap)
         c--;
     return (int)c;
 }

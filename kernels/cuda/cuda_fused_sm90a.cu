@@ -1780,22 +1780,24 @@ static bool device_is_sm90()
  * takes the units of the chunks before it while short of two waves).
  * For comparisons: ATTUNE_SM90_CHUNK_MB=N sets the budget instead (0
  * gives one unit per chunk, version 3's order: head after head, the
- * longest row block of each first, and no merge); ATTUNE_SM90_TAIL_MERGE=0
- * keeps the last chunk as it falls (the order before 3.31). */
+ * longest row block of each first, and no merge);
+ * ATTUNE_SM90_TAIL_MERGE=N sets the merged chunk's cap to N MB of K/V
+ * (default SM90_TAIL_BUDGETS budgets; 0 keeps the last chunk as it
+ * falls, the order before 3.31). */
 static void sm90_order(const attn_shape *s, int D, bool fold, int64_t units, int64_t nrb, int *chunk, int *clast)
 {
     static const int64_t budget = [] {
         const char *e = getenv("ATTUNE_SM90_CHUNK_MB");
         return e != NULL ? (int64_t)atoi(e) << 20 : (int64_t)SM90_CHUNK_BYTES;
     }();
-    static const bool merge = [] {
+    static const int64_t cap = [] {
         const char *e = getenv("ATTUNE_SM90_TAIL_MERGE");
-        return e == NULL || strcmp(e, "0") != 0;
+        return e != NULL ? (int64_t)atoi(e) << 20 : SM90_TAIL_BUDGETS * budget;
     }();
     const int64_t per = s->skv * D * 4 / (fold ? 1 : s->hq / s->hkv);
     const int64_t c = budget / (per > 0 ? per : 1);
     *chunk = (int)(c < 1 ? 1 : c > units ? units : c);
-    *clast = sm90_causal_clast(units, nrb, *chunk, per, budget, merge);
+    *clast = sm90_causal_clast(units, nrb, *chunk, per, cap);
 }
 
 /* Version 3.12: k of the cut of the last wave (cuda_fused_configs.h's

@@ -720,8 +720,8 @@ static void causal_merged_order_should_match_reference(void)
         const int64_t hq = shapes[i][0], sq = shapes[i][1], skv = shapes[i][2], d = shapes[i][3];
         const long long per = (long long)(skv * d * 4), chunk = SM90_CHUNK_BYTES / per;
         const long long nrb = (sq + 127) / 128;
-        CHECK_MSG(sm90_causal_clast(hq, nrb, chunk, per, SM90_CHUNK_BYTES, 1) <
-                      sm90_causal_clast(hq, nrb, chunk, per, SM90_CHUNK_BYTES, 0),
+        CHECK_MSG(sm90_causal_clast(hq, nrb, chunk, per, SM90_TAIL_BUDGETS * SM90_CHUNK_BYTES) <
+                      sm90_causal_clast(hq, nrb, chunk, per, 0),
                   "shape %d: its last chunk is not merged", i);
         tcase tc = {1, hq, hq, sq, skv, d, i & 1 ? ATTN_BF16 : ATTN_F16, 1, attn_pads[i % ATTN_NPADS], 0};
         run_case(&tc, g_seed + 8000009u * (uint64_t)(i + 1));
