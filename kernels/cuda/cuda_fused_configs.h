@@ -284,22 +284,22 @@ static inline SM90_HOST_DEVICE int sm90_first_tile_half(int causal, int sq, int 
  * of few items ends the grid badly: its long blocks start together at the
  * end and nothing is left for the SMs that drew its short ones (the 8k
  * causal anchor's 192-row tiles: 43 row blocks x 2 heads, 86 items on 132
- * SMs, modelled 0.935 of the ideal, measured 811 us against the model's
- * 814 on an H100). So the last chunk takes the units of the chunks before
- * it while it holds fewer than SM90_TAIL_WAVES waves of items (planned for
- * SM90_TAIL_SMS SMs, as the tail cut) and its K/V stay within
- * SM90_TAIL_BUDGETS chunk budgets: 24 MB at the 8 MB default, which the
- * 8k causal anchor was measured at as whole chunks with no loss beyond
- * what the model gives their order (docs/kernels.md, versions 3.2 and
- * 3.31). clast is the index of that last chunk: ceil(units / chunk) - 1
- * unmerged (cap = 0, the order before 3.31). unit_bytes: one unit's K and
- * V; cap: the most bytes of K/V the merged chunk may hold
- * (SM90_TAIL_BUDGETS chunk budgets; ATTUNE_SM90_TAIL_MERGE=N MB sets it
- * for A/Bs). */
+ * SMs, modelled 0.935 of the ideal: most of what the 192-row tile was
+ * measured to lose to the 128-row one there). So the last chunk takes the
+ * units of the chunks before it while it holds fewer than SM90_TAIL_WAVES
+ * waves of items (planned for SM90_TAIL_SMS SMs, as the tail cut) and its
+ * K/V stay within SM90_TAIL_BUDGETS chunk budgets: 24 MB at the 8 MB
+ * default, which the 8k causal anchor was measured at as whole chunks
+ * with no loss beyond what the model gives their order (docs/kernels.md,
+ * versions 3.2 and 3.31). clast is the index of that last chunk:
+ * ceil(units / chunk) - 1 unmerged (cap = 0, the order before 3.31).
+ * unit_bytes: one unit's K and V; cap: the most bytes of K/V the merged
+ * chunk may hold (SM90_TAIL_BUDGETS chunk budgets; ATTUNE_SM90_TAIL_MERGE=N
+ * MB sets it for A/Bs). */
 #define SM90_TAIL_WAVES 2
 #define SM90_TAIL_BUDGETS 3
 /* The chunk budget: units whose K/V fit in this much of the L2 (50 MB on
- * an H100). Version 3.2's first reading had 24 MB 10% slower on the 8k
+ * an H100, 60 on an H200). Version 3.2's first reading had 24 MB 10% slower on the 8k
  * causal anchor; timed alternately it was 3% (docs/kernels.md), and the
  * schedule model gives a 24 MB order's last chunk (2 heads of 4 MB after
  * five chunks of 6) about 4% by itself: no sign of the L2 there. */
