@@ -68,8 +68,8 @@
 #          chunk as it falls, merged within 24 MB of K/V (the default) and
 #          within 32; written 2026-12-07, not yet run): plain and
 #          persistent 128x128 and 192x128 tiles on the 8k
-#          causal anchor and four real-model causal shapes whose last
-#          chunks are short (bench/sched_sim.py's predictions in
+#          causal anchor (bf16 and e4m3) and four real-model causal shapes
+#          whose last chunks are short (bench/sched_sim.py's predictions in
 #          docs/kernels.md), 3 rounds, then gpu_fused (its merged grids
 #          among them) (order.txt, order.log, order-ctest.log; about 200 s)
 #   ftest  ctest gpu_fused in this build (every listed tactic of its shapes
@@ -234,7 +234,7 @@ sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
 sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             --shape "$A.bf16.c" --shape b1.hq40.hkv8.sq6000.skv6000.d128.bf16.c \
             --shape b1.hq40.hkv40.sq2048.skv2048.d128.f16.c --shape b8.hq32.hkv8.sq1280.skv1280.d128.bf16.c \
-            --shape b1.hq32.hkv32.sq2048.skv2048.d80.f16.c >"$OUT/order.txt" 2>"$OUT/order.log" &&
+            --shape b1.hq32.hkv32.sq2048.skv2048.d80.f16.c --shape "$A.e4m3.c" >"$OUT/order.txt" 2>"$OUT/order.log" &&
             fused_test "$OUT/order-ctest.log"
         ;;
     ftest) fused_test "$OUT/ftest.log" ;;

@@ -68,12 +68,13 @@ def kernel_dim(d):
 def grid(shape, br, bc=128, fold=False, budget=CHUNK_BYTES):
     """(units, nrb, chunk, unit bytes, tiles of row block mb) as the launch
     plans them (sm90_order)."""
-    b, hq, hkv, sq, skv, d = shape
+    b, hq, hkv, sq, skv, d = shape[:6]
+    es = shape[6] if len(shape) > 6 else 2  # element bytes: e4m3 1
     g, D = hq // hkv, kernel_dim(d)
     units = b * hkv if fold else b * hq
     qb = 128 // g if fold else br
     nrb = -(-sq // qb)
-    per = skv * D * 4 // (1 if fold else g)
+    per = skv * D * 2 * es // (1 if fold else g)
     chunk = max(1, min(units, budget // max(per, 1)))
 
     def tiles(mb):
@@ -118,7 +119,7 @@ def parse_key(k):
     m = KEY.match(k)
     if not m:
         raise SystemExit(f"sched_sim.py: not a shape key: {k} (e.g. b2.hq16.hkv16.sq8192.skv8192.d128.bf16.c)")
-    return tuple(int(x) for x in m.groups()[:6])
+    return tuple(int(x) for x in m.groups()[:6]) + (1 if m.group(7) == "e4m3" else 2,)
 
 
 def check():
@@ -164,7 +165,8 @@ def main():
         for f in files:
             for s in json.load(open(f)).get("shapes", []):
                 if s.get("causal") and s["sq"] >= a.min_sq:
-                    shapes.append(tuple(s[k] for k in ("b", "hq", "hkv", "sq", "skv", "d")))
+                    es = 1 if s.get("dtype") == "e4m3" else 2
+                    shapes.append(tuple(s[k] for k in ("b", "hq", "hkv", "sq", "skv", "d")) + (es,))
     shapes = list(dict.fromkeys(shapes))
     if not shapes:
         ap.error("name a --shape or a --grid (or --check)")
@@ -179,7 +181,7 @@ def main():
             old, new = model(s, br, a.form, 0), model(s, br, a.form, a.cap << 20)
             r = new["makespan"] / old["makespan"]
             ratios.append(r)
-            key = "b%d.hq%d.hkv%d.sq%d.skv%d.d%d" % s
+            key = "b%d.hq%d.hkv%d.sq%d.skv%d.d%d" % s[:6] + (".e4m3" if s[6] == 1 else "")
             print(f"| {key} | {br}x128 | {old['items']} | {old['chunk']} | {old['clast']} -> {new['clast']} | "
                   f"{old['ideal'] / old['makespan']:.3f} | {new['ideal'] / new['makespan']:.3f} | {r:.3f} |")
     g = math.exp(sum(map(math.log, ratios)) / len(ratios))

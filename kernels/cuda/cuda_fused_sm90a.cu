@@ -1774,8 +1774,9 @@ static bool device_is_sm90()
 }
 
 /* The causal order's chunks (cuda_fused_configs.h, sm90_causal_item):
- * *chunk units each, as many as have their K/V (skv x D, K and V, per KV
- * head; an unfolded unit is one of the g heads sharing it) within
+ * *chunk units each, as many as have their K/V (skv x D elements of es
+ * bytes, K and V (e4m3: V^T), per KV head; an unfolded unit is one of the
+ * g heads sharing it; before 3.31 e4m3's were counted at 2 bytes) within
  * SM90_CHUNK_BYTES, and *clast, the last chunk's index (version 3.31: it
  * takes the units of the chunks before it while short of two waves).
  * For comparisons: ATTUNE_SM90_CHUNK_MB=N sets the budget instead (0
@@ -1784,7 +1785,8 @@ static bool device_is_sm90()
  * ATTUNE_SM90_TAIL_MERGE=N sets the merged chunk's cap to N MB of K/V
  * (default SM90_TAIL_BUDGETS budgets; 0 keeps the last chunk as it
  * falls, the order before 3.31). */
-static void sm90_order(const attn_shape *s, int D, bool fold, int64_t units, int64_t nrb, int *chunk, int *clast)
+static void sm90_order(const attn_shape *s, int D, int es, bool fold, int64_t units, int64_t nrb, int *chunk,
+                       int *clast)
 {
     static const int64_t budget = [] {
         const char *e = getenv("ATTUNE_SM90_CHUNK_MB");
@@ -1794,7 +1796,7 @@ static void sm90_order(const attn_shape *s, int D, bool fold, int64_t units, int
         const char *e = getenv("ATTUNE_SM90_TAIL_MERGE");
         return e != NULL ? (int64_t)atoi(e) << 20 : SM90_TAIL_BUDGETS * budget;
     }();
-    const int64_t per = s->skv * D * 4 / (fold ? 1 : s->hq / s->hkv);
+    const int64_t per = s->skv * D * 2 * es / (fold ? 1 : s->hq / s->hkv);
     const int64_t c = budget / (per > 0 ? per : 1);
     *chunk = (int)(c < 1 ? 1 : c > units ? units : c);
     *clast = sm90_causal_clast(units, nrb, *chunk, per, cap);
@@ -1965,7 +1967,7 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
     p.nrb = (int)((s->sq + qb - 1) / qb);
-    sm90_order(s, D, FOLD, p.units, p.nrb, &p.chunk, &p.clast);
+    sm90_order(s, D, (int)sizeof(T), FOLD, p.units, p.nrb, &p.chunk, &p.clast);
     const int64_t base = (int64_t)p.nrb * p.units;
     int64_t blocks = base * p.splits;
     p.tail0 = INT_MAX, p.tailk = 1;
