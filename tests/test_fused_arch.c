@@ -557,6 +557,9 @@ static void sm90a_causal_order_should_visit_each_item_once_longest_first(void)
     /* a 32 MB cap (ATTUNE_SM90_TAIL_MERGE=32): the anchor's 192-row
      * tiles take 8 heads, 344 items */
     CHECK_EQ_INT(sm90_causal_clast(32, 43, 2, 4 << 20, 32 << 20), 12);
+    /* b1.hq24.hkv24.sq2048.skv2500 d64 (gpu_fused's): chunks of 13 heads of
+     * 625 KB, then 11 (176 items): merged into one */
+    CHECK_EQ_INT(sm90_causal_clast(24, 16, 13, 640000, 24 << 20), 0);
     /* one chunk, degenerate input */
     CHECK_EQ_INT(sm90_causal_clast(5, 4, 8, 1, 24 << 20), 0);
     CHECK_EQ_INT(sm90_causal_clast(0, 4, 1, 1, 24 << 20), 0);
