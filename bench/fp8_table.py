@@ -9,7 +9,8 @@ bf16 winner and the e4m3 winner (time with copies, TFLOP/s over the visible
 (query, key) pairs, relative L2 error; e4m3's also against the float64
 reference of the bf16 values its inputs were quantized from, when the store
 keeps it), the speed-up, and, where e4m3 has no winner, why (the notes of
-its refused tactics)."""
+its refused tactics). Under it, issue 30's bar for the 8k non-causal e4m3
+anchor when the run has it (bench/bars.py)."""
 import json
 import sys
 
@@ -112,6 +113,11 @@ def main():
         g **= 1.0 / len(speedups)
         print("\ne4m3 winners: %d of %d shapes; geomean speed-up over bf16 %.2fx (min %.2fx, max %.2fx)"
               % (len(speedups), sum(1 for k in results if ".bf16." in k), g, min(speedups), max(speedups)))
+    from bars import E4M3_KEY, e4m3_lines  # bench/bars.py (it imports flops from here)
+
+    if E4M3_KEY in results:
+        w = winner_row(results[E4M3_KEY])
+        print("\n" + "\n".join(e4m3_lines(w and w.get("time_us_paid"), w and w.get("tactic"))))
     return 0
 
 

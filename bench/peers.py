@@ -19,7 +19,8 @@ causal):
      by Triton once per shape, outside the timing; causal as a bottom-right
      block mask);
   3. one table: attune winner, time, error; best PyTorch path, time, error;
-     ratio = PyTorch best time / attune time (> 1: attune faster).
+     ratio = PyTorch best time / attune time (> 1: attune faster); under it
+     issue 25's bars judged from these rows (bench/bars.py).
 
 On the large shapes it also splits attune's `split` tactic into its stages
 (QK^T GEMM, softmax, PV GEMM; tests/gpu/bench_split) and sets the GEMMs'
@@ -49,6 +50,7 @@ import zlib
 import torch
 import torch.nn.functional as F
 
+import bars  # bench/bars.py: the issues' bars under the table
 import graphtime  # bench/graphtime.py (this script's directory is on sys.path)
 
 ANCHORS = [
@@ -502,6 +504,9 @@ def main():
     text = "\n".join(lines) + "\n"
     if stage_lines:
         text += "\n" + "\n".join(stage_lines) + "\n"
+    verdicts = bars.peers_lines(rows_out, dev)
+    if verdicts:
+        text += "\n" + "\n".join(verdicts) + "\n"
     with open(os.path.join(args.out, "peers.md"), "w") as f:
         f.write(text)
     print(text)
