@@ -17,7 +17,11 @@
 # status is then ctest's. AB_SRC=DIR: B is built from the source tree DIR
 # instead (another commit's, e.g. `git archive REV | tar -x -C DIR`
 # here, carried over), with DEFINE "" for none: this tree against that
-# one.
+# one. B's build log naming a wgmma that ptxas serialises ("instructions
+# are serialized", C75xx) stops the A/B before it times anything (exit 3):
+# it would time a crippled kernel (docs/kernels.md, version 3.30);
+# AB_ALLOW_SERIAL=1 times it anyway. (A's build, the default, is held to
+# the same by it_arch_check.)
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$ROOT/gpu-out}
@@ -30,6 +34,11 @@ B=$BUILD-b
 echo "[build_ab] configure and build $B with $DEFINE" >&2
 second_tree "${AB_SRC:-$ROOT}" "$B" "$DEFINE" "$OUT/build-b.log" attune ||
     { echo "[build_ab] build of $B failed: $OUT/build-b.log" >&2; exit 1; }
+if [ "${AB_ALLOW_SERIAL:-0}" != 1 ] && grep -q "instructions are serialized" "$OUT/build-b.log"; then
+    echo "[build_ab] B ($DEFINE): ptxas serialises wgmma in $(grep -c "instructions are serialized" \
+        "$OUT/build-b.log") kernel builds ($OUT/build-b.log); not timed (AB_ALLOW_SERIAL=1 times it)" >&2
+    exit 3
+fi
 WRAP=$B/attune-ab
 printf '#!/bin/sh\nexec "${AB_BIN:-%s}" "$@"\n' "$BUILD/attune" >"$WRAP" # unset: A (ab_env's reads)
 chmod +x "$WRAP"

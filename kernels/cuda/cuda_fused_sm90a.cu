@@ -594,12 +594,12 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, uint32_t sr
  * writes the accumulators without reading them where SM90_S_W says so
  * (2: e4m3 only), so that the old S is not kept live (the "+f" of the
  * others reads it). */
-template <typename T, int N>
+template <typename T, int N, bool FW = false>
 __device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t db, bool first)
 {
 #ifdef SM90A_DEVICE
 #define WG_S_CASE(F, ...)                                                                        \
-    if (sm90_s_w<T>() && first)                                                                  \
+    if ((FW || sm90_s_w<T>()) && first)                                                          \
         F##_w __VA_ARGS__(d, da, db);                                                            \
     else                                                                                         \
         F __VA_ARGS__(d, da, db, !first);
@@ -625,7 +625,7 @@ __device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t
  * the tile's first N keys only (K's chunks stay BC rows apart), into s's
  * first N / 2 accumulators: the nN fragment's registers are the nBC one's
  * first columns. */
-template <typename T, int D, int BC, int BR, int N = BC>
+template <typename T, int D, int BC, int BR, int N = BC, bool FW = false>
 __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_t aK)
 {
     if constexpr (sm90_is_fp8<T>::value) {
@@ -639,7 +639,7 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
         float(&sn)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&s[0]);
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++)
-            wgmma_s<T, N>(sn, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
+            wgmma_s<T, N, FW>(sn, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
                           sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
     }
 }
@@ -1397,7 +1397,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         /* SM90_DIAG_HALF: none of this warpgroup's rows sees the first
          * tile's last BC / 2 keys (past its last query's diagonal or the
          * real skv), so S and P V of that tile run over its first half. */
-        constexpr bool DH = SM90_DIAG_HALF && !F8 && !FOLD && BC == 128;
+        constexpr bool DH = SM90_DIAG_HALF && !F8 && !FOLD && BC == 128 && !SM90_PERSIST;
         bool half = false;
         if constexpr (DH) {
             half = sm90_first_tile_half(p.causal, p.sq, p.skv, qmin, (thi - 1) * BC, BC);
@@ -1410,19 +1410,32 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             float alpha[2];
             mbar_wait(BAR_FK(stg(0)), phs(0));
             turn_begin();
-            wgmma_fence();
+            /* S over the tile, or (H) its first half, written without
+             * reading the old accumulators, the rest set to -inf: each arm
+             * fenced, committed and waited for on its own, else ptxas
+             * serialises every wgmma of the kernel (C7515, C7518) */
+            auto first_s = [&](auto h) {
+                constexpr bool H = decltype(h)::value;
+                wgmma_fence();
+                gemm_qk<T, D, BC, BR, H ? BC / 2 : BC, H>(s, aQw, aK0 + stg(0) * L::kv);
+                wgmma_commit();
+                turn_end(false);
+                wgmma_wait<0>();
+                reg_fence(s);
+                if constexpr (H) {
+#pragma unroll
+                    for (int i = BC / 4; i < BC / 2; i++)
+                        s[i] = -INFINITY;
+                }
+            };
             if constexpr (DH) {
                 if (half)
-                    gemm_qk<T, D, BC, BR, BC / 2>(s, aQw, aK0 + stg(0) * L::kv);
+                    first_s(std::true_type{});
                 else
-                    gemm_qk<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
+                    first_s(std::false_type{});
             } else {
-                gemm_qk<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
+                first_s(std::false_type{});
             }
-            wgmma_commit();
-            turn_end(false);
-            wgmma_wait<0>();
-            reg_fence(s);
             if (lane == 0)
                 mbar_arrive(BAR_EK(stg(0)));
             softmax((thi - 1) * BC, alpha);
