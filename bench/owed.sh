@@ -58,9 +58,10 @@
 #          reference) (tmastore.txt,
 #          tmastore.log, tmastore-ctest-b.log; about 250 s)
 #   dhalf  version 3.30's A/B (bench/build_ab.sh -DSM90_DIAG_HALF=1: a
-#          warpgroup's half of the causal diagonal tile; written
-#          2026-12-07, not yet run): plain and persistent 128x128 and
-#          192x128 tiles on the 2k and 8k causal anchors, 2 rounds, then
+#          warpgroup's half of the causal diagonal tile, plain tiles
+#          only; written 2026-12-07, not yet run): plain and persistent
+#          (the control: the same code in A and B) 128x128 and 192x128
+#          tiles on the 2k and 8k causal anchors, 2 rounds, then
 #          B's gpu_fused (dhalf.txt, dhalf.log, dhalf-ctest-b.log; about
 #          180 s)
 #   order  version 3.31's A/B in this build (bench/ab_env.py
