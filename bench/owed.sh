@@ -9,8 +9,10 @@
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh rate trace'
 #
 # Steps (arguments pick some, in the order given; default, on an H200:
-# fp8 peers persist, on another card none: the anchors' last run, peers-
-# h100-7d4820b.md, is an H100's; the others only when named). Ran on
+# order peers fp8 persist, on another Hopper order, elsewhere none: 3.31's
+# order is the default and unmeasured, and the bars are an H200's; the
+# others only when named; a call does what fits its budget, so name the
+# rest in the next). Ran on
 # 2026-12-07 (H100s; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
 # -cef78e2.txt, -3a12ebb.txt, -4d1a9b1.txt, -097acc4.txt, -61b752e.txt,
 # -5bf3a66.txt, -e99b3ec.txt; persist, claim, ptrace, ftest and peers:
@@ -98,12 +100,19 @@ case $BUDGET in '' | *[!0-9]*) echo "owed.sh: OWED_BUDGET must be whole seconds,
 A=b2.hq16.hkv16.sq8192.skv8192.d128
 T0=$SECONDS
 STEPS=("$@")
-# On an H200 the FP8 run (issue 30's bar is an H200's).
+# By default: version 3.31's A/B on any Hopper (its order is the default
+# and unmeasured); on an H200 then the bars (issue 30's and 25's are an
+# H200's).
 if [ ${#STEPS[@]} -eq 0 ]; then
-    if nvidia-smi -L 2>/dev/null | grep -q H200; then STEPS=(fp8 peers persist); else
-        echo "owed.sh: nothing is owed on this card (the bars are an H200's); name a step (see --help)" >&2
+    gpus=$(nvidia-smi -L 2>/dev/null)
+    case $gpus in
+    *H200*) STEPS=(order peers fp8 persist) ;;
+    *H100* | *H800* | *GH200*) STEPS=(order) ;;
+    *)
+        echo "owed.sh: nothing is owed on this card (the sm90a steps need a Hopper); name a step (see --help)" >&2
         exit 0
-    fi
+        ;;
+    esac
 fi
 for s in "${STEPS[@]}"; do
     case $s in peers | rate | ncu | sass | trace | fp8 | persist | claim | tmastore | dhalf | order | ftest | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
