@@ -25,6 +25,7 @@ def main():
                        ((32, 64, 2, 4 * MB, 24 * MB), 13), ((40, 16, 8, 1 * MB, 24 * MB), 2),
                        ((64, 16, 32, MB // 4, 24 * MB), 1), ((32, 64, 1, 4 * MB, 0), 31),
                        ((32, 43, 2, 4 * MB, 32 * MB), 12), ((24, 16, 13, 640000, 24 * MB), 0),
+                       ((34, 132, 32, 1, 24 * MB), 1), ((34, 131, 32, 1, 24 * MB), 0),
                        ((5, 4, 8, 1, 24 * MB), 0),
                        ((0, 4, 1, 1, 24 * MB), 0)):
         got = ss.clast_of(*args)
@@ -37,7 +38,7 @@ def main():
     for cap in (0, 24 * MB, 32 * MB):
         cl = ss.clast_of(units, nrb, chunk, per, cap)
         items = ss.order(units, nrb, chunk, cl, tiles)
-        check(sorted(items) == want, "cap %d MB: the grid's items, each once" % (cap // MB))
+        check(sorted(items) == want, "cap %d MB: the grid's items' tile counts, each once" % (cap // MB))
         last = items[chunk * nrb * cl:]
         check(last == sorted(last, reverse=True), "cap %d MB: the last chunk longest first" % (cap // MB))
     check(ss.grid(ANCHOR + (1,), 192)[3] == 2 * MB, "e4m3: a head's K and V^T at a byte an element")

@@ -550,6 +550,10 @@ static void sm90a_causal_order_should_visit_each_item_once_longest_first(void)
     /* b1.hq40.hkv40.sq2048 d128 128x128: chunks of 8 heads of 1 MB, 16 row
      * blocks: 128, 256, then 384 items in the last 24 heads */
     CHECK_EQ_INT(sm90_causal_clast(40, 16, 8, 1 << 20, 24 << 20), 2);
+    /* a last chunk of exactly two waves (2 x 132 items): no merge */
+    CHECK_EQ_INT(sm90_causal_clast(34, 132, 32, 1, 24 << 20), 1);
+    /* one item short of two waves: merged */
+    CHECK_EQ_INT(sm90_causal_clast(34, 131, 32, 1, 24 << 20), 0);
     /* a last chunk of two waves already: no merge */
     CHECK_EQ_INT(sm90_causal_clast(64, 16, 32, 1 << 18, 24 << 20), 1);
     /* no budget (ATTUNE_SM90_CHUNK_MB=0): one unit a chunk, none merged */

@@ -290,9 +290,10 @@ static inline SM90_HOST_DEVICE int sm90_first_tile_half(int causal, int sq, int 
  * waves of items (planned for SM90_TAIL_SMS SMs, as the tail cut) and its
  * K/V stay within SM90_TAIL_BUDGETS chunk budgets: 24 MB at the 8 MB
  * default, which the 8k causal anchor was measured at as whole chunks
- * with no loss beyond what the model gives their order (docs/kernels.md,
- * versions 3.2 and 3.31). clast is the index of that last chunk:
- * ceil(units / chunk) - 1 unmerged (cap = 0, the order before 3.31).
+ * (on an H200) with no loss beyond what the model gives their order
+ * (docs/kernels.md, versions 3.2 and 3.31). clast is the index of that
+ * last chunk: ceil(units / chunk) - 1 unmerged (cap = 0: for 16-bit types
+ * the order before 3.31).
  * unit_bytes: one unit's K and V; cap: the most bytes of K/V the merged
  * chunk may hold (SM90_TAIL_BUDGETS chunk budgets; ATTUNE_SM90_TAIL_MERGE=N
  * MB sets it for A/Bs). */
@@ -302,7 +303,8 @@ static inline SM90_HOST_DEVICE int sm90_first_tile_half(int causal, int sq, int 
  * an H100, 60 on an H200). Version 3.2's first reading had 24 MB 10% slower on the 8k
  * causal anchor; timed alternately it was 3% (docs/kernels.md), and the
  * schedule model gives a 24 MB order's last chunk (2 heads of 4 MB after
- * five chunks of 6) about 4% by itself: no sign of the L2 there. */
+ * five chunks of 6) about 4% by itself: no sign of the L2 there (an
+ * H200, 60 MB of L2). */
 #define SM90_CHUNK_BYTES (8 << 20)
 static inline int sm90_causal_clast(long long units, long long nrb, long long chunk, long long unit_bytes,
                                     long long cap)
@@ -318,15 +320,18 @@ static inline int sm90_causal_clast(long long units, long long nrb, long long ch
 
 /* Item x of a causal grid (sm90_causal_clast's order) -> its unit *u and
  * row block *mb. Chunks before clast hold chunk units, the last one the
- * units - clast * chunk left; x < units * nrb. */
+ * units - clast * chunk left; 0 <= x < units * nrb. In unsigned arithmetic
+ * (every value is >= 0): so written, ptxas spills nothing more than before
+ * 3.31 in the persistent unit (signed, e4m3's 192x128 kernel at 2 stages
+ * spilled 4 bytes; unsigned, its 3-stage one spills 4 bytes fewer). */
 static inline SM90_HOST_DEVICE void sm90_causal_item(int x, int chunk, int clast, int units, int nrb, int *u,
                                                      int *mb)
 {
-    const int per = chunk * nrb;
-    const int c = x / per < clast ? x / per : clast, r = x - c * per;
-    const int hc = c == clast ? units - c * chunk : chunk, mr = r / hc;
-    *u = c * chunk + (r - mr * hc);
-    *mb = nrb - 1 - mr;
+    const unsigned per = (unsigned)(chunk * nrb), q = (unsigned)x / per;
+    const unsigned c = q < (unsigned)clast ? q : (unsigned)clast, r = (unsigned)x - c * per;
+    const unsigned hc = c < (unsigned)clast ? (unsigned)chunk : (unsigned)units - c * (unsigned)chunk, mr = r / hc;
+    *u = (int)(c * (unsigned)chunk + (r - mr * hc));
+    *mb = nrb - 1 - (int)mr;
 }
 
 #endif

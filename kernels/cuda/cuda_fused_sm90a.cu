@@ -1797,7 +1797,8 @@ static bool device_is_sm90()
  * longest row block of each first, and no merge);
  * ATTUNE_SM90_TAIL_MERGE=N sets the merged chunk's cap to N MB of K/V
  * (default SM90_TAIL_BUDGETS budgets; 0 keeps the last chunk as it
- * falls, the order before 3.31). */
+ * falls: for 16-bit types the order before 3.31; e4m3's chunks count a
+ * byte an element since). */
 static void sm90_order(const attn_shape *s, int D, int es, bool fold, int64_t units, int64_t nrb, int *chunk,
                        int *clast)
 {
