@@ -72,5 +72,7 @@ for s in "${SEL[@]}"; do
             >"$OUT/fp8-results-$k.json" 2>/dev/null && RESULTS+=("$OUT/fp8-results-$k.json")
     done
 done
-python3 "$ROOT/bench/fp8_table.py" "$OUT/fp8-winners.json" "${RESULTS[@]}" | tee "$OUT/fp8.txt"
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$DEVICE" 2>/dev/null | head -n 1)
+python3 "$ROOT/bench/fp8_table.py" --gpu-name "${GPU_NAME:-unknown}" "$OUT/fp8-winners.json" "${RESULTS[@]}" |
+    tee "$OUT/fp8.txt"
 exit $TUNE_RC

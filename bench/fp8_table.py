@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fp8_table.py -- the e4m3 against bf16 table of bench/fp8.sh.
 
-usage: fp8_table.py WINNERS.json RESULTS.json...
+usage: fp8_table.py [--gpu-name NAME] WINNERS.json RESULTS.json...
 
 WINNERS.json is `attune winners --json`, each RESULTS.json one `attune
 results --shape KEY --json`. Prints a Markdown table: per bf16 shape, the
@@ -69,11 +69,15 @@ def why_none(res):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    gpu = None
+    if len(args) >= 2 and args[0] == "--gpu-name":
+        gpu, args = args[1], args[2:]
+    if len(args) < 1:
         print(__doc__.strip())
         return 2
     results = {}
-    for path in sys.argv[2:]:
+    for path in args[1:]:
         with open(path) as f:
             r = json.load(f)
         results[r["shape"]] = r
@@ -117,7 +121,7 @@ def main():
 
     if E4M3_KEY in results:
         w = winner_row(results[E4M3_KEY])
-        print("\n" + "\n".join(e4m3_lines(w and w.get("time_us_paid"), w and w.get("tactic"))))
+        print("\n" + "\n".join(e4m3_lines(w and w.get("time_us_paid"), w and w.get("tactic"), gpu)))
     return 0
 
 

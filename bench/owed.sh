@@ -106,8 +106,8 @@ STEPS=("$@")
 if [ ${#STEPS[@]} -eq 0 ]; then
     gpus=$(nvidia-smi -L 2>/dev/null)
     case $gpus in
+    *GH200* | *H100* | *H800*) STEPS=(order) ;;
     *H200*) STEPS=(order peers fp8 persist) ;;
-    *H100* | *H800* | *GH200*) STEPS=(order) ;;
     *)
         echo "owed.sh: nothing is owed on this card (the sm90a steps need a Hopper); name a step (see --help)" >&2
         exit 0

@@ -75,8 +75,11 @@ def main():
                  dump("e.json", res(bars.E4M3_KEY, at(bars.E4M3_KEY, 976.0), "fused/e"))]
         r = subprocess.run([sys.executable, os.path.join(BENCH, "fp8_table.py")] + paths, capture_output=True,
                            text=True)
-        check(r.returncode == 0 and "976.0 TFLOP/s with `fused/e` (bar 1000: missed)" in r.stdout,
-              "fp8_table.py ends with the e4m3 bar (%s)" % (r.stdout + r.stderr).strip()[-200:])
+        check(r.returncode == 0 and "976.0 TFLOP/s with `fused/e` (bar 1000: missed)" in r.stdout and
+              "device is" not in r.stdout, "fp8_table.py ends with the e4m3 bar (%s)" % (r.stdout + r.stderr).strip()[-200:])
+        r = subprocess.run([sys.executable, os.path.join(BENCH, "fp8_table.py"), "--gpu-name", "NVIDIA H100"] + paths,
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and "this run's device is NVIDIA H100" in r.stdout, "--gpu-name: an H100's run says so")
         peers = dump("peers.json", {"device": "NVIDIA H200", "rows": [row(NC, 100.0, 130.0)]})
         r = subprocess.run([sys.executable, os.path.join(BENCH, "bars.py"), peers], capture_output=True, text=True)
         check(r.returncode == 0 and "1 shapes: 1.300 (bar 1.20: met)" in r.stdout, "bars.py PEERS.json (%s)" % r.stdout)
