@@ -73,8 +73,10 @@
 #          persistent 128x128 and 192x128 tiles on the 8k
 #          causal anchor (bf16 and e4m3) and four real-model causal shapes
 #          whose last chunks are short (bench/sched_sim.py's predictions in
-#          docs/kernels.md), 3 rounds, then gpu_fused (its merged grids
-#          among them) (order.txt, order.log, order-ctest.log; about 200 s)
+#          docs/kernels.md), 3 rounds; then e4m3's chunks by its old
+#          count and its new, unmerged (order-e4m3.txt); then gpu_fused
+#          (its merged grids among them) (order.txt, order.log,
+#          order-ctest.log; about 230 s)
 #   ftest  ctest gpu_fused in this build (every listed tactic of its shapes
 #          against float64, persist=1 among them; ftest.log; 53 s)
 #   ptrace the cycle trace of the persist=1 tactics' items
@@ -158,7 +160,7 @@ ab_step() {
 rc=0
 for s in "${STEPS[@]}"; do
     case $s in peers) need=180 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
-    persist) need=100 ;; claim) need=200 ;; tmastore) need=250 ;; dhalf) need=180 ;; order) need=200 ;; ftest) need=80 ;;
+    persist) need=100 ;; claim) need=200 ;; tmastore) need=250 ;; dhalf) need=180 ;; order) need=230 ;; ftest) need=80 ;;
     ptrace) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
@@ -245,6 +247,12 @@ sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             --shape "$A.bf16.c" --shape b1.hq40.hkv8.sq6000.skv6000.d128.bf16.c \
             --shape b1.hq40.hkv40.sq2048.skv2048.d128.f16.c --shape b8.hq32.hkv8.sq1280.skv1280.d128.bf16.c \
             --shape b1.hq32.hkv32.sq2048.skv2048.d80.f16.c --shape "$A.e4m3.c" >"$OUT/order.txt" 2>"$OUT/order.log" &&
+            # e4m3's chunks count a byte an element since 3.31: unmerged, a
+            # 4 MB budget is its old order (2 heads), unset its new (4)
+            ATTUNE_SM90_TAIL_MERGE=0 "${T[@]}" python3 "$ROOT/bench/ab_env.py" --attune "$BUILD/attune" \
+                --env ATTUNE_SM90_CHUNK_MB=4,- --reps 3 --filter sm90a --out "$OUT/order-e4m3" \
+                --only "sm90a/pad=1/persist=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
+                --shape "$A.e4m3.c" >"$OUT/order-e4m3.txt" 2>>"$OUT/order.log" &&
             fused_test "$OUT/order-ctest.log"
         ;;
     ftest) fused_test "$OUT/ftest.log" ;;
