@@ -7,7 +7,7 @@ The items are the kernel's (cuda_fused_sm90a.cu, sm90_causal_item): units
 (heads; KV heads folded) in chunks whose K/V fit the 8 MB budget, each
 chunk's row blocks longest first; version 3.31 merges the last chunk with
 the ones before it while it holds under two waves of items and its K/V
-stay within three budgets (sm90_causal_clast in cuda_fused_configs.h; this
+stay within four budgets (sm90_causal_clast in cuda_fused_configs.h; this
 file mirrors it). Each SM takes the next item when it is free (a
 persistent grid claims late, a plain grid's blocks are dispatched in
 order: the same list scheduling), an item costing its key tiles plus a
@@ -41,7 +41,7 @@ import sys
 
 SMS = 132  # SM90_TAIL_SMS: the plan's SMs
 CHUNK_BYTES = 8 << 20  # SM90_CHUNK_BYTES
-TAIL_WAVES, TAIL_BUDGETS = 2, 3  # SM90_TAIL_WAVES, SM90_TAIL_BUDGETS
+TAIL_WAVES, TAIL_BUDGETS = 2, 4  # SM90_TAIL_WAVES, SM90_TAIL_BUDGETS
 TILE_COST = {128: 1.0, 192: 1.38}
 BOUNDARY = {"persist": 0.46, "plain": 1.25}
 KEY = re.compile(r"b(\d+)\.hq(\d+)\.hkv(\d+)\.sq(\d+)\.skv(\d+)\.d(\d+)(?:\.(\w+))?(?:\.(c|nc))?$")
