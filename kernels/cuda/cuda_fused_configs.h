@@ -289,25 +289,24 @@ static inline SM90_HOST_DEVICE int sm90_first_tile_half(int causal, int sq, int 
  * units of the chunks before it while it holds fewer than SM90_TAIL_WAVES
  * waves of items (planned for SM90_TAIL_SMS SMs, as the tail cut) and its
  * K/V stay within SM90_TAIL_BUDGETS chunk budgets: 32 MB at the 8 MB
- * default (measured: docs/kernels.md, version 3.31; whole chunks of
- * 24 MB cost the 8k causal anchor no more than the model gives their
- * order, on an H200, version 3.2). clast is the index of that
- * last chunk: ceil(units / chunk) - 1 unmerged (cap = 0: for 16-bit types
- * the order before 3.31).
- * unit_bytes: one unit's K and V; cap: the most bytes of K/V the merged
- * chunk may hold (SM90_TAIL_BUDGETS chunk budgets; ATTUNE_SM90_TAIL_MERGE=N
- * MB sets it for A/Bs). */
+ * default (measured: docs/kernels.md, version 3.31; whole chunks of 24 MB
+ * cost the 8k causal anchor no more than the model gives their order, on
+ * an H200, version 3.2). clast is the index of that last chunk:
+ * ceil(units / chunk) - 1 unmerged (cap = 0: for 16-bit types the order
+ * before 3.31). unit_bytes: one unit's K and V; cap: the most bytes of K/V
+ * the merged chunk may hold (SM90_TAIL_BUDGETS chunk budgets;
+ * ATTUNE_SM90_TAIL_MERGE=N MB sets it for A/Bs). */
 #define SM90_TAIL_WAVES 2
 /* 4 since its A/B (H100, 2026-12-07, bench/order-h100-2026-12-07.txt):
  * against 3 (24 MB), 0.997 of the time over 24 tile-shapes, the 8k causal
  * anchor's persistent 192x128 tile 0.982 (782.2 against 796.3 us) */
 #define SM90_TAIL_BUDGETS 4
 /* The chunk budget: units whose K/V fit in this much of the L2 (50 MB on
- * an H100, 60 on an H200). Version 3.2's first reading had 24 MB 10% slower on the 8k
- * causal anchor; timed alternately it was 3% (docs/kernels.md), and the
- * schedule model gives a 24 MB order's last chunk (2 heads of 4 MB after
- * five chunks of 6) about 4% by itself: no sign of the L2 there (an
- * H200, 60 MB of L2). */
+ * an H100, 60 on an H200). Version 3.2's first reading had 24 MB 10%
+ * slower on the 8k causal anchor; timed alternately it was 3%
+ * (docs/kernels.md), and the schedule model gives a 24 MB order's last
+ * chunk (2 heads of 4 MB after five chunks of 6) about 4% by itself: no
+ * sign of the L2 there (an H200). */
 #define SM90_CHUNK_BYTES (8 << 20)
 static inline int sm90_causal_clast(long long units, long long nrb, long long chunk, long long unit_bytes,
                                     long long cap)

@@ -1981,7 +1981,8 @@ static int launch_sm90(const attn_shape *s, const attn_tactic *t, const attn_io 
     if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
     p.nrb = (int)((s->sq + qb - 1) / qb);
-    sm90_order(s, D, (int)sizeof(T), FOLD, p.units, p.nrb, &p.chunk, &p.clast);
+    if (s->causal) /* the kernel reads the order's chunks only there */
+        sm90_order(s, D, (int)sizeof(T), FOLD, p.units, p.nrb, &p.chunk, &p.clast);
     const int64_t base = (int64_t)p.nrb * p.units;
     int64_t blocks = base * p.splits;
     p.tail0 = INT_MAX, p.tailk = 1;
