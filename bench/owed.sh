@@ -9,10 +9,10 @@
 #   tests/gpu/run.sh --no-tests --exec 'OWED_BUDGET=300 bash bench/owed.sh rate trace'
 #
 # Steps (arguments pick some, in the order given; default, on an H200:
-# order peers fp8 persist, on another Hopper order, elsewhere none: 3.31's
-# order is the default and unmeasured, and the bars are an H200's; the
-# others only when named; a call does what fits its budget, so name the
-# rest in the next). Ran on
+# peers fp8 order persist (the bars are an H200's; order ran on an H100
+# only), on another Hopper dhalf tmastore (the switches' A/Bs), elsewhere
+# none; the others only when named; a call does what fits its budget, so
+# name the rest in the next). Ran on
 # 2026-12-07 (H100s; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
 # -cef78e2.txt, -3a12ebb.txt, -4d1a9b1.txt, -097acc4.txt, -61b752e.txt,
 # -5bf3a66.txt, -e99b3ec.txt; persist, claim, ptrace, ftest and peers:
@@ -67,9 +67,10 @@
 #          B's gpu_fused (dhalf.txt, dhalf.log, dhalf-ctest-b.log; about
 #          180 s)
 #   order  version 3.31's A/B in this build (bench/ab_env.py
-#          ATTUNE_SM90_TAIL_MERGE=0, unset and 32: the causal grid's last
-#          chunk as it falls, merged within 24 MB of K/V (the default) and
-#          within 32; written 2026-12-07, not yet run): plain and
+#          ATTUNE_SM90_TAIL_MERGE=0, unset and 24: the causal grid's last
+#          chunk as it falls, merged within 32 MB of K/V (the default) and
+#          within 24; ran 2026-12-07 on an H100, then with 0, 24 and 32,
+#          bench/order-h100-2026-12-07.txt): plain and
 #          persistent 128x128 and 192x128 tiles on the 8k
 #          causal anchor (bf16 and e4m3) and four real-model causal shapes
 #          whose last chunks are short (bench/sched_sim.py's predictions in
@@ -102,14 +103,13 @@ case $BUDGET in '' | *[!0-9]*) echo "owed.sh: OWED_BUDGET must be whole seconds,
 A=b2.hq16.hkv16.sq8192.skv8192.d128
 T0=$SECONDS
 STEPS=("$@")
-# By default: version 3.31's A/B on any Hopper (its order is the default
-# and unmeasured); on an H200 then the bars (issue 30's and 25's are an
-# H200's).
+# By default: on an H200 the bars (issue 30's and 25's are an H200's),
+# then 3.31's A/B there; on another Hopper the switches' A/Bs.
 if [ ${#STEPS[@]} -eq 0 ]; then
     gpus=$(nvidia-smi -L 2>/dev/null)
     case $gpus in
-    *GH200* | *H100* | *H800*) STEPS=(order) ;;
-    *H200*) STEPS=(order peers fp8 persist) ;;
+    *GH200* | *H100* | *H800*) STEPS=(dhalf tmastore) ;;
+    *H200*) STEPS=(peers fp8 order persist) ;;
     *)
         echo "owed.sh: nothing is owed on this card (the sm90a steps need a Hopper); name a step (see --help)" >&2
         exit 0
@@ -240,7 +240,7 @@ sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c"
         ;;
     order)
-        "${T[@]}" python3 "$ROOT/bench/ab_env.py" --attune "$BUILD/attune" --env ATTUNE_SM90_TAIL_MERGE=0,-,32 \
+        "${T[@]}" python3 "$ROOT/bench/ab_env.py" --attune "$BUILD/attune" --env ATTUNE_SM90_TAIL_MERGE=0,-,24 \
             --reps 3 --filter sm90a --out "$OUT/order" \
             --only "sm90a/pad=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=128x128,\
 sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
