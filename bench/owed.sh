@@ -10,10 +10,10 @@
 #
 # Steps (arguments pick some, in the order given; default, on an H200:
 # peers fp8 order persist (the bars are an H200's; order ran on an H100
-# only), on another Hopper dhalf tmastore (the switches' A/Bs), elsewhere
-# none; the others only when named; a call does what fits its budget, so
-# name the rest in the next). Ran on
-# 2026-12-07 (H100s; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
+# only), on another Hopper ftest peers (the default build's tests, then
+# the anchors), elsewhere none; the others only when named; a call does
+# what fits its budget, so name the rest in the next). Ran on
+# 2026-12-07 (H100s; tmastore and dhalf: bench/switches-h100-851756e.txt; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
 # -cef78e2.txt, -3a12ebb.txt, -4d1a9b1.txt, -097acc4.txt, -61b752e.txt,
 # -5bf3a66.txt, -e99b3ec.txt; persist, claim, ptrace, ftest and peers:
 # bench/persist-tactic-h100-0ec0d80.txt, persist-claim-h100-2026-12-07.txt,
@@ -51,8 +51,9 @@
 #          default) on the persist=1 tiles of the same shapes
 #          (bench/build_ab.sh, 2 rounds, then B's gpu_fused: claim.txt,
 #          claim.log, claim-ctest-b.log; 145 s on an H100)
-#   tmastore  version 3.29's A/B (bench/build_ab.sh -DSM90_TMA_STORE=1:
-#          the output tile out by TMA; written 2026-12-07, not yet run):
+#   tmastore  version 3.29's A/B (bench/build_ab.sh -DSM90_TMA_STORE=0:
+#          B is the copy loop, the default before 3.32 (2026-12-07, H100:
+#          the TMA store 0.955-1.003 of its time; B/A should read > 1)):
 #          plain and persistent 128x128 and persistent 192x128 tiles on
 #          the 2k causal anchor, the 8k bf16 causal and non-causal
 #          ones and the 8k e4m3 non-causal one, 2 rounds, then B's
@@ -61,7 +62,8 @@
 #          tmastore.log, tmastore-ctest-b.log; about 250 s)
 #   dhalf  version 3.30's A/B (bench/build_ab.sh -DSM90_DIAG_HALF=1: a
 #          warpgroup's half of the causal diagonal tile, plain tiles
-#          only; written 2026-12-07, not yet run): plain and persistent
+#          only; 2026-12-07, H100: 1.013-1.046 of the default's time on
+#          the plain tiles, so it stays off): plain and persistent
 #          (the control: the same code in A and B) 128x128 and 192x128
 #          tiles on the 2k and 8k causal anchors, 2 rounds, then
 #          B's gpu_fused (dhalf.txt, dhalf.log, dhalf-ctest-b.log; about
@@ -104,11 +106,12 @@ A=b2.hq16.hkv16.sq8192.skv8192.d128
 T0=$SECONDS
 STEPS=("$@")
 # By default: on an H200 the bars (issue 30's and 25's are an H200's),
-# then 3.31's A/B there; on another Hopper the switches' A/Bs.
+# then 3.31's A/B there; on another Hopper the default build's tests and
+# the anchors.
 if [ ${#STEPS[@]} -eq 0 ]; then
     gpus=$(nvidia-smi -L 2>/dev/null)
     case $gpus in
-    *GH200* | *H100* | *H800*) STEPS=(dhalf tmastore) ;;
+    *GH200* | *H100* | *H800*) STEPS=(ftest peers) ;;
     *H200*) STEPS=(peers fp8 order persist) ;;
     *)
         echo "owed.sh: nothing is owed on this card (the sm90a steps need a Hopper); name a step (see --help)" >&2
@@ -227,7 +230,7 @@ for s in "${STEPS[@]}"; do
         (exit $st)
         ;;
     tmastore)
-        ab_step tmastore -DSM90_TMA_STORE=1 '^gpu_(fused|cudnn)$' \
+        ab_step tmastore -DSM90_TMA_STORE=0 '^gpu_(fused|cudnn)$' \
             --only "sm90a/pad=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=128x128,\
 sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.bf16.nc" \
@@ -262,7 +265,7 @@ sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.e4m3.nc"
         ;;
     fp8)
-        if ! nvidia-smi -L 2>/dev/null | grep -q H200; then
+        if ! nvidia-smi -L 2>/dev/null | grep H200 >/dev/null; then
             log "fp8 skipped: not an H200"
             continue
         fi

@@ -276,16 +276,18 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
 #define SM90_TAIL_WAIT 0
 #endif
 
-/* Version 3.29 (an A/B switch, 0 by default; written 2026-12-07 in a
- * session with no device time left, not yet run): 1 sends a warpgroup's
- * staged output tile out by TMA (cp.async.bulk.tensor, shared to global,
- * one thread) instead of every thread's 16-byte loads and stores, so that
- * the warpgroup waits only for the bulk copy's read of shared memory
- * before its next item (persist=1) or its end. TMA clips the rows past sq
- * and the columns past d, as the copy loop skips them. A fourth tensor
- * map, over o (box 64 rows, or a folded block's QB per head). */
+/* Version 3.29 (1 by default since version 3.32, after its A/B on an
+ * H100: 0.955-1.003 of the copy loop's time, median 0.985, on both units'
+ * winners; docs/kernels.md): 1 sends a warpgroup's staged output tile out
+ * by TMA (cp.async.bulk.tensor, shared to global, one thread) instead of
+ * every thread's 16-byte loads and stores, so that the warpgroup waits
+ * only for the bulk copy's read of shared memory before its next item
+ * (persist=1) or its end. TMA clips the rows past sq and the columns past
+ * d, as the copy loop skips them. A fourth tensor map, over o (box 64
+ * rows, or a folded block's QB per head). 0: the copy loop, for the A/B
+ * (bench/build_ab.sh -DSM90_TMA_STORE=0). */
 #ifndef SM90_TMA_STORE
-#define SM90_TMA_STORE 0
+#define SM90_TMA_STORE 1
 #endif
 #if SM90_TMA_STORE
 #define SM90_TO_PARAM , const __grid_constant__ CUtensorMap to

@@ -148,7 +148,10 @@ unpack() { # deb files...
 # have HEADER SONAME: both the header (for building) and the runtime library.
 have() {
     [ -f "/usr/include/$1" ] || [ -f "/usr/include/x86_64-linux-gnu/$1" ] || return 1
-    ldconfig -p 2>/dev/null | grep -q "$2" || return 1
+    # grep -q would stop reading early: ldconfig then dies of SIGPIPE, and
+    # under pipefail the pipeline fails at random (a library found on one
+    # run, unpacked on the next, and a warm build dir left pointing at it).
+    ldconfig -p 2>/dev/null | grep "$2" >/dev/null || return 1
 }
 
 mkdir -p "$PREFIX"
