@@ -21,7 +21,8 @@
 # and gone from the list: spec, specab, qreg, spec6, p6 (SM90_P_LOG2 6
 # is the default since), icvt, xturn, tsum (their switches taken out;
 # commit cef78e2 has them), early (commit 3a12ebb has it), late (commit
-# 097acc4), vote and half (commit 61b752e), lin (commit e99b3ec).
+# 097acc4), vote and half (commit 61b752e), lin (commit e99b3ec), dhalf
+# (commit f57dcb2).
 #   peers  bench/peers.py over the anchors, as tests/gpu/run.sh --bench
 #          runs it: each anchor tuned, against PyTorch's paths in the same
 #          run (peers.md, peers.log; 169 s on an H100 with persist=1 listed)
@@ -60,14 +61,6 @@
 #          gpu_fused and gpu_cudnn (its e4m3 tactics against the
 #          reference) (tmastore.txt,
 #          tmastore.log, tmastore-ctest-b.log; about 250 s)
-#   dhalf  version 3.30's A/B (bench/build_ab.sh -DSM90_DIAG_HALF=1: a
-#          warpgroup's half of the causal diagonal tile, plain tiles
-#          only; 2026-12-07, H100: 1.013-1.046 of the default's time on
-#          the plain tiles, so it stays off): plain and persistent
-#          (the control: the same code in A and B) 128x128 and 192x128
-#          tiles on the 2k and 8k causal anchors, 2 rounds, then
-#          B's gpu_fused (dhalf.txt, dhalf.log, dhalf-ctest-b.log; about
-#          180 s)
 #   order  version 3.31's A/B in this build (bench/ab_env.py
 #          ATTUNE_SM90_TAIL_MERGE=0, unset and 24: the causal grid's last
 #          chunk as it falls, merged within 32 MB of K/V (the default) and
@@ -120,7 +113,7 @@ if [ ${#STEPS[@]} -eq 0 ]; then
     esac
 fi
 for s in "${STEPS[@]}"; do
-    case $s in peers | rate | ncu | sass | trace | fp8 | persist | claim | tmastore | dhalf | order | ftest | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    case $s in peers | rate | ncu | sass | trace | fp8 | persist | claim | tmastore | order | ftest | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -163,7 +156,7 @@ ab_step() {
 rc=0
 for s in "${STEPS[@]}"; do
     case $s in peers) need=180 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
-    persist) need=100 ;; claim) need=200 ;; tmastore) need=250 ;; dhalf) need=180 ;; order) need=230 ;; ftest) need=80 ;;
+    persist) need=100 ;; claim) need=200 ;; tmastore) need=250 ;; order) need=230 ;; ftest) need=80 ;;
     ptrace) need=120 ;; esac
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
@@ -235,12 +228,6 @@ for s in "${STEPS[@]}"; do
 sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.bf16.nc" \
             --shape "$A.e4m3.nc"
-        ;;
-    dhalf)
-        ab_step dhalf -DSM90_DIAG_HALF=1 gpu_fused \
-            --only "sm90a/pad=1/stages=2/tile=128x128,sm90a/pad=1/persist=1/stages=2/tile=128x128,\
-sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
-            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c"
         ;;
     order)
         "${T[@]}" python3 "$ROOT/bench/ab_env.py" --attune "$BUILD/attune" --env ATTUNE_SM90_TAIL_MERGE=0,-,24 \

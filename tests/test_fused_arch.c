@@ -442,67 +442,6 @@ static void sm90a_persist_should_be_listed_for_many_waves_only(void)
     }
 }
 
-/* Version 3.30's condition (SM90_DIAG_HALF): a warpgroup runs its first
- * tile over the first 64 keys only where none of its real queries sees
- * past them. The cases worked out in docs/kernels.md, then every small
- * shape against the rows themselves: never half where some real row
- * sees a key of the second half (a wrong answer), and half wherever none
- * does (no saving missed). */
-static void sm90a_first_tile_half_should_hold_where_no_row_sees_the_second_half(void)
-{
-    /* 128x128 on sq = skv = 2048, causal: the diagonal tile n0 = i0 */
-    for (int mb = 0; mb < 16; mb++) {
-        CHECK_MSG(sm90_first_tile_half(1, 2048, 2048, 128 * mb, 128 * mb, 128), "mb %d: warpgroup 0 half", mb);
-        CHECK_MSG(!sm90_first_tile_half(1, 2048, 2048, 128 * mb + 64, 128 * mb, 128), "mb %d: warpgroup 1 whole",
-                  mb);
-    }
-    /* 192x128, causal, sq = skv = 8192: i0 = 384k, the last tile 384k + 128;
-     * every warpgroup half (the first sees none of it) */
-    CHECK(sm90_first_tile_half(1, 8192, 8192, 384, 512, 128));
-    CHECK(sm90_first_tile_half(1, 8192, 8192, 448, 512, 128));
-    CHECK(sm90_first_tile_half(1, 8192, 8192, 512, 512, 128));
-    /* i0 = 384k + 192, the last tile 384k + 256: the third whole */
-    CHECK(sm90_first_tile_half(1, 8192, 8192, 576, 640, 128));
-    CHECK(sm90_first_tile_half(1, 8192, 8192, 640, 640, 128));
-    CHECK(!sm90_first_tile_half(1, 8192, 8192, 704, 640, 128));
-    /* non-causal: half only where the real keys end in the first half */
-    CHECK(sm90_first_tile_half(0, 900, 900, 0, 896, 128));  /* 4 keys */
-    CHECK(sm90_first_tile_half(0, 50, 960, 0, 896, 128));   /* 64 keys */
-    CHECK(!sm90_first_tile_half(0, 50, 961, 0, 896, 128));  /* 65 keys */
-    CHECK(!sm90_first_tile_half(0, 1018, 1018, 0, 896, 128));
-    /* causal with a prefix (skv > sq): 50 queries over 1018 keys see the
-     * last tile's keys 896 .. 1017 */
-    CHECK(!sm90_first_tile_half(1, 50, 1018, 0, 896, 128));
-    /* the rows themselves, on every small shape */
-    int bad = 0, missed = 0, halves = 0;
-    for (int causal = 0; causal < 2; causal++)
-        for (int sq = 1; sq <= 300; sq += 7)
-            for (int skv = 1; skv <= 300; skv += 5)
-                for (int qmin = 0; qmin < sq; qmin += 64) {
-                    const int qlast = qmin + 63 < sq - 1 ? qmin + 63 : sq - 1;
-                    int kend = skv; /* the keys the block's queries see: its tiles */
-                    if (causal && qlast + skv - sq + 1 < kend)
-                        kend = qlast + skv - sq + 1;
-                    if (kend <= 0)
-                        continue; /* no tile */
-                    const int n0 = (kend - 1) / 128 * 128;
-                    int sees = 0; /* some real row sees a key of n0 + 64 .. */
-                    for (int q = qmin; q <= qlast; q++) {
-                        int lim = skv;
-                        if (causal && q + skv - sq + 1 < lim)
-                            lim = q + skv - sq + 1;
-                        sees |= lim > n0 + 64;
-                    }
-                    const int h = sm90_first_tile_half(causal, sq, skv, qmin, n0, 128);
-                    bad += h && sees;
-                    missed += !h && !sees;
-                    halves += h;
-                }
-    CHECK_EQ_INT(bad, 0);
-    CHECK_EQ_INT(missed, 0);
-    CHECK(halves > 100);
-}
-
 /* Version 3.31: the causal order visits every (unit, row block) once,
  * chunk after chunk, each chunk's row blocks longest first (mb from the
  * last down), and its last chunk, merged, runs to the last unit. */
@@ -571,7 +510,6 @@ static void sm90a_causal_order_should_visit_each_item_once_longest_first(void)
 
 int main(void)
 {
-    RUN(sm90a_first_tile_half_should_hold_where_no_row_sees_the_second_half);
     RUN(sm90a_causal_order_should_visit_each_item_once_longest_first);
 #ifdef ATTUNE_HAVE_SM90A
     RUN(sm90a_wide_tiles_should_be_listed_plain);

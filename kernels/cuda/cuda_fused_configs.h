@@ -257,24 +257,6 @@ static inline int sm90_tail_cut(int causal, int fold, int splits, int tile_m, in
 #define SM90_HOST_DEVICE
 #endif
 
-/* Version 3.30 (SM90_DIAG_HALF, cuda_fused_sm90a.cu): 1 when no real
- * query of the 64-row warpgroup whose first query is qmin (an unfolded
- * block) sees any of the last bc / 2 keys of the key tile n0 .. n0 + bc -
- * 1: each such query's limit (causal: its diagonal, query i sees keys j <=
- * i + skv - sq; and the real skv) is at most n0 + bc / 2, so the tile's S
- * and P V may run over its first half, the softmax's mask taking the rest
- * to -inf. The warpgroup's last real query, min(qmin + 63, sq - 1), has
- * the largest limit. The kernel asks it of each item's first tile; the
- * test asks it here (test_fused_arch). */
-static inline SM90_HOST_DEVICE int sm90_first_tile_half(int causal, int sq, int skv, int qmin, int n0, int bc)
-{
-    const int qlast = qmin + 63 < sq - 1 ? qmin + 63 : sq - 1;
-    int lim = skv;
-    if (causal && qlast + skv - sq + 1 < lim)
-        lim = qlast + skv - sq + 1;
-    return lim <= n0 + bc / 2;
-}
-
 /* Version 3.31: the causal grid's order (the item mapping of both of
  * cuda_fused_sm90a.cu's units; bench/sched_sim.py models it). Chunks of
  * `chunk` units (heads, or KV heads folded) one after the other; inside a

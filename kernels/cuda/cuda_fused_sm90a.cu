@@ -108,6 +108,11 @@
  *   from the code shifted into f32's fields; right (3.1e-2 against
  *   2.66e-2) but 1.02-1.10x slower on every e4m3 tile, 1.09-1.10x on
  *   192x128: taken out, code in e99b3ec.)
+ * (version 3.30, a warpgroup whose rows see none of its first (causal
+ *   diagonal) tile's last 64 keys running that tile's S and P V over its
+ *   first 64 only (SM90_DIAG_HALF, plain 16-bit 128-key tiles): 1.3-4.6%
+ *   slower on an H100 (bench/switches-h100-851756e.txt), taken out:
+ *   docs/kernels.md, version 3.30; code in f57dcb2.)
  */
 #include "cuda_fused_sm90a.h"
 #include "cuda_fused_common.cuh" /* smem_u32, pack2, ex2, the split-KV combine */
@@ -304,18 +309,6 @@ __device__ __forceinline__ float sm90_ex2_fma(float x)
  * the A/B (bench/build_ab.sh -DSM90_SKIP_IDLE=0). */
 #ifndef SM90_SKIP_IDLE
 #define SM90_SKIP_IDLE 1
-#endif
-
-/* Version 3.30 (an A/B switch, 0 by default; written 2026-12-07 while no
- * device came, not yet run): 1 lets a warpgroup whose rows see none of
- * its first tile's last 64 keys (the causal diagonal's tile, visited
- * first; 16-bit, 128-key tiles, not folded) compute that tile's S over
- * its first 64 keys only (an n64 wgmma) and its P V over them only (4 k
- * slices of 8): a quarter of a 128x128 block's diagonal tile's tensor
- * work, up to about half of a 192x128 block's. The keys left out are
- * masked to -inf by the softmax as before, so P holds 0 there. */
-#ifndef SM90_DIAG_HALF
-#define SM90_DIAG_HALF 0
 #endif
 
 /* Version 3.27, a tactic since version 3.28 (persist=1; docs/kernels.md):
@@ -596,12 +589,12 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, uint32_t sr
  * writes the accumulators without reading them where SM90_S_W says so
  * (2: e4m3 only), so that the old S is not kept live (the "+f" of the
  * others reads it). */
-template <typename T, int N, bool FW = false>
+template <typename T, int N>
 __device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t db, bool first)
 {
 #ifdef SM90A_DEVICE
 #define WG_S_CASE(F, ...)                                                                        \
-    if ((FW || sm90_s_w<T>()) && first)                                                          \
+    if (sm90_s_w<T>() && first)                                                                  \
         F##_w __VA_ARGS__(d, da, db);                                                            \
     else                                                                                         \
         F __VA_ARGS__(d, da, db, !first);
@@ -623,11 +616,8 @@ __device__ __forceinline__ void wgmma_s(float (&d)[N / 2], uint64_t da, uint64_t
 
 /* S += Q K^T over D (SS wgmma, N = BC), zero-initialised by the first
  * slice. A slice is 32 bytes of each row (k16 of 16-bit data, k32 of
- * e4m3), four to a 128-byte chunk. 16-bit, N < BC (SM90_DIAG_HALF): over
- * the tile's first N keys only (K's chunks stay BC rows apart), into s's
- * first N / 2 accumulators: the nN fragment's registers are the nBC one's
- * first columns. */
-template <typename T, int D, int BC, int BR, int N = BC, bool FW = false>
+ * e4m3), four to a 128-byte chunk. */
+template <typename T, int D, int BC, int BR>
 __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_t aK)
 {
     if constexpr (sm90_is_fp8<T>::value) {
@@ -637,19 +627,16 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BC / 2], uint32_t aQ, uint32_
             wgmma_s<T, BC>(s, sw128_desc(aQ + kk * 32, 16, 1024), sw128_desc(aK + kk * 32, 16, 1024), kk == 0);
     } else {
         static_assert(BC == 64 || BC == 80 || BC == 128 || BC == 176, "the key tiles built");
-        static_assert(N <= BC, "S over the tile's first N keys");
-        float(&sn)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&s[0]);
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++)
-            wgmma_s<T, N, FW>(sn, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
-                          sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
+            wgmma_s<T, BC>(s, sw128_desc(aQ + (kk / 4) * BR * 128 + (kk % 4) * 32, 16, 1024),
+                           sw128_desc(aK + (kk / 4) * BC * 128 + (kk % 4) * 32, 16, 1024), kk == 0);
     }
 }
 
 /* O += P V over BC keys (RS wgmma, N = ON columns per instruction, D / ON
- * instructions per 16-key slice); 16-bit: over the first NK 16-key slices
- * only (SM90_DIAG_HALF: P is 0 past them). */
-template <typename T, int D, int BC, int ON, int KS, int NK = BC / 16>
+ * instructions per 16-key slice). */
+template <typename T, int D, int BC, int ON, int KS>
 __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32_t (&p)[BC / KS][4], uint32_t aV)
 {
 #ifdef SM90A_DEVICE
@@ -663,7 +650,7 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / ON][ON / 2], const uint32
             wgmma8_rs_n128(o[0], p[kk], sw128_desc(aV + (kk / 4) * D * 128 + (kk % 4) * 32, 16, 1024), 1);
     } else {
 #pragma unroll
-        for (int kk = 0; kk < NK; kk++)
+        for (int kk = 0; kk < BC / 16; kk++)
 #pragma unroll
             for (int c = 0; c < D / ON; c++) {
                 const uint64_t db = sw128_desc(aV + c * (ON / 64) * BC * 128 + kk * 16 * 128, BC * 128, 1024);
@@ -1396,68 +1383,22 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
 #if SM90_PERSIST
         started = true;
 #endif
-        /* SM90_DIAG_HALF: none of this warpgroup's rows sees the first
-         * tile's last BC / 2 keys (past its last query's diagonal or the
-         * real skv), so S and P V of that tile run over its first half. */
-        constexpr bool DH = SM90_DIAG_HALF && !F8 && !FOLD && BC == 128 && !SM90_PERSIST;
-        bool half = false;
-        if constexpr (DH) {
-            half = sm90_first_tile_half(p.causal, p.sq, p.skv, qmin, (thi - 1) * BC, BC);
-            /* the same in every lane already; as a vote, ptxas knows it is
-             * (a branch on it otherwise serialises every wgmma, C7520) */
-            half = __all_sync(0xffffffffu, half);
-        }
         /* First tile (the last keys): S alone. */
         {
             float alpha[2];
             mbar_wait(BAR_FK(stg(0)), phs(0));
             turn_begin();
-            /* S over the tile, or (H) its first half, written without
-             * reading the old accumulators, the rest set to -inf: each arm
-             * fenced, committed and waited for on its own, else ptxas
-             * serialises every wgmma of the kernel (C7515, C7518) */
-            auto first_s = [&](auto h) {
-                constexpr bool H = decltype(h)::value;
-                wgmma_fence();
-                gemm_qk<T, D, BC, BR, H ? BC / 2 : BC, H>(s, aQw, aK0 + stg(0) * L::kv);
-                wgmma_commit();
-                turn_end(false);
-                wgmma_wait<0>();
-                reg_fence(s);
-                if constexpr (H) {
-#pragma unroll
-                    for (int i = BC / 4; i < BC / 2; i++)
-                        s[i] = -INFINITY;
-                }
-            };
-            if constexpr (DH) {
-                if (half)
-                    first_s(std::true_type{});
-                else
-                    first_s(std::false_type{});
-            } else {
-                first_s(std::false_type{});
-            }
+            wgmma_fence();
+            gemm_qk<T, D, BC, BR>(s, aQw, aK0 + stg(0) * L::kv);
+            wgmma_commit();
+            turn_end(false);
+            wgmma_wait<0>();
+            reg_fence(s);
             if (lane == 0)
                 mbar_arrive(BAR_EK(stg(0)));
             softmax((thi - 1) * BC, alpha);
             rescale_pack(alpha);
         }
-        /* O += P V of the tile just before; first: that tile is the first
-         * (SM90_DIAG_HALF's half tile where half is set). A macro, so that
-         * the default build's code is what it was. In the loop only: a
-         * one-tile item's P V after it stays whole. */
-#define SM90_PV(first, aV)                                                          \
-    do {                                                                           \
-        if constexpr (DH) {                                                        \
-            if (half && (first))                                                   \
-                gemm_pv<T, D, BC, ON, KS, BC / 32>(o, pf, aV);                     \
-            else                                                                   \
-                gemm_pv<T, D, BC, ON, KS>(o, pf, aV);                              \
-        } else {                                                                   \
-            gemm_pv<T, D, BC, ON, KS>(o, pf, aV);                                  \
-        }                                                                          \
-    } while (0)
         /* Tile j: S_j = Q K_j^T issued, O += P_{j-1} V_{j-1} behind it; the
          * softmax of S_j runs while the PV product is in flight. */
         for (int it = 1; it < ntiles; it++) {
@@ -1473,7 +1414,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
                 turn_begin();
                 SM90_TR(it, 2);
                 wgmma_fence();
-                SM90_PV(it == 1, aV0 + pst * L::vt);
+                gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
                 wgmma_commit();
                 wgmma_wait<0>();
 #pragma unroll
@@ -1511,7 +1452,7 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
             wgmma_commit();
             mbar_wait_hot(BAR_FV(pst), phs(it - 1));
             wgmma_fence();
-            SM90_PV(it == 1, aV0 + pst * L::vt);
+            gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + pst * L::vt);
             wgmma_commit();
             turn_end(false);
             SM90_TR(it, 3);
@@ -1538,12 +1479,9 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
         mbar_wait(BAR_FV(lst), phs(ntiles - 1));
         turn_begin();
         wgmma_fence();
-        /* (whole, even after a half first tile: ptxas serialises every
-         * wgmma of the kernel for a branch here, C7520) */
         gemm_pv<T, D, BC, ON, KS>(o, pf, aV0 + lst * L::vt);
         wgmma_commit();
         turn_end(true);
-#undef SM90_PV
         wgmma_wait<0>();
 #pragma unroll
         for (int c = 0; c < OC; c++)
