@@ -113,8 +113,23 @@ if [ ${#STEPS[@]} -eq 0 ]; then
         ;;
     esac
 fi
+# need_of STEP: its estimate in seconds (a step is skipped when less is
+# left); 0 for a step that does not exist.
+need_of() {
+    case $1 in peers) echo 180 ;; rate) echo 30 ;; ncu) echo 90 ;; sass) echo 10 ;; trace) echo 90 ;; fp8) echo 180 ;;
+    persist) echo 100 ;; claim) echo 200 ;; tmastore) echo 200 ;; order) echo 230 ;; ftest) echo 80 ;;
+    ptrace) echo 120 ;; *) echo 0 ;; esac
+}
+# Every step checked before anything runs: one that does not exist, or
+# whose estimate the whole budget cannot hold (it would be skipped and the
+# call's device time spent on the build alone: 2026-12-08, 60 s).
 for s in "${STEPS[@]}"; do
-    case $s in peers | rate | ncu | sass | trace | fp8 | persist | claim | tmastore | order | ftest | ptrace) ;; *) echo "owed.sh: no step '$s' (see --help)" >&2; exit 2 ;; esac
+    need=$(need_of "$s")
+    [ "$need" -gt 0 ] || { echo "owed.sh: no step '$s' (see --help)" >&2; exit 2; }
+    [ "$need" -le "$BUDGET" ] || {
+        echo "owed.sh: step '$s' needs about ${need}s, more than OWED_BUDGET=${BUDGET}s: raise the budget or name another step" >&2
+        exit 2
+    }
 done
 log() { echo "[owed $(date -u +%H:%M:%S) +$((SECONDS - T0))s] $*" | tee -a "$OUT/owed.log" >&2; }
 # The SM clock, power and its limit, and the clock's event (throttle)
@@ -156,9 +171,7 @@ ab_step() {
 }
 rc=0
 for s in "${STEPS[@]}"; do
-    case $s in peers) need=180 ;; rate) need=30 ;; ncu) need=90 ;; sass) need=10 ;; trace) need=90 ;; fp8) need=180 ;;
-    persist) need=100 ;; claim) need=200 ;; tmastore) need=200 ;; order) need=230 ;; ftest) need=80 ;;
-    ptrace) need=120 ;; esac
+    need=$(need_of "$s")
     left=$((BUDGET - (SECONDS - T0)))
     if [ "$left" -lt "$need" ]; then
         log "$s skipped: ${left}s left, about ${need}s needed"
