@@ -10,8 +10,8 @@
 #
 # Steps (arguments pick some, in the order given; default, on an H200:
 # peers fp8 order persist (the bars are an H200's; order ran on an H100
-# only), on another Hopper ftest peers (the default build's tests, then
-# the anchors), elsewhere none; the others only when named; a call does
+# only), on another Hopper tmastore v1order (the A/Bs owed), elsewhere
+# none; the others only when named; a call does
 # what fits its budget, so name the rest in the next). Ran on
 # 2026-12-07 (H100s; tmastore and dhalf: bench/switches-h100-851756e.txt; bench/owed-h100-8ad86fa.txt, -4767e9d.txt,
 # -cef78e2.txt, -3a12ebb.txt, -4d1a9b1.txt, -097acc4.txt, -61b752e.txt,
@@ -62,6 +62,17 @@
 #          its spills fell) on the 8k bf16 anchors, plain 128x80 on the
 #          d256 anchors, 3 rounds; no B tests (B is the old default)
 #          (tmastore.txt, tmastore.log; about 200 s)
+#   v1order  version 1.2's A/B (bench/build_ab.sh -DFUSED_CAUSAL_ORDER=1:
+#          version 1's causal grids in sm90a's chunked longest-first
+#          order, the last chunk merged under two waves of the device's
+#          resident blocks; written 2026-12-08, not yet run): every
+#          `fused/pad=1/` tactic (version 1, 16-bit) on causal shapes of
+#          few heads (one to two waves of blocks on 132 SMs, where
+#          bench/sched_sim.py gave the order the most) and the 2k causal
+#          anchor (many waves: the control), 2 rounds, then B's gpu_fused
+#          (every version-1 tactic of its shapes, causal among them,
+#          against float64) (v1order.txt, v1order.log,
+#          v1order-ctest-b.log; about 250 s)
 #   order  version 3.31's A/B in this build (bench/ab_env.py
 #          ATTUNE_SM90_TAIL_MERGE=0, unset and 24: the causal grid's last
 #          chunk as it falls, merged within 32 MB of K/V (the default) and
@@ -100,12 +111,12 @@ A=b2.hq16.hkv16.sq8192.skv8192.d128
 T0=$SECONDS
 STEPS=("$@")
 # By default: on an H200 the bars (issue 30's and 25's are an H200's),
-# then 3.31's A/B there; on another Hopper the default build's tests and
-# the anchors.
+# then 3.31's A/B there; on another Hopper the A/Bs owed (the TMA store's
+# spilling kernels, version 1's causal order).
 if [ ${#STEPS[@]} -eq 0 ]; then
     gpus=$(nvidia-smi -L 2>/dev/null)
     case $gpus in
-    *GH200* | *H100* | *H800*) STEPS=(ftest peers) ;;
+    *GH200* | *H100* | *H800*) STEPS=(tmastore v1order) ;;
     *H200*) STEPS=(peers fp8 order persist) ;;
     *)
         echo "owed.sh: nothing is owed on this card (the sm90a steps need a Hopper); name a step (see --help)" >&2
@@ -118,6 +129,7 @@ fi
 need_of() {
     case $1 in peers) echo 180 ;; rate) echo 30 ;; ncu) echo 90 ;; sass) echo 10 ;; trace) echo 90 ;; fp8) echo 180 ;;
     persist) echo 100 ;; claim) echo 200 ;; tmastore) echo 200 ;; order) echo 230 ;; ftest) echo 80 ;;
+    v1order) echo 250 ;;
     ptrace) echo 120 ;; *) echo 0 ;; esac
 }
 # Every step checked before anything runs: one that does not exist, or
@@ -260,6 +272,16 @@ sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
             fused_test "$OUT/order-ctest.log"
         ;;
     ftest) fused_test "$OUT/ftest.log" ;;
+    v1order)
+        AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DFUSED_CAUSAL_ORDER=1 --reps 2 \
+            --filter fused/pad --only fused/pad=1/ \
+            --shape b1.hq8.hkv8.sq4096.skv4096.d128.bf16.c --shape b1.hq4.hkv4.sq8192.skv8192.d64.f16.c \
+            --shape b2.hq8.hkv2.sq2048.skv2048.d128.bf16.c \
+            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c >"$OUT/v1order.txt" 2>"$OUT/v1order.log"
+        st=$?
+        cp "$OUT/ctest-b.log" "$OUT/v1order-ctest-b.log" 2>/dev/null
+        (exit $st)
+        ;;
     claim)
         ab_step claim -DSM90_PERSIST_CLAIM=2 gpu_fused \
             --only "persist=1/stages=2/tile=192x128,persist=1/stages=2/tile=128x128,persist=1/stages=3/tile=192x128" \

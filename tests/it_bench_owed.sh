@@ -38,7 +38,7 @@ expect 2 "step 'tmastore' needs about 200s, more than OWED_BUDGET=185s" OWED_BUD
 expect 2 "step 'order' needs about 230s, more than OWED_BUDGET=200s" OWED_BUDGET=200 -- sass order
 # --help: every step of the case list, in the text
 bash "$OWED" --help >"$dir/help" 2>&1 || { echo "FAIL: --help exit $?"; fails=$((fails + 1)); }
-for s in peers rate ncu sass trace fp8 persist claim tmastore order ftest ptrace; do
+for s in peers rate ncu sass trace fp8 persist claim tmastore v1order order ftest ptrace; do
     grep -q "^#* *$s " "$dir/help" || { echo "FAIL: --help does not describe step $s"; fails=$((fails + 1)); }
 done
 [ $fails -eq 0 ] || { echo "$fails failures"; exit 1; }

@@ -508,9 +508,47 @@ static void sm90a_causal_order_should_visit_each_item_once_longest_first(void)
     CHECK_EQ_INT(sm90_causal_clast(0, 4, 1, 1, 24 << 20), 0);
 }
 
+/* Version 1.2 (FUSED_CAUSAL_ORDER, cuda_fused.cu): the same rule over a
+ * device's resident blocks (slots), and one unit a chunk, none merged, is
+ * version 1's own order (head after head, each head's last row block
+ * first), so an empty budget gives the order the switch replaces. */
+static void fused_causal_order_should_follow_the_slots(void)
+{
+    /* Orin-like: 32 slots, a 4 MB L2 (budget 4 MB / 6, cap four budgets:
+     * 2796202 B); b1.hq8 sq2048 d128, 64-row tiles: 32 row blocks of 1 MB
+     * heads, one a chunk. The last head's 32 items are under two waves
+     * (64), and two heads fit the cap: merged once. */
+    CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, 2796202, 32), 6);
+    /* 264 slots (132 SMs x 2): still under two waves, but three heads
+     * (3 MB) are past the cap */
+    CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, 2796202, 264), 6);
+    /* a cap of the whole grid (8 MB): one chunk on 264 slots */
+    CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, 8 << 20, 264), 0);
+    /* and on 32 slots the last chunk stops at two waves (64 items) */
+    CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, 8 << 20, 32), 6);
+    /* sm90a's rule is this one on SM90_TAIL_SMS slots */
+    for (int units = 1; units <= 40; units += 3)
+        for (int nrb = 1; nrb <= 70; nrb += 7)
+            CHECK_EQ_INT(sm90_causal_clast(units, nrb, 2, 1 << 20, 24 << 20),
+                         fused_causal_clast(units, nrb, 2, 1 << 20, 24 << 20, SM90_TAIL_SMS));
+    /* chunks of one, no cap: x -> (x / nrb, nrb - 1 - x % nrb) */
+    int bad = 0;
+    for (int units = 1; units <= 20; units += 3)
+        for (int nrb = 1; nrb <= 30; nrb += 4) {
+            const int clast = fused_causal_clast(units, nrb, 1, 1 << 20, 0, 32);
+            for (int x = 0; x < units * nrb; x++) {
+                int u = -1, mb = -1;
+                sm90_causal_item(x, 1, clast, units, nrb, &u, &mb);
+                bad += u != x / nrb || mb != nrb - 1 - x % nrb;
+            }
+        }
+    CHECK_EQ_INT(bad, 0);
+}
+
 int main(void)
 {
     RUN(sm90a_causal_order_should_visit_each_item_once_longest_first);
+    RUN(fused_causal_order_should_follow_the_slots);
 #ifdef ATTUNE_HAVE_SM90A
     RUN(sm90a_wide_tiles_should_be_listed_plain);
     RUN(sm90a_e4m3_configs_should_fit);

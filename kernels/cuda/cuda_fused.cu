@@ -57,6 +57,7 @@
 #include <cuda_fp16.h>
 
 #include <limits.h>
+#include <stdlib.h> /* getenv (FUSED_CAUSAL_ORDER) */
 #include <math.h>
 #include <atomic>
 #include <type_traits>
@@ -76,6 +77,22 @@
  * probabilities P to the input type before the PV product (as FA2 does). */
 
 /* ---- GPU kernels */
+
+/* Version 1.2 (an A/B switch, 0 by default; written 2026-12-08 with no
+ * device time left, not yet run): 1 orders a causal `fused` grid as the
+ * sm90a kernel's (version 3.31: sm90_causal_item, cuda_fused_configs.h):
+ * chunks of heads whose K/V fit in a sixth of the L2 (ATTUNE_FUSED_CHUNK_MB
+ * sets the budget), the longest row blocks of the whole chunk first, the
+ * last chunk merged while it holds under two waves of the device's
+ * resident blocks (within four budgets). 0: head after head, each head's
+ * longest row block first. bench/sched_sim.py gave small grids the most
+ * (a grid of few heads ends on one head's long blocks otherwise); the
+ * kernel's code changes only by the mapping; the launch asks the
+ * occupancy and the L2 size each time (host calls; while the switch is
+ * an A/B). bench/owed.sh v1order times it. */
+#ifndef FUSED_CAUSAL_ORDER
+#define FUSED_CAUSAL_ORDER 0
+#endif
 
 namespace {
 
@@ -99,6 +116,9 @@ struct fused_args {
     /* the combine: the partials hold rows [prow0, prow0 + prows) of the
      * b*hq*sq rows (prows 0: all of them) */
     int64_t prow0, prows;
+#if FUSED_CAUSAL_ORDER
+    int chunk, clast; /* fused, causal: sm90_causal_item's order */
+#endif
 };
 
 /* 16-byte global->shared copies that bypass L1 (.cg): K/V tiles are reused
@@ -357,10 +377,17 @@ __global__ void __launch_bounds__(NW * 32, NW <= 4 ? 2 : 1) fused_fwd_kernel(con
      * blocks resident together share a few heads' K/V in L2. Causal: the
      * last row blocks see the most keys; start them first so the short
      * ones fill the tail of the grid. */
+#if FUSED_CAUSAL_ORDER
+    int bh = blockIdx.x / p.nrb;
+    int mb = blockIdx.x - bh * p.nrb;
+    if (p.causal)
+        sm90_causal_item((int)blockIdx.x, p.chunk, p.clast, p.b * p.hq, p.nrb, &bh, &mb);
+#else
     const int bh = blockIdx.x / p.nrb;
     int mb = blockIdx.x - bh * p.nrb;
     if (p.causal)
         mb = p.nrb - 1 - mb;
+#endif
     const int bi = bh / p.hq, h = bh - bi * p.hq, kvh = h / p.g;
     const int m0 = mb * BR;
     const int off = p.skv - p.sq; /* causal: row i sees keys j <= i + off */
@@ -1224,6 +1251,33 @@ static int kernel_dim(int64_t d)
     return FUSED_KERNEL_DIM(d);
 }
 
+#if FUSED_CAUSAL_ORDER
+/* Version 1.2: p->chunk and p->clast of a causal grid of kern (threads a
+ * block, smem bytes of dynamic shared memory; unit_bytes: one head's K
+ * and V, shared by its group), for the current device: its L2 and its
+ * resident blocks (SMs x blocks an SM). Not stream operations: allowed
+ * while a graph is captured. ATTUNE_EGPU if the device cannot be asked. */
+static int fused_causal_order(const void *kern, int threads, size_t smem, int64_t unit_bytes, fused_args *p)
+{
+    int dev = 0, sms = 0, l2 = 0, per_sm = 0;
+    if (!cu_ok(cudaGetDevice(&dev)) || !cu_ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) ||
+        !cu_ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)) ||
+        !cu_ok(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, smem)))
+        return ATTUNE_EGPU;
+    static const int64_t mb = [] {
+        const char *e = getenv("ATTUNE_FUSED_CHUNK_MB");
+        return e != NULL ? (int64_t)atoi(e) : (int64_t)-1;
+    }();
+    const int64_t budget = mb >= 0 ? mb << 20 : (int64_t)l2 / 6;
+    const int64_t units = (int64_t)p->b * p->hq, per = unit_bytes > 0 ? unit_bytes : 1;
+    const int64_t c = budget / per;
+    p->chunk = (int)(c < 1 ? 1 : c > units ? units : c);
+    p->clast = fused_causal_clast(units, p->nrb, p->chunk, per, SM90_TAIL_BUDGETS * budget,
+                                  (long long)sms * (per_sm > 0 ? per_sm : 1));
+    return 0;
+}
+#endif
+
 template <typename T, int D, int BR, int BC, int NW, int KVST>
 static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
 {
@@ -1236,8 +1290,20 @@ static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
     const int64_t blocks = (int64_t)p.nrb * p.b * p.hq;
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
+#if FUSED_CAUSAL_ORDER
+    fused_args q = p;
+    if (p.causal) {
+        int rc = fused_causal_order((const void *)kern, NW * 32, smem, (int64_t)p.skv * p.d * 2 * (int64_t)sizeof(T) / p.g,
+                                    &q);
+        if (rc != 0)
+            return rc;
+    }
+    return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, q) == cudaSuccess ? 0
+                                                                               : ATTUNE_EGPU;
+#else
     return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p) == cudaSuccess ? 0
                                                                                : ATTUNE_EGPU;
+#endif
 }
 
 /* Was the code of kern that runs on the current device compiled for 9.0

@@ -290,16 +290,26 @@ static inline int sm90_tail_cut(int causal, int fold, int splits, int tile_m, in
  * chunk (2 heads of 4 MB after five chunks of 6) about 4% by itself: no
  * sign of the L2 there (an H200). */
 #define SM90_CHUNK_BYTES (8 << 20)
-static inline int sm90_causal_clast(long long units, long long nrb, long long chunk, long long unit_bytes,
-                                    long long cap)
+/* The rule for any grid: the last chunk merged while it holds fewer than
+ * SM90_TAIL_WAVES x slots items (slots: the blocks the device runs at
+ * once; version 1's grids under FUSED_CAUSAL_ORDER, cuda_fused.cu). */
+static inline int fused_causal_clast(long long units, long long nrb, long long chunk, long long unit_bytes,
+                                     long long cap, long long slots)
 {
     if (units < 1 || chunk < 1)
         return 0;
     long long c = (units + chunk - 1) / chunk - 1;
-    while (c > 0 && (units - c * chunk) * nrb < (long long)SM90_TAIL_WAVES * SM90_TAIL_SMS &&
+    while (c > 0 && (units - c * chunk) * nrb < (long long)SM90_TAIL_WAVES * slots &&
            (units - (c - 1) * chunk) * unit_bytes <= cap)
         c--;
     return (int)c;
+}
+
+/* sm90a's: planned for SM90_TAIL_SMS SMs, one block each. */
+static inline int sm90_causal_clast(long long units, long long nrb, long long chunk, long long unit_bytes,
+                                    long long cap)
+{
+    return fused_causal_clast(units, nrb, chunk, unit_bytes, cap, SM90_TAIL_SMS);
 }
 
 /* Item x of a causal grid (sm90_causal_clast's order) -> its unit *u and
