@@ -258,7 +258,9 @@ static inline int sm90_tail_cut(int causal, int fold, int splits, int tile_m, in
 #endif
 
 /* Version 3.31: the causal grid's order (the item mapping of both of
- * cuda_fused_sm90a.cu's units; bench/sched_sim.py models it). Chunks of
+ * cuda_fused_sm90a.cu's units, and of version 1's `fused` kernel under
+ * cuda_fused.cu's FUSED_CAUSAL_ORDER switch; bench/sched_sim.py models
+ * it). Chunks of
  * `chunk` units (heads, or KV heads folded) one after the other; inside a
  * chunk the row blocks that see the most keys first (every unit's last
  * row block, then the one before, ...), so the chunk's K/V stay in L2 and
