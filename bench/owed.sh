@@ -175,6 +175,7 @@ fused_test() {
 ab_step() {
     local name=$1 def=$2 tests=$3 st
     shift 3
+    rm -f "$OUT/ctest-b.log" # a failed B build leaves none: not an earlier step's
     AB_TESTS=$tests "${T[@]}" bash "$ROOT/bench/build_ab.sh" "$def" --reps 2 --filter sm90a "$@" \
         >"$OUT/$name.txt" 2>"$OUT/$name.log"
     st=$?
@@ -273,6 +274,7 @@ sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
         ;;
     ftest) fused_test "$OUT/ftest.log" ;;
     v1order)
+        rm -f "$OUT/ctest-b.log"
         AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DFUSED_CAUSAL_ORDER=1 --reps 2 \
             --filter fused/pad --only fused/pad=1/ \
             --shape b1.hq8.hkv8.sq4096.skv4096.d128.bf16.c --shape b1.hq4.hkv4.sq8192.skv8192.d64.f16.c \

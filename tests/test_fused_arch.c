@@ -514,19 +514,22 @@ static void sm90a_causal_order_should_visit_each_item_once_longest_first(void)
  * first), so an empty budget gives the order the switch replaces. */
 static void fused_causal_order_should_follow_the_slots(void)
 {
-    /* Orin-like: 32 slots, a 4 MB L2 (budget 4 MB / 6, cap four budgets:
-     * 2796202 B); b1.hq8 sq2048 d128, 64-row tiles: 32 row blocks of 1 MB
-     * heads, one a chunk. The last head's 32 items are under two waves
-     * (64), and two heads fit the cap: merged once. */
-    CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, 2796202, 32), 6);
+    /* Orin-like: 32 slots, a 4 MB L2 (budget 4 MB / 6, cap four budgets,
+     * as fused_causal_order computes them); b1.hq8 sq2048 d128, 64-row
+     * tiles: 32 row blocks of 1 MB heads, one a chunk. The last head's 32
+     * items are under two waves (64), and two heads fit the cap: merged
+     * once. */
+    const long long orin_cap = 4 * ((4LL << 20) / 6);
+    CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, orin_cap, 32), 6);
     /* 264 slots (132 SMs x 2): still under two waves, but three heads
      * (3 MB) are past the cap */
-    CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, 2796202, 264), 6);
+    CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, orin_cap, 264), 6);
     /* a cap of the whole grid (8 MB): one chunk on 264 slots */
     CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, 8 << 20, 264), 0);
     /* and on 32 slots the last chunk stops at two waves (64 items) */
     CHECK_EQ_INT(fused_causal_clast(8, 32, 1, 1 << 20, 8 << 20, 32), 6);
-    /* sm90a's rule is this one on SM90_TAIL_SMS slots */
+    /* sm90a's rule is this one on SM90_TAIL_SMS slots (a guard on the
+     * wrapper, which calls it) */
     for (int units = 1; units <= 40; units += 3)
         for (int nrb = 1; nrb <= 70; nrb += 7)
             CHECK_EQ_INT(sm90_causal_clast(units, nrb, 2, 1 << 20, 24 << 20),

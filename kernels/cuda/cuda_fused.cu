@@ -86,10 +86,12 @@
  * last chunk merged while it holds under two waves of the device's
  * resident blocks (within four budgets). 0: head after head, each head's
  * longest row block first. bench/sched_sim.py gave small grids the most
- * (a grid of few heads ends on one head's long blocks otherwise); the
- * kernel's code changes only by the mapping; the launch asks the
- * occupancy and the L2 size each time (host calls; while the switch is
- * an A/B). bench/owed.sh v1order times it. */
+ * (a grid of few heads ends on one head's long blocks otherwise). With
+ * it on, ptxas gives several kernels 1-2 more registers (none past an
+ * occupancy step) and d256 64x64 (8 warps, unaligned) 4/8 more bytes of
+ * spills (sm_90). The launch asks the occupancy and the L2 size each
+ * time (host calls; while the switch is an A/B). bench/owed.sh v1order
+ * times it. */
 #ifndef FUSED_CAUSAL_ORDER
 #define FUSED_CAUSAL_ORDER 0
 #endif

@@ -1545,9 +1545,10 @@ __global__ void __launch_bounds__(128 * (BR / 64 + 1), 1)
     /* Normalise, stage this warpgroup's 64 x D outputs in its own rows of
      * the Q buffer (no longer read: its last S product retired; the other
      * warpgroup's rows are elsewhere), in the same 128-byte swizzle, so
-     * that the 4-byte fragment writes are conflict-free, then copy the real
-     * rows and columns out in 16-byte pieces, 8 threads per 128 contiguous
-     * bytes. Padded rows are never written. */
+     * that the 4-byte fragment writes are conflict-free, then send the real
+     * rows and columns out: by TMA (SM90_TMA_STORE, the default), or in
+     * 16-byte pieces, 8 threads per 128 contiguous bytes. Padded rows are
+     * never written. */
     const uint32_t aO = (F8 ? aOst : aQc) + cw * 64 * 128;
 #pragma unroll
     for (int rh = 0; rh < 2; rh++) {
