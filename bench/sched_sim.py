@@ -26,6 +26,8 @@ clocks. --check: it gives the measured ratios of orders, and most of the
     python3 bench/sched_sim.py --check             # the model against three measured ratios
     python3 bench/sched_sim.py --grid grids/realmodels-holdout13.json
     python3 bench/sched_sim.py --shape b2.hq16.hkv16.sq8192.skv8192.d128.bf16.c --tile 192x128 --cap 32
+    python3 bench/sched_sim.py --form v1 --tile 64x64,128x64 --slots 32 --l2-mb 4 \
+        --shape b1.hq12.hkv12.sq1024.skv1024.d64.f16.c   # version 1.2, an Orin-like device
 
 Prints, per causal shape and tile: the items, the chunk, the last chunk's
 index before and after the merge, the modelled efficiency (ideal time over
@@ -47,12 +49,13 @@ BOUNDARY = {"persist": 0.46, "plain": 1.25}
 KEY = re.compile(r"b(\d+)\.hq(\d+)\.hkv(\d+)\.sq(\d+)\.skv(\d+)\.d(\d+)(?:\.(\w+))?(?:\.(c|nc))?$")
 
 
-def clast_of(units, nrb, chunk, unit_bytes, cap):
-    """cuda_fused_configs.h's sm90_causal_clast (cap 0: no merge)."""
+def clast_of(units, nrb, chunk, unit_bytes, cap, slots=SMS):
+    """cuda_fused_configs.h's fused_causal_clast (cap 0: no merge); sm90a's
+    sm90_causal_clast is it on SMS slots."""
     if units < 1 or chunk < 1:
         return 0
     c = (units + chunk - 1) // chunk - 1
-    while (c > 0 and (units - c * chunk) * nrb < TAIL_WAVES * SMS
+    while (c > 0 and (units - c * chunk) * nrb < TAIL_WAVES * slots
            and (units - (c - 1) * chunk) * unit_bytes <= cap):
         c -= 1
     return c
@@ -115,6 +118,31 @@ def model(shape, br, form, cap, budget=CHUNK_BYTES):
     return dict(items=units * nrb, chunk=chunk, clast=cl, makespan=mk, ideal=ideal)
 
 
+def model_v1(shape, br, bc, slots, l2_mb, budget_mb=None):
+    """Version 1.2 (cuda_fused.cu's FUSED_CAUSAL_ORDER): a `fused` grid of
+    br x bc tiles on `slots` resident blocks (SMs x blocks an SM, each
+    taken as a processor of its own: blocks that share an SM do not run
+    independently, so this is rough), head after head (old) against
+    sm90a's order (new: chunks within l2 / 6, or budget_mb, merged under
+    two waves of slots within four budgets, as fused_causal_order). An
+    item costs its key tiles plus one (its fixed cost, assumed)."""
+    b, hq, hkv, sq, skv, d = shape[:6]
+    es = shape[6] if len(shape) > 6 else 2
+    units, nrb = b * hq, -(-sq // br)
+    per = max(skv * d * 2 * es // (hq // hkv), 1)
+    budget = (budget_mb << 20) if budget_mb is not None else (l2_mb << 20) // 6
+    chunk = max(1, min(units, budget // per))
+
+    def tiles(mb):
+        kend = min(skv, min(mb * br + br, sq) + skv - sq)
+        return -(-kend // bc) if kend > 0 else 0
+
+    old = makespan(order(units, nrb, 1, units - 1, tiles), 1.0, 1.0, sms=slots)
+    cl = clast_of(units, nrb, chunk, per, 4 * budget, slots)
+    new = makespan(order(units, nrb, chunk, cl, tiles), 1.0, 1.0, sms=slots)
+    return dict(items=units * nrb, chunk=chunk, clast=cl, old=old, new=new)
+
+
 def parse_key(k):
     m = KEY.match(k)
     if not m:
@@ -151,7 +179,12 @@ def main():
     ap.add_argument("--shape", action="append", default=[], help="a causal shape key (repeatable)")
     ap.add_argument("--grid", action="append", default=[], help="a grid file's causal shapes (repeatable, globs)")
     ap.add_argument("--tile", default="128x128,192x128", help="tiles, comma-separated (default %(default)s)")
-    ap.add_argument("--form", choices=("persist", "plain"), default="persist")
+    ap.add_argument("--form", choices=("persist", "plain", "v1"), default="persist",
+                    help="sm90a's persistent or plain grid, or version 1's (version 1.2's order; "
+                    "--tile BRxBC, --slots, --l2-mb)")
+    ap.add_argument("--slots", type=int, default=2 * SMS,
+                    help="v1: resident blocks, SMs x blocks an SM (default %(default)s)")
+    ap.add_argument("--l2-mb", type=int, default=50, help="v1: the L2 in MB (chunks within a sixth; default 50)")
     ap.add_argument("--cap", type=int, default=TAIL_BUDGETS * CHUNK_BYTES >> 20,
                     help="the merged chunk's K/V in MB at most, as ATTUNE_SM90_TAIL_MERGE (default %(default)s)")
     ap.add_argument("--min-sq", type=int, default=256, help="skip grid shapes with fewer queries")
@@ -173,6 +206,8 @@ def main():
     shapes = list(dict.fromkeys(shapes))
     if not shapes:
         ap.error("name a --shape or a --grid (or --check)")
+    if a.form == "v1":
+        return main_v1(a, shapes)
     tiles = [int(t.split("x")[0]) for t in a.tile.split(",")]
     lines = ["| shape | tile | items | chunk | last chunk (old -> new) | eff old | eff new | new / old |",
              "|---|---|---:|---:|---|---:|---:|---:|"]
@@ -192,6 +227,32 @@ def main():
     print("\n".join(lines))
     g = math.exp(sum(map(math.log, ratios)) / len(ratios))
     print(f"\n{len(ratios)} shape-tiles ({a.form}; unfolded, tiles of 128 keys): new / old geomean {g:.3f}, "
+          f"best {min(ratios):.3f}, worst {max(ratios):.3f}")
+    return 0
+
+
+def main_v1(a, shapes):
+    """The table of version 1.2's order against version 1's."""
+    tiles = []
+    for t in a.tile.split(","):
+        m = re.match(r"(\d+)x(\d+)$", t)
+        if not m:
+            raise SystemExit(f"sched_sim.py: --tile {t}: BRxBC, e.g. 64x64")
+        tiles.append((int(m.group(1)), int(m.group(2))))
+    lines = [f"| shape | tile | items | chunk | last chunk | eff old | eff new | new / old |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    ratios = []
+    for s in shapes:
+        for br, bc in tiles:
+            m = model_v1(s, br, bc, a.slots, a.l2_mb)
+            (mo, io), (mn, inn) = m["old"], m["new"]
+            ratios.append(mn / mo)
+            key = "b%d.hq%d.hkv%d.sq%d.skv%d.d%d" % s[:6]
+            lines.append(f"| {key} | {br}x{bc} | {m['items']} | {m['chunk']} | {m['clast']} | "
+                         f"{io / mo:.3f} | {inn / mn:.3f} | {mn / mo:.3f} |")
+    print("\n".join(lines))
+    g = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"\n{len(ratios)} shape-tiles (v1, {a.slots} slots, {a.l2_mb} MB of L2): new / old geomean {g:.3f}, "
           f"best {min(ratios):.3f}, worst {max(ratios):.3f}")
     return 0
 

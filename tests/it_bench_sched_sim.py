@@ -57,6 +57,25 @@ def main():
     check(0.925 < eo < 0.945 and en > eo + 0.02, "merged: %.3f -> %.3f of the ideal" % (eo, en))
     check(abs(old["ideal"] - new["ideal"]) < 1e-6, "the same work either way")
 
+    # version 1.2's order (--form v1): the rule on other slot counts, as
+    # test_fused_arch checks fused_causal_clast
+    for args, want in (((8, 32, 1, MB, 4 * ((4 * MB) // 6), 32), 6), ((8, 32, 1, MB, 8 * MB, 264), 0),
+                       ((8, 32, 1, MB, 8 * MB, 32), 6)):
+        got = ss.clast_of(*args)
+        check(got == want, "clast_of%s = %d (%d)" % (args, want, got))
+    # b1.hq8 sq4096 d128, 64x64 tiles on 264 slots: 512 items in chunks of
+    # 4 heads, merged into one: the long blocks of every head first
+    m = ss.model_v1((1, 8, 8, 4096, 4096, 128), 64, 64, 264, 50)
+    r = m["new"][0] / m["old"][0]
+    check(m["items"] == 512 and m["clast"] == 0 and 0.6 < r < 0.7, "v1 64x64, 264 slots: new / old %.3f" % r)
+    check(abs(m["new"][1] - m["old"][1]) < 1e-9, "v1: the same work either way")
+    # 256 items on 264 slots: all resident at once, the order changes nothing
+    m = ss.model_v1((1, 8, 8, 4096, 4096, 128), 128, 64, 264, 50)
+    check(m["new"][0] == m["old"][0], "v1 128x64: a grid that fits at once, the same makespan")
+    # no budget: one head a chunk, none merged, the old order itself
+    m = ss.model_v1((4, 32, 8, 2048, 2048, 128), 64, 64, 264, 50, budget_mb=0)
+    check(m["chunk"] == 1 and m["new"] == m["old"], "v1, budget 0: version 1's own order")
+
     prog = os.path.join(HERE, "..", "bench", "sched_sim.py")
     r = subprocess.run([sys.executable, prog, "--check"], capture_output=True, text=True)
     check(r.returncode == 0 and r.stdout.count("\n| ") == 3 and "| 1.055 | 1.046 |" in r.stdout,
@@ -65,6 +84,13 @@ def main():
                         "--tile", "192x128", "--cap", "32"], capture_output=True, text=True)
     check(r.returncode == 0 and "| 15 -> 12 |" in r.stdout and "1 shape-tiles" in r.stdout,
           "--cap 32: the anchor's last chunk from 15 to 12 (%s)" % r.stdout.strip()[-160:])
+    r = subprocess.run([sys.executable, prog, "--form", "v1", "--tile", "64x64", "--shape",
+                        "b1.hq8.hkv8.sq4096.skv4096.d128.bf16.c"], capture_output=True, text=True)
+    check(r.returncode == 0 and "| 64x64 | 512 | 4 | 0 |" in r.stdout and "v1, 264 slots, 50 MB" in r.stdout,
+          "--form v1: the table (%s)" % r.stdout.strip()[-160:])
+    r = subprocess.run([sys.executable, prog, "--form", "v1", "--tile", "64", "--shape",
+                        "b1.hq8.hkv8.sq4096.skv4096.d128.bf16.c"], capture_output=True, text=True)
+    check(r.returncode != 0 and "BRxBC" in r.stderr, "--form v1: a tile without its keys is refused")
     r = subprocess.run([sys.executable, prog, "--shape", "b2.hq16"], capture_output=True, text=True)
     check(r.returncode != 0 and "not a shape key" in r.stderr, "a bad key is refused (%s)" % r.stderr.strip())
     r = subprocess.run([sys.executable, prog, "--grid", "/nonexistent/*.json"], capture_output=True, text=True)
