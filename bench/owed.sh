@@ -66,13 +66,13 @@
 #          version 1's causal grids in sm90a's chunked longest-first
 #          order, the last chunk merged under two waves of the device's
 #          resident blocks; written 2026-12-08, not yet run): every
-#          `fused/pad=1/` tactic (version 1, 16-bit) on causal shapes of
-#          few heads (one to two waves of blocks on 132 SMs, where
-#          bench/sched_sim.py gave the order the most) and the 2k causal
-#          anchor (many waves: the control), 2 rounds, then B's gpu_fused
-#          (every version-1 tactic of its shapes, causal among them,
-#          against float64) (v1order.txt, v1order.log,
-#          v1order-ctest-b.log; about 250 s)
+#          `fused/pad=1/` tactic (version 1, 16-bit) and `fused/acc=f32/
+#          pad=1/` one (f32) on causal shapes of few heads (one to two
+#          waves of blocks on 132 SMs, where bench/sched_sim.py gave the
+#          order the most) and the 2k causal anchor (many waves), 2
+#          rounds, then B's gpu_fused and gpu_fused_f32 (every tactic of
+#          their shapes, causal among them, against float64)
+#          (v1order.txt, v1order.log, v1order-ctest-b.log; about 280 s)
 #   order  version 3.31's A/B in this build (bench/ab_env.py
 #          ATTUNE_SM90_TAIL_MERGE=0, unset and 24: the causal grid's last
 #          chunk as it falls, merged within 32 MB of K/V (the default) and
@@ -129,7 +129,7 @@ fi
 need_of() {
     case $1 in peers) echo 180 ;; rate) echo 30 ;; ncu) echo 90 ;; sass) echo 10 ;; trace) echo 90 ;; fp8) echo 180 ;;
     persist) echo 100 ;; claim) echo 200 ;; tmastore) echo 200 ;; order) echo 230 ;; ftest) echo 80 ;;
-    v1order) echo 250 ;;
+    v1order) echo 280 ;;
     ptrace) echo 120 ;; *) echo 0 ;; esac
 }
 # Every step checked before anything runs: one that does not exist, or
@@ -275,10 +275,10 @@ sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
     ftest) fused_test "$OUT/ftest.log" ;;
     v1order)
         rm -f "$OUT/ctest-b.log"
-        AB_TESTS=gpu_fused "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DFUSED_CAUSAL_ORDER=1 --reps 2 \
-            --filter fused/pad --only fused/pad=1/ \
+        AB_TESTS='^gpu_fused(_f32)?$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DFUSED_CAUSAL_ORDER=1 \
+            --reps 2 --filter fused/ --only fused/pad=1/,fused/acc=f32/pad=1/ \
             --shape b1.hq8.hkv8.sq4096.skv4096.d128.bf16.c --shape b1.hq4.hkv4.sq8192.skv8192.d64.f16.c \
-            --shape b2.hq8.hkv2.sq2048.skv2048.d128.bf16.c \
+            --shape b2.hq8.hkv2.sq2048.skv2048.d128.bf16.c --shape b1.hq8.hkv8.sq4096.skv4096.d64.f32.c \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c >"$OUT/v1order.txt" 2>"$OUT/v1order.log"
         st=$?
         cp "$OUT/ctest-b.log" "$OUT/v1order-ctest-b.log" 2>/dev/null

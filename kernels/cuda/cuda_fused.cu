@@ -78,24 +78,6 @@
 
 /* ---- GPU kernels */
 
-/* Version 1.2 (an A/B switch, 0 by default; written 2026-12-08 with no
- * device time left, not yet run): 1 orders a causal `fused` grid as the
- * sm90a kernel's (version 3.31: sm90_causal_item, cuda_fused_configs.h):
- * chunks of heads whose K/V fit in a sixth of the L2 (ATTUNE_FUSED_CHUNK_MB
- * sets the budget), the longest row blocks of the whole chunk first, the
- * last chunk merged while it holds under two waves of the device's
- * resident blocks (within four budgets). 0: head after head, each head's
- * longest row block first. bench/sched_sim.py gave small grids the most
- * (a grid of few heads ends on one head's long blocks otherwise). With
- * it on, ptxas gives several kernels 1-2 more registers (none past an
- * occupancy step) and d256 64x64 (8 warps, unaligned) 4/8 more bytes of
- * spills (sm_90). The launch asks the occupancy and the L2 size each
- * time (host calls; while the switch is an A/B). bench/owed.sh v1order
- * times it. */
-#ifndef FUSED_CAUSAL_ORDER
-#define FUSED_CAUSAL_ORDER 0
-#endif
-
 namespace {
 
 /* Everything a kernel needs, by value. Lengths are ints: ATTN_MAX_DIM is 2^20. */
@@ -1254,12 +1236,9 @@ static int kernel_dim(int64_t d)
 }
 
 #if FUSED_CAUSAL_ORDER
-/* Version 1.2: p->chunk and p->clast of a causal grid of kern (threads a
- * block, smem bytes of dynamic shared memory; unit_bytes: one head's K
- * and V, shared by its group), for the current device: its L2 and its
- * resident blocks (SMs x blocks an SM). Not stream operations: allowed
- * while a graph is captured. ATTUNE_EGPU if the device cannot be asked. */
-static int fused_causal_order(const void *kern, int threads, size_t smem, int64_t unit_bytes, fused_args *p)
+/* Contract in cuda_fused_common.cuh. */
+int cuda_fused_causal_order(const void *kern, int threads, size_t smem, int64_t units, int nrb, int64_t unit_bytes,
+                            int *chunk, int *clast)
 {
     int dev = 0, sms = 0, l2 = 0, per_sm = 0;
     if (!cu_ok(cudaGetDevice(&dev)) || !cu_ok(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) ||
@@ -1271,11 +1250,10 @@ static int fused_causal_order(const void *kern, int threads, size_t smem, int64_
         return e != NULL ? (int64_t)atoi(e) : (int64_t)-1;
     }();
     const int64_t budget = mb >= 0 ? mb << 20 : (int64_t)l2 / 6;
-    const int64_t units = (int64_t)p->b * p->hq, per = unit_bytes > 0 ? unit_bytes : 1;
-    const int64_t c = budget / per;
-    p->chunk = (int)(c < 1 ? 1 : c > units ? units : c);
-    p->clast = fused_causal_clast(units, p->nrb, p->chunk, per, SM90_TAIL_BUDGETS * budget,
-                                  (long long)sms * (per_sm > 0 ? per_sm : 1));
+    const int64_t per = unit_bytes > 0 ? unit_bytes : 1, c = budget / per;
+    *chunk = (int)(c < 1 ? 1 : c > units ? units : c);
+    *clast = fused_causal_clast(units, nrb, *chunk, per, SM90_TAIL_BUDGETS * budget,
+                                (long long)sms * (per_sm > 0 ? per_sm : 1));
     return 0;
 }
 #endif
@@ -1295,8 +1273,9 @@ static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
 #if FUSED_CAUSAL_ORDER
     fused_args q = p;
     if (p.causal) {
-        int rc = fused_causal_order((const void *)kern, NW * 32, smem, (int64_t)p.skv * p.d * 2 * (int64_t)sizeof(T) / p.g,
-                                    &q);
+        int rc = cuda_fused_causal_order((const void *)kern, NW * 32, smem, (int64_t)p.b * p.hq, p.nrb,
+                                         (int64_t)p.skv * p.d * 2 * (int64_t)sizeof(T) / p.g, &q.chunk,
+                                         &q.clast);
         if (rc != 0)
             return rc;
     }

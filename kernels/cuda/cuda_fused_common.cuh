@@ -238,4 +238,35 @@ void cuda_fused_partials(int64_t rows, int64_t d, int splits, void *ws, float **
 int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, const float *part_lse,
                        const attn_tensor *o, int64_t row0, int64_t rows, cudaStream_t stream);
 
+/* Version 1.2 (an A/B switch, 0 by default; written 2026-12-08 with no
+ * device time left, not yet run): 1 orders the causal grids of version
+ * 1's kernels (`fused` in cuda_fused.cu, `fused/acc=f32` in
+ * cuda_fused_f32.cu) as the sm90a kernel's (version 3.31: sm90_causal_item, cuda_fused_configs.h):
+ * chunks of heads whose K/V fit in a sixth of the L2 (ATTUNE_FUSED_CHUNK_MB
+ * sets the budget), the longest row blocks of the whole chunk first, the
+ * last chunk merged while it holds under two waves of the device's
+ * resident blocks (within four budgets). 0: head after head, each head's
+ * longest row block first. bench/sched_sim.py gave small grids the most
+ * (a grid of few heads ends on one head's long blocks otherwise). With
+ * it on, ptxas gives several kernels 1-2 more registers (none past an
+ * occupancy step) and d256 64x64 (8 warps, unaligned) 4/8 more bytes of
+ * spills (sm_90). The launch asks the occupancy and the L2 size each
+ * time (host calls; while the switch is an A/B). bench/owed.sh v1order
+ * times it. */
+#ifndef FUSED_CAUSAL_ORDER
+#define FUSED_CAUSAL_ORDER 0
+#endif
+#if FUSED_CAUSAL_ORDER
+/* Version 1.2: *chunk and *clast of a causal grid of kern (threads a
+ * block, smem bytes of dynamic shared memory) over units heads of nrb row
+ * blocks (unit_bytes: one head's K and V, shared by its group), for the
+ * current device: chunks within a sixth of its L2 (ATTUNE_FUSED_CHUNK_MB
+ * instead), merged under two waves of its resident blocks (SMs x blocks
+ * an SM), as cuda_fused_configs.h's fused_causal_clast. Not stream
+ * operations: allowed while a graph is captured. 0, or ATTUNE_EGPU if
+ * the device cannot be asked. */
+int cuda_fused_causal_order(const void *kern, int threads, size_t smem, int64_t units, int nrb, int64_t unit_bytes,
+                            int *chunk, int *clast);
+#endif
+
 #endif

@@ -30,7 +30,8 @@
  *   same kernel with 4-byte copies (VEC = false).
  */
 #include "cuda_fused_f32.h"
-#include "cuda_fused_common.cuh" /* smem_u32, ex2 */
+#include "cuda_fused_common.cuh" /* smem_u32, ex2, FUSED_CAUSAL_ORDER */
+#include "cuda_fused_configs.h"   /* sm90_causal_item (FUSED_CAUSAL_ORDER) */
 #include "launch.cuh"             /* cu_launch, cu_ok */
 #include "../variant.h"         /* attn_sm_limits_of */
 
@@ -67,6 +68,9 @@ struct f32_args {
     int causal;
     int nrb;   /* row blocks per (batch, head) */
     float sl2; /* log2(e) / sqrt(d): scores go straight to the exp2 domain */
+#if FUSED_CAUSAL_ORDER
+    int chunk, clast; /* causal: sm90_causal_item's order */
+#endif
 };
 
 /* Global -> shared copies, zero-filling what they do not read: src-size 0
@@ -225,10 +229,17 @@ __global__ void __launch_bounds__(NW * 32, MINB) fused_f32_kernel(const f32_args
      * blocks resident together share a few heads' K/V in L2. Causal: the
      * last row blocks see the most keys; start them first so the short
      * ones fill the tail of the grid. */
+#if FUSED_CAUSAL_ORDER
+    int bh = blockIdx.x / p.nrb;
+    int mb = blockIdx.x - bh * p.nrb;
+    if (p.causal)
+        sm90_causal_item((int)blockIdx.x, p.chunk, p.clast, (int)(gridDim.x / p.nrb), p.nrb, &bh, &mb);
+#else
     const int bh = blockIdx.x / p.nrb;
     int mb = blockIdx.x - bh * p.nrb;
     if (p.causal)
         mb = p.nrb - 1 - mb;
+#endif
     const int bi = bh / p.hq, h = bh - bi * p.hq, kvh = h / p.g;
     const int m0 = mb * BR;
     const int off = p.skv - p.sq; /* causal: row i sees keys j <= i + off */
@@ -475,8 +486,21 @@ static int launch_f32(const f32_args &p, bool vec, int64_t blocks, cudaStream_t 
     /* Not a stream operation: allowed while a graph is being captured. */
     if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
+#if FUSED_CAUSAL_ORDER
+    f32_args q = p;
+    if (p.causal) {
+        int rc = cuda_fused_causal_order((const void *)kern, NW * 32, smem, blocks / p.nrb, p.nrb,
+                                         (int64_t)p.skv * p.d * 2 * (int64_t)sizeof(float) / p.g, &q.chunk,
+                                         &q.clast);
+        if (rc != 0)
+            return rc;
+    }
+    return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, q) == cudaSuccess ? 0
+                                                                               : ATTUNE_EGPU;
+#else
     return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p) == cudaSuccess ? 0
                                                                                : ATTUNE_EGPU;
+#endif
 }
 
 /* ---- listing and dispatcher */
