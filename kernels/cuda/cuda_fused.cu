@@ -1271,20 +1271,18 @@ static int launch_fused(const fused_args &p, bool even, cudaStream_t stream)
     if (blocks > INT_MAX)
         return ATTUNE_EUNSUPP;
 #if FUSED_CAUSAL_ORDER
-    fused_args q = p;
-    if (p.causal) {
-        int rc = cuda_fused_causal_order((const void *)kern, NW * 32, smem, (int64_t)p.b * p.hq, p.nrb,
-                                         (int64_t)p.skv * p.d * 2 * (int64_t)sizeof(T) / p.g, &q.chunk,
-                                         &q.clast);
-        if (rc != 0)
-            return rc;
-    }
+    fused_args q = p; /* version 1.2: the causal order's chunks */
+    const int rc = p.causal ? cuda_fused_causal_order((const void *)kern, NW * 32, smem, blocks / p.nrb, p.nrb,
+                                                      (int64_t)p.skv * p.d * 2 * (int64_t)sizeof(T) / p.g,
+                                                      &q.chunk, &q.clast)
+                            : 0;
+    if (rc != 0)
+        return rc;
+#else
+    const fused_args &q = p;
+#endif
     return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, q) == cudaSuccess ? 0
                                                                                : ATTUNE_EGPU;
-#else
-    return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p) == cudaSuccess ? 0
-                                                                               : ATTUNE_EGPU;
-#endif
 }
 
 /* Was the code of kern that runs on the current device compiled for 9.0

@@ -487,20 +487,18 @@ static int launch_f32(const f32_args &p, bool vec, int64_t blocks, cudaStream_t 
     if (!cu_ok(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
         return ATTUNE_EGPU;
 #if FUSED_CAUSAL_ORDER
-    f32_args q = p;
-    if (p.causal) {
-        int rc = cuda_fused_causal_order((const void *)kern, NW * 32, smem, blocks / p.nrb, p.nrb,
-                                         (int64_t)p.skv * p.d * 2 * (int64_t)sizeof(float) / p.g, &q.chunk,
-                                         &q.clast);
-        if (rc != 0)
-            return rc;
-    }
+    f32_args q = p; /* version 1.2: the causal order's chunks */
+    const int64_t kv = (int64_t)p.skv * p.d * 2 * (int64_t)sizeof(float) / p.g; /* a head's K and V */
+    const int rc = p.causal ? cuda_fused_causal_order((const void *)kern, NW * 32, smem, blocks / p.nrb, p.nrb,
+                                                      kv, &q.chunk, &q.clast)
+                            : 0;
+    if (rc != 0)
+        return rc;
+#else
+    const f32_args &q = p;
+#endif
     return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, q) == cudaSuccess ? 0
                                                                                : ATTUNE_EGPU;
-#else
-    return cu_launch(kern, (unsigned)blocks, NW * 32, smem, stream, p) == cudaSuccess ? 0
-                                                                               : ATTUNE_EGPU;
-#endif
 }
 
 /* ---- listing and dispatcher */
