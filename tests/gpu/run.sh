@@ -256,6 +256,19 @@ GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
 JOBS=$(nproc 2>/dev/null || echo 8)
 step "configure $BUILD"
+# A warm machine keeps $BUILD between calls, but the prefix is new each
+# call (the carried .gpu-deps replaces it): a cache that names a file
+# under the prefix which this call did not unpack would fail the build
+# (2026-12-07: libz.a). Such a cache is dropped, and CMake finds again.
+if [ -f "$BUILD/CMakeCache.txt" ]; then
+    stale=$(grep -o "$PREFIX/[^;: \"]*" "$BUILD/CMakeCache.txt" | sort -u | while read -r f; do
+        [ -e "$f" ] || echo "$f"
+    done)
+    if [ -n "$stale" ]; then
+        log "CMakeCache.txt names what this prefix lacks ($(echo "$stale" | head -1)): configured afresh"
+        rm -f "$BUILD/CMakeCache.txt"
+    fi
+fi
 if ! cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_CUDA_ARCHITECTURES=90 \
         ${CUDNN_ROOT:+-DCUDNN_ROOT="$CUDNN_ROOT"} >"$OUT/build.log" 2>&1; then
     log "configure failed: tail of build.log:"
