@@ -169,15 +169,15 @@ fused_test() {
     { cmake --build "$BUILD" -j "$(nproc)" --target gpu_fused &&
         "${T[@]}" ctest --test-dir "$BUILD" -R '^gpu_fused$' --output-on-failure; } >"$1" 2>&1
 }
-# A compile-time switch's A/B (bench/build_ab.sh, 2 rounds on the sm90a
-# tactics), then B's tests matching $3: NAME DEFINE TESTS [ab_env args];
-# OUT/NAME.txt (the table), NAME.log, NAME-ctest-b.log (B's tests)
+# A compile-time switch's A/B (bench/build_ab.sh; rounds, tactics and
+# shapes from the ab_env args), then B's tests matching $3 (none where
+# empty): NAME DEFINE TESTS [ab_env args]; OUT/NAME.txt (the table),
+# NAME.log, NAME-ctest-b.log (B's tests)
 ab_step() {
     local name=$1 def=$2 tests=$3 st
     shift 3
     rm -f "$OUT/ctest-b.log" # a failed B build leaves none: not an earlier step's
-    AB_TESTS=$tests "${T[@]}" bash "$ROOT/bench/build_ab.sh" "$def" --reps 2 --filter sm90a "$@" \
-        >"$OUT/$name.txt" 2>"$OUT/$name.log"
+    AB_TESTS=$tests "${T[@]}" bash "$ROOT/bench/build_ab.sh" "$def" "$@" >"$OUT/$name.txt" 2>"$OUT/$name.log"
     st=$?
     cp "$OUT/ctest-b.log" "$OUT/$name-ctest-b.log" 2>/dev/null
     return $st
@@ -250,11 +250,11 @@ for s in "${STEPS[@]}"; do
         (exit $st)
         ;;
     tmastore)
-        AB_TESTS= "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DSM90_TMA_STORE=0 --reps 3 --filter sm90a \
+        ab_step tmastore -DSM90_TMA_STORE=0 '' --reps 3 --filter sm90a \
             --only "sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128,\
 sm90a/pad=1/stages=2/tile=128x80" \
             --shape "$A.bf16.nc" --shape "$A.bf16.c" --shape b1.hq8.hkv1.sq968.skv968.d256.f16.nc \
-            --shape b2.hq8.hkv1.sq2048.skv2048.d256.bf16.c >"$OUT/tmastore.txt" 2>"$OUT/tmastore.log"
+            --shape b2.hq8.hkv1.sq2048.skv2048.d256.bf16.c
         ;;
     order)
         "${T[@]}" python3 "$ROOT/bench/ab_env.py" --attune "$BUILD/attune" --env ATTUNE_SM90_TAIL_MERGE=0,-,24 \
@@ -274,18 +274,14 @@ sm90a/pad=1/stages=2/tile=192x128,sm90a/pad=1/persist=1/stages=2/tile=192x128" \
         ;;
     ftest) fused_test "$OUT/ftest.log" ;;
     v1order)
-        rm -f "$OUT/ctest-b.log"
-        AB_TESTS='^gpu_fused(_f32)?$' "${T[@]}" bash "$ROOT/bench/build_ab.sh" -DFUSED_CAUSAL_ORDER=1 \
-            --reps 2 --filter fused/ --only fused/pad=1/,fused/acc=f32/pad=1/ \
+        ab_step v1order -DFUSED_CAUSAL_ORDER=1 '^gpu_fused(_f32)?$' --reps 2 --filter fused/ \
+            --only fused/pad=1/,fused/acc=f32/pad=1/ \
             --shape b1.hq8.hkv8.sq4096.skv4096.d128.bf16.c --shape b1.hq4.hkv4.sq8192.skv8192.d64.f16.c \
             --shape b2.hq8.hkv2.sq2048.skv2048.d128.bf16.c --shape b1.hq8.hkv8.sq4096.skv4096.d64.f32.c \
-            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c >"$OUT/v1order.txt" 2>"$OUT/v1order.log"
-        st=$?
-        cp "$OUT/ctest-b.log" "$OUT/v1order-ctest-b.log" 2>/dev/null
-        (exit $st)
+            --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c
         ;;
     claim)
-        ab_step claim -DSM90_PERSIST_CLAIM=2 gpu_fused \
+        ab_step claim -DSM90_PERSIST_CLAIM=2 gpu_fused --reps 2 --filter sm90a \
             --only "persist=1/stages=2/tile=192x128,persist=1/stages=2/tile=128x128,persist=1/stages=3/tile=192x128" \
             --shape b4.hq32.hkv8.sq2048.skv2048.d128.bf16.c --shape "$A.bf16.c" --shape "$A.e4m3.nc"
         ;;

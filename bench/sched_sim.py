@@ -68,6 +68,16 @@ def kernel_dim(d):
     return d
 
 
+def key_tiles(sq, skv, qb, bc):
+    """The key tiles of bc keys that row block mb (qb rows) of a causal,
+    bottom-right aligned grid visits, as a function of mb."""
+    def tiles(mb):
+        kend = min(skv, min(mb * qb + qb, sq) + skv - sq)
+        return -(-kend // bc) if kend > 0 else 0
+
+    return tiles
+
+
 def grid(shape, br, bc=128, fold=False, budget=CHUNK_BYTES):
     """(units, nrb, chunk, unit bytes, tiles of row block mb) as the launch
     plans them (sm90_order)."""
@@ -79,12 +89,7 @@ def grid(shape, br, bc=128, fold=False, budget=CHUNK_BYTES):
     nrb = -(-sq // qb)
     per = skv * D * 2 * es // (1 if fold else g)
     chunk = max(1, min(units, budget // max(per, 1)))
-
-    def tiles(mb):
-        kend = min(skv, min(mb * qb + qb, sq) + skv - sq)
-        return -(-kend // bc) if kend > 0 else 0
-
-    return units, nrb, chunk, per, tiles
+    return units, nrb, chunk, per, key_tiles(sq, skv, qb, bc)
 
 
 def order(units, nrb, chunk, clast, tiles):
@@ -132,11 +137,7 @@ def model_v1(shape, br, bc, slots, l2_mb, budget_mb=None):
     per = max(skv * d * 2 * es // (hq // hkv), 1)
     budget = (budget_mb << 20) if budget_mb is not None else (l2_mb << 20) // 6
     chunk = max(1, min(units, budget // per))
-
-    def tiles(mb):
-        kend = min(skv, min(mb * br + br, sq) + skv - sq)
-        return -(-kend // bc) if kend > 0 else 0
-
+    tiles = key_tiles(sq, skv, br, bc)
     old = makespan(order(units, nrb, 1, units - 1, tiles), 1.0, 1.0, sms=slots)
     cl = clast_of(units, nrb, chunk, per, 4 * budget, slots)
     new = makespan(order(units, nrb, chunk, cl, tiles), 1.0, 1.0, sms=slots)

@@ -241,13 +241,14 @@ int cuda_fused_combine(const attn_shape *s, int splits, const float *part_o, con
 /* Version 1.2 (an A/B switch, 0 by default; written 2026-12-08 with no
  * device time left, not yet run): 1 orders the causal grids of version
  * 1's kernels (`fused` in cuda_fused.cu, `fused/acc=f32` in
- * cuda_fused_f32.cu) as the sm90a kernel's (version 3.31: sm90_causal_item, cuda_fused_configs.h):
- * chunks of heads whose K/V fit in a sixth of the L2 (ATTUNE_FUSED_CHUNK_MB
- * sets the budget), the longest row blocks of the whole chunk first, the
- * last chunk merged while it holds under two waves of the device's
- * resident blocks (within four budgets). 0: head after head, each head's
- * longest row block first. bench/sched_sim.py gave small grids the most
- * (a grid of few heads ends on one head's long blocks otherwise). With
+ * cuda_fused_f32.cu) as the sm90a kernel's (version 3.31:
+ * sm90_causal_item, cuda_fused_configs.h): chunks of heads whose K/V fit
+ * in a sixth of the L2 (ATTUNE_FUSED_CHUNK_MB sets the budget), the
+ * longest row blocks of the whole chunk first, the last chunk merged
+ * while it holds under two waves of the device's resident blocks (within
+ * four budgets). 0: head after head, each head's longest row block
+ * first. bench/sched_sim.py gave small grids the most (a grid of few
+ * heads ends on one head's long blocks otherwise). With
  * it on, ptxas gives several kernels 1-2 more registers (none past an
  * occupancy step) and d256 64x64 (8 warps, unaligned) 4/8 more bytes of
  * spills (sm_90). The launch asks the occupancy and the L2 size each

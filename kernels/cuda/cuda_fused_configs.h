@@ -259,12 +259,11 @@ static inline int sm90_tail_cut(int causal, int fold, int splits, int tile_m, in
 
 /* Version 3.31: the causal grid's order (the item mapping of both of
  * cuda_fused_sm90a.cu's units, and of version 1's kernels under the
- * FUSED_CAUSAL_ORDER switch, cuda_fused_common.cuh; bench/sched_sim.py models
- * it). Chunks of
- * `chunk` units (heads, or KV heads folded) one after the other; inside a
- * chunk the row blocks that see the most keys first (every unit's last
- * row block, then the one before, ...), so the chunk's K/V stay in L2 and
- * the grid ends on short blocks. Chunks are filled in order, so a chunk
+ * FUSED_CAUSAL_ORDER switch, cuda_fused_common.cuh; bench/sched_sim.py
+ * models it). Chunks of `chunk` units (heads, or KV heads folded) one
+ * after the other; inside a chunk the row blocks that see the most keys
+ * first (every unit's last row block, then the one before, ...), so the
+ * chunk's K/V stay in L2 and the grid ends on short blocks. Chunks are filled in order, so a chunk
  * of few items ends the grid badly: its long blocks start together at the
  * end and nothing is left for the SMs that drew its short ones (the 8k
  * causal anchor's 192-row tiles: 43 row blocks x 2 heads, 86 items on 132
@@ -294,7 +293,8 @@ static inline int sm90_tail_cut(int causal, int fold, int splits, int tile_m, in
 #define SM90_CHUNK_BYTES (8 << 20)
 /* The rule for any grid: the last chunk merged while it holds fewer than
  * SM90_TAIL_WAVES x slots items (slots: the blocks the device runs at
- * once; version 1's grids under FUSED_CAUSAL_ORDER, cuda_fused_common.cuh). */
+ * once; version 1's grids under FUSED_CAUSAL_ORDER,
+ * cuda_fused_common.cuh). */
 static inline int fused_causal_clast(long long units, long long nrb, long long chunk, long long unit_bytes,
                                      long long cap, long long slots)
 {
